@@ -1,0 +1,87 @@
+/**
+ * Load config.yaml: read it (or use the embedded defaults), load `.env` beside it, interpolate
+ * `${{ env.NAME }}`, validate against the schema, and resolve relative paths against the file's folder.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { SwitchyardError, type Problem } from '../errors.ts';
+import { formatPath, validate } from '../schema/index.ts';
+import { parseYaml } from '../schema/yaml.ts';
+import { interpolate, readDotenv } from './env.ts';
+import { configSchema, type Config } from './schema.ts';
+
+export { configSchema, type Config } from './schema.ts';
+
+export interface LoadedConfig extends Config {
+  /** The file the settings came from, or `null` for the embedded defaults. */
+  source: string | null;
+  /** `server.public_url` resolved (never empty), without a trailing slash. */
+  publicUrl: string;
+}
+
+export const DEFAULT_CONFIG_FILE = 'config.yaml';
+
+/**
+ * `path` given: that file must exist. Not given: `./config.yaml` when present, else the embedded
+ * defaults (relative paths then resolve against the working directory).
+ */
+export function loadConfig(opts: { path?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): LoadedConfig {
+  const cwd = opts.cwd ?? process.cwd();
+  const explicit = opts.path !== undefined;
+  const file = resolve(cwd, opts.path ?? DEFAULT_CONFIG_FILE);
+  if (!existsSync(file)) {
+    if (explicit)
+      throw new SwitchyardError('config_invalid', `config file ${file} does not exist`, {
+        hint: 'pass an existing file with --config, or leave it out to use ./config.yaml or the embedded defaults',
+      });
+    return finish(parseConfig({}, null, { ...readDotenv(resolve(cwd, '.env')), ...(opts.env ?? process.env) }), cwd, null);
+  }
+  const text = readFileSync(file, 'utf8');
+  const env = { ...readDotenv(resolve(dirname(file), '.env')), ...(opts.env ?? process.env) };
+  return finish(parseConfigText(text, file, env), dirname(file), file);
+}
+
+/** Validate config text; every problem at once, each with file:line:col and the key path. */
+export function parseConfigText(text: string, file: string, env: Record<string, string | undefined>): Config {
+  const src = parseYaml(text, file);
+  if (src.syntaxProblems.length)
+    throw new SwitchyardError('config_invalid', `${file} is not valid YAML`, { problems: src.syntaxProblems });
+  const problems: Problem[] = [];
+  const interpolated = interpolate(src.value ?? {}, env, (name, path) => {
+    const { line, col } = src.locate(path);
+    problems.push({
+      where: `${file}:${line}:${col}`,
+      message: `${formatPath(path)}: environment variable ${name} is not set`,
+      hint: `set ${name} in the environment or in a .env file beside ${file}`,
+    });
+  });
+  const result = validate(configSchema, interpolated);
+  if (!result.ok) problems.push(...src.toProblems(result.issues));
+  if (problems.length || !result.ok)
+    throw new SwitchyardError('config_invalid', `${file} has ${problems.length} problem${problems.length === 1 ? '' : 's'}`, {
+      problems,
+      hint: 'see the commented config.yaml in the README for every key',
+    });
+  return result.value;
+}
+
+function parseConfig(value: unknown, file: string | null, env: Record<string, string | undefined>): Config {
+  return parseConfigText(JSON.stringify(value), file ?? '(embedded defaults)', env);
+}
+
+function finish(config: Config, base: string, source: string | null): LoadedConfig {
+  const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
+  const c = { ...config, data_dir: abs(config.data_dir), integrations_dir: abs(config.integrations_dir) };
+  return { ...c, source, publicUrl: publicUrlOf(c) };
+}
+
+export function publicUrlOf(c: Config, port = c.server.port): string {
+  if (c.server.public_url) return c.server.public_url.replace(/\/+$/, '');
+  const host = c.server.host === '0.0.0.0' || c.server.host === '::' ? '127.0.0.1' : c.server.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** The embedded defaults, as a validated config. */
+export function defaultConfig(): Config {
+  return parseConfig({}, null, {});
+}

@@ -1,0 +1,64 @@
+/**
+ * config.yaml, declared once: the TypeScript type, the embedded defaults and the validation
+ * messages all come from this schema. The root config.yaml documents the same keys with comments;
+ * a test keeps the two equal.
+ */
+import * as s from '../schema/index.ts';
+
+export const configSchema = s.object({
+  server: s.object({
+    host: s.withDefault(s.string({ min: 1, description: 'interface to listen on' }), '127.0.0.1'),
+    port: s.withDefault(s.number({ integer: true, min: 0, max: 65535 }), 8787),
+    public_url: s.withDefault(
+      s.string({ description: 'URL integrations and users reach the server at; empty means http://<host>:<port>' }),
+      '',
+    ),
+    shutdown_timeout: s.withDefault(s.duration({ max: 300_000 }), 10_000),
+    body_limit: s.withDefault(s.bytes({ min: 1024 }), 1024 * 1024),
+  }),
+  data_dir: s.withDefault(s.string({ min: 1 }), './data'),
+  integrations_dir: s.withDefault(s.string({ min: 1 }), './integrations'),
+  admin_token: s.withDefault(
+    s.string({ description: 'bearer token of the management API; empty means generated into <data_dir>/admin-token' }),
+    '',
+  ),
+  log: s.object({
+    format: s.withDefault(s.oneOf(['auto', 'pretty', 'json'] as const), 'auto'),
+    level: s.withDefault(s.oneOf(['debug', 'info', 'warn', 'error'] as const), 'info'),
+  }),
+  webhooks: s.object({
+    max_retries: s.withDefault(s.number({ integer: true, min: 0, max: 20 }), 3),
+    base_delay: s.withDefault(s.duration({ min: 1 }), 1000),
+    jitter: s.withDefault(s.number({ min: 0, max: 1, description: 'extra delay, as a fraction of the base delay' }), 0.1),
+    timeout: s.withDefault(s.duration({ min: 100, max: 300_000 }), 10_000),
+    concurrency: s.withDefault(s.number({ integer: true, min: 1, max: 1024 }), 32),
+    per_endpoint_concurrency: s.withDefault(s.number({ integer: true, min: 1, max: 256 }), 4),
+    retry_after_max: s.withDefault(s.duration(), 60_000),
+    allow_private_networks: s.withDefault(s.boolean(), false),
+    response_excerpt: s.withDefault(s.bytes({ max: 1024 * 1024 }), 20 * 1024),
+    signature_tolerance: s.withDefault(s.duration({ min: 1000 }), 300_000),
+    secret_rotation_overlap: s.withDefault(s.duration(), 24 * 3_600_000),
+    lease: s.withDefault(s.duration({ min: 1000 }), 30_000),
+  }),
+  sandbox: s.object({
+    memory_mb: s.withDefault(s.number({ integer: true, min: 8, max: 4096 }), 128),
+    cpu_time: s.withDefault(s.duration({ min: 1 }), 50),
+    wall_time: s.withDefault(s.duration({ min: 10 }), 30_000),
+    subrequests: s.withDefault(s.number({ integer: true, min: 0, max: 10_000 }), 50),
+    subrequest_timeout: s.withDefault(s.duration({ min: 10 }), 10_000),
+    request_body: s.withDefault(s.bytes(), 1024 * 1024),
+    response_body: s.withDefault(s.bytes(), 10 * 1024 * 1024),
+    subrequest_body: s.withDefault(s.bytes(), 10 * 1024 * 1024),
+    script_size: s.withDefault(s.bytes(), 5 * 1024 * 1024),
+    startup_time: s.withDefault(s.duration({ min: 10 }), 1000),
+    wait_until: s.withDefault(s.duration(), 30_000),
+    log_lines: s.withDefault(s.number({ integer: true, min: 0 }), 256),
+  }),
+  retention: s.object({
+    schedule: s.withDefault(s.string({ min: 1, description: 'cron expression (croner)' }), '17 3 * * *'),
+    keep: s.withDefault(s.duration({ min: 60_000 }), 30 * 86_400_000),
+    batch_size: s.withDefault(s.number({ integer: true, min: 1, max: 100_000 }), 500),
+  }),
+});
+
+export type Config = s.Infer<typeof configSchema>;

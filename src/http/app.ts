@@ -1,0 +1,96 @@
+/**
+ * The h3 application: JSON errors in one shape, the admin-token guard on /api/v1, and the routes
+ * every module adds.
+ */
+import { H3, HTTPError } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import type { Module, Services } from '../services.ts';
+import { bearerToken, safeEqual } from './auth.ts';
+import { VERSION } from '../version.ts';
+
+export function jsonError(status: number, code: string, message: string, extra: Record<string, unknown> = {}): Response {
+  return Response.json({ error: { code, message, ...extra } }, { status });
+}
+
+/** Who is calling the management API: the admin, or one installation with its own token. */
+export type Principal =
+  | { kind: 'admin' }
+  | { kind: 'installation'; installationId: string; integration: string; scopes: string[] };
+
+/** Installation tokens are resolved by the installations module when it is loaded. */
+export type TokenResolver = (token: string) => Principal | undefined;
+
+const principals = new WeakMap<Request, Principal>();
+
+export function authenticate(req: Request, services: Services): Principal {
+  const token = bearerToken(req.headers.get('authorization'));
+  if (!token)
+    throw new SwitchyardError('unauthorized', 'missing Authorization: Bearer <token>', {
+      hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',
+    });
+  if (safeEqual(token, services.adminToken)) return { kind: 'admin' };
+  const resolver = services.resolveToken as TokenResolver | undefined;
+  const p = resolver?.(token);
+  if (p) return p;
+  throw new SwitchyardError('unauthorized', 'the token is not valid', {
+    hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',
+  });
+}
+
+/** The principal the /api/v1 guard found for this request. */
+export function principalOf(req: Request): Principal {
+  const p = principals.get(req);
+  if (!p) throw new SwitchyardError('unauthorized', 'not authenticated');
+  return p;
+}
+
+/** Throws 403 unless the caller is the admin. */
+export function requireAdmin(req: Request): void {
+  if (principalOf(req).kind !== 'admin')
+    throw new SwitchyardError('forbidden', 'this endpoint needs the admin token', {
+      hint: 'installation tokens may only read their own installation and update its configuration',
+    });
+}
+
+export function createApp(services: Services, modules: Module[]): H3 {
+  const app = new H3({
+    // Errors are logged once, by us, with secrets redacted.
+    silent: true,
+    onError(error) {
+      const cause = (error as HTTPError).cause ?? error;
+      if (cause instanceof SwitchyardError) return Response.json(cause.toJSON(), { status: cause.status });
+      const status = (error as HTTPError).status ?? 500;
+      if (status >= 500) {
+        services.log.error('request failed', { error: cause instanceof Error ? cause : String(cause) });
+        return jsonError(500, 'internal', 'Internal server error');
+      }
+      return jsonError(status, status === 404 ? 'not_found' : 'bad_request', (error as HTTPError).message || 'request failed');
+    },
+  });
+
+  app.get('/healthz', () => {
+    let storeOk = false;
+    try {
+      storeOk = services.store.db.prepare('SELECT 1 AS ok').get() !== undefined;
+    } catch {
+      storeOk = false;
+    }
+    return Response.json(
+      {
+        ok: storeOk && !services.closing,
+        version: VERSION,
+        uptime_s: Math.round((Date.now() - services.startedAt) / 1000),
+        store: storeOk ? 'ok' : 'unavailable',
+        status: services.closing ? 'shutting_down' : 'serving',
+      },
+      { status: storeOk && !services.closing ? 200 : 503 },
+    );
+  });
+
+  app.use('/api/v1/**', (event) => {
+    principals.set(event.req, authenticate(event.req, services));
+  });
+
+  for (const m of modules) m.routes?.(app, services);
+  return app;
+}

@@ -1,0 +1,117 @@
+/**
+ * Start and stop the whole server: store, modules, HTTP. Shutdown is graceful and bounded: stop
+ * accepting, let in-flight requests and work finish up to `server.shutdown_timeout`, stop modules in
+ * reverse order, close the database cleanly.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { toNodeHandler } from 'h3/node';
+import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
+import { SwitchyardError } from '../errors.ts';
+import { createLogger, type Logger } from '../log/index.ts';
+import { modules as defaultModules } from '../modules.ts';
+import type { Module, Services } from '../services.ts';
+import { openStore } from '../store/index.ts';
+import { resolveAdminToken } from './auth.ts';
+import { createApp } from './app.ts';
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  services: Services;
+  close(): Promise<void>;
+}
+
+export async function startServer(
+  config: LoadedConfig,
+  opts: { log?: Logger; modules?: Module[] } = {},
+): Promise<RunningServer> {
+  const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
+  const store = openStore(config.data_dir, { lock: true });
+  const adminToken = resolveAdminToken(config, true)!;
+  const services: Services = { config, log, store, adminToken, startedAt: Date.now(), closing: false };
+  const stops: Array<() => Promise<void> | void> = [];
+  let httpServer: Server | undefined;
+  const modules = opts.modules ?? defaultModules;
+
+  const stopModules = async () => {
+    for (const stop of stops.reverse()) {
+      try {
+        await stop();
+      } catch (e) {
+        log.error('module failed to stop cleanly', { error: e as Error });
+      }
+    }
+  };
+
+  try {
+    for (const m of modules) {
+      const stop = await m.start?.(services);
+      if (typeof stop === 'function') stops.push(stop);
+    }
+    const app = createApp(services, modules);
+    httpServer = createServer({ requestTimeout: 120_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 }, toNodeHandler(app));
+    await listen(httpServer, config.server.host, config.server.port);
+  } catch (e) {
+    httpServer?.close();
+    await stopModules();
+    store.close();
+    throw e;
+  }
+
+  const port = (httpServer.address() as AddressInfo).port;
+  // With port 0 the public URL learns the real port.
+  const publicUrl = config.server.public_url ? config.publicUrl : publicUrlOf(config, port);
+  services.config = { ...config, publicUrl, server: { ...config.server, port } };
+  log.info('switchyard serving', { url: publicUrl, data_dir: config.data_dir, config: config.source ?? '(embedded defaults)' });
+
+  let closing: Promise<void> | undefined;
+  const server = httpServer;
+  return {
+    url: publicUrl,
+    port,
+    services,
+    close() {
+      closing ??= (async () => {
+        services.closing = true;
+        const deadline = Date.now() + config.server.shutdown_timeout;
+        const drained = new Promise<void>((r) => server.close(() => r()));
+        server.closeIdleConnections();
+        const timer = setTimeout(() => server.closeAllConnections(), Math.max(0, deadline - Date.now()));
+        await drained;
+        clearTimeout(timer);
+        await stopModules();
+        store.close();
+        log.info('switchyard stopped');
+      })();
+      return closing;
+    },
+  };
+}
+
+function listen(server: Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (e: NodeJS.ErrnoException) => {
+      server.off('listening', onListening);
+      if (e.code === 'EADDRINUSE')
+        reject(
+          new SwitchyardError('port_in_use', `port ${port} on ${host} is already in use`, {
+            hint: 'stop whatever holds it, or set server.port in config.yaml (0 picks a free port)',
+          }),
+        );
+      else
+        reject(
+          new SwitchyardError('listen_failed', `cannot listen on ${host}:${port} (${e.code ?? e.message})`, {
+            hint: 'check server.host and server.port in config.yaml',
+          }),
+        );
+    };
+    const onListening = () => {
+      server.off('error', onError);
+      resolve();
+    };
+    server.once('error', onError);
+    server.once('listening', onListening);
+    server.listen(port, host);
+  });
+}

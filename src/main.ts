@@ -1,0 +1,21 @@
+#!/usr/bin/env node
+/**
+ * The `switchyard` command tree. Each group lives in src/cli/<group>.ts and is loaded on demand,
+ * so `switchyard --help` stays fast.
+ */
+import { defineCommand } from 'citty';
+import { run } from './cli/run.ts';
+import { VERSION } from './version.ts';
+
+export const main = defineCommand({
+  meta: { name: 'switchyard', version: VERSION, description: 'Integration runtime and durable webhook delivery' },
+  subCommands: {
+    serve: () => import('./cli/serve.ts').then((m) => m.default),
+  },
+});
+
+export async function cli(argv = process.argv.slice(2)): Promise<void> {
+  process.exitCode = await run(main, argv);
+}
+
+if (import.meta.main) await cli();

@@ -1,0 +1,7 @@
+/**
+ * The server's modules, in start order. A module adds routes and background work; see Module in
+ * services.ts.
+ */
+import type { Module } from './services.ts';
+
+export const modules: Module[] = [];

@@ -1,0 +1,335 @@
+/**
+ * A small schema language: declare a shape once, get its TypeScript type (`Infer`), its defaults,
+ * and validation that reports every problem at once with a field path. Used by config.yaml, the
+ * manifest and the management API, so their errors read the same way.
+ */
+import { didYouMean } from './suggest.ts';
+
+export type Path = (string | number)[];
+export interface Issue {
+  path: Path;
+  message: string;
+  hint?: string;
+  /** Point at the key itself rather than its value (unknown keys). */
+  atKey?: boolean;
+}
+
+const INVALID: unique symbol = Symbol('invalid');
+type Invalid = typeof INVALID;
+
+export interface Schema<T> {
+  readonly kind: string;
+  readonly description?: string;
+  readonly isOptional?: boolean;
+  readonly hasDefault?: boolean;
+  readonly defaultValue?: unknown;
+  /** Validate (and normalise) one value; push issues and return INVALID on failure. */
+  check(value: unknown, path: Path, issues: Issue[]): T | Invalid;
+  /** Phantom field carrying the output type. */
+  readonly _type?: T;
+}
+
+export type Infer<S> = S extends Schema<infer T> ? T : never;
+
+type AnySchema = Schema<any>;
+type Shape = Record<string, AnySchema>;
+type OptionalKeys<S extends Shape> = { [K in keyof S]: S[K] extends { isOptional: true } ? K : never }[keyof S];
+type ObjectOut<S extends Shape> = { [K in Exclude<keyof S, OptionalKeys<S>>]: Infer<S[K]> } & {
+  [K in OptionalKeys<S>]?: Infer<S[K]>;
+};
+type Pretty<T> = { [K in keyof T]: T[K] } & {};
+
+export function typeName(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a map';
+  if (typeof v === 'string') return `the string "${v.length > 40 ? `${v.slice(0, 40)}…` : v}"`;
+  return `${typeof v} ${String(v)}`;
+}
+
+function fail(issues: Issue[], path: Path, message: string, hint?: string): Invalid {
+  issues.push({ path, message, ...(hint ? { hint } : {}) });
+  return INVALID;
+}
+
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export function string(
+  opts: {
+    min?: number;
+    max?: number;
+    pattern?: RegExp;
+    patternHint?: string;
+    url?: boolean;
+    description?: string;
+  } = {},
+): Schema<string> {
+  return {
+    kind: 'string',
+    description: opts.description,
+    check(v, path, issues) {
+      if (typeof v !== 'string') return fail(issues, path, `must be a string, got ${typeName(v)}`);
+      if (opts.min !== undefined && v.length < opts.min)
+        return fail(issues, path, opts.min === 1 ? 'must not be empty' : `must be at least ${opts.min} characters`);
+      if (opts.max !== undefined && v.length > opts.max)
+        return fail(issues, path, `must be at most ${opts.max} characters (it has ${v.length})`);
+      if (opts.pattern && !opts.pattern.test(v))
+        return fail(issues, path, `"${v}" does not have the required form`, opts.patternHint);
+      if (opts.url) {
+        let u: URL;
+        try {
+          u = new URL(v);
+        } catch {
+          return fail(issues, path, `"${v}" is not a valid URL`, 'use an absolute http:// or https:// URL');
+        }
+        if (u.protocol !== 'http:' && u.protocol !== 'https:')
+          return fail(issues, path, `"${v}" must use http or https`);
+      }
+      return v;
+    },
+  };
+}
+
+export function number(opts: { min?: number; max?: number; integer?: boolean; description?: string } = {}): Schema<number> {
+  return {
+    kind: 'number',
+    description: opts.description,
+    check(v, path, issues) {
+      if (typeof v !== 'number' || !Number.isFinite(v)) return fail(issues, path, `must be a number, got ${typeName(v)}`);
+      if (opts.integer && !Number.isInteger(v)) return fail(issues, path, `must be a whole number, got ${v}`);
+      if (opts.min !== undefined && v < opts.min) return fail(issues, path, `must be at least ${opts.min}, got ${v}`);
+      if (opts.max !== undefined && v > opts.max) return fail(issues, path, `must be at most ${opts.max}, got ${v}`);
+      return v;
+    },
+  };
+}
+
+export function boolean(opts: { description?: string } = {}): Schema<boolean> {
+  return {
+    kind: 'boolean',
+    description: opts.description,
+    check(v, path, issues) {
+      if (typeof v !== 'boolean') return fail(issues, path, `must be true or false, got ${typeName(v)}`);
+      return v;
+    },
+  };
+}
+
+export function oneOf<const T extends readonly (string | number | boolean)[]>(
+  values: T,
+  opts: { description?: string; hint?: (v: unknown) => string | undefined } = {},
+): Schema<T[number]> {
+  return {
+    kind: 'enum',
+    description: opts.description,
+    check(v, path, issues) {
+      if ((values as readonly unknown[]).includes(v)) return v as T[number];
+      const custom = opts.hint?.(v);
+      const guess = typeof v === 'string' ? didYouMean(v, values.map(String)) : undefined;
+      return fail(
+        issues,
+        path,
+        `${typeName(v)} is not allowed; expected one of: ${values.map((x) => JSON.stringify(x)).join(', ')}`,
+        custom ?? guess,
+      );
+    },
+  };
+}
+
+const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Parse "500ms", "10s", "2m", "1h", "7d" (or a bare number of milliseconds) into milliseconds. */
+export function parseDuration(v: string): number | undefined {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(v);
+  return m ? Number(m[1]) * durationUnits[m[2]] : undefined;
+}
+
+/** A duration, written `10s`, `500ms`, `2m`, `1h`, `7d` or as milliseconds; yields milliseconds. */
+export function duration(opts: { min?: number; max?: number; description?: string } = {}): Schema<number> {
+  return {
+    kind: 'duration',
+    description: opts.description,
+    check(v, path, issues) {
+      const ms = typeof v === 'number' ? v : typeof v === 'string' ? parseDuration(v) : undefined;
+      if (ms === undefined || !Number.isFinite(ms) || ms < 0)
+        return fail(issues, path, `must be a duration, got ${typeName(v)}`, 'write it like 500ms, 10s, 2m, 1h or 7d');
+      if (opts.min !== undefined && ms < opts.min) return fail(issues, path, `must be at least ${opts.min} ms`);
+      if (opts.max !== undefined && ms > opts.max) return fail(issues, path, `must be at most ${opts.max} ms`);
+      return ms;
+    },
+  };
+}
+
+const byteUnits: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+
+/** A size, written `512kb`, `1mb` or as bytes; yields bytes. */
+export function bytes(opts: { min?: number; max?: number; description?: string } = {}): Schema<number> {
+  return {
+    kind: 'bytes',
+    description: opts.description,
+    check(v, path, issues) {
+      let n: number | undefined;
+      if (typeof v === 'number') n = v;
+      else if (typeof v === 'string') {
+        const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)\s*$/i.exec(v);
+        if (m) n = Math.round(Number(m[1]) * byteUnits[m[2].toLowerCase()]);
+      }
+      if (n === undefined || !Number.isFinite(n) || n < 0)
+        return fail(issues, path, `must be a size, got ${typeName(v)}`, 'write it like 512kb, 1mb or a number of bytes');
+      if (opts.min !== undefined && n < opts.min) return fail(issues, path, `must be at least ${opts.min} bytes`);
+      if (opts.max !== undefined && n > opts.max) return fail(issues, path, `must be at most ${opts.max} bytes`);
+      return n;
+    },
+  };
+}
+
+export function array<T>(item: Schema<T>, opts: { min?: number; max?: number; unique?: boolean; description?: string } = {}): Schema<T[]> {
+  return {
+    kind: 'array',
+    description: opts.description,
+    check(v, path, issues) {
+      if (!Array.isArray(v)) return fail(issues, path, `must be a list, got ${typeName(v)}`);
+      if (opts.min !== undefined && v.length < opts.min)
+        return fail(issues, path, opts.min === 1 ? 'must not be empty' : `must have at least ${opts.min} items`);
+      if (opts.max !== undefined && v.length > opts.max) return fail(issues, path, `must have at most ${opts.max} items`);
+      const out: T[] = [];
+      let ok = true;
+      const seen = new Set<string>();
+      v.forEach((x, i) => {
+        const r = item.check(x, [...path, i], issues);
+        if (r === INVALID) ok = false;
+        else {
+          if (opts.unique) {
+            const key = JSON.stringify(r);
+            if (seen.has(key)) {
+              issues.push({ path: [...path, i], message: `${typeName(x)} is listed twice` });
+              ok = false;
+            }
+            seen.add(key);
+          }
+          out.push(r);
+        }
+      });
+      return ok ? out : INVALID;
+    },
+  };
+}
+
+export function record<T>(
+  value: Schema<T>,
+  opts: { key?: RegExp; keyHint?: string; description?: string } = {},
+): Schema<Record<string, T>> {
+  return {
+    kind: 'record',
+    description: opts.description,
+    check(v, path, issues) {
+      if (!isPlainObject(v)) return fail(issues, path, `must be a map, got ${typeName(v)}`);
+      const out: Record<string, T> = {};
+      let ok = true;
+      for (const [k, x] of Object.entries(v)) {
+        if (opts.key && !opts.key.test(k)) {
+          issues.push({ path: [...path, k], message: `key "${k}" does not have the required form`, hint: opts.keyHint, atKey: true });
+          ok = false;
+          continue;
+        }
+        const r = value.check(x, [...path, k], issues);
+        if (r === INVALID) ok = false;
+        else out[k] = r;
+      }
+      return ok ? out : INVALID;
+    },
+  };
+}
+
+export interface ObjectOptions<T> {
+  description?: string;
+  /** Unknown keys are errors (with a "did you mean" hint) unless this is true. */
+  passthrough?: boolean;
+  /** Cross-field rules, run only when every field passed. */
+  refine?: (value: T, report: (path: Path, message: string, hint?: string) => void) => void;
+}
+
+export function object<S extends Shape>(shape: S, opts: ObjectOptions<Pretty<ObjectOut<S>>> = {}): Schema<Pretty<ObjectOut<S>>> & { shape: S } {
+  return {
+    kind: 'object',
+    shape,
+    description: opts.description,
+    check(v, path, issues) {
+      if (v === null || v === undefined) v = {};
+      if (!isPlainObject(v)) return fail(issues, path, `must be a map, got ${typeName(v)}`);
+      const out: Record<string, unknown> = {};
+      let ok = true;
+      for (const [key, schema] of Object.entries(shape)) {
+        const x = v[key];
+        if (x === undefined || (x === null && schema.kind !== 'object')) {
+          if (schema.hasDefault) {
+            out[key] = structuredClone(schema.defaultValue);
+            continue;
+          }
+          if (schema.isOptional) continue;
+          if (schema.kind === 'object') {
+            const r = schema.check({}, [...path, key], issues);
+            if (r === INVALID) ok = false;
+            else out[key] = r;
+            continue;
+          }
+          issues.push({ path: [...path, key], message: `"${key}" is required` });
+          ok = false;
+          continue;
+        }
+        const r = schema.check(x, [...path, key], issues);
+        if (r === INVALID) ok = false;
+        else out[key] = r;
+      }
+      if (!opts.passthrough) {
+        for (const key of Object.keys(v)) {
+          if (key in shape) continue;
+          issues.push({ path: [...path, key], message: `unknown key "${key}"`, hint: didYouMean(key, Object.keys(shape)), atKey: true });
+          ok = false;
+        }
+      } else {
+        for (const key of Object.keys(v)) if (!(key in shape)) out[key] = v[key];
+      }
+      if (!ok) return INVALID;
+      if (opts.refine) {
+        const before = issues.length;
+        opts.refine(out as Pretty<ObjectOut<S>>, (p, message, hint) => issues.push({ path: [...path, ...p], message, ...(hint ? { hint } : {}) }));
+        if (issues.length > before) return INVALID;
+      }
+      return out as Pretty<ObjectOut<S>>;
+    },
+  };
+}
+
+/** A key that may be absent. */
+export function optional<T>(schema: Schema<T>): Schema<T> & { isOptional: true } {
+  return { ...schema, check: schema.check, isOptional: true };
+}
+
+/** A key that takes `value` when absent. */
+export function withDefault<T>(schema: Schema<T>, value: T): Schema<T> {
+  return { ...schema, check: schema.check, hasDefault: true, defaultValue: value };
+}
+
+/** Accept any value (free-form data such as configuration values); optionally check it. */
+export function any(description?: string): Schema<unknown> {
+  return { kind: 'any', description, check: (v) => v };
+}
+
+export type Result<T> = { ok: true; value: T; issues: [] } | { ok: false; issues: Issue[] };
+
+export function validate<T>(schema: Schema<T>, input: unknown): Result<T> {
+  const issues: Issue[] = [];
+  const value = schema.check(input, [], issues);
+  if (value === INVALID || issues.length) return { ok: false, issues };
+  return { ok: true, value, issues: [] };
+}
+
+/** `a.b[2].c` */
+export function formatPath(path: Path): string {
+  let s = '';
+  for (const seg of path) s += typeof seg === 'number' ? `[${seg}]` : s ? `.${seg}` : seg;
+  return s || '(top level)';
+}

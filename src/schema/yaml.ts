@@ -1,0 +1,72 @@
+/**
+ * YAML with positions: parse a document and map a field path back to `line:col`, so every
+ * validation problem can say where it is in the file.
+ */
+import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import type { Issue, Path } from './index.ts';
+import { formatPath } from './index.ts';
+import type { Problem } from '../errors.ts';
+
+export interface YamlSource {
+  value: unknown;
+  /** Syntax errors, already as problems with positions. */
+  syntaxProblems: Problem[];
+  /** `file:line:col` of the node at `path` (or of its key), falling back to the nearest parent. */
+  locate(path: Path, atKey?: boolean): { line: number; col: number };
+  /** Turn schema issues into problems that say file, line, column and field path. */
+  toProblems(issues: Issue[]): Problem[];
+}
+
+export function parseYaml(text: string, file: string): YamlSource {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const syntaxProblems: Problem[] = doc.errors.map((e) => {
+    const pos = lineCounter.linePos(e.pos[0]);
+    return { where: `${file}:${pos.line}:${pos.col}`, message: e.message.split('\n')[0], hint: 'fix the YAML syntax' };
+  });
+  const value = syntaxProblems.length ? undefined : doc.toJS({ maxAliasCount: 100 });
+
+  function locate(path: Path, atKey = false): { line: number; col: number } {
+    let node: unknown = doc.contents;
+    let offset = (node as Node | null)?.range?.[0] ?? 0;
+    for (let i = 0; i < path.length; i++) {
+      const seg = path[i];
+      const last = i === path.length - 1;
+      if (isMap(node)) {
+        const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === String(seg));
+        if (!pair) break;
+        const keyNode = pair.key as Node;
+        if (last && atKey) {
+          offset = keyNode.range?.[0] ?? offset;
+          break;
+        }
+        const valueNode = pair.value as Node | null;
+        offset = valueNode?.range?.[0] ?? keyNode.range?.[0] ?? offset;
+        node = valueNode;
+      } else if (isSeq(node) && typeof seg === 'number') {
+        const item = node.items[seg] as Node | undefined;
+        if (!item) break;
+        offset = item.range?.[0] ?? offset;
+        node = item;
+      } else break;
+    }
+    return lineCounter.linePos(offset);
+  }
+
+  return {
+    value,
+    syntaxProblems,
+    locate,
+    toProblems(issues) {
+      return issues.map((iss) => {
+        const { line, col } = locate(iss.path, iss.atKey);
+        const field = formatPath(iss.path);
+        return {
+          where: `${file}:${line}:${col}`,
+          message: `${field}: ${iss.message}`,
+          ...(iss.hint ? { hint: iss.hint } : {}),
+        };
+      });
+    },
+  };
+}

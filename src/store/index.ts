@@ -1,0 +1,119 @@
+/**
+ * The SQLite store: one file under the data directory, WAL mode, foreign keys on, a busy timeout,
+ * versioned migrations owned by modules, and a lock so one server owns the queue.
+ */
+import Database from 'better-sqlite3';
+import { accessSync, constants, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { SwitchyardError } from '../errors.ts';
+import { acquireLock, type Lock } from './lock.ts';
+import { allMigrations } from './schema.ts';
+
+export type Db = Database.Database;
+
+/** A module's schema: its name and its migration steps in order (never edit a landed step). */
+export interface ModuleMigrations {
+  module: string;
+  steps: string[];
+}
+
+export interface Store {
+  db: Db;
+  file: string;
+  close(): void;
+}
+
+export const DB_FILE = 'switchyard.db';
+
+export interface OpenOptions {
+  /** Read-only access that never takes the lock and never migrates (the CLI's --offline). */
+  readonly?: boolean;
+  /** Take the data directory's lock (the server does; tests of single modules need not). */
+  lock?: boolean;
+  migrations?: ModuleMigrations[];
+  /** Path of a native addon already loaded (the single executable). */
+  nativeBinding?: unknown;
+}
+
+let nativeBinding: unknown;
+/** The single executable hands in the better-sqlite3 addon it extracted. */
+export function setNativeBinding(addon: unknown): void {
+  nativeBinding = addon;
+}
+
+export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
+  const file = join(dataDir, DB_FILE);
+  let lock: Lock | undefined;
+  if (!opts.readonly) {
+    try {
+      mkdirSync(dataDir, { recursive: true });
+      accessSync(dataDir, constants.W_OK);
+    } catch (e) {
+      throw new SwitchyardError('data_dir_unwritable', `data directory ${dataDir} cannot be written (${(e as NodeJS.ErrnoException).code})`, {
+        hint: 'set data_dir in config.yaml to a folder this user can write, or fix its permissions',
+        cause: e,
+      });
+    }
+    if (opts.lock) lock = acquireLock(dataDir);
+  }
+  let db: Db;
+  try {
+    db = new Database(file, {
+      readonly: opts.readonly ?? false,
+      fileMustExist: opts.readonly ?? false,
+      ...(nativeBinding ? { nativeBinding: nativeBinding as string } : {}),
+    });
+  } catch (e) {
+    lock?.release();
+    if (opts.readonly)
+      throw new SwitchyardError('not_found', `no database at ${file}`, { hint: 'start the server once with `switchyard serve`', cause: e });
+    throw new SwitchyardError('data_dir_unwritable', `cannot open ${file}: ${(e as Error).message}`, { cause: e });
+  }
+  db.pragma('busy_timeout = 5000');
+  if (!opts.readonly) {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    db.pragma('foreign_keys = ON');
+    migrate(db, opts.migrations ?? allMigrations());
+  } else db.pragma('query_only = ON');
+  return {
+    db,
+    file,
+    close() {
+      if (db.open) {
+        if (!opts.readonly) {
+          try {
+            db.pragma('wal_checkpoint(TRUNCATE)');
+          } catch {
+            /* another reader may hold the WAL; a checkpoint is an optimisation only */
+          }
+        }
+        db.close();
+      }
+      lock?.release();
+    },
+  };
+}
+
+/** Apply each module's steps past its recorded version, one transaction per module. */
+export function migrate(db: Db, modules: ModuleMigrations[]): void {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    module TEXT PRIMARY KEY, version INTEGER NOT NULL, applied_at TEXT NOT NULL)`);
+  const get = db.prepare<[string], { version: number }>('SELECT version FROM schema_migrations WHERE module = ?');
+  const set = db.prepare(
+    `INSERT INTO schema_migrations (module, version, applied_at) VALUES (?, ?, ?)
+     ON CONFLICT(module) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`,
+  );
+  for (const m of modules) {
+    const current = get.get(m.module)?.version ?? 0;
+    if (current > m.steps.length)
+      throw new SwitchyardError('data_dir_unwritable', `the database's ${m.module} schema (v${current}) is newer than this program knows (v${m.steps.length})`, {
+        hint: 'run the newer switchyard version, or use another data_dir',
+      });
+    if (current === m.steps.length) continue;
+    db.transaction(() => {
+      for (let v = current; v < m.steps.length; v++) db.exec(m.steps[v]);
+      set.run(m.module, m.steps.length, new Date().toISOString());
+    })();
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * Test helpers: temporary folders, a real server on 127.0.0.1 with port 0 and a fresh data
+ * directory, and a client for its management API. Everything is cleaned up by `t.after`.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { TestContext } from 'node:test';
+import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
+import { startServer, type RunningServer } from '../../src/http/server.ts';
+import { memoryLogger } from '../../src/log/index.ts';
+import type { Module } from '../../src/services.ts';
+
+export const ROOT = new URL('../../', import.meta.url).pathname.replace(/\/$/, '');
+
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
+
+export function tmpDir(t: TestContext | undefined, prefix = 'switchyard-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t?.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+function merge<T>(base: T, over: DeepPartial<T> | undefined): T {
+  if (!over) return base;
+  const out: any = Array.isArray(base) ? [...(base as any)] : { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    out[k] = v && typeof v === 'object' && !Array.isArray(v) ? merge((base as any)[k] ?? {}, v as any) : v;
+  }
+  return out;
+}
+
+/** A validated config for tests: port 0, a fresh data dir, private networks allowed (loopback receivers). */
+export function testConfig(t: TestContext | undefined, over?: DeepPartial<LoadedConfig>): LoadedConfig {
+  const dir = tmpDir(t);
+  const base = defaultConfig();
+  const cfg = merge(
+    {
+      ...base,
+      data_dir: join(dir, 'data'),
+      integrations_dir: join(dir, 'integrations'),
+      admin_token: 'test-admin-token',
+      server: { ...base.server, port: 0 },
+      webhooks: { ...base.webhooks, allow_private_networks: true },
+      source: null,
+      publicUrl: '',
+    } as LoadedConfig,
+    over,
+  );
+  cfg.publicUrl = publicUrlOf(cfg);
+  return cfg;
+}
+
+export interface TestServer extends RunningServer {
+  config: LoadedConfig;
+  token: string;
+  logs: Array<Record<string, unknown>>;
+  /** Call the management API as the admin (or with `token`). Returns status and parsed JSON. */
+  api<T = any>(method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: T; headers: Headers }>;
+}
+
+export async function startTestServer(
+  t: TestContext,
+  over?: DeepPartial<LoadedConfig>,
+  opts: { modules?: Module[] } = {},
+): Promise<TestServer> {
+  const config = testConfig(t, over);
+  const log = memoryLogger();
+  const server = await startServer(config, { log, modules: opts.modules });
+  t.after(() => server.close());
+  return {
+    ...server,
+    config: server.services.config,
+    token: server.services.adminToken,
+    logs: log.lines,
+    async api(method, path, body, token = server.services.adminToken) {
+      const res = await fetch(`${server.url}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      let parsed: any = text;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        /* not JSON */
+      }
+      return { status: res.status, body: parsed, headers: res.headers };
+    },
+  };
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run the real CLI entry (`node src/main.ts ...`) as a child process. */
+export function runCli(args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], {
+      cwd: opts.cwd ?? ROOT,
+      env: { ...process.env, NO_COLOR: '1', ...opts.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(opts.input ?? '');
+  });
+}
+
+/** Start a long-running CLI command; resolves once a line matching `ready` appears on stdout or stderr. */
+export function spawnCli(
+  t: TestContext,
+  args: string[],
+  ready: RegExp,
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<{ child: ChildProcess; output: () => string; match: RegExpExecArray }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], {
+      cwd: opts.cwd ?? ROOT,
+      env: { ...process.env, NO_COLOR: '1', ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${ready} in:\n${out}`)), opts.timeoutMs ?? 15_000);
+    const onData = (d: Buffer) => {
+      out += d;
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, output: () => out, match: m });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited with ${code} before ready:\n${out}`));
+    });
+  });
+}
+
+/** Poll `fn` until it returns a truthy value (or throw after `timeoutMs`). */
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, everyMs = 10): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v as NonNullable<T>;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`waitFor timed out after ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`);
+}

@@ -1,0 +1,77 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { migrate, openStore } from '../src/store/index.ts';
+import { SwitchyardError } from '../src/errors.ts';
+import { tmpDir } from './helpers/index.ts';
+
+test('the store is a WAL SQLite file with foreign keys and a busy timeout', (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  t.after(() => store.close());
+  assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
+  assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
+  assert.equal(store.db.pragma('busy_timeout', { simple: true }), 5000);
+  assert.ok(existsSync(join(dir, 'switchyard.db')));
+});
+
+test('migrations apply once, in order, per module, and survive reopening', (t) => {
+  const dir = tmpDir(t);
+  const mods = [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY)', 'ALTER TABLE things ADD COLUMN name TEXT'] }];
+  let store = openStore(dir, { migrations: mods });
+  store.db.prepare('INSERT INTO things (name) VALUES (?)').run('a');
+  store.close();
+  store = openStore(dir, { migrations: mods });
+  t.after(() => store.close());
+  assert.deepEqual(store.db.prepare('SELECT name FROM things').all(), [{ name: 'a' }]);
+  const row = store.db.prepare("SELECT version FROM schema_migrations WHERE module = 'things'").get() as { version: number };
+  assert.equal(row.version, 2);
+  assert.throws(() => migrate(store.db, [{ module: 'things', steps: ['SELECT 1'] }]), /newer than this program knows/);
+});
+
+test('a failing migration step leaves the module at its old version', (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir, { migrations: [] });
+  t.after(() => store.close());
+  assert.throws(() => migrate(store.db, [{ module: 'm', steps: ['CREATE TABLE a (x)', 'NOT SQL'] }]));
+  assert.equal((store.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'a'").get() as any).n, 0);
+});
+
+test('a second owner of the data directory is refused while the first is alive', (t) => {
+  const dir = tmpDir(t);
+  const first = openStore(dir, { lock: true });
+  assert.throws(
+    () => openStore(dir, { lock: true }),
+    (e: unknown) => e instanceof SwitchyardError && e.code === 'data_dir_locked' && /another switchyard server/.test(e.message),
+  );
+  first.close();
+  const again = openStore(dir, { lock: true });
+  again.close();
+});
+
+test('a stale lock left by a dead process is taken over', async (t) => {
+  const dir = tmpDir(t);
+  const child = spawn(process.execPath, ['-e', '0']);
+  const pid = child.pid!;
+  await new Promise((r) => child.on('exit', r));
+  writeFileSync(join(dir, 'switchyard.lock'), `${pid}\n`);
+  const store = openStore(dir, { lock: true });
+  assert.equal(readFileSync(join(dir, 'switchyard.lock'), 'utf8').trim(), String(process.pid));
+  store.close();
+  assert.ok(!existsSync(join(dir, 'switchyard.lock')));
+});
+
+test('an unwritable data directory is a clear error', { skip: process.getuid?.() === 0 ? 'root can write anywhere' : false }, (t) => {
+  const dir = tmpDir(t);
+  chmodSync(dir, 0o500);
+  t.after(() => chmodSync(dir, 0o700));
+  assert.throws(() => openStore(join(dir, 'sub')), (e: unknown) => e instanceof SwitchyardError && e.code === 'data_dir_unwritable');
+});
+
+test('read-only mode never creates a database', (t) => {
+  const dir = tmpDir(t);
+  assert.throws(() => openStore(dir, { readonly: true }), /no database/);
+  assert.ok(!existsSync(join(dir, 'switchyard.db')));
+});
