@@ -1,0 +1,78 @@
+/**
+ * The CLI's client of the management API: base URL from config (server.public_url), admin token
+ * from config or <data_dir>/admin-token. When the server is not running it says so in one line.
+ */
+import { SwitchyardError } from '../errors.ts';
+import type { LoadedConfig } from '../config/index.ts';
+import { resolveAdminToken } from '../http/auth.ts';
+
+export interface ApiClient {
+  baseUrl: string;
+  request<T = any>(method: string, path: string, body?: unknown, query?: Record<string, string | number | boolean | undefined>): Promise<T>;
+  get<T = any>(path: string, query?: Record<string, string | number | boolean | undefined>): Promise<T>;
+  post<T = any>(path: string, body?: unknown): Promise<T>;
+  patch<T = any>(path: string, body?: unknown): Promise<T>;
+  delete<T = any>(path: string): Promise<T>;
+  /** A raw fetch against the server with the admin token (streams, non-JSON). */
+  raw(path: string, init?: RequestInit): Promise<Response>;
+}
+
+export function apiClient(config: LoadedConfig, opts: { url?: string; token?: string } = {}): ApiClient {
+  const baseUrl = (opts.url ?? process.env.SWITCHYARD_URL ?? config.publicUrl).replace(/\/+$/, '');
+  const token = opts.token ?? process.env.SWITCHYARD_ADMIN_TOKEN ?? resolveAdminToken(config);
+
+  async function raw(path: string, init: RequestInit = {}): Promise<Response> {
+    if (!token)
+      throw new SwitchyardError('unauthorized', `no admin token: admin_token is empty and ${config.data_dir}/admin-token does not exist`, {
+        hint: 'start the server once (it generates the token), or set SWITCHYARD_ADMIN_TOKEN',
+      });
+    try {
+      return await fetch(`${baseUrl}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) },
+      });
+    } catch (e) {
+      throw new SwitchyardError('server_unreachable', `the switchyard server is not running at ${baseUrl}`, {
+        hint: 'start it with `switchyard serve` (or point --config / SWITCHYARD_URL at the right server)',
+        cause: e,
+      });
+    }
+  }
+
+  async function request<T>(method: string, path: string, body?: unknown, query?: Record<string, string | number | boolean | undefined>): Promise<T> {
+    const qs = query
+      ? new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== '').map(([k, v]) => [k, String(v)] as [string, string])).toString()
+      : '';
+    const res = await raw(`${path}${qs ? `?${qs}` : ''}`, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let parsed: any;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = text;
+    }
+    if (!res.ok) {
+      const err = parsed?.error;
+      throw new SwitchyardError(
+        res.status === 404 ? 'not_found' : res.status === 401 ? 'unauthorized' : res.status === 400 ? 'bad_request' : res.status === 409 ? 'conflict' : 'internal',
+        err?.message ?? `${method} ${path} answered ${res.status}`,
+        { hint: err?.hint, where: err?.where, problems: err?.problems, status: res.status },
+      );
+    }
+    return parsed as T;
+  }
+
+  return {
+    baseUrl,
+    request,
+    get: (p, q) => request('GET', p, undefined, q),
+    post: (p, b) => request('POST', p, b ?? {}),
+    patch: (p, b) => request('PATCH', p, b ?? {}),
+    delete: (p) => request('DELETE', p),
+    raw,
+  };
+}
