@@ -1,0 +1,8 @@
+/**
+ * Outbound networking with the safety every caller needs: the private-address guard (checked
+ * after DNS resolution), deadlines, body caps, no redirects. Used by webhook delivery and by the
+ * sandbox's fetch bridge.
+ */
+export { isPrivateAddress, parseIPv4 } from './address.ts';
+export { guardedLookup, refuseLiteral, privateAddressError, NetError } from './lookup.ts';
+export { httpRequest, type HttpResult, type HttpRequestOptions } from './request.ts';

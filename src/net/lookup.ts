@@ -1,0 +1,59 @@
+/**
+ * The SSRF guard at the only place it cannot be fooled: after DNS resolution, on the very
+ * addresses the socket will connect to (so DNS rebinding between a check and the connect is
+ * impossible). Node's net.connect skips `lookup` for IP literals, so callers that build their
+ * own requests must also call `refuseLiteral` on the URL's host; httpRequest does both.
+ *
+ * Failure policy: fail closed. If any resolved address is private the host is refused, because
+ * the connection may pick any of them.
+ */
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
+import { isPrivateAddress } from './address.ts';
+
+/** An outbound request failure with a stable `code` (ETIMEDOUT, ECONNREFUSED, EPRIVATEADDR...). */
+export class NetError extends Error {
+  readonly code: string;
+  readonly host?: string;
+  readonly address?: string;
+  constructor(code: string, message: string, extra: { host?: string; address?: string; cause?: unknown } = {}) {
+    super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
+    this.name = 'NetError';
+    this.code = code;
+    this.host = extra.host;
+    this.address = extra.address;
+  }
+}
+
+export function privateAddressError(host: string, address: string): NetError {
+  const resolved = host === address ? `${address} is` : `${host} resolves to ${address},`;
+  return new NetError('EPRIVATEADDR', `refused: ${resolved} a private, loopback, link-local or reserved address (private networks are not allowed)`, {
+    host,
+    address,
+  });
+}
+
+/** For IP-literal hosts (which never reach `lookup`): the refusal, or null when allowed. */
+export function refuseLiteral(hostname: string, allowPrivate: boolean): NetError | null {
+  const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
+  if (allowPrivate || !isIP(bare)) return null;
+  return isPrivateAddress(bare) ? privateAddressError(bare, bare) : null;
+}
+
+/** A `lookup` for http.request / http.Agent / net.connect that refuses private addresses. */
+export function guardedLookup(allowPrivate: boolean): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
+      if (err) return (callback as any)(err);
+      if (!allowPrivate) {
+        const bad = addresses.find((a) => isPrivateAddress(a.address));
+        if (bad) return (callback as any)(privateAddressError(hostname, bad.address));
+      }
+      if (addresses.length === 0) {
+        return (callback as any)(new NetError('ENOTFOUND', `${hostname} did not resolve to any address`, { host: hostname }));
+      }
+      if (options.all) (callback as any)(null, addresses);
+      else (callback as any)(null, addresses[0].address, addresses[0].family);
+    });
+  };
+}

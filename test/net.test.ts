@@ -1,0 +1,130 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { guardedLookup, httpRequest, isPrivateAddress, parseIPv4 } from '../src/net/index.ts';
+
+test('private, loopback, link-local, metadata and reserved addresses are private', () => {
+  for (const ip of [
+    '127.0.0.1', '127.255.255.254', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254',
+    '100.64.0.1', '100.100.100.200', '0.0.0.0', '255.255.255.255', '224.0.0.1', '192.0.0.192',
+    '::', '::1', '[::1]', 'fe80::1', 'fe80::1%eth0', 'fc00::1', 'fd00:ec2::254', 'ff02::1',
+    '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:169.254.169.254', '::ffff:10.0.0.1', '::127.0.0.1', '::7f00:1',
+    '64:ff9b::127.0.0.1', '2002:7f00:1::', '2002:a9fe:a9fe::1', '::ffff:0:127.0.0.1',
+  ]) {
+    assert.equal(isPrivateAddress(ip), true, ip);
+  }
+});
+
+test('public addresses are not private', () => {
+  for (const ip of ['8.8.8.8', '1.1.1.1', '93.184.216.34', '172.32.0.1', '100.128.0.1', '2606:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1']) {
+    assert.equal(isPrivateAddress(ip), false, ip);
+  }
+});
+
+test('numeric IPv4 forms are read as the OS resolver reads them', () => {
+  assert.equal(parseIPv4('2130706433'), 0x7f000001);
+  assert.equal(parseIPv4('0x7f.1'), 0x7f000001);
+  assert.equal(parseIPv4('0177.0.0.1'), 0x7f000001);
+  assert.equal(parseIPv4('127.1'), 0x7f000001);
+  assert.equal(parseIPv4('0xa9.254.0xa9fe'), (169 * 256 + 254) * 65536 + 0xa9fe);
+  assert.equal(parseIPv4('example.com'), null);
+  for (const form of ['2130706433', '0x7f000001', '0177.0.0.1', '0x7f.1', '127.1', '0xa9fea9fe', '2852039166', '017700000001']) {
+    assert.equal(isPrivateAddress(form), true, form);
+  }
+  assert.equal(isPrivateAddress('134744072'), false); // 8.8.8.8
+  assert.equal(isPrivateAddress('1.2.3.256'), true, 'numeric but malformed fails closed');
+  assert.equal(isPrivateAddress('example.com'), false, 'a hostname is checked after resolution, not here');
+});
+
+test('guardedLookup refuses hosts that resolve to private addresses, with the host and address named', async () => {
+  const lookup = guardedLookup(false);
+  const err = await new Promise<any>((resolve) => lookup('localhost', { all: true }, (e) => resolve(e)));
+  assert.equal(err?.code, 'EPRIVATEADDR');
+  assert.match(err.message, /localhost/);
+  assert.match(err.message, /127\.0\.0\.1|::1/);
+  const allowed = await new Promise<any>((resolve) => guardedLookup(true)('localhost', {}, (e, address) => resolve({ e, address })));
+  assert.equal(allowed.e, null);
+  assert.match(String(allowed.address), /127\.0\.0\.1|::1/);
+});
+
+async function listen(handler: http.RequestListener): Promise<{ url: string; close: () => void }> {
+  const server = http.createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return { url: `http://127.0.0.1:${port}`, close: () => server.close() };
+}
+
+test('httpRequest sends the body and returns status, headers and the capped body; never follows redirects', async (t) => {
+  const seen: string[] = [];
+  const srv = await listen((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      seen.push(`${req.method} ${req.url} ${req.headers['content-type']} ${body}`);
+      if (req.url === '/redirect') {
+        res.writeHead(302, { location: '/elsewhere' }).end();
+        return;
+      }
+      res.writeHead(201, { 'x-a': 'b' }).end('x'.repeat(5000));
+    });
+  });
+  t.after(srv.close);
+  const r = await httpRequest(`${srv.url}/p?q=1`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}', timeoutMs: 2000, maxBodyBytes: 100, allowPrivate: true,
+  });
+  assert.equal(r.status, 201);
+  assert.equal(r.headers['x-a'], 'b');
+  assert.equal(r.body.length, 100);
+  assert.equal(r.truncated, true);
+  assert.ok(r.durationMs >= 0);
+  assert.equal(seen[0], 'POST /p?q=1 application/json {"a":1}');
+  const redirect = await httpRequest(`${srv.url}/redirect`, { method: 'POST', body: 'x', timeoutMs: 2000, maxBodyBytes: 100, allowPrivate: true });
+  assert.equal(redirect.status, 302);
+  assert.ok(!seen.some((s) => s.includes('/elsewhere')));
+});
+
+test('httpRequest refuses private addresses after resolution and for literals, unless allowed', async (t) => {
+  const srv = await listen((_req, res) => res.end('ok'));
+  t.after(srv.close);
+  const port = new URL(srv.url).port;
+  for (const url of [`http://127.0.0.1:${port}/`, `http://localhost:${port}/`, `http://2130706433:${port}/`, `http://0x7f.1:${port}/`, `http://[::ffff:127.0.0.1]:${port}/`]) {
+    await assert.rejects(
+      httpRequest(url, { method: 'GET', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: false }),
+      (e: any) => e.code === 'EPRIVATEADDR' && /127\.0\.0\.1|::1|::ffff:7f00:1|::ffff:127/.test(e.message),
+      url,
+    );
+  }
+  const ok = await httpRequest(`http://localhost:${port}/`, { method: 'GET', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true });
+  assert.equal(ok.body.toString(), 'ok');
+});
+
+test('httpRequest reports refused, reset and timed-out connections with a code', async (t) => {
+  const closed = await listen(() => {});
+  const port = new URL(closed.url).port;
+  closed.close();
+  await assert.rejects(httpRequest(`http://127.0.0.1:${port}/`, { method: 'POST', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true }), { code: 'ECONNREFUSED' });
+
+  const resetter = net.createServer((s) => s.on('data', () => s.resetAndDestroy()));
+  await new Promise<void>((r) => resetter.listen(0, '127.0.0.1', r));
+  t.after(() => resetter.close());
+  await assert.rejects(
+    httpRequest(`http://127.0.0.1:${(resetter.address() as AddressInfo).port}/`, { method: 'POST', body: 'x', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true }),
+    { code: 'ECONNRESET' },
+  );
+
+  const slow = await listen(() => {});
+  t.after(slow.close);
+  await assert.rejects(httpRequest(`${slow.url}/`, { method: 'POST', timeoutMs: 150, maxBodyBytes: 10, allowPrivate: true }), (e: any) => e.code === 'ETIMEDOUT' && /150 ms/.test(e.message));
+
+  const ac = new AbortController();
+  const p = httpRequest(`${slow.url}/`, { method: 'GET', timeoutMs: 5000, maxBodyBytes: 10, allowPrivate: true, signal: ac.signal });
+  ac.abort();
+  await assert.rejects(p, { code: 'ABORT_ERR' });
+});
+
+test('httpRequest rejects non-http URLs', async () => {
+  await assert.rejects(httpRequest('file:///etc/passwd', { method: 'GET', timeoutMs: 100, maxBodyBytes: 10, allowPrivate: true }), { code: 'EINVALIDURL' });
+  await assert.rejects(httpRequest('not a url', { method: 'GET', timeoutMs: 100, maxBodyBytes: 10, allowPrivate: true }), { code: 'EINVALIDURL' });
+});
