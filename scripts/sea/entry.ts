@@ -1,0 +1,36 @@
+/**
+ * The single executable's entry, bundled by scripts/build.ts into one CommonJS file. It unpacks
+ * the native files (first start only), then dispatches argv. Everything else is imported
+ * dynamically so nothing, esbuild's JS API in particular, loads before ESBUILD_BINARY_PATH is set.
+ */
+import { SwitchyardError, formatError } from '../../src/errors.ts';
+import { prepareNativeFiles } from '../../src/native/index.ts';
+
+async function main(argv: string[]): Promise<number> {
+  try {
+    prepareNativeFiles();
+  } catch (e) {
+    const err = e instanceof SwitchyardError ? e : new SwitchyardError('internal', (e as Error)?.message ?? String(e));
+    process.stderr.write(`switchyard: ${formatError(err)}\n`);
+    return 2;
+  }
+  if (argv[0] === '--self-check') {
+    const { selfCheck } = await import('../../src/native/self-check.ts');
+    return selfCheck();
+  }
+  // SANDBOX WORKER HOOK: the sandbox's forked worker is this executable re-run with a flag; the
+  // flag is dispatched to the sandbox worker entry here (src/sandbox has not landed yet).
+  const { cli } = await import('../../src/main.ts');
+  await cli(argv);
+  return process.exitCode === undefined ? 0 : Number(process.exitCode);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e) => {
+    process.stderr.write(`switchyard: unexpected error: ${(e as Error)?.stack ?? String(e)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,59 @@
+/**
+ * Where the executable unpacks its native files: `$XDG_CACHE_HOME/switchyard/<hash>/`, else
+ * `~/.cache/switchyard/<hash>/`. When neither can be written (a read-only home in a container), a
+ * private folder under the system temp dir, used only if this user owns it and nobody else can
+ * write it: a shared temp dir must never hand us someone else's .node file.
+ */
+import { accessSync, constants, lstatSync, mkdirSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { SwitchyardError } from '../errors.ts';
+
+/** Cache folders to try, best first. A relative XDG_CACHE_HOME is invalid per the XDG spec and ignored. */
+export function cacheRoots(env: NodeJS.ProcessEnv = process.env): string[] {
+  const roots: string[] = [];
+  const xdg = env.XDG_CACHE_HOME;
+  if (xdg && isAbsolute(xdg)) roots.push(join(xdg, 'switchyard'));
+  else {
+    const home = env.HOME || safeHomedir();
+    if (home && isAbsolute(home)) roots.push(join(home, '.cache', 'switchyard'));
+  }
+  roots.push(join(tmpdir(), `switchyard-${process.getuid?.() ?? 'user'}`));
+  return roots;
+}
+
+function safeHomedir(): string {
+  try {
+    return homedir();
+  } catch {
+    return '';
+  }
+}
+
+/** Create (if needed) and return `<root>/<hash>` under the first root this user can write safely. */
+export function cacheFolder(hash: string, env: NodeJS.ProcessEnv = process.env): string {
+  const roots = cacheRoots(env);
+  const tried: string[] = [];
+  for (const [i, root] of roots.entries()) {
+    const isTempFallback = i === roots.length - 1;
+    const dir = join(root, hash);
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      if (isTempFallback) assertPrivate(root);
+      accessSync(dir, constants.W_OK);
+      return dir;
+    } catch (e) {
+      tried.push(`${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+  }
+  throw new SwitchyardError('internal', `no folder to unpack the executable's native addons into; tried ${tried.join(', ')}`, {
+    hint: 'set XDG_CACHE_HOME to a folder this user can write',
+  });
+}
+
+function assertPrivate(dir: string): void {
+  const st = lstatSync(dir);
+  const uid = process.getuid?.();
+  if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || (st.mode & 0o022) !== 0)
+    throw new Error('not a private folder of this user');
+}
