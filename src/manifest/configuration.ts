@@ -1,0 +1,117 @@
+/**
+ * An installation's configuration checked against the manifest's `configurations.account` or
+ * `.site` (spec 2.6, 3): types, enum values, required keys. Problems say the field path
+ * (`configuration.webhook_url`), what is wrong and what to do.
+ */
+import type { Problem } from '../errors.ts';
+import { isPlainObject, typeName } from '../schema/index.ts';
+import { didYouMean } from '../schema/suggest.ts';
+import type { ConfigurationsDef, PropertyDef } from './schema.ts';
+
+/** Written by the OAuth handler (spec 2.3) even when no property declares it. */
+export const OAUTH_CREDENTIALS = 'oauth_credentials';
+
+const where = (name: string) => `configuration.${name}`;
+
+function isUnset(v: unknown): boolean {
+  return v === undefined || v === null || v === '';
+}
+
+/** Names of required properties that are not set (absent, null or ""). */
+export function missingRequired(def: ConfigurationsDef | undefined, configuration: unknown): string[] {
+  const config = isPlainObject(configuration) ? configuration : {};
+  return (def?.required ?? []).filter((name) => isUnset(config[name]));
+}
+
+function checkValue(name: string, prop: PropertyDef, v: unknown): Problem | undefined {
+  switch (prop.type) {
+    case 'string':
+      if (typeof v !== 'string') return { where: where(name), message: `must be a string, got ${typeName(v)}` };
+      if (prop.enum && !prop.enum.includes(v))
+        return {
+          where: where(name),
+          message: `"${v}" is not one of the allowed values`,
+          hint: didYouMean(v, prop.enum) ?? `use one of: ${prop.enum.map((e) => JSON.stringify(e)).join(', ')}`,
+        };
+      return undefined;
+    case 'number':
+      if (typeof v !== 'number' || !Number.isFinite(v)) return { where: where(name), message: `must be a number, got ${typeName(v)}` };
+      return undefined;
+    case 'boolean':
+      if (typeof v !== 'boolean') return { where: where(name), message: `must be true or false, got ${typeName(v)}` };
+      return undefined;
+    case 'button':
+      // A button's value is what its callback stored (OAuth credentials): a map.
+      if (!isPlainObject(v))
+        return {
+          where: where(name),
+          message: `is set by the "${prop.button_text}" button's callback and must be a map, got ${typeName(v)}`,
+          hint: `press the button (it opens ${prop.callback_url}) instead of setting it by hand`,
+        };
+      return undefined;
+    default: {
+      const never: never = prop;
+      return never;
+    }
+  }
+}
+
+/**
+ * Validate an installation's configuration against `def`. `partial` allows missing required keys
+ * (an installation that is still pending). Unknown keys are errors, except `oauth_credentials`.
+ */
+export function validateConfiguration(def: ConfigurationsDef | undefined, configuration: unknown, opts: { partial?: boolean } = {}): Problem[] {
+  if (configuration === undefined || configuration === null) configuration = {};
+  if (!isPlainObject(configuration))
+    return [{ where: 'configuration', message: `must be a map of property names to values, got ${typeName(configuration)}` }];
+  const properties = def?.properties ?? {};
+  const names = Object.keys(properties);
+  const problems: Problem[] = [];
+  for (const [name, v] of Object.entries(configuration)) {
+    const prop = properties[name];
+    if (!prop) {
+      if (name === OAUTH_CREDENTIALS) continue;
+      problems.push({
+        where: where(name),
+        message: `"${name}" is not a property of this integration`,
+        hint: didYouMean(name, names) ?? (names.length ? `properties: ${names.join(', ')}` : 'this integration has no configuration properties'),
+      });
+      continue;
+    }
+    if (v === undefined || v === null) continue;
+    const p = checkValue(name, prop, v);
+    if (p) problems.push(p);
+  }
+  if (!opts.partial)
+    for (const name of missingRequired(def, configuration)) {
+      const prop = properties[name];
+      problems.push({
+        where: where(name),
+        message: `"${name}" is required`,
+        hint: prop?.type === 'button' ? `press "${prop.button_text}" to set it` : prop ? `${prop.title}: ${prop.description}` : undefined,
+      });
+    }
+  return problems;
+}
+
+/**
+ * Turn text (a CLI `--set key=value`) into the property's type: numbers and booleans parsed, JSON
+ * accepted for maps. Returns the text unchanged when it cannot be converted; validation says why.
+ */
+export function coerceConfigurationValue(def: ConfigurationsDef | undefined, name: string, text: string): unknown {
+  const prop = def?.properties[name];
+  if (!prop) return text;
+  if (prop.type === 'number') {
+    const n = Number(text);
+    return text.trim() !== '' && Number.isFinite(n) ? n : text;
+  }
+  if (prop.type === 'boolean') return text === 'true' ? true : text === 'false' ? false : text;
+  if (prop.type === 'button') {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}

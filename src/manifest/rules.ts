@@ -1,0 +1,56 @@
+/**
+ * Manifest rules that span fields. They read the raw document (anything YAML can hold) so they are
+ * reported together with the schema's problems, not only once those are fixed.
+ */
+import { isPlainObject, type Issue } from '../schema/index.ts';
+import { didYouMean } from '../schema/suggest.ts';
+import { ENV_REF } from '../config/env.ts';
+
+export function crossFieldIssues(raw: unknown): { errors: Issue[]; warnings: Issue[] } {
+  const errors: Issue[] = [];
+  const warnings: Issue[] = [];
+  if (!isPlainObject(raw)) return { errors, warnings };
+
+  // Every name in `required` must be a declared property.
+  const configurations = raw.configurations;
+  if (isPlainObject(configurations)) {
+    for (const target of ['account', 'site'] as const) {
+      const def = configurations[target];
+      if (!isPlainObject(def) || !Array.isArray(def.required)) continue;
+      const declared = isPlainObject(def.properties) ? Object.keys(def.properties) : [];
+      def.required.forEach((name, i) => {
+        if (typeof name !== 'string' || !name || declared.includes(name)) return;
+        errors.push({
+          path: ['configurations', target, 'required', i],
+          message: `"${name}" is required but is not a declared property`,
+          hint: didYouMean(name, declared) ?? (declared.length ? `declared properties: ${declared.join(', ')}` : `declare it under configurations.${target}.properties`),
+        });
+      });
+    }
+  }
+
+  // Block ids are component ids: one component per id.
+  if (Array.isArray(raw.blocks)) {
+    const seen = new Map<string, number>();
+    raw.blocks.forEach((b, i) => {
+      if (!isPlainObject(b) || typeof b.id !== 'string') return;
+      const first = seen.get(b.id);
+      if (first !== undefined)
+        errors.push({ path: ['blocks', i, 'id'], message: `block id "${b.id}" is used twice (also blocks[${first}])`, hint: 'give every block its own id' });
+      else seen.set(b.id, i);
+    });
+  }
+
+  // `${{ env.NAME }}` is only interpolated in secrets; elsewhere it would be shown literally.
+  const walk = (v: unknown, path: (string | number)[]) => {
+    if (typeof v === 'string') {
+      ENV_REF.lastIndex = 0;
+      if (ENV_REF.test(v))
+        warnings.push({ path, message: 'environment references are only replaced under secrets; this one stays as written', hint: 'move the value to secrets and read it from context.environment.secrets' });
+    } else if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i]));
+    else if (isPlainObject(v)) for (const [k, x] of Object.entries(v)) walk(x, [...path, k]);
+  };
+  for (const [k, v] of Object.entries(raw)) if (k !== 'secrets') walk(v, [k]);
+
+  return { errors, warnings };
+}

@@ -1,0 +1,252 @@
+/**
+ * `platform-manifest.yaml`, declared once (spec 2.5, 2.6 and section 8): the TypeScript type and the
+ * structural checks come from this schema. Rules that span fields or need the raw document (required
+ * names declared, duplicate ids) live in rules.ts so they are reported even when other fields fail.
+ */
+import * as s from '../schema/index.ts';
+import type { Issue, Path, Schema } from '../schema/index.ts';
+
+/** Integration names: lowercase words joined by single hyphens (the leading implementation's rule). */
+export const NAME_PATTERN = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+export const NAME_HINT = 'use lowercase letters and digits in words joined by single hyphens, like "my-integration"';
+export const NAME_MAX = 64;
+
+export const SUMMARY_MAX = 2048;
+export const PROPERTY_TITLE_MAX = 50;
+export const PROPERTY_DESCRIPTION_MAX = 100;
+
+export const VISIBILITIES = ['private', 'unlisted', 'public'] as const;
+
+/** Every scope identifier of spec 2.5. */
+export const SCOPES = [
+  'space:content:read',
+  'space:content:write',
+  'space:metadata:read',
+  'space:metadata:write',
+  'space:git:sync',
+  'site:metadata:read',
+  'site:views:read',
+  'site:script:inject',
+  'site:script:cookies',
+  'site:visitor:auth',
+  'site:visitor:claims',
+  'site:adaptive:read',
+  'site:adaptive:write',
+  'openapi:read',
+  'openapi:write',
+  'conversations:ingest',
+] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** Marked internal in spec 2.5: injecting JavaScript into a site or space is not possible for integrations. */
+export const INTERNAL_SCOPES: readonly string[] = ['site:script:inject', 'site:script:cookies'];
+
+export const CATEGORIES = ['analytics', 'collaboration', 'content', 'marketing', 'authenticated-access', 'other'] as const;
+
+export const PROPERTY_TYPES = ['string', 'number', 'boolean', 'button'] as const;
+export type PropertyType = (typeof PROPERTY_TYPES)[number];
+
+/** Script entry points the bundler accepts. */
+export const SCRIPT_EXTENSIONS = ['.ts', '.tsx', '.mts', '.js', '.jsx', '.mjs'] as const;
+
+/** Secret and configuration property names. */
+export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const PROPERTY_NAME = /^[A-Za-z_][A-Za-z0-9_-]*$/;
+
+/**
+ * The schema module keeps its failure marker private; a custom check gets it from a check that
+ * fails on purpose (its issues are dropped) and returns it after pushing its own issue.
+ */
+const FAILED = s.string().check(0, [], []) as never;
+
+function reject(issues: Issue[], path: Path, message: string, hint?: string): never {
+  issues.push({ path, message, ...(hint ? { hint } : {}) });
+  return FAILED;
+}
+
+/**
+ * A path on the installation's public endpoint (`/oauth`, `/channels`): starts with one `/`, no
+ * scheme or host, no `..` segment, no whitespace or fragment.
+ */
+export function endpointPath(): Schema<string> {
+  const base = s.string({ min: 1 });
+  return {
+    kind: 'string',
+    check(v, path, issues) {
+      const r = base.check(v, path, issues);
+      if (typeof r !== 'string') return r;
+      const hint = 'write a path on the installation\'s public endpoint, like "/oauth"; the endpoint URL is added for you';
+      if (/^[a-z][a-z0-9+.-]*:/i.test(r) || r.startsWith('//'))
+        return reject(issues, path, `"${r}" must be a path, not a URL`, hint);
+      if (!r.startsWith('/')) return reject(issues, path, `"${r}" must start with "/"`, hint);
+      if (/\s|#/.test(r)) return reject(issues, path, `"${r}" must not contain spaces or "#"`, hint);
+      if (r.split(/[/?]/).includes('..'))
+        return reject(issues, path, `"${r}" must not contain ".." segments`, hint);
+      return r;
+    },
+  };
+}
+
+
+const title = () => s.string({ min: 1, max: PROPERTY_TITLE_MAX });
+const description = () => s.string({ min: 1, max: PROPERTY_DESCRIPTION_MAX });
+
+const stringProperty = s.object(
+  {
+    type: s.oneOf(['string'] as const),
+    title: title(),
+    description: description(),
+    default: s.optional(s.string()),
+    enum: s.optional(s.array(s.string({ min: 1 }), { min: 1, unique: true })),
+    completion_url: s.optional(endpointPath()),
+  },
+  {
+    refine(p, report) {
+      if (p.enum && p.completion_url)
+        report(['completion_url'], 'use either enum or completion_url, not both', 'enum lists fixed options; completion_url fetches them from your script');
+      if (p.enum && p.default !== undefined && !p.enum.includes(p.default))
+        report(['default'], `default "${p.default}" is not one of the enum values`, `use one of: ${p.enum.map((e) => JSON.stringify(e)).join(', ')}`);
+    },
+  },
+);
+const numberProperty = s.object({
+  type: s.oneOf(['number'] as const),
+  title: title(),
+  description: description(),
+  default: s.optional(s.number()),
+});
+const booleanProperty = s.object({
+  type: s.oneOf(['boolean'] as const),
+  title: title(),
+  description: description(),
+  default: s.optional(s.boolean()),
+});
+const buttonProperty = s.object({
+  type: s.oneOf(['button'] as const),
+  title: title(),
+  description: description(),
+  button_text: s.string({ min: 1, max: PROPERTY_TITLE_MAX }),
+  callback_url: endpointPath(),
+});
+
+export type StringPropertyDef = s.Infer<typeof stringProperty>;
+export type NumberPropertyDef = s.Infer<typeof numberProperty>;
+export type BooleanPropertyDef = s.Infer<typeof booleanProperty>;
+export type ButtonPropertyDef = s.Infer<typeof buttonProperty>;
+/** One configuration property (spec 2.6), discriminated by `type`. */
+export type PropertyDef = StringPropertyDef | NumberPropertyDef | BooleanPropertyDef | ButtonPropertyDef;
+
+const byType: Record<PropertyType, Schema<PropertyDef> & { shape: Record<string, unknown> }> = {
+  string: stringProperty,
+  number: numberProperty,
+  boolean: booleanProperty,
+  button: buttonProperty,
+};
+
+/** Which property types take a key, for "enum is only allowed on string properties". */
+function typesTaking(key: string): PropertyType[] {
+  return PROPERTY_TYPES.filter((t) => key in byType[t].shape);
+}
+
+const typeSchema = s.oneOf(PROPERTY_TYPES);
+
+/** A property definition: dispatch on `type`, and say which type a misplaced key belongs to. */
+export function propertySchema(): Schema<PropertyDef> {
+  return {
+    kind: 'property',
+    check(v, path, issues) {
+      if (!s.isPlainObject(v)) return reject(issues, path, `must be a map with type, title and description, got ${s.typeName(v)}`);
+      if (v.type === undefined || v.type === null)
+        return reject(issues, [...path, 'type'], '"type" is required', `one of: ${PROPERTY_TYPES.join(', ')}`);
+      const type = typeSchema.check(v.type, [...path, 'type'], issues);
+      if (typeof type !== 'string') return type;
+      const before = issues.length;
+      const r = byType[type].check(v, path, issues);
+      // Turn `unknown key "enum"` into a message that says which type takes it.
+      for (let i = before; i < issues.length; i++) {
+        const iss = issues[i];
+        const key = iss.path[iss.path.length - 1];
+        if (key === 'default' && iss.path.length === path.length + 1 && !iss.hint)
+          iss.hint = `the default of a ${type} property must be a ${type === 'boolean' ? 'boolean (true or false)' : type}`;
+        if (!iss.atKey || iss.path.length !== path.length + 1 || typeof key !== 'string') continue;
+        const takers = typesTaking(key);
+        if (takers.length) {
+          iss.message = `"${key}" is not allowed on a ${type} property`;
+          iss.hint = `only ${takers.join(' and ')} properties take ${key}`;
+        }
+      }
+      return r;
+    },
+  };
+}
+
+const configurationsDef = s.object({
+  properties: s.record(propertySchema(), {
+    key: PROPERTY_NAME,
+    keyHint: 'property names are letters, digits, "_" and "-", starting with a letter or "_", like webhook_url',
+  }),
+  required: s.optional(s.array(s.string({ min: 1 }), { unique: true })),
+});
+/** `configurations.account` or `configurations.site` (spec 2.6). */
+export type ConfigurationsDef = s.Infer<typeof configurationsDef>;
+
+/** Scope identifiers, refusing the internal ones with a message that says why. */
+function scopeSchema(): Schema<Scope> {
+  const known = s.oneOf(SCOPES);
+  return {
+    kind: 'enum',
+    check(v, path, issues) {
+      if (typeof v === 'string' && INTERNAL_SCOPES.includes(v))
+        return reject(
+          issues,
+          path,
+          `"${v}" is an internal scope: integrations cannot inject scripts or cookies into sites or spaces`,
+          'remove it from scopes',
+        );
+      return known.check(v, path, issues);
+    },
+  };
+}
+
+export const manifestSchema = s.object({
+  name: s.string({ min: 1, max: NAME_MAX, pattern: NAME_PATTERN, patternHint: NAME_HINT }),
+  title: s.string({ min: 1 }),
+  description: s.string({ min: 1 }),
+  summary: s.optional(s.string({ max: SUMMARY_MAX, description: 'Markdown shown on the installation page' })),
+  organization: s.string({ min: 1, description: 'id or subdomain of the owning organization' }),
+  visibility: s.oneOf(VISIBILITIES, { hint: () => 'private (only your organization), unlisted (anyone with the link) or public' }),
+  scopes: s.array(scopeSchema(), { unique: true }),
+  script: s.optional(s.string({ min: 1 })),
+  blocks: s.optional(
+    s.array(
+      s.object({
+        id: s.string({ min: 1, pattern: /^[A-Za-z0-9][A-Za-z0-9_-]*$/, patternHint: 'letters, digits, "-" and "_"; it is the componentId of the component' }),
+        title: s.string({ min: 1 }),
+        description: s.optional(s.string()),
+      }),
+    ),
+  ),
+  categories: s.optional(s.array(s.oneOf(CATEGORIES), { unique: true })),
+  icon: s.optional(s.string({ min: 1 })),
+  previewImages: s.optional(s.array(s.string({ min: 1 }))),
+  externalLinks: s.optional(
+    s.array(
+      s.object({
+        label: s.string({ min: 1 }),
+        url: s.string({ min: 1, url: true }),
+      }),
+    ),
+  ),
+  configurations: s.optional(
+    s.object({
+      account: s.optional(configurationsDef),
+      site: s.optional(configurationsDef),
+    }),
+  ),
+  secrets: s.optional(
+    s.record(s.string(), { key: SECRET_NAME, keyHint: 'secret names are letters, digits and "_", like CLIENT_ID' }),
+  ),
+});
+
+/** A validated manifest. `secrets` holds the references as written; resolved values are returned apart. */
+export type Manifest = s.Infer<typeof manifestSchema>;

@@ -1,0 +1,166 @@
+/**
+ * Bundle an integration's script into one ES module for the sandbox, with esbuild: TypeScript, JSX
+ * (compiled to `jsx()`/`jsxs()`/`Fragment` from `@switchyard/runtime/jsx-runtime`), relative imports
+ * and npm packages from the integration's own node_modules. `@switchyard/runtime` and its subpaths
+ * stay as imports: the sandbox provides them.
+ *
+ * Inside the single executable esbuild runs the binary named by ESBUILD_BINARY_PATH; the JS API is
+ * the same, so nothing here changes.
+ */
+import { createHash } from 'node:crypto';
+import { builtinModules } from 'node:module';
+import { isAbsolute, join, relative, sep } from 'node:path';
+import type { BuildFailure, Message, Plugin } from 'esbuild';
+import type { Problem } from '../errors.ts';
+
+export const RUNTIME_MODULE = '@switchyard/runtime';
+const RUNTIME_IMPORT = /^@switchyard\/runtime(\/.*)?$/;
+
+export interface Bundle {
+  code: string;
+  /** Content hash of the code: equal code, equal version. */
+  version: string;
+  /** Absolute paths of the files that went into the bundle. */
+  inputs: string[];
+}
+
+export interface BundleResult {
+  bundle?: Bundle;
+  problems: Problem[];
+}
+
+/** A short content hash: the version the registry, the sandbox and the API show. */
+export function contentHash(code: string): string {
+  return createHash('sha256').update(code).digest('hex').slice(0, 16);
+}
+
+function within(dir: string, file: string): boolean {
+  const rel = relative(dir, file);
+  return rel !== '' && !rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel);
+}
+
+const builtins = new Set(builtinModules.flatMap((m) => [m, `node:${m}`]));
+
+/**
+ * Imports resolve only inside the integration folder: its own files and its own node_modules.
+ * Failure policy: fail closed — a package found only in a parent folder (such as the server's own
+ * node_modules) is refused, so a script bundles the same on every machine and in the executable.
+ */
+function confine(dir: string, label: string): Plugin {
+  return {
+    name: 'switchyard-confine',
+    setup(build) {
+      build.onResolve({ filter: RUNTIME_IMPORT }, (args) => ({ path: args.path, external: true }));
+      build.onResolve({ filter: /.*/ }, async (args) => {
+        if (args.pluginData?.confined || args.kind === 'entry-point') return undefined;
+        const r = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { confined: true } });
+        if (!r.errors.length && r.path && (within(dir, r.path) || r.external)) return r;
+        const relativeImport = args.path.startsWith('.') || isAbsolute(args.path);
+        if (relativeImport) {
+          if (r.errors.length || !r.path) return { errors: r.errors.length ? r.errors : [{ text: `cannot resolve "${args.path}"` }] };
+          return {
+            errors: [
+              {
+                text: `"${args.path}" is outside the integration folder`,
+                detail: 'an integration folder is self-contained: copy the file into it',
+              },
+            ],
+          };
+        }
+        if (builtins.has(args.path) || args.path.startsWith('node:'))
+          return {
+            errors: [
+              {
+                text: `"${args.path}" is a Node.js module; integration scripts run in a sandbox with Web APIs only`,
+                detail: 'use fetch, crypto.subtle, URL, TextEncoder/TextDecoder, or a package written for the browser',
+              },
+            ],
+          };
+        const pkg = args.path.startsWith('@') ? args.path.split('/').slice(0, 2).join('/') : args.path.split('/')[0];
+        return {
+          errors: [
+            {
+              text: `package "${pkg}" is not installed in the integration folder`,
+              detail: `run \`npm install ${pkg}\` in ${label}`,
+            },
+          ],
+        };
+      });
+    },
+  };
+}
+
+function toProblem(m: Message, dir: string, label: string, severity: 'error' | 'warning'): Problem {
+  const loc = m.location;
+  const file = loc?.file ? (isAbsolute(loc.file) ? loc.file : join(dir, loc.file)) : undefined;
+  const shown = file ? (within(dir, file) ? join(label, relative(dir, file)) : file) : label;
+  const detail = typeof m.detail === 'string' ? m.detail : undefined;
+  const hint = detail ?? m.notes.find((n) => n.text)?.text;
+  return {
+    where: loc ? `${shown}:${loc.line}:${loc.column + 1}` : shown,
+    message: m.text,
+    ...(hint ? { hint } : {}),
+    severity,
+  };
+}
+
+/**
+ * Bundle `entry` (absolute, inside `dir`). `label` is how `dir` is shown in problems. Problems
+ * carry file:line:col of the offending import or syntax.
+ */
+export async function bundleScript(opts: { dir: string; entry: string; label?: string; maxBytes?: number }): Promise<BundleResult> {
+  const { dir, entry } = opts;
+  const label = opts.label ?? dir;
+  const esbuild = await import('esbuild');
+  let result;
+  try {
+    result = await esbuild.build({
+      entryPoints: [entry],
+      absWorkingDir: dir,
+      bundle: true,
+      write: false,
+      format: 'esm',
+      platform: 'neutral',
+      target: 'es2022',
+      mainFields: ['module', 'main'],
+      conditions: ['worker', 'browser'],
+      jsx: 'automatic',
+      jsxImportSource: RUNTIME_MODULE,
+      define: { 'process.env.NODE_ENV': '"production"' },
+      charset: 'utf8',
+      legalComments: 'none',
+      metafile: true,
+      logLevel: 'silent',
+      plugins: [confine(dir, label)],
+    });
+  } catch (e) {
+    const failure = e as Partial<BuildFailure>;
+    if (!Array.isArray(failure.errors)) throw e;
+    return {
+      problems: [
+        ...failure.errors.map((m) => toProblem(m, dir, label, 'error')),
+        ...(failure.warnings ?? []).map((m) => toProblem(m, dir, label, 'warning')),
+      ],
+    };
+  }
+  const problems = result.warnings.map((m) => toProblem(m, dir, label, 'warning'));
+  const code = result.outputFiles[0]?.text ?? '';
+  const size = Buffer.byteLength(code);
+  if (opts.maxBytes !== undefined && size > opts.maxBytes) {
+    problems.push({
+      where: join(label, relative(dir, entry)),
+      message: `the bundled script is ${formatBytes(size)}, over the ${formatBytes(opts.maxBytes)} limit (sandbox.script_size)`,
+      hint: 'drop large dependencies, or raise sandbox.script_size in config.yaml',
+      severity: 'error',
+    });
+    return { problems };
+  }
+  const inputs = Object.keys(result.metafile?.inputs ?? {}).map((f) => (isAbsolute(f) ? f : join(dir, f)));
+  return { bundle: { code, version: contentHash(code), inputs }, problems };
+}
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} bytes`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} kB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}

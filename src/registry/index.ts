@@ -1,0 +1,101 @@
+/**
+ * The registry: integrations loaded from the integrations directory, bundled for the sandbox and
+ * followed while the server runs. Attaches `services.registry` and serves
+ * `GET /api/v1/integrations` and `GET /api/v1/integrations/:name`.
+ */
+import { dirname, join } from 'node:path';
+import type { H3 } from 'h3';
+import { readDotenv } from '../config/env.ts';
+import { SwitchyardError } from '../errors.ts';
+import { requireAdmin } from '../http/app.ts';
+import type { Module, Services } from '../services.ts';
+import { createRegistry, type GuestScript, type IntegrationState, type Registry } from './registry.ts';
+
+export { createRegistry, isIntegrationFolderName } from './registry.ts';
+export type { GuestScript, LoadedIntegration, IntegrationState, Registry, RegistryOptions } from './registry.ts';
+export { bundleScript, contentHash, formatBytes, RUNTIME_MODULE, type Bundle, type BundleResult } from './bundle.ts';
+
+/**
+ * A module started before this one may set `services.verifyScript` (the sandbox's check): new
+ * versions then swap in only when their script loads.
+ */
+export type VerifyScript = (script: GuestScript) => Promise<string | undefined>;
+
+/** The environment secrets are read from: a `.env` beside config.yaml, the real environment wins. */
+export function secretsEnvironment(services: Pick<Services, 'config'>): Record<string, string | undefined> {
+  const base = services.config.source ? dirname(services.config.source) : process.cwd();
+  return { ...readDotenv(join(base, '.env')), ...process.env };
+}
+
+/** The JSON shape of one integration in the management API. */
+export function integrationView(s: IntegrationState) {
+  const m = s.current?.manifest;
+  return {
+    name: s.name,
+    title: m?.title ?? null,
+    status: s.status,
+    /** True when a version is serving (also while the latest change is rejected). */
+    serving: Boolean(s.current),
+    version: s.current ? (s.current.script?.version ?? null) : null,
+    dir: s.dir,
+    loadedAt: s.current ? new Date(s.current.loadedAt).toISOString() : null,
+    updatedAt: new Date(s.updatedAt).toISOString(),
+    errors: s.errors,
+    warnings: s.warnings,
+    manifest: m
+      ? {
+          description: m.description,
+          summary: m.summary ?? null,
+          organization: m.organization,
+          visibility: m.visibility,
+          categories: m.categories ?? [],
+          script: m.script ?? null,
+          icon: m.icon ?? null,
+          previewImages: m.previewImages ?? [],
+          externalLinks: m.externalLinks ?? [],
+          /** Names only: values never leave the server. */
+          secrets: Object.keys(m.secrets ?? {}),
+        }
+      : null,
+    scopes: m?.scopes ?? [],
+    blocks: m?.blocks ?? [],
+    configurations: m?.configurations ?? {},
+  };
+}
+export type IntegrationView = ReturnType<typeof integrationView>;
+
+export function registryOf(services: Services): Registry {
+  return services.registry as Registry;
+}
+
+export const registryModule: Module = {
+  name: 'registry',
+  async start(services) {
+    const registry = await createRegistry({
+      dir: services.config.integrations_dir,
+      log: services.log.child({ module: 'registry' }),
+      env: secretsEnvironment(services),
+      limits: services.config.sandbox,
+      watch: true,
+      verify: services.verifyScript as VerifyScript | undefined,
+    });
+    services.registry = registry;
+    return () => registry.close();
+  },
+  routes(app: H3, services: Services) {
+    app.get('/api/v1/integrations', (event) => {
+      requireAdmin(event.req);
+      return { integrations: registryOf(services).list().map(integrationView) };
+    });
+    app.get('/api/v1/integrations/:name', (event) => {
+      requireAdmin(event.req);
+      const name = decodeURIComponent(event.context.params!.name);
+      const s = registryOf(services).state(name);
+      if (!s)
+        throw new SwitchyardError('not_found', `integration "${name}" does not exist`, {
+          hint: 'see `switchyard integrations list`; an integration is a folder in integrations_dir',
+        });
+      return { integration: integrationView(s) };
+    });
+  },
+};

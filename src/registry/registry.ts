@@ -1,0 +1,391 @@
+/**
+ * The loaded integrations: one per folder of the integrations directory, followed while the server
+ * runs. A change is validated and bundled off to the side and swapped in at once; a change that
+ * fails keeps the last good version serving and records why (log line + state).
+ *
+ * Work is done one folder at a time, in name order at start, so which of two folders claiming the
+ * same name wins is deterministic (the first in alphabetical order) and every swap sees a settled
+ * registry.
+ */
+import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
+import { join, relative, resolve } from 'node:path';
+import type { Config } from '../config/index.ts';
+import type { Problem } from '../errors.ts';
+import type { Logger } from '../log/index.ts';
+import { displayPath, isError, loadManifest, MANIFEST_FILE, type Manifest } from '../manifest/index.ts';
+import { parseYaml } from '../schema/yaml.ts';
+import { bundleScript } from './bundle.ts';
+import { watchTree, type TreeWatcher } from './watch.ts';
+
+/** What the sandbox runs: one ES module; `@switchyard/runtime` (and its subpaths) left as imports. */
+export interface GuestScript {
+  name: string;
+  /** Content hash of `code`. */
+  version: string;
+  code: string;
+}
+
+/** A version that passed every check and is (or was) serving. */
+export interface LoadedIntegration {
+  name: string;
+  dir: string;
+  manifest: Manifest;
+  /** Resolved secret values by name. Never log these. */
+  secrets: Record<string, string>;
+  script?: GuestScript;
+  warnings: Problem[];
+  loadedAt: number;
+}
+
+/**
+ * One folder's state. `status: 'error'` with `current` set means the last change was rejected and
+ * the previous version keeps serving; without `current`, nothing serves from this folder.
+ */
+export interface IntegrationState {
+  name: string;
+  dir: string;
+  status: 'loaded' | 'error';
+  current?: LoadedIntegration;
+  errors: Problem[];
+  warnings: Problem[];
+  updatedAt: number;
+}
+
+export interface Registry {
+  get(name: string): LoadedIntegration | undefined;
+  list(): IntegrationState[];
+  state(name: string): IntegrationState | undefined;
+  /** Called after a swap (`current` the new version) or a removal (`current` undefined). */
+  onChange(fn: (name: string, current: LoadedIntegration | undefined) => void): () => void;
+  /** Re-read every folder now; resolves once done. */
+  reload(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface RegistryOptions {
+  dir: string;
+  log: Logger;
+  /** Environment for `${{ env.NAME }}` secrets (a folder's own .env fills in what is missing). */
+  env: Record<string, string | undefined>;
+  limits: Config['sandbox'];
+  watch?: boolean;
+  /** Load the script in the sandbox: an error message when it fails. A version swaps in only when this passes. */
+  verify?: (script: GuestScript) => Promise<string | undefined>;
+  /** Quiet time after the last file event of a folder before it is reloaded. */
+  debounceMs?: number;
+  now?: () => number;
+}
+
+interface Folder {
+  key: string;
+  dir: string;
+  label: string;
+  status: 'loaded' | 'error';
+  current?: LoadedIntegration;
+  errors: Problem[];
+  warnings: Problem[];
+  /** The name the latest attempt claimed. */
+  claimed?: string;
+  /** Set when the latest attempt lost a name to another folder: retried when that name frees up. */
+  conflictWith?: string;
+  updatedAt: number;
+}
+
+/** Folders starting with `.` or `_` (and node_modules) are not integrations: a way to park one. */
+export function isIntegrationFolderName(name: string): boolean {
+  return !name.startsWith('.') && !name.startsWith('_') && name !== 'node_modules';
+}
+
+function isDirectory(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
+  const root = resolve(opts.dir);
+  const log = opts.log;
+  const now = opts.now ?? Date.now;
+  const debounceMs = opts.debounceMs ?? 50;
+  const folders = new Map<string, Folder>();
+  /** Serving name -> folder key. */
+  const byName = new Map<string, string>();
+  const listeners = new Set<(name: string, current: LoadedIntegration | undefined) => void>();
+  const pending = new Set<string>();
+  const timers = new Map<string, NodeJS.Timeout>();
+  let draining: Promise<void> | undefined;
+  let closed = false;
+  let watcher: TreeWatcher | undefined;
+
+  const displayName = (f: Folder) => f.current?.name ?? f.claimed ?? f.key;
+
+  function emit(name: string, current: LoadedIntegration | undefined): void {
+    for (const fn of listeners) {
+      try {
+        fn(name, current);
+      } catch (e) {
+        log.error('a registry listener failed', { integration: name, error: e as Error });
+      }
+    }
+  }
+
+  function kick(): void {
+    if (draining || closed) return;
+    draining = (async () => {
+      while (pending.size && !closed) {
+        const key = [...pending].sort()[0];
+        pending.delete(key);
+        try {
+          await loadFolder(key);
+        } catch (e) {
+          log.error('registry: unexpected failure while loading a folder', { folder: key, error: e as Error });
+        }
+      }
+    })().finally(() => {
+      draining = undefined;
+      if (pending.size && !closed) kick();
+    });
+  }
+
+  function enqueue(key: string): void {
+    pending.add(key);
+    kick();
+  }
+
+  async function idle(): Promise<void> {
+    while (draining) await draining;
+  }
+
+  function schedule(entry: string | null): void {
+    if (closed) return;
+    if (entry === null) {
+      for (const key of scan()) schedule(key);
+      return;
+    }
+    if (!isIntegrationFolderName(entry) && !folders.has(entry)) return;
+    clearTimeout(timers.get(entry));
+    timers.set(
+      entry,
+      setTimeout(() => {
+        timers.delete(entry);
+        enqueue(entry);
+      }, debounceMs),
+    );
+  }
+
+  /** Folder names present now plus those known (so removals are seen). */
+  function scan(): string[] {
+    let names: string[] = [];
+    try {
+      names = readdirSync(root, { withFileTypes: true })
+        .filter((e) => e.isDirectory() && isIntegrationFolderName(e.name))
+        .map((e) => e.name);
+    } catch (e) {
+      log.error('cannot read the integrations directory', { dir: root, error: (e as Error).message });
+    }
+    return [...new Set([...names, ...folders.keys()])].sort();
+  }
+
+  function retryConflicts(name: string): void {
+    for (const f of folders.values()) if (f.conflictWith === name) enqueue(f.key);
+  }
+
+  function remove(key: string): void {
+    const f = folders.get(key);
+    if (!f) return;
+    folders.delete(key);
+    if (f.current && byName.get(f.current.name) === key) {
+      byName.delete(f.current.name);
+      log.info('integration removed', { integration: f.current.name, dir: f.label });
+      emit(f.current.name, undefined);
+      retryConflicts(f.current.name);
+    }
+  }
+
+  function fail(f: Folder, errors: Problem[], warnings: Problem[], claimed: string | undefined, conflictWith?: string): void {
+    f.status = 'error';
+    f.errors = errors;
+    f.warnings = warnings;
+    f.claimed = claimed;
+    f.conflictWith = conflictWith;
+    f.updatedAt = now();
+    folders.set(f.key, f);
+    log.error(f.current ? 'integration change rejected; the last good version keeps serving' : 'integration failed to load', {
+      integration: displayName(f),
+      dir: f.label,
+      ...(f.current ? { serving: f.current.script?.version ?? 'manifest only' } : {}),
+      problems: errors.map((p) => `${p.where}: ${p.message}${p.hint ? ` (${p.hint})` : ''}`),
+    });
+  }
+
+  /** Where `name:` sits in the manifest, for the duplicate-name error. */
+  function namePosition(f: Folder): string {
+    const file = join(f.label, MANIFEST_FILE);
+    try {
+      const src = parseYaml(readFileSync(join(f.dir, MANIFEST_FILE), 'utf8'), file);
+      const { line, col } = src.locate(['name']);
+      return `${file}:${line}:${col}`;
+    } catch {
+      return file;
+    }
+  }
+
+  async function loadFolder(key: string): Promise<void> {
+    const dir = join(root, key);
+    if (!isIntegrationFolderName(key) || !isDirectory(dir)) return remove(key);
+    const f: Folder = folders.get(key) ?? { key, dir, label: displayPath(dir), status: 'error', errors: [], warnings: [], updatedAt: now() };
+
+    const res = loadManifest(dir, opts.env, { label: f.label });
+    const warnings = res.problems.filter((p) => !isError(p));
+    const errors = res.problems.filter(isError);
+    if (errors.length || !res.manifest) return fail(f, errors, warnings, res.claimedName);
+    const manifest = res.manifest;
+    const name = manifest.name;
+
+    const owner = byName.get(name);
+    if (owner !== undefined && owner !== key) {
+      const other = folders.get(owner)!;
+      return fail(
+        f,
+        [
+          {
+            where: namePosition(f),
+            message: `name: "${name}" is already used by the integration in ${other.label}; names are unique, so ${f.label} is not loaded`,
+            hint: `rename one of them (${join(other.label, MANIFEST_FILE)} or ${join(f.label, MANIFEST_FILE)})`,
+            severity: 'error',
+          },
+        ],
+        warnings,
+        name,
+        name,
+      );
+    }
+
+    let script: LoadedIntegration['script'];
+    if (res.scriptFile) {
+      const b = await bundleScript({ dir, entry: res.scriptFile, label: f.label, maxBytes: opts.limits.script_size });
+      warnings.push(...b.problems.filter((p) => !isError(p)));
+      if (!b.bundle) return fail(f, b.problems.filter(isError), warnings, name);
+      script = { name, version: b.bundle.version, code: b.bundle.code };
+      if (opts.verify && f.current?.script?.version !== script.version) {
+        let message: string | undefined;
+        try {
+          message = await opts.verify(script);
+        } catch (e) {
+          message = (e as Error).message ?? String(e);
+        }
+        if (message)
+          return fail(
+            f,
+            [
+              {
+                where: join(f.label, relative(dir, res.scriptFile)),
+                message: `the script failed to load in the sandbox: ${message}`,
+                hint: `run \`switchyard check ${f.label}\` to see it again`,
+                severity: 'error',
+              },
+            ],
+            warnings,
+            name,
+          );
+      }
+    }
+    if (closed) return;
+    if (!isDirectory(dir)) return remove(key); // removed while bundling
+
+    // The swap: synchronous from here on, so no reader sees a half-updated registry.
+    const prev = f.current;
+    f.status = 'loaded';
+    f.errors = [];
+    f.warnings = warnings;
+    f.claimed = name;
+    f.conflictWith = undefined;
+    f.updatedAt = now();
+    folders.set(key, f);
+    const unchanged =
+      prev !== undefined &&
+      prev.name === name &&
+      prev.script?.version === script?.version &&
+      isDeepStrictEqual(prev.manifest, manifest) &&
+      isDeepStrictEqual(prev.secrets, res.secrets);
+    if (unchanged) {
+      prev.warnings = warnings;
+      return;
+    }
+    const next: LoadedIntegration = { name, dir, manifest, secrets: res.secrets, script, warnings, loadedAt: now() };
+    f.current = next;
+    if (prev && prev.name !== name && byName.get(prev.name) === key) byName.delete(prev.name);
+    byName.set(name, key);
+    log.info(prev ? 'integration reloaded' : 'integration loaded', {
+      integration: name,
+      version: script?.version ?? 'manifest only',
+      dir: f.label,
+      ...(warnings.length ? { warnings: warnings.map((p) => `${p.where}: ${p.message}`) } : {}),
+    });
+    if (prev && prev.name !== name) {
+      emit(prev.name, undefined);
+      retryConflicts(prev.name);
+    }
+    emit(name, next);
+  }
+
+  function toState(f: Folder): IntegrationState {
+    return {
+      name: displayName(f),
+      dir: f.dir,
+      status: f.status,
+      ...(f.current ? { current: f.current } : {}),
+      errors: f.errors,
+      warnings: f.warnings,
+      updatedAt: f.updatedAt,
+    };
+  }
+
+  mkdirSync(root, { recursive: true });
+  if (opts.watch)
+    watcher = watchTree(root, schedule, (e) => log.warn('cannot watch part of the integrations directory', { error: e.message }));
+  for (const key of scan()) pending.add(key);
+  kick();
+  await idle();
+  const served = [...folders.values()].filter((f) => f.current).length;
+  const failed = [...folders.values()].filter((f) => f.status === 'error').length;
+  log.info('integrations loaded', { dir: displayPath(root), serving: served, failed, watching: Boolean(opts.watch) });
+
+  return {
+    get(name) {
+      const key = byName.get(name);
+      return key === undefined ? undefined : folders.get(key)?.current;
+    },
+    list() {
+      return [...folders.values()].map(toState).sort((a, b) => a.name.localeCompare(b.name) || a.dir.localeCompare(b.dir));
+    },
+    state(name) {
+      const key = byName.get(name);
+      const f =
+        (key !== undefined ? folders.get(key) : undefined) ??
+        [...folders.values()].find((x) => displayName(x) === name) ??
+        folders.get(name);
+      return f ? toState(f) : undefined;
+    },
+    onChange(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+    async reload() {
+      for (const key of scan()) pending.add(key);
+      kick();
+      await idle();
+    },
+    async close() {
+      closed = true;
+      watcher?.close();
+      for (const t of timers.values()) clearTimeout(t);
+      timers.clear();
+      pending.clear();
+      await idle();
+    },
+  };
+}
