@@ -18,7 +18,8 @@ export function cacheRoots(env: NodeJS.ProcessEnv = process.env): string[] {
     const home = env.HOME || safeHomedir();
     if (home && isAbsolute(home)) roots.push(join(home, '.cache', 'switchyard'));
   }
-  roots.push(join(tmpdir(), `switchyard-${process.getuid?.() ?? 'user'}`));
+  const tmp = env.TMPDIR && isAbsolute(env.TMPDIR) ? env.TMPDIR : tmpdir();
+  roots.push(join(tmp, `switchyard-${process.getuid?.() ?? 'user'}`));
   return roots;
 }
 
@@ -38,8 +39,9 @@ export function cacheFolder(hash: string, env: NodeJS.ProcessEnv = process.env):
     const isTempFallback = i === roots.length - 1;
     const dir = join(root, hash);
     try {
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      mkdirSync(root, { recursive: true, mode: 0o700 });
       if (isTempFallback) assertPrivate(root);
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
       accessSync(dir, constants.W_OK);
       return dir;
     } catch (e) {
