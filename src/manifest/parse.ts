@@ -166,7 +166,8 @@ export function loadManifest(dir: string, env: Record<string, string | undefined
   }
 
   const dotenv = join(label, '.env');
-  const a = analyze(text, fileLabel, { ...readDotenv(join(abs, '.env')), ...env }, dotenv);
+  const example = !existsSync(join(abs, '.env')) && existsSync(join(abs, '.env.example'));
+  const a = analyze(text, fileLabel, { ...readDotenv(join(abs, '.env')), ...env }, example ? `${dotenv} (copy ${dotenv}.example and fill it in)` : dotenv);
   if (!a.src || !a.raw) return { manifest: a.manifest, secrets: a.secrets, problems: a.problems, claimedName: a.claimedName };
   const raw = a.raw;
   const src = a.src;
