@@ -11,6 +11,9 @@ export const main = defineCommand({
   meta: { name: 'switchyard', version: VERSION, description: 'Integration runtime and durable webhook delivery' },
   subCommands: {
     serve: () => import('./cli/serve.ts').then((m) => m.default),
+    new: () => import('./cli/new.ts').then((m) => m.default),
+    check: () => import('./cli/check.ts').then((m) => m.default),
+    integrations: () => import('./cli/integrations.ts').then((m) => m.default),
   },
 });
 

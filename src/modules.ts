@@ -3,5 +3,8 @@
  * services.ts.
  */
 import type { Module } from './services.ts';
+import { registryModule } from './registry/index.ts';
+import { webhooksModule } from './webhooks/index.ts';
+import { eventsModule } from './events/index.ts';
 
-export const modules: Module[] = [];
+export const modules: Module[] = [registryModule, webhooksModule, eventsModule];

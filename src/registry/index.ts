@@ -14,6 +14,7 @@ import { createRegistry, type GuestScript, type IntegrationState, type Registry 
 export { createRegistry, isIntegrationFolderName } from './registry.ts';
 export type { GuestScript, LoadedIntegration, IntegrationState, Registry, RegistryOptions } from './registry.ts';
 export { bundleScript, contentHash, formatBytes, RUNTIME_MODULE, type Bundle, type BundleResult } from './bundle.ts';
+export { prepareFolder, type Preparation, type PreparedIntegration } from './prepare.ts';
 
 /**
  * A module started before this one may set `services.verifyScript` (the sandbox's check): new

@@ -9,13 +9,13 @@
  */
 import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
-import { join, relative, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Problem } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
-import { displayPath, isError, loadManifest, MANIFEST_FILE, type Manifest } from '../manifest/index.ts';
+import { displayPath, MANIFEST_FILE, type Manifest } from '../manifest/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
-import { bundleScript } from './bundle.ts';
+import { prepareFolder } from './prepare.ts';
 import { watchTree, type TreeWatcher } from './watch.ts';
 
 /** What the sandbox runs: one ES module; `@switchyard/runtime` (and its subpaths) left as imports. */
@@ -238,11 +238,10 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     if (!isIntegrationFolderName(key) || !isDirectory(dir)) return remove(key);
     const f: Folder = folders.get(key) ?? { key, dir, label: displayPath(dir), status: 'error', errors: [], warnings: [], updatedAt: now() };
 
-    const res = loadManifest(dir, opts.env, { label: f.label });
-    const warnings = res.problems.filter((p) => !isError(p));
-    const errors = res.problems.filter(isError);
-    if (errors.length || !res.manifest) return fail(f, errors, warnings, res.claimedName);
-    const manifest = res.manifest;
+    const p = await prepareFolder(dir, { env: opts.env, label: f.label, maxBytes: opts.limits.script_size });
+    const warnings = p.warnings;
+    if (!p.prepared) return fail(f, p.errors, warnings, p.claimedName);
+    const { manifest, script, secrets } = p.prepared;
     const name = manifest.name;
 
     const owner = byName.get(name);
@@ -264,34 +263,27 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       );
     }
 
-    let script: LoadedIntegration['script'];
-    if (res.scriptFile) {
-      const b = await bundleScript({ dir, entry: res.scriptFile, label: f.label, maxBytes: opts.limits.script_size });
-      warnings.push(...b.problems.filter((p) => !isError(p)));
-      if (!b.bundle) return fail(f, b.problems.filter(isError), warnings, name);
-      script = { name, version: b.bundle.version, code: b.bundle.code };
-      if (opts.verify && f.current?.script?.version !== script.version) {
-        let message: string | undefined;
-        try {
-          message = await opts.verify(script);
-        } catch (e) {
-          message = (e as Error).message ?? String(e);
-        }
-        if (message)
-          return fail(
-            f,
-            [
-              {
-                where: join(f.label, relative(dir, res.scriptFile)),
-                message: `the script failed to load in the sandbox: ${message}`,
-                hint: `run \`switchyard check ${f.label}\` to see it again`,
-                severity: 'error',
-              },
-            ],
-            warnings,
-            name,
-          );
+    if (script && opts.verify && f.current?.script?.version !== script.version) {
+      let message: string | undefined;
+      try {
+        message = await opts.verify(script);
+      } catch (e) {
+        message = (e as Error).message ?? String(e);
       }
+      if (message)
+        return fail(
+          f,
+          [
+            {
+              where: join(f.label, p.prepared.scriptPath ?? ''),
+              message: `the script failed to load in the sandbox: ${message}`,
+              hint: `run \`switchyard check ${f.label}\` to see it again`,
+              severity: 'error',
+            },
+          ],
+          warnings,
+          name,
+        );
     }
     if (closed) return;
     if (!isDirectory(dir)) return remove(key); // removed while bundling
@@ -310,12 +302,12 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       prev.name === name &&
       prev.script?.version === script?.version &&
       isDeepStrictEqual(prev.manifest, manifest) &&
-      isDeepStrictEqual(prev.secrets, res.secrets);
+      isDeepStrictEqual(prev.secrets, secrets);
     if (unchanged) {
       prev.warnings = warnings;
       return;
     }
-    const next: LoadedIntegration = { name, dir, manifest, secrets: res.secrets, script, warnings, loadedAt: now() };
+    const next: LoadedIntegration = { name, dir, manifest, secrets, script, warnings, loadedAt: now() };
     f.current = next;
     if (prev && prev.name !== name && byName.get(prev.name) === key) byName.delete(prev.name);
     byName.set(name, key);

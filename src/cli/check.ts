@@ -1,0 +1,187 @@
+/**
+ * `switchyard check [dir]`: validate the manifest and the files it names, bundle the script, and
+ * load it in the sandbox (when the sandbox is part of this build). Exit 0 when fine, 1 with every
+ * problem listed.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { defineCommand } from 'citty';
+import type { LoadedConfig } from '../config/index.ts';
+import { readDotenv } from '../config/env.ts';
+import { formatProblems, type Problem } from '../errors.ts';
+import { displayPath, MANIFEST_FILE } from '../manifest/index.ts';
+import { formatBytes, isIntegrationFolderName, prepareFolder, type GuestScript } from '../registry/index.ts';
+import { parseYaml } from '../schema/yaml.ts';
+import { EXIT_FAILURE, EXIT_OK } from './run.ts';
+import { configArg, configFrom, jsonArg } from './common.ts';
+import { dim, green, printJson, red, yellow } from './table.ts';
+
+export interface ScriptExports {
+  fetch: boolean;
+  components: string[];
+  events: string[];
+}
+
+export type SandboxCheck = { status: 'unavailable'; reason: string } | { status: 'ok'; exports?: ScriptExports } | { status: 'failed'; message: string };
+
+/**
+ * Load the script in the sandbox, when this build has one. The sandbox module is imported lazily so
+ * `check` works (manifest + bundle) before and without it.
+ */
+export async function loadInSandbox(script: GuestScript, config: LoadedConfig): Promise<SandboxCheck> {
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import('../sandbox/index.ts')) as Record<string, unknown>;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' && String((e as Error).message).includes('sandbox'))
+      return { status: 'unavailable', reason: 'this build has no sandbox' };
+    throw e;
+  }
+  const create = mod.createSandbox as ((opts: Record<string, unknown>) => unknown) | undefined;
+  if (typeof create !== 'function') return { status: 'unavailable', reason: 'the sandbox module has no createSandbox()' };
+  const { createLogger } = await import('../log/index.ts');
+  const sandbox = (await create({ limits: config.sandbox, config, log: createLogger({ level: 'error' }) })) as {
+    check(script: GuestScript): Promise<unknown>;
+    close?(): Promise<void> | void;
+  };
+  try {
+    const r = (await sandbox.check(script)) as { ok?: boolean; exports?: ScriptExports; error?: { message?: string } | string; message?: string } | string | undefined;
+    if (r === undefined) return { status: 'ok' };
+    if (typeof r === 'string') return { status: 'failed', message: r };
+    if (r.ok) return { status: 'ok', exports: r.exports };
+    const message = typeof r.error === 'string' ? r.error : (r.error?.message ?? r.message ?? JSON.stringify(r));
+    return { status: 'failed', message };
+  } finally {
+    await sandbox.close?.();
+  }
+}
+
+/** Another folder of the same integrations directory claiming the same name. */
+function siblingClaiming(dir: string, name: string): string | undefined {
+  const parent = dirname(dir);
+  let entries: string[];
+  try {
+    entries = readdirSync(parent, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && isIntegrationFolderName(e.name) && e.name !== basename(dir))
+      .map((e) => e.name)
+      .sort();
+  } catch {
+    return undefined;
+  }
+  for (const e of entries) {
+    try {
+      const value = parseYaml(readFileSync(join(parent, e, MANIFEST_FILE), 'utf8'), e).value as { name?: unknown } | undefined;
+      if (value?.name === name) return join(parent, e);
+    } catch {
+      /* not an integration folder */
+    }
+  }
+  return undefined;
+}
+
+function locate(dir: string, label: string, path: (string | number)[]): string {
+  const file = join(label, MANIFEST_FILE);
+  try {
+    const { line, col } = parseYaml(readFileSync(join(dir, MANIFEST_FILE), 'utf8'), file).locate(path);
+    return `${file}:${line}:${col}`;
+  } catch {
+    return file;
+  }
+}
+
+export default defineCommand({
+  meta: { name: 'check', description: 'Validate an integration folder: manifest, files, bundle, and loading the script in the sandbox' },
+  args: {
+    dir: { type: 'positional', required: false, description: 'the integration folder (default: the current folder)', valueHint: 'dir' },
+    ...configArg,
+    ...jsonArg,
+  },
+  async run({ args }) {
+    const config = configFrom(args);
+    const dir = resolve(args.dir ?? '.');
+    const label = displayPath(dir) || '.';
+    const base = config.source ? dirname(config.source) : process.cwd();
+    const env = { ...readDotenv(join(base, '.env')), ...process.env };
+
+    const p = await prepareFolder(dir, { env, label, maxBytes: config.sandbox.script_size });
+    const errors: Problem[] = [...p.errors];
+    const warnings: Problem[] = [...p.warnings];
+    let sandbox: SandboxCheck | undefined;
+
+    if (p.prepared) {
+      const { manifest, script } = p.prepared;
+      if (resolve(dirname(dir)) === resolve(config.integrations_dir)) {
+        const other = siblingClaiming(dir, manifest.name);
+        if (other)
+          errors.push({
+            where: locate(dir, label, ['name']),
+            message: `name: "${manifest.name}" is also claimed by ${displayPath(other)}; names are unique across loaded integrations`,
+            hint: 'rename one of them',
+            severity: 'error',
+          });
+      }
+      if (script) {
+        sandbox = await loadInSandbox(script, config);
+        if (sandbox.status === 'failed')
+          errors.push({
+            where: join(label, p.prepared.scriptPath ?? ''),
+            message: `the script failed to load in the sandbox: ${sandbox.message}`,
+            severity: 'error',
+          });
+        if (sandbox.status === 'ok' && sandbox.exports) {
+          const components = sandbox.exports.components;
+          (manifest.blocks ?? []).forEach((b, i) => {
+            if (!components.includes(b.id))
+              errors.push({
+                where: locate(dir, label, ['blocks', i, 'id']),
+                message: `block "${b.id}" has no component: the script defines ${components.length ? components.map((c) => `"${c}"`).join(', ') : 'no components'}`,
+                hint: `a block's id is the componentId of a createComponent() in the script`,
+                severity: 'error',
+              });
+          });
+        }
+      }
+    }
+
+    const ok = errors.length === 0;
+    const script = p.prepared?.script;
+    if (args.json) {
+      printJson({
+        ok,
+        dir,
+        name: p.prepared?.manifest.name ?? p.claimedName ?? null,
+        version: script?.version ?? null,
+        bytes: script ? Buffer.byteLength(script.code) : null,
+        sandbox: sandbox ?? null,
+        errors,
+        warnings,
+      });
+      return ok ? EXIT_OK : EXIT_FAILURE;
+    }
+
+    const m = p.prepared?.manifest;
+    const out: string[] = [];
+    out.push(`${label}: ${m ? `${m.name} (${m.title})` : (p.claimedName ?? basename(dir))}`);
+    if (m) {
+      const props = Object.keys(m.configurations?.account?.properties ?? {}).length + Object.keys(m.configurations?.site?.properties ?? {}).length;
+      out.push(`  manifest  ${green('ok')}  ${m.scopes.length} scope(s), ${m.blocks?.length ?? 0} block(s), ${props} configuration propert${props === 1 ? 'y' : 'ies'}`);
+      if (script) out.push(`  bundle    ${green('ok')}  ${formatBytes(Buffer.byteLength(script.code))}, version ${script.version}`);
+      else out.push(`  bundle    ${dim('no script')}`);
+      if (sandbox?.status === 'ok') {
+        const e = sandbox.exports;
+        out.push(
+          `  sandbox   ${green('ok')}${e ? `  ${[e.fetch ? 'fetch' : '', e.components.length ? `components: ${e.components.join(', ')}` : '', e.events.length ? `events: ${e.events.join(', ')}` : ''].filter(Boolean).join('; ') || 'nothing exported'}` : ''}`,
+        );
+      } else if (sandbox?.status === 'failed') out.push(`  sandbox   ${red('failed')}`);
+      else if (sandbox?.status === 'unavailable') out.push(`  sandbox   ${yellow('skipped')}  ${sandbox.reason}`);
+    }
+    process.stdout.write(`${out.join('\n')}\n`);
+    if (warnings.length) process.stdout.write(`${formatProblems(warnings)}\n`);
+    if (!ok) {
+      process.stderr.write(`${formatProblems(errors)}\n${red(`${errors.length} error${errors.length === 1 ? '' : 's'}`)}\n`);
+      return EXIT_FAILURE;
+    }
+    process.stdout.write(`${green('ok')}\n`);
+    return EXIT_OK;
+  },
+});

@@ -1,0 +1,116 @@
+/**
+ * `switchyard integrations list|show <name>`: what the running server has loaded, with every
+ * error and warning of each folder.
+ */
+import { defineCommand } from 'citty';
+import { formatProblems, type Problem } from '../errors.ts';
+import type { IntegrationView } from '../registry/index.ts';
+import { apiClient } from './client.ts';
+import { configArg, configFrom, jsonArg } from './common.ts';
+import { dim, green, printJson, red, table, yellow } from './table.ts';
+
+function statusText(i: IntegrationView): string {
+  if (i.status === 'loaded') return green('loaded');
+  return i.serving ? `${red('error')} ${dim(`(serving ${i.version ?? 'the last good version'})`)}` : red('error');
+}
+
+const list = defineCommand({
+  meta: { name: 'list', description: 'List the integrations the server has loaded, and those that failed' },
+  args: { ...configArg, ...jsonArg },
+  async run({ args }) {
+    const api = apiClient(configFrom(args));
+    const { integrations } = await api.get<{ integrations: IntegrationView[] }>('/api/v1/integrations');
+    if (args.json) {
+      printJson(integrations);
+      return 0;
+    }
+    if (!integrations.length) {
+      process.stdout.write('no integrations: add a folder to integrations_dir (`switchyard new <name>` creates one)\n');
+      return 0;
+    }
+    process.stdout.write(
+      `${table(
+        ['name', 'status', 'version', 'title', 'problems'],
+        integrations.map((i) => [
+          i.name,
+          statusText(i),
+          i.version ?? (i.serving ? dim('no script') : ''),
+          i.title ?? '',
+          [i.errors.length ? red(`${i.errors.length} error${i.errors.length === 1 ? '' : 's'}`) : '', i.warnings.length ? yellow(`${i.warnings.length} warning${i.warnings.length === 1 ? '' : 's'}`) : '']
+            .filter(Boolean)
+            .join(', '),
+        ]),
+      )}\n`,
+    );
+    if (integrations.some((i) => i.errors.length)) process.stdout.write(dim('see the errors with `switchyard integrations show <name>`\n'));
+    return 0;
+  },
+});
+
+function problems(title: string, ps: Problem[]): string {
+  return ps.length ? `\n${title}:\n${formatProblems(ps)}` : '';
+}
+
+const show = defineCommand({
+  meta: { name: 'show', description: 'Show one integration: manifest summary, scopes, blocks, configuration, errors' },
+  args: {
+    name: { type: 'positional', required: true, description: 'integration name (or folder name)' },
+    ...configArg,
+    ...jsonArg,
+  },
+  async run({ args }) {
+    const api = apiClient(configFrom(args));
+    const { integration: i } = await api.get<{ integration: IntegrationView }>(`/api/v1/integrations/${encodeURIComponent(args.name)}`);
+    if (args.json) {
+      printJson(i);
+      return 0;
+    }
+    const lines: string[] = [];
+    lines.push(`${i.name}${i.title ? `  ${i.title}` : ''}`);
+    lines.push(`  status      ${statusText(i)}`);
+    lines.push(`  folder      ${i.dir}`);
+    if (i.serving) {
+      lines.push(`  version     ${i.version ?? 'no script (manifest only)'}`);
+      lines.push(`  loaded at   ${i.loadedAt}`);
+    }
+    if (i.manifest) {
+      const m = i.manifest;
+      lines.push(`  about       ${m.description}`);
+      lines.push(`  owner       ${m.organization} (${m.visibility})`);
+      if (m.script) lines.push(`  script      ${m.script}`);
+      if (m.categories.length) lines.push(`  categories  ${m.categories.join(', ')}`);
+      if (m.secrets.length) lines.push(`  secrets     ${m.secrets.join(', ')}`);
+      for (const l of m.externalLinks) lines.push(`  link        ${l.label}: ${l.url}`);
+    }
+    if (i.scopes.length) lines.push(`  scopes      ${i.scopes.join(', ')}`);
+    for (const b of i.blocks) lines.push(`  block       ${b.id}: ${b.title}${b.description ? dim(` - ${b.description}`) : ''}`);
+    for (const target of ['account', 'site'] as const) {
+      const def = i.configurations[target];
+      if (!def) continue;
+      const required = new Set(def.required ?? []);
+      lines.push(`\n${target} configuration:`);
+      lines.push(
+        table(
+          ['property', 'type', 'required', 'default', 'description'],
+          Object.entries(def.properties).map(([name, p]) => [
+            name,
+            p.type === 'string' && p.enum ? `${p.type} (${p.enum.join('|')})` : p.type === 'button' ? `button -> ${p.callback_url}` : p.type,
+            required.has(name) ? 'yes' : '',
+            'default' in p && p.default !== undefined ? JSON.stringify(p.default) : '',
+            `${p.title}: ${p.description}`,
+          ]),
+        )
+          .split('\n')
+          .map((l) => `  ${l}`)
+          .join('\n'),
+      );
+    }
+    process.stdout.write(`${lines.join('\n')}${problems('errors', i.errors)}${problems('warnings', i.warnings)}\n`);
+    return 0;
+  },
+});
+
+export default defineCommand({
+  meta: { name: 'integrations', description: 'Inspect the integrations the running server has loaded' },
+  subCommands: { list, show },
+});

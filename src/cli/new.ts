@@ -1,0 +1,195 @@
+/**
+ * `switchyard new <name>`: a working integration folder (manifest, a script with a component, an
+ * event handler and a fetch handler, type declarations of the runtime library for editors). It
+ * passes `switchyard check` and serves as soon as it lands in the integrations folder.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { defineCommand } from 'citty';
+import { SwitchyardError } from '../errors.ts';
+import { displayPath, NAME_HINT, NAME_MAX, NAME_PATTERN } from '../manifest/index.ts';
+import { prepareFolder } from '../registry/index.ts';
+import { configArg, configFrom } from './common.ts';
+import { dim, green } from './table.ts';
+
+export const TYPES_FILE = 'types/switchyard-runtime.d.ts';
+
+function titleOf(name: string): string {
+  const words = name.split('-').join(' ');
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+export function manifestTemplate(name: string, opts: { title: string; organization: string }): string {
+  return `# The integration's manifest. Every key is described in the README (section "Integrations").
+name: ${name}
+title: ${JSON.stringify(opts.title)}
+description: ${JSON.stringify(`${opts.title}, made with switchyard new.`)}
+organization: ${JSON.stringify(opts.organization)}
+# private: only your organization can install it; unlisted: anyone with the link; public: anyone.
+visibility: private
+scopes:
+  - space:content:read
+script: src/index.tsx
+# Blocks appear in the quick-insert menu; the id is the componentId of a component in the script.
+blocks:
+  - id: hello
+    title: Hello
+    description: A block with a button that counts its presses
+configurations:
+  account:
+    properties:
+      greeting:
+        type: string
+        title: Greeting
+        description: Text the block shows
+        default: Hello
+# secrets:
+#   API_KEY: \${{ env.MY_API_KEY }}   # read as context.environment.secrets.API_KEY; set MY_API_KEY in .env
+`;
+}
+
+export const scriptTemplate = `import { createComponent, createIntegration } from '@switchyard/runtime';
+
+/** A block: its state lives with the block; an action returns the next state. */
+const hello = createComponent({
+  componentId: 'hello',
+  initialState: () => ({ presses: 0 }),
+  action: async (element: { state: { presses: number } }, action: { action: string }) => {
+    if (action.action === 'press') return { state: { presses: element.state.presses + 1 } };
+    return {};
+  },
+  render: async (element: { state: { presses: number } }, context: any) => {
+    const greeting = context.environment.installation?.configuration?.greeting ?? 'Hello';
+    return (
+      <block>
+        <text>
+          {greeting}! Pressed {element.state.presses} times.
+        </text>
+        <button label="Press" onPress={{ action: 'press' }} />
+      </block>
+    );
+  },
+});
+
+export default createIntegration({
+  components: [hello],
+
+  /** Platform events this integration handles. */
+  events: {
+    space_content_updated: async (event: any) => {
+      console.log(\`space \${event.spaceId} changed (revision \${event.revisionId})\`);
+    },
+  },
+
+  /** Requests to the installation's public endpoint. */
+  fetch: async (request: Request) => {
+    if (request.method !== 'POST') return new Response('Method not allowed', { status: 405 });
+    return Response.json({ received: true });
+  },
+});
+`;
+
+export const tsconfigTemplate = `${JSON.stringify(
+  {
+    compilerOptions: {
+      target: 'es2022',
+      module: 'esnext',
+      moduleResolution: 'bundler',
+      lib: ['es2022', 'dom'],
+      jsx: 'react-jsx',
+      jsxImportSource: '@switchyard/runtime',
+      strict: true,
+      noEmit: true,
+      allowImportingTsExtensions: true,
+      skipLibCheck: true,
+      types: [],
+    },
+    include: ['src', 'types'],
+  },
+  null,
+  2,
+)}\n`;
+
+function packageTemplate(name: string): string {
+  return `${JSON.stringify({ name, private: true, type: 'module', description: 'A Switchyard integration: npm packages installed here are bundled into its script' }, null, 2)}\n`;
+}
+
+/**
+ * The runtime library's type declarations, from the sandbox: its `RUNTIME_TYPES` export when it has
+ * one (the executable), else the .d.ts files of src/sandbox/guest in a source checkout.
+ */
+export async function runtimeTypes(): Promise<string | undefined> {
+  try {
+    const mod = (await import('../sandbox/index.ts')) as Record<string, unknown>;
+    if (typeof mod.RUNTIME_TYPES === 'string') return mod.RUNTIME_TYPES;
+  } catch {
+    /* no sandbox in this build: try the source checkout */
+  }
+  const main = process.argv[1] ?? '';
+  if (!main.endsWith('.ts')) return undefined;
+  const guest = join(dirname(resolve(main)), 'sandbox', 'guest');
+  try {
+    const files = readdirSync(guest).filter((f) => f.endsWith('.d.ts')).sort();
+    const texts = files.map((f) => readFileSync(join(guest, f), 'utf8')).filter((t) => t.includes('@switchyard/runtime'));
+    return texts.length ? texts.join('\n') : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export default defineCommand({
+  meta: { name: 'new', description: 'Create a working integration folder (manifest, script, type declarations)' },
+  args: {
+    name: { type: 'positional', required: true, description: 'integration name: lowercase words joined by hyphens' },
+    dir: { type: 'string', description: 'parent folder (default: integrations_dir from config.yaml)', valueHint: 'path' },
+    title: { type: 'string', description: 'title shown in the platform (default: from the name)' },
+    organization: { type: 'string', description: 'owning organization id or subdomain', default: 'my-organization' },
+    ...configArg,
+  },
+  async run({ args }) {
+    const name = args.name;
+    if (!NAME_PATTERN.test(name) || name.length > NAME_MAX)
+      throw new SwitchyardError('bad_request', `"${name}" is not a valid integration name`, { hint: NAME_HINT });
+    const parent = resolve(args.dir ?? configFrom(args).integrations_dir);
+    const target = join(parent, name);
+    if (existsSync(target))
+      throw new SwitchyardError('conflict', `${displayPath(target)} already exists`, { hint: 'pick another name, or remove the folder first' });
+
+    // Written beside the target and renamed in one step, so a watching server never sees half a folder.
+    mkdirSync(parent, { recursive: true });
+    const staging = join(parent, `.new-${name}-${process.pid}`);
+    const types = await runtimeTypes();
+    try {
+      mkdirSync(join(staging, 'src'), { recursive: true });
+      writeFileSync(join(staging, 'platform-manifest.yaml'), manifestTemplate(name, { title: args.title ?? titleOf(name), organization: args.organization }));
+      writeFileSync(join(staging, 'src/index.tsx'), scriptTemplate);
+      writeFileSync(join(staging, 'tsconfig.json'), tsconfigTemplate);
+      writeFileSync(join(staging, 'package.json'), packageTemplate(name));
+      writeFileSync(join(staging, '.gitignore'), 'node_modules/\n.env\n');
+      if (types) {
+        mkdirSync(join(staging, 'types'), { recursive: true });
+        writeFileSync(join(staging, TYPES_FILE), types);
+      }
+      const check = await prepareFolder(staging, { env: process.env, label: displayPath(target) });
+      if (!check.prepared) throw new SwitchyardError('internal', 'the new integration does not pass its own check', { problems: check.errors });
+      renameSync(staging, target);
+    } catch (e) {
+      rmSync(staging, { recursive: true, force: true });
+      throw e;
+    }
+
+    const shown = displayPath(target);
+    process.stdout.write(
+      [
+        `${green('created')} ${shown}/`,
+        `  platform-manifest.yaml  the manifest`,
+        `  src/index.tsx           a component ("hello" block), an event handler and a fetch handler`,
+        types ? `  ${TYPES_FILE}  the runtime library's types (tsconfig.json points editors at them)` : dim('  (this build has no type declarations of the runtime library to copy)'),
+        '',
+        `A running server picks it up now. Check it any time with: switchyard check ${shown}`,
+        '',
+      ].join('\n'),
+    );
+    return 0;
+  },
+});
