@@ -4,7 +4,5 @@
  */
 import type { Module } from './services.ts';
 import { registryModule } from './registry/index.ts';
-import { webhooksModule } from './webhooks/index.ts';
-import { eventsModule } from './events/index.ts';
 
-export const modules: Module[] = [registryModule, webhooksModule, eventsModule];
+export const modules: Module[] = [registryModule];
