@@ -1,0 +1,122 @@
+/**
+ * Event ingest: validate, store, and in the same transaction enqueue one webhook delivery per
+ * subscribed installation; only then acknowledge. A repeated eventId is recognised and not
+ * enqueued again. After the commit the delivery worker is woken (first attempt at once) and the
+ * integrations' event handlers are dispatched, without the caller waiting for them.
+ */
+import { SwitchyardError } from '../errors.ts';
+import type { Logger } from '../log/index.ts';
+import type { Db } from '../store/index.ts';
+import type { Deliveries, Subscription } from '../webhooks/index.ts';
+import { newEventId, validateEventPayload } from './types.ts';
+
+export interface StoredEvent {
+  eventId: string;
+  type: string;
+  installationId: string | null;
+  receivedAt: string;
+  deliveryCount: number;
+}
+
+export interface IngestResult {
+  eventId: string;
+  type: string;
+  duplicate: boolean;
+  deliveries: Array<{ id: string; installationId: string }>;
+}
+
+export interface EventsDeps {
+  db: Db;
+  log: Logger;
+  subscriptions: () => { forEventType(type: string): Subscription[] } | undefined;
+  deliveries: () => Deliveries | undefined;
+  eventHandlers: () => { dispatch(event: object, eventId: string): Promise<void> } | undefined;
+  now?: () => number;
+}
+
+interface Row {
+  seq: number;
+  id: string;
+  type: string;
+  installation_id: string | null;
+  payload: string;
+  received_at: number;
+  delivery_count: number;
+}
+
+const view = (r: Row): StoredEvent => ({
+  eventId: r.id,
+  type: r.type,
+  installationId: r.installation_id,
+  receivedAt: new Date(r.received_at).toISOString(),
+  deliveryCount: r.delivery_count,
+});
+
+export type Events = ReturnType<typeof createEvents>;
+
+export function createEvents(deps: EventsDeps) {
+  const { db } = deps;
+  const now = deps.now ?? Date.now;
+  const q = {
+    insert: db.prepare(
+      `INSERT INTO events (id, type, installation_id, payload, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+    ),
+    setCount: db.prepare('UPDATE events SET delivery_count = ? WHERE id = ?'),
+    byId: db.prepare<[string], Row>('SELECT * FROM events WHERE id = ?'),
+  };
+
+  const store = db.transaction((event: Record<string, unknown> & { eventId: string; type: string }, at: number) => {
+    const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, JSON.stringify(event), at).changes;
+    if (!inserted) return null; // seen before: nothing enqueued twice
+    const subs = deps.subscriptions()?.forEventType(event.type) ?? [];
+    const deliveries = subs.length ? (deps.deliveries()?.enqueueEvent(event, subs, at) ?? []) : [];
+    if (deliveries.length) q.setCount.run(deliveries.length, event.eventId);
+    return deliveries;
+  });
+
+  return {
+    /** Validate and store one event; throws a 400 naming every bad field. */
+    ingest(payload: unknown): IngestResult {
+      const problems = validateEventPayload(payload);
+      if (problems.length)
+        throw new SwitchyardError('validation_failed', `the event is not valid: ${problems.map((p) => `${p.where} ${p.message}`).join('; ')}`, { problems });
+      const input = payload as Record<string, unknown> & { type: string };
+      const event = { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() };
+      const deliveries = store(event, now());
+      if (deliveries === null) return { eventId: event.eventId, type: event.type, duplicate: true, deliveries: [] };
+      // Committed: now the work may start.
+      if (deliveries.length) deps.deliveries()?.wake();
+      const handlers = deps.eventHandlers();
+      if (handlers) {
+        const { eventId, ...rest } = event;
+        handlers
+          .dispatch({ eventId, ...rest }, eventId)
+          .catch((e: Error) => deps.log.warn('event handlers failed', { event: eventId, type: event.type, error: e.message }));
+      }
+      return { eventId: event.eventId, type: event.type, duplicate: false, deliveries };
+    },
+
+    get(id: string): (StoredEvent & { payload: unknown }) | undefined {
+      const r = q.byId.get(id);
+      return r && { ...view(r), payload: JSON.parse(r.payload) };
+    },
+
+    list(f: { type?: string; installation?: string; since?: number; until?: number; limit?: number; cursor?: string }): {
+      events: StoredEvent[];
+      nextCursor: string | null;
+    } {
+      const where: string[] = [];
+      const params: Record<string, unknown> = {};
+      if (f.type) (where.push('type = @type'), (params.type = f.type));
+      if (f.installation) (where.push('installation_id = @installation'), (params.installation = f.installation));
+      if (f.since !== undefined) (where.push('received_at >= @since'), (params.since = f.since));
+      if (f.until !== undefined) (where.push('received_at <= @until'), (params.until = f.until));
+      if (f.cursor) (where.push('seq < @cursor'), (params.cursor = Number(f.cursor)));
+      const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
+      const rows = db
+        .prepare<Record<string, unknown>, Row>(`SELECT * FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ${limit}`)
+        .all(params);
+      return { events: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
+    },
+  };
+}

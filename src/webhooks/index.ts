@@ -1,0 +1,177 @@
+/**
+ * Webhook delivery: signing and verification, the retry policy, the durable queue and its worker,
+ * signing secrets, and the reference receiver. Attaches `services.webhooks` (secrets, called by
+ * the installations module) and `services.deliveries` (the queue, called by events ingest and the
+ * management API).
+ */
+import { SwitchyardError } from '../errors.ts';
+import type { Module, Services } from '../services.ts';
+import { createQueue, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord } from './queue.ts';
+import { createSecrets, type WebhookSecrets } from './secrets.ts';
+import { createWorker, type WebhooksConfig, type Worker } from './worker.ts';
+import { webhookRoutes } from './routes.ts';
+
+export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
+export type { Verification } from './signature.ts';
+export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome, type RetryConfig } from './policy.ts';
+export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
+export { webhooksMigrations } from './schema.ts';
+export { parseTimeParam } from './time.ts';
+export { maskSecret } from './routes.ts';
+export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter } from './queue.ts';
+export { newSecret } from './secrets.ts';
+
+/** `services.webhooks`: signing secrets and the lifecycle hooks the installations module calls. */
+export interface WebhooksService {
+  createSecret(installationId: string, given?: string): string;
+  rotateSecret(installationId: string, given?: string): { secret: string; previousExpiresAt: string };
+  liveSecrets(installationId: string): string[];
+  describe: WebhookSecrets['describe'];
+  /** Uninstall: queued deliveries become `cancelled`, secrets are deleted. */
+  removeInstallation(installationId: string): void;
+  /** Pause holds queued deliveries (they wait, nothing is dropped); resume sends the overdue ones at once. */
+  pauseInstallation(installationId: string): void;
+  resumeInstallation(installationId: string): void;
+}
+
+export interface Subscription {
+  installationId: string;
+  url: string;
+}
+
+/** `services.deliveries`: the queue. */
+export interface Deliveries {
+  /**
+   * One delivery per subscription, inside the caller's transaction: the payload is the event with
+   * that installation's `installationId`; its exact bytes are stored now and signed at each attempt.
+   * Call `wake()` after the transaction commits.
+   */
+  enqueueEvent(event: { eventId: string; type: string; [k: string]: unknown }, subscriptions: Subscription[], now?: number): Array<{ id: string; installationId: string }>;
+  wake(): void;
+  list(filter: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null };
+  get(id: string): DeliveryDetail | undefined;
+  /** A manual attempt now (whatever the state, except cancelled); resolves with the recorded attempt. */
+  retry(id: string): Promise<Attempt>;
+  /** Failed deliveries created in the window go back to pending with a fresh schedule; ids replayed. */
+  replay(f: { since: number; until: number; installation?: string }): string[];
+  counts(): Record<string, number>;
+  inFlight(): number;
+}
+
+/** The exact body of one delivery: the event with the subscriber's installationId (common fields first). */
+export function deliveryBody(event: { eventId: string; type: string; [k: string]: unknown }, installationId: string): string {
+  const { eventId, type, installationId: _ignored, ...rest } = event;
+  return JSON.stringify({ eventId, type, installationId, ...rest });
+}
+
+function attemptView(r: AttemptRecord, number: number): Attempt {
+  return {
+    number,
+    manual: r.manual,
+    startedAt: new Date(r.startedAt).toISOString(),
+    durationMs: r.durationMs === null ? null : Math.round(r.durationMs * 100) / 100,
+    url: r.url,
+    signatureHeader: r.signatureHeader,
+    status: r.status,
+    outcome: r.outcome,
+    error: r.error,
+    errorCode: r.errorCode,
+    responseExcerpt: r.responseExcerpt,
+    responseTruncated: r.responseTruncated,
+    nextAttemptAt: r.nextAttemptAt === null ? null : new Date(r.nextAttemptAt).toISOString(),
+  };
+}
+
+type Subscriptions = { forEventType(type: string): Subscription[] } | undefined;
+
+export const webhooksModule: Module = {
+  name: 'webhooks',
+  async start(services: Services) {
+    const db = services.store.db;
+    const cfg = (): WebhooksConfig => services.config.webhooks;
+    const log = services.log.child({ module: 'webhooks' });
+    const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
+    const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1 });
+    const currentUrl = (d: { eventType: string; installationId: string }) =>
+      (services.subscriptions as Subscriptions)?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
+
+    if (cfg().lease < cfg().timeout + 5_000)
+      log.warn('webhooks.lease is shorter than webhooks.timeout + 5 s; using the longer value so an attempt cannot be taken twice', {
+        lease_ms: cfg().lease,
+        timeout_ms: cfg().timeout,
+      });
+    const interrupted = queue.recoverInterrupted(Date.now());
+    if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
+
+    const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl });
+
+    const webhooks: WebhooksService = {
+      createSecret: (id, given) => secrets.createSecret(id, given),
+      rotateSecret: (id, given) => secrets.rotateSecret(id, given),
+      liveSecrets: (id) => secrets.liveSecrets(id),
+      describe: (id) => secrets.describe(id),
+      removeInstallation(id) {
+        db.transaction(() => {
+          const n = queue.cancelInstallation(id, Date.now());
+          secrets.forget(id);
+          if (n) log.info('queued deliveries cancelled: installation removed', { installation: id, deliveries: n });
+        })();
+      },
+      pauseInstallation: (id) => secrets.setPaused(id, true),
+      resumeInstallation(id) {
+        secrets.setPaused(id, false);
+        worker.wake();
+      },
+    };
+
+    const deliveries: Deliveries = {
+      enqueueEvent(event, subscriptions, now = Date.now()) {
+        const out: Array<{ id: string; installationId: string }> = [];
+        for (const s of subscriptions) {
+          secrets.ensureSecret(s.installationId);
+          const id = queue.enqueue({
+            eventId: event.eventId,
+            eventType: event.type,
+            installationId: s.installationId,
+            url: s.url,
+            body: deliveryBody(event, s.installationId),
+            now,
+          });
+          if (id) out.push({ id, installationId: s.installationId });
+        }
+        return out;
+      },
+      wake: () => worker.wake(),
+      list: (f) => queue.list(f),
+      get: (id) => queue.get(id),
+      async retry(id) {
+        const record = await worker.attemptNow(id);
+        if (record === 'busy') {
+          const d = queue.get(id);
+          if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with GET /api/v1/deliveries' });
+          if (d.status === 'cancelled')
+            throw new SwitchyardError('conflict', `delivery ${id} was cancelled (its installation was uninstalled)`, { hint: 'install the webhook again and replay' });
+          throw new SwitchyardError('conflict', `delivery ${id} has an attempt in flight`, { hint: 'wait for it to finish, then retry' });
+        }
+        return attemptView(record, queue.get(id)!.attempts.length);
+      },
+      replay(f) {
+        const ids = queue.replayFailed(f, Date.now(), (d) => currentUrl(d) ?? d.url);
+        if (ids.length) {
+          log.info('failed deliveries replayed', { deliveries: ids.length });
+          worker.wake();
+        }
+        return ids;
+      },
+      counts: () => queue.counts(),
+      inFlight: () => worker.inFlight(),
+    };
+
+    services.webhooks = webhooks;
+    services.deliveries = deliveries;
+    // Overdue work (retries due while the server was down) goes out now.
+    worker.wake();
+    return () => worker.stop(Math.min(services.config.server.shutdown_timeout, cfg().timeout));
+  },
+  routes: webhookRoutes,
+};

@@ -1,0 +1,438 @@
+/**
+ * The delivery queue in SQLite: every state change of a delivery is one statement or one
+ * transaction here, so a crash leaves each delivery either before or after a step, never between.
+ * The worker (worker.ts) decides; this file only records.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Db } from '../store/index.ts';
+import type { Outcome } from './policy.ts';
+
+export const DELIVERY_STATUSES = ['pending', 'retrying', 'delivered', 'failed', 'cancelled'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/** One delivery as the management API shows it (stable shape, documented in the README). */
+export interface Delivery {
+  id: string;
+  eventId: string;
+  eventType: string;
+  installationId: string;
+  url: string;
+  status: DeliveryStatus;
+  /** Automatic attempts made so far (manual and interrupted attempts do not count). */
+  attemptCount: number;
+  maxAttempts: number;
+  nextAttemptAt: string | null;
+  /** True while the installation is paused: the delivery waits, it is not dropped. */
+  held: boolean;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: string;
+  updatedAt: string;
+  completedAt: string | null;
+}
+
+export interface Attempt {
+  number: number;
+  manual: boolean;
+  startedAt: string;
+  durationMs: number | null;
+  url: string;
+  signatureHeader: string | null;
+  status: number | null;
+  outcome: Outcome | 'interrupted';
+  error: string | null;
+  errorCode: string | null;
+  responseExcerpt: string | null;
+  responseTruncated: boolean;
+  /** When the retry this attempt scheduled is due (null when none). */
+  nextAttemptAt: string | null;
+}
+
+export interface DeliveryDetail extends Delivery {
+  /** The exact body bytes sent (UTF-8 JSON text), and the same parsed. */
+  body: string;
+  payload: unknown;
+  /** The X-Platform-Signature of the latest attempt. */
+  signatureHeader: string | null;
+  attempts: Attempt[];
+}
+
+/** What the worker needs to make one attempt. */
+export interface Claimed {
+  seq: number;
+  id: string;
+  url: string;
+  origin: string;
+  body: string;
+  eventId: string;
+  installationId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: number | null;
+}
+
+export interface AttemptRecord {
+  manual: boolean;
+  startedAt: number;
+  durationMs: number | null;
+  url: string;
+  signatureHeader: string | null;
+  status: number | null;
+  outcome: Outcome | 'interrupted';
+  error: string | null;
+  errorCode: string | null;
+  responseExcerpt: string | null;
+  responseTruncated: boolean;
+  nextAttemptAt: number | null;
+}
+
+export interface NextState {
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: number | null;
+  completedAt: number | null;
+}
+
+export interface DeliveryFilter {
+  status?: DeliveryStatus;
+  type?: string;
+  installation?: string;
+  event?: string;
+  since?: number;
+  until?: number;
+  limit?: number;
+  cursor?: string;
+}
+
+interface Row {
+  seq: number;
+  id: string;
+  event_id: string;
+  event_type: string;
+  installation_id: string;
+  url: string;
+  origin: string;
+  body: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number | null;
+  lease_until: number | null;
+  created_at: number;
+  updated_at: number;
+  completed_at: number | null;
+  last_status: number | null;
+  last_error: string | null;
+  held: number;
+}
+
+interface AttemptRow {
+  number: number;
+  manual: number;
+  started_at: number;
+  duration_ms: number | null;
+  url: string;
+  signature: string | null;
+  status: number | null;
+  outcome: Outcome | 'interrupted';
+  error: string | null;
+  error_code: string | null;
+  response_excerpt: string | null;
+  response_truncated: number;
+  next_attempt_at: number | null;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
+
+export function newDeliveryId(): string {
+  return `dlv_${randomBytes(12).toString('base64url')}`;
+}
+
+const HELD = `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = d.installation_id AND e.paused = 1)`;
+const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id, d.url, d.origin, d.body, d.status, d.attempts,
+  d.next_attempt_at, d.lease_until, d.created_at, d.updated_at, d.completed_at, d.last_status, d.last_error, ${HELD} AS held`;
+
+export type Queue = ReturnType<typeof createQueue>;
+
+export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
+  const q = {
+    insert: db.prepare(
+      `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, created_at, updated_at)
+       VALUES (@id, @eventId, @eventType, @installationId, @url, @origin, @body, 'pending', @now, @now, @now)
+       ON CONFLICT (event_id, installation_id) DO NOTHING`,
+    ),
+    due: db.prepare<{ now: number; saturated: string; limit: number }, { seq: number; origin: string }>(
+      `SELECT d.seq, d.origin FROM webhook_deliveries d
+       WHERE d.next_attempt_at <= @now AND (d.lease_until IS NULL OR d.lease_until <= @now)
+         AND d.origin NOT IN (SELECT value FROM json_each(@saturated))
+         AND NOT ${HELD}
+       ORDER BY d.next_attempt_at LIMIT @limit`,
+    ),
+    claim: db.prepare<{ seq: number; owner: string; now: number; until: number }, any>(
+      `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
+       WHERE seq = @seq AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
+       RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at`,
+    ),
+    claimById: db.prepare<{ id: string; owner: string; now: number; until: number }, any>(
+      `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
+       WHERE id = @id AND status != 'cancelled' AND (lease_until IS NULL OR lease_until <= @now)
+       RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at`,
+    ),
+    setUrl: db.prepare('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
+    insertAttempt: db.prepare(
+      `INSERT INTO webhook_attempts (delivery_seq, number, manual, started_at, duration_ms, url, signature, status, outcome, error, error_code,
+         response_excerpt, response_truncated, next_attempt_at)
+       VALUES (@seq, (SELECT COUNT(*) FROM webhook_attempts WHERE delivery_seq = @seq) + 1, @manual, @startedAt, @durationMs, @url, @signature,
+         @status, @outcome, @error, @errorCode, @responseExcerpt, @responseTruncated, @nextAttemptAt)`,
+    ),
+    complete: db.prepare(
+      `UPDATE webhook_deliveries SET
+         status = CASE WHEN status = 'cancelled' THEN status ELSE @status END,
+         next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE @next END,
+         completed_at = CASE WHEN status = 'cancelled' THEN completed_at ELSE @completedAt END,
+         attempts = @attempts, lease_until = NULL, lease_owner = NULL, updated_at = @now,
+         last_status = @lastStatus, last_error = @lastError
+       WHERE seq = @seq`,
+    ),
+    nextDue: db.prepare<[number], { at: number | null }>('SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at > ?'),
+    leased: db.prepare<[], { seq: number; status: DeliveryStatus; url: string }>(
+      'SELECT seq, status, url FROM webhook_deliveries WHERE lease_until IS NOT NULL',
+    ),
+    release: db.prepare(
+      `UPDATE webhook_deliveries SET lease_until = NULL, lease_owner = NULL, updated_at = @now,
+         next_attempt_at = CASE WHEN status IN ('pending', 'retrying') THEN @now ELSE next_attempt_at END
+       WHERE seq = @seq`,
+    ),
+    cancel: db.prepare(
+      `UPDATE webhook_deliveries SET status = 'cancelled', next_attempt_at = NULL, completed_at = @now, updated_at = @now,
+         last_error = COALESCE(last_error, 'cancelled: the installation was uninstalled')
+       WHERE installation_id = @installationId AND status IN ('pending', 'retrying')`,
+    ),
+    byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
+    attemptsOf: db.prepare<[number], AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
+    replayable: db.prepare<{ since: number; until: number; installation: string | null }, { seq: number; id: string; event_type: string; installation_id: string; url: string }>(
+      `SELECT seq, id, event_type, installation_id, url FROM webhook_deliveries
+       WHERE status = 'failed' AND created_at >= @since AND created_at <= @until
+         AND (@installation IS NULL OR installation_id = @installation)
+         AND installation_id IN (SELECT installation_id FROM webhook_endpoints)
+       ORDER BY seq`,
+    ),
+    requeue: db.prepare(
+      `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = @now, completed_at = NULL, updated_at = @now,
+         url = @url, origin = @origin
+       WHERE seq = @seq AND status = 'failed'`,
+    ),
+    counts: db.prepare<[], { status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM webhook_deliveries GROUP BY status'),
+  };
+
+  function view(r: Row): Delivery {
+    return {
+      id: r.id,
+      eventId: r.event_id,
+      eventType: r.event_type,
+      installationId: r.installation_id,
+      url: r.url,
+      status: r.status,
+      attemptCount: r.attempts,
+      maxAttempts: opts.maxAttempts(),
+      nextAttemptAt: iso(r.next_attempt_at),
+      held: r.held === 1 && (r.status === 'pending' || r.status === 'retrying'),
+      lastStatus: r.last_status,
+      lastError: r.last_error,
+      createdAt: iso(r.created_at)!,
+      updatedAt: iso(r.updated_at)!,
+      completedAt: iso(r.completed_at),
+    };
+  }
+
+  function attemptView(a: AttemptRow): Attempt {
+    return {
+      number: a.number,
+      manual: a.manual === 1,
+      startedAt: iso(a.started_at)!,
+      durationMs: a.duration_ms === null ? null : Math.round(a.duration_ms * 100) / 100,
+      url: a.url,
+      signatureHeader: a.signature,
+      status: a.status,
+      outcome: a.outcome,
+      error: a.error,
+      errorCode: a.error_code,
+      responseExcerpt: a.response_excerpt,
+      responseTruncated: a.response_truncated === 1,
+      nextAttemptAt: iso(a.next_attempt_at),
+    };
+  }
+
+  const claimedOf = (r: any): Claimed | undefined =>
+    r && {
+      seq: r.seq,
+      id: r.id,
+      url: r.url,
+      origin: r.origin,
+      body: r.body,
+      eventId: r.event_id,
+      installationId: r.installation_id,
+      eventType: r.event_type,
+      status: r.status,
+      attempts: r.attempts,
+      nextAttemptAt: r.next_attempt_at,
+    };
+
+  return {
+    /** Enqueue one delivery (inside the caller's transaction). Null when this event already has one for this installation. */
+    enqueue(input: { eventId: string; eventType: string; installationId: string; url: string; body: string; now: number }): string | null {
+      const id = newDeliveryId();
+      const r = q.insert.run({ ...input, id, origin: originOf(input.url) });
+      return r.changes ? id : null;
+    },
+
+    /** Due, unleased, not held deliveries, earliest first, skipping origins already at their concurrency limit. */
+    due(now: number, saturated: string[], limit: number): Array<{ seq: number; origin: string }> {
+      return q.due.all({ now, saturated: JSON.stringify(saturated), limit });
+    },
+
+    /** Take the lease of a due delivery; undefined when another worker has it or it is no longer due. */
+    claim(seq: number, owner: string, now: number, until: number): Claimed | undefined {
+      return claimedOf(q.claim.get({ seq, owner, now, until }));
+    },
+
+    /** Take the lease of any delivery by id (manual attempt), whatever its schedule. */
+    claimById(id: string, owner: string, now: number, until: number): Claimed | undefined {
+      return claimedOf(q.claimById.get({ id, owner, now, until }));
+    },
+
+    setUrl(seq: number, url: string): void {
+      q.setUrl.run(url, originOf(url), seq);
+    },
+
+    /** Record an attempt and the delivery's next state, atomically; releases the lease. */
+    complete: db.transaction((seq: number, attempt: AttemptRecord, next: NextState, now: number) => {
+      q.insertAttempt.run({
+        seq,
+        manual: attempt.manual ? 1 : 0,
+        startedAt: attempt.startedAt,
+        durationMs: attempt.durationMs,
+        url: attempt.url,
+        signature: attempt.signatureHeader,
+        status: attempt.status,
+        outcome: attempt.outcome,
+        error: attempt.error,
+        errorCode: attempt.errorCode,
+        responseExcerpt: attempt.responseExcerpt,
+        responseTruncated: attempt.responseTruncated ? 1 : 0,
+        nextAttemptAt: attempt.nextAttemptAt,
+      });
+      q.complete.run({
+        seq,
+        status: next.status,
+        next: next.nextAttemptAt,
+        completedAt: next.completedAt,
+        attempts: next.attempts,
+        now,
+        lastStatus: attempt.status,
+        lastError: attempt.error,
+      });
+    }),
+
+    /** The earliest scheduled attempt after `now`, if any (the scheduler's next wake-up). */
+    nextDueAfter(now: number): number | undefined {
+      return q.nextDue.get(now)?.at ?? undefined;
+    },
+
+    /**
+     * After a crash: every lease still set belonged to a process that is gone (the data directory
+     * lock guarantees one server). Its attempt's outcome is unknown, so it is recorded as
+     * interrupted and the delivery is due again at once (at-least-once).
+     */
+    recoverInterrupted: db.transaction((now: number): number => {
+      const rows = q.leased.all();
+      for (const r of rows) {
+        q.insertAttempt.run({
+          seq: r.seq,
+          manual: 0,
+          startedAt: now,
+          durationMs: null,
+          url: r.url,
+          signature: null,
+          status: null,
+          outcome: 'interrupted',
+          error: 'the server stopped while this attempt was in flight; its outcome is unknown, so it is sent again',
+          errorCode: 'EINTERRUPTED',
+          responseExcerpt: null,
+          responseTruncated: 0,
+          nextAttemptAt: r.status === 'pending' || r.status === 'retrying' ? now : null,
+        });
+        q.release.run({ seq: r.seq, now });
+      }
+      return rows.length;
+    }),
+
+    /** Uninstall: queued deliveries of the installation will never go out. */
+    cancelInstallation(installationId: string, now: number): number {
+      return q.cancel.run({ installationId, now }).changes;
+    },
+
+    get(id: string): DeliveryDetail | undefined {
+      const r = q.byId.get(id);
+      if (!r) return undefined;
+      const attempts = q.attemptsOf.all(r.seq).map(attemptView);
+      let payload: unknown;
+      try {
+        payload = JSON.parse(r.body);
+      } catch {
+        payload = null;
+      }
+      const signed = [...attempts].reverse().find((a) => a.signatureHeader);
+      return { ...view(r), body: r.body, payload, signatureHeader: signed?.signatureHeader ?? null, attempts };
+    },
+
+    list(f: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null } {
+      const where: string[] = [];
+      const params: Record<string, unknown> = {};
+      if (f.status) (where.push('d.status = @status'), (params.status = f.status));
+      if (f.type) (where.push('d.event_type = @type'), (params.type = f.type));
+      if (f.installation) (where.push('d.installation_id = @installation'), (params.installation = f.installation));
+      if (f.event) (where.push('d.event_id = @event'), (params.event = f.event));
+      if (f.since !== undefined) (where.push('d.created_at >= @since'), (params.since = f.since));
+      if (f.until !== undefined) (where.push('d.created_at <= @until'), (params.until = f.until));
+      if (f.cursor) (where.push('d.seq < @cursor'), (params.cursor = Number(f.cursor)));
+      const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
+      const rows = db
+        .prepare<Record<string, unknown>, Row>(
+          `SELECT ${COLUMNS} FROM webhook_deliveries d ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY d.seq DESC LIMIT ${limit}`,
+        )
+        .all(params);
+      return { deliveries: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
+    },
+
+    /** Failed deliveries in the window back to pending with a fresh schedule; `urlOf` may refresh the URL. */
+    replayFailed: db.transaction(
+      (
+        f: { since: number; until: number; installation?: string },
+        now: number,
+        urlOf: (d: { eventType: string; installationId: string; url: string }) => string,
+      ): string[] => {
+        const ids: string[] = [];
+        for (const r of q.replayable.all({ since: f.since, until: f.until, installation: f.installation ?? null })) {
+          const url = urlOf({ eventType: r.event_type, installationId: r.installation_id, url: r.url });
+          if (q.requeue.run({ seq: r.seq, now, url, origin: originOf(url) }).changes) ids.push(r.id);
+        }
+        return ids;
+      },
+    ),
+
+    counts(): Record<DeliveryStatus, number> {
+      const out = Object.fromEntries(DELIVERY_STATUSES.map((s) => [s, 0])) as Record<DeliveryStatus, number>;
+      for (const r of q.counts.all()) out[r.status] = r.n;
+      return out;
+    },
+  };
+}

@@ -1,0 +1,70 @@
+import type { ModuleMigrations } from '../store/index.ts';
+
+/**
+ * The delivery queue, its attempts, and the signing secrets of webhook installations.
+ * Times that drive scheduling are integer milliseconds (indexed, compared on every wake-up).
+ * `next_attempt_at` is NULL once a delivery is final, so the partial index holds only live work
+ * and scheduling does not slow down as history grows.
+ */
+export const webhooksMigrations: ModuleMigrations = {
+  module: 'webhooks',
+  steps: [
+    `CREATE TABLE webhook_endpoints (
+      installation_id TEXT PRIMARY KEY,
+      paused INTEGER NOT NULL DEFAULT 0,
+      created_at INTEGER NOT NULL
+    );
+    CREATE TABLE webhook_secrets (
+      id INTEGER PRIMARY KEY,
+      installation_id TEXT NOT NULL,
+      secret TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      expires_at INTEGER
+    );
+    CREATE INDEX webhook_secrets_by_installation ON webhook_secrets (installation_id, id);
+    CREATE TABLE webhook_deliveries (
+      seq INTEGER PRIMARY KEY,
+      id TEXT NOT NULL UNIQUE,
+      event_id TEXT NOT NULL,
+      event_type TEXT NOT NULL,
+      installation_id TEXT NOT NULL,
+      url TEXT NOT NULL,
+      origin TEXT NOT NULL,
+      body TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'retrying', 'delivered', 'failed', 'cancelled')),
+      attempts INTEGER NOT NULL DEFAULT 0,
+      next_attempt_at INTEGER,
+      lease_until INTEGER,
+      lease_owner TEXT,
+      created_at INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      completed_at INTEGER,
+      last_status INTEGER,
+      last_error TEXT,
+      UNIQUE (event_id, installation_id)
+    );
+    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+    CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (lease_until) WHERE lease_until IS NOT NULL;
+    CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries (status, seq);
+    CREATE INDEX webhook_deliveries_by_installation ON webhook_deliveries (installation_id, seq);
+    CREATE INDEX webhook_deliveries_by_time ON webhook_deliveries (created_at);
+    CREATE TABLE webhook_attempts (
+      id INTEGER PRIMARY KEY,
+      delivery_seq INTEGER NOT NULL REFERENCES webhook_deliveries (seq) ON DELETE CASCADE,
+      number INTEGER NOT NULL,
+      manual INTEGER NOT NULL DEFAULT 0,
+      started_at INTEGER NOT NULL,
+      duration_ms REAL,
+      url TEXT NOT NULL,
+      signature TEXT,
+      status INTEGER,
+      outcome TEXT NOT NULL CHECK (outcome IN ('success', 'retry', 'fail', 'interrupted')),
+      error TEXT,
+      error_code TEXT,
+      response_excerpt TEXT,
+      response_truncated INTEGER NOT NULL DEFAULT 0,
+      next_attempt_at INTEGER
+    );
+    CREATE INDEX webhook_attempts_by_delivery ON webhook_attempts (delivery_seq, number);`,
+  ],
+};

@@ -1,0 +1,110 @@
+/**
+ * Signing secrets of webhook installations. One current secret per installation; a rotation
+ * keeps the previous one signing until `now + secret_rotation_overlap`, so receivers can switch
+ * over without losing a delivery (one `v1=` per live secret is sent meanwhile).
+ * Secrets are stored as given (they must be: HMAC needs the key); they never reach logs.
+ */
+import { randomBytes } from 'node:crypto';
+import { SwitchyardError } from '../errors.ts';
+import type { Db } from '../store/index.ts';
+
+export interface WebhookSecrets {
+  /** Set the current secret (generated when not given) and return it. Replaces any current one at once. */
+  createSecret(installationId: string, given?: string): string;
+  /** A new current secret; the old one keeps signing until `previousExpiresAt` (ISO). */
+  rotateSecret(installationId: string, given?: string): { secret: string; previousExpiresAt: string };
+  /** Secrets that sign now, current first. */
+  liveSecrets(installationId: string): string[];
+  /** The current secret and the still-live previous ones, with their expiry (for the admin). */
+  describe(installationId: string): { secret: string; createdAt: string; previous: Array<{ secret: string; expiresAt: string }> } | undefined;
+  /** Ensure a current secret exists (deliveries enqueued for an installation that never got one). */
+  ensureSecret(installationId: string): void;
+  /** Whether an installation has (had) a webhook endpoint here. */
+  has(installationId: string): boolean;
+  setPaused(installationId: string, paused: boolean): void;
+  forget(installationId: string): void;
+}
+
+export const MIN_SECRET_LENGTH = 16;
+
+export function newSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64url')}`;
+}
+
+function checkGiven(given: string | undefined): string {
+  if (given === undefined) return newSecret();
+  if (typeof given !== 'string' || given.length < MIN_SECRET_LENGTH || /\s/.test(given))
+    throw new SwitchyardError('bad_request', `a webhook secret must be at least ${MIN_SECRET_LENGTH} characters, without whitespace`, {
+      where: 'secret',
+    });
+  return given;
+}
+
+export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () => number }): WebhookSecrets {
+  const now = opts.now ?? Date.now;
+  const q = {
+    endpoint: db.prepare('INSERT INTO webhook_endpoints (installation_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
+    hasEndpoint: db.prepare<[string], { n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ?'),
+    current: db.prepare<[string], { id: number; secret: string; created_at: number }>(
+      'SELECT id, secret, created_at FROM webhook_secrets WHERE installation_id = ? AND expires_at IS NULL ORDER BY id DESC LIMIT 1',
+    ),
+    expire: db.prepare('UPDATE webhook_secrets SET expires_at = ? WHERE installation_id = ? AND expires_at IS NULL'),
+    insert: db.prepare('INSERT INTO webhook_secrets (installation_id, secret, created_at) VALUES (?, ?, ?)'),
+    live: db.prepare<[string, number], { secret: string; expires_at: number | null }>(
+      `SELECT secret, expires_at FROM webhook_secrets WHERE installation_id = ? AND (expires_at IS NULL OR expires_at > ?)
+       ORDER BY expires_at IS NOT NULL, id DESC`,
+    ),
+    purge: db.prepare('DELETE FROM webhook_secrets WHERE installation_id = ? AND expires_at IS NOT NULL AND expires_at <= ?'),
+    pause: db.prepare('UPDATE webhook_endpoints SET paused = ? WHERE installation_id = ?'),
+    forgetSecrets: db.prepare('DELETE FROM webhook_secrets WHERE installation_id = ?'),
+    forgetEndpoint: db.prepare('DELETE FROM webhook_endpoints WHERE installation_id = ?'),
+  };
+
+  const setCurrent = db.transaction((installationId: string, secret: string, expireAt: number) => {
+    q.endpoint.run(installationId, now());
+    q.purge.run(installationId, now());
+    q.expire.run(expireAt, installationId);
+    q.insert.run(installationId, secret, now());
+  });
+
+  return {
+    createSecret(installationId, given) {
+      const secret = checkGiven(given);
+      setCurrent(installationId, secret, now());
+      return secret;
+    },
+    rotateSecret(installationId, given) {
+      const secret = checkGiven(given);
+      const previousExpiresAt = now() + opts.overlapMs();
+      setCurrent(installationId, secret, previousExpiresAt);
+      return { secret, previousExpiresAt: new Date(previousExpiresAt).toISOString() };
+    },
+    liveSecrets(installationId) {
+      return q.live.all(installationId, now()).map((r) => r.secret);
+    },
+    describe(installationId) {
+      const rows = q.live.all(installationId, now());
+      const current = q.current.get(installationId);
+      if (!current) return undefined;
+      return {
+        secret: current.secret,
+        createdAt: new Date(current.created_at).toISOString(),
+        previous: rows.filter((r) => r.expires_at !== null).map((r) => ({ secret: r.secret, expiresAt: new Date(r.expires_at!).toISOString() })),
+      };
+    },
+    ensureSecret(installationId) {
+      if (!q.current.get(installationId)) setCurrent(installationId, newSecret(), now());
+    },
+    has(installationId) {
+      return q.hasEndpoint.get(installationId) !== undefined;
+    },
+    setPaused(installationId, paused) {
+      q.endpoint.run(installationId, now());
+      q.pause.run(paused ? 1 : 0, installationId);
+    },
+    forget(installationId) {
+      q.forgetSecrets.run(installationId);
+      q.forgetEndpoint.run(installationId);
+    },
+  };
+}

@@ -1,0 +1,16 @@
+/** Time filters of the management API and the CLI: `15m`, `2h`, `7d` ago, or a date-time. */
+import { SwitchyardError } from '../errors.ts';
+import { parseDuration } from '../schema/index.ts';
+
+/** Milliseconds since the epoch for a `since`/`until` value; undefined when absent; 400 naming `name` when unreadable. */
+export function parseTimeParam(value: string | null | undefined, name: string, now = Date.now()): number | undefined {
+  if (value === null || value === undefined || value === '') return undefined;
+  const ago = parseDuration(value);
+  if (ago !== undefined) return now - ago;
+  const at = /^\d{10,13}$/.test(value) ? Number(value) * (value.length === 10 ? 1000 : 1) : Date.parse(value);
+  if (Number.isNaN(at))
+    throw new SwitchyardError('bad_request', `${name} must be a duration ago (15m, 2h, 7d) or a date-time (2025-01-31T12:00:00Z), got "${value}"`, {
+      where: name,
+    });
+  return at;
+}

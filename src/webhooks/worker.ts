@@ -1,0 +1,257 @@
+/**
+ * The delivery worker: takes due deliveries from the queue, signs them, POSTs them and records
+ * the outcome. No polling: it runs when a delivery is enqueued (wake), when an attempt ends, and
+ * on one timer armed for the earliest scheduled retry. Leases make an attempt owned by exactly one
+ * worker; concurrency is bounded in all and per endpoint origin, so a slow endpoint occupies at
+ * most `per_endpoint_concurrency` slots and cannot starve healthy ones.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Config } from '../config/index.ts';
+import type { Logger } from '../log/index.ts';
+import { httpRequest, type HttpResult } from '../net/index.ts';
+import { USER_AGENT } from '../version.ts';
+import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from './policy.ts';
+import type { AttemptRecord, Claimed, NextState, Queue } from './queue.ts';
+import type { WebhookSecrets } from './secrets.ts';
+import { signatureHeader } from './signature.ts';
+
+export type WebhooksConfig = Config['webhooks'];
+
+export interface WorkerDeps {
+  queue: Queue;
+  secrets: Pick<WebhookSecrets, 'liveSecrets'>;
+  config: () => WebhooksConfig;
+  log: Logger;
+  send?: typeof httpRequest;
+  now?: () => number;
+  random?: () => number;
+  /** The installation's current URL, for manual attempts (a fixed URL takes effect on retry). */
+  currentUrl?: (d: { eventType: string; installationId: string }) => string | undefined;
+}
+
+export interface Worker {
+  /** Look for due work now (after an enqueue, a resume, a replay). */
+  wake(): void;
+  /** One attempt now, outside the schedule; resolves with the recorded attempt. */
+  attemptNow(id: string): Promise<AttemptRecord | 'busy'>;
+  /** Attempts in flight. */
+  inFlight(): number;
+  /** Stop taking work; wait up to `graceMs` for attempts in flight, then abandon them (their leases are recovered at next start). */
+  stop(graceMs: number): Promise<void>;
+}
+
+const MAX_TIMER = 60 * 60_000;
+
+/** A lease must outlive the attempt's time-out, or a slow attempt could be taken twice. */
+export function leaseMs(cfg: WebhooksConfig): number {
+  return Math.max(cfg.lease, cfg.timeout + 5_000);
+}
+
+function describeStatus(r: HttpResult, outcome: Outcome): string | null {
+  if (outcome === 'success') return null;
+  if (r.status >= 300 && r.status < 400)
+    return `HTTP ${r.status}: redirects are not followed${r.headers.location ? ` (Location: ${r.headers.location.slice(0, 200)})` : ''}`;
+  if (r.status === 429) return `HTTP 429: rate limited${r.headers['retry-after'] ? ` (Retry-After: ${r.headers['retry-after']})` : ''}`;
+  if (r.status >= 500) return `HTTP ${r.status}: server error`;
+  return `HTTP ${r.status}: client error, not retried`;
+}
+
+export function createWorker(deps: WorkerDeps): Worker {
+  const { queue, log } = deps;
+  const clock = deps.now ?? Date.now;
+  const send = deps.send ?? httpRequest;
+  const owner = `${process.pid}.${randomBytes(4).toString('hex')}`;
+  const perOrigin = new Map<string, number>();
+  const running = new Set<Promise<unknown>>();
+  const abort = new AbortController();
+  let inflight = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  let pumping = false;
+  let again = false;
+
+  function arm(now: number): void {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    if (stopped || inflight >= deps.config().concurrency) return; // a completion will pump
+    const next = queue.nextDueAfter(now);
+    if (next === undefined) return;
+    timer = setTimeout(pump, Math.min(Math.max(next - now, 0), MAX_TIMER));
+    timer.unref();
+  }
+
+  function fill(): void {
+    const cfg = deps.config();
+    const now = clock();
+    for (;;) {
+      if (inflight >= cfg.concurrency) break;
+      const saturated = [...perOrigin].filter(([, n]) => n >= cfg.per_endpoint_concurrency).map(([o]) => o);
+      const rows = queue.due(now, saturated, cfg.concurrency - inflight);
+      let claimedAny = false;
+      for (const r of rows) {
+        if (inflight >= cfg.concurrency) break;
+        if ((perOrigin.get(r.origin) ?? 0) >= cfg.per_endpoint_concurrency) continue;
+        const claimed = queue.claim(r.seq, owner, now, now + leaseMs(cfg));
+        if (!claimed) continue;
+        claimedAny = true;
+        track(claimed, run(claimed, false));
+      }
+      // Rows skipped because their origin filled up: ask again without that origin.
+      if (!claimedAny) break;
+    }
+    arm(now);
+  }
+
+  function pump(): void {
+    if (stopped) return;
+    if (pumping) {
+      again = true;
+      return;
+    }
+    pumping = true;
+    try {
+      do {
+        again = false;
+        fill();
+      } while (again && !stopped);
+    } catch (e) {
+      // Fail safe: a database hiccup must not stop delivery for good; try again shortly.
+      log.error('delivery scheduler failed; retrying in 1 s', { error: e as Error });
+      if (timer) clearTimeout(timer);
+      timer = setTimeout(pump, 1000);
+      timer.unref();
+    } finally {
+      pumping = false;
+    }
+  }
+
+  function track(c: Claimed, p: Promise<unknown>): void {
+    inflight++;
+    perOrigin.set(c.origin, (perOrigin.get(c.origin) ?? 0) + 1);
+    const done = p
+      .catch((e) => log.error('delivery attempt failed unexpectedly', { delivery: c.id, error: e as Error }))
+      .finally(() => {
+        inflight--;
+        const n = (perOrigin.get(c.origin) ?? 1) - 1;
+        if (n <= 0) perOrigin.delete(c.origin);
+        else perOrigin.set(c.origin, n);
+        running.delete(done);
+        if (!stopped) pump();
+      });
+    running.add(done);
+  }
+
+  /** Make one attempt of a claimed delivery and record it. */
+  async function run(c: Claimed, manual: boolean): Promise<AttemptRecord | undefined> {
+    const cfg = deps.config();
+    const startedAt = clock();
+    const body = Buffer.from(c.body, 'utf8');
+    const secrets = deps.secrets.liveSecrets(c.installationId);
+    let header: string | null = null;
+    let result: HttpResult | undefined;
+    let error: { code?: string; message: string } | undefined;
+    const t0 = performance.now();
+    if (!secrets.length) {
+      error = { code: 'ENOSECRET', message: `installation ${c.installationId} has no signing secret (was it uninstalled?)` };
+    } else {
+      header = signatureHeader(secrets, Math.floor(startedAt / 1000), body);
+      try {
+        result = await send(c.url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'user-agent': USER_AGENT,
+            'x-platform-signature': header,
+            'x-platform-event-id': c.eventId,
+            'x-platform-delivery-id': c.id,
+          },
+          body,
+          timeoutMs: cfg.timeout,
+          maxBodyBytes: cfg.response_excerpt,
+          allowPrivate: cfg.allow_private_networks,
+          signal: abort.signal,
+        });
+      } catch (e) {
+        error = { code: (e as { code?: string }).code, message: (e as Error).message };
+      }
+    }
+    // Shut down mid-attempt: leave the lease; the next start records it as interrupted and resends.
+    if (stopped && error?.code === 'ABORT_ERR') return undefined;
+
+    const ended = clock();
+    const outcome = classifyOutcome(result ?? error ?? { code: 'EUNKNOWN' });
+    let next: NextState;
+    let retryAt: number | null = null;
+    if (manual) {
+      next =
+        outcome === 'success'
+          ? { status: 'delivered', attempts: c.attempts, nextAttemptAt: null, completedAt: ended }
+          : { status: c.status, attempts: c.attempts, nextAttemptAt: c.nextAttemptAt, completedAt: null };
+    } else {
+      const made = c.attempts + 1;
+      const retryAfter = result ? parseRetryAfter(result.headers['retry-after'], ended) : undefined;
+      const delay = nextAttemptDelay(made, outcome, cfg, retryAfter, deps.random);
+      if (outcome === 'success') next = { status: 'delivered', attempts: made, nextAttemptAt: null, completedAt: ended };
+      else if (delay === null) next = { status: 'failed', attempts: made, nextAttemptAt: null, completedAt: ended };
+      else {
+        retryAt = Math.round(ended + delay);
+        next = { status: 'retrying', attempts: made, nextAttemptAt: retryAt, completedAt: null };
+      }
+    }
+    const record: AttemptRecord = {
+      manual,
+      startedAt,
+      durationMs: performance.now() - t0,
+      url: c.url,
+      signatureHeader: header,
+      status: result?.status ?? null,
+      outcome,
+      error: result ? describeStatus(result, outcome) : (error?.message ?? null),
+      errorCode: result ? null : (error?.code ?? null),
+      responseExcerpt: result ? result.body.toString('utf8') : null,
+      responseTruncated: result?.truncated ?? false,
+      nextAttemptAt: retryAt,
+    };
+    try {
+      queue.complete(c.seq, record, next, ended);
+    } catch (e) {
+      if (stopped) return undefined; // the store closed under us during shutdown: recovered at next start
+      throw e;
+    }
+    if (next.status === 'failed' && !manual)
+      log.warn('webhook delivery failed', { delivery: c.id, installation: c.installationId, attempts: next.attempts, reason: record.error });
+    else log.debug('webhook attempt', { delivery: c.id, outcome, status: record.status, error: record.error });
+    return record;
+  }
+
+  return {
+    wake: pump,
+    async attemptNow(id) {
+      const now = clock();
+      const claimed = queue.claimById(id, owner, now, now + leaseMs(deps.config()));
+      if (!claimed) return 'busy';
+      const current = deps.currentUrl?.(claimed);
+      if (current && current !== claimed.url) {
+        queue.setUrl(claimed.seq, current);
+        claimed.url = current;
+      }
+      const p = run(claimed, true);
+      track(claimed, p);
+      const record = await p;
+      if (!record) throw new Error('the server is shutting down');
+      return record;
+    },
+    inFlight: () => inflight,
+    async stop(graceMs) {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      if (running.size) {
+        let t: NodeJS.Timeout | undefined;
+        await Promise.race([Promise.allSettled([...running]), new Promise((r) => (t = setTimeout(r, graceMs)))]);
+        clearTimeout(t);
+      }
+      abort.abort();
+      await Promise.allSettled([...running]);
+    },
+  };
+}

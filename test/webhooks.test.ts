@@ -1,0 +1,188 @@
+/** Signing, verification, the retry policy and the reference receiver: the parts that are pure or local. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Stripe from 'stripe';
+import {
+  classifyOutcome,
+  createReceiver,
+  nextAttemptDelay,
+  parseRetryAfter,
+  parseSignatureHeader,
+  retryDelay,
+  signatureHeader,
+  signPayload,
+  verifySignature,
+} from '../src/webhooks/index.ts';
+
+const vectors = JSON.parse(readFileSync(new URL('./fixtures/signatures.json', import.meta.url), 'utf8'));
+
+test('the published vector: secret "secret", t 1636936200, body "hello !"', () => {
+  assert.equal(signPayload('secret', 1636936200, 'hello !'), '1b3d69df55f1e52f05224ba94a5162abeb17ef52cd7f4948c390f810d6a87e98');
+  assert.equal(signatureHeader(['secret'], 1636936200, Buffer.from('hello !')), 't=1636936200,v1=1b3d69df55f1e52f05224ba94a5162abeb17ef52cd7f4948c390f810d6a87e98');
+});
+
+test('every signature vector in test/fixtures/signatures.json (computed by an independent HMAC)', () => {
+  for (const v of vectors.signatures) {
+    assert.equal(signPayload(v.secret, v.t, v.body), v.v1, v.name);
+    assert.equal(signPayload(v.secret, v.t, Buffer.from(v.body, 'utf8')), v.v1, `${v.name} (bytes)`);
+  }
+  const r = vectors.rotation;
+  assert.equal(signatureHeader(r.secrets, r.t, r.body), r.header);
+});
+
+test('verification vectors: timestamps, tampering, missing parts, rotation', () => {
+  for (const v of vectors.verify) {
+    const got = verifySignature(v.header, v.body, v.secret, { now: v.now, toleranceSec: 300 });
+    assert.equal(got.ok, v.ok, v.name);
+    if (!got.ok) assert.match(got.reason, new RegExp(v.reason.replace(/[.=]/g, '\\$&')), v.name);
+  }
+  assert.equal(verifySignature(undefined, 'x', 'secret').ok, false);
+  assert.equal(verifySignature(null, 'x', 'secret').ok, false);
+});
+
+test("Stripe's official library verifies our header (same format, different header name)", () => {
+  const stripe = new Stripe('sk_test_not_used');
+  const body = JSON.stringify({ eventId: 'evt_stripe', type: 'site_view', installationId: 'inst_1' });
+  const t = Math.floor(Date.now() / 1000);
+  const header = signatureHeader(['whsec_current_000000001', 'whsec_previous_00000001'], t, body);
+  for (const secret of ['whsec_current_000000001', 'whsec_previous_00000001']) {
+    const event = stripe.webhooks.constructEvent(body, header, secret, 300) as unknown as { eventId: string };
+    assert.equal(event.eventId, 'evt_stripe');
+  }
+  assert.throws(() => stripe.webhooks.constructEvent(`${body} `, header, 'whsec_current_000000001', 300), /signature/i);
+  assert.throws(() => stripe.webhooks.constructEvent(body, header, 'whsec_other_0000000001', 300), /signature/i);
+  // And we verify what Stripe's library signs.
+  const theirs = stripe.webhooks.generateTestHeaderString({ payload: body, secret: 'whsec_theirs_000000001', timestamp: t });
+  assert.equal(verifySignature(theirs, body, 'whsec_theirs_000000001').ok, true);
+});
+
+test('the header parser keeps every v1 and ignores unknown schemes', () => {
+  assert.deepEqual(parseSignatureHeader('t=5,v0=aa,v1=bb, v1=cc ,x'), { t: 5, v1: ['bb', 'cc'] });
+  assert.deepEqual(parseSignatureHeader('t=abc,v1=bb'), { t: undefined, v1: ['bb'] });
+});
+
+const cfg = { max_retries: 3, base_delay: 1000, jitter: 0.1, retry_after_max: 60_000 };
+
+test('retry delays are 1.0-1.1 s, 2.0-2.2 s, 4.0-4.4 s (not off by one)', () => {
+  assert.equal(retryDelay(1, cfg, () => 0), 1000);
+  assert.equal(retryDelay(1, cfg, () => 1), 1100);
+  assert.equal(retryDelay(2, cfg, () => 0), 2000);
+  assert.equal(retryDelay(2, cfg, () => 1), 2200);
+  assert.equal(retryDelay(3, cfg, () => 0), 4000);
+  assert.equal(retryDelay(3, cfg, () => 1), 4400);
+  for (let i = 0; i < 1000; i++) {
+    const d = retryDelay(2, cfg);
+    assert.ok(d >= 2000 && d <= 2200, String(d));
+  }
+  assert.throws(() => retryDelay(0, cfg), RangeError);
+  assert.equal(retryDelay(2, { base_delay: 500, jitter: 0 }), 1000, 'configurable');
+});
+
+test('classification: 2xx success; 429, 5xx and network errors retried; 3xx, 400 and other 4xx fail', () => {
+  for (const s of [200, 201, 204, 299]) assert.equal(classifyOutcome({ status: s }), 'success', String(s));
+  for (const s of [429, 500, 502, 503, 504, 599]) assert.equal(classifyOutcome({ status: s }), 'retry', String(s));
+  for (const s of [301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 422]) assert.equal(classifyOutcome({ status: s }), 'fail', String(s));
+  for (const code of ['ETIMEDOUT', 'ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EPROTO']) assert.equal(classifyOutcome({ code }), 'retry', code);
+  assert.equal(classifyOutcome(Object.assign(new Error('x'), { code: 'EPRIVATEADDR' })), 'fail');
+});
+
+test('never more than max_retries + 1 attempts, whatever the mix of failures', () => {
+  const outcomes: Array<'retry'> = ['retry', 'retry', 'retry', 'retry', 'retry', 'retry'];
+  let attempts = 0;
+  for (const o of outcomes) {
+    attempts++;
+    if (nextAttemptDelay(attempts, o, cfg) === null) break;
+  }
+  assert.equal(attempts, 4);
+  assert.equal(nextAttemptDelay(1, 'fail', cfg), null);
+  assert.equal(nextAttemptDelay(1, 'success', cfg), null);
+  assert.equal(nextAttemptDelay(1, 'retry', { ...cfg, max_retries: 0 }), null);
+});
+
+test('Retry-After lengthens the wait up to retry_after_max, never shortens it', () => {
+  const r = () => 0;
+  assert.equal(nextAttemptDelay(1, 'retry', cfg, 30_000, r), 30_000);
+  assert.equal(nextAttemptDelay(1, 'retry', cfg, 500, r), 1000);
+  assert.equal(nextAttemptDelay(1, 'retry', cfg, 3_600_000, r), 60_000);
+  assert.equal(parseRetryAfter('7'), 7000);
+  assert.equal(parseRetryAfter(new Date(10_000 + 5000).toUTCString(), 10_000), 5000);
+  assert.equal(parseRetryAfter('soon'), undefined);
+});
+
+async function receiver(t: any, opts: Parameters<typeof createReceiver>[0]) {
+  const server = http.createServer(createReceiver(opts));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+}
+
+test('reference receiver: 405 for non-POST, 401 JSON for bad signatures, 200 {received:true} otherwise', async (t) => {
+  const seen: unknown[] = [];
+  const url = await receiver(t, { secrets: 'whsec_receiver_0000001', onEvent: (e) => void seen.push(e.payload) });
+  const get = await fetch(url);
+  assert.equal(get.status, 405);
+  assert.equal(await get.text(), 'Method not allowed');
+
+  const body = '{"eventId":"evt_r1","type":"site_view"}';
+  const now = Math.floor(Date.now() / 1000);
+  const cases: Array<[string | undefined, string]> = [
+    [undefined, 'missing'],
+    [`v1=${signPayload('whsec_receiver_0000001', now, body)}`, 't='],
+    [`t=${now}`, 'v1='],
+    [signatureHeader(['whsec_receiver_0000001'], now - 301, body), 'tolerance'],
+    [signatureHeader(['whsec_wrong_00000000001'], now, body), 'no signature matches'],
+  ];
+  for (const [header, reason] of cases) {
+    const r = await fetch(url, { method: 'POST', body, headers: header ? { 'x-platform-signature': header } : {} });
+    assert.equal(r.status, 401, reason);
+    assert.equal(r.headers.get('content-type'), 'application/json');
+    assert.match((await r.json()).error, new RegExp(reason.replace('=', '\\=')));
+  }
+  // A re-serialized body (a space added) no longer matches: verification is on the raw bytes.
+  const bad = await fetch(url, { method: 'POST', body: body.replace(',', ', '), headers: { 'x-platform-signature': signatureHeader(['whsec_receiver_0000001'], now, body) } });
+  assert.equal(bad.status, 401);
+
+  const ok = await fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader(['whsec_receiver_0000001'], now, body) } });
+  assert.equal(ok.status, 200);
+  assert.deepEqual(await ok.json(), { received: true });
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(seen, [{ eventId: 'evt_r1', type: 'site_view' }]);
+});
+
+test('reference receiver: dedup by eventId for 2 minutes, reprocessing allowed after a failure', async (t) => {
+  let clock = 1_700_000_000_000;
+  const processed: string[] = [];
+  let failNext = true;
+  const secret = 'whsec_dedup_000000001';
+  const url = await receiver(t, {
+    secrets: secret,
+    now: () => clock,
+    onEvent(e) {
+      processed.push(e.eventId!);
+      if (e.eventId === 'evt_fail' && failNext) {
+        failNext = false;
+        throw new Error('processing failed');
+      }
+    },
+  });
+  const post = async (eventId: string) => {
+    const body = JSON.stringify({ eventId, type: 'site_view' });
+    const r = await fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader([secret], Math.floor(clock / 1000), body) } });
+    const json = await r.json();
+    await new Promise((res) => setTimeout(res, 10));
+    return json;
+  };
+  assert.deepEqual(await post('evt_a'), { received: true });
+  assert.deepEqual(await post('evt_a'), { received: true, duplicate: true });
+  clock += 119_000;
+  assert.deepEqual(await post('evt_a'), { received: true, duplicate: true });
+  clock += 2_000; // past 2 minutes since first seen
+  assert.deepEqual(await post('evt_a'), { received: true });
+  assert.deepEqual(await post('evt_fail'), { received: true });
+  assert.deepEqual(await post('evt_fail'), { received: true }, 'processing failed: the redelivery is processed');
+  assert.deepEqual(await post('evt_fail'), { received: true, duplicate: true });
+  assert.deepEqual(processed, ['evt_a', 'evt_a', 'evt_fail', 'evt_fail']);
+});
