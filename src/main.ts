@@ -14,6 +14,10 @@ export const main = defineCommand({
     new: () => import('./cli/new.ts').then((m) => m.default),
     check: () => import('./cli/check.ts').then((m) => m.default),
     integrations: () => import('./cli/integrations.ts').then((m) => m.default),
+    events: () => import('./cli/events.ts').then((m) => m.default),
+    receive: () => import('./cli/receive.ts').then((m) => m.default),
+    sign: () => import('./cli/sign.ts').then((m) => m.sign),
+    verify: () => import('./cli/sign.ts').then((m) => m.verify),
   },
 });
 

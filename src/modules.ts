@@ -4,5 +4,7 @@
  */
 import type { Module } from './services.ts';
 import { registryModule } from './registry/index.ts';
+import { webhooksModule } from './webhooks/index.ts';
+import { eventsModule } from './events/index.ts';
 
-export const modules: Module[] = [registryModule];
+export const modules: Module[] = [registryModule, webhooksModule, eventsModule];
