@@ -4,7 +4,7 @@
  * dynamically so nothing, esbuild's JS API in particular, loads before ESBUILD_BINARY_PATH is set.
  */
 import { SwitchyardError, formatError } from '../../src/errors.ts';
-import { prepareNativeFiles } from '../../src/native/index.ts';
+import { SANDBOX_WORKER_FLAG, prepareNativeFiles } from '../../src/native/index.ts';
 
 async function main(argv: string[]): Promise<number> {
   try {
@@ -18,8 +18,11 @@ async function main(argv: string[]): Promise<number> {
     const { selfCheck } = await import('../../src/native/self-check.ts');
     return selfCheck();
   }
-  // SANDBOX WORKER HOOK: the sandbox's forked worker is this executable re-run with a flag; the
-  // flag is dispatched to the sandbox worker entry here (src/sandbox has not landed yet).
+  if (argv[0] === SANDBOX_WORKER_FLAG) {
+    // SANDBOX WORKER HOOK: src/sandbox has not landed yet; its worker entry is called from here.
+    process.stderr.write('switchyard: this build has no sandbox worker\n');
+    return 1;
+  }
   const { cli } = await import('../../src/main.ts');
   await cli(argv);
   return process.exitCode === undefined ? 0 : Number(process.exitCode);

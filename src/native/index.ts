@@ -15,6 +15,13 @@ export { cacheFolder, cacheRoots } from './cache.ts';
 export { extractNativeFiles, type ReadAsset } from './extract.ts';
 export { MANIFEST_ASSET, type NativeFile, type NativeManifest, type NativeName } from './manifest.ts';
 
+/**
+ * Inside the executable, the sandbox's worker process is the executable itself re-run with this
+ * flag as its first argument (process.execPath + [SANDBOX_WORKER_FLAG, ...]); the executable's
+ * entry (scripts/sea/entry.ts) hands such a start to the sandbox worker instead of the CLI.
+ */
+export const SANDBOX_WORKER_FLAG = '--sandbox-worker';
+
 /** True when running inside the single executable (dist/switchyard). */
 export function isExecutable(): boolean {
   return sea.isSea();
