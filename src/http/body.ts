@@ -1,0 +1,29 @@
+/** JSON request bodies for the management API: a size cap and errors that say what is wrong. */
+import { SwitchyardError } from '../errors.ts';
+import { readBodyLimited } from '../runtime/envelope.ts';
+
+export async function readJson<T = Record<string, unknown>>(req: Request, limit: number, opts: { optional?: boolean } = {}): Promise<T> {
+  const bytes = await readBodyLimited(req, limit);
+  if (!bytes.byteLength) {
+    if (opts.optional) return {} as T;
+    throw new SwitchyardError('bad_request', 'the request needs a JSON body');
+  }
+  const type = req.headers.get('content-type') ?? '';
+  if (type && !/^application\/(.+\+)?json\b/i.test(type))
+    throw new SwitchyardError('unsupported_media_type', `expected Content-Type: application/json, got "${type}"`);
+  try {
+    const v = JSON.parse(new TextDecoder().decode(bytes));
+    if (!v || typeof v !== 'object' || Array.isArray(v)) throw new Error('the body must be a JSON object');
+    return v as T;
+  } catch (e) {
+    throw new SwitchyardError('bad_request', `the body is not a valid JSON object: ${(e as Error).message}`);
+  }
+}
+
+/** A query parameter that must be one of `allowed` (400 naming the value otherwise). */
+export function oneOfParam<T extends string>(value: string | null, name: string, allowed: readonly T[]): T | undefined {
+  if (value === null || value === '') return undefined;
+  if (!(allowed as readonly string[]).includes(value))
+    throw new SwitchyardError('bad_request', `${name} must be one of ${allowed.join(', ')}, got "${value}"`, { where: name });
+  return value as T;
+}

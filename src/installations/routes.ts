@@ -1,0 +1,170 @@
+/** /api/v1/installations: the management API of installations (admin, or an installation for itself). */
+import type { H3 } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import { principalOf, requireAdmin } from '../http/app.ts';
+import { oneOfParam, readJson } from '../http/body.ts';
+import type { Registry } from '../registry/index.ts';
+import type { Runtime } from '../runtime/index.ts';
+import type { Services } from '../services.ts';
+import { installationEndpoint } from '../runtime/environment.ts';
+import type { Change, Installation, Installations } from './service.ts';
+import { WEBHOOK_INTEGRATION } from './webhook.ts';
+
+interface WebhookSecrets {
+  createSecret(installationId: string, given?: string): string;
+  removeInstallation?(installationId: string): void;
+}
+
+/** Reserved values that hold credentials are hidden unless `reveal`. */
+function redactConfiguration(configuration: Record<string, unknown>, reveal: boolean): Record<string, unknown> {
+  if (reveal || configuration.oauth_credentials === undefined) return configuration;
+  const creds = configuration.oauth_credentials as Record<string, unknown>;
+  const hidden: Record<string, unknown> = {};
+  for (const k of Object.keys(creds ?? {})) hidden[k] = /token|secret/i.test(k) ? '[redacted]' : creds[k];
+  return { ...configuration, oauth_credentials: hidden };
+}
+
+export function installationView(services: Services, inst: Installation, reveal = false) {
+  const publicEndpoint = installationEndpoint(services.config.publicUrl, inst.integration, inst.id);
+  const manifest = (services.registry as Registry | undefined)?.get(inst.integration)?.manifest;
+  const section = (inst.target === 'site' ? manifest?.configurations?.site : manifest?.configurations?.account) as
+    | { properties?: Record<string, { type: string; callback_url?: string; button_text?: string }> }
+    | undefined;
+  const connect: Array<{ property: string; label: string; url: string }> = [];
+  for (const [name, p] of Object.entries(section?.properties ?? {}))
+    if (p.type === 'button' && p.callback_url) connect.push({ property: name, label: p.button_text ?? name, url: `${publicEndpoint}${p.callback_url}` });
+  return { ...inst, configuration: redactConfiguration(inst.configuration, reveal), urls: { publicEndpoint }, connect };
+}
+
+export function installationRoutes(app: H3, services: Services): void {
+  const inst = () => services.installations as Installations;
+  const limit = services.config.server.body_limit;
+
+  /** Runtime events after a change: recorded per installation, never blocking the API answer. */
+  function afterChange(change: Change): void {
+    const runtime = services.runtime as Runtime | undefined;
+    if (!runtime) return;
+    void (async () => {
+      for (const event of change.emit) {
+        try {
+          await runtime.emit(change.installation, event);
+        } catch (e) {
+          services.log.warn('installation event failed', { installation: change.installation.id, type: event.type, error: (e as Error).message });
+        }
+      }
+    })();
+  }
+
+  /** An installation principal may only touch its own installation. */
+  function own(req: Request, id: string): void {
+    const p = principalOf(req);
+    if (p.kind === 'installation' && p.installationId !== id)
+      throw new SwitchyardError('forbidden', `this token belongs to installation ${p.installationId}, not ${id}`);
+  }
+
+  app.get('/api/v1/installations', (event) => {
+    const q = new URL(event.req.url).searchParams;
+    const p = principalOf(event.req);
+    const status = oneOfParam(q.get('status'), 'status', ['pending', 'active', 'paused', 'uninstalled'] as const);
+    let list = inst().list({ integration: q.get('integration') ?? undefined, status, includeUninstalled: q.get('all') === 'true' });
+    if (p.kind === 'installation') list = list.filter((i) => i.id === p.installationId);
+    return { installations: list.map((i) => installationView(services, i)) };
+  });
+
+  app.post('/api/v1/installations', async (event) => {
+    requireAdmin(event.req);
+    const body = await readJson<Record<string, unknown>>(event.req, limit);
+    if (typeof body.integration !== 'string' || !body.integration)
+      throw new SwitchyardError('bad_request', '"integration" is required: the name of a loaded integration', { where: 'integration' });
+    const target = body.target as string | undefined;
+    if (target !== undefined && !['organization', 'space', 'site'].includes(target))
+      throw new SwitchyardError('bad_request', `target must be organization, space or site, got "${target}"`, { where: 'target' });
+    if (body.configuration !== undefined && (typeof body.configuration !== 'object' || body.configuration === null || Array.isArray(body.configuration)))
+      throw new SwitchyardError('bad_request', 'configuration must be an object', { where: 'configuration' });
+    if (body.externalIds !== undefined && (!Array.isArray(body.externalIds) || body.externalIds.some((x) => typeof x !== 'string')))
+      throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
+    const webhooks = services.webhooks as WebhookSecrets | undefined;
+    const given = body.webhook_secret;
+    if (given !== undefined && (typeof given !== 'string' || given.length < 16))
+      throw new SwitchyardError('bad_request', 'webhook_secret must be a string of at least 16 characters', { where: 'webhook_secret' });
+    const change = services.store.db.transaction(() => {
+      const c = inst().install({
+        integration: body.integration as string,
+        target: target as 'organization' | 'space' | 'site' | undefined,
+        space: body.space as string | undefined,
+        site: body.site as string | undefined,
+        configuration: body.configuration as Record<string, unknown> | undefined,
+        externalIds: body.externalIds as string[] | undefined,
+      });
+      const secret = c.installation.integration === WEBHOOK_INTEGRATION && webhooks ? webhooks.createSecret(c.installation.id, given as string | undefined) : undefined;
+      return { ...c, secret };
+    })();
+    afterChange(change);
+    services.log.info('installed', { integration: change.installation.integration, installation: change.installation.id, status: change.installation.status });
+    return new Response(
+      JSON.stringify({
+        installation: installationView(services, change.installation),
+        token: change.token,
+        ...(change.secret ? { webhookSecret: change.secret } : {}),
+      }),
+      { status: 201, headers: { 'content-type': 'application/json' } },
+    );
+  });
+
+  app.get('/api/v1/installations/:id', (event) => {
+    const id = event.context.params!.id;
+    own(event.req, id);
+    const reveal = new URL(event.req.url).searchParams.get('reveal') === 'true' && principalOf(event.req).kind === 'admin';
+    return { installation: installationView(services, inst().require(id), reveal) };
+  });
+
+  app.patch('/api/v1/installations/:id', async (event) => {
+    const id = event.context.params!.id;
+    own(event.req, id);
+    const body = await readJson<Record<string, unknown>>(event.req, limit);
+    const patch = body.configuration;
+    if (!patch || typeof patch !== 'object' || Array.isArray(patch))
+      throw new SwitchyardError('bad_request', 'send {"configuration": {"key": value}} (null removes a key)', { where: 'configuration' });
+    const change = inst().configure(id, patch as Record<string, unknown>);
+    afterChange(change);
+    return { installation: installationView(services, change.installation) };
+  });
+
+  for (const action of ['pause', 'resume'] as const) {
+    app.post(`/api/v1/installations/:id/${action}`, (event) => {
+      requireAdmin(event.req);
+      const updated = inst()[action](event.context.params!.id);
+      services.log.info(`installation ${action === 'pause' ? 'paused' : 'resumed'}`, { installation: updated.id, status: updated.status });
+      return { installation: installationView(services, updated) };
+    });
+  }
+
+  app.delete('/api/v1/installations/:id', (event) => {
+    requireAdmin(event.req);
+    const updated = inst().uninstall(event.context.params!.id);
+    (services.webhooks as WebhookSecrets | undefined)?.removeInstallation?.(updated.id);
+    services.log.info('uninstalled', { installation: updated.id });
+    return { installation: installationView(services, updated) };
+  });
+
+  app.post('/api/v1/installations/:id/token', (event) => {
+    requireAdmin(event.req);
+    return { token: inst().rotateToken(event.context.params!.id) };
+  });
+
+  app.post('/api/v1/installations/:id/render', async (event) => {
+    const id = event.context.params!.id;
+    own(event.req, id);
+    const body = await readJson<Record<string, unknown>>(event.req, limit);
+    if (typeof body.componentId !== 'string' || !body.componentId)
+      throw new SwitchyardError('bad_request', '"componentId" is required', { where: 'componentId' });
+    const runtime = services.runtime as Runtime;
+    return runtime.render(id, {
+      componentId: body.componentId,
+      props: body.props,
+      state: body.state,
+      action: body.action,
+      context: body.context,
+    });
+  });
+}

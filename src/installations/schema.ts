@@ -1,0 +1,28 @@
+import type { ModuleMigrations } from '../store/index.ts';
+
+/** Installations and the server's signing keys (short-lived invocation tokens, OAuth state). */
+export const installationsMigrations: ModuleMigrations = {
+  module: 'installations',
+  steps: [
+    `CREATE TABLE installations (
+      id TEXT PRIMARY KEY,
+      integration TEXT NOT NULL,
+      target TEXT NOT NULL CHECK (target IN ('organization', 'space', 'site')),
+      space_id TEXT,
+      site_id TEXT,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'active', 'paused', 'uninstalled')),
+      configuration TEXT NOT NULL DEFAULT '{}',
+      external_ids TEXT NOT NULL DEFAULT '[]',
+      token_hash TEXT NOT NULL UNIQUE,
+      created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL,
+      uninstalled_at TEXT
+    );
+    CREATE INDEX installations_by_integration ON installations (integration, status);
+    CREATE TABLE signing_keys (
+      name TEXT PRIMARY KEY,
+      key BLOB NOT NULL,
+      created_at TEXT NOT NULL
+    );`,
+  ],
+};

@@ -1,0 +1,266 @@
+/**
+ * Installations: the state machine of spec section 3, configuration validated against the
+ * manifest, per-installation tokens, and the webhook subscriptions derived from them.
+ *
+ *   install ──> pending ──(configuration complete)──> active <──resume── paused
+ *                  ^                                     │ ──pause──>
+ *                  └──────(a required key removed)───────┘
+ *   any state ──uninstall──> uninstalled (final: token revoked, no code runs)
+ */
+import { randomBytes } from 'node:crypto';
+import { SwitchyardError, type Problem } from '../errors.ts';
+import { hashToken } from '../http/auth.ts';
+import type { Principal } from '../http/app.ts';
+import type { Db } from '../store/index.ts';
+import { missingRequired, validateConfiguration, type Manifest } from '../manifest/index.ts';
+import { mintInvocationToken, newInstallationToken, readInvocationToken, signingKey } from './tokens.ts';
+import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
+
+export type InstallationStatus = 'pending' | 'active' | 'paused' | 'uninstalled';
+export type InstallationTarget = 'organization' | 'space' | 'site';
+
+export interface Installation {
+  id: string;
+  integration: string;
+  target: InstallationTarget;
+  space?: string;
+  site?: string;
+  status: InstallationStatus;
+  configuration: Record<string, unknown>;
+  externalIds: string[];
+  createdAt: string;
+  updatedAt: string;
+  uninstalledAt?: string;
+}
+
+interface Row {
+  id: string;
+  integration: string;
+  target: InstallationTarget;
+  space_id: string | null;
+  site_id: string | null;
+  status: InstallationStatus;
+  configuration: string;
+  external_ids: string;
+  created_at: string;
+  updated_at: string;
+  uninstalled_at: string | null;
+}
+
+function fromRow(r: Row): Installation {
+  return {
+    id: r.id,
+    integration: r.integration,
+    target: r.target,
+    ...(r.space_id ? { space: r.space_id } : {}),
+    ...(r.site_id ? { site: r.site_id } : {}),
+    status: r.status,
+    configuration: JSON.parse(r.configuration),
+    externalIds: JSON.parse(r.external_ids),
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    ...(r.uninstalled_at ? { uninstalledAt: r.uninstalled_at } : {}),
+  };
+}
+
+/** Keys the platform writes into a configuration itself; they are not manifest properties. */
+export const RESERVED_CONFIGURATION_KEYS = ['oauth_credentials'] as const;
+
+export interface InstallRequest {
+  integration: string;
+  target?: InstallationTarget;
+  space?: string;
+  site?: string;
+  configuration?: Record<string, unknown>;
+  externalIds?: string[];
+}
+
+/** What happened, for the caller to act on after the transaction (events, secrets). */
+export interface Change {
+  installation: Installation;
+  /** Runtime events to emit to the installation's integration. */
+  emit: Array<{ type: string; [k: string]: unknown }>;
+}
+
+export interface InstallationsDeps {
+  db: Db;
+  /** The manifest of a loaded integration, or undefined when it is not loaded. */
+  manifestOf(name: string): Manifest | undefined;
+  now?: () => Date;
+}
+
+export function newEventId(): string {
+  return `evt_${randomBytes(12).toString('hex')}`;
+}
+
+export function createInstallations(deps: InstallationsDeps) {
+  const { db } = deps;
+  const now = () => (deps.now?.() ?? new Date()).toISOString();
+  const tokenKey = signingKey(db, 'invocation-token');
+
+  const byId = db.prepare<[string], Row>('SELECT * FROM installations WHERE id = ?');
+  const byTokenHash = db.prepare<[string], Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'");
+
+  function get(id: string): Installation | undefined {
+    const r = byId.get(id);
+    return r ? fromRow(r) : undefined;
+  }
+
+  function require(id: string): Installation {
+    const inst = get(id);
+    if (!inst) throw new SwitchyardError('not_found', `installation ${id} does not exist`, { hint: 'list them with `switchyard installations list`' });
+    return inst;
+  }
+
+  function manifestFor(name: string): Manifest {
+    const m = deps.manifestOf(name);
+    if (!m)
+      throw new SwitchyardError('not_found', `integration "${name}" is not loaded`, {
+        hint: 'see `switchyard integrations list` for loaded integrations and their errors',
+      });
+    return m;
+  }
+
+  function configurationsOf(manifest: Manifest, target: InstallationTarget) {
+    const c = manifest.configurations as { account?: any; site?: any } | undefined;
+    return target === 'site' ? c?.site : c?.account;
+  }
+
+  /** Problems with the configuration's values; `missing` lists required keys not yet set. */
+  function check(manifest: Manifest, target: InstallationTarget, integration: string, configuration: Record<string, unknown>) {
+    const def = configurationsOf(manifest, target);
+    const declared: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(configuration)) if (!(RESERVED_CONFIGURATION_KEYS as readonly string[]).includes(k)) declared[k] = v;
+    const problems: Problem[] = [
+      ...validateConfiguration(def, declared, { partial: true }),
+      ...(integration === WEBHOOK_INTEGRATION ? webhookConfigurationProblems(declared) : []),
+    ];
+    return { problems, missing: missingRequired(def, declared) };
+  }
+
+  function fail(problems: Problem[]): never {
+    throw new SwitchyardError('validation_failed', `the configuration has ${problems.length} problem${problems.length === 1 ? '' : 's'}; nothing was stored`, {
+      problems,
+    });
+  }
+
+  function list(filter: { integration?: string; status?: string; includeUninstalled?: boolean } = {}): Installation[] {
+    const where: string[] = [];
+    const args: string[] = [];
+    if (filter.integration) {
+      where.push('integration = ?');
+      args.push(filter.integration);
+    }
+    if (filter.status) {
+      where.push('status = ?');
+      args.push(filter.status);
+    } else if (!filter.includeUninstalled) where.push("status != 'uninstalled'");
+    const sql = `SELECT * FROM installations ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
+    return db.prepare<string[], Row>(sql).all(...args).map(fromRow);
+  }
+
+  function install(req: InstallRequest): Change & { token: string } {
+    const manifest = manifestFor(req.integration);
+    const target: InstallationTarget = req.target ?? (req.space ? 'space' : req.site ? 'site' : 'organization');
+    if (target === 'space' && !req.space) throw new SwitchyardError('bad_request', 'a space installation needs a space id', { where: 'space' });
+    if (target === 'site' && !req.site) throw new SwitchyardError('bad_request', 'a site installation needs a site id', { where: 'site' });
+    const configuration = req.configuration ?? {};
+    const { problems, missing } = check(manifest, target, req.integration, configuration);
+    if (problems.length) fail(problems);
+    const id = `inst_${randomBytes(10).toString('hex')}`;
+    const token = newInstallationToken();
+    const at = now();
+    const status: InstallationStatus = missing.length ? 'pending' : 'active';
+    db.prepare(
+      `INSERT INTO installations (id, integration, target, space_id, site_id, status, configuration, external_ids, token_hash, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(id, req.integration, target, req.space ?? null, req.site ?? null, status, JSON.stringify(configuration), JSON.stringify(req.externalIds ?? []), hashToken(token), at, at);
+    const installation = get(id)!;
+    const emit: Change['emit'] = [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status }];
+    if (target === 'space') emit.push({ type: 'space_installation_setup', eventId: newEventId(), installationId: id, spaceId: req.space, status });
+    return { installation, token, emit };
+  }
+
+  /**
+   * Edit configuration properties: `patch` keys are set, `null` removes one. Every edit is
+   * validated against the manifest (nothing is stored on failure) and emits installation_setup.
+   */
+  function configure(id: string, patch: Record<string, unknown>): Change {
+    const current = require(id);
+    if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
+    const manifest = manifestFor(current.integration);
+    const next: Record<string, unknown> = { ...current.configuration };
+    for (const [k, v] of Object.entries(patch)) {
+      if (v === null) delete next[k];
+      else next[k] = v;
+    }
+    const { problems, missing } = check(manifest, current.target, current.integration, next);
+    if (problems.length) fail(problems);
+    const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
+    db.prepare('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(next), status, now(), id);
+    const installation = get(id)!;
+    return { installation, emit: [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status }] };
+  }
+
+  function setStatus(id: string, to: 'paused' | 'resume' | 'uninstalled'): Installation {
+    const current = require(id);
+    if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
+    let status: InstallationStatus;
+    if (to === 'resume') {
+      if (current.status !== 'paused') throw new SwitchyardError('conflict', `installation ${id} is ${current.status}, not paused`);
+      const manifest = deps.manifestOf(current.integration);
+      const missing = manifest ? check(manifest, current.target, current.integration, current.configuration).missing : [];
+      status = missing.length ? 'pending' : 'active';
+    } else if (to === 'paused') {
+      if (current.status === 'paused') return current;
+      status = 'paused';
+    } else status = 'uninstalled';
+    const at = now();
+    db.prepare('UPDATE installations SET status = ?, updated_at = ?, uninstalled_at = ? WHERE id = ?').run(status, at, status === 'uninstalled' ? at : null, id);
+    return get(id)!;
+  }
+
+  function resolveToken(token: string): Principal | undefined {
+    let inst: Installation | undefined;
+    const invId = readInvocationToken(tokenKey, token);
+    if (invId) inst = get(invId);
+    else if (token.startsWith('sy_inst_')) {
+      const r = byTokenHash.get(hashToken(token));
+      inst = r ? fromRow(r) : undefined;
+    }
+    if (!inst || inst.status === 'uninstalled') return undefined;
+    const scopes = (deps.manifestOf(inst.integration)?.scopes as string[] | undefined) ?? [];
+    return { kind: 'installation', installationId: inst.id, integration: inst.integration, scopes };
+  }
+
+  /** Active webhook installations subscribed to `type`, for event fan-out. */
+  function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
+    return list({ integration: WEBHOOK_INTEGRATION, status: 'active' })
+      .filter((i) => parseEventTypes(i.configuration.event_types).includes(type))
+      .map((i) => ({ installationId: i.id, url: String(i.configuration.webhook_url) }));
+  }
+
+  return {
+    get,
+    require,
+    list,
+    install,
+    configure,
+    pause: (id: string) => setStatus(id, 'paused'),
+    resume: (id: string) => setStatus(id, 'resume'),
+    uninstall: (id: string) => setStatus(id, 'uninstalled'),
+    resolveToken,
+    webhookSubscriptions,
+    /** A short-lived token for one invocation of the installation's code. */
+    invocationToken: (id: string, ttlMs: number) => mintInvocationToken(tokenKey, id, ttlMs),
+    /** Mint a new long-lived token (the old one stops working). */
+    rotateToken(id: string): string {
+      require(id);
+      const token = newInstallationToken();
+      db.prepare('UPDATE installations SET token_hash = ?, updated_at = ? WHERE id = ?').run(hashToken(token), now(), id);
+      return token;
+    },
+  };
+}
+
+export type Installations = ReturnType<typeof createInstallations>;

@@ -1,0 +1,42 @@
+/**
+ * Installation tokens. Two kinds resolve to the same principal:
+ * - the long-lived token minted at install (`sy_inst_...`), shown once and stored only as a hash;
+ * - short-lived invocation tokens (`sy_inv_...`) the server signs for each sandbox invocation and
+ *   hands to the guest in `environment.apiTokens`, so no long-lived secret ever enters an isolate.
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import type { Db } from '../store/index.ts';
+import { safeEqual } from '../http/auth.ts';
+
+export function newInstallationToken(): string {
+  return `sy_inst_${randomBytes(24).toString('base64url')}`;
+}
+
+/** A named 32-byte server key, created on first use and kept in the database. */
+export function signingKey(db: Db, name: string): Buffer {
+  const row = db.prepare<[string], { key: Buffer }>('SELECT key FROM signing_keys WHERE name = ?').get(name);
+  if (row) return row.key;
+  const key = randomBytes(32);
+  db.prepare('INSERT OR IGNORE INTO signing_keys (name, key, created_at) VALUES (?, ?, ?)').run(name, key, new Date().toISOString());
+  return db.prepare<[string], { key: Buffer }>('SELECT key FROM signing_keys WHERE name = ?').get(name)!.key;
+}
+
+export function mintInvocationToken(key: Buffer, installationId: string, ttlMs: number, now = Date.now()): string {
+  const payload = `${installationId}.${Math.ceil((now + ttlMs) / 1000)}`;
+  const mac = createHmac('sha256', key).update(payload).digest('base64url');
+  return `sy_inv_${Buffer.from(payload).toString('base64url')}.${mac}`;
+}
+
+/** The installation id of a valid, unexpired invocation token. */
+export function readInvocationToken(key: Buffer, token: string, now = Date.now()): string | undefined {
+  if (!token.startsWith('sy_inv_')) return undefined;
+  const [encoded, mac] = token.slice(7).split('.');
+  if (!encoded || !mac) return undefined;
+  const payload = Buffer.from(encoded, 'base64url').toString();
+  const expected = createHmac('sha256', key).update(payload).digest('base64url');
+  if (!safeEqual(mac, expected)) return undefined;
+  const dot = payload.lastIndexOf('.');
+  const expires = Number(payload.slice(dot + 1));
+  if (!Number.isFinite(expires) || expires * 1000 < now) return undefined;
+  return payload.slice(0, dot);
+}

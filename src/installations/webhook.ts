@@ -1,0 +1,48 @@
+/**
+ * The built-in webhook integration's own configuration rules (spec 5.5): a webhook URL (required)
+ * and the event types to receive (required, several at once, comma-separated).
+ */
+import type { Problem } from '../errors.ts';
+
+export const WEBHOOK_INTEGRATION = 'webhook';
+export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;
+
+/** `"a, b"` or `["a","b"]` to a clean list. */
+export function parseEventTypes(value: unknown): string[] {
+  const list = Array.isArray(value) ? value.map(String) : typeof value === 'string' ? value.split(',') : [];
+  return [...new Set(list.map((s) => s.trim()).filter(Boolean))];
+}
+
+export function webhookConfigurationProblems(configuration: Record<string, unknown>): Problem[] {
+  const problems: Problem[] = [];
+  const url = configuration.webhook_url;
+  if (url !== undefined) {
+    let ok = false;
+    try {
+      const u = new URL(String(url));
+      ok = u.protocol === 'http:' || u.protocol === 'https:';
+    } catch {
+      ok = false;
+    }
+    if (!ok)
+      problems.push({
+        where: 'configuration.webhook_url',
+        message: `"${String(url)}" is not an http(s) URL`,
+        hint: 'use an absolute URL like https://example.com/webhooks',
+      });
+  }
+  const types = configuration.event_types;
+  if (types !== undefined) {
+    const list = parseEventTypes(types);
+    if (!list.length)
+      problems.push({ where: 'configuration.event_types', message: 'must name at least one event type', hint: `choose from ${WEBHOOK_EVENT_TYPES.join(', ')}` });
+    for (const t of list)
+      if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(t))
+        problems.push({
+          where: 'configuration.event_types',
+          message: `"${t}" is not a webhook event type`,
+          hint: `choose from ${WEBHOOK_EVENT_TYPES.join(', ')} (comma-separated)`,
+        });
+  }
+  return problems;
+}

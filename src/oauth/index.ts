@@ -1,0 +1,58 @@
+/**
+ * Server side of the OAuth handler (spec 2.3, 5.1): signed, single-use, expiring `state` for the
+ * flows integrations run with createOAuthHandler(). The flow itself runs in the guest runtime
+ * library; it calls these endpoints through context.api with its installation token.
+ */
+import type { H3 } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import { principalOf } from '../http/app.ts';
+import { readJson } from '../http/body.ts';
+import type { Module, Services } from '../services.ts';
+import { createStateStore } from './state.ts';
+
+export { createStateStore, STATE_TTL_MS } from './state.ts';
+export { oauthMigrations } from './schema.ts';
+
+const messages: Record<string, string> = {
+  malformed: 'the OAuth state is malformed',
+  forged: 'the OAuth state was not issued by this server',
+  expired: 'the OAuth state has expired (states live 10 minutes); start the connection again',
+  reused: 'the OAuth state was already used; start the connection again',
+  wrong_installation: 'the OAuth state belongs to another installation',
+};
+
+function installationOf(req: Request): string {
+  const p = principalOf(req);
+  if (p.kind !== 'installation') throw new SwitchyardError('forbidden', 'OAuth state is issued to an installation token only');
+  return p.installationId;
+}
+
+export const oauthModule: Module = {
+  name: 'oauth',
+  start(services: Services) {
+    services.oauthStates = createStateStore(services.store.db);
+  },
+  routes(app: H3, services: Services) {
+    const states = () => services.oauthStates as ReturnType<typeof createStateStore>;
+    app.post('/api/v1/oauth/state', async (event) => {
+      const id = installationOf(event.req);
+      const body = await readJson<{ data?: Record<string, unknown> }>(event.req, 16 * 1024, { optional: true });
+      return states().issue(id, body.data && typeof body.data === 'object' ? body.data : {});
+    });
+    app.post('/api/v1/oauth/state/consume', async (event) => {
+      const id = installationOf(event.req);
+      const body = await readJson<{ state?: unknown }>(event.req, 16 * 1024);
+      if (typeof body.state !== 'string') throw new SwitchyardError('bad_request', '"state" is required', { where: 'state' });
+      const r = states().consume(body.state, id);
+      if (!r.ok) {
+        services.log.warn('OAuth state refused', { installation: id, reason: r.reason });
+        throw new SwitchyardError('bad_request', messages[r.reason], { where: 'state', hint: r.reason });
+      }
+      return { ok: true, data: r.data };
+    });
+  },
+  openapi: {
+    '/api/v1/oauth/state': { post: { summary: 'Issue a signed, single-use OAuth state (installation token only; lives 10 minutes)', responses: { '200': { description: '{state, expiresAt}' } } } },
+    '/api/v1/oauth/state/consume': { post: { summary: 'Verify and burn an OAuth state (installation token only)', responses: { '200': { description: '{ok: true, data}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } } } },
+  },
+};

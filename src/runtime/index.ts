@@ -1,0 +1,53 @@
+/**
+ * The runtime: envelopes in, integration code run in the sandbox, responses out; platform events
+ * fanned out to the installations whose integrations handle them.
+ */
+import type { Installations } from '../installations/index.ts';
+import type { Registry } from '../registry/index.ts';
+import type { Sandbox } from '../sandbox/index.ts';
+import type { Module, Services } from '../services.ts';
+import { createRuntime, type Runtime } from './service.ts';
+import { runtimeRoutes } from './routes.ts';
+
+export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation } from './service.ts';
+export { decodeEnvelope, encodeEnvelope, readBodyLimited } from './envelope.ts';
+export { buildEnvironment, installationEndpoint, integrationEndpoint } from './environment.ts';
+export { runtimeMigrations } from './schema.ts';
+export { RUNTIME_VERSIONS } from './routes.ts';
+
+export const runtimeModule: Module = {
+  name: 'runtime',
+  start(services: Services) {
+    const sandboxLimits = services.config.sandbox;
+    const installations = services.installations as Installations;
+    const runtime = createRuntime({
+      db: services.store.db,
+      log: services.log,
+      publicUrl: () => services.config.publicUrl,
+      registry: services.registry as Registry,
+      sandbox: services.sandbox as Sandbox,
+      installations,
+      tokenTtlMs: sandboxLimits.wall_time + sandboxLimits.wait_until + 60_000,
+    });
+    services.runtime = runtime;
+    services.onSandboxLog = (e: { requestId: string; line: import('../sandbox/index.ts').LogLine }) => runtime.appendLateLog(e.requestId, e.line);
+    services.eventHandlers = {
+      /**
+       * A platform event reaches every active installation whose integration handles its type and
+       * whose scopes allow it (only the named one when the event carries an installationId).
+       * Outcomes are recorded as invocations carrying the eventId.
+       */
+      async dispatch(event: { type: string; installationId?: unknown; [k: string]: unknown }, eventId: string): Promise<void> {
+        const targets = installations
+          .list({ status: 'active' })
+          .filter((i) => (typeof event.installationId === 'string' && event.installationId ? i.id === event.installationId : true));
+        await Promise.all(
+          targets.map((i) =>
+            runtime.emit(i, { ...event, eventId }).catch((e: Error) => services.log.warn('event handler failed', { installation: i.id, error: e.message })),
+          ),
+        );
+      },
+    };
+  },
+  routes: runtimeRoutes,
+};

@@ -1,0 +1,64 @@
+/**
+ * HTTP faces of the runtime:
+ * - `POST /{version}/integrations/{name}`: the runtime endpoint (multipart envelope, spec 4.1);
+ * - `<public_url>/v1/integrations/{name}/installations/{id}[/{path}]`: each installation's public
+ *   endpoint, any method, handed to the integration's `fetch`.
+ */
+import type { H3, H3Event } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import { authenticate } from '../http/app.ts';
+import type { Installations } from '../installations/index.ts';
+import type { Registry } from '../registry/index.ts';
+import type { Services } from '../services.ts';
+import { decodeEnvelope, readBodyLimited } from './envelope.ts';
+import { toResponse, type Runtime } from './service.ts';
+
+export const RUNTIME_VERSIONS = ['v1'] as const;
+
+export function runtimeRoutes(app: H3, services: Services): void {
+  const runtime = () => services.runtime as Runtime;
+  const limits = services.config.sandbox;
+
+  app.post('/:version/integrations/:name', async (event) => {
+    const { version, name } = event.context.params!;
+    if (!(RUNTIME_VERSIONS as readonly string[]).includes(version))
+      throw new SwitchyardError('bad_request', `unknown runtime API version "${version}"; versions: ${RUNTIME_VERSIONS.join(', ')}`, {
+        hint: `POST /v1/integrations/${name}`,
+      });
+    const principal = authenticate(event.req, services);
+    if (principal.kind === 'installation' && principal.integration !== name)
+      throw new SwitchyardError('forbidden', `this token belongs to an installation of "${principal.integration}", not "${name}"`);
+    const integration = (services.registry as Registry).get(name);
+    if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
+    if (!integration.script) throw new SwitchyardError('not_found', `integration "${name}" has no script to run`);
+    const envelope = await decodeEnvelope(event.req, limits.request_body + 64 * 1024);
+    if (envelope.fetchBody && envelope.fetchBody.byteLength > limits.request_body)
+      throw new SwitchyardError('payload_too_large', `fetch-body is larger than sandbox.request_body (${limits.request_body} bytes)`);
+    const installations = services.installations as Installations;
+    let installation;
+    if (principal.kind === 'installation') {
+      // An installation calls for itself: the platform builds its environment, whatever was sent.
+      installation = installations.require(principal.installationId);
+      envelope.environment = runtime().environmentFor(integration, installation);
+    } else {
+      // The admin may send any environment; the platform adds what only it knows.
+      const instId = (envelope.environment.installation as { id?: unknown } | undefined)?.id;
+      if (typeof instId === 'string') {
+        installation = installations.get(instId);
+        if (installation && installation.integration !== name) installation = undefined;
+      }
+      const base = runtime().environmentFor(integration, installation);
+      envelope.environment = { ...base, ...envelope.environment, secrets: base.secrets };
+    }
+    const { id, result } = await runtime().invoke({ integration, installation, envelope });
+    return toResponse(result, id);
+  });
+
+  const publicEndpoint = async (event: H3Event) => {
+    const { name, id } = event.context.params!;
+    const body = await readBodyLimited(event.req, limits.request_body);
+    return runtime().fetchPublic(name, id, event.req, body);
+  };
+  app.all('/v1/integrations/:name/installations/:id', publicEndpoint);
+  app.all('/v1/integrations/:name/installations/:id/**', publicEndpoint);
+}

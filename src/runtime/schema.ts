@@ -1,0 +1,27 @@
+import type { ModuleMigrations } from '../store/index.ts';
+
+/** Every invocation of integration code, with what it printed; and per-installation event outcomes. */
+export const runtimeMigrations: ModuleMigrations = {
+  module: 'runtime',
+  steps: [
+    `CREATE TABLE invocations (
+      id TEXT PRIMARY KEY,
+      integration TEXT NOT NULL,
+      installation_id TEXT,
+      event_type TEXT NOT NULL,
+      event_id TEXT,
+      status INTEGER NOT NULL,
+      duration_ms REAL NOT NULL,
+      cpu_ms REAL NOT NULL,
+      error_kind TEXT,
+      error_message TEXT,
+      error_stack TEXT,
+      logs TEXT NOT NULL DEFAULT '[]',
+      created_at TEXT NOT NULL
+    );
+    CREATE INDEX invocations_by_time ON invocations (created_at);
+    CREATE INDEX invocations_by_integration ON invocations (integration, created_at);
+    CREATE INDEX invocations_by_installation ON invocations (installation_id, created_at);
+    CREATE INDEX invocations_by_event ON invocations (event_id);`,
+  ],
+};

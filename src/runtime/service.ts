@@ -1,0 +1,211 @@
+/**
+ * Runtime dispatch: build the envelope the platform would send, run it in the sandbox, record the
+ * invocation with what the code printed, and turn the result into an HTTP response.
+ */
+import { randomBytes } from 'node:crypto';
+import { SwitchyardError } from '../errors.ts';
+import type { Logger } from '../log/index.ts';
+import type { Installation, Installations } from '../installations/index.ts';
+import { scopesAllow } from '../installations/index.ts';
+import type { LoadedIntegration, Registry } from '../registry/index.ts';
+import type { Envelope, InvocationResult, LogLine, Sandbox } from '../sandbox/index.ts';
+import type { Db } from '../store/index.ts';
+import { buildEnvironment } from './environment.ts';
+
+export interface RuntimeDeps {
+  db: Db;
+  log: Logger;
+  publicUrl: () => string;
+  registry: Registry;
+  sandbox: Sandbox;
+  installations: Installations;
+  /** Lifetime of the token handed to one invocation (wall time + waitUntil + margin). */
+  tokenTtlMs: number;
+}
+
+export interface Invocation {
+  id: string;
+  integration: string;
+  installationId?: string;
+  eventType: string;
+  eventId?: string;
+  status: number;
+  durationMs: number;
+  cpuMs: number;
+  error?: { kind: string; message: string; stack?: string };
+  logs: LogLine[];
+  createdAt: string;
+}
+
+export const newRequestId = () => `req_${randomBytes(10).toString('hex')}`;
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'content-length']);
+
+export function toResponse(result: InvocationResult, requestId: string): Response {
+  const headers = new Headers();
+  for (const [k, v] of result.headers) if (!HOP_BY_HOP.has(k.toLowerCase())) headers.append(k, v);
+  headers.set('x-request-id', requestId);
+  const nullBody = result.status === 204 || result.status === 304 || (result.status >= 100 && result.status < 200);
+  return new Response(nullBody ? null : (result.body as Uint8Array<ArrayBuffer>), { status: result.status, headers });
+}
+
+export function createRuntime(deps: RuntimeDeps) {
+  const { db, log } = deps;
+  const insert = db.prepare(
+    `INSERT INTO invocations (id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, logs, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const appendLog = db.prepare(`UPDATE invocations SET logs = json_insert(logs, '$[#]', json(?)) WHERE id = ?`);
+  const exportsCache = new Map<string, { fetch: boolean; components: string[]; events: string[] }>();
+
+  function loaded(name: string): LoadedIntegration {
+    const integration = deps.registry.get(name);
+    if (!integration)
+      throw new SwitchyardError('not_found', `integration "${name}" is not loaded`, { hint: 'see `switchyard integrations list`' });
+    if (!integration.script)
+      throw new SwitchyardError('not_found', `integration "${name}" has no script to run`, { hint: 'set `script` in its platform-manifest.yaml' });
+    return integration;
+  }
+
+  function environmentFor(integration: LoadedIntegration, installation?: Installation): Record<string, unknown> {
+    return buildEnvironment({
+      publicUrl: deps.publicUrl(),
+      integration,
+      installation,
+      token: installation ? deps.installations.invocationToken(installation.id, deps.tokenTtlMs) : undefined,
+    });
+  }
+
+  /** Run one envelope and record it. Guest faults come back as a 5xx result, never as a throw. */
+  async function invoke(opts: {
+    integration: LoadedIntegration;
+    installation?: Installation;
+    envelope: Envelope;
+    requestId?: string;
+    eventId?: string;
+  }): Promise<{ id: string; result: InvocationResult }> {
+    const id = opts.requestId ?? newRequestId();
+    const result = await deps.sandbox.invoke({ script: opts.integration.script!, envelope: opts.envelope, requestId: id });
+    const e = result.error;
+    insert.run(
+      id,
+      opts.integration.name,
+      opts.installation?.id ?? null,
+      opts.envelope.event.type,
+      opts.eventId ?? null,
+      result.status,
+      result.durationMs,
+      result.cpuMs,
+      e?.kind ?? null,
+      e?.message ?? null,
+      e?.stack ?? null,
+      JSON.stringify(result.logs),
+      new Date().toISOString(),
+    );
+    if (e) {
+      const fields = { integration: opts.integration.name, installation: opts.installation?.id, request_id: id, kind: e.kind, limit: e.limit };
+      if (e.kind === 'exception') log.warn(`integration code threw: ${e.message}`, { ...fields, stack: e.stack });
+      else log.error(`integration invocation failed: ${e.message}`, fields);
+    }
+    return { id, result };
+  }
+
+  /** What a script exports (cached per version). */
+  async function exportsOf(integration: LoadedIntegration) {
+    const version = integration.script!.version;
+    const cached = exportsCache.get(version);
+    if (cached) return cached;
+    const r = await deps.sandbox.check(integration.script!);
+    const exp = r.ok ? r.exports : { fetch: false, components: [], events: [] };
+    exportsCache.set(version, exp);
+    return exp;
+  }
+
+  function runnable(installation: Installation): void {
+    if (installation.status === 'uninstalled')
+      throw new SwitchyardError('not_found', `installation ${installation.id} is uninstalled`, { status: 410 });
+    if (installation.status === 'paused')
+      throw new SwitchyardError('conflict', `installation ${installation.id} is paused`, { status: 503, hint: 'resume it with `switchyard installations resume`' });
+  }
+
+  return {
+    invoke,
+    environmentFor,
+    exportsOf,
+
+    /** A public-endpoint request: any method and sub-path, handed to the integration's fetch. */
+    async fetchPublic(integrationName: string, installationId: string, req: Request, body: Uint8Array): Promise<Response> {
+      const installation = deps.installations.get(installationId);
+      if (!installation || installation.integration !== integrationName)
+        throw new SwitchyardError('not_found', `no installation ${installationId} of integration "${integrationName}"`);
+      runnable(installation);
+      const integration = loaded(integrationName);
+      const headers: Array<[string, string]> = [];
+      req.headers.forEach((v, k) => headers.push([k, v]));
+      const envelope: Envelope = {
+        event: { type: 'fetch', request: { method: req.method, url: req.url, headers } },
+        environment: environmentFor(integration, installation),
+        ...(body.byteLength ? { fetchBody: body } : {}),
+      };
+      const { id, result } = await invoke({ integration, installation, envelope });
+      return toResponse(result, id);
+    },
+
+    /** A ui_render event: initialState / action / render of one component. */
+    async render(
+      installationId: string,
+      input: { componentId: string; props?: unknown; state?: unknown; action?: unknown; context?: unknown },
+    ): Promise<Response> {
+      const installation = deps.installations.require(installationId);
+      runnable(installation);
+      const integration = loaded(installation.integration);
+      const envelope: Envelope = {
+        event: {
+          type: 'ui_render',
+          componentId: input.componentId,
+          props: input.props ?? {},
+          ...(input.state !== undefined ? { state: input.state } : {}),
+          ...(input.action !== undefined ? { action: input.action } : {}),
+          context: input.context ?? { type: 'api' },
+        },
+        environment: environmentFor(integration, installation),
+      };
+      const { id, result } = await invoke({ integration, installation, envelope });
+      return toResponse(result, id);
+    },
+
+    /**
+     * Deliver a platform event to one installation's `events` handlers (when it has one for the
+     * type and its scopes allow it). Returns the invocation, or why it was skipped.
+     */
+    async emit(
+      installation: Installation,
+      event: { type: string; eventId?: unknown; [k: string]: unknown },
+    ): Promise<{ invocationId?: string; status?: number; skipped?: string }> {
+      const integration = deps.registry.get(installation.integration);
+      if (!integration?.script) return { skipped: 'no script' };
+      if (!scopesAllow(integration.manifest.scopes as string[], event.type)) return { skipped: 'scope' };
+      const exp = await exportsOf(integration);
+      if (!exp.events.includes(event.type)) return { skipped: 'no handler' };
+      const current = deps.installations.get(installation.id) ?? installation;
+      const { id, result } = await invoke({
+        integration,
+        installation: current,
+        envelope: { event, environment: environmentFor(integration, current) },
+        eventId: typeof event.eventId === 'string' ? event.eventId : undefined,
+      });
+      return { invocationId: id, status: result.status };
+    },
+
+    /** Lines printed after the response (waitUntil), appended to their invocation. */
+    appendLateLog(requestId: string, line: LogLine): void {
+      appendLog.run(JSON.stringify(line), requestId);
+    },
+
+    forgetVersion(version: string): void {
+      exportsCache.delete(version);
+    },
+  };
+}
+
+export type Runtime = ReturnType<typeof createRuntime>;

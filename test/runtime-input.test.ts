@@ -1,0 +1,103 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { ROOT, startTestServer } from './helpers/index.ts';
+
+const FIXTURES = join(ROOT, 'test/fixtures/integrations');
+process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
+
+function multipart(parts: Array<[string, string]>, boundary = 'XyZbOuNdArY'): string {
+  return parts.map(([name, value]) => `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`).join('') + `--${boundary}--\r\n`;
+}
+
+test('malformed envelopes get a clear 4xx with the JSON error shape and change nothing', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const post = (body: string, contentType?: string) =>
+    fetch(`${s.url}/v1/integrations/kitchen-sink`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${s.token}`, ...(contentType ? { 'content-type': contentType } : {}) },
+      body,
+    });
+  const mp = 'multipart/form-data; boundary=XyZbOuNdArY';
+  const cases: Array<[string, Promise<Response>, number, RegExp]> = [
+    ['wrong content type', post('{"event":{}}', 'application/json'), 415, /multipart\/form-data/],
+    ['missing event', post(multipart([['environment', '{}']]), mp), 400, /no "event" field/],
+    ['missing environment', post(multipart([['event', '{"type":"x"}']]), mp), 400, /no "environment" field/],
+    ['event not JSON', post(multipart([['event', '{type:'], ['environment', '{}']]), mp), 400, /"event" field is not valid JSON/],
+    ['event not an object', post(multipart([['event', '[1]'], ['environment', '{}']]), mp), 400, /must be a JSON object/],
+    ['event without type', post(multipart([['event', '{}'], ['environment', '{}']]), mp), 400, /event\.type/],
+    ['fetch without request', post(multipart([['event', '{"type":"fetch"}'], ['environment', '{}']]), mp), 400, /event\.request/],
+    ['truncated multipart', post(multipart([['event', '{"type":"x"}'], ['environment', '{}']]).slice(0, 60), mp), 400, /cannot be read|no "event"/],
+    ['oversize body', post('x'.repeat(s.config.sandbox.request_body + 70 * 1024), mp), 413, /larger than/],
+  ];
+  for (const [name, res, status, message] of cases) {
+    const r = await res;
+    assert.equal(r.status, status, name);
+    const body = (await r.json()) as any;
+    assert.equal(typeof body.error.code, 'string', name);
+    assert.match(body.error.message, message, name);
+  }
+  const count = s.services.store.db.prepare('SELECT count(*) AS n FROM invocations').get() as { n: number };
+  assert.equal(count.n, 0, 'no code ran');
+});
+
+test('unknown installations and bad tokens are 4xx', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  assert.equal((await fetch(`${s.url}/v1/integrations/kitchen-sink/installations/inst_nope`)).status, 404);
+  assert.equal((await s.api('GET', '/api/v1/installations/inst_nope')).status, 404);
+  assert.equal((await s.api('PATCH', '/api/v1/installations/inst_nope', { configuration: {} })).status, 404);
+  assert.equal((await s.api('POST', '/api/v1/installations', { integration: 'not-loaded' })).status, 404);
+  assert.equal((await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', target: 'moon' })).status, 400);
+  assert.equal((await s.api('GET', '/api/v1/installations', undefined, 'sy_inst_forged')).status, 401);
+  assert.equal((await s.api('GET', '/api/v1/installations', undefined, 'sy_inv_Zm9v.YmFy')).status, 401);
+  const notJson = await fetch(`${s.url}/api/v1/installations`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' },
+    body: '{"integration":',
+  });
+  assert.equal(notJson.status, 400);
+  assert.match(((await notJson.json()) as any).error.message, /not a valid JSON object/);
+});
+
+test('fuzz: random and mutated envelopes never produce a 5xx or a crash', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const boundary = 'FuZzBoUnDaRy';
+  const valid = multipart(
+    [
+      ['event', JSON.stringify({ type: 'fetch', request: { method: 'POST', url: 'https://x.test/a', headers: [['a', 'b']] } })],
+      ['environment', '{}'],
+      ['fetch-body', 'hello'],
+    ],
+    boundary,
+  );
+  const mutation = fc.oneof(
+    fc.string({ maxLength: 400 }),
+    fc.tuple(fc.nat(valid.length), fc.nat(valid.length), fc.string({ maxLength: 20 })).map(([a, b, ins]) => {
+      const [lo, hi] = a < b ? [a, b] : [b, a];
+      return valid.slice(0, lo) + ins + valid.slice(hi);
+    }),
+    fc.nat(valid.length).map((n) => valid.slice(0, n)),
+    fc.record({ type: fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('fetch', 'ui_render', 'space_view')), x: fc.jsonValue() }).map((ev) =>
+      multipart([['event', JSON.stringify(ev)], ['environment', JSON.stringify({ installation: { id: 'inst_nope' } })]], boundary),
+    ),
+  );
+  await fc.assert(
+    fc.asyncProperty(mutation, fc.boolean(), async (body, rightType) => {
+      const res = await fetch(`${s.url}/v1/integrations/kitchen-sink`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${s.token}`, 'content-type': rightType ? `multipart/form-data; boundary=${boundary}` : 'text/plain' },
+        body,
+      });
+      await res.arrayBuffer();
+      // 500 only from the integration itself answering "Internal server error" is a guest fault;
+      // the platform must never answer 5xx for a malformed envelope.
+      if (res.status >= 500) {
+        const reqId = res.headers.get('x-request-id');
+        assert.ok(reqId, `platform 5xx (${res.status}) for ${JSON.stringify(body).slice(0, 200)}`);
+      }
+    }),
+    { numRuns: 150 },
+  );
+  assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
+});

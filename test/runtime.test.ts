@@ -1,0 +1,231 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { encodeEnvelope } from '../src/runtime/index.ts';
+import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
+import type { TestContext } from 'node:test';
+
+const FIXTURES = join(ROOT, 'test/fixtures/integrations');
+process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
+
+async function server(t: TestContext): Promise<TestServer> {
+  return startTestServer(t, { integrations_dir: FIXTURES });
+}
+
+async function installSink(s: TestServer, configuration: Record<string, unknown> = { channel: 'general' }) {
+  const r = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  return r.body as { installation: { id: string; status: string; urls: { publicEndpoint: string } }; token: string };
+}
+
+function envelopeRequest(s: TestServer, name: string, envelope: Parameters<typeof encodeEnvelope>[0], token = s.token, version = 'v1') {
+  return fetch(`${s.url}/${version}/integrations/${name}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+    body: encodeEnvelope(envelope),
+  });
+}
+
+test('runtime endpoint: a fetch event reaches the handler as a byte-exact Request', async (t) => {
+  const s = await server(t);
+  const body = new Uint8Array([0, 1, 2, 250, 255, 10, 13]);
+  const res = await envelopeRequest(s, 'kitchen-sink', {
+    event: {
+      type: 'fetch',
+      request: { method: 'PUT', url: 'https://example.test/v1/integrations/kitchen-sink/installations/x/echo?q=1', headers: [['x-custom', 'A b'], ['content-type', 'application/octet-stream']] },
+    },
+    environment: {},
+    fetchBody: body,
+  });
+  assert.equal(res.status, 200);
+  const echo = (await res.json()) as any;
+  assert.equal(echo.method, 'PUT');
+  assert.equal(echo.url, 'https://example.test/v1/integrations/kitchen-sink/installations/x/echo?q=1');
+  assert.deepEqual(echo.body, Array.from(body));
+  assert.ok(echo.headers.some(([k, v]: string[]) => k === 'x-custom' && v === 'A b'));
+});
+
+test('runtime endpoint: unknown version, missing token and unknown integration are clear 4xx', async (t) => {
+  const s = await server(t);
+  const env = { event: { type: 'space_content_updated' }, environment: {} };
+  const v2 = await envelopeRequest(s, 'kitchen-sink', env, s.token, 'v2');
+  assert.equal(v2.status, 400);
+  assert.match(((await v2.json()) as any).error.message, /unknown runtime API version "v2"; versions: v1/);
+  const anon = await fetch(`${s.url}/v1/integrations/kitchen-sink`, { method: 'POST', body: encodeEnvelope(env) });
+  assert.equal(anon.status, 401);
+  const unknown = await envelopeRequest(s, 'nope', env);
+  assert.equal(unknown.status, 404);
+  assert.equal(((await unknown.json()) as any).error.code, 'not_found');
+});
+
+test('runtime endpoint: events go to the events map (200), unhandled types answer 406', async (t) => {
+  const s = await server(t);
+  const handled = await envelopeRequest(s, 'kitchen-sink', { event: { type: 'space_content_updated', spaceId: 's1', revisionId: 'r1' }, environment: {} });
+  assert.equal(handled.status, 200);
+  const unhandled = await envelopeRequest(s, 'kitchen-sink', { event: { type: 'space_gitsync_started' }, environment: {} });
+  assert.equal(unhandled.status, 406);
+  const row = s.services.store.db.prepare("SELECT logs FROM invocations WHERE event_type = 'space_content_updated'").get() as { logs: string };
+  assert.match(row.logs, /content updated s1 r1/);
+});
+
+test('components: initialState from props, action replaces state, empty result keeps it, unknown id is 404', async (t) => {
+  const s = await server(t);
+  const { installation } = await installSink(s);
+  const render = (body: unknown) => s.api('POST', `/api/v1/installations/${installation.id}/render`, body);
+  const first = await render({ componentId: 'counter', props: { start: 5 } });
+  assert.equal(first.status, 200);
+  assert.equal(first.body.type, 'element');
+  assert.deepEqual(first.body.state, { count: 5 });
+  assert.equal(first.body.element.type, 'block');
+  assert.equal(first.body.element.children[0].type, 'button');
+  assert.deepEqual(first.body.element.children[0].onPress, { action: 'increment' });
+  const clicked = await render({ componentId: 'counter', props: { start: 5 }, state: first.body.state, action: { action: 'increment' } });
+  assert.deepEqual(clicked.body.state, { count: 6 });
+  assert.equal(clicked.body.element.children[0].label, 'Count 6');
+  const replaced = await render({ componentId: 'counter', props: {}, state: { count: 9, extra: 1 }, action: { action: 'reset' } });
+  assert.deepEqual(replaced.body.state, { count: 0, reset: true }, 'a returned state replaces the old one wholesale');
+  const ignored = await render({ componentId: 'counter', props: {}, state: { count: 2 }, action: { action: 'unknown' } });
+  assert.deepEqual(ignored.body.state, { count: 2 });
+  const missing = await render({ componentId: 'nope', props: {} });
+  assert.equal(missing.status, 404);
+});
+
+test('public endpoint: any method and sub-path reaches fetch; spec 4.2 answers; errors are shown or hidden', async (t) => {
+  const s = await server(t);
+  const { installation } = await installSink(s);
+  const ep = installation.urls.publicEndpoint;
+  assert.equal(ep, `${s.url}/v1/integrations/kitchen-sink/installations/${installation.id}`);
+  const post = await fetch(ep, { method: 'POST', body: 'anything' });
+  assert.equal(post.status, 200);
+  assert.deepEqual(await post.json(), { received: true });
+  const get = await fetch(ep);
+  assert.equal(get.status, 405);
+  assert.equal(await get.text(), 'Method not allowed');
+  const echo = await fetch(`${ep}/echo?x=1`, { method: 'PATCH', body: 'héllo', headers: { 'x-sig': 't=1,v1=ab' } });
+  const e = (await echo.json()) as any;
+  assert.equal(e.method, 'PATCH');
+  assert.equal(new TextDecoder().decode(new Uint8Array(e.body)), 'héllo');
+  assert.ok(e.headers.some(([k, v]: string[]) => k === 'x-sig' && v === 't=1,v1=ab'));
+  const shown = await fetch(`${ep}/shown`);
+  assert.equal(shown.status, 403);
+  assert.match(await shown.text(), /you may not do that/);
+  const boom = await fetch(`${ep}/boom`);
+  assert.equal(boom.status, 500);
+  const boomText = await boom.text();
+  assert.deepEqual(JSON.parse(boomText), { error: 'Internal server error' });
+  assert.doesNotMatch(boomText, /internal detail/);
+  const requestId = boom.headers.get('x-request-id')!;
+  const row = s.services.store.db.prepare('SELECT error_message, error_stack FROM invocations WHERE id = ?').get(requestId) as any;
+  assert.match(row.error_message, /internal detail that must not leak/);
+});
+
+test('environment: spec 2.4 fields, lowercase status, secrets from the manifest, short-lived token', async (t) => {
+  const s = await server(t);
+  const { installation, token } = await installSink(s);
+  const env = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
+  assert.equal(env.apiEndpoint, `${s.url}/api/v1`);
+  assert.match(env.apiTokens.installation, /^sy_inv_/);
+  assert.notEqual(env.apiTokens.installation, token, 'the long-lived token never enters the isolate');
+  assert.equal(env.integration.name, 'kitchen-sink');
+  assert.equal(env.integration.urls.publicEndpoint, `${s.url}/v1/integrations/kitchen-sink`);
+  assert.equal(env.installation.id, installation.id);
+  assert.equal(env.installation.status, 'active');
+  assert.equal(env.installation.target, 'organization');
+  assert.deepEqual(env.installation.configuration, { channel: 'general' });
+  assert.equal(env.installation.urls.publicEndpoint, installation.urls.publicEndpoint);
+  assert.deepEqual(env.secrets, { API_KEY: 'sk_test_kitchen' });
+});
+
+test('state machine: pending until required configuration is set; every edit validated and emits installation_setup', async (t) => {
+  const s = await server(t);
+  const created = await installSink(s, {});
+  const id = created.installation.id;
+  assert.equal(created.installation.status, 'pending');
+  const setupRuns = () =>
+    s.services.store.db.prepare("SELECT logs FROM invocations WHERE installation_id = ? AND event_type = 'installation_setup' ORDER BY created_at").all(id) as any[];
+  await waitFor(() => setupRuns().length === 1);
+  assert.match(setupRuns()[0].logs, /status=pending/);
+
+  const bad = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { threshold: 'high', mode: 'medium', chanel: 'x' } });
+  assert.equal(bad.status, 400);
+  const wheres = bad.body.error.problems.map((p: any) => p.where);
+  assert.ok(wheres.some((w: string) => w.includes('threshold')), JSON.stringify(bad.body));
+  assert.ok(wheres.some((w: string) => w.includes('mode')), JSON.stringify(bad.body));
+  assert.ok(wheres.some((w: string) => w.includes('chanel')), JSON.stringify(bad.body));
+  const still = await s.api('GET', `/api/v1/installations/${id}`);
+  assert.deepEqual(still.body.installation.configuration, {}, 'nothing stored on failure');
+
+  const good = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { channel: 'ops' } });
+  assert.equal(good.status, 200);
+  assert.equal(good.body.installation.status, 'active');
+  await waitFor(() => setupRuns().length === 2);
+  assert.match(setupRuns()[1].logs, /status=active/);
+
+  const removed = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { channel: null } });
+  assert.equal(removed.body.installation.status, 'pending');
+});
+
+test('space installs emit space_installation_setup; site installs validate site configuration', async (t) => {
+  const s = await server(t);
+  const space = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', space: 'space-1', configuration: { channel: 'c' } });
+  assert.equal(space.status, 201);
+  assert.equal(space.body.installation.target, 'space');
+  await waitFor(
+    () => s.services.store.db.prepare("SELECT logs FROM invocations WHERE event_type = 'space_installation_setup'").get() as any,
+  ).then((row: any) => assert.match(row.logs, /space setup space-1/));
+  const site = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', site: 'site-1', configuration: { tracking: 'yes' } });
+  assert.equal(site.status, 400);
+  assert.ok(site.body.error.problems.some((p: any) => p.where.includes('tracking')));
+  const siteOk = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', site: 'site-1', configuration: { tracking: true } });
+  assert.equal(siteOk.body.installation.status, 'active');
+  const env = (await (await fetch(`${siteOk.body.installation.urls.publicEndpoint}/env`)).json()) as any;
+  assert.equal(env.siteInstallation.site, 'site-1');
+});
+
+test('pause, resume and uninstall: paused answers 503, uninstalled 410 and its token stops working', async (t) => {
+  const s = await server(t);
+  const { installation, token } = await installSink(s);
+  const ep = installation.urls.publicEndpoint;
+  assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/pause`)).body.installation.status, 'paused');
+  const paused = await fetch(ep, { method: 'POST' });
+  assert.equal(paused.status, 503);
+  assert.match(((await paused.json()) as any).error.message, /paused/);
+  assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/resume`)).body.installation.status, 'active');
+  assert.equal((await fetch(ep, { method: 'POST' })).status, 200);
+  assert.equal((await s.api('GET', `/api/v1/installations/${installation.id}`, undefined, token)).status, 200);
+  assert.equal((await s.api('DELETE', `/api/v1/installations/${installation.id}`)).body.installation.status, 'uninstalled');
+  assert.equal((await fetch(ep, { method: 'POST' })).status, 410);
+  assert.equal((await s.api('GET', `/api/v1/installations/${installation.id}`, undefined, token)).status, 401);
+  assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/resume`)).status, 409);
+});
+
+test('tokens: stored hashed; an installation reads and configures itself, never another', async (t) => {
+  const s = await server(t);
+  const a = await installSink(s);
+  const b = await installSink(s);
+  const rows = s.services.store.db.prepare('SELECT token_hash FROM installations').all() as any[];
+  assert.ok(rows.every((r) => /^[0-9a-f]{64}$/.test(r.token_hash)));
+  const dump = JSON.stringify(s.services.store.db.prepare('SELECT * FROM installations').all());
+  assert.ok(!dump.includes(a.token) && !dump.includes(b.token), 'no plaintext token in the database');
+  assert.equal((await s.api('GET', `/api/v1/installations/${a.installation.id}`, undefined, a.token)).status, 200);
+  const cross = await s.api('GET', `/api/v1/installations/${b.installation.id}`, undefined, a.token);
+  assert.equal(cross.status, 403);
+  assert.equal((await s.api('PATCH', `/api/v1/installations/${b.installation.id}`, { configuration: { channel: 'x' } }, a.token)).status, 403);
+  assert.equal((await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink' }, a.token)).status, 403);
+  assert.equal((await s.api('DELETE', `/api/v1/installations/${a.installation.id}`, undefined, a.token)).status, 403);
+  const list = await s.api('GET', '/api/v1/installations', undefined, a.token);
+  assert.deepEqual(list.body.installations.map((i: any) => i.id), [a.installation.id]);
+});
+
+test('the in-sandbox API client updates its own configuration and cannot reach another installation', async (t) => {
+  const s = await server(t);
+  const a = await installSink(s);
+  const b = await installSink(s);
+  const res = await fetch(`${a.installation.urls.publicEndpoint}/set-channel`);
+  assert.equal(res.status, 200, await res.clone().text());
+  const stored = await s.api('GET', `/api/v1/installations/${a.installation.id}`);
+  assert.equal(stored.body.installation.configuration.channel, 'from-code');
+  const poke = (await (await fetch(`${a.installation.urls.publicEndpoint}/poke?id=${b.installation.id}`)).json()) as any;
+  assert.equal(poke.reached, false);
+  assert.match(poke.error, /403|not /);
+});
