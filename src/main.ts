@@ -14,6 +14,8 @@ export const main = defineCommand({
     new: () => import('./cli/new.ts').then((m) => m.default),
     check: () => import('./cli/check.ts').then((m) => m.default),
     integrations: () => import('./cli/integrations.ts').then((m) => m.default),
+    install: () => import('./cli/installations.ts').then((m) => m.install),
+    installations: () => import('./cli/installations.ts').then((m) => m.default),
     events: () => import('./cli/events.ts').then((m) => m.default),
     receive: () => import('./cli/receive.ts').then((m) => m.default),
     sign: () => import('./cli/sign.ts').then((m) => m.sign),

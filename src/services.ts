@@ -25,4 +25,6 @@ export interface Module {
   start?(services: Services): void | Promise<void | (() => Promise<void> | void)>;
   /** Add HTTP routes (called after every module started). */
   routes?(app: H3, services: Services): void;
+  /** OpenAPI path items of the routes this module adds (merged into GET /openapi.json). */
+  openapi?: Record<string, unknown>;
 }

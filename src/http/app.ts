@@ -7,6 +7,7 @@ import { SwitchyardError } from '../errors.ts';
 import type { Module, Services } from '../services.ts';
 import { bearerToken, safeEqual } from './auth.ts';
 import { VERSION } from '../version.ts';
+import { openApiDocument } from './openapi.ts';
 
 export function jsonError(status: number, code: string, message: string, extra: Record<string, unknown> = {}): Response {
   return Response.json({ error: { code, message, ...extra } }, { status });
@@ -85,6 +86,12 @@ export function createApp(services: Services, modules: Module[]): H3 {
       },
       { status: storeOk && !services.closing ? 200 : 503 },
     );
+  });
+
+  app.get('/openapi.json', () => {
+    const doc = openApiDocument(services.config.publicUrl);
+    for (const m of modules) Object.assign(doc.paths, m.openapi ?? {});
+    return Response.json(doc);
   });
 
   app.use('/api/v1/**', (event) => {

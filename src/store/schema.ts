@@ -2,9 +2,18 @@
  * Every module's migrations, in dependency order. A module owns its tables; add its list here.
  */
 import type { ModuleMigrations } from './index.ts';
+import { installationsMigrations } from '../installations/schema.ts';
+import { runtimeMigrations } from '../runtime/schema.ts';
+import { oauthMigrations } from '../oauth/schema.ts';
 import { webhooksMigrations } from '../webhooks/schema.ts';
 import { eventsMigrations } from '../events/schema.ts';
 
 export function allMigrations(): ModuleMigrations[] {
-  return [webhooksMigrations, eventsMigrations];
+  return [
+    installationsMigrations,
+    runtimeMigrations,
+    oauthMigrations,
+    webhooksMigrations,
+    eventsMigrations,
+  ];
 }
