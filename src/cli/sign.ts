@@ -9,7 +9,7 @@ import { SwitchyardError } from '../errors.ts';
 import { parseDuration } from '../schema/index.ts';
 import { signatureHeader, verifySignature } from '../webhooks/index.ts';
 import { repeated } from './sets.ts';
-import { red, green } from './table.ts';
+import { green } from './table.ts';
 
 function secretsFrom(rawArgs: string[]): string[] {
   const given = repeated(rawArgs, 'secret');
@@ -83,7 +83,7 @@ export const verify = defineCommand({
       process.stdout.write(`${green('valid')} (t=${v.t})\n`);
       return 0;
     }
-    process.stdout.write(`${red('invalid')}: ${v.reason}\n`);
-    return 1;
+    // An error (not a return value: citty drops the results of subcommands) so the exit code is 1.
+    throw new SwitchyardError('unauthorized', `signature invalid: ${v.reason}`);
   },
 });

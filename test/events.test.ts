@@ -1,0 +1,150 @@
+/** Event ingest: validation per spec 2.8, storage before acknowledgement, dedup, fan-out. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { EVENT_TYPES, samplePayload, validateEventPayload } from '../src/events/index.ts';
+import { waitFor } from './helpers/index.ts';
+import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
+
+test('every sample payload is valid, with a fresh eventId', () => {
+  for (const type of EVENT_TYPES) {
+    const p = samplePayload(type);
+    assert.deepEqual(validateEventPayload(p), [], type);
+    assert.equal(p.type, type);
+    assert.match(String(p.eventId), /^evt_[0-9a-f]{24}$/);
+  }
+  assert.notEqual(samplePayload('site_view').eventId, samplePayload('site_view').eventId);
+  const o = samplePayload('site_view', { 'visitor.ip': '198.51.100.4', siteId: 'site_x' }) as any;
+  assert.equal(o.visitor.ip, '198.51.100.4');
+  assert.equal(o.siteId, 'site_x');
+  assert.ok(o.visitor.anonymousId, 'other visitor fields kept');
+  assert.throws(() => samplePayload('nope'), /not a platform event type/);
+});
+
+test('validation names every bad field by its path', () => {
+  const wheres = (p: unknown) => validateEventPayload(p).map((x) => x.where);
+  assert.deepEqual(wheres([]), ['(body)']);
+  assert.deepEqual(wheres({}), ['type']);
+  assert.deepEqual(wheres({ type: 'space_exploded' }), ['type']);
+  assert.deepEqual(wheres({ type: 'space_content_updated' }), ['spaceId', 'revisionId']);
+  assert.deepEqual(wheres({ type: 'space_content_updated', spaceId: 's', revisionId: 'r', eventId: 7, installationId: '' }), ['eventId', 'installationId']);
+  const view = samplePayload('site_view') as any;
+  view.visitor.cookies = { ok: 'v', x: 5 };
+  view.visitor.ip = 'not-an-ip';
+  delete view.visitor.userAgent;
+  view.url = '/relative';
+  view.referrer = null;
+  assert.deepEqual(wheres(view), ['visitor.userAgent', 'visitor.ip', 'visitor.cookies.x', 'url', 'referrer']);
+  const fb = samplePayload('page_feedback') as any;
+  fb.feedback = { rating: '', comment: 3 };
+  delete fb.pageId;
+  fb.visitor = 'someone';
+  assert.deepEqual(wheres(fb), ['pageId', 'feedback.rating', 'feedback.comment', 'visitor']);
+  assert.deepEqual(wheres({ ...samplePayload('site_view'), referrer: '' }), [], 'an empty referrer is a direct visit');
+  const msg = validateEventPayload({ type: 'site_view', siteId: 's', url: 'https://x', referrer: '', visitor: { anonymousId: 'a', userAgent: 'u', ip: '1.2.3.4' } });
+  assert.match(msg[0].message, /cookies|required/);
+});
+
+test('POST /api/v1/events: 400 naming each bad field; nothing stored', async (t) => {
+  const s = await deliveryServer(t);
+  const bad = { eventId: 'evt_bad_1', type: 'page_feedback', siteId: 's', spaceId: 'p', feedback: { rating: 'good' }, visitor: { anonymousId: 'a', userAgent: 'u', ip: '1.1.1.1', cookies: { a: 1 } }, url: 'https://d.example.com/x', referrer: '' };
+  const r = await s.send(bad);
+  assert.equal(r.status, 400);
+  assert.equal(r.body.error.code, 'validation_failed');
+  assert.deepEqual(r.body.error.problems.map((p: any) => p.where), ['pageId', 'feedback.comment', 'visitor.cookies.a']);
+  assert.match(r.body.error.message, /pageId/);
+  assert.equal((await s.api('GET', '/api/v1/events/evt_bad_1')).status, 404);
+  const notJson = await s.api('POST', '/api/v1/events', undefined);
+  assert.equal(notJson.status, 400);
+  const anon = await s.api('POST', '/api/v1/events', samplePayload('site_view'), 'not-the-token');
+  assert.equal(anon.status, 401);
+});
+
+test('an event is stored and enqueued in one go, acknowledged with its deliveries; a repeated eventId is not enqueued again', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 20 } });
+  const r = await scriptedReceiver(t, () => 200);
+  const sub = await s.subscribe(r.url, ['space_content_updated']);
+  await s.subscribe(r.url, ['site_view']); // another type: not this event
+  const event = samplePayload('space_content_updated');
+  const first = await s.send(event);
+  assert.equal(first.status, 202);
+  assert.equal(first.body.duplicate, false);
+  assert.equal(first.body.eventId, event.eventId);
+  assert.deepEqual(first.body.deliveries.map((d: any) => d.installationId), [sub.installationId]);
+  const stored = await s.api('GET', `/api/v1/events/${event.eventId}`);
+  assert.equal(stored.status, 200);
+  assert.deepEqual(stored.body.payload, event);
+  assert.equal(stored.body.deliveryCount, 1);
+  assert.equal(stored.body.deliveries[0].id, first.body.deliveries[0].id);
+
+  const again = await s.send(event);
+  assert.equal(again.status, 200);
+  assert.equal(again.body.duplicate, true);
+  assert.deepEqual(again.body.deliveries, []);
+  await s.settled(first.body.deliveries[0].id);
+  await new Promise((res) => setTimeout(res, 50));
+  assert.equal(r.requests.length, 1, 'delivered once');
+
+  const generated = await s.send({ ...samplePayload('space_content_updated'), eventId: undefined });
+  assert.match(generated.body.eventId, /^evt_/);
+
+  const list = await s.api('GET', '/api/v1/events?type=space_content_updated&limit=1');
+  assert.equal(list.body.events.length, 1);
+  assert.equal(list.body.events[0].eventId, generated.body.eventId);
+  assert.ok(list.body.nextCursor);
+  const next = await s.api('GET', `/api/v1/events?type=space_content_updated&cursor=${list.body.nextCursor}`);
+  assert.deepEqual(next.body.events.map((e: any) => e.eventId), [event.eventId]);
+});
+
+test('enqueue is in the same transaction: if fan-out fails, the event is not stored', async (t) => {
+  let explode = true;
+  const s = await deliveryServer(t, {}, [
+    {
+      name: 'exploding-subscriptions',
+      start(services) {
+        const real = services.subscriptions as { forEventType(type: string): any[] } | undefined;
+        services.subscriptions = {
+          forEventType(type: string) {
+            if (explode) throw new Error('subscriptions unavailable');
+            return real?.forEventType(type) ?? [];
+          },
+        };
+      },
+    },
+  ]);
+  const event = samplePayload('site_view');
+  const r = await s.send(event);
+  assert.equal(r.status, 500);
+  assert.equal((await s.api('GET', `/api/v1/events/${event.eventId}`)).status, 404, 'not stored, so a retry by the sender is not a duplicate');
+  explode = false;
+  const retried = await s.send(event);
+  assert.equal(retried.status, 202);
+});
+
+test('event handlers are dispatched after the commit, without holding the answer', async (t) => {
+  const calls: Array<{ event: any; eventId: string; storedAtCall: boolean }> = [];
+  let release!: () => void;
+  const s = await deliveryServer(t, {}, [
+    {
+      name: 'fake-runtime',
+      start(services) {
+        services.eventHandlers = {
+          async dispatch(event: any, eventId: string) {
+            const stored = (services.events as any).get(eventId) !== undefined;
+            calls.push({ event, eventId, storedAtCall: stored });
+            await new Promise<void>((r) => (release = r));
+            throw new Error('a handler failed');
+          },
+        };
+      },
+    },
+  ]);
+  const event = samplePayload('page_feedback');
+  const r = await s.send(event);
+  assert.equal(r.status, 202, 'answered while the handler is still running');
+  await waitFor(() => calls.length === 1);
+  assert.equal(calls[0].eventId, event.eventId);
+  assert.deepEqual(calls[0].event, event);
+  assert.equal(calls[0].storedAtCall, true);
+  release();
+  await waitFor(() => s.logs.some((l) => l.msg === 'event handlers failed'));
+});

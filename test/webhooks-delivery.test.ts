@@ -1,0 +1,365 @@
+/** Webhook delivery end to end: a real server, real SQLite, real receivers on 127.0.0.1. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { waitFor } from './helpers/index.ts';
+import { samplePayload } from '../src/events/index.ts';
+import { verifySignature } from '../src/webhooks/index.ts';
+import { USER_AGENT } from '../src/version.ts';
+import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
+
+const fast = { webhooks: { base_delay: 20, jitter: 0.1 } } as const;
+
+test('retry schedule on a real clock: 500,500,500,200 is delivered on the 4th attempt and a 429 endpoint fails after 4, with gaps of 1.0-1.1, 2.0-2.2, 4.0-4.4 s', async (t) => {
+  const s = await deliveryServer(t);
+  const flaky = await scriptedReceiver(t, (n) => (n <= 3 ? 500 : 200));
+  const limited = await scriptedReceiver(t, () => 429);
+  const a = await s.subscribe(flaky.url, ['site_view']);
+  const b = await s.subscribe(limited.url, ['site_view']);
+  const sent = await s.send(samplePayload('site_view'));
+  assert.equal(sent.status, 202);
+  assert.equal(sent.body.deliveries.length, 2);
+  const idOf = (inst: string) => sent.body.deliveries.find((d: any) => d.installationId === inst).id;
+  const [da, db] = await Promise.all([s.settled(idOf(a.installationId), 12_000), s.settled(idOf(b.installationId), 12_000)]);
+
+  assert.equal(da.status, 'delivered');
+  assert.deepEqual(da.attempts.map((x) => x.status), [500, 500, 500, 200]);
+  assert.equal(db.status, 'failed');
+  assert.deepEqual(db.attempts.map((x) => x.status), [429, 429, 429, 429]);
+  assert.equal(db.attemptCount, 4);
+  assert.equal(db.maxAttempts, 4);
+  const slack = 150; // attempt round trip + timer latency on a shared machine
+  for (const r of [flaky, limited]) {
+    assert.equal(r.requests.length, 4, 'exactly 4 attempts');
+    const gaps = r.requests.slice(1).map((q, i) => q.at - r.requests[i].at);
+    const bands = [[1000, 1100], [2000, 2200], [4000, 4400]];
+    gaps.forEach((g, i) => assert.ok(g >= bands[i][0] && g <= bands[i][1] + slack, `gap ${i + 1} was ${g.toFixed(1)} ms, expected ${bands[i][0]}-${bands[i][1]} ms`));
+  }
+  // No fifth attempt is scheduled or made.
+  assert.equal(db.nextAttemptAt, null);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(limited.requests.length, 4);
+});
+
+test('each attempt is a signed JSON POST of the exact stored body with the installation id', async (t) => {
+  const s = await deliveryServer(t, fast);
+  const r = await scriptedReceiver(t, () => 200);
+  const sub = await s.subscribe(r.url, ['page_feedback']);
+  const event = samplePayload('page_feedback', { 'visitor.cookies': {}, 'feedback.comment': 'ünïcödé ✓' });
+  const sent = await s.send(event);
+  const d = await s.settled(sent.body.deliveries[0].id);
+  assert.equal(d.status, 'delivered');
+  const q = r.requests[0];
+  assert.equal(q.method, 'POST');
+  assert.equal(q.headers['content-type'], 'application/json');
+  assert.equal(q.headers['user-agent'], USER_AGENT);
+  assert.equal(q.headers['x-platform-event-id'], event.eventId);
+  assert.equal(q.body, d.body, 'the bytes sent are the bytes stored');
+  const payload = JSON.parse(q.body);
+  assert.equal(payload.installationId, sub.installationId);
+  assert.equal(payload.eventId, event.eventId);
+  assert.deepEqual(payload.feedback, { rating: 'good', comment: 'ünïcödé ✓' });
+  const v = verifySignature(q.headers['x-platform-signature'] as string, q.body, sub.secret);
+  assert.equal(v.ok, true);
+  assert.equal(d.signatureHeader, q.headers['x-platform-signature']);
+  assert.equal(d.attempts[0].outcome, 'success');
+  assert.equal(d.attempts[0].responseExcerpt, '{"status":200}');
+  assert.equal(d.attempts[0].manual, false);
+});
+
+test('400 and 404 are not retried; the response is recorded', async (t) => {
+  const s = await deliveryServer(t, fast);
+  for (const status of [400, 404]) {
+    const r = await scriptedReceiver(t, (_n, _q, res) => void res.writeHead(status).end(`nope ${status}`));
+    await s.subscribe(r.url, ['site_view']);
+  }
+  const sent = await s.send(samplePayload('site_view'));
+  for (const { id } of sent.body.deliveries) {
+    const d = await s.settled(id);
+    assert.equal(d.status, 'failed');
+    assert.equal(d.attempts.length, 1);
+    assert.match(d.attempts[0].error!, /client error, not retried/);
+    assert.match(d.attempts[0].responseExcerpt!, /^nope 40[04]$/);
+  }
+});
+
+test('refused, reset and timed-out connections are retried (and a reset endpoint that recovers is delivered)', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 20, timeout: 300 } });
+  const closed = net.createServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+  const refusedPort = (closed.address() as AddressInfo).port;
+  closed.close();
+  let resets = 0;
+  const resetter = net.createServer((sock) =>
+    sock.once('data', () => {
+      if (++resets <= 2) return sock.resetAndDestroy();
+      sock.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok');
+    }),
+  );
+  await new Promise<void>((r) => resetter.listen(0, '127.0.0.1', r));
+  t.after(() => resetter.close());
+  const hang = await scriptedReceiver(t, () => undefined); // never answers
+  await s.subscribe(`http://127.0.0.1:${refusedPort}/hook`, ['site_view']);
+  await s.subscribe(`http://127.0.0.1:${(resetter.address() as AddressInfo).port}/hook`, ['site_view']);
+  await s.subscribe(hang.url, ['site_view']);
+  const sent = await s.send(samplePayload('site_view'));
+  const [refused, reset, timedOut] = await Promise.all(sent.body.deliveries.map((d: any) => s.settled(d.id)));
+  assert.equal(refused.status, 'failed');
+  assert.deepEqual(refused.attempts.map((a) => a.errorCode), ['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
+  assert.equal(reset.status, 'delivered');
+  assert.deepEqual(reset.attempts.map((a) => a.errorCode ?? a.status), ['ECONNRESET', 'ECONNRESET', 200]);
+  assert.equal(timedOut.status, 'failed');
+  assert.deepEqual(timedOut.attempts.map((a) => a.errorCode), ['ETIMEDOUT', 'ETIMEDOUT', 'ETIMEDOUT', 'ETIMEDOUT']);
+  assert.equal(hang.requests.length, 4);
+});
+
+test('a redirect is not followed: one attempt, recorded as a failure, the target never hit', async (t) => {
+  const s = await deliveryServer(t, fast);
+  const r = await scriptedReceiver(t, (_n, q, res) => {
+    if (q.url === '/hook') res.writeHead(307, { location: '/elsewhere' }).end();
+    else res.writeHead(200).end();
+  });
+  await s.subscribe(r.url, ['site_view']);
+  const sent = await s.send(samplePayload('site_view'));
+  const d = await s.settled(sent.body.deliveries[0].id);
+  assert.equal(d.status, 'failed');
+  assert.equal(d.attempts.length, 1);
+  assert.equal(d.attempts[0].status, 307);
+  assert.match(d.attempts[0].error!, /redirects are not followed \(Location: \/elsewhere\)/);
+  assert.deepEqual(r.requests.map((q) => q.url), ['/hook']);
+});
+
+test('a private address is refused when allow_private_networks is false, and the refusal is recorded on the attempt', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { allow_private_networks: false, base_delay: 20 } });
+  const r = await scriptedReceiver(t, () => 200);
+  await s.subscribe(r.url, ['site_view']);
+  await s.subscribe(`http://localhost:${r.port}/hook`, ['site_view']);
+  const sent = await s.send(samplePayload('site_view'));
+  for (const { id } of sent.body.deliveries) {
+    const d = await s.settled(id);
+    assert.equal(d.status, 'failed');
+    assert.equal(d.attempts.length, 1, 'a refusal is a decision, not a network error: not retried');
+    assert.equal(d.attempts[0].errorCode, 'EPRIVATEADDR');
+    assert.match(d.attempts[0].error!, /127\.0\.0\.1|::1/);
+  }
+  assert.equal(r.requests.length, 0);
+});
+
+test('Retry-After is honoured within retry_after_max, and never shortens the schedule', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 50, jitter: 0, retry_after_max: 400 } });
+  const r = await scriptedReceiver(t, (n, _q, res) => {
+    if (n === 1) res.writeHead(429, { 'retry-after': '1' }).end();
+    else if (n === 2) res.writeHead(503, { 'retry-after': '0' }).end();
+    else res.writeHead(200).end();
+  });
+  await s.subscribe(r.url, ['site_view']);
+  const sent = await s.send(samplePayload('site_view'));
+  const d = await s.settled(sent.body.deliveries[0].id);
+  assert.equal(d.status, 'delivered');
+  const waits = d.attempts.slice(0, 2).map((a) => Date.parse(a.nextAttemptAt!) - Date.parse(a.startedAt) - a.durationMs!);
+  assert.ok(waits[0] >= 399 && waits[0] <= 402, `Retry-After: 1 bounded to 400 ms, got ${waits[0]}`);
+  assert.ok(waits[1] >= 99 && waits[1] <= 102, `Retry-After: 0 keeps the 100 ms schedule, got ${waits[1]}`);
+  assert.ok(r.requests[1].at - r.requests[0].at >= 400);
+});
+
+test('a slow endpoint cannot starve a healthy one (per-endpoint concurrency)', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { concurrency: 4, per_endpoint_concurrency: 2, timeout: 5000 } });
+  let open = 0;
+  let maxOpen = 0;
+  const release: Array<() => void> = [];
+  const slow = await scriptedReceiver(t, (_n, _q, res) => {
+    open++;
+    maxOpen = Math.max(maxOpen, open);
+    release.push(() => {
+      open--;
+      res.writeHead(200).end();
+    });
+  });
+  const healthy = await scriptedReceiver(t, () => 200);
+  const slowSub = await s.subscribe(slow.url, ['site_view']);
+  for (let i = 0; i < 6; i++) await s.send(samplePayload('site_view'));
+  await s.subscribe(healthy.url, ['page_feedback']);
+  const fastOnes = [];
+  for (let i = 0; i < 5; i++) fastOnes.push((await s.send(samplePayload('page_feedback'))).body.deliveries[0].id);
+  for (const id of fastOnes) assert.equal((await s.settled(id)).status, 'delivered');
+  assert.equal(healthy.requests.length, 5);
+  assert.equal(slow.requests.length, 2, 'the slow endpoint holds only its own 2 slots');
+  assert.equal(maxOpen, 2);
+  // Let the slow endpoint drain: everything is delivered in the end.
+  while (s.deliveries.counts().delivered < 11) {
+    release.splice(0).forEach((f) => f());
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.equal(maxOpen, 2);
+  assert.equal(s.deliveries.list({ installation: slowSub.installationId }).deliveries.every((d) => d.status === 'delivered'), true);
+});
+
+test('secret rotation: the old secret keeps signing during the overlap, one v1 per live secret; secrets are hidden unless asked', async (t) => {
+  const s = await deliveryServer(t, fast);
+  const r = await scriptedReceiver(t, () => 200);
+  const sub = await s.subscribe(r.url, ['site_view']);
+  const shown = await s.api('GET', `/api/v1/webhooks/${sub.installationId}/secret`);
+  assert.equal(shown.status, 200);
+  assert.equal(shown.body.revealed, false);
+  assert.ok(!JSON.stringify(shown.body).includes(sub.secret));
+  assert.equal(shown.body.secret, `whsec_…${sub.secret.slice(-4)}`);
+  const revealed = await s.api('GET', `/api/v1/webhooks/${sub.installationId}/secret?reveal=true`);
+  assert.equal(revealed.body.secret, sub.secret);
+
+  const rotated = await s.api('POST', `/api/v1/webhooks/${sub.installationId}/secret/rotate`);
+  assert.equal(rotated.status, 200);
+  const fresh = rotated.body.secret as string;
+  assert.notEqual(fresh, sub.secret);
+  const overlap = Date.parse(rotated.body.previousExpiresAt) - Date.now();
+  assert.ok(overlap > 23.9 * 3_600_000 && overlap <= 24 * 3_600_000, 'default overlap 24 h');
+
+  const sent = await s.send(samplePayload('site_view'));
+  await s.settled(sent.body.deliveries[0].id);
+  const header = r.requests[0].headers['x-platform-signature'] as string;
+  assert.equal(header.match(/v1=/g)!.length, 2);
+  assert.equal(verifySignature(header, r.requests[0].body, fresh).ok, true);
+  assert.equal(verifySignature(header, r.requests[0].body, sub.secret).ok, true);
+  assert.equal(verifySignature(header, r.requests[0].body, 'whsec_someone_else_0001').ok, false);
+
+  const list = await s.api('GET', '/api/v1/deliveries');
+  const detail = await s.api('GET', `/api/v1/deliveries/${sent.body.deliveries[0].id}`);
+  const logs = JSON.stringify(s.logs);
+  for (const secret of [fresh, sub.secret]) {
+    assert.ok(!JSON.stringify(list.body).includes(secret), 'not in list output');
+    assert.ok(!JSON.stringify(detail.body).includes(secret), 'not in detail output');
+    assert.ok(!logs.includes(secret), 'not in logs');
+  }
+});
+
+test('an expired previous secret stops signing', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 20, secret_rotation_overlap: 100 } });
+  const r = await scriptedReceiver(t, () => 200);
+  const sub = await s.subscribe(r.url, ['site_view']);
+  const { secret } = s.webhooks.rotateSecret(sub.installationId);
+  assert.deepEqual(s.webhooks.liveSecrets(sub.installationId), [secret, sub.secret]);
+  await waitFor(() => s.webhooks.liveSecrets(sub.installationId).length === 1, 2000);
+  assert.deepEqual(s.webhooks.liveSecrets(sub.installationId), [secret]);
+});
+
+test('manual retry makes one attempt now; replay re-enqueues failed deliveries once (idempotent)', async (t) => {
+  const s = await deliveryServer(t, fast);
+  let answer = 404;
+  const r = await scriptedReceiver(t, () => answer);
+  await s.subscribe(r.url, ['site_view']);
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push((await s.send(samplePayload('site_view'))).body.deliveries[0].id);
+  for (const id of ids) assert.equal((await s.settled(id)).status, 'failed');
+
+  answer = 200;
+  const retried = await s.api('POST', `/api/v1/deliveries/${ids[0]}/retry`);
+  assert.equal(retried.status, 200);
+  assert.equal(retried.body.attempt.manual, true);
+  assert.equal(retried.body.attempt.status, 200);
+  assert.equal(retried.body.delivery.status, 'delivered');
+  assert.equal(retried.body.delivery.attempts.length, 2);
+  assert.equal(retried.body.delivery.attemptCount, 1, 'manual attempts do not count toward the automatic limit');
+
+  const missing = await s.api('POST', '/api/v1/deliveries/dlv_nope/retry');
+  assert.equal(missing.status, 404);
+
+  const replay = await s.api('POST', '/api/v1/deliveries/replay', { failed: true, since: '1h' });
+  assert.equal(replay.status, 200);
+  assert.deepEqual(replay.body.deliveries.sort(), ids.slice(1).sort());
+  const again = await s.api('POST', '/api/v1/deliveries/replay', { failed: true, since: '1h' });
+  assert.equal(again.body.replayed, 0, 'already pending (or delivered): not re-enqueued');
+  for (const id of ids.slice(1)) {
+    const d = await s.settled(id);
+    assert.equal(d.status, 'delivered');
+    assert.deepEqual(d.attempts.map((a) => a.status), [404, 200]);
+  }
+  const bad = await s.api('POST', '/api/v1/deliveries/replay', { since: '1h' });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.error.where, 'failed');
+});
+
+test('uninstall cancels queued deliveries; pause holds them and resume sends them', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 150, jitter: 0 } });
+  let answer = 500;
+  const r = await scriptedReceiver(t, () => answer);
+  const a = await s.subscribe(r.url, ['site_view']);
+  const b = await s.subscribe(r.url, ['page_feedback']);
+  const da = (await s.send(samplePayload('site_view'))).body.deliveries[0].id;
+  const db = (await s.send(samplePayload('page_feedback'))).body.deliveries[0].id;
+  await waitFor(() => s.deliveries.get(da)!.status === 'retrying' && s.deliveries.get(db)!.status === 'retrying');
+
+  s.webhooks.pauseInstallation(b.installationId);
+  await s.uninstall(a.installationId);
+  assert.equal(s.deliveries.get(da)!.status, 'cancelled');
+  answer = 200;
+  const before = r.requests.length;
+  await new Promise((res) => setTimeout(res, 400)); // both retries were due by now
+  assert.equal(r.requests.length, before, 'nothing sent: one cancelled, one held');
+  const held = s.deliveries.get(db)!;
+  assert.equal(held.status, 'retrying');
+  assert.equal(held.held, true);
+
+  s.webhooks.resumeInstallation(b.installationId);
+  assert.equal((await s.settled(db)).status, 'delivered');
+  assert.equal(s.deliveries.get(da)!.status, 'cancelled');
+  const retry = await s.api('POST', `/api/v1/deliveries/${da}/retry`);
+  assert.equal(retry.status, 409);
+});
+
+test('GET /api/v1/deliveries filters and pages; GET /api/v1/deliveries/:id shows payload, header and attempts', async (t) => {
+  const s = await deliveryServer(t, fast);
+  const ok = await scriptedReceiver(t, () => 200);
+  const bad = await scriptedReceiver(t, () => 410);
+  const a = await s.subscribe(ok.url, ['site_view', 'page_feedback']);
+  await s.subscribe(bad.url, ['site_view']);
+  const sent = [];
+  for (let i = 0; i < 3; i++) sent.push((await s.send(samplePayload('site_view'))).body);
+  sent.push((await s.send(samplePayload('page_feedback'))).body);
+  for (const e of sent) for (const d of e.deliveries) await s.settled(d.id);
+
+  const all = await s.api('GET', '/api/v1/deliveries');
+  assert.equal(all.body.deliveries.length, 7);
+  assert.equal(all.body.nextCursor, null);
+  const failed = await s.api('GET', '/api/v1/deliveries?status=failed');
+  assert.equal(failed.body.deliveries.length, 3);
+  assert.ok(failed.body.deliveries.every((d: any) => d.status === 'failed' && d.lastStatus === 410));
+  const byType = await s.api('GET', '/api/v1/deliveries?type=page_feedback');
+  assert.equal(byType.body.deliveries.length, 1);
+  const byInst = await s.api('GET', `/api/v1/deliveries?installation=${a.installationId}`);
+  assert.equal(byInst.body.deliveries.length, 4);
+  const future = await s.api('GET', `/api/v1/deliveries?since=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`);
+  assert.equal(future.body.deliveries.length, 0);
+  const page1 = await s.api('GET', '/api/v1/deliveries?limit=4');
+  const page2 = await s.api('GET', `/api/v1/deliveries?limit=4&cursor=${page1.body.nextCursor}`);
+  assert.equal(page1.body.deliveries.length, 4);
+  assert.equal(page2.body.deliveries.length, 3);
+  assert.equal(new Set([...page1.body.deliveries, ...page2.body.deliveries].map((d: any) => d.id)).size, 7);
+  const badStatus = await s.api('GET', '/api/v1/deliveries?status=lost');
+  assert.equal(badStatus.status, 400);
+  assert.match(badStatus.body.error.message, /status must be one of pending, retrying, delivered, failed, cancelled/);
+  const badSince = await s.api('GET', '/api/v1/deliveries?since=yesterdayish');
+  assert.equal(badSince.status, 400);
+  assert.equal(badSince.body.error.where, 'since');
+
+  const id = sent[0].deliveries[0].id;
+  const d = await s.api('GET', `/api/v1/deliveries/${id}`);
+  assert.equal(d.status, 200);
+  for (const k of ['id', 'eventId', 'eventType', 'installationId', 'url', 'status', 'attemptCount', 'maxAttempts', 'nextAttemptAt', 'held', 'lastStatus', 'lastError', 'createdAt', 'updatedAt', 'completedAt', 'body', 'payload', 'signatureHeader', 'attempts'])
+    assert.ok(k in d.body, `delivery detail has ${k}`);
+  assert.equal(d.body.payload.eventId, sent[0].eventId);
+  assert.match(d.body.signatureHeader, /^t=\d+,v1=[0-9a-f]{64}$/);
+  for (const k of ['number', 'manual', 'startedAt', 'durationMs', 'url', 'signatureHeader', 'status', 'outcome', 'error', 'errorCode', 'responseExcerpt', 'responseTruncated', 'nextAttemptAt'])
+    assert.ok(k in d.body.attempts[0], `attempt has ${k}`);
+  assert.equal((await s.api('GET', '/api/v1/deliveries/dlv_missing')).status, 404);
+  assert.equal((await s.api('GET', '/api/v1/deliveries', undefined, 'wrong-token')).status, 401);
+});
+
+test('response bodies are stored only up to webhooks.response_excerpt', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { response_excerpt: 64 } });
+  const r = await scriptedReceiver(t, (_n, _q, res) => void res.writeHead(200).end('x'.repeat(10_000)));
+  await s.subscribe(r.url, ['site_view']);
+  const d = await s.settled((await s.send(samplePayload('site_view'))).body.deliveries[0].id);
+  assert.equal(d.status, 'delivered');
+  assert.equal(d.attempts[0].responseExcerpt, 'x'.repeat(64));
+  assert.equal(d.attempts[0].responseTruncated, true);
+});
