@@ -44,7 +44,7 @@ test('receive verifies, answers and prints events; rejects bad signatures and ot
   assert.deepEqual(await dup.json(), { received: true, duplicate: true });
   const forged = await fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader(['whsec_other_0000000001'], now, body) } });
   assert.equal(forged.status, 401);
-  assert.ok((await forged.json()).error);
+  assert.ok(((await forged.json()) as { error?: string }).error);
   const get = await fetch(url);
   assert.equal(get.status, 405);
   assert.equal(await get.text(), 'Method not allowed');

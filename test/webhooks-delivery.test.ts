@@ -5,7 +5,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { waitFor } from './helpers/index.ts';
 import { samplePayload } from '../src/events/index.ts';
-import { verifySignature } from '../src/webhooks/index.ts';
+import { verifySignature, type DeliveryDetail } from '../src/webhooks/index.ts';
 import { USER_AGENT } from '../src/version.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
 
@@ -104,7 +104,7 @@ test('refused, reset and timed-out connections are retried (and a reset endpoint
   await s.subscribe(`http://127.0.0.1:${(resetter.address() as AddressInfo).port}/hook`, ['site_view']);
   await s.subscribe(hang.url, ['site_view']);
   const sent = await s.send(samplePayload('site_view'));
-  const [refused, reset, timedOut] = await Promise.all(sent.body.deliveries.map((d: any) => s.settled(d.id)));
+  const [refused, reset, timedOut]: DeliveryDetail[] = await Promise.all(sent.body.deliveries.map((d: any) => s.settled(d.id)));
   assert.equal(refused.status, 'failed');
   assert.deepEqual(refused.attempts.map((a) => a.errorCode), ['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
   assert.equal(reset.status, 'delivered');

@@ -68,7 +68,7 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
   const serve = () => spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 20_000 });
   const api = (base: string, method: string, path: string, body?: unknown) =>
     fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }).then(
-      async (res) => ({ status: res.status, body: await res.json() }),
+      async (res) => ({ status: res.status, body: (await res.json()) as any }),
     );
 
   let first: Awaited<ReturnType<typeof serve>>;

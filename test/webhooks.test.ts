@@ -139,7 +139,7 @@ test('reference receiver: 405 for non-POST, 401 JSON for bad signatures, 200 {re
     const r = await fetch(url, { method: 'POST', body, headers: header ? { 'x-platform-signature': header } : {} });
     assert.equal(r.status, 401, reason);
     assert.equal(r.headers.get('content-type'), 'application/json');
-    assert.match((await r.json()).error, new RegExp(reason.replace('=', '\\=')));
+    assert.match(((await r.json()) as { error: string }).error, new RegExp(reason.replace('=', '\\=')));
   }
   // A re-serialized body (a space added) no longer matches: verification is on the raw bytes.
   const bad = await fetch(url, { method: 'POST', body: body.replace(',', ', '), headers: { 'x-platform-signature': signatureHeader(['whsec_receiver_0000001'], now, body) } });
@@ -171,7 +171,7 @@ test('reference receiver: dedup by eventId for 2 minutes, reprocessing allowed a
   const post = async (eventId: string) => {
     const body = JSON.stringify({ eventId, type: 'site_view' });
     const r = await fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader([secret], Math.floor(clock / 1000), body) } });
-    const json = await r.json();
+    const json = (await r.json()) as Record<string, unknown>;
     await new Promise((res) => setTimeout(res, 10));
     return json;
   };
