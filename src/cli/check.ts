@@ -56,6 +56,12 @@ export async function loadInSandbox(script: GuestScript, config: LoadedConfig): 
   }
 }
 
+/** citty drops a subcommand's return value; run() reads process.exitCode. */
+function exit(code: number): number {
+  process.exitCode = code;
+  return code;
+}
+
 /** Another folder of the same integrations directory claiming the same name. */
 function siblingClaiming(dir: string, name: string): string | undefined {
   const parent = dirname(dir);
@@ -156,7 +162,7 @@ export default defineCommand({
         errors,
         warnings,
       });
-      return ok ? EXIT_OK : EXIT_FAILURE;
+      return exit(ok ? EXIT_OK : EXIT_FAILURE);
     }
 
     const m = p.prepared?.manifest;
@@ -179,9 +185,9 @@ export default defineCommand({
     if (warnings.length) process.stdout.write(`${formatProblems(warnings)}\n`);
     if (!ok) {
       process.stderr.write(`${formatProblems(errors)}\n${red(`${errors.length} error${errors.length === 1 ? '' : 's'}`)}\n`);
-      return EXIT_FAILURE;
+      return exit(EXIT_FAILURE);
     }
     process.stdout.write(`${green('ok')}\n`);
-    return EXIT_OK;
+    return exit(EXIT_OK);
   },
 });

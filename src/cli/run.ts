@@ -49,7 +49,9 @@ export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number>
   }
   try {
     const result = await runCommand(cmd, { rawArgs: argv });
-    return typeof result.result === 'number' ? result.result : EXIT_OK;
+    if (typeof result.result === 'number') return result.result;
+    // citty does not hand back a subcommand's return value: a subcommand sets process.exitCode.
+    return typeof process.exitCode === 'number' ? process.exitCode : EXIT_OK;
   } catch (err) {
     if (err instanceof SwitchyardError) {
       process.stderr.write(`switchyard: ${formatError(err)}\n`);
