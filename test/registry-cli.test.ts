@@ -144,3 +144,32 @@ test('switchyard check lists every error with file:line:col and exits 1; --json 
   assert.equal(webhook.code, 0, webhook.stderr);
   assert.match(webhook.stdout, /bundle\s+no script/);
 });
+
+test('the registry module verifies new versions with the sandbox check (services.sandbox)', async (t) => {
+  const dir = tmpDir(t);
+  cpSync(join(ROOT, 'integrations/hello-components'), join(dir, 'hello-components'), { recursive: true });
+  const checked: string[] = [];
+  const fakeSandbox = {
+    name: 'fake-sandbox',
+    start(services: Record<string, unknown>) {
+      services.sandbox = {
+        check: async (script: { version: string; code: string }) => {
+          checked.push(script.version);
+          return script.code.includes('BROKEN') ? { ok: false, error: 'SyntaxError: BROKEN at top level' } : { ok: true, exports: { fetch: true, components: ['counter'], events: [] } };
+        },
+      };
+    },
+  };
+  const s = await startTestServer(t, { integrations_dir: dir }, { modules: [fakeSandbox, registryModule] });
+  assert.equal(checked.length, 1, 'the first load was checked');
+  const good = (await s.api('GET', '/api/v1/integrations/hello-components')).body.integration.version;
+  const file = join(dir, 'hello-components/src/route.ts');
+  writeFileSync(file, `${readFileSync(file, 'utf8')}\nconsole.log('BROKEN');\n`);
+  const after = await waitFor(async () => {
+    const i = (await s.api('GET', '/api/v1/integrations/hello-components')).body.integration;
+    return i.status === 'error' && i;
+  });
+  assert.equal(after.version, good, 'the last good version keeps serving');
+  assert.match(after.errors[0].message, /the script failed to load in the sandbox: SyntaxError: BROKEN at top level/);
+  assert.ok(s.logs.some((l) => l.msg === 'integration change rejected; the last good version keeps serving'));
+});

@@ -16,11 +16,25 @@ export type { GuestScript, LoadedIntegration, IntegrationState, Registry, Regist
 export { bundleScript, contentHash, formatBytes, RUNTIME_MODULE, type Bundle, type BundleResult } from './bundle.ts';
 export { prepareFolder, type Preparation, type PreparedIntegration } from './prepare.ts';
 
-/**
- * A module started before this one may set `services.verifyScript` (the sandbox's check): new
- * versions then swap in only when their script loads.
- */
+/** Load a script (in the sandbox); an error message when it fails. */
 export type VerifyScript = (script: GuestScript) => Promise<string | undefined>;
+
+/**
+ * New versions swap in only when their script loads: `services.verifyScript` when a module set one,
+ * else the sandbox's `check()` (`services.sandbox`). Looked up at each load, so a sandbox module
+ * started after this one still guards every hot reload (start it first to guard the first load too).
+ * No sandbox: nothing to verify against, the version swaps in after validation and bundling.
+ */
+export function verifierOf(services: Services): VerifyScript {
+  return async (script) => {
+    const custom = services.verifyScript as VerifyScript | undefined;
+    if (custom) return custom(script);
+    const sandbox = services.sandbox as { check?(s: GuestScript): Promise<{ ok: boolean; error?: string }> } | undefined;
+    if (typeof sandbox?.check !== 'function') return undefined;
+    const r = await sandbox.check(script);
+    return r.ok ? undefined : (r.error ?? 'the script did not load');
+  };
+}
 
 /** The environment secrets are read from: a `.env` beside config.yaml, the real environment wins. */
 export function secretsEnvironment(services: Pick<Services, 'config'>): Record<string, string | undefined> {
@@ -78,7 +92,7 @@ export const registryModule: Module = {
       env: secretsEnvironment(services),
       limits: services.config.sandbox,
       watch: true,
-      verify: services.verifyScript as VerifyScript | undefined,
+      verify: verifierOf(services),
     });
     services.registry = registry;
     return () => registry.close();
