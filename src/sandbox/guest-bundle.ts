@@ -1,0 +1,80 @@
+/**
+ * The guest library as source text, built once per process with esbuild from src/sandbox/guest/:
+ * `core` (Web APIs + runtime library, evaluated in every new isolate) and the lazily loaded
+ * `extras` (IDNA tables, legacy multi-byte encodings) that a guest pulls in on first use.
+ *
+ * A packaged build can skip esbuild at run time: define SWITCHYARD_GUEST_BUNDLE (esbuild `define`)
+ * as the JSON of `await buildGuestBundle()`.
+ */
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+
+export interface GuestBundle {
+  core: string;
+  extras: Record<string, string>;
+}
+
+declare const SWITCHYARD_GUEST_BUNDLE: GuestBundle | undefined;
+
+const here = dirname(fileURLToPath(import.meta.url));
+const guestDir = join(here, 'guest');
+const root = join(here, '..', '..');
+
+const aliases = {
+  tr46: join(guestDir, 'vendor', 'tr46.ts'),
+  '@exodus/bytes/whatwg.js': join(guestDir, 'vendor', 'percent.ts'),
+  // whatwg-url imports this for its side effect (multi-byte tables); web/encoding.ts loads them lazily.
+  '@exodus/bytes/encoding.js': join(guestDir, 'vendor', 'empty.ts'),
+};
+
+// whatwg-url's lib/encoding.js builds a TextEncoder at load, before the guest defines globals.
+const redirectUrlEncoding = {
+  name: 'whatwg-url-encoding',
+  setup(build: any) {
+    build.onResolve({ filter: /^\.\/encoding(\.js)?$/ }, (args: { importer: string }) =>
+      /whatwg-url[\\/]lib/.test(args.importer) ? { path: join(guestDir, 'vendor', 'url-encoding.ts') } : undefined,
+    );
+  },
+};
+
+async function buildOne(entry: string, opts: { globalName?: string; alias?: boolean }): Promise<string> {
+  const esbuild = await import('esbuild');
+  const out = await esbuild.build({
+    entryPoints: [entry],
+    bundle: true,
+    write: false,
+    format: 'iife',
+    globalName: opts.globalName,
+    platform: 'neutral',
+    mainFields: ['module', 'main'],
+    target: 'es2022',
+    minify: true,
+    legalComments: 'none',
+    absWorkingDir: root,
+    alias: opts.alias ? aliases : undefined,
+    plugins: opts.alias ? [redirectUrlEncoding] : [],
+    logLevel: 'silent',
+  });
+  return out.outputFiles[0].text;
+}
+
+/** Build the guest library from source (about 0.2 s). */
+export async function buildGuestBundle(): Promise<GuestBundle> {
+  const [core, idna, encodings] = await Promise.all([
+    buildOne(join(guestDir, 'index.ts'), { alias: true }),
+    buildOne(join(guestDir, 'vendor', 'extra-idna.ts'), { globalName: '__extra' }),
+    buildOne(join(guestDir, 'vendor', 'extra-encodings.ts'), { globalName: '__extra' }),
+  ]);
+  // Extras are evaluated with an indirect eval whose value is the module's exports.
+  const wrap = (code: string) => `(function(){${code};return __extra;})()`;
+  return { core, extras: { idna: wrap(idna), encodings: wrap(encodings) } };
+}
+
+let cached: Promise<GuestBundle> | undefined;
+
+/** The guest library for this process: prebuilt when packaged, else built once on first use. */
+export function guestBundle(): Promise<GuestBundle> {
+  if (typeof SWITCHYARD_GUEST_BUNDLE !== 'undefined' && SWITCHYARD_GUEST_BUNDLE) return Promise.resolve(SWITCHYARD_GUEST_BUNDLE);
+  cached ??= buildGuestBundle();
+  return cached;
+}

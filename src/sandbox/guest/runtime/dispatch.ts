@@ -1,0 +1,194 @@
+/**
+ * Dispatch of one envelope by event type (spec 4.1): `fetch` -> the definition's fetch handler with
+ * a standard Request rebuilt from event.request and the raw body; `ui_render` -> the component with
+ * that componentId (404 when none); any other type -> the events map (200 "OK"; 406 when no
+ * handler). Errors: ExposableError -> its status with `{ error: message }`; anything else -> 500
+ * `{"error":"Internal server error"}` with the stack reported to the host only.
+ */
+import { resetPending } from '../bridge.ts';
+import { console } from '../web/console.ts';
+import { addEntropy } from '../web/crypto.ts';
+import { consume } from '../web/body.ts';
+import { utf8Encode } from '../web/encoding.ts';
+import { Request } from '../web/request.ts';
+import { Response, responseParts } from '../web/response.ts';
+import { resetTimers } from '../web/timers.ts';
+import { createAPIClient } from './api.ts';
+import { ExposableError } from './errors.ts';
+import type { ComponentDefinition, Handler, IntegrationDefinition } from './integration.ts';
+
+export interface DispatchInput {
+  event: { type: string; [k: string]: any };
+  environment: Record<string, unknown>;
+  body: Uint8Array | null;
+  entropy: Uint8Array;
+  responseBodyLimit: number;
+}
+
+export interface DispatchOutput {
+  status: number;
+  headers: Array<[string, string]>;
+  body: Uint8Array;
+  error?: { message: string; stack?: string };
+  /** Set when the response body went past the limit: the host answers with a limit breach. */
+  limit?: string;
+  waitUntil: number;
+}
+
+let definition: IntegrationDefinition | null = null;
+let waitUntils: Promise<unknown>[] = [];
+
+/** Called once by the host with the integration module's namespace. */
+export function register(namespace: Record<string, unknown>): void {
+  const def = (namespace?.default ?? null) as IntegrationDefinition | null;
+  if (!def || typeof def !== 'object') {
+    throw new TypeError('the script has no default export: end it with `export default createIntegration({ fetch, components, events })`');
+  }
+  if (def.fetch !== undefined && typeof def.fetch !== 'function') throw new TypeError('the default export\'s `fetch` is not a function');
+  definition = def;
+}
+
+export function describe(): { fetch: boolean; components: string[]; events: string[] } {
+  const d = definition!;
+  return {
+    fetch: typeof d.fetch === 'function',
+    components: (d.components ?? []).map((c) => String(c.componentId)),
+    events: Object.keys(d.events ?? {}),
+  };
+}
+
+function makeContext(environment: Record<string, unknown>) {
+  const api = createAPIClient();
+  return {
+    environment,
+    api,
+    waitUntil(promise: unknown): void {
+      waitUntils.push(Promise.resolve(promise));
+    },
+    log: console,
+  };
+}
+
+function json(data: unknown, status: number): Response {
+  return Response.json(data, { status });
+}
+
+async function route(input: DispatchInput, context: ReturnType<typeof makeContext>): Promise<unknown> {
+  const def = definition!;
+  const event = input.event;
+  if (event.type === 'fetch') {
+    if (typeof def.fetch !== 'function') return json({ error: 'this integration has no fetch handler' }, 404);
+    const r = event.request ?? {};
+    const method = String(r.method ?? 'GET').toUpperCase();
+    const hasBody = input.body !== null && input.body.byteLength > 0 && method !== 'GET' && method !== 'HEAD';
+    const request = new Request(String(r.url), { method, headers: r.headers ?? [], body: hasBody ? input.body : null });
+    return def.fetch(request, context);
+  }
+  if (event.type === 'ui_render') {
+    const component = (def.components ?? []).find((c: ComponentDefinition) => c.componentId === event.componentId);
+    if (!component) return json({ error: `no component with componentId "${String(event.componentId)}"` }, 404);
+    const props = event.props ?? {};
+    let element: { props: any; state: any; context: any } = {
+      props,
+      state: event.state ?? (component.initialState ? await component.initialState(props) : {}),
+      context: event.context,
+    };
+    if (event.action && component.action) {
+      const result = (await component.action(element, event.action, context)) as { state?: unknown; props?: unknown } | undefined;
+      // The result is merged into the element: a returned `state` replaces the state wholesale.
+      if (result && typeof result === 'object') {
+        if ('state' in result) element = { ...element, state: result.state };
+        if ('props' in result) element = { ...element, props: result.props };
+      }
+    }
+    const markup = await component.render(element, context);
+    return json({ type: 'element', state: element.state, props: element.props, element: markup }, 200);
+  }
+  const h = def.events?.[event.type];
+  if (!h) return json({ error: `this integration has no handler for event "${event.type}"` }, 406);
+  const handlers: Handler[] = Array.isArray(h) ? h : [h];
+  await Promise.all(handlers.map((fn) => fn(event, context)));
+  return new Response('OK', { status: 200, headers: { 'content-type': 'text/plain;charset=UTF-8' } });
+}
+
+function isExposable(err: unknown): err is ExposableError {
+  return err instanceof ExposableError || (!!err && typeof err === 'object' && (err as any).name === 'ExposableError' && typeof (err as any).statusCode === 'number');
+}
+
+function describeThrown(err: unknown): { message: string; stack?: string } {
+  if (err instanceof Error || (err && typeof err === 'object' && 'message' in err)) {
+    const e = err as Error;
+    return { message: `${e.name ?? 'Error'}: ${String(e.message)}`, stack: typeof e.stack === 'string' ? e.stack : undefined };
+  }
+  let text: string;
+  try {
+    text = typeof err === 'string' ? err : JSON.stringify(err) ?? String(err);
+  } catch {
+    text = String(err);
+  }
+  return { message: `a non-Error value was thrown: ${text}` };
+}
+
+const encoder = utf8Encode;
+
+async function serialise(res: Response, limit: number): Promise<DispatchOutput> {
+  const parts = responseParts(res);
+  let body = new Uint8Array(0);
+  if (parts.body) {
+    try {
+      body = await consume(res, limit);
+    } catch (e) {
+      if (/larger than/.test(String((e as Error).message))) return { status: 500, headers: [], body: new Uint8Array(0), limit: 'response_body', waitUntil: 0 };
+      throw e;
+    }
+  }
+  return { status: parts.status, headers: parts.headers, body, waitUntil: 0 };
+}
+
+function errorOutput(err: unknown): DispatchOutput {
+  if (isExposable(err)) {
+    return { status: err.statusCode, headers: [['content-type', 'application/json']], body: encoder(JSON.stringify({ error: err.message })), waitUntil: 0 };
+  }
+  return {
+    status: 500,
+    headers: [['content-type', 'application/json']],
+    body: encoder('{"error":"Internal server error"}'),
+    error: describeThrown(err),
+    waitUntil: 0,
+  };
+}
+
+/** Run one invocation. Never rejects: a throw becomes an error output. */
+export async function dispatch(input: DispatchInput): Promise<DispatchOutput> {
+  resetPending();
+  resetTimers();
+  addEntropy(input.entropy);
+  waitUntils = [];
+  let out: DispatchOutput;
+  try {
+    if (!definition) throw new Error('the integration is not loaded');
+    const context = makeContext(input.environment);
+    const res = await route(input, context);
+    if (!(res instanceof Response)) {
+      const got = res === null ? 'null' : typeof res === 'object' ? (res as object).constructor?.name ?? 'object' : typeof res;
+      throw new TypeError(`the fetch handler must return a Response, got ${got}`);
+    }
+    out = await serialise(res, input.responseBodyLimit);
+  } catch (err) {
+    out = errorOutput(err);
+  }
+  out.waitUntil = waitUntils.length;
+  return out;
+}
+
+/** Wait for every waitUntil promise (including ones added meanwhile); report rejections. */
+export async function drain(): Promise<number> {
+  let done = 0;
+  while (done < waitUntils.length) {
+    const batch = waitUntils.slice(done);
+    done = waitUntils.length;
+    const results = await Promise.allSettled(batch);
+    for (const r of results) if (r.status === 'rejected') console.error('waitUntil promise rejected:', r.reason);
+  }
+  return done;
+}

@@ -1,0 +1,51 @@
+/**
+ * The sandbox: integration code runs in isolated-vm isolates, in a supervised worker process, with
+ * a Workers-style API (Request/Response/fetch/URL/crypto.subtle...), the '@switchyard/runtime'
+ * library, and hard limits from config.yaml's `sandbox` section. See README "Sandbox".
+ */
+import type { Logger } from '../log/index.ts';
+import type { Module, Services } from '../services.ts';
+import { createSandbox as create, type Sandbox } from './supervisor.ts';
+import type { Limits, LogLine } from './types.ts';
+
+export type { Sandbox, SandboxOptions } from './supervisor.ts';
+export type { Envelope, GuestScript, InvocationError, InvocationResult, LogLine, ScriptExports, CheckResult, Limits } from './types.ts';
+export { workerCommand, WORKER_FLAG } from './worker-command.ts';
+export { buildGuestBundle } from './guest-bundle.ts';
+
+/** Start the sandbox (its worker process starts at once, in the background). */
+export function createSandbox(opts: {
+  limits: Limits;
+  allowPrivateNetworks: boolean;
+  log: Logger;
+  serverOrigin: string | (() => string);
+  onLog?: (e: { integration: string; requestId: string; line: LogLine }) => void;
+  concurrency?: number;
+}): Sandbox {
+  return create(opts);
+}
+
+/** The worker's main, for a build that re-runs its own executable with `--sandbox-worker`. */
+export async function runSandboxWorker(): Promise<void> {
+  const { runWorker } = await import('./worker/main.ts');
+  runWorker();
+}
+
+/**
+ * Attaches `services.sandbox`. Lines printed after a response go to `services.onSandboxLog` when a
+ * module set it. Guest fetch follows `webhooks.allow_private_networks`, like webhook delivery.
+ */
+export const sandboxModule: Module = {
+  name: 'sandbox',
+  async start(services: Services) {
+    const sandbox = createSandbox({
+      limits: services.config.sandbox,
+      allowPrivateNetworks: services.config.webhooks.allow_private_networks,
+      log: services.log.child({ module: 'sandbox' }),
+      serverOrigin: () => new URL(services.config.publicUrl).origin,
+      onLog: (e) => (services.onSandboxLog as ((e: { integration: string; requestId: string; line: LogLine }) => void) | undefined)?.(e),
+    });
+    services.sandbox = sandbox;
+    return () => sandbox.close();
+  },
+};

@@ -1,0 +1,240 @@
+/**
+ * The server's side of the sandbox: starts the worker process (see workerCommand), sends it
+ * invocations over IPC (structured clone: bodies travel as bytes), restarts it when it dies and
+ * answers that worker's pending invocations with a 503 `crash` result. A worker that does not
+ * answer an invocation well past its limits is presumed wedged and killed (a last resort behind the
+ * worker's own watchdog). Script code is sent once per version per worker.
+ *
+ * Failure policy: the sandbox never throws for a guest fault; every invocation ends with a result.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Logger } from '../log/index.ts';
+import { failure } from './limits.ts';
+import type {
+  CheckResult,
+  Envelope,
+  FromWorker,
+  GuestScript,
+  InvocationResult,
+  Limits,
+  LogLine,
+  ToWorker,
+  WorkerSettings,
+} from './types.ts';
+import { workerCommand } from './worker-command.ts';
+
+export interface SandboxOptions {
+  limits: Limits;
+  allowPrivateNetworks: boolean;
+  log: Logger;
+  /** The server's own origin (refused to guest fetch); a function when it is known only later. */
+  serverOrigin: string | (() => string);
+  /** Lines printed after the response (waitUntil work). */
+  onLog?: (e: { integration: string; requestId: string; line: LogLine }) => void;
+  /** Most isolates one integration may run at once (default 4). */
+  concurrency?: number;
+}
+
+export interface Sandbox {
+  /** Run one envelope. Never rejects for guest faults: a breach or exception gives a 5xx result with `error` set. */
+  invoke(inv: { script: GuestScript; envelope: Envelope; requestId: string }): Promise<InvocationResult>;
+  /** Load a script in a fresh isolate and report what it exports, or why it cannot load. */
+  check(script: GuestScript): Promise<{ ok: true; exports: { fetch: boolean; components: string[]; events: string[] } } | { ok: false; error: string }>;
+  /** Drop an integration's isolates (the next invocation loads it again). */
+  unload(name: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface Pending {
+  kind: 'invoke' | 'check' | 'unload';
+  resolve(v: unknown): void;
+  started: number;
+  timer?: NodeJS.Timeout;
+  /** For invoke: the message, re-sent with code on `need-code`. */
+  msg?: Extract<ToWorker, { t: 'invoke' }>;
+  script?: GuestScript;
+}
+
+// Extra time the worker gets past an invocation's own limits before it is presumed wedged.
+const WEDGED_GRACE_MS = 5_000;
+
+export function createSandbox(opts: SandboxOptions): Sandbox {
+  const log = opts.log;
+  const settings = (): WorkerSettings => ({
+    limits: opts.limits,
+    allowPrivateNetworks: opts.allowPrivateNetworks,
+    serverOrigin: typeof opts.serverOrigin === 'function' ? opts.serverOrigin() : opts.serverOrigin,
+    concurrency: opts.concurrency ?? 4,
+  });
+
+  let child: ChildProcess | null = null;
+  let sentSettings = '';
+  let closed = false;
+  let nextId = 1;
+  const pending = new Map<number, Pending>();
+  /** Script versions the current worker has the code of. */
+  const loaded = new Map<string, string>();
+  const recentStarts: number[] = [];
+
+  function start(): ChildProcess {
+    const { command, args } = workerCommand();
+    const now = Date.now();
+    recentStarts.push(now);
+    while (recentStarts.length && now - recentStarts[0] > 60_000) recentStarts.shift();
+    const proc = spawn(command, args, { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], serialization: 'advanced' });
+    let stderr = '';
+    proc.stderr!.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-4000);
+    });
+    proc.on('message', (msg: FromWorker) => onMessage(proc, msg));
+    proc.on('error', (e) => log.error('sandbox worker failed to start', { error: e.message }));
+    proc.on('exit', (code, signal) => {
+      if (child === proc) {
+        child = null;
+        loaded.clear();
+        sentSettings = '';
+      }
+      const lost = [...pending.entries()];
+      if (!closed) {
+        log.error('sandbox worker exited; pending invocations answered 503, a new worker starts on demand', {
+          code,
+          signal,
+          pending: lost.length,
+          stderr: stderr.trim().split('\n').slice(-5).join('\n') || undefined,
+        });
+      }
+      for (const [id, p] of lost) settle(id, p, crashValue(p, closed ? 'the sandbox is closing' : `the sandbox worker process exited (${signal ?? `code ${code}`}) while this invocation ran`));
+    });
+    return proc;
+  }
+
+  function crashValue(p: Pending, message: string): unknown {
+    if (p.kind === 'invoke') return failure({ kind: 'crash', message }, { durationMs: performance.now() - p.started });
+    if (p.kind === 'check') return { ok: false, error: message } satisfies CheckResult;
+    return undefined;
+  }
+
+  function settle(id: number, p: Pending, value: unknown): void {
+    if (pending.get(id) !== p) return;
+    pending.delete(id);
+    clearTimeout(p.timer);
+    p.resolve(value);
+  }
+
+  function worker(): ChildProcess {
+    if (closed) throw new Error('the sandbox is closed');
+    if (!child) {
+      const now = Date.now();
+      if (recentStarts.filter((t) => now - t < 60_000).length >= 10) {
+        throw new Error('the sandbox worker exited 10 times within a minute; it is not restarted until that calms down');
+      }
+      child = start();
+    }
+    const s = settings();
+    const key = JSON.stringify(s);
+    if (key !== sentSettings) {
+      child.send({ t: 'settings', settings: s } satisfies ToWorker);
+      sentSettings = key;
+    }
+    return child;
+  }
+
+  function onMessage(proc: ChildProcess, msg: FromWorker): void {
+    switch (msg.t) {
+      case 'ready':
+        return;
+      case 'log':
+        try {
+          opts.onLog?.({ integration: msg.integration, requestId: msg.requestId, line: msg.line });
+        } catch (e) {
+          log.warn('sandbox onLog listener failed', { error: (e as Error).message });
+        }
+        return;
+      case 'need-code': {
+        const p = pending.get(msg.id);
+        if (!p?.msg || !p.script) return;
+        p.msg = { ...p.msg, code: p.script.code };
+        loaded.set(p.script.name, p.script.version);
+        proc.send(p.msg);
+        return;
+      }
+      case 'result':
+      case 'checked':
+      case 'unloaded': {
+        const p = pending.get(msg.id);
+        if (p) settle(msg.id, p, msg.t === 'unloaded' ? undefined : msg.result);
+        return;
+      }
+    }
+  }
+
+  /** A worker that stays silent far past every limit is stuck beyond its own watchdog: kill it. */
+  function wedgedAfter(p: Pending, ms: number, proc: ChildProcess): void {
+    p.timer = setTimeout(() => {
+      log.error('sandbox worker did not answer in time; killing it', { after_ms: ms });
+      proc.kill('SIGKILL');
+    }, ms);
+    p.timer.unref?.();
+  }
+
+  function request<T>(kind: Pending['kind'], build: (id: number) => ToWorker, extra: Partial<Pending> = {}, wedgedMs?: number): Promise<T> {
+    return new Promise<T>((resolve) => {
+      const id = nextId++;
+      const p: Pending = { kind, resolve: resolve as (v: unknown) => void, started: performance.now(), ...extra };
+      let proc: ChildProcess;
+      try {
+        proc = worker();
+      } catch (e) {
+        resolve(crashValue(p, (e as Error).message) as T);
+        return;
+      }
+      pending.set(id, p);
+      const msg = build(id);
+      if (msg.t === 'invoke') p.msg = msg;
+      if (wedgedMs) wedgedAfter(p, wedgedMs, proc);
+      proc.send(msg, (err) => {
+        if (err) settle(id, p, crashValue(p, `could not reach the sandbox worker: ${err.message}`));
+      });
+    });
+  }
+
+  // Start the worker now, so the first request does not wait for it.
+  if (!closed) worker();
+
+  const limits = opts.limits;
+  const invokeBudget = () => limits.startup_time + limits.wall_time + WEDGED_GRACE_MS;
+
+  return {
+    invoke({ script, envelope, requestId }) {
+      const sendCode = loaded.get(script.name) !== script.version;
+      return request<InvocationResult>(
+        'invoke',
+        (id) => {
+          if (sendCode) loaded.set(script.name, script.version);
+          return { t: 'invoke', id, name: script.name, version: script.version, code: sendCode ? script.code : undefined, envelope, requestId };
+        },
+        { script },
+        invokeBudget(),
+      );
+    },
+    check(script) {
+      return request<CheckResult>('check', (id) => ({ t: 'check', id, script }), {}, limits.startup_time + WEDGED_GRACE_MS);
+    },
+    async unload(name) {
+      loaded.delete(name);
+      if (!child) return;
+      await request<void>('unload', (id) => ({ t: 'unload', id, name }), {}, WEDGED_GRACE_MS);
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      const proc = child;
+      if (!proc) return;
+      const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+      if (proc.connected) proc.send({ t: 'close' } satisfies ToWorker);
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 2_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * The sandbox's data shapes: its public face (scripts, envelopes, results) and the messages that
+ * cross between the server and the supervised worker process (structured clone over IPC).
+ */
+import type { Config } from '../config/index.ts';
+
+export type Limits = Config['sandbox'];
+
+/** One bundled ES module; its imports of '@switchyard/runtime[/jsx-runtime]' are resolved by the sandbox. */
+export interface GuestScript {
+  name: string;
+  version: string;
+  code: string;
+}
+
+export interface Envelope {
+  event: { type: string; [k: string]: unknown };
+  environment: Record<string, unknown>;
+  fetchBody?: Uint8Array;
+}
+
+export interface LogLine {
+  time: number;
+  level: 'debug' | 'info' | 'log' | 'warn' | 'error';
+  message: string;
+}
+
+export type LimitName =
+  | 'cpu_time'
+  | 'wall_time'
+  | 'memory_mb'
+  | 'subrequests'
+  | 'request_body'
+  | 'response_body'
+  | 'script_size'
+  | 'startup_time'
+  | 'wait_until';
+
+export interface InvocationError {
+  kind: 'exception' | 'limit' | 'crash' | 'load';
+  message: string;
+  stack?: string;
+  limit?: string;
+}
+
+export interface InvocationResult {
+  status: number;
+  headers: Array<[string, string]>;
+  body: Uint8Array;
+  logs: LogLine[];
+  error?: InvocationError;
+  durationMs: number;
+  cpuMs: number;
+}
+
+export interface ScriptExports {
+  fetch: boolean;
+  components: string[];
+  events: string[];
+}
+
+export type CheckResult = { ok: true; exports: ScriptExports } | { ok: false; error: string };
+
+/** What the worker needs to know about its host; sent at start and whenever it changes. */
+export interface WorkerSettings {
+  limits: Limits;
+  allowPrivateNetworks: boolean;
+  serverOrigin: string;
+  /** Most isolates one integration may have at once (each serves one invocation at a time). */
+  concurrency: number;
+}
+
+export type ToWorker =
+  | { t: 'settings'; settings: WorkerSettings }
+  | { t: 'invoke'; id: number; name: string; version: string; code?: string; envelope: Envelope; requestId: string }
+  | { t: 'check'; id: number; script: GuestScript }
+  | { t: 'unload'; id: number; name: string }
+  | { t: 'close' };
+
+export type FromWorker =
+  | { t: 'ready' }
+  | { t: 'result'; id: number; result: InvocationResult }
+  | { t: 'checked'; id: number; result: CheckResult }
+  | { t: 'unloaded'; id: number }
+  | { t: 'log'; integration: string; requestId: string; line: LogLine }
+  /** The worker does not have this script version's code: send the invocation again with `code`. */
+  | { t: 'need-code'; id: number };

@@ -1,0 +1,199 @@
+/**
+ * The worker's side of the sandbox: one pool of instances per integration (the latest script
+ * version), each instance serving one invocation at a time, at most `concurrency` per integration;
+ * further invocations wait for a free one within their wall-clock budget. A script that fails to
+ * load for a reason in its code keeps failing fast until a new version arrives.
+ */
+import { describeLimit, failure } from '../limits.ts';
+import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from '../types.ts';
+import { GuestInstance, LoadError } from './instance.ts';
+import { Invocation } from './invocation.ts';
+
+const IDLE_TTL_MS = 60_000;
+
+class WaitTimeout extends Error {}
+
+class Pool {
+  readonly script: GuestScript;
+  private readonly host: SandboxHost;
+  private idle: Array<{ inst: GuestInstance; since: number }> = [];
+  private busy = 0;
+  private waiters: Array<{ resolve(i: GuestInstance): void; reject(e: unknown): void; timer: NodeJS.Timeout }> = [];
+  private loadError: LoadError | null = null;
+  private retired = false;
+
+  constructor(script: GuestScript, host: SandboxHost) {
+    this.script = script;
+    this.host = host;
+  }
+
+  async acquire(deadline: number): Promise<GuestInstance> {
+    if (this.loadError) throw this.loadError;
+    const ready = this.idle.pop();
+    if (ready) {
+      this.busy++;
+      return ready.inst;
+    }
+    if (this.busy < this.host.settings.concurrency) {
+      this.busy++;
+      return this.create();
+    }
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          this.waiters = this.waiters.filter((w) => w !== waiter);
+          reject(new WaitTimeout());
+        }, Math.max(1, deadline - Date.now())),
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  private async create(): Promise<GuestInstance> {
+    try {
+      return await GuestInstance.create(this.script, this.host.settings.limits);
+    } catch (e) {
+      this.busy--;
+      // A fault in the code itself will not go away by retrying; a breach might (machine load).
+      if (e instanceof LoadError && !e.limit) {
+        this.loadError = e;
+        for (const w of this.waiters.splice(0)) {
+          clearTimeout(w.timer);
+          w.reject(e);
+        }
+      } else this.wake();
+      throw e;
+    }
+  }
+
+  /** An invocation is over: reuse its instance, or replace it for whoever waits. */
+  release(inst: GuestInstance): void {
+    if (this.retired || inst.disposed) {
+      inst.dispose('retired');
+      this.busy--;
+      this.wake();
+      return;
+    }
+    const next = this.waiters.shift();
+    if (next) {
+      clearTimeout(next.timer);
+      next.resolve(inst);
+      return;
+    }
+    this.busy--;
+    this.idle.push({ inst, since: Date.now() });
+  }
+
+  private wake(): void {
+    if (this.retired || this.loadError) return;
+    while (this.waiters.length && this.busy < this.host.settings.concurrency) {
+      const w = this.waiters.shift()!;
+      clearTimeout(w.timer);
+      this.busy++;
+      this.create().then(w.resolve, w.reject);
+    }
+  }
+
+  /** Dispose idle instances unused for a while, keeping one warm. */
+  sweep(now: number): void {
+    const keep = this.idle.slice(-1);
+    for (const x of this.idle.slice(0, -1)) {
+      if (now - x.since > IDLE_TTL_MS) x.inst.dispose('idle');
+      else keep.unshift(x);
+    }
+    this.idle = keep;
+  }
+
+  retire(): void {
+    this.retired = true;
+    for (const x of this.idle.splice(0)) x.inst.dispose('retired');
+    for (const w of this.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject(new LoadError(`integration ${this.script.name} was unloaded`));
+    }
+  }
+}
+
+export class SandboxHost {
+  settings: WorkerSettings;
+  private readonly send: (msg: FromWorker) => void;
+  private readonly pools = new Map<string, Pool>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(settings: WorkerSettings, send: (msg: FromWorker) => void) {
+    this.settings = settings;
+    this.send = send;
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const p of this.pools.values()) p.sweep(now);
+    }, 15_000);
+    this.sweeper.unref();
+  }
+
+  /** The pool for this version; `null` when the code is needed and was not sent. */
+  private poolFor(name: string, version: string, code: string | undefined): Pool | null {
+    const current = this.pools.get(name);
+    if (current && current.script.version === version) return current;
+    if (code === undefined) return null;
+    current?.retire();
+    const pool = new Pool({ name, version, code }, this);
+    this.pools.set(name, pool);
+    return pool;
+  }
+
+  async invoke(msg: { name: string; version: string; code?: string; envelope: Envelope; requestId: string }): Promise<InvocationResult | 'need-code'> {
+    const started = performance.now();
+    const limits = this.settings.limits;
+    const pool = this.poolFor(msg.name, msg.version, msg.code);
+    if (!pool) return 'need-code';
+    const bodySize = msg.envelope.fetchBody?.byteLength ?? 0;
+    if (bodySize > limits.request_body) {
+      return failure({ kind: 'limit', limit: 'request_body', message: describeLimit('request_body', limits, bodySize) }, { durationMs: 0, status: 413 });
+    }
+    let inst: GuestInstance;
+    try {
+      inst = await pool.acquire(Date.now() + limits.wall_time);
+    } catch (e) {
+      const durationMs = performance.now() - started;
+      if (e instanceof WaitTimeout) {
+        return failure(
+          { kind: 'limit', limit: 'wall_time', message: `${describeLimit('wall_time', limits)} (all ${this.settings.concurrency} isolates of this integration stayed busy)` },
+          { durationMs },
+        );
+      }
+      const le = e as LoadError;
+      if (le.limit) return failure({ kind: 'limit', limit: le.limit, message: le.message }, { durationMs });
+      return failure({ kind: 'load', message: le.message, stack: le.stack }, { durationMs });
+    }
+    const invocation = new Invocation(inst, msg.envelope, this.settings, (line) =>
+      this.send({ t: 'log', integration: msg.name, requestId: msg.requestId, line }),
+    );
+    const { result, done } = await invocation.run();
+    done.then(() => pool.release(inst));
+    return { ...result, durationMs: performance.now() - started };
+  }
+
+  async check(script: GuestScript): Promise<CheckResult> {
+    let inst: GuestInstance | undefined;
+    try {
+      inst = await GuestInstance.create(script, this.settings.limits);
+      return { ok: true, exports: await inst.describe() };
+    } catch (e) {
+      return { ok: false, error: e instanceof Error ? e.message : String(e) };
+    } finally {
+      inst?.dispose('checked');
+    }
+  }
+
+  unload(name: string): void {
+    this.pools.get(name)?.retire();
+    this.pools.delete(name);
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+    for (const name of [...this.pools.keys()]) this.unload(name);
+  }
+}

@@ -1,0 +1,325 @@
+/**
+ * One invocation on one instance, with its limits enforced by the host: a CPU watchdog on the
+ * isolate's cpuTime and a wall-clock deadline (both dispose the isolate, so they also stop code that
+ * runs after the guest awaited something), a cap on outbound requests, response size, log lines,
+ * and the waitUntil drain time after the response. Operations of an invocation that has ended are
+ * never completed, so nothing leaks into the next one.
+ */
+import { describeLimit, failure, logLine } from '../limits.ts';
+import type { Envelope, InvocationResult, LimitName, LogLine, WorkerSettings } from '../types.ts';
+import type { GuestInstance, InstanceHooks } from './instance.ts';
+import { OpError, parseFetchArg, performApi, performCrypto, performFetch } from './ops.ts';
+
+const MAX_PENDING_TIMERS = 10_000;
+const levels = new Set(['debug', 'info', 'log', 'warn', 'error']);
+
+interface Op {
+  abort?: AbortController;
+  timer?: NodeJS.Timeout;
+}
+
+export interface RunOutcome {
+  result: InvocationResult;
+  /** Settles when the invocation is completely over (waitUntil work included). */
+  done: Promise<void>;
+}
+
+export class Invocation implements InstanceHooks {
+  private readonly inst: GuestInstance;
+  private readonly envelope: Envelope;
+  private readonly settings: WorkerSettings;
+  private readonly onLateLog: (line: LogLine) => void;
+  private readonly logs: LogLine[] = [];
+  private logCount = 0;
+  private responded = false;
+  private finished = false;
+  private readonly ops = new Map<number, Op>();
+  private timers = 0;
+  private subrequests = 0;
+  private cpuStart = 0;
+  private cpuAtEnd = 0;
+  private deadline = 0;
+  private wallTimer?: NodeJS.Timeout;
+  private cpuTimer?: NodeJS.Timeout;
+  private breachInfo: { limit: LimitName; used?: number } | null = null;
+  private death: string | null = null;
+  private stop!: () => void;
+  private readonly stopped = new Promise<'stopped'>((r) => (this.stop = () => r('stopped')));
+
+  constructor(inst: GuestInstance, envelope: Envelope, settings: WorkerSettings, onLateLog: (line: LogLine) => void) {
+    this.inst = inst;
+    this.envelope = envelope;
+    this.settings = settings;
+    this.onLateLog = onLateLog;
+  }
+
+  private get limits() {
+    return this.settings.limits;
+  }
+
+  async run(): Promise<RunOutcome> {
+    const started = performance.now();
+    const limits = this.limits;
+    const inst = this.inst;
+    inst.hooks = this;
+    for (const l of inst.startupLogs.splice(0)) this.log(l.level, `(top level) ${l.message}`);
+    this.cpuStart = inst.cpuMs();
+    this.deadline = Date.now() + limits.wall_time;
+    this.wallTimer = setTimeout(() => this.breach('wall_time', limits.wall_time), limits.wall_time);
+    this.armCpuWatchdog();
+    const duration = () => performance.now() - started;
+    const cpu = () => Math.max(0, (inst.disposed ? this.cpuAtEnd : inst.cpuMs()) - this.cpuStart);
+
+    const input = {
+      event: this.envelope.event,
+      environment: this.envelope.environment,
+      body: this.envelope.fetchBody ?? null,
+      entropy: new Uint8Array(globalThis.crypto.getRandomValues(new Uint8Array(256))),
+      responseBodyLimit: limits.response_body,
+    };
+    let out: any;
+    try {
+      out = await Promise.race([inst.dispatch(input, limits.wall_time), this.stopped]);
+    } catch (e) {
+      out = { thrown: e };
+    }
+    this.cpuAtEnd = inst.disposed ? this.cpuAtEnd : inst.cpuMs();
+    // Console lines the guest sent just before answering arrive on the next turn.
+    await new Promise((r) => setImmediate(r));
+
+    const fail = (result: InvocationResult): RunOutcome => {
+      this.finish();
+      return { result, done: Promise.resolve() };
+    };
+    if (out === 'stopped' || out?.thrown || this.breachInfo || this.death) {
+      const stopped = this.stoppedError(out?.thrown);
+      return fail(failure(stopped, { logs: this.logs, durationMs: duration(), cpuMs: cpu() }));
+    }
+    if (out?.limit === 'response_body') {
+      this.breach('response_body');
+      return fail(failure({ kind: 'limit', limit: 'response_body', message: describeLimit('response_body', limits) }, { logs: this.logs, durationMs: duration(), cpuMs: cpu() }));
+    }
+    const problem = checkOutput(out, limits.response_body);
+    if (problem) {
+      inst.dispose('invalid output');
+      return fail(failure({ kind: 'exception', message: problem }, { logs: this.logs, durationMs: duration(), cpuMs: cpu() }));
+    }
+    const result: InvocationResult = {
+      status: out.status,
+      headers: out.headers,
+      body: out.body,
+      logs: this.logs,
+      durationMs: duration(),
+      cpuMs: cpu(),
+    };
+    if (out.error) {
+      result.error = { kind: 'exception', message: String(out.error.message), stack: typeof out.error.stack === 'string' ? out.error.stack : undefined };
+      this.logs.push(logLine('error', `uncaught ${result.error.stack ?? result.error.message}`));
+    }
+    this.responded = true;
+    const done = out.waitUntil > 0 ? this.drain() : Promise.resolve(this.finish());
+    return { result: { ...result, logs: [...this.logs] }, done };
+  }
+
+  /** After the response: let waitUntil work finish within sandbox.wait_until (the CPU limit still applies). */
+  private async drain(): Promise<void> {
+    const limits = this.limits;
+    clearTimeout(this.wallTimer);
+    this.deadline = Date.now() + limits.wait_until;
+    this.wallTimer = setTimeout(() => this.breach('wait_until'), limits.wait_until);
+    try {
+      await Promise.race([this.inst.drain(limits.wait_until), this.stopped]);
+    } catch {
+      // reported below through breachInfo / death
+    }
+    await new Promise((r) => setImmediate(r));
+    if (this.breachInfo || this.death) {
+      const e = this.stoppedError(undefined);
+      this.late(logLine('error', `limit ${e.limit ?? e.kind}: ${e.message}`));
+    }
+    this.finish();
+  }
+
+  /** The error for an invocation that was stopped or whose isolate died. */
+  private stoppedError(thrown: unknown): { kind: 'limit' | 'crash' | 'exception'; message: string; limit?: string } {
+    const limits = this.limits;
+    if (this.breachInfo) return { kind: 'limit', limit: this.breachInfo.limit, message: describeLimit(this.breachInfo.limit, limits, this.breachInfo.used) };
+    const msg = this.death ?? (thrown instanceof Error ? thrown.message : String(thrown));
+    if (/memory limit|out of memory|heap/i.test(msg) || (this.inst.disposed && !this.inst.disposedFor)) {
+      this.breachInfo = { limit: 'memory_mb' };
+      return { kind: 'limit', limit: 'memory_mb', message: describeLimit('memory_mb', limits) };
+    }
+    if (/timed out/i.test(msg)) {
+      this.inst.dispose('wall_time');
+      return { kind: 'limit', limit: 'wall_time', message: describeLimit('wall_time', limits) };
+    }
+    this.inst.dispose('failed call');
+    return { kind: 'exception', message: `the integration's answer could not be read: ${msg}` };
+  }
+
+  private armCpuWatchdog(): void {
+    const limit = this.limits.cpu_time;
+    const check = () => {
+      if (this.finished) return;
+      const used = this.inst.cpuMs() - this.cpuStart;
+      if (used > limit) return this.breach('cpu_time', used);
+      // CPU time cannot grow faster than the clock: check again when the budget could be spent.
+      this.cpuTimer = setTimeout(check, Math.max(1, Math.ceil(limit - used)));
+    };
+    this.cpuTimer = setTimeout(check, Math.max(1, limit));
+  }
+
+  /** End the invocation for a limit: dispose the isolate, which stops the guest wherever it is. */
+  breach(limit: LimitName, used?: number): void {
+    if (this.finished || this.breachInfo) return;
+    this.breachInfo = { limit, used };
+    if (!this.inst.disposed) this.cpuAtEnd = this.inst.cpuMs();
+    this.inst.dispose(limit);
+    this.stop();
+  }
+
+  /** The isolate died under us (out of memory while running a continuation). */
+  died(message: string): void {
+    if (this.finished) return;
+    this.death ??= message;
+    this.stop();
+  }
+
+  private remainingMs(): number {
+    return Math.max(1, this.deadline - Date.now());
+  }
+
+  private finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    clearTimeout(this.wallTimer);
+    clearTimeout(this.cpuTimer);
+    for (const op of this.ops.values()) {
+      op.abort?.abort();
+      if (op.timer) clearTimeout(op.timer);
+    }
+    this.ops.clear();
+    if (this.inst.hooks === this) this.inst.hooks = null;
+  }
+
+  /** True when the instance can serve another invocation. */
+  get reusable(): boolean {
+    return !this.inst.disposed;
+  }
+
+  // ---- guest calls -------------------------------------------------------------------------
+
+  log(level: string, message: string): void {
+    if (this.finished) return;
+    const cap = this.limits.log_lines;
+    this.logCount++;
+    if (this.logCount > cap) {
+      if (this.logCount === cap + 1) this.record(logLine('warn', `log output truncated: more than sandbox.log_lines = ${cap} lines in this invocation`));
+      return;
+    }
+    this.record(logLine(levels.has(level) ? (level as LogLine['level']) : 'log', message.length > 16_384 ? `${message.slice(0, 16_384)}...` : message));
+  }
+
+  private record(line: LogLine): void {
+    if (this.responded) this.late(line);
+    else this.logs.push(line);
+  }
+
+  private late(line: LogLine): void {
+    try {
+      this.onLateLog(line);
+    } catch {
+      // a failing listener must not break the invocation
+    }
+  }
+
+  cancel(id: number): void {
+    const op = this.ops.get(id);
+    if (!op) return;
+    this.ops.delete(id);
+    op.abort?.abort();
+    if (op.timer) {
+      clearTimeout(op.timer);
+      this.timers--;
+    }
+  }
+
+  start(op: string, id: number, arg: unknown): void {
+    if (this.finished || this.ops.has(id)) return;
+    switch (op) {
+      case 'sleep': {
+        if (this.timers >= MAX_PENDING_TIMERS) return this.fail(id, new OpError(`too many pending timers (at most ${MAX_PENDING_TIMERS})`, 'RangeError'));
+        const ms = Math.min(Math.max(0, Number(arg) || 0), 2 ** 31 - 1);
+        this.timers++;
+        const timer = setTimeout(() => {
+          this.timers--;
+          this.succeed(id, null);
+        }, ms);
+        this.ops.set(id, { timer });
+        return;
+      }
+      case 'fetch':
+      case 'api': {
+        this.subrequests++;
+        if (this.subrequests > this.limits.subrequests) {
+          this.ops.set(id, {});
+          return this.breach('subrequests', this.subrequests);
+        }
+        const abort = new AbortController();
+        this.ops.set(id, { abort });
+        const work =
+          op === 'fetch'
+            ? Promise.resolve().then(() => performFetch(parseFetchArg(arg, this.limits), this.settings_(), abort.signal))
+            : performApi(arg, this.envelope.environment, this.limits, abort.signal);
+        work.then(
+          (v) => this.succeed(id, v),
+          (e) => this.fail(id, e),
+        );
+        return;
+      }
+      case 'digest':
+      case 'hmac':
+      case 'hmac-verify': {
+        this.ops.set(id, {});
+        try {
+          this.succeed(id, performCrypto(op, arg));
+        } catch (e) {
+          this.fail(id, e);
+        }
+        return;
+      }
+      default:
+        this.ops.set(id, {});
+        this.fail(id, new OpError(`unknown host operation ${JSON.stringify(op)}`));
+    }
+  }
+
+  private settings_() {
+    return { limits: this.limits, allowPrivateNetworks: this.settings.allowPrivateNetworks, serverOrigin: this.settings.serverOrigin };
+  }
+
+  private succeed(id: number, value: unknown): void {
+    if (this.finished || !this.ops.delete(id)) return;
+    this.inst.complete(id, true, value, this.remainingMs());
+  }
+
+  private fail(id: number, e: unknown): void {
+    if (this.finished || !this.ops.delete(id)) return;
+    const err = e as Error;
+    this.inst.complete(id, false, { name: err?.name === 'TimeoutError' || err?.name === 'AbortError' ? err.name : 'TypeError', message: err?.message ?? String(e) }, this.remainingMs());
+  }
+}
+
+/** Check what the guest library answered (it runs next to untrusted code, so trust nothing). */
+function checkOutput(out: any, responseLimit: number): string | null {
+  if (!out || typeof out !== 'object') return 'the integration answered no response';
+  if (!Number.isInteger(out.status) || out.status < 200 || out.status > 599) {
+    return out.status === 0 ? 'the integration answered Response.error()' : `the integration answered an invalid status ${String(out.status)}`;
+  }
+  if (!Array.isArray(out.headers) || out.headers.some((h: unknown) => !Array.isArray(h) || h.length !== 2 || typeof h[0] !== 'string' || typeof h[1] !== 'string')) {
+    return 'the integration answered malformed headers';
+  }
+  if (!(out.body instanceof Uint8Array)) return 'the integration answered a malformed body';
+  if (out.body.byteLength > responseLimit) return `the response body is larger than sandbox.response_body = ${responseLimit} bytes`;
+  return null;
+}

@@ -1,0 +1,56 @@
+/**
+ * The sandbox worker process: isolates live here, apart from the HTTP server and the delivery
+ * queue, so a guest that takes V8 down (out of memory, a catastrophic error) costs only this
+ * process; the supervisor in the server answers its pending invocations and starts another.
+ */
+import { guestBundle } from '../guest-bundle.ts';
+import type { FromWorker, ToWorker } from '../types.ts';
+import { SandboxHost } from './host.ts';
+
+export function runWorker(): void {
+  if (!process.send) throw new Error('the sandbox worker must be started by the server (it talks over an IPC channel)');
+  const send = (msg: FromWorker) => {
+    if (process.connected) process.send!(msg);
+  };
+  let host: SandboxHost | null = null;
+
+  process.on('message', (msg: ToWorker) => {
+    switch (msg.t) {
+      case 'settings':
+        if (host) host.settings = msg.settings;
+        else host = new SandboxHost(msg.settings, send);
+        return;
+      case 'invoke':
+        host!.invoke(msg).then(
+          (result) => send(result === 'need-code' ? { t: 'need-code', id: msg.id } : { t: 'result', id: msg.id, result }),
+          (e) => {
+            process.stderr.write(`sandbox worker: invoke failed: ${(e as Error)?.stack ?? e}\n`);
+            process.exit(70);
+          },
+        );
+        return;
+      case 'check':
+        host!.check(msg.script).then((result) => send({ t: 'checked', id: msg.id, result }));
+        return;
+      case 'unload':
+        host?.unload(msg.name);
+        send({ t: 'unloaded', id: msg.id });
+        return;
+      case 'close':
+        host?.close();
+        process.disconnect();
+        setImmediate(() => process.exit(0));
+        return;
+    }
+  });
+  // The server went away: nothing left to serve.
+  process.on('disconnect', () => process.exit(0));
+  // Build the guest library before the first invocation needs it.
+  guestBundle().then(
+    () => send({ t: 'ready' }),
+    (e) => {
+      process.stderr.write(`sandbox worker: cannot build the guest library: ${(e as Error)?.stack ?? e}\n`);
+      process.exit(78);
+    },
+  );
+}
