@@ -107,6 +107,7 @@ test('switchyard new creates an integration that passes check and serves as soon
   assert.equal(check.code, 0, check.stderr);
   assert.match(check.stdout, /manifest\s+ok/);
   assert.match(check.stdout, /bundle\s+ok\s+.*version [0-9a-f]{16}/);
+  assert.match(check.stdout, /sandbox\s+ok\s+fetch; components: hello; events: space_content_updated/);
   assert.match(check.stdout, /^ok$/m);
 
   const again = await runCli(['new', 'my-integration', '--dir', dir], { cwd });
@@ -137,6 +138,17 @@ test('switchyard check lists every error with file:line:col and exits 1; --json 
   assert.equal(out.name, 'broken');
   assert.match(out.errors[0].where, /broken\/src\/index\.tsx:1:15$/);
   assert.match(out.errors[0].message, /package "left-pad" is not installed in the integration folder/);
+
+  // Loaded in the sandbox: a script that does not load, and a block without its component.
+  writeFileSync(join(dir, 'src/index.tsx'), 'export const nothing = 1;\n');
+  writeFileSync(join(dir, 'platform-manifest.yaml'), readFileSync(join(dir, 'platform-manifest.yaml'), 'utf8'));
+  const noDefault = await runCli(['check', 'broken'], { cwd });
+  assert.equal(noDefault.code, 1);
+  assert.match(noDefault.stderr, /error broken\/src\/index\.tsx: the script failed to load in the sandbox: .*default export/);
+  writeFileSync(join(dir, 'src/index.tsx'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ components: [] });\n");
+  const noComponent = await runCli(['check', 'broken'], { cwd });
+  assert.equal(noComponent.code, 1);
+  assert.match(noComponent.stderr, /error broken\/platform-manifest\.yaml:\d+:\d+: block "hello" has no component: the script defines no components/);
 
   const shipped = await runCli(['check', join(ROOT, 'integrations/hello-components')], { cwd });
   assert.equal(shipped.code, 0, shipped.stderr);

@@ -29,30 +29,26 @@ export type SandboxCheck = { status: 'unavailable'; reason: string } | { status:
  * `check` works (manifest + bundle) before and without it.
  */
 export async function loadInSandbox(script: GuestScript, config: LoadedConfig): Promise<SandboxCheck> {
-  let mod: Record<string, unknown>;
+  let mod: typeof import('../sandbox/index.ts');
   try {
-    mod = (await import('../sandbox/index.ts')) as Record<string, unknown>;
+    mod = await import('../sandbox/index.ts');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' && String((e as Error).message).includes('sandbox'))
       return { status: 'unavailable', reason: 'this build has no sandbox' };
     throw e;
   }
-  const create = mod.createSandbox as ((opts: Record<string, unknown>) => unknown) | undefined;
-  if (typeof create !== 'function') return { status: 'unavailable', reason: 'the sandbox module has no createSandbox()' };
   const { createLogger } = await import('../log/index.ts');
-  const sandbox = (await create({ limits: config.sandbox, config, log: createLogger({ level: 'error' }) })) as {
-    check(script: GuestScript): Promise<unknown>;
-    close?(): Promise<void> | void;
-  };
+  const sandbox = mod.createSandbox({
+    limits: config.sandbox,
+    allowPrivateNetworks: config.webhooks.allow_private_networks,
+    log: createLogger({ level: 'error', format: config.log.format }),
+    serverOrigin: new URL(config.publicUrl).origin,
+  });
   try {
-    const r = (await sandbox.check(script)) as { ok?: boolean; exports?: ScriptExports; error?: { message?: string } | string; message?: string } | string | undefined;
-    if (r === undefined) return { status: 'ok' };
-    if (typeof r === 'string') return { status: 'failed', message: r };
-    if (r.ok) return { status: 'ok', exports: r.exports };
-    const message = typeof r.error === 'string' ? r.error : (r.error?.message ?? r.message ?? JSON.stringify(r));
-    return { status: 'failed', message };
+    const r = await sandbox.check(script);
+    return r.ok ? { status: 'ok', exports: r.exports } : { status: 'failed', message: r.error };
   } finally {
-    await sandbox.close?.();
+    await sandbox.close();
   }
 }
 
