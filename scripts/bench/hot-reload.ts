@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createRegistry, type Registry } from '../../src/registry/index.ts';
+import type { Module } from '../../src/services.ts';
 
 const RUNS = 20;
 const GOAL_MS = 300;
@@ -83,9 +84,21 @@ async function benchHttp(root: string): Promise<number[] | string> {
     publicUrl: '',
   };
   config.publicUrl = publicUrlOf(config);
+  // The modules a public endpoint needs, in start order (the sandbox first, so the first load is checked too).
+  let modules: Module[];
+  try {
+    modules = [
+      (await import('../../src/sandbox/index.ts')).sandboxModule,
+      (await import('../../src/registry/index.ts')).registryModule,
+      (await import('../../src/installations/index.ts')).installationsModule,
+      (await import('../../src/runtime/index.ts')).runtimeModule,
+    ];
+  } catch (e) {
+    return `this build lacks a module the public endpoint needs (${(e as Error).message.split('\n')[0]})`;
+  }
   let server;
   try {
-    server = await startServer(config, { log: createLogger({ level: 'error' }) });
+    server = await startServer(config, { log: createLogger({ level: 'error' }), modules });
   } catch (e) {
     return `the server did not start (${(e as Error).message})`;
   }
