@@ -3,8 +3,20 @@
  * services.ts.
  */
 import type { Module } from './services.ts';
+import { sandboxModule } from './sandbox/index.ts';
 import { registryModule } from './registry/index.ts';
+import { installationsModule } from './installations/index.ts';
+import { runtimeModule } from './runtime/index.ts';
+import { oauthModule } from './oauth/index.ts';
 import { webhooksModule } from './webhooks/index.ts';
 import { eventsModule } from './events/index.ts';
 
-export const modules: Module[] = [registryModule, webhooksModule, eventsModule];
+export const modules: Module[] = [
+  sandboxModule,
+  registryModule,
+  installationsModule,
+  webhooksModule,
+  eventsModule,
+  runtimeModule,
+  oauthModule,
+];
