@@ -1,5 +1,6 @@
 import { defineCommand } from 'citty';
 import { startServer } from '../http/server.ts';
+import { publicUrlOf } from '../config/index.ts';
 import { configArg, configFrom } from './common.ts';
 
 export default defineCommand({
@@ -17,7 +18,7 @@ export default defineCommand({
         throw new SwitchyardError('bad_request', `--port must be a whole number from 0 to 65535, got "${args.port}"`);
       }
       config.server.port = port;
-      if (!config.server.public_url) config.publicUrl = '';
+      if (!config.server.public_url) config.publicUrl = publicUrlOf(config);
     }
     const server = await startServer(config);
     await new Promise<void>((resolve) => {
