@@ -21,10 +21,20 @@ export type Principal =
 /** Installation tokens are resolved by the installations module when it is loaded. */
 export type TokenResolver = (token: string) => Principal | undefined;
 
+/**
+ * The web console's session cookie (src/console): the admin principal, or undefined without the
+ * cookie; throws when the cookie is stale or a write lacks its CSRF header.
+ */
+export type SessionResolver = (req: Request) => Principal | undefined;
+
 const principals = new WeakMap<Request, Principal>();
 
 export function authenticate(req: Request, services: Services): Principal {
   const token = bearerToken(req.headers.get('authorization'));
+  if (!token && !req.headers.get('authorization')) {
+    const session = (services.resolveSession as SessionResolver | undefined)?.(req);
+    if (session) return session;
+  }
   if (!token)
     throw new SwitchyardError('unauthorized', 'missing Authorization: Bearer <token>', {
       hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',
@@ -57,7 +67,7 @@ export function createApp(services: Services, modules: Module[]): H3 {
   const app = new H3({
     // Errors are logged once, by us, with secrets redacted.
     silent: true,
-    onError(error) {
+    onError(error, event) {
       const cause = (error as HTTPError).cause ?? error;
       if (cause instanceof SwitchyardError) return Response.json(cause.toJSON(), { status: cause.status });
       const status = (error as HTTPError).status ?? 500;
@@ -65,7 +75,10 @@ export function createApp(services: Services, modules: Module[]): H3 {
         services.log.error('request failed', { error: cause instanceof Error ? cause : String(cause) });
         return jsonError(500, 'internal', 'Internal server error');
       }
-      return jsonError(status, status === 404 ? 'not_found' : 'bad_request', (error as HTTPError).message || 'request failed');
+      const message = (error as HTTPError).message || 'request failed';
+      if (status === 404 && message.startsWith('Cannot find any route'))
+        return jsonError(404, 'no_route', `no route for ${event.req.method} ${new URL(event.req.url).pathname}`, { hint: 'see GET /openapi.json' });
+      return jsonError(status, status === 404 ? 'not_found' : 'bad_request', message);
     },
   });
 

@@ -1,0 +1,45 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { ROOT, startTestServer, waitFor } from './helpers/index.ts';
+
+const FIXTURES = join(ROOT, 'test/fixtures/integrations');
+process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
+
+test('platform events reach the handlers of active installations whose scopes allow them, with outcomes recorded', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const sink = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration: { channel: 'c' } });
+  const pendingSink = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration: {} });
+  const scopeless = await s.api('POST', '/api/v1/installations', { integration: 'scopeless' });
+  assert.equal(sink.status, 201);
+  assert.equal(scopeless.body.installation.status, 'active');
+
+  const content = await s.api('POST', '/api/v1/events', { eventId: 'evt-content-1', type: 'space_content_updated', spaceId: 'sp1', revisionId: 'rev9' });
+  assert.ok(content.status === 200 || content.status === 201 || content.status === 202, JSON.stringify(content.body));
+  const runs = (eventId: string) =>
+    s.services.store.db.prepare('SELECT installation_id, status, logs FROM invocations WHERE event_id = ? ORDER BY installation_id').all(eventId) as any[];
+  await waitFor(() => runs('evt-content-1').length >= 1);
+  // give any wrong extra dispatch a moment to show up before asserting there is none
+  await new Promise((r) => setTimeout(r, 300));
+  const contentRuns = runs('evt-content-1');
+  assert.deepEqual(contentRuns.map((r) => r.installation_id), [sink.body.installation.id], 'only the active installation with the scope ran');
+  assert.match(contentRuns[0].logs, /content updated sp1 rev9/);
+  assert.ok(!contentRuns.some((r) => r.installation_id === pendingSink.body.installation.id));
+
+  const feedback = {
+    type: 'page_feedback',
+    siteId: 'site1',
+    spaceId: 'sp1',
+    pageId: 'p1',
+    feedback: { rating: 'bad', comment: 'meh' },
+    visitor: { anonymousId: 'a', userAgent: 'ua', ip: '203.0.113.9', cookies: {} },
+    url: 'https://docs.example.com/p1',
+    referrer: '',
+  };
+  await s.api('POST', '/api/v1/events', { ...feedback, eventId: 'evt-feedback-1' });
+  await waitFor(() => runs('evt-feedback-1').length === 1);
+  const [failed] = runs('evt-feedback-1');
+  assert.equal(failed.installation_id, scopeless.body.installation.id);
+  assert.equal(failed.status, 500, 'a throwing handler is recorded as a failed outcome');
+  assert.match(failed.logs, /feedback bad/);
+});

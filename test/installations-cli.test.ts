@@ -1,0 +1,74 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { ROOT, runCli, startTestServer } from './helpers/index.ts';
+
+const FIXTURES = join(ROOT, 'test/fixtures/integrations');
+process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
+
+test('install, configure, pause, resume and uninstall from the real CLI', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+
+  const installed = await runCli(['install', 'kitchen-sink', '--set', 'threshold=7', '--json'], { env });
+  assert.equal(installed.code, 0, installed.stderr);
+  const body = JSON.parse(installed.stdout);
+  const id = body.installation.id;
+  assert.equal(body.installation.status, 'pending');
+  assert.strictEqual(body.installation.configuration.threshold, 7, 'number properties are typed from the manifest');
+  assert.match(body.token, /^sy_inst_/);
+
+  const bad = await runCli(['installations', 'configure', id, '--set', 'mode=medium'], { env });
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /configuration\.mode/);
+  assert.match(bad.stderr, /nothing was stored/);
+
+  const ok = await runCli(['installations', 'configure', id, '--set', 'channel=ops', '--set', 'mode=slow'], { env });
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /active/);
+  assert.match(ok.stdout, /channel = "ops"/);
+
+  const list = await runCli(['installations', 'list'], { env });
+  assert.match(list.stdout, /^ID\s+INTEGRATION\s+TARGET\s+STATUS\s+UPDATED/m);
+  assert.match(list.stdout, new RegExp(`${id}\\s+kitchen-sink\\s+organization\\s+active`));
+
+  assert.match((await runCli(['installations', 'pause', id], { env })).stdout, /paused/);
+  assert.match((await runCli(['installations', 'resume', id], { env })).stdout, /active/);
+  const show = await runCli(['installations', 'show', id], { env });
+  assert.match(show.stdout, new RegExp(`public endpoint ${s.url}/v1/integrations/kitchen-sink/installations/${id}`));
+  assert.equal((await runCli(['installations', 'uninstall', id], { env })).code, 0);
+  const after = await runCli(['installations', 'list', '--all', '--json'], { env });
+  assert.equal(JSON.parse(after.stdout).installations[0].status, 'uninstalled');
+
+  const unknown = await runCli(['installations', 'show', 'inst_nope'], { env });
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /installation inst_nope does not exist/);
+});
+
+test('the CLI says in one line when the server is not running', async () => {
+  const r = await runCli(['installations', 'list'], { env: { SWITCHYARD_URL: 'http://127.0.0.1:9', SWITCHYARD_ADMIN_TOKEN: 'x' } });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /the switchyard server is not running at http:\/\/127\.0\.0\.1:9/);
+  assert.doesNotMatch(r.stderr, /\n\s+at /);
+});
+
+test('GET /openapi.json describes the management API and every documented path exists', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const doc = (await (await fetch(`${s.url}/openapi.json`)).json()) as any;
+  assert.equal(doc.openapi, '3.1.0');
+  const paths = Object.keys(doc.paths);
+  const miss = (await (await fetch(`${s.url}/api/v1/nowhere`, { headers: { authorization: `Bearer ${s.token}` } })).json()) as any;
+  assert.equal(miss.error.code, 'no_route', 'an unrouted path is told apart from a missing resource');
+  for (const p of ['/api/v1/installations', '/api/v1/installations/{id}', '/v1/integrations/{name}', '/api/v1/installations/{id}/render']) assert.ok(paths.includes(p), p);
+  for (const [path, item] of Object.entries<any>(doc.paths)) {
+    for (const method of Object.keys(item)) {
+      const url = s.url + path.replace(/\{[^}]+\}/g, 'x');
+      const res = await fetch(url, { method: method.toUpperCase(), headers: { authorization: `Bearer ${s.token}` } });
+      await res.arrayBuffer();
+      // A documented route may refuse the made-up id or the empty body, but it must exist.
+      const body = res.status === 404 ? await fetch(url, { method: method.toUpperCase(), headers: { authorization: `Bearer ${s.token}` } }).then((r) => r.text()) : '';
+      assert.doesNotMatch(body, /"code":"no_route"/, `${method.toUpperCase()} ${path} is not routed`);
+      assert.ok(res.status !== 405, `${method.toUpperCase()} ${path} answers 405`);
+    }
+  }
+});
