@@ -37,7 +37,7 @@ test('hello-components: public endpoint (spec 4.2), the /channels option list an
 
   const channels = await fetch(`${urls.publicEndpoint}/channels`);
   assert.equal(channels.status, 200);
-  assert.deepEqual((await channels.json()).map((c: { value: string }) => c.value), ['general', 'releases', 'random']);
+  assert.deepEqual(((await channels.json()) as Array<{ value: string }>).map((c) => c.value), ['general', 'releases', 'random']);
 
   const first = await s.api('POST', `/api/v1/installations/${id}/render`, { componentId: 'counter', props: { start: 2 } });
   assert.equal(first.status, 200, JSON.stringify(first.body));
@@ -108,5 +108,5 @@ test('oauth-example: Connect runs the OAuth 2 flow against a real provider and /
 
   const me = await fetch(`${urls.publicEndpoint}/me`);
   assert.equal(me.status, 200);
-  assert.ok((await me.json()).sub, 'the provider answered its userinfo to the stored token');
+  assert.ok(((await me.json()) as { sub?: string }).sub, 'the provider answered its userinfo to the stored token');
 });
