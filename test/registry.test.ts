@@ -5,7 +5,7 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { defaultConfig } from '../src/config/index.ts';
 import { memoryLogger } from '../src/log/index.ts';
@@ -277,4 +277,13 @@ test('listeners see each swap once; an unchanged save does not swap', async (t) 
   await r.reload();
   assert.equal(r.get('a'), before, 'the same object keeps serving');
   assert.deepEqual(changes, []);
+});
+
+test('a symlinked folder is an integration too', async (t) => {
+  const dir = tmpDir(t);
+  const elsewhere = tmpDir(t);
+  write(elsewhere, { 'platform-manifest.yaml': manifest('linked') });
+  symlinkSync(elsewhere, join(dir, 'linked'));
+  const { r } = await registry(t, dir, { watch: false });
+  assert.ok(r.get('linked'));
 });

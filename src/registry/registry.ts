@@ -181,7 +181,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     let names: string[] = [];
     try {
       names = readdirSync(root, { withFileTypes: true })
-        .filter((e) => e.isDirectory() && isIntegrationFolderName(e.name))
+        .filter((e) => isIntegrationFolderName(e.name) && (e.isDirectory() || (e.isSymbolicLink() && isDirectory(join(root, e.name)))))
         .map((e) => e.name);
     } catch (e) {
       log.error('cannot read the integrations directory', { dir: root, error: (e as Error).message });
