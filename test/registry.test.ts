@@ -284,6 +284,8 @@ test('a symlinked folder is an integration too', async (t) => {
   const elsewhere = tmpDir(t);
   write(elsewhere, { 'platform-manifest.yaml': manifest('linked') });
   symlinkSync(elsewhere, join(dir, 'linked'));
-  const { r } = await registry(t, dir, { watch: false });
+  const { r } = await registry(t, dir);
   assert.ok(r.get('linked'));
+  writeFileSync(join(elsewhere, 'platform-manifest.yaml'), manifest('linked', 'summary: changed\n'));
+  await waitFor(() => r.get('linked')?.manifest.summary === 'changed');
 });

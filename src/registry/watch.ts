@@ -7,6 +7,14 @@
 import { watch, readdirSync, statSync, type FSWatcher } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 
+function isDirectory(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 export interface TreeWatcher {
   close(): void;
 }
@@ -80,7 +88,12 @@ export function watchTree(root: string, onChange: (entry: string | null) => void
     } catch {
       return;
     }
-    for (const e of entries) if (e.isDirectory() && !skipDir(e.name)) addTree(join(dir, e.name));
+    for (const e of entries) {
+      if (skipDir(e.name)) continue;
+      // A symlinked integration folder is followed at the top level only (no cycles below).
+      const linkedFolder = dir === root && e.isSymbolicLink() && isDirectory(join(dir, e.name));
+      if (e.isDirectory() || linkedFolder) addTree(join(dir, e.name));
+    }
   }
 
   addTree(root);
