@@ -21,11 +21,25 @@ export interface HostFunctions {
   load(name: string): string;
   /** Cryptographically strong random bytes. */
   random(n: number): Uint8Array;
+  /**
+   * The outcome of a dispatch or drain started by the host. Answers travel this way rather than as
+   * the call's return value because isolated-vm fails a whole call when any promise rejection is
+   * left unhandled at its end: a sloppy `fetch()` without catch must not lose the response.
+   */
+  respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void;
 }
 
 let host: HostFunctions | undefined;
 const pending = new Map<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
 let nextId = 1;
+
+// Per-invocation caps on calls that cross to the host without waiting for it. They keep a guest
+// from flooding the worker's event loop faster than it can answer (which would also delay the
+// watchdog); the host enforces its own caps behind these.
+export const MAX_OPS = 10_000;
+let opsStarted = 0;
+let logLines = 0;
+let maxLogLines = 256;
 const indirectEval = eval;
 
 export function setHost(fns: HostFunctions): void {
@@ -40,6 +54,9 @@ export function hostFns(): HostFunctions {
 
 /** Start a host operation; resolves with its value, rejects with an Error built from its failure. */
 export function callHost<T>(op: string, arg: unknown, onId?: (id: number) => void): Promise<T> {
+  if (++opsStarted > MAX_OPS) {
+    throw new RangeError(`too many host operations in one invocation (at most ${MAX_OPS}: timers, fetches, API and crypto calls count)`);
+  }
   const id = nextId++;
   const promise = new Promise<T>((resolve, reject) => pending.set(id, { resolve: resolve as (v: unknown) => void, reject }));
   onId?.(id);
@@ -66,8 +83,17 @@ export function forget(id: number): void {
 }
 
 /** A new invocation starts: operations of the previous one will never complete. */
-export function resetPending(): void {
+export function resetPending(logLimit: number): void {
   pending.clear();
+  opsStarted = 0;
+  logLines = 0;
+  maxLogLines = logLimit;
+}
+
+/** Send one console line, unless this invocation already printed more than the host keeps. */
+export function logToHost(level: string, message: string): void {
+  if (++logLines > maxLogLines + 1) return;
+  hostFns().log(level, message);
 }
 
 /** Evaluate a lazily loaded library part once; the host supplies trusted source text. */

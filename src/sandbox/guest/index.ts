@@ -20,7 +20,7 @@ import { streamsLib } from './web/streams.ts';
 import { structuredClone } from './web/structured-clone.ts';
 import { clearInterval, clearTimeout, queueMicrotask, setInterval, setTimeout } from './web/timers.ts';
 import { URL, URLSearchParams } from './web/url.ts';
-import { describe, dispatch, drain, register } from './runtime/dispatch.ts';
+import { describe, dispatch, drain, register, type DispatchInput } from './runtime/dispatch.ts';
 import * as runtime from './runtime/index.ts';
 
 const g = globalThis as any;
@@ -98,8 +98,25 @@ Object.defineProperty(g, Symbol.for('switchyard.runtime'), { value: Object.freez
  * The host calls this once with its bridge functions; it answers the functions the host keeps
  * (as references on its side) to drive invocations.
  */
-function boot(start: HostFunctions['start'], cancel: HostFunctions['cancel'], log: HostFunctions['log'], load: HostFunctions['load'], random: HostFunctions['random']) {
-  setHost({ start, cancel, log, load, random });
-  return { complete, dispatch, drain, register, describe };
+function boot(
+  start: HostFunctions['start'],
+  cancel: HostFunctions['cancel'],
+  log: HostFunctions['log'],
+  load: HostFunctions['load'],
+  random: HostFunctions['random'],
+  respond: HostFunctions['respond'],
+) {
+  setHost({ start, cancel, log, load, random, respond });
+  return {
+    complete,
+    register,
+    describe,
+    dispatch(seq: number, input: DispatchInput): void {
+      dispatch(input).then((out) => respond('dispatch', seq, out));
+    },
+    drain(seq: number): void {
+      drain().then((n) => respond('drain', seq, n));
+    },
+  };
 }
 define('__switchyardBoot', boot);

@@ -20,6 +20,10 @@ export interface InstanceHooks {
   log(level: string, message: string): void;
   /** The isolate died or overran while running a continuation. */
   died(message: string): void;
+  /** A dispatch or drain finished (see guest/bridge.ts respond). */
+  respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void;
+  /** A promise rejection nobody handled, reported by isolated-vm at the end of a call. */
+  unhandled(message: string): void;
 }
 
 export class LoadError extends Error {
@@ -50,6 +54,13 @@ const random = (n: unknown) => {
   const size = Math.min(Math.max(0, Math.trunc(Number(n)) || 0), 65536);
   return new Uint8Array(globalThis.crypto.getRandomValues(new Uint8Array(size)));
 };
+
+/** A guest error's stack without the host frames isolated-vm appends after its boundary marker. */
+export function guestStack(stack: string | undefined): string | undefined {
+  if (typeof stack !== 'string') return undefined;
+  const i = stack.indexOf('(<isolated-vm boundary>)');
+  return i < 0 ? stack : stack.slice(0, stack.lastIndexOf('\n', i)).trimEnd();
+}
 
 function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
@@ -100,7 +111,7 @@ export class GuestInstance {
       if (reason === 'startup_time') throw new LoadError(describeLimit('startup_time', limits), { limit: 'startup_time' });
       if (reason === 'memory_mb' || /memory limit/i.test(errorMessage(e))) throw new LoadError(describeLimit('memory_mb', limits), { limit: 'memory_mb' });
       if (/timed out/i.test(errorMessage(e))) throw new LoadError(describeLimit('startup_time', limits), { limit: 'startup_time' });
-      throw new LoadError(`the script failed while loading: ${errorMessage(e)}`, { stack: (e as Error)?.stack });
+      throw new LoadError(`the script failed while loading: ${errorMessage(e)}`, { stack: guestStack((e as Error)?.stack) });
     } finally {
       clearTimeout(timer);
     }
@@ -142,6 +153,7 @@ export class GuestInstance {
         return src;
       }),
       new ivm.Callback(random),
+      new ivm.Callback((kind: 'dispatch' | 'drain', seq: number, value: unknown) => this.hooks?.respond(kind, Number(seq), value), { ignored: true }),
     ];
     const api = (await boot.apply(undefined, callbacks, { result: { reference: true }, timeout: remaining() })) as ivm.Reference;
     boot.release();
@@ -157,7 +169,7 @@ export class GuestInstance {
     try {
       main = await compile(script.code, `integration:${script.name}@${script.version}`);
     } catch (e) {
-      throw new LoadError(`the script does not compile: ${errorMessage(e)}`, { stack: (e as Error)?.stack });
+      throw new LoadError(`the script does not compile: ${errorMessage(e)}`, { stack: guestStack((e as Error)?.stack) });
     }
     const bad = main.dependencySpecifiers.filter((s) => !allowedImports.includes(s));
     if (bad.length) {
@@ -171,7 +183,7 @@ export class GuestInstance {
     } catch (e) {
       if (this.disposedFor || isolate.isDisposed) throw e;
       if (/timed out/i.test(errorMessage(e))) throw e;
-      throw new LoadError(`the script threw while loading: ${errorMessage(e)}`, { stack: (e as Error)?.stack });
+      throw new LoadError(`the script threw while loading: ${errorMessage(e)}`, { stack: guestStack((e as Error)?.stack) });
     }
     try {
       await register.apply(undefined, [main.namespace.derefInto()], { timeout: remaining() });
@@ -188,28 +200,34 @@ export class GuestInstance {
     this.complete(id, false, { name: 'TypeError', message: 'fetch, timers and other I/O are only available while handling a request, not at the top level of a script' }, 1000);
   }
 
-  /** Hand an operation's outcome to the guest (runs its continuation under a time-out). */
-  complete(id: number, ok: boolean, value: unknown, timeoutMs: number): void {
+  /**
+   * Run a call into the guest under a time-out. A call that fails because a promise rejection was
+   * left unhandled is reported as such (the guest carries on); a time-out, or the isolate dying
+   * (memory), ends the invocation.
+   */
+  private call(fn: ivm.Reference, args: unknown[], timeoutMs: number): void {
     if (this.isolate.isDisposed) return;
-    this.fns.complete
-      .apply(undefined, [id, ok, value], { arguments: { copy: true }, timeout: Math.max(1, Math.ceil(timeoutMs)) })
-      .catch((e: Error) => {
-        // Our own breach disposed it: the invocation already knows. Otherwise V8 killed it (memory)
-        // or the continuation overran its time-out: tell the invocation.
-        if (!this.disposedFor) this.hooks?.died(String(e?.message ?? e));
-      });
-  }
-
-  dispatch(input: unknown, timeoutMs: number): Promise<any> {
-    return this.fns.dispatch.apply(undefined, [input], {
-      arguments: { copy: true },
-      result: { copy: true, promise: true },
-      timeout: Math.max(1, Math.ceil(timeoutMs)),
+    fn.apply(undefined, args, { arguments: { copy: true }, timeout: Math.max(1, Math.ceil(timeoutMs)) }).catch((e: Error) => {
+      if (this.disposedFor) return; // our own breach: the invocation already knows
+      const message = String(e?.message ?? e);
+      if (this.isolate.isDisposed || /timed out|disposed|memory limit/i.test(message)) this.hooks?.died(message);
+      else this.hooks?.unhandled(guestStack(e?.stack) ?? message);
     });
   }
 
-  drain(timeoutMs: number): Promise<number> {
-    return this.fns.drain.apply(undefined, [], { result: { copy: true, promise: true }, timeout: Math.max(1, Math.ceil(timeoutMs)) }) as Promise<number>;
+  /** Hand an operation's outcome to the guest (runs its continuation under a time-out). */
+  complete(id: number, ok: boolean, value: unknown, timeoutMs: number): void {
+    this.call(this.fns.complete, [id, ok, value], timeoutMs);
+  }
+
+  /** Start an invocation; its answer arrives through hooks.respond('dispatch', seq, out). */
+  dispatch(seq: number, input: unknown, timeoutMs: number): void {
+    this.call(this.fns.dispatch, [seq, input], timeoutMs);
+  }
+
+  /** Wait for waitUntil work; the count arrives through hooks.respond('drain', seq, n). */
+  drain(seq: number, timeoutMs: number): void {
+    this.call(this.fns.drain, [seq], timeoutMs);
   }
 
   async describe(): Promise<ScriptExports> {

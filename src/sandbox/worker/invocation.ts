@@ -11,6 +11,9 @@ import type { GuestInstance, InstanceHooks } from './instance.ts';
 import { OpError, parseFetchArg, performApi, performCrypto, performFetch } from './ops.ts';
 
 const MAX_PENDING_TIMERS = 10_000;
+// The guest library stops a guest at 10 000 operations per invocation; this is the host's backstop.
+const MAX_OPS = 10_100;
+let sequence = 0;
 const levels = new Set(['debug', 'info', 'log', 'warn', 'error']);
 
 interface Op {
@@ -35,6 +38,7 @@ export class Invocation implements InstanceHooks {
   private finished = false;
   private readonly ops = new Map<number, Op>();
   private timers = 0;
+  private opsStarted = 0;
   private subrequests = 0;
   private cpuStart = 0;
   private cpuAtEnd = 0;
@@ -45,6 +49,11 @@ export class Invocation implements InstanceHooks {
   private death: string | null = null;
   private stop!: () => void;
   private readonly stopped = new Promise<'stopped'>((r) => (this.stop = () => r('stopped')));
+  private readonly seq = ++sequence;
+  private answer!: (out: unknown) => void;
+  private readonly answered = new Promise<unknown>((r) => (this.answer = r));
+  private drainedResolve!: () => void;
+  private readonly drained = new Promise<'drained'>((r) => (this.drainedResolve = () => r('drained')));
 
   constructor(inst: GuestInstance, envelope: Envelope, settings: WorkerSettings, onLateLog: (line: LogLine) => void) {
     this.inst = inst;
@@ -76,13 +85,10 @@ export class Invocation implements InstanceHooks {
       body: this.envelope.fetchBody ?? null,
       entropy: new Uint8Array(globalThis.crypto.getRandomValues(new Uint8Array(256))),
       responseBodyLimit: limits.response_body,
+      logLines: limits.log_lines,
     };
-    let out: any;
-    try {
-      out = await Promise.race([inst.dispatch(input, limits.wall_time), this.stopped]);
-    } catch (e) {
-      out = { thrown: e };
-    }
+    inst.dispatch(this.seq, input, limits.wall_time);
+    const out: any = await Promise.race([this.answered, this.stopped]);
     this.cpuAtEnd = inst.disposed ? this.cpuAtEnd : inst.cpuMs();
     // Console lines the guest sent just before answering arrive on the next turn.
     await new Promise((r) => setImmediate(r));
@@ -91,8 +97,8 @@ export class Invocation implements InstanceHooks {
       this.finish();
       return { result, done: Promise.resolve() };
     };
-    if (out === 'stopped' || out?.thrown || this.breachInfo || this.death) {
-      const stopped = this.stoppedError(out?.thrown);
+    if (out === 'stopped' || this.breachInfo || this.death) {
+      const stopped = this.stoppedError();
       return fail(failure(stopped, { logs: this.logs, durationMs: duration(), cpuMs: cpu() }));
     }
     if (out?.limit === 'response_body') {
@@ -127,24 +133,21 @@ export class Invocation implements InstanceHooks {
     clearTimeout(this.wallTimer);
     this.deadline = Date.now() + limits.wait_until;
     this.wallTimer = setTimeout(() => this.breach('wait_until'), limits.wait_until);
-    try {
-      await Promise.race([this.inst.drain(limits.wait_until), this.stopped]);
-    } catch {
-      // reported below through breachInfo / death
-    }
+    this.inst.drain(this.seq, limits.wait_until);
+    await Promise.race([this.drained, this.stopped]);
     await new Promise((r) => setImmediate(r));
     if (this.breachInfo || this.death) {
-      const e = this.stoppedError(undefined);
+      const e = this.stoppedError();
       this.late(logLine('error', `limit ${e.limit ?? e.kind}: ${e.message}`));
     }
     this.finish();
   }
 
   /** The error for an invocation that was stopped or whose isolate died. */
-  private stoppedError(thrown: unknown): { kind: 'limit' | 'crash' | 'exception'; message: string; limit?: string } {
+  private stoppedError(): { kind: 'limit' | 'crash' | 'exception'; message: string; limit?: string } {
     const limits = this.limits;
     if (this.breachInfo) return { kind: 'limit', limit: this.breachInfo.limit, message: describeLimit(this.breachInfo.limit, limits, this.breachInfo.used) };
-    const msg = this.death ?? (thrown instanceof Error ? thrown.message : String(thrown));
+    const msg = this.death ?? 'the isolate stopped';
     if (/memory limit|out of memory|heap/i.test(msg) || (this.inst.disposed && !this.inst.disposedFor)) {
       this.breachInfo = { limit: 'memory_mb' };
       return { kind: 'limit', limit: 'memory_mb', message: describeLimit('memory_mb', limits) };
@@ -199,7 +202,8 @@ export class Invocation implements InstanceHooks {
       if (op.timer) clearTimeout(op.timer);
     }
     this.ops.clear();
-    if (this.inst.hooks === this) this.inst.hooks = null;
+    // inst.hooks keeps pointing here until the next invocation: a rejection isolated-vm reports
+    // just after the answer still reaches this invocation's logs (as a late line).
   }
 
   /** True when the instance can serve another invocation. */
@@ -208,6 +212,18 @@ export class Invocation implements InstanceHooks {
   }
 
   // ---- guest calls -------------------------------------------------------------------------
+
+  respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void {
+    if (seq !== this.seq || this.finished) return;
+    if (kind === 'dispatch') this.answer(value);
+    else this.drainedResolve();
+  }
+
+  unhandled(message: string): void {
+    const line = logLine('error', `Uncaught (in promise) ${message}`);
+    if (this.finished) this.late(line);
+    else if (++this.logCount <= this.limits.log_lines) this.record(line);
+  }
 
   log(level: string, message: string): void {
     if (this.finished) return;
@@ -245,7 +261,7 @@ export class Invocation implements InstanceHooks {
   }
 
   start(op: string, id: number, arg: unknown): void {
-    if (this.finished || this.ops.has(id)) return;
+    if (this.finished || this.ops.has(id) || ++this.opsStarted > MAX_OPS) return;
     switch (op) {
       case 'sleep': {
         if (this.timers >= MAX_PENDING_TIMERS) return this.fail(id, new OpError(`too many pending timers (at most ${MAX_PENDING_TIMERS})`, 'RangeError'));

@@ -23,6 +23,7 @@ export interface DispatchInput {
   body: Uint8Array | null;
   entropy: Uint8Array;
   responseBodyLimit: number;
+  logLines: number;
 }
 
 export interface DispatchOutput {
@@ -160,7 +161,7 @@ function errorOutput(err: unknown): DispatchOutput {
 
 /** Run one invocation. Never rejects: a throw becomes an error output. */
 export async function dispatch(input: DispatchInput): Promise<DispatchOutput> {
-  resetPending();
+  resetPending(input.logLines);
   resetTimers();
   addEntropy(input.entropy);
   waitUntils = [];

@@ -2,7 +2,7 @@
  * console: every call becomes one log line of the current invocation, formatted like Node's
  * (printf-style %s %d %i %f %j %o %O %c, objects inspected to a bounded depth and length).
  */
-import { hostFns } from '../bridge.ts';
+import { logToHost } from '../bridge.ts';
 
 const MAX_LINE = 16 * 1024;
 
@@ -88,7 +88,7 @@ function emit(level: string, args: unknown[]): void {
   } catch (e) {
     text = `[unprintable: ${String((e as Error)?.message ?? e)}]`;
   }
-  hostFns().log(level, text);
+  logToHost(level, text);
 }
 
 const counts = new Map<string, number>();
