@@ -12,7 +12,8 @@ import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, st
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nativeManifest, nativeSources } from './sea/assets.ts';
-import { bundleProgram } from './sea/bundle.ts';
+import { bundleProgram, VIRTUAL_ROOT } from './sea/bundle.ts';
+import { embeddedValues } from './sea/embed.ts';
 import { median, playground, runExe, serve } from './sea/probe.ts';
 import { MANIFEST_ASSET } from '../src/native/index.ts';
 
@@ -43,10 +44,15 @@ async function main(): Promise<void> {
   mkdirSync(join(ROOT, 'dist'), { recursive: true });
   const work = mkdtempSync(join(ROOT, 'dist', '.build-'));
   try {
+    const embedded = await timed('embedded values', () => embeddedValues(ROOT));
+    for (const e of embedded) console.log(`    ${e.name}: ${e.what}, ${mb(e.value.length)}`);
     const bundle = join(work, 'switchyard.cjs');
-    const { bytes, warnings } = await timed('bundle (esbuild, one CommonJS file)', () => bundleProgram(ROOT, bundle));
+    const defines = Object.fromEntries(embedded.map((e) => [e.name, e.value]));
+    const { bytes, warnings, importMetaUses } = await timed('bundle (esbuild, one CommonJS file)', () => bundleProgram(ROOT, bundle, defines));
     for (const w of warnings) console.warn(`  warning: ${w}`);
     console.log(`    ${mb(bytes)} of JavaScript`);
+    if (importMetaUses.length)
+      console.log(`    import.meta paths point under ${VIRTUAL_ROOT}/ in the executable (no files there): ${importMetaUses.join(', ')}`);
 
     const { manifest, assets } = nativeManifest(nativeSources(ROOT, abi!));
     const manifestFile = join(work, MANIFEST_ASSET);

@@ -1,8 +1,9 @@
 /**
  * `npm run smoke`: the built dist/switchyard on a bare machine. A copy runs alone in an empty temp
  * folder (PATH = that folder only, so no node; HOME and XDG_CACHE_HOME inside it; no node_modules
- * above it) and must: pass --self-check on Node 24 with --no-node-snapshot in force, serve /healthz
- * with 200, stop cleanly on SIGTERM, and ignore NODE_OPTIONS (a --require preload never runs).
+ * above it) and must: pass --self-check on Node 24 with --no-node-snapshot in force, scaffold and
+ * check an integration (esbuild + the sandbox worker process), serve /healthz with 200, stop cleanly
+ * on SIGTERM, and ignore NODE_OPTIONS (a --require preload never runs).
  * Prints one line per check; exits 1 if any fails.
  */
 import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from 'node:fs';
@@ -56,6 +57,16 @@ async function main(): Promise<void> {
       const esbuild = statSync(join(report.nativeDir, 'esbuild'));
       assert((esbuild.mode & 0o777) === 0o755, `esbuild unpacked with mode ${(esbuild.mode & 0o777).toString(8)}`);
       return `${report.node}, execArgv ${report.execArgv.join(' ')}; ${Object.values(report.checks).map((c) => c.detail).join('; ')}`;
+    });
+
+    await check('new + check: an integration bundles with the embedded esbuild and loads in the sandbox worker', async () => {
+      const created = await runExe(pg, ['new', 'smoke-hello']);
+      assert(created.code === 0, `switchyard new: exit ${created.code}\n${created.stdout}${created.stderr}`);
+      const r = await runExe(pg, ['check', 'integrations/smoke-hello', '--json']);
+      assert(r.code === 0, `switchyard check: exit ${r.code}\n${r.stdout}${r.stderr}`);
+      const report = JSON.parse(r.stdout) as { ok: boolean; bytes: number; sandbox?: { status: string } };
+      assert(report.ok && report.sandbox?.status === 'ok', `check reported ${r.stdout}`);
+      return `${report.bytes} bytes bundled, sandbox ${report.sandbox.status}`;
     });
 
     await check('the NODE_OPTIONS probe is live: it injects into a plain node', () => {

@@ -65,6 +65,18 @@ describe('the single executable', { timeout: 240_000 }, () => {
     for (const [name, check] of Object.entries(report.checks)) assert.equal(check.ok, true, `${name}: ${JSON.stringify(check)}`);
   });
 
+  test('bundles an integration with its embedded esbuild and loads it in the sandbox worker (itself, re-run with --sandbox-worker)', async (t) => {
+    const pg = playground(EXE, tmpDir(t));
+    const created = await runExe(pg, ['new', 'exe-hello']);
+    assert.equal(created.code, 0, created.stdout + created.stderr);
+    const r = await runExe(pg, ['check', 'integrations/exe-hello', '--json']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const report = JSON.parse(r.stdout) as { ok: boolean; sandbox?: { status: string; exports?: { fetch: boolean } } };
+    assert.equal(report.ok, true);
+    assert.equal(report.sandbox?.status, 'ok', r.stdout);
+    assert.equal(report.sandbox?.exports?.fetch, true);
+  });
+
   test('ignores NODE_OPTIONS: a --require preload that runs in a plain node never runs in the executable', async (t) => {
     const dir = tmpDir(t);
     const pg = playground(EXE, dir);

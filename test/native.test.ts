@@ -116,3 +116,9 @@ test('cache folder: never uses a temp folder others can write, and says what it 
   );
   assert.equal(existsSync(join(shared, 'h1')), false);
 });
+
+test("the executable's worker flag is the one the sandbox's workerCommand() passes", async () => {
+  const { SANDBOX_WORKER_FLAG } = await import('../src/native/index.ts');
+  const { WORKER_FLAG } = await import('../src/sandbox/index.ts');
+  assert.equal(SANDBOX_WORKER_FLAG, WORKER_FLAG);
+});

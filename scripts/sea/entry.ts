@@ -6,7 +6,7 @@
 import { SwitchyardError, formatError } from '../../src/errors.ts';
 import { SANDBOX_WORKER_FLAG, prepareNativeFiles } from '../../src/native/index.ts';
 
-async function main(argv: string[]): Promise<number> {
+async function main(argv: string[]): Promise<number | undefined> {
   try {
     prepareNativeFiles();
   } catch (e) {
@@ -19,9 +19,10 @@ async function main(argv: string[]): Promise<number> {
     return selfCheck();
   }
   if (argv[0] === SANDBOX_WORKER_FLAG) {
-    // SANDBOX WORKER HOOK: src/sandbox has not landed yet; its worker entry is called from here.
-    process.stderr.write('switchyard: this build has no sandbox worker\n');
-    return 1;
+    // The sandbox's worker process (src/sandbox workerCommand()): it lives on its IPC channel.
+    const { runSandboxWorker } = await import('../../src/sandbox/index.ts');
+    await runSandboxWorker();
+    return undefined;
   }
   const { cli } = await import('../../src/main.ts');
   await cli(argv);
@@ -30,7 +31,7 @@ async function main(argv: string[]): Promise<number> {
 
 main(process.argv.slice(2)).then(
   (code) => {
-    process.exitCode = code;
+    if (code !== undefined) process.exitCode = code;
   },
   (e) => {
     process.stderr.write(`switchyard: unexpected error: ${(e as Error)?.stack ?? String(e)}\n`);

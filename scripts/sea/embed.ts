@@ -1,0 +1,25 @@
+/**
+ * Values computed at build time and embedded in the bundle as esbuild defines, for code that in a
+ * source checkout reads files beside itself (there are no such files inside the executable).
+ * Each module declares its identifier and documents it; this is the one list the build fills in.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface Embedded {
+  name: string;
+  /** What it holds, for the build output. */
+  what: string;
+  /** JavaScript expression text (JSON). */
+  value: string;
+}
+
+export async function embeddedValues(root: string): Promise<Embedded[]> {
+  const out: Embedded[] = [];
+  // src/sandbox/guest-bundle.ts: the guest library (Web APIs + runtime library), prebuilt.
+  if (existsSync(join(root, 'src/sandbox/index.ts'))) {
+    const sandbox = (await import(join(root, 'src/sandbox/index.ts'))) as { buildGuestBundle?: () => Promise<unknown> };
+    if (sandbox.buildGuestBundle) out.push({ name: 'SWITCHYARD_GUEST_BUNDLE', what: 'guest library', value: JSON.stringify(await sandbox.buildGuestBundle()) });
+  }
+  return out;
+}
