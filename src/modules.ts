@@ -10,6 +10,7 @@ import { runtimeModule } from './runtime/index.ts';
 import { oauthModule } from './oauth/index.ts';
 import { webhooksModule } from './webhooks/index.ts';
 import { eventsModule } from './events/index.ts';
+import { consoleModule } from './console/index.ts';
 
 export const modules: Module[] = [
   sandboxModule,
@@ -19,4 +20,5 @@ export const modules: Module[] = [
   eventsModule,
   runtimeModule,
   oauthModule,
+  consoleModule,
 ];

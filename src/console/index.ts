@@ -1,0 +1,24 @@
+/**
+ * The web console: a browser UI served by the server itself under /console (integrations,
+ * installations and their configuration forms, live components, events and deliveries). It talks
+ * to the same management API as the CLI, with a session cookie in place of the bearer token.
+ * Attaches `services.resolveSession` (read by authenticate() in src/http/app.ts).
+ */
+import type { Module, Services } from '../services.ts';
+import { consoleRoutes } from './routes.ts';
+import { createSessions, requestSession, type Sessions } from './session.ts';
+
+export { consoleAssets, CONSOLE_ASSETS_DEFINE, type ConsoleAssets } from './assets.ts';
+export { createSessions, requestSession, SESSION_COOKIE, CSRF_HEADER, LOGIN_HEADER, SESSION_TTL_MS, type Session, type Sessions } from './session.ts';
+
+export const consoleModule: Module = {
+  name: 'console',
+  start(services: Services) {
+    const sessions = createSessions({ adminToken: services.adminToken });
+    services.consoleSessions = sessions;
+    services.resolveSession = (req: Request) => (requestSession(req, sessions) ? ({ kind: 'admin' } as const) : undefined);
+  },
+  routes(app, services) {
+    consoleRoutes(app, services, services.consoleSessions as Sessions);
+  },
+};

@@ -1,0 +1,183 @@
+/**
+ * HTTP face of the console, all under /console:
+ * - the page and its assets (public: they hold no data);
+ * - login (admin token, checked in constant time) -> session cookie; session; logout;
+ * - small helpers the page needs that the management API does not have: integration images
+ *   (an <img> cannot send a bearer token), sample event payloads, a script's exported components.
+ */
+import { readFileSync, realpathSync } from 'node:fs';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+import type { H3, H3Event } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import { authenticate } from '../http/app.ts';
+import { safeEqual } from '../http/auth.ts';
+import { readJson } from '../http/body.ts';
+import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
+import { pngSize } from '../manifest/index.ts';
+import type { Registry } from '../registry/index.ts';
+import type { Runtime } from '../runtime/index.ts';
+import type { Services } from '../services.ts';
+import { consoleAssets } from './assets.ts';
+import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
+import {
+  clearedCookie,
+  cookieValue,
+  LOGIN_HEADER,
+  requestSession,
+  SESSION_COOKIE,
+  sessionCookie,
+  withoutCookie,
+  type Sessions,
+} from './session.ts';
+
+const json = (body: unknown, init: ResponseInit = {}) =>
+  Response.json(body, { ...init, headers: { 'cache-control': 'no-store', ...(init.headers as Record<string, string> | undefined) } });
+
+/** Admin only: a bearer admin token or a console session (with CSRF for writes). */
+function requireConsoleAdmin(req: Request, services: Services): void {
+  if (authenticate(req, services).kind !== 'admin')
+    throw new SwitchyardError('forbidden', 'the console needs the admin token', { hint: 'installation tokens cannot use the console' });
+}
+
+/** A file named by a manifest, read only when it is a PNG inside the integration's folder (fail closed). */
+function readImage(dir: string, rel: string | undefined): Buffer | undefined {
+  if (!rel || isAbsolute(rel)) return undefined;
+  try {
+    const root = realpathSync(dir);
+    const file = realpathSync(resolve(dir, rel));
+    const r = relative(root, file);
+    if (!r || r.startsWith(`..${sep}`) || r === '..' || isAbsolute(r)) return undefined;
+    if (!pngSize(file)) return undefined;
+    return readFileSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
+export function consoleRoutes(app: H3, services: Services, sessions: Sessions): void {
+  const secure = () => services.config.publicUrl.startsWith('https:');
+  const registry = () => services.registry as Registry | undefined;
+
+  // The console's cookie is the admin's: it must never reach integration code, which sees the
+  // request headers of its public endpoint (/v1/integrations/<name>/installations/<id>/...).
+  app.use('/v1/**', (event) => {
+    const header = event.req.headers.get('cookie');
+    if (!header || cookieValue(header, SESSION_COOKIE) === undefined) return;
+    const rest = withoutCookie(header, SESSION_COOKIE);
+    if (rest) event.req.headers.set('cookie', rest);
+    else event.req.headers.delete('cookie');
+  });
+
+  const page = async (event: H3Event) => {
+    // The router matches /console and /console/ alike: one canonical address, with the slash.
+    if (!new URL(event.req.url).pathname.endsWith('/')) return new Response(null, { status: 302, headers: { location: '/console/' } });
+    const assets = await consoleAssets();
+    return new Response(shellHtml(assets), {
+      headers: { 'content-type': 'text/html; charset=utf-8', ...securityHeaders(services.config.publicUrl) },
+    });
+  };
+  app.get('/console', page);
+
+  app.get(`${ASSET_PREFIX}:file`, async (event) => {
+    const file = event.context.params!.file;
+    const assets = await consoleAssets();
+    const m = /^app\.([0-9a-f]+)\.(js|css)$/.exec(file);
+    if (!m) throw new SwitchyardError('not_found', `no console asset "${file}"`);
+    const current = m[1] === assets.hash;
+    return new Response(m[2] === 'js' ? assets.js : assets.css, {
+      headers: {
+        'content-type': m[2] === 'js' ? 'text/javascript; charset=utf-8' : 'text/css; charset=utf-8',
+        'x-content-type-options': 'nosniff',
+        // An old hash (after a rebuild) gets today's file, uncached.
+        'cache-control': current ? 'public, max-age=31536000, immutable' : 'no-store',
+      },
+    });
+  });
+
+  app.post('/console/login', async (event) => {
+    if (event.req.headers.get(LOGIN_HEADER) !== 'login')
+      throw new SwitchyardError('forbidden', `log in from the console page (the request needs the ${LOGIN_HEADER} header)`);
+    const body = await readJson<Record<string, unknown>>(event.req, 16 * 1024);
+    const token = typeof body.token === 'string' ? body.token.trim() : '';
+    if (!token) throw new SwitchyardError('bad_request', 'paste the admin token', { where: 'token' });
+    if (!safeEqual(token, services.adminToken)) {
+      services.log.warn('console login refused: wrong token');
+      throw new SwitchyardError('unauthorized', 'that is not the admin token', {
+        where: 'token',
+        hint: 'use admin_token from config.yaml, or the one in <data_dir>/admin-token',
+      });
+    }
+    const { session, value } = sessions.issue();
+    services.log.info('console login', { expires_at: new Date(session.expiresAt).toISOString() });
+    return json(
+      { expiresAt: new Date(session.expiresAt).toISOString(), csrf: session.csrf },
+      { headers: { 'set-cookie': sessionCookie(value, { maxAgeMs: sessions.ttlMs, secure: secure() }) } },
+    );
+  });
+
+  app.get('/console/session', (event) => {
+    let session;
+    try {
+      session = requestSession(event.req, sessions);
+    } catch (e) {
+      if (!(e instanceof SwitchyardError)) throw e;
+      session = undefined;
+    }
+    // 200 either way: "not logged in" is an answer here, not a failure.
+    if (!session) return json({ authenticated: false }, { headers: { 'set-cookie': clearedCookie(secure()) } });
+    return json({ authenticated: true, csrf: session.csrf, expiresAt: new Date(session.expiresAt).toISOString(), publicUrl: services.config.publicUrl });
+  });
+
+  app.post('/console/logout', (event) => {
+    const session = requestSession(event.req, sessions);
+    if (session) sessions.revoke(session);
+    return json({ loggedOut: true }, { headers: { 'set-cookie': clearedCookie(secure()) } });
+  });
+
+  app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined));
+  app.get('/console/integrations/:name/preview/:n', (event) => {
+    const n = Number(event.context.params!.n);
+    return imageResponse(event.req, event.context.params!.name, (m) => (m.previewImages as string[] | undefined)?.[n]);
+  });
+
+  function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined): Response {
+    requireConsoleAdmin(req, services);
+    const integration = registry()?.get(decodeURIComponent(name));
+    const bytes = integration ? readImage(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
+    if (!bytes) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
+    return new Response(new Uint8Array(bytes), {
+      headers: { 'content-type': 'image/png', 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=60' },
+    });
+  }
+
+  app.get('/console/api/samples/:type', (event) => {
+    requireConsoleAdmin(event.req, services);
+    const type = event.context.params!.type;
+    if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(type))
+      throw new SwitchyardError('bad_request', `no sample for "${type}"`, { where: 'type', hint: `types: ${WEBHOOK_EVENT_TYPES.join(', ')}` });
+    return json({ type, payload: samplePayload(type) });
+  });
+
+  /** Component ids of an integration: its manifest's blocks and what its script exports. */
+  app.get('/console/api/integrations/:name/components', async (event) => {
+    requireConsoleAdmin(event.req, services);
+    const name = decodeURIComponent(event.context.params!.name);
+    const integration = registry()?.get(name);
+    if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
+    const blocks = ((integration.manifest as { blocks?: Array<{ id: string; title?: string; description?: string }> }).blocks ?? []).map((b) => ({
+      id: b.id,
+      title: b.title ?? b.id,
+      description: b.description ?? '',
+    }));
+    let exported: string[] | null = null;
+    const runtime = services.runtime as Runtime | undefined;
+    if (runtime && integration.script) {
+      try {
+        exported = (await runtime.exportsOf(integration)).components;
+      } catch (e) {
+        services.log.warn('console: cannot list exported components', { integration: name, error: (e as Error).message });
+      }
+    }
+    return json({ integration: name, blocks, exported });
+  });
+}

@@ -1,0 +1,136 @@
+/**
+ * Console sessions: after the admin token is checked once at login, the browser holds a signed,
+ * expiring session in an HttpOnly cookie instead of the token itself. The signing key is derived
+ * from the admin token, so changing the token ends every session; logout revokes one session (kept
+ * in memory until it would have expired anyway).
+ *
+ * State-changing requests made with the cookie must also carry the session's CSRF value in a custom
+ * header: a page on another origin can neither read it nor send a custom header without a CORS
+ * preflight that this server never grants.
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import { SwitchyardError } from '../errors.ts';
+import { safeEqual } from '../http/auth.ts';
+
+export const SESSION_COOKIE = 'sy_console';
+export const CSRF_HEADER = 'x-switchyard-csrf';
+/** Sent by the login page: a custom header a cross-site form cannot add. */
+export const LOGIN_HEADER = 'x-switchyard-console';
+export const SESSION_TTL_MS = 12 * 3_600_000;
+
+const VERSION = 'v1';
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+export interface Session {
+  id: string;
+  /** Expiry, ms since the epoch. */
+  expiresAt: number;
+  /** The value the CSRF header must carry for this session. */
+  csrf: string;
+}
+
+export interface Sessions {
+  /** A new session and the cookie value that carries it. */
+  issue(): { session: Session; value: string };
+  /** The session a cookie value carries, when it is authentic, unexpired and not revoked. */
+  verify(value: string | undefined): Session | undefined;
+  revoke(session: Session): void;
+  ttlMs: number;
+}
+
+export function createSessions(opts: { adminToken: string; ttlMs?: number; now?: () => number }): Sessions {
+  const ttlMs = opts.ttlMs ?? SESSION_TTL_MS;
+  const now = opts.now ?? Date.now;
+  // Derived, never the token itself: a leaked signature reveals nothing about the token.
+  const key = createHmac('sha256', opts.adminToken).update('switchyard console session key').digest();
+  const mac = (text: string) => createHmac('sha256', key).update(text).digest('base64url');
+  const revoked = new Map<string, number>();
+
+  const sessionOf = (id: string, expiresAt: number): Session => ({ id, expiresAt, csrf: mac(`csrf.${id}`) });
+
+  function prune(): void {
+    const t = now();
+    for (const [id, exp] of revoked) if (exp <= t) revoked.delete(id);
+  }
+
+  return {
+    ttlMs,
+    issue() {
+      const id = randomBytes(18).toString('base64url');
+      const expiresAt = now() + ttlMs;
+      const body = `${VERSION}.${id}.${expiresAt}`;
+      return { session: sessionOf(id, expiresAt), value: `${body}.${mac(body)}` };
+    },
+    verify(value) {
+      if (!value) return undefined;
+      const parts = value.split('.');
+      if (parts.length !== 4 || parts[0] !== VERSION) return undefined;
+      const [, id, exp, sig] = parts;
+      // Fail closed: anything that does not verify is no session at all.
+      if (!safeEqual(sig, mac(`${VERSION}.${id}.${exp}`))) return undefined;
+      const expiresAt = Number(exp);
+      if (!Number.isSafeInteger(expiresAt) || expiresAt <= now() || revoked.has(id)) return undefined;
+      return sessionOf(id, expiresAt);
+    },
+    revoke(session) {
+      prune();
+      revoked.set(session.id, session.expiresAt);
+    },
+  };
+}
+
+/** One cookie's value from a Cookie header. */
+export function cookieValue(header: string | null | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/** The Cookie header without one cookie (undefined when nothing is left). */
+export function withoutCookie(header: string, name: string): string | undefined {
+  const kept = header
+    .split(';')
+    .map((p) => p.trim())
+    .filter((p) => p && p.slice(0, Math.max(0, p.indexOf('='))).trim() !== name);
+  return kept.length ? kept.join('; ') : undefined;
+}
+
+export function sessionCookie(value: string, opts: { maxAgeMs: number; secure: boolean }): string {
+  return [
+    `${SESSION_COOKIE}=${value}`,
+    'Path=/',
+    'HttpOnly',
+    'SameSite=Strict',
+    `Max-Age=${Math.max(0, Math.floor(opts.maxAgeMs / 1000))}`,
+    ...(opts.secure ? ['Secure'] : []),
+  ].join('; ');
+}
+
+export function clearedCookie(secure: boolean): string {
+  return sessionCookie('', { maxAgeMs: 0, secure });
+}
+
+/**
+ * The session of a request that carries the console cookie, with the CSRF check for state-changing
+ * methods. Undefined when there is no cookie; throws when there is one that is not acceptable, so
+ * the caller says why instead of "missing token".
+ */
+export function requestSession(req: Request, sessions: Sessions): Session | undefined {
+  const value = cookieValue(req.headers.get('cookie'), SESSION_COOKIE);
+  if (value === undefined || value === '') return undefined;
+  const session = sessions.verify(value);
+  if (!session)
+    throw new SwitchyardError('unauthorized', 'the console session has expired or was ended', {
+      hint: 'log in again at /console/ with the admin token',
+    });
+  if (!SAFE_METHODS.has(req.method.toUpperCase())) {
+    const sent = req.headers.get(CSRF_HEADER) ?? '';
+    if (!sent || !safeEqual(sent, session.csrf))
+      throw new SwitchyardError('forbidden', `a ${req.method} made with the console session needs the ${CSRF_HEADER} header`, {
+        hint: 'the console sends it for you; scripts should use Authorization: Bearer <admin token> instead',
+      });
+  }
+  return session;
+}

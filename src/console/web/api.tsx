@@ -1,0 +1,168 @@
+/**
+ * The management API from the browser: same-origin requests carried by the session cookie, with
+ * the session's CSRF value on every write. Errors keep the server's code, hint and field problems.
+ */
+
+export interface Problem {
+  where: string;
+  message: string;
+  hint?: string;
+}
+
+export class ApiError extends Error {
+  status: number;
+  code: string;
+  hint?: string;
+  where?: string;
+  problems: Problem[];
+  constructor(status: number, body: { code?: string; message?: string; hint?: string; where?: string; problems?: Problem[] } | undefined) {
+    super(body?.message ?? `request failed (${status})`);
+    this.status = status;
+    this.code = body?.code ?? 'error';
+    this.hint = body?.hint;
+    this.where = body?.where;
+    this.problems = body?.problems ?? [];
+  }
+}
+
+let csrf = '';
+let onUnauthorized: () => void = () => {};
+
+export function setCsrf(value: string): void {
+  csrf = value;
+}
+
+export function whenUnauthorized(fn: () => void): void {
+  onUnauthorized = fn;
+}
+
+export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET') headers['x-switchyard-csrf'] = csrf;
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  const text = await res.text();
+  let parsed: any;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (!res.ok) {
+    if (res.status === 401) onUnauthorized();
+    // Management API errors are {error: {code, message, ...}}; integration code may answer {error: "text"}.
+    const err = typeof parsed?.error === 'string' ? { message: parsed.error } : parsed?.error;
+    throw new ApiError(res.status, err ?? { message: text.slice(0, 200) || res.statusText });
+  }
+  return parsed as T;
+}
+
+/** The text to show for any failure. */
+export function errorText(e: unknown): string {
+  if (e instanceof ApiError) return `${e.message}${e.hint ? ` (${e.hint})` : ''}`;
+  return e instanceof Error ? e.message : String(e);
+}
+
+// Shapes of the management API (see the README); only the fields the console reads.
+
+export interface PropertyDef {
+  type: 'string' | 'number' | 'boolean' | 'button';
+  title?: string;
+  description?: string;
+  default?: unknown;
+  enum?: string[];
+  completion_url?: string;
+  button_text?: string;
+  callback_url?: string;
+}
+
+export interface ConfigurationsDef {
+  properties?: Record<string, PropertyDef>;
+  required?: string[];
+}
+
+export interface Integration {
+  name: string;
+  title: string | null;
+  status: string;
+  serving: boolean;
+  version: string | null;
+  dir: string;
+  loadedAt: string | null;
+  updatedAt: string;
+  errors: Problem[];
+  warnings: Problem[];
+  manifest: {
+    description: string;
+    summary: string | null;
+    organization: string;
+    visibility: string;
+    categories: string[];
+    script: string | null;
+    icon: string | null;
+    previewImages: string[];
+    externalLinks: Array<{ label: string; url: string }>;
+    secrets: string[];
+  } | null;
+  scopes: string[];
+  blocks: Array<{ id: string; title: string; description: string }>;
+  configurations: { account?: ConfigurationsDef; site?: ConfigurationsDef };
+}
+
+export interface Installation {
+  id: string;
+  integration: string;
+  target: 'organization' | 'space' | 'site';
+  space?: string | null;
+  site?: string | null;
+  status: 'pending' | 'active' | 'paused' | 'uninstalled';
+  configuration: Record<string, unknown>;
+  createdAt?: string;
+  updatedAt?: string;
+  urls: { publicEndpoint: string };
+  connect: Array<{ property: string; label: string; url: string }>;
+  [k: string]: unknown;
+}
+
+export interface Delivery {
+  id: string;
+  eventId: string;
+  eventType: string;
+  installationId: string;
+  url: string;
+  status: 'pending' | 'retrying' | 'delivered' | 'failed' | 'cancelled';
+  attemptCount: number;
+  maxAttempts: number;
+  nextAttemptAt: string | null;
+  held: boolean;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: string;
+  updatedAt: string;
+  completedAt: string | null;
+}
+
+export interface Attempt {
+  number: number;
+  manual: boolean;
+  startedAt: string;
+  durationMs: number | null;
+  url: string;
+  signatureHeader: string | null;
+  status: number | null;
+  outcome: string;
+  error: string | null;
+  errorCode: string | null;
+  responseExcerpt: string | null;
+  responseTruncated: boolean;
+  nextAttemptAt: string | null;
+}
+
+export interface DeliveryDetail extends Delivery {
+  body: string;
+  payload: unknown;
+  signatureHeader: string | null;
+  attempts: Attempt[];
+}
+
+export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;

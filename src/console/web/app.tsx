@@ -1,0 +1,193 @@
+/** The console's shell: session check, login, navigation and the hash routes. */
+import type { VNode } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, ApiError, errorText, setCsrf, whenUnauthorized } from './api.tsx';
+import { EventsPage } from './events.tsx';
+import { InstallationPage, InstallationsPage } from './installations.tsx';
+import { IntegrationPage, IntegrationsPage } from './integrations.tsx';
+import { Announcer, ErrorBox, PageTitle } from './ui.tsx';
+
+interface Route {
+  parts: string[];
+  query: URLSearchParams;
+}
+
+function parseHash(): Route {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const [p, q] = raw.split('?');
+  return { parts: (p ?? '').split('/').filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(q ?? '') };
+}
+
+function useRoute(): Route {
+  const [route, setRoute] = useState(parseHash);
+  useEffect(() => {
+    const on = () => setRoute(parseHash());
+    window.addEventListener('hashchange', on);
+    return () => window.removeEventListener('hashchange', on);
+  }, []);
+  return route;
+}
+
+type Auth = { state: 'checking' } | { state: 'out'; reason?: string } | { state: 'in'; expiresAt: string };
+
+export function App(): VNode {
+  const [auth, setAuth] = useState<Auth>({ state: 'checking' });
+
+  useEffect(() => {
+    whenUnauthorized(() => setAuth({ state: 'out', reason: 'Your session ended. Log in again.' }));
+    api<{ authenticated: boolean; csrf: string; expiresAt: string }>('GET', '/console/session')
+      .then((s) => {
+        if (!s.authenticated) return setAuth({ state: 'out' });
+        setCsrf(s.csrf);
+        setAuth({ state: 'in', expiresAt: s.expiresAt });
+      })
+      .catch(() => setAuth({ state: 'out' }));
+  }, []);
+
+  if (auth.state === 'checking') return <p class="muted center">Loading…</p>;
+  if (auth.state === 'out')
+    return (
+      <Login
+        reason={auth.reason}
+        onLoggedIn={(s) => {
+          setCsrf(s.csrf);
+          setAuth({ state: 'in', expiresAt: s.expiresAt });
+        }}
+      />
+    );
+  return (
+    <Shell
+      onLogout={async () => {
+        try {
+          await api('POST', '/console/logout');
+        } finally {
+          setCsrf('');
+          setAuth({ state: 'out', reason: 'You are logged out.' });
+        }
+      }}
+    />
+  );
+}
+
+function Login({ reason, onLoggedIn }: { reason?: string; onLoggedIn(s: { csrf: string; expiresAt: string }): void }): VNode {
+  const [token, setToken] = useState('');
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const input = useRef<HTMLInputElement>(null);
+  useEffect(() => input.current?.focus(), []);
+  async function submit(e: Event): Promise<void> {
+    e.preventDefault();
+    setBusy(true);
+    try {
+      const res = await fetch('/console/login', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-switchyard-console': 'login' },
+        body: JSON.stringify({ token }),
+        credentials: 'same-origin',
+      });
+      const body = await res.json().catch(() => ({}));
+      if (!res.ok) throw new ApiError(res.status, body.error);
+      setToken('');
+      onLoggedIn(body);
+    } catch (err) {
+      setError(errorText(err));
+      input.current?.focus();
+    } finally {
+      setBusy(false);
+    }
+  }
+  return (
+    <main class="login" id="main">
+      <form onSubmit={submit} class="panel" aria-labelledby="login-h">
+        <h1 id="login-h">Switchyard console</h1>
+        {reason ? <p role="status">{reason}</p> : null}
+        <div class="field">
+          <label for="admin-token">Admin token</label>
+          <input
+            ref={input}
+            id="admin-token"
+            type="password"
+            autocomplete="current-password"
+            value={token}
+            aria-describedby="admin-token-desc"
+            aria-invalid={error ? 'true' : undefined}
+            onInput={(e) => setToken((e.currentTarget as HTMLInputElement).value)}
+          />
+          <p class="description" id="admin-token-desc">
+            <code>admin_token</code> from config.yaml, or the contents of <code>&lt;data_dir&gt;/admin-token</code>. The browser keeps a session
+            cookie, not the token.
+          </p>
+        </div>
+        <div aria-live="assertive">
+          <ErrorBox message={error} />
+        </div>
+        <button type="submit" disabled={busy || !token}>
+          {busy ? 'Checking…' : 'Log in'}
+        </button>
+      </form>
+    </main>
+  );
+}
+
+const NAV = [
+  { href: '#/integrations', label: 'Integrations', match: 'integrations' },
+  { href: '#/installations', label: 'Installations', match: 'installations' },
+  { href: '#/events', label: 'Events and deliveries', match: 'events' },
+];
+
+function Shell({ onLogout }: { onLogout(): void }): VNode {
+  const route = useRoute();
+  const [section, id] = route.parts;
+  const current = section === 'deliveries' ? 'events' : (section ?? 'integrations');
+  const first = useRef(true);
+
+  // Keyboard and screen-reader users land on the new page's heading.
+  useEffect(() => {
+    if (first.current) {
+      first.current = false;
+      return;
+    }
+    const t = setTimeout(() => document.querySelector<HTMLElement>('[data-page-title]')?.focus(), 60);
+    return () => clearTimeout(t);
+  }, [section, id]);
+
+  let page: VNode;
+  if (section === 'integrations' && id) page = <IntegrationPage name={id} />;
+  else if (section === 'installations' && id) page = <InstallationPage id={id} />;
+  else if (section === 'installations') page = <InstallationsPage query={route.query} />;
+  else if (section === 'events') page = <EventsPage />;
+  else if (section === 'deliveries') page = <EventsPage openId={id} />;
+  else if (!section || section === 'integrations') page = <IntegrationsPage />;
+  else page = <PageTitle>Not found: {section}</PageTitle>;
+
+  return (
+    <>
+      <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), document.getElementById('main')?.focus())}>
+        Skip to content
+      </a>
+      <header class="top">
+        <span class="brand">Switchyard</span>
+        <nav aria-label="Main">
+          <ul>
+            {NAV.map((n) => (
+              <li key={n.href}>
+                <a href={n.href} aria-current={current === n.match ? 'page' : undefined}>
+                  {n.label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <button type="button" class="secondary small" onClick={onLogout}>
+          Log out
+        </button>
+      </header>
+      <main id="main" tabIndex={-1}>
+        {page}
+      </main>
+      <Announcer />
+    </>
+  );
+}
+
+export { errorText };

@@ -1,0 +1,392 @@
+/** Installations: install, pause, resume, uninstall; one installation's configuration and components. */
+import type { VNode } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, errorText, type Installation, type Integration } from './api.tsx';
+import { ConfigurationForm } from './config-form.tsx';
+import { Icon, useIntegrations } from './integrations.tsx';
+import { LiveComponent } from './live-component.tsx';
+import { announce, Badge, ErrorBox, PageTitle, Section, Time } from './ui.tsx';
+
+const path = (id: string) => `/api/v1/installations/${encodeURIComponent(id)}`;
+
+/** Pause / resume / uninstall, with an explicit second step before uninstalling. */
+function Actions({ installation, onChange }: { installation: Installation; onChange(i: Installation | undefined): void }): VNode {
+  const [confirming, setConfirming] = useState(false);
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  async function run(method: string, url: string, done: string): Promise<void> {
+    setBusy(true);
+    try {
+      const r = await api<{ installation: Installation }>(method, url);
+      setError('');
+      announce(`${installation.integration} ${installation.id}: ${done}`);
+      onChange(r.installation);
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setBusy(false);
+      setConfirming(false);
+    }
+  }
+  if (installation.status === 'uninstalled') return <span class="muted">uninstalled</span>;
+  return (
+    <div class="row actions">
+      {installation.status === 'paused' ? (
+        <button type="button" class="secondary small" disabled={busy} onClick={() => run('POST', `${path(installation.id)}/resume`, 'resumed')}>
+          Resume
+        </button>
+      ) : (
+        <button type="button" class="secondary small" disabled={busy} onClick={() => run('POST', `${path(installation.id)}/pause`, 'paused')}>
+          Pause
+        </button>
+      )}
+      {confirming ? (
+        <>
+          <button type="button" class="danger small" disabled={busy} onClick={() => run('DELETE', path(installation.id), 'uninstalled')}>
+            Confirm uninstall
+          </button>
+          <button type="button" class="secondary small" onClick={() => setConfirming(false)}>
+            Cancel
+          </button>
+        </>
+      ) : (
+        <button type="button" class="danger small" disabled={busy} onClick={() => setConfirming(true)}>
+          Uninstall…
+        </button>
+      )}
+      {error ? (
+        <span class="field-error" role="alert">
+          {error}
+        </span>
+      ) : null}
+    </div>
+  );
+}
+
+function InstallForm({ integrations, preselect, onInstalled }: { integrations: Integration[]; preselect?: string; onInstalled(r: Installed): void }): VNode {
+  const installable = integrations.filter((i) => i.serving);
+  const [integration, setIntegration] = useState(preselect && installable.some((i) => i.name === preselect) ? preselect : (installable[0]?.name ?? ''));
+  const [target, setTarget] = useState<'organization' | 'space' | 'site'>('organization');
+  const [targetId, setTargetId] = useState('');
+  const [error, setError] = useState('');
+  const [problems, setProblems] = useState<Array<{ where: string; message: string; hint?: string }>>([]);
+  const [busy, setBusy] = useState(false);
+  async function submit(e: Event): Promise<void> {
+    e.preventDefault();
+    setBusy(true);
+    try {
+      const r = await api<Installed>('POST', '/api/v1/installations', {
+        integration,
+        target,
+        ...(target === 'space' ? { space: targetId } : target === 'site' ? { site: targetId } : {}),
+      });
+      setError('');
+      setProblems([]);
+      announce(`Installed ${integration}: ${r.installation.id}, status ${r.installation.status}`);
+      onInstalled(r);
+    } catch (err) {
+      setError(errorText(err));
+      setProblems((err as { problems?: typeof problems }).problems ?? []);
+    } finally {
+      setBusy(false);
+    }
+  }
+  if (!installable.length) return <p class="muted">No integration is loaded, so there is nothing to install.</p>;
+  return (
+    <form class="inline-form" onSubmit={submit}>
+      <ErrorBox message={error} problems={problems} />
+      <div class="field">
+        <label for="install-integration">Integration</label>
+        <select id="install-integration" value={integration} onChange={(e) => setIntegration((e.currentTarget as HTMLSelectElement).value)}>
+          {installable.map((i) => (
+            <option key={i.name} value={i.name}>
+              {i.title ?? i.name} ({i.name})
+            </option>
+          ))}
+        </select>
+      </div>
+      <div class="field">
+        <label for="install-target">Target</label>
+        <select id="install-target" value={target} onChange={(e) => setTarget((e.currentTarget as HTMLSelectElement).value as typeof target)}>
+          <option value="organization">organization</option>
+          <option value="space">space</option>
+          <option value="site">site</option>
+        </select>
+      </div>
+      {target !== 'organization' ? (
+        <div class="field">
+          <label for="install-target-id">{target === 'space' ? 'Space id' : 'Site id'}</label>
+          <input id="install-target-id" type="text" value={targetId} required onInput={(e) => setTargetId((e.currentTarget as HTMLInputElement).value)} />
+        </div>
+      ) : null}
+      <div class="field">
+        <button type="submit" disabled={busy || !integration}>
+          {busy ? 'Installing…' : 'Install'}
+        </button>
+      </div>
+    </form>
+  );
+}
+
+interface Installed {
+  installation: Installation;
+  token: string;
+  webhookSecret?: string;
+}
+
+/** Shown once after an install: the server never shows the token or signing secret again. */
+function Secrets({ installed, onDismiss }: { installed: Installed; onDismiss(): void }): VNode {
+  return (
+    <div class="notice" role="status">
+      <p>
+        Installed <code>{installed.installation.id}</code>. Copy these now; they are not shown again.
+      </p>
+      <dl class="facts">
+        <dt>Installation token</dt>
+        <dd>
+          <code class="secret">{installed.token}</code>
+        </dd>
+        {installed.webhookSecret ? (
+          <>
+            <dt>Webhook signing secret</dt>
+            <dd>
+              <code class="secret">{installed.webhookSecret}</code>
+            </dd>
+          </>
+        ) : null}
+      </dl>
+      <div class="row">
+        <a class="button" href={`#/installations/${encodeURIComponent(installed.installation.id)}`}>
+          Configure it
+        </a>
+        <button type="button" class="secondary" onClick={onDismiss}>
+          Dismiss
+        </button>
+      </div>
+    </div>
+  );
+}
+
+let lastInstalled: Installed | undefined;
+
+export function InstallationsPage({ query }: { query: URLSearchParams }): VNode {
+  const { list: integrations } = useIntegrations();
+  const [list, setList] = useState<Installation[] | undefined>();
+  const [error, setError] = useState('');
+  const [installed, setInstalled] = useState<Installed | undefined>(lastInstalled);
+  const reload = () =>
+    api<{ installations: Installation[] }>('GET', '/api/v1/installations')
+      .then((r) => (setList(r.installations), setError('')))
+      .catch((e) => setError(errorText(e)));
+  useEffect(() => {
+    reload();
+  }, []);
+  const byName = new Map((integrations ?? []).map((i) => [i.name, i]));
+  return (
+    <>
+      <PageTitle>Installations</PageTitle>
+      <Section title="Install an integration">
+        {installed ? (
+          <Secrets
+            installed={installed}
+            onDismiss={() => {
+              lastInstalled = undefined;
+              setInstalled(undefined);
+            }}
+          />
+        ) : null}
+        {integrations ? (
+          <InstallForm
+            integrations={integrations}
+            preselect={query.get('install') ?? undefined}
+            onInstalled={(r) => {
+              lastInstalled = r;
+              setInstalled(r);
+              reload();
+            }}
+          />
+        ) : (
+          <p class="muted">Loading…</p>
+        )}
+      </Section>
+      <Section title="Installed">
+        <ErrorBox message={error} />
+        {list ? (
+          list.length ? (
+            <table class="table">
+              <thead>
+                <tr>
+                  <th scope="col">Installation</th>
+                  <th scope="col">Target</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Created</th>
+                  <th scope="col">Actions</th>
+                </tr>
+              </thead>
+              <tbody>
+                {list.map((i) => {
+                  const integration = byName.get(i.integration);
+                  return (
+                    <tr key={i.id} data-installation={i.id}>
+                      <td>
+                        <div class="row nowrap">
+                          {integration ? <Icon integration={integration} size={24} /> : null}
+                          <div>
+                            <a href={`#/installations/${encodeURIComponent(i.id)}`}>{integration?.title ?? i.integration}</a>
+                            <div class="muted small">
+                              <code>{i.id}</code>
+                            </div>
+                          </div>
+                        </div>
+                      </td>
+                      <td>
+                        {i.target}
+                        {i.space ? ` ${i.space}` : ''}
+                        {i.site ? ` ${i.site}` : ''}
+                      </td>
+                      <td>
+                        <Badge status={i.status} />
+                      </td>
+                      <td>
+                        <Time at={i.createdAt} />
+                      </td>
+                      <td>
+                        <Actions installation={i} onChange={() => reload()} />
+                      </td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          ) : (
+            <p class="muted">Nothing installed yet.</p>
+          )
+        ) : error ? null : (
+          <p class="muted">Loading…</p>
+        )}
+      </Section>
+    </>
+  );
+}
+
+export function InstallationPage({ id }: { id: string }): VNode {
+  const [installation, setInstallation] = useState<Installation | undefined>();
+  const [integration, setIntegration] = useState<Integration | undefined>();
+  const [components, setComponents] = useState<Array<{ id: string; title: string }> | undefined>();
+  const [error, setError] = useState('');
+  const [extra, setExtra] = useState('');
+  const [tried, setTried] = useState<string[]>([]);
+
+  const reload = () =>
+    api<{ installation: Installation }>('GET', path(id))
+      .then((r) => (setInstallation(r.installation), setError('')))
+      .catch((e) => setError(errorText(e)));
+
+  useEffect(() => {
+    reload();
+    // Back from an OAuth window: the callback may have stored credentials.
+    const onFocus = () => reload();
+    window.addEventListener('focus', onFocus);
+    return () => window.removeEventListener('focus', onFocus);
+  }, [id]);
+
+  const name = installation?.integration;
+  useEffect(() => {
+    if (!name) return;
+    api<{ integration: Integration }>('GET', `/api/v1/integrations/${encodeURIComponent(name)}`)
+      .then((r) => setIntegration(r.integration))
+      .catch((e) => setError(errorText(e)));
+    api<{ blocks: Array<{ id: string; title: string }>; exported: string[] | null }>('GET', `/console/api/integrations/${encodeURIComponent(name)}/components`)
+      .then((r) => {
+        const list = [...r.blocks];
+        for (const c of r.exported ?? []) if (!list.some((b) => b.id === c)) list.push({ id: c, title: c });
+        setComponents(list);
+      })
+      .catch(() => setComponents([]));
+  }, [name]);
+
+  if (!installation)
+    return error ? (
+      <>
+        <PageTitle>Installation {id}</PageTitle>
+        <ErrorBox message={error} />
+      </>
+    ) : (
+      <p class="muted">Loading…</p>
+    );
+
+  const def = installation.target === 'site' ? integration?.configurations.site : integration?.configurations.account;
+  const all = [...(components ?? []), ...tried.filter((t) => !components?.some((c) => c.id === t)).map((t) => ({ id: t, title: t }))];
+  const runnable = installation.status === 'active' || installation.status === 'pending';
+  return (
+    <>
+      <p>
+        <a href="#/installations">← Installations</a>
+      </p>
+      <div class="row title-row">
+        {integration ? <Icon integration={integration} size={40} /> : null}
+        <PageTitle>
+          {integration?.title ?? installation.integration} <code class="muted">{installation.id}</code>
+        </PageTitle>
+        <span data-testid="installation-status">
+          <Badge status={installation.status} />
+        </span>
+      </div>
+      <ErrorBox message={error} />
+      <dl class="facts">
+        <dt>Target</dt>
+        <dd>
+          {installation.target}
+          {installation.space ? ` ${installation.space}` : ''}
+          {installation.site ? ` ${installation.site}` : ''}
+        </dd>
+        <dt>Public endpoint</dt>
+        <dd>
+          <code>{installation.urls.publicEndpoint}</code>
+        </dd>
+        <dt>Created</dt>
+        <dd>
+          <Time at={installation.createdAt} />
+        </dd>
+      </dl>
+      <Actions installation={installation} onChange={(i) => i && setInstallation(i)} />
+      <Section title="Configuration">
+        {integration ? (
+          <ConfigurationForm installation={installation} def={def} onSaved={setInstallation} />
+        ) : (
+          <p class="muted">Loading the manifest…</p>
+        )}
+      </Section>
+      {integration && !integration.manifest?.script ? null : (
+      <Section title="Components">
+        {!runnable ? <p class="muted">Components run only while the installation is active or pending (it is {installation.status}).</p> : null}
+        {runnable && components && !all.length ? <p class="muted">This integration declares no blocks and its script exports no components.</p> : null}
+        {runnable ? (
+          <div class="components">
+            {all.map((c) => (
+              <LiveComponent key={c.id} installationId={installation.id} componentId={c.id} title={c.title} />
+            ))}
+          </div>
+        ) : null}
+        {runnable ? (
+          <form
+            class="row"
+            onSubmit={(e) => {
+              e.preventDefault();
+              const v = extra.trim();
+              if (v && !all.some((c) => c.id === v)) setTried([...tried, v]);
+              setExtra('');
+            }}
+          >
+            <label for="extra-component">Render another component id</label>
+            <input id="extra-component" type="text" value={extra} onInput={(e) => setExtra((e.currentTarget as HTMLInputElement).value)} />
+            <button type="submit" class="secondary small">
+              Render
+            </button>
+          </form>
+        ) : null}
+      </Section>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,287 @@
+/** Integrations: what the registry loaded (or could not), and each one's manifest at a glance. */
+import type { VNode } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, errorText, type Integration, type Problem } from './api.tsx';
+import { Markdown, safeUrl } from './markdown.tsx';
+import { Badge, ErrorBox, PageTitle, Section } from './ui.tsx';
+
+export function Icon({ integration, size = 32 }: { integration: Pick<Integration, 'name' | 'title' | 'manifest'>; size?: number }): VNode {
+  const [failed, setFailed] = useState(false);
+  if (integration.manifest?.icon && !failed)
+    return (
+      <img
+        class="icon"
+        src={`/console/integrations/${encodeURIComponent(integration.name)}/icon`}
+        alt=""
+        width={size}
+        height={size}
+        onError={() => setFailed(true)}
+      />
+    );
+  return (
+    <span class="icon icon-letter" aria-hidden="true" style={{ width: `${size}px`, height: `${size}px` }}>
+      {(integration.title ?? integration.name).slice(0, 1).toUpperCase()}
+    </span>
+  );
+}
+
+function useIntegrations(): { list?: Integration[]; error: string; reload(): void } {
+  const [list, setList] = useState<Integration[] | undefined>();
+  const [error, setError] = useState('');
+  const reload = () =>
+    api<{ integrations: Integration[] }>('GET', '/api/v1/integrations')
+      .then((r) => (setList(r.integrations), setError('')))
+      .catch((e) => setError(errorText(e)));
+  useEffect(() => {
+    reload();
+  }, []);
+  return { list, error, reload };
+}
+
+export function IntegrationsPage(): VNode {
+  const { list, error, reload } = useIntegrations();
+  return (
+    <>
+      <PageTitle>Integrations</PageTitle>
+      <p class="lead">
+        Folders in the integrations directory. A change on disk is picked up while the server runs.{' '}
+        <button type="button" class="secondary small" onClick={reload}>
+          Refresh
+        </button>
+      </p>
+      <ErrorBox message={error} />
+      {list ? (
+        list.length ? (
+          <table class="table">
+            <caption class="sr-only">Integrations and their load status</caption>
+            <thead>
+              <tr>
+                <th scope="col">Integration</th>
+                <th scope="col">Status</th>
+                <th scope="col">Version</th>
+                <th scope="col">Problems</th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((i) => (
+                <tr key={`${i.name}:${i.dir}`} data-integration={i.name}>
+                  <td>
+                    <div class="row nowrap">
+                      <Icon integration={i} />
+                      <div>
+                        <a href={`#/integrations/${encodeURIComponent(i.name)}`}>{i.title ?? i.name}</a>
+                        <div class="muted small">
+                          <code>{i.name}</code> {i.manifest?.description ?? ''}
+                        </div>
+                      </div>
+                    </div>
+                  </td>
+                  <td>
+                    <Badge status={i.status} />
+                    {i.serving && i.status !== 'loaded' ? <span class="muted small"> (previous version serving)</span> : null}
+                  </td>
+                  <td>
+                    <code class="small">{i.version ? i.version.slice(0, 12) : '—'}</code>
+                  </td>
+                  <td>
+                    {i.errors.length ? (
+                      <ProblemList problems={i.errors} kind="error" />
+                    ) : i.warnings.length ? (
+                      <ProblemList problems={i.warnings} kind="warning" />
+                    ) : (
+                      <span class="muted">none</span>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        ) : (
+          <p>No integrations yet: add a folder with a platform-manifest.yaml to the integrations directory (`switchyard new &lt;name&gt;`).</p>
+        )
+      ) : error ? null : (
+        <p class="muted">Loading…</p>
+      )}
+    </>
+  );
+}
+
+function ProblemList({ problems, kind }: { problems: Problem[]; kind: 'error' | 'warning' }): VNode {
+  return (
+    <ul class={`problems problems-${kind}`}>
+      {problems.map((p, i) => (
+        <li key={i}>
+          <span class="sr-only">{kind}: </span>
+          <code>{p.where}</code> {p.message}
+          {p.hint ? <div class="hint">{p.hint}</div> : null}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+export function IntegrationPage({ name }: { name: string }): VNode {
+  const [integration, setIntegration] = useState<Integration | undefined>();
+  const [error, setError] = useState('');
+  useEffect(() => {
+    api<{ integration: Integration }>('GET', `/api/v1/integrations/${encodeURIComponent(name)}`)
+      .then((r) => setIntegration(r.integration))
+      .catch((e) => setError(errorText(e)));
+  }, [name]);
+  if (error)
+    return (
+      <>
+        <PageTitle>{name}</PageTitle>
+        <ErrorBox message={error} />
+      </>
+    );
+  if (!integration) return <p class="muted">Loading…</p>;
+  const m = integration.manifest;
+  const sections = integration.configurations;
+  return (
+    <>
+      <p>
+        <a href="#/integrations">← Integrations</a>
+      </p>
+      <div class="row title-row">
+        <Icon integration={integration} size={48} />
+        <PageTitle>{integration.title ?? integration.name}</PageTitle>
+        <Badge status={integration.status} />
+      </div>
+      {m ? <p class="lead">{m.description}</p> : null}
+      <p>
+        <a class="button" href={`#/installations?install=${encodeURIComponent(integration.name)}`}>
+          Install {integration.title ?? integration.name}
+        </a>
+      </p>
+      {integration.errors.length ? (
+        <Section title="Errors">
+          <ProblemList problems={integration.errors} kind="error" />
+        </Section>
+      ) : null}
+      {integration.warnings.length ? (
+        <Section title="Warnings">
+          <ProblemList problems={integration.warnings} kind="warning" />
+        </Section>
+      ) : null}
+      {m ? (
+        <Section title="Manifest">
+          <dl class="facts">
+            <dt>Name</dt>
+            <dd>
+              <code>{integration.name}</code>
+            </dd>
+            <dt>Organization</dt>
+            <dd>{m.organization}</dd>
+            <dt>Visibility</dt>
+            <dd>{m.visibility}</dd>
+            <dt>Categories</dt>
+            <dd>{m.categories.length ? m.categories.join(', ') : '—'}</dd>
+            <dt>Script</dt>
+            <dd>{m.script ? <code>{m.script}</code> : 'none'}</dd>
+            <dt>Version</dt>
+            <dd>
+              <code>{integration.version ?? '—'}</code>
+            </dd>
+            <dt>Folder</dt>
+            <dd>
+              <code>{integration.dir}</code>
+            </dd>
+            <dt>Secrets</dt>
+            <dd>{m.secrets.length ? m.secrets.map((s) => <code key={s}>{s} </code>) : 'none'}</dd>
+            {m.externalLinks.length ? (
+              <>
+                <dt>Links</dt>
+                <dd>
+                  {m.externalLinks.map((l, i) => {
+                    const href = safeUrl(l.url);
+                    return href ? (
+                      <a key={i} href={href} target="_blank" rel="noopener noreferrer" class="link-list">
+                        {l.label}
+                      </a>
+                    ) : (
+                      <span key={i}>{l.label}</span>
+                    );
+                  })}
+                </dd>
+              </>
+            ) : null}
+          </dl>
+          {m.summary ? <Markdown source={m.summary} className="summary" /> : null}
+          {m.previewImages.length ? (
+            <div class="previews">
+              {m.previewImages.map((p, i) => (
+                <img key={p} src={`/console/integrations/${encodeURIComponent(integration.name)}/preview/${i}`} alt={`Preview ${i + 1} of ${integration.title ?? integration.name}`} />
+              ))}
+            </div>
+          ) : null}
+        </Section>
+      ) : null}
+      <Section title="Scopes">
+        {integration.scopes.length ? (
+          <ul class="chips">
+            {integration.scopes.map((s) => (
+              <li key={s}>
+                <code>{s}</code>
+              </li>
+            ))}
+          </ul>
+        ) : (
+          <p class="muted">No scopes.</p>
+        )}
+      </Section>
+      <Section title="Blocks">
+        {integration.blocks.length ? (
+          <ul>
+            {integration.blocks.map((b) => (
+              <li key={b.id}>
+                <strong>{b.title}</strong> <code>{b.id}</code> — {b.description}
+              </li>
+            ))}
+          </ul>
+        ) : (
+          <p class="muted">No blocks in the quick-insert menu.</p>
+        )}
+      </Section>
+      <Section title="Configuration properties">
+        {(['account', 'site'] as const).map((k) => {
+          const props = Object.entries(sections[k]?.properties ?? {});
+          if (!props.length) return null;
+          return (
+            <div key={k}>
+              <h3>{k === 'account' ? 'Account (organization and space installations)' : 'Site installations'}</h3>
+              <table class="table">
+                <thead>
+                  <tr>
+                    <th scope="col">Property</th>
+                    <th scope="col">Type</th>
+                    <th scope="col">Description</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {props.map(([name, p]) => (
+                    <tr key={name}>
+                      <td>
+                        <code>{name}</code>
+                        {sections[k]?.required?.includes(name) ? <span class="required"> (required)</span> : null}
+                      </td>
+                      <td>
+                        {p.type}
+                        {p.enum ? `: ${p.enum.join(' | ')}` : ''}
+                        {p.completion_url ? ` (options from ${p.completion_url})` : ''}
+                        {p.callback_url ? ` (${p.callback_url})` : ''}
+                      </td>
+                      <td>{p.description}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          );
+        })}
+      </Section>
+    </>
+  );
+}
+
+export { useIntegrations };

@@ -1,0 +1,96 @@
+/**
+ * One component of an installation, rendered live: the first render asks the server without state
+ * (the component's initialState runs), every button sends its action with the current state, and
+ * the answer `{type: 'element', state, props, element}` replaces what is shown.
+ */
+import type { VNode } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, errorText } from './api.tsx';
+import { renderNode, type Element, type RenderContext } from './contentkit.tsx';
+import { announce } from './ui.tsx';
+
+interface Rendered {
+  type: string;
+  state: Record<string, unknown>;
+  props: Record<string, unknown>;
+  element: Element;
+}
+
+export function LiveComponent({ installationId, componentId, title }: { installationId: string; componentId: string; title: string }): VNode {
+  const [view, setView] = useState<Rendered | undefined>();
+  const [state, setStateValue] = useState<Record<string, unknown>>({});
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [showState, setShowState] = useState(false);
+  const latest = useRef({ view, state });
+  latest.current = { view, state };
+
+  async function render(action?: Record<string, unknown>): Promise<void> {
+    setBusy(true);
+    const { view: v, state: s } = latest.current;
+    try {
+      const r = await api<Rendered>('POST', `/api/v1/installations/${encodeURIComponent(installationId)}/render`, {
+        componentId,
+        props: v?.props ?? {},
+        ...(v ? { state: s } : {}),
+        ...(action ? { action } : {}),
+        context: { type: 'console' },
+      });
+      if (!r || typeof r !== 'object' || !r.element) throw new Error('the component answered without an element');
+      setView(r);
+      setStateValue(r.state ?? {});
+      setError('');
+      if (action) announce(`${title}: ${String(action.action)} done`);
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  useEffect(() => {
+    setView(undefined);
+    setStateValue({});
+    void render();
+  }, [installationId, componentId]);
+
+  const ctx: RenderContext = {
+    state,
+    setState: (key, value) => setStateValue((s) => ({ ...s, [key]: value })),
+    act: (action) => void render(action),
+    busy,
+    idPrefix: `c-${componentId.replace(/[^a-z0-9_-]/gi, '')}`,
+  };
+
+  const hid = `component-${componentId}-h`;
+  return (
+    <article class="component" aria-labelledby={hid} aria-busy={busy} data-component={componentId}>
+      <header class="component-head">
+        <h3 id={hid}>
+          {title} <code class="muted">{componentId}</code>
+        </h3>
+        <div class="row">
+          <button type="button" class="secondary small" onClick={() => void render()} disabled={busy}>
+            Re-render
+          </button>
+          <button type="button" class="secondary small" aria-expanded={showState} onClick={() => setShowState(!showState)}>
+            {showState ? 'Hide state' : 'Show state'}
+          </button>
+        </div>
+      </header>
+      {error ? (
+        <p class="error-box" role="alert">
+          {error}
+        </p>
+      ) : null}
+      <div class="component-view" aria-live="polite">
+        {view ? renderNode(view.element, ctx) : busy ? <p class="muted">Rendering…</p> : null}
+      </div>
+      {showState ? (
+        <pre class="state" aria-label={`state of ${componentId}`}>
+          {JSON.stringify(state, null, 2)}
+        </pre>
+      ) : null}
+    </article>
+  );
+}

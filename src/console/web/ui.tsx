@@ -1,0 +1,81 @@
+/** Small pieces every page uses: status badges, error boxes, times, the announcer for live updates. */
+import type { ComponentChildren, VNode } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import type { Problem } from './api.tsx';
+
+/** A status word with a colour; the word itself carries the meaning (colour is only a help). */
+export function Badge({ status }: { status: string }): VNode {
+  return <span class={`badge badge-${status.replace(/[^a-z_-]/gi, '')}`}>{status}</span>;
+}
+
+export function ErrorBox({ message, problems, id }: { message?: string; problems?: Problem[]; id?: string }): VNode | null {
+  if (!message && !problems?.length) return null;
+  return (
+    <div class="error-box" role="alert" id={id}>
+      {message ? <p>{message}</p> : null}
+      {problems?.length ? (
+        <ul>
+          {problems.map((p, i) => (
+            <li key={i}>
+              <code>{p.where}</code>: {p.message}
+              {p.hint ? <span class="hint"> — {p.hint}</span> : null}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </div>
+  );
+}
+
+export function Time({ at }: { at: string | null | undefined }): VNode {
+  if (!at) return <span class="muted">—</span>;
+  const d = new Date(at);
+  return (
+    <time dateTime={at} title={at}>
+      {d.toLocaleTimeString(undefined, { hour12: false })}
+    </time>
+  );
+}
+
+// One polite live region for the whole app: pages call announce() after an action completes.
+let setMessage: ((m: string) => void) | undefined;
+
+export function announce(message: string): void {
+  setMessage?.(message);
+}
+
+export function Announcer(): VNode {
+  const [message, set] = useState('');
+  useEffect(() => {
+    setMessage = (m) => {
+      // Clearing first makes screen readers repeat an identical message.
+      set('');
+      setTimeout(() => set(m), 30);
+    };
+    return () => (setMessage = undefined);
+  }, []);
+  return (
+    <div class="announcer" role="status" aria-live="polite" aria-atomic="true">
+      {message}
+    </div>
+  );
+}
+
+export function Section({ title, children, id }: { title: string; children: ComponentChildren; id?: string }): VNode {
+  const hid = `${id ?? title.toLowerCase().replace(/[^a-z0-9]+/g, '-')}-h`;
+  return (
+    <section class="panel" aria-labelledby={hid} id={id}>
+      <h2 id={hid}>{title}</h2>
+      {children}
+    </section>
+  );
+}
+
+/** A heading that takes focus when the page changes, so keyboard and screen-reader users land on it. */
+export function PageTitle({ children }: { children: ComponentChildren }): VNode {
+  return (
+    <h1 tabIndex={-1} class="page-title" data-page-title>
+      {children}
+    </h1>
+  );
+}
