@@ -8,10 +8,13 @@ import { SwitchyardError } from '../errors.ts';
 import { principalOf } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import type { Module, Services } from '../services.ts';
-import { createStateStore } from './state.ts';
+import { createStateStore, type StateStore } from './state.ts';
 
-export { createStateStore, STATE_TTL_MS } from './state.ts';
+export { createStateStore, STATE_TTL_MS, type StateStore, type ConsumeResult } from './state.ts';
 export { oauthMigrations } from './schema.ts';
+
+/** Largest `data` a state may carry (it travels in the authorize URL). */
+export const STATE_DATA_MAX = 2048;
 
 const messages: Record<string, string> = {
   malformed: 'the OAuth state is malformed',
@@ -33,11 +36,16 @@ export const oauthModule: Module = {
     services.oauthStates = createStateStore(services.store.db);
   },
   routes(app: H3, services: Services) {
-    const states = () => services.oauthStates as ReturnType<typeof createStateStore>;
+    // Looked up per request: tests swap in a store with another clock.
+    const states = () => services.oauthStates as StateStore;
     app.post('/api/v1/oauth/state', async (event) => {
       const id = installationOf(event.req);
-      const body = await readJson<{ data?: Record<string, unknown> }>(event.req, 16 * 1024, { optional: true });
-      return states().issue(id, body.data && typeof body.data === 'object' ? body.data : {});
+      const body = await readJson<{ data?: unknown }>(event.req, 16 * 1024, { optional: true });
+      const data = body.data ?? {};
+      if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new SwitchyardError('bad_request', '"data" must be an object', { where: 'data' });
+      if (JSON.stringify(data).length > STATE_DATA_MAX)
+        throw new SwitchyardError('bad_request', `"data" is larger than ${STATE_DATA_MAX} bytes of JSON (it travels in the authorize URL)`, { where: 'data' });
+      return states().issue(id, data as Record<string, unknown>);
     });
     app.post('/api/v1/oauth/state/consume', async (event) => {
       const id = installationOf(event.req);

@@ -33,8 +33,9 @@ export function createStateStore(db: Db, now: () => number = Date.now) {
 
     /** Verify and burn a state; `installationId` is the caller's (a state is good for one only). */
     consume(state: string, installationId: string): ConsumeResult {
-      const [payload, mac] = typeof state === 'string' ? state.split('.') : [];
-      if (!payload || !mac) return { ok: false, reason: 'malformed' };
+      const parts = typeof state === 'string' ? state.split('.') : [];
+      const [payload, mac] = parts;
+      if (parts.length !== 2 || !payload || !mac) return { ok: false, reason: 'malformed' };
       if (!safeEqual(mac, sign(payload))) return { ok: false, reason: 'forged' };
       let body: { i: string; n: string; e: number; d?: Record<string, unknown> };
       try {
@@ -49,3 +50,5 @@ export function createStateStore(db: Db, now: () => number = Date.now) {
     },
   };
 }
+
+export type StateStore = ReturnType<typeof createStateStore>;

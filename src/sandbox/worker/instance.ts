@@ -39,7 +39,8 @@ export class LoadError extends Error {
 
 const RUNTIME_MODULE = `const r = globalThis[Symbol.for('switchyard.runtime')];
 export const createIntegration = r.createIntegration, createComponent = r.createComponent, createOAuthHandler = r.createOAuthHandler,
-  defaultExtractCredentials = r.defaultExtractCredentials, ExposableError = r.ExposableError, APIError = r.APIError;
+  defaultExtractCredentials = r.defaultExtractCredentials, refreshCredentials = r.refreshCredentials, OAuthError = r.OAuthError,
+  ExposableError = r.ExposableError, APIError = r.APIError;
 export default r;`;
 const JSX_MODULE = `const r = globalThis[Symbol.for('switchyard.runtime')];
 export const jsx = r.jsx, jsxs = r.jsxs, jsxDEV = r.jsxDEV, Fragment = r.Fragment;`;

@@ -1,31 +1,46 @@
 /**
- * createOAuthHandler (spec 2.3, 5.1): a fetch handler for the OAuth redirect path.
+ * createOAuthHandler (spec 2.3, 5.1): the fetch handler an integration mounts on a path of its
+ * public endpoint (usually /oauth, the callback_url of a `button` property).
  *
- * Without `?code`: redirect to authorizeURL with client_id, response_type=code, redirect_uri (the
- * static redirectURL, else this request's URL without its query), scope (space-joined), state and
- * prompt. With `?code`: check the state, POST the code to accessTokenURL as
- * application/x-www-form-urlencoded with `Accept: application/json`, run extractCredentials, store
- * the result in the installation's configuration (under `oauth_credentials` by default) and answer
- * a page that closes the window.
+ * - No `code` in the query: ask the server for a signed, single-use, expiring state bound to this
+ *   installation (`POST oauth/state`), then redirect to authorizeURL with client_id,
+ *   response_type=code, redirect_uri, scope (space-joined), state and prompt.
+ * - `code` in the query: burn the state (`POST oauth/state/consume`), POST the code to
+ *   accessTokenURL (x-www-form-urlencoded, Accept: application/json) through the sandbox's fetch,
+ *   run extractCredentials, write the result into the installation's configuration with the
+ *   installation's own token (PATCH installations/<id>) and answer a page that closes the window.
+ * - Anything that goes wrong (provider error, `ok: false`, forged/reused/expired state, a failed
+ *   exchange) is answered as an HTML page saying what happened, because a person's browser lands
+ *   there; nothing is stored. Secrets (client secret, tokens) are never shown nor logged.
  *
- * The state is issued and verified by the server through context.api (`POST oauth/state` with
- * `{ installationId, redirectUri }` answers `{ state }`; `POST oauth/state/consume` with
- * `{ state }` answers `{ installationId }` or an error), so it can be signed, single-use and
- * expiring there: never unsigned JSON that names an installation.
+ * handler.refreshCredentials(context) / refreshCredentials(context, config) renew stored
+ * credentials that are about to expire (grant_type=refresh_token) and store them.
  */
+import { console } from '../web/console.ts';
 import { fetch } from '../web/fetch.ts';
 import { Response } from '../web/response.ts';
 import { URL, URLSearchParams } from '../web/url.ts';
-import { ExposableError } from './errors.ts';
 
 export interface OAuthConfig {
+  /** Client application id at the provider (usually from environment.secrets). */
   clientId: string;
+  /** Client secret at the provider (usually from environment.secrets). Never shown nor logged. */
   clientSecret: string;
+  /** Where the user's browser is sent to authorize. */
   authorizeURL: string;
+  /** Where the code (and later the refresh token) is exchanged for credentials. */
   accessTokenURL: string;
+  /** A static redirect URL; default: the installation's public endpoint plus the handler's path. */
   redirectURL?: string;
+  /** Scopes requested, sent space-joined as `scope`. */
   scopes?: string[];
+  /** Sent as `prompt` when set (e.g. "consent"). */
   prompt?: string;
+  /**
+   * Turns the token endpoint's answer into what is stored: `{ configuration: { oauth_credentials:
+   * {...} } }`. Throw (ideally an OAuthError carrying the response) when the answer is not a
+   * success, e.g. `ok: false`. Default: defaultExtractCredentials.
+   */
   extractCredentials?: (response: any) => OAuthCredentials | Promise<OAuthCredentials>;
 }
 
@@ -33,88 +48,356 @@ export interface OAuthCredentials {
   configuration: Record<string, unknown>;
 }
 
-/** The default: keep access_token, refresh_token and an absolute expires_at (ms since epoch). */
+/** Options of refreshCredentials. */
+export interface RefreshOptions {
+  /** Renew when the access token expires within this many seconds (default 60). */
+  withinSeconds?: number;
+  /** Renew even when the token is not about to expire. */
+  force?: boolean;
+}
+
+/** A handler made by createOAuthHandler: a fetch handler with the refresh helper bound to its config. */
+export interface OAuthHandler {
+  (request: { url: string; method?: string }, context: any): Promise<Response>;
+  refreshCredentials(context: any, options?: RefreshOptions): Promise<Record<string, any>>;
+}
+
+/**
+ * A failed OAuth step. `response` is what the provider answered (parsed JSON or form, else text);
+ * `error` its OAuth error code when it gave one; `status` its HTTP status.
+ */
+export class OAuthError extends Error {
+  readonly response: unknown;
+  readonly error?: string;
+  readonly status?: number;
+  constructor(message: string, opts: { response?: unknown; error?: string; status?: number } = {}) {
+    super(message);
+    this.name = 'OAuthError';
+    this.response = opts.response;
+    if (opts.error !== undefined) this.error = opts.error;
+    if (opts.status !== undefined) this.status = opts.status;
+  }
+}
+
+const SECRET_KEY = /token|secret|password|code_verifier|assertion/i;
+
+/** A copy of a provider's answer that is safe to show and log: secret-looking values hidden. */
+function redactResponse(value: unknown, depth = 0): unknown {
+  if (depth > 4 || value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.slice(0, 20).map((v) => redactResponse(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v !== undefined && v !== null && v !== '' ? '[redacted]' : redactResponse(v, depth + 1);
+  return out;
+}
+
+/** The provider's answer as a short text for messages: secret-looking values hidden, at most 500 characters. */
+export function describeResponse(response: unknown): string {
+  let text: string;
+  try {
+    text = typeof response === 'string' ? response : (JSON.stringify(redactResponse(response)) ?? String(response));
+  } catch {
+    text = String(response);
+  }
+  return text.length > 500 ? `${text.slice(0, 500)}...` : text;
+}
+
+function oauthErrorOf(response: any): string | undefined {
+  return response && typeof response === 'object' && typeof response.error === 'string' && response.error ? response.error : undefined;
+}
+
+function providerRefusal(what: string, response: any, status?: number): OAuthError {
+  const code = oauthErrorOf(response);
+  const desc = typeof response?.error_description === 'string' ? response.error_description : typeof response?.message === 'string' ? response.message : '';
+  const reason = code ? `${code}${desc ? ` (${desc})` : ''}` : response && typeof response === 'object' && response.ok === false ? 'ok: false' : `HTTP ${status}`;
+  return new OAuthError(`${what} failed: ${reason}; the provider answered ${status !== undefined ? `${status} ` : ''}${describeResponse(response)}`, {
+    response,
+    error: code,
+    status,
+  });
+}
+
+/**
+ * The default extractCredentials: keep access_token, refresh_token and expires_at (milliseconds
+ * since the epoch, computed from expires_in). Raises an OAuthError carrying the response when the
+ * answer has `ok: false`, an `error`, or no access_token.
+ */
 export function defaultExtractCredentials(response: any): OAuthCredentials {
-  if (!response || typeof response !== 'object') throw new Error(`OAuth token exchange answered something that is not an object: ${JSON.stringify(response)}`);
-  if (response.ok === false || response.error) throw new Error(`OAuth token exchange failed: ${JSON.stringify(response)}`);
-  if (typeof response.access_token !== 'string') throw new Error(`OAuth token exchange answered no access_token: ${JSON.stringify(response)}`);
+  if (!response || typeof response !== 'object') throw new OAuthError(`the token endpoint answered something that is not an object: ${describeResponse(response)}`, { response });
+  if (response.ok === false || oauthErrorOf(response)) throw providerRefusal('the token exchange', response);
+  if (typeof response.access_token !== 'string' || !response.access_token)
+    throw new OAuthError(`the token endpoint answered no access_token: ${describeResponse(response)}`, { response });
   const creds: Record<string, unknown> = { access_token: response.access_token };
-  if (typeof response.refresh_token === 'string') creds.refresh_token = response.refresh_token;
+  if (typeof response.refresh_token === 'string' && response.refresh_token) creds.refresh_token = response.refresh_token;
   const expiresIn = Number(response.expires_in);
-  if (Number.isFinite(expiresIn) && expiresIn > 0) creds.expires_at = Date.now() + expiresIn * 1000;
+  if (response.expires_in !== undefined && response.expires_in !== null && Number.isFinite(expiresIn) && expiresIn > 0) creds.expires_at = Date.now() + expiresIn * 1000;
   return { configuration: { oauth_credentials: creds } };
 }
 
-const closePage = `<!doctype html><html><head><meta charset="utf-8"><title>Connected</title></head><body><p>Connected. You can close this window.</p><script>window.close()</script></body></html>`;
-
-function installationIdOf(context: any): string | undefined {
-  const env = context?.environment ?? {};
-  return env.installation?.id ?? env.id;
+function checkConfig(config: OAuthConfig, where: string): void {
+  if (!config || typeof config !== 'object') throw new TypeError(`${where}: expects an object { clientId, clientSecret, authorizeURL, accessTokenURL, ... }`);
+  for (const k of ['clientId', 'clientSecret', 'authorizeURL', 'accessTokenURL'] as const) {
+    if (typeof config[k] !== 'string' || !config[k])
+      throw new TypeError(`${where}: \`${k}\` is required (a non-empty string)${k.startsWith('client') ? '; it usually comes from environment.secrets: is the secret set?' : ''}`);
+  }
+  for (const k of ['authorizeURL', 'accessTokenURL', 'redirectURL'] as const) {
+    const v = config[k];
+    if (v === undefined) continue;
+    let u: URL | undefined;
+    try {
+      u = new URL(String(v));
+    } catch {
+      /* reported below */
+    }
+    if (!u || (u.protocol !== 'https:' && u.protocol !== 'http:')) throw new TypeError(`${where}: \`${k}\` must be an absolute http(s) URL, got ${JSON.stringify(v)}`);
+  }
+  if (config.scopes !== undefined && (!Array.isArray(config.scopes) || config.scopes.some((s) => typeof s !== 'string')))
+    throw new TypeError(`${where}: \`scopes\` must be a list of strings`);
+  if (config.prompt !== undefined && typeof config.prompt !== 'string') throw new TypeError(`${where}: \`prompt\` must be a string`);
+  if (config.extractCredentials !== undefined && typeof config.extractCredentials !== 'function')
+    throw new TypeError(`${where}: \`extractCredentials\` must be a function (response) => { configuration: { oauth_credentials: {...} } }`);
 }
 
-export function createOAuthHandler(config: OAuthConfig): (request: { url: string }, context: any) => Promise<Response> {
-  for (const k of ['clientId', 'clientSecret', 'authorizeURL', 'accessTokenURL'] as const) {
-    if (typeof config?.[k] !== 'string' || !config[k]) throw new TypeError(`createOAuthHandler(): \`${k}\` is required (a non-empty string)`);
-  }
-  const extract = config.extractCredentials ?? defaultExtractCredentials;
+/** Hide every known secret value in a text that is about to be shown or logged. */
+function scrub(text: string, secrets: unknown[]): string {
+  let out = text;
+  for (const s of secrets) if (typeof s === 'string' && s.length >= 4) out = out.split(s).join('[redacted]');
+  return out;
+}
 
-  return async function oauthHandler(request: { url: string }, context: any): Promise<Response> {
-    const url = new URL(request.url);
-    const redirectUri = config.redirectURL ?? `${url.origin}${url.pathname}`;
-    const providerError = url.searchParams.get('error');
-    if (providerError) {
-      const desc = url.searchParams.get('error_description');
-      throw new ExposableError(`authorization was not granted: ${providerError}${desc ? ` (${desc})` : ''}`, 400);
-    }
-    const code = url.searchParams.get('code');
-    if (!code) {
-      const issued = await context.api.request('POST', 'oauth/state', { installationId: installationIdOf(context), redirectUri });
-      const target = new URL(config.authorizeURL);
-      target.searchParams.set('client_id', config.clientId);
-      target.searchParams.set('response_type', 'code');
-      target.searchParams.set('redirect_uri', redirectUri);
-      if (config.scopes?.length) target.searchParams.set('scope', config.scopes.join(' '));
-      target.searchParams.set('state', String(issued?.state ?? ''));
-      if (config.prompt) target.searchParams.set('prompt', config.prompt);
-      return new Response(null, { status: 302, headers: { location: target.href } });
-    }
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
-    const state = url.searchParams.get('state');
-    if (!state) throw new ExposableError('the OAuth callback has no state parameter', 400);
-    let verified: { installationId?: string } | null;
+// The script reads only data-* attributes (escaped text): no value is ever spliced into code.
+// It tells the window that opened the flow (same origin only), then closes on success.
+const PAGE_SCRIPT =
+  "(function(){var d=document.body.dataset,m={type:'switchyard:oauth',status:d.status,installationId:d.installation||null,message:d.message||null};" +
+  'try{if(window.opener&&window.opener!==window)window.opener.postMessage(m,window.location.origin)}catch(e){}' +
+  "if(d.status==='connected')setTimeout(function(){window.close()},50)})()";
+
+const PAGE_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-store',
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+  'content-security-policy': "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+};
+
+function page(opts: { status: number; title: string; message: string; state: 'connected' | 'error'; installationId?: string; retryHref?: string }): Response {
+  const retry = opts.retryHref ? `<p><a href="${escapeHtml(opts.retryHref)}">Start the connection again</a></p>` : '';
+  const close = opts.state === 'connected' ? '<p class="muted">This window closes by itself; if it does not, close it now.</p>' : '<p class="muted">Nothing was stored. You can close this window.</p>';
+  const html =
+    '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">' +
+    `<title>${escapeHtml(opts.title)}</title>` +
+    '<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;line-height:1.5;color:#222}h1{font-size:1.4rem}.muted{color:#666}p.message{white-space:pre-wrap;word-break:break-word}</style>' +
+    `</head><body data-status="${opts.state}" data-installation="${escapeHtml(opts.installationId ?? '')}" data-message="${escapeHtml(opts.state === 'error' ? opts.message : '')}">` +
+    `<main><h1>${escapeHtml(opts.title)}</h1><p class="message">${escapeHtml(opts.message)}</p>${retry}${close}</main>` +
+    `<script>${PAGE_SCRIPT}</script></body></html>`;
+  return new Response(html, { status: opts.status, headers: PAGE_HEADERS });
+}
+
+interface Env {
+  installation?: { id?: string; urls?: { publicEndpoint?: string }; configuration?: Record<string, any> };
+  [k: string]: any;
+}
+
+function envOf(context: any): Env {
+  return (context?.environment ?? {}) as Env;
+}
+
+/** The installation's public endpoint plus the path this handler answers on. */
+function defaultRedirectUri(requestUrl: URL, env: Env): string {
+  const endpoint = env.installation?.urls?.publicEndpoint;
+  if (typeof endpoint === 'string') {
     try {
-      verified = await context.api.request('POST', 'oauth/state/consume', { state });
-    } catch (e) {
-      throw new ExposableError(`the OAuth state is invalid or expired; start the connection again (${(e as Error).message})`, 400);
+      const base = new URL(endpoint);
+      const basePath = base.pathname.replace(/\/+$/, '');
+      const path = requestUrl.pathname;
+      if (path === basePath || path.startsWith(`${basePath}/`)) return `${base.origin}${basePath}${path.slice(basePath.length)}`;
+    } catch {
+      /* fall back to the request's own URL */
     }
+  }
+  return `${requestUrl.origin}${requestUrl.pathname}`;
+}
 
-    const res = await fetch(config.accessTokenURL, {
+/** Parse a token endpoint's body: JSON, else form-encoded (e.g. GitHub without Accept), else the text. */
+function parseTokenBody(text: string, contentType: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
+  if (/x-www-form-urlencoded/i.test(contentType) || (/^[\w.%-]+=/.test(text) && !/[<\s]/.test(text))) return Object.fromEntries(new URLSearchParams(text));
+  return text;
+}
+
+/** POST a form to the token endpoint through the sandbox's fetch; throws OAuthError on an HTTP or OAuth error. */
+async function tokenRequest(config: OAuthConfig, form: Record<string, string>, what: string): Promise<any> {
+  let res: Response;
+  try {
+    res = await fetch(config.accessTokenURL, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-      body: new URLSearchParams({
-        client_id: config.clientId,
-        client_secret: config.clientSecret,
-        code,
-        redirect_uri: redirectUri,
-        grant_type: 'authorization_code',
-      }),
+      body: new URLSearchParams(form),
+      redirect: 'error',
     });
-    const text = await res.text();
-    let body: any;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = Object.fromEntries(new URLSearchParams(text));
-    }
-    if (!res.ok) throw new Error(`OAuth token exchange at ${config.accessTokenURL} answered ${res.status}: ${text.slice(0, 1000)}`);
-    const credentials = await extract(body);
-    if (!credentials || typeof credentials.configuration !== 'object') throw new Error('extractCredentials() must return { configuration: { ... } }');
+  } catch (e) {
+    throw new OAuthError(`${what} could not reach ${config.accessTokenURL}: ${(e as Error)?.message ?? e}`);
+  }
+  // text() comes from the body mixin, which the class's declared type does not show.
+  const text = await (res as unknown as { text(): Promise<string> }).text();
+  const body = parseTokenBody(text, res.headers.get('content-type') ?? '');
+  if (!res.ok) throw providerRefusal(what, body, res.status);
+  return body;
+}
 
-    const installationId = verified?.installationId ?? installationIdOf(context);
-    if (!installationId) throw new Error('the OAuth flow finished but no installation is known to store the credentials in');
-    const current = await context.api.installations.get(installationId);
-    const configuration = current?.configuration ?? current?.installation?.configuration ?? {};
-    await context.api.installations.update(installationId, { configuration: { ...configuration, ...credentials.configuration } });
-    return new Response(closePage, { headers: { 'content-type': 'text/html; charset=utf-8' } });
-  };
+/** Run extractCredentials and hold it to its contract; `ok: false` or `error` never get stored. */
+async function extract(config: OAuthConfig, response: any): Promise<OAuthCredentials> {
+  const credentials = await (config.extractCredentials ?? defaultExtractCredentials)(response);
+  if (response && typeof response === 'object' && (response.ok === false || oauthErrorOf(response))) throw providerRefusal('the token exchange', response);
+  if (!credentials || typeof credentials !== 'object' || !credentials.configuration || typeof credentials.configuration !== 'object' || Array.isArray(credentials.configuration))
+    throw new OAuthError('extractCredentials() must return { configuration: { oauth_credentials: { access_token } } }', { response });
+  return credentials;
+}
+
+/** The reason the server gave for refusing a state (its message), from an APIError. */
+function stateRefusal(e: any): { status: number; message: string } {
+  const err = e?.body?.error;
+  if (e?.status === 400 && err && typeof err.message === 'string') return { status: 400, message: `${err.message.charAt(0).toUpperCase()}${err.message.slice(1)}.` };
+  return { status: 502, message: `The OAuth state could not be checked: ${String(e?.message ?? e)}` };
+}
+
+async function store(context: any, installationId: string, configuration: Record<string, unknown>): Promise<void> {
+  await context.api.installations.update(installationId, { configuration });
+  // Later code of this invocation sees what was stored.
+  const inst = envOf(context).installation;
+  if (inst && typeof inst === 'object') inst.configuration = { ...(inst.configuration ?? {}), ...configuration };
+}
+
+/**
+ * Renew the installation's oauth_credentials when the access token expires within
+ * `withinSeconds` (default 60), with grant_type=refresh_token, and store the result. Returns the
+ * credentials in force (renewed or not). A refresh answer without a refresh_token keeps the old one.
+ */
+export async function refreshCredentials(context: any, config: OAuthConfig, options: RefreshOptions = {}): Promise<Record<string, any>> {
+  checkConfig(config, 'refreshCredentials()');
+  const env = envOf(context);
+  const installationId = env.installation?.id;
+  if (!installationId) throw new OAuthError('refreshCredentials() needs an installation: context.environment.installation is not set');
+  const current = env.installation?.configuration?.oauth_credentials;
+  if (!current || typeof current !== 'object') throw new OAuthError(`installation ${installationId} is not connected yet (no oauth_credentials): connect it first`);
+  const within = (options.withinSeconds ?? 60) * 1000;
+  const expiresAt = Number(current.expires_at);
+  if (!options.force && (!Number.isFinite(expiresAt) || expiresAt - Date.now() > within)) return current;
+  if (typeof current.refresh_token !== 'string' || !current.refresh_token)
+    throw new OAuthError(`the access token of installation ${installationId} expires at ${new Date(expiresAt).toISOString()} and no refresh_token is stored: connect again`);
+  const secrets = [config.clientSecret, current.refresh_token, current.access_token];
+  try {
+    const response = await tokenRequest(
+      config,
+      { grant_type: 'refresh_token', refresh_token: current.refresh_token, client_id: config.clientId, client_secret: config.clientSecret },
+      'the token refresh',
+    );
+    const credentials = await extract(config, response);
+    const next = credentials.configuration.oauth_credentials as Record<string, any> | undefined;
+    if (next && typeof next === 'object' && !next.refresh_token) next.refresh_token = current.refresh_token;
+    await store(context, installationId, credentials.configuration);
+    console.log(`OAuth: credentials of installation ${installationId} renewed`);
+    return next ?? (envOf(context).installation?.configuration?.oauth_credentials as Record<string, any>);
+  } catch (e) {
+    const err = e as OAuthError;
+    const message = scrub(String(err?.message ?? err), secrets);
+    console.error(`OAuth: refreshing the credentials of installation ${installationId} failed: ${message}`);
+    if (err instanceof OAuthError && message === err.message) throw err;
+    throw new OAuthError(message, { response: err?.response, error: err?.error, status: err?.status });
+  }
+}
+
+/** Make the fetch handler of an OAuth connection (see the top of this file). */
+export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
+  checkConfig(config, 'createOAuthHandler()');
+  const cfg: OAuthConfig = { ...config, scopes: config.scopes ? [...config.scopes] : undefined };
+
+  async function handle(request: { url: string }, context: any): Promise<Response> {
+    const url = new URL(request.url);
+    const env = envOf(context);
+    const installationId = env.installation?.id;
+    const retryHref = url.pathname;
+    const fail = (status: number, message: string, secrets: unknown[] = []) => {
+      const text = scrub(message, [cfg.clientSecret, ...secrets]);
+      console.error(`OAuth: ${text}`);
+      return page({ status, title: 'Could not connect', message: text, state: 'error', installationId, retryHref });
+    };
+    if (!installationId) return fail(400, 'This address belongs to no installation: open the connect link of an installation (`switchyard installations show <id>`).');
+
+    const q = url.searchParams;
+    const state = q.get('state');
+    const providerError = q.get('error');
+    const code = q.get('code');
+
+    if (providerError) {
+      // Burn the state so the same callback cannot be replayed, whatever its outcome.
+      if (state) await context.api.request('POST', 'oauth/state/consume', { state }).catch(() => undefined);
+      const desc = q.get('error_description');
+      return fail(400, `The provider did not grant access: ${providerError}${desc ? ` (${desc})` : ''}.`);
+    }
+
+    if (!code) {
+      const redirectUri = cfg.redirectURL ?? defaultRedirectUri(url, env);
+      let issued: { state?: string };
+      try {
+        issued = await context.api.request('POST', 'oauth/state', { data: { redirectUri } });
+      } catch (e) {
+        return fail(502, `Could not start the connection: ${String((e as Error)?.message ?? e)}`);
+      }
+      const target = new URL(cfg.authorizeURL);
+      target.searchParams.set('client_id', cfg.clientId);
+      target.searchParams.set('response_type', 'code');
+      target.searchParams.set('redirect_uri', redirectUri);
+      if (cfg.scopes?.length) target.searchParams.set('scope', cfg.scopes.join(' '));
+      target.searchParams.set('state', String(issued?.state ?? ''));
+      if (cfg.prompt) target.searchParams.set('prompt', cfg.prompt);
+      return new Response(null, { status: 302, headers: { location: target.href, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' } });
+    }
+
+    if (!state) return fail(400, 'The provider sent back no state: start the connection again from its connect link.');
+    let data: Record<string, unknown>;
+    try {
+      const r = await context.api.request('POST', 'oauth/state/consume', { state });
+      data = (r?.data ?? {}) as Record<string, unknown>;
+    } catch (e) {
+      const refusal = stateRefusal(e);
+      return fail(refusal.status, refusal.message);
+    }
+    // RFC 6749 4.1.3: the same redirect_uri as in the authorization request (kept in the state).
+    const redirectUri = typeof data.redirectUri === 'string' ? data.redirectUri : (cfg.redirectURL ?? defaultRedirectUri(url, env));
+
+    let response: any;
+    let credentials: OAuthCredentials;
+    try {
+      response = await tokenRequest(cfg, { client_id: cfg.clientId, client_secret: cfg.clientSecret, code, redirect_uri: redirectUri, grant_type: 'authorization_code' }, 'the token exchange');
+      credentials = await extract(cfg, response);
+    } catch (e) {
+      const err = e as Error;
+      const tokens = response && typeof response === 'object' ? [response.access_token, response.refresh_token, response.id_token] : [];
+      return fail(502, `The token exchange with the provider failed. ${String(err?.message ?? err)}`, [code, ...tokens]);
+    }
+    const tokens = [response?.access_token, response?.refresh_token, response?.id_token, code];
+    try {
+      await store(context, installationId, credentials.configuration);
+    } catch (e) {
+      return fail(500, `The credentials could not be stored in installation ${installationId}: ${String((e as Error)?.message ?? e)}`, tokens);
+    }
+    console.log(`OAuth: installation ${installationId} connected; stored ${Object.keys(credentials.configuration).join(', ')}`);
+    return page({
+      status: 200,
+      title: 'Connected',
+      message: 'The account is connected and its credentials are stored in the installation.',
+      state: 'connected',
+      installationId,
+    });
+  }
+
+  const handler = handle as OAuthHandler;
+  handler.refreshCredentials = (context: any, options?: RefreshOptions) => refreshCredentials(context, cfg, options);
+  return handler;
 }
