@@ -185,3 +185,15 @@ test('the registry module verifies new versions with the sandbox check (services
   assert.match(after.errors[0].message, /the script failed to load in the sandbox: SyntaxError: BROKEN at top level/);
   assert.ok(s.logs.some((l) => l.msg === 'integration change rejected; the last good version keeps serving'));
 });
+
+test('switchyard new: the scaffold type-checks against the runtime library types it copies (editors autocomplete)', async (t) => {
+  const { runtimeTypes } = await import('../src/cli/new.ts');
+  const types = (await runtimeTypes()) ?? '';
+  const complete = /export function createIntegration/.test(types) && /declare module '@switchyard\/runtime\/jsx-runtime'/.test(types);
+  if (!complete) return t.skip('the sandbox has not written the types of createIntegration and the JSX runtime yet');
+  const cwd = tmpDir(t);
+  assert.equal((await runCli(['new', 'typed', '--dir', cwd], { cwd })).code, 0);
+  const { spawnSync } = await import('node:child_process');
+  const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(cwd, 'typed/tsconfig.json')], { encoding: 'utf8' });
+  assert.equal(tsc.status, 0, tsc.stdout + tsc.stderr);
+});
