@@ -100,7 +100,7 @@ test('text mutations (inserted, deleted, replaced characters) never crash the va
 test('arbitrary configurations never crash validateConfiguration', () => {
   const def = parseManifest(seeds[0], 'm.yaml', env).manifest!.configurations!.account as ConfigurationsDef;
   fc.assert(
-    fc.property(fc.oneof(fc.jsonValue(), fc.dictionary(fc.constantFrom('greeting', 'channel', 'style', 'oauth_credentials', 'x'), interesting)), (config) => {
+    fc.property(fc.oneof(fc.jsonValue(), fc.dictionary(fc.constantFrom('greeting', 'channel', 'style', 'step', 'oauth_credentials', 'x', 'toString', 'constructor', '__proto__', 'hasOwnProperty'), interesting)), (config) => {
       const problems = validateConfiguration(def, config);
       for (const p of problems) assert.match(p.where, /^configuration(\.|$)/);
       validateConfiguration(def, config, { partial: true });

@@ -328,3 +328,15 @@ test('configuration: CLI text is turned into the property type', () => {
   assert.deepEqual(coerceConfigurationValue(def, 'connection', '{"access_token":"t"}'), { access_token: 't' });
   assert.equal(coerceConfigurationValue(def, 'webhook_url', '42'), '42');
 });
+
+test('configuration: keys named like Object.prototype members are unknown properties, not crashes', () => {
+  const problems = validateConfiguration(def, { toString: 0, constructor: 'x', hasOwnProperty: true });
+  assert.deepEqual(problems.map((p) => p.where), ['configuration.toString', 'configuration.constructor', 'configuration.hasOwnProperty', 'configuration.webhook_url', 'configuration.connection']);
+  assert.equal(coerceConfigurationValue(def, 'toString', '1'), '1');
+});
+
+test('property and secret names cannot be __proto__, constructor or prototype', () => {
+  const text = 'name: a\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\nconfigurations:\n  site:\n    properties:\n      constructor:\n        type: string\n        title: T\n        description: D\nsecrets:\n  prototype: x\n';
+  const r = parseManifest(text, 'm.yaml', {});
+  assert.deepEqual(r.problems.filter((p) => p.severity === 'error').map((p) => p.where), ['m.yaml:10:7', 'm.yaml:15:3']);
+});

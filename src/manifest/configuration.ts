@@ -20,7 +20,7 @@ function isUnset(v: unknown): boolean {
 /** Names of required properties that are not set (absent, null or ""). */
 export function missingRequired(def: ConfigurationsDef | undefined, configuration: unknown): string[] {
   const config = isPlainObject(configuration) ? configuration : {};
-  return (def?.required ?? []).filter((name) => isUnset(config[name]));
+  return (def?.required ?? []).filter((name) => !Object.hasOwn(config, name) || isUnset(config[name]));
 }
 
 function checkValue(name: string, prop: PropertyDef, v: unknown): Problem | undefined {
@@ -50,8 +50,8 @@ function checkValue(name: string, prop: PropertyDef, v: unknown): Problem | unde
         };
       return undefined;
     default: {
-      const never: never = prop;
-      return never;
+      const unknownType: never = prop;
+      return { where: where(name), message: `has a definition of unknown type ${JSON.stringify((unknownType as { type?: unknown }).type)}` };
     }
   }
 }
@@ -68,7 +68,8 @@ export function validateConfiguration(def: ConfigurationsDef | undefined, config
   const names = Object.keys(properties);
   const problems: Problem[] = [];
   for (const [name, v] of Object.entries(configuration)) {
-    const prop = properties[name];
+    // Own keys only: a configuration key like "toString" must not find Object.prototype's.
+    const prop = Object.hasOwn(properties, name) ? properties[name] : undefined;
     if (!prop) {
       if (name === OAUTH_CREDENTIALS) continue;
       problems.push({
@@ -84,7 +85,7 @@ export function validateConfiguration(def: ConfigurationsDef | undefined, config
   }
   if (!opts.partial)
     for (const name of missingRequired(def, configuration)) {
-      const prop = properties[name];
+      const prop = Object.hasOwn(properties, name) ? properties[name] : undefined;
       problems.push({
         where: where(name),
         message: `"${name}" is required`,
@@ -99,7 +100,7 @@ export function validateConfiguration(def: ConfigurationsDef | undefined, config
  * accepted for maps. Returns the text unchanged when it cannot be converted; validation says why.
  */
 export function coerceConfigurationValue(def: ConfigurationsDef | undefined, name: string, text: string): unknown {
-  const prop = def?.properties[name];
+  const prop = def && Object.hasOwn(def.properties, name) ? def.properties[name] : undefined;
   if (!prop) return text;
   if (prop.type === 'number') {
     const n = Number(text);

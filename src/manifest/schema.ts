@@ -50,8 +50,8 @@ export type PropertyType = (typeof PROPERTY_TYPES)[number];
 export const SCRIPT_EXTENSIONS = ['.ts', '.tsx', '.mts', '.js', '.jsx', '.mjs'] as const;
 
 /** Secret and configuration property names. */
-export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-export const PROPERTY_NAME = /^[A-Za-z_][A-Za-z0-9_-]*$/;
+export const SECRET_NAME = /^(?!__proto__$|constructor$|prototype$)[A-Za-z_][A-Za-z0-9_]*$/;
+export const PROPERTY_NAME = /^(?!__proto__$|constructor$|prototype$)[A-Za-z_][A-Za-z0-9_-]*$/;
 
 /**
  * The schema module keeps its failure marker private; a custom check gets it from a check that
