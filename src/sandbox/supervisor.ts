@@ -118,7 +118,22 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     if (pending.get(id) !== p) return;
     pending.delete(id);
     clearTimeout(p.timer);
+    holdOpen();
     p.resolve(value);
+  }
+
+  /** The worker keeps this process alive only while something waits for it. */
+  function holdOpen(): void {
+    const busy = pending.size > 0;
+    const proc = child;
+    if (!proc) return;
+    if (busy) {
+      proc.ref();
+      (proc.channel as { ref?: () => void } | undefined)?.ref?.();
+    } else {
+      proc.unref();
+      (proc.channel as { unref?: () => void } | undefined)?.unref?.();
+    }
   }
 
   function worker(): ChildProcess {
@@ -189,6 +204,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         return;
       }
       pending.set(id, p);
+      holdOpen();
       const msg = build(id);
       if (msg.t === 'invoke') p.msg = msg;
       if (wedgedMs) wedgedAfter(p, wedgedMs, proc);
@@ -199,7 +215,8 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
   }
 
   // Start the worker now, so the first request does not wait for it.
-  if (!closed) worker();
+  worker();
+  holdOpen();
 
   const limits = opts.limits;
   const invokeBudget = () => limits.startup_time + limits.wall_time + WEDGED_GRACE_MS;

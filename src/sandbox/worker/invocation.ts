@@ -164,7 +164,9 @@ export class Invocation implements InstanceHooks {
     const limit = this.limits.cpu_time;
     const check = () => {
       if (this.finished) return;
-      const used = this.inst.cpuMs() - this.cpuStart;
+      if (this.inst.disposed) return;
+      this.cpuAtEnd = this.inst.cpuMs();
+      const used = this.cpuAtEnd - this.cpuStart;
       if (used > limit) return this.breach('cpu_time', used);
       // CPU time cannot grow faster than the clock: check again when the budget could be spent.
       this.cpuTimer = setTimeout(check, Math.max(1, Math.ceil(limit - used)));
