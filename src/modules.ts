@@ -11,6 +11,9 @@ import { oauthModule } from './oauth/index.ts';
 import { webhooksModule } from './webhooks/index.ts';
 import { eventsModule } from './events/index.ts';
 import { consoleModule } from './console/index.ts';
+import { inspectionModule } from './inspection/index.ts';
+import { metricsModule } from './metrics/index.ts';
+import { retentionModule } from './retention/index.ts';
 
 export const modules: Module[] = [
   sandboxModule,
@@ -20,5 +23,8 @@ export const modules: Module[] = [
   eventsModule,
   runtimeModule,
   oauthModule,
+  inspectionModule,
+  metricsModule,
+  retentionModule,
   consoleModule,
 ];

@@ -63,6 +63,12 @@ export function createEvents(deps: EventsDeps) {
     ),
     setCount: db.prepare('UPDATE events SET delivery_count = ? WHERE id = ?'),
     byId: db.prepare<[string], Row>('SELECT * FROM events WHERE id = ?'),
+    purgeOrphans: db.prepare<{ before: number; limit: number }>(
+      `DELETE FROM events WHERE seq IN (
+         SELECT e.seq FROM events e
+         WHERE e.received_at < @before AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+         LIMIT @limit)`,
+    ),
   };
 
   const store = db.transaction((event: Record<string, unknown> & { eventId: string; type: string }, at: number) => {
@@ -94,6 +100,11 @@ export function createEvents(deps: EventsDeps) {
           .catch((e: Error) => deps.log.warn('event handlers failed', { event: eventId, type: event.type, error: e.message }));
       }
       return { eventId: event.eventId, type: event.type, duplicate: false, deliveries };
+    },
+
+    /** Retention: delete up to `limit` events received before `before` that no delivery refers to any more. */
+    purgeOrphans(before: number, limit: number): number {
+      return q.purgeOrphans.run({ before, limit }).changes;
     },
 
     get(id: string): (StoredEvent & { payload: unknown }) | undefined {

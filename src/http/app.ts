@@ -80,6 +80,11 @@ export function createApp(services: Services, modules: Module[]): H3 {
         return jsonError(404, 'no_route', `no route for ${event.req.method} ${new URL(event.req.url).pathname}`, { hint: 'see GET /openapi.json' });
       return jsonError(status, status === 404 ? 'not_found' : 'bad_request', message);
     },
+    // Every answer, errors included, is counted by the metrics module when it is loaded.
+    onResponse(response, event) {
+      const observe = services.onHttpResponse as ((method: string, route: string | null, status: number) => void) | undefined;
+      observe?.(event.req.method, event.context.matchedRoute?.route ?? null, response.status);
+    },
   });
 
   app.get('/healthz', () => {

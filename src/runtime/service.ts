@@ -37,6 +37,11 @@ export interface Invocation {
   createdAt: string;
 }
 
+/** What the runtime just recorded, for observers (live logs, metrics). */
+export type InvocationNotice =
+  | { kind: 'recorded'; id: string; integration: string; installationId: string | null; status: number; error?: InvocationResult['error'] }
+  | { kind: 'log'; id: string; line: LogLine };
+
 export const newRequestId = () => `req_${randomBytes(10).toString('hex')}`;
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'content-length']);
@@ -57,6 +62,16 @@ export function createRuntime(deps: RuntimeDeps) {
   );
   const appendLog = db.prepare(`UPDATE invocations SET logs = json_insert(logs, '$[#]', json(?)) WHERE id = ?`);
   const exportsCache = new Map<string, { fetch: boolean; components: string[]; events: string[] }>();
+  const observers = new Set<(n: InvocationNotice) => void>();
+  const notify = (n: InvocationNotice) => {
+    for (const o of observers) {
+      try {
+        o(n);
+      } catch (e) {
+        log.error('invocation observer failed', { error: e as Error });
+      }
+    }
+  };
 
   function loaded(name: string): LoadedIntegration {
     const integration = deps.registry.get(name);
@@ -102,6 +117,7 @@ export function createRuntime(deps: RuntimeDeps) {
       JSON.stringify(result.logs),
       new Date().toISOString(),
     );
+    notify({ kind: 'recorded', id, integration: opts.integration.name, installationId: opts.installation?.id ?? null, status: result.status, error: e });
     if (e) {
       const fields = { integration: opts.integration.name, installation: opts.installation?.id, request_id: id, kind: e.kind, limit: e.limit };
       if (e.kind === 'exception') log.warn(`integration code threw: ${e.message}`, { ...fields, stack: e.stack });
@@ -200,6 +216,13 @@ export function createRuntime(deps: RuntimeDeps) {
     /** Lines printed after the response (waitUntil), appended to their invocation. */
     appendLateLog(requestId: string, line: LogLine): void {
       appendLog.run(JSON.stringify(line), requestId);
+      notify({ kind: 'log', id: requestId, line });
+    },
+
+    /** Observe each recorded invocation and each line printed after its response; returns the unsubscribe function. */
+    observe(observer: (n: InvocationNotice) => void): () => void {
+      observers.add(observer);
+      return () => observers.delete(observer);
     },
 
     forgetVersion(version: string): void {

@@ -6,9 +6,9 @@
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Module, Services } from '../services.ts';
-import { createQueue, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord } from './queue.ts';
+import { createQueue, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord, type Queue } from './queue.ts';
 import { createSecrets, type WebhookSecrets } from './secrets.ts';
-import { createWorker, type WebhooksConfig, type Worker } from './worker.ts';
+import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { webhookRoutes } from './routes.ts';
 
 export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
@@ -18,7 +18,9 @@ export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './rece
 export { webhooksMigrations } from './schema.ts';
 export { parseTimeParam } from './time.ts';
 export { maskSecret } from './routes.ts';
-export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter } from './queue.ts';
+export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem } from './queue.ts';
+export { createQueue, type Queue } from './queue.ts';
+export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 
 /** `services.webhooks`: signing secrets and the lifecycle hooks the installations module calls. */
@@ -56,6 +58,14 @@ export interface Deliveries {
   replay(f: { since: number; until: number; installation?: string }): string[];
   counts(): Record<string, number>;
   inFlight(): number;
+  /** Observe every recorded attempt (live tail, metrics); returns the unsubscribe function. */
+  onAttempt(listener: (e: RecordedAttempt) => void): () => void;
+  /** Attempts after a cursor, oldest first (the live tail's read; see AttemptFeedItem). */
+  attemptsAfter: Queue['attemptsAfter'];
+  lastAttemptId(): number;
+  retriesDue(now?: number): number;
+  /** Retention: delete up to `limit` delivered/cancelled deliveries completed before `before`, with their attempts. */
+  purgeFinished(before: number, limit: number): number;
 }
 
 /** The exact body of one delivery: the event with the subscriber's installationId (common fields first). */
@@ -103,7 +113,17 @@ export const webhooksModule: Module = {
     const interrupted = queue.recoverInterrupted(Date.now());
     if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
-    const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl });
+    const attemptListeners = new Set<(e: RecordedAttempt) => void>();
+    const onAttempt = (e: RecordedAttempt) => {
+      for (const l of attemptListeners) {
+        try {
+          l(e);
+        } catch (err) {
+          log.error('attempt listener failed', { error: err as Error });
+        }
+      }
+    };
+    const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt });
 
     const webhooks: WebhooksService = {
       createSecret: (id, given) => secrets.createSecret(id, given),
@@ -165,6 +185,14 @@ export const webhooksModule: Module = {
       },
       counts: () => queue.counts(),
       inFlight: () => worker.inFlight(),
+      onAttempt(listener) {
+        attemptListeners.add(listener);
+        return () => attemptListeners.delete(listener);
+      },
+      attemptsAfter: (after, limit, f) => queue.attemptsAfter(after, limit, f),
+      lastAttemptId: () => queue.lastAttemptId(),
+      retriesDue: (now = Date.now()) => queue.retriesDue(now),
+      purgeFinished: (before, limit) => queue.purgeFinished(before, limit),
     };
 
     services.webhooks = webhooks;

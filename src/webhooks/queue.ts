@@ -70,6 +70,7 @@ export interface Claimed {
   status: DeliveryStatus;
   attempts: number;
   nextAttemptAt: number | null;
+  createdAt: number;
 }
 
 export interface AttemptRecord {
@@ -142,6 +143,27 @@ interface AttemptRow {
   next_attempt_at: number | null;
 }
 
+/** One attempt as the live tail shows it: the attempt, its delivery, and a cursor to resume after it. */
+export interface AttemptFeedItem {
+  cursor: string;
+  deliveryId: string;
+  eventId: string;
+  eventType: string;
+  installationId: string;
+  /** The delivery's status now (it may have moved on since this attempt). */
+  deliveryStatus: DeliveryStatus;
+  attempt: Attempt;
+}
+
+interface FeedRow extends AttemptRow {
+  id: number;
+  delivery_id: string;
+  event_id: string;
+  event_type: string;
+  installation_id: string;
+  delivery_status: DeliveryStatus;
+}
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 export function originOf(url: string): string {
@@ -179,12 +201,12 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
     claim: db.prepare<{ seq: number; owner: string; now: number; until: number }, any>(
       `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
        WHERE seq = @seq AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
-       RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at`,
+       RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at, created_at`,
     ),
     claimById: db.prepare<{ id: string; owner: string; now: number; until: number }, any>(
       `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
        WHERE id = @id AND status != 'cancelled' AND (lease_until IS NULL OR lease_until <= @now)
-       RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at`,
+       RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at, created_at`,
     ),
     setUrl: db.prepare('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
     insertAttempt: db.prepare(
@@ -231,6 +253,23 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
        WHERE seq = @seq AND status = 'failed'`,
     ),
     counts: db.prepare<[], { status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM webhook_deliveries GROUP BY status'),
+    attemptsAfter: db.prepare<{ after: number; limit: number; installation: string | null; type: string | null }, FeedRow>(
+      `SELECT a.*, d.id AS delivery_id, d.event_id, d.event_type, d.installation_id, d.status AS delivery_status
+       FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq
+       WHERE a.id > @after AND (@installation IS NULL OR d.installation_id = @installation) AND (@type IS NULL OR d.event_type = @type)
+       ORDER BY a.id LIMIT @limit`,
+    ),
+    lastAttempt: db.prepare<[], { id: number }>('SELECT MAX(id) AS id FROM webhook_attempts'),
+    retriesDue: db.prepare<[number], { n: number }>(
+      `SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying' AND next_attempt_at <= ? AND lease_until IS NULL`,
+    ),
+    purgeFinished: db.prepare<{ before: number; limit: number }>(
+      `DELETE FROM webhook_deliveries WHERE seq IN (
+         SELECT seq FROM webhook_deliveries
+         WHERE status IN ('delivered', 'cancelled') AND completed_at < @before
+           AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
+         LIMIT @limit)`,
+    ),
   };
 
   function view(r: Row): Delivery {
@@ -284,6 +323,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
       status: r.status,
       attempts: r.attempts,
       nextAttemptAt: r.next_attempt_at,
+      createdAt: r.created_at,
     };
 
   return {
@@ -313,9 +353,9 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
       q.setUrl.run(url, originOf(url), seq);
     },
 
-    /** Record an attempt and the delivery's next state, atomically; releases the lease. */
-    complete: db.transaction((seq: number, attempt: AttemptRecord, next: NextState, now: number) => {
-      q.insertAttempt.run({
+    /** Record an attempt and the delivery's next state, atomically; releases the lease. Returns the attempt's id (its feed cursor). */
+    complete: db.transaction((seq: number, attempt: AttemptRecord, next: NextState, now: number): number => {
+      const inserted = q.insertAttempt.run({
         seq,
         manual: attempt.manual ? 1 : 0,
         startedAt: attempt.startedAt,
@@ -340,6 +380,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
         lastStatus: attempt.status,
         lastError: attempt.error,
       });
+      return Number(inserted.lastInsertRowid);
     }),
 
     /** The earliest scheduled attempt after `now`, if any (the scheduler's next wake-up). */
@@ -433,6 +474,42 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
       const out = Object.fromEntries(DELIVERY_STATUSES.map((s) => [s, 0])) as Record<DeliveryStatus, number>;
       for (const r of q.counts.all()) out[r.status] = r.n;
       return out;
+    },
+
+    // --- Inspection (live tail, metrics) and retention; see src/inspection and src/retention. ---
+
+    /** Attempts recorded after `afterId` (ascending; ids only grow), with their delivery: the tail's cursor read. */
+    attemptsAfter(afterId: number, limit: number, f: { installation?: string; type?: string } = {}): AttemptFeedItem[] {
+      return q.attemptsAfter
+        .all({ after: afterId, limit, installation: f.installation ?? null, type: f.type ?? null })
+        .map((r) => ({
+          cursor: String(r.id),
+          deliveryId: r.delivery_id,
+          eventId: r.event_id,
+          eventType: r.event_type,
+          installationId: r.installation_id,
+          deliveryStatus: r.delivery_status,
+          attempt: attemptView(r),
+        }));
+    },
+
+    /** The newest attempt's id (0 when none): where a live tail starts. */
+    lastAttemptId(): number {
+      return q.lastAttempt.get()?.id ?? 0;
+    },
+
+    /** Retries whose time has come but that have not started (waiting for a slot, or held by a pause). */
+    retriesDue(now: number): number {
+      return q.retriesDue.get(now)?.n ?? 0;
+    },
+
+    /**
+     * Delete up to `limit` delivered or cancelled deliveries completed before `before`, with their
+     * attempts (ON DELETE CASCADE). Failed ones stay: they can still be replayed. The delivery that
+     * holds the newest attempt is kept so attempt ids are never reused (a tail's cursor stays valid).
+     */
+    purgeFinished(before: number, limit: number): number {
+      return q.purgeFinished.run({ before, limit }).changes;
     },
   };
 }

@@ -27,6 +27,16 @@ export interface WorkerDeps {
   random?: () => number;
   /** The installation's current URL, for manual attempts (a fixed URL takes effect on retry). */
   currentUrl?: (d: { eventType: string; installationId: string }) => string | undefined;
+  /** Called after each attempt is recorded (live tail, metrics); must not throw. */
+  onAttempt?: (e: RecordedAttempt) => void;
+}
+
+/** An attempt just recorded: its id (the feed cursor), the delivery it belongs to, and the delivery's new state. */
+export interface RecordedAttempt {
+  attemptId: number;
+  delivery: Claimed;
+  record: AttemptRecord;
+  next: NextState;
 }
 
 export interface Worker {
@@ -212,12 +222,14 @@ export function createWorker(deps: WorkerDeps): Worker {
       responseTruncated: result?.truncated ?? false,
       nextAttemptAt: retryAt,
     };
+    let attemptId: number;
     try {
-      queue.complete(c.seq, record, next, ended);
+      attemptId = queue.complete(c.seq, record, next, ended);
     } catch (e) {
       if (stopped) return undefined; // the store closed under us during shutdown: recovered at next start
       throw e;
     }
+    deps.onAttempt?.({ attemptId, delivery: c, record, next });
     if (next.status === 'failed' && !manual)
       log.warn('webhook delivery failed', { delivery: c.id, installation: c.installationId, attempts: next.attempts, reason: record.error });
     else log.debug('webhook attempt', { delivery: c.id, outcome, status: record.status, error: record.error });

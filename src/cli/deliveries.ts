@@ -1,0 +1,278 @@
+/**
+ * `switchyard deliveries list|show|retry|replay|tail`: see every webhook delivery and attempt,
+ * follow them live, and act on failures. Tables for people, `--json` for scripts (the management
+ * API's shapes, documented in the README).
+ */
+import { defineCommand } from 'citty';
+import { SwitchyardError } from '../errors.ts';
+import type { Attempt, AttemptFeedItem, DeliveryDetail } from '../webhooks/index.ts';
+import { apiClient } from './client.ts';
+import { configArg, configFrom, jsonArg } from './common.ts';
+import { follow, interruptSignal } from './feed.ts';
+import { attemptResult, checkPage, checkStatus, checkTimes, duration, offlineArg, oneLine, pageArgs, shownOutcome, sourceFrom, statusColour, timeArgs, when } from './inspect.ts';
+import { createProgress } from './progress.ts';
+import { dim, printJson, table } from './table.ts';
+
+const out = (s: string) => process.stdout.write(s);
+
+const list = defineCommand({
+  meta: { name: 'list', description: 'Webhook deliveries, newest first' },
+  args: {
+    ...configArg,
+    ...jsonArg,
+    ...offlineArg,
+    status: { type: 'string', description: 'only this status: pending, retrying, delivered, failed, cancelled', valueHint: 'status' },
+    type: { type: 'string', description: 'only this event type', valueHint: 'type' },
+    installation: { type: 'string', description: 'only this installation', valueHint: 'id' },
+    event: { type: 'string', description: 'only the deliveries of this eventId', valueHint: 'eventId' },
+    ...timeArgs,
+    ...pageArgs,
+  },
+  async run({ args }) {
+    const query = {
+      status: checkStatus(args.status),
+      type: args.type,
+      installation: args.installation,
+      event: args.event,
+      ...checkTimes(args),
+      ...checkPage(args),
+    };
+    const { source } = await sourceFrom(args);
+    try {
+      const page = await source.deliveries(query);
+      if (args.json) return printJson(page);
+      if (!page.deliveries.length) out('no deliveries\n');
+      else
+        out(
+          `${table(
+            ['created', 'delivery', 'type', 'installation', 'status', 'attempts', 'last', 'next attempt'],
+            page.deliveries.map((d) => [
+              when(d.createdAt),
+              d.id,
+              d.eventType,
+              d.installationId,
+              statusColour(d.status),
+              `${d.attemptCount}/${d.maxAttempts}`,
+              d.lastStatus ?? oneLine(d.lastError, 32),
+              d.held ? 'held (paused)' : when(d.nextAttemptAt),
+            ]),
+          )}\n`,
+        );
+      if (page.nextCursor) out(`${dim(`next page: --cursor ${page.nextCursor}`)}\n`);
+    } finally {
+      source.close();
+    }
+  },
+});
+
+function attemptRows(attempts: Attempt[]): string {
+  return table(
+    ['#', 'time', 'trigger', 'result', 'duration', 'outcome', 'next attempt'],
+    attempts.map((a) => [a.number, when(a.startedAt), a.manual ? 'manual' : 'auto', attemptResult(a), duration(a.durationMs), statusColour(shownOutcome(a)), when(a.nextAttemptAt)]),
+  );
+}
+
+export function printDelivery(d: DeliveryDetail): void {
+  const field = (k: string, v: string | number | null | undefined) => (v === null || v === undefined || v === '' ? '' : `  ${k.padEnd(13)}${v}\n`);
+  out(`delivery ${d.id}  ${statusColour(d.status)}${d.held ? '  (held: the installation is paused)' : ''}\n`);
+  out(
+    field('event', `${d.eventId} (${d.eventType})`) +
+      field('installation', d.installationId) +
+      field('url', d.url) +
+      field('attempts', `${d.attemptCount} of ${d.maxAttempts} automatic${d.attempts.length > d.attemptCount ? `, ${d.attempts.length} in all` : ''}`) +
+      field('created', when(d.createdAt)) +
+      field('completed', when(d.completedAt)) +
+      field('next attempt', when(d.nextAttemptAt)) +
+      field('last error', d.lastError) +
+      field('signature', d.signatureHeader ? `X-Platform-Signature: ${d.signatureHeader}` : ''),
+  );
+  out(`\npayload\n${JSON.stringify(d.payload ?? d.body, null, 2)}\n`);
+  if (!d.attempts.length) {
+    out('\nno attempts yet\n');
+    return;
+  }
+  out(`\nattempts\n${attemptRows(d.attempts)}\n`);
+  for (const a of d.attempts) {
+    if (!a.error && !a.responseExcerpt) continue;
+    out(`\n#${a.number}\n`);
+    if (a.error) out(`  error     ${a.error}\n`);
+    if (a.responseExcerpt) out(`  response  ${oneLine(a.responseExcerpt, 200)}${a.responseTruncated ? dim(' (truncated)') : ''}\n`);
+  }
+}
+
+const show = defineCommand({
+  meta: { name: 'show', description: 'One delivery: payload, signature header sent, every attempt' },
+  args: { ...configArg, ...jsonArg, ...offlineArg, id: { type: 'positional', required: true, description: 'delivery id (dlv_…)' } },
+  async run({ args }) {
+    const { source } = await sourceFrom(args);
+    try {
+      const d = await source.delivery(String(args.id));
+      if (args.json) printJson(d);
+      else printDelivery(d);
+    } finally {
+      source.close();
+    }
+  },
+});
+
+const retry = defineCommand({
+  meta: { name: 'retry', description: 'Make one attempt of a delivery now (recorded as manual); exits 1 when it does not succeed' },
+  args: { ...configArg, ...jsonArg, id: { type: 'positional', required: true, description: 'delivery id (dlv_…)' } },
+  async run({ args }) {
+    const client = apiClient(configFrom(args));
+    const r = await client.post<{ attempt: Attempt; delivery: DeliveryDetail }>(`/api/v1/deliveries/${encodeURIComponent(String(args.id))}/retry`);
+    if (args.json) printJson(r);
+    else {
+      const a = r.attempt;
+      out(
+        `attempt #${a.number} (manual): ${attemptResult(a)} in ${duration(a.durationMs)}, ${statusColour(shownOutcome(a))}; delivery ${r.delivery.id} is ${statusColour(r.delivery.status)}\n`,
+      );
+      if (a.error) out(`  error     ${a.error}\n`);
+      if (a.responseExcerpt) out(`  response  ${oneLine(a.responseExcerpt, 200)}\n`);
+    }
+    if (r.attempt.outcome !== 'success') process.exitCode = 1;
+  },
+});
+
+/** A delivery reached its end by this automatic attempt: delivered, or failed for good. */
+function settled(item: AttemptFeedItem): 'delivered' | 'failed' | undefined {
+  if (item.attempt.manual || item.attempt.outcome === 'interrupted') return undefined;
+  if (item.attempt.outcome === 'success') return 'delivered';
+  return item.attempt.nextAttemptAt === null ? 'failed' : undefined;
+}
+
+const replay = defineCommand({
+  meta: {
+    name: 'replay',
+    description: 'Send failed deliveries again (each goes back to pending with a fresh retry schedule), then wait for their outcome',
+  },
+  args: {
+    ...configArg,
+    ...jsonArg,
+    failed: { type: 'boolean', description: 'replay the failed deliveries (required: only failed ones are replayed)', default: false },
+    since: { type: 'string', description: 'deliveries created since: a duration ago (2h, 7d) or a date-time (required)', valueHint: 'time' },
+    until: { type: 'string', description: 'deliveries created up to this time (default now)', valueHint: 'time' },
+    installation: { type: 'string', description: 'only this installation', valueHint: 'id' },
+    wait: { type: 'boolean', description: 'wait for every replayed delivery to be delivered or fail again (--no-wait: only re-enqueue)', default: true },
+  },
+  async run({ args }) {
+    if (!args.failed) throw new SwitchyardError('bad_request', 'replay needs --failed: only failed deliveries are replayed', { hint: 'switchyard deliveries replay --failed --since 2h' });
+    if (!args.since) throw new SwitchyardError('bad_request', 'replay needs --since: a duration ago (2h, 7d) or a date-time', { where: '--since' });
+    checkTimes(args);
+    const client = apiClient(configFrom(args));
+
+    // Listen first, then replay: no attempt of a replayed delivery can happen before we listen.
+    const stop = new AbortController();
+    const interrupted = interruptSignal();
+    interrupted.addEventListener('abort', () => stop.abort(), { once: true });
+    const ids = new Set<string>();
+    const early: AttemptFeedItem[] = [];
+    const tally = { delivered: 0, failed: 0 };
+    let progress: ReturnType<typeof createProgress> | undefined;
+    const count = (item: AttemptFeedItem) => {
+      const end = settled(item);
+      if (!end || !ids.delete(item.deliveryId)) return;
+      tally[end]++;
+      progress?.update(tally.delivered + tally.failed, `delivered ${tally.delivered}  failed ${tally.failed}`);
+      if (!ids.size) stop.abort();
+    };
+    let ready!: () => void;
+    const isReady = new Promise<void>((r) => (ready = r));
+    const following = args.wait
+      ? follow(client, '/api/v1/deliveries/stream', { installation: args.installation }, {
+          signal: stop.signal,
+          onReady: () => ready(),
+          onEvent: (e) => (e.event === 'attempt' ? (ids.size || progress ? count(e.data) : early.push(e.data)) : undefined),
+        })
+      : (ready(), Promise.resolve());
+    await Promise.race([isReady, following]);
+
+    const r = await client.post<{ replayed: number; deliveries: string[] }>('/api/v1/deliveries/replay', {
+      failed: true,
+      since: args.since,
+      until: args.until,
+      installation: args.installation,
+    });
+    if (!r.replayed || !args.wait) {
+      stop.abort();
+      await following;
+      if (args.json) printJson(r);
+      else out(r.replayed ? `re-enqueued ${r.replayed} failed deliver${r.replayed === 1 ? 'y' : 'ies'}\n` : 'no failed deliveries to replay\n');
+      return;
+    }
+    for (const id of r.deliveries) ids.add(id);
+    progress = createProgress(r.replayed, 'replaying');
+    progress.update(0);
+    for (const item of early.splice(0)) count(item);
+    await following;
+    progress.end();
+    const pending = ids.size;
+    if (args.json) printJson({ ...r, ...tally, pending });
+    else {
+      out(`replayed ${r.replayed} deliver${r.replayed === 1 ? 'y' : 'ies'}: ${tally.delivered} delivered, ${tally.failed} failed again${pending ? `, ${pending} still in progress` : ''}\n`);
+      if (pending && interrupted.aborted) out(dim('stopped waiting; the server keeps sending them (see `switchyard deliveries list`)\n'));
+    }
+    if (tally.failed) process.exitCode = 1;
+  },
+});
+
+/** One line per attempt, for people. */
+export function attemptLine(item: AttemptFeedItem): string {
+  const a = item.attempt;
+  const next = a.nextAttemptAt ? `next attempt ${when(a.nextAttemptAt)}` : '';
+  return [
+    a.startedAt,
+    item.deliveryId,
+    item.eventType,
+    item.installationId,
+    `#${a.number}${a.manual ? ' manual' : ''}`,
+    attemptResult(a) || '-',
+    duration(a.durationMs) || '-',
+    statusColour(shownOutcome(a)),
+    a.outcome === 'success' ? '' : oneLine(a.error, 60),
+    next,
+  ]
+    .filter(Boolean)
+    .join('  ');
+}
+
+const tail = defineCommand({
+  meta: { name: 'tail', description: 'Follow delivery attempts live until interrupted (resumes after a lost connection without missing any)' },
+  args: {
+    ...configArg,
+    json: { type: 'boolean', description: 'one JSON object per attempt per line (NDJSON)', default: false },
+    installation: { type: 'string', description: 'only this installation', valueHint: 'id' },
+    type: { type: 'string', description: 'only this event type', valueHint: 'type' },
+    after: { type: 'string', description: 'start after this cursor (the `cursor` of an attempt already seen) instead of now', valueHint: 'cursor' },
+  },
+  async run({ args }) {
+    if (args.after !== undefined && !/^\d+$/.test(args.after)) throw new SwitchyardError('bad_request', `--after must be an attempt cursor, got "${args.after}"`, { where: '--after' });
+    const client = apiClient(configFrom(args));
+    const signal = interruptSignal();
+    let seen = 0;
+    let lost = false;
+    await follow(client, '/api/v1/deliveries/stream', { installation: args.installation, type: args.type }, {
+      after: args.after,
+      signal,
+      onReady(cursor) {
+        process.stderr.write(lost ? 'reconnected\n' : `following delivery attempts after cursor ${cursor} (Ctrl-C to stop)\n`);
+        lost = false;
+      },
+      onDisconnect() {
+        if (!lost) process.stderr.write(`lost the server at ${client.baseUrl}; reconnecting (nothing is missed)…\n`);
+        lost = true;
+      },
+      onEvent(e) {
+        if (e.event !== 'attempt') return;
+        seen++;
+        out(args.json ? `${JSON.stringify(e.data)}\n` : `${attemptLine(e.data)}\n`);
+      },
+    });
+    process.stderr.write(`stopped after ${seen} attempt${seen === 1 ? '' : 's'}\n`);
+  },
+});
+
+export default defineCommand({
+  meta: { name: 'deliveries', description: 'Inspect webhook deliveries and attempts, follow them live, retry and replay failures' },
+  subCommands: { list, show, retry, replay, tail },
+});

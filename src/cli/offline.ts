@@ -1,0 +1,57 @@
+/**
+ * `--offline`: the read-only inspection commands read the SQLite file directly, with the same
+ * query code and the same JSON shapes as the management API. The connection is read-only
+ * (`query_only`), takes no lock and runs no migration; SQLite's WAL mode lets the server keep
+ * writing while we read, so it works whether the server is running, stopped or hung.
+ */
+import type { LoadedConfig } from '../config/index.ts';
+import { createEvents } from '../events/index.ts';
+import { memoryLogger } from '../log/index.ts';
+import { createInvocations } from '../runtime/index.ts';
+import { openStore } from '../store/index.ts';
+import { createQueue, parseTimeParam } from '../webhooks/index.ts';
+import { SwitchyardError } from '../errors.ts';
+import type { InspectionSource } from './inspect.ts';
+
+export function offlineSource(config: LoadedConfig): InspectionSource {
+  const store = openStore(config.data_dir, { readonly: true });
+  const db = store.db;
+  const tables = new Set(db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r) => r.name));
+  for (const t of ['webhook_deliveries', 'events', 'invocations'])
+    if (!tables.has(t))
+      throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, { hint: 'start this version of the server once with `switchyard serve` (it creates the tables)' });
+  const queue = createQueue(db, { maxAttempts: () => config.webhooks.max_retries + 1 });
+  const events = createEvents({ db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, eventHandlers: () => undefined });
+  const invocations = createInvocations(db);
+  const time = (v: string | undefined, name: string) => parseTimeParam(v, name);
+  const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+
+  return {
+    offline: true,
+    async deliveries(f) {
+      return queue.list({ ...f, status: f.status as never, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
+    },
+    async delivery(id) {
+      const d = queue.get(id);
+      if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with `switchyard deliveries list --offline`' });
+      return d;
+    },
+    async events(f) {
+      return events.list({ ...f, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
+    },
+    async event(id) {
+      const e = events.get(id);
+      if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with `switchyard events list --offline`' });
+      return { ...e, deliveries: queue.list({ event: id, limit: 500 }).deliveries };
+    },
+    async invocations(f) {
+      return invocations.list({ ...f, errors: f.errors, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
+    },
+    async invocation(id) {
+      const i = invocations.get(id);
+      if (!i) throw new SwitchyardError('not_found', `no invocation ${id}`);
+      return i;
+    },
+    close: () => store.close(),
+  };
+}

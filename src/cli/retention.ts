@@ -1,0 +1,51 @@
+/** `switchyard retention run|status`: purge old history now, or see the schedule and the last run. */
+import { defineCommand } from 'citty';
+import type { RetentionReport } from '../retention/index.ts';
+import { apiClient } from './client.ts';
+import { configArg, configFrom, jsonArg } from './common.ts';
+import { duration, when } from './inspect.ts';
+import { printJson } from './table.ts';
+
+const out = (s: string) => process.stdout.write(s);
+
+/** 30d, 12h, 90m, 45s: the largest unit that divides the value. */
+function span(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) if (ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms} ms`;
+}
+
+function summary(r: RetentionReport): string {
+  return (
+    `purged history older than ${when(r.cutoff)}: ${r.deliveries} deliveries (with their attempts), ${r.events} events, ${r.invocations} invocation logs` +
+    ` in ${r.batches} batch${r.batches === 1 ? '' : 'es'}, ${duration(r.durationMs)} (longest batch ${duration(r.longestBatchMs)})${r.interrupted ? '; interrupted by shutdown' : ''}\n`
+  );
+}
+
+const run = defineCommand({
+  meta: { name: 'run', description: 'Purge delivered deliveries, their attempts, orphaned events and invocation logs older than retention.keep, now' },
+  args: { ...configArg, ...jsonArg },
+  async run({ args }) {
+    const r = await apiClient(configFrom(args)).post<RetentionReport>('/api/v1/retention/run');
+    if (args.json) printJson(r);
+    else out(summary(r));
+  },
+});
+
+const status = defineCommand({
+  meta: { name: 'status', description: 'The retention schedule, the next run and the last run' },
+  args: { ...configArg, ...jsonArg },
+  async run({ args }) {
+    const r = await apiClient(configFrom(args)).get<{ schedule: string; keepMs: number; batchSize: number; nextRunAt: string | null; running: boolean; lastRun: RetentionReport | null }>(
+      '/api/v1/retention',
+    );
+    if (args.json) return printJson(r);
+    out(`schedule   ${r.schedule} (next ${r.nextRunAt ? when(r.nextRunAt) : 'never'})${r.running ? ', running now' : ''}\n`);
+    out(`keep       ${span(r.keepMs)}, ${r.batchSize} rows per batch\n`);
+    out(`last run   ${r.lastRun ? `${when(r.lastRun.startedAt)}: ${summary(r.lastRun)}` : 'none since the server started\n'}`);
+  },
+});
+
+export default defineCommand({
+  meta: { name: 'retention', description: 'Purge old delivery history and invocation logs (runs on retention.schedule)' },
+  subCommands: { run, status },
+});

@@ -1,0 +1,102 @@
+/**
+ * Inspection: the live feeds behind `switchyard deliveries tail` and `switchyard logs --follow`
+ * (server-sent events, resumable by cursor) and the invocation log API. Attaches
+ * `services.invocations` (reads of the invocations table, see src/runtime/invocations.ts).
+ *
+ * - `GET /api/v1/deliveries/stream?after=&installation=&type=`: `attempt` events (AttemptFeedItem)
+ * - `GET /api/v1/logs/stream?after=&integration=&installation=&errors=`: `invocation` events
+ *   (InvocationView) and `log` events ({requestId, line}) for lines printed after a response
+ * - `GET /api/v1/logs`, `GET /api/v1/logs/:requestId`
+ */
+import type { H3 } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import { requireAdmin } from '../http/app.ts';
+import { createInvocations, invocationFilterParams, logRoutes, type Invocations, type InvocationNotice, type InvocationFilter } from '../runtime/index.ts';
+import type { Module, Services } from '../services.ts';
+import type { Deliveries } from '../webhooks/index.ts';
+import { createStreamHub, resumeCursor, type FeedItem, type StreamHub } from './sse.ts';
+
+export { createStreamHub, resumeCursor, type Feed, type FeedItem, type StreamHub } from './sse.ts';
+
+type Observable = { observe(o: (n: InvocationNotice) => void): () => void };
+
+function cursorParam(req: Request, q: URLSearchParams, newest: () => number): number {
+  const c = resumeCursor(req, q);
+  if (c !== undefined && Number.isNaN(c))
+    throw new SwitchyardError('bad_request', 'after must be the cursor of an item already received (a whole number)', { where: 'after' });
+  return c ?? newest();
+}
+
+export function inspectionRoutes(app: H3, services: Services): void {
+  const hub = () => services.streams as StreamHub;
+  const invocations = () => services.invocations as Invocations;
+
+  app.get('/api/v1/deliveries/stream', (event) => {
+    requireAdmin(event.req);
+    const deliveries = services.deliveries as Deliveries | undefined;
+    if (!deliveries) throw new SwitchyardError('not_found', 'webhook delivery is not running on this server');
+    const q = new URL(event.req.url).searchParams;
+    const filter = { installation: q.get('installation') || undefined, type: q.get('type') || undefined };
+    return hub().response(event.req, {
+      start: cursorParam(event.req, q, () => deliveries.lastAttemptId()),
+      read: (after, limit) => deliveries.attemptsAfter(after, limit, filter).map((a) => ({ cursor: Number(a.cursor), event: 'attempt', data: a })),
+      subscribe: (changed) => deliveries.onAttempt(changed),
+    });
+  });
+
+  app.get('/api/v1/logs/stream', (event) => {
+    requireAdmin(event.req);
+    const q = new URL(event.req.url).searchParams;
+    const filter: Omit<InvocationFilter, 'limit' | 'cursor'> = invocationFilterParams(q);
+    const runtime = services.runtime as Observable | undefined;
+    return hub().response(event.req, {
+      start: cursorParam(event.req, q, () => invocations().lastCursor()),
+      read: (after, limit) => invocations().after(after, limit, filter).map((i) => ({ cursor: Number(i.cursor), event: 'invocation', data: i })),
+      subscribe(changed, push) {
+        if (!runtime) return () => {};
+        return runtime.observe((n) => {
+          if (n.kind === 'recorded') return changed();
+          // A line printed after the response (waitUntil): the row is updated, so send the line itself.
+          const inv = invocations().get(n.id);
+          if (!inv || filter.errors) return;
+          if ((filter.integration && inv.integration !== filter.integration) || (filter.installation && inv.installationId !== filter.installation)) return;
+          const item: FeedItem = {
+            cursor: Number(inv.cursor),
+            event: 'log',
+            data: { requestId: n.id, integration: inv.integration, installationId: inv.installationId, line: { ...n.line, time: new Date(n.line.time).toISOString() } },
+          };
+          push(item);
+        });
+      },
+    });
+  });
+
+  logRoutes(app, services);
+}
+
+export const inspectionModule: Module = {
+  name: 'inspection',
+  async start(services: Services) {
+    services.invocations = createInvocations(services.store.db);
+    const hub = createStreamHub({ closing: () => services.closing });
+    services.streams = hub;
+    return () => hub.closeAll();
+  },
+  routes: inspectionRoutes,
+  openapi: {
+    '/api/v1/logs': {
+      get: {
+        summary:
+          'Invocations of integration code, newest first: what it printed, how it ended (filters: integration, installation, event, errors, since, until; limit, cursor). Live: GET /api/v1/logs/stream (server-sent events, see the README).',
+        responses: { '200': { description: '{invocations: InvocationView[], nextCursor}' } },
+      },
+    },
+    '/api/v1/logs/{requestId}': {
+      get: {
+        summary: 'One invocation by its request id (the x-request-id of its answer)',
+        parameters: [{ name: 'requestId', in: 'path', required: true, schema: { type: 'string' } }],
+        responses: { '200': { description: 'InvocationView' }, '404': { description: 'no such invocation' } },
+      },
+    },
+  },
+};

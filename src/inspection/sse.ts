@@ -1,0 +1,178 @@
+/**
+ * Server-sent events for the live feeds (`deliveries tail`, `logs --follow`). A feed is a cursor
+ * read over rows whose ids only grow, plus a change signal: each signal triggers a read of
+ * everything after the last id sent, so a burst, a slow client or a reconnect (`?after=` or
+ * `Last-Event-ID`) never skips a row. The change signal carries no data: the database is the
+ * source of truth. Reads pause while the client is behind (back-pressure) and resume as it drains.
+ */
+export interface FeedItem {
+  cursor: number;
+  event: string;
+  data: unknown;
+}
+
+export interface Feed {
+  /** Where the stream starts: items after this cursor are sent. */
+  start: number;
+  /** Items after `after`, oldest first, at most `limit`. */
+  read(after: number, limit: number): FeedItem[];
+  /**
+   * Subscribe to changes: `changed()` when rows may have been added; `push(item)` for an event
+   * that is not a row (sent without an id; `item.cursor` says which row it belongs to, and it is
+   * skipped when that row has not been sent yet, because the row will carry it). Returns the unsubscribe.
+   */
+  subscribe(changed: () => void, push: (item: FeedItem) => void): () => void;
+}
+
+const READ_BATCH = 200;
+const HEARTBEAT_MS = 15_000;
+const enc = new TextEncoder();
+
+const frame = (event: string, data: unknown, id?: number) =>
+  enc.encode(`${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+
+/** The open streams of one server: heartbeats, and closing them all when shutdown begins. */
+export interface StreamHub {
+  readonly size: number;
+  response(req: Request, feed: Feed): Response;
+  closeAll(): void;
+}
+
+export function createStreamHub(opts: { closing: () => boolean; checkEveryMs?: number }): StreamHub {
+  const open = new Set<{ close(): void; beat(): void }>();
+  let timer: NodeJS.Timeout | undefined;
+  let sinceBeat = 0;
+  const every = opts.checkEveryMs ?? 200;
+
+  // One timer for all streams, only while some are open: the HTTP server drains open requests on
+  // shutdown, so streams must end as soon as `closing` is set, not at the shutdown time-out.
+  function watch(): void {
+    if (timer || !open.size) return;
+    timer = setInterval(() => {
+      if (opts.closing()) return closeAll();
+      sinceBeat += every;
+      if (sinceBeat >= HEARTBEAT_MS) {
+        sinceBeat = 0;
+        for (const s of open) s.beat();
+      }
+    }, every);
+    timer.unref();
+  }
+
+  function unwatch(): void {
+    if (timer && !open.size) {
+      clearInterval(timer);
+      timer = undefined;
+    }
+  }
+
+  function closeAll(): void {
+    for (const s of [...open]) s.close();
+    unwatch();
+  }
+
+  function response(req: Request, feed: Feed): Response {
+    let cursor = feed.start;
+    let behind = false;
+    let scheduled = false;
+    let done = false;
+    let unsubscribe: (() => void) | undefined;
+    let controller!: ReadableStreamDefaultController<Uint8Array>;
+
+    const handle = {
+      close() {
+        if (done) return;
+        done = true;
+        unsubscribe?.();
+        open.delete(handle);
+        unwatch();
+        try {
+          controller.close();
+        } catch {
+          /* already closed or cancelled */
+        }
+      },
+      beat() {
+        if (!done) controller.enqueue(enc.encode(': keep-alive\n\n'));
+      },
+    };
+
+    function pump(): void {
+      if (done) return;
+      behind = false;
+      for (;;) {
+        if ((controller.desiredSize ?? 1) <= 0) {
+          behind = true; // the client's pull resumes us
+          return;
+        }
+        const items = feed.read(cursor, READ_BATCH);
+        for (const it of items) {
+          controller.enqueue(frame(it.event, it.data, it.cursor));
+          cursor = it.cursor;
+        }
+        if (items.length < READ_BATCH) return;
+      }
+    }
+
+    const schedule = () => {
+      if (scheduled || done) return;
+      scheduled = true;
+      setImmediate(() => {
+        scheduled = false;
+        try {
+          pump();
+        } catch {
+          handle.close(); // the store closed under us (shutdown): end the stream, the client resumes
+        }
+      });
+    };
+
+    const body = new ReadableStream<Uint8Array>(
+      {
+        start(c) {
+          controller = c;
+          c.enqueue(enc.encode('retry: 1000\n\n'));
+          c.enqueue(frame('ready', { cursor: String(cursor) }));
+          unsubscribe = feed.subscribe(schedule, (item) => {
+            if (!done && item.cursor <= cursor) controller.enqueue(frame(item.event, item.data));
+          });
+          open.add(handle);
+          watch();
+          schedule();
+        },
+        pull() {
+          if (behind) schedule();
+        },
+        cancel() {
+          handle.close();
+        },
+      },
+      { highWaterMark: 64 },
+    );
+    req.signal?.addEventListener('abort', () => handle.close(), { once: true });
+
+    return new Response(body, {
+      headers: {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        'x-accel-buffering': 'no',
+      },
+    });
+  }
+
+  return {
+    get size() {
+      return open.size;
+    },
+    response,
+    closeAll,
+  };
+}
+
+/** The cursor a client asks to resume after: `?after=` or the `Last-Event-ID` header; undefined for "from now". */
+export function resumeCursor(req: Request, q: URLSearchParams): number | undefined {
+  const raw = q.get('after') || req.headers.get('last-event-id') || '';
+  if (!raw) return undefined;
+  if (!/^\d+$/.test(raw)) return Number.NaN;
+  return Number(raw);
+}

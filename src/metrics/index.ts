@@ -1,0 +1,121 @@
+/**
+ * `GET /metrics` in the Prometheus text format (admin token required: the server listens on its
+ * public port). Counters and histograms count from the process start; queue gauges are read from
+ * the database at each scrape. Fed by the webhook worker's attempt hook, the runtime's invocation
+ * observer and the HTTP app's response hook (`services.onHttpResponse`).
+ */
+import type { H3 } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import { authenticate } from '../http/app.ts';
+import type { Module, Services } from '../services.ts';
+import { VERSION } from '../version.ts';
+import { DELIVERY_STATUSES, type Deliveries, type RecordedAttempt } from '../webhooks/index.ts';
+import type { InvocationNotice } from '../runtime/index.ts';
+import { createRegistry, type Registry } from './prometheus.ts';
+
+export { createRegistry, formatValue, type Registry, type Counter, type Histogram, type Labels } from './prometheus.ts';
+
+/** Called by the HTTP app for every answer (errors included); `route` is the matched pattern, null when none matched. */
+export type HttpObserver = (method: string, route: string | null, status: number) => void;
+
+export const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+const ATTEMPT_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const LATENCY_SECONDS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
+
+/** Build the registry and wire its sources; returns the registry and the unsubscribe function. */
+export function createServerMetrics(services: Services): { registry: Registry; stop(): void } {
+  const r = createRegistry();
+  const deliveries = () => services.deliveries as Deliveries | undefined;
+  const stops: Array<() => void> = [];
+
+  r.gauge('switchyard_build_info', 'Version of the running server (always 1)', () => [[{ version: VERSION }, 1]]);
+  r.gauge('switchyard_start_time_seconds', 'When the server started, seconds since the epoch', () => [[{}, Math.floor(services.startedAt / 1000)]]);
+
+  // Queue: read at scrape time, so they are right after a restart too.
+  r.gauge('switchyard_webhook_deliveries', 'Webhook deliveries by state (queue depth: pending, retrying; history: delivered, failed, cancelled)', () => {
+    const d = deliveries();
+    if (!d) return [];
+    const counts = d.counts();
+    return DELIVERY_STATUSES.map((s) => [{ state: s }, counts[s] ?? 0]);
+  });
+  r.gauge('switchyard_webhook_retries_due', 'Retries whose time has come but that have not started yet (waiting for a slot or held by a pause)', () => {
+    const d = deliveries();
+    return d ? [[{}, d.retriesDue(Date.now())]] : [];
+  });
+  r.gauge('switchyard_webhook_attempts_in_flight', 'Webhook attempts being sent now', () => {
+    const d = deliveries();
+    return d ? [[{}, d.inFlight()]] : [];
+  });
+
+  const attempts = r.counter('switchyard_webhook_attempts', 'Webhook attempts by outcome (success, retry, fail) and trigger (automatic, manual)');
+  for (const outcome of ['success', 'retry', 'fail']) attempts.inc({ outcome, trigger: 'automatic' }, 0);
+  const attemptSeconds = r.histogram('switchyard_webhook_attempt_duration_seconds', 'Duration of one webhook attempt (the HTTP request)', ATTEMPT_SECONDS);
+  const latency = r.histogram(
+    'switchyard_webhook_delivery_latency_seconds',
+    'From event ingest to the successful attempt, retries included (automatic deliveries only)',
+    LATENCY_SECONDS,
+  );
+  const d = deliveries();
+  if (d)
+    stops.push(
+      d.onAttempt((e: RecordedAttempt) => {
+        const trigger = e.record.manual ? 'manual' : 'automatic';
+        attempts.inc({ outcome: e.record.outcome, trigger });
+        if (e.record.durationMs !== null) attemptSeconds.observe(e.record.durationMs / 1000);
+        if (e.record.outcome === 'success' && !e.record.manual && e.next.completedAt !== null)
+          latency.observe(Math.max(0, e.next.completedAt - e.delivery.createdAt) / 1000);
+      }),
+    );
+
+  const invocations = r.counter('switchyard_sandbox_invocations', 'Invocations of integration code, per integration');
+  const errors = r.counter('switchyard_sandbox_errors', 'Invocations that ended in a fault, per integration and kind (exception, limit, crash, load)');
+  const breaches = r.counter('switchyard_sandbox_limit_breaches', 'Invocations stopped by a sandbox limit, per integration and limit (cpu_time, memory_mb, ...)');
+  const runtime = services.runtime as { observe(o: (n: InvocationNotice) => void): () => void } | undefined;
+  if (runtime)
+    stops.push(
+      runtime.observe((n) => {
+        if (n.kind !== 'recorded') return;
+        invocations.inc({ integration: n.integration });
+        if (!n.error) return;
+        errors.inc({ integration: n.integration, kind: n.error.kind });
+        if (n.error.kind === 'limit') breaches.inc({ integration: n.integration, limit: n.error.limit ?? 'unknown' });
+      }),
+    );
+
+  const http = r.counter('switchyard_http_requests', 'HTTP requests answered, by method, route pattern and status');
+  const observer: HttpObserver = (method, route, status) => http.inc({ method, route: route ?? 'unmatched', status: String(status) });
+  services.onHttpResponse = observer;
+  stops.push(() => {
+    if (services.onHttpResponse === observer) services.onHttpResponse = undefined;
+  });
+
+  return { registry: r, stop: () => stops.forEach((s) => s()) };
+}
+
+export function metricsRoutes(app: H3, services: Services): void {
+  app.get('/metrics', (event) => {
+    if (authenticate(event.req, services).kind !== 'admin')
+      throw new SwitchyardError('forbidden', 'GET /metrics needs the admin token', { hint: 'scrape with Authorization: Bearer <admin token>' });
+    const registry = services.metrics as Registry;
+    return new Response(registry.render(), { headers: { 'content-type': CONTENT_TYPE } });
+  });
+}
+
+export const metricsModule: Module = {
+  name: 'metrics',
+  async start(services: Services) {
+    const m = createServerMetrics(services);
+    services.metrics = m.registry;
+    return () => m.stop();
+  },
+  routes: metricsRoutes,
+  openapi: {
+    '/metrics': {
+      get: {
+        summary: 'Prometheus metrics (text format 0.0.4; admin token): queue depth, attempts, latency, sandbox invocations and faults, HTTP requests',
+        responses: { '200': { description: 'text/plain; version=0.0.4' }, '401': { description: 'missing or wrong token' } },
+      },
+    },
+  },
+};

@@ -1,0 +1,87 @@
+/**
+ * Retention: a croner job on `retention.schedule` (server local time) that purges history older
+ * than `retention.keep`, `retention.batch_size` rows per batch (see retention.ts). Attaches
+ * `services.retention`; `POST /api/v1/retention/run` and `switchyard retention run` run it now.
+ */
+import { Cron } from 'croner';
+import type { H3 } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import { requireAdmin } from '../http/app.ts';
+import type { Events } from '../events/index.ts';
+import type { Invocations } from '../runtime/index.ts';
+import type { Module, Services } from '../services.ts';
+import type { Deliveries } from '../webhooks/index.ts';
+import { createRetention, type Purger, type Retention } from './retention.ts';
+
+export { createRetention, type Retention, type RetentionReport, type RetentionDeps, type Purger, type RetentionSettings } from './retention.ts';
+
+/** The purgers of the modules this server runs, in order (deliveries first: events wait for theirs to go). */
+export function serverPurgers(services: Services): Purger[] {
+  const out: Purger[] = [];
+  const deliveries = services.deliveries as Deliveries | undefined;
+  const events = services.events as Events | undefined;
+  const invocations = services.invocations as Invocations | undefined;
+  if (deliveries) out.push({ name: 'deliveries', purge: (before, limit) => deliveries.purgeFinished(before, limit) });
+  if (events) out.push({ name: 'events', purge: (before, limit) => events.purgeOrphans(before, limit) });
+  if (invocations) out.push({ name: 'invocations', purge: (before, limit) => invocations.purgeBefore(before, limit) });
+  return out;
+}
+
+/** A cron pattern croner accepts, or a config error naming the key. */
+function schedule(pattern: string, run: () => void): Cron {
+  try {
+    return new Cron(pattern, { unref: true, protect: true, catch: true }, run);
+  } catch (e) {
+    throw new SwitchyardError('config_invalid', `retention.schedule "${pattern}" is not a cron expression: ${(e as Error).message}`, {
+      where: 'retention.schedule',
+      hint: 'five fields: minute hour day-of-month month day-of-week, e.g. "17 3 * * *" (daily at 03:17)',
+    });
+  }
+}
+
+export function retentionRoutes(app: H3, services: Services): void {
+  const retention = () => services.retention as Retention;
+  const cron = () => services.retentionCron as Cron | undefined;
+
+  app.get('/api/v1/retention', (event) => {
+    requireAdmin(event.req);
+    const cfg = services.config.retention;
+    return {
+      schedule: cfg.schedule,
+      keepMs: cfg.keep,
+      batchSize: cfg.batch_size,
+      nextRunAt: cron()?.nextRun()?.toISOString() ?? null,
+      running: retention().running,
+      lastRun: retention().lastRun,
+    };
+  });
+
+  app.post('/api/v1/retention/run', async (event) => {
+    requireAdmin(event.req);
+    return retention().run();
+  });
+}
+
+export const retentionModule: Module = {
+  name: 'retention',
+  async start(services: Services) {
+    const log = services.log.child({ module: 'retention' });
+    const retention = createRetention({
+      purgers: () => serverPurgers(services),
+      settings: () => services.config.retention,
+      log,
+      stopping: () => services.closing,
+    });
+    services.retention = retention;
+    const job = schedule(services.config.retention.schedule, () => {
+      retention.run().catch((e: Error) => log.error('retention run failed', { error: e }));
+    });
+    services.retentionCron = job;
+    return () => job.stop();
+  },
+  routes: retentionRoutes,
+  openapi: {
+    '/api/v1/retention': { get: { summary: 'Retention settings, next scheduled run and the last run report', responses: { '200': { description: '{schedule, keepMs, batchSize, nextRunAt, running, lastRun}' } } } },
+    '/api/v1/retention/run': { post: { summary: 'Purge history older than retention.keep now (joins a run in progress)', responses: { '200': { description: 'RetentionReport' } } } },
+  },
+};

@@ -1,0 +1,205 @@
+/**
+ * Reading the invocations table: what integration code printed and how each invocation ended,
+ * filtered and paged (newest first), read after a cursor (oldest first, for `logs --follow`), and
+ * purged by retention. The runtime writes the rows (service.ts); this file only reads and purges.
+ * Cursors are SQLite rowids, which only grow (retention never deletes the newest row).
+ */
+import type { H3 } from 'h3';
+import { SwitchyardError } from '../errors.ts';
+import { requireAdmin } from '../http/app.ts';
+import type { Services } from '../services.ts';
+import type { Db } from '../store/index.ts';
+import { parseTimeParam } from '../webhooks/index.ts';
+
+/** One invocation as `GET /api/v1/logs` and `switchyard logs --json` show it (stable shape). */
+export interface InvocationView {
+  requestId: string;
+  integration: string;
+  installationId: string | null;
+  /** `fetch`, `ui_render` or the platform event type. */
+  eventType: string;
+  eventId: string | null;
+  status: number;
+  /** `ok`, `http_error` (status >= 400 without a fault), or the fault: `exception`, `limit`, `crash`, `load`. */
+  outcome: string;
+  durationMs: number;
+  cpuMs: number;
+  error: { kind: string; message: string; limit: string | null; stack: string | null } | null;
+  logs: Array<{ time: string; level: string; message: string }>;
+  createdAt: string;
+  /** Pass as `after` to the live feed to resume after this invocation. */
+  cursor: string;
+}
+
+export interface InvocationFilter {
+  integration?: string;
+  installation?: string;
+  event?: string;
+  /** Only invocations that failed: a fault (exception, limit, crash, load) or a 5xx answer. */
+  errors?: boolean;
+  since?: number;
+  until?: number;
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string;
+}
+
+interface Row {
+  cursor: number;
+  id: string;
+  integration: string;
+  installation_id: string | null;
+  event_type: string;
+  event_id: string | null;
+  status: number;
+  duration_ms: number;
+  cpu_ms: number;
+  error_kind: string | null;
+  error_message: string | null;
+  error_stack: string | null;
+  logs: string;
+  created_at: string;
+}
+
+const COLUMNS = 'rowid AS cursor, id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, logs, created_at';
+const round = (n: number) => Math.round(n * 100) / 100;
+
+function parseLogs(text: string): InvocationView['logs'] {
+  try {
+    const lines = JSON.parse(text) as Array<{ time: number; level: string; message: string }>;
+    return lines.map((l) => ({ time: new Date(l.time).toISOString(), level: l.level, message: l.message }));
+  } catch {
+    return [];
+  }
+}
+
+export function invocationView(r: Row): InvocationView {
+  // The sandbox names the breached limit in its message ("... sandbox.cpu_time = 50 ms ..."); the table keeps the message only.
+  const limit = r.error_kind === 'limit' ? (/sandbox\.([a-z_]+)/.exec(r.error_message ?? '')?.[1] ?? null) : null;
+  return {
+    requestId: r.id,
+    integration: r.integration,
+    installationId: r.installation_id,
+    eventType: r.event_type,
+    eventId: r.event_id,
+    status: r.status,
+    outcome: r.error_kind ?? (r.status >= 400 ? 'http_error' : 'ok'),
+    durationMs: round(r.duration_ms),
+    cpuMs: round(r.cpu_ms),
+    error: r.error_kind ? { kind: r.error_kind, message: r.error_message ?? '', limit, stack: r.error_stack } : null,
+    logs: parseLogs(r.logs),
+    createdAt: r.created_at,
+    cursor: String(r.cursor),
+  };
+}
+
+function where(f: Omit<InvocationFilter, 'limit' | 'cursor'>, params: Record<string, unknown>): string[] {
+  const w: string[] = [];
+  if (f.integration) (w.push('integration = @integration'), (params.integration = f.integration));
+  if (f.installation) (w.push('installation_id = @installation'), (params.installation = f.installation));
+  if (f.event) (w.push('event_id = @event'), (params.event = f.event));
+  if (f.errors) w.push('(error_kind IS NOT NULL OR status >= 500)');
+  // created_at is ISO-8601 text in UTC, so text order is time order.
+  if (f.since !== undefined) (w.push('created_at >= @since'), (params.since = new Date(f.since).toISOString()));
+  if (f.until !== undefined) (w.push('created_at <= @until'), (params.until = new Date(f.until).toISOString()));
+  return w;
+}
+
+export type Invocations = ReturnType<typeof createInvocations>;
+
+/** Works on a read-only connection too (the CLI's --offline): only `purgeBefore` writes. */
+export function createInvocations(db: Db) {
+  const q = {
+    byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM invocations WHERE id = ?`),
+    last: db.prepare<[], { n: number | null }>('SELECT MAX(rowid) AS n FROM invocations'),
+    purge: db.prepare<{ before: string; limit: number }>(
+      `DELETE FROM invocations WHERE rowid IN (
+         SELECT rowid FROM invocations WHERE created_at < @before AND rowid < (SELECT MAX(rowid) FROM invocations) LIMIT @limit)`,
+    ),
+  };
+
+  return {
+    /** Newest first, `limit` (1-500, default 50) at a time; `nextCursor` pages on. */
+    list(f: InvocationFilter = {}): { invocations: InvocationView[]; nextCursor: string | null } {
+      const params: Record<string, unknown> = {};
+      const w = where(f, params);
+      if (f.cursor) (w.push('rowid < @cursor'), (params.cursor = Number(f.cursor)));
+      const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
+      const rows = db
+        .prepare<Record<string, unknown>, Row>(`SELECT ${COLUMNS} FROM invocations ${w.length ? `WHERE ${w.join(' AND ')}` : ''} ORDER BY rowid DESC LIMIT ${limit}`)
+        .all(params);
+      return { invocations: rows.map(invocationView), nextCursor: rows.length === limit ? String(rows[rows.length - 1].cursor) : null };
+    },
+
+    /** Oldest first, after `cursor`: the live feed's read (nothing recorded after the cursor is skipped). */
+    after(cursor: number, limit: number, f: Omit<InvocationFilter, 'limit' | 'cursor'> = {}): InvocationView[] {
+      const params: Record<string, unknown> = { after: cursor };
+      const w = ['rowid > @after', ...where(f, params)];
+      return db
+        .prepare<Record<string, unknown>, Row>(`SELECT ${COLUMNS} FROM invocations WHERE ${w.join(' AND ')} ORDER BY rowid LIMIT ${Math.max(1, limit)}`)
+        .all(params)
+        .map(invocationView);
+    },
+
+    get(requestId: string): InvocationView | undefined {
+      const r = q.byId.get(requestId);
+      return r && invocationView(r);
+    },
+
+    /** The newest invocation's cursor (0 when none): where a live feed starts. */
+    lastCursor(): number {
+      return q.last.get()?.n ?? 0;
+    },
+
+    /** Retention: delete up to `limit` invocations recorded before `before` (the newest row always stays). */
+    purgeBefore(before: number, limit: number): number {
+      return q.purge.run({ before: new Date(before).toISOString(), limit }).changes;
+    },
+  };
+}
+
+/** `limit` (1-500) and `cursor` query parameters, with errors that name them. */
+export function pageParams(q: URLSearchParams): { limit?: number; cursor?: string } {
+  const raw = q.get('limit');
+  const limit = raw === null || raw === '' ? undefined : Number(raw);
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 500))
+    throw new SwitchyardError('bad_request', `limit must be a whole number from 1 to 500, got "${raw}"`, { where: 'limit' });
+  const cursor = q.get('cursor') || undefined;
+  if (cursor !== undefined && !/^\d+$/.test(cursor))
+    throw new SwitchyardError('bad_request', `cursor must be the nextCursor of a previous page, got "${cursor}"`, { where: 'cursor' });
+  return { limit, cursor };
+}
+
+/** The filters shared by the list and the live feed. */
+export function invocationFilterParams(q: URLSearchParams): Omit<InvocationFilter, 'limit' | 'cursor'> {
+  const errors = q.get('errors');
+  if (errors !== null && errors !== '' && errors !== 'true' && errors !== 'false')
+    throw new SwitchyardError('bad_request', `errors must be true or false, got "${errors}"`, { where: 'errors' });
+  return {
+    integration: q.get('integration') || undefined,
+    installation: q.get('installation') || undefined,
+    event: q.get('event') || undefined,
+    errors: errors === 'true',
+    since: parseTimeParam(q.get('since'), 'since'),
+    until: parseTimeParam(q.get('until'), 'until'),
+  };
+}
+
+/** `GET /api/v1/logs` (filters, newest first, cursor) and `GET /api/v1/logs/:requestId` (admin token). */
+export function logRoutes(app: H3, services: Services): void {
+  const invocations = () => services.invocations as Invocations;
+
+  app.get('/api/v1/logs', (event) => {
+    requireAdmin(event.req);
+    const q = new URL(event.req.url).searchParams;
+    return invocations().list({ ...invocationFilterParams(q), ...pageParams(q) });
+  });
+
+  app.get('/api/v1/logs/:requestId', (event) => {
+    requireAdmin(event.req);
+    const id = event.context.params!.requestId;
+    const found = invocations().get(id);
+    if (!found) throw new SwitchyardError('not_found', `no invocation ${id}`, { hint: 'request ids are in the x-request-id header of each answer and in `switchyard logs`' });
+    return found;
+  });
+}

@@ -1,0 +1,147 @@
+/** `switchyard deliveries list|show|retry|replay`, run as real processes against a real server. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Delivery, DeliveryDetail } from '../src/webhooks/index.ts';
+import { inspectionServer, receiver } from './inspection-support.ts';
+
+// One retry 50 ms after the first attempt keeps failures fast.
+const fast = { webhooks: { max_retries: 1, base_delay: 50 } };
+
+test('deliveries list: filters, cursor pages, an aligned table and --json', async (t) => {
+  const s = await inspectionServer(t, fast);
+  const ok = await receiver(t, 200);
+  const bad = await receiver(t, 500);
+  const good = await s.subscribe(ok.url, ['site_view']);
+  const failing = await s.subscribe(bad.url, ['site_view']);
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push(...(await s.send('site_view')).deliveries.map((d) => d.id));
+  for (const id of ids) await s.settled(id);
+
+  const all = await s.cliJson<{ deliveries: Delivery[]; nextCursor: string | null }>(['deliveries', 'list']);
+  assert.equal(all.deliveries.length, 6);
+  assert.equal(all.nextCursor, null);
+  assert.deepEqual(new Set(all.deliveries.map((d) => d.id)), new Set(ids));
+  assert.deepEqual(Object.keys(all.deliveries[0]).sort(), [
+    'attemptCount', 'completedAt', 'createdAt', 'eventId', 'eventType', 'held', 'id', 'installationId',
+    'lastError', 'lastStatus', 'maxAttempts', 'nextAttemptAt', 'status', 'updatedAt', 'url',
+  ]);
+
+  const failed = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--status', 'failed']);
+  assert.equal(failed.deliveries.length, 3);
+  assert.ok(failed.deliveries.every((d) => d.status === 'failed' && d.installationId === failing && d.attemptCount === 2 && d.lastStatus === 500));
+  const mine = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--installation', good]);
+  assert.ok(mine.deliveries.length === 3 && mine.deliveries.every((d) => d.status === 'delivered'));
+  assert.equal((await s.cliJson(['deliveries', 'list', '--type', 'page_feedback'])).deliveries.length, 0);
+  assert.equal((await s.cliJson(['deliveries', 'list', '--since', '15m'])).deliveries.length, 6);
+  assert.equal((await s.cliJson(['deliveries', 'list', '--since', '2020-01-01T00:00:00Z', '--until', '2020-01-02T00:00:00Z'])).deliveries.length, 0);
+
+  // Cursor pages: every delivery once, newest first, and the last page says there is no more.
+  const seen: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const page: { deliveries: Delivery[]; nextCursor: string | null } = await s.cliJson(['deliveries', 'list', '--limit', '4', ...(cursor ? ['--cursor', cursor] : [])]);
+    seen.push(...page.deliveries.map((d) => d.id));
+    cursor = page.nextCursor;
+  } while (cursor);
+  assert.deepEqual(seen, all.deliveries.map((d) => d.id));
+
+  const people = await s.cli(['deliveries', 'list', '--limit', '4']);
+  assert.equal(people.code, 0, people.stderr);
+  const lines = people.stdout.trimEnd().split('\n');
+  assert.match(lines[0], /^CREATED\s+DELIVERY\s+TYPE\s+INSTALLATION\s+STATUS\s+ATTEMPTS\s+LAST\s+NEXT ATTEMPT$/);
+  const col = lines[0].indexOf('STATUS');
+  for (const row of lines.slice(1, 5)) assert.match(row.slice(col), /^(delivered|failed) /, `STATUS column aligned in:\n${people.stdout}`);
+  assert.match(lines[5], /^next page: --cursor \d+$/);
+  assert.doesNotMatch(people.stdout, /\x1b\[/, 'no colour when stdout is not a terminal');
+
+  for (const [args, where] of [
+    [['--status', 'lost'], /--status must be one of pending, retrying, delivered, failed, cancelled, got "lost"/],
+    [['--since', 'yesterday'], /--since must be a duration ago \(15m, 2h, 7d\) or a date-time/],
+    [['--limit', '0'], /--limit must be a whole number from 1 to 500/],
+    [['--cursor', 'abc'], /--cursor must be the next cursor/],
+  ] as const) {
+    const r = await s.cli(['deliveries', 'list', ...args]);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, where);
+  }
+});
+
+test('deliveries show: payload, signature header and every attempt; retry makes a manual attempt now', async (t) => {
+  const s = await inspectionServer(t, fast);
+  const bad = await receiver(t, 500);
+  await s.subscribe(bad.url, ['page_feedback']);
+  const [d1, d2] = [(await s.send('page_feedback')).deliveries[0].id, (await s.send('page_feedback')).deliveries[0].id];
+  await s.settled(d1);
+  await s.settled(d2);
+
+  const shown = await s.cli(['deliveries', 'show', d1]);
+  assert.equal(shown.code, 0, shown.stderr);
+  assert.match(shown.stdout, new RegExp(`^delivery ${d1}  failed\\n`));
+  assert.match(shown.stdout, /signature    X-Platform-Signature: t=\d+,v1=[0-9a-f]{64}\n/);
+  assert.match(shown.stdout, /payload\n\{\n {2}"eventId": "evt_/);
+  assert.match(shown.stdout, /"type": "page_feedback"/);
+  assert.match(shown.stdout, /#\s+TIME\s+TRIGGER\s+RESULT\s+DURATION\s+OUTCOME\s+NEXT ATTEMPT\n1\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+retry\s+\S+Z\n2\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+fail\s*\n/);
+  assert.match(shown.stdout, /error {5}HTTP 500: server error\n {2}response {2}\{"status":500\}/);
+  const detail = await s.cliJson<DeliveryDetail>(['deliveries', 'show', d1]);
+  assert.equal(detail.attempts.length, 2);
+  assert.equal(detail.attempts[0].nextAttemptAt !== null, true);
+  assert.equal(detail.signatureHeader, detail.attempts[1].signatureHeader);
+
+  // The receiver still fails: the manual attempt is recorded, and the command exits 1.
+  const stillBad = await s.cli(['deliveries', 'retry', d2]);
+  assert.equal(stillBad.code, 1);
+  assert.match(stillBad.stdout, /attempt #3 \(manual\): 500 in [\d.]+ ms, fail; delivery \S+ is failed/);
+  bad.answer = 200;
+  const fixed = await s.cli(['deliveries', 'retry', d1]);
+  assert.equal(fixed.code, 0, fixed.stderr);
+  assert.match(fixed.stdout, /attempt #3 \(manual\): 200 in [\d.]+ ms, success; delivery \S+ is delivered/);
+  const after = await s.cliJson<DeliveryDetail>(['deliveries', 'show', d1]);
+  assert.equal(after.status, 'delivered');
+  assert.deepEqual(after.attempts.map((a) => [a.manual, a.status]), [[false, 500], [false, 500], [true, 200]]);
+
+  const missing = await s.cli(['deliveries', 'show', 'dlv_nope']);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /^switchyard: no delivery dlv_nope\n/);
+});
+
+test('deliveries replay --failed: every failed one once, waits for the outcome, safe to run twice', async (t) => {
+  const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
+  const r = await receiver(t, 503);
+  const other = await receiver(t, 503);
+  const inst = await s.subscribe(r.url, ['site_view']);
+  await s.subscribe(other.url, ['site_view']);
+  const ids: string[] = [];
+  for (let i = 0; i < 4; i++) ids.push(...(await s.send('site_view')).deliveries.map((d) => d.id));
+  for (const id of ids) assert.equal((await s.settled(id)).status, 'failed');
+
+  const noFlag = await s.cli(['deliveries', 'replay', '--since', '1h']);
+  assert.equal(noFlag.code, 2);
+  assert.match(noFlag.stderr, /replay needs --failed/);
+
+  // Only this installation's four; the receiver now answers 200.
+  r.answer = 200;
+  const first = await s.cli(['deliveries', 'replay', '--failed', '--since', '1h', '--installation', inst]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.equal(first.stdout, 'replayed 4 deliveries: 4 delivered, 0 failed again\n');
+  assert.doesNotMatch(first.stderr, /\r|\[#/, 'no progress bar when stderr is not a terminal');
+  assert.equal(r.answered.get(200), 4);
+
+  const again = await s.cli(['deliveries', 'replay', '--failed', '--since', '1h', '--installation', inst]);
+  assert.equal(again.code, 0, again.stderr);
+  assert.equal(again.stdout, 'no failed deliveries to replay\n');
+  assert.equal(r.answered.get(200), 4, 'nothing was sent twice');
+
+  // The other installation still fails: replayed, failed again, exit 1; --json reports the tally.
+  const rest = await s.cli(['deliveries', 'replay', '--failed', '--since', '1h', '--json']);
+  assert.equal(rest.code, 1, rest.stderr);
+  const tally = JSON.parse(rest.stdout);
+  assert.equal(tally.replayed, 4);
+  assert.equal(tally.delivered, 0);
+  assert.equal(tally.failed, 4);
+  assert.equal(tally.pending, 0);
+  assert.equal(other.answered.get(503), 8);
+
+  const noWait = await s.cli(['deliveries', 'replay', '--failed', '--since', '1h', '--no-wait']);
+  assert.equal(noWait.code, 0, noWait.stderr);
+  assert.equal(noWait.stdout, 're-enqueued 4 failed deliveries\n');
+});
