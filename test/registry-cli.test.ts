@@ -15,7 +15,14 @@ async function server(t: Parameters<typeof startTestServer>[0]) {
   writeFileSync(join(dir, 'oauth-example/.env'), 'OAUTH_EXAMPLE_CLIENT_ID=client-id-value\nOAUTH_EXAMPLE_CLIENT_SECRET=very-secret-value\nOAUTH_EXAMPLE_PROVIDER_URL=https://p.example\n');
   const s = await startTestServer(t, { integrations_dir: dir }, { modules: [registryModule] });
   const cliEnv = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
-  return { s, dir, cliEnv, cwd: tmpDir(t) };
+  return { s, dir, cliEnv, cwd: roomyCwd(t) };
+}
+
+/** A working folder whose config.yaml gives `check` room to start an isolate on a busy machine. */
+function roomyCwd(t: Parameters<typeof tmpDir>[0]): string {
+  const cwd = tmpDir(t);
+  writeFileSync(join(cwd, 'config.yaml'), 'sandbox:\n  cpu_time: 5s\n  startup_time: 15s\n');
+  return cwd;
 }
 
 test('GET /api/v1/integrations lists every folder with status, version, scopes, blocks and configurations; never secret values', async (t) => {
@@ -119,7 +126,7 @@ test('switchyard new creates an integration that passes check and serves as soon
 });
 
 test('switchyard check lists every error with file:line:col and exits 1; --json for scripts', async (t) => {
-  const cwd = tmpDir(t);
+  const cwd = roomyCwd(t);
   await runCli(['new', 'broken', '--dir', cwd], { cwd });
   const dir = join(cwd, 'broken');
   writeFileSync(join(dir, 'platform-manifest.yaml'), readFileSync(join(dir, 'platform-manifest.yaml'), 'utf8').replace('visibility: private', 'visibility: secret').replace('  - space:content:read', '  - site:script:inject'));

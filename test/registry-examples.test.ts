@@ -14,10 +14,13 @@ import { runtimeModule } from '../src/runtime/index.ts';
 import { sandboxModule } from '../src/sandbox/index.ts';
 import { ROOT, startTestServer, tmpDir } from './helpers/index.ts';
 
+/** These tests are about the examples, not the limits: room for a first isolate on a busy machine. */
+const roomy = { cpu_time: 5_000, startup_time: 15_000, wall_time: 60_000 };
+
 test('hello-components: public endpoint (spec 4.2), the /channels option list and the counter block', async (t) => {
   const dir = tmpDir(t);
   cpSync(join(ROOT, 'integrations/hello-components'), join(dir, 'hello-components'), { recursive: true });
-  const s = await startTestServer(t, { integrations_dir: dir }, { modules: [sandboxModule, registryModule, installationsModule, runtimeModule] });
+  const s = await startTestServer(t, { integrations_dir: dir, sandbox: roomy }, { modules: [sandboxModule, registryModule, installationsModule, runtimeModule] });
 
   const installed = await s.api('POST', '/api/v1/installations', { integration: 'hello-components', configuration: { greeting: 'Howdy' } });
   assert.equal(installed.status, 201, JSON.stringify(installed.body));
@@ -74,7 +77,7 @@ test('oauth-example: Connect runs the OAuth 2 flow against a real provider and /
     join(dir, 'oauth-example/.env'),
     `OAUTH_EXAMPLE_CLIENT_ID=example-client\nOAUTH_EXAMPLE_CLIENT_SECRET=example-secret\nOAUTH_EXAMPLE_PROVIDER_URL=${providerUrl}\n`,
   );
-  const s = await startTestServer(t, { integrations_dir: dir }, { modules: [sandboxModule, registryModule, installationsModule, oauthModule, runtimeModule] });
+  const s = await startTestServer(t, { integrations_dir: dir, sandbox: roomy }, { modules: [sandboxModule, registryModule, installationsModule, oauthModule, runtimeModule] });
 
   const installed = await s.api('POST', '/api/v1/installations', { integration: 'oauth-example' });
   assert.equal(installed.status, 201, JSON.stringify(installed.body));
