@@ -152,8 +152,9 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
   }, [section, id]);
 
   let page: VNode;
-  if (section === 'integrations' && id) page = <IntegrationPage name={id} />;
-  else if (section === 'installations' && id) page = <InstallationPage id={id} />;
+  // Keyed by id: another installation is a fresh page, with no state left from the last one.
+  if (section === 'integrations' && id) page = <IntegrationPage key={id} name={id} />;
+  else if (section === 'installations' && id) page = <InstallationPage key={id} id={id} />;
   else if (section === 'installations') page = <InstallationsPage query={route.query} />;
   else if (section === 'events') page = <EventsPage />;
   else if (section === 'deliveries') page = <EventsPage openId={id} />;

@@ -85,7 +85,7 @@ export function ConfigurationForm({
 
   useEffect(() => {
     setValues(initialValues(def ?? {}, installation.configuration));
-  }, [installation.id, JSON.stringify(installation.configuration)]);
+  }, [installation.id, JSON.stringify(installation.configuration), JSON.stringify(def ?? {})]);
 
   if (!Object.keys(properties).length) return <p class="muted">This integration has no configuration properties.</p>;
 

@@ -1,0 +1,106 @@
+/**
+ * Support for the console tests: a real server whose integrations directory holds the shipped
+ * examples (hello-components, webhook) and the console's own fixture (every ContentKit element and
+ * configuration type), a login through the real endpoint, and Debian's Chromium via playwright-core.
+ */
+import { cpSync, existsSync, mkdirSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { ROOT, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
+
+export const CHROMIUM = '/usr/bin/chromium';
+export const ARTIFACTS = join(ROOT, 'test-artifacts');
+
+/** A temporary integrations directory holding the examples the console tests use. */
+export function consoleIntegrations(t: TestContext): string {
+  const dir = join(tmpDir(t, 'switchyard-console-'), 'integrations');
+  mkdirSync(dir);
+  // Copies, not links: a linked folder's relative imports are refused by the bundler's confinement.
+  cpSync(join(ROOT, 'integrations/hello-components'), join(dir, 'hello-components'), { recursive: true });
+  cpSync(join(ROOT, 'integrations/webhook'), join(dir, 'webhook'), { recursive: true });
+  cpSync(join(ROOT, 'test/fixtures/console/console-kitchen'), join(dir, 'console-kitchen'), { recursive: true });
+  return dir;
+}
+
+/**
+ * A server for the console tests. Its shutdown wait is short: a browser that is still open keeps
+ * connections alive, and the test's end need not wait for them.
+ */
+export function consoleServer(t: TestContext, opts: { integrationsDir?: string; retryDelayMs?: number } = {}): Promise<TestServer> {
+  return startTestServer(t, {
+    integrations_dir: opts.integrationsDir ?? consoleIntegrations(t),
+    server: { shutdown_timeout: 300 },
+    ...(opts.retryDelayMs ? { webhooks: { base_delay: opts.retryDelayMs } } : {}),
+  });
+}
+
+/** Log in through POST /console/login; the session cookie (name=value) and its CSRF value. */
+export async function login(server: TestServer): Promise<{ cookie: string; csrf: string; setCookie: string }> {
+  const res = await fetch(`${server.url}/console/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-switchyard-console': 'login' },
+    body: JSON.stringify({ token: server.token }),
+  });
+  if (res.status !== 200) throw new Error(`login failed: ${res.status} ${await res.text()}`);
+  const setCookie = res.headers.get('set-cookie') ?? '';
+  const body = (await res.json()) as { csrf: string };
+  return { cookie: setCookie.split(';')[0], csrf: body.csrf, setCookie };
+}
+
+/** A local webhook receiver on 127.0.0.1 answering 200 {"received": true} (500 to the first `failures` requests). */
+export async function receiver(t: TestContext, failures = 0): Promise<{ url: string; bodies: string[] }> {
+  const bodies: string[] = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      bodies.push(body);
+      if (bodies.length <= failures) res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"try again"}');
+      else res.writeHead(200, { 'content-type': 'application/json' }).end('{"received":true}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, bodies };
+}
+
+export const hasChromium = () => existsSync(CHROMIUM);
+
+/**
+ * Debian's Chromium, headless, with a fresh profile. Page errors and failed console assertions
+ * are collected so a test can insist there were none.
+ */
+export async function openBrowser(t: TestContext): Promise<{ context: BrowserContext; page: Page; pageErrors: string[] }> {
+  const context = await chromium.launchPersistentContext(tmpDir(t, 'switchyard-chromium-'), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1200, height: 900 },
+  });
+  t.after(() => context.close());
+  context.setDefaultTimeout(5000);
+  const page = context.pages()[0] ?? (await context.newPage());
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  return { context, page, pageErrors };
+}
+
+export async function shot(page: Page, name: string): Promise<void> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: join(ARTIFACTS, `console-${name}.png`), fullPage: true });
+}
+
+/** Log in through the login page, as a person would. */
+export async function loginInBrowser(page: Page, server: TestServer): Promise<void> {
+  await page.goto(`${server.url}/console/`);
+  await page.getByLabel('Admin token').fill(server.token);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('heading', { name: 'Integrations', level: 1 }).waitFor();
+}

@@ -1,0 +1,180 @@
+/**
+ * The console's server side over real HTTP: the page and its bundle, login with the admin token,
+ * the session cookie (signed, expiring, HttpOnly, SameSite=Strict), the CSRF header on writes,
+ * logout, and the cookie never reaching integration code.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { consoleAssets, createSessions, SESSION_COOKIE } from '../src/console/index.ts';
+import { consoleServer, login } from './console-support.ts';
+
+test('GET /console redirects to /console/, a page with a strict CSP and content-hashed assets', async (t) => {
+  const server = await consoleServer(t);
+  const redirect = await fetch(`${server.url}/console`, { redirect: 'manual' });
+  assert.equal(redirect.status, 302);
+  assert.equal(redirect.headers.get('location'), '/console/');
+  const res = await fetch(`${server.url}/console/`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type')!, /^text\/html/);
+  const csp = res.headers.get('content-security-policy')!;
+  assert.match(csp, /script-src 'self'/);
+  assert.match(csp, /frame-ancestors 'none'/);
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  const html = await res.text();
+  const js = /src="(\/console\/assets\/app\.[0-9a-f]{12}\.js)"/.exec(html)?.[1];
+  const css = /href="(\/console\/assets\/app\.[0-9a-f]{12}\.css)"/.exec(html)?.[1];
+  assert.ok(js && css, html);
+  assert.doesNotMatch(html, /<script>|style=/, 'no inline script or style');
+  const jsRes = await fetch(`${server.url}${js}`);
+  assert.equal(jsRes.status, 200);
+  assert.match(jsRes.headers.get('content-type')!, /text\/javascript/);
+  assert.match(jsRes.headers.get('cache-control')!, /immutable/);
+  const cssRes = await fetch(`${server.url}${css}`);
+  assert.match(cssRes.headers.get('content-type')!, /text\/css/);
+  assert.equal((await fetch(`${server.url}/console/assets/other.js`)).status, 404);
+});
+
+test('the browser bundle is small and loads nothing from other hosts', async () => {
+  const assets = await consoleAssets();
+  assert.ok(assets.sizes.js < 80 * 1024, `js is ${assets.sizes.js} bytes`);
+  assert.ok(assets.sizes.jsGzip + assets.sizes.cssGzip < 30 * 1024, `gzip total ${assets.sizes.jsGzip + assets.sizes.cssGzip}`);
+  for (const text of [assets.js, assets.css]) {
+    assert.doesNotMatch(text, /@import|fonts\.googleapis|unpkg|jsdelivr|cdnjs|url\(\s*["']?https?:/i);
+  }
+  // Preact is inside, not fetched.
+  assert.doesNotMatch(assets.js, /\bimport\s*\(|from\s*["']preact/);
+});
+
+test('login checks the admin token and sets a signed, expiring HttpOnly SameSite=Strict cookie, not the token', async (t) => {
+  const server = await consoleServer(t);
+  const post = (body: unknown, headers: Record<string, string> = { 'x-switchyard-console': 'login' }) =>
+    fetch(`${server.url}/console/login`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+  const noHeader = await post({ token: server.token }, {});
+  assert.equal(noHeader.status, 403, 'a cross-site form cannot log anyone in');
+  const wrong = await post({ token: 'not-the-token' });
+  assert.equal(wrong.status, 401);
+  const wrongBody = (await wrong.json()) as { error: { where: string; message: string } };
+  assert.equal(wrongBody.error.where, 'token');
+  assert.equal(wrong.headers.get('set-cookie'), null);
+  assert.equal((await post({})).status, 400);
+
+  const { setCookie, cookie, csrf } = await login(server);
+  assert.match(setCookie, new RegExp(`^${SESSION_COOKIE}=v1\\.`));
+  for (const attr of ['HttpOnly', 'SameSite=Strict', 'Path=/', 'Max-Age=43200']) assert.ok(setCookie.split('; ').includes(attr), `${attr} in ${setCookie}`);
+  assert.ok(!setCookie.includes('Secure'), 'plain http: no Secure flag');
+  assert.ok(!setCookie.includes(server.token), 'the cookie does not carry the token');
+  assert.ok(csrf.length >= 32);
+
+  const session = await fetch(`${server.url}/console/session`, { headers: { cookie } });
+  const s = (await session.json()) as { authenticated: boolean; csrf: string; expiresAt: string };
+  assert.equal(s.authenticated, true);
+  assert.equal(s.csrf, csrf);
+  const ttl = Date.parse(s.expiresAt) - Date.now();
+  assert.ok(ttl > 11.9 * 3600_000 && ttl <= 12 * 3600_000, `expires in ${ttl} ms`);
+  const anonymous = (await (await fetch(`${server.url}/console/session`)).json()) as { authenticated: boolean };
+  assert.equal(anonymous.authenticated, false);
+});
+
+test('the session cookie is the admin on /api/v1; writes need the CSRF header; the bearer path is unchanged', async (t) => {
+  const server = await consoleServer(t);
+  const { cookie, csrf } = await login(server);
+  const list = await fetch(`${server.url}/api/v1/integrations`, { headers: { cookie } });
+  assert.equal(list.status, 200);
+  const names = ((await list.json()) as { integrations: Array<{ name: string }> }).integrations.map((i) => i.name);
+  assert.deepEqual(names.sort(), ['console-kitchen', 'hello-components', 'webhook']);
+
+  const event = { type: 'space_content_updated', spaceId: 'space_1', revisionId: 'rev_1' };
+  const send = (headers: Record<string, string>) =>
+    fetch(`${server.url}/api/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, ...headers }, body: JSON.stringify(event) });
+  const without = await send({});
+  assert.equal(without.status, 403);
+  assert.match(((await without.json()) as { error: { message: string } }).error.message, /x-switchyard-csrf/);
+  assert.equal((await send({ 'x-switchyard-csrf': `${csrf}x` })).status, 403);
+  assert.equal((await send({ 'x-switchyard-csrf': csrf })).status, 202);
+
+  // A bearer header is judged on its own: a wrong token fails even with a good cookie.
+  const wrongBearer = await fetch(`${server.url}/api/v1/integrations`, { headers: { cookie, authorization: 'Bearer nope' } });
+  assert.equal(wrongBearer.status, 401);
+  assert.equal((await server.api('GET', '/api/v1/integrations')).status, 200);
+});
+
+test('a forged, tampered or logged-out session is refused with a clear message', async (t) => {
+  const server = await consoleServer(t);
+  const { cookie, csrf } = await login(server);
+  const [name, value] = cookie.split('=');
+  const [v, id, exp, sig] = value.split('.');
+  const variants = {
+    tamperedExpiry: `${v}.${id}.${Number(exp) + 1000}.${sig}`,
+    tamperedSignature: `${v}.${id}.${exp}.${sig.slice(0, -2)}AA`,
+    forged: `v1.${id}.${exp}.${'A'.repeat(43)}`,
+    garbage: 'hello',
+  };
+  for (const [what, forged] of Object.entries(variants)) {
+    const res = await fetch(`${server.url}/api/v1/integrations`, { headers: { cookie: `${name}=${forged}` } });
+    assert.equal(res.status, 401, what);
+    assert.match(((await res.json()) as { error: { message: string } }).error.message, /session has expired or was ended/, what);
+  }
+
+  const out = await fetch(`${server.url}/console/logout`, { method: 'POST', headers: { cookie, 'x-switchyard-csrf': csrf } });
+  assert.equal(out.status, 200);
+  assert.match(out.headers.get('set-cookie')!, new RegExp(`^${SESSION_COOKIE}=; .*Max-Age=0`));
+  const after = await fetch(`${server.url}/api/v1/integrations`, { headers: { cookie } });
+  assert.equal(after.status, 401, 'the old cookie is dead after logout');
+});
+
+test('sessions expire, and a new admin token ends every session', () => {
+  let now = 1_000_000;
+  const sessions = createSessions({ adminToken: 'token-one', ttlMs: 60_000, now: () => now });
+  const { value, session } = sessions.issue();
+  assert.equal(sessions.verify(value)?.id, session.id);
+  now += 59_999;
+  assert.ok(sessions.verify(value));
+  now += 1;
+  assert.equal(sessions.verify(value), undefined, 'expired');
+  const fresh = sessions.issue();
+  const other = createSessions({ adminToken: 'token-two', now: () => now });
+  assert.equal(other.verify(fresh.value), undefined, 'signed with the old token');
+  assert.notEqual(other.issue().session.csrf, fresh.session.csrf);
+});
+
+test('integration code never sees the console cookie on its public endpoint', async (t) => {
+  const server = await consoleServer(t);
+  const { cookie } = await login(server);
+  const install = await server.api('POST', '/api/v1/installations', { integration: 'console-kitchen' });
+  assert.equal(install.status, 201, JSON.stringify(install.body));
+  const endpoint: string = install.body.installation.urls.publicEndpoint;
+  const echo = async (header: string) => {
+    const res = await fetch(`${endpoint}/echo`, { headers: { cookie: header } });
+    assert.equal(res.status, 200);
+    return ((await res.json()) as { cookie: string | null }).cookie;
+  };
+  assert.equal(await echo(`theme=dark; ${cookie}; lang=en`), 'theme=dark; lang=en');
+  assert.equal(await echo(cookie), null);
+  assert.equal(await echo('theme=dark'), 'theme=dark', 'other cookies pass untouched');
+});
+
+test('integration icons, sample events and component ids for the console', async (t) => {
+  const server = await consoleServer(t);
+  const { cookie } = await login(server);
+  const icon = await fetch(`${server.url}/console/integrations/hello-components/icon`, { headers: { cookie } });
+  assert.equal(icon.status, 200);
+  assert.equal(icon.headers.get('content-type'), 'image/png');
+  const bytes = new Uint8Array(await icon.arrayBuffer());
+  assert.deepEqual([...bytes.subarray(1, 4)], [0x50, 0x4e, 0x47]);
+  assert.equal((await fetch(`${server.url}/console/integrations/hello-components/icon`)).status, 401, 'behind the admin');
+  assert.equal((await fetch(`${server.url}/console/integrations/webhook/icon`, { headers: { cookie } })).status, 404);
+  assert.equal((await fetch(`${server.url}/console/integrations/hello-components/preview/0`, { headers: { cookie } })).status, 200);
+
+  const sample = await fetch(`${server.url}/console/api/samples/page_feedback`, { headers: { cookie } });
+  const s = (await sample.json()) as { payload: { type: string; eventId: string; feedback: { rating: string } } };
+  assert.equal(s.payload.type, 'page_feedback');
+  assert.match(s.payload.eventId, /^evt_/);
+  assert.equal(typeof s.payload.feedback.rating, 'string');
+  assert.equal((await fetch(`${server.url}/console/api/samples/nope`, { headers: { cookie } })).status, 400);
+
+  const components = await fetch(`${server.url}/console/api/integrations/console-kitchen/components`, { headers: { cookie } });
+  const c = (await components.json()) as { blocks: Array<{ id: string }>; exported: string[] | null };
+  assert.deepEqual(c.blocks.map((b) => b.id), ['kitchen']);
+  assert.deepEqual(c.exported, ['kitchen']);
+});
