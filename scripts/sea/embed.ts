@@ -21,5 +21,10 @@ export async function embeddedValues(root: string): Promise<Embedded[]> {
     const sandbox = (await import(join(root, 'src/sandbox/index.ts'))) as { buildGuestBundle?: () => Promise<unknown> };
     if (sandbox.buildGuestBundle) out.push({ name: 'SWITCHYARD_GUEST_BUNDLE', what: 'guest library', value: JSON.stringify(await sandbox.buildGuestBundle()) });
   }
+  // src/console/assets.ts: the web console's browser bundle (JS + CSS), prebuilt.
+  if (existsSync(join(root, 'src/console/build.ts'))) {
+    const consoleBuild = (await import(join(root, 'src/console/build.ts'))) as { buildConsoleAssets: () => Promise<unknown> };
+    out.push({ name: 'SWITCHYARD_CONSOLE_ASSETS', what: 'web console', value: JSON.stringify(await consoleBuild.buildConsoleAssets()) });
+  }
   return out;
 }

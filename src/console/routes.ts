@@ -54,6 +54,19 @@ function readImage(dir: string, rel: string | undefined): Buffer | undefined {
   }
 }
 
+/** The bundle, or a 503 that says why (a source error in a checkout, or a build without the console). */
+async function assetsOrError(services: Services) {
+  try {
+    return await consoleAssets();
+  } catch (e) {
+    services.log.error('the console cannot be served', { error: (e as Error).message });
+    throw new SwitchyardError('internal', `the console's browser bundle could not be built: ${(e as Error).message}`, {
+      status: 503,
+      hint: 'in a checkout, fix src/console/web/; an executable must be built with the console embedded (scripts/sea/embed.ts)',
+    });
+  }
+}
+
 export function consoleRoutes(app: H3, services: Services, sessions: Sessions): void {
   const secure = () => services.config.publicUrl.startsWith('https:');
   const registry = () => services.registry as Registry | undefined;
@@ -71,7 +84,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
   const page = async (event: H3Event) => {
     // The router matches /console and /console/ alike: one canonical address, with the slash.
     if (!new URL(event.req.url).pathname.endsWith('/')) return new Response(null, { status: 302, headers: { location: '/console/' } });
-    const assets = await consoleAssets();
+    const assets = await assetsOrError(services);
     return new Response(shellHtml(assets), {
       headers: { 'content-type': 'text/html; charset=utf-8', ...securityHeaders(services.config.publicUrl) },
     });
@@ -80,7 +93,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
 
   app.get(`${ASSET_PREFIX}:file`, async (event) => {
     const file = event.context.params!.file;
-    const assets = await consoleAssets();
+    const assets = await assetsOrError(services);
     const m = /^app\.([0-9a-f]+)\.(js|css)$/.exec(file);
     if (!m) throw new SwitchyardError('not_found', `no console asset "${file}"`);
     const current = m[1] === assets.hash;
