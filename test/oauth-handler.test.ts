@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { Events } from 'oauth2-mock-server';
 import { ROOT, startTestServer } from './helpers/index.ts';
-import { startProvider, visit } from './oauth-support.ts';
+import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
 
 const CLIENT_SECRET = 'fixture-secret-77c1d0';
 
@@ -18,7 +18,7 @@ test('createOAuthHandler options and failure contracts', async (t) => {
   process.env.OAUTH_FIXTURE_CLIENT_ID = 'fixture-client';
   process.env.OAUTH_FIXTURE_CLIENT_SECRET = CLIENT_SECRET;
   process.env.OAUTH_FIXTURE_PROVIDER_URL = provider.url;
-  const s = await startTestServer(t, { integrations_dir: join(ROOT, 'test/fixtures/oauth') });
+  const s = await startTestServer(t, { integrations_dir: join(ROOT, 'test/fixtures/oauth'), sandbox: RELAXED_SANDBOX });
   const installed = await s.api('POST', '/api/v1/installations', { integration: 'oauth-fixture' });
   assert.equal(installed.status, 201, JSON.stringify(installed.body));
   const id: string = installed.body.installation.id;
@@ -36,7 +36,7 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     return { authorize: start.location!, redirectedTo: fromProvider.location!, done: await visit(callback.href) };
   }
 
-  await t.test('scopes are space-joined, prompt is sent, the authorizeURL query is kept', async () => {
+  await t.test('scopes are space-joined, prompt is sent, the authorizeURL query is kept', async (t) => {
     const { authorize, done } = await connect('/oauth');
     assert.equal(authorize.searchParams.get('scope'), 'read write:all');
     assert.equal(authorize.searchParams.get('prompt'), 'consent');
@@ -46,7 +46,7 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     assert.equal((await credentials()).access_token, provider.tokenCalls.at(-1)!.answer.body.access_token);
   });
 
-  await t.test('a static redirectURL is used for the authorization and for the exchange', async () => {
+  await t.test('a static redirectURL is used for the authorization and for the exchange', async (t) => {
     const { authorize, redirectedTo, done } = await connect('/static');
     assert.equal(authorize.searchParams.get('redirect_uri'), 'https://app.example.test/oauth/callback');
     assert.equal(`${redirectedTo.origin}${redirectedTo.pathname}`, 'https://app.example.test/oauth/callback');
@@ -54,9 +54,9 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     assert.equal(provider.tokenCalls.at(-1)!.body.redirect_uri, 'https://app.example.test/oauth/callback');
   });
 
-  await t.test('ok: false is refused even when extractCredentials ignores it', async () => {
+  await t.test('ok: false is refused even when extractCredentials ignores it', async (t) => {
     const before = await credentials();
-    provider.server.service.once(Events.BeforeResponse, (res: { body: any }) => {
+    provider.once(t, Events.BeforeResponse, (res: { body: any }) => {
       res.body = { ok: false, error: 'account_inactive' };
     });
     const { done } = await connect('/lenient');
@@ -65,12 +65,12 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     assert.deepEqual(await credentials(), before, 'nothing stored');
   });
 
-  await t.test('extractCredentials must return { configuration }; its own OAuthError is shown', async () => {
+  await t.test('extractCredentials must return { configuration }; its own OAuthError is shown', async (t) => {
     const before = await credentials();
     const bad = await connect('/badshape');
     assert.equal(bad.done.status, 502);
     assert.match(bad.done.text, /extractCredentials\(\) must return \{ configuration: \{ oauth_credentials/);
-    provider.server.service.once(Events.BeforeResponse, (res: { body: any }) => {
+    provider.once(t, Events.BeforeResponse, (res: { body: any }) => {
       res.body = { ...res.body, team: 'Acme <b>' };
     });
     const custom = await connect('/custom-error');
@@ -79,7 +79,7 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     assert.deepEqual(await credentials(), before);
   });
 
-  await t.test('refreshCredentials (named export): not yet due, forced, then a refused refresh as an OAuthError', async () => {
+  await t.test('refreshCredentials (named export): not yet due, forced, then a refused refresh as an OAuthError', async (t) => {
     const before = await credentials();
     const calls = provider.tokenCalls.length;
     const notDue = await fetch(`${endpoint}/refresh`);
@@ -93,7 +93,7 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     const renewed = await credentials();
     assert.notEqual(renewed.refresh_token, before.refresh_token);
 
-    provider.server.service.once(Events.BeforeResponse, (res: { statusCode: number; body: any }) => {
+    provider.once(t, Events.BeforeResponse, (res: { statusCode: number; body: any }) => {
       res.statusCode = 401;
       res.body = { error: 'invalid_client', echoed: CLIENT_SECRET };
     });
@@ -107,7 +107,7 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     assert.deepEqual(await credentials(), renewed, 'a failed refresh keeps what was stored');
   });
 
-  await t.test('a missing client secret is a clear TypeError when the handler is made', async () => {
+  await t.test('a missing client secret is a clear TypeError when the handler is made', async (t) => {
     const r = await fetch(`${endpoint}/bad-config`);
     assert.equal(r.status, 500);
     assert.match(await r.text(), /createOAuthHandler\(\): `clientSecret` is required \(a non-empty string\); it usually comes from environment.secrets/);

@@ -12,6 +12,12 @@ export interface TokenCall {
   answer: { statusCode: number; body: any };
 }
 
+/**
+ * Sandbox limits for these tests: the production CPU budget (50 ms) is about the code, not about a
+ * loaded CI machine; a cold isolate on 2 busy cores can pass it, and these tests are not about limits.
+ */
+export const RELAXED_SANDBOX = { cpu_time: 5000, startup_time: 10_000 };
+
 export interface Provider {
   server: OAuth2Server;
   url: string;
@@ -21,6 +27,11 @@ export interface Provider {
   tokenCalls: TokenCall[];
   /** Query of each /authorize request. */
   authorizeCalls: URLSearchParams[];
+  /**
+   * Change the provider's next answer of one kind (a token answer, an authorize redirect). The hook
+   * is removed when the (sub)test ends, so one that was never used cannot leak into the next test.
+   */
+  once(t: TestContext, event: Events.BeforeResponse | Events.BeforeAuthorizeRedirect, fn: (arg: any, req: any) => void): void;
 }
 
 export async function startProvider(t: TestContext): Promise<Provider> {
@@ -30,7 +41,19 @@ export async function startProvider(t: TestContext): Promise<Provider> {
   t.after(() => server.stop());
   // Its default issuer URL says "localhost": name the address it really listens on.
   server.issuer.url = `http://127.0.0.1:${server.address().port}`;
-  const p: Provider = { server, url: server.issuer.url, codes: [], tokenCalls: [], authorizeCalls: [] };
+  const p: Provider = {
+    server,
+    url: server.issuer.url,
+    codes: [],
+    tokenCalls: [],
+    authorizeCalls: [],
+    once(t, event, fn) {
+      server.service.once(event, fn);
+      t.after(() => {
+        server.service.removeListener(event, fn);
+      });
+    },
+  };
   server.service.on(Events.BeforeAuthorizeRedirect, (redirect: { url: URL }, req: { url?: string }) => {
     p.authorizeCalls.push(new URL(req.url ?? '/', p.url).searchParams);
     const code = redirect.url.searchParams.get('code');

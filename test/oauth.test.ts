@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Events } from 'oauth2-mock-server';
 import { createStateStore, STATE_TTL_MS } from '../src/oauth/index.ts';
 import { ROOT, runCli, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
-import { startProvider, visit, type Provider } from './oauth-support.ts';
+import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
 
 const CLIENT_ID = 'switchyard-example-client';
 const CLIENT_SECRET = 'cs_very-secret-value-4f9a2b7c';
@@ -22,7 +22,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
   process.env.OAUTH_EXAMPLE_CLIENT_ID = CLIENT_ID;
   process.env.OAUTH_EXAMPLE_CLIENT_SECRET = CLIENT_SECRET;
   process.env.OAUTH_EXAMPLE_PROVIDER_URL = provider.url;
-  const s = await startTestServer(t, { integrations_dir: dir });
+  const s = await startTestServer(t, { integrations_dir: dir, sandbox: RELAXED_SANDBOX });
   const db = s.services.store.db;
 
   async function install() {
@@ -43,7 +43,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
 
   const publicEndpoint = (id: string) => `${s.url}/v1/integrations/oauth-example/installations/${id}`;
 
-  await t.test('the connect link redirects to the provider, the code is exchanged and the credentials stored', async () => {
+  await t.test('the connect link redirects to the provider, the code is exchanged and the credentials stored', async (t) => {
     const inst = await install();
     assert.equal(inst.status, 'pending');
     assert.deepEqual(inst.connect, [{ property: 'oauth_credentials', label: 'Connect', url: `${publicEndpoint(inst.id)}/oauth` }]);
@@ -104,7 +104,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal(((await me.json()) as { sub: string }).sub, 'johndoe');
   });
 
-  await t.test('the same callback a second time is refused as reused and stores nothing', async () => {
+  await t.test('the same callback a second time is refused as reused and stores nothing', async (t) => {
     const inst = await install();
     const { callback } = await authorize(inst.connect[0].url);
     assert.equal((await visit(callback.href)).status, 200);
@@ -120,7 +120,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await configuration(inst.id)).oauth_credentials.access_token, stored);
   });
 
-  await t.test('a tampered, a forged and another installation\'s state are refused with a page', async () => {
+  await t.test('a tampered, a forged and another installation\'s state are refused with a page', async (t) => {
     const inst = await install();
     const other = await install();
     const { callback } = await authorize(inst.connect[0].url);
@@ -160,7 +160,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await visit(callback.href)).status, 200);
   });
 
-  await t.test('an expired state is refused (server clock advanced past 10 minutes)', async () => {
+  await t.test('an expired state is refused (server clock advanced past 10 minutes)', async (t) => {
     const inst = await install();
     const { callback } = await authorize(inst.connect[0].url);
     const real = s.services.oauthStates;
@@ -175,9 +175,9 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await configuration(inst.id)).oauth_credentials, undefined);
   });
 
-  await t.test('the provider refusing authorization (error on the callback) is shown escaped, nothing stored', async () => {
+  await t.test('the provider refusing authorization (error on the callback) is shown escaped, nothing stored', async (t) => {
     const inst = await install();
-    provider.server.service.once(Events.BeforeAuthorizeRedirect, (redirect: { url: URL }) => {
+    provider.once(t, Events.BeforeAuthorizeRedirect, (redirect: { url: URL }) => {
       redirect.url.searchParams.delete('code');
       redirect.url.searchParams.set('error', 'access_denied');
       redirect.url.searchParams.set('error_description', 'The user said <script>alert(1)</script> no');
@@ -196,9 +196,9 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.match((await visit(replay.href)).text, /already used/);
   });
 
-  await t.test('an OAuth error from the token endpoint is shown with the response, never the client secret', async () => {
+  await t.test('an OAuth error from the token endpoint is shown with the response, never the client secret', async (t) => {
     const inst = await install();
-    provider.server.service.once(Events.BeforeResponse, (res: { statusCode: number; body: any }) => {
+    provider.once(t, Events.BeforeResponse, (res: { statusCode: number; body: any }) => {
       res.statusCode = 400;
       res.body = { error: 'invalid_client', error_description: 'bad client credentials', echoed_secret: CLIENT_SECRET, note: `got ${CLIENT_SECRET}` };
     });
@@ -211,10 +211,10 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await configuration(inst.id)).oauth_credentials, undefined);
   });
 
-  await t.test('a 200 answer with ok: false (Slack style) raises an error that includes the response', async () => {
+  await t.test('a 200 answer with ok: false (Slack style) raises an error that includes the response', async (t) => {
     const inst = await install();
     let leaked = '';
-    provider.server.service.once(Events.BeforeResponse, (res: { statusCode: number; body: any }) => {
+    provider.once(t, Events.BeforeResponse, (res: { statusCode: number; body: any }) => {
       leaked = res.body.access_token;
       res.body = { ok: false, error: 'invalid_code', access_token: leaked, warning: 'superfluous_charset' };
     });
@@ -227,7 +227,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await configuration(inst.id)).oauth_credentials, undefined);
   });
 
-  await t.test('/me renews a token about to expire with grant_type=refresh_token and stores it', async () => {
+  await t.test('/me renews a token about to expire with grant_type=refresh_token and stores it', async (t) => {
     const inst = await install();
     const { callback } = await authorize(inst.connect[0].url);
     assert.equal((await visit(callback.href)).status, 200);
@@ -252,7 +252,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
 
     // A refused refresh is a clear 502 and keeps what was stored.
     await s.api('PATCH', `/api/v1/installations/${inst.id}`, { configuration: { oauth_credentials: { ...after, expires_at: Date.now() - 1000 } } });
-    provider.server.service.once(Events.BeforeResponse, (res: { statusCode: number; body: any }) => {
+    provider.once(t, Events.BeforeResponse, (res: { statusCode: number; body: any }) => {
       res.statusCode = 400;
       res.body = { error: 'invalid_grant', error_description: 'refresh token revoked' };
     });
@@ -262,14 +262,14 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await configuration(inst.id)).oauth_credentials.access_token, after.access_token);
   });
 
-  await t.test('`switchyard installations show` prints the connect URL of the button', async () => {
+  await t.test('`switchyard installations show` prints the connect URL of the button', async (t) => {
     const inst = await install();
     const r = await runCli(['installations', 'show', inst.id], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token } });
     assert.equal(r.code, 0, r.stderr);
     assert.ok(r.stdout.includes(`Connect: open ${publicEndpoint(inst.id)}/oauth`), r.stdout);
   });
 
-  await t.test('the client secret and the tokens are in no invocation log and no server log', async () => {
+  await t.test('the client secret and the tokens are in no invocation log and no server log', async (t) => {
     const rows = db.prepare('SELECT logs, error_message, error_stack FROM invocations').all() as Array<Record<string, string | null>>;
     assert.ok(rows.length > 10);
     const invocationText = rows.map((r) => `${r.logs} ${r.error_message ?? ''} ${r.error_stack ?? ''}`).join('\n');
