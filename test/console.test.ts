@@ -4,8 +4,11 @@
  * logout, and the cookie never reaching integration code.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { consoleAssets, createSessions, SESSION_COOKIE } from '../src/console/index.ts';
+import { ROOT } from './helpers/index.ts';
 import { consoleServer, login } from './console-support.ts';
 
 test('GET /console redirects to /console/, a page with a strict CSP and content-hashed assets', async (t) => {
@@ -43,6 +46,13 @@ test('the browser bundle is small and loads nothing from other hosts', async () 
   }
   // Preact is inside, not fetched.
   assert.doesNotMatch(assets.js, /\bimport\s*\(|from\s*["']preact/);
+});
+
+test('the browser code type-checks with the DOM library (npm run typecheck covers only the server)', () => {
+  const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', join(ROOT, 'src/console/web/tsconfig.json')], {
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
 });
 
 test('login checks the admin token and sets a signed, expiring HttpOnly SameSite=Strict cookie, not the token', async (t) => {
