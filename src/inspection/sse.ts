@@ -156,6 +156,8 @@ export function createStreamHub(opts: { closing: () => boolean; checkEveryMs?: n
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache, no-transform',
         'x-accel-buffering': 'no',
+        // A stream's connection is not reused: when the stream ends (shutdown), the socket goes too.
+        connection: 'close',
       },
     });
   }
