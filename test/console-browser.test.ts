@@ -147,8 +147,12 @@ test("a component's buttons send their action and re-render with the new state; 
   await counter.getByText('Howdy! Pressed 0 times.').waitFor();
   await counter.getByRole('button', { name: 'Press me' }).click();
   await counter.getByText('Howdy! Pressed 1 time.').waitFor();
-  await counter.getByRole('button', { name: 'Press me' }).click();
+  // With the keyboard: Enter presses, and focus stays on the button across the re-render.
+  const press = counter.getByRole('button', { name: 'Press me' });
+  await press.focus();
+  await page.keyboard.press('Enter');
   await counter.getByText('Howdy! Pressed 2 times.').waitFor();
+  assert.equal(await press.evaluate((el) => el === (globalThis as any).document.activeElement), true, 'focus stays on the button');
   await counter.getByRole('button', { name: 'Show state' }).click();
   assert.deepEqual(JSON.parse(await counter.locator('pre.state').innerText()), { count: 2 });
   await shot(page, '07-component-counter');

@@ -13,8 +13,9 @@ export interface RenderContext {
   /** Current (editable) state of the component. */
   state: Record<string, unknown>;
   setState(key: string, value: unknown): void;
-  /** Send an action (a button's onPress) to the component. */
+  /** Send an action (a button's onPress) to the component; ignored while one is under way. */
   act(action: Record<string, unknown>): void;
+  /** An action is under way: buttons say so (aria-disabled) but stay focusable, so keyboard users keep their place. */
   busy: boolean;
   /** Prefix for ids of controls, unique per component on the page. */
   idPrefix: string;
@@ -93,7 +94,8 @@ export function renderNode(node: unknown, ctx: RenderContext, path = '0', contro
           type="button"
           class={cls('ck', 'ck-button', `ck-button-${token(el.style) || 'primary'}`)}
           data-ck="button"
-          disabled={ctx.busy || !action || el.disabled === true}
+          disabled={!action || el.disabled === true}
+          aria-disabled={ctx.busy || undefined}
           title={str(el.tooltip)}
           onClick={() => action && ctx.act(action)}
         >
@@ -137,7 +139,7 @@ export function renderNode(node: unknown, ctx: RenderContext, path = '0', contro
       return (
         <div key={path} class="ck ck-card" data-ck="card">
           {action ? (
-            <button type="button" class="ck-card-press" disabled={ctx.busy} onClick={() => ctx.act(action)}>
+            <button type="button" class="ck-card-press" aria-disabled={ctx.busy || undefined} onClick={() => ctx.act(action)}>
               {head ?? 'Open'}
             </button>
           ) : (
@@ -179,7 +181,7 @@ export function renderNode(node: unknown, ctx: RenderContext, path = '0', contro
         );
       if (action)
         return (
-          <button key={path} type="button" class="ck ck-link ck-link-button" data-ck="link" disabled={ctx.busy} onClick={() => ctx.act(action)}>
+          <button key={path} type="button" class="ck ck-link ck-link-button" data-ck="link" aria-disabled={ctx.busy || undefined} onClick={() => ctx.act(action)}>
             {kids()}
           </button>
         );

@@ -22,10 +22,12 @@ export function LiveComponent({ installationId, componentId, title }: { installa
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
   const [showState, setShowState] = useState(false);
+  const busyRef = useRef(false);
   const latest = useRef({ view, state });
   latest.current = { view, state };
 
   async function render(action?: Record<string, unknown>): Promise<void> {
+    busyRef.current = true;
     setBusy(true);
     const { view: v, state: s } = latest.current;
     try {
@@ -44,6 +46,7 @@ export function LiveComponent({ installationId, componentId, title }: { installa
     } catch (e) {
       setError(errorText(e));
     } finally {
+      busyRef.current = false;
       setBusy(false);
     }
   }
@@ -57,7 +60,9 @@ export function LiveComponent({ installationId, componentId, title }: { installa
   const ctx: RenderContext = {
     state,
     setState: (key, value) => setStateValue((s) => ({ ...s, [key]: value })),
-    act: (action) => void render(action),
+    act: (action) => {
+      if (!busyRef.current) void render(action);
+    },
     busy,
     idPrefix: `c-${componentId.replace(/[^a-z0-9_-]/gi, '')}`,
   };
