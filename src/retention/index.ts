@@ -71,6 +71,7 @@ export const retentionModule: Module = {
       settings: () => services.config.retention,
       log,
       stopping: () => services.closing,
+      checkpoint: () => services.store.db.pragma('wal_checkpoint(PASSIVE)'),
     });
     services.retention = retention;
     const job = schedule(services.config.retention.schedule, () => {

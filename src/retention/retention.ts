@@ -44,6 +44,12 @@ export interface RetentionDeps {
   now?: () => number;
   /** Between batches; the default yields to the event loop (setImmediate). */
   pause?: () => Promise<void>;
+  /**
+   * After each batch that deleted rows: the server passes a passive WAL checkpoint, so the pages a
+   * batch freed are written back a little at a time; otherwise every ~1000 pages one batch pays
+   * for a whole automatic checkpoint (measured: worst batch ~50 ms instead of ~10 ms).
+   */
+  checkpoint?: () => void;
   /** Checked between batches: stop early when it turns true. */
   stopping?: () => boolean;
 }
@@ -86,6 +92,7 @@ export function createRetention(deps: RetentionDeps): Retention {
         }
         const b0 = performance.now();
         const n = p.purge(cutoff, batch_size);
+        if (n) deps.checkpoint?.();
         report.longestBatchMs = Math.max(report.longestBatchMs, performance.now() - b0);
         report.batches++;
         report[p.name] += n;
