@@ -1,6 +1,10 @@
 /** `switchyard deliveries list|show|retry|replay`, run as real processes against a real server. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT } from './helpers/index.ts';
 import type { Delivery, DeliveryDetail } from '../src/webhooks/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
 
@@ -144,4 +148,39 @@ test('deliveries replay --failed: every failed one once, waits for the outcome, 
   const noWait = await s.cli(['deliveries', 'replay', '--failed', '--since', '1h', '--no-wait']);
   assert.equal(noWait.code, 0, noWait.stderr);
   assert.equal(noWait.stdout, 're-enqueued 4 failed deliveries\n');
+});
+
+/** Run the CLI on a pseudo-terminal (util-linux `script`): stdout and stderr are both a TTY. */
+function runOnTerminal(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+  const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
+  const command = [process.execPath, '--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args].map(quote).join(' ');
+  return new Promise((resolve, reject) => {
+    const child = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], { env: { ...process.env, TERM: 'xterm', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
+
+test('on a terminal: colour unless NO_COLOR, and replay draws a progress bar', { skip: !existsSync('/usr/bin/script') && 'needs util-linux script' }, async (t) => {
+  const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
+  const r = await receiver(t, 500);
+  await s.subscribe(r.url, ['site_view']);
+  for (let i = 0; i < 3; i++) await s.settled((await s.send('site_view')).deliveries[0].id);
+  const env = { ...s.env, NO_COLOR: '' };
+
+  const coloured = await runOnTerminal(['deliveries', 'list'], env);
+  assert.equal(coloured.code, 0, coloured.output);
+  assert.match(coloured.output, /\x1b\[31mfailed\x1b\[0m/);
+  const plain = await runOnTerminal(['deliveries', 'list'], { ...env, NO_COLOR: '1' });
+  assert.doesNotMatch(plain.output, /\x1b\[3\dm/);
+
+  r.answer = 200;
+  const replayed = await runOnTerminal(['deliveries', 'replay', '--failed', '--since', '1h'], { ...env, NO_COLOR: '1' });
+  assert.equal(replayed.code, 0, replayed.output);
+  assert.match(replayed.output, /\r\x1b\[2Kreplaying \[-{24}\] 0\/3/);
+  assert.match(replayed.output, /\r\x1b\[2Kreplaying \[#{24}\] 3\/3  delivered 3  failed 0/);
+  assert.match(replayed.output, /replayed 3 deliveries: 3 delivered, 0 failed again/);
 });
