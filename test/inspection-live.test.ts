@@ -55,6 +55,10 @@ test('deliveries tail prints every attempt of a burst exactly once, and stops cl
   assert.deepEqual(cursors, [...cursors].sort((x, y) => x - y), 'in the order they were recorded');
   assert.ok(items.every((i) => i.attempt.outcome === 'success' && i.attempt.status === 200 && i.eventType === 'site_view'));
 
+  // The same 120 from the start, through a stream that holds at most 64 unread: reads pause and resume.
+  const replay = await readStream(`${s.url}/api/v1/deliveries/stream?after=0`, s.token, 'attempt', 120);
+  assert.deepEqual(replay.got.map((g) => Number(g.id)), cursors);
+
   const exited = new Promise<number | null>((r) => tail.child.on('exit', (code) => r(code)));
   tail.child.kill('SIGINT');
   assert.equal(await exited, 0);

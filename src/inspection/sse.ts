@@ -25,6 +25,7 @@ export interface Feed {
 }
 
 const READ_BATCH = 200;
+const HIGH_WATER = 64;
 const HEARTBEAT_MS = 15_000;
 const enc = new TextEncoder();
 
@@ -101,16 +102,18 @@ export function createStreamHub(opts: { closing: () => boolean; checkEveryMs?: n
       if (done) return;
       behind = false;
       for (;;) {
-        if ((controller.desiredSize ?? 1) <= 0) {
+        // Read no more than the stream has room for: a slow client holds at most HIGH_WATER items.
+        const room = Math.min(READ_BATCH, controller.desiredSize ?? 1);
+        if (room <= 0) {
           behind = true; // the client's pull resumes us
           return;
         }
-        const items = feed.read(cursor, READ_BATCH);
+        const items = feed.read(cursor, room);
         for (const it of items) {
           controller.enqueue(frame(it.event, it.data, it.cursor));
           cursor = it.cursor;
         }
-        if (items.length < READ_BATCH) return;
+        if (items.length < room) return;
       }
     }
 
@@ -147,7 +150,7 @@ export function createStreamHub(opts: { closing: () => boolean; checkEveryMs?: n
           handle.close();
         },
       },
-      { highWaterMark: 64 },
+      { highWaterMark: HIGH_WATER },
     );
     req.signal?.addEventListener('abort', () => handle.close(), { once: true });
 
