@@ -129,8 +129,12 @@ export function createInstallations(deps: InstallationsDeps) {
   /** Problems with the configuration's values; `missing` lists required keys not yet set. */
   function check(manifest: Manifest, target: InstallationTarget, integration: string, configuration: Record<string, unknown>) {
     const def = configurationsOf(manifest, target);
+    // Platform-written keys (oauth_credentials) are exempt from validation unless the manifest
+    // declares them as a property (a required button whose value the OAuth flow writes).
+    const declaredNames = new Set(Object.keys((def?.properties as Record<string, unknown> | undefined) ?? {}));
     const declared: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(configuration)) if (!(RESERVED_CONFIGURATION_KEYS as readonly string[]).includes(k)) declared[k] = v;
+    for (const [k, v] of Object.entries(configuration))
+      if (declaredNames.has(k) || !(RESERVED_CONFIGURATION_KEYS as readonly string[]).includes(k)) declared[k] = v;
     const problems: Problem[] = [
       ...validateConfiguration(def, declared, { partial: true }),
       ...(integration === WEBHOOK_INTEGRATION ? webhookConfigurationProblems(declared) : []),
