@@ -9,6 +9,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from '../log/index.ts';
+import { ownBytes } from './bytes.ts';
+import { batcher } from './ipc.ts';
 import { failure } from './limits.ts';
 import type {
   CheckResult,
@@ -68,6 +70,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
   });
 
   let child: ChildProcess | null = null;
+  let post: ((msg: ToWorker) => void) | null = null;
   let sentSettings = '';
   let closed = false;
   let nextId = 1;
@@ -86,11 +89,14 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     proc.stderr!.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-4000);
     });
-    proc.on('message', (msg: FromWorker) => onMessage(proc, msg));
+    proc.on('message', (batch: FromWorker[]) => {
+      for (const msg of batch) onMessage(proc, msg);
+    });
     proc.on('error', (e) => log.error('sandbox worker failed to start', { error: e.message }));
     proc.on('exit', (code, signal) => {
       if (child === proc) {
         child = null;
+        post = null;
         loaded.clear();
         sentSettings = '';
       }
@@ -143,12 +149,25 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       if (recentStarts.filter((t) => now - t < 60_000).length >= 10) {
         throw new Error('the sandbox worker exited 10 times within a minute; it is not restarted until that calms down');
       }
-      child = start();
+      const proc = start();
+      child = proc;
+      post = batcher<ToWorker>(
+        (batch, onError) => {
+          if (proc.connected) proc.send(batch, (err: Error | null) => err && onError(err));
+          else onError(new Error('the worker is not connected'));
+        },
+        (batch, err) => {
+          for (const msg of batch) {
+            const p = 'id' in msg ? pending.get(msg.id) : undefined;
+            if (p && 'id' in msg) settle(msg.id, p, crashValue(p, `could not reach the sandbox worker: ${err.message}`));
+          }
+        },
+      );
     }
     const s = settings();
     const key = JSON.stringify(s);
     if (key !== sentSettings) {
-      child.send({ t: 'settings', settings: s } satisfies ToWorker);
+      post!({ t: 'settings', settings: s });
       sentSettings = key;
     }
     return child;
@@ -170,7 +189,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         if (!p?.msg || !p.script) return;
         p.msg = { ...p.msg, code: p.script.code };
         loaded.set(p.script.name, p.script.version);
-        proc.send(p.msg);
+        post?.(p.msg);
         return;
       }
       case 'result':
@@ -208,9 +227,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       const msg = build(id);
       if (msg.t === 'invoke') p.msg = msg;
       if (wedgedMs) wedgedAfter(p, wedgedMs, proc);
-      proc.send(msg, (err) => {
-        if (err) settle(id, p, crashValue(p, `could not reach the sandbox worker: ${err.message}`));
-      });
+      post!(msg);
     });
   }
 
@@ -228,7 +245,8 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         'invoke',
         (id) => {
           if (sendCode) loaded.set(script.name, script.version);
-          return { t: 'invoke', id, name: script.name, version: script.version, code: sendCode ? script.code : undefined, envelope, requestId };
+          const body = envelope.fetchBody ? ownBytes(envelope.fetchBody) : undefined;
+          return { t: 'invoke', id, name: script.name, version: script.version, code: sendCode ? script.code : undefined, envelope: { ...envelope, fetchBody: body }, requestId };
         },
         { script },
         invokeBudget(),
@@ -248,7 +266,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       const proc = child;
       if (!proc) return;
       const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-      if (proc.connected) proc.send({ t: 'close' } satisfies ToWorker);
+      if (proc.connected) proc.send([{ t: 'close' }] satisfies ToWorker[]);
       const timer = setTimeout(() => proc.kill('SIGKILL'), 2_000);
       await exited;
       clearTimeout(timer);

@@ -8,12 +8,25 @@
 import { describeLimit, failure, logLine } from '../limits.ts';
 import type { Envelope, InvocationResult, LimitName, LogLine, WorkerSettings } from '../types.ts';
 import type { GuestInstance, InstanceHooks } from './instance.ts';
+import { ownBytes } from '../bytes.ts';
+import { isCanonicalRequest } from './incoming.ts';
 import { OpError, parseFetchArg, performApi, performCrypto, performFetch } from './ops.ts';
 
 const MAX_PENDING_TIMERS = 10_000;
 // The guest library stops a guest at 10 000 operations per invocation; this is the host's backstop.
 const MAX_OPS = 10_100;
 let sequence = 0;
+
+// Random bytes for the guest's crypto.getRandomValues, drawn from the OS in 64 kB batches.
+let pool = new Uint8Array(0);
+let poolAt = 0;
+function entropy(): Uint8Array {
+  if (poolAt + 256 > pool.length) {
+    pool = globalThis.crypto.getRandomValues(new Uint8Array(65536));
+    poolAt = 0;
+  }
+  return pool.slice(poolAt, (poolAt += 256));
+}
 const levels = new Set(['debug', 'info', 'log', 'warn', 'error']);
 
 interface Op {
@@ -82,16 +95,16 @@ export class Invocation implements InstanceHooks {
     const input = {
       event: this.envelope.event,
       environment: this.envelope.environment,
-      body: this.envelope.fetchBody ?? null,
-      entropy: new Uint8Array(globalThis.crypto.getRandomValues(new Uint8Array(256))),
+      body: this.envelope.fetchBody ? ownBytes(this.envelope.fetchBody) : null,
+      entropy: entropy(),
       responseBodyLimit: limits.response_body,
       logLines: limits.log_lines,
+      canonical: this.envelope.event.type === 'fetch' && isCanonicalRequest(this.envelope.event.request),
     };
     inst.dispatch(this.seq, input, limits.wall_time);
     const out: any = await Promise.race([this.answered, this.stopped]);
+    // Console lines reach the host before the answer: both are callbacks queued in call order.
     this.cpuAtEnd = inst.disposed ? this.cpuAtEnd : inst.cpuMs();
-    // Console lines the guest sent just before answering arrive on the next turn.
-    await new Promise((r) => setImmediate(r));
 
     const fail = (result: InvocationResult): RunOutcome => {
       this.finish();
@@ -135,7 +148,6 @@ export class Invocation implements InstanceHooks {
     this.wallTimer = setTimeout(() => this.breach('wait_until'), limits.wait_until);
     this.inst.drain(this.seq, limits.wait_until);
     await Promise.race([this.drained, this.stopped]);
-    await new Promise((r) => setImmediate(r));
     if (this.breachInfo || this.death) {
       const e = this.stoppedError();
       this.late(logLine('error', `limit ${e.limit ?? e.kind}: ${e.message}`));

@@ -4,17 +4,25 @@
  * process; the supervisor in the server answers its pending invocations and starts another.
  */
 import { guestBundle } from '../guest-bundle.ts';
+import { batcher } from '../ipc.ts';
 import type { FromWorker, ToWorker } from '../types.ts';
 import { SandboxHost } from './host.ts';
 
 export function runWorker(): void {
   if (!process.send) throw new Error('the sandbox worker must be started by the server (it talks over an IPC channel)');
-  const send = (msg: FromWorker) => {
-    if (process.connected) process.send!(msg);
-  };
+  const send = batcher<FromWorker>(
+    (batch) => {
+      if (process.connected) process.send!(batch);
+    },
+    () => {},
+  );
   let host: SandboxHost | null = null;
 
-  process.on('message', (msg: ToWorker) => {
+  process.on('message', (batch: ToWorker[]) => {
+    for (const msg of batch) handle(msg);
+  });
+
+  function handle(msg: ToWorker): void {
     switch (msg.t) {
       case 'settings':
         if (host) host.settings = msg.settings;
@@ -42,7 +50,7 @@ export function runWorker(): void {
         setImmediate(() => process.exit(0));
         return;
     }
-  });
+  }
   // The server went away: nothing left to serve.
   process.on('disconnect', () => process.exit(0));
   // Build the guest library before the first invocation needs it.

@@ -9,6 +9,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { httpRequest, NetError } from '../../net/index.ts';
+import { ownBytes } from '../bytes.ts';
 import type { Limits } from '../types.ts';
 
 export class OpError extends Error {
@@ -167,7 +168,7 @@ export async function performFetch(req: FetchArg, policy: NetPolicy, signal: Abo
         status: res.status,
         statusText: statusTexts[res.status] ?? '',
         headers: Object.entries(res.headers).flatMap(([k, v]) => (k === 'set-cookie' ? v.split(/,(?=\s*[^;,=\s]+=)/).map((c) => [k, c.trim()] as [string, string]) : [[k, v] as [string, string]])),
-        body: new Uint8Array(res.body.buffer, res.body.byteOffset, res.body.byteLength),
+        body: ownBytes(res.body),
         url: url.href,
         redirected: hop > 0,
       };

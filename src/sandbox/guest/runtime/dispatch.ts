@@ -10,7 +10,7 @@ import { console } from '../web/console.ts';
 import { addEntropy } from '../web/crypto.ts';
 import { consume } from '../web/body.ts';
 import { utf8Encode } from '../web/encoding.ts';
-import { Request } from '../web/request.ts';
+import { Request, incomingRequest } from '../web/request.ts';
 import { Response, responseParts } from '../web/response.ts';
 import { resetTimers } from '../web/timers.ts';
 import { createAPIClient } from './api.ts';
@@ -24,6 +24,8 @@ export interface DispatchInput {
   entropy: Uint8Array;
   responseBodyLimit: number;
   logLines: number;
+  /** The host checked event.request: canonical absolute URL, valid lower-case headers, token method. */
+  canonical: boolean;
 }
 
 export interface DispatchOutput {
@@ -82,7 +84,8 @@ async function route(input: DispatchInput, context: ReturnType<typeof makeContex
     const r = event.request ?? {};
     const method = String(r.method ?? 'GET').toUpperCase();
     const hasBody = input.body !== null && input.body.byteLength > 0 && method !== 'GET' && method !== 'HEAD';
-    const request = new Request(String(r.url), { method, headers: r.headers ?? [], body: hasBody ? input.body : null });
+    const body = hasBody ? input.body : null;
+    const request = input.canonical ? incomingRequest(r.url, method, r.headers, body) : new Request(String(r.url), { method, headers: r.headers ?? [], body });
     return def.fetch(request, context);
   }
   if (event.type === 'ui_render') {

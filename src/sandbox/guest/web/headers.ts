@@ -158,10 +158,10 @@ export function headerList(h: Headers): Array<[string, string]> {
   return listOf.get(h)!.map(([k, v]) => [k, v]);
 }
 
-/** Internal: build from trusted pairs without validation cost (bridge results are re-validated). */
+/** Internal: build from pairs the host already validated (lower-case names, clean values). */
 export function headersFrom(pairs: Array<[string, string]>, guard: Guard = 'none'): Headers {
   const h = new Headers();
-  for (const [k, v] of pairs) h.append(k, v);
+  listOf.set(h, pairs.map(([k, v]) => [k, v]));
   guardOf.set(h, guard);
   return h;
 }

@@ -1,7 +1,7 @@
 /** Request per the Fetch standard, as a server runtime sees it (absolute URLs only, no CORS). */
 import { AbortSignal, newSignal, signalAbort } from './abort.ts';
 import { cloneBody, extractBody, getBody, installBodyMixin, setBody, type BodyInit } from './body.ts';
-import { Headers, type HeadersInit } from './headers.ts';
+import { Headers, headersFrom, type HeadersInit } from './headers.ts';
 import { URL } from './url.ts';
 
 export interface RequestInit {
@@ -38,7 +38,8 @@ interface State {
   url: string;
   headers: Headers;
   redirect: string;
-  signal: AbortSignal;
+  /** Made on first access unless the request follows another signal. */
+  signal: AbortSignal | null;
   referrer: string;
   referrerPolicy: string;
   mode: string;
@@ -79,7 +80,7 @@ export class Request {
           url: parseUrl(input),
           headers: new Headers(),
           redirect: 'follow',
-          signal: null as unknown as AbortSignal,
+          signal: null,
           referrer: 'about:client',
           referrerPolicy: '',
           mode: 'cors',
@@ -120,14 +121,15 @@ export class Request {
       s.method = normalised.has(upper) ? upper : m;
     }
     // The request's signal follows init.signal, else the input request's signal.
-    const signal = newSignal();
     const follow = init.signal !== undefined ? init.signal : from?.signal;
+    s.signal = null;
     if (follow !== undefined && follow !== null) {
       if (!(follow instanceof AbortSignal)) throw new TypeError("Failed to construct 'Request': member signal is not of type AbortSignal");
+      const signal = newSignal();
       if (follow.aborted) signalAbort(signal, follow.reason);
       else follow.addEventListener('abort', () => signalAbort(signal, follow.reason), { once: true });
+      s.signal = signal;
     }
-    s.signal = signal;
     s.headers = new Headers(init.headers !== undefined ? init.headers : from ? from.headers : undefined);
     const inputBody = input instanceof Request ? getBody(input) : null;
     if ((init.body !== undefined && init.body !== null) || inputBody) {
@@ -157,7 +159,9 @@ export class Request {
     return states.get(this)!.redirect;
   }
   get signal(): AbortSignal {
-    return states.get(this)!.signal;
+    const s = states.get(this)!;
+    s.signal ??= newSignal();
+    return s.signal;
   }
   get destination(): string {
     return '';
@@ -196,7 +200,7 @@ export class Request {
   clone(): Request {
     const s = states.get(this)!;
     const body = cloneBody(this);
-    const copy = new Request(s.url, { method: s.method, headers: s.headers, redirect: s.redirect as 'follow', signal: s.signal, cache: s.cache, credentials: s.credentials, mode: s.mode === 'navigate' ? 'same-origin' : s.mode, referrerPolicy: s.referrerPolicy, integrity: s.integrity, keepalive: s.keepalive });
+    const copy = new Request(s.url, { method: s.method, headers: s.headers, redirect: s.redirect as 'follow', signal: this.signal, cache: s.cache, credentials: s.credentials, mode: s.mode === 'navigate' ? 'same-origin' : s.mode, referrerPolicy: s.referrerPolicy, integrity: s.integrity, keepalive: s.keepalive });
     states.get(copy)!.referrer = s.referrer;
     states.get(copy)!.mode = s.mode;
     setBody(copy, body);
@@ -207,3 +211,27 @@ export class Request {
   }
 }
 installBodyMixin(Request.prototype);
+
+/**
+ * Internal: the incoming request of a fetch event, from values the host already validated (a URL
+ * in canonical form, lower-case header names from Node's HTTP parser). Skips re-parsing.
+ */
+export function incomingRequest(url: string, method: string, headers: Array<[string, string]>, body: Uint8Array | null): Request {
+  const r = Object.create(Request.prototype) as Request;
+  states.set(r, {
+    method,
+    url,
+    headers: headersFrom(headers),
+    redirect: 'follow',
+    signal: null,
+    referrer: 'about:client',
+    referrerPolicy: '',
+    mode: 'cors',
+    credentials: 'same-origin',
+    cache: 'default',
+    integrity: '',
+    keepalive: false,
+  });
+  setBody(r, body ? { bytes: body, stream: null, used: false } : null);
+  return r;
+}

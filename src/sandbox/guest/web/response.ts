@@ -1,6 +1,6 @@
 /** Response per the Fetch standard, including Response.json / redirect / error. */
 import { cloneBody, extractBody, getBody, installBodyMixin, setBody, type BodyInit } from './body.ts';
-import { Headers, setGuard, type HeadersInit } from './headers.ts';
+import { Headers, headerList, setGuard, type HeadersInit } from './headers.ts';
 import { URL } from './url.ts';
 
 export interface ResponseInit {
@@ -120,7 +120,5 @@ export function fetchedResponse(r: { status: number; statusText: string; headers
 export function responseParts(r: Response): { status: number; headers: Array<[string, string]>; body: ReturnType<typeof getBody> } {
   const s = states.get(r);
   if (!s) throw new TypeError('not a Response');
-  const headers: Array<[string, string]> = [];
-  for (const pair of s.headers) headers.push(pair);
-  return { status: s.status, headers, body: getBody(r) };
+  return { status: s.status, headers: headerList(s.headers), body: getBody(r) };
 }

@@ -1,0 +1,189 @@
+/**
+ * Sandbox benchmark. Run: PATH=node_modules/.bin:$PATH node --no-node-snapshot scripts/bench/sandbox.ts
+ *
+ * 1. HTTP throughput: one h3 server with two routes answering the same "hello" response, one
+ *    plainly and one by invoking a hello `fetch` handler through the sandbox (envelope in, worker
+ *    process, isolate, response out). A load process keeps CONCURRENCY keep-alive connections
+ *    busy for SECONDS per route; requests/s, p50, p99 and the ratio sandbox/plain are printed.
+ *    Goal: ratio >= 0.5. (The installation public-endpoint route is wired by the runtime module;
+ *    this measures the sandbox's share of it.)
+ * 2. The same through the API alone (no HTTP): invocations/s at the same concurrency.
+ * 3. First request after a reload: unload (or a new version of the script), then one invocation;
+ *    its duration, median of REPEATS.
+ * Each throughput measure runs ROUNDS times, alternating routes; medians are printed.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { H3 } from 'h3';
+import { toNodeHandler } from 'h3/node';
+import { defaultConfig } from '../../src/config/index.ts';
+import { createLogger } from '../../src/log/index.ts';
+import { createSandbox, type GuestScript } from '../../src/sandbox/index.ts';
+
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 15);
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+// ---------------------------------------------------------------------------------------------
+// Load process: closed loop, CONCURRENCY requests in flight on keep-alive sockets.
+if (process.argv[2] === 'load') {
+  process.on('message', async (m: { url: string; seconds: number; concurrency: number }) => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: m.concurrency });
+    const latencies: number[] = [];
+    let errors = 0;
+    const end = performance.now() + m.seconds * 1000;
+    const one = () =>
+      new Promise<void>((resolve) => {
+        const t0 = performance.now();
+        const req = http.get(m.url, { agent }, (res) => {
+          res.resume();
+          res.on('end', () => {
+            if (res.statusCode === 200) latencies.push(performance.now() - t0);
+            else errors++;
+            resolve();
+          });
+        });
+        req.on('error', () => {
+          errors++;
+          resolve();
+        });
+      });
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: m.concurrency }, async () => {
+        while (performance.now() < end) await one();
+      }),
+    );
+    const elapsed = (performance.now() - started) / 1000;
+    latencies.sort((a, b) => a - b);
+    agent.destroy();
+    process.send!({ rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors });
+  });
+} else await main();
+
+// ---------------------------------------------------------------------------------------------
+
+interface Measure {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+function measure(loader: ChildProcess, url: string): Promise<Measure> {
+  return new Promise((resolve) => {
+    loader.once('message', (m) => resolve(m as Measure));
+    loader.send({ url, seconds: SECONDS, concurrency: CONCURRENCY });
+  });
+}
+
+async function main(): Promise<void> {
+  const limits = defaultConfig().sandbox;
+  const sandbox = createSandbox({ limits, allowPrivateNetworks: false, log: createLogger({ level: 'warn' }), serverOrigin: 'http://127.0.0.1:1' });
+  const hello: GuestScript = {
+    name: 'hello',
+    version: '1',
+    code: `import { createIntegration } from '@switchyard/runtime';
+export default createIntegration({
+  async fetch(request) {
+    return new Response('Hello, ' + new URL(request.url).pathname.slice(1) + '!', { headers: { 'content-type': 'text/plain;charset=UTF-8' } });
+  },
+});`,
+  };
+
+  let n = 0;
+  let failures = 0;
+  const app = new H3();
+  // The plain handler does the same work as the guest: parse the URL, build the same response.
+  app.get('/plain', (event) => new Response(`Hello, ${new URL(event.req.url).pathname.slice(1)}!`, { headers: { 'content-type': 'text/plain;charset=UTF-8' } }));
+  app.get('/sandbox', async (event) => {
+    const req = event.req;
+    const r = await sandbox.invoke({
+      script: hello,
+      envelope: { event: { type: 'fetch', request: { method: req.method, url: req.url, headers: [...req.headers] } }, environment: {} },
+      requestId: `b${++n}`,
+    });
+    if (r.error && failures++ < 5) console.log(`  (a sandboxed request failed: ${r.status} ${r.error.kind} ${r.error.message})`);
+    return new Response(r.body, { status: r.status, headers: r.headers });
+  });
+  const server = http.createServer({ keepAliveTimeout: 30_000 }, toNodeHandler(app));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const loader = fork(new URL(import.meta.url).pathname, ['load'], { execArgv: ['--no-node-snapshot'] });
+
+  // Warm up both paths (JIT, the worker, the isolate).
+  for (let i = 0; i < 200; i++) await fetch(`${base}/sandbox`).then((r) => r.text());
+  await measure(loader, `${base}/plain`);
+  await measure(loader, `${base}/sandbox`);
+
+  console.log(`HTTP: ${CONCURRENCY} concurrent keep-alive requests, ${SECONDS}s per round, ${ROUNDS} rounds (medians)`);
+  const plain: Measure[] = [];
+  const boxed: Measure[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    plain.push(await measure(loader, `${base}/plain`));
+    boxed.push(await measure(loader, `${base}/sandbox`));
+  }
+  const row = (name: string, ms: Measure[]) =>
+    console.log(
+      `  ${name.padEnd(26)} ${median(ms.map((m) => m.rps)).toFixed(0).padStart(7)} req/s   p50 ${median(ms.map((m) => m.p50)).toFixed(2)} ms   p99 ${median(ms.map((m) => m.p99)).toFixed(2)} ms${ms.some((m) => m.errors) ? `   errors ${ms.reduce((a, m) => a + m.errors, 0)}` : ''}`,
+    );
+  row('plain h3 handler', plain);
+  row('hello through the sandbox', boxed);
+  const ratio = median(boxed.map((m) => m.rps)) / median(plain.map((m) => m.rps));
+  console.log(`  ratio sandbox/plain        ${ratio.toFixed(2)}   (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
+  loader.kill();
+  server.close();
+
+  // API only: invocations per second at the same concurrency, no HTTP around it.
+  const apiRuns: number[] = [];
+  const apiLat: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    let count = 0;
+    const end = performance.now() + SECONDS * 1000;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (performance.now() < end) {
+          const t0 = performance.now();
+          await sandbox.invoke({ script: hello, envelope: { event: { type: 'fetch', request: { method: 'GET', url: 'https://x.test/api', headers: [] } }, environment: {} }, requestId: `a${++n}` });
+          apiLat.push(performance.now() - t0);
+          count++;
+        }
+      }),
+    );
+    apiRuns.push(count / ((performance.now() - started) / 1000));
+  }
+  apiLat.sort((a, b) => a - b);
+  console.log(`API only (sandbox.invoke, ${CONCURRENCY} in flight): ${median(apiRuns).toFixed(0)} invocations/s   p50 ${percentile(apiLat, 50).toFixed(2)} ms   p99 ${percentile(apiLat, 99).toFixed(2)} ms`);
+
+  // First request after a reload.
+  const envelope = { event: { type: 'fetch', request: { method: 'GET', url: 'https://x.test/cold', headers: [] } }, environment: {} };
+  const afterUnload: number[] = [];
+  const afterNewVersion: number[] = [];
+  const warm: number[] = [];
+  for (let i = 0; i < REPEATS; i++) {
+    await sandbox.unload('hello');
+    let t0 = performance.now();
+    await sandbox.invoke({ script: hello, envelope, requestId: `c${i}` });
+    afterUnload.push(performance.now() - t0);
+    t0 = performance.now();
+    await sandbox.invoke({ script: hello, envelope, requestId: `w${i}` });
+    warm.push(performance.now() - t0);
+    const next = { ...hello, version: `v${i + 2}`, code: `${hello.code}\n// v${i + 2}` };
+    t0 = performance.now();
+    await sandbox.invoke({ script: next, envelope, requestId: `v${i}` });
+    afterNewVersion.push(performance.now() - t0);
+    hello.version = next.version;
+    hello.code = next.code;
+  }
+  console.log(`First request after a reload (median of ${REPEATS}, from the caller):`);
+  console.log(`  after unload()              ${median(afterUnload).toFixed(1)} ms`);
+  console.log(`  after a new script version  ${median(afterNewVersion).toFixed(1)} ms`);
+  console.log(`  warm request, for scale     ${median(warm).toFixed(2)} ms`);
+  await sandbox.close();
+}
