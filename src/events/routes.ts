@@ -14,7 +14,7 @@ export function eventRoutes(app: H3, services: Services): void {
   app.post('/api/v1/events', async (event) => {
     requireAdmin(event.req);
     const body = await readJson(event.req, limit);
-    const result = events().ingest(body);
+    const result = await events().ingest(body);
     return Response.json(result, { status: result.duplicate ? 200 : 202 });
   });
 

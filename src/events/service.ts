@@ -54,6 +54,9 @@ const view = (r: Row): StoredEvent => ({
 
 export type Events = ReturnType<typeof createEvents>;
 
+/** Most events stored in one transaction. */
+const MAX_BATCH = 256;
+
 export function createEvents(deps: EventsDeps) {
   const { db } = deps;
   const now = deps.now ?? Date.now;
@@ -80,26 +83,76 @@ export function createEvents(deps: EventsDeps) {
     return deliveries;
   });
 
-  return {
-    /** Validate and store one event; throws a 400 naming every bad field. */
-    ingest(payload: unknown): IngestResult {
-      const problems = validateEventPayload(payload);
-      if (problems.length)
-        throw new SwitchyardError('validation_failed', `the event is not valid: ${problems.map((p) => `${p.where} ${p.message}`).join('; ')}`, { problems });
-      const input = payload as Record<string, unknown> & { type: string };
-      const event = { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() };
-      const deliveries = store(event, now());
-      if (deliveries === null) return { eventId: event.eventId, type: event.type, duplicate: true, deliveries: [] };
-      // Committed: now the work may start.
-      if (deliveries.length) deps.deliveries()?.wake();
-      const handlers = deps.eventHandlers();
+  // Group commit: events validated in the same event-loop turn are stored in one transaction
+  // (each in its own savepoint, so one failure does not sink the others), and each caller is
+  // answered only after that transaction commits. Under load this amortises the commit; idle, a
+  // batch is one event and costs one loop turn.
+  type Pending = { event: Record<string, unknown> & { eventId: string; type: string }; resolve: (r: IngestResult) => void; reject: (e: unknown) => void };
+  let pending: Pending[] = [];
+  let flushQueued = false;
+
+  function scheduleFlush(): void {
+    if (flushQueued) return;
+    flushQueued = true;
+    setImmediate(flush);
+  }
+
+  function flush(): void {
+    flushQueued = false;
+    const batch = pending.slice(0, MAX_BATCH);
+    pending = pending.slice(MAX_BATCH);
+    if (pending.length) scheduleFlush();
+    const at = now();
+    const outcomes: Array<{ deliveries: Array<{ id: string; installationId: string }> | null } | { error: unknown }> = [];
+    try {
+      db.transaction(() => {
+        for (const p of batch) {
+          try {
+            outcomes.push({ deliveries: store(p.event, at) });
+          } catch (error) {
+            outcomes.push({ error });
+          }
+        }
+      })();
+    } catch (error) {
+      for (const p of batch) p.reject(error); // the commit itself failed: nothing was stored
+      return;
+    }
+    // Committed: now the work may start.
+    if (outcomes.some((o) => 'deliveries' in o && o.deliveries?.length)) deps.deliveries()?.wake();
+    const handlers = deps.eventHandlers();
+    batch.forEach((p, i) => {
+      const o = outcomes[i];
+      if ('error' in o) return p.reject(o.error);
+      const { event } = p;
+      if (o.deliveries === null) return p.resolve({ eventId: event.eventId, type: event.type, duplicate: true, deliveries: [] });
       if (handlers) {
         const { eventId, ...rest } = event;
         handlers
           .dispatch({ eventId, ...rest }, eventId)
           .catch((e: Error) => deps.log.warn('event handlers failed', { event: eventId, type: event.type, error: e.message }));
       }
-      return { eventId: event.eventId, type: event.type, duplicate: false, deliveries };
+      p.resolve({ eventId: event.eventId, type: event.type, duplicate: false, deliveries: o.deliveries });
+    });
+  }
+
+  return {
+    /**
+     * Validate and store one event; resolves once it is committed with its deliveries. Rejects at
+     * once with a 400 naming every bad field.
+     */
+    ingest(payload: unknown): Promise<IngestResult> {
+      const problems = validateEventPayload(payload);
+      if (problems.length)
+        return Promise.reject(
+          new SwitchyardError('validation_failed', `the event is not valid: ${problems.map((p) => `${p.where} ${p.message}`).join('; ')}`, { problems }),
+        );
+      const input = payload as Record<string, unknown> & { type: string };
+      const event = { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() };
+      return new Promise<IngestResult>((resolve, reject) => {
+        pending.push({ event, resolve, reject });
+        scheduleFlush();
+      });
     },
 
     /** Retention: delete up to `limit` events received before `before` that no delivery refers to any more. */

@@ -60,7 +60,12 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
     forgetEndpoint: db.prepare('DELETE FROM webhook_endpoints WHERE installation_id = ?'),
   };
 
+  // Secrets change only through this object, so a cache is exact: dropped on every change, and
+  // refreshed when the first previous secret expires. It keeps a query off every attempt.
+  const cache = new Map<string, { secrets: string[]; until: number }>();
+
   const setCurrent = db.transaction((installationId: string, secret: string, expireAt: number) => {
+    cache.delete(installationId);
     q.endpoint.run(installationId, now());
     q.purge.run(installationId, now());
     q.expire.run(expireAt, installationId);
@@ -80,7 +85,14 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
       return { secret, previousExpiresAt: new Date(previousExpiresAt).toISOString() };
     },
     liveSecrets(installationId) {
-      return q.live.all(installationId, now()).map((r) => r.secret);
+      const t = now();
+      const hit = cache.get(installationId);
+      if (hit && t < hit.until) return hit.secrets;
+      const rows = q.live.all(installationId, t);
+      const until = Math.min(Infinity, ...rows.filter((r) => r.expires_at !== null).map((r) => r.expires_at!));
+      const secrets = rows.map((r) => r.secret);
+      cache.set(installationId, { secrets, until });
+      return secrets;
     },
     describe(installationId) {
       const rows = q.live.all(installationId, now());
@@ -93,6 +105,7 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
       };
     },
     ensureSecret(installationId) {
+      if (cache.get(installationId)?.secrets.length) return;
       if (!q.current.get(installationId)) setCurrent(installationId, newSecret(), now());
     },
     has(installationId) {
@@ -103,6 +116,7 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
       q.pause.run(paused ? 1 : 0, installationId);
     },
     forget(installationId) {
+      cache.delete(installationId);
       q.forgetSecrets.run(installationId);
       q.forgetEndpoint.run(installationId);
     },

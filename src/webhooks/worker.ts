@@ -80,6 +80,13 @@ export function createWorker(deps: WorkerDeps): Worker {
   let pumping = false;
   let again = false;
 
+  // Attempts that ended, waiting to be recorded: written in one transaction per event-loop turn
+  // (group commit), then their slots are freed. A crash before the write leaves the lease set,
+  // so the attempt is recovered as interrupted and sent again (at-least-once).
+  type Ended = { c: Claimed; record: AttemptRecord; next: NextState; ended: number; done: (r: AttemptRecord | undefined) => void };
+  let ended: Ended[] = [];
+  let flushQueued = false;
+
   function arm(now: number): void {
     if (timer) clearTimeout(timer);
     timer = undefined;
@@ -90,26 +97,48 @@ export function createWorker(deps: WorkerDeps): Worker {
     timer.unref();
   }
 
-  function fill(): void {
+  function acquire(origin: string): void {
+    inflight++;
+    perOrigin.set(origin, (perOrigin.get(origin) ?? 0) + 1);
+  }
+
+  function release(origin: string): void {
+    inflight--;
+    const n = (perOrigin.get(origin) ?? 1) - 1;
+    if (n <= 0) perOrigin.delete(origin);
+    else perOrigin.set(origin, n);
+  }
+
+  /**
+   * Lease as many due deliveries as the free slots allow (per origin and in all), taking their
+   * slots. Runs inside the caller's transaction when there is one.
+   */
+  function claimDue(now: number): Claimed[] {
     const cfg = deps.config();
-    const now = clock();
-    for (;;) {
-      if (inflight >= cfg.concurrency) break;
+    const out: Claimed[] = [];
+    while (inflight < cfg.concurrency) {
+      const room = cfg.concurrency - inflight;
       const saturated = [...perOrigin].filter(([, n]) => n >= cfg.per_endpoint_concurrency).map(([o]) => o);
-      const rows = queue.due(now, saturated, cfg.concurrency - inflight);
-      let claimedAny = false;
+      const rows = queue.due(now, saturated, room);
+      if (!rows.length) break;
+      // Respect the per-origin limit within this batch too.
+      const taking = new Map<string, number>();
+      const chosen: number[] = [];
       for (const r of rows) {
-        if (inflight >= cfg.concurrency) break;
-        if ((perOrigin.get(r.origin) ?? 0) >= cfg.per_endpoint_concurrency) continue;
-        const claimed = queue.claim(r.seq, owner, now, now + leaseMs(cfg));
-        if (!claimed) continue;
-        claimedAny = true;
-        track(claimed, run(claimed, false));
+        const n = (perOrigin.get(r.origin) ?? 0) + (taking.get(r.origin) ?? 0);
+        if (n >= cfg.per_endpoint_concurrency) continue;
+        taking.set(r.origin, (taking.get(r.origin) ?? 0) + 1);
+        chosen.push(r.seq);
       }
-      // Rows skipped because their origin filled up: ask again without that origin.
-      if (!claimedAny) break;
+      const claimed = chosen.length ? queue.claimMany(chosen, owner, now, now + leaseMs(cfg)) : [];
+      for (const c of claimed) {
+        acquire(c.origin);
+        out.push(c);
+      }
+      // Stop unless rows were skipped for a full origin (ask again without it) with room left.
+      if (!claimed.length || rows.length < room || chosen.length === rows.length) break;
     }
-    arm(now);
+    return out;
   }
 
   function pump(): void {
@@ -122,7 +151,9 @@ export function createWorker(deps: WorkerDeps): Worker {
     try {
       do {
         again = false;
-        fill();
+        const now = clock();
+        for (const c of claimDue(now)) start(c, false);
+        arm(now);
       } while (again && !stopped);
     } catch (e) {
       // Fail safe: a database hiccup must not stop delivery for good; try again shortly.
@@ -135,24 +166,85 @@ export function createWorker(deps: WorkerDeps): Worker {
     }
   }
 
-  function track(c: Claimed, p: Promise<unknown>): void {
-    inflight++;
-    perOrigin.set(c.origin, (perOrigin.get(c.origin) ?? 0) + 1);
-    const done = p
-      .catch((e) => log.error('delivery attempt failed unexpectedly', { delivery: c.id, error: e as Error }))
-      .finally(() => {
-        inflight--;
-        const n = (perOrigin.get(c.origin) ?? 1) - 1;
-        if (n <= 0) perOrigin.delete(c.origin);
-        else perOrigin.set(c.origin, n);
-        running.delete(done);
-        if (!stopped) pump();
+  /**
+   * Record the attempts that ended and lease the next due deliveries into the freed slots, in one
+   * transaction (one commit per event-loop turn, however many attempts ended in it).
+   */
+  function flush(): void {
+    flushQueued = false;
+    const batch = ended;
+    ended = [];
+    if (!batch.length) return;
+    for (const e of batch) release(e.c.origin);
+    const now = clock();
+    let ok = true;
+    let ids: number[] = [];
+    let next: Claimed[] = [];
+    try {
+      queue.atomically(() => {
+        ids = queue.completeMany(batch.map((e) => ({ seq: e.c.seq, attempt: e.record, next: e.next, now: e.ended })));
+        if (!stopped) next = claimDue(now);
       });
-    running.add(done);
+    } catch (e) {
+      ok = false;
+      for (const c of next) release(c.origin); // their claims were rolled back
+      next = [];
+      // The store closed under us during shutdown, or a write failed: the leases stay, so these
+      // attempts are recovered as interrupted (and sent again) at the next start.
+      if (!stopped) log.error('recording delivery attempts failed', { error: e as Error, attempts: batch.length });
+    }
+    batch.forEach((e, i) => {
+      if (ok) {
+        logOutcome(e);
+        try {
+          deps.onAttempt?.({ attemptId: ids[i], delivery: e.c, record: e.record, next: e.next });
+        } catch (err) {
+          log.error('attempt observer failed', { error: err as Error });
+        }
+      }
+      e.done(ok ? e.record : undefined);
+    });
+    for (const c of next) start(c, false);
+    if (stopped) return;
+    if (ok) arm(now);
+    else pump();
   }
 
-  /** Make one attempt of a claimed delivery and record it. */
-  async function run(c: Claimed, manual: boolean): Promise<AttemptRecord | undefined> {
+  function logOutcome(e: Ended): void {
+    if (e.next.status === 'failed' && !e.record.manual)
+      log.warn('webhook delivery failed', { delivery: e.c.id, installation: e.c.installationId, attempts: e.next.attempts, reason: e.record.error });
+    else if (e.record.outcome !== 'success') log.debug('webhook attempt', { delivery: e.c.id, outcome: e.record.outcome, status: e.record.status, error: e.record.error });
+  }
+
+  /** Run one attempt of a claimed delivery (its slot already taken); resolves once it is recorded (undefined if it could not be). */
+  function start(c: Claimed, manual: boolean): Promise<AttemptRecord | undefined> {
+    const p = attempt(c, manual).then(
+      (r) =>
+        new Promise<AttemptRecord | undefined>((done) => {
+          if (!r) {
+            release(c.origin);
+            return done(undefined);
+          }
+          ended.push({ c, ...r, done });
+          if (!flushQueued) {
+            flushQueued = true;
+            setImmediate(flush);
+          }
+        }),
+      (e) => {
+        release(c.origin);
+        log.error('delivery attempt failed unexpectedly', { delivery: c.id, error: e as Error });
+        if (!stopped) setImmediate(pump);
+        return undefined;
+      },
+    );
+    running.add(p);
+    void p.finally(() => running.delete(p));
+    return p;
+  }
+
+  /** Sign and send; decide the next state. No database writes here. */
+  async function attempt(c: Claimed, manual: boolean): Promise<{ record: AttemptRecord; next: NextState; ended: number } | undefined> {
     const cfg = deps.config();
     const startedAt = clock();
     const body = Buffer.from(c.body, 'utf8');
@@ -188,23 +280,23 @@ export function createWorker(deps: WorkerDeps): Worker {
     // Shut down mid-attempt: leave the lease; the next start records it as interrupted and resends.
     if (stopped && error?.code === 'ABORT_ERR') return undefined;
 
-    const ended = clock();
+    const endedAt = clock();
     const outcome = classifyOutcome(result ?? error ?? { code: 'EUNKNOWN' });
     let next: NextState;
     let retryAt: number | null = null;
     if (manual) {
       next =
         outcome === 'success'
-          ? { status: 'delivered', attempts: c.attempts, nextAttemptAt: null, completedAt: ended }
+          ? { status: 'delivered', attempts: c.attempts, nextAttemptAt: null, completedAt: endedAt }
           : { status: c.status, attempts: c.attempts, nextAttemptAt: c.nextAttemptAt, completedAt: null };
     } else {
       const made = c.attempts + 1;
-      const retryAfter = result ? parseRetryAfter(result.headers['retry-after'], ended) : undefined;
+      const retryAfter = result ? parseRetryAfter(result.headers['retry-after'], endedAt) : undefined;
       const delay = nextAttemptDelay(made, outcome, cfg, retryAfter, deps.random);
-      if (outcome === 'success') next = { status: 'delivered', attempts: made, nextAttemptAt: null, completedAt: ended };
-      else if (delay === null) next = { status: 'failed', attempts: made, nextAttemptAt: null, completedAt: ended };
+      if (outcome === 'success') next = { status: 'delivered', attempts: made, nextAttemptAt: null, completedAt: endedAt };
+      else if (delay === null) next = { status: 'failed', attempts: made, nextAttemptAt: null, completedAt: endedAt };
       else {
-        retryAt = Math.round(ended + delay);
+        retryAt = Math.round(endedAt + delay);
         next = { status: 'retrying', attempts: made, nextAttemptAt: retryAt, completedAt: null };
       }
     }
@@ -222,18 +314,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       responseTruncated: result?.truncated ?? false,
       nextAttemptAt: retryAt,
     };
-    let attemptId: number;
-    try {
-      attemptId = queue.complete(c.seq, record, next, ended);
-    } catch (e) {
-      if (stopped) return undefined; // the store closed under us during shutdown: recovered at next start
-      throw e;
-    }
-    deps.onAttempt?.({ attemptId, delivery: c, record, next });
-    if (next.status === 'failed' && !manual)
-      log.warn('webhook delivery failed', { delivery: c.id, installation: c.installationId, attempts: next.attempts, reason: record.error });
-    else log.debug('webhook attempt', { delivery: c.id, outcome, status: record.status, error: record.error });
-    return record;
+    return { record, next, ended: endedAt };
   }
 
   return {
@@ -247,10 +328,9 @@ export function createWorker(deps: WorkerDeps): Worker {
         queue.setUrl(claimed.seq, current);
         claimed.url = current;
       }
-      const p = run(claimed, true);
-      track(claimed, p);
-      const record = await p;
-      if (!record) throw new Error('the server is shutting down');
+      acquire(claimed.origin);
+      const record = await start(claimed, true);
+      if (!record) throw new Error('the attempt could not be recorded (is the server shutting down?)');
       return record;
     },
     inFlight: () => inflight,
@@ -264,6 +344,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       }
       abort.abort();
       await Promise.allSettled([...running]);
+      flush(); // anything ended but not yet written
     },
   };
 }
