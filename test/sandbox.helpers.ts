@@ -98,7 +98,13 @@ export async function localServer(
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  t.after(() => new Promise<void>((r) => server.close(() => r())));
+  t.after(
+    () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections(); // keep-alive sockets of the worker's HTTP agent
+      }),
+  );
   server.unref();
   const port = (server.address() as AddressInfo).port;
   return { url: `http://127.0.0.1:${port}`, port, hits };
