@@ -363,3 +363,17 @@ test('response bodies are stored only up to webhooks.response_excerpt', async (t
   assert.equal(d.attempts[0].responseExcerpt, 'x'.repeat(64));
   assert.equal(d.attempts[0].responseTruncated, true);
 });
+
+test('an edited webhook URL takes effect for queued retries', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 100, jitter: 0 } });
+  const old = await scriptedReceiver(t, () => 503);
+  const fresh = await scriptedReceiver(t, () => 200);
+  const sub = await s.subscribe(old.url, ['site_view']);
+  const id = (await s.send(samplePayload('site_view'))).body.deliveries[0].id;
+  await waitFor(() => s.deliveries.get(id)!.status === 'retrying');
+  assert.equal(s.webhooks.setEndpointUrl(sub.installationId, fresh.url), 1);
+  const d = await s.settled(id);
+  assert.equal(d.status, 'delivered');
+  assert.deepEqual(d.attempts.map((a) => [a.url, a.status]), [[old.url, 503], [fresh.url, 200]]);
+  assert.equal(d.url, fresh.url);
+});

@@ -11,6 +11,7 @@
  * Each measure is repeated ROUNDS times; medians are printed.
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -70,6 +71,8 @@ if (process.argv[2] === 'receiver') {
       latencies.length = 0;
       acks.length = 0;
       const total = rate * seconds;
+      const loop = monitorEventLoopDelay({ resolution: 1 });
+      loop.enable();
       const start = performance.now();
       const sends: Promise<void>[] = [];
       for (let i = 0; i < total; i++) {
@@ -101,7 +104,8 @@ if (process.argv[2] === 'receiver') {
       await Promise.all(sends);
       const deadline = performance.now() + 5000;
       while (latencies.length < total && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-      process.send!({ latencies: [...latencies], acks: [...acks], lost: total - latencies.length });
+      loop.disable();
+      process.send!({ latencies: [...latencies], acks: [...acks], lost: total - latencies.length, clientLoop99: loop.percentile(99) / 1e6, clientLoopMax: loop.max / 1e6 });
     }
   });
 }
@@ -184,6 +188,23 @@ async function main(): Promise<void> {
     return rate;
   }
 
+  let ingestOnly: number[] = [];
+  /** The delivery engine alone: N deliveries queued while the installation is paused, timed from resume. */
+  async function drainRound(): Promise<number> {
+    webhooks.pauseInstallation('inst_bench');
+    const batch = payloads();
+    const i0 = performance.now();
+    await Promise.all(batch.map((p) => events.ingest(p)));
+    ingestOnly.push((N / (performance.now() - i0)) * 1000);
+    const done = ask(receiver, { expect: N }, 'done');
+    const before = deliveries.counts().delivered;
+    const t0 = performance.now();
+    webhooks.resumeInstallation('inst_bench');
+    await done;
+    while (deliveries.counts().delivered - before < N) await new Promise((r) => setTimeout(r, 2));
+    return (N / (performance.now() - t0)) * 1000;
+  }
+
   async function rawRound(): Promise<number> {
     const bodies = payloads().map((p) => JSON.stringify({ ...p, installationId: 'inst_bench' }));
     const done = ask(receiver, { expect: N }, 'done');
@@ -215,12 +236,18 @@ async function main(): Promise<void> {
   await rawRound();
   const durable: number[] = [];
   const raw: number[] = [];
+  const drain: number[] = [];
+  ingestOnly = [];
   for (let i = 0; i < ROUNDS; i++) {
     raw.push(await rawRound());
     durable.push(await durableRound());
+    drain.push(await drainRound());
   }
   const ratio = median(durable) / median(raw);
   console.log(`throughput  durable ${median(durable).toFixed(0)}/s  raw signed POST ${median(raw).toFixed(0)}/s  ratio ${ratio.toFixed(2)} (goal >= 0.8: ${ratio >= 0.8 ? 'met' : 'NOT met'})`);
+  console.log(
+    `            split: ingest only (validate, store event + delivery, commit) ${median(ingestOnly).toFixed(0)}/s; queue drain only (queued while paused, timed from resume) ${median(drain).toFixed(0)}/s, ratio to raw ${(median(drain) / median(raw)).toFixed(2)}`,
+  );
   console.log(
     `            sender CPU per delivery: durable ${median(cpuPer.durable.slice(1)).toFixed(0)} us (ingest, queue, sign, POST, record), raw ${median(cpuPer.raw.slice(1)).toFixed(0)} us (sign, POST)`,
   );
@@ -228,11 +255,24 @@ async function main(): Promise<void> {
   }
 
   // --- 2. latency -------------------------------------------------------------------------------
-  async function latency(rate: number, seconds: number): Promise<{ p50: number; p99: number; ack50: number; ack99: number; lost: number }> {
-    const r = await ask<{ latencies: number[]; acks: number[]; lost: number }>(receiver, { load: { url: server.url, token: services.adminToken, rate, seconds } }, 'latencies');
+  async function latency(rate: number, seconds: number): Promise<{ p50: number; p99: number; ack50: number; ack99: number; lost: number; loopMax: number; loop99: number; clientLoop99: number; clientLoopMax: number }> {
+    const loop = monitorEventLoopDelay({ resolution: 1 });
+    loop.enable();
+    const r = await ask<{ latencies: number[]; acks: number[]; lost: number; clientLoop99: number; clientLoopMax: number }>(receiver, { load: { url: server.url, token: services.adminToken, rate, seconds } }, 'latencies');
     const sorted = r.latencies.sort((a, b) => a - b);
     const acks = r.acks.sort((a, b) => a - b);
-    return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), ack50: percentile(acks, 50), ack99: percentile(acks, 99), lost: r.lost };
+    loop.disable();
+    return {
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      ack50: percentile(acks, 50),
+      ack99: percentile(acks, 99),
+      lost: r.lost,
+      loopMax: loop.max / 1e6,
+      loop99: loop.percentile(99) / 1e6,
+      clientLoop99: r.clientLoop99,
+      clientLoopMax: r.clientLoopMax,
+    };
   }
   await latency(200, 1); // warm-up
   type Lat = Awaited<ReturnType<typeof latency>>;
@@ -242,12 +282,13 @@ async function main(): Promise<void> {
     loaded.push(await latency(RATE, LATENCY_SECONDS));
     idle.push(await latency(20, 2));
   }
-  const p = (xs: Lat[], k: 'p50' | 'p99' | 'ack50' | 'ack99') => median(xs.map((x) => x[k]));
+  const p = (xs: Lat[], k: Exclude<keyof Lat, 'lost'>) => median(xs.map((x) => x[k]));
   const lost = loaded.reduce((a, x) => a + x.lost, 0) + idle.reduce((a, x) => a + x.lost, 0);
   console.log(
     `latency     ingest-to-receiver at ${RATE}/s: p50 ${p(loaded, 'p50').toFixed(2)} ms  p99 ${p(loaded, 'p99').toFixed(2)} ms (goal p99 < 25 ms: ${p(loaded, 'p99') < 25 ? 'met' : 'NOT met'}; ratio to goal ${(p(loaded, 'p99') / 25).toFixed(2)})`,
   );
   console.log(`            ingest answered (202, committed) at ${RATE}/s: p50 ${p(loaded, 'ack50').toFixed(2)} ms  p99 ${p(loaded, 'ack99').toFixed(2)} ms`);
+  console.log(`            server event-loop delay at ${RATE}/s: p99 ${p(loaded, 'loop99').toFixed(2)} ms  max ${p(loaded, 'loopMax').toFixed(2)} ms; load generator + receiver process: p99 ${p(loaded, 'clientLoop99').toFixed(2)} ms  max ${p(loaded, 'clientLoopMax').toFixed(2)} ms`);
   console.log(`            idle (20/s): p50 ${p(idle, 'p50').toFixed(2)} ms  p99 ${p(idle, 'p99').toFixed(2)} ms (goal p50 < 5 ms: ${p(idle, 'p50') < 5 ? 'met' : 'NOT met'})`);
   if (lost) console.log(`            WARNING: ${lost} events not received within 5 s`);
 

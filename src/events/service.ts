@@ -62,7 +62,7 @@ export function createEvents(deps: EventsDeps) {
   const now = deps.now ?? Date.now;
   const q = {
     insert: db.prepare(
-      `INSERT INTO events (id, type, installation_id, payload, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+      `INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
     ),
     setCount: db.prepare('UPDATE events SET delivery_count = ? WHERE id = ?'),
     byId: db.prepare<[string], Row>('SELECT * FROM events WHERE id = ?'),
@@ -75,11 +75,12 @@ export function createEvents(deps: EventsDeps) {
   };
 
   const store = db.transaction((event: Record<string, unknown> & { eventId: string; type: string }, at: number) => {
-    const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, JSON.stringify(event), at).changes;
+    const queue = deps.deliveries();
+    const subs = queue ? (deps.subscriptions()?.forEventType(event.type) ?? []) : [];
+    const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, JSON.stringify(event), at, subs.length).changes;
     if (!inserted) return null; // seen before: nothing enqueued twice
-    const subs = deps.subscriptions()?.forEventType(event.type) ?? [];
-    const deliveries = subs.length ? (deps.deliveries()?.enqueueEvent(event, subs, at) ?? []) : [];
-    if (deliveries.length) q.setCount.run(deliveries.length, event.eventId);
+    const deliveries = subs.length ? queue!.enqueueEvent(event, subs, at) : [];
+    if (deliveries.length !== subs.length) q.setCount.run(deliveries.length, event.eventId);
     return deliveries;
   });
 

@@ -34,6 +34,8 @@ export interface WebhooksService {
   /** Pause holds queued deliveries (they wait, nothing is dropped); resume sends the overdue ones at once. */
   pauseInstallation(installationId: string): void;
   resumeInstallation(installationId: string): void;
+  /** The webhook URL was edited: queued deliveries (pending, retrying) go to the new URL. Returns how many moved. */
+  setEndpointUrl(installationId: string, url: string): number;
 }
 
 export interface Subscription {
@@ -138,6 +140,7 @@ export const webhooksModule: Module = {
         })();
       },
       pauseInstallation: (id) => secrets.setPaused(id, true),
+      setEndpointUrl: (id, url) => queue.setInstallationUrl(id, url),
       resumeInstallation(id) {
         secrets.setPaused(id, false);
         worker.wake();

@@ -166,12 +166,21 @@ interface FeedRow extends AttemptRow {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
+const origins = new Map<string, string>();
+
+/** The URL's origin (the unit of per-endpoint concurrency); remembered, since few URLs recur often. */
 export function originOf(url: string): string {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return url;
+  let o = origins.get(url);
+  if (o === undefined) {
+    try {
+      o = new URL(url).origin;
+    } catch {
+      o = url;
+    }
+    if (origins.size > 10_000) origins.clear();
+    origins.set(url, o);
   }
+  return o;
 }
 
 // Random bytes drawn from a pool: one system call per 512 ids instead of one per id.
@@ -231,6 +240,9 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
        RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at, created_at`,
     ),
     setUrl: db.prepare('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
+    setInstallationUrl: db.prepare(
+      `UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status IN ('pending', 'retrying') AND url != ?`,
+    ),
     insertAttempt: db.prepare(
       `INSERT INTO webhook_attempts (delivery_seq, number, manual, started_at, duration_ms, url, signature, status, outcome, error, error_code,
          response_excerpt, response_truncated, next_attempt_at)
@@ -387,6 +399,11 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
 
     setUrl(seq: number, url: string): void {
       q.setUrl.run(url, originOf(url), seq);
+    },
+
+    /** The installation's URL changed: its queued deliveries go to the new one. Returns how many. */
+    setInstallationUrl(installationId: string, url: string): number {
+      return q.setInstallationUrl.run(url, originOf(url), installationId, url).changes;
     },
 
     /**

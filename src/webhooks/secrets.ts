@@ -63,9 +63,12 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
   // Secrets change only through this object, so a cache is exact: dropped on every change, and
   // refreshed when the first previous secret expires. It keeps a query off every attempt.
   const cache = new Map<string, { secrets: string[]; until: number }>();
+  // Installations seen with a current secret: ensureSecret (on every enqueue) skips its query.
+  const known = new Set<string>();
 
   const setCurrent = db.transaction((installationId: string, secret: string, expireAt: number) => {
     cache.delete(installationId);
+    known.delete(installationId);
     q.endpoint.run(installationId, now());
     q.purge.run(installationId, now());
     q.expire.run(expireAt, installationId);
@@ -105,8 +108,11 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
       };
     },
     ensureSecret(installationId) {
-      if (cache.get(installationId)?.secrets.length) return;
-      if (!q.current.get(installationId)) setCurrent(installationId, newSecret(), now());
+      if (known.has(installationId)) return;
+      // Only a secret found already stored is remembered: one created here belongs to the caller's
+      // transaction, which may still roll back.
+      if (q.current.get(installationId)) known.add(installationId);
+      else setCurrent(installationId, newSecret(), now());
     },
     has(installationId) {
       return q.hasEndpoint.get(installationId) !== undefined;
@@ -117,6 +123,7 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
     },
     forget(installationId) {
       cache.delete(installationId);
+      known.delete(installationId);
       q.forgetSecrets.run(installationId);
       q.forgetEndpoint.run(installationId);
     },
