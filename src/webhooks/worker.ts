@@ -116,6 +116,16 @@ export function createWorker(deps: WorkerDeps): Worker {
   function claimDue(now: number): Claimed[] {
     const cfg = deps.config();
     const out: Claimed[] = [];
+    try {
+      claimInto(out, now, cfg);
+    } catch (e) {
+      for (const c of out) release(c.origin); // rolled back with the caller's transaction (or never made)
+      throw e;
+    }
+    return out;
+  }
+
+  function claimInto(out: Claimed[], now: number, cfg: WebhooksConfig): void {
     while (inflight < cfg.concurrency) {
       const room = cfg.concurrency - inflight;
       const saturated = [...perOrigin].filter(([, n]) => n >= cfg.per_endpoint_concurrency).map(([o]) => o);
@@ -138,7 +148,6 @@ export function createWorker(deps: WorkerDeps): Worker {
       // Stop unless rows were skipped for a full origin (ask again without it) with room left.
       if (!claimed.length || rows.length < room || chosen.length === rows.length) break;
     }
-    return out;
   }
 
   function pump(): void {
@@ -152,7 +161,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       do {
         again = false;
         const now = clock();
-        for (const c of claimDue(now)) start(c, false);
+        for (const c of queue.atomically(() => claimDue(now))) start(c, false);
         arm(now);
       } while (again && !stopped);
     } catch (e) {
