@@ -1,6 +1,6 @@
 /** The Body mixin shared by Request and Response: extract a body from any BodyInit, read it once. */
 import { Blob, blobBytes } from './blob.ts';
-import { utf8Decode, utf8Encode } from './encoding.ts';
+import { utf8Decode, utf8DecodeKeepBOM, utf8Encode } from './encoding.ts';
 import { FormData, decodeMultipart, decodeUrlEncoded, encodeMultipart } from './formdata.ts';
 import { isReadableStream, readAll, streamsLib } from './streams.ts';
 import { URLSearchParams } from './url.ts';
@@ -125,7 +125,8 @@ export const bodyMethods = {
     const essence = mimeEssence(type);
     const bytes = await consume(this);
     if (essence === 'multipart/form-data') return decodeMultipart(bytes, type!);
-    if (essence === 'application/x-www-form-urlencoded') return decodeUrlEncoded(utf8Decode(bytes));
+    // The urlencoded parser works on the bytes: a leading BOM is data here, not a signature.
+    if (essence === 'application/x-www-form-urlencoded') return decodeUrlEncoded(utf8DecodeKeepBOM(bytes));
     throw new TypeError(`cannot parse a body of type ${JSON.stringify(type ?? '')} as FormData`);
   },
 };

@@ -29,3 +29,8 @@ export function utf8Decode(bytes: Uint8Array): string {
   const b = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? bytes.subarray(3) : bytes;
   return utf8toStringLoose(b);
 }
+
+/** Decode UTF-8 with replacement, keeping a leading BOM as U+FEFF. */
+export function utf8DecodeKeepBOM(bytes: Uint8Array): string {
+  return utf8toStringLoose(bytes);
+}

@@ -127,10 +127,9 @@ function iterate<T>(h: Headers, pick: (p: [string, string]) => T): IterableItera
 
 function fill(h: Headers, init: unknown): void {
   if (typeof init !== 'object' && typeof init !== 'function') throw new TypeError("Failed to construct 'Headers': the provided value is not of type '(record<ByteString, ByteString> or sequence<sequence<ByteString>>)'");
+  // WebIDL: anything with @@iterator is a sequence (a Headers included, through its iterator).
   const it = (init as any)[Symbol.iterator];
-  if (init instanceof Headers) {
-    for (const [k, v] of listOf.get(init)!) listOf.get(h)!.push([k, v]);
-  } else if (it !== undefined && it !== null) {
+  if (it !== undefined && it !== null) {
     if (typeof it !== 'function') throw new TypeError("Failed to construct 'Headers': @@iterator is not callable");
     for (const pair of init as Iterable<unknown>) {
       if (typeof pair !== 'object' || pair === null || typeof (pair as any)[Symbol.iterator] !== 'function') throw new TypeError("Failed to construct 'Headers': each header must be a [name, value] pair");

@@ -70,7 +70,7 @@ function clone(v: unknown, seen: Map<unknown, unknown>): unknown {
     }
     case '[object Error]': {
       const Ctor = errorTypes[o.name] ?? Error;
-      out = Object.create(Ctor.prototype);
+      out = new Ctor();
       seen.set(v, out);
       if ('message' in o) Object.defineProperty(out, 'message', { value: String(o.message), writable: true, configurable: true });
       if ('stack' in o) Object.defineProperty(out, 'stack', { value: String(o.stack), writable: true, configurable: true });
