@@ -30,4 +30,9 @@ export async function cli(argv = process.argv.slice(2)): Promise<void> {
   process.exitCode = await run(main, argv);
 }
 
-if (import.meta.main) await cli();
+// The sandbox's worker process is this same program started with --sandbox-worker (see
+// src/sandbox/worker-command.ts): the single executable re-runs itself that way.
+if (import.meta.main) {
+  if (process.argv.includes('--sandbox-worker')) await (await import('./sandbox/index.ts')).runSandboxWorker();
+  else await cli();
+}

@@ -231,9 +231,8 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     });
   }
 
-  // Start the worker now, so the first request does not wait for it.
-  worker();
-  holdOpen();
+  // The worker starts on first use (the registry's check() of each integration at boot, or the
+  // first invocation), so a server or a CLI command that never runs guest code never pays for it.
 
   const limits = opts.limits;
   const invokeBudget = () => limits.startup_time + limits.wall_time + WEDGED_GRACE_MS;
