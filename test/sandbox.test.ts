@@ -357,6 +357,43 @@ describe('context.api', () => {
   });
 });
 
+describe('runtime library', () => {
+  it('runs an esbuild-bundled TSX script that uses the JSX runtime', async (t) => {
+    const { build } = await import('esbuild');
+    const out = await build({
+      stdin: {
+        contents: `import { createIntegration, createComponent } from '@switchyard/runtime';
+          const Row = ({ label }: { label: string }) => <hstack><text>{label}</text></hstack>;
+          const list = createComponent<{ items: string[] }, {}>({
+            componentId: 'list',
+            render: async (element) => <block>{element.props.items.map((i) => <Row label={i} />)}<divider /></block>,
+          });
+          export default createIntegration({ components: [list] });`,
+        loader: 'tsx',
+        resolveDir: process.cwd(),
+      },
+      bundle: true,
+      write: false,
+      format: 'esm',
+      jsx: 'automatic',
+      jsxImportSource: '@switchyard/runtime',
+      external: ['@switchyard/runtime', '@switchyard/runtime/*'],
+    });
+    const sb = testSandbox(t);
+    const s = { name: 'tsx', version: '1', code: out.outputFiles[0].text };
+    const r = await invokeEnvelope(sb, s, { event: { type: 'ui_render', componentId: 'list', props: { items: ['a', 'b'] } }, environment: {} });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json().element, {
+      type: 'block',
+      children: [
+        { type: 'hstack', children: [{ type: 'text', children: ['a'] }] },
+        { type: 'hstack', children: [{ type: 'text', children: ['b'] }] },
+        { type: 'divider' },
+      ],
+    });
+  });
+});
+
 describe('crypto', () => {
   it('computes HMAC and digests like Node, verifies in constant time, and gives random values', async (t) => {
     const sb = testSandbox(t);
