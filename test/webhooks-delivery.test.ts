@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { waitFor } from './helpers/index.ts';
-import { samplePayload } from '../src/events/index.ts';
+import { samplePayload, type Events } from '../src/events/index.ts';
 import { verifySignature, type DeliveryDetail } from '../src/webhooks/index.ts';
 import { USER_AGENT } from '../src/version.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
@@ -376,4 +376,22 @@ test('an edited webhook URL takes effect for queued retries', async (t) => {
   assert.equal(d.status, 'delivered');
   assert.deepEqual(d.attempts.map((a) => [a.url, a.status]), [[old.url, 503], [fresh.url, 200]]);
   assert.equal(d.url, fresh.url);
+});
+
+test('a backlog at a stalled endpoint does not hold up others: healthy deliveries go out while thousands wait', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { concurrency: 8, per_endpoint_concurrency: 2, timeout: 5000 } });
+  const release: Array<() => void> = [];
+  const stalled = await scriptedReceiver(t, (_n, _q, res) => void release.push(() => res.writeHead(200).end()));
+  const healthy = await scriptedReceiver(t, () => 200);
+  const slowSub = await s.subscribe(stalled.url, ['site_view']);
+  // 2,000 deliveries queued for the stalled endpoint, as ingest would (one transaction).
+  const events = s.services.events as Events;
+  await Promise.all(Array.from({ length: 2000 }, () => events.ingest(samplePayload('site_view'))));
+  await s.subscribe(healthy.url, ['page_feedback']);
+  const ids: string[] = [];
+  for (let i = 0; i < 20; i++) ids.push((await s.send(samplePayload('page_feedback'))).body.deliveries[0].id);
+  for (const id of ids) assert.equal((await s.settled(id)).status, 'delivered');
+  assert.equal(stalled.requests.length, 2, 'the stalled endpoint still holds only its 2 slots');
+  assert.ok(s.deliveries.list({ installation: slowSub.installationId, status: 'pending', limit: 500 }).deliveries.length === 500);
+  release.splice(0).forEach((f) => f());
 });

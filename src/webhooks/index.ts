@@ -143,6 +143,7 @@ export const webhooksModule: Module = {
       setEndpointUrl: (id, url) => queue.setInstallationUrl(id, url),
       resumeInstallation(id) {
         secrets.setPaused(id, false);
+        queue.noteInstallationDue(id);
         worker.wake();
       },
     };

@@ -216,12 +216,20 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
        VALUES (@id, @eventId, @eventType, @installationId, @url, @origin, @body, 'pending', @now, @now, @now)
        ON CONFLICT (event_id, installation_id) DO NOTHING`,
     ),
-    due: db.prepare<{ now: number; saturated: string; limit: number }, { seq: number; origin: string }>(
-      `SELECT d.seq, d.origin FROM webhook_deliveries d
-       WHERE d.next_attempt_at <= @now AND (d.lease_until IS NULL OR d.lease_until <= @now)
-         AND d.origin NOT IN (SELECT value FROM json_each(@saturated))
-         AND NOT ${HELD}
+    dueForOrigin: db.prepare<{ origin: string; now: number; limit: number }, { seq: number; origin: string }>(
+      `SELECT d.seq, d.origin FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
+       WHERE d.origin = @origin AND d.next_attempt_at <= @now AND (d.lease_until IS NULL OR d.lease_until <= @now) AND NOT ${HELD}
        ORDER BY d.next_attempt_at LIMIT @limit`,
+    ),
+    nextForOrigin: db.prepare<{ origin: string; now: number }, { at: number | null }>(
+      `SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
+       WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now) AND NOT ${HELD}`,
+    ),
+    liveOrigins: db.prepare<[], { origin: string; at: number }>(
+      `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
+    ),
+    liveOriginsOf: db.prepare<[string], { origin: string; at: number }>(
+      `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE installation_id = ? AND next_attempt_at IS NOT NULL GROUP BY origin`,
     ),
     claim: db.prepare<{ seq: number; owner: string; now: number; until: number }, any>(
       `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
@@ -308,6 +316,17 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
 
   const inTransaction = db.transaction((fn: () => unknown) => fn());
 
+  // Per origin, a lower bound of the earliest time it has a due, unleased, not-held delivery
+  // (absent: nothing live). A hint, kept conservative (too early only costs one indexed query):
+  // every place that sets next_attempt_at lowers it; a query that finds nothing raises or drops it.
+  const originDue = new Map<string, number>();
+  for (const r of q.liveOrigins.all()) originDue.set(r.origin, r.at);
+  const noteDue = (origin: string, at: number) => {
+    const cur = originDue.get(origin);
+    if (cur === undefined || at < cur) originDue.set(origin, at);
+  };
+  let rotation = 0;
+
   function view(r: Row): Delivery {
     return {
       id: r.id,
@@ -366,13 +385,48 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
     /** Enqueue one delivery (inside the caller's transaction). Null when this event already has one for this installation. */
     enqueue(input: { eventId: string; eventType: string; installationId: string; url: string; body: string; now: number }): string | null {
       const id = newDeliveryId(input.now);
-      const r = q.insert.run({ ...input, id, origin: originOf(input.url) });
-      return r.changes ? id : null;
+      const origin = originOf(input.url);
+      const r = q.insert.run({ ...input, id, origin });
+      if (!r.changes) return null;
+      noteDue(origin, input.now);
+      return id;
     },
 
     /** Due, unleased, not held deliveries, earliest first, skipping origins already at their concurrency limit. */
-    due(now: number, saturated: string[], limit: number): Array<{ seq: number; origin: string }> {
-      return q.due.all({ now, saturated: JSON.stringify(saturated), limit });
+    /**
+     * Up to `limit` due, unleased, not-held deliveries, at most `roomOf(origin)` per origin, each
+     * origin's earliest first, origins taken in turn. Cost grows with the origins that have due
+     * work, never with the size of a backlog.
+     */
+    due(now: number, limit: number, roomOf: (origin: string) => number = () => limit): Array<{ seq: number; origin: string }> {
+      const origins = [...originDue.keys()];
+      const out: Array<{ seq: number; origin: string }> = [];
+      // Round-robin over origins (a different first one each time): every endpoint gets its turn.
+      rotation = origins.length ? (rotation + 1) % origins.length : 0;
+      for (let i = 0; i < origins.length && out.length < limit; i++) {
+        const origin = origins[(rotation + i) % origins.length];
+        const room = roomOf(origin);
+        if (room <= 0 || originDue.get(origin)! > now) continue;
+        const rows = q.dueForOrigin.all({ origin, now, limit: Math.min(room, limit - out.length) });
+        if (rows.length) {
+          out.push(...rows);
+          continue;
+        }
+        const at = q.nextForOrigin.get({ origin, now })?.at ?? null;
+        if (at === null) originDue.delete(origin);
+        else originDue.set(origin, at > now ? at : now + 1); // leased or just claimed: look again next time
+      }
+      return out;
+    },
+
+    /** A delivery of `origin` becomes due at `at` (a retry scheduled, a manual attempt that kept its schedule). */
+    noteDue(origin: string, at: number): void {
+      noteDue(origin, at);
+    },
+
+    /** After a resume: the installation's held deliveries count again. */
+    noteInstallationDue(installationId: string): void {
+      for (const r of q.liveOriginsOf.all(installationId)) noteDue(r.origin, r.at);
     },
 
     /** Take the lease of a due delivery; undefined when another worker has it or it is no longer due. */
@@ -399,20 +453,24 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
 
     setUrl(seq: number, url: string): void {
       q.setUrl.run(url, originOf(url), seq);
+      noteDue(originOf(url), 0);
     },
 
     /** The installation's URL changed: its queued deliveries go to the new one. Returns how many. */
     setInstallationUrl(installationId: string, url: string): number {
-      return q.setInstallationUrl.run(url, originOf(url), installationId, url).changes;
+      const n = q.setInstallationUrl.run(url, originOf(url), installationId, url).changes;
+      if (n) noteDue(originOf(url), 0);
+      return n;
     },
 
     /**
      * Record attempts and their deliveries' next states, atomically (one transaction for a batch:
      * group commit); releases the leases. Returns each attempt's id (its feed cursor), in order.
      */
-    completeMany: db.transaction((items: Array<{ seq: number; attempt: AttemptRecord; next: NextState; now: number }>): number[] => {
+    completeMany: db.transaction((items: Array<{ seq: number; origin?: string; attempt: AttemptRecord; next: NextState; now: number }>): number[] => {
       const ids: number[] = [];
-      for (const { seq, attempt, next, now } of items) {
+      for (const { seq, origin, attempt, next, now } of items) {
+        if (origin !== undefined && next.nextAttemptAt !== null) noteDue(origin, next.nextAttemptAt);
         const inserted = q.insertAttempt.run({
           seq,
           manual: attempt.manual ? 1 : 0,
@@ -472,6 +530,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
           nextAttemptAt: r.status === 'pending' || r.status === 'retrying' ? now : null,
         });
         q.release.run({ seq: r.seq, now });
+        noteDue(originOf(r.url), now);
       }
       return rows.length;
     }),
@@ -524,7 +583,10 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
         const ids: string[] = [];
         for (const r of q.replayable.all({ since: f.since, until: f.until, installation: f.installation ?? null })) {
           const url = urlOf({ eventType: r.event_type, installationId: r.installation_id, url: r.url });
-          if (q.requeue.run({ seq: r.seq, now, url, origin: originOf(url) }).changes) ids.push(r.id);
+          if (q.requeue.run({ seq: r.seq, now, url, origin: originOf(url) }).changes) {
+            ids.push(r.id);
+            noteDue(originOf(url), now);
+          }
         }
         return ids;
       },

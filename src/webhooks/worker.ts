@@ -126,27 +126,13 @@ export function createWorker(deps: WorkerDeps): Worker {
   }
 
   function claimInto(out: Claimed[], now: number, cfg: WebhooksConfig): void {
-    while (inflight < cfg.concurrency) {
-      const room = cfg.concurrency - inflight;
-      const saturated = [...perOrigin].filter(([, n]) => n >= cfg.per_endpoint_concurrency).map(([o]) => o);
-      const rows = queue.due(now, saturated, room);
-      if (!rows.length) break;
-      // Respect the per-origin limit within this batch too.
-      const taking = new Map<string, number>();
-      const chosen: number[] = [];
-      for (const r of rows) {
-        const n = (perOrigin.get(r.origin) ?? 0) + (taking.get(r.origin) ?? 0);
-        if (n >= cfg.per_endpoint_concurrency) continue;
-        taking.set(r.origin, (taking.get(r.origin) ?? 0) + 1);
-        chosen.push(r.seq);
-      }
-      const claimed = chosen.length ? queue.claimMany(chosen, owner, now, now + leaseMs(cfg)) : [];
-      for (const c of claimed) {
-        acquire(c.origin);
-        out.push(c);
-      }
-      // Stop unless rows were skipped for a full origin (ask again without it) with room left.
-      if (!claimed.length || rows.length < room || chosen.length === rows.length) break;
+    const room = cfg.concurrency - inflight;
+    if (room <= 0) return;
+    const rows = queue.due(now, room, (origin) => cfg.per_endpoint_concurrency - (perOrigin.get(origin) ?? 0));
+    if (!rows.length) return;
+    for (const c of queue.claimMany(rows.map((r) => r.seq), owner, now, now + leaseMs(cfg))) {
+      acquire(c.origin);
+      out.push(c);
     }
   }
 
@@ -191,7 +177,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     let next: Claimed[] = [];
     try {
       queue.atomically(() => {
-        ids = queue.completeMany(batch.map((e) => ({ seq: e.c.seq, attempt: e.record, next: e.next, now: e.ended })));
+        ids = queue.completeMany(batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, attempt: e.record, next: e.next, now: e.ended })));
         if (!stopped) next = claimDue(now);
       });
     } catch (e) {
