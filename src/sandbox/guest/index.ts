@@ -20,7 +20,7 @@ import { streamsLib } from './web/streams.ts';
 import { structuredClone } from './web/structured-clone.ts';
 import { clearInterval, clearTimeout, queueMicrotask, setInterval, setTimeout } from './web/timers.ts';
 import { URL, URLSearchParams } from './web/url.ts';
-import { describe, dispatch, drain, register, type DispatchInput } from './runtime/dispatch.ts';
+import { describe, dispatch, drain, register, warm, type DispatchInput } from './runtime/dispatch.ts';
 import * as runtime from './runtime/index.ts';
 
 const g = globalThis as any;
@@ -111,6 +111,12 @@ function boot(
     complete,
     register,
     describe,
+    warm(): void {
+      warm().then(
+        () => respond('dispatch', 0, null),
+        () => respond('dispatch', 0, null),
+      );
+    },
     dispatch(seq: number, input: DispatchInput): void {
       dispatch(input).then((out) => respond('dispatch', seq, out));
     },

@@ -72,7 +72,7 @@ export class GuestInstance {
   readonly version: string;
   readonly isolate: ivm.Isolate;
   private context!: ivm.Context;
-  private fns!: { complete: ivm.Reference; dispatch: ivm.Reference; drain: ivm.Reference; describe: ivm.Reference };
+  private fns!: { complete: ivm.Reference; dispatch: ivm.Reference; drain: ivm.Reference; describe: ivm.Reference; warm: ivm.Reference };
   /** Where guest calls go; replaced for every invocation. */
   hooks: InstanceHooks | null = null;
   /** Console lines printed by top-level code, handed to the first invocation's logs. */
@@ -159,8 +159,8 @@ export class GuestInstance {
     const api = (await boot.apply(undefined, callbacks, { result: { reference: true }, timeout: remaining() })) as ivm.Reference;
     boot.release();
     const get = (k: string) => api.get(k, { reference: true }) as Promise<ivm.Reference>;
-    const [complete, dispatch, drain, describe, register] = await Promise.all([get('complete'), get('dispatch'), get('drain'), get('describe'), get('register')]);
-    this.fns = { complete, dispatch, drain, describe };
+    const [complete, dispatch, drain, describe, register, warm] = await Promise.all([get('complete'), get('dispatch'), get('drain'), get('describe'), get('register'), get('warm')]);
+    this.fns = { complete, dispatch, drain, describe, warm };
     api.release();
 
     const compile = (code: string, filename: string) => isolate.compileModule(code, { filename });
@@ -194,6 +194,24 @@ export class GuestInstance {
     } finally {
       register.release();
     }
+    await this.warm(remaining());
+  }
+
+  /** Run the guest library's hot path once (see guest warm()); its answer comes as dispatch #0. */
+  private async warm(timeoutMs: number): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.hooks = {
+        start: (_op, id) => this.refuseOutside(id),
+        cancel() {},
+        log() {},
+        died: (m) => reject(new Error(m)),
+        unhandled() {},
+        respond: (_kind, seq) => seq === 0 && resolve(),
+      };
+      this.call(this.fns.warm, [], timeoutMs);
+    }).finally(() => {
+      this.hooks = null;
+    });
   }
 
   /** Ops started outside an invocation (from top-level code) fail at once. */
