@@ -186,7 +186,11 @@ export function createWorker(deps: WorkerDeps): Worker {
       next = [];
       // The store closed under us during shutdown, or a write failed: the leases stay, so these
       // attempts are recovered as interrupted (and sent again) at the next start.
-      if (!stopped) log.error('recording delivery attempts failed', { error: e as Error, attempts: batch.length });
+      if (!stopped) {
+        log.error('recording delivery attempts failed', { error: e as Error, attempts: batch.length });
+        // Their leases expire, then they are due again: make sure the scheduler looks then.
+        for (const b of batch) queue.noteDue(b.c.origin, now + leaseMs(deps.config()));
+      }
     }
     batch.forEach((e, i) => {
       if (ok) {
