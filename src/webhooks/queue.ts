@@ -266,7 +266,13 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
          last_status = @lastStatus, last_error = @lastError
        WHERE seq = @seq`,
     ),
-    nextDue: db.prepare<[number], { at: number | null }>('SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at > ?'),
+    // The next scheduled attempt, or a lease running out (an attempt whose outcome was never
+    // recorded becomes due again then), whichever comes first.
+    nextDue: db.prepare<{ now: number }, { at: number | null }>(
+      `SELECT MIN(at) AS at FROM (
+         SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at > @now
+         UNION ALL SELECT MIN(lease_until) FROM webhook_deliveries WHERE lease_until > @now)`,
+    ),
     leased: db.prepare<[], { seq: number; status: DeliveryStatus; url: string }>(
       'SELECT seq, status, url FROM webhook_deliveries WHERE lease_until IS NOT NULL',
     ),
@@ -503,7 +509,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
 
     /** The earliest scheduled attempt after `now`, if any (the scheduler's next wake-up). */
     nextDueAfter(now: number): number | undefined {
-      return q.nextDue.get(now)?.at ?? undefined;
+      return q.nextDue.get({ now })?.at ?? undefined;
     },
 
     /**
