@@ -71,7 +71,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
 
   let child: ChildProcess | null = null;
   let post: ((msg: ToWorker) => void) | null = null;
-  let sentSettings = '';
+  let sentSettings: string | null = null;
   let closed = false;
   let nextId = 1;
   const pending = new Map<number, Pending>();
@@ -98,7 +98,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         child = null;
         post = null;
         loaded.clear();
-        sentSettings = '';
+        sentSettings = null;
       }
       const lost = [...pending.entries()];
       if (!closed) {
@@ -164,11 +164,11 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         },
       );
     }
-    const s = settings();
-    const key = JSON.stringify(s);
-    if (key !== sentSettings) {
-      post!({ t: 'settings', settings: s });
-      sentSettings = key;
+    // Settings change rarely (the server's origin is known only once it listens): compare cheaply.
+    const origin = typeof opts.serverOrigin === 'function' ? opts.serverOrigin() : opts.serverOrigin;
+    if (origin !== sentSettings) {
+      post!({ t: 'settings', settings: { ...settings(), serverOrigin: origin } });
+      sentSettings = origin;
     }
     return child;
   }

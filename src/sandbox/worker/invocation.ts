@@ -101,7 +101,8 @@ export class Invocation implements InstanceHooks {
       logLines: limits.log_lines,
       canonical: this.envelope.event.type === 'fetch' && isCanonicalRequest(this.envelope.event.request),
     };
-    inst.dispatch(this.seq, input, limits.wall_time);
+    if (inst.disposed) this.died('the isolate was disposed before the invocation started');
+    else inst.dispatch(this.seq, input, limits.wall_time);
     const out: any = await Promise.race([this.answered, this.stopped]);
     // Console lines reach the host before the answer: both are callbacks queued in call order.
     this.cpuAtEnd = inst.disposed ? this.cpuAtEnd : inst.cpuMs();
