@@ -341,15 +341,26 @@ export class Invocation implements InstanceHooks {
   }
 }
 
+const MAX_RESPONSE_HEADERS = 1000;
+const MAX_RESPONSE_HEADER_BYTES = 256 * 1024;
+const headerName = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const badHeaderValue = /[\0\r\n]|[^\0-\xff]/;
+
 /** Check what the guest library answered (it runs next to untrusted code, so trust nothing). */
 function checkOutput(out: any, responseLimit: number): string | null {
   if (!out || typeof out !== 'object') return 'the integration answered no response';
   if (!Number.isInteger(out.status) || out.status < 200 || out.status > 599) {
     return out.status === 0 ? 'the integration answered Response.error()' : `the integration answered an invalid status ${String(out.status)}`;
   }
-  if (!Array.isArray(out.headers) || out.headers.some((h: unknown) => !Array.isArray(h) || h.length !== 2 || typeof h[0] !== 'string' || typeof h[1] !== 'string')) {
-    return 'the integration answered malformed headers';
+  if (!Array.isArray(out.headers) || out.headers.length > MAX_RESPONSE_HEADERS) return `the integration answered more than ${MAX_RESPONSE_HEADERS} headers`;
+  let headerBytes = 0;
+  for (const h of out.headers as unknown[]) {
+    if (!Array.isArray(h) || h.length !== 2 || typeof h[0] !== 'string' || typeof h[1] !== 'string' || !headerName.test(h[0]) || badHeaderValue.test(h[1])) {
+      return 'the integration answered malformed headers';
+    }
+    headerBytes += h[0].length + h[1].length;
   }
+  if (headerBytes > MAX_RESPONSE_HEADER_BYTES) return `the integration answered more than ${MAX_RESPONSE_HEADER_BYTES / 1024} kB of headers`;
   if (!(out.body instanceof Uint8Array)) return 'the integration answered a malformed body';
   if (out.body.byteLength > responseLimit) return `the response body is larger than sandbox.response_body = ${responseLimit} bytes`;
   return null;
