@@ -84,7 +84,7 @@ function clone(v: unknown, seen: Map<unknown, unknown>): unknown {
       return out;
     }
     case '[object Object]':
-      if (Object.getPrototypeOf(o) !== Object.prototype && Object.getPrototypeOf(o) !== null && !isPlainLike(o)) fail(o.constructor?.name ?? 'object');
+      // Class instances clone as plain objects of their own enumerable properties, as in browsers.
       out = {};
       seen.set(v, out);
       for (const k of Object.keys(o)) out[k] = clone(o[k], seen);
@@ -104,9 +104,4 @@ function clone(v: unknown, seen: Map<unknown, unknown>): unknown {
   }
   seen.set(v, out);
   return out;
-}
-
-// Class instances serialise as plain objects of their own enumerable properties.
-function isPlainLike(o: object): boolean {
-  return typeof o === 'object';
 }
