@@ -288,7 +288,7 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   const db = (await s.send(samplePayload('page_feedback'))).body.deliveries[0].id;
   await waitFor(() => s.deliveries.get(da)!.status === 'retrying' && s.deliveries.get(db)!.status === 'retrying');
 
-  s.webhooks.pauseInstallation(b.installationId);
+  assert.equal((await s.api('POST', `/api/v1/installations/${b.installationId}/pause`)).status, 200);
   await s.uninstall(a.installationId);
   assert.equal(s.deliveries.get(da)!.status, 'cancelled');
   answer = 200;
@@ -299,7 +299,7 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   assert.equal(held.status, 'retrying');
   assert.equal(held.held, true);
 
-  s.webhooks.resumeInstallation(b.installationId);
+  assert.equal((await s.api('POST', `/api/v1/installations/${b.installationId}/resume`)).status, 200);
   assert.equal((await s.settled(db)).status, 'delivered');
   assert.equal(s.deliveries.get(da)!.status, 'cancelled');
   const retry = await s.api('POST', `/api/v1/deliveries/${da}/retry`);
@@ -371,7 +371,8 @@ test('an edited webhook URL takes effect for queued retries', async (t) => {
   const sub = await s.subscribe(old.url, ['site_view']);
   const id = (await s.send(samplePayload('site_view'))).body.deliveries[0].id;
   await waitFor(() => s.deliveries.get(id)!.status === 'retrying');
-  assert.equal(s.webhooks.setEndpointUrl(sub.installationId, fresh.url), 1);
+  const edit = await s.api('PATCH', `/api/v1/installations/${sub.installationId}`, { configuration: { webhook_url: fresh.url } });
+  assert.equal(edit.status, 200, JSON.stringify(edit.body));
   const d = await s.settled(id);
   assert.equal(d.status, 'delivered');
   assert.deepEqual(d.attempts.map((a) => [a.url, a.status]), [[old.url, 503], [fresh.url, 200]]);

@@ -10,9 +10,13 @@ import { installationEndpoint } from '../runtime/environment.ts';
 import type { Change, Installation, Installations } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
 
+/** What the webhooks module does when a webhook installation changes (queued deliveries follow it). */
 interface WebhookSecrets {
   createSecret(installationId: string, given?: string): string;
   removeInstallation?(installationId: string): void;
+  pauseInstallation?(installationId: string): void;
+  resumeInstallation?(installationId: string): void;
+  setEndpointUrl?(installationId: string, url: string): number;
 }
 
 /** Reserved values that hold credentials are hidden unless `reveal`. */
@@ -125,7 +129,14 @@ export function installationRoutes(app: H3, services: Services): void {
     const patch = body.configuration;
     if (!patch || typeof patch !== 'object' || Array.isArray(patch))
       throw new SwitchyardError('bad_request', 'send {"configuration": {"key": value}} (null removes a key)', { where: 'configuration' });
-    const change = inst().configure(id, patch as Record<string, unknown>);
+    const change = services.store.db.transaction(() => {
+      const c = inst().configure(id, patch as Record<string, unknown>);
+      // Queued deliveries go to the URL the installation has now.
+      const url = c.installation.configuration.webhook_url;
+      if (c.installation.integration === WEBHOOK_INTEGRATION && typeof url === 'string' && 'webhook_url' in (patch as object))
+        (services.webhooks as WebhookSecrets | undefined)?.setEndpointUrl?.(id, url);
+      return c;
+    })();
     afterChange(change);
     return { installation: installationView(services, change.installation) };
   });
@@ -133,7 +144,16 @@ export function installationRoutes(app: H3, services: Services): void {
   for (const action of ['pause', 'resume'] as const) {
     app.post(`/api/v1/installations/:id/${action}`, (event) => {
       requireAdmin(event.req);
-      const updated = inst()[action](event.context.params!.id);
+      const updated = services.store.db.transaction(() => {
+        const u = inst()[action](event.context.params!.id);
+        // A paused webhook installation holds its queued deliveries; resume sends the overdue ones.
+        if (u.integration === WEBHOOK_INTEGRATION) {
+          const webhooks = services.webhooks as WebhookSecrets | undefined;
+          if (action === 'pause') webhooks?.pauseInstallation?.(u.id);
+          else webhooks?.resumeInstallation?.(u.id);
+        }
+        return u;
+      })();
       services.log.info(`installation ${action === 'pause' ? 'paused' : 'resumed'}`, { installation: updated.id, status: updated.status });
       return { installation: installationView(services, updated) };
     });
