@@ -19,6 +19,9 @@ export async function embeddedValues(root: string): Promise<Embedded[]> {
   // src/sandbox/guest-bundle.ts: the guest library (Web APIs + runtime library), prebuilt.
   if (existsSync(join(root, 'src/sandbox/index.ts'))) {
     const sandbox = (await import(join(root, 'src/sandbox/index.ts'))) as { buildGuestBundle?: () => Promise<unknown> };
+    const types = (await import(join(root, 'src/sandbox/runtime-types.ts'))) as { runtimeTypes: () => string | undefined };
+    const text = types.runtimeTypes();
+    if (text) out.push({ name: 'SWITCHYARD_RUNTIME_TYPES', what: 'runtime library types', value: JSON.stringify(text) });
     if (sandbox.buildGuestBundle) out.push({ name: 'SWITCHYARD_GUEST_BUNDLE', what: 'guest library', value: JSON.stringify(await sandbox.buildGuestBundle()) });
   }
   // src/console/assets.ts: the web console's browser bundle (JS + CSS), prebuilt.

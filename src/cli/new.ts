@@ -115,23 +115,12 @@ function packageTemplate(name: string): string {
 }
 
 /**
- * The runtime library's type declarations, from the sandbox: its `RUNTIME_TYPES` export when it has
- * one (the executable), else the .d.ts files of src/sandbox/guest in a source checkout.
+ * The runtime library's type declarations, from the sandbox (read beside its source, or embedded
+ * in the executable at build time).
  */
 export async function runtimeTypes(): Promise<string | undefined> {
   try {
-    const mod = (await import('../sandbox/index.ts')) as Record<string, unknown>;
-    if (typeof mod.RUNTIME_TYPES === 'string') return mod.RUNTIME_TYPES;
-  } catch {
-    /* no sandbox in this build: try the source checkout */
-  }
-  const main = process.argv[1] ?? '';
-  if (!main.endsWith('.ts')) return undefined;
-  const guest = join(dirname(resolve(main)), 'sandbox', 'guest');
-  try {
-    const files = readdirSync(guest).filter((f) => f.endsWith('.d.ts')).sort();
-    const texts = files.map((f) => readFileSync(join(guest, f), 'utf8')).filter((t) => t.includes('@switchyard/runtime'));
-    return texts.length ? texts.join('\n') : undefined;
+    return (await import('../sandbox/index.ts')).runtimeTypes();
   } catch {
     return undefined;
   }
