@@ -2,7 +2,7 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import { readJson } from '../http/body.ts';
+import { pageParams, readJson } from '../http/body.ts';
 import type { Services } from '../services.ts';
 import { parseTimeParam, type Deliveries } from '../webhooks/index.ts';
 import type { Events } from './service.ts';
@@ -21,20 +21,13 @@ export function eventRoutes(app: H3, services: Services): void {
   app.get('/api/v1/events', (event) => {
     requireAdmin(event.req);
     const q = new URL(event.req.url).searchParams;
-    const limitParam = q.get('limit');
-    const n = limitParam === null ? undefined : Number(limitParam);
-    if (n !== undefined && (!Number.isInteger(n) || n < 1 || n > 500))
-      throw new SwitchyardError('bad_request', `limit must be a whole number from 1 to 500, got "${limitParam}"`, { where: 'limit' });
-    const cursor = q.get('cursor') ?? undefined;
-    if (cursor !== undefined && !/^\d+$/.test(cursor))
-      throw new SwitchyardError('bad_request', `cursor must be the nextCursor of a previous page, got "${cursor}"`, { where: 'cursor' });
+    const page = pageParams(q);
     return events().list({
       type: q.get('type') ?? undefined,
       installation: q.get('installation') ?? undefined,
       since: parseTimeParam(q.get('since'), 'since'),
       until: parseTimeParam(q.get('until'), 'until'),
-      limit: n,
-      cursor,
+      ...page,
     });
   });
 

@@ -27,3 +27,15 @@ export function oneOfParam<T extends string>(value: string | null, name: string,
     throw new SwitchyardError('bad_request', `${name} must be one of ${allowed.join(', ')}, got "${value}"`, { where: name });
   return value as T;
 }
+
+/** `limit` (1-500) and `cursor` query parameters, with errors that name them. */
+export function pageParams(q: URLSearchParams): { limit?: number; cursor?: string } {
+  const raw = q.get('limit');
+  const limit = raw === null || raw === '' ? undefined : Number(raw);
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 500))
+    throw new SwitchyardError('bad_request', `limit must be a whole number from 1 to 500, got "${raw}"`, { where: 'limit' });
+  const cursor = q.get('cursor') || undefined;
+  if (cursor !== undefined && !/^\d+$/.test(cursor))
+    throw new SwitchyardError('bad_request', `cursor must be the nextCursor of a previous page, got "${cursor}"`, { where: 'cursor' });
+  return { limit, cursor };
+}

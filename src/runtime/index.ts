@@ -10,7 +10,7 @@ import { createRuntime, type Runtime } from './service.ts';
 import { runtimeRoutes } from './routes.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
-export { createInvocations, logRoutes, invocationFilterParams, pageParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
+export { createInvocations, logRoutes, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
 export { decodeEnvelope, encodeEnvelope, readBodyLimited } from './envelope.ts';
 export { buildEnvironment, installationEndpoint, integrationEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';

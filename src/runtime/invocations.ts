@@ -4,6 +4,7 @@
  * purged by retention. The runtime writes the rows (service.ts); this file only reads and purges.
  * Cursors are SQLite rowids, which only grow (retention never deletes the newest row).
  */
+import { pageParams } from '../http/body.ts';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
@@ -156,18 +157,6 @@ export function createInvocations(db: Db) {
       return q.purge.run({ before: new Date(before).toISOString(), limit }).changes;
     },
   };
-}
-
-/** `limit` (1-500) and `cursor` query parameters, with errors that name them. */
-export function pageParams(q: URLSearchParams): { limit?: number; cursor?: string } {
-  const raw = q.get('limit');
-  const limit = raw === null || raw === '' ? undefined : Number(raw);
-  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 500))
-    throw new SwitchyardError('bad_request', `limit must be a whole number from 1 to 500, got "${raw}"`, { where: 'limit' });
-  const cursor = q.get('cursor') || undefined;
-  if (cursor !== undefined && !/^\d+$/.test(cursor))
-    throw new SwitchyardError('bad_request', `cursor must be the nextCursor of a previous page, got "${cursor}"`, { where: 'cursor' });
-  return { limit, cursor };
 }
 
 /** The filters shared by the list and the live feed. */

@@ -5,7 +5,7 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import { oneOfParam, readJson } from '../http/body.ts';
+import { oneOfParam, pageParams, readJson } from '../http/body.ts';
 import type { Services } from '../services.ts';
 import type { Deliveries, WebhooksService } from './index.ts';
 import { DELIVERY_STATUSES } from './queue.ts';
@@ -24,13 +24,7 @@ export function webhookRoutes(app: H3, services: Services): void {
   app.get('/api/v1/deliveries', (event) => {
     requireAdmin(event.req);
     const q = new URL(event.req.url).searchParams;
-    const limitParam = q.get('limit');
-    const n = limitParam === null ? undefined : Number(limitParam);
-    if (n !== undefined && (!Number.isInteger(n) || n < 1 || n > 500))
-      throw new SwitchyardError('bad_request', `limit must be a whole number from 1 to 500, got "${limitParam}"`, { where: 'limit' });
-    const cursor = q.get('cursor') ?? undefined;
-    if (cursor !== undefined && !/^\d+$/.test(cursor))
-      throw new SwitchyardError('bad_request', `cursor must be the nextCursor of a previous page, got "${cursor}"`, { where: 'cursor' });
+    const page = pageParams(q);
     return deliveries().list({
       status: oneOfParam(q.get('status'), 'status', DELIVERY_STATUSES),
       type: q.get('type') ?? undefined,
@@ -38,8 +32,7 @@ export function webhookRoutes(app: H3, services: Services): void {
       event: q.get('event') ?? undefined,
       since: parseTimeParam(q.get('since'), 'since'),
       until: parseTimeParam(q.get('until'), 'until'),
-      limit: n,
-      cursor,
+      ...page,
     });
   });
 
