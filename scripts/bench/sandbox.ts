@@ -5,8 +5,8 @@
  *    plainly and one by invoking a hello `fetch` handler through the sandbox (envelope in, worker
  *    process, isolate, response out). A load process keeps CONCURRENCY keep-alive connections
  *    busy for SECONDS per route; requests/s, p50, p99 and the ratio sandbox/plain are printed.
- *    Goal: ratio >= 0.5. (The installation public-endpoint route is wired by the runtime module;
- *    this measures the sandbox's share of it.)
+ *    Goal: ratio >= 0.5. Then the whole product path: a real server with a hello integration
+ *    installed, load on the installation's public endpoint, against the plain route again.
  * 2. The same through the API alone (no HTTP): invocations/s at the same concurrency.
  * 3. First request after a reload: unload (or a new version of the script), then one invocation;
  *    its duration, median of REPEATS.
@@ -17,9 +17,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { H3 } from 'h3';
 import { toNodeHandler } from 'h3/node';
-import { defaultConfig } from '../../src/config/index.ts';
+import { defaultConfig, publicUrlOf } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createSandbox, type GuestScript } from '../../src/sandbox/index.ts';
+import { startServer } from '../../src/http/server.ts';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -82,6 +86,48 @@ function measure(loader: ChildProcess, url: string): Promise<Measure> {
   });
 }
 
+/** A real server with a hello integration installed; its public endpoint URL. */
+async function publicEndpointRoute(): Promise<{ url: string; close(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
+  mkdirSync(join(dir, 'integrations/hello'), { recursive: true });
+  writeFileSync(
+    join(dir, 'integrations/hello/platform-manifest.yaml'),
+    'name: hello\ntitle: Hello\ndescription: Says hello\norganization: bench\nvisibility: private\nscopes: []\nscript: ./index.ts\n',
+  );
+  writeFileSync(
+    join(dir, 'integrations/hello/index.ts'),
+    `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ async fetch(request) { return new Response('Hello, ' + new URL(request.url).pathname.split('/').pop() + '!', { headers: { 'content-type': 'text/plain;charset=UTF-8' } }); } });\n`,
+  );
+  const base = defaultConfig();
+  const config = {
+    ...base,
+    data_dir: join(dir, 'data'),
+    integrations_dir: join(dir, 'integrations'),
+    admin_token: 'bench-admin-token',
+    server: { ...base.server, port: 0 },
+    log: { ...base.log, level: 'warn' as const },
+    source: null,
+    publicUrl: '',
+  };
+  config.publicUrl = publicUrlOf(config);
+  const running = await startServer(config, { log: createLogger({ level: 'warn' }) });
+  const res = await fetch(`${running.url}/api/v1/installations`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer bench-admin-token', 'content-type': 'application/json' },
+    body: JSON.stringify({ integration: 'hello' }),
+  });
+  const { installation } = (await res.json()) as { installation: { urls: { publicEndpoint: string } } };
+  const url = `${installation.urls.publicEndpoint}/world`;
+  for (let i = 0; i < 200; i++) await fetch(url).then((r) => r.text());
+  return {
+    url,
+    async close() {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const limits = defaultConfig().sandbox;
   const sandbox = createSandbox({ limits, allowPrivateNetworks: false, log: createLogger({ level: 'warn' }), serverOrigin: 'http://127.0.0.1:1' });
@@ -136,6 +182,23 @@ export default createIntegration({
   row('hello through the sandbox', boxed);
   const ratio = median(boxed.map((m) => m.rps)) / median(plain.map((m) => m.rps));
   console.log(`  ratio sandbox/plain        ${ratio.toFixed(2)}   (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
+
+  // The whole product path: an installation's public endpoint on a real server (registry,
+  // installations, envelope, invocation recorded in SQLite), against the same plain route.
+  const full = await publicEndpointRoute();
+  const viaEndpoint: Measure[] = [];
+  const plainAgain: Measure[] = [];
+  await measure(loader, full.url);
+  for (let round = 0; round < ROUNDS; round++) {
+    plainAgain.push(await measure(loader, `${base}/plain`));
+    viaEndpoint.push(await measure(loader, full.url));
+  }
+  console.log(`Public endpoint of an installation (switchyard serve, same load):`);
+  row('plain h3 handler', plainAgain);
+  row('installation public endpoint', viaEndpoint);
+  const fullRatio = median(viaEndpoint.map((m) => m.rps)) / median(plainAgain.map((m) => m.rps));
+  console.log(`  ratio endpoint/plain       ${fullRatio.toFixed(2)}   (goal >= 0.5: ${fullRatio >= 0.5 ? 'met' : 'NOT met'})`);
+  await full.close();
   loader.kill();
   server.close();
 
