@@ -97,6 +97,7 @@ export function createInstallations(deps: InstallationsDeps) {
   const { db } = deps;
   const now = () => (deps.now?.() ?? new Date()).toISOString();
   const tokenKey = signingKey(db, 'invocation-token');
+  const tokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
 
   const byId = db.prepare<[string], Row>('SELECT * FROM installations WHERE id = ?');
   const byTokenHash = db.prepare<[string], Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'");
@@ -256,7 +257,17 @@ export function createInstallations(deps: InstallationsDeps) {
     resolveToken,
     webhookSubscriptions,
     /** A short-lived token for one invocation of the installation's code. */
-    invocationToken: (id: string, ttlMs: number) => mintInvocationToken(tokenKey, id, ttlMs),
+    invocationToken(id: string, ttlMs: number): string {
+      // Minting is an HMAC per request; a token is reused while it has at least half its life left,
+      // so every invocation still holds one valid for at least ttlMs / 2.
+      const now = Date.now();
+      const cached = tokenCache.get(id);
+      if (cached && cached.ttlMs === ttlMs && cached.renewAt > now) return cached.token;
+      const token = mintInvocationToken(tokenKey, id, ttlMs, now);
+      if (tokenCache.size > 10_000) tokenCache.clear();
+      tokenCache.set(id, { token, ttlMs, renewAt: now + ttlMs / 2 });
+      return token;
+    },
     /** Mint a new long-lived token (the old one stops working). */
     rotateToken(id: string): string {
       require(id);
