@@ -43,3 +43,29 @@ test('platform events reach the handlers of active installations whose scopes al
   assert.equal(failed.status, 500, 'a throwing handler is recorded as a failed outcome');
   assert.match(failed.logs, /feedback bad/);
 });
+
+test('webhook subscriptions follow installs, event_types edits, pause, resume and uninstall', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
+  const subs = (type: string) => (s.services.subscriptions as { forEventType(t: string): Array<{ installationId: string; url: string }> }).forEventType(type);
+  assert.deepEqual(subs('site_view'), []);
+  const r = await s.api('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: 'http://127.0.0.1:9/a', event_types: 'site_view, page_feedback' },
+  });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  const id = r.body.installation.id;
+  assert.deepEqual(subs('site_view'), [{ installationId: id, url: 'http://127.0.0.1:9/a' }]);
+  assert.deepEqual(subs('space_content_updated'), []);
+  await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { event_types: 'space_content_updated', webhook_url: 'http://127.0.0.1:9/b' } });
+  assert.deepEqual(subs('site_view'), []);
+  assert.deepEqual(subs('space_content_updated'), [{ installationId: id, url: 'http://127.0.0.1:9/b' }]);
+  await s.api('POST', `/api/v1/installations/${id}/pause`);
+  assert.deepEqual(subs('space_content_updated'), []);
+  await s.api('POST', `/api/v1/installations/${id}/resume`);
+  assert.equal(subs('space_content_updated').length, 1);
+  const bad = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { event_types: 'site_veiw' } });
+  assert.equal(bad.status, 400);
+  assert.equal(subs('space_content_updated').length, 1, 'a refused edit changes nothing');
+  await s.api('DELETE', `/api/v1/installations/${id}`);
+  assert.deepEqual(subs('space_content_updated'), []);
+});

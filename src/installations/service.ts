@@ -180,6 +180,7 @@ export function createInstallations(deps: InstallationsDeps) {
       `INSERT INTO installations (id, integration, target, space_id, site_id, status, configuration, external_ids, token_hash, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(id, req.integration, target, req.space ?? null, req.site ?? null, status, JSON.stringify(configuration), JSON.stringify(req.externalIds ?? []), hashToken(token), at, at);
+    changed();
     const installation = get(id)!;
     const emit: Change['emit'] = [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status }];
     if (target === 'space') emit.push({ type: 'space_installation_setup', eventId: newEventId(), installationId: id, spaceId: req.space, status });
@@ -203,6 +204,7 @@ export function createInstallations(deps: InstallationsDeps) {
     if (problems.length) fail(problems);
     const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
     db.prepare('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(next), status, now(), id);
+    changed();
     const installation = get(id)!;
     return { installation, emit: [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status }] };
   }
@@ -222,6 +224,7 @@ export function createInstallations(deps: InstallationsDeps) {
     } else status = 'uninstalled';
     const at = now();
     db.prepare('UPDATE installations SET status = ?, updated_at = ?, uninstalled_at = ? WHERE id = ?').run(status, at, status === 'uninstalled' ? at : null, id);
+    changed();
     return get(id)!;
   }
 
@@ -238,12 +241,22 @@ export function createInstallations(deps: InstallationsDeps) {
     return { kind: 'installation', installationId: inst.id, integration: inst.integration, scopes };
   }
 
-  /** Active webhook installations subscribed to `type`, for event fan-out. */
+  /**
+   * Active webhook installations subscribed to `type`, for event fan-out (read on every ingested
+   * event, so the list is kept in memory and dropped whenever an installation changes here).
+   */
+  let subscriptionCache: Array<{ installationId: string; url: string; types: string[] }> | undefined;
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
-    return list({ integration: WEBHOOK_INTEGRATION, status: 'active' })
-      .filter((i) => parseEventTypes(i.configuration.event_types).includes(type))
-      .map((i) => ({ installationId: i.id, url: String(i.configuration.webhook_url) }));
+    subscriptionCache ??= list({ integration: WEBHOOK_INTEGRATION, status: 'active' }).map((i) => ({
+      installationId: i.id,
+      url: String(i.configuration.webhook_url),
+      types: parseEventTypes(i.configuration.event_types),
+    }));
+    return subscriptionCache.filter((s) => s.types.includes(type)).map(({ installationId, url }) => ({ installationId, url }));
   }
+  const changed = () => {
+    subscriptionCache = undefined;
+  };
 
   return {
     get,
