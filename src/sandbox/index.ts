@@ -47,6 +47,6 @@ export const sandboxModule: Module = {
       onLog: (e) => (services.onSandboxLog as ((e: { integration: string; requestId: string; line: LogLine }) => void) | undefined)?.(e),
     });
     services.sandbox = sandbox;
-    return () => sandbox.close();
+    return () => sandbox.close(services.config.server.shutdown_timeout);
   },
 };

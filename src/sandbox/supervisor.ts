@@ -44,7 +44,8 @@ export interface Sandbox {
   check(script: GuestScript): Promise<{ ok: true; exports: { fetch: boolean; components: string[]; events: string[] } } | { ok: false; error: string }>;
   /** Drop an integration's isolates (the next invocation loads it again). */
   unload(name: string): Promise<void>;
-  close(): Promise<void>;
+  /** Stop the worker; invocations already running may finish within `drainMs` first. */
+  close(drainMs?: number): Promise<void>;
 }
 
 interface Pending {
@@ -92,7 +93,10 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     proc.on('message', (batch: FromWorker[]) => {
       for (const msg of batch) onMessage(proc, msg);
     });
-    proc.on('error', (e) => log.error('sandbox worker failed to start', { error: e.message }));
+    // After close() the channel may already be gone (EPIPE on the last write): not an error then.
+    proc.on('error', (e) => {
+      if (!closed) log.error('sandbox worker process error', { error: e.message });
+    });
     proc.on('exit', (code, signal) => {
       if (child === proc) {
         child = null;
@@ -259,9 +263,13 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       if (!child) return;
       await request<void>('unload', (id) => ({ t: 'unload', id, name }), {}, WEDGED_GRACE_MS);
     },
-    async close() {
+    async close(drainMs = 0) {
       if (closed) return;
       closed = true;
+      // Invocations already running (e.g. an event handler started just before shutdown) may
+      // finish within the bound; new ones are refused from here on.
+      const deadline = Date.now() + drainMs;
+      while (pending.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       const proc = child;
       if (!proc) return;
       const exited = new Promise<void>((r) => proc.once('exit', () => r()));

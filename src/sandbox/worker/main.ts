@@ -53,6 +53,10 @@ export function runWorker(): void {
   }
   // The server went away: nothing left to serve.
   process.on('disconnect', () => process.exit(0));
+  // Ctrl-C in a terminal signals the whole process group; the server shuts its worker down itself
+  // (a 'close' message, or the disconnect above), so the worker must not die first and be
+  // reported as a crash while the server is still draining.
+  process.on('SIGINT', () => {});
   // Build the guest library before the first invocation needs it.
   guestBundle().then(
     () => send({ t: 'ready' }),
