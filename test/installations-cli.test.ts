@@ -15,6 +15,9 @@ test('install, configure, pause, resume and uninstall from the real CLI', async 
   const body = JSON.parse(installed.stdout);
   const id = body.installation.id;
   assert.equal(body.installation.status, 'pending');
+  assert.deepEqual(body.installation.missing, ['channel'], 'a pending installation says what it still needs');
+  const human = await runCli(['install', 'kitchen-sink'], { env });
+  assert.match(human.stdout, /required configuration missing \(channel\); set it with `switchyard installations configure inst_\w+ --set channel=\.\.\.`/);
   assert.strictEqual(body.installation.configuration.threshold, 7, 'number properties are typed from the manifest');
   assert.match(body.token, /^sy_inst_/);
 
@@ -27,6 +30,7 @@ test('install, configure, pause, resume and uninstall from the real CLI', async 
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /active/);
   assert.match(ok.stdout, /channel = "ops"/);
+  assert.doesNotMatch(ok.stdout, /missing/);
 
   const list = await runCli(['installations', 'list'], { env });
   assert.match(list.stdout, /^ID\s+INTEGRATION\s+TARGET\s+STATUS\s+UPDATED/m);

@@ -18,6 +18,7 @@ interface InstallationView {
   updatedAt: string;
   urls: { publicEndpoint: string };
   connect: Array<{ property: string; label: string; url: string }>;
+  missing: string[];
 }
 
 const statusColour = (s: string) => (s === 'active' ? green(s) : s === 'pending' || s === 'paused' ? yellow(s) : dim(s));
@@ -44,6 +45,7 @@ function printInstallation(i: InstallationView): void {
       ? Object.entries(i.configuration).map(([k, v]) => `    ${k} = ${JSON.stringify(v)}`)
       : ['    (empty)']),
   ];
+  if (i.missing?.length) lines.push(`  missing         ${i.missing.join(', ')} (required before it is active)`);
   for (const c of i.connect) lines.push(`  ${c.label}: open ${c.url}`);
   process.stdout.write(`${lines.join('\n')}\n`);
 }
@@ -78,7 +80,14 @@ export const install = defineCommand({
     printInstallation(r.installation);
     process.stdout.write(`\n  installation token (shown once): ${r.token}\n`);
     if (r.webhookSecret) process.stdout.write(`  webhook signing secret (shown once): ${r.webhookSecret}\n`);
-    if (r.installation.status !== 'active') process.stdout.write(`\n  ${yellow('pending')}: set the required configuration with \`switchyard installations configure ${r.installation.id} --set key=value\`\n`);
+    if (r.installation.status !== 'active') {
+      const view = r.installation as InstallationView;
+      const buttons = new Set(view.connect.map((c) => c.property));
+      const keys = view.missing.filter((k) => !buttons.has(k)); // buttons are set by opening their connect URL
+      process.stdout.write(
+        `\n  ${yellow('pending')}: required configuration missing (${view.missing.join(', ')}); set it with \`switchyard installations configure ${r.installation.id}${keys.map((k) => ` --set ${k}=...`).join('')}\`\n`,
+      );
+    }
   },
 });
 

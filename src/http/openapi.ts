@@ -63,6 +63,7 @@ export function openApiDocument(serverUrl: string) {
             updatedAt: { type: 'string', format: 'date-time' },
             urls: { type: 'object', properties: { publicEndpoint: { type: 'string' } } },
             connect: { type: 'array', items: { type: 'object', properties: { property: { type: 'string' }, label: { type: 'string' }, url: { type: 'string' } } } },
+            missing: { type: 'array', items: { type: 'string' }, description: 'required properties not set yet (pending installations)' },
           },
         },
         ComponentAnswer: {

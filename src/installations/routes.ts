@@ -4,6 +4,7 @@ import { SwitchyardError } from '../errors.ts';
 import { principalOf, requireAdmin } from '../http/app.ts';
 import { oneOfParam, readJson } from '../http/body.ts';
 import type { Registry } from '../registry/index.ts';
+import { missingRequired } from '../manifest/index.ts';
 import type { Runtime } from '../runtime/index.ts';
 import type { Services } from '../services.ts';
 import { installationEndpoint } from '../runtime/environment.ts';
@@ -37,7 +38,9 @@ export function installationView(services: Services, inst: Installation, reveal 
   const connect: Array<{ property: string; label: string; url: string }> = [];
   for (const [name, p] of Object.entries(section?.properties ?? {}))
     if (p.type === 'button' && p.callback_url) connect.push({ property: name, label: p.button_text ?? name, url: `${publicEndpoint}${p.callback_url}` });
-  return { ...inst, configuration: redactConfiguration(inst.configuration, reveal), urls: { publicEndpoint }, connect };
+  // What still keeps a pending installation from becoming active.
+  const missing = inst.status === 'pending' ? missingRequired(section as Parameters<typeof missingRequired>[0], inst.configuration) : [];
+  return { ...inst, configuration: redactConfiguration(inst.configuration, reveal), urls: { publicEndpoint }, connect, missing };
 }
 
 export function installationRoutes(app: H3, services: Services): void {
