@@ -7,55 +7,8 @@ import { randomBytes } from 'node:crypto';
 import type { Db } from '../store/index.ts';
 import type { Outcome } from './policy.ts';
 
-export const DELIVERY_STATUSES = ['pending', 'retrying', 'delivered', 'failed', 'cancelled'] as const;
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
-
-/** One delivery as the management API shows it (stable shape, documented in the README). */
-export interface Delivery {
-  id: string;
-  eventId: string;
-  eventType: string;
-  installationId: string;
-  url: string;
-  status: DeliveryStatus;
-  /** Automatic attempts made so far (manual and interrupted attempts do not count). */
-  attemptCount: number;
-  maxAttempts: number;
-  nextAttemptAt: string | null;
-  /** True while the installation is paused: the delivery waits, it is not dropped. */
-  held: boolean;
-  lastStatus: number | null;
-  lastError: string | null;
-  createdAt: string;
-  updatedAt: string;
-  completedAt: string | null;
-}
-
-export interface Attempt {
-  number: number;
-  manual: boolean;
-  startedAt: string;
-  durationMs: number | null;
-  url: string;
-  signatureHeader: string | null;
-  status: number | null;
-  outcome: Outcome | 'interrupted';
-  error: string | null;
-  errorCode: string | null;
-  responseExcerpt: string | null;
-  responseTruncated: boolean;
-  /** When the retry this attempt scheduled is due (null when none). */
-  nextAttemptAt: string | null;
-}
-
-export interface DeliveryDetail extends Delivery {
-  /** The exact body bytes sent (UTF-8 JSON text), and the same parsed. */
-  body: string;
-  payload: unknown;
-  /** The X-Platform-Signature of the latest attempt. */
-  signatureHeader: string | null;
-  attempts: Attempt[];
-}
+export { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, type DeliveryDetail } from './views.ts';
+import { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, type DeliveryDetail } from './views.ts';
 
 /** What the worker needs to make one attempt. */
 export interface Claimed {

@@ -124,45 +124,7 @@ export interface Installation {
   [k: string]: unknown;
 }
 
-export interface Delivery {
-  id: string;
-  eventId: string;
-  eventType: string;
-  installationId: string;
-  url: string;
-  status: 'pending' | 'retrying' | 'delivered' | 'failed' | 'cancelled';
-  attemptCount: number;
-  maxAttempts: number;
-  nextAttemptAt: string | null;
-  held: boolean;
-  lastStatus: number | null;
-  lastError: string | null;
-  createdAt: string;
-  updatedAt: string;
-  completedAt: string | null;
-}
-
-export interface Attempt {
-  number: number;
-  manual: boolean;
-  startedAt: string;
-  durationMs: number | null;
-  url: string;
-  signatureHeader: string | null;
-  status: number | null;
-  outcome: string;
-  error: string | null;
-  errorCode: string | null;
-  responseExcerpt: string | null;
-  responseTruncated: boolean;
-  nextAttemptAt: string | null;
-}
-
-export interface DeliveryDetail extends Delivery {
-  body: string;
-  payload: unknown;
-  signatureHeader: string | null;
-  attempts: Attempt[];
-}
+// The server's own JSON shapes (src/webhooks/views.ts has no Node imports), so the two cannot drift.
+export type { Attempt, Delivery, DeliveryDetail } from '../../webhooks/views.ts';
 
 export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;
