@@ -8,14 +8,9 @@ import { headerList } from './headers.ts';
 import { Request, type RequestInit } from './request.ts';
 import { fetchedResponse, type Response } from './response.ts';
 
-export interface FetchResult {
-  status: number;
-  statusText: string;
-  headers: Array<[string, string]>;
-  body: Uint8Array;
-  url: string;
-  redirected: boolean;
-}
+// The host's answer: one declaration for both sides of the bridge (a type import, erased from the guest bundle).
+import type { FetchResult } from '../../worker/ops.ts';
+export type { FetchResult };
 
 export async function fetch(input: Request | string | URL, init?: RequestInit): Promise<Response> {
   const request = new Request(input as any, init);
