@@ -120,6 +120,52 @@ test('enqueue is in the same transaction: if fan-out fails, the event is not sto
   assert.equal(retried.status, 202);
 });
 
+test('events stored in one group commit: one whose fan-out fails is left out, the others are stored with their deliveries', async (t) => {
+  const s = await deliveryServer(t, {}, [
+    {
+      name: 'half-broken-subscriptions',
+      start(services) {
+        const real = services.subscriptions as { forEventType(type: string): any[] } | undefined;
+        services.subscriptions = {
+          forEventType(type: string) {
+            // Fails after the event row is written (while its delivery is enqueued).
+            if (type === 'page_feedback')
+              return [
+                {
+                  installationId: 'inst_broken',
+                  get url(): string {
+                    throw new Error('subscriptions unavailable for page_feedback');
+                  },
+                },
+              ];
+            return real?.forEventType(type) ?? [];
+          },
+        };
+      },
+    },
+  ]);
+  const receiver = await scriptedReceiver(t, () => 200);
+  await s.subscribe(receiver.url, ['site_view']);
+  const events = s.services.events as import('../src/events/index.ts').Events;
+  const good = [samplePayload('site_view'), samplePayload('site_view')];
+  const bad = samplePayload('page_feedback');
+  // Called in the same turn of the event loop: one batch, one transaction.
+  const outcomes = await Promise.allSettled([events.ingest(good[0]), events.ingest(bad), events.ingest(good[1])]);
+  assert.deepEqual(
+    outcomes.map((o) => o.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
+  assert.match(String((outcomes[1] as PromiseRejectedResult).reason?.message), /subscriptions unavailable/);
+  for (const [i, e] of good.entries()) {
+    const stored = await s.api('GET', `/api/v1/events/${e.eventId}`);
+    assert.equal(stored.status, 200, `good event ${i} is stored`);
+    assert.equal((outcomes[i === 0 ? 0 : 2] as PromiseFulfilledResult<any>).value.deliveries.length, 1);
+  }
+  assert.equal((await s.api('GET', `/api/v1/events/${bad.eventId}`)).status, 404, 'the failed event left nothing behind');
+  await waitFor(() => receiver.requests.length === 2);
+  assert.deepEqual(receiver.requests.map((r) => JSON.parse(r.body).eventId).sort(), good.map((e) => e.eventId).sort());
+});
+
 test('event handlers are dispatched after the commit, without holding the answer', async (t) => {
   const calls: Array<{ event: any; eventId: string; storedAtCall: boolean }> = [];
   let release!: () => void;

@@ -74,7 +74,7 @@ export function createEvents(deps: EventsDeps) {
     ),
   };
 
-  const store = db.transaction((event: Record<string, unknown> & { eventId: string; type: string }, at: number) => {
+  function store(event: Record<string, unknown> & { eventId: string; type: string }, at: number) {
     const queue = deps.deliveries();
     const subs = queue ? (deps.subscriptions()?.forEventType(event.type) ?? []) : [];
     const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, JSON.stringify(event), at, subs.length).changes;
@@ -82,10 +82,12 @@ export function createEvents(deps: EventsDeps) {
     const deliveries = subs.length ? queue!.enqueueEvent(event, subs, at) : [];
     if (deliveries.length !== subs.length) q.setCount.run(deliveries.length, event.eventId);
     return deliveries;
-  });
+  }
+  /** The same in a savepoint of its own: a failure leaves nothing of this event behind. */
+  const storeAlone = db.transaction(store);
 
   // Group commit: events validated in the same event-loop turn are stored in one transaction
-  // (each in its own savepoint, so one failure does not sink the others), and each caller is
+  // (one failure does not sink the others: see flush), and each caller is
   // answered only after that transaction commits. Under load this amortises the commit; idle, a
   // batch is one event and costs one loop turn.
   type Pending = { event: Record<string, unknown> & { eventId: string; type: string }; resolve: (r: IngestResult) => void; reject: (e: unknown) => void };
@@ -104,17 +106,28 @@ export function createEvents(deps: EventsDeps) {
     pending = pending.slice(MAX_BATCH);
     if (pending.length) scheduleFlush();
     const at = now();
-    const outcomes: Array<{ deliveries: Array<{ id: string; installationId: string }> | null } | { error: unknown }> = [];
+    let outcomes: Array<{ deliveries: Array<{ id: string; installationId: string }> | null } | { error: unknown }> = [];
     try {
-      db.transaction(() => {
-        for (const p of batch) {
-          try {
-            outcomes.push({ deliveries: store(p.event, at) });
-          } catch (error) {
-            outcomes.push({ error });
+      try {
+        // Fast path: the whole batch in one transaction without a savepoint per event (a savepoint
+        // costs as much as the two inserts). Any failure rolls the batch back ...
+        db.transaction(() => {
+          outcomes = batch.map((p) => ({ deliveries: store(p.event, at) }));
+        })();
+      } catch {
+        // ... and it is stored again event by event, each in its own savepoint, so one bad event
+        // does not sink the others.
+        outcomes = [];
+        db.transaction(() => {
+          for (const p of batch) {
+            try {
+              outcomes.push({ deliveries: storeAlone(p.event, at) });
+            } catch (error) {
+              outcomes.push({ error });
+            }
           }
-        }
-      })();
+        })();
+      }
     } catch (error) {
       for (const p of batch) p.reject(error); // the commit itself failed: nothing was stored
       return;
