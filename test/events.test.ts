@@ -121,7 +121,9 @@ test('enqueue is in the same transaction: if fan-out fails, the event is not sto
 });
 
 test('events stored in one group commit: one whose fan-out fails is left out, the others are stored with their deliveries', async (t) => {
-  const s = await deliveryServer(t, {}, [
+  // Two delivery slots: the good events take both at enqueue (to start at commit); the rollback
+  // must give them back, or nothing could ever be sent again.
+  const s = await deliveryServer(t, { webhooks: { concurrency: 2, per_endpoint_concurrency: 2 } }, [
     {
       name: 'half-broken-subscriptions',
       start(services) {
@@ -164,6 +166,10 @@ test('events stored in one group commit: one whose fan-out fails is left out, th
   assert.equal((await s.api('GET', `/api/v1/events/${bad.eventId}`)).status, 404, 'the failed event left nothing behind');
   await waitFor(() => receiver.requests.length === 2);
   assert.deepEqual(receiver.requests.map((r) => JSON.parse(r.body).eventId).sort(), good.map((e) => e.eventId).sort());
+  const later = samplePayload('site_view');
+  assert.equal((await s.send(later)).status, 202);
+  await waitFor(() => receiver.requests.length === 3);
+  assert.equal(JSON.parse(receiver.requests[2].body).eventId, later.eventId);
 });
 
 test('event handlers are dispatched after the commit, without holding the answer', async (t) => {

@@ -298,9 +298,18 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   const held = s.deliveries.get(db)!;
   assert.equal(held.status, 'retrying');
   assert.equal(held.held, true);
+  // A delivery enqueued for it during the pause is held too: it does not start at commit. (Events
+  // ingested during a pause do not subscribe a paused installation; this is the queue's own guard.)
+  const store = s.services.store as { db: { transaction<T>(fn: () => T): () => T } };
+  const [{ id: dc }] = store.db.transaction(() => s.deliveries.enqueueEvent(samplePayload('page_feedback') as { eventId: string; type: string }, [{ installationId: b.installationId, url: r.url }]))();
+  s.deliveries.wake();
+  await new Promise((res) => setTimeout(res, 200));
+  assert.equal(r.requests.length, before, 'the new delivery is held as well');
+  assert.equal(s.deliveries.get(dc)!.held, true);
 
   assert.equal((await s.api('POST', `/api/v1/installations/${b.installationId}/resume`)).status, 200);
   assert.equal((await s.settled(db)).status, 'delivered');
+  assert.equal((await s.settled(dc)).status, 'delivered');
   assert.equal(s.deliveries.get(da)!.status, 'cancelled');
   const retry = await s.api('POST', `/api/v1/deliveries/${da}/retry`);
   assert.equal(retry.status, 409);

@@ -74,17 +74,17 @@ export function createEvents(deps: EventsDeps) {
     ),
   };
 
-  function store(event: Record<string, unknown> & { eventId: string; type: string }, at: number) {
+  function store(event: Record<string, unknown> & { eventId: string; type: string }, at: number, startAtCommit = true) {
     const queue = deps.deliveries();
     const subs = queue ? (deps.subscriptions()?.forEventType(event.type) ?? []) : [];
     const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, JSON.stringify(event), at, subs.length).changes;
     if (!inserted) return null; // seen before: nothing enqueued twice
-    const deliveries = subs.length ? queue!.enqueueEvent(event, subs, at) : [];
+    const deliveries = subs.length ? queue!.enqueueEvent(event, subs, at, { startAtCommit }) : [];
     if (deliveries.length !== subs.length) q.setCount.run(deliveries.length, event.eventId);
     return deliveries;
   }
   /** The same in a savepoint of its own: a failure leaves nothing of this event behind. */
-  const storeAlone = db.transaction(store);
+  const storeAlone = db.transaction((event: Record<string, unknown> & { eventId: string; type: string }, at: number) => store(event, at, false));
 
   // Group commit: events validated in the same event-loop turn are stored in one transaction
   // (one failure does not sink the others: see flush), and each caller is
@@ -116,7 +116,9 @@ export function createEvents(deps: EventsDeps) {
         })();
       } catch {
         // ... and it is stored again event by event, each in its own savepoint, so one bad event
-        // does not sink the others.
+        // does not sink the others (without starting deliveries at commit: a savepoint that rolls
+        // back could not take its leases back).
+        deps.deliveries()?.rolledBack();
         outcomes = [];
         db.transaction(() => {
           for (const p of batch) {
@@ -129,6 +131,7 @@ export function createEvents(deps: EventsDeps) {
         })();
       }
     } catch (error) {
+      deps.deliveries()?.rolledBack();
       for (const p of batch) p.reject(error); // the commit itself failed: nothing was stored
       return;
     }

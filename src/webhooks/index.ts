@@ -6,7 +6,7 @@
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Module, Services } from '../services.ts';
-import { createQueue, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord, type Queue } from './queue.ts';
+import { createQueue, originOf, type Claimed, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord, type Queue } from './queue.ts';
 import { createSecrets, type WebhookSecrets } from './secrets.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { webhookRoutes } from './routes.ts';
@@ -48,10 +48,21 @@ export interface Deliveries {
   /**
    * One delivery per subscription, inside the caller's transaction: the payload is the event with
    * that installation's `installationId`; its exact bytes are stored now and signed at each attempt.
-   * Call `wake()` after the transaction commits.
+   * Call `wake()` after the transaction commits, `rolledBack()` if it does not. With
+   * `startAtCommit` (the default), a delivery whose endpoint has a free slot (and is not paused) is
+   * stored already leased, and wake() sends it without going through the scheduler; pass false
+   * when the caller may roll back only part of its transaction (a savepoint).
    */
-  enqueueEvent(event: { eventId: string; type: string; [k: string]: unknown }, subscriptions: Subscription[], now?: number): Array<{ id: string; installationId: string }>;
+  enqueueEvent(
+    event: { eventId: string; type: string; [k: string]: unknown },
+    subscriptions: Subscription[],
+    now?: number,
+    opts?: { startAtCommit?: boolean },
+  ): Array<{ id: string; installationId: string }>;
+  /** After the commit: first attempts of what was just enqueued start now, and the scheduler looks for due work. */
   wake(): void;
+  /** The transaction that called enqueueEvent rolled back: forget what it enqueued. */
+  rolledBack(): void;
   list(filter: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null };
   get(id: string): DeliveryDetail | undefined;
   /** A manual attempt now (whatever the state, except cancelled); resolves with the recorded attempt. */
@@ -126,6 +137,8 @@ export const webhooksModule: Module = {
       }
     };
     const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt });
+    /** Deliveries enqueued already leased, started by wake() once their transaction commits. */
+    const startAtCommit: Claimed[] = [];
 
     const webhooks: WebhooksService = {
       createSecret: (id, given) => secrets.createSecret(id, given),
@@ -149,23 +162,37 @@ export const webhooksModule: Module = {
     };
 
     const deliveries: Deliveries = {
-      enqueueEvent(event, subscriptions, now = Date.now()) {
+      enqueueEvent(event, subscriptions, now = Date.now(), opts = {}) {
         const out: Array<{ id: string; installationId: string }> = [];
         for (const s of subscriptions) {
           secrets.ensureSecret(s.installationId);
-          const id = queue.enqueue({
-            eventId: event.eventId,
-            eventType: event.type,
-            installationId: s.installationId,
-            url: s.url,
-            body: deliveryBody(event, s.installationId),
-            now,
-          });
-          if (id) out.push({ id, installationId: s.installationId });
+          const origin = originOf(s.url);
+          const lease = opts.startAtCommit !== false && !secrets.isPaused(s.installationId) ? worker.reserve(origin) : undefined;
+          let claimed: Claimed | null;
+          try {
+            claimed = queue.enqueue(
+              { eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId), now },
+              lease,
+            );
+          } catch (e) {
+            if (lease) worker.cancelReserved(origin);
+            throw e;
+          }
+          if (lease) {
+            if (claimed) startAtCommit.push(claimed);
+            else worker.cancelReserved(origin);
+          }
+          if (claimed) out.push({ id: claimed.id, installationId: s.installationId });
         }
         return out;
       },
-      wake: () => worker.wake(),
+      wake() {
+        for (const c of startAtCommit.splice(0)) worker.startReserved(c);
+        worker.wake();
+      },
+      rolledBack() {
+        for (const c of startAtCommit.splice(0)) worker.cancelReserved(c.origin);
+      },
       list: (f) => queue.list(f),
       get: (id) => queue.get(id),
       async retry(id) {

@@ -165,8 +165,8 @@ export type Queue = ReturnType<typeof createQueue>;
 export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
   const q = {
     insert: db.prepare(
-      `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, created_at, updated_at)
-       VALUES (@id, @eventId, @eventType, @installationId, @url, @origin, @body, 'pending', @now, @now, @now)
+      `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at)
+       VALUES (@id, @eventId, @eventType, @installationId, @url, @origin, @body, 'pending', @now, @leaseUntil, @leaseOwner, @now, @now)
        ON CONFLICT (event_id, installation_id) DO NOTHING`,
     ),
     dueForOrigin: db.prepare<{ origin: string; now: number; limit: number }, { seq: number; origin: string }>(
@@ -341,14 +341,34 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
     };
 
   return {
-    /** Enqueue one delivery (inside the caller's transaction). Null when this event already has one for this installation. */
-    enqueue(input: { eventId: string; eventType: string; installationId: string; url: string; body: string; now: number }): string | null {
+    /**
+     * Enqueue one delivery (inside the caller's transaction). Null when this event already has one
+     * for this installation. With `lease`, the delivery is stored already claimed by that owner
+     * (its first attempt starts as soon as the transaction commits, without a claim of its own).
+     */
+    enqueue(
+      input: { eventId: string; eventType: string; installationId: string; url: string; body: string; now: number },
+      lease?: { owner: string; until: number },
+    ): Claimed | null {
       const id = newDeliveryId(input.now);
       const origin = originOf(input.url);
-      const r = q.insert.run({ ...input, id, origin });
+      const r = q.insert.run({ ...input, id, origin, leaseUntil: lease?.until ?? null, leaseOwner: lease?.owner ?? null });
       if (!r.changes) return null;
-      noteDue(origin, input.now);
-      return id;
+      if (!lease) noteDue(origin, input.now);
+      return {
+        seq: Number(r.lastInsertRowid),
+        id,
+        url: input.url,
+        origin,
+        body: input.body,
+        eventId: input.eventId,
+        installationId: input.installationId,
+        eventType: input.eventType,
+        status: 'pending',
+        attempts: 0,
+        nextAttemptAt: input.now,
+        createdAt: input.now,
+      };
     },
 
     /** Due, unleased, not held deliveries, earliest first, skipping origins already at their concurrency limit. */

@@ -22,6 +22,8 @@ export interface WebhookSecrets {
   /** Whether an installation has (had) a webhook endpoint here. */
   has(installationId: string): boolean;
   setPaused(installationId: string, paused: boolean): void;
+  /** Whether deliveries to this installation are held (answered from memory). */
+  isPaused(installationId: string): boolean;
   forget(installationId: string): void;
 }
 
@@ -58,6 +60,7 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
     pause: db.prepare('UPDATE webhook_endpoints SET paused = ? WHERE installation_id = ?'),
     forgetSecrets: db.prepare('DELETE FROM webhook_secrets WHERE installation_id = ?'),
     forgetEndpoint: db.prepare('DELETE FROM webhook_endpoints WHERE installation_id = ?'),
+    pausedAll: db.prepare<[], { installation_id: string }>('SELECT installation_id FROM webhook_endpoints WHERE paused = 1'),
   };
 
   // Secrets change only through this object, so a cache is exact: dropped on every change, and
@@ -65,6 +68,22 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
   const cache = new Map<string, { secrets: string[]; until: number }>();
   // Installations seen with a current secret: ensureSecret (on every enqueue) skips its query.
   const known = new Set<string>();
+  // Paused installations, for deciding in memory whether a new delivery may start at once. They
+  // change only through setPaused/forget below, which may run inside a caller's transaction that
+  // could still roll back: a pause counts at once, and the copy is reloaded after the caller's
+  // synchronous work is over, so it is never less paused than the database.
+  let paused = new Set<string>();
+  let reloadQueued = false;
+  const reloadPaused = () => {
+    reloadQueued = false;
+    if (db.open) paused = new Set(q.pausedAll.all().map((r) => r.installation_id));
+  };
+  const reloadSoon = () => {
+    if (reloadQueued) return;
+    reloadQueued = true;
+    setImmediate(reloadPaused);
+  };
+  reloadPaused();
 
   const setCurrent = db.transaction((installationId: string, secret: string, expireAt: number) => {
     cache.delete(installationId);
@@ -117,15 +136,19 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
     has(installationId) {
       return q.hasEndpoint.get(installationId) !== undefined;
     },
-    setPaused(installationId, paused) {
+    setPaused(installationId, pause) {
       q.endpoint.run(installationId, now());
-      q.pause.run(paused ? 1 : 0, installationId);
+      q.pause.run(pause ? 1 : 0, installationId);
+      if (pause) paused.add(installationId);
+      reloadSoon();
     },
+    isPaused: (installationId) => paused.has(installationId),
     forget(installationId) {
       cache.delete(installationId);
       known.delete(installationId);
       q.forgetSecrets.run(installationId);
       q.forgetEndpoint.run(installationId);
+      reloadSoon();
     },
   };
 }

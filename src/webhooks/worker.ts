@@ -42,6 +42,16 @@ export interface RecordedAttempt {
 export interface Worker {
   /** Look for due work now (after an enqueue, a resume, a replay). */
   wake(): void;
+  /**
+   * Take a slot for a delivery about to be enqueued, so it can be stored already leased and sent
+   * as soon as its transaction commits (no claim, no scan). Undefined when no slot is free: then
+   * it is enqueued as due and taken by the scheduler. Each lease must end in start() or cancel().
+   */
+  reserve(origin: string): { owner: string; until: number } | undefined;
+  /** Start the first attempt of a delivery enqueued with a reserved lease (after the commit). */
+  startReserved(c: Claimed): void;
+  /** The enqueue was rolled back: give the slot back. */
+  cancelReserved(origin: string): void;
   /** One attempt now, outside the schedule; resolves with the recorded attempt. */
   attemptNow(id: string): Promise<AttemptRecord | 'busy'>;
   /** Attempts in flight. */
@@ -318,6 +328,18 @@ export function createWorker(deps: WorkerDeps): Worker {
 
   return {
     wake: pump,
+    reserve(origin) {
+      const cfg = deps.config();
+      if (stopped || inflight >= cfg.concurrency || (perOrigin.get(origin) ?? 0) >= cfg.per_endpoint_concurrency) return undefined;
+      acquire(origin);
+      const now = clock();
+      return { owner, until: now + leaseMs(cfg) };
+    },
+    startReserved(c) {
+      if (stopped) return release(c.origin); // the lease stays: recovered at the next start
+      start(c, false);
+    },
+    cancelReserved: release,
     async attemptNow(id) {
       const now = clock();
       const claimed = queue.claimById(id, owner, now, now + leaseMs(deps.config()));
