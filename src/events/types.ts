@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Problem } from '../errors.ts';
+import { timeOrderedId } from '../ids.ts';
 
 /** Types a webhook installation can subscribe to (spec 6.2). */
 export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;
@@ -19,19 +20,8 @@ export const EVENT_TYPES = [
   'space_gitsync_completed',
 ] as const;
 
-// Random bytes drawn from a pool: one system call per 512 ids instead of one per id.
-let pool = Buffer.alloc(0);
-let poolAt = 0;
-
-/** `evt_` + 12 hex digits of the time in ms + 12 random hex digits: unique, and time-ordered (cheap index inserts). */
-export function newEventId(now = Date.now()): string {
-  if (poolAt + 6 > pool.length) {
-    pool = randomBytes(3072);
-    poolAt = 0;
-  }
-  poolAt += 6;
-  return `evt_${now.toString(16).padStart(12, '0')}${pool.toString('hex', poolAt - 6, poolAt)}`;
-}
+/** `evt_` + a time-ordered id (see src/ids.ts). */
+export const newEventId = (now = Date.now()): string => timeOrderedId('evt', now);
 
 /** `string`: non-empty; `text`: a string that may be empty (a direct visit has no referrer). */
 type Field = 'string' | 'text' | 'url' | 'visitor' | 'feedback';

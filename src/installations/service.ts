@@ -9,6 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { SwitchyardError, type Problem } from '../errors.ts';
+import { newEventId } from '../events/types.ts';
 import { hashToken } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import type { Db } from '../store/index.ts';
@@ -89,9 +90,7 @@ export interface InstallationsDeps {
   now?: () => Date;
 }
 
-export function newEventId(): string {
-  return `evt_${randomBytes(12).toString('hex')}`;
-}
+export { newEventId };
 
 export function createInstallations(deps: InstallationsDeps) {
   const { db } = deps;

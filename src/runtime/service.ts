@@ -2,7 +2,7 @@
  * Runtime dispatch: build the envelope the platform would send, run it in the sandbox, record the
  * invocation with what the code printed, and turn the result into an HTTP response.
  */
-import { randomBytes } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import { SwitchyardError } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
 import type { Installation, Installations } from '../installations/index.ts';
@@ -42,7 +42,8 @@ export type InvocationNotice =
   | { kind: 'recorded'; id: string; integration: string; installationId: string | null; status: number; error?: InvocationResult['error'] }
   | { kind: 'log'; id: string; line: LogLine };
 
-export const newRequestId = () => `req_${randomBytes(10).toString('hex')}`;
+/** `req_` + a time-ordered id (see src/ids.ts): invocation records are inserted at the end of their index. */
+export const newRequestId = () => timeOrderedId('req');
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'content-length']);
 
@@ -61,6 +62,42 @@ export function createRuntime(deps: RuntimeDeps) {
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const appendLog = db.prepare(`UPDATE invocations SET logs = json_insert(logs, '$[#]', json(?)) WHERE id = ?`);
+
+  // Group commit: invocations that end in the same event-loop turn are recorded in one transaction
+  // (one WAL write instead of one per request); each caller continues once its record is committed,
+  // and observers hear of it then.
+  type Pending = { row: unknown[]; notice: InvocationNotice; done: () => void };
+  let unrecorded: Pending[] = [];
+  const insertAll = db.transaction((rows: unknown[][]) => {
+    for (const row of rows) insert.run(...row);
+  });
+  function flushRecords(): void {
+    const batch = unrecorded;
+    unrecorded = [];
+    if (!batch.length) return;
+    try {
+      insertAll(batch.map((p) => p.row));
+    } catch {
+      // One bad row must not lose the others: record them one by one.
+      for (const p of batch) {
+        try {
+          insert.run(...p.row);
+        } catch (e) {
+          log.error('recording an invocation failed', { request_id: p.row[0] as string, error: e as Error });
+        }
+      }
+    }
+    for (const p of batch) {
+      notify(p.notice);
+      p.done();
+    }
+  }
+  function record(row: unknown[], notice: InvocationNotice): Promise<void> {
+    return new Promise((done) => {
+      unrecorded.push({ row, notice, done });
+      if (unrecorded.length === 1) setImmediate(flushRecords);
+    });
+  }
   const exportsCache = new Map<string, { fetch: boolean; components: string[]; events: string[] }>();
   const observers = new Set<(n: InvocationNotice) => void>();
   const notify = (n: InvocationNotice) => {
@@ -102,22 +139,24 @@ export function createRuntime(deps: RuntimeDeps) {
     const id = opts.requestId ?? newRequestId();
     const result = await deps.sandbox.invoke({ script: opts.integration.script!, envelope: opts.envelope, requestId: id });
     const e = result.error;
-    insert.run(
-      id,
-      opts.integration.name,
-      opts.installation?.id ?? null,
-      opts.envelope.event.type,
-      opts.eventId ?? null,
-      result.status,
-      result.durationMs,
-      result.cpuMs,
-      e?.kind ?? null,
-      e?.message ?? null,
-      e?.stack ?? null,
-      JSON.stringify(result.logs),
-      new Date().toISOString(),
+    await record(
+      [
+        id,
+        opts.integration.name,
+        opts.installation?.id ?? null,
+        opts.envelope.event.type,
+        opts.eventId ?? null,
+        result.status,
+        result.durationMs,
+        result.cpuMs,
+        e?.kind ?? null,
+        e?.message ?? null,
+        e?.stack ?? null,
+        JSON.stringify(result.logs),
+        new Date().toISOString(),
+      ],
+      { kind: 'recorded', id, integration: opts.integration.name, installationId: opts.installation?.id ?? null, status: result.status, error: e },
     );
-    notify({ kind: 'recorded', id, integration: opts.integration.name, installationId: opts.installation?.id ?? null, status: result.status, error: e });
     if (e) {
       const fields = { integration: opts.integration.name, installation: opts.installation?.id, request_id: id, kind: e.kind, limit: e.limit };
       if (e.kind === 'exception') log.warn(`integration code threw: ${e.message}`, { ...fields, stack: e.stack });
@@ -215,6 +254,7 @@ export function createRuntime(deps: RuntimeDeps) {
 
     /** Lines printed after the response (waitUntil), appended to their invocation. */
     appendLateLog(requestId: string, line: LogLine): void {
+      flushRecords(); // its invocation may still wait for the group commit
       appendLog.run(JSON.stringify(line), requestId);
       notify({ kind: 'log', id: requestId, line });
     },

@@ -3,7 +3,7 @@
  * transaction here, so a crash leaves each delivery either before or after a step, never between.
  * The worker (worker.ts) decides; this file only records.
  */
-import { randomBytes } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import type { Db } from '../store/index.ts';
 import type { Outcome } from './policy.ts';
 
@@ -136,25 +136,8 @@ export function originOf(url: string): string {
   return o;
 }
 
-// Random bytes drawn from a pool: one system call per 512 ids instead of one per id.
-let pool = Buffer.alloc(0);
-let poolAt = 0;
-function random6(): string {
-  if (poolAt + 6 > pool.length) {
-    pool = randomBytes(3072);
-    poolAt = 0;
-  }
-  poolAt += 6;
-  return pool.toString('hex', poolAt - 6, poolAt);
-}
-
-/**
- * `dlv_` + 12 hex digits of the creation time in ms + 12 random hex digits: unique, and ordered by
- * time so index inserts land at the end of the b-tree (random keys would touch a random page each).
- */
-export function newDeliveryId(now = Date.now()): string {
-  return `dlv_${now.toString(16).padStart(12, '0')}${random6()}`;
-}
+/** `dlv_` + a time-ordered id (see src/ids.ts). */
+export const newDeliveryId = (now = Date.now()): string => timeOrderedId('dlv', now);
 
 const HELD = `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = d.installation_id AND e.paused = 1)`;
 const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id, d.url, d.origin, d.body, d.status, d.attempts,
