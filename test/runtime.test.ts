@@ -134,6 +134,10 @@ test('environment: spec 2.4 fields, lowercase status, secrets from the manifest,
   assert.deepEqual(env.installation.configuration, { channel: 'general' });
   assert.equal(env.installation.urls.publicEndpoint, installation.urls.publicEndpoint);
   assert.deepEqual(env.secrets, { API_KEY: 'sk_test_kitchen' });
+  // An edit reaches the next request (installations are cached between requests).
+  assert.equal((await s.api('PATCH', `/api/v1/installations/${installation.id}`, { configuration: { channel: 'ops' } })).status, 200);
+  const edited = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
+  assert.deepEqual(edited.installation.configuration, { channel: 'ops' });
 });
 
 test('state machine: pending until required configuration is set; every edit validated and emits installation_setup', async (t) => {

@@ -101,8 +101,21 @@ export function createInstallations(deps: InstallationsDeps) {
   const byId = db.prepare<[string], Row>('SELECT * FROM installations WHERE id = ?');
   const byTokenHash = db.prepare<[string], Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'");
 
+  // Rows read outside any transaction, by id: every request to a public endpoint looks its
+  // installation up. Writes (all in this file) drop the entry; a read inside a transaction is not
+  // kept, since that transaction may still roll back.
+  const rows = new Map<string, Row>();
+  const forget = (id: string) => rows.delete(id);
+
   function get(id: string): Installation | undefined {
-    const r = byId.get(id);
+    let r = rows.get(id);
+    if (!r) {
+      r = byId.get(id);
+      if (r && !db.inTransaction) {
+        if (rows.size >= 10_000) rows.clear();
+        rows.set(id, r);
+      }
+    }
     return r ? fromRow(r) : undefined;
   }
 
@@ -203,6 +216,7 @@ export function createInstallations(deps: InstallationsDeps) {
     if (problems.length) fail(problems);
     const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
     db.prepare('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(next), status, now(), id);
+    forget(id);
     changed();
     const installation = get(id)!;
     return { installation, emit: [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status }] };
@@ -223,6 +237,7 @@ export function createInstallations(deps: InstallationsDeps) {
     } else status = 'uninstalled';
     const at = now();
     db.prepare('UPDATE installations SET status = ?, updated_at = ?, uninstalled_at = ? WHERE id = ?').run(status, at, status === 'uninstalled' ? at : null, id);
+    forget(id);
     changed();
     return get(id)!;
   }
@@ -285,6 +300,7 @@ export function createInstallations(deps: InstallationsDeps) {
       require(id);
       const token = newInstallationToken();
       db.prepare('UPDATE installations SET token_hash = ?, updated_at = ? WHERE id = ?').run(hashToken(token), now(), id);
+      forget(id);
       return token;
     },
   };
