@@ -114,7 +114,7 @@ export const webhooksModule: Module = {
     const cfg = (): WebhooksConfig => services.config.webhooks;
     const log = services.log.child({ module: 'webhooks' });
     const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
-    const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1 });
+    const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyHeld: () => secrets.anyPaused() });
     const currentUrl = (d: { eventType: string; installationId: string }) =>
       (services.subscriptions as Subscriptions)?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
 

@@ -145,7 +145,8 @@ const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id, d.url
 
 export type Queue = ReturnType<typeof createQueue>;
 
-export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
+export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?: () => boolean }) {
+  const anyHeld = opts.anyHeld ?? (() => true);
   const q = {
     insert: db.prepare(
       `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at)
@@ -155,6 +156,12 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
     dueForOrigin: db.prepare<{ origin: string; now: number; limit: number }, { seq: number; origin: string }>(
       `SELECT d.seq, d.origin FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
        WHERE d.origin = @origin AND d.next_attempt_at <= @now AND (d.lease_until IS NULL OR d.lease_until <= @now) AND NOT ${HELD}
+       ORDER BY d.next_attempt_at LIMIT @limit`,
+    ),
+    // The same when no installation is paused (the usual case): no lookup per candidate row.
+    dueForOriginNoneHeld: db.prepare<{ origin: string; now: number; limit: number }, { seq: number; origin: string }>(
+      `SELECT d.seq, d.origin FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
+       WHERE d.origin = @origin AND d.next_attempt_at <= @now AND (d.lease_until IS NULL OR d.lease_until <= @now)
        ORDER BY d.next_attempt_at LIMIT @limit`,
     ),
     nextForOrigin: db.prepare<{ origin: string; now: number }, { at: number | null }>(
@@ -369,7 +376,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number }) {
         const origin = origins[(rotation + i) % origins.length];
         const room = roomOf(origin);
         if (room <= 0 || originDue.get(origin)! > now) continue;
-        const rows = q.dueForOrigin.all({ origin, now, limit: Math.min(room, limit - out.length) });
+        const rows = (anyHeld() ? q.dueForOrigin : q.dueForOriginNoneHeld).all({ origin, now, limit: Math.min(room, limit - out.length) });
         if (rows.length) {
           out.push(...rows);
           continue;

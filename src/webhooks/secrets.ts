@@ -24,6 +24,8 @@ export interface WebhookSecrets {
   setPaused(installationId: string, paused: boolean): void;
   /** Whether deliveries to this installation are held (answered from memory). */
   isPaused(installationId: string): boolean;
+  /** Whether any installation is paused (false means none is, in the database too). */
+  anyPaused(): boolean;
   forget(installationId: string): void;
 }
 
@@ -143,6 +145,7 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
       reloadSoon();
     },
     isPaused: (installationId) => paused.has(installationId),
+    anyPaused: () => paused.size > 0,
     forget(installationId) {
       cache.delete(installationId);
       known.delete(installationId);
