@@ -54,6 +54,14 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     assert.equal(provider.tokenCalls.at(-1)!.body.redirect_uri, 'https://app.example.test/oauth/callback');
   });
 
+  await t.test('pkce: false sends neither a code_challenge nor a code_verifier', async (t) => {
+    const { authorize, done } = await connect('/no-pkce');
+    assert.equal(authorize.searchParams.get('code_challenge'), null);
+    assert.equal(authorize.searchParams.get('code_challenge_method'), null);
+    assert.equal(done.status, 200, done.text);
+    assert.equal(provider.tokenCalls.at(-1)!.body.code_verifier, undefined);
+  });
+
   await t.test('ok: false is refused even when extractCredentials ignores it', async (t) => {
     const before = await credentials();
     provider.once(t, Events.BeforeResponse, (res: { body: any }) => {

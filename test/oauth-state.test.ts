@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createStateStore, STATE_TTL_MS } from '../src/oauth/index.ts';
+import { codeChallengeOf, createStateStore, STATE_TTL_MS } from '../src/oauth/index.ts';
 import { openStore } from '../src/store/index.ts';
 import { installationsModule } from '../src/installations/index.ts';
 import { oauthModule } from '../src/oauth/index.ts';
@@ -33,6 +33,23 @@ test('a state is accepted once, for its installation, with its data', (t) => {
   assert.deepEqual(states.consume(state, 'inst_a'), { ok: true, installationId: 'inst_a', data: { redirectUri: 'https://x.test/oauth' } });
   assert.deepEqual(states.consume(state, 'inst_a'), { ok: false, reason: 'reused' });
   assert.notEqual(states.issue('inst_a').state, states.issue('inst_a').state, 'every state carries a fresh nonce');
+});
+
+test('PKCE: a state issued with pkce carries the S256 challenge; consume hands its verifier back once', (t) => {
+  const { db, states } = store(t);
+  const issued = states.issue('inst_a', {}, { pkce: true });
+  assert.equal(issued.codeChallengeMethod, 'S256');
+  assert.match(issued.codeChallenge!, /^[\w-]{43}$/);
+  assert.ok(!issued.state.includes(issued.codeChallenge!), 'the state itself carries neither challenge nor verifier');
+  const r = states.consume(issued.state, 'inst_a');
+  assert.ok(r.ok);
+  assert.match(r.codeVerifier!, /^[\w-]{43}$/, 'RFC 7636: 43-128 unreserved characters');
+  assert.equal(codeChallengeOf(r.codeVerifier!), issued.codeChallenge);
+  assert.deepEqual(states.consume(issued.state, 'inst_a'), { ok: false, reason: 'reused' }, 'no second verifier');
+  assert.deepEqual(db.prepare('SELECT verifier FROM oauth_states WHERE verifier IS NOT NULL').all(), []);
+  const plain = states.issue('inst_a');
+  assert.equal(plain.codeChallenge, undefined);
+  assert.equal((states.consume(plain.state, 'inst_a') as { codeVerifier?: string }).codeVerifier, undefined);
 });
 
 test('a state expires 10 minutes after it was issued (injected clock)', (t) => {

@@ -5,6 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { Events } from 'oauth2-mock-server';
@@ -61,6 +62,9 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal(q.get('prompt'), null);
     assert.match(q.get('state')!, /^[\w-]+\.[\w-]+$/);
     assert.ok(!authorizeUrl.href.includes(CLIENT_SECRET));
+    // PKCE: only the S256 challenge travels through the browser; the verifier stays on the server.
+    assert.equal(q.get('code_challenge_method'), 'S256');
+    assert.match(q.get('code_challenge')!, /^[\w-]{43}$/);
 
     // The provider "logs the user in" and sends the browser back with a code.
     const second = await visit(authorizeUrl.href);
@@ -83,13 +87,17 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     const call = provider.tokenCalls.at(-1)!;
     assert.match(String(call.headers['content-type']), /^application\/x-www-form-urlencoded/);
     assert.equal(call.headers.accept, 'application/json');
-    assert.deepEqual(call.body, {
+    const { code_verifier: verifier, ...rest } = call.body;
+    assert.deepEqual(rest, {
       client_id: CLIENT_ID,
       client_secret: CLIENT_SECRET,
       code,
       redirect_uri: `${publicEndpoint(inst.id)}/oauth`,
       grant_type: 'authorization_code',
     });
+    // The provider checked it too (oauth2-mock-server refuses a verifier that does not match).
+    assert.equal(createHash('sha256').update(verifier).digest('base64url'), q.get('code_challenge'));
+    assert.deepEqual(db.prepare('SELECT verifier FROM oauth_states WHERE verifier IS NOT NULL').all(), [], 'the verifier is forgotten once used');
     const issued = call.answer.body;
     const creds = (await configuration(inst.id)).oauth_credentials;
     assert.equal(creds.access_token, issued.access_token);

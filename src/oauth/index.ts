@@ -10,7 +10,7 @@ import { readJson } from '../http/body.ts';
 import type { Module, Services } from '../services.ts';
 import { createStateStore, type StateStore } from './state.ts';
 
-export { createStateStore, STATE_TTL_MS, type StateStore, type ConsumeResult } from './state.ts';
+export { createStateStore, codeChallengeOf, STATE_TTL_MS, type StateStore, type ConsumeResult } from './state.ts';
 export { oauthMigrations } from './schema.ts';
 
 /** Largest `data` a state may carry (it travels in the authorize URL). */
@@ -40,12 +40,13 @@ export const oauthModule: Module = {
     const states = () => services.oauthStates as StateStore;
     app.post('/api/v1/oauth/state', async (event) => {
       const id = installationOf(event.req);
-      const body = await readJson<{ data?: unknown }>(event.req, 16 * 1024, { optional: true });
+      const body = await readJson<{ data?: unknown; pkce?: unknown }>(event.req, 16 * 1024, { optional: true });
       const data = body.data ?? {};
       if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new SwitchyardError('bad_request', '"data" must be an object', { where: 'data' });
       if (JSON.stringify(data).length > STATE_DATA_MAX)
         throw new SwitchyardError('bad_request', `"data" is larger than ${STATE_DATA_MAX} bytes of JSON (it travels in the authorize URL)`, { where: 'data' });
-      return states().issue(id, data as Record<string, unknown>);
+      if (body.pkce !== undefined && typeof body.pkce !== 'boolean') throw new SwitchyardError('bad_request', '"pkce" must be true or false', { where: 'pkce' });
+      return states().issue(id, data as Record<string, unknown>, { pkce: body.pkce === true });
     });
     app.post('/api/v1/oauth/state/consume', async (event) => {
       const id = installationOf(event.req);
@@ -56,11 +57,21 @@ export const oauthModule: Module = {
         services.log.warn('OAuth state refused', { installation: id, reason: r.reason });
         throw new SwitchyardError('bad_request', messages[r.reason], { where: 'state', hint: r.reason });
       }
-      return { ok: true, data: r.data };
+      return { ok: true, data: r.data, ...(r.codeVerifier ? { codeVerifier: r.codeVerifier } : {}) };
     });
   },
   openapi: {
-    '/api/v1/oauth/state': { post: { summary: 'Issue a signed, single-use OAuth state (installation token only; lives 10 minutes)', responses: { '200': { description: '{state, expiresAt}' } } } },
-    '/api/v1/oauth/state/consume': { post: { summary: 'Verify and burn an OAuth state (installation token only)', responses: { '200': { description: '{ok: true, data}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } } } },
+    '/api/v1/oauth/state': {
+      post: {
+        summary: 'Issue a signed, single-use OAuth state (installation token only; lives 10 minutes); with {"pkce": true} also a PKCE S256 challenge',
+        responses: { '200': { description: '{state, expiresAt, codeChallenge?, codeChallengeMethod?}' } },
+      },
+    },
+    '/api/v1/oauth/state/consume': {
+      post: {
+        summary: 'Verify and burn an OAuth state (installation token only); returns its PKCE code_verifier, once',
+        responses: { '200': { description: '{ok: true, data, codeVerifier?}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } },
+      },
+    },
   },
 };

@@ -1,6 +1,6 @@
 import type { ModuleMigrations } from '../store/index.ts';
 
-/** Issued OAuth states: a nonce is accepted once, before it expires. */
+/** Issued OAuth states: a nonce is accepted once, before it expires; with its PKCE verifier until then. */
 export const oauthMigrations: ModuleMigrations = {
   module: 'oauth',
   steps: [
@@ -11,5 +11,7 @@ export const oauthMigrations: ModuleMigrations = {
       used_at INTEGER
     );
     CREATE INDEX oauth_states_by_expiry ON oauth_states (expires_at);`,
+    // PKCE (RFC 7636): the code_verifier of a state, kept server-side until the state is used.
+    `ALTER TABLE oauth_states ADD COLUMN verifier TEXT;`,
   ],
 };

@@ -3,32 +3,63 @@
  * signs {installation, nonce, expiry} with its own key, remembers the nonce, and accepts it once,
  * for the same installation, before it expires. (The leading implementation's state is unsigned JSON
  * holding the installation id: login CSRF and installation confusion. Not here.)
+ *
+ * PKCE (RFC 7636, S256): a state can carry a code_verifier that never leaves the server until the
+ * state is consumed; only its challenge goes into the authorize URL. A stolen authorization code is
+ * then useless without the verifier, which only the installation's own callback receives, once.
  */
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { safeEqual } from '../http/auth.ts';
 import { signingKey } from '../installations/tokens.ts';
 import type { Db } from '../store/index.ts';
 
 export const STATE_TTL_MS = 10 * 60_000;
 
-export type ConsumeResult = { ok: true; installationId: string; data: Record<string, unknown> } | { ok: false; reason: 'malformed' | 'forged' | 'expired' | 'reused' | 'wrong_installation' };
+export type ConsumeResult =
+  | { ok: true; installationId: string; data: Record<string, unknown>; codeVerifier?: string }
+  | { ok: false; reason: 'malformed' | 'forged' | 'expired' | 'reused' | 'wrong_installation' };
+
+/** The S256 code_challenge of a verifier: base64url(SHA-256(verifier)). */
+export function codeChallengeOf(verifier: string): string {
+  return createHash('sha256').update(verifier).digest('base64url');
+}
 
 export function createStateStore(db: Db, now: () => number = Date.now) {
   const key = signingKey(db, 'oauth-state');
   const sign = (payload: string) => createHmac('sha256', key).update(payload).digest('base64url');
-  const insert = db.prepare('INSERT INTO oauth_states (nonce, installation_id, expires_at) VALUES (?, ?, ?)');
-  const use = db.prepare('UPDATE oauth_states SET used_at = ? WHERE nonce = ? AND used_at IS NULL');
+  const insert = db.prepare('INSERT INTO oauth_states (nonce, installation_id, expires_at, verifier) VALUES (?, ?, ?, ?)');
+  const unused = db.prepare<[string], { verifier: string | null }>('SELECT verifier FROM oauth_states WHERE nonce = ? AND used_at IS NULL');
+  const markUsed = db.prepare('UPDATE oauth_states SET used_at = ?, verifier = NULL WHERE nonce = ? AND used_at IS NULL');
+  // Burn a nonce and take its verifier, atomically: a second consume finds nothing.
+  const use = db.transaction((nonce: string, at: number): { verifier: string | null } | undefined => {
+    const row = unused.get(nonce);
+    if (!row || markUsed.run(at, nonce).changes !== 1) return undefined;
+    return row;
+  });
   const purge = db.prepare('DELETE FROM oauth_states WHERE expires_at < ?');
 
   return {
-    /** A fresh state for `installationId`, carrying small extra data (e.g. a return path). */
-    issue(installationId: string, data: Record<string, unknown> = {}): { state: string; expiresAt: string } {
+    /**
+     * A fresh state for `installationId`, carrying small extra data (e.g. a return path). With
+     * `pkce`, a code_verifier is made and kept; the answer carries its S256 challenge.
+     */
+    issue(
+      installationId: string,
+      data: Record<string, unknown> = {},
+      opts: { pkce?: boolean } = {},
+    ): { state: string; expiresAt: string; codeChallenge?: string; codeChallengeMethod?: 'S256' } {
       purge.run(now() - STATE_TTL_MS);
       const nonce = randomBytes(16).toString('base64url');
       const expires = now() + STATE_TTL_MS;
       const payload = Buffer.from(JSON.stringify({ i: installationId, n: nonce, e: expires, d: data })).toString('base64url');
-      insert.run(nonce, installationId, expires);
-      return { state: `${payload}.${sign(payload)}`, expiresAt: new Date(expires).toISOString() };
+      // 32 random bytes: a 43-character verifier, the shortest RFC 7636 allows, 256 bits of entropy.
+      const verifier = opts.pkce ? randomBytes(32).toString('base64url') : null;
+      insert.run(nonce, installationId, expires, verifier);
+      return {
+        state: `${payload}.${sign(payload)}`,
+        expiresAt: new Date(expires).toISOString(),
+        ...(verifier ? { codeChallenge: codeChallengeOf(verifier), codeChallengeMethod: 'S256' as const } : {}),
+      };
     },
 
     /** Verify and burn a state; `installationId` is the caller's (a state is good for one only). */
@@ -45,8 +76,9 @@ export function createStateStore(db: Db, now: () => number = Date.now) {
       }
       if (body.i !== installationId) return { ok: false, reason: 'wrong_installation' };
       if (body.e < now()) return { ok: false, reason: 'expired' };
-      if (use.run(now(), body.n).changes !== 1) return { ok: false, reason: 'reused' };
-      return { ok: true, installationId: body.i, data: body.d ?? {} };
+      const used = use(body.n, now());
+      if (!used) return { ok: false, reason: 'reused' };
+      return { ok: true, installationId: body.i, data: body.d ?? {}, ...(used.verifier ? { codeVerifier: used.verifier } : {}) };
     },
   };
 }

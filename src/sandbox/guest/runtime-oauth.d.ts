@@ -19,6 +19,12 @@ declare module '@switchyard/runtime' {
     /** Sent as `prompt` when set (e.g. "consent"). */
     prompt?: string;
     /**
+     * PKCE (RFC 7636, S256), on by default: the authorize URL carries a code_challenge and the token
+     * exchange its code_verifier (kept by the server until the callback). Set false for a provider
+     * that rejects the extra parameters.
+     */
+    pkce?: boolean;
+    /**
      * Turns the token endpoint's answer into what is stored, `{ configuration: { oauth_credentials:
      * { access_token } } }`. Throw (ideally an OAuthError) when the answer is not a success, e.g.
      * `ok: false`. Default: defaultExtractCredentials.

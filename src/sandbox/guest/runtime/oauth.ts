@@ -3,9 +3,11 @@
  * public endpoint (usually /oauth, the callback_url of a `button` property).
  *
  * - No `code` in the query: ask the server for a signed, single-use, expiring state bound to this
- *   installation (`POST oauth/state`), then redirect to authorizeURL with client_id,
- *   response_type=code, redirect_uri, scope (space-joined), state and prompt.
- * - `code` in the query: burn the state (`POST oauth/state/consume`), POST the code to
+ *   installation (`POST oauth/state`, with a PKCE challenge unless `pkce: false`), then redirect to
+ *   authorizeURL with client_id, response_type=code, redirect_uri, scope (space-joined), state,
+ *   prompt, code_challenge and code_challenge_method=S256.
+ * - `code` in the query: burn the state (`POST oauth/state/consume`, which hands back the PKCE
+ *   code_verifier once), POST the code and the verifier to
  *   accessTokenURL (x-www-form-urlencoded, Accept: application/json) through the sandbox's fetch,
  *   run extractCredentials, write the result into the installation's configuration with the
  *   installation's own token (PATCH installations/<id>) and answer a page that closes the window.
@@ -36,6 +38,12 @@ export interface OAuthConfig {
   scopes?: string[];
   /** Sent as `prompt` when set (e.g. "consent"). */
   prompt?: string;
+  /**
+   * PKCE (RFC 7636, S256), on by default as OAuth 2.1 and RFC 9700 recommend for every client: the
+   * authorize URL carries a code_challenge and the exchange its code_verifier, which the server keeps
+   * until the callback. Set false for a provider that rejects the extra parameters.
+   */
+  pkce?: boolean;
   /**
    * Turns the token endpoint's answer into what is stored: `{ configuration: { oauth_credentials:
    * {...} } }`. Throw (ideally an OAuthError carrying the response) when the answer is not a
@@ -343,9 +351,9 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
 
     if (!code) {
       const redirectUri = cfg.redirectURL ?? defaultRedirectUri(url, env);
-      let issued: { state?: string };
+      let issued: { state?: string; codeChallenge?: string; codeChallengeMethod?: string };
       try {
-        issued = await context.api.request('POST', 'oauth/state', { data: { redirectUri } });
+        issued = await context.api.request('POST', 'oauth/state', { data: { redirectUri }, pkce: cfg.pkce !== false });
       } catch (e) {
         return fail(502, `Could not start the connection: ${String((e as Error)?.message ?? e)}`);
       }
@@ -356,14 +364,20 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
       if (cfg.scopes?.length) target.searchParams.set('scope', cfg.scopes.join(' '));
       target.searchParams.set('state', String(issued?.state ?? ''));
       if (cfg.prompt) target.searchParams.set('prompt', cfg.prompt);
+      if (issued?.codeChallenge) {
+        target.searchParams.set('code_challenge', issued.codeChallenge);
+        target.searchParams.set('code_challenge_method', String(issued.codeChallengeMethod ?? 'S256'));
+      }
       return new Response(null, { status: 302, headers: { location: target.href, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' } });
     }
 
     if (!state) return fail(400, 'The provider sent back no state: start the connection again from its connect link.');
     let data: Record<string, unknown>;
+    let codeVerifier: string | undefined;
     try {
       const r = await context.api.request('POST', 'oauth/state/consume', { state });
       data = (r?.data ?? {}) as Record<string, unknown>;
+      if (typeof r?.codeVerifier === 'string') codeVerifier = r.codeVerifier;
     } catch (e) {
       const refusal = stateRefusal(e);
       return fail(refusal.status, refusal.message);
@@ -374,12 +388,14 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
     let response: any;
     let credentials: OAuthCredentials;
     try {
-      response = await tokenRequest(cfg, { client_id: cfg.clientId, client_secret: cfg.clientSecret, code, redirect_uri: redirectUri, grant_type: 'authorization_code' }, 'the token exchange');
+      const form: Record<string, string> = { client_id: cfg.clientId, client_secret: cfg.clientSecret, code, redirect_uri: redirectUri, grant_type: 'authorization_code' };
+      if (codeVerifier) form.code_verifier = codeVerifier;
+      response = await tokenRequest(cfg, form, 'the token exchange');
       credentials = await extract(cfg, response);
     } catch (e) {
       const err = e as Error;
       const tokens = response && typeof response === 'object' ? [response.access_token, response.refresh_token, response.id_token] : [];
-      return fail(502, `The token exchange with the provider failed. ${String(err?.message ?? err)}`, [code, ...tokens]);
+      return fail(502, `The token exchange with the provider failed. ${String(err?.message ?? err)}`, [code, codeVerifier, ...tokens]);
     }
     const tokens = [response?.access_token, response?.refresh_token, response?.id_token, code];
     try {
