@@ -52,8 +52,9 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   assert.equal(report.deliveries, 6 - keptForCursor);
   assert.equal(report.events, 3, 'the space_content_updated events had no deliveries');
   assert.equal(report.invocations, 2, 'the newest invocation stays (its rowid is the logs cursor)');
-  // batch_size 2: deliveries in ceil((n+1)/2) batches, then events (2), then invocations (2).
-  assert.equal(report.batches, Math.floor(report.deliveries / 2) + 1 + 2 + 2);
+  assert.equal(report.failedDeliveries, 0, 'failed deliveries are kept for retention.keep_failed (90 days)');
+  // batch_size 2: deliveries in ceil((n+1)/2) batches, failed ones (1), then events (2), then invocations (2).
+  assert.equal(report.batches, Math.floor(report.deliveries / 2) + 1 + 1 + 2 + 2);
   assert.ok(report.longestBatchMs >= 0 && report.durationMs >= report.longestBatchMs);
   assert.equal(report.interrupted, false);
 
@@ -69,11 +70,20 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
 
   const again = await retention.run({ now: Date.now() + 31 * DAY });
   assert.deepEqual([again.deliveries, again.events, again.invocations], [0, 0, 0], 'a second run finds nothing');
+
+  // After retention.keep_failed, failed deliveries go too (with their attempts), then their events.
+  const late = await retention.run({ now: Date.now() + 91 * DAY });
+  const failedKeptForCursor = newest.status === 'failed' ? 1 : 0;
+  assert.equal(late.failedDeliveries, 5 - failedKeptForCursor);
+  assert.equal(late.events, 5 - failedKeptForCursor, 'the failed deliveries\' events are orphans now');
+  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), failedKeptForCursor);
+  assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0);
+  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying'"), 1, 'the held retry still waits');
   // New attempts continue after the old ids.
   const next = await s.send('site_view');
   await s.settled(next.deliveries[0].id);
   assert.ok(count(s, 'SELECT MIN(id) AS n FROM webhook_attempts WHERE id > ?', before.maxAttempt) > before.maxAttempt);
-  assert.equal((await s.api('GET', '/api/v1/retention')).body.lastRun.startedAt, again.startedAt);
+  assert.equal((await s.api('GET', '/api/v1/retention')).body.lastRun.startedAt, late.startedAt);
 });
 
 test('between batches the job yields: a delivery goes out in the middle of a purge', async (t) => {
@@ -89,7 +99,7 @@ test('between batches the job yields: a delivery goes out in the middle of a pur
   const progress: number[] = [];
   const retention = createRetention({
     purgers: () => serverPurgers(s.services).map((p) => ({ ...p, purge: (b, l) => (progress.push(1), p.purge(b, l)) })),
-    settings: () => ({ keep: DAY, batch_size: 1 }),
+    settings: () => ({ keep: DAY, keep_failed: 90 * DAY, batch_size: 1 }),
     log: memoryLogger(),
     now: () => Date.now() + 2 * DAY,
     async pause() {
@@ -113,10 +123,10 @@ test('retention run|status from the CLI; a bad schedule stops the server with th
   const run = await s.cliJson<RetentionReport>(['retention', 'run']);
   assert.deepEqual([run.deliveries, run.events, run.invocations, run.interrupted], [0, 0, 0, false]);
   const people = await s.cli(['retention', 'run']);
-  assert.match(people.stdout, /^purged history older than \S+Z: 0 deliveries \(with their attempts\), 0 events, 0 invocation logs in 3 batches, /);
+  assert.match(people.stdout, /^purged history older than \S+Z: 0 deliveries \(with their attempts\), 0 events, 0 invocation logs, and 0 failed deliveries that failed before \S+Z, in 4 batches, /);
   const status = await s.cli(['retention', 'status']);
   assert.equal(status.code, 0, status.stderr);
-  assert.match(status.stdout, /^schedule {3}17 3 \* \* \* \(next \S+T\d\d:17:00Z\)\nkeep {7}30d, 500 rows per batch\nlast run {3}\S+Z: purged history/);
+  assert.match(status.stdout, /^schedule {3}17 3 \* \* \* \(next \S+T\d\d:17:00Z\)\nkeep {7}30d \(failed deliveries 90d\), 500 rows per batch\nlast run {3}\S+Z: purged history/);
 
   await assert.rejects(startTestServer(t, { retention: { schedule: '61 * * * *' } }), (e: Error & { code?: string; where?: string }) => {
     assert.equal(e.code, 'config_invalid');

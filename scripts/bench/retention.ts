@@ -86,7 +86,7 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
       store.db.pragma('wal_checkpoint(PASSIVE)');
       batches[batches.length - 1] += performance.now() - t0;
     };
-    const retention = createRetention({ purgers: () => purgers, settings: () => ({ keep: 30 * DAY, batch_size: BATCH }), log: memoryLogger(), checkpoint });
+    const retention = createRetention({ purgers: () => purgers, settings: () => ({ keep: 30 * DAY, keep_failed: 90 * DAY, batch_size: BATCH }), log: memoryLogger(), checkpoint });
     const h = monitorEventLoopDelay({ resolution: 1 });
     h.enable();
     const t0 = performance.now();

@@ -16,13 +16,17 @@ function span(ms: number): string {
 
 function summary(r: RetentionReport): string {
   return (
-    `purged history older than ${when(r.cutoff)}: ${r.deliveries} deliveries (with their attempts), ${r.events} events, ${r.invocations} invocation logs` +
+    `purged history older than ${when(r.cutoff)}: ${r.deliveries} deliveries (with their attempts), ${r.events} events, ${r.invocations} invocation logs,` +
+    ` and ${r.failedDeliveries} failed deliveries that failed before ${when(r.failedCutoff)},` +
     ` in ${r.batches} batch${r.batches === 1 ? '' : 'es'}, ${duration(r.durationMs)} (longest batch ${duration(r.longestBatchMs)})${r.interrupted ? '; interrupted by shutdown' : ''}\n`
   );
 }
 
 const run = defineCommand({
-  meta: { name: 'run', description: 'Purge delivered deliveries, their attempts, orphaned events and invocation logs older than retention.keep, now' },
+  meta: {
+    name: 'run',
+    description: 'Purge delivered deliveries, their attempts, orphaned events and invocation logs older than retention.keep, and failed deliveries older than retention.keep_failed, now',
+  },
   args: { ...configArg, ...jsonArg },
   async run({ args }) {
     const r = await apiClient(configFrom(args)).post<RetentionReport>('/api/v1/retention/run');
@@ -35,12 +39,20 @@ const status = defineCommand({
   meta: { name: 'status', description: 'The retention schedule, the next run and the last run' },
   args: { ...configArg, ...jsonArg },
   async run({ args }) {
-    const r = await apiClient(configFrom(args)).get<{ schedule: string; keepMs: number; batchSize: number; nextRunAt: string | null; running: boolean; lastRun: RetentionReport | null }>(
+    const r = await apiClient(configFrom(args)).get<{
+      schedule: string;
+      keepMs: number;
+      keepFailedMs: number;
+      batchSize: number;
+      nextRunAt: string | null;
+      running: boolean;
+      lastRun: RetentionReport | null;
+    }>(
       '/api/v1/retention',
     );
     if (args.json) return printJson(r);
     out(`schedule   ${r.schedule} (next ${r.nextRunAt ? when(r.nextRunAt) : 'never'})${r.running ? ', running now' : ''}\n`);
-    out(`keep       ${span(r.keepMs)}, ${r.batchSize} rows per batch\n`);
+    out(`keep       ${span(r.keepMs)} (failed deliveries ${span(r.keepFailedMs)}), ${r.batchSize} rows per batch\n`);
     out(`last run   ${r.lastRun ? `${when(r.lastRun.startedAt)}: ${summary(r.lastRun)}` : 'none since the server started\n'}`);
   },
 });

@@ -57,6 +57,7 @@ export const configSchema = s.object({
   retention: s.object({
     schedule: s.withDefault(s.string({ min: 1, description: 'cron expression (croner)' }), '17 3 * * *'),
     keep: s.withDefault(s.duration({ min: 60_000 }), 30 * 86_400_000),
+    keep_failed: s.withDefault(s.duration({ min: 60_000 }), 90 * 86_400_000),
     batch_size: s.withDefault(s.number({ integer: true, min: 1, max: 100_000 }), 500),
   }),
 });

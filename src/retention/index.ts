@@ -21,7 +21,10 @@ export function serverPurgers(services: Services): Purger[] {
   const deliveries = services.deliveries as Deliveries | undefined;
   const events = services.events as Events | undefined;
   const invocations = services.invocations as Invocations | undefined;
-  if (deliveries) out.push({ name: 'deliveries', purge: (before, limit) => deliveries.purgeFinished(before, limit) });
+  if (deliveries) {
+    out.push({ name: 'deliveries', purge: (before, limit) => deliveries.purgeFinished(before, limit) });
+    out.push({ name: 'failedDeliveries', keep: 'keep_failed', purge: (before, limit) => deliveries.purgeFailed(before, limit) });
+  }
   if (events) out.push({ name: 'events', purge: (before, limit) => events.purgeOrphans(before, limit) });
   if (invocations) out.push({ name: 'invocations', purge: (before, limit) => invocations.purgeBefore(before, limit) });
   return out;
@@ -49,6 +52,7 @@ export function retentionRoutes(app: H3, services: Services): void {
     return {
       schedule: cfg.schedule,
       keepMs: cfg.keep,
+      keepFailedMs: cfg.keep_failed,
       batchSize: cfg.batch_size,
       nextRunAt: cron()?.nextRun()?.toISOString() ?? null,
       running: retention().running,

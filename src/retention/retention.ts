@@ -3,22 +3,27 @@
  * DELETE statement (one transaction of at most `batch_size` rows), and the job yields to the event
  * loop between batches, so the delivery worker's own statements run in between: a purge of a
  * million rows is a few hundred short steps, never one long lock. Purged, in order:
- * 1. delivered and cancelled deliveries completed before the cutoff, with their attempts
- *    (failed ones stay: they can still be replayed);
- * 2. events received before the cutoff that no delivery refers to any more;
- * 3. invocation logs recorded before the cutoff.
+ * 1. delivered and cancelled deliveries completed before the cutoff, with their attempts;
+ * 2. failed deliveries that failed before `retention.keep_failed` ago (kept longer, since they can
+ *    be replayed), with their attempts;
+ * 3. events received before the cutoff that no delivery refers to any more;
+ * 4. invocation logs recorded before the cutoff.
  */
 import type { Logger } from '../log/index.ts';
 
 export interface RetentionSettings {
   /** Milliseconds of history to keep. */
   keep: number;
+  /** Milliseconds failed deliveries are kept (they can be replayed until then). */
+  keep_failed: number;
   batch_size: number;
 }
 
 /** One table group's purge: delete up to `limit` rows older than `before`, return how many went. */
 export interface Purger {
-  name: 'deliveries' | 'events' | 'invocations';
+  name: 'deliveries' | 'failedDeliveries' | 'events' | 'invocations';
+  /** Which setting gives its cutoff (default `keep`). */
+  keep?: 'keep' | 'keep_failed';
   purge(before: number, limit: number): number;
 }
 
@@ -27,6 +32,9 @@ export interface RetentionReport {
   /** Rows older than this were purged. */
   cutoff: string;
   deliveries: number;
+  /** Failed deliveries purged (their cutoff is `failedCutoff`). */
+  failedDeliveries: number;
+  failedCutoff: string;
   events: number;
   invocations: number;
   batches: number;
@@ -70,13 +78,17 @@ export function createRetention(deps: RetentionDeps): Retention {
   let last: RetentionReport | null = null;
 
   async function runOnce(now: number): Promise<RetentionReport> {
-    const { keep, batch_size } = deps.settings();
+    const settings = deps.settings();
+    const { keep, batch_size } = settings;
     const cutoff = now - keep;
+    const failedCutoff = now - settings.keep_failed;
     const t0 = performance.now();
     const report: RetentionReport = {
       startedAt: new Date(now).toISOString(),
       cutoff: new Date(cutoff).toISOString(),
       deliveries: 0,
+      failedDeliveries: 0,
+      failedCutoff: new Date(failedCutoff).toISOString(),
       events: 0,
       invocations: 0,
       batches: 0,
@@ -91,7 +103,7 @@ export function createRetention(deps: RetentionDeps): Retention {
           break outer;
         }
         const b0 = performance.now();
-        const n = p.purge(cutoff, batch_size);
+        const n = p.purge(p.keep === 'keep_failed' ? failedCutoff : cutoff, batch_size);
         if (n) deps.checkpoint?.();
         report.longestBatchMs = Math.max(report.longestBatchMs, performance.now() - b0);
         report.batches++;
@@ -103,10 +115,11 @@ export function createRetention(deps: RetentionDeps): Retention {
     }
     report.durationMs = Math.round((performance.now() - t0) * 100) / 100;
     report.longestBatchMs = Math.round(report.longestBatchMs * 100) / 100;
-    const purged = report.deliveries + report.events + report.invocations;
+    const purged = report.deliveries + report.failedDeliveries + report.events + report.invocations;
     deps.log[purged ? 'info' : 'debug']('retention purged old history', {
       cutoff: report.cutoff,
       deliveries: report.deliveries,
+      failed_deliveries: report.failedDeliveries,
       events: report.events,
       invocations: report.invocations,
       batches: report.batches,

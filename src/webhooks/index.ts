@@ -79,6 +79,8 @@ export interface Deliveries {
   retriesDue(now?: number): number;
   /** Retention: delete up to `limit` delivered/cancelled deliveries completed before `before`, with their attempts. */
   purgeFinished(before: number, limit: number): number;
+  /** Retention: the same for failed deliveries (kept longer: `retention.keep_failed`, for replays). */
+  purgeFailed(before: number, limit: number): number;
 }
 
 /** The exact body of one delivery: the event with the subscriber's installationId (common fields first). */
@@ -224,6 +226,7 @@ export const webhooksModule: Module = {
       lastAttemptId: () => queue.lastAttemptId(),
       retriesDue: (now = Date.now()) => queue.retriesDue(now),
       purgeFinished: (before, limit) => queue.purgeFinished(before, limit),
+      purgeFailed: (before, limit) => queue.purgeFailed(before, limit),
     };
 
     services.webhooks = webhooks;

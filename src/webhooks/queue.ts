@@ -261,6 +261,13 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
            AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
          LIMIT @limit)`,
     ),
+    purgeFailed: db.prepare<{ before: number; limit: number }>(
+      `DELETE FROM webhook_deliveries WHERE seq IN (
+         SELECT seq FROM webhook_deliveries
+         WHERE status = 'failed' AND completed_at < @before
+           AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
+         LIMIT @limit)`,
+    ),
   };
 
   const inTransaction = db.transaction((fn: () => unknown) => fn());
@@ -601,6 +608,11 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
      */
     purgeFinished(before: number, limit: number): number {
       return q.purgeFinished.run({ before, limit }).changes;
+    },
+
+    /** Delete up to `limit` failed deliveries that failed before `before` (no longer replayable), with their attempts; same cursor rule. */
+    purgeFailed(before: number, limit: number): number {
+      return q.purgeFailed.run({ before, limit }).changes;
     },
   };
 }
