@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'bad_request'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'too_many_requests'
   | 'server_unreachable'
   | 'internal';
 
@@ -42,6 +43,7 @@ const defaultStatus: Partial<Record<ErrorCode, number>> = {
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  too_many_requests: 429,
   internal: 500,
 };
 
@@ -51,11 +53,13 @@ export class SwitchyardError extends Error {
   readonly where?: string;
   readonly status: number;
   readonly problems: Problem[];
+  /** Response headers when the error crosses the management API (e.g. Retry-After). */
+  readonly headers?: Record<string, string>;
 
   constructor(
     code: ErrorCode,
     message: string,
-    opts: { hint?: string; where?: string; status?: number; problems?: Problem[]; cause?: unknown } = {},
+    opts: { hint?: string; where?: string; status?: number; problems?: Problem[]; cause?: unknown; headers?: Record<string, string> } = {},
   ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'SwitchyardError';
@@ -64,6 +68,7 @@ export class SwitchyardError extends Error {
     this.where = opts.where;
     this.status = opts.status ?? defaultStatus[code] ?? 500;
     this.problems = opts.problems ?? [];
+    this.headers = opts.headers;
   }
 
   /** The JSON error shape of the management API. */

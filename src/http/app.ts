@@ -6,6 +6,7 @@ import { H3, HTTPError } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import type { Module, Services } from '../services.ts';
 import { bearerToken, safeEqual } from './auth.ts';
+import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument } from './openapi.ts';
 
@@ -39,10 +40,14 @@ export function authenticate(req: Request, services: Services): Principal {
     throw new SwitchyardError('unauthorized', 'missing Authorization: Bearer <token>', {
       hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',
     });
+  const throttle = services.authThrottle as AuthThrottle | undefined;
+  const address = clientAddress(req);
+  throttle?.check(address);
   if (safeEqual(token, services.adminToken)) return { kind: 'admin' };
   const resolver = services.resolveToken as TokenResolver | undefined;
   const p = resolver?.(token);
   if (p) return p;
+  if (throttle?.fail(address)) services.log.warn('authentication refused for a while: too many wrong tokens', { address });
   throw new SwitchyardError('unauthorized', 'the token is not valid', {
     hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',
   });
@@ -69,7 +74,7 @@ export function createApp(services: Services, modules: Module[]): H3 {
     silent: true,
     onError(error, event) {
       const cause = (error as HTTPError).cause ?? error;
-      if (cause instanceof SwitchyardError) return Response.json(cause.toJSON(), { status: cause.status });
+      if (cause instanceof SwitchyardError) return Response.json(cause.toJSON(), { status: cause.status, headers: cause.headers });
       const status = (error as HTTPError).status ?? 500;
       if (status >= 500) {
         services.log.error('request failed', { error: cause instanceof Error ? cause : String(cause) });

@@ -14,6 +14,7 @@ import type { Module, Services } from '../services.ts';
 import { openStore } from '../store/index.ts';
 import { resolveAdminToken } from './auth.ts';
 import { createApp } from './app.ts';
+import { createAuthThrottle } from './throttle.ts';
 
 export interface RunningServer {
   url: string;
@@ -29,7 +30,7 @@ export async function startServer(
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
   const store = openStore(config.data_dir, { lock: true });
   const adminToken = resolveAdminToken(config, true)!;
-  const services: Services = { config, log, store, adminToken, startedAt: Date.now(), closing: false };
+  const services: Services = { config, log, store, adminToken, startedAt: Date.now(), closing: false, authThrottle: createAuthThrottle() };
   const stops: Array<() => Promise<void> | void> = [];
   let httpServer: Server | undefined;
   const modules = opts.modules ?? defaultModules;
