@@ -73,6 +73,8 @@ test('logs: per invocation, what the code printed and every error or limit breac
   const errors = await s.cliJson<{ invocations: InvocationView[] }>(['logs', '--errors']);
   assert.deepEqual(errors.invocations.map((i) => i.outcome), ['limit', 'exception'], 'newest first in JSON');
   assert.equal(errors.invocations[0].error!.limit, 'cpu_time');
+  const stored = s.services.store.db.prepare('SELECT error_limit FROM invocations WHERE id = ?').get(errors.invocations[0].requestId) as { error_limit: string };
+  assert.equal(stored.error_limit, 'cpu_time', 'the breached limit is a column, not parsed from the message');
   const one = await s.cliJson<InvocationView>(['logs', '--installation', inst, '--limit', '1']);
   assert.equal((one as any).invocations.length, 1);
   assert.ok((one as any).nextCursor);

@@ -58,11 +58,13 @@ interface Row {
   error_kind: string | null;
   error_message: string | null;
   error_stack: string | null;
+  error_limit: string | null;
   logs: string;
   created_at: string;
 }
 
-const COLUMNS = 'rowid AS cursor, id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, logs, created_at';
+const COLUMNS =
+  'rowid AS cursor, id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, error_limit, logs, created_at';
 const round = (n: number) => Math.round(n * 100) / 100;
 
 function parseLogs(text: string): InvocationView['logs'] {
@@ -75,8 +77,8 @@ function parseLogs(text: string): InvocationView['logs'] {
 }
 
 export function invocationView(r: Row): InvocationView {
-  // The sandbox names the breached limit in its message ("... sandbox.cpu_time = 50 ms ..."); the table keeps the message only.
-  const limit = r.error_kind === 'limit' ? (/sandbox\.([a-z_]+)/.exec(r.error_message ?? '')?.[1] ?? null) : null;
+  // Rows written before the column existed name the limit only in their message ("sandbox.cpu_time = 50 ms").
+  const limit = r.error_kind === 'limit' ? (r.error_limit ?? /sandbox\.([a-z_]+)/.exec(r.error_message ?? '')?.[1] ?? null) : null;
   return {
     requestId: r.id,
     integration: r.integration,

@@ -23,5 +23,7 @@ export const runtimeMigrations: ModuleMigrations = {
     CREATE INDEX invocations_by_integration ON invocations (integration, created_at);
     CREATE INDEX invocations_by_installation ON invocations (installation_id, created_at);
     CREATE INDEX invocations_by_event ON invocations (event_id);`,
+    // The breached limit of a 'limit' fault (sandbox.<name>), stored instead of read back from the message.
+    `ALTER TABLE invocations ADD COLUMN error_limit TEXT;`,
   ],
 };

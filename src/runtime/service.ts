@@ -58,8 +58,8 @@ export function toResponse(result: InvocationResult, requestId: string): Respons
 export function createRuntime(deps: RuntimeDeps) {
   const { db, log } = deps;
   const insert = db.prepare(
-    `INSERT INTO invocations (id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, logs, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO invocations (id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, error_limit, logs, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const appendLog = db.prepare(`UPDATE invocations SET logs = json_insert(logs, '$[#]', json(?)) WHERE id = ?`);
 
@@ -152,6 +152,7 @@ export function createRuntime(deps: RuntimeDeps) {
         e?.kind ?? null,
         e?.message ?? null,
         e?.stack ?? null,
+        e?.kind === 'limit' ? (e.limit ?? null) : null,
         JSON.stringify(result.logs),
         new Date().toISOString(),
       ],
