@@ -279,13 +279,28 @@ test('listeners see each swap once; an unchanged save does not swap', async (t) 
   assert.deepEqual(changes, []);
 });
 
-test('a symlinked folder is an integration too', async (t) => {
+test('a symlinked folder is an integration too, relative imports included; a symlink inside it still cannot reach out', async (t) => {
   const dir = tmpDir(t);
   const elsewhere = tmpDir(t);
-  write(elsewhere, { 'platform-manifest.yaml': manifest('linked') });
+  write(elsewhere, {
+    'platform-manifest.yaml': manifest('linked', 'script: ./index.ts\n'),
+    'index.ts': `import { createIntegration } from '@switchyard/runtime';\nimport { marker } from './lib.ts';\nexport default createIntegration({ fetch: async () => new Response(marker) });\n`,
+    'lib.ts': `export const marker = 'linked-lib';\n`,
+  });
   symlinkSync(elsewhere, join(dir, 'linked'));
   const { r } = await registry(t, dir);
   assert.ok(r.get('linked'));
+  assert.equal(r.state('linked')!.status, 'loaded', JSON.stringify(r.state('linked')!.errors));
+  assert.match(r.get('linked')!.script!.code, /linked-lib/);
+  // A file linked in from outside the (real) folder is refused as before.
+  const outside = tmpDir(t);
+  write(outside, { 'secret.ts': `export const marker = 'outside';\n` });
+  symlinkSync(join(outside, 'secret.ts'), join(elsewhere, 'lib.ts.out'));
+  write(elsewhere, { 'index.ts': `import { createIntegration } from '@switchyard/runtime';\nimport { marker } from './lib.ts.out';\nexport default createIntegration({ fetch: async () => new Response(marker) });\n` });
+  await waitFor(() => r.state('linked')?.status === 'error');
+  assert.match(JSON.stringify(r.state('linked')!.errors), /outside the integration folder/);
+  write(elsewhere, { 'index.ts': `import { createIntegration } from '@switchyard/runtime';\nimport { marker } from './lib.ts';\nexport default createIntegration({ fetch: async () => new Response(marker) });\n` });
+  await waitFor(() => r.state('linked')?.status === 'loaded');
   writeFileSync(join(elsewhere, 'platform-manifest.yaml'), manifest('linked', 'summary: changed\n'));
   await waitFor(() => r.get('linked')?.manifest.summary === 'changed');
 });

@@ -8,6 +8,7 @@
  * the same, so nothing here changes.
  */
 import { createHash } from 'node:crypto';
+import { realpathSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import type { BuildFailure, Message, Plugin } from 'esbuild';
@@ -47,6 +48,13 @@ const builtins = new Set(builtinModules.flatMap((m) => [m, `node:${m}`]));
  * node_modules) is refused, so a script bundles the same on every machine and in the executable.
  */
 function confine(dir: string, label: string): Plugin {
+  // esbuild resolves symlinks: a folder that is itself a symlink has its files under its real path.
+  let real = dir;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    // a folder that vanished fails the build anyway
+  }
   return {
     name: 'switchyard-confine',
     setup(build) {
@@ -54,7 +62,7 @@ function confine(dir: string, label: string): Plugin {
       build.onResolve({ filter: /.*/ }, async (args) => {
         if (args.pluginData?.confined || args.kind === 'entry-point') return undefined;
         const r = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { confined: true } });
-        if (!r.errors.length && r.path && (within(dir, r.path) || r.external)) return r;
+        if (!r.errors.length && r.path && (within(dir, r.path) || within(real, r.path) || r.external)) return r;
         const relativeImport = args.path.startsWith('.') || isAbsolute(args.path);
         if (relativeImport) {
           if (r.errors.length || !r.path) return { errors: r.errors.length ? r.errors : [{ text: `cannot resolve "${args.path}"` }] };
