@@ -270,6 +270,27 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await configuration(inst.id)).oauth_credentials.access_token, after.access_token);
   });
 
+  await t.test('requests that find the token about to expire together renew it once (one claim at a time)', async (t) => {
+    const inst = await install();
+    const { callback } = await authorize(inst.connect[0].url);
+    assert.equal((await visit(callback.href)).status, 200);
+    const before = (await configuration(inst.id)).oauth_credentials;
+    await s.api('PATCH', `/api/v1/installations/${inst.id}`, { configuration: { oauth_credentials: { ...before, expires_at: Date.now() + 10_000 } } });
+    const refreshes = () => provider.tokenCalls.filter((c) => c.body.grant_type === 'refresh_token').length;
+    const calls = refreshes();
+    // Up to 4 isolates run these side by side; the provider rotates refresh tokens, so a second
+    // renewal with the same refresh token would be spending it twice.
+    const answers = await Promise.all(Array.from({ length: 6 }, () => fetch(`${publicEndpoint(inst.id)}/me`)));
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [200, 200, 200, 200, 200, 200],
+    );
+    assert.equal(refreshes(), calls + 1, 'one refresh_token grant for all of them');
+    const after = (await configuration(inst.id)).oauth_credentials;
+    assert.notEqual(after.refresh_token, before.refresh_token);
+    assert.ok(after.expires_at > Date.now() + 3_000_000);
+  });
+
   await t.test('`switchyard installations show` prints the connect URL of the button', async (t) => {
     const inst = await install();
     const r = await runCli(['installations', 'show', inst.id], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token } });

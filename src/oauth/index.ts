@@ -6,6 +6,8 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf } from '../http/app.ts';
+import { randomBytes } from 'node:crypto';
+import { safeEqual } from '../http/auth.ts';
 import { readJson } from '../http/body.ts';
 import type { Module, Services } from '../services.ts';
 import { createStateStore, type StateStore } from './state.ts';
@@ -30,10 +32,14 @@ function installationOf(req: Request): string {
   return p.installationId;
 }
 
+/** How long one invocation may hold an installation's credential renewal before another may take it. */
+export const REFRESH_CLAIM_MS = 15_000;
+
 export const oauthModule: Module = {
   name: 'oauth',
   start(services: Services) {
     services.oauthStates = createStateStore(services.store.db);
+    services.oauthRefreshClaims = new Map<string, { claim: string; until: number }>();
   },
   routes(app: H3, services: Services) {
     // Looked up per request: tests swap in a store with another clock.
@@ -47,6 +53,29 @@ export const oauthModule: Module = {
         throw new SwitchyardError('bad_request', `"data" is larger than ${STATE_DATA_MAX} bytes of JSON (it travels in the authorize URL)`, { where: 'data' });
       if (body.pkce !== undefined && typeof body.pkce !== 'boolean') throw new SwitchyardError('bad_request', '"pkce" must be true or false', { where: 'pkce' });
       return states().issue(id, data as Record<string, unknown>, { pkce: body.pkce === true });
+    });
+    // Single-flight renewal: the isolates of one integration run invocations side by side, and two
+    // of them renewing the same credentials would both spend the refresh token (a provider that
+    // rotates refresh tokens refuses the second, some then revoke the whole grant). One claim per
+    // installation at a time, in memory (one server process), for REFRESH_CLAIM_MS at most.
+    const claims = () => services.oauthRefreshClaims as Map<string, { claim: string; until: number }>;
+    app.post('/api/v1/oauth/refresh/claim', (event) => {
+      const id = installationOf(event.req);
+      const now = Date.now();
+      const held = claims().get(id);
+      if (held && held.until > now) return { granted: false, until: new Date(held.until).toISOString() };
+      const claim = randomBytes(12).toString('base64url');
+      const until = now + REFRESH_CLAIM_MS;
+      claims().set(id, { claim, until });
+      return { granted: true, claim, until: new Date(until).toISOString() };
+    });
+    app.post('/api/v1/oauth/refresh/release', async (event) => {
+      const id = installationOf(event.req);
+      const body = await readJson<{ claim?: unknown }>(event.req, 1024);
+      const held = claims().get(id);
+      const released = !!held && typeof body.claim === 'string' && safeEqual(body.claim, held.claim);
+      if (released) claims().delete(id);
+      return { released };
     });
     app.post('/api/v1/oauth/state/consume', async (event) => {
       const id = installationOf(event.req);
@@ -66,6 +95,15 @@ export const oauthModule: Module = {
         summary: 'Issue a signed, single-use OAuth state (installation token only; lives 10 minutes); with {"pkce": true} also a PKCE S256 challenge',
         responses: { '200': { description: '{state, expiresAt, codeChallenge?, codeChallengeMethod?}' } },
       },
+    },
+    '/api/v1/oauth/refresh/claim': {
+      post: {
+        summary: 'Claim the renewal of this installation\'s OAuth credentials (installation token only; one at a time, 15 s at most)',
+        responses: { '200': { description: '{granted: true, claim, until} or {granted: false, until}' } },
+      },
+    },
+    '/api/v1/oauth/refresh/release': {
+      post: { summary: 'Release a renewal claim (installation token only)', responses: { '200': { description: '{released}' } } },
     },
     '/api/v1/oauth/state/consume': {
       post: {

@@ -81,6 +81,7 @@ declare module '@switchyard/runtime' {
    * Renew the installation's oauth_credentials when the access token expires within
    * `withinSeconds` (default 60) with grant_type=refresh_token, and store them. Resolves with the
    * credentials in force (renewed or not); throws an OAuthError when renewal is needed and fails.
+   * One invocation of an installation renews at a time; the others wait for it and use what it stored.
    */
   export function refreshCredentials(context: any, config: OAuthConfig, options?: RefreshOptions): Promise<Record<string, any>>;
 }

@@ -16,11 +16,13 @@
  *   there; nothing is stored. Secrets (client secret, tokens) are never shown nor logged.
  *
  * handler.refreshCredentials(context) / refreshCredentials(context, config) renew stored
- * credentials that are about to expire (grant_type=refresh_token) and store them.
+ * credentials that are about to expire (grant_type=refresh_token) and store them, one invocation
+ * per installation at a time (a server-side claim; the others wait and use what it stored).
  */
 import { console } from '../web/console.ts';
 import { fetch } from '../web/fetch.ts';
 import { Response } from '../web/response.ts';
+import { setTimeout } from '../web/timers.ts';
 import { URL, URLSearchParams } from '../web/url.ts';
 
 export interface OAuthConfig {
@@ -291,11 +293,54 @@ export async function refreshCredentials(context: any, config: OAuthConfig, opti
   const env = envOf(context);
   const installationId = env.installation?.id;
   if (!installationId) throw new OAuthError('refreshCredentials() needs an installation: context.environment.installation is not set');
-  const current = env.installation?.configuration?.oauth_credentials;
+  let current = env.installation?.configuration?.oauth_credentials;
   if (!current || typeof current !== 'object') throw new OAuthError(`installation ${installationId} is not connected yet (no oauth_credentials): connect it first`);
   const within = (options.withinSeconds ?? 60) * 1000;
+  const dueSoon = (c: any) => Number.isFinite(Number(c?.expires_at)) && Number(c.expires_at) - Date.now() <= within;
+  if (!options.force && !dueSoon(current)) return current;
+
+  // One renewal per installation at a time (a server-side claim): other invocations wait for it and
+  // use what it stored, so a refresh token is spent once even when several invocations find the
+  // credentials about to expire together (rotating providers refuse a refresh token used twice).
+  const seen = current.expires_at;
+  const renewedMeanwhile = (c: any) => c && typeof c === 'object' && c.expires_at !== seen && !dueSoon(c);
+  for (let round = 0; ; round++) {
+    const claim = (await context.api.request('POST', 'oauth/refresh/claim', {})) as { granted: boolean; claim?: string; until: string };
+    if (claim?.granted) {
+      try {
+        const latest = await storedCredentials(context, installationId);
+        if (renewedMeanwhile(latest)) return adopt(context, latest);
+        if (latest && typeof latest === 'object') current = latest;
+        return await renew(context, config, installationId, current);
+      } finally {
+        await context.api.request('POST', 'oauth/refresh/release', { claim: claim.claim }).catch(() => undefined);
+      }
+    }
+    if (round >= 7) throw new OAuthError(`another invocation has been renewing the credentials of installation ${installationId} for too long; try again`);
+    await sleep(Math.min(100 * 2 ** round, 1600));
+    const latest = await storedCredentials(context, installationId);
+    if (renewedMeanwhile(latest)) return adopt(context, latest);
+  }
+}
+
+/** The credentials stored now (another invocation may have renewed them since this one started). */
+async function storedCredentials(context: any, installationId: string): Promise<any> {
+  const r = await context.api.request('GET', `installations/${encodeURIComponent(installationId)}?reveal=true`);
+  return r?.installation?.configuration?.oauth_credentials;
+}
+
+/** Use credentials another invocation stored: the rest of this invocation sees them too. */
+function adopt(context: any, credentials: Record<string, any>): Record<string, any> {
+  const inst = envOf(context).installation;
+  if (inst) inst.configuration = { ...(inst.configuration ?? {}), oauth_credentials: credentials };
+  return credentials;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** grant_type=refresh_token with the stored refresh token; the answer is extracted and stored. */
+async function renew(context: any, config: OAuthConfig, installationId: string, current: Record<string, any>): Promise<Record<string, any>> {
   const expiresAt = Number(current.expires_at);
-  if (!options.force && (!Number.isFinite(expiresAt) || expiresAt - Date.now() > within)) return current;
   if (typeof current.refresh_token !== 'string' || !current.refresh_token)
     throw new OAuthError(`the access token of installation ${installationId} expires at ${new Date(expiresAt).toISOString()} and no refresh_token is stored: connect again`);
   const secrets = [config.clientSecret, current.refresh_token, current.access_token];
