@@ -99,3 +99,20 @@ test('GET /metrics needs the admin token and reports queue, attempts, latency, s
   assert.equal(m.get('switchyard_http_requests_total{method="GET",route="/metrics",status="401"}'), 1);
   assert.equal(m.get(`switchyard_build_info{version="${VERSION}"}`), 1);
 });
+
+test('metrics.token reads GET /metrics and nothing else; a short one is a config error naming the key', async (t) => {
+  const scrape = 'scrape-only-4f0c2a9d81';
+  const s = await inspectionServer(t, { metrics: { token: scrape } });
+  const page = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${scrape}` } });
+  assert.equal(page.status, 200);
+  assert.match(await page.text(), /^# HELP switchyard_/m);
+  assert.equal((await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${s.token}` } })).status, 200, 'the admin token still reads it');
+  assert.equal((await fetch(`${s.url}/metrics`, { headers: { authorization: 'Bearer scrape-only-wrong-token' } })).status, 401);
+  assert.equal((await s.api('GET', '/api/v1/installations', undefined, scrape)).status, 401, 'the scrape token is not an API token');
+
+  const { parseConfigText } = await import('../src/config/index.ts');
+  assert.throws(
+    () => parseConfigText('metrics:\n  token: short\n', 'c.yaml', {}),
+    (e: any) => e.problems.some((p: any) => p.where === 'c.yaml:2:10' && /metrics\.token/.test(p.message) && /at least 16 characters/.test(`${p.message} ${p.hint ?? ''}`)),
+  );
+});

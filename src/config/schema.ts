@@ -54,6 +54,16 @@ export const configSchema = s.object({
     wait_until: s.withDefault(s.duration(), 30_000),
     log_lines: s.withDefault(s.number({ integer: true, min: 0 }), 256),
   }),
+  metrics: s.object({
+    token: s.withDefault(
+      s.string({
+        pattern: /^(|\S{16,})$/,
+        patternHint: 'empty (GET /metrics takes the admin token only), or at least 16 characters without spaces',
+        description: 'a token that reads GET /metrics and nothing else (Prometheus bearer credentials)',
+      }),
+      '',
+    ),
+  }),
   retention: s.object({
     schedule: s.withDefault(s.string({ min: 1, description: 'cron expression (croner)' }), '17 3 * * *'),
     keep: s.withDefault(s.duration({ min: 60_000 }), 30 * 86_400_000),

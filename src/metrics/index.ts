@@ -7,6 +7,8 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { authenticate } from '../http/app.ts';
+import { bearerToken, safeEqual } from '../http/auth.ts';
+import { clientAddress, type AuthThrottle } from '../http/throttle.ts';
 import type { Module, Services } from '../services.ts';
 import { VERSION } from '../version.ts';
 import { DELIVERY_STATUSES, type Deliveries, type RecordedAttempt } from '../webhooks/index.ts';
@@ -95,8 +97,15 @@ export function createServerMetrics(services: Services): { registry: Registry; s
 
 export function metricsRoutes(app: H3, services: Services): void {
   app.get('/metrics', (event) => {
-    if (authenticate(event.req, services).kind !== 'admin')
-      throw new SwitchyardError('forbidden', 'GET /metrics needs the admin token', { hint: 'scrape with Authorization: Bearer <admin token>' });
+    // Least privilege for the scraper: metrics.token reads this page and nothing else.
+    const scrapeToken = services.config.metrics.token;
+    const token = scrapeToken ? bearerToken(event.req.headers.get('authorization')) : undefined;
+    const throttle = services.authThrottle as AuthThrottle | undefined;
+    if (token) throttle?.check(clientAddress(event.req));
+    if (!(token && safeEqual(token, scrapeToken)) && authenticate(event.req, services).kind !== 'admin')
+      throw new SwitchyardError('forbidden', 'GET /metrics needs the admin token or metrics.token', {
+        hint: 'scrape with Authorization: Bearer <metrics.token from config.yaml>',
+      });
     const registry = services.metrics as Registry;
     return new Response(registry.render(), { headers: { 'content-type': CONTENT_TYPE } });
   });
