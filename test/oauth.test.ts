@@ -105,6 +105,12 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal(creds.scope, issued.scope, 'the example\'s extractCredentials also keeps the granted scope');
     assert.ok(Math.abs(creds.expires_at - (Date.now() + issued.expires_in * 1000)) < 60_000, `expires_at ${creds.expires_at}`);
     assert.equal((await configuration(inst.id, false)).oauth_credentials.access_token, '[redacted]');
+    // The long-lived installation token cannot reveal them (only the admin, and the installation's
+    // own code through its short-lived invocation token).
+    const longLived = (await s.api('POST', `/api/v1/installations/${inst.id}/token`)).body.token;
+    const asInstallation = await s.api('GET', `/api/v1/installations/${inst.id}?reveal=true`, undefined, longLived);
+    assert.equal(asInstallation.status, 200);
+    assert.equal(asInstallation.body.installation.configuration.oauth_credentials.access_token, '[redacted]');
 
     // The stored token works against the provider's API (/me calls its userinfo endpoint).
     const me = await fetch(`${publicEndpoint(inst.id)}/me`);

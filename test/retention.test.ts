@@ -71,12 +71,18 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   const again = await retention.run({ now: Date.now() + 31 * DAY });
   assert.deepEqual([again.deliveries, again.events, again.invocations], [0, 0, 0], 'a second run finds nothing');
 
-  // After retention.keep_failed, failed deliveries go too (with their attempts), then their events.
-  const late = await retention.run({ now: Date.now() + 91 * DAY });
+  // After retention.keep_failed, failed deliveries go too (with their attempts), then their events;
+  // one being retried by hand right now (leased) is left alone.
+  const db = s.services.store.db;
   const failedKeptForCursor = newest.status === 'failed' ? 1 : 0;
-  assert.equal(late.failedDeliveries, 5 - failedKeptForCursor);
-  assert.equal(late.events, 5 - failedKeptForCursor, 'the failed deliveries\' events are orphans now');
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), failedKeptForCursor);
+  const retried = db.prepare("SELECT seq FROM webhook_deliveries WHERE status = 'failed' AND id != ? LIMIT 1").get(newest.id) as { seq: number };
+  db.prepare('UPDATE webhook_deliveries SET lease_until = ? WHERE seq = ?').run(Date.now() + 91 * DAY + 60_000, retried.seq);
+  const late = await retention.run({ now: Date.now() + 91 * DAY });
+  assert.equal(late.failedDeliveries, 4 - failedKeptForCursor);
+  assert.equal(late.events, 4 - failedKeptForCursor, 'the failed deliveries\' events are orphans now');
+  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), failedKeptForCursor + 1);
+  assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_deliveries WHERE seq = ?', retried.seq), 1, 'an attempt in flight is never purged under it');
+  db.prepare('UPDATE webhook_deliveries SET lease_until = NULL WHERE seq = ?').run(retried.seq);
   assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0);
   assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying'"), 1, 'the held retry still waits');
   // New attempts continue after the old ids.

@@ -17,7 +17,14 @@ export function jsonError(status: number, code: string, message: string, extra: 
 /** Who is calling the management API: the admin, or one installation with its own token. */
 export type Principal =
   | { kind: 'admin' }
-  | { kind: 'installation'; installationId: string; integration: string; scopes: string[] };
+  | {
+      kind: 'installation';
+      installationId: string;
+      integration: string;
+      scopes: string[];
+      /** `invocation`: a short-lived token handed to one invocation of the installation's own code. */
+      via: 'invocation' | 'token';
+    };
 
 /** Installation tokens are resolved by the installations module when it is loaded. */
 export type TokenResolver = (token: string) => Principal | undefined;

@@ -121,8 +121,11 @@ export function installationRoutes(app: H3, services: Services): void {
   app.get('/api/v1/installations/:id', (event) => {
     const id = event.context.params!.id;
     own(event.req, id);
-    // The admin, or the installation itself (its credentials are in its own environment anyway).
-    const reveal = new URL(event.req.url).searchParams.get('reveal') === 'true';
+    // The admin, or the installation's own code during an invocation (a short-lived invocation
+    // token: the credentials are in that invocation's environment anyway). Never the long-lived
+    // installation token handed out at install.
+    const p = principalOf(event.req);
+    const reveal = new URL(event.req.url).searchParams.get('reveal') === 'true' && (p.kind === 'admin' || p.via === 'invocation');
     return { installation: installationView(services, inst().require(id), reveal) };
   });
 

@@ -252,7 +252,7 @@ export function createInstallations(deps: InstallationsDeps) {
     }
     if (!inst || inst.status === 'uninstalled') return undefined;
     const scopes = (deps.manifestOf(inst.integration)?.scopes as string[] | undefined) ?? [];
-    return { kind: 'installation', installationId: inst.id, integration: inst.integration, scopes };
+    return { kind: 'installation', installationId: inst.id, integration: inst.integration, scopes, via: invId ? 'invocation' : 'token' };
   }
 
   /**

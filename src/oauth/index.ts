@@ -32,8 +32,14 @@ function installationOf(req: Request): string {
   return p.installationId;
 }
 
-/** How long one invocation may hold an installation's credential renewal before another may take it. */
-export const REFRESH_CLAIM_MS = 15_000;
+/**
+ * How long one invocation may hold an installation's credential renewal before another may take
+ * it: longer than the renewal can take (re-read, token request, store: three calls, each bounded by
+ * sandbox.subrequest_timeout), so a slow provider never lets a second renewal start under the first.
+ */
+export function refreshClaimMs(subrequestTimeoutMs: number): number {
+  return 3 * subrequestTimeoutMs + 5_000;
+}
 
 export const oauthModule: Module = {
   name: 'oauth',
@@ -57,7 +63,7 @@ export const oauthModule: Module = {
     // Single-flight renewal: the isolates of one integration run invocations side by side, and two
     // of them renewing the same credentials would both spend the refresh token (a provider that
     // rotates refresh tokens refuses the second, some then revoke the whole grant). One claim per
-    // installation at a time, in memory (one server process), for REFRESH_CLAIM_MS at most.
+    // installation at a time, in memory (one server process), for refreshClaimMs() at most.
     const claims = () => services.oauthRefreshClaims as Map<string, { claim: string; until: number }>;
     app.post('/api/v1/oauth/refresh/claim', (event) => {
       const id = installationOf(event.req);
@@ -65,7 +71,7 @@ export const oauthModule: Module = {
       const held = claims().get(id);
       if (held && held.until > now) return { granted: false, until: new Date(held.until).toISOString() };
       const claim = randomBytes(12).toString('base64url');
-      const until = now + REFRESH_CLAIM_MS;
+      const until = now + refreshClaimMs(services.config.sandbox.subrequest_timeout);
       claims().set(id, { claim, until });
       return { granted: true, claim, until: new Date(until).toISOString() };
     });
@@ -98,7 +104,7 @@ export const oauthModule: Module = {
     },
     '/api/v1/oauth/refresh/claim': {
       post: {
-        summary: 'Claim the renewal of this installation\'s OAuth credentials (installation token only; one at a time, 15 s at most)',
+        summary: 'Claim the renewal of this installation\'s OAuth credentials (installation token only; one at a time, 3 x sandbox.subrequest_timeout + 5 s at most)',
         responses: { '200': { description: '{granted: true, claim, until} or {granted: false, until}' } },
       },
     },

@@ -257,14 +257,14 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
     purgeFinished: db.prepare<{ before: number; limit: number }>(
       `DELETE FROM webhook_deliveries WHERE seq IN (
          SELECT seq FROM webhook_deliveries
-         WHERE status IN ('delivered', 'cancelled') AND completed_at < @before
+         WHERE status IN ('delivered', 'cancelled') AND completed_at < @before AND lease_until IS NULL
            AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
          LIMIT @limit)`,
     ),
     purgeFailed: db.prepare<{ before: number; limit: number }>(
       `DELETE FROM webhook_deliveries WHERE seq IN (
          SELECT seq FROM webhook_deliveries
-         WHERE status = 'failed' AND completed_at < @before
+         WHERE status = 'failed' AND completed_at < @before AND lease_until IS NULL
            AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
          LIMIT @limit)`,
     ),
@@ -499,7 +499,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
           signature: null,
           status: null,
           outcome: 'interrupted',
-          error: 'the server stopped while this attempt was in flight; its outcome is unknown, so it is sent again',
+          error: 'the server stopped while this attempt was in flight (or about to start); its outcome is unknown, so it is sent again',
           errorCode: 'EINTERRUPTED',
           responseExcerpt: null,
           responseTruncated: 0,

@@ -304,20 +304,26 @@ export async function refreshCredentials(context: any, config: OAuthConfig, opti
   // credentials about to expire together (rotating providers refuse a refresh token used twice).
   const seen = current.expires_at;
   const renewedMeanwhile = (c: any) => c && typeof c === 'object' && c.expires_at !== seen && !dueSoon(c);
+  // While another invocation holds the claim, look at what is stored (100 ms, doubling, at most
+  // 3.2 s apart: about a dozen reads in 30 s) and ask for the claim again only once it has run out.
+  let claimedUntil = 0;
   for (let round = 0; ; round++) {
-    const claim = (await context.api.request('POST', 'oauth/refresh/claim', {})) as { granted: boolean; claim?: string; until: string };
-    if (claim?.granted) {
-      try {
-        const latest = await storedCredentials(context, installationId);
-        if (renewedMeanwhile(latest)) return adopt(context, latest);
-        if (latest && typeof latest === 'object') current = latest;
-        return await renew(context, config, installationId, current);
-      } finally {
-        await context.api.request('POST', 'oauth/refresh/release', { claim: claim.claim }).catch(() => undefined);
+    if (Date.now() >= claimedUntil) {
+      const claim = (await context.api.request('POST', 'oauth/refresh/claim', {})) as { granted: boolean; claim?: string; until: string };
+      if (claim?.granted) {
+        try {
+          const latest = await storedCredentials(context, installationId);
+          if (renewedMeanwhile(latest)) return adopt(context, latest);
+          if (latest && typeof latest === 'object') current = latest;
+          return await renew(context, config, installationId, current);
+        } finally {
+          await context.api.request('POST', 'oauth/refresh/release', { claim: claim.claim }).catch(() => undefined);
+        }
       }
+      claimedUntil = Date.parse(claim?.until) || Date.now() + 1000;
     }
-    if (round >= 7) throw new OAuthError(`another invocation has been renewing the credentials of installation ${installationId} for too long; try again`);
-    await sleep(Math.min(100 * 2 ** round, 1600));
+    if (round >= 20) throw new OAuthError(`another invocation has been renewing the credentials of installation ${installationId} for too long; try again`);
+    await sleep(Math.max(20, Math.min(100 * 2 ** round, 3200, claimedUntil - Date.now())));
     const latest = await storedCredentials(context, installationId);
     if (renewedMeanwhile(latest)) return adopt(context, latest);
   }
