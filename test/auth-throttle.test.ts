@@ -6,13 +6,20 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { createAuthThrottle } from '../src/http/throttle.ts';
-import { startTestServer } from './helpers/index.ts';
+import { clientAddress, createAuthThrottle } from '../src/http/throttle.ts';
+import { join } from 'node:path';
+import { ROOT, startTestServer } from './helpers/index.ts';
 
 /** GET /api/v1/installations with `token`, from a given local address (127.0.0.0/8 is all loopback). */
-function get(url: string, token: string, localAddress = '127.0.0.1'): Promise<{ status: number; retryAfter?: string; body: any }> {
+function get(
+  url: string,
+  token: string,
+  localAddress = '127.0.0.1',
+  headers: Record<string, string> = {},
+  path = '/api/v1/installations',
+): Promise<{ status: number; retryAfter?: string; body: any }> {
   return new Promise((resolve, reject) => {
-    const req = http.get(`${url}/api/v1/installations`, { headers: { authorization: `Bearer ${token}` }, localAddress, agent: false }, (res) => {
+    const req = http.get(`${url}${path}`, { headers: { authorization: `Bearer ${token}`, ...headers }, localAddress, agent: false }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (d) => (text += d));
@@ -23,9 +30,11 @@ function get(url: string, token: string, localAddress = '127.0.0.1'): Promise<{ 
 }
 
 test('wrong tokens from one address: 401 ten times, then 429 with Retry-After until the window ends', async (t) => {
-  const s = await startTestServer(t);
+  const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
   let clock = 1_800_000_000_000;
   s.services.authThrottle = createAuthThrottle({ now: () => clock });
+  const created = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'https://hooks.example.test/x', event_types: 'site_view' } });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
   for (let i = 0; i < 10; i++) assert.equal((await get(s.url, 'wrong-token')).status, 401, `attempt ${i + 1}`);
   const blocked = await get(s.url, s.token);
   assert.equal(blocked.status, 429, 'the right token waits too: nothing is compared while blocked');
@@ -33,6 +42,10 @@ test('wrong tokens from one address: 401 ten times, then 429 with Retry-After un
   assert.equal(blocked.body.error.code, 'too_many_requests');
   assert.match(blocked.body.error.message, /too many failed authentication attempts from 127\.0\.0\.1; try again in 60 s/);
   assert.equal((await get(s.url, s.token, '127.0.0.2')).status, 200, 'another address is not affected');
+  // Installation (and invocation) tokens cannot be guessed: they are checked first and never
+  // throttled, so integrations calling the API from the server's own address keep working.
+  const own = await get(s.url, created.body.token, '127.0.0.1', {}, `/api/v1/installations/${created.body.installation.id}`);
+  assert.equal(own.status, 200, 'an installation token passes while the address is blocked');
   assert.ok(s.logs.some((l) => /too many wrong tokens/.test(String(l.msg ?? l.message))), 'the block is logged');
   assert.ok(!JSON.stringify(s.logs).includes('wrong-token'), 'the tokens tried are not logged');
 
@@ -42,6 +55,21 @@ test('wrong tokens from one address: 401 ten times, then 429 with Retry-After un
   assert.equal(later.retryAfter, '30');
   clock += 30_000;
   assert.equal((await get(s.url, s.token)).status, 200, 'a new window');
+});
+
+test('behind a proxy (server.trust_proxy) the client is X-Forwarded-For\'s first entry; IPv6 counts by /64', async (t) => {
+  const s = await startTestServer(t, { server: { trust_proxy: true } });
+  for (let i = 0; i < 10; i++) assert.equal((await get(s.url, 'wrong-token', '127.0.0.1', { 'x-forwarded-for': '203.0.113.7, 10.0.0.1' })).status, 401);
+  assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '203.0.113.7' })).status, 429);
+  assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '203.0.113.8' })).status, 200, 'another client behind the same proxy');
+
+  const req = (ip: string, xff?: string) => Object.assign(new Request('http://x/', { headers: xff ? { 'x-forwarded-for': xff } : {} }), { ip });
+  assert.equal(clientAddress(req('2001:db8:1:2:a::1')), clientAddress(req('2001:0db8:0001:0002:ffff:1:2:3')));
+  assert.equal(clientAddress(req('2001:db8:1:2:a::1')), '2001:db8:1:2::/64');
+  assert.notEqual(clientAddress(req('2001:db8:1:2::1')), clientAddress(req('2001:db8:1:3::1')));
+  assert.equal(clientAddress(req('::ffff:192.0.2.1')), '192.0.2.1');
+  assert.equal(clientAddress(req('127.0.0.1', '198.51.100.1')), '127.0.0.1', 'X-Forwarded-For is ignored unless trusted');
+  assert.equal(clientAddress(req('127.0.0.1', '198.51.100.1'), true), '198.51.100.1');
 });
 
 test('the console login counts against the same budget', async (t) => {

@@ -15,6 +15,10 @@ export const configSchema = s.object({
     ),
     shutdown_timeout: s.withDefault(s.duration({ max: 300_000 }), 10_000),
     body_limit: s.withDefault(s.bytes({ min: 1024 }), 1024 * 1024),
+    trust_proxy: s.withDefault(
+      s.boolean({ description: 'behind a reverse proxy: the client address is the first X-Forwarded-For entry' }),
+      false,
+    ),
   }),
   data_dir: s.withDefault(s.string({ min: 1 }), './data'),
   integrations_dir: s.withDefault(s.string({ min: 1 }), './integrations'),

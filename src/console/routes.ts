@@ -115,7 +115,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     const token = typeof body.token === 'string' ? body.token.trim() : '';
     if (!token) throw new SwitchyardError('bad_request', 'paste the admin token', { where: 'token' });
     const throttle = services.authThrottle as AuthThrottle | undefined;
-    const address = clientAddress(event.req);
+    const address = clientAddress(event.req, services.config.server.trust_proxy);
     throttle?.check(address);
     if (!safeEqual(token, services.adminToken)) {
       const blocked = throttle?.fail(address);

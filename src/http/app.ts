@@ -47,13 +47,15 @@ export function authenticate(req: Request, services: Services): Principal {
     throw new SwitchyardError('unauthorized', 'missing Authorization: Bearer <token>', {
       hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',
     });
-  const throttle = services.authThrottle as AuthThrottle | undefined;
-  const address = clientAddress(req);
-  throttle?.check(address);
-  if (safeEqual(token, services.adminToken)) return { kind: 'admin' };
+  // Installation and invocation tokens first: they cannot be guessed, so the throttle below (which
+  // guards the admin token) never stands between an integration and the API.
   const resolver = services.resolveToken as TokenResolver | undefined;
   const p = resolver?.(token);
   if (p) return p;
+  const throttle = services.authThrottle as AuthThrottle | undefined;
+  const address = clientAddress(req, services.config.server.trust_proxy);
+  throttle?.check(address);
+  if (safeEqual(token, services.adminToken)) return { kind: 'admin' };
   if (throttle?.fail(address)) services.log.warn('authentication refused for a while: too many wrong tokens', { address });
   throw new SwitchyardError('unauthorized', 'the token is not valid', {
     hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',

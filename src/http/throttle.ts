@@ -1,9 +1,10 @@
 /**
- * Failed authentication per client address (the socket's peer, not X-Forwarded-For, which anyone
- * can send). After `max` wrong tokens within `windowMs`, the address is refused with 429 and a
- * Retry-After until its window ends, before any token is compared: guessing a token, the admin
- * token in particular when config.yaml sets a short one, costs a window per `max` guesses. The
- * management API's bearer tokens and the console login share it. Memory stays bounded.
+ * Failed admin-token guesses per client address (see clientAddress). After `max` wrong tokens within
+ * `windowMs`, the address is refused with 429 and a Retry-After until its window ends, before the
+ * admin token is compared: guessing it, when config.yaml sets a short one, costs a window per `max`
+ * guesses. Installation and invocation tokens are checked before the throttle and never refused by
+ * it (they cannot be guessed), so integrations calling the API from the server's own address keep
+ * working while a guesser is blocked. The API and the console login share it. Memory stays bounded.
  */
 import { SwitchyardError } from '../errors.ts';
 
@@ -47,7 +48,12 @@ export function createAuthThrottle(opts: { max?: number; windowMs?: number; now?
         if (seen.size >= MAX_TRACKED) {
           const t = now();
           for (const [k, v] of seen) if (v.resetAt <= t) seen.delete(k);
-          // Still full: forget the oldest entries (insertion order) rather than grow.
+          // Still full: forget addresses that are not blocked first (oldest first), so a flood of
+          // new addresses cannot push a blocked one out.
+          for (const [k, v] of seen) {
+            if (seen.size < MAX_TRACKED) break;
+            if (v.failures < max) seen.delete(k);
+          }
           for (const k of seen.keys()) {
             if (seen.size < MAX_TRACKED) break;
             seen.delete(k);
@@ -62,7 +68,33 @@ export function createAuthThrottle(opts: { max?: number; windowMs?: number; now?
   };
 }
 
-/** The client's address as the server socket saw it. */
-export function clientAddress(req: Request): string {
-  return (req as { ip?: string }).ip ?? 'unknown';
+/**
+ * The client's address: the socket's peer, or with `trustProxy` the first X-Forwarded-For entry
+ * (only behind a proxy that sets it: anyone can send the header). IPv6 addresses count by their
+ * /64, the block one subscriber usually holds, so a client cannot rotate through its own addresses.
+ */
+export function clientAddress(req: Request, trustProxy = false): string {
+  let address = (req as { ip?: string }).ip ?? 'unknown';
+  if (trustProxy) {
+    const forwarded = req.headers.get('x-forwarded-for')?.split(',')[0]?.trim();
+    if (forwarded) address = forwarded;
+  }
+  if (address.startsWith('::ffff:')) return address.slice(7);
+  if (!address.includes(':')) return address;
+  const groups = expandIPv6(address);
+  return groups ? `${groups.slice(0, 4).join(':')}::/64` : address;
+}
+
+/** The eight hexadecimal groups of an IPv6 address, or undefined when it is not one. */
+function expandIPv6(address: string): string[] | undefined {
+  const bare = address.replace(/^\[|\](:\d+)?$/g, '').split('%')[0];
+  const halves = bare.split('::');
+  if (halves.length > 2) return undefined;
+  const head = halves[0] ? halves[0].split(':') : [];
+  const tail = halves.length === 2 && halves[1] ? halves[1].split(':') : [];
+  if (tail.some((g) => g.includes('.')) || head.some((g) => g.includes('.'))) return undefined; // embedded IPv4: keep whole
+  const fill = halves.length === 2 ? 8 - head.length - tail.length : 0;
+  const groups = [...head, ...Array(fill).fill('0'), ...tail];
+  if (groups.length !== 8 || groups.some((g) => !/^[0-9a-f]{1,4}$/i.test(g))) return undefined;
+  return groups.map((g) => g.toLowerCase().replace(/^0+(?=.)/, ''));
 }

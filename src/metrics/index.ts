@@ -101,7 +101,7 @@ export function metricsRoutes(app: H3, services: Services): void {
     const scrapeToken = services.config.metrics.token;
     const token = scrapeToken ? bearerToken(event.req.headers.get('authorization')) : undefined;
     const throttle = services.authThrottle as AuthThrottle | undefined;
-    if (token) throttle?.check(clientAddress(event.req));
+    if (token) throttle?.check(clientAddress(event.req, services.config.server.trust_proxy));
     if (!(token && safeEqual(token, scrapeToken)) && authenticate(event.req, services).kind !== 'admin')
       throw new SwitchyardError('forbidden', 'GET /metrics needs the admin token or metrics.token', {
         hint: 'scrape with Authorization: Bearer <metrics.token from config.yaml>',
