@@ -45,7 +45,7 @@ export interface Worker {
   /**
    * Take a slot for a delivery about to be enqueued, so it can be stored already leased and sent
    * as soon as its transaction commits (no claim, no scan). Undefined when no slot is free: then
-   * it is enqueued as due and taken by the scheduler. Each lease must end in start() or cancel().
+   * it is enqueued as due and taken by the scheduler. Each reservation ends in startReserved() or cancelReserved().
    */
   reserve(origin: string): { owner: string; until: number } | undefined;
   /** Start the first attempt of a delivery enqueued with a reserved lease (after the commit). */
