@@ -24,46 +24,13 @@ import { fetch } from '../web/fetch.ts';
 import { Response } from '../web/response.ts';
 import { setTimeout } from '../web/timers.ts';
 import { URL, URLSearchParams } from '../web/url.ts';
+// The option types are those of the public declarations (runtime-oauth.d.ts), written once.
+import type { OAuthConfig, RefreshOptions } from '@switchyard/runtime';
 
-export interface OAuthConfig {
-  /** Client application id at the provider (usually from environment.secrets). */
-  clientId: string;
-  /** Client secret at the provider (usually from environment.secrets). Never shown nor logged. */
-  clientSecret: string;
-  /** Where the user's browser is sent to authorize. */
-  authorizeURL: string;
-  /** Where the code (and later the refresh token) is exchanged for credentials. */
-  accessTokenURL: string;
-  /** A static redirect URL; default: the installation's public endpoint plus the handler's path. */
-  redirectURL?: string;
-  /** Scopes requested, sent space-joined as `scope`. */
-  scopes?: string[];
-  /** Sent as `prompt` when set (e.g. "consent"). */
-  prompt?: string;
-  /**
-   * PKCE (RFC 7636, S256), on by default as OAuth 2.1 and RFC 9700 recommend for every client: the
-   * authorize URL carries a code_challenge and the exchange its code_verifier, which the server keeps
-   * until the callback. Set false for a provider that rejects the extra parameters.
-   */
-  pkce?: boolean;
-  /**
-   * Turns the token endpoint's answer into what is stored: `{ configuration: { oauth_credentials:
-   * {...} } }`. Throw (ideally an OAuthError carrying the response) when the answer is not a
-   * success, e.g. `ok: false`. Default: defaultExtractCredentials.
-   */
-  extractCredentials?: (response: any) => OAuthCredentials | Promise<OAuthCredentials>;
-}
+export type { OAuthConfig, RefreshOptions };
 
 export interface OAuthCredentials {
   configuration: Record<string, unknown>;
-}
-
-/** Options of refreshCredentials. */
-export interface RefreshOptions {
-  /** Renew when the access token expires within this many seconds (default 60). */
-  withinSeconds?: number;
-  /** Renew even when the token is not about to expire. */
-  force?: boolean;
 }
 
 /** A handler made by createOAuthHandler: a fetch handler with the refresh helper bound to its config. */
