@@ -9,9 +9,7 @@ import { readFileSync, realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
-import { authenticate } from '../http/app.ts';
-import { safeEqual } from '../http/auth.ts';
-import { clientAddress, type AuthThrottle } from '../http/throttle.ts';
+import { authenticate, isAdminToken } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
 import { pngSize } from '../manifest/index.ts';
@@ -114,12 +112,8 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     const body = await readJson<Record<string, unknown>>(event.req, 16 * 1024);
     const token = typeof body.token === 'string' ? body.token.trim() : '';
     if (!token) throw new SwitchyardError('bad_request', 'paste the admin token', { where: 'token' });
-    const throttle = services.authThrottle as AuthThrottle | undefined;
-    const address = clientAddress(event.req, services.config.server.trust_proxy);
-    throttle?.check(address);
-    if (!safeEqual(token, services.adminToken)) {
-      const blocked = throttle?.fail(address);
-      services.log.warn(blocked ? 'console login refused: wrong token; further attempts from this address wait' : 'console login refused: wrong token', { address });
+    if (!isAdminToken(event.req, token, services)) {
+      services.log.warn('console login refused: wrong token');
       throw new SwitchyardError('unauthorized', 'that is not the admin token', {
         where: 'token',
         hint: 'use admin_token from config.yaml, or the one in <data_dir>/admin-token',

@@ -52,14 +52,24 @@ export function authenticate(req: Request, services: Services): Principal {
   const resolver = services.resolveToken as TokenResolver | undefined;
   const p = resolver?.(token);
   if (p) return p;
-  const throttle = services.authThrottle as AuthThrottle | undefined;
-  const address = clientAddress(req, services.config.server.trust_proxy);
-  throttle?.check(address);
-  if (safeEqual(token, services.adminToken)) return { kind: 'admin' };
-  if (throttle?.fail(address)) services.log.warn('authentication refused for a while: too many wrong tokens', { address });
+  if (isAdminToken(req, token, services)) return { kind: 'admin' };
   throw new SwitchyardError('unauthorized', 'the token is not valid', {
     hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',
   });
+}
+
+/**
+ * Compare a presented token with the admin token, under the failed-token throttle: refused with 429
+ * while the client's address is blocked (nothing compared), and a mismatch counts against it.
+ * The API's bearer check and the console login both go through here.
+ */
+export function isAdminToken(req: Request, token: string, services: Services): boolean {
+  const throttle = services.authThrottle as AuthThrottle | undefined;
+  const address = clientAddress(req, services.config.server.trust_proxy);
+  throttle?.check(address);
+  if (safeEqual(token, services.adminToken)) return true;
+  if (throttle?.fail(address)) services.log.warn('authentication refused for a while: too many wrong tokens', { address });
+  return false;
 }
 
 /** The principal the /api/v1 guard found for this request. */
