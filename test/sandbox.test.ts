@@ -237,6 +237,26 @@ describe('loading and checking scripts', () => {
     assert.deepEqual(results.map((r) => r.status), [200, 200, 200]);
     assert.equal(new Set(results.map((r) => r.text)).size, 3);
   });
+
+  it('runs guest calls inline until one runs long; that integration then runs apart, so the others answer during its long calls', async (t) => {
+    const sb = testSandbox(t, { limits: { cpu_time: 2000 } });
+    const heavy = fetchScript(`
+      if (new URL(request.url).searchParams.has('spin')) { const end = Date.now() + 300; while (Date.now() < end) {} }
+      return new Response('heavy');`);
+    const light = fetchScript(`return new Response('light');`);
+    // Both loaded (and light calls are cheap), then a long call of heavy and a call of light together.
+    assert.equal((await call(sb, heavy)).text, 'heavy');
+    assert.equal((await call(sb, light)).text, 'light');
+    const race = async () => {
+      const order: string[] = [];
+      await Promise.all([call(sb, heavy, { url: 'https://x.test/?spin' }), call(sb, light)].map((p) => p.then((r) => order.push(r.text))));
+      return order;
+    };
+    // Inline: light waits behind heavy's 300 ms call on the worker's thread.
+    assert.deepEqual(await race(), ['heavy', 'light']);
+    // That call ran long: heavy now runs on an isolate thread of its own, and light answers first.
+    assert.deepEqual(await race(), ['light', 'heavy']);
+  });
 });
 
 describe('outbound fetch', () => {

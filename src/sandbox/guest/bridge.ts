@@ -3,30 +3,64 @@
  * Callbacks: arguments and results are copied, never referenced); this module keeps them private
  * to the runtime's closures so integration code cannot reach them through any global.
  *
- * Asynchronous host work (fetch, timers, digests, API calls) is two-phase: `start(op, id, arg)`
- * asks the host to begin, and the host later calls `complete(id, ok, value)` (held by the host as a
- * reference to a guest function). The host never completes an operation that belongs to an
- * invocation that has already ended.
+ * Everything the guest has to tell the host (start or cancel an operation, a console line, the
+ * answer of a dispatch or drain) goes into an outbox that the host's call into the guest returns:
+ * all guest code runs inside such a call (dispatch, complete, drain), microtasks included, so the
+ * outbox of a call holds everything that call caused, in order, and costs no crossing of its own.
+ * A call that fails (an unhandled rejection fails a whole isolated-vm call; a time-out) leaves its
+ * outbox behind for the host to take.
+ *
+ * Asynchronous host work (fetch, timers, digests, API calls) is two-phase: an `op` entry asks the
+ * host to begin, and the host later calls `complete(id, ok, value)`. The host never completes an
+ * operation that belongs to an invocation that has already ended.
  */
 import { DOMException } from './web/events.ts';
 
 export interface HostFunctions {
-  /** Begin an asynchronous operation; the result arrives through complete(). */
-  start(op: string, id: number, arg: unknown): void;
-  /** Give up an operation (a cleared timer, an aborted fetch). */
-  cancel(id: number): void;
-  /** One console line. */
+  /** One console line, sent at once (used while the host runs this isolate on a thread of its own). */
   log(level: string, message: string): void;
   /** Source text of a lazily loaded part of the guest library ('idna', 'encodings'). */
   load(name: string): string;
   /** Cryptographically strong random bytes. */
   random(n: number): Uint8Array;
-  /**
-   * The outcome of a dispatch or drain started by the host. Answers travel this way rather than as
-   * the call's return value because isolated-vm fails a whole call when any promise rejection is
-   * left unhandled at its end: a sloppy `fetch()` without catch must not lose the response.
-   */
-  respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void;
+}
+
+/** What the guest hands back at the end of each call, in the order it happened. */
+export type OutboxEntry =
+  | ['op', string, number, unknown]
+  | ['cancel', number]
+  | ['log', string, string]
+  | ['answer', 'dispatch' | 'drain', number, unknown];
+
+let outbox: OutboxEntry[] = [];
+// Console lines go into the outbox when the host runs calls synchronously (they arrive with the
+// answer, in order); otherwise through the log callback, so that lines printed before a runaway
+// loop still reach the host before it stops the isolate.
+let logsInOutbox = true;
+
+// Indexed stores instead of Array.prototype.push, which integration code can replace.
+function post(entry: OutboxEntry): void {
+  outbox[outbox.length] = entry;
+}
+
+/** A host call begins: what it causes goes into a fresh outbox, which the call returns. */
+export function beginCall(inlineLogs: boolean): OutboxEntry[] {
+  const box: OutboxEntry[] = [];
+  outbox = box;
+  logsInOutbox = inlineLogs;
+  return box;
+}
+
+/** The outbox of a call that failed (its return value was lost); a new one begins. */
+export function takeOutbox(): OutboxEntry[] {
+  const box = outbox;
+  outbox = [];
+  return box;
+}
+
+/** The answer of a dispatch or drain started by the host. */
+export function respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void {
+  post(['answer', kind, seq, value]);
 }
 
 let host: HostFunctions | undefined;
@@ -60,7 +94,7 @@ export function callHost<T>(op: string, arg: unknown, onId?: (id: number) => voi
   const id = nextId++;
   const promise = new Promise<T>((resolve, reject) => pending.set(id, { resolve: resolve as (v: unknown) => void, reject }));
   onId?.(id);
-  hostFns().start(op, id, arg);
+  post(['op', op, id, arg]);
   return promise;
 }
 
@@ -79,7 +113,7 @@ export function complete(id: number, ok: boolean, value: unknown): void {
 
 /** Forget an operation without settling it (its invocation ended or it was cancelled). */
 export function forget(id: number): void {
-  if (pending.delete(id)) hostFns().cancel(id);
+  if (pending.delete(id)) post(['cancel', id]);
 }
 
 /** A new invocation starts: operations of the previous one will never complete. */
@@ -93,7 +127,8 @@ export function resetPending(logLimit: number): void {
 /** Send one console line, unless this invocation already printed more than the host keeps. */
 export function logToHost(level: string, message: string): void {
   if (++logLines > maxLogLines + 1) return;
-  hostFns().log(level, message);
+  if (logsInOutbox) post(['log', level, message]);
+  else hostFns().log(level, message);
 }
 
 /** Evaluate a lazily loaded library part once; the host supplies trusted source text. */

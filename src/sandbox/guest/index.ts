@@ -3,7 +3,7 @@
  * code. It installs the Web APIs as globals, hides the host bridge, and leaves exactly one boot
  * function for the host, which removes it again before integration code runs.
  */
-import { complete, setHost, type HostFunctions } from './bridge.ts';
+import { beginCall, complete, respond, setHost, takeOutbox, type HostFunctions } from './bridge.ts';
 import { AbortController, AbortSignal } from './web/abort.ts';
 import { atob, btoa } from './web/base64.ts';
 import { Blob, File } from './web/blob.ts';
@@ -96,32 +96,38 @@ Object.defineProperty(g, Symbol.for('switchyard.runtime'), { value: Object.freez
 
 /**
  * The host calls this once with its bridge functions; it answers the functions the host keeps
- * (as references on its side) to drive invocations.
+ * (as references on its side) to drive invocations. Each of dispatch, complete, drain and warm
+ * returns the outbox of that call (see bridge.ts); `inlineLogs` says whether console lines go
+ * there too (the host runs the call on its own thread) or through the log callback.
  */
-function boot(
-  start: HostFunctions['start'],
-  cancel: HostFunctions['cancel'],
-  log: HostFunctions['log'],
-  load: HostFunctions['load'],
-  random: HostFunctions['random'],
-  respond: HostFunctions['respond'],
-) {
-  setHost({ start, cancel, log, load, random, respond });
+function boot(log: HostFunctions['log'], load: HostFunctions['load'], random: HostFunctions['random']) {
+  setHost({ log, load, random });
   return {
-    complete,
     register,
     describe,
-    warm(): void {
+    take: takeOutbox,
+    warm(inlineLogs: boolean) {
+      const box = beginCall(inlineLogs);
       warm().then(
         () => respond('dispatch', 0, null),
         () => respond('dispatch', 0, null),
       );
+      return box;
     },
-    dispatch(seq: number, input: DispatchInput): void {
+    dispatch(seq: number, input: DispatchInput, inlineLogs: boolean) {
+      const box = beginCall(inlineLogs);
       dispatch(input).then((out) => respond('dispatch', seq, out));
+      return box;
     },
-    drain(seq: number): void {
+    complete(id: number, ok: boolean, value: unknown, inlineLogs: boolean) {
+      const box = beginCall(inlineLogs);
+      complete(id, ok, value);
+      return box;
+    },
+    drain(seq: number, inlineLogs: boolean) {
+      const box = beginCall(inlineLogs);
       drain().then((n) => respond('drain', seq, n));
+      return box;
     },
   };
 }

@@ -6,7 +6,7 @@
  */
 import { describeLimit, failure } from '../limits.ts';
 import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from '../types.ts';
-import { GuestInstance, LoadError } from './instance.ts';
+import { CallMode, GuestInstance, LoadError } from './instance.ts';
 import { Invocation } from './invocation.ts';
 
 const IDLE_TTL_MS = 60_000;
@@ -21,10 +21,13 @@ class Pool {
   private waiters: Array<{ resolve(i: GuestInstance): void; reject(e: unknown): void; timer: NodeJS.Timeout }> = [];
   private loadError: LoadError | null = null;
   private retired = false;
+  /** Whether this integration's calls run inline (see instance.ts); kept across its instances. */
+  private readonly mode: CallMode;
 
-  constructor(script: GuestScript, host: SandboxHost) {
+  constructor(script: GuestScript, host: SandboxHost, mode: CallMode) {
     this.script = script;
     this.host = host;
+    this.mode = mode;
   }
 
   async acquire(deadline: number): Promise<GuestInstance> {
@@ -53,7 +56,7 @@ class Pool {
 
   private async create(): Promise<GuestInstance> {
     try {
-      return await GuestInstance.create(this.script, this.host.settings.limits);
+      return await GuestInstance.create(this.script, this.host.settings.limits, this.mode);
     } catch (e) {
       this.busy--;
       // A fault in the code itself will not go away by retrying; a breach might (machine load).
@@ -106,6 +109,11 @@ class Pool {
     this.idle = keep;
   }
 
+  /** The call mode, handed on to the next version of the script (a new version is no reason to trust it inline again). */
+  get callMode(): CallMode {
+    return this.mode;
+  }
+
   retire(): void {
     this.retired = true;
     for (const x of this.idle.splice(0)) x.inst.dispose('retired');
@@ -138,7 +146,7 @@ export class SandboxHost {
     if (current && current.script.version === version) return current;
     if (code === undefined) return null;
     current?.retire();
-    const pool = new Pool({ name, version, code }, this);
+    const pool = new Pool({ name, version, code }, this, current?.callMode ?? new CallMode());
     this.pools.set(name, pool);
     return pool;
   }

@@ -1,9 +1,10 @@
 /**
- * One invocation on one instance, with its limits enforced by the host: a CPU watchdog on the
- * isolate's cpuTime and a wall-clock deadline (both dispose the isolate, so they also stop code that
- * runs after the guest awaited something), a cap on outbound requests, response size, log lines,
- * and the waitUntil drain time after the response. Operations of an invocation that has ended are
- * never completed, so nothing leaks into the next one.
+ * One invocation on one instance, with its limits enforced by the host: CPU time (inline, every
+ * call into the guest has what is left of it as its time-out; otherwise a watchdog on the isolate's
+ * cpuTime) and a wall-clock deadline (both dispose the isolate, so they also stop code that runs
+ * after the guest awaited something), a cap on outbound requests, response size, log lines, and the
+ * waitUntil drain time after the response. Operations of an invocation that has ended are never
+ * completed, so nothing leaks into the next one.
  */
 import { describeLimit, failure, logLine } from '../limits.ts';
 import type { Envelope, InvocationResult, LimitName, LogLine, WorkerSettings } from '../types.ts';
@@ -63,16 +64,36 @@ export class Invocation implements InstanceHooks {
   private stop!: () => void;
   private readonly stopped = new Promise<'stopped'>((r) => (this.stop = () => r('stopped')));
   private readonly seq = ++sequence;
-  private answer!: (out: unknown) => void;
-  private readonly answered = new Promise<unknown>((r) => (this.answer = r));
+  /** Whether calls into the guest run inline (see instance.ts); fixed for the invocation. */
+  readonly inline: boolean;
+  // The answer, when it came during the dispatch call itself (the usual inline case: no promise).
+  private answerValue: unknown = undefined;
+  private hasAnswer = false;
+  private answer: ((out: unknown) => void) | null = null;
   private drainedResolve!: () => void;
   private readonly drained = new Promise<'drained'>((r) => (this.drainedResolve = () => r('drained')));
+  /** Which limit the time-out of the current inline call stands for. */
+  private budgetLimit: 'cpu_time' | 'wall_time' | 'wait_until' = 'cpu_time';
 
   constructor(inst: GuestInstance, envelope: Envelope, settings: WorkerSettings, onLateLog: (line: LogLine) => void) {
     this.inst = inst;
     this.envelope = envelope;
     this.settings = settings;
     this.onLateLog = onLateLog;
+    this.inline = inst.mode.inline();
+  }
+
+  /**
+   * Time-out of the next call into the guest: what is left of the CPU limit, or of the wall-clock
+   * deadline when that is nearer. (Calls on isolated-vm's threads get the deadline; the CPU watchdog
+   * covers them.)
+   */
+  budget(): number {
+    const wall = this.deadline - Date.now();
+    if (!this.inline) return wall;
+    const cpu = this.limits.cpu_time - (this.inst.cpuMs() - this.cpuStart);
+    this.budgetLimit = cpu <= wall ? 'cpu_time' : this.responded ? 'wait_until' : 'wall_time';
+    return Math.min(cpu, wall);
   }
 
   private get limits() {
@@ -87,8 +108,11 @@ export class Invocation implements InstanceHooks {
     for (const l of inst.startupLogs.splice(0)) this.log(l.level, `(top level) ${l.message}`);
     this.cpuStart = inst.cpuMs();
     this.deadline = Date.now() + limits.wall_time;
-    this.wallTimer = setTimeout(() => this.breach('wall_time', limits.wall_time), limits.wall_time);
-    this.armCpuWatchdog();
+    // Inline, the guest runs only inside calls bounded by budget(): no timers unless it waits.
+    if (!this.inline) {
+      this.armWallTimer('wall_time', limits.wall_time);
+      this.armCpuWatchdog();
+    }
     const duration = () => performance.now() - started;
     const cpu = () => Math.max(0, (inst.disposed ? this.cpuAtEnd : inst.cpuMs()) - this.cpuStart);
 
@@ -102,8 +126,14 @@ export class Invocation implements InstanceHooks {
       canonical: this.envelope.event.type === 'fetch' && isCanonicalRequest(this.envelope.event.request),
     };
     if (inst.disposed) this.died('the isolate was disposed before the invocation started');
-    else inst.dispatch(this.seq, input, limits.wall_time);
-    const out: any = await Promise.race([this.answered, this.stopped]);
+    else inst.dispatch(this.seq, input);
+    let out: any;
+    if (this.hasAnswer) out = this.answerValue;
+    else if (this.breachInfo || this.death) out = 'stopped';
+    else {
+      if (this.inline) this.armWallTimer('wall_time', limits.wall_time);
+      out = await Promise.race([new Promise((r) => (this.answer = r)), this.stopped]);
+    }
     // Console lines reach the host before the answer: both are callbacks queued in call order.
     this.cpuAtEnd = inst.disposed ? this.cpuAtEnd : inst.cpuMs();
 
@@ -146,8 +176,8 @@ export class Invocation implements InstanceHooks {
     const limits = this.limits;
     clearTimeout(this.wallTimer);
     this.deadline = Date.now() + limits.wait_until;
-    this.wallTimer = setTimeout(() => this.breach('wait_until'), limits.wait_until);
-    this.inst.drain(this.seq, limits.wait_until);
+    this.armWallTimer('wait_until', limits.wait_until);
+    this.inst.drain(this.seq);
     await Promise.race([this.drained, this.stopped]);
     if (this.breachInfo || this.death) {
       const e = this.stoppedError();
@@ -173,6 +203,11 @@ export class Invocation implements InstanceHooks {
     return { kind: 'exception', message: `the integration's answer could not be read: ${msg}` };
   }
 
+  private armWallTimer(limit: 'wall_time' | 'wait_until', ms: number): void {
+    clearTimeout(this.wallTimer);
+    this.wallTimer = setTimeout(() => this.breach(limit, limit === 'wall_time' ? ms : undefined), ms);
+  }
+
   private armCpuWatchdog(): void {
     const limit = this.limits.cpu_time;
     const check = () => {
@@ -196,15 +231,15 @@ export class Invocation implements InstanceHooks {
     this.stop();
   }
 
-  /** The isolate died under us (out of memory while running a continuation). */
+  /** The isolate died under us (out of memory while running a continuation), or an inline call ran out of time. */
   died(message: string): void {
     if (this.finished) return;
+    if (this.inline && /timed out/i.test(message)) {
+      const used = this.inst.cpuMs() - this.cpuStart;
+      return this.breach(this.budgetLimit, this.budgetLimit === 'cpu_time' ? used : undefined);
+    }
     this.death ??= message;
     this.stop();
-  }
-
-  private remainingMs(): number {
-    return Math.max(1, this.deadline - Date.now());
   }
 
   private finish(): void {
@@ -230,8 +265,11 @@ export class Invocation implements InstanceHooks {
 
   respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void {
     if (seq !== this.seq || this.finished) return;
-    if (kind === 'dispatch') this.answer(value);
-    else this.drainedResolve();
+    if (kind === 'drain') return this.drainedResolve();
+    if (this.hasAnswer) return;
+    this.hasAnswer = true;
+    this.answerValue = value;
+    this.answer?.(value);
   }
 
   unhandled(message: string): void {
@@ -331,13 +369,13 @@ export class Invocation implements InstanceHooks {
 
   private succeed(id: number, value: unknown): void {
     if (this.finished || !this.ops.delete(id)) return;
-    this.inst.complete(id, true, value, this.remainingMs());
+    this.inst.complete(id, true, value);
   }
 
   private fail(id: number, e: unknown): void {
     if (this.finished || !this.ops.delete(id)) return;
     const err = e as Error;
-    this.inst.complete(id, false, { name: err?.name === 'TimeoutError' || err?.name === 'AbortError' ? err.name : 'TypeError', message: err?.message ?? String(e) }, this.remainingMs());
+    this.inst.complete(id, false, { name: err?.name === 'TimeoutError' || err?.name === 'AbortError' ? err.name : 'TypeError', message: err?.message ?? String(e) });
   }
 }
 
