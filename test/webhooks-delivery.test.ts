@@ -315,6 +315,28 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   assert.equal(retry.status, 409);
 });
 
+test('a delivery enqueued while a pause is still counted in memory is sent once the pause turns out rolled back', async (t) => {
+  const s = await deliveryServer(t, fast);
+  const r = await scriptedReceiver(t, () => 200);
+  const sub = await s.subscribe(r.url, ['site_view']);
+  const store = s.services.store as { db: { transaction<T>(fn: () => T): () => T } };
+  const webhooks = s.services.webhooks as { pauseInstallation(id: string): void };
+  // The pause counts at once (never less paused than the database) but its transaction rolls back.
+  assert.throws(() =>
+    store.db.transaction(() => {
+      webhooks.pauseInstallation(sub.installationId);
+      throw new Error('rolled back');
+    })(),
+  );
+  // In the same synchronous work, a delivery is enqueued: held by the in-memory pause, so it is
+  // neither started at commit nor marked due ...
+  const [{ id }] = store.db.transaction(() => s.deliveries.enqueueEvent(samplePayload('site_view') as { eventId: string; type: string }, [{ installationId: sub.installationId, url: r.url }]))();
+  s.deliveries.wake();
+  // ... and once the in-memory copy learns the installation is not paused, it is looked up and sent.
+  assert.equal((await s.settled(id)).status, 'delivered');
+  assert.equal(r.requests.length, 1);
+});
+
 test('GET /api/v1/deliveries filters and pages; GET /api/v1/deliveries/:id shows payload, header and attempts', async (t) => {
   const s = await deliveryServer(t, fast);
   const ok = await scriptedReceiver(t, () => 200);

@@ -115,7 +115,18 @@ export const webhooksModule: Module = {
     const db = services.store.db;
     const cfg = (): WebhooksConfig => services.config.webhooks;
     const log = services.log.child({ module: 'webhooks' });
-    const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
+    // Installations whose deliveries were enqueued while paused (held: not marked due). When one is
+    // no longer paused, its deliveries are looked up again (resume does it at once; a pause rolled
+    // back with its transaction is seen when secrets reloads its copy).
+    const heldEnqueued = new Set<string>();
+    const secrets = createSecrets(db, {
+      overlapMs: () => cfg().secret_rotation_overlap,
+      onUnpaused(id) {
+        if (!heldEnqueued.delete(id)) return;
+        queue.noteInstallationDue(id);
+        worker.wake();
+      },
+    });
     const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyHeld: () => secrets.anyPaused() });
     const currentUrl = (d: { eventType: string; installationId: string }) =>
       (services.subscriptions as Subscriptions)?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
@@ -158,6 +169,7 @@ export const webhooksModule: Module = {
       setEndpointUrl: (id, url) => queue.setInstallationUrl(id, url),
       resumeInstallation(id) {
         secrets.setPaused(id, false);
+        heldEnqueued.delete(id);
         queue.noteInstallationDue(id);
         worker.wake();
       },
@@ -169,11 +181,13 @@ export const webhooksModule: Module = {
         for (const s of subscriptions) {
           secrets.ensureSecret(s.installationId);
           const origin = originOf(s.url);
-          const lease = opts.startAtCommit !== false && !secrets.isPaused(s.installationId) ? worker.reserve(origin) : undefined;
+          const held = secrets.isPaused(s.installationId);
+          if (held) heldEnqueued.add(s.installationId);
+          const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
           let claimed: Claimed | null;
           try {
             claimed = queue.enqueue(
-              { eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId), now },
+              { eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId), now, held },
               lease,
             );
           } catch (e) {

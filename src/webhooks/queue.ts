@@ -362,9 +362,11 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
      * Enqueue one delivery (inside the caller's transaction). Null when this event already has one
      * for this installation. With `lease`, the delivery is stored already claimed by that owner
      * (its first attempt starts as soon as the transaction commits, without a claim of its own).
+     * With `held` (its installation is paused), its origin is not marked as having due work: the
+     * caller must call noteInstallationDue when the installation stops being paused.
      */
     enqueue(
-      input: { eventId: string; eventType: string; installationId: string; url: string; body: string; now: number },
+      input: { eventId: string; eventType: string; installationId: string; url: string; body: string; now: number; held?: boolean },
       lease?: { owner: string; until: number },
     ): Claimed | null {
       const id = newDeliveryId(input.now);
@@ -372,7 +374,9 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       const now = input.now;
       const r = q.insert.run(id, input.eventId, input.eventType, input.installationId, input.url, origin, input.body, now, lease?.until ?? null, lease?.owner ?? null, now, now);
       if (!r.changes) return null;
-      if (!lease) noteDue(origin, input.now);
+      // A held delivery would make the next scan walk the whole paused backlog of its origin to
+      // find nothing due (and every enqueue while paused would do it again).
+      if (!lease && !input.held) noteDue(origin, input.now);
       return {
         seq: Number(r.lastInsertRowid),
         id,

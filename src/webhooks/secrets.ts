@@ -44,7 +44,15 @@ function checkGiven(given: string | undefined): string {
   return given;
 }
 
-export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () => number }): WebhookSecrets {
+export function createSecrets(
+  db: Db,
+  opts: {
+    overlapMs: () => number;
+    now?: () => number;
+    /** Installations that were paused in memory and are not any more (resumed, or their pause rolled back). */
+    onUnpaused?: (installationId: string) => void;
+  },
+): WebhookSecrets {
   const now = opts.now ?? Date.now;
   const q = {
     endpoint: db.prepare('INSERT INTO webhook_endpoints (installation_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
@@ -78,7 +86,10 @@ export function createSecrets(db: Db, opts: { overlapMs: () => number; now?: () 
   let reloadQueued = false;
   const reloadPaused = () => {
     reloadQueued = false;
-    if (db.open) paused = new Set(q.pausedAll.all().map((r) => r.installation_id));
+    if (!db.open) return;
+    const before = paused;
+    paused = new Set(q.pausedAll.all().map((r) => r.installation_id));
+    if (opts.onUnpaused) for (const id of before) if (!paused.has(id)) opts.onUnpaused(id);
   };
   const reloadSoon = () => {
     if (reloadQueued) return;
