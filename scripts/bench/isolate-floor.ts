@@ -1,8 +1,10 @@
 /**
- * The floor under every sandbox invocation: isolated-vm alone, with the call pattern the worker
- * uses (an async apply whose arguments are copied in, answered through an ignored callback), an
- * empty guest function, no guest library, no IPC, no HTTP. 4 isolates, 32 calls in flight, like the
- * sandbox's defaults under the sandbox benchmark's load.
+ * The floor under every sandbox invocation: isolated-vm alone, an empty guest function, no guest
+ * library, no IPC, no HTTP, with the worker's two call patterns: inline (applySync on this thread,
+ * the answer copied out as the call's return value after its microtasks: the default) and apart
+ * (an async apply on isolated-vm's threads answered through an ignored callback: integrations moved
+ * off the inline path). 4 isolates; 32 calls in flight for the async pattern, like the sandbox's
+ * defaults under the sandbox benchmark's load.
  * Run: PATH=node_modules/.bin:$PATH node --no-node-snapshot scripts/bench/isolate-floor.ts
  * Prints calls/s and CPU per call (median of ROUNDS rounds), and how much of the sandbox's own
  * per-invocation budget at the public-endpoint goal that floor already takes.
@@ -17,6 +19,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 interface Slot {
   fn: ivm.Reference;
+  inline: ivm.Reference;
   answer: ((v: unknown) => void) | null;
   busy: boolean;
 }
@@ -25,7 +28,7 @@ const slots: Slot[] = [];
 for (let i = 0; i < ISOLATES; i++) {
   const isolate = new ivm.Isolate({ memoryLimit: 128 });
   const context = await isolate.createContext();
-  const slot: Slot = { fn: undefined as unknown as ivm.Reference, answer: null, busy: false };
+  const slot: Slot = { fn: undefined as unknown as ivm.Reference, inline: undefined as unknown as ivm.Reference, answer: null, busy: false };
   await context.global.set(
     'respond',
     new ivm.Callback(
@@ -39,6 +42,10 @@ for (let i = 0; i < ISOLATES; i++) {
   );
   slot.fn = (await context.eval(
     `(function (input) { Promise.resolve().then(() => respond({ status: 200, headers: [['content-type', 'text/plain']], body: new Uint8Array(13) })); })`,
+    { reference: true },
+  )) as ivm.Reference;
+  slot.inline = (await context.eval(
+    `(function (input) { const box = []; Promise.resolve().then(() => { box[0] = { status: 200, headers: [['content-type', 'text/plain']], body: new Uint8Array(13) }; }); return box; })`,
     { reference: true },
   )) as ivm.Reference;
   slots.push(slot);
@@ -73,7 +80,30 @@ async function call(): Promise<void> {
   release(s);
 }
 
+let turn = 0;
+function callInline(): void {
+  const s = slots[turn++ % ISOLATES];
+  const box = s.inline.applySync(undefined, [input], { arguments: { copy: true }, result: { copy: true }, timeout: 1000 }) as unknown[];
+  if (!box[0]) throw new Error('no answer in the outbox');
+}
+
 for (let i = 0; i < 2000; i++) await call(); // warm-up
+for (let i = 0; i < 2000; i++) callInline();
+const inlineRates: number[] = [];
+const inlineCpu: number[] = [];
+for (let round = 0; round < ROUNDS; round++) {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  let n = 0;
+  while (performance.now() - t0 < SECONDS * 1000) {
+    for (let i = 0; i < 100; i++) callInline();
+    n += 100;
+    await new Promise((r) => setImmediate(r));
+  }
+  const c = process.cpuUsage(c0);
+  inlineRates.push(n / ((performance.now() - t0) / 1000));
+  inlineCpu.push((c.user + c.system) / n);
+}
 const rates: number[] = [];
 const cpu: number[] = [];
 for (let round = 0; round < ROUNDS; round++) {
@@ -96,7 +126,7 @@ for (let round = 0; round < ROUNDS; round++) {
 // At the goal (public endpoint >= 0.5 of a plain h3 handler at ~13,000-17,000 req/s on 2 cores),
 // a request may cost at most ~2 cores / 7,500 req/s = ~270 us of CPU in all processes together.
 const BUDGET_US = 2e6 / 7500;
-console.log(`isolated-vm floor: ${ISOLATES} isolates, ${IN_FLIGHT} calls in flight, ${ROUNDS} rounds of ${SECONDS}s (medians)`);
-console.log(`  ${median(rates).toFixed(0)} calls/s, ${median(cpu).toFixed(0)} us CPU per call`);
-console.log(`  share of the ~${BUDGET_US.toFixed(0)} us per-request CPU budget at the public-endpoint goal: ${(median(cpu) / BUDGET_US).toFixed(2)}`);
+console.log(`isolated-vm floor: ${ISOLATES} isolates, ${ROUNDS} rounds of ${SECONDS}s (medians)`);
+console.log(`  inline (the default):            ${median(inlineRates).toFixed(0).padStart(7)} calls/s, ${median(inlineCpu).toFixed(1).padStart(5)} us CPU per call, share of the ~${BUDGET_US.toFixed(0)} us per-request budget at the public-endpoint goal: ${(median(inlineCpu) / BUDGET_US).toFixed(2)}`);
+console.log(`  apart, ${IN_FLIGHT} in flight (moved off): ${median(rates).toFixed(0).padStart(7)} calls/s, ${median(cpu).toFixed(1).padStart(5)} us CPU per call, share: ${(median(cpu) / BUDGET_US).toFixed(2)}`);
 process.exit(0);
