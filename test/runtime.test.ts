@@ -233,3 +233,41 @@ test('the in-sandbox API client updates its own configuration and cannot reach a
   assert.equal(poke.reached, false);
   assert.match(poke.error, /403|not /);
 });
+
+test("an integration's answer goes out as it gave it: repeated headers kept, hop-by-hop dropped, our x-request-id, byte-exact body, no body on 204", async (t) => {
+  const { H3 } = await import('h3');
+  const { toNodeHandler } = await import('h3/node');
+  const { createServer } = await import('node:http');
+  const { toResponse } = await import('../src/runtime/index.ts');
+  const body = new Uint8Array([0, 255, 10, 13, 0x7f]);
+  const app = new H3();
+  app.get('/answer', () =>
+    toResponse(
+      {
+        status: 201,
+        headers: [['set-cookie', 'a=1'], ['set-cookie', 'b=2'], ['connection', 'close'], ['transfer-encoding', 'chunked'], ['x-request-id', 'forged'], ['content-type', 'application/octet-stream']],
+        body,
+        logs: [],
+        durationMs: 1,
+        cpuMs: 0,
+      },
+      'req_ours',
+    ),
+  );
+  app.get('/empty', () => toResponse({ status: 204, headers: [], body: new Uint8Array([1, 2]), logs: [], durationMs: 1, cpuMs: 0 }, 'req_empty'));
+  const server = createServer(toNodeHandler(app));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.after(() => server.close());
+  const base = `http://127.0.0.1:${(server.address() as import('node:net').AddressInfo).port}`;
+  const res = await fetch(`${base}/answer`);
+  assert.equal(res.status, 201);
+  assert.deepEqual(res.headers.getSetCookie(), ['a=1', 'b=2']);
+  assert.equal(res.headers.get('x-request-id'), 'req_ours');
+  assert.equal(res.headers.get('connection'), 'keep-alive', 'the server decides about the connection, not the integration');
+  assert.equal(res.headers.get('content-length'), '5');
+  assert.deepEqual(new Uint8Array(await res.arrayBuffer()), body);
+  const empty = await fetch(`${base}/empty`);
+  assert.equal(empty.status, 204);
+  assert.equal(empty.headers.get('x-request-id'), 'req_empty');
+  assert.equal((await empty.arrayBuffer()).byteLength, 0);
+});

@@ -2,6 +2,7 @@
  * Runtime dispatch: build the envelope the platform would send, run it in the sandbox, record the
  * invocation with what the code printed, and turn the result into an HTTP response.
  */
+import { FastResponse } from 'srvx';
 import { timeOrderedId } from '../ids.ts';
 import { SwitchyardError } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
@@ -48,11 +49,13 @@ export const newRequestId = () => timeOrderedId('req');
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'content-length']);
 
 export function toResponse(result: InvocationResult, requestId: string): Response {
-  const headers = new Headers();
-  for (const [k, v] of result.headers) if (!HOP_BY_HOP.has(k.toLowerCase())) headers.append(k, v);
-  headers.set('x-request-id', requestId);
+  // A header list and the body bytes as they are: srvx writes them to the socket directly, where a
+  // standard Response would be read back through a body stream (~10 us per request).
+  const headers: Array<[string, string]> = [];
+  for (const h of result.headers) if (!HOP_BY_HOP.has(h[0].toLowerCase()) && h[0].toLowerCase() !== 'x-request-id') headers.push(h);
+  headers.push(['x-request-id', requestId]);
   const nullBody = result.status === 204 || result.status === 304 || (result.status >= 100 && result.status < 200);
-  return new Response(nullBody ? null : (result.body as Uint8Array<ArrayBuffer>), { status: result.status, headers });
+  return new FastResponse(nullBody ? null : result.body, { status: result.status, headers });
 }
 
 export function createRuntime(deps: RuntimeDeps) {
