@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { encodeEnvelope } from '../src/runtime/index.ts';
 import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
+import { openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
@@ -115,8 +116,9 @@ test('public endpoint: any method and sub-path reaches fetch; spec 4.2 answers; 
   assert.deepEqual(JSON.parse(boomText), { error: 'Internal server error' });
   assert.doesNotMatch(boomText, /internal detail/);
   const requestId = boom.headers.get('x-request-id')!;
-  const row = s.services.store.db.prepare('SELECT error_message, error_stack FROM invocations WHERE id = ?').get(requestId) as any;
-  assert.match(row.error_message, /internal detail that must not leak/);
+  // Read through the invocations API, which commits records still waiting for their group commit.
+  const row = (s.services.invocations as import('../src/runtime/index.ts').Invocations).get(requestId)!;
+  assert.match(row.error!.message, /internal detail that must not leak/);
 });
 
 test('environment: spec 2.4 fields, lowercase status, secrets from the manifest, short-lived token', async (t) => {
@@ -270,4 +272,22 @@ test("an integration's answer goes out as it gave it: repeated headers kept, hop
   assert.equal(empty.status, 204);
   assert.equal(empty.headers.get('x-request-id'), 'req_empty');
   assert.equal((await empty.arrayBuffer()).byteLength, 0);
+});
+
+test("a public-endpoint answer does not wait for its invocation's record, which can still be read back at once", async (t) => {
+  const s = await server(t);
+  const { installation } = await installSink(s);
+  const invocations = s.services.invocations as import('../src/runtime/index.ts').Invocations;
+  for (let i = 0; i < 5; i++) {
+    const res = await fetch(`${installation.urls.publicEndpoint}/echo`, { method: 'POST', body: `n${i}` });
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    // Read in the same turn the answer arrived in: a record still waiting for its group commit is committed first.
+    const seen = invocations.get(res.headers.get('x-request-id')!);
+    assert.equal(seen?.status, 200, `invocation ${i} is readable right after its answer`);
+  }
+  await s.close();
+  const db = openStore(s.config.data_dir).db;
+  t.after(() => db.close());
+  assert.equal((db.prepare("SELECT COUNT(*) AS n FROM invocations WHERE event_type = 'fetch'").get() as { n: number }).n, 5, 'all recorded by shutdown');
 });

@@ -49,6 +49,8 @@ export const runtimeModule: Module = {
         );
       },
     };
+    // Records answered but not yet committed are written before the database closes.
+    return Promise.resolve(() => runtime.flush());
   },
   routes: runtimeRoutes,
 };

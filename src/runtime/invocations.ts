@@ -110,8 +110,17 @@ function where(f: Omit<InvocationFilter, 'limit' | 'cursor'>, params: Record<str
 
 export type Invocations = ReturnType<typeof createInvocations>;
 
+// Records the runtime has answered but not yet committed (see RECORD_DELAY_MS in service.ts) are
+// committed before any read of the same database, so a request's invocation can be read back as
+// soon as its answer arrived.
+const flushers = new WeakMap<object, () => void>();
+export function beforeInvocationsRead(db: Db, flush: () => void): void {
+  flushers.set(db, flush);
+}
+
 /** Works on a read-only connection too (the CLI's --offline): only `purgeBefore` writes. */
 export function createInvocations(db: Db) {
+  const pending = () => flushers.get(db)?.();
   const q = {
     byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM invocations WHERE id = ?`),
     last: db.prepare<[], { n: number | null }>('SELECT MAX(rowid) AS n FROM invocations'),
@@ -124,6 +133,7 @@ export function createInvocations(db: Db) {
   return {
     /** Newest first, `limit` (1-500, default 50) at a time; `nextCursor` pages on. */
     list(f: InvocationFilter = {}): { invocations: InvocationView[]; nextCursor: string | null } {
+      pending();
       const params: Record<string, unknown> = {};
       const w = where(f, params);
       if (f.cursor) (w.push('rowid < @cursor'), (params.cursor = Number(f.cursor)));
@@ -136,6 +146,7 @@ export function createInvocations(db: Db) {
 
     /** Oldest first, after `cursor`: the live feed's read (nothing recorded after the cursor is skipped). */
     after(cursor: number, limit: number, f: Omit<InvocationFilter, 'limit' | 'cursor'> = {}): InvocationView[] {
+      pending();
       const params: Record<string, unknown> = { after: cursor };
       const w = ['rowid > @after', ...where(f, params)];
       return db
@@ -145,17 +156,20 @@ export function createInvocations(db: Db) {
     },
 
     get(requestId: string): InvocationView | undefined {
+      pending();
       const r = q.byId.get(requestId);
       return r && invocationView(r);
     },
 
     /** The newest invocation's cursor (0 when none): where a live feed starts. */
     lastCursor(): number {
+      pending();
       return q.last.get()?.n ?? 0;
     },
 
     /** Retention: delete up to `limit` invocations recorded before `before` (the newest row always stays). */
     purgeBefore(before: number, limit: number): number {
+      pending();
       return q.purge.run({ before: new Date(before).toISOString(), limit }).changes;
     },
   };

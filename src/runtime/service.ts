@@ -12,6 +12,7 @@ import type { LoadedIntegration, Registry } from '../registry/index.ts';
 import type { Envelope, InvocationResult, LogLine, Sandbox } from '../sandbox/index.ts';
 import type { Db } from '../store/index.ts';
 import { buildEnvironment } from './environment.ts';
+import { beforeInvocationsRead } from './invocations.ts';
 
 export interface RuntimeDeps {
   db: Db;
@@ -46,6 +47,10 @@ export type InvocationNotice =
 /** `req_` + a time-ordered id (see src/ids.ts): invocation records are inserted at the end of their index. */
 export const newRequestId = () => timeOrderedId('req');
 
+/** Longest a public-endpoint invocation's record waits for its commit, and most records one waits with. */
+const RECORD_DELAY_MS = 10;
+const RECORD_BATCH = 256;
+
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'content-length']);
 
 export function toResponse(result: InvocationResult, requestId: string): Response {
@@ -66,15 +71,23 @@ export function createRuntime(deps: RuntimeDeps) {
   );
   const appendLog = db.prepare(`UPDATE invocations SET logs = json_insert(logs, '$[#]', json(?)) WHERE id = ?`);
 
-  // Group commit: invocations that end in the same event-loop turn are recorded in one transaction
-  // (one WAL write instead of one per request); each caller continues once its record is committed,
-  // and observers hear of it then.
-  type Pending = { row: unknown[]; notice: InvocationNotice; done: () => void };
+  // Group commit. A caller that waits for its record (events, renders, the runtime endpoint) has it
+  // committed at the end of this event-loop turn with whatever else is pending; a public-endpoint
+  // answer goes out at once and its record joins the next commit, at most RECORD_DELAY_MS later
+  // (under load, one commit per tens of requests instead of one per few). Readers of invocations
+  // flush first (see beforeInvocationsRead), so what was answered can always be read back; a crash
+  // can lose the records of the last few milliseconds, never an event or a delivery.
+  type Pending = { row: unknown[]; notice: InvocationNotice; done?: () => void };
   let unrecorded: Pending[] = [];
+  let flushTimer: NodeJS.Timeout | null = null;
+  let flushSoon = false;
   const insertAll = db.transaction((rows: unknown[][]) => {
     for (const row of rows) insert.run(...row);
   });
   function flushRecords(): void {
+    if (flushTimer) clearTimeout(flushTimer);
+    flushTimer = null;
+    flushSoon = false;
     const batch = unrecorded;
     unrecorded = [];
     if (!batch.length) return;
@@ -92,15 +105,24 @@ export function createRuntime(deps: RuntimeDeps) {
     }
     for (const p of batch) {
       notify(p.notice);
-      p.done();
+      p.done?.();
     }
   }
-  function record(row: unknown[], notice: InvocationNotice): Promise<void> {
-    return new Promise((done) => {
-      unrecorded.push({ row, notice, done });
-      if (unrecorded.length === 1) setImmediate(flushRecords);
-    });
+  beforeInvocationsRead(db, flushRecords);
+  function record(row: unknown[], notice: InvocationNotice, wait: boolean): Promise<void> | undefined {
+    const p: Pending = { row, notice };
+    unrecorded.push(p);
+    if (closing) flushRecords(); // shutting down: the database closes soon
+    else if (wait || unrecorded.length >= RECORD_BATCH) {
+      if (!flushSoon) setImmediate(flushRecords);
+      flushSoon = true;
+    } else if (!flushTimer && !flushSoon) {
+      flushTimer = setTimeout(flushRecords, RECORD_DELAY_MS);
+      flushTimer.unref();
+    }
+    if (wait && !closing) return new Promise((done) => (p.done = done));
   }
+  let closing = false;
   const exportsCache = new Map<string, { fetch: boolean; components: string[]; events: string[] }>();
   const observers = new Set<(n: InvocationNotice) => void>();
   const notify = (n: InvocationNotice) => {
@@ -138,11 +160,13 @@ export function createRuntime(deps: RuntimeDeps) {
     envelope: Envelope;
     requestId?: string;
     eventId?: string;
+    /** Answer before the record is committed (it is within RECORD_DELAY_MS); public-endpoint requests. */
+    recordLater?: boolean;
   }): Promise<{ id: string; result: InvocationResult }> {
     const id = opts.requestId ?? newRequestId();
     const result = await deps.sandbox.invoke({ script: opts.integration.script!, envelope: opts.envelope, requestId: id });
     const e = result.error;
-    await record(
+    const recorded = record(
       [
         id,
         opts.integration.name,
@@ -160,7 +184,9 @@ export function createRuntime(deps: RuntimeDeps) {
         new Date().toISOString(),
       ],
       { kind: 'recorded', id, integration: opts.integration.name, installationId: opts.installation?.id ?? null, status: result.status, error: e },
+      !opts.recordLater,
     );
+    if (recorded) await recorded;
     if (e) {
       const fields = { integration: opts.integration.name, installation: opts.installation?.id, request_id: id, kind: e.kind, limit: e.limit };
       if (e.kind === 'exception') log.warn(`integration code threw: ${e.message}`, { ...fields, stack: e.stack });
@@ -206,7 +232,7 @@ export function createRuntime(deps: RuntimeDeps) {
         environment: environmentFor(integration, installation),
         ...(body.byteLength ? { fetchBody: body } : {}),
       };
-      const { id, result } = await invoke({ integration, installation, envelope });
+      const { id, result } = await invoke({ integration, installation, envelope, recordLater: true });
       return toResponse(result, id);
     },
 
@@ -267,6 +293,12 @@ export function createRuntime(deps: RuntimeDeps) {
     observe(observer: (n: InvocationNotice) => void): () => void {
       observers.add(observer);
       return () => observers.delete(observer);
+    },
+
+    /** Shutdown: commit the records still pending, and from now on each one as it comes. */
+    flush(): void {
+      closing = true;
+      flushRecords();
     },
 
     forgetVersion(version: string): void {
