@@ -28,6 +28,7 @@ function entropy(): Uint8Array {
   }
   return pool.slice(poolAt, (poolAt += 256));
 }
+const NO_ENTROPY = new Uint8Array(0);
 const levels = new Set(['debug', 'info', 'log', 'warn', 'error']);
 
 interface Op {
@@ -120,7 +121,7 @@ export class Invocation implements InstanceHooks {
       event: this.envelope.event,
       environment: this.envelope.environment,
       body: this.envelope.fetchBody ? ownBytes(this.envelope.fetchBody) : null,
-      entropy: entropy(),
+      entropy: this.inline ? NO_ENTROPY : entropy(),
       responseBodyLimit: limits.response_body,
       logLines: limits.log_lines,
       canonical: this.envelope.event.type === 'fetch' && isCanonicalRequest(this.envelope.event.request),

@@ -1,7 +1,6 @@
 /**
- * crypto: getRandomValues and randomUUID from host entropy (buffered, topped up with every
- * invocation), and a SubtleCrypto with HMAC (SHA-1/256/384/512: importKey, generateKey, exportKey,
- * sign, verify) and digest (SHA-1/256/384/512). The hashing runs on the host over plain byte copies;
+ * crypto: getRandomValues and randomUUID from host entropy (buffered, 4 kB at a time), and a
+ * SubtleCrypto with HMAC (SHA-1/256/384/512: importKey, generateKey, exportKey, sign, verify) and digest (SHA-1/256/384/512). The hashing runs on the host over plain byte copies;
  * verify compares in constant time there. Also crypto.subtle.timingSafeEqual (as on Workers).
  */
 import { callHost, hostFns } from '../bridge.ts';
@@ -11,8 +10,12 @@ import { atob, btoa } from './base64.ts';
 let pool = new Uint8Array(0);
 let poolAt = 0;
 
-/** Fresh host entropy handed in with each invocation (saves a bridge call per random value). */
+/**
+ * Fresh host entropy handed in with an invocation on isolated-vm's threads, where a call to the host
+ * costs a thread hop (inline, none is handed in: the pool is topped up by a cheap direct call).
+ */
 export function addEntropy(bytes: Uint8Array): void {
+  if (!bytes.byteLength) return;
   pool = bytes;
   poolAt = 0;
 }
