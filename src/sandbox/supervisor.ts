@@ -1,6 +1,6 @@
 /**
  * The server's side of the sandbox: starts the worker process (see workerCommand), sends it
- * invocations over IPC (structured clone: bodies travel as bytes), restarts it when it dies and
+ * invocations over IPC (JSON: bodies travel as base64, see ipc.ts), restarts it when it dies and
  * answers that worker's pending invocations with a 503 `crash` result. A worker that does not
  * answer an invocation well past its limits is presumed wedged and killed (a last resort behind the
  * worker's own watchdog). Script code is sent once per version per worker.
@@ -9,8 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from '../log/index.ts';
-import { ownBytes } from './bytes.ts';
-import { batcher } from './ipc.ts';
+import { batcher, bytesFromWire, bytesToWire } from './ipc.ts';
 import { failure } from './limits.ts';
 import type {
   CheckResult,
@@ -85,7 +84,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     const now = Date.now();
     recentStarts.push(now);
     while (recentStarts.length && now - recentStarts[0] > 60_000) recentStarts.shift();
-    const proc = spawn(command, args, { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], serialization: 'advanced' });
+    const proc = spawn(command, args, { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], serialization: 'json' });
     let stderr = '';
     proc.stderr!.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-4000);
@@ -200,7 +199,9 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       case 'checked':
       case 'unloaded': {
         const p = pending.get(msg.id);
-        if (p) settle(msg.id, p, msg.t === 'unloaded' ? undefined : msg.result);
+        if (!p) return;
+        if (msg.t === 'result') settle(msg.id, p, { ...msg.result, body: bytesFromWire(msg.result.body) } satisfies InvocationResult);
+        else settle(msg.id, p, msg.t === 'unloaded' ? undefined : msg.result);
         return;
       }
     }
@@ -248,7 +249,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         'invoke',
         (id) => {
           if (sendCode) loaded.set(script.name, script.version);
-          const body = envelope.fetchBody ? ownBytes(envelope.fetchBody) : undefined;
+          const body = envelope.fetchBody?.byteLength ? bytesToWire(envelope.fetchBody) : undefined;
           return { t: 'invoke', id, name: script.name, version: script.version, code: sendCode ? script.code : undefined, envelope: { ...envelope, fetchBody: body }, requestId };
         },
         { script },

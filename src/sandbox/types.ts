@@ -1,6 +1,6 @@
 /**
  * The sandbox's data shapes: its public face (scripts, envelopes, results) and the messages that
- * cross between the server and the supervised worker process (structured clone over IPC).
+ * cross between the server and the supervised worker process (JSON over IPC, bytes as base64).
  */
 import type { Config } from '../config/index.ts';
 
@@ -70,16 +70,21 @@ export interface WorkerSettings {
   concurrency: number;
 }
 
+/** An envelope as it crosses the IPC channel (JSON): the body as base64. */
+export type WireEnvelope = Omit<Envelope, 'fetchBody'> & { fetchBody?: string };
+/** A result as it crosses the IPC channel (JSON): the body as base64. */
+export type WireResult = Omit<InvocationResult, 'body'> & { body: string };
+
 export type ToWorker =
   | { t: 'settings'; settings: WorkerSettings }
-  | { t: 'invoke'; id: number; name: string; version: string; code?: string; envelope: Envelope; requestId: string }
+  | { t: 'invoke'; id: number; name: string; version: string; code?: string; envelope: WireEnvelope; requestId: string }
   | { t: 'check'; id: number; script: GuestScript }
   | { t: 'unload'; id: number; name: string }
   | { t: 'close' };
 
 export type FromWorker =
   | { t: 'ready' }
-  | { t: 'result'; id: number; result: InvocationResult }
+  | { t: 'result'; id: number; result: WireResult }
   | { t: 'checked'; id: number; result: CheckResult }
   | { t: 'unloaded'; id: number }
   | { t: 'log'; integration: string; requestId: string; line: LogLine }

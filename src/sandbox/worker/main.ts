@@ -4,8 +4,8 @@
  * process; the supervisor in the server answers its pending invocations and starts another.
  */
 import { guestBundle } from '../guest-bundle.ts';
-import { batcher } from '../ipc.ts';
-import type { FromWorker, ToWorker } from '../types.ts';
+import { batcher, bytesFromWire, bytesToWire } from '../ipc.ts';
+import type { Envelope, FromWorker, ToWorker } from '../types.ts';
 import { SandboxHost } from './host.ts';
 
 export function runWorker(): void {
@@ -28,15 +28,18 @@ export function runWorker(): void {
         if (host) host.settings = msg.settings;
         else host = new SandboxHost(msg.settings, send);
         return;
-      case 'invoke':
-        host!.invoke(msg).then(
-          (result) => send(result === 'need-code' ? { t: 'need-code', id: msg.id } : { t: 'result', id: msg.id, result }),
+      case 'invoke': {
+        const { fetchBody, ...rest } = msg.envelope;
+        const envelope: Envelope = fetchBody ? { ...rest, fetchBody: bytesFromWire(fetchBody) } : rest;
+        host!.invoke({ ...msg, envelope }).then(
+          (result) => send(result === 'need-code' ? { t: 'need-code', id: msg.id } : { t: 'result', id: msg.id, result: { ...result, body: bytesToWire(result.body) } }),
           (e) => {
             process.stderr.write(`sandbox worker: invoke failed: ${(e as Error)?.stack ?? e}\n`);
             process.exit(70);
           },
         );
         return;
+      }
       case 'check':
         host!.check(msg.script).then((result) => send({ t: 'checked', id: msg.id, result }));
         return;
