@@ -253,6 +253,10 @@ async function main(): Promise<void> {
     `            sender CPU per delivery: durable ${median(cpuPer.durable.slice(1)).toFixed(0)} us (ingest, queue, sign, POST, record), raw ${median(cpuPer.raw.slice(1)).toFixed(0)} us (sign, POST)`,
   );
   console.log(`            rounds durable [${durable.map((x) => x.toFixed(0)).join(', ')}]  raw [${raw.map((x) => x.toFixed(0)).join(', ')}]`);
+  // Each raw round runs just before its durable round, so the two share the machine's load of the
+  // moment: the spread of these ratios shows how much of the headline ratio is noise.
+  const paired = durable.map((d, i) => d / raw[i]);
+  console.log(`            ratio per round (durable / the raw round before it) [${paired.map((x) => x.toFixed(2)).join(', ')}], median ${median(paired).toFixed(2)}`);
   }
 
   // --- 2. latency -------------------------------------------------------------------------------
