@@ -27,6 +27,8 @@ export interface InstanceHooks {
   readonly inline: boolean;
   /** Time-out of the next call into the guest, in ms (what the invocation has left). */
   budget(): number;
+  /** An inline call used this much CPU time of the worker's thread (ms); `failed` when it did not return. */
+  charge?(ms: number, failed: boolean): void;
   start(op: string, id: number, arg: unknown): void;
   cancel(id: number): void;
   log(level: string, message: string): void;
@@ -285,26 +287,30 @@ export class GuestInstance {
 
   private callInline(fn: ivm.Reference, args: unknown[]): void {
     if (this.isolate.isDisposed || !this.hooks) return;
-    const timeout = Math.max(1, Math.ceil(this.hooks.budget()));
-    const t0 = performance.now();
+    const hooks = this.hooks;
+    const timeout = Math.max(1, Math.ceil(hooks.budget()));
     const cpu0 = process.threadCpuUsage();
     let box: unknown;
     try {
       box = fn.applySync(undefined, [...args, true], { arguments: { copy: true }, result: { copy: true }, timeout });
     } catch (e) {
-      this.checkSlow(t0, cpu0);
+      this.charged(hooks, cpu0, true);
       this.failed(e as Error, true);
       return;
     }
-    this.checkSlow(t0, cpu0);
+    this.charged(hooks, cpu0, false);
     this.deliver(box);
   }
 
-  /** A long inline call moves the integration off the inline path (CPU time of this thread, so preemption does not count). */
-  private checkSlow(t0: number, cpu0: NodeJS.CpuUsage): void {
-    if (performance.now() - t0 <= SLOW_CALL_MS) return;
-    const cpu = process.threadCpuUsage(cpu0);
-    if ((cpu.user + cpu.system) / 1000 > SLOW_CALL_MS) this.mode.moveOff();
+  /**
+   * What an inline call used of this thread's CPU time (preemption does not count) goes to the
+   * invocation; a call that used more than SLOW_CALL_MS moves the integration off the inline path.
+   */
+  private charged(hooks: InstanceHooks, cpu0: NodeJS.CpuUsage, failed: boolean): void {
+    const used = process.threadCpuUsage(cpu0);
+    const ms = (used.user + used.system) / 1000;
+    if (ms > SLOW_CALL_MS) this.mode.moveOff();
+    hooks.charge?.(ms, failed);
   }
 
   private failed(e: Error, inline: boolean): void {

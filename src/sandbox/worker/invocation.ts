@@ -29,6 +29,8 @@ function entropy(): Uint8Array {
   return pool.slice(poolAt, (poolAt += 256));
 }
 const NO_ENTROPY = new Uint8Array(0);
+// Added to an inline call's time-out (see budget): room for a call that was preempted.
+const INLINE_GRACE_MS = 10;
 const levels = new Set(['debug', 'info', 'log', 'warn', 'error']);
 
 interface Op {
@@ -75,6 +77,8 @@ export class Invocation implements InstanceHooks {
   private readonly drained = new Promise<'drained'>((r) => (this.drainedResolve = () => r('drained')));
   /** Which limit the time-out of the current inline call stands for. */
   private budgetLimit: 'cpu_time' | 'wall_time' | 'wait_until' = 'cpu_time';
+  /** CPU time of this invocation's inline calls, in ms (the worker thread's own clock). */
+  private inlineCpu = 0;
 
   constructor(inst: GuestInstance, envelope: Envelope, settings: WorkerSettings, onLateLog: (line: LogLine) => void) {
     this.inst = inst;
@@ -85,16 +89,25 @@ export class Invocation implements InstanceHooks {
   }
 
   /**
-   * Time-out of the next call into the guest: what is left of the CPU limit, or of the wall-clock
-   * deadline when that is nearer. (Calls on isolated-vm's threads get the deadline; the CPU watchdog
-   * covers them.)
+   * Time-out of the next call into the guest. Inline: twice what is left of the CPU limit (counted
+   * in CPU time of the worker's thread, see charge) plus INLINE_GRACE_MS, since the time-out runs on
+   * the clock and a call can be preempted (a call that returns is charged its real CPU time, and
+   * stopped past the limit); or the wall-clock deadline when that is nearer. (Calls on
+   * isolated-vm's threads get the deadline; the CPU watchdog covers them.)
    */
   budget(): number {
     const wall = this.deadline - Date.now();
     if (!this.inline) return wall;
-    const cpu = this.limits.cpu_time - (this.inst.cpuMs() - this.cpuStart);
+    const left = this.limits.cpu_time - this.inlineCpu;
+    const cpu = 2 * left + INLINE_GRACE_MS;
     this.budgetLimit = cpu <= wall ? 'cpu_time' : this.responded ? 'wait_until' : 'wall_time';
     return Math.min(cpu, wall);
+  }
+
+  /** CPU time of an inline call; an invocation past its CPU limit is stopped once the call is back. */
+  charge(ms: number, failed: boolean): void {
+    this.inlineCpu += ms;
+    if (!failed && this.inlineCpu > this.limits.cpu_time) this.breach('cpu_time', this.inlineCpu);
   }
 
   private get limits() {
@@ -115,7 +128,7 @@ export class Invocation implements InstanceHooks {
       this.armCpuWatchdog();
     }
     const duration = () => performance.now() - started;
-    const cpu = () => Math.max(0, (inst.disposed ? this.cpuAtEnd : inst.cpuMs()) - this.cpuStart);
+    const cpu = () => (this.inline ? this.inlineCpu : Math.max(0, (inst.disposed ? this.cpuAtEnd : inst.cpuMs()) - this.cpuStart));
 
     const input = {
       event: this.envelope.event,
@@ -235,10 +248,7 @@ export class Invocation implements InstanceHooks {
   /** The isolate died under us (out of memory while running a continuation), or an inline call ran out of time. */
   died(message: string): void {
     if (this.finished) return;
-    if (this.inline && /timed out/i.test(message)) {
-      const used = this.inst.cpuMs() - this.cpuStart;
-      return this.breach(this.budgetLimit, this.budgetLimit === 'cpu_time' ? used : undefined);
-    }
+    if (this.inline && /timed out/i.test(message)) return this.breach(this.budgetLimit, this.budgetLimit === 'cpu_time' ? this.inlineCpu : undefined);
     this.death ??= message;
     this.stop();
   }
