@@ -14,7 +14,8 @@
  * time-out bounds it. On isolated-vm's threads: asynchronously, with the host's CPU watchdog. An
  * inline call blocks every other integration in this worker while it runs, so an integration
  * whose call runs longer than SLOW_CALL_MS is moved off the inline path for a while: a hostile or
- * heavy script stalls the others at most once, for at most its CPU limit.
+ * heavy script stalls the others at most once, for at most about twice its CPU limit (see
+ * Invocation.budget).
  */
 import ivm from 'isolated-vm';
 import { guestBundle, type GuestBundle } from '../guest-bundle.ts';
