@@ -263,6 +263,7 @@ test("an integration's answer goes out as it gave it: repeated headers kept, hop
   const base = `http://127.0.0.1:${(server.address() as import('node:net').AddressInfo).port}`;
   const res = await fetch(`${base}/answer`);
   assert.equal(res.status, 201);
+  assert.equal(res.statusText, 'Created');
   assert.deepEqual(res.headers.getSetCookie(), ['a=1', 'b=2']);
   assert.equal(res.headers.get('x-request-id'), 'req_ours');
   assert.equal(res.headers.get('connection'), 'keep-alive', 'the server decides about the connection, not the integration');

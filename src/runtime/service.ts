@@ -2,6 +2,7 @@
  * Runtime dispatch: build the envelope the platform would send, run it in the sandbox, record the
  * invocation with what the code printed, and turn the result into an HTTP response.
  */
+import { STATUS_CODES } from 'node:http';
 import { FastResponse } from 'srvx';
 import { timeOrderedId } from '../ids.ts';
 import { SwitchyardError } from '../errors.ts';
@@ -60,7 +61,7 @@ export function toResponse(result: InvocationResult, requestId: string): Respons
   for (const h of result.headers) if (!HOP_BY_HOP.has(h[0].toLowerCase()) && h[0].toLowerCase() !== 'x-request-id') headers.push(h);
   headers.push(['x-request-id', requestId]);
   const nullBody = result.status === 204 || result.status === 304 || (result.status >= 100 && result.status < 200);
-  return new FastResponse(nullBody ? null : result.body, { status: result.status, headers });
+  return new FastResponse(nullBody ? null : result.body, { status: result.status, statusText: STATUS_CODES[result.status], headers });
 }
 
 export function createRuntime(deps: RuntimeDeps) {
