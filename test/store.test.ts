@@ -1,11 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { migrate, openStore } from '../src/store/index.ts';
 import { SwitchyardError } from '../src/errors.ts';
-import { tmpDir } from './helpers/index.ts';
+import { tmpDir, waitFor } from './helpers/index.ts';
+import { AUTOCHECKPOINT_PAGES, BACKSTOP_PAGES } from '../src/store/checkpointer.ts';
 
 test('the store is a WAL SQLite file with foreign keys and a busy timeout', (t) => {
   const dir = tmpDir(t);
@@ -15,6 +16,32 @@ test('the store is a WAL SQLite file with foreign keys and a busy timeout', (t) 
   assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
   assert.equal(store.db.pragma('busy_timeout', { simple: true }), 5000);
   assert.ok(existsSync(join(dir, 'switchyard.db')));
+});
+
+test('the server\'s store checkpoints the WAL from a thread of its own; its connection\'s own checkpoint is a backstop; all is in the file after close', async (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir, { lock: true, migrations: [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT)'] }] });
+  let closed = false;
+  t.after(() => closed || store.close());
+  assert.ok(store.checkpointer?.running());
+  assert.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), BACKSTOP_PAGES);
+  const insert = store.db.prepare('INSERT INTO things (v) VALUES (?)');
+  // About 500 pages, well under the backstop: only the thread can have copied them.
+  for (let i = 0; i < 20; i++) store.db.transaction(() => { for (let k = 0; k < 100; k++) insert.run('x'.repeat(800)); })();
+  await waitFor(() => store.checkpointer!.checkpointed() > 0);
+  store.close();
+  closed = true;
+  // Everything is in the database file itself (the WAL is empty or gone), and nothing was lost.
+  const wal = join(dir, 'switchyard.db-wal');
+  assert.ok(!existsSync(wal) || statSync(wal).size === 0);
+  const again = openStore(dir, { readonly: true });
+  t.after(() => again.close());
+  assert.equal((again.db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 2000);
+  // Stores without the lock (tests of single modules, the CLI) checkpoint as SQLite does by default.
+  const plain = openStore(tmpDir(t));
+  t.after(() => plain.close());
+  assert.equal(plain.checkpointer, undefined);
+  assert.equal(plain.db.pragma('wal_autocheckpoint', { simple: true }), AUTOCHECKPOINT_PAGES);
 });
 
 test('migrations apply once, in order, per module, and survive reopening', (t) => {

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
+import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { acquireLock, type Lock } from './lock.ts';
 import { allMigrations } from './schema.ts';
 
@@ -20,6 +21,8 @@ export interface ModuleMigrations {
 export interface Store {
   db: Db;
   file: string;
+  /** The thread that checkpoints the WAL, when the store has one (the server's). */
+  checkpointer?: Checkpointer;
   close(): void;
 }
 
@@ -28,7 +31,7 @@ export const DB_FILE = 'switchyard.db';
 export interface OpenOptions {
   /** Read-only access that never takes the lock and never migrates (the CLI's --offline). */
   readonly?: boolean;
-  /** Take the data directory's lock (the server does; tests of single modules need not). */
+  /** Take the data directory's lock (the server does; tests of single modules need not). Also checkpoints the WAL on a thread of its own (checkpointer.ts). */
   lock?: boolean;
   migrations?: ModuleMigrations[];
   /** Path of a native addon already loaded (the single executable). */
@@ -79,10 +82,13 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     db.pragma('temp_store = MEMORY');
     migrate(db, opts.migrations ?? allMigrations());
   } else db.pragma('query_only = ON');
+  const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file) : undefined;
   return {
     db,
     file,
+    checkpointer,
     close() {
+      checkpointer?.stop();
       if (db.open) {
         if (!opts.readonly) {
           try {
