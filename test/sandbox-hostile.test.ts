@@ -224,6 +224,18 @@ describe('hostile integrations', () => {
     assert.equal(api.hits.length, 0);
   });
 
+  it("cannot reach or forge what the runtime hands the host (prototype setters on array indexes)", async (t) => {
+    const { attack } = await underAttack(t, sb, () => call(sb, fixture('outbox-injection.js')));
+    // The setters never saw the outbox: nothing was forged, the script's own answer and line arrived
+    // (a forged entry would end the invocation as malformed), and the worker lives (the bystander
+    // answered throughout).
+    assert.equal(attack.status, 200, `${attack.error?.kind}: ${attack.error?.message}`);
+    assert.match(attack.text, /^caught \d+$/);
+    assert.ok(attack.logs.some((l) => l.message === 'a line for the outbox'), JSON.stringify(attack.logs));
+    const again = await call(sb, bystander, { environment: bystanderEnv });
+    assert.equal(again.status, 200);
+  });
+
   it('tampering with the runtime or answering nonsense only hurts the tamperer', async (t) => {
     const s = fixture('tamper-runtime.js');
     const mode = (m: string) => call(sb, s, { url: `https://x.test/?mode=${m}` });

@@ -228,6 +228,16 @@ describe('loading and checking scripts', () => {
     assert.equal((await call(sb, v2)).text, 'v2:1');
   });
 
+  it('keeps only well-formed names from what a script says it exports, and the worker survives values JSON cannot carry', async (t) => {
+    const sb = testSandbox(t);
+    const odd = script(`export default { async fetch() { return new Response('still here'); }, components: { map: () => [1n, 'real', { toString: 0 }] } };`);
+    const checked = await sb.check(odd);
+    assert.deepEqual(checked, { ok: true, exports: { fetch: true, components: ['real'], events: [] } });
+    const r = await call(sb, odd);
+    assert.equal(r.text, 'still here');
+    assert.equal(r.error, undefined);
+  });
+
   it('gives concurrent invocations of one integration isolates of their own', async (t) => {
     const sb = testSandbox(t, { concurrency: 3 });
     const s = script(`import { createIntegration } from '@switchyard/runtime';

@@ -165,6 +165,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
             if (p && 'id' in msg) settle(msg.id, p, crashValue(p, `could not reach the sandbox worker: ${err.message}`));
           }
         },
+        (msg) => (msg.t === 'invoke' ? (msg.envelope.fetchBody?.length ?? 0) + (msg.code?.length ?? 0) : msg.t === 'check' ? msg.script.code.length : 0),
       );
     }
     // Settings change rarely (the server's origin is known only once it listens): compare cheaply.
@@ -249,7 +250,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         'invoke',
         (id) => {
           if (sendCode) loaded.set(script.name, script.version);
-          const body = envelope.fetchBody?.byteLength ? bytesToWire(envelope.fetchBody) : undefined;
+          const body = envelope.fetchBody ? bytesToWire(envelope.fetchBody) : undefined;
           return { t: 'invoke', id, name: script.name, version: script.version, code: sendCode ? script.code : undefined, envelope: { ...envelope, fetchBody: body }, requestId };
         },
         { script },

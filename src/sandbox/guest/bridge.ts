@@ -8,7 +8,7 @@
  * all guest code runs inside such a call (dispatch, complete, drain), microtasks included, so the
  * outbox of a call holds everything that call caused, in order, and costs no crossing of its own.
  * A call that fails (an unhandled rejection fails a whole isolated-vm call; a time-out) leaves its
- * outbox behind for the host to take.
+ * outbox behind for the host to take, by the call's number.
  *
  * Asynchronous host work (fetch, timers, digests, API calls) is two-phase: an `op` entry asks the
  * host to begin, and the host later calls `complete(id, ok, value)`. The host never completes an
@@ -33,34 +33,72 @@ export type OutboxEntry =
   | ['answer', 'dispatch' | 'drain', number, unknown];
 
 let outbox: OutboxEntry[] = [];
+let outboxBytes = 0;
 // Console lines go into the outbox when the host runs calls synchronously (they arrive with the
 // answer, in order); otherwise through the log callback, so that lines printed before a runaway
 // loop still reach the host before it stops the isolate.
 let logsInOutbox = true;
+// Outboxes of recent calls by the host's call number: a call that fails (an unhandled rejection)
+// loses its return value, and on isolated-vm's threads the next call may already have begun.
+const recent = new Map<number, OutboxEntry[]>();
+const RECENT_CALLS = 4;
 
-// Indexed stores instead of Array.prototype.push, which integration code can replace.
-function post(entry: OutboxEntry): void {
-  outbox[outbox.length] = entry;
+// Captured before any integration code runs. Entries are defined, never assigned: an assignment
+// would run a setter that integration code can put on Array.prototype and hand it the outbox.
+const defineProperty = Object.defineProperty;
+const mapGet = Map.prototype.get, mapSet = Map.prototype.set, mapDelete = Map.prototype.delete, mapKeys = Map.prototype.keys;
+const iteratorNext = Object.getPrototypeOf(new Map().keys()).next;
+const isView = ArrayBuffer.isView;
+// What top-level code posts while the script loads is call 0 (the host takes it once loaded).
+mapSet.call(recent, 0, outbox);
+
+/**
+ * Most bytes one call may hand the host: everything in an outbox is copied at once when the call
+ * ends, outside the isolate's heap limit, so a guest must not queue more than the host should hold.
+ */
+export const MAX_OUTBOX_BYTES = 32 * 1024 * 1024;
+
+/** Rough size of what crosses: strings and bytes, a few levels deep (op arguments are shallow). */
+function sizeOf(v: unknown, depth: number): number {
+  if (typeof v === 'string') return v.length;
+  if (!v || typeof v !== 'object' || depth > 3) return 8;
+  if (isView(v)) return (v as ArrayBufferView).byteLength;
+  let n = 8;
+  for (const k in v as object) n += k.length + sizeOf((v as Record<string, unknown>)[k], depth + 1);
+  return n;
 }
 
-/** A host call begins: what it causes goes into a fresh outbox, which the call returns. */
-export function beginCall(inlineLogs: boolean): OutboxEntry[] {
+function post(entry: OutboxEntry, counted = true): void {
+  const size = counted ? sizeOf(entry, 0) : 0;
+  if (outboxBytes + size > MAX_OUTBOX_BYTES) {
+    throw new RangeError(`too much for the host in one go: more than ${MAX_OUTBOX_BYTES / 1024 / 1024} MB of requests, bodies and log lines queued before the code awaited anything`);
+  }
+  outboxBytes += size;
+  defineProperty(outbox, outbox.length, { value: entry, writable: true, enumerable: true, configurable: true });
+}
+
+/** A host call (number `call`) begins: what it causes goes into a fresh outbox, which the call returns. */
+export function beginCall(call: number, inlineLogs: boolean): OutboxEntry[] {
   const box: OutboxEntry[] = [];
   outbox = box;
+  outboxBytes = 0;
   logsInOutbox = inlineLogs;
+  mapSet.call(recent, call, box);
+  if (recent.size > RECENT_CALLS) mapDelete.call(recent, iteratorNext.call(mapKeys.call(recent)).value);
   return box;
 }
 
-/** The outbox of a call that failed (its return value was lost); a new one begins. */
-export function takeOutbox(): OutboxEntry[] {
-  const box = outbox;
-  outbox = [];
-  return box;
+/** The outbox of call number `call`, whose return value was lost (it failed). */
+export function takeOutbox(call: number): OutboxEntry[] {
+  const box = mapGet.call(recent, call) as OutboxEntry[] | undefined;
+  mapDelete.call(recent, call);
+  return box ?? [];
 }
 
 /** The answer of a dispatch or drain started by the host. */
 export function respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void {
-  post(['answer', kind, seq, value]);
+  // Not counted: an answer's body is bounded by sandbox.response_body already.
+  post(['answer', kind, seq, value], false);
 }
 
 let host: HostFunctions | undefined;

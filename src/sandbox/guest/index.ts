@@ -102,30 +102,32 @@ Object.defineProperty(g, Symbol.for('switchyard.runtime'), { value: Object.freez
  */
 function boot(log: HostFunctions['log'], load: HostFunctions['load'], random: HostFunctions['random']) {
   setHost({ log, load, random });
+  const failed = (seq: number) => () => respond('dispatch', seq, { status: 500, headers: [], body: new Uint8Array(0), error: { message: 'the integration\'s failure could not be described' }, waitUntil: 0 });
   return {
     register,
     describe,
     take: takeOutbox,
-    warm(inlineLogs: boolean) {
-      const box = beginCall(inlineLogs);
+    warm(call: number, inlineLogs: boolean) {
+      const box = beginCall(call, inlineLogs);
       warm().then(
         () => respond('dispatch', 0, null),
         () => respond('dispatch', 0, null),
       );
       return box;
     },
-    dispatch(seq: number, input: DispatchInput, inlineLogs: boolean) {
-      const box = beginCall(inlineLogs);
-      dispatch(input).then((out) => respond('dispatch', seq, out));
+    dispatch(seq: number, input: DispatchInput, call: number, inlineLogs: boolean) {
+      const box = beginCall(call, inlineLogs);
+      // dispatch() turns every throw into an answer; should describing one throw as well, still answer.
+      dispatch(input).then((out) => respond('dispatch', seq, out), failed(seq));
       return box;
     },
-    complete(id: number, ok: boolean, value: unknown, inlineLogs: boolean) {
-      const box = beginCall(inlineLogs);
+    complete(id: number, ok: boolean, value: unknown, call: number, inlineLogs: boolean) {
+      const box = beginCall(call, inlineLogs);
       complete(id, ok, value);
       return box;
     },
-    drain(seq: number, inlineLogs: boolean) {
-      const box = beginCall(inlineLogs);
+    drain(seq: number, call: number, inlineLogs: boolean) {
+      const box = beginCall(call, inlineLogs);
       drain().then((n) => respond('drain', seq, n));
       return box;
     },

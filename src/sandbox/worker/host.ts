@@ -187,7 +187,10 @@ export class SandboxHost {
     let inst: GuestInstance | undefined;
     try {
       inst = await GuestInstance.create(script, this.settings.limits);
-      return { ok: true, exports: await inst.describe() };
+      const exp = (await inst.describe()) as unknown as Partial<Record<string, unknown>> | undefined;
+      // From the guest library, next to untrusted code: keep only well-formed names.
+      const names = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+      return { ok: true, exports: { fetch: exp?.fetch === true, components: names(exp?.components), events: names(exp?.events) } };
     } catch (e) {
       return { ok: false, error: e instanceof Error ? e.message : String(e) };
     } finally {

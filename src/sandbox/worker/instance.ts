@@ -50,7 +50,10 @@ const OFF_INLINE_MS = 5 * 60_000;
 export class CallMode {
   private offUntil = 0;
   inline(): boolean {
-    return this.offUntil === 0 || (performance.now() > this.offUntil && !(this.offUntil = 0));
+    if (this.offUntil === 0) return true;
+    if (performance.now() < this.offUntil) return false;
+    this.offUntil = 0; // its time apart is over
+    return true;
   }
   moveOff(): void {
     this.offUntil = performance.now() + OFF_INLINE_MS;
@@ -109,6 +112,8 @@ export class GuestInstance {
   // after it, instead of recursing.
   private readonly inlineQueue: Array<() => void> = [];
   private inlineRunning = false;
+  /** Calls made into this isolate, numbering them (see guest/bridge.ts takeOutbox). */
+  private calls = 0;
   /** Where guest calls go; replaced for every invocation. */
   hooks: InstanceHooks | null = null;
   /** Console lines printed by top-level code, handed to the first invocation's logs. */
@@ -231,7 +236,7 @@ export class GuestInstance {
       register.release();
     }
     // Operations the top level started (a timer, a fetch) are refused: there is no request yet.
-    this.deliver(await take.apply(undefined, [], { result: { copy: true }, timeout: remaining() }));
+    this.deliver(await take.apply(undefined, [0], { result: { copy: true }, timeout: remaining() }), false);
     await this.warm(remaining());
   }
 
@@ -267,40 +272,49 @@ export class GuestInstance {
    */
   private call(fn: ivm.Reference, args: unknown[]): void {
     if (this.isolate.isDisposed) return;
+    const n = ++this.calls;
     const inline = this.hooks?.inline ?? false;
     if (!inline) {
       const timeout = Math.max(1, Math.ceil(this.hooks?.budget() ?? 1000));
-      fn.apply(undefined, [...args, false], { arguments: { copy: true }, result: { copy: true }, timeout }).then(
-        (box) => this.deliver(box),
-        (e: Error) => this.failed(e, false),
+      fn.apply(undefined, [...args, n, false], { arguments: { copy: true }, result: { copy: true }, timeout }).then(
+        (box) => this.deliver(box, false),
+        (e: Error) => this.failed(e, false, n),
       );
       return;
     }
-    this.inlineQueue.push(() => this.callInline(fn, args));
+    this.inlineQueue.push(() => this.callInline(fn, args, n));
     if (this.inlineRunning) return;
     this.inlineRunning = true;
     try {
-      while (this.inlineQueue.length) this.inlineQueue.shift()!();
+      while (this.inlineQueue.length) {
+        try {
+          this.inlineQueue.shift()!();
+        } catch (e) {
+          // A host fault while handling a call's outcome: this instance cannot be trusted to be in step.
+          this.inlineQueue.length = 0;
+          this.broken(e);
+        }
+      }
     } finally {
       this.inlineRunning = false;
     }
   }
 
-  private callInline(fn: ivm.Reference, args: unknown[]): void {
+  private callInline(fn: ivm.Reference, args: unknown[], n: number): void {
     if (this.isolate.isDisposed || !this.hooks) return;
     const hooks = this.hooks;
     const timeout = Math.max(1, Math.ceil(hooks.budget()));
     const cpu0 = process.threadCpuUsage();
     let box: unknown;
     try {
-      box = fn.applySync(undefined, [...args, true], { arguments: { copy: true }, result: { copy: true }, timeout });
+      box = fn.applySync(undefined, [...args, n, true], { arguments: { copy: true }, result: { copy: true }, timeout });
     } catch (e) {
       this.charged(hooks, cpu0, true);
-      this.failed(e as Error, true);
+      this.failed(e as Error, true, n);
       return;
     }
     this.charged(hooks, cpu0, false);
-    this.deliver(box);
+    this.deliver(box, false);
   }
 
   /**
@@ -314,57 +328,82 @@ export class GuestInstance {
     hooks.charge?.(ms, failed);
   }
 
-  private failed(e: Error, inline: boolean): void {
+  private failed(e: Error, inline: boolean, n: number): void {
     if (this.disposedFor) return; // our own breach: the invocation already knows
     const message = String(e?.message ?? e);
     if (this.isolate.isDisposed || /disposed|memory limit/i.test(message)) {
       this.hooks?.died(message);
       return;
     }
-    // The call's own outbox was lost with its return value; lines printed before the failure
-    // (and an answer, when an unhandled rejection failed the call) are still in the guest.
+    // The call's outbox was lost with its return value; what it holds is still in the guest. After
+    // a time-out only its console lines are wanted (the invocation is over: no op starts); after an
+    // unhandled rejection, everything (an answer of sloppy code among it).
+    const timedOut = /timed out/i.test(message);
     const after = () => {
-      if (/timed out/i.test(message)) this.hooks?.died(message);
+      if (timedOut) this.hooks?.died(message);
       else this.hooks?.unhandled(guestStack(e?.stack) ?? message);
     };
-    const opts = { result: { copy: true as const }, timeout: 100 };
+    const opts = { arguments: { copy: true as const }, result: { copy: true as const }, timeout: 100 };
     if (inline) {
+      let box: unknown;
       try {
-        this.deliver(this.fns.take.applySync(undefined, [], opts));
+        box = this.fns.take.applySync(undefined, [n], opts);
       } catch {
         // nothing more to be had from this isolate
       }
+      this.deliver(box, timedOut);
       after();
     } else {
-      this.fns.take.apply(undefined, [], opts).then(
-        (box) => this.deliver(box),
-        () => {},
-      ).then(after);
+      this.fns.take
+        .apply(undefined, [n], opts)
+        .then(
+          (box) => this.deliver(box, timedOut),
+          () => {},
+        )
+        .then(after);
     }
   }
 
-  /** Route what the guest posted during a call (see guest/bridge.ts OutboxEntry); trust nothing. */
-  private deliver(box: unknown): void {
+  /**
+   * Route what the guest posted during a call (see guest/bridge.ts OutboxEntry). It comes from code
+   * next to untrusted code: every field is checked for its type, and anything malformed ends the
+   * invocation and the instance rather than reaching the host's logic.
+   */
+  private deliver(box: unknown, logsOnly: boolean): void {
     if (!Array.isArray(box)) return;
-    for (const entry of box as unknown[]) {
-      if (!Array.isArray(entry)) continue;
-      const hooks = this.hooks;
-      switch (entry[0]) {
-        case 'op':
-          if (hooks) hooks.start(String(entry[1]), Number(entry[2]), entry[3]);
-          else this.refuseOutside(Number(entry[2]));
-          break;
-        case 'cancel':
-          hooks?.cancel(Number(entry[1]));
-          break;
-        case 'log':
-          if (hooks) hooks.log(String(entry[1]), String(entry[2]));
-          break;
-        case 'answer':
-          if (entry[1] === 'dispatch' || entry[1] === 'drain') hooks?.respond(entry[1], Number(entry[2]), entry[3]);
-          break;
+    try {
+      for (const entry of box as unknown[]) {
+        if (!Array.isArray(entry)) throw new TypeError('an outbox entry is not an array');
+        const hooks = this.hooks;
+        const [kind, a, b, c] = entry as unknown[];
+        if (kind === 'log') {
+          if (typeof a !== 'string' || typeof b !== 'string') throw new TypeError('malformed console line');
+          hooks?.log(a, b);
+          continue;
+        }
+        if (logsOnly) continue;
+        if (kind === 'op') {
+          if (typeof a !== 'string' || typeof b !== 'number') throw new TypeError('malformed operation');
+          if (hooks) hooks.start(a, b, c);
+          else this.refuseOutside(b);
+        } else if (kind === 'cancel') {
+          if (typeof a !== 'number') throw new TypeError('malformed cancellation');
+          hooks?.cancel(a);
+        } else if (kind === 'answer') {
+          if ((a !== 'dispatch' && a !== 'drain') || typeof b !== 'number') throw new TypeError('malformed answer');
+          hooks?.respond(a, b, c);
+        } else throw new TypeError('unknown outbox entry');
       }
+    } catch (e) {
+      this.broken(e);
     }
+  }
+
+  /** What the guest posted could not be understood: end the invocation and the instance. */
+  private broken(e: unknown): void {
+    const hooks = this.hooks;
+    this.dispose('malformed outbox');
+    hooks?.died(`malformed outbox: ${(e as Error)?.message ?? String(e)}`);
   }
 
   /** Hand an operation's outcome to the guest (runs its continuation). */

@@ -104,7 +104,10 @@ export class Invocation implements InstanceHooks {
     return Math.min(cpu, wall);
   }
 
-  /** CPU time of an inline call; an invocation past its CPU limit is stopped once the call is back. */
+  /**
+   * CPU time of an inline call; an invocation past its CPU limit is stopped once the call is back
+   * (for a call that failed, once its outbox was taken: see died and unhandled).
+   */
   charge(ms: number, failed: boolean): void {
     this.inlineCpu += ms;
     if (!failed && this.inlineCpu > this.limits.cpu_time) this.breach('cpu_time', this.inlineCpu);
@@ -287,6 +290,8 @@ export class Invocation implements InstanceHooks {
     const line = logLine('error', `Uncaught (in promise) ${message}`);
     if (this.finished) this.late(line);
     else if (++this.logCount <= this.limits.log_lines) this.record(line);
+    // The call that left the rejection behind was charged without a check (see charge).
+    if (this.inline && this.inlineCpu > this.limits.cpu_time) this.breach('cpu_time', this.inlineCpu);
   }
 
   log(level: string, message: string): void {
@@ -393,7 +398,8 @@ export class Invocation implements InstanceHooks {
 const MAX_RESPONSE_HEADERS = 1000;
 const MAX_RESPONSE_HEADER_BYTES = 256 * 1024;
 const headerName = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const badHeaderValue = /[\0\r\n]|[^\0-\xff]/;
+// What Node's HTTP server accepts in a header value (anything else would fail the answer there).
+const badHeaderValue = /[^\t\x20-\x7e\x80-\xff]/;
 
 /** Check what the guest library answered (it runs next to untrusted code, so trust nothing). */
 function checkOutput(out: any, responseLimit: number): string | null {

@@ -5,16 +5,27 @@
  */
 import { guestBundle } from '../guest-bundle.ts';
 import { batcher, bytesFromWire, bytesToWire } from '../ipc.ts';
+import { failure } from '../limits.ts';
 import type { Envelope, FromWorker, ToWorker } from '../types.ts';
 import { SandboxHost } from './host.ts';
 
 export function runWorker(): void {
   if (!process.send) throw new Error('the sandbox worker must be started by the server (it talks over an IPC channel)');
-  const send = batcher<FromWorker>(
+  const replacements = new WeakSet<FromWorker>();
+  const replacement = (m: FromWorker) => (replacements.add(m), m);
+  const send: (msg: FromWorker) => void = batcher<FromWorker>(
     (batch) => {
       if (process.connected) process.send!(batch);
     },
-    () => {},
+    // A result that cannot be written (something in it is not serializable) still gets an answer.
+    ([msg], err) => {
+      if (!msg || replacements.has(msg)) return;
+      if (msg.t === 'result') {
+        const result = failure({ kind: 'exception', message: `the integration's answer could not be sent: ${err.message}` }, { durationMs: msg.result.durationMs });
+        send(replacement({ t: 'result', id: msg.id, result: { ...result, body: bytesToWire(result.body) } }));
+      } else if (msg.t === 'checked') send(replacement({ t: 'checked', id: msg.id, result: { ok: false, error: `what the script exports could not be sent: ${err.message}` } }));
+    },
+    (msg) => (msg.t === 'result' ? msg.result.body.length : 0),
   );
   let host: SandboxHost | null = null;
 
@@ -30,7 +41,7 @@ export function runWorker(): void {
         return;
       case 'invoke': {
         const { fetchBody, ...rest } = msg.envelope;
-        const envelope: Envelope = fetchBody ? { ...rest, fetchBody: bytesFromWire(fetchBody) } : rest;
+        const envelope: Envelope = fetchBody !== undefined ? { ...rest, fetchBody: bytesFromWire(fetchBody) } : rest;
         host!.invoke({ ...msg, envelope }).then(
           (result) => send(result === 'need-code' ? { t: 'need-code', id: msg.id } : { t: 'result', id: msg.id, result: { ...result, body: bytesToWire(result.body) } }),
           (e) => {
