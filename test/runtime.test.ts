@@ -292,3 +292,33 @@ test("a public-endpoint answer does not wait for its invocation's record, which 
   t.after(() => db.close());
   assert.equal((db.prepare("SELECT COUNT(*) AS n FROM invocations WHERE event_type = 'fetch'").get() as { n: number }).n, 5, 'all recorded by shutdown');
 });
+
+test('a line printed after the answer (waitUntil) joins its invocation record', async (t) => {
+  const s = await server(t);
+  const { installation } = await installSink(s);
+  const invocations = s.services.invocations as import('../src/runtime/index.ts').Invocations;
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`${installation.urls.publicEndpoint}/later`);
+    assert.equal(await res.text(), 'answered');
+    const id = res.headers.get('x-request-id')!;
+    await waitFor(() => invocations.get(id)?.logs.some((l) => l.message === 'printed after the answer') === true, 5_000);
+    assert.deepEqual(invocations.get(id)!.logs.map((l) => l.message), ['printed before the answer', 'printed after the answer']);
+  }
+});
+
+test('a late line that arrives before its invocation is recorded is kept for the record', async (t) => {
+  const s = await server(t);
+  const { installation } = await installSink(s);
+  const runtime = s.services.runtime as import('../src/runtime/index.ts').Runtime;
+  const invocations = s.services.invocations as import('../src/runtime/index.ts').Invocations;
+  const requestId = 'req_early_line_test';
+  runtime.appendLateLog(requestId, { time: Date.now(), level: 'info', message: 'came first' });
+  const integration = (s.services.registry as import('../src/registry/index.ts').Registry).get('kitchen-sink')!;
+  await runtime.invoke({
+    integration,
+    installation: (s.services.installations as import('../src/installations/index.ts').Installations).get(installation.id)!,
+    envelope: { event: { type: 'fetch', request: { method: 'GET', url: `${installation.urls.publicEndpoint}/env`, headers: [] } }, environment: {} },
+    requestId,
+  });
+  assert.deepEqual(invocations.get(requestId)!.logs.map((l) => l.message), ['came first']);
+});

@@ -124,6 +124,14 @@ export function createRuntime(deps: RuntimeDeps) {
     if (wait && !closing) return new Promise((done) => (p.done = done));
   }
   let closing = false;
+  // Lines printed after the answer that arrived before the invocation was recorded (see appendLateLog).
+  const early = new Map<string, LogLine[]>();
+  const lateAlready = (id: string, logs: LogLine[]) => {
+    const lines = early.get(id);
+    if (!lines) return logs;
+    early.delete(id);
+    return [...logs, ...lines];
+  };
   const exportsCache = new Map<string, { fetch: boolean; components: string[]; events: string[] }>();
   const observers = new Set<(n: InvocationNotice) => void>();
   const notify = (n: InvocationNotice) => {
@@ -181,7 +189,7 @@ export function createRuntime(deps: RuntimeDeps) {
         e?.message ?? null,
         e?.stack ?? null,
         e?.kind === 'limit' ? (e.limit ?? null) : null,
-        JSON.stringify(result.logs),
+        JSON.stringify(lateAlready(id, result.logs)),
         new Date().toISOString(),
       ],
       { kind: 'recorded', id, integration: opts.integration.name, installationId: opts.installation?.id ?? null, status: result.status, error: e },
@@ -286,7 +294,14 @@ export function createRuntime(deps: RuntimeDeps) {
     /** Lines printed after the response (waitUntil), appended to their invocation. */
     appendLateLog(requestId: string, line: LogLine): void {
       flushRecords(); // its invocation may still wait for the group commit
-      appendLog.run(JSON.stringify(line), requestId);
+      if (appendLog.run(JSON.stringify(line), requestId).changes === 0) {
+        // Its result is still on the way (a line can come in the same message batch, ahead of it):
+        // the record takes it when it is written.
+        const lines = early.get(requestId) ?? [];
+        lines.push(line);
+        early.set(requestId, lines);
+        if (early.size > 1000) early.delete(early.keys().next().value!);
+      }
       notify({ kind: 'log', id: requestId, line });
     },
 
