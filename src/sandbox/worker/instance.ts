@@ -13,9 +13,9 @@
  * invocation has left, and since all guest code runs inside such calls (microtasks included) that
  * time-out bounds it. On isolated-vm's threads: asynchronously, with the host's CPU watchdog. An
  * inline call blocks every other integration in this worker while it runs, so an integration
- * whose call runs longer than SLOW_CALL_MS is moved off the inline path for a while: a hostile or
- * heavy script stalls the others at most once, for at most about twice its CPU limit (see
- * Invocation.budget).
+ * whose calls run longer than SLOW_CALL_MS, beyond a small allowance (see CallMode), is moved off
+ * the inline path for a while: a hostile or heavy script stalls the others at most once, for at
+ * most about twice its CPU limit (see Invocation.budget), or twice for STALL_BURST_MS together.
  */
 import ivm from 'isolated-vm';
 import { guestBundle, type GuestBundle } from '../guest-bundle.ts';
@@ -41,22 +41,49 @@ export interface InstanceHooks {
   unhandled(message: string): void;
 }
 
-/** An inline call that ran longer than this moves its integration to isolated-vm's threads. */
+/** An inline call that ran longer than this stalls the other integrations of the worker... */
 export const SLOW_CALL_MS = 10;
+/**
+ * ...which an integration may do for this long in all (its allowance, refilled at STALL_REFILL ms
+ * per ms of the clock) before it is moved off the inline path. The allowance is there for the
+ * guest's own garbage collector: a mark-compact of its heap every ten thousand or so calls can
+ * push one ordinary call past SLOW_CALL_MS, and that alone was moving well-behaved integrations
+ * off for five minutes at a time.
+ */
+export const STALL_BURST_MS = 30;
+const STALL_REFILL = 0.01;
 /** ...for this long; then it may run inline again. */
 const OFF_INLINE_MS = 5 * 60_000;
 
 /** Whether an integration's calls run inline; shared by the instances of one pool. */
 export class CallMode {
   private offUntil = 0;
+  private allowance = STALL_BURST_MS;
+  private allowanceAt: number;
+  private readonly now: () => number;
+  constructor(now: () => number = () => performance.now()) {
+    this.now = now;
+    this.allowanceAt = now();
+  }
   inline(): boolean {
     if (this.offUntil === 0) return true;
-    if (performance.now() < this.offUntil) return false;
+    if (this.now() < this.offUntil) return false;
     this.offUntil = 0; // its time apart is over
+    this.allowance = STALL_BURST_MS;
+    return true;
+  }
+  /** An inline call used `ms` of CPU time; true when that moved the integration off. */
+  charge(ms: number): boolean {
+    if (ms <= SLOW_CALL_MS) return false;
+    const now = this.now();
+    this.allowance = Math.min(STALL_BURST_MS, this.allowance + (now - this.allowanceAt) * STALL_REFILL) - ms;
+    this.allowanceAt = now;
+    if (this.allowance >= 0) return false;
+    this.moveOff();
     return true;
   }
   moveOff(): void {
-    this.offUntil = performance.now() + OFF_INLINE_MS;
+    this.offUntil = this.now() + OFF_INLINE_MS;
   }
 }
 
@@ -319,12 +346,12 @@ export class GuestInstance {
 
   /**
    * What an inline call used of this thread's CPU time (preemption does not count) goes to the
-   * invocation; a call that used more than SLOW_CALL_MS moves the integration off the inline path.
+   * invocation, and to the integration's stall allowance (see CallMode).
    */
   private charged(hooks: InstanceHooks, cpu0: NodeJS.CpuUsage, failed: boolean): void {
     const used = process.threadCpuUsage(cpu0);
     const ms = (used.user + used.system) / 1000;
-    if (ms > SLOW_CALL_MS) this.mode.moveOff();
+    this.mode.charge(ms);
     hooks.charge?.(ms, failed);
   }
 
