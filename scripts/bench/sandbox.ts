@@ -5,6 +5,9 @@
  *    plainly and one by invoking a hello `fetch` handler through the sandbox (envelope in, worker
  *    process, isolate, response out). A load process keeps CONCURRENCY keep-alive connections
  *    busy for SECONDS per route; requests/s, p50, p99 and the ratio sandbox/plain are printed.
+ *    The load client is the lean one of http-load.ts (a few µs per request); BENCH_CLIENT=node
+ *    uses Node's http client instead (~55 µs per request, which holds the plain route back to
+ *    under half of what it serves, and so flatters the ratio).
  *    Goal: ratio >= 0.5. Then the whole product path: a real server with a hello integration
  *    installed, load on the installation's public endpoint, against the plain route again.
  * 2. The same through the API alone (no HTTP): invocations/s at the same concurrency.
@@ -22,6 +25,7 @@ import { defaultConfig, publicUrlOf } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createSandbox, type GuestScript } from '../../src/sandbox/index.ts';
 import { startServer } from '../../src/http/server.ts';
+import { runLoad } from './http-load.ts';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,48 +34,55 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 15);
+const CLIENT = process.env.BENCH_CLIENT === 'node' ? 'node' : 'lean';
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // ---------------------------------------------------------------------------------------------
-// Load process: closed loop, CONCURRENCY requests in flight on keep-alive sockets.
+// Load process: closed loop, CONCURRENCY requests in flight on keep-alive connections. The lean
+// client (http-load.ts) by default; BENCH_CLIENT=node for Node's http client, which costs ~55 µs of
+// CPU per request on this machine, more than the plain server itself.
 if (process.argv[2] === 'load') {
   process.on('message', async (m: { url: string; seconds: number; concurrency: number }) => {
-    const agent = new http.Agent({ keepAlive: true, maxSockets: m.concurrency });
-    const latencies: number[] = [];
-    let errors = 0;
-    const end = performance.now() + m.seconds * 1000;
-    const one = () =>
-      new Promise<void>((resolve) => {
-        const t0 = performance.now();
-        const req = http.get(m.url, { agent }, (res) => {
-          res.resume();
-          res.on('end', () => {
-            if (res.statusCode === 200) latencies.push(performance.now() - t0);
-            else errors++;
-            resolve();
-          });
-        });
-        req.on('error', () => {
-          errors++;
-          resolve();
-        });
-      });
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: m.concurrency }, async () => {
-        while (performance.now() < end) await one();
-      }),
-    );
-    const elapsed = (performance.now() - started) / 1000;
-    latencies.sort((a, b) => a - b);
-    agent.destroy();
-    process.send!({ rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors });
+    process.send!(CLIENT === 'node' ? await nodeLoad(m.url, m.seconds, m.concurrency) : await runLoad(m.url, m.seconds, m.concurrency));
   });
 } else await main();
 
 // ---------------------------------------------------------------------------------------------
+
+async function nodeLoad(url: string, seconds: number, concurrency: number): Promise<Measure> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const latencies: number[] = [];
+  let errors = 0;
+  const end = performance.now() + seconds * 1000;
+  const one = () =>
+    new Promise<void>((resolve) => {
+      const t0 = performance.now();
+      const req = http.get(url, { agent }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode === 200) latencies.push(performance.now() - t0);
+          else errors++;
+          resolve();
+        });
+      });
+      req.on('error', () => {
+        errors++;
+        resolve();
+      });
+    });
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) await one();
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  agent.destroy();
+  return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors };
+}
 
 interface Measure {
   rps: number;
@@ -170,7 +181,7 @@ export default createIntegration({
   await measure(loader, `${base}/plain`);
   await measure(loader, `${base}/sandbox`);
 
-  console.log(`HTTP: ${CONCURRENCY} concurrent keep-alive requests, ${SECONDS}s per round, ${ROUNDS} rounds (medians)`);
+  console.log(`HTTP: ${CONCURRENCY} concurrent keep-alive requests, ${SECONDS}s per round, ${ROUNDS} rounds (medians), ${CLIENT === 'node' ? "Node's http client" : 'lean load client'}`);
   const plain: Measure[] = [];
   const boxed: Measure[] = [];
   for (let round = 0; round < ROUNDS; round++) {

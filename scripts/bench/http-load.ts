@@ -1,0 +1,103 @@
+/**
+ * A lean closed-loop HTTP/1.1 load client for the benchmarks: `concurrency` keep-alive connections,
+ * one GET in flight on each, for `seconds`. It writes a pre-built request and reads just enough of
+ * the answer to find its status and its end (Content-Length or chunked), so it spends a few µs per
+ * request where Node's http client spends ~55: on a machine of two cores the client shares the CPU
+ * with what it measures, and a heavy client hides the difference between the servers it compares.
+ * Every answer is checked; one that is not a 200, or a connection that fails, counts as an error.
+ */
+import net from 'node:net';
+
+export interface LoadResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+const CRLFCRLF = Buffer.from('\r\n\r\n');
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+
+/** Where one answer ends in `buf` (from 0) and its status, or null while it is incomplete. */
+export function parseAnswer(buf: Buffer): { end: number; status: number } | null {
+  const headEnd = buf.indexOf(CRLFCRLF);
+  if (headEnd < 0) return null;
+  const head = buf.toString('latin1', 0, headEnd);
+  const status = Number(head.slice(9, 12));
+  const bodyStart = headEnd + 4;
+  const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
+  if (length) {
+    const end = bodyStart + Number(length[1]);
+    return buf.length >= end ? { end, status } : null;
+  }
+  if (/\r\ntransfer-encoding:[^\r]*chunked/i.test(head)) {
+    let at = bodyStart;
+    for (;;) {
+      const lineEnd = buf.indexOf('\r\n', at);
+      if (lineEnd < 0) return null;
+      const size = parseInt(buf.toString('latin1', at, lineEnd), 16);
+      if (Number.isNaN(size)) throw new Error('malformed chunk size in an answer');
+      if (size === 0) {
+        // The last chunk; no trailers expected, so the answer ends at the next empty line.
+        const end = buf.indexOf(CRLFCRLF, lineEnd);
+        return end < 0 ? null : { end: end + 4, status };
+      }
+      at = lineEnd + 2 + size + 2;
+      if (buf.length < at) return null;
+    }
+  }
+  // No length and not chunked: a bodiless answer (204, 304) ends with its head.
+  return { end: bodyStart, status };
+}
+
+export async function runLoad(url: string, seconds: number, concurrency: number): Promise<LoadResult> {
+  const u = new URL(url);
+  const request = Buffer.from(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n`, 'latin1');
+  const latencies: number[] = [];
+  let errors = 0;
+  const started = performance.now();
+  const end = started + seconds * 1000;
+
+  const connection = () =>
+    new Promise<void>((resolve) => {
+      const socket = net.connect(Number(u.port || 80), u.hostname);
+      socket.setNoDelay(true);
+      let buf: Buffer = Buffer.alloc(0);
+      let t0 = 0;
+      const send = () => {
+        if (performance.now() >= end) {
+          socket.end();
+          return resolve();
+        }
+        t0 = performance.now();
+        socket.write(request);
+      };
+      socket.on('connect', send);
+      socket.on('data', (chunk: Buffer) => {
+        buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+        let answer: ReturnType<typeof parseAnswer>;
+        try {
+          answer = parseAnswer(buf);
+        } catch {
+          errors++;
+          socket.destroy();
+          return resolve();
+        }
+        if (!answer) return;
+        if (answer.status === 200) latencies.push(performance.now() - t0);
+        else errors++;
+        buf = buf.subarray(answer.end);
+        send();
+      });
+      socket.on('error', () => {
+        errors++;
+        resolve();
+      });
+      socket.on('close', () => resolve());
+    });
+
+  await Promise.all(Array.from({ length: concurrency }, connection));
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors };
+}

@@ -1,0 +1,51 @@
+/**
+ * The benchmarks' lean load client (scripts/bench/http-load.ts): it must find where each answer
+ * ends (Content-Length, chunked, bodiless) and count only 200s, or its figures mean nothing.
+ */
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, it } from 'node:test';
+import { parseAnswer, runLoad } from '../scripts/bench/http-load.ts';
+
+const b = (s: string) => Buffer.from(s, 'latin1');
+
+describe('the benchmarks\' load client', () => {
+  it('finds the end of an answer by Content-Length, by chunks, or at its head, and waits for the rest', () => {
+    const sized = 'HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello';
+    assert.deepEqual(parseAnswer(b(sized + 'HTTP/1.1 ...')), { end: sized.length, status: 200 });
+    assert.equal(parseAnswer(b(sized.slice(0, -1))), null);
+    assert.equal(parseAnswer(b('HTTP/1.1 200 OK\r\nContent-Le')), null);
+    const chunked = 'HTTP/1.1 404 Not Found\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\n!!!\r\n0\r\n\r\n';
+    assert.deepEqual(parseAnswer(b(chunked + 'HTTP')), { end: chunked.length, status: 404 });
+    assert.equal(parseAnswer(b(chunked.slice(0, -2))), null);
+    assert.equal(parseAnswer(b(chunked.slice(0, 60))), null);
+    const bodiless = 'HTTP/1.1 204 No Content\r\nDate: x\r\n\r\n';
+    assert.deepEqual(parseAnswer(b(bodiless + 'HTTP')), { end: bodiless.length, status: 204 });
+    assert.throws(() => parseAnswer(b('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n')), /malformed chunk/);
+  });
+
+  it('keeps the connections busy against a real server and counts what it answered, errors apart', async (t) => {
+    let served = 0;
+    const server = http.createServer((req, res) => {
+      served++;
+      // Every tenth answer is a 500, some are chunked: the client must count them right.
+      if (served % 10 === 0) res.writeHead(500).end('no');
+      else if (served % 3 === 0) {
+        res.write('chu'); // no length known: chunked
+        res.end('nk');
+      }
+      else res.writeHead(200, { 'content-length': '2' }).end('ok');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    t.after(() => server.close());
+    const { port } = server.address() as AddressInfo;
+    const result = await runLoad(`http://127.0.0.1:${port}/x?y=1`, 0.3, 4);
+    const ok = Math.round(result.rps * 0.3);
+    assert.ok(served > 100, `served ${served}`);
+    assert.equal(result.errors, Math.floor(served / 10));
+    // rps is counted over the measured time, which ends a little after the last answer.
+    assert.ok(Math.abs(ok - (served - result.errors)) <= Math.max(3, served * 0.05), `ok ${ok} of served ${served}`);
+    assert.ok(result.p50 > 0 && result.p99 >= result.p50);
+  });
+});
