@@ -34,6 +34,14 @@ describe('the inline call mode', () => {
     assert.equal(mode.inline(), false);
   });
 
+  it('moves a slow call that failed (ran out of time) off at once, with the allowance still full', () => {
+    const { mode } = clocked();
+    assert.equal(mode.charge(SLOW_CALL_MS, true), false, 'a quick failure (an unhandled rejection) is no stall');
+    assert.equal(mode.inline(), true);
+    assert.equal(mode.charge(SLOW_CALL_MS + 5, true), true);
+    assert.equal(mode.inline(), false);
+  });
+
   it('moves a call that overdraws the allowance off at once, for five minutes, and starts it afresh after', () => {
     const { mode, advance } = clocked();
     assert.equal(mode.charge(110), true); // one call at twice a 50 ms cpu_time, plus grace

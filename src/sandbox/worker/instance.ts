@@ -14,8 +14,9 @@
  * time-out bounds it. On isolated-vm's threads: asynchronously, with the host's CPU watchdog. An
  * inline call blocks every other integration in this worker while it runs, so an integration
  * whose calls run longer than SLOW_CALL_MS, beyond a small allowance (see CallMode), is moved off
- * the inline path for a while: a hostile or heavy script stalls the others at most once, for at
- * most about twice its CPU limit (see Invocation.budget), or twice for STALL_BURST_MS together.
+ * the inline path for a while: the slow calls of a hostile or heavy script stall the others for at
+ * most STALL_BURST_MS plus one call (about twice its CPU limit at most, see Invocation.budget), and a
+ * call that runs out of time moves it off at once.
  */
 import ivm from 'isolated-vm';
 import { guestBundle, type GuestBundle } from '../guest-bundle.ts';
@@ -72,9 +73,17 @@ export class CallMode {
     this.allowance = STALL_BURST_MS;
     return true;
   }
-  /** An inline call used `ms` of CPU time; true when that moved the integration off. */
-  charge(ms: number): boolean {
+  /**
+   * An inline call used `ms` of CPU time (`failed`: it did not return); true when that moved the
+   * integration off. A slow call that failed (ran out of time, most likely) moves it off at once:
+   * that is no accident of the collector.
+   */
+  charge(ms: number, failed = false): boolean {
     if (ms <= SLOW_CALL_MS) return false;
+    if (failed) {
+      this.moveOff();
+      return true;
+    }
     const now = this.now();
     this.allowance = Math.min(STALL_BURST_MS, this.allowance + (now - this.allowanceAt) * STALL_REFILL) - ms;
     this.allowanceAt = now;
@@ -351,7 +360,7 @@ export class GuestInstance {
   private charged(hooks: InstanceHooks, cpu0: NodeJS.CpuUsage, failed: boolean): void {
     const used = process.threadCpuUsage(cpu0);
     const ms = (used.user + used.system) / 1000;
-    this.mode.charge(ms);
+    this.mode.charge(ms, failed);
     hooks.charge?.(ms, failed);
   }
 
