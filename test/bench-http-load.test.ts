@@ -44,7 +44,7 @@ describe('the benchmarks\' load client', () => {
     assert.ok(served > 100, `served ${served}`);
     assert.equal(result.errors, Math.floor(served / 10));
     assert.equal(result.answered, served - result.errors);
-    assert.ok(Math.abs(result.rps - result.answered / 0.3) < result.rps * 0.2, `${result.rps} req/s for ${result.answered} answers in 0.3 s`);
+    assert.ok(result.rps <= result.answered / 0.3 && result.rps > result.answered / 0.6, `${result.rps} req/s for ${result.answered} answers in 0.3 s`);
     assert.ok(result.p50 > 0 && result.p99 >= result.p50);
   });
 
