@@ -248,6 +248,17 @@ describe('loading and checking scripts', () => {
     assert.equal(new Set(results.map((r) => r.text)).size, 3);
   });
 
+  it('runs invocations that answer at once one after another on the same warm isolate', async (t) => {
+    const sb = testSandbox(t, { concurrency: 4 });
+    const s = script(`import { createIntegration } from '@switchyard/runtime';
+      const isolateId = crypto.randomUUID();
+      export default createIntegration({ async fetch() { return new Response(isolateId); } });`);
+    const first = await call(sb, s);
+    // Twenty at once: each is over before the worker takes the next, so none needs another isolate.
+    const results = await Promise.all(Array.from({ length: 20 }, () => call(sb, s)));
+    assert.deepEqual(new Set(results.map((r) => r.text)), new Set([first.text]));
+  });
+
   it('runs guest calls inline until one runs long; that integration then runs apart, so the others answer during its long calls', async (t) => {
     const sb = testSandbox(t, { limits: { cpu_time: 2000 } });
     const heavy = fetchScript(`

@@ -42,6 +42,8 @@ export interface RunOutcome {
   result: InvocationResult;
   /** Settles when the invocation is completely over (waitUntil work included). */
   done: Promise<void>;
+  /** Over already (no waitUntil work): the instance is free now. */
+  over: boolean;
 }
 
 export class Invocation implements InstanceHooks {
@@ -57,6 +59,7 @@ export class Invocation implements InstanceHooks {
   private timers = 0;
   private opsStarted = 0;
   private subrequests = 0;
+  private started = 0;
   private cpuStart = 0;
   private cpuAtEnd = 0;
   private deadline = 0;
@@ -117,8 +120,13 @@ export class Invocation implements InstanceHooks {
     return this.settings.limits;
   }
 
-  async run(): Promise<RunOutcome> {
-    const started = performance.now();
+  /**
+   * Run the invocation. Inline, a handler that answers without waiting for anything answers during
+   * the dispatch call itself, and its outcome comes back synchronously (so the worker can hand the
+   * same instance to the next invocation of its batch: see SandboxHost.invoke); otherwise a promise.
+   */
+  run(): RunOutcome | Promise<RunOutcome> {
+    this.started = performance.now();
     const limits = this.limits;
     const inst = this.inst;
     inst.hooks = this;
@@ -130,9 +138,6 @@ export class Invocation implements InstanceHooks {
       this.armWallTimer('wall_time', limits.wall_time);
       this.armCpuWatchdog();
     }
-    const duration = () => performance.now() - started;
-    const cpu = () => (this.inline ? this.inlineCpu : Math.max(0, (inst.disposed ? this.cpuAtEnd : inst.cpuMs()) - this.cpuStart));
-
     const input = {
       event: this.envelope.event,
       environment: this.envelope.environment,
@@ -144,19 +149,24 @@ export class Invocation implements InstanceHooks {
     };
     if (inst.disposed) this.died('the isolate was disposed before the invocation started');
     else inst.dispatch(this.seq, input);
-    let out: any;
-    if (this.hasAnswer) out = this.answerValue;
-    else if (this.breachInfo || this.death) out = 'stopped';
-    else {
-      if (this.inline) this.armWallTimer('wall_time', limits.wall_time);
-      out = await Promise.race([new Promise((r) => (this.answer = r)), this.stopped]);
-    }
+    if (this.hasAnswer) return this.conclude(this.answerValue);
+    if (this.breachInfo || this.death) return this.conclude('stopped');
+    if (this.inline) this.armWallTimer('wall_time', limits.wall_time);
+    return Promise.race([new Promise((r) => (this.answer = r)), this.stopped]).then((out) => this.conclude(out));
+  }
+
+  /** The answer (or 'stopped') is in: the invocation's result, and whether waitUntil work goes on. */
+  private conclude(out: any): RunOutcome {
+    const limits = this.limits;
+    const inst = this.inst;
     // Console lines reach the host before the answer: both are callbacks queued in call order.
     this.cpuAtEnd = inst.disposed ? this.cpuAtEnd : inst.cpuMs();
+    const duration = () => performance.now() - this.started;
+    const cpu = () => (this.inline ? this.inlineCpu : Math.max(0, (inst.disposed ? this.cpuAtEnd : inst.cpuMs()) - this.cpuStart));
 
     const fail = (result: InvocationResult): RunOutcome => {
       this.finish();
-      return { result, done: Promise.resolve() };
+      return { result, done: Promise.resolve(), over: true };
     };
     if (out === 'stopped' || this.breachInfo || this.death) {
       const stopped = this.stoppedError();
@@ -184,8 +194,9 @@ export class Invocation implements InstanceHooks {
       this.logs.push(logLine('error', `uncaught ${result.error.stack ?? result.error.message}`));
     }
     this.responded = true;
-    const done = out.waitUntil > 0 ? this.drain() : Promise.resolve(this.finish());
-    return { result: { ...result, logs: [...this.logs] }, done };
+    const waits = out.waitUntil > 0;
+    const done = waits ? this.drain() : Promise.resolve(this.finish());
+    return { result: { ...result, logs: [...this.logs] }, done, over: !waits };
   }
 
   /** After the response: let waitUntil work finish within sandbox.wait_until (the CPU limit still applies). */

@@ -6,7 +6,7 @@
 import { guestBundle } from '../guest-bundle.ts';
 import { batcher, bytesFromWire, bytesToWire } from '../ipc.ts';
 import { failure } from '../limits.ts';
-import type { Envelope, FromWorker, ToWorker } from '../types.ts';
+import type { Envelope, FromWorker, InvocationResult, ToWorker } from '../types.ts';
 import { SandboxHost } from './host.ts';
 
 export function runWorker(): void {
@@ -42,13 +42,19 @@ export function runWorker(): void {
       case 'invoke': {
         const { fetchBody, ...rest } = msg.envelope;
         const envelope: Envelope = fetchBody !== undefined ? { ...rest, fetchBody: bytesFromWire(fetchBody) } : rest;
-        host!.invoke({ ...msg, envelope }).then(
-          (result) => send(result === 'need-code' ? { t: 'need-code', id: msg.id } : { t: 'result', id: msg.id, result: { ...result, body: bytesToWire(result.body) } }),
-          (e) => {
-            process.stderr.write(`sandbox worker: invoke failed: ${(e as Error)?.stack ?? e}\n`);
-            process.exit(70);
-          },
-        );
+        const reply = (result: InvocationResult | 'need-code') =>
+          send(result === 'need-code' ? { t: 'need-code', id: msg.id } : { t: 'result', id: msg.id, result: { ...result, body: bytesToWire(result.body) } });
+        const fatal = (e: unknown) => {
+          process.stderr.write(`sandbox worker: invoke failed: ${(e as Error)?.stack ?? e}\n`);
+          process.exit(70);
+        };
+        try {
+          const outcome = host!.invoke({ ...msg, envelope });
+          if (outcome instanceof Promise) outcome.then(reply, fatal);
+          else reply(outcome);
+        } catch (e) {
+          fatal(e);
+        }
         return;
       }
       case 'check':
