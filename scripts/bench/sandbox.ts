@@ -195,7 +195,7 @@ export default createIntegration({
   row('plain h3 handler', plain);
   row('hello through the sandbox', boxed);
   const ratio = median(boxed.map((m) => m.rps)) / median(plain.map((m) => m.rps));
-  console.log(`  ratio sandbox/plain        ${ratio.toFixed(2)}   (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
+  console.log(`  ratio sandbox/plain        ${ratio.toFixed(3)}   (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
 
   // The whole product path: an installation's public endpoint on a real server (registry,
   // installations, envelope, invocation recorded in SQLite), against the same plain route.
@@ -211,7 +211,7 @@ export default createIntegration({
   row('plain h3 handler', plainAgain);
   row('installation public endpoint', viaEndpoint);
   const fullRatio = median(viaEndpoint.map((m) => m.rps)) / median(plainAgain.map((m) => m.rps));
-  console.log(`  ratio endpoint/plain       ${fullRatio.toFixed(2)}   (goal >= 0.5: ${fullRatio >= 0.5 ? 'met' : 'NOT met'})`);
+  console.log(`  ratio endpoint/plain       ${fullRatio.toFixed(3)}   (goal >= 0.5: ${fullRatio >= 0.5 ? 'met' : 'NOT met'})`);
   await full.close();
   loader.kill();
   server.close();
