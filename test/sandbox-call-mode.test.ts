@@ -28,15 +28,23 @@ describe('the inline call mode', () => {
     assert.equal(mode.inline(), true);
     advance(1_000); // +10 ms
     assert.equal(mode.charge(13), false); // 1 ms left
+    assert.equal(clocked().mode.charge(STALL_BURST_MS + 1), true, 'the burst is the whole allowance');
     advance(100_000); // refilled, but never past the burst
     assert.equal(mode.charge(STALL_BURST_MS), false);
     assert.equal(mode.charge(SLOW_CALL_MS + 1), true);
     assert.equal(mode.inline(), false);
   });
 
-  it('moves a slow call that failed (ran out of time) off at once, with the allowance still full', () => {
+  it('refills at 1 % of the clock, no faster', () => {
+    const { mode, advance } = clocked();
+    assert.equal(mode.charge(25), false); // 5 ms left
+    advance(500); // +5 ms: 10 left
+    assert.equal(mode.charge(11), true, '10 ms of allowance do not cover an 11 ms call');
+  });
+
+  it('moves a slow call that overran (ran out of time) off at once, with the allowance still full', () => {
     const { mode } = clocked();
-    assert.equal(mode.charge(SLOW_CALL_MS, true), false, 'a quick failure (an unhandled rejection) is no stall');
+    assert.equal(mode.charge(SLOW_CALL_MS, true), false, 'a quick one is no stall');
     assert.equal(mode.inline(), true);
     assert.equal(mode.charge(SLOW_CALL_MS + 5, true), true);
     assert.equal(mode.inline(), false);

@@ -259,6 +259,52 @@ describe('loading and checking scripts', () => {
     assert.deepEqual(new Set(results.map((r) => r.text)), new Set([first.text]));
   });
 
+  it('off the inline path, code an invocation leaves running after its answer stays its own: not in the next invocation\'s logs, requests or CPU time', async (t) => {
+    const hits: string[] = [];
+    const upstream = await localServer(t, (req, res) => {
+      hits.push(req.url!);
+      res.end('ok');
+    });
+    const sb = testSandbox(t, { concurrency: 1, limits: { cpu_time: 300 } });
+    const s = fetchScript(`
+      const p = new URL(request.url).pathname;
+      if (p === '/spin') { const end = Date.now() + 150; while (Date.now() < end) {} return new Response('spun'); }
+      if (p === '/a') {
+        // Two timers due together: the answer comes with the first, the second's code runs after it.
+        const first = new Promise((r) => setTimeout(r, 0));
+        const second = new Promise((r) => setTimeout(r, 0));
+        second.then(() => {
+          console.log('A after its answer');
+          fetch('${upstream.url}/from-a').catch(() => {});
+          if (new URL(request.url).searchParams.has('spin')) { const end = Date.now() + 2000; while (Date.now() < end) {} }
+        });
+        await first;
+        return new Response('A');
+      }
+      console.log('B');
+      await new Promise((r) => setTimeout(r, 20));
+      return new Response('B');`);
+    // A 150 ms call overdraws the stall allowance: this integration now runs on isolated-vm's threads.
+    assert.equal((await call(sb, s, { url: 'https://x.test/spin' })).text, 'spun');
+    for (let i = 0; i < 3; i++) {
+      const [a, b] = await Promise.all([call(sb, s, { url: 'https://x.test/a' }), call(sb, s, { url: 'https://x.test/b' })]);
+      assert.equal(a.text, 'A');
+      assert.equal(b.text, 'B', b.error?.message);
+      assert.deepEqual(b.logs.map((l) => l.message), ['B']);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(hits, [], 'no request made by code after its answer');
+    assert.deepEqual(sb.late.filter((l) => l.line.message.includes('A after')), []);
+    // Left running past the CPU limit after its answer: the isolate is disposed, the record says so,
+    // and the next invocation runs on a fresh one, charged nothing of it.
+    const [a, b] = await Promise.all([call(sb, s, { url: 'https://x.test/a?spin' }), call(sb, s, { url: 'https://x.test/b' })]);
+    assert.equal(a.text, 'A');
+    assert.equal(b.text, 'B', b.error?.message);
+    assert.ok(b.cpuMs < 100, `B charged ${b.cpuMs} ms`);
+    const stuck = sb.late.find((l) => l.requestId === a.requestId);
+    assert.match(stuck?.line.message ?? '', /still running 400 ms after its invocation ended.*disposed/);
+  });
+
   it('runs guest calls inline until one runs long; that integration then runs apart, so the others answer during its long calls', async (t) => {
     const sb = testSandbox(t, { limits: { cpu_time: 2000 } });
     const heavy = fetchScript(`

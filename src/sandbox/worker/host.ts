@@ -12,6 +12,8 @@ import { Invocation, type RunOutcome } from './invocation.ts';
 type InvokeMessage = { name: string; version: string; code?: string; envelope: Envelope; requestId: string };
 
 const IDLE_TTL_MS = 60_000;
+// Time past sandbox.cpu_time for the calls an ended invocation left in flight to come back.
+const QUIET_MARGIN_MS = 100;
 
 class WaitTimeout extends Error {}
 
@@ -84,8 +86,26 @@ class Pool {
     }
   }
 
-  /** An invocation is over: reuse its instance, or replace it for whoever waits. */
-  release(inst: GuestInstance): void {
+  /**
+   * An invocation is over: once the calls it left on their way into the isolate are back (see
+   * GuestInstance.whenQuiet), reuse its instance, or replace it for whoever waits. Those calls run
+   * code of an invocation that has ended, with no watchdog of its own any more: an instance not
+   * quiet within the CPU limit (plus a margin for the queue) is disposed.
+   */
+  release(inst: GuestInstance, onStuck?: (message: string) => void): void {
+    if (inst.quiet) return this.releaseNow(inst);
+    const limit = this.host.settings.limits.cpu_time + QUIET_MARGIN_MS;
+    const timer = setTimeout(() => {
+      inst.dispose('busy after its invocation');
+      onStuck?.(`the integration's code was still running ${limit} ms after its invocation ended (code left behind by the response, not in waitUntil); its isolate was disposed`);
+    }, limit);
+    inst.whenQuiet(() => {
+      clearTimeout(timer);
+      this.releaseNow(inst);
+    });
+  }
+
+  private releaseNow(inst: GuestInstance): void {
     if (this.retired || inst.disposed) {
       inst.dispose('retired');
       this.busy--;
@@ -202,8 +222,9 @@ export class SandboxHost {
     );
     const finished = (outcome: RunOutcome): InvocationResult => {
       // Over already: the instance is free for the next message of the batch.
-      if (outcome.over) pool.release(inst);
-      else outcome.done.then(() => pool.release(inst));
+      const onStuck = (message: string) => invocation.lateLine('error', message);
+      if (outcome.over) pool.release(inst, onStuck);
+      else outcome.done.then(() => pool.release(inst, onStuck));
       return { ...outcome.result, durationMs: performance.now() - started };
     };
     const outcome = invocation.run();

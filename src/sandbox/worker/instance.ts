@@ -74,13 +74,13 @@ export class CallMode {
     return true;
   }
   /**
-   * An inline call used `ms` of CPU time (`failed`: it did not return); true when that moved the
-   * integration off. A slow call that failed (ran out of time, most likely) moves it off at once:
-   * that is no accident of the collector.
+   * An inline call used `ms` of CPU time (`overran`: it ran out of time, or its isolate died); true
+   * when that moved the integration off. A slow call that overran moves it off at once: that is no
+   * accident of the collector.
    */
-  charge(ms: number, failed = false): boolean {
+  charge(ms: number, overran = false): boolean {
     if (ms <= SLOW_CALL_MS) return false;
-    if (failed) {
+    if (overran) {
       this.moveOff();
       return true;
     }
@@ -150,6 +150,9 @@ export class GuestInstance {
   private inlineRunning = false;
   /** Calls made into this isolate, numbering them (see guest/bridge.ts takeOutbox). */
   private calls = 0;
+  /** Calls on isolated-vm's threads not yet back, and who waits for there to be none (see whenQuiet). */
+  private inFlight = 0;
+  private quietWaiters: Array<() => void> = [];
   /** Where guest calls go; replaced for every invocation. */
   hooks: InstanceHooks | null = null;
   /** Console lines printed by top-level code, handed to the first invocation's logs. */
@@ -312,10 +315,13 @@ export class GuestInstance {
     const inline = this.hooks?.inline ?? false;
     if (!inline) {
       const timeout = Math.max(1, Math.ceil(this.hooks?.budget() ?? 1000));
-      fn.apply(undefined, [...args, n, false], { arguments: { copy: true }, result: { copy: true }, timeout }).then(
-        (box) => this.deliver(box, false),
-        (e: Error) => this.failed(e, false, n),
-      );
+      this.inFlight++;
+      fn.apply(undefined, [...args, n, false], { arguments: { copy: true }, result: { copy: true }, timeout })
+        .then(
+          (box) => this.deliver(box, false),
+          (e: Error) => this.failed(e, false, n),
+        )
+        .finally(() => this.landed());
       return;
     }
     this.inlineQueue.push(() => this.callInline(fn, args, n));
@@ -345,11 +351,14 @@ export class GuestInstance {
     try {
       box = fn.applySync(undefined, [...args, n, true], { arguments: { copy: true }, result: { copy: true }, timeout });
     } catch (e) {
-      this.charged(hooks, cpu0, true);
+      // A rejection left unhandled also fails the call; only running out of time (or the isolate
+      // dying) counts as an overrun for the call mode.
+      const overran = this.isolate.isDisposed || /timed out|disposed|memory limit/i.test(String((e as Error)?.message ?? e));
+      this.charged(hooks, cpu0, true, overran);
       this.failed(e as Error, true, n);
       return;
     }
-    this.charged(hooks, cpu0, false);
+    this.charged(hooks, cpu0, false, false);
     this.deliver(box, false);
   }
 
@@ -357,10 +366,10 @@ export class GuestInstance {
    * What an inline call used of this thread's CPU time (preemption does not count) goes to the
    * invocation, and to the integration's stall allowance (see CallMode).
    */
-  private charged(hooks: InstanceHooks, cpu0: NodeJS.CpuUsage, failed: boolean): void {
+  private charged(hooks: InstanceHooks, cpu0: NodeJS.CpuUsage, failed: boolean, overran: boolean): void {
     const used = process.threadCpuUsage(cpu0);
     const ms = (used.user + used.system) / 1000;
-    this.mode.charge(ms, failed);
+    this.mode.charge(ms, overran);
     hooks.charge?.(ms, failed);
   }
 
@@ -390,13 +399,15 @@ export class GuestInstance {
       this.deliver(box, timedOut);
       after();
     } else {
+      this.inFlight++;
       this.fns.take
         .apply(undefined, [n], opts)
         .then(
           (box) => this.deliver(box, timedOut),
           () => {},
         )
-        .then(after);
+        .then(after)
+        .finally(() => this.landed());
     }
   }
 
@@ -440,6 +451,28 @@ export class GuestInstance {
     const hooks = this.hooks;
     this.dispose('malformed outbox');
     hooks?.died(`malformed outbox: ${(e as Error)?.message ?? String(e)}`);
+  }
+
+  /**
+   * Run `then` once no call made on isolated-vm's threads is still on its way (at once when none
+   * is: always so inline). Off the inline path an invocation can answer while completions of its
+   * operations are already queued for the isolate; the code they run, after the answer, must meet
+   * that invocation's hooks (which ignore it), not the next invocation's: its console lines, its
+   * operations and its CPU time would otherwise land in another invocation, perhaps of another
+   * installation.
+   */
+  whenQuiet(then: () => void): void {
+    if (this.inFlight === 0) then();
+    else this.quietWaiters.push(then);
+  }
+
+  get quiet(): boolean {
+    return this.inFlight === 0;
+  }
+
+  private landed(): void {
+    if (--this.inFlight > 0) return;
+    for (const then of this.quietWaiters.splice(0)) then();
   }
 
   /** Hand an operation's outcome to the guest (runs its continuation). */

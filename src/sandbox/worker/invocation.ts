@@ -321,6 +321,11 @@ export class Invocation implements InstanceHooks {
     else this.logs.push(line);
   }
 
+  /** A line about the invocation after it ended, for its record. */
+  lateLine(level: LogLine['level'], message: string): void {
+    this.late(logLine(level, message));
+  }
+
   private late(line: LogLine): void {
     try {
       this.onLateLog(line);
