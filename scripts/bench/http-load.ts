@@ -19,6 +19,7 @@ export interface LoadResult {
 }
 
 const CRLFCRLF = Buffer.from('\r\n\r\n');
+const ANSWER_TIMEOUT_MS = 10_000;
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 /** Where one answer ends in `buf` (from 0) and its status, or null while it is incomplete. */
@@ -63,8 +64,15 @@ export async function runLoad(url: string, seconds: number, concurrency: number)
 
   const connection = () =>
     new Promise<void>((resolve) => {
-      const socket = net.connect(Number(u.port || 80), u.hostname);
+      const socket = net.connect(Number(u.port || 80), u.hostname.replace(/^\[|\]$/g, ''));
       socket.setNoDelay(true);
+      // A server that stops answering must not hang the benchmark.
+      socket.setTimeout(ANSWER_TIMEOUT_MS, () => {
+        failed = true;
+        errors++;
+        socket.destroy();
+        resolve();
+      });
       let buf: Buffer = Buffer.alloc(0);
       let t0 = 0;
       let failed = false;
@@ -90,7 +98,10 @@ export async function runLoad(url: string, seconds: number, concurrency: number)
         }
         if (!answer) return;
         if (answer.status === 200) latencies.push(performance.now() - t0);
-        else errors++;
+        else {
+          errors++;
+          failed = true; // a server may close the connection after an error: one error, not two
+        }
         buf = buf.subarray(answer.end);
         send();
       });
