@@ -56,6 +56,7 @@ export function parseAnswer(buf: Buffer): { end: number; status: number } | null
 
 export async function runLoad(url: string, seconds: number, concurrency: number): Promise<LoadResult> {
   const u = new URL(url);
+  if (u.protocol !== 'http:') throw new Error(`the load client speaks plain HTTP/1.1 only, not ${u.protocol} (${url})`);
   const request = Buffer.from(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n`, 'latin1');
   const latencies: number[] = [];
   let errors = 0;

@@ -34,7 +34,8 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 15);
-const CLIENT = process.env.BENCH_CLIENT === 'node' ? 'node' : 'lean';
+const CLIENT = process.env.BENCH_CLIENT ?? 'lean';
+if (CLIENT !== 'lean' && CLIENT !== 'node') throw new Error(`BENCH_CLIENT=${CLIENT}: the load client is 'lean' (the default) or 'node'`);
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

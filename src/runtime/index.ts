@@ -18,7 +18,7 @@ export { RUNTIME_VERSIONS } from './routes.ts';
 
 export const runtimeModule: Module = {
   name: 'runtime',
-  start(services: Services) {
+  async start(services: Services) {
     const sandboxLimits = services.config.sandbox;
     const installations = services.installations as Installations;
     const runtime = createRuntime({
@@ -50,7 +50,7 @@ export const runtimeModule: Module = {
       },
     };
     // Records answered but not yet committed are written before the database closes.
-    return Promise.resolve(() => runtime.flush());
+    return () => runtime.flush();
   },
   routes: runtimeRoutes,
 };

@@ -8,6 +8,8 @@
  * A batch leaves early past MAX_BATCH_BYTES (one JSON string per write, and V8 strings have a
  * ceiling), and a message that cannot be written (not serializable) fails alone, not its batch.
  */
+import type { Envelope, InvocationResult, WireEnvelope, WireResult } from './types.ts';
+
 export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
 
 export function batcher<M>(
@@ -43,6 +45,25 @@ export function batcher<M>(
       setImmediate(flush);
     }
   };
+}
+
+/** An envelope as it crosses the IPC channel: its body as base64. */
+export function envelopeToWire(envelope: Envelope): WireEnvelope {
+  return { ...envelope, fetchBody: envelope.fetchBody ? bytesToWire(envelope.fetchBody) : undefined };
+}
+
+export function envelopeFromWire(wire: WireEnvelope): Envelope {
+  const { fetchBody, ...rest } = wire;
+  return fetchBody !== undefined ? { ...rest, fetchBody: bytesFromWire(fetchBody) } : rest;
+}
+
+/** A result as it crosses the IPC channel: its body as base64. */
+export function resultToWire(result: InvocationResult): WireResult {
+  return { ...result, body: bytesToWire(result.body) };
+}
+
+export function resultFromWire(wire: WireResult): InvocationResult {
+  return { ...wire, body: bytesFromWire(wire.body) };
 }
 
 /** Bytes as they cross the IPC channel. */

@@ -9,7 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from '../log/index.ts';
-import { batcher, bytesFromWire, bytesToWire } from './ipc.ts';
+import { batcher, envelopeToWire, resultFromWire } from './ipc.ts';
 import { failure } from './limits.ts';
 import type {
   CheckResult,
@@ -201,7 +201,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       case 'unloaded': {
         const p = pending.get(msg.id);
         if (!p) return;
-        if (msg.t === 'result') settle(msg.id, p, { ...msg.result, body: bytesFromWire(msg.result.body) } satisfies InvocationResult);
+        if (msg.t === 'result') settle(msg.id, p, resultFromWire(msg.result));
         else settle(msg.id, p, msg.t === 'unloaded' ? undefined : msg.result);
         return;
       }
@@ -250,8 +250,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         'invoke',
         (id) => {
           if (sendCode) loaded.set(script.name, script.version);
-          const body = envelope.fetchBody ? bytesToWire(envelope.fetchBody) : undefined;
-          return { t: 'invoke', id, name: script.name, version: script.version, code: sendCode ? script.code : undefined, envelope: { ...envelope, fetchBody: body }, requestId };
+          return { t: 'invoke', id, name: script.name, version: script.version, code: sendCode ? script.code : undefined, envelope: envelopeToWire(envelope), requestId };
         },
         { script },
         invokeBudget(),

@@ -41,4 +41,3 @@ parentPort!.on('message', (m) => {
   db.close();
   parentPort!.close();
 });
-parentPort!.postMessage({ ready: true });

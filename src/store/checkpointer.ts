@@ -3,12 +3,13 @@
  * copies them into the database file and syncs it. Run automatically by the committing
  * connection, that cost lands on the server's event loop inside a commit: about 6 us per webhook
  * delivery (half of an ingest commit, a third of the worker's), measured. Here a second
- * connection does it every `intervalMs` (`idleIntervalMs` while little is written), and the server's own automatic checkpoint stays on with a
- * high threshold, as a backstop should this thread fall behind or stop. Durability is the same:
+ * connection does it every `intervalMs` (`idleIntervalMs` while little is written), and the
+ * server's own automatic checkpoint stays on with a high threshold, as a backstop should this
+ * thread fall behind or stop. Durability is the same:
  * commits are in the WAL either way, and SQLite coordinates the two connections.
  *
- * Failure policy: fail soft. If the thread cannot start or dies, the server's connection goes back
- * to checkpointing at the usual threshold.
+ * Failure policy: fail soft. If the thread cannot start, dies or fails a checkpoint, the server's
+ * connection goes back to checkpointing at the usual threshold.
  */
 import { Worker } from 'node:worker_threads';
 import { isExecutable } from '../native/index.ts';
@@ -49,6 +50,11 @@ export function startCheckpointer(db: Db, file: string, opts: { intervalMs?: num
   db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   worker.on('message', (m: { checkpointed?: number; error?: string }) => {
     if (m.checkpointed) pages += m.checkpointed;
+    if (m.error) {
+      // A checkpoint that fails (I/O) leaves the work to the server's connection, as without a thread.
+      fallBack();
+      worker.postMessage('stop');
+    }
   });
   worker.on('error', fallBack);
   worker.on('exit', fallBack);

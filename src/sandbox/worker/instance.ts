@@ -353,8 +353,7 @@ export class GuestInstance {
     } catch (e) {
       // A rejection left unhandled also fails the call; only running out of time (or the isolate
       // dying) counts as an overrun for the call mode.
-      const overran = this.isolate.isDisposed || /timed out|disposed|memory limit/i.test(String((e as Error)?.message ?? e));
-      this.charged(hooks, cpu0, true, overran);
+      this.charged(hooks, cpu0, true, this.failureOf(e as Error) !== 'unhandled');
       this.failed(e as Error, true, n);
       return;
     }
@@ -373,17 +372,25 @@ export class GuestInstance {
     hooks.charge?.(ms, failed);
   }
 
+  /** Why a call into the guest failed: the isolate died, the call ran out of time, or a rejection was left unhandled. */
+  private failureOf(e: Error): 'died' | 'timed-out' | 'unhandled' {
+    const message = String(e?.message ?? e);
+    if (this.isolate.isDisposed || /disposed|memory limit/i.test(message)) return 'died';
+    return /timed out/i.test(message) ? 'timed-out' : 'unhandled';
+  }
+
   private failed(e: Error, inline: boolean, n: number): void {
     if (this.disposedFor) return; // our own breach: the invocation already knows
     const message = String(e?.message ?? e);
-    if (this.isolate.isDisposed || /disposed|memory limit/i.test(message)) {
+    const failure = this.failureOf(e);
+    if (failure === 'died') {
       this.hooks?.died(message);
       return;
     }
     // The call's outbox was lost with its return value; what it holds is still in the guest. After
     // a time-out only its console lines are wanted (the invocation is over: no op starts); after an
     // unhandled rejection, everything (an answer of sloppy code among it).
-    const timedOut = /timed out/i.test(message);
+    const timedOut = failure === 'timed-out';
     const after = () => {
       if (timedOut) this.hooks?.died(message);
       else this.hooks?.unhandled(guestStack(e?.stack) ?? message);

@@ -4,9 +4,9 @@
  * process; the supervisor in the server answers its pending invocations and starts another.
  */
 import { guestBundle } from '../guest-bundle.ts';
-import { batcher, bytesFromWire, bytesToWire } from '../ipc.ts';
+import { batcher, envelopeFromWire, resultToWire } from '../ipc.ts';
 import { failure } from '../limits.ts';
-import type { Envelope, FromWorker, InvocationResult, ToWorker } from '../types.ts';
+import type { FromWorker, InvocationResult, ToWorker } from '../types.ts';
 import { SandboxHost } from './host.ts';
 
 export function runWorker(): void {
@@ -22,7 +22,7 @@ export function runWorker(): void {
       if (!msg || replacements.has(msg)) return;
       if (msg.t === 'result') {
         const result = failure({ kind: 'exception', message: `the integration's answer could not be sent: ${err.message}` }, { durationMs: msg.result.durationMs });
-        send(replacement({ t: 'result', id: msg.id, result: { ...result, body: bytesToWire(result.body) } }));
+        send(replacement({ t: 'result', id: msg.id, result: resultToWire(result) }));
       } else if (msg.t === 'checked') send(replacement({ t: 'checked', id: msg.id, result: { ok: false, error: `what the script exports could not be sent: ${err.message}` } }));
     },
     (msg) => (msg.t === 'result' ? msg.result.body.length : 0),
@@ -40,16 +40,14 @@ export function runWorker(): void {
         else host = new SandboxHost(msg.settings, send);
         return;
       case 'invoke': {
-        const { fetchBody, ...rest } = msg.envelope;
-        const envelope: Envelope = fetchBody !== undefined ? { ...rest, fetchBody: bytesFromWire(fetchBody) } : rest;
         const reply = (result: InvocationResult | 'need-code') =>
-          send(result === 'need-code' ? { t: 'need-code', id: msg.id } : { t: 'result', id: msg.id, result: { ...result, body: bytesToWire(result.body) } });
+          send(result === 'need-code' ? { t: 'need-code', id: msg.id } : { t: 'result', id: msg.id, result: resultToWire(result) });
         const fatal = (e: unknown) => {
           process.stderr.write(`sandbox worker: invoke failed: ${(e as Error)?.stack ?? e}\n`);
           process.exit(70);
         };
         try {
-          const outcome = host!.invoke({ ...msg, envelope });
+          const outcome = host!.invoke({ ...msg, envelope: envelopeFromWire(msg.envelope) });
           if (outcome instanceof Promise) outcome.then(reply, fatal);
           else reply(outcome);
         } catch (e) {

@@ -1,7 +1,8 @@
 /**
  * crypto: getRandomValues and randomUUID from host entropy (buffered, 4 kB at a time), and a
- * SubtleCrypto with HMAC (SHA-1/256/384/512: importKey, generateKey, exportKey, sign, verify) and digest (SHA-1/256/384/512). The hashing runs on the host over plain byte copies;
- * verify compares in constant time there. Also crypto.subtle.timingSafeEqual (as on Workers).
+ * SubtleCrypto with HMAC (SHA-1/256/384/512: importKey, generateKey, exportKey, sign, verify) and
+ * digest (SHA-1/256/384/512). The hashing runs on the host over plain byte copies; verify compares
+ * in constant time there. Also crypto.subtle.timingSafeEqual (as on Workers).
  */
 import { callHost, hostFns } from '../bridge.ts';
 import { DOMException } from './events.ts';
