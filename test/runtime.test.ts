@@ -140,6 +140,17 @@ test('environment: spec 2.4 fields, lowercase status, secrets from the manifest,
   assert.equal((await s.api('PATCH', `/api/v1/installations/${installation.id}`, { configuration: { channel: 'ops' } })).status, 200);
   const edited = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
   assert.deepEqual(edited.installation.configuration, { channel: 'ops' });
+  // Each invocation gets its own copy of the environment: what one changes in it the next does not see.
+  assert.equal((await fetch(`${installation.urls.publicEndpoint}/scribble`)).status, 200);
+  const after = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
+  assert.deepEqual(after.installation.configuration, { channel: 'ops' });
+  assert.deepEqual(after.secrets, { API_KEY: 'sk_test_kitchen' });
+  // A pause is a write too: the next request sees it (503), and resuming restores the environment.
+  assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/pause`)).status, 200);
+  assert.equal((await fetch(`${installation.urls.publicEndpoint}/env`)).status, 503);
+  assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/resume`)).status, 200);
+  const resumed = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
+  assert.equal(resumed.installation.status, 'active');
 });
 
 test('state machine: pending until required configuration is set; every edit validated and emits installation_setup', async (t) => {
