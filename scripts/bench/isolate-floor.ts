@@ -5,12 +5,16 @@
  * (an async apply on isolated-vm's threads answered through an ignored callback: integrations moved
  * off the inline path). Inline calls go one after another to the same warm isolate, as the worker
  * runs quick invocations; the async pattern spreads 32 calls in flight over 4 isolates, like the
- * sandbox's defaults under the sandbox benchmark's load.
+ * sandbox's defaults under the sandbox benchmark's load. Then one step up: a whole hello invocation
+ * through the worker's SandboxHost in this process (guest library, Request, URL, Response, limits;
+ * still no IPC and no HTTP), which is what the sandbox worker spends per request before its IPC.
  * Run: PATH=node_modules/.bin:$PATH node --no-node-snapshot scripts/bench/isolate-floor.ts
  * Prints calls/s and CPU per call (median of ROUNDS rounds), and how much of the sandbox's own
  * per-invocation budget at the public-endpoint goal that floor already takes.
  */
 import ivm from 'isolated-vm';
+import { defaultConfig } from '../../src/config/index.ts';
+import { SandboxHost } from '../../src/sandbox/worker/host.ts';
 
 const ISOLATES = 4;
 const IN_FLIGHT = 32;
@@ -123,6 +127,49 @@ for (let round = 0; round < ROUNDS; round++) {
   rates.push(n / ((performance.now() - t0) / 1000));
   cpu.push((c.user + c.system) / n);
 }
+// A hello invocation through the worker's host, with an environment of the size the runtime builds.
+const host = new SandboxHost({ limits: defaultConfig().sandbox, allowPrivateNetworks: false, serverOrigin: 'http://127.0.0.1:1', concurrency: 4 }, () => {});
+const publicEndpoint = 'http://127.0.0.1:4000/v1/integrations/hello/installations/inst_f14dbd8b24f97380985d';
+const invoke = {
+  name: 'hello',
+  version: '1',
+  code: `import { createIntegration } from '@switchyard/runtime';
+export default createIntegration({ async fetch(request) { return new Response('Hello, ' + new URL(request.url).pathname.split('/').pop() + '!', { headers: { 'content-type': 'text/plain;charset=UTF-8' } }); } });`,
+  requestId: 'req_bench',
+  envelope: {
+    event: { type: 'fetch', request: { method: 'GET', url: `${publicEndpoint}/world`, headers: [['accept', '*/*'], ['connection', 'keep-alive'], ['host', '127.0.0.1:4000']] } },
+    environment: {
+      apiEndpoint: 'http://127.0.0.1:4000/api/v1',
+      apiTokens: { installation: 'sy_inv_aW5zdF9mMTRkYmQ4YjI0Zjk3MzgwOTg1ZC4xNzk1NTUxNDI3.4nXRS-lDJSKz6BeonhDaMq81Duv2mFKlZ4_lrZwn8ww' },
+      integration: { name: 'hello', title: 'Hello', description: 'Says hello', visibility: 'private', scopes: [], version: '1', urls: { publicEndpoint: 'http://127.0.0.1:4000/v1/integrations/hello' } },
+      secrets: {},
+      installation: { id: 'inst_f14dbd8b24f97380985d', target: 'organization', space_selection: 'all', status: 'active', configuration: {}, externalIds: [], urls: { publicEndpoint } },
+    },
+  },
+};
+async function invokeHello(): Promise<void> {
+  const outcome = host.invoke(invoke);
+  const result = outcome instanceof Promise ? await outcome : outcome;
+  if (result === 'need-code' || result.status !== 200) throw new Error(`the hello invocation failed: ${JSON.stringify(result)}`);
+}
+for (let i = 0; i < 2000; i++) await invokeHello(); // warm-up (the first one loads the isolate)
+const hostRates: number[] = [];
+const hostCpu: number[] = [];
+for (let round = 0; round < ROUNDS; round++) {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  let n = 0;
+  while (performance.now() - t0 < SECONDS * 1000) {
+    for (let i = 0; i < 100; i++) await invokeHello();
+    n += 100;
+    await new Promise((r) => setImmediate(r));
+  }
+  const c = process.cpuUsage(c0);
+  hostRates.push(n / ((performance.now() - t0) / 1000));
+  hostCpu.push((c.user + c.system) / n);
+}
+host.close();
+
 // At the goal (public endpoint >= 0.5 of a plain h3 handler, which serves ~50,000 req/s on 2 cores
 // under the sandbox benchmark's lean load client), a request may cost at most ~2 cores / 25,000
 // req/s = ~80 us of CPU in all processes together.
@@ -130,4 +177,5 @@ const BUDGET_US = 2e6 / 25_000;
 console.log(`isolated-vm floor: ${ISOLATES} isolates, ${ROUNDS} rounds of ${SECONDS}s (medians)`);
 console.log(`  inline (the default):            ${median(inlineRates).toFixed(0).padStart(7)} calls/s, ${median(inlineCpu).toFixed(1).padStart(5)} us CPU per call, share of the ~${BUDGET_US.toFixed(0)} us per-request budget at the public-endpoint goal: ${(median(inlineCpu) / BUDGET_US).toFixed(2)}`);
 console.log(`  apart, ${IN_FLIGHT} in flight (moved off): ${median(rates).toFixed(0).padStart(7)} calls/s, ${median(cpu).toFixed(1).padStart(5)} us CPU per call, share: ${(median(cpu) / BUDGET_US).toFixed(2)}`);
+console.log(`  a hello invocation, worker host:  ${median(hostRates).toFixed(0).padStart(7)} invocations/s, ${median(hostCpu).toFixed(1).padStart(5)} us CPU each, share: ${(median(hostCpu) / BUDGET_US).toFixed(2)}`);
 process.exit(0);
