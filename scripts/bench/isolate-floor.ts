@@ -91,23 +91,29 @@ function callInline(): void {
   if (!box[0]) throw new Error('no answer in the outbox');
 }
 
+/** ROUNDS rounds of `step` one after another (a turn of the event loop every 100): rate and CPU per step. */
+async function sequential(step: () => void | Promise<void>): Promise<{ rates: number[]; cpu: number[] }> {
+  const rates: number[] = [];
+  const cpu: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    let n = 0;
+    while (performance.now() - t0 < SECONDS * 1000) {
+      for (let i = 0; i < 100; i++) await step();
+      n += 100;
+      await new Promise((r) => setImmediate(r));
+    }
+    const c = process.cpuUsage(c0);
+    rates.push(n / ((performance.now() - t0) / 1000));
+    cpu.push((c.user + c.system) / n);
+  }
+  return { rates, cpu };
+}
+
 for (let i = 0; i < 2000; i++) await call(); // warm-up
 for (let i = 0; i < 2000; i++) callInline();
-const inlineRates: number[] = [];
-const inlineCpu: number[] = [];
-for (let round = 0; round < ROUNDS; round++) {
-  const c0 = process.cpuUsage();
-  const t0 = performance.now();
-  let n = 0;
-  while (performance.now() - t0 < SECONDS * 1000) {
-    for (let i = 0; i < 100; i++) callInline();
-    n += 100;
-    await new Promise((r) => setImmediate(r));
-  }
-  const c = process.cpuUsage(c0);
-  inlineRates.push(n / ((performance.now() - t0) / 1000));
-  inlineCpu.push((c.user + c.system) / n);
-}
+const { rates: inlineRates, cpu: inlineCpu } = await sequential(callInline);
 const rates: number[] = [];
 const cpu: number[] = [];
 for (let round = 0; round < ROUNDS; round++) {
@@ -153,21 +159,7 @@ async function invokeHello(): Promise<void> {
   if (result === 'need-code' || result.status !== 200) throw new Error(`the hello invocation failed: ${JSON.stringify(result)}`);
 }
 for (let i = 0; i < 2000; i++) await invokeHello(); // warm-up (the first one loads the isolate)
-const hostRates: number[] = [];
-const hostCpu: number[] = [];
-for (let round = 0; round < ROUNDS; round++) {
-  const c0 = process.cpuUsage();
-  const t0 = performance.now();
-  let n = 0;
-  while (performance.now() - t0 < SECONDS * 1000) {
-    for (let i = 0; i < 100; i++) await invokeHello();
-    n += 100;
-    await new Promise((r) => setImmediate(r));
-  }
-  const c = process.cpuUsage(c0);
-  hostRates.push(n / ((performance.now() - t0) / 1000));
-  hostCpu.push((c.user + c.system) / n);
-}
+const { rates: hostRates, cpu: hostCpu } = await sequential(invokeHello);
 host.close();
 
 // At the goal (public endpoint >= 0.5 of a plain h3 handler, which serves ~50,000 req/s on 2 cores
