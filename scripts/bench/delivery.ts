@@ -26,12 +26,13 @@ import type { Module } from '../../src/services.ts';
 import { eventsModule, samplePayload, type Events } from '../../src/events/index.ts';
 import { signatureHeader, webhooksModule, type Deliveries, type WebhooksService } from '../../src/webhooks/index.ts';
 import { USER_AGENT } from '../../src/version.ts';
+import { median, setting } from './common.ts';
 
-const N = Number(process.env.BENCH_N ?? 4000);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const N = setting('BENCH_N', 4000);
+const CONCURRENCY = setting('BENCH_CONCURRENCY', 32);
+const ROUNDS = setting('BENCH_ROUNDS', 5);
 const RATE = 1000;
-const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 3);
+const LATENCY_SECONDS = setting('BENCH_LATENCY_SECONDS', 3, false);
 
 // ---------------------------------------------------------------------------------------------
 // Receiver process: answers every POST at once, counts them, and (on request) generates ingest
@@ -117,7 +118,6 @@ function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 function ask<T>(child: ChildProcess, msg: unknown, key: string): Promise<T> {
   return new Promise((resolve) => {

@@ -15,6 +15,7 @@ import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/
 import { createLogger } from '../../src/log/index.ts';
 import { createRegistry, type Registry } from '../../src/registry/index.ts';
 import type { Module } from '../../src/services.ts';
+import { median } from './common.ts';
 
 const RUNS = 20;
 const GOAL_MS = 300;
@@ -22,11 +23,6 @@ const GOAL_MS = 300;
 const manifest = 'name: bench\ntitle: Bench\ndescription: Hot reload benchmark\norganization: bench\nvisibility: private\nscopes: []\nscript: src/index.ts\n';
 const script = (n: number) =>
   `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('version-${n}') });\n`;
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
 
 function report(label: string, times: number[]): void {
   const m = median(times);

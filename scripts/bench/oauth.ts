@@ -16,14 +16,10 @@ import { OAuth2Server } from 'oauth2-mock-server';
 import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
 import { startServer } from '../../src/http/server.ts';
 import { createLogger } from '../../src/log/index.ts';
+import { median } from './common.ts';
 
 const RUNS = 30;
 const CALLBACK_GOAL_MS = 200;
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
 
 function line(label: string, xs: number[], goal: number): string {
   const s = [...xs].sort((a, b) => a - b);

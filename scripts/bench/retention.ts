@@ -19,15 +19,15 @@ import { createRetention, type Purger } from '../../src/retention/index.ts';
 import { createInvocations } from '../../src/runtime/index.ts';
 import { openStore } from '../../src/store/index.ts';
 import { createQueue } from '../../src/webhooks/index.ts';
+import { median, setting } from './common.ts';
 
-const N = Number(process.env.BENCH_N ?? 100_000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const BATCH = Number(process.env.BENCH_BATCH ?? 500);
+const N = setting('BENCH_N', 100_000);
+const ROUNDS = setting('BENCH_ROUNDS', 3);
+const BATCH = setting('BENCH_BATCH', 500);
 const GOAL_BATCH_MS = 50;
 const GOAL_STALL_MS = 50;
 const DAY = 86_400_000;
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 function fill(db: ReturnType<typeof openStore>['db'], old: number): void {
   const delivery = db.prepare(

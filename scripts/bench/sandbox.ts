@@ -25,20 +25,20 @@ import { defaultConfig, publicUrlOf } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createSandbox, type GuestScript } from '../../src/sandbox/index.ts';
 import { startServer } from '../../src/http/server.ts';
+import { median, setting } from './common.ts';
 import { runLoad } from './http-load.ts';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const REPEATS = Number(process.env.BENCH_REPEATS ?? 15);
+const CONCURRENCY = setting('BENCH_CONCURRENCY', 32);
+const SECONDS = setting('BENCH_SECONDS', 4, false);
+const ROUNDS = setting('BENCH_ROUNDS', 3);
+const REPEATS = setting('BENCH_REPEATS', 15);
 const CLIENT = process.env.BENCH_CLIENT ?? 'lean';
 if (CLIENT !== 'lean' && CLIENT !== 'node') throw new Error(`BENCH_CLIENT=${CLIENT}: the load client is 'lean' (the default) or 'node'`);
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // ---------------------------------------------------------------------------------------------
 // Load process: closed loop, CONCURRENCY requests in flight on keep-alive connections. The lean
