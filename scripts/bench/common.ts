@@ -16,6 +16,12 @@ export function setting(name: string, fallback: number, whole = true): number {
   return n;
 }
 
+/** The value below which `p` % of `sorted` (ascending) lie; NaN when there is none. */
+export function percentile(sorted: number[], p: number): number {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
 /** The middle value (the mean of the two middle ones for an even count). */
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

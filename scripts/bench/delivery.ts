@@ -26,7 +26,7 @@ import type { Module } from '../../src/services.ts';
 import { eventsModule, samplePayload, type Events } from '../../src/events/index.ts';
 import { signatureHeader, webhooksModule, type Deliveries, type WebhooksService } from '../../src/webhooks/index.ts';
 import { USER_AGENT } from '../../src/version.ts';
-import { median, setting } from './common.ts';
+import { median, percentile, setting } from './common.ts';
 
 const N = setting('BENCH_N', 4000);
 const CONCURRENCY = setting('BENCH_CONCURRENCY', 32);
@@ -113,11 +113,6 @@ if (process.argv[2] === 'receiver') {
 }
 
 // ---------------------------------------------------------------------------------------------
-
-function percentile(sorted: number[], p: number): number {
-  if (!sorted.length) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
 
 function ask<T>(child: ChildProcess, msg: unknown, key: string): Promise<T> {
   return new Promise((resolve) => {

@@ -8,6 +8,7 @@
  * the time is up, counts as an error.
  */
 import net from 'node:net';
+import { percentile } from './common.ts';
 
 export interface LoadResult {
   /** 200 answers in all. */
@@ -20,7 +21,6 @@ export interface LoadResult {
 
 const CRLFCRLF = Buffer.from('\r\n\r\n');
 const ANSWER_TIMEOUT_MS = 10_000;
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 /** Where one answer ends in `buf` (from 0) and its status, or null while it is incomplete. */
 export function parseAnswer(buf: Buffer): { end: number; status: number } | null {

@@ -25,7 +25,7 @@ import { defaultConfig, publicUrlOf } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createSandbox, type GuestScript } from '../../src/sandbox/index.ts';
 import { startServer } from '../../src/http/server.ts';
-import { median, setting } from './common.ts';
+import { median, percentile, setting } from './common.ts';
 import { runLoad } from './http-load.ts';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,9 +36,11 @@ const SECONDS = setting('BENCH_SECONDS', 4, false);
 const ROUNDS = setting('BENCH_ROUNDS', 3);
 const REPEATS = setting('BENCH_REPEATS', 15);
 const CLIENT = process.env.BENCH_CLIENT ?? 'lean';
-if (CLIENT !== 'lean' && CLIENT !== 'node') throw new Error(`BENCH_CLIENT=${CLIENT}: the load client is 'lean' (the default) or 'node'`);
+if (CLIENT !== 'lean' && CLIENT !== 'node') {
+  process.stderr.write(`BENCH_CLIENT=${CLIENT}: the load client is 'lean' (the default) or 'node'\n`);
+  process.exit(2);
+}
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
 // ---------------------------------------------------------------------------------------------
 // Load process: closed loop, CONCURRENCY requests in flight on keep-alive connections. The lean
