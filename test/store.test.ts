@@ -78,16 +78,51 @@ test('a second owner of the data directory is refused while the first is alive',
   again.close();
 });
 
-test('a stale lock left by a dead process is taken over', async (t) => {
+test('a lock file naming a live pid does not block: only a holder the kernel knows does', (t) => {
   const dir = tmpDir(t);
-  const child = spawn(process.execPath, ['-e', '0']);
-  const pid = child.pid!;
-  await new Promise((r) => child.on('exit', r));
-  writeFileSync(join(dir, 'switchyard.lock'), `${pid}\n`);
+  // What an older version left, or a container restart where the new server is PID 1 again.
+  writeFileSync(join(dir, 'switchyard.lock'), '1\n');
+  writeFileSync(join(dir, 'switchyard.pid'), '1\n');
   const store = openStore(dir, { lock: true });
-  assert.equal(readFileSync(join(dir, 'switchyard.lock'), 'utf8').trim(), String(process.pid));
+  assert.equal(readFileSync(join(dir, 'switchyard.pid'), 'utf8').trim(), String(process.pid));
   store.close();
-  assert.ok(!existsSync(join(dir, 'switchyard.lock')));
+  assert.ok(!existsSync(join(dir, 'switchyard.pid')), 'the holder note goes with the holder');
+  openStore(dir, { lock: true }).close();
+});
+
+test('a lock held by another process blocks until that process is killed with -9', async (t) => {
+  const dir = tmpDir(t);
+  const lockModule = new URL('../src/store/lock.ts', import.meta.url).href;
+  const child = spawn(process.execPath, ['--input-type=module', '-e',
+    `import { acquireLock } from ${JSON.stringify(lockModule)}; acquireLock(${JSON.stringify(dir)}); console.log('held'); setInterval(() => {}, 1e6);`]);
+  t.after(() => child.kill('SIGKILL'));
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  await waitFor(() => out.includes('held'), 10_000);
+  assert.throws(
+    () => openStore(dir, { lock: true }),
+    (e: unknown) => e instanceof SwitchyardError && e.code === 'data_dir_locked' && e.message.includes(`(pid ${child.pid})`),
+  );
+  child.kill('SIGKILL');
+  await new Promise((r) => child.once('exit', r));
+  const store = openStore(dir, { lock: true }); // no clean-up ran: the kernel let go
+  store.close();
+});
+
+test('the data directory is 0700 and the database files 0600, an older 0644 set narrowed', (t) => {
+  const parent = tmpDir(t);
+  const dir = join(parent, 'data');
+  const store = openStore(dir, { lock: true });
+  store.db.exec('CREATE TABLE t (x); INSERT INTO t VALUES (1)');
+  const mode = (f: string) => (statSync(f).mode & 0o777).toString(8);
+  assert.equal(mode(dir), '700');
+  for (const f of ['switchyard.db', 'switchyard.db-wal', 'switchyard.db-shm', 'switchyard.lock']) assert.equal(mode(join(dir, f)), '600', f);
+  store.close();
+  chmodSync(dir, 0o755);
+  chmodSync(join(dir, 'switchyard.db'), 0o644);
+  openStore(dir).close();
+  assert.equal(mode(dir), '700');
+  assert.equal(mode(join(dir, 'switchyard.db')), '600');
 });
 
 test('an unwritable data directory is a clear error', { skip: process.getuid?.() === 0 ? 'root can write anywhere' : false }, (t) => {

@@ -3,7 +3,7 @@
  * versioned migrations owned by modules, and a lock so one server owns the queue.
  */
 import Database from 'better-sqlite3';
-import { accessSync, constants, mkdirSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
@@ -49,7 +49,10 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   let lock: Lock | undefined;
   if (!opts.readonly) {
     try {
-      mkdirSync(dataDir, { recursive: true });
+      // The folder holds webhook secrets, the invocation-token key and OAuth tokens: only its owner
+      // may enter it. An existing folder is narrowed too; its files are created 0600 (below).
+      mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+      if ((statSync(dataDir).mode & 0o077) !== 0 && statSync(dataDir).uid === process.getuid?.()) chmodSync(dataDir, 0o700);
       accessSync(dataDir, constants.W_OK);
     } catch (e) {
       throw new SwitchyardError('data_dir_unwritable', `data directory ${dataDir} cannot be written (${(e as NodeJS.ErrnoException).code})`, {
@@ -61,6 +64,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   }
   let db: Db;
   try {
+    if (!opts.readonly) ownerOnly(file);
     db = new Database(file, {
       readonly: opts.readonly ?? false,
       fileMustExist: opts.readonly ?? false,
@@ -102,6 +106,15 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
       lock?.release();
     },
   };
+}
+
+/**
+ * The database file is created 0600 before SQLite opens it, and SQLite gives its -wal and -shm files
+ * the database file's mode. Files made by an older version (0644) are narrowed.
+ */
+function ownerOnly(file: string): void {
+  closeSync(openSync(file, 'a', 0o600));
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
 }
 
 /** Apply each module's steps past its recorded version, one transaction per module. */

@@ -1,8 +1,16 @@
 /**
- * One server per data directory: a lock file holding the owner's pid. A lock whose process is gone
- * (a crash, kill -9) is stale and taken over; a live one refuses the second server.
+ * One server per data directory, held by a lock the kernel releases when its holder dies.
+ *
+ * The lock file is a tiny SQLite database on which the holder keeps a write transaction open
+ * (`BEGIN IMMEDIATE`): SQLite takes it with an fcntl lock, which the kernel drops when the process
+ * exits in any way (kill -9, OOM, a container restart). Nothing guesses from a pid, so a lock left
+ * by a dead process never blocks (a pid check would: in a container the new server is often PID 1,
+ * the very pid the old lock named). `switchyard.pid` beside it only names the holder in messages.
+ * The lock file is never deleted: unlinking a file another starter has just opened would let two
+ * servers lock two different files.
  */
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 
@@ -12,50 +20,73 @@ export interface Lock {
 }
 
 export const LOCK_FILE = 'switchyard.lock';
+export const PID_FILE = 'switchyard.pid';
 
-function alive(pid: number): boolean {
+function busy(e: unknown): boolean {
+  const code = (e as { code?: string }).code ?? '';
+  return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED');
+}
+
+/** Before the kernel lock, the lock file held a pid as text: such a file is replaced. */
+function legacy(e: unknown): boolean {
+  return (e as { code?: string }).code === 'SQLITE_NOTADB';
+}
+
+function holderPid(dataDir: string): number | undefined {
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
+    const pid = Number.parseInt(readFileSync(join(dataDir, PID_FILE), 'utf8'), 10);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
   }
 }
 
 export function acquireLock(dataDir: string): Lock {
   const file = join(dataDir, LOCK_FILE);
-  for (let tries = 0; tries < 3; tries++) {
+  for (let tries = 0; ; tries++) {
+    let db: Database.Database | undefined;
     try {
-      const fd = openSync(file, 'wx', 0o600);
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
-      let released = false;
-      return {
-        file,
-        release() {
-          if (released) return;
-          released = true;
-          try {
-            if (readFileSync(file, 'utf8').trim() === String(process.pid)) unlinkSync(file);
-          } catch {
-            /* already gone */
-          }
-        },
-      };
+      closeSync(openSync(file, 'a', 0o600));
+      db = new Database(file, { timeout: 0 });
+      db.pragma('journal_mode = DELETE');
+      db.exec('BEGIN IMMEDIATE');
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-      if (Number.isInteger(pid) && pid > 0 && alive(pid)) {
-        throw new SwitchyardError('data_dir_locked', `another switchyard server (pid ${pid}) is using data directory ${dataDir}`, {
-          hint: 'stop that server first, or give this one its own data_dir; two servers must not share one delivery queue',
-        });
+      db?.close();
+      if (legacy(e) && tries === 0) {
+        unlinkSync(file);
+        continue;
       }
-      try {
-        unlinkSync(file); // stale: its process is gone
-      } catch {
-        /* raced with another starter; try again */
+      if (busy(e)) {
+        const pid = holderPid(dataDir);
+        throw new SwitchyardError(
+          'data_dir_locked',
+          `another switchyard server${pid ? ` (pid ${pid})` : ''} is using data directory ${dataDir}`,
+          { hint: 'stop that server first, or give this one its own data_dir; two servers must not share one delivery queue' },
+        );
       }
+      throw new SwitchyardError('data_dir_locked', `could not take the lock ${file}: ${(e as Error).message}`, {
+        hint: 'check that the data directory is on a local file system that supports file locks',
+        cause: e,
+      });
     }
+    const pidFile = join(dataDir, PID_FILE);
+    const temp = `${pidFile}.${process.pid}`;
+    writeFileSync(temp, `${process.pid}\n`, { mode: 0o600 });
+    renameSync(temp, pidFile);
+    const held = db;
+    let released = false;
+    return {
+      file,
+      release() {
+        if (released) return;
+        released = true;
+        try {
+          if (holderPid(dataDir) === process.pid) unlinkSync(pidFile);
+        } catch {
+          /* already gone */
+        }
+        held.close(); // ends the open transaction and its lock
+      },
+    };
   }
-  throw new SwitchyardError('data_dir_locked', `could not take the lock ${file}`, { hint: 'remove the file if no server is running' });
 }
