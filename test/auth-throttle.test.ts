@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { clientAddress, createAuthThrottle } from '../src/http/throttle.ts';
+import { parseConfigText } from '../src/config/index.ts';
 import { join } from 'node:path';
 import { ROOT, startTestServer } from './helpers/index.ts';
 
@@ -57,19 +58,34 @@ test('wrong tokens from one address: 401 ten times, then 429 with Retry-After un
   assert.equal((await get(s.url, s.token)).status, 200, 'a new window');
 });
 
-test('behind a proxy (server.trust_proxy) the client is X-Forwarded-For\'s first entry; IPv6 counts by /64', async (t) => {
-  const s = await startTestServer(t, { server: { trust_proxy: true } });
-  for (let i = 0; i < 10; i++) assert.equal((await get(s.url, 'wrong-token', '127.0.0.1', { 'x-forwarded-for': '203.0.113.7, 10.0.0.1' })).status, 401);
-  assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '203.0.113.7' })).status, 429);
-  assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '203.0.113.8' })).status, 200, 'another client behind the same proxy');
+test('behind a proxy (server.trust_proxy) the client is the X-Forwarded-For entry the proxy added (counted from the right); IPv6 counts by /64', async (t) => {
+  const s = await startTestServer(t, { server: { trust_proxy: 1 } });
+  // nginx appends the peer it heard from: the rightmost entry is its word, the rest the client's.
+  for (let i = 0; i < 10; i++)
+    assert.equal((await get(s.url, 'wrong-token', '127.0.0.1', { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` })).status, 401);
+  assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '203.0.113.7' })).status, 429, 'a spoofed first entry does not escape the block');
+  assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '203.0.113.7, 203.0.113.8' })).status, 200, 'another client behind the same proxy');
+  assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '198.51.100.1' })).status, 200, 'a client cannot lock out an address it names');
 
   const req = (ip: string, xff?: string) => Object.assign(new Request('http://x/', { headers: xff ? { 'x-forwarded-for': xff } : {} }), { ip });
   assert.equal(clientAddress(req('2001:db8:1:2:a::1')), clientAddress(req('2001:0db8:0001:0002:ffff:1:2:3')));
   assert.equal(clientAddress(req('2001:db8:1:2:a::1')), '2001:db8:1:2::/64');
   assert.notEqual(clientAddress(req('2001:db8:1:2::1')), clientAddress(req('2001:db8:1:3::1')));
   assert.equal(clientAddress(req('::ffff:192.0.2.1')), '192.0.2.1');
+  assert.equal(clientAddress(req('::ffff:c000:201')), '192.0.2.1', 'one spelling per address');
   assert.equal(clientAddress(req('127.0.0.1', '198.51.100.1')), '127.0.0.1', 'X-Forwarded-For is ignored unless trusted');
-  assert.equal(clientAddress(req('127.0.0.1', '198.51.100.1'), true), '198.51.100.1');
+  assert.equal(clientAddress(req('127.0.0.1', '198.51.100.1'), 1), '198.51.100.1');
+  assert.equal(clientAddress(req('127.0.0.1', '6.6.6.6, 198.51.100.1, 10.0.0.2'), 2), '198.51.100.1', 'two proxies: the second entry from the right');
+  assert.equal(clientAddress(req('127.0.0.1', '198.51.100.1'), 3), '198.51.100.1', 'fewer entries than proxies: the leftmost');
+});
+
+test('server.trust_proxy takes true, false or a number of proxies, and refuses anything else with its path', () => {
+  const load = (v: string) => parseConfigText(`server:\n  trust_proxy: ${v}\n`, 'c.yaml', {});
+  assert.equal(load('true').server.trust_proxy, 1);
+  assert.equal(load('false').server.trust_proxy, 0);
+  assert.equal(load('2').server.trust_proxy, 2);
+  assert.throws(() => load('-1'), (e: any) => /c\.yaml:2:16/.test(JSON.stringify(e.problems)) && /server\.trust_proxy: must be true, false or a number/.test(JSON.stringify(e.problems)));
+  assert.throws(() => load('"all"'));
 });
 
 test('the console login counts against the same budget', async (t) => {

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { openStore } from '../src/store/index.ts';
 import { join } from 'node:path';
 import { defaultConfig, loadConfig, parseConfigText } from '../src/config/index.ts';
 import { SwitchyardError } from '../src/errors.ts';
@@ -58,8 +59,8 @@ test('an unknown top-level key gets a did-you-mean hint', () => {
 });
 
 test('${{ env.NAME }} is interpolated; a missing variable names the variable and the key', () => {
-  const ok = parseConfigText('admin_token: ${{ env.TOKEN }}\n', 'c.yaml', { TOKEN: 'abc' });
-  assert.equal(ok.admin_token, 'abc');
+  const ok = parseConfigText('admin_token: ${{ env.TOKEN }}\n', 'c.yaml', { TOKEN: '0123456789012345' });
+  assert.equal(ok.admin_token, '0123456789012345');
   const err = problemsOf(() => parseConfigText('log:\n  level: info\nadmin_token: "${{ env.NOPE }}"\n', 'c.yaml', {}));
   assert.equal(err.problems.length, 1);
   assert.match(err.problems[0].message, /admin_token: environment variable NOPE is not set/);
@@ -69,9 +70,9 @@ test('${{ env.NAME }} is interpolated; a missing variable names the variable and
 test('a .env file beside config.yaml is read; the real environment wins', (t) => {
   const dir = tmpDir(t);
   writeFileSync(join(dir, 'config.yaml'), 'admin_token: ${{ env.A }}\ndata_dir: ${{ env.B }}\n');
-  writeFileSync(join(dir, '.env'), '# comment\nA="from-dotenv"\nexport B=./state # trailing\n');
+  writeFileSync(join(dir, '.env'), '# comment\nA="from-dotenv-0123456"\nexport B=./state # trailing\n');
   const c = loadConfig({ path: join(dir, 'config.yaml'), env: { B: '/abs/state' } });
-  assert.equal(c.admin_token, 'from-dotenv');
+  assert.equal(c.admin_token, 'from-dotenv-0123456');
   assert.equal(c.data_dir, '/abs/state');
   assert.deepEqual(parseDotenv("X='a b'\nY=1"), { X: 'a b', Y: '1' });
 });
@@ -93,4 +94,46 @@ test('malformed YAML is reported with its position', () => {
 test('an explicit --config that does not exist is an error, not the defaults', () => {
   const err = problemsOf(() => loadConfig({ path: '/nonexistent/config.yaml' }));
   assert.match(err.message, /does not exist/);
+});
+
+test('values that would start a broken server are refused with their path: short or spaced tokens, absurd sizes, non-http URLs', () => {
+  const messages = (text: string) => problemsOf(() => parseConfigText(text, 'c.yaml', {})).problems!.map((p) => `${p.where} ${p.message}`);
+  assert.match(messages('admin_token: short\n')[0], /^c\.yaml:1:14 admin_token: "short" does not have the required form/);
+  assert.match(messages('admin_token: "has spaces in the middle"\n')[0], /admin_token: .* does not have the required form/);
+  assert.match(messages('server:\n  body_limit: 99999999999999999999999\n')[0], /^c\.yaml:2:15 server\.body_limit: .*too large for a size/);
+  assert.match(messages('server:\n  body_limit: 2gb\n')[0], /server\.body_limit: must be at most 1073741824 bytes/);
+  assert.match(messages('server:\n  public_url: "javascript:alert(1)"\n')[0], /server\.public_url: "javascript:alert\(1\)" must use http or https/);
+  assert.match(messages('server:\n  public_url: "not a url"\n')[0], /server\.public_url: "not a url" is not a valid URL/);
+  assert.equal(parseConfigText('server:\n  public_url: https://hooks.example.com\n', 'c.yaml', {}).server.public_url, 'https://hooks.example.com');
+});
+
+test('numbers and booleans may come from the environment, as the README says', () => {
+  const c = parseConfigText('server:\n  port: "${{ env.P }}"\n  trust_proxy: ${{ env.T }}\nwebhooks:\n  allow_private_networks: "${{ env.A }}"\n', 'c.yaml', { P: '8080', T: 'true', A: 'false' });
+  assert.equal(c.server.port, 8080);
+  assert.equal(c.server.trust_proxy, 1);
+  assert.equal(c.webhooks.allow_private_networks, false);
+  assert.match(problemsOf(() => parseConfigText('server:\n  port: "${{ env.P }}"\n', 'c.yaml', { P: 'eighty' })).problems![0].message, /server\.port: must be a number, got the string "eighty"/);
+});
+
+test('hostile YAML is a clear error with a position, never a crash: recursive aliases and alias bombs', () => {
+  const recursive = problemsOf(() => parseConfigText('a: &a [*a]\nserver: *a\n', 'c.yaml', {}));
+  assert.match(recursive.problems![0].message, /a\[0\]: an alias refers to a node that contains it/);
+  assert.equal(recursive.problems![0].where, 'c.yaml:1:8');
+  let bomb = 'a: &a ["x","x","x","x","x","x","x","x","x"]\n';
+  let prev = 'a';
+  for (const n of 'bcdefghi') {
+    bomb += `${n}: &${n} [${Array(9).fill(`*${prev}`).join(',')}]\n`;
+    prev = n;
+  }
+  assert.match(problemsOf(() => parseConfigText(bomb, 'c.yaml', {})).problems![0].message, /too many aliases/);
+  // Shared (not recursive) aliases stay fine.
+  assert.equal(parseConfigText('webhooks:\n  concurrency: &c 8\n  per_endpoint_concurrency: *c\n', 'c.yaml', {}).webhooks.per_endpoint_concurrency, 8);
+});
+
+test('--config naming a folder, and a data_dir that cannot be made, are one-line errors', (t) => {
+  const dir = tmpDir(t);
+  assert.match(problemsOf(() => loadConfig({ path: dir })).message, /config path .* is not a file/);
+  // Node's recursive mkdir spins forever under /proc; the store makes one level at a time.
+  if (existsSync('/proc/1'))
+    assert.equal(problemsOf(() => openStore('/proc/1/switchyard-nope/data')).code, 'data_dir_unwritable');
 });

@@ -340,3 +340,16 @@ test('property and secret names cannot be __proto__, constructor or prototype', 
   const r = parseManifest(text, 'm.yaml', {});
   assert.deepEqual(r.problems.filter((p) => p.severity === 'error').map((p) => p.where), ['m.yaml:10:7', 'm.yaml:15:3']);
 });
+
+test('a recursive alias or an alias bomb in a manifest is a problem with its position, not a crash', () => {
+  const base = 'name: a\ndescription: d\norganization: o\nvisibility: public\nscopes: []\n';
+  const recursive = parseManifest(`${base}title: &t [*t]\n`, 'm.yaml', {});
+  assert.equal(recursive.manifest, undefined);
+  assert.match(recursive.problems[0].message, /title\[0\]: an alias refers to a node that contains it/);
+  assert.equal(recursive.problems[0].where, 'm.yaml:6:12');
+  let bomb = `${base}title: A\nx0: &x0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n`;
+  for (let i = 1; i < 9; i++) bomb += `x${i}: &x${i} [${Array(10).fill(`*x${i - 1}`).join(',')}]\n`;
+  const r = parseManifest(bomb, 'm.yaml', {});
+  assert.equal(r.manifest, undefined);
+  assert.match(r.problems[0].message, /too many aliases/);
+});

@@ -392,7 +392,18 @@ describe('outbound fetch', () => {
     }
     const open = testSandbox(t, { allowPrivateNetworks: true, serverOrigin: own.url });
     assert.equal((await call(open, s, { method: 'POST', body: `${upstream.url}/` })).text, 'private data');
-    for (const url of [`${own.url}/api/v1/integrations`, `http://localhost:${own.port}/api/v1/integrations`]) {
+    const ownSpellings = [
+      `${own.url}/api/v1/integrations`,
+      `http://localhost:${own.port}/api/v1/integrations`,
+      // IPv4 carried in IPv6 (URL writes the first as [::ffff:7f00:1]) and numeric IPv4 spellings.
+      `http://[::ffff:127.0.0.1]:${own.port}/api/v1/integrations`,
+      `http://[0:0:0:0:0:ffff:7f00:1]:${own.port}/metrics`,
+      `http://[::127.0.0.1]:${own.port}/console/session`,
+      `http://[::ffff:0:127.0.0.1]:${own.port}/api/v1/integrations`,
+      `http://2130706433:${own.port}/api/v1/integrations`,
+      `http://0x7f.1:${own.port}/api/v1/integrations`,
+    ];
+    for (const url of ownSpellings) {
       const r = await call(open, s, { method: 'POST', body: url });
       assert.match(r.text, /is this server; integrations reach its API only through context\.api/, url);
     }

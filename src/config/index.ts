@@ -2,10 +2,10 @@
  * Load config.yaml: read it (or use the embedded defaults), load `.env` beside it, interpolate
  * `${{ env.NAME }}`, validate against the schema, and resolve relative paths against the file's folder.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { SwitchyardError, type Problem } from '../errors.ts';
-import { formatPath, validate } from '../schema/index.ts';
+import { formatPath, isPlainObject, validate, type Schema } from '../schema/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { interpolate, readDotenv } from './env.ts';
 import { configSchema, type Config } from './schema.ts';
@@ -36,6 +36,10 @@ export function loadConfig(opts: { path?: string; env?: NodeJS.ProcessEnv; cwd?:
       });
     return finish(parseConfig({}, null, { ...readDotenv(resolve(cwd, '.env')), ...(opts.env ?? process.env) }), cwd, null);
   }
+  if (!statSync(file).isFile())
+    throw new SwitchyardError('config_invalid', `config path ${file} is not a file`, {
+      hint: 'pass the path of a config.yaml file with --config',
+    });
   const text = readFileSync(file, 'utf8');
   const env = { ...readDotenv(resolve(dirname(file), '.env')), ...(opts.env ?? process.env) };
   return finish(parseConfigText(text, file, env), dirname(file), file);
@@ -55,7 +59,7 @@ export function parseConfigText(text: string, file: string, env: Record<string, 
       hint: `set ${name} in the environment or in a .env file beside ${file}`,
     });
   });
-  const result = validate(configSchema, interpolated);
+  const result = validate(configSchema, scalarsFromStrings(configSchema, interpolated));
   if (!result.ok) problems.push(...src.toProblems(result.issues));
   if (problems.length || !result.ok)
     throw new SwitchyardError('config_invalid', `${file} has ${problems.length} problem${problems.length === 1 ? '' : 's'}`, {
@@ -63,6 +67,24 @@ export function parseConfigText(text: string, file: string, env: Record<string, 
       hint: 'see the commented config.yaml in the README for every key',
     });
   return result.value;
+}
+
+/**
+ * `port: "${{ env.PORT }}"` interpolates to a string: where the schema wants a number or a boolean,
+ * a string that spells one is read as one (config.yaml only; the API stays strict).
+ */
+function scalarsFromStrings(schema: Schema<unknown>, v: unknown): unknown {
+  const shape = (schema as { shape?: Record<string, Schema<unknown>> }).shape;
+  if (shape && isPlainObject(v)) {
+    const out: Record<string, unknown> = { ...v };
+    for (const [k, sub] of Object.entries(shape)) if (k in out) out[k] = scalarsFromStrings(sub, out[k]);
+    return out;
+  }
+  if (typeof v !== 'string') return v;
+  const t = v.trim();
+  if (schema.kind === 'number' && /^-?\d+(\.\d+)?$/.test(t)) return Number(t);
+  if (schema.kind === 'boolean' && (t === 'true' || t === 'false')) return t === 'true';
+  return v;
 }
 
 function parseConfig(value: unknown, file: string | null, env: Record<string, string | undefined>): Config {

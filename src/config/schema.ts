@@ -5,25 +5,49 @@
  */
 import * as s from '../schema/index.ts';
 
+const GIB = 1024 ** 3;
+
+/**
+ * `server.trust_proxy`: how many reverse proxies stand in front of the server. `true` is one, `false`
+ * none. The client is the X-Forwarded-For entry that many hops from the right (the one the outermost
+ * trusted proxy added), as Express's `trust proxy` counts: entries further left are the client's own
+ * words.
+ */
+function proxyHops(): s.Schema<number> {
+  return {
+    kind: 'proxy_hops',
+    description: 'reverse proxies in front of the server (true = 1)',
+    check(v, path, issues) {
+      if (v === true || v === 'true') return 1;
+      if (v === false || v === 'false') return 0;
+      const n = typeof v === 'string' && /^\s*\d+\s*$/.test(v) ? Number(v) : v;
+      if (typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 16) return n;
+      issues.push({ path, message: `must be true, false or a number of proxies from 0 to 16, got ${s.typeName(v)}`, hint: 'true means one proxy (nginx, Caddy) in front of the server' });
+      return s.INVALID;
+    },
+  };
+}
+
 export const configSchema = s.object({
   server: s.object({
     host: s.withDefault(s.string({ min: 1, description: 'interface to listen on' }), '127.0.0.1'),
     port: s.withDefault(s.number({ integer: true, min: 0, max: 65535 }), 8787),
     public_url: s.withDefault(
-      s.string({ description: 'URL integrations and users reach the server at; empty means http://<host>:<port>' }),
+      s.string({ url: 'or-empty', description: 'URL integrations and users reach the server at; empty means http://<host>:<port>' }),
       '',
     ),
     shutdown_timeout: s.withDefault(s.duration({ max: 300_000 }), 10_000),
-    body_limit: s.withDefault(s.bytes({ min: 1024 }), 1024 * 1024),
-    trust_proxy: s.withDefault(
-      s.boolean({ description: 'behind a reverse proxy: the client address is the first X-Forwarded-For entry' }),
-      false,
-    ),
+    body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB }), 1024 * 1024),
+    trust_proxy: s.withDefault(proxyHops(), 0),
   }),
   data_dir: s.withDefault(s.string({ min: 1 }), './data'),
   integrations_dir: s.withDefault(s.string({ min: 1 }), './integrations'),
   admin_token: s.withDefault(
-    s.string({ description: 'bearer token of the management API; empty means generated into <data_dir>/admin-token' }),
+    s.string({
+      pattern: /^(|\S{16,})$/,
+      patternHint: 'empty (a token is generated into <data_dir>/admin-token), or at least 16 characters without spaces',
+      description: 'bearer token of the management API; empty means generated into <data_dir>/admin-token',
+    }),
     '',
   ),
   log: s.object({
@@ -50,10 +74,10 @@ export const configSchema = s.object({
     wall_time: s.withDefault(s.duration({ min: 10 }), 30_000),
     subrequests: s.withDefault(s.number({ integer: true, min: 0, max: 10_000 }), 50),
     subrequest_timeout: s.withDefault(s.duration({ min: 10 }), 10_000),
-    request_body: s.withDefault(s.bytes(), 1024 * 1024),
-    response_body: s.withDefault(s.bytes(), 10 * 1024 * 1024),
-    subrequest_body: s.withDefault(s.bytes(), 10 * 1024 * 1024),
-    script_size: s.withDefault(s.bytes(), 5 * 1024 * 1024),
+    request_body: s.withDefault(s.bytes({ max: GIB }), 1024 * 1024),
+    response_body: s.withDefault(s.bytes({ max: GIB }), 10 * 1024 * 1024),
+    subrequest_body: s.withDefault(s.bytes({ max: GIB }), 10 * 1024 * 1024),
+    script_size: s.withDefault(s.bytes({ max: GIB }), 5 * 1024 * 1024),
     startup_time: s.withDefault(s.duration({ min: 10 }), 1000),
     wait_until: s.withDefault(s.duration(), 30_000),
     log_lines: s.withDefault(s.number({ integer: true, min: 0 }), 256),

@@ -7,6 +7,7 @@
  * working while a guesser is blocked. The API and the console login share it. Memory stays bounded.
  */
 import { SwitchyardError } from '../errors.ts';
+import { canonicalIP } from '../net/address.ts';
 
 export interface AuthThrottle {
   /** Throws a 429 SwitchyardError while `address` is blocked. */
@@ -69,32 +70,20 @@ export function createAuthThrottle(opts: { max?: number; windowMs?: number; now?
 }
 
 /**
- * The client's address: the socket's peer, or with `trustProxy` the first X-Forwarded-For entry
- * (only behind a proxy that sets it: anyone can send the header). IPv6 addresses count by their
- * /64, the block one subscriber usually holds, so a client cannot rotate through its own addresses.
+ * The client's address: the socket's peer, or behind `trustedProxies` reverse proxies the
+ * X-Forwarded-For entry that many hops from the right. Each proxy appends the address it heard from,
+ * so the rightmost entries are the trusted proxies' words and everything to their left is whatever
+ * the client sent (Express's `trust proxy` counts the same way); with fewer entries than proxies the
+ * leftmost is taken. IPv6 addresses count by their /64, the block one subscriber usually holds, so a
+ * client cannot rotate through its own addresses.
  */
-export function clientAddress(req: Request, trustProxy = false): string {
+export function clientAddress(req: Request, trustedProxies = 0): string {
   let address = (req as { ip?: string }).ip ?? 'unknown';
-  if (trustProxy) {
-    const forwarded = req.headers.get('x-forwarded-for')?.split(',')[0]?.trim();
-    if (forwarded) address = forwarded;
+  if (trustedProxies > 0) {
+    const entries = req.headers.get('x-forwarded-for')?.split(',').map((e) => e.trim()).filter(Boolean) ?? [];
+    if (entries.length) address = entries[Math.max(0, entries.length - trustedProxies)];
   }
-  if (address.startsWith('::ffff:')) return address.slice(7);
-  if (!address.includes(':')) return address;
-  const groups = expandIPv6(address);
-  return groups ? `${groups.slice(0, 4).join(':')}::/64` : address;
-}
-
-/** The eight hexadecimal groups of an IPv6 address, or undefined when it is not one. */
-function expandIPv6(address: string): string[] | undefined {
-  const bare = address.replace(/^\[|\](:\d+)?$/g, '').split('%')[0];
-  const halves = bare.split('::');
-  if (halves.length > 2) return undefined;
-  const head = halves[0] ? halves[0].split(':') : [];
-  const tail = halves.length === 2 && halves[1] ? halves[1].split(':') : [];
-  if (tail.some((g) => g.includes('.')) || head.some((g) => g.includes('.'))) return undefined; // embedded IPv4: keep whole
-  const fill = halves.length === 2 ? 8 - head.length - tail.length : 0;
-  const groups = [...head, ...Array(fill).fill('0'), ...tail];
-  if (groups.length !== 8 || groups.some((g) => !/^[0-9a-f]{1,4}$/i.test(g))) return undefined;
-  return groups.map((g) => g.toLowerCase().replace(/^0+(?=.)/, ''));
+  const canonical = canonicalIP(address);
+  if (canonical === undefined) return address;
+  return canonical.includes(':') ? `${canonical.split(':').slice(0, 4).join(':')}::/64` : canonical;
 }

@@ -110,6 +110,37 @@ function isPrivateV6(groups: number[]): boolean {
   return false;
 }
 
+function dotted(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+/**
+ * One spelling per address, so guards compare like with like: IPv4 in any numeric spelling and IPv4
+ * carried in IPv6 (mapped `::ffff:7f00:1`, translated, compatible) become dotted IPv4; other IPv6 the
+ * eight groups in lower-case hex without zone or brackets. Undefined for a hostname.
+ */
+export function canonicalIP(ip: string): string | undefined {
+  let s = ip.trim();
+  if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1);
+  const zone = s.indexOf('%');
+  if (zone >= 0) s = s.slice(0, zone);
+  if (isIPv6(s)) {
+    const g = ipv6Groups(s.toLowerCase());
+    const zeroTo = (n: number) => g.slice(0, n).every((x) => x === 0);
+    const embeds = (zeroTo(5) && g[5] === 0xffff) || (zeroTo(4) && g[4] === 0xffff && g[5] === 0) || (zeroTo(6) && g[6] !== 0);
+    return embeds ? dotted(g[6] * 65536 + g[7]) : g.map((x) => x.toString(16)).join(':');
+  }
+  const n = isIPv4(s) ? v4(s) : parseIPv4(s);
+  return n === null || Number.isNaN(n) ? undefined : dotted(n);
+}
+
+/** Loopback or unspecified (this machine), in any spelling canonicalIP knows. */
+export function isLoopbackAddress(ip: string): boolean {
+  const c = canonicalIP(ip);
+  if (c === undefined) return false;
+  return c.startsWith('127.') || c === '0.0.0.0' || c === '0:0:0:0:0:0:0:1' || c === '0:0:0:0:0:0:0:0';
+}
+
 /**
  * True when `ip` is an address that outbound requests must not reach by default. Accepts IPv4
  * (every numeric spelling the OS resolver accepts), IPv6 with or without brackets and zone id.

@@ -3,6 +3,6 @@
  * after DNS resolution), deadlines, body caps, no redirects. Used by webhook delivery and by the
  * sandbox's fetch bridge.
  */
-export { isPrivateAddress, parseIPv4 } from './address.ts';
+export { canonicalIP, isLoopbackAddress, isPrivateAddress, parseIPv4 } from './address.ts';
 export { guardedLookup, refuseLiteral, privateAddressError, NetError } from './lookup.ts';
 export { httpRequest, type HttpResult, type HttpRequestOptions } from './request.ts';

@@ -14,7 +14,7 @@ export interface Issue {
   atKey?: boolean;
 }
 
-const INVALID: unique symbol = Symbol('invalid');
+export const INVALID: unique symbol = Symbol('invalid');
 type Invalid = typeof INVALID;
 
 export interface Schema<T> {
@@ -62,7 +62,8 @@ export function string(
     max?: number;
     pattern?: RegExp;
     patternHint?: string;
-    url?: boolean;
+    /** An absolute http(s) URL; `'or-empty'` also takes the empty string (an unset optional URL). */
+    url?: boolean | 'or-empty';
     description?: string;
   } = {},
 ): Schema<string> {
@@ -77,7 +78,7 @@ export function string(
         return fail(issues, path, `must be at most ${opts.max} characters (it has ${v.length})`);
       if (opts.pattern && !opts.pattern.test(v))
         return fail(issues, path, `"${v}" does not have the required form`, opts.patternHint);
-      if (opts.url) {
+      if (opts.url && !(opts.url === 'or-empty' && v === '')) {
         let u: URL;
         try {
           u = new URL(v);
@@ -178,6 +179,7 @@ export function bytes(opts: { min?: number; max?: number; description?: string }
       }
       if (n === undefined || !Number.isFinite(n) || n < 0)
         return fail(issues, path, `must be a size, got ${typeName(v)}`, 'write it like 512kb, 1mb or a number of bytes');
+      if (!Number.isSafeInteger(Math.round(n))) return fail(issues, path, `${typeName(v)} is too large for a size`);
       if (opts.min !== undefined && n < opts.min) return fail(issues, path, `must be at least ${opts.min} bytes`);
       if (opts.max !== undefined && n > opts.max) return fail(issues, path, `must be at most ${opts.max} bytes`);
       return n;

@@ -17,6 +17,24 @@ export interface YamlSource {
   toProblems(issues: Issue[]): Problem[];
 }
 
+/** The path of the first value that contains itself (what a recursive alias builds), if any. */
+function findCycle(root: unknown): Path | undefined {
+  const open = new Set<object>();
+  const visit = (v: unknown, path: Path): Path | undefined => {
+    if (v === null || typeof v !== 'object') return undefined;
+    if (open.has(v)) return path;
+    open.add(v);
+    const entries: [string | number, unknown][] = Array.isArray(v) ? v.map((x, i) => [i, x]) : Object.entries(v);
+    for (const [k, x] of entries) {
+      const found = visit(x, [...path, k]);
+      if (found) return found;
+    }
+    open.delete(v);
+    return undefined;
+  };
+  return visit(root, []);
+}
+
 export function parseYaml(text: string, file: string): YamlSource {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
@@ -24,7 +42,39 @@ export function parseYaml(text: string, file: string): YamlSource {
     const pos = lineCounter.linePos(e.pos[0]);
     return { where: `${file}:${pos.line}:${pos.col}`, message: e.message.split('\n')[0], hint: 'fix the YAML syntax' };
   });
-  const value = syntaxProblems.length ? undefined : doc.toJS({ maxAliasCount: 100 });
+  let value: unknown;
+  if (!syntaxProblems.length) {
+    try {
+      value = doc.toJS({ maxAliasCount: 100 });
+    } catch (e) {
+      // The yaml library refuses an alias expansion past maxAliasCount (a "billion laughs").
+      syntaxProblems.push({ where: `${file}:1:1`, message: `too many aliases: ${(e as Error).message}`, hint: 'write the values out instead of nesting aliases' });
+    }
+    const cycle = syntaxProblems.length ? undefined : findCycle(value);
+    if (cycle) {
+      const { line, col } = lineCounter.linePos(aliasOffset(doc.contents, cycle) ?? 0);
+      syntaxProblems.push({
+        where: `${file}:${line}:${col}`,
+        message: `${formatPath(cycle)}: an alias refers to a node that contains it (a recursive alias)`,
+        hint: 'an alias (*name) may only repeat a node defined before it and outside it',
+      });
+      value = undefined;
+    }
+  }
+
+  function aliasOffset(root: unknown, path: Path): number | undefined {
+    let node = root as Node | null;
+    let offset: number | undefined;
+    for (const seg of path) {
+      if (isMap(node)) {
+        const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === String(seg));
+        node = (pair?.value as Node | null) ?? null;
+      } else if (isSeq(node) && typeof seg === 'number') node = (node.items[seg] as Node | undefined) ?? null;
+      else break;
+      offset = node?.range?.[0] ?? offset;
+    }
+    return offset;
+  }
 
   function locate(path: Path, atKey = false): { line: number; col: number } {
     let node: unknown = doc.contents;

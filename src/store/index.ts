@@ -4,7 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { acquireLock, type Lock } from './lock.ts';
@@ -51,7 +51,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     try {
       // The folder holds webhook secrets, the invocation-token key and OAuth tokens: only its owner
       // may enter it. An existing folder is narrowed too; its files are created 0600 (below).
-      mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+      makeDirectory(dataDir);
       if ((statSync(dataDir).mode & 0o077) !== 0 && statSync(dataDir).uid === process.getuid?.()) chmodSync(dataDir, 0o700);
       accessSync(dataDir, constants.W_OK);
     } catch (e) {
@@ -106,6 +106,22 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
       lock?.release();
     },
   };
+}
+
+/**
+ * mkdir -p, one level at a time from the nearest folder that exists. Node's recursive mkdirSync
+ * spins forever on paths it cannot create under /proc (measured: `/proc/1/nope` at 100 % CPU).
+ */
+function makeDirectory(dir: string): void {
+  const missing: string[] = [];
+  let at = resolve(dir);
+  while (!existsSync(at)) {
+    missing.unshift(at);
+    const parent = dirname(at);
+    if (parent === at) break;
+    at = parent;
+  }
+  for (const d of missing) mkdirSync(d, { mode: 0o700 });
 }
 
 /**

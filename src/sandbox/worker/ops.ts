@@ -8,7 +8,7 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { httpRequest, NetError } from '../../net/index.ts';
+import { canonicalIP, httpRequest, isLoopbackAddress, NetError } from '../../net/index.ts';
 import { ownBytes } from '../bytes.ts';
 import type { Limits } from '../types.ts';
 
@@ -76,14 +76,9 @@ function defaultPort(u: URL): string {
 }
 
 function localAddresses(): Set<string> {
-  const out = new Set<string>(['0.0.0.0', '::']);
-  for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) out.add(a.address);
+  const out = new Set<string>();
+  for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) out.add(canonicalIP(a.address) ?? a.address);
   return out;
-}
-
-function isLoopback(addr: string): boolean {
-  const a = addr.toLowerCase().replace(/^::ffff:/, '');
-  return a === '::1' || a.startsWith('127.') || a === '0.0.0.0' || a === '::';
 }
 
 /**
@@ -102,7 +97,9 @@ export async function isServerItself(target: URL, serverOrigin: string): Promise
   if (host === server.hostname.replace(/^\[|\]$/g, '').toLowerCase() || host === 'localhost' || host.endsWith('.localhost')) return true;
   const locals = localAddresses();
   const addresses = isIP(host) ? [host] : await lookup(host, { all: true }).then((r) => r.map((x) => x.address), () => [] as string[]);
-  return addresses.some((a) => isLoopback(a) || locals.has(a));
+  // Compared in one canonical spelling: `[::ffff:127.0.0.1]` (which URL writes `[::ffff:7f00:1]`),
+  // `0x7f.1` or `[::127.0.0.1]` are this machine as much as 127.0.0.1 is.
+  return addresses.some((a) => isLoopbackAddress(a) || locals.has(canonicalIP(a) ?? a));
 }
 
 function headerRecord(pairs: Array<[string, string]>): Record<string, string> {
