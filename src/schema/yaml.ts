@@ -2,7 +2,7 @@
  * YAML with positions: parse a document and map a field path back to `line:col`, so every
  * validation problem can say where it is in the file.
  */
-import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, visit, type Node } from 'yaml';
 import type { Issue, Path } from './index.ts';
 import { formatPath } from './index.ts';
 import type { Problem } from '../errors.ts';
@@ -42,6 +42,21 @@ export function parseYaml(text: string, file: string): YamlSource {
     const pos = lineCounter.linePos(e.pos[0]);
     return { where: `${file}:${pos.line}:${pos.col}`, message: e.message.split('\n')[0], hint: 'fix the YAML syntax' };
   });
+  // A map or list used as a key (`? [a]: b`, `{a: b}: c`) has no JSON form: the yaml library would
+  // stringify it with a process warning. No schema of ours takes one.
+  if (!syntaxProblems.length)
+    visit(doc, {
+      Pair(_, pair) {
+        const raw = pair.key as Node | null;
+        const key = isAlias(raw) ? raw.resolve(doc) : raw;
+        const plain = key === null || (isScalar(key) && (key.value === null || typeof key.value !== 'object'));
+        if (!plain || (isAlias(raw) && !key)) {
+          const pos = lineCounter.linePos(raw?.range?.[0] ?? 0);
+          syntaxProblems.push({ where: `${file}:${pos.line}:${pos.col}`, message: 'a key must be a plain value (a word or a number), not a map, a list or binary data', hint: 'write the key as a plain word' });
+          return visit.BREAK;
+        }
+      },
+    });
   let value: unknown;
   if (!syntaxProblems.length) {
     try {
