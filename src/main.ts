@@ -27,6 +27,12 @@ export const main = defineCommand({
 });
 
 export async function cli(argv = process.argv.slice(2)): Promise<void> {
+  // `switchyard deliveries list | head`: the reader left; stop quietly as other Unix tools do.
+  for (const stream of [process.stdout, process.stderr])
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+      process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
+    });
   process.exitCode = await run(main, argv);
 }
 

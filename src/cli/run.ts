@@ -2,9 +2,11 @@
  * Running the command tree: `--help` and `--version` at every level, and exit codes users can rely
  * on: 0 ok, 1 the operation failed, 2 bad usage or bad input (config, arguments).
  */
-import { runCommand, showUsage, type CommandDef } from 'citty';
+import { renderUsage, runCommand, type CommandDef } from 'citty';
 import { SwitchyardError, formatError } from '../errors.ts';
+import { closest } from '../schema/suggest.ts';
 import { VERSION } from '../version.ts';
+import { useColour } from './table.ts';
 
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
@@ -23,18 +25,67 @@ const usageCodes = new Set([
   'manifest_invalid',
 ]);
 
-async function resolveTarget(cmd: CommandDef<any>, args: string[]): Promise<[CommandDef<any>, CommandDef<any> | undefined]> {
+type AnyCommand = CommandDef<any>;
+
+async function value<T>(v: T | (() => T | Promise<T>) | Promise<T>): Promise<T> {
+  return typeof v === 'function' ? await (v as () => T | Promise<T>)() : await v;
+}
+
+/** The command argv names, its parent, and the words of argv that are not flags or its path. */
+async function resolveTarget(cmd: AnyCommand, args: string[]): Promise<[AnyCommand, AnyCommand | undefined, string | undefined]> {
   let current = cmd;
-  let parent: CommandDef<any> | undefined;
+  let parent: AnyCommand | undefined;
   for (const a of args) {
+    if (a === '--') break;
     if (a.startsWith('-')) continue;
-    const subs = typeof current.subCommands === 'function' ? await current.subCommands() : await current.subCommands;
-    const next = subs?.[a];
-    if (!next) break;
+    const subs = await value(current.subCommands);
+    if (!subs) break;
+    const next = subs[a];
+    if (!next) return [current, parent, a];
     parent = current;
-    current = await (typeof next === 'function' ? (next as () => Promise<CommandDef<any>>)() : next);
+    current = await value(next as AnyCommand);
   }
-  return [current, parent];
+  return [current, parent, undefined];
+}
+
+/** citty colours its usage text whenever CI/NO_COLOR are unset: strip it when the stream is no terminal. */
+const ANSI = /\x1b\[[0-9;]*m/g;
+function plain(text: string, stream: NodeJS.WriteStream): string {
+  return useColour(stream) ? text : text.replace(ANSI, '');
+}
+
+async function printUsage(cmd: AnyCommand, parent: AnyCommand | undefined): Promise<void> {
+  process.stdout.write(`${plain(await renderUsage(cmd, parent), process.stdout)}\n\n`);
+}
+
+/**
+ * A flag the command does not declare is an error, with the closest declared one as a hint
+ * (`--statsu failed` silently listed everything before).
+ */
+async function unknownFlag(cmd: AnyCommand, argv: string[]): Promise<SwitchyardError | undefined> {
+  const defs = (await value(cmd.args)) ?? {};
+  const known = new Set<string>(['help', 'h', 'version', 'v']);
+  for (const [name, def] of Object.entries(defs as Record<string, { alias?: string | string[]; type?: string }>)) {
+    if (def.type === 'positional') continue;
+    known.add(name);
+    for (const a of [def.alias ?? []].flat()) known.add(a);
+  }
+  for (const arg of argv) {
+    if (arg === '--') break;
+    if (!arg.startsWith('-') || arg === '-') continue;
+    let name = arg.replace(/^--?/, '').split('=')[0];
+    if (name.startsWith('no-') && known.has(name.slice(3))) continue;
+    // Single-dash clusters (-fv) are each a short alias.
+    if (!arg.startsWith('--') && name.length > 1 && [...name].every((c) => known.has(c))) continue;
+    if (known.has(name)) continue;
+    name = arg.startsWith('--') ? `--${name}` : `-${name}`;
+    const guess = closest(name.replace(/^-+/, ''), [...known].filter((k) => k.length > 1));
+    return new SwitchyardError('bad_request', `unknown option ${name}`, {
+      hint: guess ? `did you mean --${guess}? (see --help)` : 'see --help for the options of this command',
+      where: name,
+    });
+  }
+  return undefined;
 }
 
 export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number> {
@@ -42,10 +93,22 @@ export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number>
     process.stdout.write(`${VERSION}\n`);
     return EXIT_OK;
   }
+  const [target, parent, stray] = await resolveTarget(cmd, argv);
   if (argv.includes('--help') || argv.includes('-h') || argv.length === 0) {
-    const [target, parent] = await resolveTarget(cmd, argv);
-    await showUsage(target, parent);
+    await printUsage(target, parent);
     return argv.length === 0 ? EXIT_USAGE : EXIT_OK;
+  }
+  const subs = await value(target.subCommands);
+  if (stray !== undefined && subs && !target.run) {
+    const guess = closest(stray, Object.keys(subs));
+    await printUsage(target, parent);
+    process.stderr.write(`switchyard: unknown command "${stray}"${guess ? `; did you mean "${guess}"?` : ''}\n`);
+    return EXIT_USAGE;
+  }
+  const bad = await unknownFlag(target, argv);
+  if (bad) {
+    process.stderr.write(`switchyard: ${formatError(bad)}\n`);
+    return EXIT_USAGE;
   }
   try {
     const result = await runCommand(cmd, { rawArgs: argv });
@@ -58,9 +121,8 @@ export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number>
       return usageCodes.has(err.code) ? EXIT_USAGE : EXIT_FAILURE;
     }
     if ((err as { name?: string }).name === 'CLIError') {
-      const [target, parent] = await resolveTarget(cmd, argv);
-      await showUsage(target, parent);
-      process.stderr.write(`switchyard: ${(err as Error).message}\n`);
+      await printUsage(target, parent);
+      process.stderr.write(`switchyard: ${plain((err as Error).message, process.stderr)}\n`);
       return EXIT_USAGE;
     }
     process.stderr.write(`switchyard: unexpected error: ${(err as Error)?.stack ?? String(err)}\n`);

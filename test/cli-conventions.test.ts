@@ -1,0 +1,53 @@
+/**
+ * CLI conventions: no ANSI colours when stdout is not a terminal, unknown flags and misspelt commands
+ * are usage errors (exit 2) with a "did you mean", and a reader that leaves early (`| head`) ends the
+ * command quietly.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { ROOT, runCli } from './helpers/index.ts';
+
+// citty colours unless CI, TEST or NO_COLOR=1 is set: clear them so the test means the same everywhere.
+const colourEnv = { NO_COLOR: '', CI: '', TEST: '', TERM: 'xterm-256color' };
+
+test('help and usage errors carry no ANSI escapes when stdout and stderr are pipes', async () => {
+  for (const args of [['--help'], ['deliveries', '--help'], ['install']]) {
+    const r = await runCli(args, { env: colourEnv });
+    assert.doesNotMatch(r.stdout + r.stderr, /\x1b\[/, args.join(' '));
+    assert.match(r.stdout, /USAGE/);
+  }
+});
+
+test('an unknown flag is exit 2 with the closest flag; a misspelt command too', async () => {
+  const flag = await runCli(['deliveries', 'list', '--statsu', 'failed'], { env: colourEnv });
+  assert.equal(flag.code, 2);
+  assert.match(flag.stderr, /unknown option --statsu/);
+  assert.match(flag.stderr, /did you mean --status\?/);
+  const cmd = await runCli(['delivries', 'list']);
+  assert.equal(cmd.code, 2);
+  assert.match(cmd.stderr, /unknown command "delivries"; did you mean "deliveries"\?/);
+  const sub = await runCli(['deliveries', 'lsit']);
+  assert.equal(sub.code, 2);
+  assert.match(sub.stderr, /unknown command "lsit"; did you mean "list"\?/);
+  // Declared flags, aliases, negations and --flag=value still pass the check.
+  const ok = await runCli(['logs', '-f', '--no-json', '--limit=5', '--offline', '--config', join(ROOT, 'config.yaml')]);
+  assert.doesNotMatch(ok.stderr, /unknown option/);
+});
+
+test('a reader that closes the pipe early (`| head`) ends the command quietly, exit 0', async () => {
+  // A command that keeps printing (deliveries tail, logs --follow, a long table) after its reader
+  // has gone: the CLI's entry, then a stream of lines, as those commands write them.
+  const main = new URL('../src/main.ts', import.meta.url).href;
+  const script = `import { cli } from ${JSON.stringify(main)};
+    await cli(['--version']);
+    for (let i = 0; i < 5000; i++) { process.stdout.write('line ' + i + '\\n'); await new Promise((r) => setTimeout(r, 1)); }`;
+  const child = spawn(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  child.stdout.once('data', () => child.stdout.destroy());
+  const code = await new Promise((r) => child.on('close', r));
+  assert.doesNotMatch(stderr, /EPIPE|\n\s+at /, 'no EPIPE stack trace');
+  assert.equal(code, 0);
+});
