@@ -19,6 +19,7 @@ interface InstallationView {
   urls: { publicEndpoint: string };
   connect: Array<{ property: string; label: string; url: string }>;
   missing: string[];
+  warnings?: string[];
 }
 
 const statusColour = (s: string) => (s === 'active' ? green(s) : s === 'pending' || s === 'paused' ? yellow(s) : dim(s));
@@ -48,6 +49,7 @@ function printInstallation(i: InstallationView): void {
   if (i.missing?.length) lines.push(`  missing         ${i.missing.join(', ')} (required before it is active)`);
   for (const c of i.connect) lines.push(`  ${c.label}: open ${c.url}`);
   process.stdout.write(`${lines.join('\n')}\n`);
+  for (const w of i.warnings ?? []) process.stderr.write(`${yellow('warning')}: ${w}\n`);
 }
 
 const idArg = { id: { type: 'positional', required: true, description: 'installation id (inst_...)' } } as const;

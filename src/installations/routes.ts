@@ -10,6 +10,7 @@ import type { Services } from '../services.ts';
 import { installationEndpoint } from '../runtime/environment.ts';
 import type { Change, Installation, Installations } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
+import { refusedAhead } from '../net/index.ts';
 
 /** What the webhooks module does when a webhook installation changes (queued deliveries follow it). */
 interface WebhookSecrets {
@@ -40,7 +41,12 @@ export function installationView(services: Services, inst: Installation, reveal 
     if (p.type === 'button' && p.callback_url) connect.push({ property: name, label: p.button_text ?? name, url: `${publicEndpoint}${p.callback_url}` });
   // What still keeps a pending installation from becoming active.
   const missing = inst.status === 'pending' ? missingRequired(section as Parameters<typeof missingRequired>[0], inst.configuration) : [];
-  return { ...inst, configuration: redactConfiguration(inst.configuration, reveal), urls: { publicEndpoint }, connect, missing };
+  // Said at install and on every view, not first in a failed delivery: a URL the SSRF guard will refuse.
+  const refusal = inst.integration === WEBHOOK_INTEGRATION && typeof inst.configuration.webhook_url === 'string'
+    ? refusedAhead(inst.configuration.webhook_url, services.config.webhooks.allow_private_networks)
+    : undefined;
+  const warnings = refusal ? [`configuration.webhook_url: ${refusal}`] : [];
+  return { ...inst, configuration: redactConfiguration(inst.configuration, reveal), urls: { publicEndpoint }, connect, missing, warnings };
 }
 
 export function installationRoutes(app: H3, services: Services): void {

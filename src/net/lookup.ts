@@ -25,9 +25,31 @@ export class NetError extends Error {
   }
 }
 
+/** Every refusal names the setting that lifts it. */
+export const PRIVATE_NETWORKS_HINT =
+  'private networks are not allowed; set webhooks.allow_private_networks: true in config.yaml for a receiver on this machine or your network';
+
+/**
+ * Without DNS: is this URL's host one the guard will refuse (a private IP literal in any spelling,
+ * `localhost`)? For warnings ahead of time; the guard itself decides on the resolved addresses.
+ */
+export function refusedAhead(url: string, allowPrivate: boolean): string | undefined {
+  if (allowPrivate) return undefined;
+  let host: string;
+  try {
+    host = new URL(url).hostname;
+  } catch {
+    return undefined;
+  }
+  const bare = host.startsWith('[') ? host.slice(1, -1) : host;
+  if (bare === 'localhost' || bare.endsWith('.localhost') || (isIP(bare) && isPrivateAddress(bare)))
+    return `${host} is a private or loopback address: deliveries to it will be refused (${PRIVATE_NETWORKS_HINT})`;
+  return undefined;
+}
+
 export function privateAddressError(host: string, address: string): NetError {
   const resolved = host === address ? `${address} is` : `${host} resolves to ${address},`;
-  return new NetError('EPRIVATEADDR', `refused: ${resolved} a private, loopback, link-local or reserved address (private networks are not allowed)`, {
+  return new NetError('EPRIVATEADDR', `refused: ${resolved} a private, loopback, link-local or reserved address (${PRIVATE_NETWORKS_HINT})`, {
     host,
     address,
   });
