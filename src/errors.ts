@@ -31,6 +31,8 @@ export interface Problem {
   hint?: string;
   /** Warnings do not fail validation; they are reported alongside errors. */
   severity?: 'error' | 'warning';
+  /** The problem is only an unset environment variable (this one): the folder needs configuration, not fixing. */
+  needsEnv?: string;
 }
 
 const defaultStatus: Partial<Record<ErrorCode, number>> = {

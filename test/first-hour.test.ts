@@ -5,7 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { samplePayload } from '../src/events/index.ts';
+import { join } from 'node:path';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
+import { ROOT, runCli, startTestServer } from './helpers/index.ts';
 
 test('a webhook URL on this machine is flagged at install, and its refused delivery names webhooks.allow_private_networks', async (t) => {
   const s = await deliveryServer(t, { webhooks: { allow_private_networks: false, max_retries: 0 } });
@@ -27,4 +29,20 @@ test('a webhook URL on this machine is flagged at install, and its refused deliv
 
   const publicUrl = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'https://hooks.example.com/x', event_types: 'site_view' } });
   assert.deepEqual(publicUrl.body.installation.warnings, []);
+});
+
+test('a fresh start opens without errors: an example whose secrets are unset "needs configuration", in one warning line', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
+  const errors = s.logs.filter((l) => l.level === 'error');
+  assert.deepEqual(errors, [], 'no red wall');
+  const notes = s.logs.filter((l) => l.msg === 'integration needs configuration');
+  assert.equal(notes.length, 1);
+  assert.equal(notes[0].integration, 'oauth-example');
+  assert.equal(notes[0].level, 'warn');
+  assert.match(String(notes[0].set), /^OAUTH_EXAMPLE_CLIENT_ID, OAUTH_EXAMPLE_CLIENT_SECRET, OAUTH_EXAMPLE_PROVIDER_URL in the environment or in .*oauth-example\/\.env \(copy .*\.env\.example/);
+  const list = await s.api('GET', '/api/v1/integrations');
+  const byName = Object.fromEntries(list.body.integrations.map((i: { name: string; status: string }) => [i.name, i.status]));
+  assert.deepEqual(byName, { 'hello-components': 'loaded', 'oauth-example': 'needs_configuration', webhook: 'loaded' });
+  const cli = await runCli(['integrations', 'list'], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token } });
+  assert.match(cli.stdout, /oauth-example\s+needs configuration/);
 });

@@ -124,7 +124,7 @@ test('start: every folder loads; dot and underscore folders are parked; the ship
     r.list().map((s) => [s.name, s.status]),
     [
       ['hello-components', 'loaded'],
-      ['oauth-example', 'error'],
+      ['oauth-example', 'needs_configuration'],
       ['webhook', 'loaded'],
     ],
   );
@@ -133,7 +133,7 @@ test('start: every folder loads; dot and underscore folders are parked; the ship
   assert.equal(r.get('oauth-example'), undefined);
   const oauth = r.state('oauth-example')!;
   assert.match(oauth.errors[0].message, /OAUTH_EXAMPLE_CLIENT_ID is not set \(secret CLIENT_ID reads it\)/);
-  assert.ok(log.lines.some((l) => l.msg === 'integration failed to load' && l.integration === 'oauth-example'));
+  assert.ok(log.lines.some((l) => l.msg === 'integration needs configuration' && l.level === 'warn' && l.integration === 'oauth-example'));
 });
 
 test('hot reload: a change swaps in a new version; a broken change keeps the last good one serving', async (t) => {

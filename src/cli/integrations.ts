@@ -11,6 +11,7 @@ import { dim, green, printJson, red, table, yellow } from './table.ts';
 
 function statusText(i: IntegrationView): string {
   if (i.status === 'loaded') return green('loaded');
+  if (i.status === 'needs_configuration') return yellow('needs configuration');
   return i.serving ? `${red('error')} ${dim(`(serving ${i.version ?? 'the last good version'})`)}` : red('error');
 }
 

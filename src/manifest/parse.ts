@@ -123,7 +123,7 @@ function analyze(text: string, file: string, env: Record<string, string | undefi
               },
             ],
             'error',
-          ),
+          ).map((p) => ({ ...p, needsEnv: v })),
         );
       if (!hasRef)
         warnings.push(

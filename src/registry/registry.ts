@@ -7,7 +7,7 @@
  * same name wins is deterministic (the first in alphabetical order) and every swap sees a settled
  * registry.
  */
-import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config/index.ts';
@@ -45,12 +45,18 @@ export interface LoadedIntegration {
 export interface IntegrationState {
   name: string;
   dir: string;
-  status: 'loaded' | 'error';
+  status: IntegrationStatus;
   current?: LoadedIntegration;
   errors: Problem[];
   warnings: Problem[];
   updatedAt: number;
 }
+
+/**
+ * `needs_configuration`: nothing is wrong with the folder but environment variables its secrets read
+ * are unset (a shipped example before its .env is filled in): a one-line warning, not an error.
+ */
+export type IntegrationStatus = 'loaded' | 'error' | 'needs_configuration';
 
 export interface Registry {
   get(name: string): LoadedIntegration | undefined;
@@ -81,7 +87,7 @@ interface Folder {
   key: string;
   dir: string;
   label: string;
-  status: 'loaded' | 'error';
+  status: IntegrationStatus;
   current?: LoadedIntegration;
   errors: Problem[];
   warnings: Problem[];
@@ -206,13 +212,23 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   }
 
   function fail(f: Folder, errors: Problem[], warnings: Problem[], claimed: string | undefined, conflictWith?: string): void {
-    f.status = 'error';
+    const unset = errors.every((p) => p.needsEnv) ? [...new Set(errors.map((p) => p.needsEnv!))] : [];
+    f.status = unset.length ? 'needs_configuration' : 'error';
     f.errors = errors;
     f.warnings = warnings;
     f.claimed = claimed;
     f.conflictWith = conflictWith;
     f.updatedAt = now();
     folders.set(f.key, f);
+    if (unset.length && !f.current) {
+      const example = existsSync(join(f.dir, '.env.example')) ? ` (copy ${join(f.label, '.env.example')} to ${join(f.label, '.env')} and fill it in)` : '';
+      log.warn('integration needs configuration', {
+        integration: displayName(f),
+        dir: f.label,
+        set: `${unset.join(', ')} in the environment or in ${join(f.label, '.env')}${example}`,
+      });
+      return;
+    }
     log.error(f.current ? 'integration change rejected; the last good version keeps serving' : 'integration failed to load', {
       integration: displayName(f),
       dir: f.label,
@@ -344,7 +360,14 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   await idle();
   const served = [...folders.values()].filter((f) => f.current).length;
   const failed = [...folders.values()].filter((f) => f.status === 'error').length;
-  log.info('integrations loaded', { dir: displayPath(root), serving: served, failed, watching: Boolean(opts.watch) });
+  const unconfigured = [...folders.values()].filter((f) => f.status === 'needs_configuration').length;
+  log.info('integrations loaded', {
+    dir: displayPath(root),
+    serving: served,
+    failed,
+    ...(unconfigured ? { needs_configuration: unconfigured } : {}),
+    watching: Boolean(opts.watch),
+  });
 
   return {
     get(name) {
