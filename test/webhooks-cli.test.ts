@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCli, spawnCli, tmpDir } from './helpers/index.ts';
 import { signatureHeader } from '../src/webhooks/index.ts';
+import { samplePayload } from '../src/events/index.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
 
 test('sign prints the published vector; verify accepts it and rejects a changed body (exit 1)', async (t) => {
@@ -57,6 +58,29 @@ test('receive verifies, answers and prints events; rejects bad signatures and ot
   child.kill('SIGTERM');
 });
 
+test('receive --status / --fail-rate rehearse failures: the sender retries and a later attempt is processed', async (t) => {
+  const secret = 'whsec_cli_receiver_0002';
+  const bad = await runCli(['receive', '--port', '0', '--secret', secret, '--status', '200']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--status must be an HTTP status from 300 to 599/);
+  assert.match((await runCli(['receive', '--port', '0', '--secret', secret, '--fail-rate', '1.5'])).stderr, /--fail-rate must be a fraction from 0 to 1/);
+
+  const s = await deliveryServer(t, { webhooks: { base_delay: 50, jitter: 0, max_retries: 3 } });
+  const { child, match, output } = await spawnCli(t, ['receive', '--port', '0', '--secret', secret, '--status', '503', '--fail-rate', '1'], /receiving on http:\/\/127\.0\.0\.1:(\d+)\/ .*answering 503 to 100 % of events/);
+  const sub = await s.api('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: `http://127.0.0.1:${match[1]}/`, event_types: 'site_view' },
+    webhook_secret: secret,
+  });
+  assert.equal(sub.status, 201);
+  const sent = await s.send(samplePayload('site_view'));
+  const d = await s.settled(sent.body.deliveries[0].id);
+  assert.equal(d.status, 'failed');
+  assert.deepEqual(d.attempts.map((a) => a.status), [503, 503, 503, 503]);
+  assert.match(output(), /answered 503 site_view evt_\w+ \(rehearsed failure\)/);
+  child.kill('SIGTERM');
+});
+
 test('events send posts a sample payload with --set overrides to the running server, which delivers it', async (t) => {
   const s = await deliveryServer(t);
   const r = await scriptedReceiver(t, () => 200);
@@ -82,4 +106,24 @@ test('events send posts a sample payload with --set overrides to the running ser
   const unknown = await runCli(['events', 'send', 'space_exploded'], { env });
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /not a platform event type/);
+});
+
+test('installations secret shows the signing secret masked, --reveal prints it, --rotate makes a new one while the old keeps signing', async (t) => {
+  const s = await deliveryServer(t);
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const { installationId, secret } = await s.subscribe('https://hooks.example.com/x');
+  const masked = await runCli(['installations', 'secret', installationId], { env });
+  assert.equal(masked.code, 0, masked.stderr);
+  assert.ok(!masked.stdout.includes(secret));
+  assert.match(masked.stdout, new RegExp(`…${secret.slice(-4)}\\s+\\(masked`));
+  const shown = await runCli(['installations', 'secret', installationId, '--reveal'], { env });
+  assert.equal(shown.stdout.trim(), secret);
+  const rotated = await runCli(['installations', 'secret', installationId, '--rotate', '--json'], { env });
+  const r = JSON.parse(rotated.stdout);
+  assert.notEqual(r.secret, secret);
+  const after = await runCli(['installations', 'secret', installationId, '--reveal'], { env });
+  assert.match(after.stdout, new RegExp(`^${r.secret}\\n${secret}  previous, signs until `));
+  const none = await runCli(['installations', 'secret', 'inst_nope'], { env });
+  assert.equal(none.code, 1);
+  assert.match(none.stderr, /has no webhook signing secret/);
 });

@@ -186,3 +186,33 @@ test('reference receiver: dedup by eventId for 2 minutes, reprocessing allowed a
   assert.deepEqual(await post('evt_fail'), { received: true, duplicate: true });
   assert.deepEqual(processed, ['evt_a', 'evt_a', 'evt_fail', 'evt_fail']);
 });
+
+test('reference receiver: a rehearsed failure rate answers that share with the status, unprocessed and not remembered', async () => {
+  const secret = 'whsec_rehearse_000001';
+  const rolls = [0.1, 0.9, 0.1];
+  const processed: string[] = [];
+  const failed: number[] = [];
+  const handler = createReceiver({
+    secrets: secret,
+    fail: { status: 429, rate: 0.5, random: () => rolls.shift() ?? 0.9 },
+    onEvent: (e) => void processed.push(e.eventId!),
+    onFail: (status) => void failed.push(status),
+  });
+  const server = http.createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const body = JSON.stringify({ eventId: 'evt_r1', type: 'site_view' });
+    const send = () => fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), body) } });
+    assert.equal((await send()).status, 429, 'roll 0.1 < 0.5: rehearsed failure');
+    const ok = await send();
+    assert.equal(ok.status, 200, 'roll 0.9: processed');
+    assert.deepEqual(await ok.json(), { received: true }, 'the failed one was not remembered as a duplicate');
+    assert.equal((await send()).status, 429);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(processed, ['evt_r1']);
+    assert.deepEqual(failed, [429, 429]);
+  } finally {
+    server.close();
+  }
+});

@@ -151,6 +151,31 @@ export default defineCommand({
         printInstallation(r.installation);
       },
     }),
+    secret: defineCommand({
+      meta: { name: 'secret', description: 'Show a webhook installation\'s signing secret (masked unless --reveal), or --rotate it' },
+      args: {
+        ...idArg,
+        reveal: { type: 'boolean', description: 'print the secret itself (for a receiver\'s configuration)', default: false },
+        rotate: { type: 'boolean', description: 'make a new secret; the old one keeps signing for webhooks.secret_rotation_overlap', default: false },
+        ...configArg,
+        ...jsonArg,
+      },
+      async run({ args }) {
+        const client = apiClient(configFrom(args));
+        const path = `/api/v1/webhooks/${encodeURIComponent(args.id)}/secret`;
+        if (args.rotate) {
+          const r = await client.post(`${path}/rotate`, {});
+          if (args.json) return printJson(r);
+          process.stdout.write(`new signing secret (shown once): ${r.secret}\n`);
+          if (r.previousExpiresAt) process.stdout.write(`the previous secret keeps signing until ${r.previousExpiresAt}: update the receiver before then\n`);
+          return;
+        }
+        const r = await client.get(path, { reveal: args.reveal || undefined });
+        if (args.json) return printJson(r);
+        process.stdout.write(`${r.secret}${r.revealed ? '' : dim('  (masked: --reveal prints it)')}\n`);
+        for (const p of r.previous as Array<{ secret: string; expiresAt: string }>) process.stdout.write(`${p.secret}  ${dim(`previous, signs until ${p.expiresAt}`)}\n`);
+      },
+    }),
     pause: lifecycle('pause', 'Pause: no code runs and no deliveries start until resumed'),
     resume: lifecycle('resume', 'Resume a paused installation'),
     uninstall: defineCommand({

@@ -20,6 +20,8 @@ export default defineCommand({
     host: { type: 'string', description: 'interface (default 127.0.0.1)', default: '127.0.0.1' },
     secret: { type: 'string', description: 'signing secret (repeatable, for a rotation); default $SWITCHYARD_WEBHOOK_SECRET' },
     json: { type: 'boolean', description: 'print each event as one JSON line', default: false },
+    status: { type: 'string', description: 'rehearse failures: answer this status (e.g. 500, 429, 410) instead of 200' },
+    'fail-rate': { type: 'string', description: 'rehearse failures: the fraction of events (0-1) answered with --status (default 500); 1 with --status alone' },
   },
   async run({ args, rawArgs }) {
     const port = Number(args.port);
@@ -31,6 +33,7 @@ export default defineCommand({
       throw new SwitchyardError('bad_request', 'a signing secret is needed', {
         hint: 'pass --secret <s> (see `GET /api/v1/webhooks/<installation>/secret?reveal=true`) or set SWITCHYARD_WEBHOOK_SECRET',
       });
+    const fail = rehearsal(args.status, args['fail-rate']);
     // The tolerance is the one of config.yaml (webhooks.signature_tolerance), defaults when there is none.
     const toleranceSec = configFrom(args).webhooks.signature_tolerance / 1000;
     const time = () => new Date().toISOString().slice(11, 23);
@@ -38,6 +41,11 @@ export default defineCommand({
     const handler = createReceiver({
       secrets,
       toleranceSec,
+      ...(fail ? { fail } : {}),
+      onFail(status, e) {
+        if (args.json) out(JSON.stringify({ received: new Date().toISOString(), t: e.t, answered: status, rehearsed: true, eventId: e.eventId }));
+        else out(`${time()} ${red(`answered ${status}`)} ${e.type ?? '?'} ${e.eventId ?? '(no eventId)'} ${dim('(rehearsed failure)')}`);
+      },
       onEvent(e) {
         if (args.json) out(JSON.stringify({ received: new Date().toISOString(), t: e.t, event: e.payload }));
         else out(`${time()} ${green('received')} ${e.type ?? '?'} ${e.eventId ?? '(no eventId)'} ${dim(JSON.stringify(e.payload))}`);
@@ -63,7 +71,8 @@ export default defineCommand({
       server.listen(port, args.host, resolve);
     });
     const bound = (server.address() as AddressInfo).port;
-    process.stderr.write(`receiving on http://${args.host}:${bound}/ (POST, X-Platform-Signature checked, tolerance ${toleranceSec} s); Ctrl-C stops\n`);
+    const rehearsing = fail ? `; answering ${fail.status} to ${Math.round(fail.rate * 100)} % of events` : '';
+    process.stderr.write(`receiving on http://${args.host}:${bound}/ (POST, X-Platform-Signature checked, tolerance ${toleranceSec} s${rehearsing}); Ctrl-C stops\n`);
     await new Promise<void>((resolve) => {
       const stop = () => {
         server.close(() => resolve());
@@ -75,3 +84,15 @@ export default defineCommand({
     return 0;
   },
 });
+
+/** --status and --fail-rate: which failure to rehearse and how often, or none. */
+function rehearsal(status: string | undefined, rate: string | undefined): { status: number; rate: number } | undefined {
+  if (status === undefined && rate === undefined) return undefined;
+  const code = status === undefined ? 500 : Number(status);
+  if (!Number.isInteger(code) || code < 300 || code > 599)
+    throw new SwitchyardError('bad_request', `--status must be an HTTP status from 300 to 599 to rehearse a failure, got "${status}"`, { where: '--status' });
+  const fraction = rate === undefined ? 1 : Number(rate);
+  if (!Number.isFinite(fraction) || fraction < 0 || fraction > 1)
+    throw new SwitchyardError('bad_request', `--fail-rate must be a fraction from 0 to 1, got "${rate}"`, { where: '--fail-rate' });
+  return { status: code, rate: fraction };
+}

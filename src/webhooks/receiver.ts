@@ -31,6 +31,13 @@ export interface ReceiverOptions {
   onDuplicate?: (event: ReceivedEvent) => void;
   /** A request refused (405, 401, 400, 413), with the reason. */
   onReject?: (status: number, reason: string, req: IncomingMessage) => void;
+  /**
+   * Rehearse failures: answer `status` instead of 200 to a fraction `rate` (0 to 1) of the verified
+   * events, which are then not processed and not remembered (a redelivery is processed normally).
+   */
+  fail?: { status: number; rate: number; random?: () => number };
+  /** A verified event answered with a rehearsed failure. */
+  onFail?: (status: number, event: ReceivedEvent) => void;
   now?: () => number;
 }
 
@@ -92,6 +99,11 @@ export function createReceiver(opts: ReceiverOptions): (req: IncomingMessage, re
       }
       const eventId = typeof payload?.eventId === 'string' ? payload.eventId : undefined;
       const event: ReceivedEvent = { eventId, type: typeof payload?.type === 'string' ? payload.type : undefined, payload, raw, t: v.t };
+      if (opts.fail && (opts.fail.random ?? Math.random)() < opts.fail.rate) {
+        json(res, opts.fail.status, { error: `rehearsed failure (${opts.fail.status})` });
+        opts.onFail?.(opts.fail.status, event);
+        return;
+      }
       const t = now();
       prune(t);
       const prior = eventId === undefined ? undefined : seen.get(eventId);
