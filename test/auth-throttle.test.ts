@@ -92,7 +92,7 @@ test('the console login counts against the same budget', async (t) => {
   const s = await startTestServer(t);
   s.services.authThrottle = createAuthThrottle({ max: 3 });
   const login = (token: string) =>
-    fetch(`${s.url}/console/login`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-switchyard-console': 'login' }, body: JSON.stringify({ token }) });
+    fetch(`${s.consoleUrl}/console/login`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-switchyard-console': 'login' }, body: JSON.stringify({ token }) });
   for (let i = 0; i < 2; i++) assert.equal((await login('nope')).status, 401);
   assert.equal((await get(s.url, 'nope')).status, 401);
   const refused = await login(s.token);

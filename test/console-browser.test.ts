@@ -21,7 +21,7 @@ test('log in with the keyboard, see integrations with their status, errors, icon
   writeFileSync(join(dir, 'broken-one', 'platform-manifest.yaml'), 'name: broken-one\ntitle: Broken\nvisibility: everyone\n');
   const [server, { page, pageErrors }] = await Promise.all([consoleServer(t, { integrationsDir: dir }), openBrowser(t)]);
 
-  await page.goto(`${server.url}/console/`);
+  await page.goto(`${server.consoleUrl}/console/`);
   const token = page.getByLabel('Admin token');
   await token.waitFor();
   assert.equal(await token.evaluate((el) => el === (globalThis as any).document.activeElement), true, 'the token field has focus');
@@ -65,7 +65,7 @@ test('configure a webhook installation through the form: a field error beside th
   const [server, hook, { page, pageErrors }] = await Promise.all([consoleServer(t), receiver(t), openBrowser(t)]);
   await loginInBrowser(page, server);
 
-  await page.goto(`${server.url}/console/#/installations?install=webhook`);
+  await page.goto(`${server.consoleUrl}/console/#/installations?install=webhook`);
   await page.getByRole('button', { name: 'Install', exact: true }).click();
   await page.getByText('Copy these now').waitFor();
   assert.match(await page.locator('.notice').innerText(), /whsec_/);
@@ -103,7 +103,7 @@ test('every configuration type: enum dropdown, completion_url options, number, b
   const installed = await server.api('POST', '/api/v1/installations', { integration: 'console-kitchen' });
   const { id, urls } = installed.body.installation;
   await loginInBrowser(page, server);
-  await page.goto(`${server.url}/console/#/installations/${id}`);
+  await page.goto(`${server.consoleUrl}/console/#/installations/${id}`);
 
   const color = page.getByLabel('Color');
   await color.waitFor();
@@ -144,7 +144,7 @@ test("a component's buttons send their action and re-render with the new state; 
   const kitchen = await server.api('POST', '/api/v1/installations', { integration: 'console-kitchen' });
   await loginInBrowser(page, server);
 
-  await page.goto(`${server.url}/console/#/installations/${hello.body.installation.id}`);
+  await page.goto(`${server.consoleUrl}/console/#/installations/${hello.body.installation.id}`);
   const counter = page.locator('[data-component="counter"]');
   await counter.getByText('Howdy! Pressed 0 times.').waitFor();
   await counter.getByRole('button', { name: 'Press me' }).click();
@@ -161,7 +161,7 @@ test("a component's buttons send their action and re-render with the new state; 
   await counter.getByRole('button', { name: 'Reset' }).click();
   await counter.getByText('Howdy! Pressed 0 times.').waitFor();
 
-  await page.goto(`${server.url}/console/#/installations/${kitchen.body.installation.id}`);
+  await page.goto(`${server.consoleUrl}/console/#/installations/${kitchen.body.installation.id}`);
   const sink = page.locator('[data-component="kitchen"]');
   await sink.getByText('Greeting:').waitFor();
   // Nothing is left over from the previous installation's page: this form is the kitchen's own.
@@ -192,7 +192,7 @@ test('pause, resume and uninstall from the installations list', { skip }, async 
   const hello = await server.api('POST', '/api/v1/installations', { integration: 'hello-components', configuration: { greeting: 'Hi' } });
   const id = hello.body.installation.id;
   await loginInBrowser(page, server);
-  await page.goto(`${server.url}/console/#/installations`);
+  await page.goto(`${server.consoleUrl}/console/#/installations`);
   const row = page.locator(`tr[data-installation="${id}"]`);
   await row.locator('.badge-active').waitFor();
   await row.getByRole('button', { name: 'Pause' }).click();

@@ -39,7 +39,7 @@ export function consoleServer(t: TestContext, opts: { integrationsDir?: string; 
 
 /** Log in through POST /console/login; the session cookie (name=value) and its CSRF value. */
 export async function login(server: TestServer): Promise<{ cookie: string; csrf: string; setCookie: string }> {
-  const res = await fetch(`${server.url}/console/login`, {
+  const res = await fetch(`${server.consoleUrl}/console/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-switchyard-console': 'login' },
     body: JSON.stringify({ token: server.token }),
@@ -99,7 +99,7 @@ export async function shot(page: Page, name: string): Promise<void> {
 
 /** Log in through the login page, as a person would. */
 export async function loginInBrowser(page: Page, server: TestServer): Promise<void> {
-  await page.goto(`${server.url}/console/`);
+  await page.goto(`${server.consoleUrl}/console/`);
   await page.getByLabel('Admin token').fill(server.token);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByRole('heading', { name: 'Integrations', level: 1 }).waitFor();

@@ -13,10 +13,10 @@ import { consoleServer, login } from './console-support.ts';
 
 test('GET /console redirects to /console/, a page with a strict CSP and content-hashed assets', async (t) => {
   const server = await consoleServer(t);
-  const redirect = await fetch(`${server.url}/console`, { redirect: 'manual' });
+  const redirect = await fetch(`${server.consoleUrl}/console`, { redirect: 'manual' });
   assert.equal(redirect.status, 302);
   assert.equal(redirect.headers.get('location'), '/console/');
-  const res = await fetch(`${server.url}/console/`);
+  const res = await fetch(`${server.consoleUrl}/console/`);
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type')!, /^text\/html/);
   const csp = res.headers.get('content-security-policy')!;
@@ -34,7 +34,7 @@ test('GET /console redirects to /console/, a page with a strict CSP and content-
   assert.match(jsRes.headers.get('cache-control')!, /immutable/);
   const cssRes = await fetch(`${server.url}${css}`);
   assert.match(cssRes.headers.get('content-type')!, /text\/css/);
-  assert.equal((await fetch(`${server.url}/console/assets/other.js`)).status, 404);
+  assert.equal((await fetch(`${server.consoleUrl}/console/assets/other.js`)).status, 404);
 });
 
 test('the browser bundle is small and loads nothing from other hosts', async () => {
@@ -58,7 +58,7 @@ test('the browser code type-checks with the DOM library (npm run typecheck cover
 test('login checks the admin token and sets a signed, expiring HttpOnly SameSite=Strict cookie, not the token', async (t) => {
   const server = await consoleServer(t);
   const post = (body: unknown, headers: Record<string, string> = { 'x-switchyard-console': 'login' }) =>
-    fetch(`${server.url}/console/login`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    fetch(`${server.consoleUrl}/console/login`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
 
   const noHeader = await post({ token: server.token }, {});
   assert.equal(noHeader.status, 403, 'a cross-site form cannot log anyone in');
@@ -76,13 +76,13 @@ test('login checks the admin token and sets a signed, expiring HttpOnly SameSite
   assert.ok(!setCookie.includes(server.token), 'the cookie does not carry the token');
   assert.ok(csrf.length >= 32);
 
-  const session = await fetch(`${server.url}/console/session`, { headers: { cookie } });
+  const session = await fetch(`${server.consoleUrl}/console/session`, { headers: { cookie } });
   const s = (await session.json()) as { authenticated: boolean; csrf: string; expiresAt: string };
   assert.equal(s.authenticated, true);
   assert.equal(s.csrf, csrf);
   const ttl = Date.parse(s.expiresAt) - Date.now();
   assert.ok(ttl > 11.9 * 3600_000 && ttl <= 12 * 3600_000, `expires in ${ttl} ms`);
-  const anonymous = (await (await fetch(`${server.url}/console/session`)).json()) as { authenticated: boolean };
+  const anonymous = (await (await fetch(`${server.consoleUrl}/console/session`)).json()) as { authenticated: boolean };
   assert.equal(anonymous.authenticated, false);
 });
 
@@ -128,7 +128,7 @@ test('a forged, tampered or logged-out session is refused with a clear message',
     assert.match(((await res.json()) as { error: { message: string } }).error.message, /session has expired or was ended/, what);
   }
 
-  const out = await fetch(`${server.url}/console/logout`, { method: 'POST', headers: { cookie, 'x-switchyard-csrf': csrf } });
+  const out = await fetch(`${server.consoleUrl}/console/logout`, { method: 'POST', headers: { cookie, 'x-switchyard-csrf': csrf } });
   assert.equal(out.status, 200);
   assert.match(out.headers.get('set-cookie')!, new RegExp(`^${SESSION_COOKIE}=; .*Max-Age=0`));
   const after = await fetch(`${server.url}/api/v1/integrations`, { headers: { cookie } });
@@ -169,23 +169,23 @@ test('integration code never sees the console cookie on its public endpoint', as
 test('integration icons, sample events and component ids for the console', async (t) => {
   const server = await consoleServer(t);
   const { cookie } = await login(server);
-  const icon = await fetch(`${server.url}/console/integrations/hello-components/icon`, { headers: { cookie } });
+  const icon = await fetch(`${server.consoleUrl}/console/integrations/hello-components/icon`, { headers: { cookie } });
   assert.equal(icon.status, 200);
   assert.equal(icon.headers.get('content-type'), 'image/png');
   const bytes = new Uint8Array(await icon.arrayBuffer());
   assert.deepEqual([...bytes.subarray(1, 4)], [0x50, 0x4e, 0x47]);
-  assert.equal((await fetch(`${server.url}/console/integrations/hello-components/icon`)).status, 401, 'behind the admin');
-  assert.equal((await fetch(`${server.url}/console/integrations/webhook/icon`, { headers: { cookie } })).status, 404);
-  assert.equal((await fetch(`${server.url}/console/integrations/hello-components/preview/0`, { headers: { cookie } })).status, 200);
+  assert.equal((await fetch(`${server.consoleUrl}/console/integrations/hello-components/icon`)).status, 401, 'behind the admin');
+  assert.equal((await fetch(`${server.consoleUrl}/console/integrations/webhook/icon`, { headers: { cookie } })).status, 404);
+  assert.equal((await fetch(`${server.consoleUrl}/console/integrations/hello-components/preview/0`, { headers: { cookie } })).status, 200);
 
-  const sample = await fetch(`${server.url}/console/api/samples/page_feedback`, { headers: { cookie } });
+  const sample = await fetch(`${server.consoleUrl}/console/api/samples/page_feedback`, { headers: { cookie } });
   const s = (await sample.json()) as { payload: { type: string; eventId: string; feedback: { rating: string } } };
   assert.equal(s.payload.type, 'page_feedback');
   assert.match(s.payload.eventId, /^evt_/);
   assert.equal(typeof s.payload.feedback.rating, 'string');
-  assert.equal((await fetch(`${server.url}/console/api/samples/nope`, { headers: { cookie } })).status, 400);
+  assert.equal((await fetch(`${server.consoleUrl}/console/api/samples/nope`, { headers: { cookie } })).status, 400);
 
-  const components = await fetch(`${server.url}/console/api/integrations/console-kitchen/components`, { headers: { cookie } });
+  const components = await fetch(`${server.consoleUrl}/console/api/integrations/console-kitchen/components`, { headers: { cookie } });
   const c = (await components.json()) as { blocks: Array<{ id: string }>; exported: string[] | null };
   assert.deepEqual(c.blocks.map((b) => b.id), ['kitchen']);
   assert.deepEqual(c.exported, ['kitchen']);

@@ -143,9 +143,11 @@ test('fuzz: the management API answers any request without a 5xx and stores noth
       if (r.auth === 'admin') headers.authorization = `Bearer ${s.token}`;
       if (r.auth === 'wrong') headers.authorization = 'Bearer wrong-token-0000000000';
       if (template.startsWith('/console')) headers['x-switchyard-console'] = 'login';
-      const res = await fetch(`${s.url}${path}${qs}`, {
+      const origin = template.startsWith('/console') ? s.consoleUrl : s.url;
+      const res = await fetch(`${origin}${path}${qs}`, {
         method,
         headers,
+        redirect: 'manual',
         body: method === 'GET' || method === 'HEAD' ? undefined : r.body,
         signal: AbortSignal.timeout(10_000),
       });

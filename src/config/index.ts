@@ -61,6 +61,16 @@ export function parseConfigText(text: string, file: string, env: Record<string, 
   });
   const result = validate(configSchema, scalarsFromStrings(configSchema, interpolated));
   if (!result.ok) problems.push(...src.toProblems(result.issues));
+  else if (result.value.server.console_url && result.value.server.public_url && sameOrigin(result.value.server.console_url, result.value.server.public_url))
+    problems.push(
+      ...src.toProblems([
+        {
+          path: ['server', 'console_url'],
+          message: `"${result.value.server.console_url}" is the origin of server.public_url: integration pages served there would run with the console's authority`,
+          hint: 'give the console its own host name (admin.example.com beside hooks.example.com), or leave console_url empty to reach it at http://localhost:<port>',
+        },
+      ]),
+    );
   if (problems.length || !result.ok)
     throw new SwitchyardError('config_invalid', `${file} has ${problems.length} problem${problems.length === 1 ? '' : 's'}`, {
       problems,
@@ -101,6 +111,21 @@ export function publicUrlOf(c: Config, port = c.server.port): string {
   if (c.server.public_url) return c.server.public_url.replace(/\/+$/, '');
   const host = c.server.host === '0.0.0.0' || c.server.host === '::' ? '127.0.0.1' : c.server.host;
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+function sameOrigin(a: string, b: string): boolean {
+  return new URL(a).origin === new URL(b).origin;
+}
+
+/**
+ * Where the web console lives: `server.console_url`, else the server's port on a loopback name that
+ * is not the public endpoints' (localhost and 127.0.0.1 are different sites to a browser, so no
+ * cookie or script of one reaches the other). Integration content is never served on this origin.
+ */
+export function consoleUrlOf(c: Config & { publicUrl: string }): string {
+  if (c.server.console_url) return c.server.console_url.replace(/\/+$/, '');
+  const publicHost = new URL(c.publicUrl).hostname;
+  return `http://${publicHost === 'localhost' ? '127.0.0.1' : 'localhost'}:${c.server.port}`;
 }
 
 /** The embedded defaults, as a validated config. */

@@ -36,6 +36,13 @@ export const configSchema = s.object({
       s.string({ url: 'or-empty', description: 'URL integrations and users reach the server at; empty means http://<host>:<port>' }),
       '',
     ),
+    console_url: s.withDefault(
+      s.string({
+        url: 'or-empty',
+        description: 'origin of the web console, apart from the public endpoints; empty means http://localhost:<port> (http://127.0.0.1:<port> when public_url names localhost)',
+      }),
+      '',
+    ),
     shutdown_timeout: s.withDefault(s.duration({ max: 300_000 }), 10_000),
     body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB }), 1024 * 1024),
     trust_proxy: s.withDefault(proxyHops(), 0),

@@ -18,6 +18,7 @@ import type { Runtime } from '../runtime/index.ts';
 import type { Services } from '../services.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
+import { consoleUrl, onConsoleHost, requireConsolePage } from '../http/origins.ts';
 import {
   clearedCookie,
   cookieValue,
@@ -80,6 +81,21 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     else event.req.headers.delete('cookie');
   });
 
+  // The console answers on its own origin only (http/origins.ts). A browser that arrives at the
+  // public endpoints' host is sent there; anything else is refused.
+  const guard = (event: H3Event) => {
+    if (onConsoleHost(event.req, services)) return;
+    const url = new URL(event.req.url);
+    if (event.req.method === 'GET' || event.req.method === 'HEAD')
+      return new Response(null, { status: 302, headers: { location: `${consoleUrl(services)}${url.pathname}${url.search}`, 'cache-control': 'no-store' } });
+    throw new SwitchyardError('not_found', `the console is served at ${consoleUrl(services)}/console/, not on this host`, {
+      hint: 'set server.console_url to serve it elsewhere',
+    });
+  };
+  app.use('/console', guard);
+  app.use('/console/**', guard);
+  app.get('/', () => new Response(null, { status: 302, headers: { location: `${consoleUrl(services)}/console/`, 'cache-control': 'no-store' } }));
+
   const page = async (event: H3Event) => {
     // The router matches /console and /console/ alike: one canonical address, with the slash.
     if (!new URL(event.req.url).pathname.endsWith('/')) return new Response(null, { status: 302, headers: { location: '/console/' } });
@@ -107,6 +123,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
   });
 
   app.post('/console/login', async (event) => {
+    requireConsolePage(event.req);
     if (event.req.headers.get(LOGIN_HEADER) !== 'login')
       throw new SwitchyardError('forbidden', `log in from the console page (the request needs the ${LOGIN_HEADER} header)`);
     const body = await readJson<Record<string, unknown>>(event.req, 16 * 1024);
@@ -128,6 +145,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
   });
 
   app.get('/console/session', (event) => {
+    requireConsolePage(event.req); // it answers the CSRF value
     let session;
     try {
       session = requestSession(event.req, sessions);

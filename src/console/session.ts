@@ -11,6 +11,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError } from '../errors.ts';
 import { safeEqual } from '../http/auth.ts';
+import { requireConsolePage } from '../http/origins.ts';
 
 export const SESSION_COOKIE = 'sy_console';
 export const CSRF_HEADER = 'x-switchyard-csrf';
@@ -120,6 +121,7 @@ export function clearedCookie(secure: boolean): string {
 export function requestSession(req: Request, sessions: Sessions): Session | undefined {
   const value = cookieValue(req.headers.get('cookie'), SESSION_COOKIE);
   if (value === undefined || value === '') return undefined;
+  requireConsolePage(req);
   const session = sessions.verify(value);
   if (!session)
     throw new SwitchyardError('unauthorized', 'the console session has expired or was ended', {

@@ -12,7 +12,9 @@ import { createLogger, type Logger } from '../log/index.ts';
 import { modules as defaultModules } from '../modules.ts';
 import type { Module, Services } from '../services.ts';
 import { openStore } from '../store/index.ts';
-import { resolveAdminToken } from './auth.ts';
+import { ADMIN_TOKEN_FILE, resolveAdminToken } from './auth.ts';
+import { consoleUrl } from './origins.ts';
+import { join } from 'node:path';
 import { createApp } from './app.ts';
 import { createAuthThrottle } from './throttle.ts';
 
@@ -64,7 +66,22 @@ export async function startServer(
   // With port 0 the public URL learns the real port.
   const publicUrl = config.server.public_url ? config.publicUrl : publicUrlOf(config, port);
   services.config = { ...config, publicUrl, server: { ...config.server, port } };
-  log.info('switchyard serving', { url: publicUrl, data_dir: config.data_dir, config: config.source ?? '(embedded defaults)' });
+  const console = consoleUrl(services);
+  if (new URL(console).origin === new URL(publicUrl).origin) {
+    httpServer.close();
+    await stopModules();
+    store.close();
+    throw new SwitchyardError('config_invalid', `server.console_url ${console} is the public endpoints' origin (${publicUrl})`, {
+      hint: "integration pages served there would run with the console's authority: give the console its own host name",
+    });
+  }
+  log.info('switchyard serving', {
+    url: publicUrl,
+    console: `${console}/console/`,
+    admin_token: config.admin_token ? 'admin_token in config.yaml' : join(config.data_dir, ADMIN_TOKEN_FILE),
+    data_dir: config.data_dir,
+    config: config.source ?? '(embedded defaults)',
+  });
 
   let closing: Promise<void> | undefined;
   const server = httpServer;

@@ -53,26 +53,8 @@ function byPosition(a: Problem, b: Problem): number {
 }
 
 /** Where in `text` an offset is, as `file:line:col`. */
-function positionIn(text: string, file: string, offset: number): string {
-  const before = text.slice(0, Math.max(0, offset));
-  const line = before.split('\n').length;
-  return `${file}:${line}:${offset - before.lastIndexOf('\n')}`;
-}
-
 function analyze(text: string, file: string, env: Record<string, string | undefined>, envFileHint?: string): Analysis {
-  let src: YamlSource;
-  try {
-    src = parseYaml(text, file);
-  } catch (e) {
-    // The YAML library throws while building values, e.g. on an alias whose anchor is not set.
-    const message = (e as Error).message.split('\n')[0];
-    const alias = /alias.*?: (\S+)\s*$/i.exec(message)?.[1];
-    const at = alias ? text.indexOf(`*${alias}`) : -1;
-    return {
-      secrets: {},
-      problems: [{ where: at >= 0 ? positionIn(text, file, at) : `${file}:1:1`, message, hint: 'fix the YAML syntax', severity: 'error' }],
-    };
-  }
+  const src = parseYaml(text, file);
   if (src.syntaxProblems.length) return { secrets: {}, problems: src.syntaxProblems.map((p) => ({ ...p, severity: 'error' as const })), src };
   const raw = src.value;
   if (raw === null || raw === undefined || raw === '')

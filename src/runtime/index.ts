@@ -8,6 +8,7 @@ import type { Sandbox } from '../sandbox/index.ts';
 import type { Module, Services } from '../services.ts';
 import { createRuntime, type Runtime } from './service.ts';
 import { runtimeRoutes } from './routes.ts';
+import { integrationAnswerHeaders } from '../http/origins.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
 export { createInvocations, logRoutes, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
@@ -29,6 +30,7 @@ export const runtimeModule: Module = {
       sandbox: services.sandbox as Sandbox,
       installations,
       tokenTtlMs: sandboxLimits.wall_time + sandboxLimits.wait_until + 60_000,
+      publicAnswerHeaders: (headers, req) => integrationAnswerHeaders(headers, req, services),
     });
     services.runtime = runtime;
     services.onSandboxLog = (e: { requestId: string; line: import('../sandbox/index.ts').LogLine }) => runtime.appendLateLog(e.requestId, e.line);

@@ -11,6 +11,7 @@ import type { Installations } from '../installations/index.ts';
 import type { Registry } from '../registry/index.ts';
 import type { Services } from '../services.ts';
 import { decodeEnvelope, readBodyLimited } from './envelope.ts';
+import { refuseOnConsoleHost } from '../http/origins.ts';
 import { toResponse, type Runtime } from './service.ts';
 
 export const RUNTIME_VERSIONS = ['v1'] as const;
@@ -55,6 +56,7 @@ export function runtimeRoutes(app: H3, services: Services): void {
   });
 
   const publicEndpoint = async (event: H3Event) => {
+    refuseOnConsoleHost(event.req, services);
     const { name, id } = event.context.params!;
     const body = await readBodyLimited(event.req, limits.request_body);
     return runtime().fetchPublic(name, id, event.req, body);

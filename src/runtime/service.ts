@@ -24,6 +24,8 @@ export interface RuntimeDeps {
   installations: Installations;
   /** Lifetime of the token handed to one invocation (wall time + waitUntil + margin). */
   tokenTtlMs: number;
+  /** The headers a public-endpoint answer leaves with (http/origins.ts: our cookies dropped, sandboxed). */
+  publicAnswerHeaders?: (headers: Array<[string, string]>, req: Request) => Array<[string, string]>;
 }
 
 export interface Invocation {
@@ -242,7 +244,7 @@ export function createRuntime(deps: RuntimeDeps) {
         ...(body.byteLength ? { fetchBody: body } : {}),
       };
       const { id, result } = await invoke({ integration, installation, envelope, recordLater: true });
-      return toResponse(result, id);
+      return toResponse(deps.publicAnswerHeaders ? { ...result, headers: deps.publicAnswerHeaders(result.headers, req) } : result, id);
     },
 
     /** A ui_render event: initialState / action / render of one component. */

@@ -62,8 +62,17 @@ export function parseYaml(text: string, file: string): YamlSource {
     try {
       value = doc.toJS({ maxAliasCount: 100 });
     } catch (e) {
-      // The yaml library refuses an alias expansion past maxAliasCount (a "billion laughs").
-      syntaxProblems.push({ where: `${file}:1:1`, message: `too many aliases: ${(e as Error).message}`, hint: 'write the values out instead of nesting aliases' });
+      // The yaml library throws while building values: an alias whose anchor is not set, or an
+      // expansion past maxAliasCount (a "billion laughs").
+      const message = (e as Error).message.split('\n')[0];
+      const alias = /alias.*?: (\S+)\s*$/i.exec(message)?.[1];
+      const at = alias ? text.indexOf(`*${alias}`) : -1;
+      const pos = lineCounter.linePos(Math.max(0, at));
+      syntaxProblems.push(
+        /excessive alias count/i.test(message)
+          ? { where: `${file}:1:1`, message: `too many aliases: ${message}`, hint: 'write the values out instead of nesting aliases' }
+          : { where: `${file}:${pos.line}:${pos.col}`, message, hint: 'fix the YAML syntax' },
+      );
     }
     const cycle = syntaxProblems.length ? undefined : findCycle(value);
     if (cycle) {

@@ -10,6 +10,7 @@ import type { TestContext } from 'node:test';
 import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
 import { startServer, type RunningServer } from '../../src/http/server.ts';
 import { memoryLogger } from '../../src/log/index.ts';
+import { consoleUrl } from '../../src/http/origins.ts';
 import type { Module } from '../../src/services.ts';
 
 export const ROOT = new URL('../../', import.meta.url).pathname.replace(/\/$/, '');
@@ -54,6 +55,8 @@ export function testConfig(t: TestContext | undefined, over?: DeepPartial<Loaded
 
 export interface TestServer extends RunningServer {
   config: LoadedConfig;
+  /** The console's origin (http://localhost:<port> by default): the console answers only there. */
+  consoleUrl: string;
   token: string;
   logs: Array<Record<string, unknown>>;
   /** Call the management API as the admin (or with `token`). Returns status and parsed JSON. */
@@ -72,6 +75,7 @@ export async function startTestServer(
   return {
     ...server,
     config: server.services.config,
+    consoleUrl: consoleUrl(server.services),
     token: server.services.adminToken,
     logs: log.lines,
     async api(method, path, body, token = server.services.adminToken) {
