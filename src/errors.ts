@@ -22,6 +22,10 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'too_many_requests'
   | 'server_unreachable'
+  | 'storage_full'
+  | 'storage_read_only'
+  | 'storage_busy'
+  | 'storage_failed'
   | 'internal';
 
 export interface Problem {
@@ -46,6 +50,10 @@ const defaultStatus: Partial<Record<ErrorCode, number>> = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   too_many_requests: 429,
+  storage_full: 507,
+  storage_read_only: 503,
+  storage_busy: 503,
+  storage_failed: 503,
   internal: 500,
 };
 

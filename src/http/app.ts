@@ -9,6 +9,7 @@ import { bearerToken, safeEqual } from './auth.ts';
 import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument } from './openapi.ts';
+import { storageCode, storageError } from '../store/health.ts';
 
 export function jsonError(status: number, code: string, message: string, extra: Record<string, unknown> = {}): Response {
   return Response.json({ error: { code, message, ...extra } }, { status });
@@ -94,6 +95,13 @@ export function createApp(services: Services, modules: Module[]): H3 {
     onError(error, event) {
       const cause = (error as HTTPError).cause ?? error;
       if (cause instanceof SwitchyardError) return Response.json(cause.toJSON(), { status: cause.status, headers: cause.headers });
+      if (storageCode(cause)) {
+        // A full disk or a read-only or locked database: say so, and what to do (never a bare 500).
+        services.store.health.failed(cause);
+        const e = storageError(cause, services.config.data_dir);
+        services.log.error('a write to the store failed', { error: e.message });
+        return Response.json(e.toJSON(), { status: e.status, headers: e.headers });
+      }
       const status = (error as HTTPError).status ?? 500;
       if (status >= 500) {
         services.log.error('request failed', { error: cause instanceof Error ? cause : String(cause) });
@@ -112,21 +120,24 @@ export function createApp(services: Services, modules: Module[]): H3 {
   });
 
   app.get('/healthz', () => {
-    let storeOk = false;
+    let readable = false;
     try {
-      storeOk = services.store.db.prepare('SELECT 1 AS ok').get() !== undefined;
+      readable = services.store.db.prepare('SELECT 1 AS ok').get() !== undefined;
     } catch {
-      storeOk = false;
+      readable = false;
     }
+    const writes = services.store.health.status();
+    const ok = readable && writes.ok && !services.closing;
     return Response.json(
       {
-        ok: storeOk && !services.closing,
+        ok,
         version: VERSION,
         uptime_s: Math.round((Date.now() - services.startedAt) / 1000),
-        store: storeOk ? 'ok' : 'unavailable',
+        store: !readable ? 'unavailable' : writes.ok ? 'ok' : 'failing',
+        ...(writes.ok ? {} : { store_error: { code: writes.code, message: writes.message, since: writes.since, hint: writes.hint } }),
         status: services.closing ? 'shutting_down' : 'serving',
       },
-      { status: storeOk && !services.closing ? 200 : 503 },
+      { status: ok ? 200 : 503 },
     );
   });
 

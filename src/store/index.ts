@@ -8,6 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { acquireLock, type Lock } from './lock.ts';
+import { createStoreHealth, storeHealthMigration, type StoreHealth } from './health.ts';
 import { allMigrations } from './schema.ts';
 
 export type Db = Database.Database;
@@ -21,6 +22,8 @@ export interface ModuleMigrations {
 export interface Store {
   db: Db;
   file: string;
+  /** Whether writes succeed (health.ts); the server's /healthz reports it. */
+  health: StoreHealth;
   /** The thread that checkpoints the WAL, when the store has one (the server's). */
   checkpointer?: Checkpointer;
   close(): void;
@@ -85,13 +88,17 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     // stored event cost 40 us with file journals, 9 us in memory).
     db.pragma('temp_store = MEMORY');
     migrate(db, opts.migrations ?? allMigrations());
+    db.exec(storeHealthMigration);
   } else db.pragma('query_only = ON');
+  const health = createStoreHealth(db, dataDir);
   const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file) : undefined;
   return {
     db,
     file,
+    health,
     checkpointer,
     close() {
+      health.close();
       checkpointer?.stop();
       if (db.open) {
         if (!opts.readonly) {

@@ -149,7 +149,7 @@ export const webhooksModule: Module = {
         }
       }
     };
-    const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt });
+    const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt, health: services.store.health });
     /** Deliveries enqueued already leased, started by wake() once their transaction commits. */
     const startAtCommit: Claimed[] = [];
 

@@ -29,6 +29,8 @@ export interface WorkerDeps {
   currentUrl?: (d: { eventType: string; installationId: string }) => string | undefined;
   /** Called after each attempt is recorded (live tail, metrics); must not throw. */
   onAttempt?: (e: RecordedAttempt) => void;
+  /** Told when a write fails and when one commits again (store/health.ts). */
+  health?: { failed(error: unknown): void; ok(): void };
 }
 
 /** An attempt just recorded: its id (the feed cursor), the delivery it belongs to, and the delivery's new state. */
@@ -96,6 +98,8 @@ export function createWorker(deps: WorkerDeps): Worker {
   type Ended = { c: Claimed; record: AttemptRecord; next: NextState; ended: number; done: (r: AttemptRecord | undefined) => void };
   let ended: Ended[] = [];
   let flushQueued = false;
+  /** While recording fails: the wait before the next try (ms), doubling to 2 s. */
+  let recordRetry = 0;
 
   function arm(now: number): void {
     if (timer) clearTimeout(timer);
@@ -157,11 +161,23 @@ export function createWorker(deps: WorkerDeps): Worker {
       do {
         again = false;
         const now = clock();
-        for (const c of queue.atomically(() => claimDue(now))) start(c, false);
+        let claimed: Claimed[] = [];
+        try {
+          queue.atomically(() => {
+            claimed = claimDue(now);
+          });
+        } catch (e) {
+          // The commit failed after the claims took their slots: the claims are rolled back, so
+          // the slots are free again (they leaked before, and an endpoint's slots ran out for good).
+          for (const c of claimed) release(c.origin);
+          throw e;
+        }
+        for (const c of claimed) start(c, false);
         arm(now);
       } while (again && !stopped);
     } catch (e) {
       // Fail safe: a database hiccup must not stop delivery for good; try again shortly.
+      deps.health?.failed(e);
       log.error('delivery scheduler failed; retrying in 1 s', { error: e as Error });
       if (timer) clearTimeout(timer);
       timer = setTimeout(pump, 1000);
@@ -194,13 +210,25 @@ export function createWorker(deps: WorkerDeps): Worker {
       ok = false;
       for (const c of next) release(c.origin); // their claims were rolled back
       next = [];
-      // The store closed under us during shutdown, or a write failed: the leases stay, so these
-      // attempts are recovered as interrupted (and sent again) at the next start.
       if (!stopped) {
-        log.error('recording delivery attempts failed', { error: e as Error, attempts: batch.length });
-        // Their leases expire, then they are due again: make sure the scheduler looks then.
-        for (const b of batch) queue.noteDue(b.c.origin, now + leaseMs(deps.config()));
+        // A write failed (a full disk, a read-only or locked file): the outcomes are still here and
+        // the leases still hold, so keep the slots and write them again shortly. Once the store
+        // takes writes again they are recorded as they happened, with no second send.
+        deps.health?.failed(e);
+        if (!recordRetry) log.error('recording delivery attempts failed; writing them again shortly', { error: e as Error, attempts: batch.length });
+        for (const b of batch) acquire(b.c.origin);
+        ended = [...batch, ...ended];
+        recordRetry = Math.min((recordRetry || 50) * 2, 2_000);
+        setTimeout(flush, recordRetry).unref();
+        flushQueued = true;
+        return;
       }
+      // Stopping, with the store closed under us: the leases stay, so these attempts are
+      // recovered as interrupted (and sent again) at the next start.
+    }
+    if (ok) {
+      recordRetry = 0;
+      deps.health?.ok();
     }
     batch.forEach((e, i) => {
       if (ok) {

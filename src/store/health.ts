@@ -1,0 +1,120 @@
+/**
+ * Whether the store can take writes, as the server last saw it. Writers report their failures
+ * (a full disk, a read-only file, a lock held too long); /healthz says "failing" from the first
+ * failure until a write succeeds again. While failing, a probe writes once a second, so recovery is
+ * seen even when no request comes to try. A SELECT is no test: reads keep working on a full disk.
+ *
+ * storageError() turns SQLite's and the file system's codes into an answer a client can act on:
+ * 507 for a full disk, 503 for a store that is read-only, locked or failing, each saying what to do.
+ */
+import type Database from 'better-sqlite3';
+import { SwitchyardError } from '../errors.ts';
+
+export interface StoreHealth {
+  /** A write failed: the store is failing until a write succeeds. */
+  failed(error: unknown): void;
+  /** A write committed (cheap: callers may report every commit). */
+  ok(): void;
+  status(): { ok: true } | { ok: false; code: string; message: string; since: string; hint: string };
+  close(): void;
+}
+
+export function createStoreHealth(db: Database.Database, dataDir: string, opts: { probeEveryMs?: number; now?: () => number } = {}): StoreHealth {
+  const now = opts.now ?? Date.now;
+  let failure: { code: string; message: string; since: number } | undefined;
+  let probe: NodeJS.Timeout | undefined;
+
+  function tryWrite(): void {
+    // busy_timeout would block the event loop for 5 s on a held lock: the probe does not wait.
+    const wait = db.pragma('busy_timeout', { simple: true }) as number;
+    try {
+      db.pragma('busy_timeout = 0');
+      db.exec('BEGIN IMMEDIATE');
+      try {
+        db.prepare('INSERT INTO store_probe (id, at) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET at = excluded.at').run(now());
+        db.exec('COMMIT');
+      } catch (e) {
+        if (db.inTransaction) db.exec('ROLLBACK');
+        throw e;
+      }
+      health.ok();
+    } catch {
+      /* still failing */
+    } finally {
+      db.pragma(`busy_timeout = ${wait}`);
+    }
+  }
+
+  const health: StoreHealth = {
+    failed(error) {
+      const e = storageError(error, dataDir);
+      if (!failure) failure = { code: e.code, message: e.message, since: now() };
+      if (!probe && db.open) {
+        probe = setInterval(tryWrite, opts.probeEveryMs ?? 1000);
+        probe.unref();
+      }
+    },
+    ok() {
+      if (!failure) return;
+      failure = undefined;
+      if (probe) clearInterval(probe);
+      probe = undefined;
+    },
+    status() {
+      if (!failure) return { ok: true };
+      return { ok: false, code: failure.code, message: failure.message, since: new Date(failure.since).toISOString(), hint: hintFor(failure.code, dataDir) };
+    },
+    close() {
+      if (probe) clearInterval(probe);
+      probe = undefined;
+    },
+  };
+  return health;
+}
+
+export const storeHealthMigration = 'CREATE TABLE IF NOT EXISTS store_probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)';
+
+type StorageCode = 'storage_full' | 'storage_read_only' | 'storage_busy' | 'storage_failed';
+
+function hintFor(code: string, dataDir: string): string {
+  switch (code) {
+    case 'storage_full':
+      return `free space on the disk that holds ${dataDir}; the server resumes by itself`;
+    case 'storage_read_only':
+      return `make ${dataDir} and its switchyard.db* files writable by this user again; the server resumes by itself`;
+    case 'storage_busy':
+      return 'another process holds the database locked (a backup tool, an sqlite3 shell): end it; the server resumes by itself';
+    default:
+      return `check the disk and file system of ${dataDir}; the server resumes by itself once writes succeed`;
+  }
+}
+
+/** The storage failure behind an error, if it is one. */
+export function storageCode(error: unknown): StorageCode | undefined {
+  const code = String((error as { code?: unknown })?.code ?? '');
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT') return 'storage_full';
+  if (code.startsWith('SQLITE_READONLY') || code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return 'storage_read_only';
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'storage_busy';
+  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_CORRUPT' || code === 'EIO') return 'storage_failed';
+  return undefined;
+}
+
+/**
+ * A storage failure as the API answers it: 507 when the disk is full, 503 (with Retry-After) when the
+ * store is read-only, locked or failing. Nothing was stored; the client should send again later.
+ */
+export function storageError(error: unknown, dataDir: string): SwitchyardError {
+  const code = storageCode(error) ?? 'storage_failed';
+  const what: Record<StorageCode, string> = {
+    storage_full: `the data directory's disk is full (${dataDir}): nothing was stored`,
+    storage_read_only: `the database in ${dataDir} cannot be written (read-only): nothing was stored`,
+    storage_busy: `the database in ${dataDir} is locked by another process: nothing was stored`,
+    storage_failed: `the database in ${dataDir} failed to write: nothing was stored`,
+  };
+  const cause = String((error as { code?: unknown })?.code ?? (error as Error)?.message);
+  return new SwitchyardError(code, `${what[code]} (${cause})`, {
+    hint: `${hintFor(code, dataDir)}; send the request again`,
+    headers: { 'retry-after': '5' },
+    cause: error,
+  });
+}
