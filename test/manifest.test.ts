@@ -125,8 +125,8 @@ test('a manifest using every key is valid and typed', () => {
   assert.equal(m.name, 'full-example');
   assert.equal(m.visibility, 'unlisted');
   assert.deepEqual(m.scopes, ['space:content:read', 'site:views:read', 'openapi:write', 'conversations:ingest']);
-  assert.equal(m.configurations?.account?.properties.mode.type, 'string');
-  const button = m.configurations!.account!.properties.oauth_credentials;
+  assert.equal(m.configurations?.account?.properties?.mode.type, 'string');
+  const button = m.configurations!.account!.properties!.oauth_credentials;
   assert.equal(button.type === 'button' && button.callback_url, '/oauth');
   // Secrets are resolved apart; the manifest keeps the references.
   assert.deepEqual(r.secrets, { CLIENT_ID: 'id-1', CLIENT_SECRET: 'prefix-s3' });

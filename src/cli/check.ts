@@ -9,7 +9,7 @@ import { defineCommand } from 'citty';
 import type { LoadedConfig } from '../config/index.ts';
 import { readDotenv } from '../config/env.ts';
 import { formatProblems, type Problem } from '../errors.ts';
-import { displayPath, MANIFEST_FILE } from '../manifest/index.ts';
+import { displayPath, manifestFileOf } from '../manifest/index.ts';
 import { formatBytes, isIntegrationFolderName, prepareFolder, type GuestScript } from '../registry/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { EXIT_FAILURE, EXIT_OK } from './run.ts';
@@ -72,7 +72,7 @@ function siblingClaiming(dir: string, name: string): string | undefined {
   }
   for (const e of entries) {
     try {
-      const value = parseYaml(readFileSync(join(parent, e, MANIFEST_FILE), 'utf8'), e).value as { name?: unknown } | undefined;
+      const value = parseYaml(readFileSync(join(parent, e, manifestFileOf(join(parent, e)).name), 'utf8'), e).value as { name?: unknown } | undefined;
       if (value?.name === name) return join(parent, e);
     } catch {
       /* not an integration folder */
@@ -82,9 +82,10 @@ function siblingClaiming(dir: string, name: string): string | undefined {
 }
 
 function locate(dir: string, label: string, path: (string | number)[]): string {
-  const file = join(label, MANIFEST_FILE);
+  const manifestFile = manifestFileOf(dir).name;
+  const file = join(label, manifestFile);
   try {
-    const { line, col } = parseYaml(readFileSync(join(dir, MANIFEST_FILE), 'utf8'), file).locate(path);
+    const { line, col } = parseYaml(readFileSync(join(dir, manifestFile), 'utf8'), file).locate(path);
     return `${file}:${line}:${col}`;
   } catch {
     return file;
