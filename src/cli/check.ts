@@ -20,6 +20,7 @@ export interface ScriptExports {
   fetch: boolean;
   components: string[];
   events: string[];
+  unsupported?: Array<{ handler: string; reason: string }>;
 }
 
 export type SandboxCheck = { status: 'unavailable'; reason: string } | { status: 'ok'; exports?: ScriptExports } | { status: 'failed'; message: string };
@@ -132,6 +133,12 @@ export default defineCommand({
             severity: 'error',
           });
         if (sandbox.status === 'ok' && sandbox.exports) {
+          for (const u of sandbox.exports.unsupported ?? [])
+            warnings.push({
+              where: join(label, p.prepared.scriptPath ?? ''),
+              message: `${u.handler}: not supported here, its invocations are answered 501: ${u.reason}`,
+              severity: 'warning',
+            });
           const components = sandbox.exports.components;
           (manifest.blocks ?? []).forEach((b, i) => {
             if (!components.includes(b.id))
@@ -173,7 +180,7 @@ export default defineCommand({
       if (sandbox?.status === 'ok') {
         const e = sandbox.exports;
         out.push(
-          `  sandbox   ${green('ok')}${e ? `  ${[e.fetch ? 'fetch' : '', e.components.length ? `components: ${e.components.join(', ')}` : '', e.events.length ? `events: ${e.events.join(', ')}` : ''].filter(Boolean).join('; ') || 'nothing exported'}` : ''}`,
+          `  sandbox   ${green('ok')}${e ? `  ${[e.fetch ? 'fetch' : '', e.components.length ? `components: ${e.components.join(', ')}` : '', e.events.length ? `events: ${e.events.join(', ')}` : '', e.unsupported?.length ? `not run here: ${e.unsupported.map((u) => u.handler).join(', ')}` : ''].filter(Boolean).join('; ') || 'nothing exported'}` : ''}`,
         );
       } else if (sandbox?.status === 'failed') out.push(`  sandbox   ${red('failed')}`);
       else if (sandbox?.status === 'unavailable') out.push(`  sandbox   ${yellow('skipped')}  ${sandbox.reason}`);

@@ -112,7 +112,8 @@ const stringProperty = s.object(
     title: title(),
     description: description(),
     default: s.optional(s.string()),
-    enum: s.optional(s.array(s.string({ min: 1 }), { min: 1, unique: true })),
+    // An empty value is a choice too (GitBook's catalogue offers "" for "none").
+    enum: s.optional(s.array(s.string(), { min: 1, unique: true })),
     completion_url: s.optional(endpointPath()),
   },
   {

@@ -147,7 +147,8 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
       format: 'esm',
       platform: 'neutral',
       target: 'es2022',
-      mainFields: ['module', 'main'],
+      // As Workers bundlers do: a package's browser build first (it uses Web APIs, not Node's).
+      mainFields: ['browser', 'module', 'main'],
       conditions: ['worker', 'browser'],
       jsx: 'automatic',
       jsxImportSource: RUNTIME_MODULE,
