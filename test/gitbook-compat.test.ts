@@ -9,6 +9,7 @@ import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeEnvelope } from '../src/runtime/index.ts';
 import { ROOT, runCli, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
+import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/gitbook');
 
@@ -16,7 +17,7 @@ const FIXTURES = join(ROOT, 'test/fixtures/gitbook');
 function gitbookFolder(t: TestContext): string {
   const dir = tmpDir(t);
   cpSync(FIXTURES, dir, { recursive: true });
-  for (const name of ['gb-analytics']) {
+  for (const name of ['gb-analytics', 'gb-connect']) {
     // The real package is a Worker entry point: bundled, it answers every request with a
     // ReferenceError. This stand-in fails louder; the bundler must never pick it up.
     const pkg = join(dir, name, 'node_modules/@gitbook/runtime');
@@ -97,4 +98,76 @@ test('serve: the GitBook-shaped integration runs (MODE, .raw.js as text, Exposab
   const script = await envelope(s, 'GB-Analytics', { event: { type: 'fetch_published_script' }, environment: { installation: { id: inst.body.installation.id } } });
   assert.equal(script.status, 501);
   assert.match(((await script.json()) as any).error, /"fetch_published_script" events are not supported here \(the integration's fetch_published_script handler does not run\): injecting scripts/);
+});
+
+test('integration public endpoint: reaches fetch with no installation; an OAuth redirect built from it finds its installation from the signed state', async (t) => {
+  const provider = await startProvider(t);
+  process.env.GB_CONNECT_CLIENT_ID = 'gb-client';
+  process.env.GB_CONNECT_CLIENT_SECRET = 'gb-secret-5f2a9c';
+  process.env.GB_CONNECT_PROVIDER_URL = provider.url;
+  const s = await startTestServer(t, { integrations_dir: gitbookFolder(t), sandbox: RELAXED_SANDBOX });
+  const integrationEndpoint = `${s.url}/v1/integrations/gb-connect/integration`;
+
+  for (const method of ['GET', 'POST']) {
+    const r = await fetch(`${integrationEndpoint}/whoami`, { method });
+    assert.equal(r.status, 200, `${method}: ${await r.clone().text()}`);
+    assert.deepEqual(await r.json(), { installation: null, connected: false });
+  }
+
+  const installed = await s.api('POST', '/api/v1/installations', { integration: 'gb-connect' });
+  assert.equal(installed.status, 201, JSON.stringify(installed.body));
+  const id: string = installed.body.installation.id;
+  const endpoint: string = installed.body.installation.urls.publicEndpoint;
+
+  // The button's callback on the installation's endpoint starts the flow...
+  const start = await visit(`${endpoint}/oauth`);
+  assert.equal(start.status, 302, start.text);
+  assert.equal(start.location!.searchParams.get('redirect_uri'), `${integrationEndpoint}/oauth`);
+  // ...the provider sends the browser back to the integration-wide redirect URL...
+  const fromProvider = await visit(start.location!.href);
+  assert.equal(fromProvider.status, 302, fromProvider.text);
+  assert.equal(`${fromProvider.location!.origin}${fromProvider.location!.pathname}`, `${integrationEndpoint}/oauth`);
+  const done = await visit(fromProvider.location!.href);
+  assert.equal(done.status, 200, done.text);
+  // ...and the credentials land in the installation the state was issued to.
+  const stored = (await s.api('GET', `/api/v1/installations/${id}?reveal=true`)).body.installation.configuration.oauth_credentials;
+  assert.equal(stored.access_token, provider.tokenCalls.at(-1)!.answer.body.access_token);
+  assert.equal(provider.tokenCalls.at(-1)!.body.redirect_uri, `${integrationEndpoint}/oauth`);
+  const whoami = await (await fetch(`${endpoint}/whoami`)).json();
+  assert.deepEqual(whoami, { installation: id, connected: true });
+
+  // A used state names no installation any more: the same callback is refused, nothing changes.
+  const replay = await visit(fromProvider.location!.href);
+  assert.equal(replay.status, 400);
+  assert.match(replay.text, /belongs to no installation/);
+  // A forged state is not trusted either.
+  const forged = await visit(`${integrationEndpoint}/oauth?code=x&state=${encodeURIComponent(JSON.stringify({ installationId: id }))}`);
+  assert.equal(forged.status, 400);
+});
+
+test('components: object and (props, renderContext, context) initialState, setCache as Cache-Control, dynamicState, a completing action', async (t) => {
+  process.env.GB_CONNECT_CLIENT_ID = 'gb-client';
+  process.env.GB_CONNECT_CLIENT_SECRET = 'gb-secret-5f2a9c';
+  process.env.GB_CONNECT_PROVIDER_URL = 'https://provider.example';
+  const s = await startTestServer(t, { integrations_dir: gitbookFolder(t), sandbox: RELAXED_SANDBOX });
+  const id = (await s.api('POST', '/api/v1/installations', { integration: 'gb-connect' })).body.installation.id;
+  const render = (body: unknown) => s.api('POST', `/api/v1/installations/${id}/render`, body);
+
+  const first = await render({ componentId: 'counter' });
+  assert.equal(first.status, 200, JSON.stringify(first.body));
+  assert.equal(first.headers.get('cache-control'), 'max-age=120');
+  assert.deepEqual(first.body.state, { count: 0, label: 'presses' });
+  assert.deepEqual(first.body.element.children[1], { type: 'textinput', state: 'label', initialValue: { $state: 'label' } });
+
+  const pressed = await render({ componentId: 'counter', state: first.body.state, action: { action: 'increment' } });
+  assert.deepEqual(pressed.body.state, { count: 1, label: 'presses' });
+  assert.equal(pressed.body.element.children[0].children[0], '1 presses');
+  // The object initialState is a copy: a later first render starts from 0 again.
+  assert.deepEqual((await render({ componentId: 'counter' })).body.state, { count: 0, label: 'presses' });
+
+  const complete = await render({ componentId: 'counter', state: { count: 7, label: 'x' }, action: { action: 'done' } });
+  assert.deepEqual(complete.body, { type: 'complete', returnValue: { count: 7 } });
+
+  const greeting = await render({ componentId: 'greeting', props: { name: 'Ada' }, context: { type: 'document' } });
+  assert.equal(greeting.body.state.greeting, 'hello Ada in document of gb-connect');
 });

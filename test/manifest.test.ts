@@ -231,7 +231,7 @@ test('script, icon and preview images must exist inside the folder; images must 
   const byLine = r.problems.map((p) => `${p.where.split(':')[1]} ${p.message}`);
   assert.deepEqual(byLine, [
     '7 script: "../escape.ts" points outside the integration folder',
-    '8 icon: "assets/icon.jpg" is not a PNG image',
+    '8 icon: "assets/icon.jpg" is not a PNG or JPEG image',
     '10 previewImages[0]: preview image file "assets/missing.png" does not exist',
     '11 previewImages[1]: "/etc/passwd" is an absolute path',
     '12 previewImages[2]: "assets/link.png" is a link to a file outside the integration folder',

@@ -12,7 +12,7 @@ import { runtimeRoutes } from './routes.ts';
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
 export { createInvocations, logRoutes, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
 export { decodeEnvelope, encodeEnvelope, readBodyLimited } from './envelope.ts';
-export { buildEnvironment, installationEndpoint, integrationEndpoint } from './environment.ts';
+export { buildEnvironment, installationEndpoint, integrationEndpoint, runtimeEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';
 export { RUNTIME_VERSIONS } from './routes.ts';
 
@@ -29,6 +29,7 @@ export const runtimeModule: Module = {
       sandbox: services.sandbox as Sandbox,
       installations,
       tokenTtlMs: sandboxLimits.wall_time + sandboxLimits.wait_until + 60_000,
+      oauthStateInstallation: (state) => (services.oauthStates as { installationOf?(s: string): string | undefined } | undefined)?.installationOf?.(state),
     });
     services.runtime = runtime;
     services.onSandboxLog = (e: { requestId: string; line: import('../sandbox/index.ts').LogLine }) => runtime.appendLateLog(e.requestId, e.line);

@@ -241,7 +241,7 @@ export class SandboxHost {
       const unsupported = (Array.isArray(exp?.unsupported) ? exp.unsupported : [])
         .filter((u): u is { handler: string; reason: string } => typeof u?.handler === 'string' && typeof u?.reason === 'string')
         .map((u) => ({ handler: u.handler, reason: u.reason }));
-      return { ok: true, exports: { fetch: exp?.fetch === true, components: names(exp?.components), events: names(exp?.events), unsupported } };
+      return { ok: true, exports: { fetch: exp?.fetch === true, components: names(exp?.components), events: names(exp?.events), ...(unsupported.length ? { unsupported } : {}) } };
     } catch (e) {
       return { ok: false, error: e instanceof Error ? e.message : String(e) };
     } finally {
