@@ -22,6 +22,7 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'too_many_requests'
   | 'server_unreachable'
+  | 'not_implemented'
   | 'internal';
 
 export interface Problem {
@@ -45,6 +46,7 @@ const defaultStatus: Partial<Record<ErrorCode, number>> = {
   unsupported_media_type: 415,
   too_many_requests: 429,
   internal: 500,
+  not_implemented: 501,
 };
 
 export class SwitchyardError extends Error {

@@ -6,8 +6,10 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { encodeEnvelope } from '../src/runtime/index.ts';
+import { samplePayload } from '../src/events/index.ts';
 import { ROOT, runCli, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
 import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
 
@@ -17,7 +19,7 @@ const FIXTURES = join(ROOT, 'test/fixtures/gitbook');
 function gitbookFolder(t: TestContext): string {
   const dir = tmpDir(t);
   cpSync(FIXTURES, dir, { recursive: true });
-  for (const name of ['gb-analytics', 'gb-connect']) {
+  for (const name of ['gb-analytics', 'gb-connect', 'gb-spaces']) {
     // The real package is a Worker entry point: bundled, it answers every request with a
     // ReferenceError. This stand-in fails louder; the bundler must never pick it up.
     const pkg = join(dir, name, 'node_modules/@gitbook/runtime');
@@ -170,4 +172,89 @@ test('components: object and (props, renderContext, context) initialState, setCa
 
   const greeting = await render({ componentId: 'greeting', props: { name: 'Ada' }, context: { type: 'document' } });
   assert.equal(greeting.body.state.greeting, 'hello Ada in document of gb-connect');
+});
+
+/** The invocations an event type caused, as [installation id, logs] pairs. */
+async function invocationsOf(s: TestServer, type: string): Promise<Array<[string, string]>> {
+  const r = await s.api('GET', `/api/v1/logs?type=${type}`);
+  const rows = s.services.store.db.prepare('SELECT installation_id, logs FROM invocations WHERE event_type = ? ORDER BY created_at').all(type) as Array<{ installation_id: string; logs: string }>;
+  assert.ok(r.status === 200 || r.status === 404);
+  return rows.map((row) => [row.installation_id, row.logs]);
+}
+
+test('space and site installations: a configuration of their own per space, and events routed by spaceId / siteId to the matching installation only', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: gitbookFolder(t), sandbox: RELAXED_SANDBOX });
+  const a = await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_a', configuration: { channel: '#a' } });
+  const b = await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_b', configuration: { channel: '#b' } });
+  assert.equal(a.status, 201, JSON.stringify(a.body));
+  assert.equal(b.status, 201, JSON.stringify(b.body));
+  const wrong = await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_c', configuration: { webhook: 'x' } });
+  assert.equal(wrong.status, 400);
+  assert.match(JSON.stringify(wrong.body), /is not a property of this integration.*properties: channel/);
+
+  const sent = await s.api('POST', '/api/v1/events', samplePayload('space_content_updated', { spaceId: 'space_b' }));
+  assert.ok(sent.status < 300, JSON.stringify(sent.body));
+  const ran = await waitForRows(() => invocationsOf(s, 'space_content_updated'));
+  assert.deepEqual(ran.map(([id]) => id), [b.body.installation.id]);
+  assert.match(ran[0][1], /\[gb-spaces\] space space_b changed: announce in #b/);
+
+  const siteA = await s.api('POST', '/api/v1/installations', { integration: 'GB-Analytics', site: 'site_a', configuration: { collector_url: 'https://c.example/a' } });
+  const siteB = await s.api('POST', '/api/v1/installations', { integration: 'GB-Analytics', site: 'site_b', configuration: { collector_url: 'https://c.example/b' } });
+  assert.equal(siteB.status, 201, JSON.stringify(siteB.body));
+  await s.api('POST', '/api/v1/events', samplePayload('site_view', { siteId: 'site_a' }));
+  const views = await waitForRows(() => invocationsOf(s, 'site_view'));
+  assert.deepEqual(views.map(([id]) => id), [siteA.body.installation.id]);
+  assert.match(views[0][1], /view of site_a for https:\/\/c\.example\/a/);
+});
+
+async function waitForRows<T>(fn: () => Promise<T[]>): Promise<T[]> {
+  for (let i = 0; i < 500; i++) {
+    const rows = await fn();
+    if (rows.length) return rows;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return fn();
+}
+
+test('context.api as GitBook\'s client: installation endpoints served here, content endpoints 501 until an upstream is configured, then forwarded', async (t) => {
+  const seen: Array<{ url: string; auth: string | undefined }> = [];
+  const upstream = createServer((req, res) => {
+    seen.push({ url: req.url ?? '', auth: req.headers.authorization });
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ id: req.url?.split('/').pop(), title: 'Upstream space' }));
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  t.after(() => upstream.close());
+  const dir = gitbookFolder(t);
+
+  const s = await startTestServer(t, { integrations_dir: dir, sandbox: RELAXED_SANDBOX });
+  const a = await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_a', configuration: { channel: '#a' } });
+  const endpoint = a.body.installation.urls.publicEndpoint;
+  const renamed = (await (await fetch(`${endpoint}/rename?to=%23news`)).json()) as any;
+  assert.equal(renamed.updated.space, 'space_a');
+  assert.deepEqual(renamed.updated.configuration, { channel: '#news' });
+  assert.equal(renamed.read.id, a.body.installation.id);
+  assert.deepEqual(renamed.listed, [a.body.installation.id]);
+  assert.equal((await s.api('GET', `/api/v1/installations/${a.body.installation.id}`)).body.installation.configuration.channel, '#news');
+
+  const noUpstream = await fetch(`${endpoint}/space`);
+  assert.equal(noUpstream.status, 502);
+  const refused = (await noUpstream.json()) as any;
+  assert.equal(refused.code, 501);
+  assert.match(refused.message, /GET \/spaces\/space_a reads GitBook content, which this server does not hold/);
+  assert.match(refused.message, /gitbook\.api_url/);
+
+  const unknown = (await (await fetch(`${endpoint}/unknown`)).json()) as any;
+  assert.match(unknown.message, /api\.spaces\.listSpaceThings\(\) is not available here; available: getSpaceById/);
+
+  const s2 = await startTestServer(t, {
+    integrations_dir: dir,
+    sandbox: RELAXED_SANDBOX,
+    gitbook: { api_url: `http://127.0.0.1:${(upstream.address() as { port: number }).port}`, api_token: 'gb_api_token_1' },
+  } as never);
+  const a2 = await s2.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_z', configuration: { channel: '#z' } });
+  const forwarded = await fetch(`${a2.body.installation.urls.publicEndpoint}/space`);
+  assert.equal(forwarded.status, 200, await forwarded.clone().text());
+  assert.deepEqual(await forwarded.json(), { space: { id: 'space_z', title: 'Upstream space' } });
+  assert.deepEqual(seen, [{ url: '/v1/spaces/space_z', auth: 'Bearer gb_api_token_1' }]);
 });

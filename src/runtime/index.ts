@@ -2,7 +2,7 @@
  * The runtime: envelopes in, integration code run in the sandbox, responses out; platform events
  * fanned out to the installations whose integrations handle them.
  */
-import type { Installations } from '../installations/index.ts';
+import { concerns, type Installations } from '../installations/index.ts';
 import type { Registry } from '../registry/index.ts';
 import type { Sandbox } from '../sandbox/index.ts';
 import type { Module, Services } from '../services.ts';
@@ -42,7 +42,7 @@ export const runtimeModule: Module = {
       async dispatch(event: { type: string; installationId?: unknown; [k: string]: unknown }, eventId: string): Promise<void> {
         const targets = installations
           .list({ status: 'active' })
-          .filter((i) => (typeof event.installationId === 'string' && event.installationId ? i.id === event.installationId : true));
+          .filter((i) => (typeof event.installationId === 'string' && event.installationId ? i.id === event.installationId : concerns(i, event)));
         await Promise.all(
           targets.map((i) =>
             runtime.emit(i, { ...event, eventId }).catch((e: Error) => services.log.warn('event handler failed', { installation: i.id, error: e.message })),
