@@ -258,3 +258,17 @@ test('context.api as GitBook\'s client: installation endpoints served here, cont
   assert.deepEqual(await forwarded.json(), { space: { id: 'space_z', title: 'Upstream space' } });
   assert.deepEqual(seen, [{ url: '/v1/spaces/space_z', auth: 'Bearer gb_api_token_1' }]);
 });
+
+test('the importable runtime module exports every name the runtime library exports (one list, RUNTIME_EXPORTS)', async () => {
+  const { readFileSync } = await import('node:fs');
+  const { RUNTIME_EXPORTS } = await import('../src/sandbox/guest/runtime/names.ts');
+  const index = readFileSync(join(ROOT, 'src/sandbox/guest/runtime/index.ts'), 'utf8');
+  const exported = new Set<string>();
+  for (const m of index.matchAll(/export \{([^}]*)\}/g))
+    for (const part of m[1].split(',')) {
+      const name = part.trim().split(/\s+as\s+/).pop()!.trim();
+      if (name) exported.add(name);
+    }
+  for (const jsx of ['jsx', 'jsxs', 'jsxDEV', 'Fragment']) exported.delete(jsx);
+  assert.deepEqual([...RUNTIME_EXPORTS].sort(), [...exported].sort());
+});
