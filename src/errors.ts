@@ -26,6 +26,7 @@ export type ErrorCode =
   | 'storage_read_only'
   | 'storage_busy'
   | 'storage_failed'
+  | 'not_implemented'
   | 'internal';
 
 export interface Problem {
@@ -55,6 +56,7 @@ const defaultStatus: Partial<Record<ErrorCode, number>> = {
   storage_busy: 503,
   storage_failed: 503,
   internal: 500,
+  not_implemented: 501,
 };
 
 export class SwitchyardError extends Error {

@@ -125,8 +125,8 @@ test('a manifest using every key is valid and typed', () => {
   assert.equal(m.name, 'full-example');
   assert.equal(m.visibility, 'unlisted');
   assert.deepEqual(m.scopes, ['space:content:read', 'site:views:read', 'openapi:write', 'conversations:ingest']);
-  assert.equal(m.configurations?.account?.properties.mode.type, 'string');
-  const button = m.configurations!.account!.properties.oauth_credentials;
+  assert.equal(m.configurations?.account?.properties?.mode.type, 'string');
+  const button = m.configurations!.account!.properties!.oauth_credentials;
   assert.equal(button.type === 'button' && button.callback_url, '/oauth');
   // Secrets are resolved apart; the manifest keeps the references.
   assert.deepEqual(r.secrets, { CLIENT_ID: 'id-1', CLIENT_SECRET: 'prefix-s3' });
@@ -231,7 +231,7 @@ test('script, icon and preview images must exist inside the folder; images must 
   const byLine = r.problems.map((p) => `${p.where.split(':')[1]} ${p.message}`);
   assert.deepEqual(byLine, [
     '7 script: "../escape.ts" points outside the integration folder',
-    '8 icon: "assets/icon.jpg" is not a PNG image',
+    '8 icon: "assets/icon.jpg" is not a PNG or JPEG image',
     '10 previewImages[0]: preview image file "assets/missing.png" does not exist',
     '11 previewImages[1]: "/etc/passwd" is an absolute path',
     '12 previewImages[2]: "assets/link.png" is a link to a file outside the integration folder',

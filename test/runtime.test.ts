@@ -129,7 +129,7 @@ test('environment: spec 2.4 fields, lowercase status, secrets from the manifest,
   assert.match(env.apiTokens.installation, /^sy_inv_/);
   assert.notEqual(env.apiTokens.installation, token, 'the long-lived token never enters the isolate');
   assert.equal(env.integration.name, 'kitchen-sink');
-  assert.equal(env.integration.urls.publicEndpoint, `${s.url}/v1/integrations/kitchen-sink`);
+  assert.equal(env.integration.urls.publicEndpoint, `${s.url}/v1/integrations/kitchen-sink/integration`);
   assert.equal(env.installation.id, installation.id);
   assert.equal(env.installation.status, 'active');
   assert.equal(env.installation.target, 'organization');

@@ -9,7 +9,7 @@ import { defineCommand } from 'citty';
 import type { LoadedConfig } from '../config/index.ts';
 import { readDotenv } from '../config/env.ts';
 import { formatProblems, type Problem } from '../errors.ts';
-import { displayPath, MANIFEST_FILE } from '../manifest/index.ts';
+import { displayPath, manifestFileOf } from '../manifest/index.ts';
 import { formatBytes, isIntegrationFolderName, prepareFolder, type GuestScript } from '../registry/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { EXIT_FAILURE, EXIT_OK } from './run.ts';
@@ -20,6 +20,7 @@ export interface ScriptExports {
   fetch: boolean;
   components: string[];
   events: string[];
+  unsupported?: Array<{ handler: string; reason: string }>;
 }
 
 export type SandboxCheck = { status: 'unavailable'; reason: string } | { status: 'ok'; exports?: ScriptExports } | { status: 'failed'; message: string };
@@ -72,7 +73,7 @@ function siblingClaiming(dir: string, name: string): string | undefined {
   }
   for (const e of entries) {
     try {
-      const value = parseYaml(readFileSync(join(parent, e, MANIFEST_FILE), 'utf8'), e).value as { name?: unknown } | undefined;
+      const value = parseYaml(readFileSync(join(parent, e, manifestFileOf(join(parent, e)).name), 'utf8'), e).value as { name?: unknown } | undefined;
       if (value?.name === name) return join(parent, e);
     } catch {
       /* not an integration folder */
@@ -82,9 +83,10 @@ function siblingClaiming(dir: string, name: string): string | undefined {
 }
 
 function locate(dir: string, label: string, path: (string | number)[]): string {
-  const file = join(label, MANIFEST_FILE);
+  const manifestFile = manifestFileOf(dir).name;
+  const file = join(label, manifestFile);
   try {
-    const { line, col } = parseYaml(readFileSync(join(dir, MANIFEST_FILE), 'utf8'), file).locate(path);
+    const { line, col } = parseYaml(readFileSync(join(dir, manifestFile), 'utf8'), file).locate(path);
     return `${file}:${line}:${col}`;
   } catch {
     return file;
@@ -131,6 +133,12 @@ export default defineCommand({
             severity: 'error',
           });
         if (sandbox.status === 'ok' && sandbox.exports) {
+          for (const u of sandbox.exports.unsupported ?? [])
+            warnings.push({
+              where: join(label, p.prepared.scriptPath ?? ''),
+              message: `${u.handler}: not supported here, its invocations are answered 501: ${u.reason}`,
+              severity: 'warning',
+            });
           const components = sandbox.exports.components;
           (manifest.blocks ?? []).forEach((b, i) => {
             if (!components.includes(b.id))
@@ -172,7 +180,7 @@ export default defineCommand({
       if (sandbox?.status === 'ok') {
         const e = sandbox.exports;
         out.push(
-          `  sandbox   ${green('ok')}${e ? `  ${[e.fetch ? 'fetch' : '', e.components.length ? `components: ${e.components.join(', ')}` : '', e.events.length ? `events: ${e.events.join(', ')}` : ''].filter(Boolean).join('; ') || 'nothing exported'}` : ''}`,
+          `  sandbox   ${green('ok')}${e ? `  ${[e.fetch ? 'fetch' : '', e.components.length ? `components: ${e.components.join(', ')}` : '', e.events.length ? `events: ${e.events.join(', ')}` : '', e.unsupported?.length ? `not run here: ${e.unsupported.map((u) => u.handler).join(', ')}` : ''].filter(Boolean).join('; ') || 'nothing exported'}` : ''}`,
         );
       } else if (sandbox?.status === 'failed') out.push(`  sandbox   ${red('failed')}`);
       else if (sandbox?.status === 'unavailable') out.push(`  sandbox   ${yellow('skipped')}  ${sandbox.reason}`);

@@ -85,7 +85,7 @@ const show = defineCommand({
     }
     if (i.scopes.length) lines.push(`  scopes      ${i.scopes.join(', ')}`);
     for (const b of i.blocks) lines.push(`  block       ${b.id}: ${b.title}${b.description ? dim(` - ${b.description}`) : ''}`);
-    for (const target of ['account', 'site'] as const) {
+    for (const target of ['account', 'space', 'site'] as const) {
       const def = i.configurations[target];
       if (!def) continue;
       const required = new Set(def.required ?? []);
@@ -93,7 +93,7 @@ const show = defineCommand({
       lines.push(
         table(
           ['property', 'type', 'required', 'default', 'description'],
-          Object.entries(def.properties).map(([name, p]) => [
+          Object.entries(def.properties ?? {}).map(([name, p]) => [
             name,
             p.type === 'string' && p.enum ? `${p.type} (${p.enum.join('|')})` : p.type === 'button' ? `button -> ${p.callback_url}` : p.type,
             required.has(name) ? 'yes' : '',

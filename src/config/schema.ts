@@ -105,6 +105,12 @@ export const configSchema = s.object({
     keep_failed: s.withDefault(s.duration({ min: 60_000 }), 90 * 86_400_000),
     batch_size: s.withDefault(s.number({ integer: true, min: 1, max: 100_000 }), 500),
   }),
+  gitbook: s.object({
+    /** GitBook's API (https://api.gitbook.com): content calls of GitBook integrations go there; unset, they answer 501. */
+    api_url: s.optional(s.string({ min: 1, url: true, description: "upstream platform API for content endpoints, like https://api.gitbook.com" })),
+    /** Token sent upstream with those calls (a GitBook API token); keep it in .env: ${{ env.GITBOOK_API_TOKEN }}. */
+    api_token: s.optional(s.string({ min: 1 })),
+  }),
 });
 
 export type Config = s.Infer<typeof configSchema>;

@@ -8,7 +8,7 @@ import type { Registry } from '../registry/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
 
-export { createInstallations, RESERVED_CONFIGURATION_KEYS, newEventId } from './service.ts';
+export { createInstallations, RESERVED_CONFIGURATION_KEYS, newEventId, concerns, configurationSection } from './service.ts';
 export type { Installation, InstallationStatus, InstallationTarget, Installations, Change } from './service.ts';
 export { scopesAllow, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';

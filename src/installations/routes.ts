@@ -8,9 +8,10 @@ import { missingRequired } from '../manifest/index.ts';
 import type { Runtime } from '../runtime/index.ts';
 import type { Services } from '../services.ts';
 import { installationEndpoint } from '../runtime/environment.ts';
-import type { Change, Installation, Installations } from './service.ts';
+import { configurationSection, type Change, type Installation, type Installations } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
 import { refusedAhead } from '../net/index.ts';
+import { gitbookApiRoutes } from './gitbook-api.ts';
 
 /** What the webhooks module does when a webhook installation changes (queued deliveries follow it). */
 interface WebhookSecrets {
@@ -33,7 +34,7 @@ function redactConfiguration(configuration: Record<string, unknown>, reveal: boo
 export function installationView(services: Services, inst: Installation, reveal = false) {
   const publicEndpoint = installationEndpoint(services.config.publicUrl, inst.integration, inst.id);
   const manifest = (services.registry as Registry | undefined)?.get(inst.integration)?.manifest;
-  const section = (inst.target === 'site' ? manifest?.configurations?.site : manifest?.configurations?.account) as
+  const section = configurationSection(manifest, inst.target) as
     | { properties?: Record<string, { type: string; callback_url?: string; button_text?: string }> }
     | undefined;
   const connect: Array<{ property: string; label: string; url: string }> = [];
@@ -200,4 +201,6 @@ export function installationRoutes(app: H3, services: Services): void {
       context: body.context,
     });
   });
+
+  gitbookApiRoutes(app, services, afterChange);
 }

@@ -134,10 +134,7 @@ export function createInstallations(deps: InstallationsDeps) {
     return m;
   }
 
-  function configurationsOf(manifest: Manifest, target: InstallationTarget) {
-    const c = manifest.configurations as { account?: any; site?: any } | undefined;
-    return target === 'site' ? c?.site : c?.account;
-  }
+  const configurationsOf = configurationSection;
 
   /** Problems with the configuration's values; `missing` lists required keys not yet set. */
   function check(manifest: Manifest, target: InstallationTarget, integration: string, configuration: Record<string, unknown>) {
@@ -222,6 +219,16 @@ export function createInstallations(deps: InstallationsDeps) {
     return { installation, emit: [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status }] };
   }
 
+  /** Replace the external ids an integration keeps on its installation (GitBook's externalIds). */
+  function setExternalIds(id: string, externalIds: string[]): Installation {
+    const current = require(id);
+    if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
+    db.prepare('UPDATE installations SET external_ids = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(externalIds), now(), id);
+    forget(id);
+    changed();
+    return get(id)!;
+  }
+
   function setStatus(id: string, to: 'paused' | 'resume' | 'uninstalled'): Installation {
     const current = require(id);
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
@@ -278,6 +285,7 @@ export function createInstallations(deps: InstallationsDeps) {
     list,
     install,
     configure,
+    setExternalIds,
     pause: (id: string) => setStatus(id, 'paused'),
     resume: (id: string) => setStatus(id, 'resume'),
     uninstall: (id: string) => setStatus(id, 'uninstalled'),
@@ -307,3 +315,26 @@ export function createInstallations(deps: InstallationsDeps) {
 }
 
 export type Installations = ReturnType<typeof createInstallations>;
+
+/**
+ * The manifest section an installation's configuration is checked against: `configurations.site`
+ * for a site, `configurations.space` for a space when the manifest has one (GitBook's own
+ * configuration per space), else `configurations.account`.
+ */
+export function configurationSection(manifest: Manifest | undefined, target: InstallationTarget): any {
+  const c = manifest?.configurations as { account?: any; site?: any; space?: any } | undefined;
+  if (target === 'site') return c?.site;
+  if (target === 'space') return c?.space ?? c?.account;
+  return c?.account;
+}
+
+/**
+ * Whether a platform event concerns an installation: a space installation only hears about its own
+ * space (`spaceId`), a site installation only about its own site (`siteId`); an organization
+ * installation hears about every space and site. An event naming neither reaches all of them.
+ */
+export function concerns(installation: Installation, event: Record<string, unknown>): boolean {
+  if (installation.target === 'space' && typeof event.spaceId === 'string') return installation.space === event.spaceId;
+  if (installation.target === 'site' && typeof event.siteId === 'string') return installation.site === event.siteId;
+  return true;
+}

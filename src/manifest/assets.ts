@@ -1,6 +1,7 @@
 /**
  * Files a manifest points at (script, icon, preview images): they must exist inside the
- * integration's folder (no `..`, no absolute path, no symlink out of it), and images must be PNG.
+ * integration's folder (no `..`, no absolute path, no symlink out of it), and images must be PNG or
+ * JPEG.
  */
 import { closeSync, openSync, readSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
@@ -55,4 +56,49 @@ export function pngSize(file: string): { width: number; height: number } | undef
   const width = head.readUInt32BE(16);
   const height = head.readUInt32BE(20);
   return width > 0 && height > 0 ? { width, height } : undefined;
+}
+
+/**
+ * Width and height from a JPEG's first start-of-frame marker, or undefined when the file is not a
+ * JPEG. Reads at most the first 256 kB (frames sit after the metadata segments).
+ */
+export function jpegSize(file: string): { width: number; height: number } | undefined {
+  let buf: Buffer;
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    buf = Buffer.alloc(256 * 1024);
+    buf = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0));
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  if (buf.length < 4 || buf[0] !== 0xff || buf[1] !== 0xd8) return undefined;
+  let i = 2;
+  while (i + 9 < buf.length) {
+    if (buf[i] !== 0xff) return undefined;
+    const marker = buf[i + 1];
+    if (marker === 0xff) {
+      i++;
+      continue;
+    }
+    const len = buf.readUInt16BE(i + 2);
+    // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC) carry the frame size.
+    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
+      const height = buf.readUInt16BE(i + 5);
+      const width = buf.readUInt16BE(i + 7);
+      return width > 0 && height > 0 ? { width, height } : undefined;
+    }
+    i += 2 + len;
+  }
+  return undefined;
+}
+
+/** An image's format and size: PNG or JPEG, whatever its file name says. */
+export function imageInfo(file: string): { format: 'png' | 'jpeg'; width: number; height: number } | undefined {
+  const png = pngSize(file);
+  if (png) return { format: 'png', ...png };
+  const jpeg = jpegSize(file);
+  return jpeg ? { format: 'jpeg', ...jpeg } : undefined;
 }

@@ -100,7 +100,7 @@ export function validateConfiguration(def: ConfigurationsDef | undefined, config
  * accepted for maps. Returns the text unchanged when it cannot be converted; validation says why.
  */
 export function coerceConfigurationValue(def: ConfigurationsDef | undefined, name: string, text: string): unknown {
-  const prop = def && Object.hasOwn(def.properties, name) ? def.properties[name] : undefined;
+  const prop = def?.properties && Object.hasOwn(def.properties, name) ? def.properties[name] : undefined;
   if (!prop) return text;
   if (prop.type === 'number') {
     const n = Number(text);

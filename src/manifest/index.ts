@@ -26,7 +26,11 @@ export {
   type ConfigurationsDef,
   type Scope,
   type PropertyType,
+  type ManifestDialect,
+  TARGETS,
+  GITBOOK_SCOPES,
+  manifestSchemaOf,
 } from './schema.ts';
-export { parseManifest, loadManifest, displayPath, isError, MANIFEST_FILE, type ManifestResult, type LoadedManifestResult } from './parse.ts';
+export { parseManifest, loadManifest, displayPath, isError, MANIFEST_FILE, GITBOOK_MANIFEST_FILE, manifestFileOf, type ManifestResult, type LoadedManifestResult } from './parse.ts';
 export { validateConfiguration, missingRequired, coerceConfigurationValue, OAUTH_CREDENTIALS } from './configuration.ts';
 export { pngSize } from './assets.ts';

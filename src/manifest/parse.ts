@@ -8,11 +8,22 @@ import type { Problem } from '../errors.ts';
 import { ENV_REF, readDotenv } from '../config/env.ts';
 import { formatPath, isPlainObject, validate, type Issue, type Path } from '../schema/index.ts';
 import { parseYaml, type YamlSource } from '../schema/yaml.ts';
-import { pngSize, resolveInside } from './assets.ts';
+import { imageInfo, resolveInside } from './assets.ts';
 import { crossFieldIssues } from './rules.ts';
-import { manifestSchema, NAME_PATTERN, SCRIPT_EXTENSIONS, type Manifest } from './schema.ts';
+import { GITBOOK_NAME_PATTERN, manifestSchemaOf, NAME_PATTERN, SCRIPT_EXTENSIONS, type Manifest, type ManifestDialect } from './schema.ts';
 
 export const MANIFEST_FILE = 'platform-manifest.yaml';
+/** GitBook's name for the same file: read when a folder has no platform-manifest.yaml. */
+export const GITBOOK_MANIFEST_FILE = 'gitbook-manifest.yaml';
+
+/**
+ * The manifest file of a folder and its dialect: `platform-manifest.yaml` when present, else
+ * `gitbook-manifest.yaml`; the spec's name when neither exists (so "has no ..." names it).
+ */
+export function manifestFileOf(dir: string): { name: string; dialect: ManifestDialect } {
+  if (!existsSync(join(dir, MANIFEST_FILE)) && existsSync(join(dir, GITBOOK_MANIFEST_FILE))) return { name: GITBOOK_MANIFEST_FILE, dialect: 'gitbook' };
+  return { name: MANIFEST_FILE, dialect: 'platform' };
+}
 
 export interface ManifestResult {
   /** Set only when there is no error (warnings allowed). */
@@ -23,6 +34,8 @@ export interface ManifestResult {
   problems: Problem[];
   /** The name the document claims, when it is a valid name even if other fields are wrong. */
   claimedName?: string;
+  /** Which file was read: the spec's `platform-manifest.yaml` or GitBook's `gitbook-manifest.yaml`. */
+  dialect?: ManifestDialect;
 }
 
 export interface LoadedManifestResult extends ManifestResult {
@@ -53,7 +66,7 @@ function byPosition(a: Problem, b: Problem): number {
 }
 
 /** Where in `text` an offset is, as `file:line:col`. */
-function analyze(text: string, file: string, env: Record<string, string | undefined>, envFileHint?: string): Analysis {
+function analyze(text: string, file: string, env: Record<string, string | undefined>, envFileHint?: string, dialect: ManifestDialect = 'platform'): Analysis {
   const src = parseYaml(text, file);
   if (src.syntaxProblems.length) return { secrets: {}, problems: src.syntaxProblems.map((p) => ({ ...p, severity: 'error' as const })), src };
   const raw = src.value;
@@ -74,9 +87,9 @@ function analyze(text: string, file: string, env: Record<string, string | undefi
   const warnings: Problem[] = [];
   const asProblems = (issues: Issue[], severity: 'error' | 'warning') => src.toProblems(issues).map((p) => ({ ...p, severity }));
 
-  const result = validate(manifestSchema, raw);
+  const result = validate(manifestSchemaOf(dialect), raw);
   if (!result.ok) errors.push(...asProblems(result.issues, 'error'));
-  const cross = crossFieldIssues(raw);
+  const cross = crossFieldIssues(raw, dialect);
   errors.push(...asProblems(cross.errors, 'error'));
   warnings.push(...asProblems(cross.warnings, 'warning'));
 
@@ -119,14 +132,15 @@ function analyze(text: string, file: string, env: Record<string, string | undefi
   }
 
   const problems = [...errors, ...warnings].sort(byPosition);
-  const claimedName = typeof raw.name === 'string' && NAME_PATTERN.test(raw.name) ? raw.name : undefined;
+  const namePattern = dialect === 'gitbook' ? GITBOOK_NAME_PATTERN : NAME_PATTERN;
+  const claimedName = typeof raw.name === 'string' && namePattern.test(raw.name) ? raw.name : undefined;
   const ok = result.ok && errors.length === 0;
-  return { manifest: ok ? result.value : undefined, secrets: ok ? secrets : {}, problems, claimedName, src, raw };
+  return { manifest: ok ? result.value : undefined, secrets: ok ? secrets : {}, problems, claimedName, dialect, src, raw };
 }
 
 /** Validate manifest text. `file` is only used to say where problems are. */
-export function parseManifest(text: string, file: string, env: Record<string, string | undefined>): ManifestResult {
-  const { src: _src, raw: _raw, ...result } = analyze(text, file, env);
+export function parseManifest(text: string, file: string, env: Record<string, string | undefined>, dialect: ManifestDialect = 'platform'): ManifestResult {
+  const { src: _src, raw: _raw, ...result } = analyze(text, file, env, undefined, dialect);
   return result;
 }
 
@@ -137,14 +151,15 @@ export function displayPath(p: string): string {
 }
 
 /**
- * Read `<dir>/platform-manifest.yaml`, validate it, and check the files it names (script, icon,
+ * Read `<dir>/platform-manifest.yaml` (or GitBook's `gitbook-manifest.yaml`), validate it, and check the files it names (script, icon,
  * preview images). A `.env` in the folder supplies secrets; `env` wins over it.
  */
 export function loadManifest(dir: string, env: Record<string, string | undefined>, opts: { label?: string } = {}): LoadedManifestResult {
   const abs = resolve(dir);
   const label = opts.label ?? displayPath(abs);
-  const file = join(abs, MANIFEST_FILE);
-  const fileLabel = join(label, MANIFEST_FILE);
+  const { name: manifestName, dialect } = manifestFileOf(abs);
+  const file = join(abs, manifestName);
+  const fileLabel = join(label, manifestName);
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -159,7 +174,7 @@ export function loadManifest(dir: string, env: Record<string, string | undefined
           message: code === 'ENOENT' ? `${label} has no ${MANIFEST_FILE}` : `${fileLabel} cannot be read (${code})`,
           hint: yml
             ? `rename platform-manifest.yml to ${MANIFEST_FILE}`
-            : `every integration folder needs a ${MANIFEST_FILE}; \`switchyard new <name>\` creates one`,
+            : `every integration folder needs a ${MANIFEST_FILE} (or GitBook's ${GITBOOK_MANIFEST_FILE}); \`switchyard new <name>\` creates one`,
           severity: 'error',
         },
       ],
@@ -168,8 +183,8 @@ export function loadManifest(dir: string, env: Record<string, string | undefined
 
   const dotenv = join(label, '.env');
   const example = !existsSync(join(abs, '.env')) && existsSync(join(abs, '.env.example'));
-  const a = analyze(text, fileLabel, { ...readDotenv(join(abs, '.env')), ...env }, example ? `${dotenv} (copy ${dotenv}.example and fill it in)` : dotenv);
-  if (!a.src || !a.raw) return { manifest: a.manifest, secrets: a.secrets, problems: a.problems, claimedName: a.claimedName };
+  const a = analyze(text, fileLabel, { ...readDotenv(join(abs, '.env')), ...env }, example ? `${dotenv} (copy ${dotenv}.example and fill it in)` : dotenv, dialect);
+  if (!a.src || !a.raw) return { manifest: a.manifest, secrets: a.secrets, problems: a.problems, claimedName: a.claimedName, dialect };
   const raw = a.raw;
   const src = a.src;
   const extra: Problem[] = [];
@@ -190,8 +205,10 @@ export function loadManifest(dir: string, env: Record<string, string | undefined
     if (typeof rel !== 'string' || !rel) return;
     const r = resolveInside(abs, rel, preview ? 'preview image' : 'icon');
     if (!r.ok) return at(path, r.message, r.hint);
-    const size = pngSize(r.file);
-    if (!size) return at(path, `"${rel}" is not a PNG image`, 'save it as PNG');
+    const size = imageInfo(r.file);
+    if (!size) return at(path, `"${rel}" is not a PNG or JPEG image`, 'save it as PNG');
+    if (size.format === 'jpeg' && /\.png$/i.test(rel))
+      at(path, `"${rel}" is a JPEG image with a .png name`, 'rename it to .jpg, or save it as PNG', 'warning');
     if (preview && size.width !== size.height * 2)
       at(path, `"${rel}" is ${size.width} x ${size.height}, not 2:1`, 'preview images are shown at 2:1; 1600 x 800 pixels is recommended', 'warning');
   };
@@ -205,6 +222,7 @@ export function loadManifest(dir: string, env: Record<string, string | undefined
     secrets: failed ? {} : a.secrets,
     problems,
     claimedName: a.claimedName,
+    dialect,
     ...(failed ? {} : scriptFile ? { scriptFile } : {}),
   };
 }

@@ -5,8 +5,9 @@
 import { isPlainObject, type Issue } from '../schema/index.ts';
 import { didYouMean } from '../schema/suggest.ts';
 import { ENV_REF } from '../config/env.ts';
+import { INTERNAL_SCOPES, type ManifestDialect } from './schema.ts';
 
-export function crossFieldIssues(raw: unknown): { errors: Issue[]; warnings: Issue[] } {
+export function crossFieldIssues(raw: unknown, dialect: ManifestDialect = 'platform'): { errors: Issue[]; warnings: Issue[] } {
   const errors: Issue[] = [];
   const warnings: Issue[] = [];
   if (!isPlainObject(raw)) return { errors, warnings };
@@ -14,7 +15,7 @@ export function crossFieldIssues(raw: unknown): { errors: Issue[]; warnings: Iss
   // Every name in `required` must be a declared property.
   const configurations = raw.configurations;
   if (isPlainObject(configurations)) {
-    for (const target of ['account', 'site'] as const) {
+    for (const target of ['account', 'site', 'space'] as const) {
       const def = configurations[target];
       if (!isPlainObject(def) || !Array.isArray(def.required)) continue;
       const declared = isPlainObject(def.properties) ? Object.keys(def.properties) : [];
@@ -50,7 +51,25 @@ export function crossFieldIssues(raw: unknown): { errors: Issue[]; warnings: Iss
     } else if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i]));
     else if (isPlainObject(v)) for (const [k, x] of Object.entries(v)) walk(x, [...path, k]);
   };
-  for (const [k, v] of Object.entries(raw)) if (k !== 'secrets') walk(v, [k]);
+  for (const [k, v] of Object.entries(raw)) if (k !== 'secrets' && k !== 'envs') walk(v, [k]);
+
+  // GitBook's catalogue asks for script injection (spec 2.5: internal, not possible for
+  // integrations): the manifest loads, and says what will not run.
+  if (dialect === 'gitbook' && Array.isArray(raw.scopes))
+    raw.scopes.forEach((scope, i) => {
+      if (typeof scope === 'string' && INTERNAL_SCOPES.includes(scope))
+        warnings.push({
+          path: ['scopes', i],
+          message: `"${scope}" is an internal scope here: injecting scripts or cookies into sites is not possible for integrations (spec 2.5)`,
+          hint: 'the integration loads; its fetch_published_script handler answers 501',
+        });
+    });
+  if (raw.envs !== undefined)
+    warnings.push({
+      path: ['envs'],
+      message: "envs is GitBook's per-environment publishing setting and is not read here",
+      hint: 'put the secrets this server should use under secrets, as ${{ env.NAME }} references',
+    });
 
   return { errors, warnings };
 }

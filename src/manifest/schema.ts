@@ -9,6 +9,15 @@ import type { Issue, Path, Schema } from '../schema/index.ts';
 /** Integration names: lowercase words joined by single hyphens (the leading implementation's rule). */
 export const NAME_PATTERN = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 export const NAME_HINT = 'use lowercase letters and digits in words joined by single hyphens, like "my-integration"';
+/** GitBook's own catalogue has names with capitals (`VA-Auth0`): accepted in `gitbook-manifest.yaml`. */
+export const GITBOOK_NAME_PATTERN = /^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$/;
+
+/**
+ * Which manifest file a folder has: `platform-manifest.yaml` (the spec's name) or
+ * `gitbook-manifest.yaml` (GitBook's, read so its catalogue runs unchanged). They share one schema;
+ * the GitBook dialect only relaxes what GitBook's own catalogue relies on (see manifestSchemaFor).
+ */
+export type ManifestDialect = 'platform' | 'gitbook';
 export const NAME_MAX = 64;
 
 export const SUMMARY_MAX = 2048;
@@ -41,7 +50,13 @@ export type Scope = (typeof SCOPES)[number];
 /** Marked internal in spec 2.5: injecting JavaScript into a site or space is not possible for integrations. */
 export const INTERNAL_SCOPES: readonly string[] = ['site:script:inject', 'site:script:cookies'];
 
-export const CATEGORIES = ['analytics', 'collaboration', 'content', 'marketing', 'authenticated-access', 'other'] as const;
+/** Scopes GitBook has that the spec does not list: accepted only in `gitbook-manifest.yaml`. */
+export const GITBOOK_SCOPES: readonly string[] = ['page:feedback:read'];
+
+export const CATEGORIES = ['analytics', 'collaboration', 'content', 'marketing', 'authenticated-access', 'visitor-auth', 'other'] as const;
+
+/** `target:` (GitBook): where the integration can be installed. */
+export const TARGETS = ['organization', 'space', 'site', 'all'] as const;
 
 export const PROPERTY_TYPES = ['string', 'number', 'boolean', 'button'] as const;
 export type PropertyType = (typeof PROPERTY_TYPES)[number];
@@ -97,7 +112,8 @@ const stringProperty = s.object(
     title: title(),
     description: description(),
     default: s.optional(s.string()),
-    enum: s.optional(s.array(s.string({ min: 1 }), { min: 1, unique: true })),
+    // An empty value is a choice too (GitBook's catalogue offers "" for "none").
+    enum: s.optional(s.array(s.string(), { min: 1, unique: true })),
     completion_url: s.optional(endpointPath()),
   },
   {
@@ -181,72 +197,105 @@ export function propertySchema(): Schema<PropertyDef> {
 }
 
 const configurationsDef = s.object({
-  properties: s.record(propertySchema(), {
+  /** GitBook: the component that renders this configuration screen (in place of, or beside, properties). */
+  componentId: s.optional(s.string({ min: 1 })),
+  properties: s.optional(s.record(propertySchema(), {
     key: PROPERTY_NAME,
     keyHint: 'property names are letters, digits, "_" and "-", starting with a letter or "_", like webhook_url',
-  }),
+  })),
   required: s.optional(s.array(s.string({ min: 1 }), { unique: true })),
 });
-/** `configurations.account` or `configurations.site` (spec 2.6). */
+/** `configurations.account`, `.site` or (GitBook) `.space` (spec 2.6). */
 export type ConfigurationsDef = s.Infer<typeof configurationsDef>;
 
-/** Scope identifiers, refusing the internal ones with a message that says why. */
-function scopeSchema(): Schema<Scope> {
+/**
+ * Scope identifiers. The platform dialect refuses the internal ones with a message that says why;
+ * the GitBook dialect accepts them (rules.ts warns that what they serve does not run here) and
+ * GitBook's extra scopes.
+ */
+function scopeSchema(dialect: ManifestDialect): Schema<Scope> {
   const known = s.oneOf(SCOPES);
   return {
     kind: 'enum',
     check(v, path, issues) {
-      if (typeof v === 'string' && INTERNAL_SCOPES.includes(v))
+      if (typeof v === 'string' && INTERNAL_SCOPES.includes(v)) {
+        if (dialect === 'gitbook') return v as Scope;
         return reject(
           issues,
           path,
           `"${v}" is an internal scope: integrations cannot inject scripts or cookies into sites or spaces`,
           'remove it from scopes',
         );
+      }
+      if (dialect === 'gitbook' && typeof v === 'string' && GITBOOK_SCOPES.includes(v)) return v as Scope;
       return known.check(v, path, issues);
     },
   };
 }
 
-export const manifestSchema = s.object({
-  name: s.string({ min: 1, max: NAME_MAX, pattern: NAME_PATTERN, patternHint: NAME_HINT }),
-  title: s.string({ min: 1 }),
-  description: s.string({ min: 1 }),
-  summary: s.optional(s.string({ max: SUMMARY_MAX, description: 'Markdown shown on the installation page' })),
-  organization: s.string({ min: 1, description: 'id or subdomain of the owning organization' }),
-  visibility: s.oneOf(VISIBILITIES, { hint: () => 'private (only your organization), unlisted (anyone with the link) or public' }),
-  scopes: s.array(scopeSchema(), { unique: true }),
-  script: s.optional(s.string({ min: 1 })),
-  blocks: s.optional(
-    s.array(
+/** A CSP directive's sources (GitBook's `contentSecurityPolicy`): recorded, shown, not applied here. */
+const cspSchema = () =>
+  s.record(s.string(), { key: /^[a-z][a-z-]*$/, keyHint: 'CSP directive names, like script-src or connect-src' });
+
+/** The manifest schema of one dialect; both have the same shape (one Manifest type). */
+export function manifestSchemaFor(dialect: ManifestDialect) {
+  return s.object({
+    name: s.string({ min: 1, max: NAME_MAX, pattern: dialect === 'gitbook' ? GITBOOK_NAME_PATTERN : NAME_PATTERN, patternHint: NAME_HINT }),
+    title: s.string({ min: 1 }),
+    description: s.string({ min: 1 }),
+    summary: s.optional(s.string({ max: SUMMARY_MAX, description: 'Markdown shown on the installation page' })),
+    organization: s.string({ min: 1, description: 'id or subdomain of the owning organization' }),
+    visibility: s.oneOf(VISIBILITIES, { hint: () => 'private (only your organization), unlisted (anyone with the link) or public' }),
+    scopes: s.array(scopeSchema(dialect), { unique: true }),
+    script: s.optional(s.string({ min: 1 })),
+    blocks: s.optional(
+      s.array(
+        s.object({
+          id: s.string({ min: 1, pattern: /^[A-Za-z0-9][A-Za-z0-9_-]*$/, patternHint: 'letters, digits, "-" and "_"; it is the componentId of the component' }),
+          title: s.string({ min: 1 }),
+          description: s.optional(s.string()),
+          /** GitBook: URL patterns whose links unfurl into this block (recorded; the editor is GitBook's). */
+          urlUnfurl: s.optional(s.array(s.string({ min: 1 }))),
+          /** GitBook: the Markdown code block this block converts to and from. */
+          markdown: s.optional(s.object({ codeblock: s.string({ min: 1 }), body: s.string({ min: 1 }) })),
+        }),
+      ),
+    ),
+    categories: s.optional(s.array(s.oneOf(CATEGORIES), { unique: true })),
+    icon: s.optional(s.string({ min: 1 })),
+    previewImages: s.optional(s.array(s.string({ min: 1 }))),
+    externalLinks: s.optional(
+      s.array(
+        s.object({
+          label: s.string({ min: 1 }),
+          url: s.string({ min: 1, url: true }),
+        }),
+      ),
+    ),
+    configurations: s.optional(
       s.object({
-        id: s.string({ min: 1, pattern: /^[A-Za-z0-9][A-Za-z0-9_-]*$/, patternHint: 'letters, digits, "-" and "_"; it is the componentId of the component' }),
-        title: s.string({ min: 1 }),
-        description: s.optional(s.string()),
+        account: s.optional(configurationsDef),
+        site: s.optional(configurationsDef),
+        space: s.optional(configurationsDef),
       }),
     ),
-  ),
-  categories: s.optional(s.array(s.oneOf(CATEGORIES), { unique: true })),
-  icon: s.optional(s.string({ min: 1 })),
-  previewImages: s.optional(s.array(s.string({ min: 1 }))),
-  externalLinks: s.optional(
-    s.array(
-      s.object({
-        label: s.string({ min: 1 }),
-        url: s.string({ min: 1, url: true }),
-      }),
+    secrets: s.optional(
+      s.record(s.string(), { key: SECRET_NAME, keyHint: 'secret names are letters, digits and "_", like CLIENT_ID' }),
     ),
-  ),
-  configurations: s.optional(
-    s.object({
-      account: s.optional(configurationsDef),
-      site: s.optional(configurationsDef),
-    }),
-  ),
-  secrets: s.optional(
-    s.record(s.string(), { key: SECRET_NAME, keyHint: 'secret names are letters, digits and "_", like CLIENT_ID' }),
-  ),
-});
+    /** GitBook: where the integration installs (organization, space, site or all). */
+    target: s.optional(s.oneOf(TARGETS)),
+    /** GitBook: CSP sources its injected scripts need. Script injection does not run here (spec 2.5). */
+    contentSecurityPolicy: s.optional(cspSchema()),
+    /** GitBook: per-environment overrides for its publishing tool; not read here (rules.ts warns). */
+    envs: s.optional(s.record(s.any())),
+  });
+}
+
+const platformSchema = manifestSchemaFor('platform');
+const gitbookSchema = manifestSchemaFor('gitbook');
+export const manifestSchema = platformSchema;
+export const manifestSchemaOf = (dialect: ManifestDialect) => (dialect === 'gitbook' ? gitbookSchema : platformSchema);
+
 
 /** A validated manifest. `secrets` holds the references as written; resolved values are returned apart. */
 export type Manifest = s.Infer<typeof manifestSchema>;

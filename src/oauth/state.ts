@@ -62,6 +62,24 @@ export function createStateStore(db: Db, now: () => number = Date.now) {
       };
     },
 
+    /**
+     * The installation a state was issued to, when it is signed by this server, unexpired and
+     * unused. Nothing is used up: the integration-wide OAuth callback finds its installation here,
+     * and that installation's code consumes the state as usual.
+     */
+    installationOf(state: string): string | undefined {
+      const parts = typeof state === 'string' ? state.split('.') : [];
+      const [payload, mac] = parts;
+      if (parts.length !== 2 || !payload || !mac || !safeEqual(mac, sign(payload))) return undefined;
+      try {
+        const body = JSON.parse(Buffer.from(payload, 'base64url').toString()) as { i?: unknown; n?: unknown; e?: unknown };
+        if (typeof body.i !== 'string' || typeof body.n !== 'string' || typeof body.e !== 'number' || body.e < now()) return undefined;
+        return unused.get(body.n) ? body.i : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+
     /** Verify and burn a state; `installationId` is the caller's (a state is good for one only). */
     consume(state: string, installationId: string): ConsumeResult {
       const parts = typeof state === 'string' ? state.split('.') : [];

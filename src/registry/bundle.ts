@@ -2,13 +2,16 @@
  * Bundle an integration's script into one ES module for the sandbox, with esbuild: TypeScript, JSX
  * (compiled to `jsx()`/`jsxs()`/`Fragment` from `@switchyard/runtime/jsx-runtime`), relative imports
  * and npm packages from the integration's own node_modules. `@switchyard/runtime` and its subpaths
- * stay as imports: the sandbox provides them.
+ * stay as imports: the sandbox provides them. GitBook's `@gitbook/runtime` is the same library under
+ * GitBook's name: its imports become `@switchyard/runtime` ones, even when the npm package is
+ * installed (that package is a Worker entry point, not a library the sandbox can run).
  *
  * Inside the single executable esbuild runs the binary named by ESBUILD_BINARY_PATH; the JS API is
  * the same, so nothing here changes.
  */
 import { createHash } from 'node:crypto';
 import { realpathSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import type { BuildFailure, Message, Plugin } from 'esbuild';
@@ -16,6 +19,9 @@ import type { Problem } from '../errors.ts';
 
 export const RUNTIME_MODULE = '@switchyard/runtime';
 const RUNTIME_IMPORT = /^@switchyard\/runtime(\/.*)?$/;
+const GITBOOK_RUNTIME_IMPORT = /^@gitbook\/runtime(\/.*)?$/;
+/** GitBook's way to ship a script or style sheet as text (`import script from './x.raw.js'`). */
+const RAW_TEXT_FILE = /\.raw\.(js|css)$/;
 
 export interface Bundle {
   code: string;
@@ -59,6 +65,7 @@ function confine(dir: string, label: string): Plugin {
     name: 'switchyard-confine',
     setup(build) {
       build.onResolve({ filter: RUNTIME_IMPORT }, (args) => ({ path: args.path, external: true }));
+      build.onResolve({ filter: GITBOOK_RUNTIME_IMPORT }, (args) => ({ path: args.path.replace('@gitbook/runtime', RUNTIME_MODULE), external: true }));
       build.onResolve({ filter: /.*/ }, async (args) => {
         if (args.pluginData?.confined || args.kind === 'entry-point') return undefined;
         const r = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { confined: true } });
@@ -98,6 +105,16 @@ function confine(dir: string, label: string): Plugin {
   };
 }
 
+/** `*.raw.js` / `*.raw.css` files are imported as their text, as GitBook's bundler does. */
+const rawText: Plugin = {
+  name: 'switchyard-raw-text',
+  setup(build) {
+    build.onLoad({ filter: RAW_TEXT_FILE }, async (args) => {
+      return { contents: await readFile(args.path, 'utf8'), loader: 'text' };
+    });
+  },
+};
+
 function toProblem(m: Message, dir: string, label: string, severity: 'error' | 'warning'): Problem {
   const loc = m.location;
   const file = loc?.file ? (isAbsolute(loc.file) ? loc.file : join(dir, loc.file)) : undefined;
@@ -130,16 +147,18 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
       format: 'esm',
       platform: 'neutral',
       target: 'es2022',
-      mainFields: ['module', 'main'],
+      // As Workers bundlers do: a package's browser build first (it uses Web APIs, not Node's).
+      mainFields: ['browser', 'module', 'main'],
       conditions: ['worker', 'browser'],
       jsx: 'automatic',
       jsxImportSource: RUNTIME_MODULE,
-      define: { 'process.env.NODE_ENV': '"production"' },
+      // MODE: GitBook's build-time constant ("production" once published).
+      define: { 'process.env.NODE_ENV': '"production"', MODE: '"production"' },
       charset: 'utf8',
       legalComments: 'none',
       metafile: true,
       logLevel: 'silent',
-      plugins: [confine(dir, label)],
+      plugins: [confine(dir, label), rawText],
     });
   } catch (e) {
     const failure = e as Partial<BuildFailure>;

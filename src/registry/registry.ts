@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Problem } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
-import { displayPath, MANIFEST_FILE, type Manifest } from '../manifest/index.ts';
+import { displayPath, manifestFileOf, type Manifest } from '../manifest/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { prepareFolder } from './prepare.ts';
 import { watchTree, type TreeWatcher } from './watch.ts';
@@ -239,9 +239,10 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
 
   /** Where `name:` sits in the manifest, for the duplicate-name error. */
   function namePosition(f: Folder): string {
-    const file = join(f.label, MANIFEST_FILE);
+    const manifestFile = manifestFileOf(f.dir).name;
+    const file = join(f.label, manifestFile);
     try {
-      const src = parseYaml(readFileSync(join(f.dir, MANIFEST_FILE), 'utf8'), file);
+      const src = parseYaml(readFileSync(join(f.dir, manifestFile), 'utf8'), file);
       const { line, col } = src.locate(['name']);
       return `${file}:${line}:${col}`;
     } catch {
@@ -269,7 +270,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
           {
             where: namePosition(f),
             message: `name: "${name}" is already used by the integration in ${other.label}; names are unique, so ${f.label} is not loaded`,
-            hint: `rename one of them (${join(other.label, MANIFEST_FILE)} or ${join(f.label, MANIFEST_FILE)})`,
+            hint: `rename one of them (${join(other.label, manifestFileOf(other.dir).name)} or ${join(f.label, manifestFileOf(f.dir).name)})`,
             severity: 'error',
           },
         ],

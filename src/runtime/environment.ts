@@ -5,12 +5,22 @@
 import type { Installation } from '../installations/index.ts';
 import type { LoadedIntegration } from '../registry/index.ts';
 
-export function integrationEndpoint(publicUrl: string, integration: string): string {
+/** The runtime endpoint (authenticated multipart envelopes, spec 4.1). */
+export function runtimeEndpoint(publicUrl: string, integration: string): string {
   return `${publicUrl}/v1/integrations/${encodeURIComponent(integration)}`;
 }
 
+/**
+ * The integration's own public endpoint (`integration.urls.publicEndpoint`, as GitBook has it):
+ * any method, handed to the integration's fetch with no installation in the environment. OAuth
+ * redirect URLs and provider webhooks that serve every installation are built from it.
+ */
+export function integrationEndpoint(publicUrl: string, integration: string): string {
+  return `${runtimeEndpoint(publicUrl, integration)}/integration`;
+}
+
 export function installationEndpoint(publicUrl: string, integration: string, installationId: string): string {
-  return `${integrationEndpoint(publicUrl, integration)}/installations/${encodeURIComponent(installationId)}`;
+  return `${runtimeEndpoint(publicUrl, integration)}/installations/${encodeURIComponent(installationId)}`;
 }
 
 export function buildEnvironment(opts: {
@@ -31,12 +41,14 @@ export function buildEnvironment(opts: {
       visibility: m.visibility,
       scopes: m.scopes,
       version: integration.script?.version ?? null,
-      urls: { publicEndpoint: integrationEndpoint(publicUrl, m.name) },
+      // No separate cookieless content origin here: content URLs are the public endpoints.
+      urls: { publicEndpoint: integrationEndpoint(publicUrl, m.name), publicContentEndpoint: integrationEndpoint(publicUrl, m.name) },
     },
     secrets: { ...integration.secrets },
   };
   if (!installation) return env;
-  const urls = { publicEndpoint: installationEndpoint(publicUrl, m.name, installation.id) };
+  const endpoint = installationEndpoint(publicUrl, m.name, installation.id);
+  const urls = { publicEndpoint: endpoint };
   const common = {
     status: installation.status,
     configuration: installation.configuration,
@@ -49,7 +61,8 @@ export function buildEnvironment(opts: {
     space_selection: installation.target === 'organization' ? 'all' : 'selected',
     ...common,
   };
-  if (installation.target === 'space') env.spaceInstallation = { space: installation.space, ...common };
-  if (installation.target === 'site') env.siteInstallation = { site: installation.site, ...common };
+  const content = { ...common, urls: { ...urls, publicContentEndpoint: endpoint } };
+  if (installation.target === 'space') env.spaceInstallation = { space: installation.space, ...content };
+  if (installation.target === 'site') env.siteInstallation = { site: installation.site, ...content };
   return env;
 }

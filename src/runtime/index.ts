@@ -2,7 +2,7 @@
  * The runtime: envelopes in, integration code run in the sandbox, responses out; platform events
  * fanned out to the installations whose integrations handle them.
  */
-import type { Installations } from '../installations/index.ts';
+import { concerns, type Installations } from '../installations/index.ts';
 import type { Registry } from '../registry/index.ts';
 import type { Sandbox } from '../sandbox/index.ts';
 import type { Module, Services } from '../services.ts';
@@ -13,7 +13,7 @@ import { integrationAnswerHeaders } from '../http/origins.ts';
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
 export { createInvocations, logRoutes, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
 export { decodeEnvelope, encodeEnvelope, readBodyLimited } from './envelope.ts';
-export { buildEnvironment, installationEndpoint, integrationEndpoint } from './environment.ts';
+export { buildEnvironment, installationEndpoint, integrationEndpoint, runtimeEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';
 export { RUNTIME_VERSIONS } from './routes.ts';
 
@@ -31,6 +31,7 @@ export const runtimeModule: Module = {
       installations,
       tokenTtlMs: sandboxLimits.wall_time + sandboxLimits.wait_until + 60_000,
       publicAnswerHeaders: (headers, req) => integrationAnswerHeaders(headers, req, services),
+      oauthStateInstallation: (state) => (services.oauthStates as { installationOf?(s: string): string | undefined } | undefined)?.installationOf?.(state),
     });
     services.runtime = runtime;
     services.onSandboxLog = (e: { requestId: string; line: import('../sandbox/index.ts').LogLine }) => runtime.appendLateLog(e.requestId, e.line);
@@ -43,7 +44,7 @@ export const runtimeModule: Module = {
       async dispatch(event: { type: string; installationId?: unknown; [k: string]: unknown }, eventId: string): Promise<void> {
         const targets = installations
           .list({ status: 'active' })
-          .filter((i) => (typeof event.installationId === 'string' && event.installationId ? i.id === event.installationId : true));
+          .filter((i) => (typeof event.installationId === 'string' && event.installationId ? i.id === event.installationId : concerns(i, event)));
         await Promise.all(
           targets.map((i) =>
             runtime.emit(i, { ...event, eventId }).catch((e: Error) => services.log.warn('event handler failed', { installation: i.id, error: e.message })),

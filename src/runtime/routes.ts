@@ -2,7 +2,9 @@
  * HTTP faces of the runtime:
  * - `POST /{version}/integrations/{name}`: the runtime endpoint (multipart envelope, spec 4.1);
  * - `<public_url>/v1/integrations/{name}/installations/{id}[/{path}]`: each installation's public
- *   endpoint, any method, handed to the integration's `fetch`.
+ *   endpoint, any method, handed to the integration's `fetch`;
+ * - `<public_url>/v1/integrations/{name}/integration[/{path}]`: the integration's own public
+ *   endpoint, the same with no installation (or the one an OAuth callback's signed state names).
  */
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
@@ -63,4 +65,11 @@ export function runtimeRoutes(app: H3, services: Services): void {
   };
   app.all('/v1/integrations/:name/installations/:id', publicEndpoint);
   app.all('/v1/integrations/:name/installations/:id/**', publicEndpoint);
+  const integrationEndpoint = async (event: H3Event) => {
+    refuseOnConsoleHost(event.req, services);
+    const body = await readBodyLimited(event.req, limits.request_body);
+    return runtime().fetchIntegration(event.context.params!.name, event.req, body);
+  };
+  app.all('/v1/integrations/:name/integration', integrationEndpoint);
+  app.all('/v1/integrations/:name/integration/**', integrationEndpoint);
 }

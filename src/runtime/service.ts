@@ -26,6 +26,8 @@ export interface RuntimeDeps {
   tokenTtlMs: number;
   /** The headers a public-endpoint answer leaves with (http/origins.ts: our cookies dropped, sandboxed). */
   publicAnswerHeaders?: (headers: Array<[string, string]>, req: Request) => Array<[string, string]>;
+  /** The installation a valid, unexpired OAuth state was issued to (checked, not used up). */
+  oauthStateInstallation?: (state: string) => string | undefined;
 }
 
 export interface Invocation {
@@ -236,6 +238,35 @@ export function createRuntime(deps: RuntimeDeps) {
         throw new SwitchyardError('not_found', `no installation ${installationId} of integration "${integrationName}"`);
       runnable(installation);
       const integration = loaded(integrationName);
+      const headers: Array<[string, string]> = [];
+      req.headers.forEach((v, k) => headers.push([k, v]));
+      const envelope: Envelope = {
+        event: { type: 'fetch', request: { method: req.method, url: req.url, headers } },
+        environment: environmentFor(integration, installation),
+        ...(body.byteLength ? { fetchBody: body } : {}),
+      };
+      const { id, result } = await invoke({ integration, installation, envelope, recordLater: true });
+      return toResponse(deps.publicAnswerHeaders ? { ...result, headers: deps.publicAnswerHeaders(result.headers, req) } : result, id);
+    },
+
+    /**
+     * A request to the integration's own public endpoint: fetch with no installation, except an
+     * OAuth callback whose `state` this server signed for an installation of this integration
+     * (GitBook's redirect URLs are integration-wide): it runs as that installation, which then
+     * uses the state up as usual.
+     */
+    async fetchIntegration(integrationName: string, req: Request, body: Uint8Array): Promise<Response> {
+      const integration = loaded(integrationName);
+      let installation: Installation | undefined;
+      const state = new URL(req.url).searchParams.get('state');
+      const stateOf = state ? deps.oauthStateInstallation?.(state) : undefined;
+      if (stateOf) {
+        const found = deps.installations.get(stateOf);
+        if (found && found.integration === integrationName) {
+          runnable(found);
+          installation = found;
+        }
+      }
       const headers: Array<[string, string]> = [];
       req.headers.forEach((v, k) => headers.push([k, v]));
       const envelope: Envelope = {

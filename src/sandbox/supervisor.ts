@@ -40,7 +40,7 @@ export interface Sandbox {
   /** Run one envelope. Never rejects for guest faults: a breach or exception gives a 5xx result with `error` set. */
   invoke(inv: { script: GuestScript; envelope: Envelope; requestId: string }): Promise<InvocationResult>;
   /** Load a script in a fresh isolate and report what it exports, or why it cannot load. */
-  check(script: GuestScript): Promise<{ ok: true; exports: { fetch: boolean; components: string[]; events: string[] } } | { ok: false; error: string }>;
+  check(script: GuestScript): Promise<CheckResult>;
   /** Drop an integration's isolates (the next invocation loads it again). */
   unload(name: string): Promise<void>;
   /** Stop the worker; invocations already running may finish within `drainMs` first. */

@@ -57,6 +57,8 @@ export interface ScriptExports {
   fetch: boolean;
   components: string[];
   events: string[];
+  /** GitBook handlers the script declares that do not run here, each with the reason. */
+  unsupported?: Array<{ handler: string; reason: string }>;
 }
 
 export type CheckResult = { ok: true; exports: ScriptExports } | { ok: false; error: string };

@@ -238,7 +238,10 @@ export class SandboxHost {
       const exp = (await inst.describe()) as unknown as Partial<Record<string, unknown>> | undefined;
       // From the guest library, next to untrusted code: keep only well-formed names.
       const names = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
-      return { ok: true, exports: { fetch: exp?.fetch === true, components: names(exp?.components), events: names(exp?.events) } };
+      const unsupported = (Array.isArray(exp?.unsupported) ? exp.unsupported : [])
+        .filter((u): u is { handler: string; reason: string } => typeof u?.handler === 'string' && typeof u?.reason === 'string')
+        .map((u) => ({ handler: u.handler, reason: u.reason }));
+      return { ok: true, exports: { fetch: exp?.fetch === true, components: names(exp?.components), events: names(exp?.events), ...(unsupported.length ? { unsupported } : {}) } };
     } catch (e) {
       return { ok: false, error: e instanceof Error ? e.message : String(e) };
     } finally {

@@ -18,6 +18,7 @@
  * most STALL_BURST_MS plus one call (about twice its CPU limit at most, see Invocation.budget), and a
  * call that runs out of time moves it off at once.
  */
+import { RUNTIME_EXPORTS } from '../guest/runtime/names.ts';
 import ivm from 'isolated-vm';
 import { guestBundle, type GuestBundle } from '../guest-bundle.ts';
 import { describeLimit } from '../limits.ts';
@@ -108,9 +109,7 @@ export class LoadError extends Error {
 }
 
 const RUNTIME_MODULE = `const r = globalThis[Symbol.for('switchyard.runtime')];
-export const createIntegration = r.createIntegration, createComponent = r.createComponent, createOAuthHandler = r.createOAuthHandler,
-  defaultExtractCredentials = r.defaultExtractCredentials, refreshCredentials = r.refreshCredentials, OAuthError = r.OAuthError,
-  ExposableError = r.ExposableError, APIError = r.APIError;
+export const { ${RUNTIME_EXPORTS.join(', ')} } = r;
 export default r;`;
 const JSX_MODULE = `const r = globalThis[Symbol.for('switchyard.runtime')];
 export const jsx = r.jsx, jsxs = r.jsxs, jsxDEV = r.jsxDEV, Fragment = r.Fragment;`;

@@ -7,6 +7,7 @@
  * a path that already starts with the endpoint's own path (`/api/v1/...`) is used as is.
  */
 import { callHost } from '../bridge.ts';
+import { gitbookNamespaces } from './gitbook-api.ts';
 
 export class APIError extends Error {
   readonly status: number;
@@ -16,6 +17,10 @@ export class APIError extends Error {
     this.name = 'APIError';
     this.status = status;
     this.body = body;
+  }
+  /** The status under the name GitBook's client uses. */
+  get code(): number {
+    return this.status;
   }
 }
 
@@ -27,6 +32,8 @@ export interface APIClient {
     /** PATCH installations/<id> (e.g. `{ configuration: {...} }`: the server merges configuration keys). */
     update<T = any>(id: string, body: unknown): Promise<T>;
   };
+  /** GitBook's API client shape (`api.integrations.updateIntegrationInstallation(...)` ...): see gitbook-api.ts. */
+  [namespace: string]: any;
 }
 
 interface ApiResult {
@@ -50,8 +57,9 @@ export function createAPIClient(): APIClient {
       }
     }
     if (r.status >= 400) {
-      const e = (parsed as { error?: { message?: string; code?: string } | string } | null)?.error;
-      const detail = typeof e === 'string' ? e : e?.message ? `${e.code ? `${e.code}: ` : ''}${e.message}` : typeof parsed === 'string' ? parsed.slice(0, 300) : '';
+      const e = (parsed as { error?: { message?: string; code?: string; hint?: string } | string } | null)?.error;
+      const detail =
+        typeof e === 'string' ? e : e?.message ? `${e.code ? `${e.code}: ` : ''}${e.message}${e.hint ? ` (${e.hint})` : ''}` : typeof parsed === 'string' ? parsed.slice(0, 300) : '';
       throw new APIError(`API ${String(method).toUpperCase()} ${path} answered ${r.status}${detail ? `: ${detail}` : ''}`, r.status, parsed);
     }
     return parsed as T;
@@ -62,5 +70,7 @@ export function createAPIClient(): APIClient {
       get: (id) => request('GET', `installations/${encodeURIComponent(id)}`),
       update: (id, body) => request('PATCH', `installations/${encodeURIComponent(id)}`, body),
     },
+    ...gitbookNamespaces(request),
   };
 }
+

@@ -15,7 +15,7 @@ import { Response, responseParts } from '../web/response.ts';
 import { resetTimers } from '../web/timers.ts';
 import { createAPIClient } from './api.ts';
 import { ExposableError } from './errors.ts';
-import type { ComponentDefinition, Handler, IntegrationDefinition } from './integration.ts';
+import { integrationContext, UNSUPPORTED_EVENTS, UNSUPPORTED_HANDLERS, type ComponentDefinition, type Handler, type IntegrationDefinition } from './integration.ts';
 
 export interface DispatchInput {
   event: { type: string; [k: string]: any };
@@ -51,12 +51,13 @@ export function register(namespace: Record<string, unknown>): void {
   definition = def;
 }
 
-export function describe(): { fetch: boolean; components: string[]; events: string[] } {
+export function describe(): { fetch: boolean; components: string[]; events: string[]; unsupported: Array<{ handler: string; reason: string }> } {
   const d = definition!;
   return {
     fetch: typeof d.fetch === 'function',
     components: (d.components ?? []).map((c) => String(c.componentId)),
     events: Object.keys(d.events ?? {}),
+    unsupported: (Array.isArray(d.unsupported) ? d.unsupported : []).map((handler) => ({ handler: String(handler), reason: UNSUPPORTED_HANDLERS[handler] ?? '' })),
   };
 }
 
@@ -65,6 +66,7 @@ function makeContext(environment: Record<string, unknown>) {
   return {
     environment,
     api,
+    integration: integrationContext(api),
     waitUntil(promise: unknown): void {
       waitUntils.push(Promise.resolve(promise));
     },
@@ -91,28 +93,61 @@ async function route(input: DispatchInput, context: ReturnType<typeof makeContex
   if (event.type === 'ui_render') {
     const component = (def.components ?? []).find((c: ComponentDefinition) => c.componentId === event.componentId);
     if (!component) return json({ error: `no component with componentId "${String(event.componentId)}"` }, 404);
-    const props = event.props ?? {};
-    let element: { props: any; state: any; context: any } = {
-      props,
-      state: event.state ?? (component.initialState ? await component.initialState(props) : {}),
-      context: event.context,
-    };
-    if (event.action && component.action) {
-      const result = (await component.action(element, event.action, context)) as { state?: unknown; props?: unknown } | undefined;
-      // The result is merged into the element: a returned `state` replaces the state wholesale.
-      if (result && typeof result === 'object') {
-        if ('state' in result) element = { ...element, state: result.state };
-        if ('props' in result) element = { ...element, props: result.props };
-      }
-    }
-    const markup = await component.render(element, context);
-    return json({ type: 'element', state: element.state, props: element.props, element: markup }, 200);
+    return render(component, event, context);
+  }
+  const unsupported = UNSUPPORTED_EVENTS[event.type];
+  if (unsupported) {
+    const declared = Array.isArray(def.unsupported) && def.unsupported.includes(unsupported);
+    return json({ error: `"${event.type}" events are not supported here${declared ? ` (the integration's ${unsupported} handler does not run)` : ''}: ${UNSUPPORTED_HANDLERS[unsupported]}` }, 501);
   }
   const h = def.events?.[event.type];
   if (!h) return json({ error: `this integration has no handler for event "${event.type}"` }, 406);
   const handlers: Handler[] = Array.isArray(h) ? h : [h];
   await Promise.all(handlers.map((fn) => fn(event, context)));
   return new Response('OK', { status: 200, headers: { 'content-type': 'text/plain;charset=UTF-8' } });
+}
+
+/** A component's element: what render and action see (GitBook's ComponentInstance). */
+interface Element {
+  props: any;
+  state: any;
+  context: any;
+  setCache(cache: { maxAge: number }): void;
+  dynamicState(key: string): { $state: string };
+}
+
+async function render(component: ComponentDefinition, event: DispatchInput['event'], context: ReturnType<typeof makeContext>): Promise<Response> {
+  const props = event.props ?? {};
+  let maxAge: number | undefined;
+  const init = component.initialState;
+  // An initialState object is copied: one render's changes must not leak into the next.
+  const initial = () => (typeof init === 'function' ? init(props, event.context, context) : init ? JSON.parse(JSON.stringify(init)) : {});
+  let element: Element = {
+    props,
+    state: event.state ?? (await initial()),
+    context: event.context,
+    setCache(cache) {
+      const n = Math.trunc(Number(cache?.maxAge));
+      if (!Number.isFinite(n) || n < 0) throw new TypeError('setCache({ maxAge }): maxAge must be a number of seconds, 0 or more');
+      maxAge = n;
+    },
+    dynamicState: (key) => ({ $state: String(key) }),
+  };
+  const answer = (output: unknown) =>
+    Response.json(output, { status: 200, headers: maxAge !== undefined ? { 'cache-control': `max-age=${maxAge}` } : undefined });
+  if (event.action && component.action) {
+    const result = (await component.action(element, event.action, context)) as { type?: string; state?: unknown; props?: unknown; returnValue?: unknown } | undefined;
+    // GitBook: an action that completes (a modal or a configuration flow) answers its result, unrendered.
+    if (result && typeof result === 'object' && result.type === 'complete')
+      return answer(result.returnValue === undefined ? { type: 'complete' } : { type: 'complete', returnValue: result.returnValue });
+    // The result is merged into the element: a returned `state` replaces the state wholesale.
+    if (result && typeof result === 'object') {
+      if ('state' in result) element = { ...element, state: result.state };
+      if ('props' in result) element = { ...element, props: result.props };
+    }
+  }
+  const markup = await component.render(element, context);
+  return answer({ type: 'element', state: element.state, props: element.props, element: markup });
 }
 
 function isExposable(err: unknown): err is ExposableError {

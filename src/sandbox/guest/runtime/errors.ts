@@ -15,4 +15,8 @@ export class ExposableError extends Error {
   get status(): number {
     return this.statusCode;
   }
+  /** Alias of statusCode, under GitBook's name. */
+  get code(): number {
+    return this.statusCode;
+  }
 }

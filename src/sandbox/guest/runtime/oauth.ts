@@ -435,3 +435,18 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
   handler.refreshCredentials = (context: any, options?: RefreshOptions) => refreshCredentials(context, cfg, options);
   return handler;
 }
+
+/**
+ * GitBook's getOAuthToken(credentials, config, context): the access token of `credentials`,
+ * renewed first (and stored) when it expires within 10 seconds.
+ */
+export async function getOAuthToken(credentials: any, config: Omit<OAuthConfig, 'authorizeURL'> & { authorizeURL?: string }, context: any): Promise<string> {
+  const expiresAt = credentials?.expires_at;
+  if (!expiresAt || new Date(expiresAt).getTime() - Date.now() > 10_000) {
+    if (typeof credentials?.access_token !== 'string' || !credentials.access_token) throw new OAuthError('getOAuthToken(): the credentials have no access_token: connect the installation first');
+    return credentials.access_token;
+  }
+  // A renewal needs no authorize URL; refreshCredentials checks one is a URL, so lend it the token URL.
+  const renewed = await refreshCredentials(context, { authorizeURL: config.accessTokenURL, ...config } as OAuthConfig, { withinSeconds: 10 });
+  return renewed.access_token;
+}

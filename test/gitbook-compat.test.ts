@@ -1,0 +1,274 @@
+/**
+ * GitBook compatibility: integrations written in GitBook's shape (gitbook-manifest.yaml,
+ * '@gitbook/runtime', GitBook's API client and installation model) load unchanged and run end to
+ * end against a real server. The fixtures in test/fixtures/gitbook are our own code in that shape.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { join } from 'node:path';
+import { encodeEnvelope } from '../src/runtime/index.ts';
+import { samplePayload } from '../src/events/index.ts';
+import { ROOT, runCli, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
+import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
+
+const FIXTURES = join(ROOT, 'test/fixtures/gitbook');
+
+/** A copy of the GitBook fixtures, with a stand-in of the npm `@gitbook/runtime` installed in each. */
+function gitbookFolder(t: TestContext): string {
+  const dir = tmpDir(t);
+  cpSync(FIXTURES, dir, { recursive: true });
+  for (const name of ['gb-analytics', 'gb-connect', 'gb-spaces']) {
+    // The real package is a Worker entry point: bundled, it answers every request with a
+    // ReferenceError. This stand-in fails louder; the bundler must never pick it up.
+    const pkg = join(dir, name, 'node_modules/@gitbook/runtime');
+    mkdirSync(pkg, { recursive: true });
+    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: '@gitbook/runtime', type: 'module', exports: { '.': './index.js', './jsx-runtime': './index.js' } }));
+    writeFileSync(join(pkg, 'index.js'), "throw new Error('the npm @gitbook/runtime package was bundled');\n");
+  }
+  return dir;
+}
+
+/** A working folder whose config.yaml gives `check` room to start an isolate on a busy machine. */
+function roomyCwd(t: TestContext): string {
+  const cwd = tmpDir(t);
+  writeFileSync(join(cwd, 'config.yaml'), 'sandbox:\n  cpu_time: 5s\n  startup_time: 15s\n');
+  return cwd;
+}
+
+function envelope(s: TestServer, name: string, body: Parameters<typeof encodeEnvelope>[0]) {
+  return fetch(`${s.url}/v1/integrations/${name}`, { method: 'POST', headers: { authorization: `Bearer ${s.token}` }, body: encodeEnvelope(body) });
+}
+
+test('check: a gitbook-manifest.yaml folder importing @gitbook/runtime passes unchanged, saying what will not run here', async (t) => {
+  const dir = gitbookFolder(t);
+  const r = await runCli(['check', join(dir, 'gb-analytics'), '--json'], { cwd: roomyCwd(t) });
+  const j = JSON.parse(r.stdout);
+  assert.equal(r.code, 0, JSON.stringify(j.errors));
+  assert.equal(j.ok, true);
+  assert.equal(j.name, 'GB-Analytics');
+  assert.deepEqual(j.sandbox.exports.unsupported.map((u: any) => u.handler), ['fetch_published_script']);
+  const warnings = j.warnings.map((w: any) => `${w.where.split('/').pop()} ${w.message}`).join('\n');
+  assert.match(warnings, /gitbook-manifest\.yaml:\d+:\d+ scopes\[1\]: "site:script:inject" is an internal scope here/);
+  assert.match(warnings, /gitbook-manifest\.yaml:\d+:\d+ icon: "\.\/assets\/icon\.png" is a JPEG image with a \.png name/);
+  assert.match(warnings, /fetch_published_script: not supported here, its invocations are answered 501: injecting scripts/);
+});
+
+test('check: the spec\'s platform-manifest.yaml keeps its stricter rules (internal scopes, lowercase names)', async (t) => {
+  const dir = gitbookFolder(t);
+  const folder = join(dir, 'gb-analytics');
+  const { readFileSync, renameSync } = await import('node:fs');
+  renameSync(join(folder, 'gitbook-manifest.yaml'), join(folder, 'platform-manifest.yaml'));
+  const r = await runCli(['check', folder, '--json'], { cwd: roomyCwd(t) });
+  const j = JSON.parse(r.stdout);
+  assert.equal(r.code, 1);
+  const errors = j.errors.map((e: any) => e.message).join('\n');
+  assert.match(errors, /name: "GB-Analytics" does not have the required form/);
+  assert.match(errors, /"site:script:inject" is an internal scope: integrations cannot inject scripts/);
+  assert.ok(readFileSync(join(folder, 'platform-manifest.yaml'), 'utf8').includes('GB-Analytics'));
+});
+
+test('createIntegration: an unknown key is a load error naming it and the nearest known key', async (t) => {
+  const dir = gitbookFolder(t);
+  const file = join(dir, 'gb-analytics/src/index.ts');
+  const { readFileSync } = await import('node:fs');
+  writeFileSync(file, readFileSync(file, 'utf8').replace('events: {', 'event: {'));
+  const r = await runCli(['check', join(dir, 'gb-analytics'), '--json'], { cwd: roomyCwd(t) });
+  const j = JSON.parse(r.stdout);
+  assert.equal(r.code, 1);
+  assert.match(j.errors[0].message, /createIntegration\(\): unknown key "event" \(did you mean "events"\?\)/);
+});
+
+test('serve: the GitBook-shaped integration runs (MODE, .raw.js as text, ExposableError codes) and its script-injection handler answers 501', async (t) => {
+  const dir = gitbookFolder(t);
+  const s = await startTestServer(t, { integrations_dir: dir });
+  const inst = await s.api('POST', '/api/v1/installations', { integration: 'GB-Analytics', site: 'site_a', configuration: { collector_url: 'https://collector.example/a', label: '' } });
+  assert.equal(inst.status, 201, JSON.stringify(inst.body));
+  const endpoint = inst.body.installation.urls.publicEndpoint;
+  const res = await fetch(`${endpoint}/info`);
+  assert.equal(res.status, 200);
+  const info = (await res.json()) as any;
+  assert.equal(info.mode, 'production');
+  assert.ok(info.scriptBytes > 20);
+  assert.equal(info.site, 'site_a');
+  assert.equal(info.configuration.collector_url, 'https://collector.example/a');
+  const fail = await fetch(`${endpoint}/fail`);
+  assert.equal(fail.status, 409);
+  assert.deepEqual(await fail.json(), { error: 'asked to fail' });
+
+  const script = await envelope(s, 'GB-Analytics', { event: { type: 'fetch_published_script' }, environment: { installation: { id: inst.body.installation.id } } });
+  assert.equal(script.status, 501);
+  assert.match(((await script.json()) as any).error, /"fetch_published_script" events are not supported here \(the integration's fetch_published_script handler does not run\): injecting scripts/);
+});
+
+test('integration public endpoint: reaches fetch with no installation; an OAuth redirect built from it finds its installation from the signed state', async (t) => {
+  const provider = await startProvider(t);
+  process.env.GB_CONNECT_CLIENT_ID = 'gb-client';
+  process.env.GB_CONNECT_CLIENT_SECRET = 'gb-secret-5f2a9c';
+  process.env.GB_CONNECT_PROVIDER_URL = provider.url;
+  const s = await startTestServer(t, { integrations_dir: gitbookFolder(t), sandbox: RELAXED_SANDBOX });
+  const integrationEndpoint = `${s.url}/v1/integrations/gb-connect/integration`;
+
+  for (const method of ['GET', 'POST']) {
+    const r = await fetch(`${integrationEndpoint}/whoami`, { method });
+    assert.equal(r.status, 200, `${method}: ${await r.clone().text()}`);
+    assert.deepEqual(await r.json(), { installation: null, connected: false });
+  }
+
+  const installed = await s.api('POST', '/api/v1/installations', { integration: 'gb-connect' });
+  assert.equal(installed.status, 201, JSON.stringify(installed.body));
+  const id: string = installed.body.installation.id;
+  const endpoint: string = installed.body.installation.urls.publicEndpoint;
+
+  // The button's callback on the installation's endpoint starts the flow...
+  const start = await visit(`${endpoint}/oauth`);
+  assert.equal(start.status, 302, start.text);
+  assert.equal(start.location!.searchParams.get('redirect_uri'), `${integrationEndpoint}/oauth`);
+  // ...the provider sends the browser back to the integration-wide redirect URL...
+  const fromProvider = await visit(start.location!.href);
+  assert.equal(fromProvider.status, 302, fromProvider.text);
+  assert.equal(`${fromProvider.location!.origin}${fromProvider.location!.pathname}`, `${integrationEndpoint}/oauth`);
+  const done = await visit(fromProvider.location!.href);
+  assert.equal(done.status, 200, done.text);
+  // ...and the credentials land in the installation the state was issued to.
+  const stored = (await s.api('GET', `/api/v1/installations/${id}?reveal=true`)).body.installation.configuration.oauth_credentials;
+  assert.equal(stored.access_token, provider.tokenCalls.at(-1)!.answer.body.access_token);
+  assert.equal(provider.tokenCalls.at(-1)!.body.redirect_uri, `${integrationEndpoint}/oauth`);
+  const whoami = await (await fetch(`${endpoint}/whoami`)).json();
+  assert.deepEqual(whoami, { installation: id, connected: true });
+
+  // A used state names no installation any more: the same callback is refused, nothing changes.
+  const replay = await visit(fromProvider.location!.href);
+  assert.equal(replay.status, 400);
+  assert.match(replay.text, /belongs to no installation/);
+  // A forged state is not trusted either.
+  const forged = await visit(`${integrationEndpoint}/oauth?code=x&state=${encodeURIComponent(JSON.stringify({ installationId: id }))}`);
+  assert.equal(forged.status, 400);
+});
+
+test('components: object and (props, renderContext, context) initialState, setCache as Cache-Control, dynamicState, a completing action', async (t) => {
+  process.env.GB_CONNECT_CLIENT_ID = 'gb-client';
+  process.env.GB_CONNECT_CLIENT_SECRET = 'gb-secret-5f2a9c';
+  process.env.GB_CONNECT_PROVIDER_URL = 'https://provider.example';
+  const s = await startTestServer(t, { integrations_dir: gitbookFolder(t), sandbox: RELAXED_SANDBOX });
+  const id = (await s.api('POST', '/api/v1/installations', { integration: 'gb-connect' })).body.installation.id;
+  const render = (body: unknown) => s.api('POST', `/api/v1/installations/${id}/render`, body);
+
+  const first = await render({ componentId: 'counter' });
+  assert.equal(first.status, 200, JSON.stringify(first.body));
+  assert.equal(first.headers.get('cache-control'), 'max-age=120');
+  assert.deepEqual(first.body.state, { count: 0, label: 'presses' });
+  assert.deepEqual(first.body.element.children[1], { type: 'textinput', state: 'label', initialValue: { $state: 'label' } });
+
+  const pressed = await render({ componentId: 'counter', state: first.body.state, action: { action: 'increment' } });
+  assert.deepEqual(pressed.body.state, { count: 1, label: 'presses' });
+  assert.equal(pressed.body.element.children[0].children[0], '1 presses');
+  // The object initialState is a copy: a later first render starts from 0 again.
+  assert.deepEqual((await render({ componentId: 'counter' })).body.state, { count: 0, label: 'presses' });
+
+  const complete = await render({ componentId: 'counter', state: { count: 7, label: 'x' }, action: { action: 'done' } });
+  assert.deepEqual(complete.body, { type: 'complete', returnValue: { count: 7 } });
+
+  const greeting = await render({ componentId: 'greeting', props: { name: 'Ada' }, context: { type: 'document' } });
+  assert.equal(greeting.body.state.greeting, 'hello Ada in document of gb-connect');
+});
+
+/** The invocations an event type caused, as [installation id, logs] pairs. */
+async function invocationsOf(s: TestServer, type: string): Promise<Array<[string, string]>> {
+  const r = await s.api('GET', `/api/v1/logs?type=${type}`);
+  const rows = s.services.store.db.prepare('SELECT installation_id, logs FROM invocations WHERE event_type = ? ORDER BY created_at').all(type) as Array<{ installation_id: string; logs: string }>;
+  assert.ok(r.status === 200 || r.status === 404);
+  return rows.map((row) => [row.installation_id, row.logs]);
+}
+
+test('space and site installations: a configuration of their own per space, and events routed by spaceId / siteId to the matching installation only', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: gitbookFolder(t), sandbox: RELAXED_SANDBOX });
+  const a = await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_a', configuration: { channel: '#a' } });
+  const b = await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_b', configuration: { channel: '#b' } });
+  assert.equal(a.status, 201, JSON.stringify(a.body));
+  assert.equal(b.status, 201, JSON.stringify(b.body));
+  const wrong = await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_c', configuration: { webhook: 'x' } });
+  assert.equal(wrong.status, 400);
+  assert.match(JSON.stringify(wrong.body), /is not a property of this integration.*properties: channel/);
+
+  const sent = await s.api('POST', '/api/v1/events', samplePayload('space_content_updated', { spaceId: 'space_b' }));
+  assert.ok(sent.status < 300, JSON.stringify(sent.body));
+  const ran = await waitForRows(() => invocationsOf(s, 'space_content_updated'));
+  assert.deepEqual(ran.map(([id]) => id), [b.body.installation.id]);
+  assert.match(ran[0][1], /\[gb-spaces\] space space_b changed: announce in #b/);
+
+  const siteA = await s.api('POST', '/api/v1/installations', { integration: 'GB-Analytics', site: 'site_a', configuration: { collector_url: 'https://c.example/a' } });
+  const siteB = await s.api('POST', '/api/v1/installations', { integration: 'GB-Analytics', site: 'site_b', configuration: { collector_url: 'https://c.example/b' } });
+  assert.equal(siteB.status, 201, JSON.stringify(siteB.body));
+  await s.api('POST', '/api/v1/events', samplePayload('site_view', { siteId: 'site_a' }));
+  const views = await waitForRows(() => invocationsOf(s, 'site_view'));
+  assert.deepEqual(views.map(([id]) => id), [siteA.body.installation.id]);
+  assert.match(views[0][1], /view of site_a for https:\/\/c\.example\/a/);
+});
+
+async function waitForRows<T>(fn: () => Promise<T[]>): Promise<T[]> {
+  for (let i = 0; i < 500; i++) {
+    const rows = await fn();
+    if (rows.length) return rows;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return fn();
+}
+
+test('context.api as GitBook\'s client: installation endpoints served here, content endpoints 501 until an upstream is configured, then forwarded', async (t) => {
+  const seen: Array<{ url: string; auth: string | undefined }> = [];
+  const upstream = createServer((req, res) => {
+    seen.push({ url: req.url ?? '', auth: req.headers.authorization });
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ id: req.url?.split('/').pop(), title: 'Upstream space' }));
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  t.after(() => upstream.close());
+  const dir = gitbookFolder(t);
+
+  const s = await startTestServer(t, { integrations_dir: dir, sandbox: RELAXED_SANDBOX });
+  const a = await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_a', configuration: { channel: '#a' } });
+  const endpoint = a.body.installation.urls.publicEndpoint;
+  const renamed = (await (await fetch(`${endpoint}/rename?to=%23news`)).json()) as any;
+  assert.equal(renamed.updated.space, 'space_a');
+  assert.deepEqual(renamed.updated.configuration, { channel: '#news' });
+  assert.equal(renamed.read.id, a.body.installation.id);
+  assert.deepEqual(renamed.listed, [a.body.installation.id]);
+  assert.equal((await s.api('GET', `/api/v1/installations/${a.body.installation.id}`)).body.installation.configuration.channel, '#news');
+
+  const noUpstream = await fetch(`${endpoint}/space`);
+  assert.equal(noUpstream.status, 502);
+  const refused = (await noUpstream.json()) as any;
+  assert.equal(refused.code, 501);
+  assert.match(refused.message, /GET \/spaces\/space_a reads GitBook content, which this server does not hold/);
+  assert.match(refused.message, /gitbook\.api_url/);
+
+  const unknown = (await (await fetch(`${endpoint}/unknown`)).json()) as any;
+  assert.match(unknown.message, /api\.spaces\.listSpaceThings\(\) is not available here; available: getSpaceById/);
+
+  const s2 = await startTestServer(t, {
+    integrations_dir: dir,
+    sandbox: RELAXED_SANDBOX,
+    gitbook: { api_url: `http://127.0.0.1:${(upstream.address() as { port: number }).port}`, api_token: 'gb_api_token_1' },
+  } as never);
+  const a2 = await s2.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_z', configuration: { channel: '#z' } });
+  const forwarded = await fetch(`${a2.body.installation.urls.publicEndpoint}/space`);
+  assert.equal(forwarded.status, 200, await forwarded.clone().text());
+  assert.deepEqual(await forwarded.json(), { space: { id: 'space_z', title: 'Upstream space' } });
+  assert.deepEqual(seen, [{ url: '/v1/spaces/space_z', auth: 'Bearer gb_api_token_1' }]);
+});
+
+test('the importable runtime module exports every name the runtime library exports (one list, RUNTIME_EXPORTS)', async () => {
+  const { readFileSync } = await import('node:fs');
+  const { RUNTIME_EXPORTS } = await import('../src/sandbox/guest/runtime/names.ts');
+  const index = readFileSync(join(ROOT, 'src/sandbox/guest/runtime/index.ts'), 'utf8');
+  const exported = new Set<string>();
+  for (const m of index.matchAll(/export \{([^}]*)\}/g))
+    for (const part of m[1].split(',')) {
+      const name = part.trim().split(/\s+as\s+/).pop()!.trim();
+      if (name) exported.add(name);
+    }
+  for (const jsx of ['jsx', 'jsxs', 'jsxDEV', 'Fragment']) exported.delete(jsx);
+  assert.deepEqual([...RUNTIME_EXPORTS].sort(), [...exported].sort());
+});
