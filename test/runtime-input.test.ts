@@ -101,3 +101,28 @@ test('fuzz: random and mutated envelopes never produce a 5xx or a crash', async 
   );
   assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
 });
+
+test('__proto__, constructor and prototype in a configuration are refused like any unknown key, nothing stored', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const raw = (method: string, path: string, text: string) =>
+    fetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' }, body: text });
+  for (const key of ['__proto__', 'constructor', 'prototype']) {
+    // Written as text: JSON.stringify of an object literal would drop a __proto__ key.
+    const r = await raw('POST', '/api/v1/installations', `{"integration":"kitchen-sink","configuration":{"channel":"c","${key}":{"isAdmin":true}}}`);
+    const body = (await r.json()) as any;
+    assert.equal(r.status, 400, `${key}: ${JSON.stringify(body)}`);
+    assert.equal(body.error.code, 'validation_failed');
+    assert.deepEqual(body.error.problems.map((p: any) => p.where), [`configuration.${key}`], key);
+    assert.match(body.error.problems[0].message, new RegExp(`"${key}" is not a property`));
+  }
+  const n = s.services.store.db.prepare('SELECT count(*) AS n FROM installations').get() as { n: number };
+  assert.equal(n.n, 0, 'nothing was stored');
+
+  const ok = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration: { channel: 'c' } });
+  assert.equal(ok.status, 201);
+  const id = ok.body.installation.id;
+  const patched = await raw('PATCH', `/api/v1/installations/${id}`, '{"configuration":{"__proto__":{"channel":42}}}');
+  assert.equal(patched.status, 400, 'an edit is refused too');
+  const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
+  assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c' });
+});
