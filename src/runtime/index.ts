@@ -29,6 +29,12 @@ export const runtimeModule: Module = {
       sandbox: services.sandbox as Sandbox,
       installations,
       tokenTtlMs: sandboxLimits.wall_time + sandboxLimits.wait_until + 60_000,
+      logBudget: {
+        perInvocation: sandboxLimits.log_bytes,
+        perMinute: sandboxLimits.log_bytes_per_minute,
+        diskReserve: sandboxLimits.log_disk_reserve,
+        dataDir: services.config.data_dir,
+      },
     });
     services.runtime = runtime;
     services.onSandboxLog = (e: { requestId: string; line: import('../sandbox/index.ts').LogLine }) => runtime.appendLateLog(e.requestId, e.line);
