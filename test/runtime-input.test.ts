@@ -126,3 +126,51 @@ test('__proto__, constructor and prototype in a configuration are refused like a
   const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
   assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c' });
 });
+
+test('a deeply nested environment or event is a 400 naming the field, never a sandbox failure', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const mp = 'multipart/form-data; boundary=XyZbOuNdArY';
+  const nested = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+  const post = (event: string, environment: string) =>
+    fetch(`${s.url}/v1/integrations/kitchen-sink`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${s.token}`, 'content-type': mp },
+      body: multipart([['event', event], ['environment', environment]]),
+    });
+  const fetchEvent = JSON.stringify({ type: 'fetch', request: { method: 'GET', url: 'https://x.test/env', headers: [] } });
+  for (const [field, res] of [
+    ['environment', await post(fetchEvent, nested(20_000))],
+    ['event', await post(`{"type":"installation_setup","x":${nested(20_000)}}`, '{}')],
+  ] as const) {
+    const body = (await res.json()) as any;
+    assert.equal(res.status, 400, `${field}: ${JSON.stringify(body)}`);
+    assert.equal(body.error.where, field);
+    assert.match(body.error.message, new RegExp(`"${field}" field is nested deeper than 64 levels`));
+  }
+  const ok = await post(fetchEvent, nested(40));
+  assert.notEqual(ok.status, 400, 'ordinary nesting passes');
+  const n = s.services.store.db.prepare('SELECT count(*) AS n FROM invocations').get() as { n: number };
+  assert.equal(n.n, 1, 'only the ordinary envelope ran');
+});
+
+test('a deeply nested JSON body is a 400 at every management route: render props, events, configuration', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const nested = '{"a":'.repeat(20_000) + '1' + '}'.repeat(20_000);
+  const raw = (method: string, path: string, text: string) =>
+    fetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' }, body: text });
+  const id = (await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration: { channel: 'c' } })).body.installation.id;
+  for (const [method, path, text] of [
+    ['POST', `/api/v1/installations/${id}/render`, `{"componentId":"counter","props":${nested}}`],
+    ['POST', '/api/v1/events', `{"type":"space_content_updated","spaceId":"s","revisionId":"r","x":${nested}}`],
+    ['PATCH', `/api/v1/installations/${id}`, `{"configuration":{"channel":${nested}}}`],
+  ]) {
+    const res = await raw(method, path, text);
+    const body = (await res.json()) as any;
+    assert.equal(res.status, 400, `${method} ${path}: ${JSON.stringify(body)}`);
+    assert.match(body.error.message, /nested deeper than 64 levels/);
+  }
+  const n = s.services.store.db.prepare("SELECT count(*) AS n FROM invocations WHERE event_type != 'installation_setup'").get() as { n: number };
+  assert.equal(n.n, 0, 'no code ran for them');
+  const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
+  assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c' });
+});
