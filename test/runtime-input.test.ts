@@ -101,3 +101,76 @@ test('fuzz: random and mutated envelopes never produce a 5xx or a crash', async 
   );
   assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
 });
+
+test('__proto__, constructor and prototype in a configuration are refused like any unknown key, nothing stored', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const raw = (method: string, path: string, text: string) =>
+    fetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' }, body: text });
+  for (const key of ['__proto__', 'constructor', 'prototype']) {
+    // Written as text: JSON.stringify of an object literal would drop a __proto__ key.
+    const r = await raw('POST', '/api/v1/installations', `{"integration":"kitchen-sink","configuration":{"channel":"c","${key}":{"isAdmin":true}}}`);
+    const body = (await r.json()) as any;
+    assert.equal(r.status, 400, `${key}: ${JSON.stringify(body)}`);
+    assert.equal(body.error.code, 'validation_failed');
+    assert.deepEqual(body.error.problems.map((p: any) => p.where), [`configuration.${key}`], key);
+    assert.match(body.error.problems[0].message, new RegExp(`"${key}" is not a property`));
+  }
+  const n = s.services.store.db.prepare('SELECT count(*) AS n FROM installations').get() as { n: number };
+  assert.equal(n.n, 0, 'nothing was stored');
+
+  const ok = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration: { channel: 'c' } });
+  assert.equal(ok.status, 201);
+  const id = ok.body.installation.id;
+  const patched = await raw('PATCH', `/api/v1/installations/${id}`, '{"configuration":{"__proto__":{"channel":42}}}');
+  assert.equal(patched.status, 400, 'an edit is refused too');
+  const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
+  assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c' });
+});
+
+test('a deeply nested environment or event is a 400 naming the field, never a sandbox failure', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const mp = 'multipart/form-data; boundary=XyZbOuNdArY';
+  const nested = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+  const post = (event: string, environment: string) =>
+    fetch(`${s.url}/v1/integrations/kitchen-sink`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${s.token}`, 'content-type': mp },
+      body: multipart([['event', event], ['environment', environment]]),
+    });
+  const fetchEvent = JSON.stringify({ type: 'fetch', request: { method: 'GET', url: 'https://x.test/env', headers: [] } });
+  for (const [field, res] of [
+    ['environment', await post(fetchEvent, nested(20_000))],
+    ['event', await post(`{"type":"installation_setup","x":${nested(20_000)}}`, '{}')],
+  ] as const) {
+    const body = (await res.json()) as any;
+    assert.equal(res.status, 400, `${field}: ${JSON.stringify(body)}`);
+    assert.equal(body.error.where, field);
+    assert.match(body.error.message, new RegExp(`"${field}" field is nested deeper than 64 levels`));
+  }
+  const ok = await post(fetchEvent, nested(40));
+  assert.notEqual(ok.status, 400, 'ordinary nesting passes');
+  const n = s.services.store.db.prepare('SELECT count(*) AS n FROM invocations').get() as { n: number };
+  assert.equal(n.n, 1, 'only the ordinary envelope ran');
+});
+
+test('a deeply nested JSON body is a 400 at every management route: render props, events, configuration', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const nested = '{"a":'.repeat(20_000) + '1' + '}'.repeat(20_000);
+  const raw = (method: string, path: string, text: string) =>
+    fetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' }, body: text });
+  const id = (await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration: { channel: 'c' } })).body.installation.id;
+  for (const [method, path, text] of [
+    ['POST', `/api/v1/installations/${id}/render`, `{"componentId":"counter","props":${nested}}`],
+    ['POST', '/api/v1/events', `{"type":"space_content_updated","spaceId":"s","revisionId":"r","x":${nested}}`],
+    ['PATCH', `/api/v1/installations/${id}`, `{"configuration":{"channel":${nested}}}`],
+  ]) {
+    const res = await raw(method, path, text);
+    const body = (await res.json()) as any;
+    assert.equal(res.status, 400, `${method} ${path}: ${JSON.stringify(body)}`);
+    assert.match(body.error.message, /nested deeper than 64 levels/);
+  }
+  const n = s.services.store.db.prepare("SELECT count(*) AS n FROM invocations WHERE event_type != 'installation_setup'").get() as { n: number };
+  assert.equal(n.n, 0, 'no code ran for them');
+  const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
+  assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c' });
+});

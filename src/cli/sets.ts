@@ -1,5 +1,6 @@
 /** `--set key=value` options, repeated; values coerced by the manifest's property types. */
 import { SwitchyardError } from '../errors.ts';
+import { setOwn } from '../schema/index.ts';
 
 /** Every value of a repeated option, from the raw argv (citty keeps only the last one). */
 export function repeated(rawArgs: string[], name: string): string[] {
@@ -24,7 +25,7 @@ export function parseSets(sets: string[], properties: PropertyTypes = {}): Recor
     if (eq <= 0) throw new SwitchyardError('bad_request', `--set needs key=value, got "${s}"`);
     const key = s.slice(0, eq);
     const raw = s.slice(eq + 1);
-    const type = properties[key]?.type;
+    const type = Object.hasOwn(properties, key) ? properties[key]?.type : undefined;
     let value: unknown = raw;
     if (type === 'number') {
       value = Number(raw);
@@ -32,7 +33,7 @@ export function parseSets(sets: string[], properties: PropertyTypes = {}): Recor
     } else if (type === 'boolean') {
       if (raw !== 'true' && raw !== 'false') throw new SwitchyardError('bad_request', `${key} is true or false, got "${raw}"`, { where: key });
       value = raw === 'true';
-    } else if (type === undefined && /^(true|false|-?\d+(\.\d+)?)$/.test(raw) && !(key in properties)) {
+    } else if (type === undefined && /^(true|false|-?\d+(\.\d+)?)$/.test(raw) && !Object.hasOwn(properties, key)) {
       value = JSON.parse(raw);
     }
     setPath(out, key, value);
@@ -44,9 +45,10 @@ export function parseSets(sets: string[], properties: PropertyTypes = {}): Recor
 function setPath(target: Record<string, unknown>, key: string, value: unknown): void {
   const parts = key.split('.');
   let node = target;
+  // Own keys only: "__proto__.x=1" must make a key the server refuses, not reach Object.prototype.
   for (const p of parts.slice(0, -1)) {
-    if (typeof node[p] !== 'object' || node[p] === null) node[p] = {};
+    if (!Object.hasOwn(node, p) || typeof node[p] !== 'object' || node[p] === null) setOwn(node, p, {});
     node = node[p] as Record<string, unknown>;
   }
-  node[parts[parts.length - 1]] = value;
+  setOwn(node, parts[parts.length - 1], value);
 }

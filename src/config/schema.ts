@@ -88,6 +88,9 @@ export const configSchema = s.object({
     startup_time: s.withDefault(s.duration({ min: 10 }), 1000),
     wait_until: s.withDefault(s.duration(), 30_000),
     log_lines: s.withDefault(s.number({ integer: true, min: 0 }), 256),
+    log_bytes: s.withDefault(s.bytes({ description: 'message bytes of console output stored per invocation' }), 64 * 1024),
+    log_bytes_per_minute: s.withDefault(s.bytes({ description: 'message bytes of console output stored per integration per minute' }), 1024 * 1024),
+    log_disk_reserve: s.withDefault(s.bytes({ description: "no console output is stored while the data directory's disk has less free space" }), 256 * 1024 * 1024),
   }),
   metrics: s.object({
     token: s.withDefault(

@@ -1,6 +1,6 @@
 /** JSON request bodies for the management API: a size cap and errors that say what is wrong. */
 import { SwitchyardError } from '../errors.ts';
-import { readBodyLimited } from '../runtime/envelope.ts';
+import { MAX_JSON_DEPTH, nestedDeeperThan, readBodyLimited } from '../runtime/envelope.ts';
 
 export async function readJson<T = Record<string, unknown>>(req: Request, limit: number, opts: { optional?: boolean } = {}): Promise<T> {
   const bytes = await readBodyLimited(req, limit);
@@ -11,13 +11,17 @@ export async function readJson<T = Record<string, unknown>>(req: Request, limit:
   const type = req.headers.get('content-type') ?? '';
   if (type && !/^application\/(.+\+)?json\b/i.test(type))
     throw new SwitchyardError('unsupported_media_type', `expected Content-Type: application/json, got "${type}"`);
+  let v: unknown;
   try {
-    const v = JSON.parse(new TextDecoder().decode(bytes));
+    v = JSON.parse(new TextDecoder().decode(bytes));
     if (!v || typeof v !== 'object' || Array.isArray(v)) throw new Error('the body must be a JSON object');
-    return v as T;
   } catch (e) {
     throw new SwitchyardError('bad_request', `the body is not a valid JSON object: ${(e as Error).message}`);
   }
+  // What is stored or handed to integration code must copy into the sandbox (see MAX_JSON_DEPTH).
+  if (nestedDeeperThan(v, MAX_JSON_DEPTH))
+    throw new SwitchyardError('bad_request', `the body is nested deeper than ${MAX_JSON_DEPTH} levels`, { hint: 'flatten the data' });
+  return v as T;
 }
 
 /** A query parameter that must be one of `allowed` (400 naming the value otherwise). */

@@ -16,6 +16,28 @@ const errors = {
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
 const q = (name: string, description: string, schema: unknown = { type: 'string' }) => ({ name, in: 'query', required: false, description, schema });
 const body = (schema: unknown) => ({ required: true, content: { 'application/json': { schema } } });
+const pathParam = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } });
+const timeParams = [q('since', 'a duration ago (2h) or a date-time'), q('until', 'a duration ago or a date-time')];
+const pageQuery = [q('limit', '1-500, default 50', { type: 'integer' }), q('cursor', 'nextCursor of the previous page')];
+const list = (key: string, item: unknown) => json({ type: 'object', properties: { [key]: { type: 'array', items: item }, nextCursor: { type: ['string', 'null'] } } });
+/** Server-sent events: `after` (or Last-Event-ID) resumes after a cursor without missing any. */
+const stream = (summary: string, filters: unknown[]) => ({
+  get: {
+    summary,
+    parameters: [q('after', 'resume after this cursor (or send Last-Event-ID); default: from now'), ...filters],
+    responses: { '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors },
+  },
+});
+/** An installation's public endpoint: any method, handed to the integration's `fetch`. */
+const publicEndpoint = (summary: string, extra: unknown[] = []) => {
+  const op = {
+    security: [],
+    summary,
+    parameters: [pathParam('name'), pathParam('id'), ...extra],
+    responses: { '200': { description: 'What the integration answered' }, '404': json(ref('Error'), 'No such installation of this integration'), '410': json(ref('Error'), 'Uninstalled'), '413': json(ref('Error')), '503': json(ref('Error'), 'Paused, or a sandbox limit') },
+  };
+  return Object.fromEntries(['get', 'put', 'post', 'delete', 'options', 'head', 'patch'].map((m) => [m, op]));
+};
 
 export function openApiDocument(serverUrl: string) {
   return {
@@ -66,6 +88,52 @@ export function openApiDocument(serverUrl: string) {
             missing: { type: 'array', items: { type: 'string' }, description: 'required properties not set yet (pending installations)' },
           },
         },
+        Delivery: {
+          type: 'object',
+          description: 'URLs are shown without credentials (https://***@host/)',
+          properties: {
+            id: { type: 'string' },
+            eventId: { type: 'string' },
+            eventType: { type: 'string' },
+            installationId: { type: 'string' },
+            url: { type: 'string' },
+            status: { enum: ['pending', 'retrying', 'delivered', 'failed', 'cancelled'] },
+            attemptCount: { type: 'integer' },
+            maxAttempts: { type: 'integer' },
+            nextAttemptAt: { type: ['string', 'null'], format: 'date-time' },
+            held: { type: 'boolean' },
+            lastStatus: { type: ['integer', 'null'] },
+            lastError: { type: ['string', 'null'] },
+            createdAt: { type: 'string', format: 'date-time' },
+            updatedAt: { type: 'string', format: 'date-time' },
+            completedAt: { type: ['string', 'null'], format: 'date-time' },
+          },
+        },
+        Attempt: {
+          type: 'object',
+          properties: {
+            number: { type: 'integer' },
+            manual: { type: 'boolean' },
+            startedAt: { type: 'string', format: 'date-time' },
+            durationMs: { type: ['number', 'null'] },
+            url: { type: 'string' },
+            signatureHeader: { type: ['string', 'null'] },
+            status: { type: ['integer', 'null'] },
+            outcome: { enum: ['success', 'retry', 'fail', 'interrupted'] },
+            error: { type: ['string', 'null'] },
+            errorCode: { type: ['string', 'null'] },
+            responseExcerpt: { type: ['string', 'null'] },
+            responseTruncated: { type: 'boolean' },
+            nextAttemptAt: { type: ['string', 'null'], format: 'date-time' },
+          },
+        },
+        DeliveryDetail: {
+          allOf: [
+            ref('Delivery'),
+            { type: 'object', properties: { body: { type: 'string', description: 'the exact bytes sent' }, payload: {}, signatureHeader: { type: ['string', 'null'] }, attempts: { type: 'array', items: ref('Attempt') } } },
+          ],
+        },
+        Event: { type: 'object', description: 'A platform event as ingested: eventId, type and its fields', properties: { eventId: { type: 'string' }, type: { type: 'string' } } },
         ComponentAnswer: {
           type: 'object',
           properties: { type: { const: 'element' }, state: { type: 'object' }, props: { type: 'object' }, element: { type: 'object', description: 'ContentKit markup' } },
@@ -73,6 +141,7 @@ export function openApiDocument(serverUrl: string) {
       },
     },
     paths: {
+      '/openapi.json': { get: { security: [], summary: 'This document', responses: { '200': json({ type: 'object' }) } } },
       '/healthz': { get: { security: [], summary: 'Health: version, uptime, store', responses: { '200': json({ type: 'object' }), '503': json({ type: 'object' }, 'Shutting down or store unavailable') } } },
       '/v1/integrations/{name}': {
         post: {
@@ -143,6 +212,65 @@ export function openApiDocument(serverUrl: string) {
           parameters: [idParam],
           requestBody: body({ type: 'object', required: ['componentId'], properties: { componentId: { type: 'string' }, props: { type: 'object' }, state: { type: 'object' }, action: { type: 'object' }, context: { type: 'object' } } }),
           responses: { '200': json(ref('ComponentAnswer')), ...errors },
+        },
+      },
+      '/v1/integrations/{name}/installations/{id}': publicEndpoint('Public endpoint of an installation (no token): the request is handed to the integration\'s fetch'),
+      '/v1/integrations/{name}/installations/{id}/{path}': publicEndpoint('Public endpoint of an installation, any sub-path', [{ ...pathParam('path'), description: 'the rest of the path, slashes included' }]),
+      '/api/v1/events': {
+        post: {
+          summary: 'Ingest a platform event (validated by type); fanned out to integration handlers and webhook subscribers. A repeated eventId answers 200 with duplicate: true',
+          requestBody: body(ref('Event')),
+          responses: {
+            '202': json({ type: 'object', properties: { eventId: { type: 'string' }, duplicate: { const: false }, deliveries: { type: 'array', items: ref('Delivery') } } }, 'Accepted'),
+            '200': json({ type: 'object', properties: { eventId: { type: 'string' }, duplicate: { const: true } } }, 'Already ingested'),
+            ...errors,
+          },
+        },
+        get: { summary: 'Ingested events, newest first', parameters: [q('type', 'only this event type'), q('installation', 'only events for this installation'), ...timeParams, ...pageQuery], responses: { '200': list('events', ref('Event')), ...errors } },
+      },
+      '/api/v1/events/{id}': { get: { summary: 'One event with its deliveries', parameters: [idParam], responses: { '200': json({ allOf: [ref('Event'), { type: 'object', properties: { deliveries: { type: 'array', items: ref('Delivery') } } }] }), ...errors } } },
+      '/api/v1/deliveries': {
+        get: {
+          summary: 'Webhook deliveries, newest first',
+          parameters: [q('status', 'pending, retrying, delivered, failed or cancelled'), q('type', 'event type'), q('installation', 'installation id'), q('event', 'event id'), ...timeParams, ...pageQuery],
+          responses: { '200': list('deliveries', ref('Delivery')), ...errors },
+        },
+      },
+      '/api/v1/deliveries/{id}': { get: { summary: 'One delivery: the body sent and every attempt', parameters: [idParam], responses: { '200': json(ref('DeliveryDetail')), ...errors } } },
+      '/api/v1/deliveries/{id}/retry': {
+        post: {
+          summary: 'One attempt now, recorded as manual (does not change the automatic schedule unless it succeeds)',
+          parameters: [idParam],
+          responses: { '200': json({ type: 'object', properties: { attempt: ref('Attempt'), delivery: ref('DeliveryDetail') } }), ...errors, '409': json(ref('Error'), 'Cancelled, or an attempt is in flight') },
+        },
+      },
+      '/api/v1/deliveries/replay': {
+        post: {
+          summary: 'Failed deliveries created in the window go back to pending with a fresh schedule',
+          requestBody: body({ type: 'object', required: ['failed', 'since'], properties: { failed: { const: true }, since: { type: 'string' }, until: { type: 'string' }, installation: { type: 'string' } } }),
+          responses: { '200': json({ type: 'object', properties: { replayed: { type: 'integer' }, deliveries: { type: 'array', items: { type: 'string' } } } }), ...errors },
+        },
+      },
+      '/api/v1/deliveries/stream': stream('Delivery attempts as they are recorded (server-sent `attempt` events)', [q('installation', 'installation id'), q('type', 'event type')]),
+      '/api/v1/logs/stream': stream('Invocations as they are recorded, and lines printed after their answer (server-sent `invocation` and `log` events)', [
+        q('integration', 'integration name'),
+        q('installation', 'installation id'),
+        q('event', 'event id'),
+        q('errors', 'only failed invocations', { type: 'boolean' }),
+      ]),
+      '/api/v1/webhooks/{installationId}/secret': {
+        get: {
+          summary: "A webhook installation's signing secrets, masked unless ?reveal=true",
+          parameters: [pathParam('installationId'), q('reveal', 'show the secrets whole', { type: 'boolean' })],
+          responses: { '200': json({ type: 'object', properties: { installationId: { type: 'string' }, secret: { type: 'string' }, revealed: { type: 'boolean' }, createdAt: { type: 'string' }, previous: { type: 'array', items: { type: 'object', properties: { secret: { type: 'string' }, expiresAt: { type: 'string' } } } } } }), ...errors },
+        },
+      },
+      '/api/v1/webhooks/{installationId}/secret/rotate': {
+        post: {
+          summary: 'A new signing secret (shown once); the old one keeps signing for webhooks.secret_rotation_overlap',
+          parameters: [pathParam('installationId')],
+          requestBody: { required: false, content: { 'application/json': { schema: { type: 'object', properties: { secret: { type: 'string', description: 'use this secret instead of a generated one' } } } } } },
+          responses: { '200': json({ type: 'object', properties: { installationId: { type: 'string' }, secret: { type: 'string' }, previousExpiresAt: { type: 'string' } } }), ...errors },
         },
       },
     } as Record<string, unknown>,

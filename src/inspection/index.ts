@@ -56,6 +56,7 @@ export function inspectionRoutes(app: H3, services: Services): void {
         if (!runtime) return () => {};
         return runtime.observe((n) => {
           if (n.kind === 'recorded') return changed();
+          if (n.kind !== 'log') return;
           // A line printed after the response (waitUntil): the row is updated, so send the line itself.
           const inv = invocations().get(n.id);
           if (!inv || filter.errors) return;

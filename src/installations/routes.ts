@@ -3,6 +3,8 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf, requireAdmin } from '../http/app.ts';
 import { oneOfParam, readJson } from '../http/body.ts';
+import { hideUrlCredentials } from '../log/index.ts';
+import { setOwn } from '../schema/index.ts';
 import type { Registry } from '../registry/index.ts';
 import { missingRequired } from '../manifest/index.ts';
 import type { Runtime } from '../runtime/index.ts';
@@ -22,13 +24,19 @@ interface WebhookSecrets {
   setEndpointUrl?(installationId: string, url: string): number;
 }
 
-/** Reserved values that hold credentials are hidden unless `reveal`. */
+/**
+ * Values that hold credentials are hidden unless `reveal`: reserved OAuth tokens, and the user-info
+ * of URLs (a webhook_url like `https://***@host/`). An edit that leaves a value alone keeps it.
+ */
 function redactConfiguration(configuration: Record<string, unknown>, reveal: boolean): Record<string, unknown> {
-  if (reveal || configuration.oauth_credentials === undefined) return configuration;
+  if (reveal) return configuration;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(configuration)) setOwn(out, k, typeof v === 'string' ? hideUrlCredentials(v) : v);
+  if (configuration.oauth_credentials === undefined) return out;
   const creds = configuration.oauth_credentials as Record<string, unknown>;
   const hidden: Record<string, unknown> = {};
   for (const k of Object.keys(creds ?? {})) hidden[k] = /token|secret/i.test(k) ? '[redacted]' : creds[k];
-  return { ...configuration, oauth_credentials: hidden };
+  return { ...out, oauth_credentials: hidden };
 }
 
 export function installationView(services: Services, inst: Installation, reveal = false) {

@@ -12,6 +12,7 @@ import { SwitchyardError, type Problem } from '../errors.ts';
 import { newEventId } from '../events/types.ts';
 import { hashToken } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
+import { setOwn } from '../schema/index.ts';
 import type { Db } from '../store/index.ts';
 import { missingRequired, validateConfiguration, type Manifest } from '../manifest/index.ts';
 import { mintInvocationToken, newInstallationToken, readInvocationToken, signingKey } from './tokens.ts';
@@ -144,7 +145,7 @@ export function createInstallations(deps: InstallationsDeps) {
     const declaredNames = new Set(Object.keys((def?.properties as Record<string, unknown> | undefined) ?? {}));
     const declared: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(configuration))
-      if (declaredNames.has(k) || !(RESERVED_CONFIGURATION_KEYS as readonly string[]).includes(k)) declared[k] = v;
+      if (declaredNames.has(k) || !(RESERVED_CONFIGURATION_KEYS as readonly string[]).includes(k)) setOwn(declared, k, v);
     const problems: Problem[] = [
       ...validateConfiguration(def, declared, { partial: true }),
       ...(integration === WEBHOOK_INTEGRATION ? webhookConfigurationProblems(declared) : []),
@@ -207,7 +208,7 @@ export function createInstallations(deps: InstallationsDeps) {
     const next: Record<string, unknown> = { ...current.configuration };
     for (const [k, v] of Object.entries(patch)) {
       if (v === null) delete next[k];
-      else next[k] = v;
+      else setOwn(next, k, v);
     }
     const { problems, missing } = check(manifest, current.target, current.integration, next);
     if (problems.length) fail(problems);

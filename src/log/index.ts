@@ -15,10 +15,23 @@ export interface Logger {
 
 const SECRET_KEY = /secret|token|password|authorization|signature|client_secret|access_token|refresh_token|api_key/i;
 
-/** Replace values of secret-looking keys, recursively. */
+// The user-info part of a URL (`https://user:pw@host`): everything between `//` and the last `@`
+// before the path. Backslashes end it too, as WHATWG URL parsing treats them like `/` there.
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#\\@]*(?:@[^\s/?#\\@]*)*@/gi;
+
+/**
+ * Credentials in the URLs of a text replaced by `***` (`https://***@host/path`): how a stored
+ * webhook URL, or an error that quotes one, is shown anywhere outside the server.
+ */
+export function hideUrlCredentials(text: string): string {
+  return text.includes('@') ? text.replace(URL_CREDENTIALS, '$1***@') : text;
+}
+
+/** Replace values of secret-looking keys, recursively; and credentials in URLs. */
 export function redact(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return hideUrlCredentials(value);
   if (depth > 6 || value === null || typeof value !== 'object') return value;
-  if (value instanceof Error) return { name: value.name, message: value.message, stack: value.stack };
+  if (value instanceof Error) return { name: value.name, message: hideUrlCredentials(value.message), stack: value.stack && hideUrlCredentials(value.stack) };
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v !== undefined && v !== '' ? '[redacted]' : redact(v, depth + 1);
@@ -45,7 +58,7 @@ export function createLogger(opts: LoggerOptions = {}, base: Record<string, unkn
     if (rank[lvl] < rank[level]) return;
     const all = redact({ ...base, ...fields }) as Record<string, unknown>;
     if (json) {
-      write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...all }));
+      write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg: hideUrlCredentials(msg), ...all }));
       return;
     }
     const time = new Date().toISOString().slice(11, 23);
@@ -53,7 +66,7 @@ export function createLogger(opts: LoggerOptions = {}, base: Record<string, unkn
     const extra = Object.entries(all)
       .map(([k, v]) => `${k}=${typeof v === 'string' ? (/\s/.test(v) ? JSON.stringify(v) : v) : JSON.stringify(v)}`)
       .join(' ');
-    write(`${time} ${tag} ${msg}${extra ? `  ${colour ? '\x1b[90m' : ''}${extra}${colour ? '\x1b[0m' : ''}` : ''}`);
+    write(`${time} ${tag} ${hideUrlCredentials(msg)}${extra ? `  ${colour ? '\x1b[90m' : ''}${extra}${colour ? '\x1b[0m' : ''}` : ''}`);
   }
 
   return {

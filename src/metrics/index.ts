@@ -73,10 +73,17 @@ export function createServerMetrics(services: Services): { registry: Registry; s
   const invocations = r.counter('switchyard_sandbox_invocations', 'Invocations of integration code, per integration');
   const errors = r.counter('switchyard_sandbox_errors', 'Invocations that ended in a fault, per integration and kind (exception, limit, crash, load)');
   const breaches = r.counter('switchyard_sandbox_limit_breaches', 'Invocations stopped by a sandbox limit, per integration and limit (cpu_time, memory_mb, ...)');
+  const droppedLines = r.counter('switchyard_sandbox_log_lines_dropped', 'Console lines not stored, per integration and reason (invocation: sandbox.log_bytes, integration: sandbox.log_bytes_per_minute, disk: sandbox.log_disk_reserve)');
+  const droppedBytes = r.counter('switchyard_sandbox_log_bytes_dropped', 'Message bytes of the console lines not stored, per integration and reason');
   const runtime = services.runtime as { observe(o: (n: InvocationNotice) => void): () => void } | undefined;
   if (runtime)
     stops.push(
       runtime.observe((n) => {
+        if (n.kind === 'dropped') {
+          droppedLines.inc({ integration: n.integration, reason: n.reason }, n.lines);
+          droppedBytes.inc({ integration: n.integration, reason: n.reason }, n.bytes);
+          return;
+        }
         if (n.kind !== 'recorded') return;
         invocations.inc({ integration: n.integration });
         if (!n.error) return;

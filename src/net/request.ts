@@ -115,6 +115,8 @@ function attempt(target: URL, opts: HttpRequestOptions, mayRetryStale: boolean):
       path: `${target.pathname}${target.search}`,
       method: opts.method,
       headers,
+      // Credentials in the URL (https://user:pw@host/) go as Basic auth, as curl and browsers send them.
+      auth: target.username || target.password ? `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}` : undefined,
       agent: agents[protocol][opts.allowPrivate ? 1 : 0],
     });
     const timer = setTimeout(() => {

@@ -43,6 +43,24 @@ function bad(message: string, where?: string, hint?: string): SwitchyardError {
   return new SwitchyardError('bad_request', message, { where, hint });
 }
 
+/**
+ * Deepest nesting of arrays and objects an envelope field may have. JSON.parse takes far deeper
+ * input, but copying it into the sandbox recurses and fails there (a 503 for what is bad input).
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** True when `value` nests arrays/objects deeper than `max` levels (walked without recursion). */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (!v || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Object.values(v)) if (child && typeof child === 'object') stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 function parseJsonField(text: string, field: string): Record<string, unknown> {
   let v: unknown;
   try {
@@ -51,6 +69,7 @@ function parseJsonField(text: string, field: string): Record<string, unknown> {
     throw bad(`the "${field}" field is not valid JSON: ${(e as Error).message}`, field);
   }
   if (!v || typeof v !== 'object' || Array.isArray(v)) throw bad(`the "${field}" field must be a JSON object`, field);
+  if (nestedDeeperThan(v, MAX_JSON_DEPTH)) throw bad(`the "${field}" field is nested deeper than ${MAX_JSON_DEPTH} levels`, field, 'flatten the data the integration needs');
   return v as Record<string, unknown>;
 }
 

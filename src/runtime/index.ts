@@ -32,6 +32,12 @@ export const runtimeModule: Module = {
       tokenTtlMs: sandboxLimits.wall_time + sandboxLimits.wait_until + 60_000,
       publicAnswerHeaders: (headers, req) => integrationAnswerHeaders(headers, req, services),
       oauthStateInstallation: (state) => (services.oauthStates as { installationOf?(s: string): string | undefined } | undefined)?.installationOf?.(state),
+      logBudget: {
+        perInvocation: sandboxLimits.log_bytes,
+        perMinute: sandboxLimits.log_bytes_per_minute,
+        diskReserve: sandboxLimits.log_disk_reserve,
+        dataDir: services.config.data_dir,
+      },
     });
     services.runtime = runtime;
     services.onSandboxLog = (e: { requestId: string; line: import('../sandbox/index.ts').LogLine }) => runtime.appendLateLog(e.requestId, e.line);

@@ -14,6 +14,8 @@ import type { Envelope, InvocationResult, LogLine, Sandbox } from '../sandbox/in
 import type { Db } from '../store/index.ts';
 import { buildEnvironment } from './environment.ts';
 import { beforeInvocationsRead } from './invocations.ts';
+import { createLogBudget, type Dropped, type DropReason, type LogBudgetOptions } from './log-budget.ts';
+import { createRedactor, redactLine, redactResult, secretRedactors } from './redact.ts';
 
 export interface RuntimeDeps {
   db: Db;
@@ -28,6 +30,8 @@ export interface RuntimeDeps {
   publicAnswerHeaders?: (headers: Array<[string, string]>, req: Request) => Array<[string, string]>;
   /** The installation a valid, unexpired OAuth state was issued to (checked, not used up). */
   oauthStateInstallation?: (state: string) => string | undefined;
+  /** How much of the printed output is stored (see log-budget.ts). */
+  logBudget: LogBudgetOptions;
 }
 
 export interface Invocation {
@@ -47,7 +51,9 @@ export interface Invocation {
 /** What the runtime just recorded, for observers (live logs, metrics). */
 export type InvocationNotice =
   | { kind: 'recorded'; id: string; integration: string; installationId: string | null; status: number; error?: InvocationResult['error'] }
-  | { kind: 'log'; id: string; line: LogLine };
+  | { kind: 'log'; id: string; line: LogLine }
+  /** Lines of this invocation that were not stored (counted in its marker line). */
+  | { kind: 'dropped'; id: string; integration: string; reason: DropReason; lines: number; bytes: number };
 
 /** `req_` + a time-ordered id (see src/ids.ts): invocation records are inserted at the end of their index. */
 export const newRequestId = () => timeOrderedId('req');
@@ -75,6 +81,18 @@ export function createRuntime(deps: RuntimeDeps) {
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const appendLog = db.prepare(`UPDATE invocations SET logs = json_insert(logs, '$[#]', json(?)) WHERE id = ?`);
+  const replaceLastLog = db.prepare(`UPDATE invocations SET logs = json_set(logs, '$[#-1]', json(?)) WHERE id = ?`);
+  // What a late line needs to know about its record: whose it is, the message bytes it holds, and
+  // the counts of its marker line when it already ends with one.
+  const lateTarget = db.prepare<[string], { integration: string; installationId: string | null; bytes: number; dropped: string | null }>(
+    `SELECT integration, installation_id AS installationId,
+       (SELECT coalesce(sum(length(CAST(json_extract(value, '$.message') AS BLOB))), 0) FROM json_each(invocations.logs)) AS bytes,
+       json_extract(logs, '$[#-1].dropped') AS dropped
+     FROM invocations WHERE id = ?`,
+  );
+  const budget = createLogBudget(deps.logBudget);
+  const redactorFor = secretRedactors();
+  const tokensOnly = createRedactor([]); // an integration no longer loaded: its secrets are unknown
 
   // Group commit. A caller that waits for its record (events, renders, the runtime endpoint) has it
   // committed at the end of this event-loop turn with whatever else is pending; a public-endpoint
@@ -177,8 +195,11 @@ export function createRuntime(deps: RuntimeDeps) {
     recordLater?: boolean;
   }): Promise<{ id: string; result: InvocationResult }> {
     const id = opts.requestId ?? newRequestId();
-    const result = await deps.sandbox.invoke({ script: opts.integration.script!, envelope: opts.envelope, requestId: id });
+    // Secrets out of the lines, the error and the server's own log line about it, before any is kept.
+    const redact = redactorFor(opts.integration, opts.installation);
+    const result = redactResult(await deps.sandbox.invoke({ script: opts.integration.script!, envelope: opts.envelope, requestId: id }), redact);
     const e = result.error;
+    const logs = budget.admit(opts.integration.name, lateAlready(id, result.logs).map((l) => redactLine(l, redact)));
     const recorded = record(
       [
         id,
@@ -193,12 +214,13 @@ export function createRuntime(deps: RuntimeDeps) {
         e?.message ?? null,
         e?.stack ?? null,
         e?.kind === 'limit' ? (e.limit ?? null) : null,
-        JSON.stringify(lateAlready(id, result.logs)),
+        JSON.stringify(logs.lines),
         new Date().toISOString(),
       ],
       { kind: 'recorded', id, integration: opts.integration.name, installationId: opts.installation?.id ?? null, status: result.status, error: e },
       !opts.recordLater,
     );
+    if (logs.dropped) notify({ kind: 'dropped', id, integration: opts.integration.name, ...logs.dropped });
     if (recorded) await recorded;
     if (e) {
       const fields = { integration: opts.integration.name, installation: opts.installation?.id, request_id: id, kind: e.kind, limit: e.limit };
@@ -325,17 +347,35 @@ export function createRuntime(deps: RuntimeDeps) {
     },
 
     /** Lines printed after the response (waitUntil), appended to their invocation. */
-    appendLateLog(requestId: string, line: LogLine): void {
+    appendLateLog(requestId: string, raw: LogLine): void {
       flushRecords(); // its invocation may still wait for the group commit
-      if (appendLog.run(JSON.stringify(line), requestId).changes === 0) {
+      const target = lateTarget.get(requestId);
+      if (!target) {
         // Its result is still on the way (a line can come in the same message batch, ahead of it):
-        // the record takes it when it is written.
+        // the record takes it (redacted and capped with the others) when it is written.
         const lines = early.get(requestId) ?? [];
-        lines.push(line);
+        lines.push(raw);
         early.set(requestId, lines);
         if (early.size > 1000) early.delete(early.keys().next().value!);
+        return;
       }
-      notify({ kind: 'log', id: requestId, line });
+      const integration = deps.registry.get(target.integration);
+      const installation = target.installationId ? deps.installations.get(target.installationId) : undefined;
+      const line = redactLine(raw, integration ? redactorFor(integration, installation) : tokensOnly);
+      let dropped: Dropped | undefined;
+      if (target.dropped) {
+        // The record already ends with its marker: count this line in it.
+        const before = JSON.parse(target.dropped) as Dropped;
+        const marker = budget.dropMore(before, line);
+        replaceLastLog.run(JSON.stringify(marker), requestId);
+        dropped = { reason: before.reason, lines: 1, bytes: marker.dropped.bytes - before.bytes };
+      } else {
+        const admitted = budget.admit(target.integration, [line], target.bytes);
+        appendLog.run(JSON.stringify(admitted.lines[0]), requestId);
+        dropped = admitted.dropped;
+      }
+      if (dropped) notify({ kind: 'dropped', id: requestId, integration: target.integration, ...dropped });
+      else notify({ kind: 'log', id: requestId, line });
     },
 
     /** Observe each recorded invocation and each line printed after its response; returns the unsubscribe function. */

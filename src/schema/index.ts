@@ -56,6 +56,15 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/**
+ * Set `key` as an own property, whatever its name. `out[key] = v` with a key parsed from JSON
+ * ("__proto__") would replace the object's prototype instead: the key would vanish from every
+ * later check while its value still leaked through the prototype.
+ */
+export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
 export function string(
   opts: {
     min?: number;
@@ -238,7 +247,7 @@ export function record<T>(
         }
         const r = value.check(x, [...path, k], issues);
         if (r === INVALID) ok = false;
-        else out[k] = r;
+        else setOwn(out, k, r);
       }
       return ok ? out : INVALID;
     },
@@ -287,12 +296,12 @@ export function object<S extends Shape>(shape: S, opts: ObjectOptions<Pretty<Obj
       }
       if (!opts.passthrough) {
         for (const key of Object.keys(v)) {
-          if (key in shape) continue;
+          if (Object.hasOwn(shape, key)) continue; // "constructor" is not a key of the shape
           issues.push({ path: [...path, key], message: `unknown key "${key}"`, hint: didYouMean(key, Object.keys(shape)), atKey: true });
           ok = false;
         }
       } else {
-        for (const key of Object.keys(v)) if (!(key in shape)) out[key] = v[key];
+        for (const key of Object.keys(v)) if (!Object.hasOwn(shape, key)) setOwn(out, key, v[key]);
       }
       if (!ok) return INVALID;
       if (opts.refine) {

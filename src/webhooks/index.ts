@@ -5,6 +5,7 @@
  * management API).
  */
 import { SwitchyardError } from '../errors.ts';
+import { hideUrlCredentials } from '../log/index.ts';
 import type { Module, Services } from '../services.ts';
 import { createQueue, originOf, type Claimed, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord, type Queue } from './queue.ts';
 import { createSecrets, type WebhookSecrets } from './secrets.ts';
@@ -95,11 +96,11 @@ function attemptView(r: AttemptRecord, number: number): Attempt {
     manual: r.manual,
     startedAt: new Date(r.startedAt).toISOString(),
     durationMs: r.durationMs === null ? null : Math.round(r.durationMs * 100) / 100,
-    url: r.url,
+    url: hideUrlCredentials(r.url),
     signatureHeader: r.signatureHeader,
     status: r.status,
     outcome: r.outcome,
-    error: r.error,
+    error: r.error && hideUrlCredentials(r.error),
     errorCode: r.errorCode,
     responseExcerpt: r.responseExcerpt,
     responseTruncated: r.responseTruncated,

@@ -4,6 +4,7 @@
  * The worker (worker.ts) decides; this file only records.
  */
 import { timeOrderedId } from '../ids.ts';
+import { hideUrlCredentials } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
 import type { Outcome } from './policy.ts';
 
@@ -309,14 +310,14 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       eventId: r.event_id,
       eventType: r.event_type,
       installationId: r.installation_id,
-      url: r.url,
+      url: hideUrlCredentials(r.url), // shown without credentials; sending uses the stored URL
       status: r.status,
       attemptCount: r.attempts,
       maxAttempts: opts.maxAttempts(),
       nextAttemptAt: iso(r.next_attempt_at),
       held: r.held === 1 && (r.status === 'pending' || r.status === 'retrying'),
       lastStatus: r.last_status,
-      lastError: r.last_error,
+      lastError: r.last_error && hideUrlCredentials(r.last_error),
       createdAt: iso(r.created_at)!,
       updatedAt: iso(r.updated_at)!,
       completedAt: iso(r.completed_at),
@@ -329,11 +330,11 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       manual: a.manual === 1,
       startedAt: iso(a.started_at)!,
       durationMs: a.duration_ms === null ? null : Math.round(a.duration_ms * 100) / 100,
-      url: a.url,
+      url: hideUrlCredentials(a.url),
       signatureHeader: a.signature,
       status: a.status,
       outcome: a.outcome,
-      error: a.error,
+      error: a.error && hideUrlCredentials(a.error),
       errorCode: a.error_code,
       responseExcerpt: a.response_excerpt,
       responseTruncated: a.response_truncated === 1,

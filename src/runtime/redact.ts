@@ -1,0 +1,86 @@
+/**
+ * Secret values kept out of what integration code prints and throws: the integration's manifest
+ * secrets, its installation's credential-like configuration values, and every token the runtime
+ * hands out (`sy_inv_...`, `sy_inst_...`, matched by shape). One redactor per integration version
+ * and installation version (see secretRedactors), built once and used for every line.
+ */
+import type { Installation } from '../installations/index.ts';
+import type { LoadedIntegration } from '../registry/index.ts';
+import type { InvocationResult, LogLine } from '../sandbox/index.ts';
+
+export const REDACTED = '[redacted]';
+
+/** Shorter values are left alone: redacting "1" or "yes" would ruin every line and hide nothing. */
+export const MIN_SECRET_LENGTH = 6;
+
+/** Configuration keys whose values are credentials (as the server's own logger decides for its fields). */
+const SECRET_KEY = /secret|token|password|passwd|credential|authorization|signature|api_?key|private_?key/i;
+
+/** Installation and invocation tokens: whoever's they are, they never belong in a log. */
+const TOKEN_SHAPE = 'sy_(?:inv|inst)_[A-Za-z0-9_.-]+';
+
+export type Redactor = (text: string) => string;
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** A redactor of these values (each at least MIN_SECRET_LENGTH long) and of token shapes. */
+export function createRedactor(values: Iterable<string>): Redactor {
+  const distinct = [...new Set([...values].filter((v) => v.length >= MIN_SECRET_LENGTH))];
+  // Longest first, so a secret that contains another is replaced whole.
+  distinct.sort((a, b) => b.length - a.length);
+  const re = new RegExp([...distinct.map(escape), TOKEN_SHAPE].join('|'), 'g');
+  return (text) => (text.includes('sy_') || distinct.length ? text.replace(re, REDACTED) : text);
+}
+
+/** Credential-like string values of a configuration: under secret-looking keys, at any depth. */
+function configurationSecrets(value: unknown, secretParent: boolean, out: string[], depth = 0): void {
+  if (depth > 8) return;
+  if (typeof value === 'string') {
+    if (secretParent) out.push(value);
+    return;
+  }
+  if (!value || typeof value !== 'object') return;
+  for (const [k, v] of Object.entries(value)) configurationSecrets(v, secretParent || SECRET_KEY.test(k), out, depth + 1);
+}
+
+/** The values a redactor for this integration and installation hides. */
+export function secretValuesOf(integration: Pick<LoadedIntegration, 'secrets'>, installation?: Pick<Installation, 'configuration'>): string[] {
+  const out = Object.values(integration.secrets ?? {}).filter((v): v is string => typeof v === 'string');
+  if (installation) configurationSecrets(installation.configuration, false, out);
+  return out;
+}
+
+/**
+ * Redactors cached per integration (a reload is a new object, with its secrets) and installation
+ * version (`updatedAt` changes with every configuration edit, OAuth credentials included).
+ */
+export function secretRedactors() {
+  const byIntegration = new WeakMap<object, Map<string, Redactor>>();
+  return (integration: Pick<LoadedIntegration, 'secrets'>, installation?: Pick<Installation, 'id' | 'updatedAt' | 'configuration'>): Redactor => {
+    let perInstallation = byIntegration.get(integration);
+    if (!perInstallation) byIntegration.set(integration, (perInstallation = new Map()));
+    const key = installation ? `${installation.id}\0${installation.updatedAt}` : '';
+    let r = perInstallation.get(key);
+    if (!r) {
+      if (perInstallation.size >= 10_000) perInstallation.clear();
+      r = createRedactor(secretValuesOf(integration, installation));
+      perInstallation.set(key, r);
+    }
+    return r;
+  };
+}
+
+export function redactLine(line: LogLine, redact: Redactor): LogLine {
+  const message = redact(line.message);
+  return message === line.message ? line : { ...line, message };
+}
+
+/** The result with its log lines and its error's message and stack redacted. */
+export function redactResult(result: InvocationResult, redact: Redactor): InvocationResult {
+  const e = result.error;
+  return {
+    ...result,
+    logs: result.logs.map((l) => redactLine(l, redact)),
+    ...(e ? { error: { ...e, message: redact(e.message), ...(e.stack !== undefined ? { stack: redact(e.stack) } : {}) } } : {}),
+  };
+}
