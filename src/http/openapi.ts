@@ -39,6 +39,32 @@ const publicEndpoint = (summary: string, extra: unknown[] = []) => {
   return Object.fromEntries(['get', 'put', 'post', 'delete', 'options', 'head', 'patch'].map((m) => [m, op]));
 };
 
+/**
+ * GitBook's REST API shape, served for integrations that use GitBook's API client (see the README's
+ * GitBook section): installation endpoints from this server's installations; content endpoints
+ * (spaces, orgs, urls) forwarded to gitbook.api_url, else 501.
+ */
+function gitbookShapePaths(): Record<string, unknown> {
+  const op = (summary: string) => ({ summary: `GitBook API shape: ${summary}`, responses: { '200': json({ type: 'object', properties: { data: {} } }), '501': json(ref('Error'), 'No upstream platform API configured (gitbook.api_url)'), ...errors } });
+  const read = (summary: string) => ({ get: op(summary) });
+  const readWrite = (summary: string) => ({ get: op(summary), patch: op(`update ${summary}`) });
+  const forwarded = (what: string) => Object.fromEntries(['get', 'post', 'put', 'patch', 'delete'].map((m) => [m, op(`${what}, forwarded upstream`)]));
+  const integrationEndpoint = Object.fromEntries(['get', 'post', 'put', 'patch', 'delete'].map((m) => [m, { security: [], summary: "The integration's own public endpoint (no installation), handed to its fetch", responses: { '200': { description: "The integration's answer" } } }]));
+  return {
+    '/api/v1/integrations/{name}/installations': read('installations of an integration'),
+    '/api/v1/integrations/{name}/installations/{id}': readWrite('one installation'),
+    '/api/v1/integrations/{name}/spaces': read('space installations'),
+    '/api/v1/integrations/{name}/installations/{id}/spaces/{which}': readWrite('one space installation'),
+    '/api/v1/integrations/{name}/sites': read('site installations'),
+    '/api/v1/integrations/{name}/installations/{id}/sites/{which}': readWrite('one site installation'),
+    '/api/v1/spaces/{path}': forwarded('spaces'),
+    '/api/v1/orgs/{path}': forwarded('organizations'),
+    '/api/v1/urls/{path}': forwarded('URL resolution'),
+    '/v1/integrations/{name}/integration': integrationEndpoint,
+    '/v1/integrations/{name}/integration/{path}': integrationEndpoint,
+  };
+}
+
 export function openApiDocument(serverUrl: string) {
   return {
     openapi: '3.1.0',
@@ -141,6 +167,8 @@ export function openApiDocument(serverUrl: string) {
       },
     },
     paths: {
+      ...gitbookShapePaths(),
+      '/': { get: { security: [], summary: "Redirects to the web console's page (on the console's origin)", responses: { '302': { description: 'Location: <console origin>/console/' } } } },
       '/openapi.json': { get: { security: [], summary: 'This document', responses: { '200': json({ type: 'object' }) } } },
       '/healthz': { get: { security: [], summary: 'Health: version, uptime, store', responses: { '200': json({ type: 'object' }), '503': json({ type: 'object' }, 'Shutting down or store unavailable') } } },
       '/v1/integrations/{name}': {

@@ -1,7 +1,7 @@
 /**
  * Whether the store can take writes, as the server last saw it. Writers report their failures
  * (a full disk, a read-only file, a lock held too long); /healthz says "failing" from the first
- * failure until a write succeeds again. While failing, a probe writes once a second, so recovery is
+ * failure until a write succeeds again. While failing, a probe writes a second after the latest failure, and each second after, so recovery is
  * seen even when no request comes to try. A SELECT is no test: reads keep working on a full disk.
  *
  * storageError() turns SQLite's and the file system's codes into an answer a client can act on:
@@ -49,15 +49,24 @@ export function createStoreHealth(db: Database.Database, dataDir: string, opts: 
     failed(error) {
       const e = storageError(error, dataDir);
       if (!failure) failure = { code: e.code, message: e.message, since: now() };
-      if (!probe && db.open) {
-        probe = setInterval(tryWrite, opts.probeEveryMs ?? 1000);
+      // The probe runs a while after the latest failure, not on a fixed beat: a small write may
+      // fit where the one that failed did not, and must not hide a failure reported just now.
+      if (probe) clearTimeout(probe);
+      if (db.open) {
+        probe = setTimeout(function tick() {
+          tryWrite();
+          if (failure && db.open) {
+            probe = setTimeout(tick, opts.probeEveryMs ?? 1000);
+            probe.unref();
+          }
+        }, opts.probeEveryMs ?? 1000);
         probe.unref();
       }
     },
     ok() {
       if (!failure) return;
       failure = undefined;
-      if (probe) clearInterval(probe);
+      if (probe) clearTimeout(probe);
       probe = undefined;
     },
     status() {
@@ -65,7 +74,7 @@ export function createStoreHealth(db: Database.Database, dataDir: string, opts: 
       return { ok: false, code: failure.code, message: failure.message, since: new Date(failure.since).toISOString(), hint: hintFor(failure.code, dataDir) };
     },
     close() {
-      if (probe) clearInterval(probe);
+      if (probe) clearTimeout(probe);
       probe = undefined;
     },
   };
