@@ -248,6 +248,19 @@ export function createRuntime(deps: RuntimeDeps) {
       throw new SwitchyardError('conflict', `installation ${installation.id} is paused`, { status: 503, hint: 'resume it with `switchyard installations resume`' });
   }
 
+  /** Hand an HTTP request to the integration's `fetch`; the answer leaves with the public-answer headers. */
+  async function runFetch(integration: Parameters<typeof environmentFor>[0], installation: Installation | undefined, req: Request, body: Uint8Array): Promise<Response> {
+    const headers: Array<[string, string]> = [];
+    req.headers.forEach((v, k) => headers.push([k, v]));
+    const envelope: Envelope = {
+      event: { type: 'fetch', request: { method: req.method, url: req.url, headers } },
+      environment: environmentFor(integration, installation),
+      ...(body.byteLength ? { fetchBody: body } : {}),
+    };
+    const { id, result } = await invoke({ integration, installation, envelope, recordLater: true });
+    return toResponse(deps.publicAnswerHeaders ? { ...result, headers: deps.publicAnswerHeaders(result.headers, req) } : result, id);
+  }
+
   return {
     invoke,
     environmentFor,
@@ -260,15 +273,7 @@ export function createRuntime(deps: RuntimeDeps) {
         throw new SwitchyardError('not_found', `no installation ${installationId} of integration "${integrationName}"`);
       runnable(installation);
       const integration = loaded(integrationName);
-      const headers: Array<[string, string]> = [];
-      req.headers.forEach((v, k) => headers.push([k, v]));
-      const envelope: Envelope = {
-        event: { type: 'fetch', request: { method: req.method, url: req.url, headers } },
-        environment: environmentFor(integration, installation),
-        ...(body.byteLength ? { fetchBody: body } : {}),
-      };
-      const { id, result } = await invoke({ integration, installation, envelope, recordLater: true });
-      return toResponse(deps.publicAnswerHeaders ? { ...result, headers: deps.publicAnswerHeaders(result.headers, req) } : result, id);
+      return runFetch(integration, installation, req, body);
     },
 
     /**
@@ -289,15 +294,7 @@ export function createRuntime(deps: RuntimeDeps) {
           installation = found;
         }
       }
-      const headers: Array<[string, string]> = [];
-      req.headers.forEach((v, k) => headers.push([k, v]));
-      const envelope: Envelope = {
-        event: { type: 'fetch', request: { method: req.method, url: req.url, headers } },
-        environment: environmentFor(integration, installation),
-        ...(body.byteLength ? { fetchBody: body } : {}),
-      };
-      const { id, result } = await invoke({ integration, installation, envelope, recordLater: true });
-      return toResponse(deps.publicAnswerHeaders ? { ...result, headers: deps.publicAnswerHeaders(result.headers, req) } : result, id);
+      return runFetch(integration, installation, req, body);
     },
 
     /** A ui_render event: initialState / action / render of one component. */
