@@ -93,7 +93,7 @@ test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is
   });
   const runs = await waitFor(async () => {
     const page = (await s.api('GET', `/api/v1/handler-runs?installation=${installationId}&limit=500`)).body.handlerRuns as HandlerRun[];
-    return page.length === events.length && page.every((r) => r.status === 'delivered') && page;
+    return page.length === events.length && page.every((r) => r.status === 'delivered') ? page : undefined;
   }, 10_000);
   const retried = runs.filter((r) => r.attemptCount > 1);
   assert.ok(retried.length >= 3, `the runs in flight at the kill were retried (${retried.length})`);
@@ -128,7 +128,7 @@ test('a handler that keeps throwing fails after max_retries; `events replay` fro
   assert.match(sent.stdout, /1 handler run/);
   const failed = await waitFor(async () => {
     const r = (await s.api('GET', `/api/v1/handler-runs?event=${event.eventId}`)).body.handlerRuns[0] as HandlerRun | undefined;
-    return r?.status === 'failed' && r;
+    return r?.status === 'failed' ? r : undefined;
   }, 10_000);
   assert.equal(failed.attemptCount, 2, 'the first attempt and max_retries (1) retry');
   assert.match(failed.lastError ?? '', /exception: .*the receiver answered 500/);
@@ -145,7 +145,7 @@ test('a handler that keeps throwing fails after max_retries; `events replay` fro
   await waitFor(() => rx.seen.has(event.eventId as string), 10_000);
   const done = await waitFor(async () => {
     const r = (await s.api('GET', `/api/v1/handler-runs/${failed.id}`)).body as HandlerRun;
-    return r.status === 'delivered' && r;
+    return r.status === 'delivered' ? r : undefined;
   }, 5_000);
   assert.equal(done.attemptCount, 1, 'a replay starts a fresh schedule');
 
