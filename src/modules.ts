@@ -20,8 +20,9 @@ export const modules: Module[] = [
   registryModule,
   installationsModule,
   webhooksModule,
-  eventsModule,
+  // After the runtime: handler runs owed from before this start go out as soon as events starts.
   runtimeModule,
+  eventsModule,
   oauthModule,
   inspectionModule,
   metricsModule,

@@ -172,19 +172,22 @@ test('events stored in one group commit: one whose fan-out fails is left out, th
   assert.equal(JSON.parse(receiver.requests[2].body).eventId, later.eventId);
 });
 
-test('event handlers are dispatched after the commit, without holding the answer', async (t) => {
-  const calls: Array<{ event: any; eventId: string; storedAtCall: boolean }> = [];
+test('handler runs are stored with the event and run after the commit, without holding the answer; a failed run is retried', async (t) => {
+  const calls: Array<{ event: any; installationId: string; storedAtCall: boolean; runStored: boolean }> = [];
   let release!: () => void;
-  const s = await deliveryServer(t, {}, [
+  const s = await deliveryServer(t, { webhooks: { base_delay: 20, jitter: 0 } }, [
     {
       name: 'fake-runtime',
       start(services) {
         services.eventHandlers = {
-          async dispatch(event: any, eventId: string) {
-            const stored = (services.events as any).get(eventId) !== undefined;
-            calls.push({ event, eventId, storedAtCall: stored });
+          targets: (event: { type: string }) => (event.type === 'page_feedback' ? [{ installationId: 'inst_fake', integration: 'fake' }] : []),
+          async run(installationId: string, event: any) {
+            const stored = (services.events as any).get(event.eventId) !== undefined;
+            const runStored = (services.handlerRuns as any).ofEvent(event.eventId).length === 1;
+            calls.push({ event, installationId, storedAtCall: stored, runStored });
+            if (calls.length > 1) return { kind: 'ran', ok: true, invocationId: 'req_2' };
             await new Promise<void>((r) => (release = r));
-            throw new Error('a handler failed');
+            return { kind: 'ran', ok: false, invocationId: 'req_1', error: 'exception: a handler failed' };
           },
         };
       },
@@ -193,10 +196,20 @@ test('event handlers are dispatched after the commit, without holding the answer
   const event = samplePayload('page_feedback');
   const r = await s.send(event);
   assert.equal(r.status, 202, 'answered while the handler is still running');
+  assert.deepEqual(r.body.handlers.map((h: any) => h.installationId), ['inst_fake']);
   await waitFor(() => calls.length === 1);
-  assert.equal(calls[0].eventId, event.eventId);
   assert.deepEqual(calls[0].event, event);
+  assert.equal(calls[0].installationId, 'inst_fake');
   assert.equal(calls[0].storedAtCall, true);
+  assert.equal(calls[0].runStored, true);
   release();
-  await waitFor(() => s.logs.some((l) => l.msg === 'event handlers failed'));
+  await waitFor(() => calls.length === 2);
+  const detail = await waitFor(async () => {
+    const d = (await s.api('GET', `/api/v1/events/${event.eventId}`)).body;
+    return d.handlerRuns[0]?.status === 'delivered' && d;
+  });
+  assert.equal(detail.handlerRuns[0].attemptCount, 2);
+  assert.equal(detail.handlerRuns[0].lastInvocation, 'req_2');
+  const site = await s.send(samplePayload('site_view'));
+  assert.deepEqual(site.body.handlers, [], 'no run where no integration handles the type');
 });

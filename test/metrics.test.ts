@@ -69,7 +69,8 @@ test('GET /metrics needs the admin token and reports queue, attempts, latency, s
   const sent = [];
   for (const spaceId of ['fine', 'throw', 'spin']) sent.push(await s.send('space_content_updated', { spaceId, revisionId: 'r' }));
   for (const d of sent.flatMap((x) => x.deliveries)) await s.settled(d.id);
-  await waitFor(async () => (await s.api('GET', '/api/v1/logs?integration=inspector')).body.invocations.length === 3, 15_000);
+  // The throwing and the spinning handler are retried once too (max_retries 1): 5 invocations.
+  await waitFor(async () => (await s.api('GET', '/api/v1/logs?integration=inspector')).body.invocations.length === 5, 15_000);
   await s.api('GET', '/api/v1/deliveries/dlv_missing');
 
   const res = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${s.token}` } });
@@ -88,11 +89,11 @@ test('GET /metrics needs the admin token and reports queue, attempts, latency, s
   assert.equal(m.get('switchyard_webhook_attempt_duration_seconds_count'), 9);
   assert.equal(m.get('switchyard_webhook_delivery_latency_seconds_count'), 3);
   assert.equal(m.get('switchyard_webhook_delivery_latency_seconds_bucket{le="+Inf"}'), 3);
-  // Sandbox: every invocation, the exception and the CPU-limit breach, per integration.
-  assert.equal(m.get('switchyard_sandbox_invocations_total{integration="inspector"}'), 3);
-  assert.equal(m.get('switchyard_sandbox_errors_total{integration="inspector",kind="exception"}'), 1);
-  assert.equal(m.get('switchyard_sandbox_errors_total{integration="inspector",kind="limit"}'), 1);
-  assert.equal(m.get('switchyard_sandbox_limit_breaches_total{integration="inspector",limit="cpu_time"}'), 1);
+  // Sandbox: every invocation, the exceptions and the CPU-limit breaches (each handler run twice), per integration.
+  assert.equal(m.get('switchyard_sandbox_invocations_total{integration="inspector"}'), 5);
+  assert.equal(m.get('switchyard_sandbox_errors_total{integration="inspector",kind="exception"}'), 2);
+  assert.equal(m.get('switchyard_sandbox_errors_total{integration="inspector",kind="limit"}'), 2);
+  assert.equal(m.get('switchyard_sandbox_limit_breaches_total{integration="inspector",limit="cpu_time"}'), 2);
   // HTTP by route pattern and status, refusals included.
   assert.equal(m.get('switchyard_http_requests_total{method="POST",route="/api/v1/events",status="202"}'), 3);
   assert.equal(m.get('switchyard_http_requests_total{method="GET",route="/api/v1/deliveries/:id",status="404"}'), 1);

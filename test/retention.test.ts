@@ -53,8 +53,11 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   assert.equal(report.events, 3, 'the space_content_updated events had no deliveries');
   assert.equal(report.invocations, 2, 'the newest invocation stays (its rowid is the logs cursor)');
   assert.equal(report.failedDeliveries, 0, 'failed deliveries are kept for retention.keep_failed (90 days)');
-  // batch_size 2: deliveries in ceil((n+1)/2) batches, failed ones (1), then events (2), then invocations (2).
-  assert.equal(report.batches, Math.floor(report.deliveries / 2) + 1 + 1 + 2 + 2);
+  assert.equal(report.handlerRuns, 3, 'the inspector handled the space_content_updated events');
+  assert.equal(report.failedHandlerRuns, 0);
+  // batch_size 2: deliveries in ceil((n+1)/2) batches, failed ones (1), handler runs (2), failed
+  // handler runs (1), then events (2), then invocations (2).
+  assert.equal(report.batches, Math.floor(report.deliveries / 2) + 1 + 1 + 2 + 1 + 2 + 2);
   assert.ok(report.longestBatchMs >= 0 && report.durationMs >= report.longestBatchMs);
   assert.equal(report.interrupted, false);
 
@@ -129,7 +132,7 @@ test('retention run|status from the CLI; a bad schedule stops the server with th
   const run = await s.cliJson<RetentionReport>(['retention', 'run']);
   assert.deepEqual([run.deliveries, run.events, run.invocations, run.interrupted], [0, 0, 0, false]);
   const people = await s.cli(['retention', 'run']);
-  assert.match(people.stdout, /^purged history older than \S+Z: 0 deliveries \(with their attempts\), 0 events, 0 invocation logs, and 0 failed deliveries that failed before \S+Z, in 4 batches, /);
+  assert.match(people.stdout, /^purged history older than \S+Z: 0 deliveries \(with their attempts\), 0 handler runs, 0 events, 0 invocation logs, and 0 failed deliveries and 0 failed handler runs that failed before \S+Z, in 6 batches, /);
   const status = await s.cli(['retention', 'status']);
   assert.equal(status.code, 0, status.stderr);
   assert.match(status.stdout, /^schedule {3}17 3 \* \* \* \(next \S+T\d\d:17:00Z\)\nkeep {7}30d \(failed deliveries 90d\), 500 rows per batch\nlast run {3}\S+Z: purged history/);

@@ -1,7 +1,7 @@
 /**
  * `switchyard events list|show <eventId>`: the events received, and for one event its payload,
- * which installations' handlers ran with what outcome (the invocations carrying its eventId) and
- * which webhook deliveries it produced.
+ * its handler runs (per installation: status, attempts, schedule), every attempt (the invocations
+ * carrying its eventId) and the webhook deliveries it produced.
  */
 import { defineCommand } from 'citty';
 import type { InvocationView } from '../runtime/index.ts';
@@ -43,11 +43,11 @@ export const list = defineCommand({
   },
 });
 
-/** `events show --json`: the event, its deliveries, and its handlers' invocations (InvocationView). */
+/** `events show --json`: the event, its deliveries and handler runs, and its handlers' invocations (InvocationView), oldest first. */
 export type EventReport = EventDetail & { handlers: InvocationView[] };
 
 export const show = defineCommand({
-  meta: { name: 'show', description: 'One event: its payload, the handlers that ran (per installation, with their outcome) and its webhook deliveries' },
+  meta: { name: 'show', description: 'One event: its payload, its handler runs (status, attempts) with every invocation, and its webhook deliveries' },
   args: { ...configArg, ...jsonArg, ...offlineArg, id: { type: 'positional', required: true, description: 'eventId' } },
   async run({ args }) {
     const id = String(args.id);
@@ -63,9 +63,26 @@ export const show = defineCommand({
     if (args.json) return printJson(report);
 
     out(`event ${report.eventId}  ${report.type}  received ${when(report.receivedAt)}\n\npayload\n${JSON.stringify(report.payload, null, 2)}\n`);
+    const runs = report.handlerRuns ?? [];
+    if (runs.length)
+      out(
+        `\nhandler runs\n${table(
+          ['run', 'installation', 'integration', 'status', 'attempts', 'next attempt', 'last error'],
+          runs.map((r) => [
+            r.id,
+            r.installationId,
+            r.integration,
+            statusColour(r.status) + (r.running ? dim(' (running)') : ''),
+            `${r.attemptCount}/${r.maxAttempts}`,
+            when(r.nextAttemptAt),
+            oneLine(r.lastError, 60),
+          ]),
+        )}\n`,
+      );
+    if (runs.some((r) => r.status === 'failed')) out(dim(`run failed ones again: switchyard events replay <run>\n`));
     if (report.handlers.length) {
       out(
-        `\nhandlers\n${table(
+        `\nhandler attempts\n${table(
           ['installation', 'integration', 'outcome', 'status', 'duration', 'request', 'error'],
           report.handlers.map((h) => [
             h.installationId ?? '',
@@ -79,7 +96,7 @@ export const show = defineCommand({
         )}\n`,
       );
       out(dim(`what they printed: switchyard logs --event ${report.eventId}\n`));
-    } else out('\nno integration handlers ran\n');
+    } else if (!runs.length) out('\nno integration handles this event\n');
     if (report.deliveries.length)
       out(
         `\ndeliveries\n${table(

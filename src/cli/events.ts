@@ -1,4 +1,4 @@
-/** `switchyard events send|list|show`: trigger platform events (with sample payloads) and read their history. */
+/** `switchyard events send|list|show|handlers|replay`: trigger platform events (with sample payloads), read their history, replay failed handler runs. */
 import { readFileSync } from 'node:fs';
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
@@ -70,26 +70,37 @@ const send = defineCommand({
       return 0;
     }
     const client = apiClient(configFrom(args));
-    const r = await client.post<{ eventId: string; type: string; duplicate: boolean; deliveries: Array<{ id: string; installationId: string }> }>(
+    const r = await client.post<{
+      eventId: string;
+      type: string;
+      duplicate: boolean;
+      deliveries: Array<{ id: string; installationId: string }>;
+      handlers?: Array<{ id: string; installationId: string }>;
+    }>(
       '/api/v1/events',
       payload,
     );
     if (args.json) printJson(r);
     else if (r.duplicate) process.stdout.write(`${r.eventId} was already received: nothing sent again\n`);
     else {
-      process.stdout.write(`${green('sent')} ${r.type} ${r.eventId}: ${r.deliveries.length} webhook deliver${r.deliveries.length === 1 ? 'y' : 'ies'}\n`);
-      for (const d of r.deliveries) process.stdout.write(`  ${d.id}  ${dim(`installation ${d.installationId}`)}\n`);
+      const runs = r.handlers ?? [];
+      process.stdout.write(
+        `${green('sent')} ${r.type} ${r.eventId}: ${r.deliveries.length} webhook deliver${r.deliveries.length === 1 ? 'y' : 'ies'}, ${runs.length} handler run${runs.length === 1 ? '' : 's'}\n`,
+      );
+      for (const d of [...r.deliveries, ...runs]) process.stdout.write(`  ${d.id}  ${dim(`installation ${d.installationId}`)}\n`);
     }
     return 0;
   },
 });
 
 export default defineCommand({
-  meta: { name: 'events', description: 'Send platform events and read their history' },
+  meta: { name: 'events', description: 'Send platform events, read their history, see and replay their handler runs' },
   // list and show live in events-inspect.ts (with the handlers that ran, and --offline).
   subCommands: {
     send,
     list: () => import('./events-inspect.ts').then((m) => m.list),
     show: () => import('./events-inspect.ts').then((m) => m.show),
+    handlers: () => import('./events-handlers.ts').then((m) => m.handlers),
+    replay: () => import('./events-handlers.ts').then((m) => m.replay),
   },
 });

@@ -6,7 +6,7 @@
 import { SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import type { InvocationView } from '../runtime/index.ts';
-import type { StoredEvent } from '../events/index.ts';
+import type { HandlerRun, StoredEvent } from '../events/index.ts';
 import { parseDuration } from '../schema/index.ts';
 import type { Attempt, Delivery, DeliveryDetail, DeliveryStatus } from '../webhooks/index.ts';
 import { apiClient, type ApiClient } from './client.ts';
@@ -40,7 +40,9 @@ export interface InvocationQuery extends Page {
   until?: string;
 }
 
-export type EventDetail = StoredEvent & { payload: unknown; deliveries: Delivery[] };
+export interface HandlerRunQuery extends DeliveryQuery {}
+
+export type EventDetail = StoredEvent & { payload: unknown; deliveries: Delivery[]; handlerRuns: HandlerRun[] };
 
 /** Read-only data, from the server or from the SQLite file. Same shapes either way. */
 export interface InspectionSource {
@@ -51,6 +53,7 @@ export interface InspectionSource {
   event(id: string): Promise<EventDetail>;
   invocations(q: InvocationQuery): Promise<{ invocations: InvocationView[]; nextCursor: string | null }>;
   invocation(id: string): Promise<InvocationView>;
+  handlerRuns(q: HandlerRunQuery): Promise<{ handlerRuns: HandlerRun[]; nextCursor: string | null }>;
   close(): void;
 }
 
@@ -93,6 +96,7 @@ export function onlineSource(client: ApiClient): InspectionSource {
     event: (id) => get(`/api/v1/events/${enc(id)}`),
     invocations: (q) => get('/api/v1/logs', { ...q, errors: q.errors ? 'true' : undefined }),
     invocation: (id) => get(`/api/v1/logs/${enc(id)}`),
+    handlerRuns: (q) => get('/api/v1/handler-runs', { ...q }),
     close() {},
   };
 }

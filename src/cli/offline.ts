@@ -5,7 +5,7 @@
  * writing while we read, so it works whether the server is running, stopped or hung.
  */
 import type { LoadedConfig } from '../config/index.ts';
-import { createEvents } from '../events/index.ts';
+import { createEvents, createHandlerRuns } from '../events/index.ts';
 import { memoryLogger } from '../log/index.ts';
 import { createInvocations } from '../runtime/index.ts';
 import { openStore } from '../store/index.ts';
@@ -21,8 +21,10 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
     if (!tables.has(t))
       throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, { hint: 'start this version of the server once with `switchyard serve` (it creates the tables)' });
   const queue = createQueue(db, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  const events = createEvents({ db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, eventHandlers: () => undefined });
+  const events = createEvents({ db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
   const invocations = createInvocations(db);
+  // A database from before handler runs existed has none to show.
+  const runs = tables.has('event_handler_runs') ? createHandlerRuns(db, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
   const time = (v: string | undefined, name: string) => parseTimeParam(v, name);
   const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
 
@@ -42,7 +44,7 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
     async event(id) {
       const e = events.get(id);
       if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with `switchyard events list --offline`' });
-      return { ...e, deliveries: queue.list({ event: id, limit: 500 }).deliveries };
+      return { ...e, deliveries: queue.list({ event: id, limit: 500 }).deliveries, handlerRuns: runs?.ofEvent(id) ?? [] };
     },
     async invocations(f) {
       return invocations.list({ ...f, errors: f.errors, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
@@ -51,6 +53,10 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
       const i = invocations.get(id);
       if (!i) throw new SwitchyardError('not_found', `no invocation ${id}`);
       return i;
+    },
+    async handlerRuns(f) {
+      if (!runs) return { handlerRuns: [], nextCursor: null };
+      return runs.list({ ...f, status: f.status as never, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
     },
     close: () => store.close(),
   };

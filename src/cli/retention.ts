@@ -16,8 +16,8 @@ function span(ms: number): string {
 
 function summary(r: RetentionReport): string {
   return (
-    `purged history older than ${when(r.cutoff)}: ${r.deliveries} deliveries (with their attempts), ${r.events} events, ${r.invocations} invocation logs,` +
-    ` and ${r.failedDeliveries} failed deliveries that failed before ${when(r.failedCutoff)},` +
+    `purged history older than ${when(r.cutoff)}: ${r.deliveries} deliveries (with their attempts), ${r.handlerRuns ?? 0} handler runs, ${r.events} events, ${r.invocations} invocation logs,` +
+    ` and ${r.failedDeliveries} failed deliveries and ${r.failedHandlerRuns ?? 0} failed handler runs that failed before ${when(r.failedCutoff)},` +
     ` in ${r.batches} batch${r.batches === 1 ? '' : 'es'}, ${duration(r.durationMs)} (longest batch ${duration(r.longestBatchMs)})${r.interrupted ? '; interrupted by shutdown' : ''}\n`
   );
 }
@@ -25,7 +25,7 @@ function summary(r: RetentionReport): string {
 const run = defineCommand({
   meta: {
     name: 'run',
-    description: 'Purge delivered deliveries, their attempts, orphaned events and invocation logs older than retention.keep, and failed deliveries older than retention.keep_failed, now',
+    description: 'Purge delivered deliveries, their attempts, finished handler runs, orphaned events and invocation logs older than retention.keep, and failed deliveries and handler runs older than retention.keep_failed, now',
   },
   args: { ...configArg, ...jsonArg },
   async run({ args }) {

@@ -1,28 +1,76 @@
 /**
  * Events: ingest (`POST /api/v1/events`), validation against spec 2.8, fan-out to webhook
- * deliveries (same transaction) and to integrations' event handlers (after commit).
- * Attaches `services.events`.
+ * deliveries and to handler runs of integrations' event handlers (both in the event's transaction,
+ * both retried on the webhook schedule). Attaches `services.events` and `services.handlerRuns`.
  */
 import type { Module, Services } from '../services.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
 import { createEvents } from './service.ts';
+import { createHandlerQueue, type EventHandlers } from './handlers.ts';
 import { eventRoutes } from './routes.ts';
 
 export { validateEventPayload, samplePayload, setPath, newEventId, EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './types.ts';
 export { createEvents, type Events, type StoredEvent, type IngestResult } from './service.ts';
+export { createHandlerQueue, type EventHandlers, type HandlerQueue } from './handlers.ts';
+export { createHandlerRuns, type HandlerRuns, type HandlerRunFilter } from './handler-runs.ts';
+export type { HandlerRun } from './handler-views.ts';
+export type { RunOutcome } from './handler-worker.ts';
 export { eventsMigrations } from './schema.ts';
+
+/** Handler runs in flight per process (each is one sandbox invocation). */
+const HANDLER_CONCURRENCY = 16;
 
 export const eventsModule: Module = {
   name: 'events',
-  start(services: Services) {
-    services.events = createEvents({
+  async start(services: Services) {
+    const log = services.log.child({ module: 'events' });
+    const handlerRuns = createHandlerQueue({
       db: services.store.db,
-      log: services.log.child({ module: 'events' }),
+      log,
+      handlers: () => services.eventHandlers as EventHandlers | undefined,
+      event: (id) => events.get(id)?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
+      config: () => {
+        const { webhooks, sandbox } = services.config;
+        // A lease outlives the longest invocation (its start-up, its wall time, the supervisor's grace).
+        return { ...webhooks, concurrency: HANDLER_CONCURRENCY, leaseMs: Math.max(webhooks.lease, sandbox.startup_time + sandbox.wall_time + 10_000) };
+      },
+    });
+    const events = createEvents({
+      db: services.store.db,
+      log,
       // Read at each ingest: modules may attach these after us.
       subscriptions: () => services.subscriptions as { forEventType(type: string): Subscription[] } | undefined,
       deliveries: () => services.deliveries as Deliveries | undefined,
-      eventHandlers: () => services.eventHandlers as { dispatch(event: object, eventId: string): Promise<void> } | undefined,
+      handlerRuns: () => handlerRuns,
     });
+    services.events = events;
+    services.handlerRuns = handlerRuns;
+    // Runs owed from before this start (retries due, leases of a process that died) go out now.
+    handlerRuns.wake();
+    return () => handlerRuns.stop(services.config.server.shutdown_timeout);
   },
   routes: eventRoutes,
+  openapi: {
+    '/api/v1/handler-runs': {
+      get: {
+        summary: 'Handler runs (one per event and installation whose integration handles it), newest first; filters status, type, installation, event, since, until, limit, cursor',
+        responses: { '200': { description: '{handlerRuns: HandlerRun[], nextCursor}' }, '400': { description: 'a bad filter, named' } },
+      },
+    },
+    '/api/v1/handler-runs/replay': {
+      post: {
+        summary: 'Failed handler runs created in {since, until} (optionally of one installation) back to pending with a fresh retry schedule; body {failed: true, since, until?, installation?}',
+        responses: { '200': { description: '{replayed, handlerRuns: ids}' }, '400': { description: 'failed or since missing' } },
+      },
+    },
+    '/api/v1/handler-runs/{id}': {
+      get: { summary: 'One handler run', responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' } } },
+    },
+    '/api/v1/handler-runs/{id}/replay': {
+      post: {
+        summary: 'Run a finished (failed or delivered) handler run again with a fresh retry schedule',
+        responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' }, '409': { description: 'still scheduled, or cancelled' } },
+      },
+    },
+  },
 };

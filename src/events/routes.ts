@@ -1,4 +1,4 @@
-/** /api/v1/events: ingest (admin token) and history. */
+/** /api/v1/events: ingest (admin token) and history; /api/v1/handler-runs: the events owed to integrations' handlers. */
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
@@ -6,6 +6,15 @@ import { pageParams, readJson } from '../http/body.ts';
 import type { Services } from '../services.ts';
 import { parseTimeParam, type Deliveries } from '../webhooks/index.ts';
 import type { Events } from './service.ts';
+import type { HandlerQueue } from './handlers.ts';
+import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
+
+function statusParam(v: string | null): DeliveryStatus | undefined {
+  if (v === null || v === '') return undefined;
+  if (!(DELIVERY_STATUSES as readonly string[]).includes(v))
+    throw new SwitchyardError('bad_request', `status must be one of ${DELIVERY_STATUSES.join(', ')}, got "${v}"`, { where: 'status' });
+  return v as DeliveryStatus;
+}
 
 export function eventRoutes(app: H3, services: Services): void {
   const events = () => services.events as Events;
@@ -37,6 +46,49 @@ export function eventRoutes(app: H3, services: Services): void {
     const e = events().get(id);
     if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with GET /api/v1/events' });
     const deliveries = (services.deliveries as Deliveries | undefined)?.list({ event: id, limit: 500 }).deliveries ?? [];
-    return { ...e, deliveries };
+    return { ...e, deliveries, handlerRuns: runs().ofEvent(id) };
+  });
+
+  const runs = () => services.handlerRuns as HandlerQueue;
+
+  app.get('/api/v1/handler-runs', (event) => {
+    requireAdmin(event.req);
+    const q = new URL(event.req.url).searchParams;
+    return runs().list({
+      status: statusParam(q.get('status')),
+      type: q.get('type') || undefined,
+      installation: q.get('installation') || undefined,
+      event: q.get('event') || undefined,
+      since: parseTimeParam(q.get('since'), 'since'),
+      until: parseTimeParam(q.get('until'), 'until'),
+      ...pageParams(q),
+    });
+  });
+
+  app.post('/api/v1/handler-runs/replay', async (event) => {
+    requireAdmin(event.req);
+    const body = await readJson<Record<string, unknown>>(event.req, limit);
+    if (body.failed !== true) throw new SwitchyardError('bad_request', 'replay needs "failed": true (only failed handler runs are replayed)', { where: 'failed' });
+    if (typeof body.since !== 'string' || !body.since)
+      throw new SwitchyardError('bad_request', '"since" is required: a duration ago (2h) or a date-time', { where: 'since' });
+    if (body.installation !== undefined && typeof body.installation !== 'string')
+      throw new SwitchyardError('bad_request', '"installation" must be an installation id', { where: 'installation' });
+    const since = parseTimeParam(body.since, 'since')!;
+    const until = parseTimeParam(typeof body.until === 'string' ? body.until : undefined, 'until') ?? Date.now();
+    const ids = runs().replay({ since, until, installation: body.installation as string | undefined });
+    return { replayed: ids.length, handlerRuns: ids };
+  });
+
+  app.get('/api/v1/handler-runs/:id', (event) => {
+    requireAdmin(event.req);
+    const id = event.context.params!.id;
+    const run = runs().get(id);
+    if (!run) throw new SwitchyardError('not_found', `no handler run ${id}`, { hint: 'list them with GET /api/v1/handler-runs' });
+    return run;
+  });
+
+  app.post('/api/v1/handler-runs/:id/replay', (event) => {
+    requireAdmin(event.req);
+    return runs().replayOne(event.context.params!.id);
   });
 }

@@ -1,6 +1,11 @@
 import type { ModuleMigrations } from '../store/index.ts';
 
-/** Every event accepted at ingest, stored before it is acknowledged. `id` is the eventId (dedup key). */
+/**
+ * Every event accepted at ingest, stored before it is acknowledged. `id` is the eventId (dedup key).
+ * `event_handler_runs`: one row per (event, installation whose integration handles it), inserted in
+ * the event's transaction; claimed by SQL leases and retried like a webhook delivery (see
+ * handler-runs.ts). Its attempts are the invocations carrying its event_id and installation_id.
+ */
 export const eventsMigrations: ModuleMigrations = {
   module: 'events',
   steps: [
@@ -15,5 +20,28 @@ export const eventsMigrations: ModuleMigrations = {
     );
     CREATE INDEX events_by_type ON events (type, seq);
     CREATE INDEX events_by_time ON events (received_at);`,
+    `CREATE TABLE event_handler_runs (
+      seq INTEGER PRIMARY KEY,
+      id TEXT NOT NULL UNIQUE,
+      event_id TEXT NOT NULL,
+      event_type TEXT NOT NULL,
+      installation_id TEXT NOT NULL,
+      integration TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'retrying', 'delivered', 'failed', 'cancelled')),
+      attempts INTEGER NOT NULL DEFAULT 0,
+      next_attempt_at INTEGER,
+      lease_until INTEGER,
+      lease_owner TEXT,
+      created_at INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      completed_at INTEGER,
+      last_invocation TEXT,
+      last_error TEXT,
+      UNIQUE (event_id, installation_id)
+    );
+    CREATE INDEX event_handler_runs_due ON event_handler_runs (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+    CREATE INDEX event_handler_runs_leased ON event_handler_runs (lease_until) WHERE lease_until IS NOT NULL;
+    CREATE INDEX event_handler_runs_by_status ON event_handler_runs (status, seq);
+    CREATE INDEX event_handler_runs_by_time ON event_handler_runs (created_at);`,
   ],
 };

@@ -1,13 +1,14 @@
 /**
  * Event ingest: validate, store, and in the same transaction enqueue one webhook delivery per
- * subscribed installation; only then acknowledge. A repeated eventId is recognised and not
- * enqueued again. After the commit the delivery worker is woken (first attempt at once) and the
- * integrations' event handlers are dispatched, without the caller waiting for them.
+ * subscribed installation and one handler run per installation whose integration handles the
+ * event; only then acknowledge. A repeated eventId is recognised and not enqueued again. After the
+ * commit both workers are woken (first attempts at once), without the caller waiting for them.
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
+import type { HandlerQueue } from './handlers.ts';
 import { newEventId, validateEventPayload } from './types.ts';
 
 export interface StoredEvent {
@@ -23,6 +24,8 @@ export interface IngestResult {
   type: string;
   duplicate: boolean;
   deliveries: Array<{ id: string; installationId: string }>;
+  /** One handler run per installation whose integration handles the event (see `switchyard events handlers`). */
+  handlers: Array<{ id: string; installationId: string }>;
 }
 
 export interface EventsDeps {
@@ -30,7 +33,7 @@ export interface EventsDeps {
   log: Logger;
   subscriptions: () => { forEventType(type: string): Subscription[] } | undefined;
   deliveries: () => Deliveries | undefined;
-  eventHandlers: () => { dispatch(event: object, eventId: string): Promise<void> } | undefined;
+  handlerRuns: () => HandlerQueue | undefined;
   now?: () => number;
 }
 
@@ -70,6 +73,7 @@ export function createEvents(deps: EventsDeps) {
       `DELETE FROM events WHERE seq IN (
          SELECT e.seq FROM events e
          WHERE e.received_at < @before AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+           AND NOT EXISTS (SELECT 1 FROM event_handler_runs h WHERE h.event_id = e.id)
          LIMIT @limit)`,
     ),
   };
@@ -81,7 +85,8 @@ export function createEvents(deps: EventsDeps) {
     if (!inserted) return null; // seen before: nothing enqueued twice
     const deliveries = subs.length ? queue!.enqueueEvent(event, subs, at, { startAtCommit }) : [];
     if (deliveries.length !== subs.length) q.setCount.run(deliveries.length, event.eventId);
-    return deliveries;
+    const handlers = deps.handlerRuns()?.enqueueEvent(event, at, { startAtCommit }) ?? [];
+    return { deliveries, handlers };
   }
   /** The same in a savepoint of its own: a failure leaves nothing of this event behind. */
   const storeAlone = db.transaction((event: Record<string, unknown> & { eventId: string; type: string }, at: number) => store(event, at, false));
@@ -106,24 +111,26 @@ export function createEvents(deps: EventsDeps) {
     pending = pending.slice(MAX_BATCH);
     if (pending.length) scheduleFlush();
     const at = now();
-    let outcomes: Array<{ deliveries: Array<{ id: string; installationId: string }> | null } | { error: unknown }> = [];
+    type Stored = ReturnType<typeof store>;
+    let outcomes: Array<{ stored: Stored } | { error: unknown }> = [];
     try {
       try {
         // Fast path: the whole batch in one transaction without a savepoint per event (a savepoint
         // costs as much as the two inserts). Any failure rolls the batch back ...
         db.transaction(() => {
-          outcomes = batch.map((p) => ({ deliveries: store(p.event, at) }));
+          outcomes = batch.map((p) => ({ stored: store(p.event, at) }));
         })();
       } catch {
         // ... and it is stored again event by event, each in its own savepoint, so one bad event
         // does not sink the others (without starting deliveries at commit: a savepoint that rolls
         // back could not take its leases back).
         deps.deliveries()?.rolledBack();
+        deps.handlerRuns()?.rolledBack();
         outcomes = [];
         db.transaction(() => {
           for (const p of batch) {
             try {
-              outcomes.push({ deliveries: storeAlone(p.event, at) });
+              outcomes.push({ stored: storeAlone(p.event, at) });
             } catch (error) {
               outcomes.push({ error });
             }
@@ -132,24 +139,19 @@ export function createEvents(deps: EventsDeps) {
       }
     } catch (error) {
       deps.deliveries()?.rolledBack();
+      deps.handlerRuns()?.rolledBack();
       for (const p of batch) p.reject(error); // the commit itself failed: nothing was stored
       return;
     }
     // Committed: now the work may start.
-    if (outcomes.some((o) => 'deliveries' in o && o.deliveries?.length)) deps.deliveries()?.wake();
-    const handlers = deps.eventHandlers();
+    if (outcomes.some((o) => 'stored' in o && o.stored?.deliveries.length)) deps.deliveries()?.wake();
+    if (outcomes.some((o) => 'stored' in o && o.stored?.handlers.length)) deps.handlerRuns()?.wake();
     batch.forEach((p, i) => {
       const o = outcomes[i];
       if ('error' in o) return p.reject(o.error);
       const { event } = p;
-      if (o.deliveries === null) return p.resolve({ eventId: event.eventId, type: event.type, duplicate: true, deliveries: [] });
-      if (handlers) {
-        const { eventId, ...rest } = event;
-        handlers
-          .dispatch({ eventId, ...rest }, eventId)
-          .catch((e: Error) => deps.log.warn('event handlers failed', { event: eventId, type: event.type, error: e.message }));
-      }
-      p.resolve({ eventId: event.eventId, type: event.type, duplicate: false, deliveries: o.deliveries });
+      if (o.stored === null) return p.resolve({ eventId: event.eventId, type: event.type, duplicate: true, deliveries: [], handlers: [] });
+      p.resolve({ eventId: event.eventId, type: event.type, duplicate: false, ...o.stored });
     });
   }
 

@@ -7,7 +7,7 @@ import { Cron } from 'croner';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import type { Events } from '../events/index.ts';
+import type { Events, HandlerQueue } from '../events/index.ts';
 import type { Invocations } from '../runtime/index.ts';
 import type { Module, Services } from '../services.ts';
 import type { Deliveries } from '../webhooks/index.ts';
@@ -15,7 +15,7 @@ import { createRetention, type Purger, type Retention } from './retention.ts';
 
 export { createRetention, type Retention, type RetentionReport, type RetentionDeps, type Purger, type RetentionSettings } from './retention.ts';
 
-/** The purgers of the modules this server runs, in order (deliveries first: events wait for theirs to go). */
+/** The purgers of the modules this server runs, in order (deliveries and handler runs first: events wait for theirs to go). */
 export function serverPurgers(services: Services): Purger[] {
   const out: Purger[] = [];
   const deliveries = services.deliveries as Deliveries | undefined;
@@ -24,6 +24,11 @@ export function serverPurgers(services: Services): Purger[] {
   if (deliveries) {
     out.push({ name: 'deliveries', purge: (before, limit) => deliveries.purgeFinished(before, limit) });
     out.push({ name: 'failedDeliveries', keep: 'keep_failed', purge: (before, limit) => deliveries.purgeFailed(before, limit) });
+  }
+  const handlerRuns = services.handlerRuns as HandlerQueue | undefined;
+  if (handlerRuns) {
+    out.push({ name: 'handlerRuns', purge: (before, limit) => handlerRuns.purgeFinished(before, limit) });
+    out.push({ name: 'failedHandlerRuns', keep: 'keep_failed', purge: (before, limit) => handlerRuns.purgeFailed(before, limit) });
   }
   if (events) out.push({ name: 'events', purge: (before, limit) => events.purgeOrphans(before, limit) });
   if (invocations) out.push({ name: 'invocations', purge: (before, limit) => invocations.purgeBefore(before, limit) });

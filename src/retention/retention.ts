@@ -21,7 +21,7 @@ export interface RetentionSettings {
 
 /** One table group's purge: delete up to `limit` rows older than `before`, return how many went. */
 export interface Purger {
-  name: 'deliveries' | 'failedDeliveries' | 'events' | 'invocations';
+  name: 'deliveries' | 'failedDeliveries' | 'handlerRuns' | 'failedHandlerRuns' | 'events' | 'invocations';
   /** Which setting gives its cutoff (default `keep`). */
   keep?: 'keep' | 'keep_failed';
   purge(before: number, limit: number): number;
@@ -35,6 +35,9 @@ export interface RetentionReport {
   /** Failed deliveries purged (their cutoff is `failedCutoff`). */
   failedDeliveries: number;
   failedCutoff: string;
+  /** Delivered and cancelled handler runs purged (cutoff `cutoff`); failed ones (cutoff `failedCutoff`). */
+  handlerRuns: number;
+  failedHandlerRuns: number;
   events: number;
   invocations: number;
   batches: number;
@@ -89,6 +92,8 @@ export function createRetention(deps: RetentionDeps): Retention {
       deliveries: 0,
       failedDeliveries: 0,
       failedCutoff: new Date(failedCutoff).toISOString(),
+      handlerRuns: 0,
+      failedHandlerRuns: 0,
       events: 0,
       invocations: 0,
       batches: 0,
@@ -115,11 +120,13 @@ export function createRetention(deps: RetentionDeps): Retention {
     }
     report.durationMs = Math.round((performance.now() - t0) * 100) / 100;
     report.longestBatchMs = Math.round(report.longestBatchMs * 100) / 100;
-    const purged = report.deliveries + report.failedDeliveries + report.events + report.invocations;
+    const purged = report.deliveries + report.failedDeliveries + report.handlerRuns + report.failedHandlerRuns + report.events + report.invocations;
     deps.log[purged ? 'info' : 'debug']('retention purged old history', {
       cutoff: report.cutoff,
       deliveries: report.deliveries,
       failed_deliveries: report.failedDeliveries,
+      handler_runs: report.handlerRuns,
+      failed_handler_runs: report.failedHandlerRuns,
       events: report.events,
       invocations: report.invocations,
       batches: report.batches,

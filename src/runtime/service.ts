@@ -327,7 +327,7 @@ export function createRuntime(deps: RuntimeDeps) {
     async emit(
       installation: Installation,
       event: { type: string; eventId?: unknown; [k: string]: unknown },
-    ): Promise<{ invocationId?: string; status?: number; skipped?: string }> {
+    ): Promise<{ invocationId?: string; status?: number; error?: InvocationResult['error']; skipped?: string }> {
       const integration = deps.registry.get(installation.integration);
       if (!integration?.script) return { skipped: 'no script' };
       if (!scopesAllow(integration.manifest.scopes as string[], event.type)) return { skipped: 'scope' };
@@ -340,7 +340,17 @@ export function createRuntime(deps: RuntimeDeps) {
         envelope: { event, environment: environmentFor(integration, current) },
         eventId: typeof event.eventId === 'string' ? event.eventId : undefined,
       });
-      return { invocationId: id, status: result.status };
+      return { invocationId: id, status: result.status, error: result.error };
+    },
+
+    /**
+     * Whether this integration's current script handles `type`, as far as known without running
+     * anything: undefined while its exports have not been read yet (see exportsOf).
+     */
+    handlesKnown(integration: LoadedIntegration, type: string): boolean | undefined {
+      if (!integration.script) return false;
+      if (!scopesAllow(integration.manifest.scopes as string[], type)) return false;
+      return exportsCache.get(integration.script.version)?.events.includes(type);
     },
 
     /** Lines printed after the response (waitUntil), appended to their invocation. */

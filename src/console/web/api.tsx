@@ -126,5 +126,6 @@ export interface Installation {
 
 // The server's own JSON shapes (src/webhooks/views.ts has no Node imports), so the two cannot drift.
 export type { Attempt, Delivery, DeliveryDetail } from '../../webhooks/views.ts';
+export type { HandlerRun } from '../../events/handler-views.ts';
 
 export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;

@@ -156,7 +156,7 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
   if (section === 'integrations' && id) page = <IntegrationPage key={id} name={id} />;
   else if (section === 'installations' && id) page = <InstallationPage key={id} id={id} />;
   else if (section === 'installations') page = <InstallationsPage query={route.query} />;
-  else if (section === 'events') page = <EventsPage />;
+  else if (section === 'events') page = <EventsPage eventId={id} />;
   else if (section === 'deliveries') page = <EventsPage openId={id} />;
   else if (!section || section === 'integrations') page = <IntegrationsPage />;
   else page = <PageTitle>Not found: {section}</PageTitle>;

@@ -1,10 +1,10 @@
 /**
  * Events and deliveries: send a sample event, watch the deliveries it caused and their attempts
- * appear live, open one, retry it.
+ * appear live, open one, retry it; open an event to see its handler runs and replay them.
  */
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, errorText, WEBHOOK_EVENT_TYPES, type Delivery, type DeliveryDetail } from './api.tsx';
+import { api, errorText, WEBHOOK_EVENT_TYPES, type Delivery, type DeliveryDetail, type HandlerRun } from './api.tsx';
 import { useLive } from './live.tsx';
 import { announce, Badge, ErrorBox, PageTitle, Section, Time } from './ui.tsx';
 
@@ -13,6 +13,15 @@ interface IngestResult {
   type: string;
   duplicate: boolean;
   deliveries: Array<{ id: string; installationId: string }>;
+  handlers?: Array<{ id: string; installationId: string }>;
+}
+
+interface EventDetail {
+  eventId: string;
+  type: string;
+  receivedAt: string;
+  payload: unknown;
+  handlerRuns: HandlerRun[];
 }
 
 function SendEvent({ onSent }: { onSent(r: IngestResult): void }): VNode {
@@ -88,7 +97,8 @@ function SendEvent({ onSent }: { onSent(r: IngestResult): void }): VNode {
         </button>
         {result ? (
           <span data-testid="sent-event">
-            Sent <code>{result.eventId}</code>: {result.deliveries.length} deliver{result.deliveries.length === 1 ? 'y' : 'ies'}
+            Sent <a href={`#/events/${encodeURIComponent(result.eventId)}`}><code>{result.eventId}</code></a>: {result.deliveries.length} deliver
+            {result.deliveries.length === 1 ? 'y' : 'ies'}, {result.handlers?.length ?? 0} handler run{result.handlers?.length === 1 ? '' : 's'}
             {result.duplicate ? ' (duplicate: nothing new)' : ''}
           </span>
         ) : null}
@@ -97,29 +107,33 @@ function SendEvent({ onSent }: { onSent(r: IngestResult): void }): VNode {
   );
 }
 
-export function EventsPage({ openId }: { openId?: string }): VNode {
+export function EventsPage({ openId, eventId }: { openId?: string; eventId?: string }): VNode {
   const [deliveries, setDeliveries] = useState<Delivery[] | undefined>();
   const [detail, setDetail] = useState<DeliveryDetail | undefined>();
+  const [event, setEvent] = useState<EventDetail | undefined>();
+  const [replaying, setReplaying] = useState<string | undefined>();
   const [error, setError] = useState('');
   const [lastEvent, setLastEvent] = useState<string | undefined>();
   const [onlyLast, setOnlyLast] = useState(false);
   const [retrying, setRetrying] = useState(false);
   const inFlight = useRef(false);
-  const want = useRef({ openId, onlyLast, lastEvent });
-  want.current = { openId, onlyLast, lastEvent };
+  const want = useRef({ openId, onlyLast, lastEvent, eventId });
+  want.current = { openId, onlyLast, lastEvent, eventId };
 
   async function refresh(): Promise<void> {
     if (inFlight.current) return;
     inFlight.current = true;
     try {
-      const { openId: id, onlyLast: only, lastEvent: ev } = want.current;
+      const { openId: id, onlyLast: only, lastEvent: ev, eventId: evId } = want.current;
       const q = only && ev ? `?limit=50&event=${encodeURIComponent(ev)}` : '?limit=50';
-      const [list, one] = await Promise.all([
+      const [list, one, shown] = await Promise.all([
         api<{ deliveries: Delivery[] }>('GET', `/api/v1/deliveries${q}`),
         id ? api<DeliveryDetail>('GET', `/api/v1/deliveries/${encodeURIComponent(id)}`) : Promise.resolve(undefined),
+        evId ? api<EventDetail>('GET', `/api/v1/events/${encodeURIComponent(evId)}`) : Promise.resolve(undefined),
       ]);
       setDeliveries(list.deliveries);
       setDetail(one);
+      setEvent(shown);
       setError('');
     } catch (e) {
       setError(errorText(e));
@@ -131,7 +145,28 @@ export function EventsPage({ openId }: { openId?: string }): VNode {
   const mode = useLive(() => void refresh());
   useEffect(() => {
     void refresh();
-  }, [openId, onlyLast, lastEvent]);
+  }, [openId, onlyLast, lastEvent, eventId]);
+
+  // Handler runs have no live stream of their own: while one is still scheduled, look again shortly.
+  const unsettled = event?.handlerRuns.some((r) => r.status === 'pending' || r.status === 'retrying') ?? false;
+  useEffect(() => {
+    if (!unsettled) return;
+    const timer = setTimeout(() => void refresh(), 500);
+    return () => clearTimeout(timer);
+  }, [event, unsettled]);
+
+  async function replay(runId: string): Promise<void> {
+    setReplaying(runId);
+    try {
+      const r = await api<HandlerRun>('POST', `/api/v1/handler-runs/${encodeURIComponent(runId)}/replay`);
+      announce(`Handler run ${r.id} replayed: ${r.status}`);
+      await refresh();
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setReplaying(undefined);
+    }
+  }
 
   async function retry(id: string): Promise<void> {
     setRetrying(true);
@@ -222,7 +257,97 @@ export function EventsPage({ openId }: { openId?: string }): VNode {
         )}
       </Section>
       {openId ? <DeliveryPanel id={openId} detail={detail} retrying={retrying} onRetry={() => void retry(openId)} /> : null}
+      {eventId ? <EventPanel id={eventId} detail={event} replaying={replaying} onReplay={(run) => void replay(run)} /> : null}
     </>
+  );
+}
+
+/** One event: its handler runs (one per installation whose integration handles it), each replayable once finished. */
+function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: EventDetail; replaying?: string; onReplay(runId: string): void }): VNode {
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => heading.current?.focus(), [id]);
+  return (
+    <section class="panel event" aria-labelledby="event-h">
+      <div class="row">
+        <h2 id="event-h" tabIndex={-1} ref={heading}>
+          Event <code>{id}</code>
+        </h2>
+        <a href="#/events" class="small">
+          Close
+        </a>
+      </div>
+      {!detail ? (
+        <p class="muted">Loading…</p>
+      ) : (
+        <>
+          <dl class="facts">
+            <dt>Type</dt>
+            <dd>{detail.type}</dd>
+            <dt>Received</dt>
+            <dd>
+              <Time at={detail.receivedAt} />
+            </dd>
+          </dl>
+          <h3>Handler runs</h3>
+          {detail.handlerRuns.length ? (
+            <table class="table" aria-live="polite">
+              <thead>
+                <tr>
+                  <th scope="col">Run</th>
+                  <th scope="col">Installation</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Attempts</th>
+                  <th scope="col">Last error</th>
+                  <th scope="col">Next attempt</th>
+                  <th scope="col">
+                    <span class="sr-only">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {detail.handlerRuns.map((r) => (
+                  <tr key={r.id} data-handler-run={r.id}>
+                    <td>
+                      <code>{r.id}</code>
+                      <div class="muted small">{r.integration}</div>
+                    </td>
+                    <td>
+                      <a href={`#/installations/${encodeURIComponent(r.installationId)}`}>
+                        <code>{r.installationId}</code>
+                      </a>
+                    </td>
+                    <td data-testid="handler-run-status">
+                      <Badge status={r.status} />
+                    </td>
+                    <td>
+                      {r.attemptCount} / {r.maxAttempts}
+                    </td>
+                    <td>{r.lastError ? <span class="small">{r.lastError}</span> : '—'}</td>
+                    <td>
+                      <Time at={r.nextAttemptAt} />
+                    </td>
+                    <td>
+                      <button
+                        type="button"
+                        onClick={() => onReplay(r.id)}
+                        disabled={replaying !== undefined || (r.status !== 'failed' && r.status !== 'delivered')}
+                        aria-label={`Replay handler run ${r.id}`}
+                      >
+                        {replaying === r.id ? 'Replaying…' : 'Replay'}
+                      </button>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          ) : (
+            <p class="muted">No integration handles this event.</p>
+          )}
+          <h3>Payload</h3>
+          <pre class="body">{JSON.stringify(detail.payload, null, 2)}</pre>
+        </>
+      )}
+    </section>
   );
 }
 
@@ -250,7 +375,10 @@ function DeliveryPanel({ id, detail, retrying, onRetry }: { id: string; detail?:
             </dd>
             <dt>Event</dt>
             <dd>
-              {detail.eventType} <code>{detail.eventId}</code>
+              {detail.eventType}{' '}
+              <a href={`#/events/${encodeURIComponent(detail.eventId)}`}>
+                <code>{detail.eventId}</code>
+              </a>
             </dd>
             <dt>Installation</dt>
             <dd>

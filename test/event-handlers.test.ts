@@ -1,0 +1,110 @@
+/**
+ * Platform events reach integrations' event handlers at least once: a handler run is stored with
+ * its event, claimed by SQL leases, retried on the webhook schedule after a sandbox crash or a
+ * throwing handler, and replayable from the CLI.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import type { HandlerRun } from '../src/events/index.ts';
+import { runCli, startTestServer, waitFor } from './helpers/index.ts';
+import { receiver, recorderIntegration, siteView } from './handler-support.ts';
+
+test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is handled, the crashed ones on retry', async (t) => {
+  const rx = await receiver(t);
+  const s = await startTestServer(t, { integrations_dir: recorderIntegration(t), webhooks: { base_delay: 50, jitter: 0, max_retries: 5 } });
+  const inst = await s.api('POST', '/api/v1/installations', { integration: 'recorder' });
+  assert.equal(inst.status, 201, JSON.stringify(inst.body));
+  const installationId = inst.body.installation.id as string;
+
+  rx.state.hold = true;
+  const events = Array.from({ length: 40 }, (_, i) => siteView(rx.url, `evt_burst_${String(i).padStart(2, '0')}`));
+  const answers = await Promise.all(events.map((e) => s.api('POST', '/api/v1/events', e)));
+  for (const a of answers) {
+    assert.equal(a.status, 202, JSON.stringify(a.body));
+    assert.deepEqual(
+      a.body.handlers.map((h: { installationId: string }) => h.installationId),
+      [installationId],
+      'the answer names the handler run owed',
+    );
+  }
+  // Handlers are inside their fetch, held by the receiver: kill the sandbox worker under them.
+  await waitFor(() => rx.held.length >= 3, 15_000);
+  const pid = execFileSync('pgrep', ['-P', String(process.pid), '-f', 'sandbox-worker'], { encoding: 'utf8' }).trim().split('\n')[0];
+  process.kill(Number(pid), 'SIGKILL');
+  rx.state.hold = false;
+  for (const res of rx.held.splice(0)) res.destroy();
+
+  await waitFor(() => events.every((e) => rx.seen.has(e.eventId as string)), 30_000).catch(() => {
+    const missing = events.filter((e) => !rx.seen.has(e.eventId as string)).map((e) => e.eventId);
+    assert.fail(`${missing.length} of ${events.length} events were never handled: ${missing.slice(0, 5).join(', ')}…`);
+  });
+  const runs = await waitFor(async () => {
+    const page = (await s.api('GET', `/api/v1/handler-runs?installation=${installationId}&limit=500`)).body.handlerRuns as HandlerRun[];
+    return page.length === events.length && page.every((r) => r.status === 'delivered') ? page : undefined;
+  }, 10_000);
+  const retried = runs.filter((r) => r.attemptCount > 1);
+  assert.ok(retried.length >= 3, `the runs in flight at the kill were retried (${retried.length})`);
+
+  // events show: the run with its attempts, the crash then the success.
+  const crashed = retried[0];
+  const shown = await runCli(['events', 'show', crashed.eventId, '--json'], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token } });
+  assert.equal(shown.code, 0, shown.stderr);
+  const report = JSON.parse(shown.stdout);
+  assert.equal(report.handlerRuns[0].status, 'delivered');
+  assert.equal(report.handlerRuns[0].attemptCount, crashed.attemptCount);
+  assert.deepEqual(
+    report.handlers.map((h: { outcome: string }) => h.outcome),
+    [...Array(crashed.attemptCount - 1).fill('crash'), 'ok'],
+    'every attempt is an invocation: crashes first, then the run that succeeded',
+  );
+  const human = await runCli(['events', 'show', crashed.eventId], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token } });
+  assert.match(human.stdout, new RegExp(`handler runs[\\s\\S]*${crashed.id}[\\s\\S]*delivered[\\s\\S]*${crashed.attemptCount}/6`));
+});
+
+test('a handler that keeps throwing fails after max_retries; `events replay` from the CLI runs it again', async (t) => {
+  const rx = await receiver(t);
+  const s = await startTestServer(t, { integrations_dir: recorderIntegration(t), webhooks: { base_delay: 20, jitter: 0, max_retries: 1 } });
+  const inst = await s.api('POST', '/api/v1/installations', { integration: 'recorder' });
+  const installationId = inst.body.installation.id as string;
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+
+  rx.state.fail = true;
+  const event = siteView(rx.url);
+  const sent = await runCli(['events', 'send', 'site_view', '--data', JSON.stringify(event)], { env });
+  assert.equal(sent.code, 0, sent.stderr);
+  assert.match(sent.stdout, /1 handler run/);
+  const failed = await waitFor(async () => {
+    const r = (await s.api('GET', `/api/v1/handler-runs?event=${event.eventId}`)).body.handlerRuns[0] as HandlerRun | undefined;
+    return r?.status === 'failed' ? r : undefined;
+  }, 10_000);
+  assert.equal(failed.attemptCount, 2, 'the first attempt and max_retries (1) retry');
+  assert.match(failed.lastError ?? '', /exception: .*the receiver answered 500/);
+  assert.equal(rx.state.arrived, 2);
+
+  const listed = await runCli(['events', 'handlers', '--status', 'failed'], { env });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, new RegExp(`${failed.id}.*${installationId}.*failed.*2/2`));
+
+  rx.state.fail = false;
+  const replayed = await runCli(['events', 'replay', '--failed', '--since', '1h'], { env });
+  assert.equal(replayed.code, 0, replayed.stderr);
+  assert.match(replayed.stdout, /re-enqueued 1 failed handler run/);
+  await waitFor(() => rx.seen.has(event.eventId as string), 10_000);
+  const done = await waitFor(async () => {
+    const r = (await s.api('GET', `/api/v1/handler-runs/${failed.id}`)).body as HandlerRun;
+    return r.status === 'delivered' ? r : undefined;
+  }, 5_000);
+  assert.equal(done.attemptCount, 1, 'a replay starts a fresh schedule');
+
+  // One run by id: a delivered run can be run again too; a bad use exits 2 with the reason.
+  const again = await runCli(['events', 'replay', failed.id], { env });
+  assert.equal(again.code, 0, again.stderr);
+  await waitFor(() => rx.state.arrived === 4, 5_000);
+  const unknown = await runCli(['events', 'replay', 'hdl_nope'], { env });
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /no handler run hdl_nope/);
+  const noWindow = await runCli(['events', 'replay', '--failed'], { env });
+  assert.equal(noWindow.code, 2);
+  assert.match(noWindow.stderr, /--since/);
+});
