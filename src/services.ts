@@ -6,6 +6,7 @@ import type { H3 } from 'h3';
 import type { LoadedConfig } from './config/index.ts';
 import type { Logger } from './log/index.ts';
 import type { Store } from './store/index.ts';
+import type { ProcessLink } from './process/serving.ts';
 
 export interface Services {
   config: LoadedConfig;
@@ -15,6 +16,10 @@ export interface Services {
   startedAt: number;
   /** Set once shutdown begins: workers stop taking new work. */
   closing: boolean;
+  /** Isolates run in this process rather than in a sandbox worker process (see startServer). */
+  sandboxInProcess?: boolean;
+  /** Set in a serving process beside others, under the supervisor (src/process/serving.ts). */
+  processes?: ProcessLink;
   /** Capabilities attached by modules as they start (see each module's index.ts). */
   [capability: string]: unknown;
 }

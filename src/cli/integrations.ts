@@ -10,6 +10,7 @@ import { configArg, configFrom, jsonArg } from './common.ts';
 import { dim, green, printJson, red, table, yellow } from './table.ts';
 
 function statusText(i: IntegrationView): string {
+  if (i.parked) return red('parked');
   if (i.status === 'loaded') return green('loaded');
   if (i.status === 'needs_configuration') return yellow('needs configuration');
   return i.serving ? `${red('error')} ${dim(`(serving ${i.version ?? 'the last good version'})`)}` : red('error');
@@ -69,6 +70,7 @@ const show = defineCommand({
     const lines: string[] = [];
     lines.push(`${i.name}${i.title ? `  ${i.title}` : ''}`);
     lines.push(`  status      ${statusText(i)}`);
+    if (i.parked) lines.push(`  parked      ${i.parked.reason} (since ${i.parked.since})`);
     lines.push(`  folder      ${i.dir}`);
     if (i.serving) {
       lines.push(`  version     ${i.version ?? 'no script (manifest only)'}`);
@@ -111,7 +113,23 @@ const show = defineCommand({
   },
 });
 
+const resume = defineCommand({
+  meta: { name: 'resume', description: 'Run a parked integration again (parked: its code took down a serving process 3 times within a minute)' },
+  args: {
+    name: { type: 'positional', required: true, description: 'integration name' },
+    ...configArg,
+    ...jsonArg,
+  },
+  async run({ args }) {
+    const api = apiClient(configFrom(args));
+    const { integration } = await api.post<{ integration: IntegrationView }>(`/api/v1/integrations/${encodeURIComponent(args.name)}/resume`, {});
+    if (args.json) printJson(integration);
+    else process.stdout.write(`${integration.name} resumed: its invocations run again\n`);
+    return 0;
+  },
+});
+
 export default defineCommand({
   meta: { name: 'integrations', description: 'Inspect the integrations the running server has loaded' },
-  subCommands: { list, show },
+  subCommands: { list, show, resume },
 });

@@ -1,6 +1,7 @@
 import { defineCommand } from 'citty';
-import { startServer } from '../http/server.ts';
-import { publicUrlOf } from '../config/index.ts';
+import cluster from 'node:cluster';
+import { startServer, type RunningServer } from '../http/server.ts';
+import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { configArg, configFrom } from './common.ts';
 
 export default defineCommand({
@@ -8,33 +9,73 @@ export default defineCommand({
   args: {
     ...configArg,
     port: { type: 'string', description: 'override server.port' },
+    processes: {
+      type: 'string',
+      description: 'override server.processes: serving processes under a supervisor (0: one per core, at least 2; 1: one process, no supervisor, for debugging)',
+    },
   },
   async run({ args }) {
     const config = configFrom(args);
+    const { SwitchyardError } = await import('../errors.ts');
     if (args.port !== undefined) {
       const port = Number(args.port);
       if (!Number.isInteger(port) || port < 0 || port > 65535) {
-        const { SwitchyardError } = await import('../errors.ts');
         throw new SwitchyardError('bad_request', `--port must be a whole number from 0 to 65535, got "${args.port}"`);
       }
       config.server.port = port;
       if (!config.server.public_url) config.publicUrl = publicUrlOf(config);
     }
-    const server = await startServer(config);
-    await new Promise<void>((resolve) => {
-      let signals = 0;
-      const stop = (sig: string) => {
-        signals++;
-        if (signals > 1) {
-          server.services.log.warn('second signal: exiting now', { signal: sig });
-          process.exit(1);
-        }
-        server.services.log.info('shutting down', { signal: sig });
-        server.close().then(resolve, resolve);
-      };
-      process.on('SIGINT', () => stop('SIGINT'));
-      process.on('SIGTERM', () => stop('SIGTERM'));
-    });
+    if (args.processes !== undefined) {
+      const n = Number(args.processes);
+      if (!Number.isInteger(n) || n < 0 || n > 64) throw new SwitchyardError('bad_request', `--processes must be a whole number from 0 to 64, got "${args.processes}"`);
+      config.server.processes = n;
+    }
+    const { servingPlace, createServingLink } = await import('../process/serving.ts');
+    const place = cluster.isWorker ? servingPlace() : undefined;
+    if (place) return serving(config, place, createServingLink);
+    if (config.server.processes !== 1) {
+      const { supervise } = await import('../process/supervisor.ts');
+      const { createLogger } = await import('../log/index.ts');
+      return supervise(config, createLogger({ format: config.log.format, level: config.log.level }));
+    }
+    // One process, no supervisor: isolates run here, so a guest that takes V8 down takes the server.
+    const server = await startServer(config, { sandbox: 'in-process' });
+    await untilSignal(server, true);
     return 0;
   },
 });
+
+/** A serving process under the supervisor: it stops when told (SIGTERM) or when the supervisor is gone. */
+async function serving(
+  config: LoadedConfig,
+  place: { index: number; count: number },
+  createServingLink: typeof import('../process/serving.ts').createServingLink,
+): Promise<number> {
+  const link = createServingLink(config.data_dir, place);
+  const server = await startServer(config, { sandbox: 'in-process', link });
+  await untilSignal(server, false);
+  link.close();
+  // The cluster channel would keep the process alive.
+  process.exit(0);
+}
+
+function untilSignal(server: RunningServer, alone: boolean): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let signals = 0;
+    const stop = (sig: string) => {
+      signals++;
+      if (signals > 1) {
+        server.services.log.warn('second signal: exiting now', { signal: sig });
+        process.exit(1);
+      }
+      if (alone) server.services.log.info('shutting down', { signal: sig });
+      server.close().then(resolve, resolve);
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    if (alone) process.on('SIGINT', () => stop('SIGINT'));
+    // Ctrl-C reaches the whole process group: the supervisor drains its processes with SIGTERM.
+    else process.on('SIGINT', () => {});
+    // The supervisor is gone (killed): nobody replaces this process or holds the lock; stop.
+    if (!alone) process.on('disconnect', () => stop('supervisor gone'));
+  });
+}

@@ -43,6 +43,15 @@ export const configSchema = s.object({
       }),
       '',
     ),
+    processes: s.withDefault(
+      s.number({
+        integer: true,
+        min: 0,
+        max: 64,
+        description: 'serving processes under the supervisor; 0 means one per core, at least 2; 1 means a single process with no supervisor (debugging)',
+      }),
+      0,
+    ),
     shutdown_timeout: s.withDefault(s.duration({ max: 300_000 }), 10_000),
     body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB }), 1024 * 1024),
     trust_proxy: s.withDefault(proxyHops(), 0),

@@ -100,6 +100,9 @@ export function createHandlerRuns(db: Db, opts: { maxAttempts: () => number }) {
     ),
     drop: db.prepare('DELETE FROM event_handler_runs WHERE seq = ? AND lease_owner = ?'),
     release: db.prepare('UPDATE event_handler_runs SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = ?'),
+    releasePrefix: db.prepare(
+      'UPDATE event_handler_runs SET lease_until = NULL, lease_owner = NULL WHERE lease_until IS NOT NULL AND substr(lease_owner, 1, length(@owner)) = @owner',
+    ),
     nextDue: db.prepare<{ now: number }, { at: number | null }>(
       `SELECT MIN(at) AS at FROM (
          SELECT MIN(next_attempt_at) AS at FROM event_handler_runs WHERE next_attempt_at > @now AND lease_until IS NULL
@@ -194,6 +197,11 @@ export function createHandlerRuns(db: Db, opts: { maxAttempts: () => number }) {
     /** Shutdown: give back every lease of `owner` (runs abandoned in flight are due again at once). */
     releaseAll(owner: string): number {
       return q.release.run(owner).changes;
+    },
+
+    /** A serving process died (`<pid>.`), or none serves yet (''): its leases are given back at once rather than left to run out. */
+    releaseOwnedBy(ownerPrefix: string): number {
+      return q.releasePrefix.run({ owner: ownerPrefix }).changes;
     },
 
     /** The next scheduled attempt or lease running out after `now` (the worker's next wake-up). */

@@ -47,6 +47,7 @@ export const eventsModule: Module = {
     services.handlerRuns = handlerRuns;
     // Runs owed from before this start (retries due, leases of a process that died) go out now.
     handlerRuns.wake();
+    services.processes?.onDue(() => handlerRuns.wake());
     return () => handlerRuns.stop(services.config.server.shutdown_timeout);
   },
   routes: eventRoutes,

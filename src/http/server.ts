@@ -11,6 +11,7 @@ import { SwitchyardError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/index.ts';
 import { modules as defaultModules } from '../modules.ts';
 import type { Module, Services } from '../services.ts';
+import type { ProcessLink } from '../process/serving.ts';
 import { openStore } from '../store/index.ts';
 import { ADMIN_TOKEN_FILE, resolveAdminToken } from './auth.ts';
 import { consoleUrl } from './origins.ts';
@@ -27,12 +28,33 @@ export interface RunningServer {
 
 export async function startServer(
   config: LoadedConfig,
-  opts: { log?: Logger; modules?: Module[] } = {},
+  opts: {
+    log?: Logger;
+    modules?: Module[];
+    /**
+     * Where isolates run: in a sandbox worker process of this server ('worker', the default: a
+     * guest that takes V8 down costs only that process), or in this process ('in-process': the
+     * serving processes of the supervisor, and `--processes 1`).
+     */
+    sandbox?: 'worker' | 'in-process';
+    /** This process serves beside others under the supervisor, which holds the lock (src/process/). */
+    link?: ProcessLink;
+  } = {},
 ): Promise<RunningServer> {
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
-  const store = openStore(config.data_dir, { lock: true });
+  const store = openStore(config.data_dir, opts.link ? { shared: true } : { lock: true });
   const adminToken = resolveAdminToken(config, true)!;
-  const services: Services = { config, log, store, adminToken, startedAt: Date.now(), closing: false, authThrottle: createAuthThrottle() };
+  const services: Services = {
+    config,
+    log,
+    store,
+    adminToken,
+    startedAt: Date.now(),
+    closing: false,
+    authThrottle: createAuthThrottle(),
+    sandboxInProcess: opts.sandbox === 'in-process',
+    processes: opts.link,
+  };
   const stops: Array<() => Promise<void> | void> = [];
   let httpServer: Server | undefined;
   const modules = opts.modules ?? defaultModules;
@@ -75,7 +97,8 @@ export async function startServer(
       hint: "integration pages served there would run with the console's authority: give the console its own host name",
     });
   }
-  log.info('switchyard serving', {
+  // Under the supervisor, it says this once for all its processes.
+  (opts.link ? log.debug : log.info).call(log, 'switchyard serving', {
     url: publicUrl,
     console: `${console}/console/`,
     admin_token: config.admin_token ? 'admin_token in config.yaml' : join(config.data_dir, ADMIN_TOKEN_FILE),
@@ -100,7 +123,7 @@ export async function startServer(
         clearTimeout(timer);
         await stopModules();
         store.close();
-        log.info('switchyard stopped');
+        (opts.link ? log.debug : log.info).call(log, 'switchyard stopped');
       })();
       return closing;
     },

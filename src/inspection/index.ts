@@ -79,7 +79,7 @@ export const inspectionModule: Module = {
   name: 'inspection',
   async start(services: Services) {
     services.invocations = createInvocations(services.store.db);
-    const hub = createStreamHub({ closing: () => services.closing });
+    const hub = createStreamHub({ closing: () => services.closing, poll: (services.processes?.count ?? 1) > 1 });
     services.streams = hub;
     return () => hub.closeAll();
   },

@@ -39,8 +39,17 @@ export interface StreamHub {
   closeAll(): void;
 }
 
-export function createStreamHub(opts: { closing: () => boolean; checkEveryMs?: number }): StreamHub {
-  const open = new Set<{ close(): void; beat(): void }>();
+export function createStreamHub(opts: {
+  closing: () => boolean;
+  checkEveryMs?: number;
+  /**
+   * Other processes write to the same store (serving processes under the supervisor): their rows
+   * come with no change signal here, so every stream also reads on each check (one indexed read
+   * per open stream every `checkEveryMs`).
+   */
+  poll?: boolean;
+}): StreamHub {
+  const open = new Set<{ close(): void; beat(): void; poke(): void }>();
   let timer: NodeJS.Timeout | undefined;
   let sinceBeat = 0;
   const every = opts.checkEveryMs ?? 200;
@@ -51,6 +60,7 @@ export function createStreamHub(opts: { closing: () => boolean; checkEveryMs?: n
     if (timer || !open.size) return;
     timer = setInterval(() => {
       if (opts.closing()) return closeAll();
+      if (opts.poll) for (const s of open) s.poke();
       sinceBeat += every;
       if (sinceBeat >= HEARTBEAT_MS) {
         sinceBeat = 0;
@@ -95,6 +105,9 @@ export function createStreamHub(opts: { closing: () => boolean; checkEveryMs?: n
       },
       beat() {
         if (!done) controller.enqueue(enc.encode(': keep-alive\n\n'));
+      },
+      poke() {
+        if (!behind) schedule();
       },
     };
 

@@ -84,3 +84,17 @@ export function memoryLogger(): Logger & { lines: Array<Record<string, unknown>>
   const logger = createLogger({ format: 'json', level: 'debug', write: (l) => lines.push(JSON.parse(l)) });
   return Object.assign(logger, { lines });
 }
+
+/**
+ * The same logger with info and warn lines lowered to debug: for a serving process other than the
+ * first, whose registry reports exactly what the first one's does (same folder, same results).
+ */
+export function echoOf(log: Logger): Logger {
+  return {
+    debug: (m, f) => log.debug(m, f),
+    info: (m, f) => log.debug(m, f),
+    warn: (m, f) => log.debug(m, f),
+    error: (m, f) => log.error(m, f),
+    child: (fields) => echoOf(log.child(fields)),
+  };
+}

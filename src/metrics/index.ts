@@ -13,9 +13,17 @@ import type { Module, Services } from '../services.ts';
 import { VERSION } from '../version.ts';
 import { DELIVERY_STATUSES, type Deliveries, type RecordedAttempt } from '../webhooks/index.ts';
 import type { InvocationNotice } from '../runtime/index.ts';
-import { createRegistry, type Registry } from './prometheus.ts';
+import { createRegistry, type Registry, type Snapshot } from './prometheus.ts';
 
 export { createRegistry, formatValue, type Registry, type Counter, type Histogram, type Labels } from './prometheus.ts';
+
+interface ProcessSnapshot {
+  pid: number;
+  metrics: Snapshot;
+}
+
+const isSnapshot = (s: unknown): s is ProcessSnapshot =>
+  typeof s === 'object' && s !== null && typeof (s as ProcessSnapshot).pid === 'number' && typeof (s as ProcessSnapshot).metrics === 'object';
 
 /** Called by the HTTP app for every answer (errors included); `route` is the matched pattern, null when none matched. */
 export type HttpObserver = (method: string, route: string | null, status: number) => void;
@@ -48,7 +56,7 @@ export function createServerMetrics(services: Services): { registry: Registry; s
   r.gauge('switchyard_webhook_attempts_in_flight', 'Webhook attempts being sent now', () => {
     const d = deliveries();
     return d ? [[{}, d.inFlight()]] : [];
-  });
+  }, { perProcess: true });
 
   const attempts = r.counter('switchyard_webhook_attempts', 'Webhook attempts by outcome (success, retry, fail) and trigger (automatic, manual)');
   for (const outcome of ['success', 'retry', 'fail']) attempts.inc({ outcome, trigger: 'automatic' }, 0);
@@ -103,7 +111,7 @@ export function createServerMetrics(services: Services): { registry: Registry; s
 }
 
 export function metricsRoutes(app: H3, services: Services): void {
-  app.get('/metrics', (event) => {
+  app.get('/metrics', async (event) => {
     // Least privilege for the scraper: metrics.token reads this page and nothing else.
     const scrapeToken = services.config.metrics.token;
     const token = scrapeToken ? bearerToken(event.req.headers.get('authorization')) : undefined;
@@ -114,7 +122,10 @@ export function metricsRoutes(app: H3, services: Services): void {
         hint: 'scrape with Authorization: Bearer <metrics.token from config.yaml>',
       });
     const registry = services.metrics as Registry;
-    return new Response(registry.render(), { headers: { 'content-type': CONTENT_TYPE } });
+    // Under the supervisor, counters and histograms are summed over every serving process.
+    const link = services.processes;
+    const others = link && link.count > 1 ? (await link.collect()).filter((s): s is ProcessSnapshot => isSnapshot(s) && s.pid !== process.pid) : [];
+    return new Response(registry.render(others.map((o) => o.metrics)), { headers: { 'content-type': CONTENT_TYPE } });
   });
 }
 
@@ -123,6 +134,7 @@ export const metricsModule: Module = {
   async start(services: Services) {
     const m = createServerMetrics(services);
     services.metrics = m.registry;
+    services.processes?.setSnapshot(() => ({ pid: process.pid, metrics: m.registry.snapshot() }) satisfies ProcessSnapshot);
     return () => m.stop();
   },
   routes: metricsRoutes,

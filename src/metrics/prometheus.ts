@@ -21,12 +21,19 @@ export function formatValue(n: number): string {
   return String(n);
 }
 
+type Sample = [suffix: string, labels: Labels, value: number];
+
 interface Metric {
   name: string;
   help: string;
   type: 'counter' | 'gauge' | 'histogram';
-  samples(): Array<[suffix: string, labels: Labels, value: number]>;
+  /** Counted in each process (summed over the serving processes), rather than read from the shared store. */
+  perProcess: boolean;
+  samples(): Sample[];
 }
+
+/** A process's per-process metrics, as another process sums them in (see Registry.snapshot). */
+export type Snapshot = Record<string, Sample[]>;
 
 export interface Counter {
   inc(labels?: Labels, by?: number): void;
@@ -40,10 +47,18 @@ export interface Histogram {
 export interface Registry {
   counter(name: string, help: string): Counter;
   histogram(name: string, help: string, buckets: number[]): Histogram;
-  /** A gauge computed at each scrape; `read` returns one value per label set. */
-  gauge(name: string, help: string, read: () => Array<[Labels, number]>): void;
-  /** The whole exposition text. A gauge whose read throws is left out (and the others still answer). */
-  render(): string;
+  /**
+   * A gauge computed at each scrape; `read` returns one value per label set. `perProcess` when it
+   * counts this process's own work (summed over processes), not something read from the store.
+   */
+  gauge(name: string, help: string, read: () => Array<[Labels, number]>, opts?: { perProcess?: boolean }): void;
+  /**
+   * The whole exposition text, with the per-process metrics of `others` (other serving
+   * processes' snapshots) added in. A gauge whose read throws is left out (the others still answer).
+   */
+  render(others?: Snapshot[]): string;
+  /** This process's per-process metrics (counters, histograms, per-process gauges). */
+  snapshot(): Snapshot;
 }
 
 const keyOf = (labels: Labels) => JSON.stringify(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : 1)));
@@ -54,7 +69,7 @@ export function createRegistry(): Registry {
   return {
     counter(name, help) {
       const values = new Map<string, { labels: Labels; value: number }>();
-      metrics.push({ name, help, type: 'counter', samples: () => [...values.values()].map((v) => ['_total', v.labels, v.value]) });
+      metrics.push({ name, help, type: 'counter', perProcess: true, samples: () => [...values.values()].map((v) => ['_total', v.labels, v.value]) });
       return {
         inc(labels = {}, by = 1) {
           const k = keyOf(labels);
@@ -73,6 +88,7 @@ export function createRegistry(): Registry {
         name,
         help,
         type: 'histogram',
+        perProcess: true,
         samples() {
           const out: Array<[string, Labels, number]> = [];
           for (const s of series.values()) {
@@ -101,19 +117,33 @@ export function createRegistry(): Registry {
       };
     },
 
-    gauge(name, help, read) {
-      metrics.push({ name, help, type: 'gauge', samples: () => read().map(([labels, v]) => ['', labels, v]) });
+    gauge(name, help, read, opts = {}) {
+      metrics.push({ name, help, type: 'gauge', perProcess: opts.perProcess ?? false, samples: () => read().map(([labels, v]) => ['', labels, v]) });
     },
 
-    render() {
+    snapshot() {
+      const out: Snapshot = {};
+      for (const m of metrics) {
+        if (!m.perProcess) continue;
+        try {
+          out[m.name] = m.samples();
+        } catch {
+          /* left out, as in render */
+        }
+      }
+      return out;
+    },
+
+    render(others = []) {
       const lines: string[] = [];
       for (const m of metrics) {
-        let samples: Array<[string, Labels, number]>;
+        let samples: Sample[];
         try {
           samples = m.samples();
         } catch {
           continue; // fail soft: one unreadable gauge must not hide the rest
         }
+        if (m.perProcess && others.length) samples = summed(samples, others.map((o) => o[m.name] ?? []));
         lines.push(`# HELP ${m.name}${m.type === 'counter' ? '_total' : ''} ${escapeHelp(m.help)}`);
         lines.push(`# TYPE ${m.name}${m.type === 'counter' ? '_total' : ''} ${m.type}`);
         for (const [suffix, labels, value] of samples) lines.push(`${m.name}${suffix}${labelText(labels)} ${formatValue(value)}`);
@@ -121,4 +151,20 @@ export function createRegistry(): Registry {
       return `${lines.join('\n')}\n`;
     },
   };
+}
+
+/** Samples with the same suffix and labels added up (bucket order kept: ours first, then new series). */
+function summed(own: Sample[], others: Sample[][]): Sample[] {
+  const byKey = new Map<string, Sample>();
+  for (const list of [own, ...others]) {
+    if (!Array.isArray(list)) continue;
+    for (const [suffix, labels, value] of list) {
+      if (typeof value !== 'number' || typeof suffix !== 'string' || !labels || typeof labels !== 'object') continue;
+      const k = suffix + keyOf(labels);
+      const cur = byKey.get(k);
+      if (cur) cur[2] += value;
+      else byKey.set(k, [suffix, labels, value]);
+    }
+  }
+  return [...byKey.values()];
 }

@@ -3,6 +3,8 @@
  * followed while the server runs. Attaches `services.registry` and serves
  * `GET /api/v1/integrations` and `GET /api/v1/integrations/:name`.
  */
+import { echoOf } from '../log/index.ts';
+import type { Parking } from '../process/messages.ts';
 import { dirname, join } from 'node:path';
 import type { H3 } from 'h3';
 import { readDotenv } from '../config/env.ts';
@@ -43,12 +45,17 @@ export function secretsEnvironment(services: Pick<Services, 'config'>): Record<s
 }
 
 /** The JSON shape of one integration in the management API. */
-export function integrationView(s: IntegrationState) {
+export function integrationView(s: IntegrationState, parked?: Parking) {
   const m = s.current?.manifest;
+  const version = s.current ? (s.current.script?.version ?? null) : null;
+  // Parked for a version no longer current means nothing any more: the new version runs.
+  const park = parked && (!parked.version || parked.version === version) ? parked : undefined;
   return {
     name: s.name,
     title: m?.title ?? null,
     status: s.status,
+    /** Set while the supervisor refuses to run this version (its code kept taking serving processes down). */
+    parked: park ? { reason: park.reason, since: new Date(park.at).toISOString() } : null,
     /** True when a version is serving (also while the latest change is rejected). */
     serving: Boolean(s.current),
     version: s.current ? (s.current.script?.version ?? null) : null,
@@ -88,7 +95,8 @@ export const registryModule: Module = {
   async start(services) {
     const registry = await createRegistry({
       dir: services.config.integrations_dir,
-      log: services.log.child({ module: 'registry' }),
+      // Every serving process loads the same folder: only the first one reports it.
+      log: (services.processes?.index ? echoOf(services.log) : services.log).child({ module: 'registry' }),
       env: secretsEnvironment(services),
       limits: services.config.sandbox,
       watch: true,
@@ -98,9 +106,19 @@ export const registryModule: Module = {
     return () => registry.close();
   },
   routes(app: H3, services: Services) {
+    const parkedOf = (name: string) => services.processes?.parked().find((p) => p.name === name);
     app.get('/api/v1/integrations', (event) => {
       requireAdmin(event.req);
-      return { integrations: registryOf(services).list().map(integrationView) };
+      return { integrations: registryOf(services).list().map((s) => integrationView(s, parkedOf(s.name))) };
+    });
+    app.post('/api/v1/integrations/:name/resume', (event) => {
+      requireAdmin(event.req);
+      const name = decodeURIComponent(event.context.params!.name);
+      if (!registryOf(services).state(name)) throw new SwitchyardError('not_found', `integration "${name}" does not exist`, { hint: 'see `switchyard integrations list`' });
+      const was = parkedOf(name);
+      if (!was) throw new SwitchyardError('conflict', `integration "${name}" is not parked`, { hint: 'an integration is parked after its code takes down a serving process 3 times within a minute' });
+      services.processes!.resume(name);
+      return { integration: integrationView(registryOf(services).state(name)!) };
     });
     app.get('/api/v1/integrations/:name', (event) => {
       requireAdmin(event.req);
@@ -110,7 +128,7 @@ export const registryModule: Module = {
         throw new SwitchyardError('not_found', `integration "${name}" does not exist`, {
           hint: 'see `switchyard integrations list`; an integration is a folder in integrations_dir',
         });
-      return { integration: integrationView(s) };
+      return { integration: integrationView(s, parkedOf(name)) };
     });
   },
 };

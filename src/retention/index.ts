@@ -83,7 +83,9 @@ export const retentionModule: Module = {
       checkpoint: () => services.store.db.pragma('wal_checkpoint(PASSIVE)'),
     });
     services.retention = retention;
+    // Every serving process knows the schedule (GET /api/v1/retention answers it); the first one runs it.
     const job = schedule(services.config.retention.schedule, () => {
+      if (services.processes?.index) return;
       retention.run().catch((e: Error) => log.error('retention run failed', { error: e }));
     });
     services.retentionCron = job;

@@ -7,6 +7,7 @@ import type { Logger } from '../log/index.ts';
 import type { Module, Services } from '../services.ts';
 import { createSandbox as create, type Sandbox } from './supervisor.ts';
 import type { Limits, LogLine } from './types.ts';
+import { createInProcessSandbox } from './in-process.ts';
 
 export type { Sandbox, SandboxOptions } from './supervisor.ts';
 export type { Envelope, GuestScript, InvocationError, InvocationResult, LogLine, ScriptExports, CheckResult, Limits } from './types.ts';
@@ -39,7 +40,9 @@ export async function runSandboxWorker(): Promise<void> {
 export const sandboxModule: Module = {
   name: 'sandbox',
   async start(services: Services) {
-    const sandbox = createSandbox({
+    const inProcess = services.sandboxInProcess || services.processes;
+    const sandbox = (inProcess ? createInProcessSandbox : createSandbox)({
+      hooks: services.processes?.sandboxHooks,
       limits: services.config.sandbox,
       allowPrivateNetworks: services.config.webhooks.allow_private_networks,
       log: services.log.child({ module: 'sandbox' }),

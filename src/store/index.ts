@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
-import { startCheckpointer, type Checkpointer } from './checkpointer.ts';
+import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { acquireLock, type Lock } from './lock.ts';
 import { createStoreHealth, storeHealthMigration, type StoreHealth } from './health.ts';
 import { allMigrations } from './schema.ts';
@@ -37,6 +37,11 @@ export interface OpenOptions {
   /** Take the data directory's lock (the server does; tests of single modules need not). Also checkpoints the WAL on a thread of its own (checkpointer.ts). */
   lock?: boolean;
   migrations?: ModuleMigrations[];
+  /**
+   * A serving process beside others (src/process/): the supervisor holds the lock and checkpoints
+   * the WAL on its thread, so this connection keeps only the backstop threshold.
+   */
+  shared?: boolean;
   /** Path of a native addon already loaded (the single executable). */
   nativeBinding?: unknown;
 }
@@ -92,6 +97,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   } else db.pragma('query_only = ON');
   const health = createStoreHealth(db, dataDir);
   const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file) : undefined;
+  if (opts.shared && !opts.readonly) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {
     db,
     file,
@@ -101,7 +107,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
       health.close();
       checkpointer?.stop();
       if (db.open) {
-        if (!opts.readonly) {
+        if (!opts.readonly && !opts.shared) {
           try {
             db.pragma('wal_checkpoint(TRUNCATE)');
           } catch {

@@ -108,13 +108,30 @@ function attemptView(r: AttemptRecord, number: number): Attempt {
   };
 }
 
+/** One serving process's share of the delivery concurrency (at least one slot each). */
+export function shareOf(cfg: WebhooksConfig, processes: number): WebhooksConfig {
+  return {
+    ...cfg,
+    concurrency: Math.max(1, Math.ceil(cfg.concurrency / processes)),
+    per_endpoint_concurrency: Math.max(1, Math.ceil(cfg.per_endpoint_concurrency / processes)),
+  };
+}
+
 type Subscriptions = { forEventType(type: string): Subscription[] } | undefined;
 
 export const webhooksModule: Module = {
   name: 'webhooks',
   async start(services: Services) {
     const db = services.store.db;
-    const cfg = (): WebhooksConfig => services.config.webhooks;
+    const link = services.processes;
+    // Concurrency is the service's: each of N serving processes takes its share.
+    let shared: [WebhooksConfig, WebhooksConfig] | undefined;
+    const cfg = (): WebhooksConfig => {
+      const c = services.config.webhooks;
+      if (!link) return c;
+      if (shared?.[0] !== c) shared = [c, shareOf(c, link.count)];
+      return shared[1];
+    };
     const log = services.log.child({ module: 'webhooks' });
     // Installations whose deliveries were enqueued while paused (held: not marked due). When one is
     // no longer paused, its deliveries are looked up again (resume does it at once; a pause rolled
@@ -137,7 +154,8 @@ export const webhooksModule: Module = {
         lease_ms: cfg().lease,
         timeout_ms: cfg().timeout,
       });
-    const interrupted = queue.recoverInterrupted(Date.now());
+    // Under the supervisor, it recovers leases (at its start, and of each process that dies).
+    const interrupted = link ? 0 : queue.recoverInterrupted(Date.now());
     if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
     const attemptListeners = new Set<(e: RecordedAttempt) => void>();
@@ -248,7 +266,28 @@ export const webhooksModule: Module = {
     services.deliveries = deliveries;
     // Overdue work (retries due while the server was down) goes out now.
     worker.wake();
-    return () => worker.stop(Math.min(services.config.server.shutdown_timeout, cfg().timeout));
+    let refresh: NodeJS.Timeout | undefined;
+    if (link) {
+      // Deliveries other processes made due (retries they scheduled, a dead process's leases) are
+      // not in this process's per-origin hints: look them up when told, and every second.
+      const due = () => {
+        queue.refreshDue();
+        worker.wake();
+      };
+      link.onDue(due);
+      refresh = setInterval(() => {
+        try {
+          due();
+        } catch (e) {
+          services.store.health?.failed(e);
+        }
+      }, 1_000);
+      refresh.unref();
+    }
+    return () => {
+      clearInterval(refresh);
+      return worker.stop(Math.min(services.config.server.shutdown_timeout, cfg().timeout));
+    };
   },
   routes: webhookRoutes,
 };

@@ -218,8 +218,8 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
          SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at > @now
          UNION ALL SELECT MIN(lease_until) FROM webhook_deliveries WHERE lease_until > @now)`,
     ),
-    leased: db.prepare<[], { seq: number; status: DeliveryStatus; url: string }>(
-      'SELECT seq, status, url FROM webhook_deliveries WHERE lease_until IS NOT NULL',
+    leased: db.prepare<{ owner: string }, { seq: number; status: DeliveryStatus; url: string }>(
+      `SELECT seq, status, url FROM webhook_deliveries WHERE lease_until IS NOT NULL AND substr(lease_owner, 1, length(@owner)) = @owner`,
     ),
     release: db.prepare(
       `UPDATE webhook_deliveries SET lease_until = NULL, lease_owner = NULL, updated_at = @now,
@@ -421,6 +421,14 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       return out;
     },
 
+    /**
+     * Learn the origins other processes sharing the store have made due (their retries, the leases
+     * of a process that died): the per-origin hint only sees this process's own writes.
+     */
+    refreshDue(): void {
+      for (const r of q.liveOrigins.all()) noteDue(r.origin, r.at);
+    },
+
     /** A delivery of `origin` becomes due at `at` (a retry scheduled, a manual attempt that kept its schedule). */
     noteDue(origin: string, at: number): void {
       noteDue(origin, at);
@@ -486,12 +494,13 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
     },
 
     /**
-     * After a crash: every lease still set belonged to a process that is gone (the data directory
-     * lock guarantees one server). Its attempt's outcome is unknown, so it is recorded as
-     * interrupted and the delivery is due again at once (at-least-once).
+     * After a crash: the leases of processes that are gone. With no `ownerPrefix`, every lease (at
+     * start, before any process serves: the data directory lock guarantees it); with one (`<pid>.`),
+     * those of one dead serving process. Their attempts' outcomes are unknown, so each is recorded
+     * as interrupted and the delivery is due again at once (at-least-once).
      */
-    recoverInterrupted: db.transaction((now: number): number => {
-      const rows = q.leased.all();
+    recoverInterrupted: db.transaction((now: number, ownerPrefix = ''): number => {
+      const rows = q.leased.all({ owner: ownerPrefix });
       for (const r of rows) {
         insertAttempt(r.seq, {
           manual: false,

@@ -136,6 +136,13 @@ function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+let catastropheListener: ((integration: string) => void) | undefined;
+
+/** Called with the integration's name just before a catastrophic isolate error ends this process. */
+export function onCatastrophe(fn: (integration: string) => void): void {
+  catastropheListener = fn;
+}
+
 export class GuestInstance {
   readonly name: string;
   readonly version: string;
@@ -168,7 +175,8 @@ export class GuestInstance {
       onCatastrophicError: (message) => {
         // V8 lost control of an isolate: this process cannot be trusted any more. The supervisor
         // answers the pending invocations and starts a fresh worker.
-        process.stderr.write(`sandbox worker: catastrophic isolate error (${message}); exiting\n`);
+        process.stderr.write(`sandbox: catastrophic isolate error in integration ${script.name} (${message}); exiting\n`);
+        catastropheListener?.(script.name);
         process.exit(70);
       },
     });

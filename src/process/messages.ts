@@ -1,0 +1,26 @@
+/** What the supervisor and its serving processes say to each other (cluster IPC, JSON). */
+
+export interface Parking {
+  name: string;
+  /** The version that crashed; a new version runs again. */
+  version: string;
+  reason: string;
+  at: number;
+}
+
+export type ToServing =
+  | { t: 'ping' }
+  | { t: 'parked'; parked: Parking[] }
+  /** Another process's leases were given back: deliveries and handler runs are due. */
+  | { t: 'due' }
+  | { t: 'collect'; id: number }
+  | { t: 'collected'; id: number; snapshots: unknown[] };
+
+export type ToSupervisor =
+  | { t: 'pong' }
+  | { t: 'resume'; name: string }
+  /** Gather every process's metrics snapshot (answered with `collected`). */
+  | { t: 'collect'; id: number }
+  | { t: 'snapshot'; id: number; snapshot: unknown };
+
+export const SERVING_ENV = 'SWITCHYARD_SERVING';

@@ -1,0 +1,116 @@
+/**
+ * A serving process's side of the supervisor (see supervisor.ts): heartbeat answers, the crash
+ * record, the parked integrations, the "leases were given back" signal and metrics gathering.
+ * The server's modules reach it as `services.processes` (absent when the process is alone).
+ */
+import type { SandboxHooks } from '../sandbox/in-process.ts';
+import { CrashRecord } from './crash-record.ts';
+import { SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
+import { crashRecordFile } from './paths.ts';
+
+export interface ProcessLink {
+  /** Serving processes sharing the store and the port. */
+  count: number;
+  /** This one's place (0..count-1); process 0 runs the once-per-service jobs (retention). */
+  index: number;
+  sandboxHooks: SandboxHooks;
+  /** Called when another process's leases were given back (deliveries and handler runs are due). */
+  onDue(fn: () => void): void;
+  /** Integrations parked by the supervisor, for views. */
+  parked(): Parking[];
+  /** Ask the supervisor to run a parked integration again. */
+  resume(name: string): void;
+  /** What this process contributes to GET /metrics (called when any process is scraped). */
+  setSnapshot(fn: () => unknown): void;
+  /** Every live process's snapshot, this one's included. */
+  collect(): Promise<unknown[]>;
+  close(): void;
+}
+
+/** This process's place when the supervisor started it (`SWITCHYARD_SERVING=<index>/<count>`), else undefined. */
+export function servingPlace(env = process.env): { index: number; count: number } | undefined {
+  const m = /^(\d+)\/(\d+)$/.exec(env[SERVING_ENV] ?? '');
+  return m ? { index: Number(m[1]), count: Number(m[2]) } : undefined;
+}
+
+export function createServingLink(dataDir: string, place: { index: number; count: number }): ProcessLink {
+  if (!process.send) throw new Error('a serving process is started by the supervisor (it talks over an IPC channel)');
+  const send = (msg: ToSupervisor) => {
+    if (process.connected) process.send!(msg, undefined, {}, () => {});
+  };
+  const record = new CrashRecord(crashRecordFile(dataDir, place.index));
+  const parked = new Map<string, Parking>();
+  const dueListeners: Array<() => void> = [];
+  const waiting = new Map<number, (snapshots: unknown[]) => void>();
+  let snapshot: () => unknown = () => null;
+  let nextId = 1;
+
+  const onMessage = (msg: ToServing) => {
+    switch (msg.t) {
+      case 'ping':
+        return send({ t: 'pong' });
+      case 'parked':
+        parked.clear();
+        for (const p of msg.parked) parked.set(p.name, p);
+        return;
+      case 'due':
+        for (const fn of dueListeners) fn();
+        return;
+      case 'collect': {
+        let s: unknown = null;
+        try {
+          s = snapshot();
+        } catch {
+          /* a process that cannot say is left out */
+        }
+        return send({ t: 'snapshot', id: msg.id, snapshot: s });
+      }
+      case 'collected':
+        waiting.get(msg.id)?.(msg.snapshots);
+        waiting.delete(msg.id);
+        return;
+    }
+  };
+  process.on('message', onMessage);
+
+  return {
+    count: place.count,
+    index: place.index,
+    sandboxHooks: {
+      started: (name, version) => record.started(name, version),
+      ended: (name) => record.ended(name),
+      culprit: (name) => record.culprit(name),
+      parked(name, version) {
+        const p = parked.get(name);
+        return p && (p.version === version || !p.version) ? p.reason : undefined;
+      },
+    },
+    onDue: (fn) => void dueListeners.push(fn),
+    parked: () => [...parked.values()],
+    resume(name) {
+      parked.delete(name); // at once here; the supervisor tells the others
+      send({ t: 'resume', name });
+    },
+    setSnapshot(fn) {
+      snapshot = fn;
+    },
+    collect() {
+      const id = nextId++;
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          waiting.delete(id);
+          resolve([snapshot()]);
+        }, 3_000);
+        waiting.set(id, (s) => {
+          clearTimeout(timer);
+          resolve(s);
+        });
+        send({ t: 'collect', id });
+      });
+    },
+    close() {
+      process.off('message', onMessage);
+      record.close();
+    },
+  };
+}

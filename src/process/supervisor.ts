@@ -1,0 +1,269 @@
+/**
+ * The supervisor: `switchyard serve` with `server.processes` other than 1. It never serves a
+ * request. It holds the data directory's lock, prepares the store (migrations, the leases a
+ * previous run left), starts N serving processes that all accept on the same port (Node's cluster
+ * module: the supervisor hands connections round-robin to them) and keeps them running:
+ *
+ * - a serving process that dies is replaced at once; the leases it held are given back (its
+ *   attempts recorded as interrupted and due again), so another process sends them;
+ * - one that stops answering the heartbeat (an isolate call that never returns holds its main
+ *   thread) is killed and replaced;
+ * - the integration to blame for a death (see crash-record.ts) is named in the log, and parked
+ *   after PARK_AFTER deaths within PARK_WINDOW_MS: its invocations answer 503 until a new version
+ *   of it loads or `switchyard integrations resume <name>`;
+ * - SIGTERM (or SIGINT) drains every serving process, then releases the lock.
+ *
+ * Why several processes and not one: isolated-vm can abort or wedge its whole process on a V8
+ * out-of-memory, and the isolates run in the process that took the request (no IPC hop).
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { mkdirSync } from 'node:fs';
+import type { LoadedConfig } from '../config/index.ts';
+import type { Logger } from '../log/index.ts';
+import { openStore, type Store } from '../store/index.ts';
+import { createQueue } from '../webhooks/queue.ts';
+import { createHandlerRuns } from '../events/handler-runs.ts';
+import { blame, readCrashRecord } from './crash-record.ts';
+import { crashRecordFile } from './paths.ts';
+import { SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
+import { consoleUrl } from '../http/origins.ts';
+import { publicUrlOf } from '../config/index.ts';
+import { ADMIN_TOKEN_FILE, resolveAdminToken } from '../http/auth.ts';
+
+export const PARK_AFTER = 3;
+export const PARK_WINDOW_MS = 60_000;
+const HEARTBEAT_MS = 1_000;
+/** A serving process silent this long is presumed wedged (its main thread held by guest code). */
+export const HEARTBEAT_TIMEOUT_MS = 5_000;
+
+/** `server.processes` as a count: 0 means one per core, at least two. */
+export function processCount(configured: number): number {
+  return configured > 0 ? configured : Math.max(2, availableParallelism());
+}
+
+
+interface Slot {
+  index: number;
+  worker: Worker | null;
+  lastPong: number;
+  ready: boolean;
+  /** Killed for not answering the heartbeat. */
+  unresponsive: boolean;
+  /** Deaths in a row before becoming ready (a process that cannot start must not spin). */
+  failedStarts: number;
+}
+
+export async function supervise(config: LoadedConfig, log: Logger): Promise<number> {
+  const count = processCount(config.server.processes);
+  const store: Store = openStore(config.data_dir, { lock: true });
+  resolveAdminToken(config, true); // made once here, before N processes race to create it
+  mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
+  const queue = createQueue(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
+  const runs = createHandlerRuns(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
+  // No serving process runs yet: every lease left in the store belongs to a process that is gone.
+  const interrupted = queue.recoverInterrupted(Date.now());
+  runs.releaseOwnedBy('');
+  if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
+
+  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0 }));
+  const crashes = new Map<string, number[]>();
+  const parked = new Map<string, Parking>();
+  type Collecting = { from: Worker; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
+  const collecting = new Map<number, Collecting>();
+  let collectSeq = 0;
+  let stopping = false;
+  let everReady = false;
+  let announced = false;
+  let exitCode = 0;
+  let finish!: () => void;
+  const finished = new Promise<void>((r) => (finish = r));
+
+  cluster.setupPrimary({ serialization: 'json' });
+
+  const send = (w: Worker | null, msg: ToServing) => {
+    if (w?.isConnected()) w.send(msg, () => {});
+  };
+  const broadcast = (msg: ToServing) => {
+    for (const s of slots) send(s.worker, msg);
+  };
+
+  function start(slot: Slot): void {
+    const w = cluster.fork({ [SERVING_ENV]: `${slot.index}/${count}` });
+    slot.worker = w;
+    slot.ready = false;
+    slot.unresponsive = false;
+    slot.lastPong = Date.now();
+    w.on('listening', (address) => {
+      slot.ready = true;
+      slot.failedStarts = 0;
+      slot.lastPong = Date.now();
+      everReady = true;
+      send(w, { t: 'parked', parked: [...parked.values()] });
+      if (!announced && slots.every((s) => s.ready)) {
+        announced = true;
+        announce(address.port);
+      }
+    });
+    w.on('message', (msg: ToSupervisor) => onMessage(slot, w, msg));
+    w.on('exit', (code, signal) => onExit(slot, w, code, signal));
+  }
+
+  function announce(port: number): void {
+    const publicUrl = config.server.public_url ? config.publicUrl : publicUrlOf(config, port);
+    const withPort = { ...config, publicUrl, server: { ...config.server, port } };
+    log.info('switchyard serving', {
+      url: publicUrl,
+      console: `${consoleUrl({ config: withPort })}/console/`,
+      processes: count,
+      admin_token: config.admin_token ? 'admin_token in config.yaml' : join(config.data_dir, ADMIN_TOKEN_FILE),
+      data_dir: config.data_dir,
+      config: config.source ?? '(embedded defaults)',
+    });
+  }
+
+  function onMessage(slot: Slot, w: Worker, msg: ToSupervisor): void {
+    switch (msg.t) {
+      case 'pong':
+        slot.lastPong = Date.now();
+        return;
+      case 'resume':
+        if (parked.delete(msg.name)) {
+          crashes.delete(msg.name);
+          log.info('integration resumed', { integration: msg.name });
+          broadcast({ t: 'parked', parked: [...parked.values()] });
+        }
+        return;
+      case 'collect': {
+        // Metrics from every process, for the one answering GET /metrics.
+        const live = slots.filter((s) => s.ready && s.worker?.isConnected());
+        const key = ++collectSeq;
+        const c: Collecting = { from: w, replyId: msg.id, want: live.length, snapshots: [], timer: setTimeout(() => collected(key), 2_000) };
+        collecting.set(key, c);
+        for (const s of live) send(s.worker, { t: 'collect', id: key });
+        if (!live.length) collected(key);
+        return;
+      }
+      case 'snapshot': {
+        const c = collecting.get(msg.id);
+        if (!c) return;
+        c.snapshots.push(msg.snapshot);
+        if (c.snapshots.length >= c.want) collected(msg.id);
+        return;
+      }
+    }
+  }
+
+  /** A process that does not answer in time is left out rather than holding the scrape. */
+  function collected(key: number): void {
+    const c = collecting.get(key);
+    if (!c) return;
+    collecting.delete(key);
+    clearTimeout(c.timer);
+    send(c.from, { t: 'collected', id: c.replyId, snapshots: c.snapshots });
+  }
+
+  function onExit(slot: Slot, w: Worker, code: number | null, signal: string | null): void {
+    if (slot.worker !== w) return;
+    slot.worker = null;
+    const wasReady = slot.ready;
+    slot.ready = false;
+    const record = readCrashRecord(crashRecordFile(config.data_dir, slot.index));
+    const pid = w.process.pid;
+    // Its leases go back now rather than when they run out: another process sends them.
+    let released = 0;
+    try {
+      released = queue.recoverInterrupted(Date.now(), `${pid}.`);
+      released += runs.releaseOwnedBy(`${pid}.`);
+    } catch (e) {
+      log.error('could not give back the leases of a dead serving process; they run out instead', { error: e as Error });
+    }
+    if (released) broadcast({ t: 'due' });
+    if (stopping) {
+      if (slots.every((s) => !s.worker)) finish();
+      return;
+    }
+    const blamed = blame(record, slot.unresponsive);
+    log.error('a serving process died; starting another', {
+      process: slot.index,
+      pid,
+      ...(code !== null ? { code } : {}),
+      ...(signal ? { signal } : {}),
+      ...(slot.unresponsive ? { cause: `stopped answering for ${HEARTBEAT_TIMEOUT_MS / 1000} s and was killed` } : {}),
+      ...(blamed.length ? { integration: blamed.join(', ') } : {}),
+      ...(record.running.length > blamed.length ? { also_running: record.running.map((r) => r.name).filter((n) => !blamed.includes(n)).join(', ') } : {}),
+      ...(released ? { leases_released: released } : {}),
+    });
+    for (const name of blamed) noteCrash(name, record.running.find((r) => r.name === name)?.version ?? '');
+    if (!wasReady && !everReady) {
+      // The first processes cannot even start (port in use, bad config...): they said why; stop.
+      exitCode = 1;
+      void stop('no serving process could start');
+      return;
+    }
+    slot.failedStarts = wasReady ? 0 : slot.failedStarts + 1;
+    const delay = slot.failedStarts ? Math.min(10_000, 250 * 2 ** slot.failedStarts) : 0;
+    setTimeout(() => {
+      if (!stopping && !slot.worker) start(slot);
+    }, delay).unref();
+  }
+
+  function noteCrash(name: string, version: string): void {
+    const now = Date.now();
+    const times = (crashes.get(name) ?? []).filter((t) => now - t < PARK_WINDOW_MS);
+    times.push(now);
+    crashes.set(name, times);
+    if (times.length < PARK_AFTER || parked.has(name)) return;
+    const reason = `integration ${name} is parked: its code took down a serving process ${times.length} times within ${PARK_WINDOW_MS / 1000} s; it runs again when a new version loads or after \`switchyard integrations resume ${name}\``;
+    parked.set(name, { name, version, reason, at: now });
+    log.error('integration parked', { integration: name, version, crashes: times.length });
+    broadcast({ t: 'parked', parked: [...parked.values()] });
+  }
+
+  const heartbeat = setInterval(() => {
+    const now = Date.now();
+    for (const s of slots) {
+      if (!s.worker || !s.ready) continue;
+      if (now - s.lastPong > HEARTBEAT_TIMEOUT_MS && !s.unresponsive) {
+        s.unresponsive = true;
+        s.worker.process.kill('SIGKILL');
+        continue;
+      }
+      send(s.worker, { t: 'ping' });
+    }
+  }, HEARTBEAT_MS);
+
+  async function stop(why: string): Promise<void> {
+    if (stopping) return;
+    stopping = true;
+    clearInterval(heartbeat);
+    log.info('shutting down', { reason: why });
+    const live = slots.filter((s) => s.worker);
+    if (!live.length) return finish();
+    for (const s of live) s.worker!.process.kill('SIGTERM');
+    // Each process drains within shutdown_timeout; one that does not is killed a little later.
+    const timer = setTimeout(() => {
+      for (const s of slots) s.worker?.process.kill('SIGKILL');
+    }, config.server.shutdown_timeout + 3_000);
+    timer.unref();
+  }
+
+  let signals = 0;
+  const onSignal = (sig: string) => {
+    if (++signals > 1) {
+      log.warn('second signal: stopping now', { signal: sig });
+      for (const s of slots) s.worker?.process.kill('SIGKILL');
+      return;
+    }
+    void stop(sig);
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+
+  for (const s of slots) start(s);
+  await finished;
+  store.close();
+  log.info('switchyard stopped');
+  return exitCode;
+}
