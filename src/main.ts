@@ -40,5 +40,9 @@ export async function cli(argv = process.argv.slice(2)): Promise<void> {
 // src/sandbox/worker-command.ts): the single executable re-runs itself that way.
 if (import.meta.main) {
   if (process.argv.includes('--sandbox-worker')) await (await import('./sandbox/index.ts')).runSandboxWorker();
-  else await cli();
+  else {
+    await cli();
+    // A serving process that could not start: its IPC channel to the supervisor would keep it alive.
+    if (process.env.SWITCHYARD_SERVING) process.exit(process.exitCode);
+  }
 }

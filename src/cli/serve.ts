@@ -36,11 +36,14 @@ export default defineCommand({
     if (config.server.processes !== 1) {
       const { supervise } = await import('../process/supervisor.ts');
       const { createLogger } = await import('../log/index.ts');
-      return supervise(config, createLogger({ format: config.log.format, level: config.log.level }));
+      // citty does not hand back a subcommand's return value (see cli/run.ts).
+      process.exitCode = await supervise(config, createLogger({ format: config.log.format, level: config.log.level }));
+      return process.exitCode;
     }
     // One process, no supervisor: isolates run here, so a guest that takes V8 down takes the server.
     const server = await startServer(config, { sandbox: 'in-process' });
     await untilSignal(server, true);
+    process.exitCode = 0;
     return 0;
   },
 });

@@ -101,6 +101,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       slot.lastPong = Date.now();
       everReady = true;
       send(w, { t: 'parked', parked: [...parked.values()] });
+      // The first process to listen shows the port and the config work; the others follow it.
+      for (const s of slots) if (!s.worker && !stopping && !announced) start(s);
       if (!announced && slots.every((s) => s.ready)) {
         announced = true;
         announce(address.port);
@@ -197,8 +199,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     });
     for (const name of blamed) noteCrash(name, record.running.find((r) => r.name === name)?.version ?? '');
     if (!wasReady && !everReady) {
-      // The first processes cannot even start (port in use, bad config...): they said why; stop.
-      exitCode = 1;
+      // The first process cannot even start (port in use, bad config...): it said why; stop.
+      exitCode = code || 1;
       void stop('no serving process could start');
       return;
     }
@@ -261,7 +263,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
-  for (const s of slots) start(s);
+  start(slots[0]);
   await finished;
   store.close();
   log.info('switchyard stopped');
