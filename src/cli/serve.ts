@@ -3,6 +3,7 @@ import cluster from 'node:cluster';
 import { startServer, type RunningServer } from '../http/server.ts';
 import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { configArg, configFrom } from './common.ts';
+import { PORT_ENV } from '../process/messages.ts';
 
 export default defineCommand({
   meta: { name: 'serve', description: 'Run the server: integrations, runtime endpoints, management API and webhook delivery' },
@@ -54,6 +55,11 @@ async function serving(
   place: { index: number; count: number },
   createServingLink: typeof import('../process/serving.ts').createServingLink,
 ): Promise<number> {
+  const port = Number(process.env[PORT_ENV]);
+  if (port) {
+    config.server.port = port;
+    if (!config.server.public_url) config.publicUrl = publicUrlOf(config);
+  }
   const link = createServingLink(config.data_dir, place);
   const server = await startServer(config, { sandbox: 'in-process', link });
   await untilSignal(server, false);

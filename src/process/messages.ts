@@ -24,3 +24,5 @@ export type ToSupervisor =
   | { t: 'snapshot'; id: number; snapshot: unknown };
 
 export const SERVING_ENV = 'SWITCHYARD_SERVING';
+/** The port the first serving process listens on, for the others (when server.port is 0). */
+export const PORT_ENV = 'SWITCHYARD_SERVING_PORT';

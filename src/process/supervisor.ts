@@ -2,7 +2,7 @@
  * The supervisor: `switchyard serve` with `server.processes` other than 1. It never serves a
  * request. It holds the data directory's lock, prepares the store (migrations, the leases a
  * previous run left), starts N serving processes that all accept on the same port (Node's cluster
- * module: the supervisor hands connections round-robin to them) and keeps them running:
+ * module; each process accepts for itself, so a busy one takes fewer) and keeps them running:
  *
  * - a serving process that dies is replaced at once; the leases it held are given back (its
  *   attempts recorded as interrupted and due again), so another process sends them;
@@ -18,6 +18,7 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { mkdirSync } from 'node:fs';
 import type { LoadedConfig } from '../config/index.ts';
@@ -25,9 +26,9 @@ import type { Logger } from '../log/index.ts';
 import { openStore, type Store } from '../store/index.ts';
 import { createQueue } from '../webhooks/queue.ts';
 import { createHandlerRuns } from '../events/handler-runs.ts';
-import { blame, readCrashRecord } from './crash-record.ts';
+import { readCrashRecord, suspects, type CrashRecordContent } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
-import { SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
+import { PORT_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
 import { consoleUrl } from '../http/origins.ts';
 import { publicUrlOf } from '../config/index.ts';
 import { ADMIN_TOKEN_FILE, resolveAdminToken } from '../http/auth.ts';
@@ -68,18 +69,23 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
   const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0 }));
-  const crashes = new Map<string, number[]>();
+  const crashes = new Map<string, Array<{ at: number; score: number }>>();
   const parked = new Map<string, Parking>();
   type Collecting = { from: Worker; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
   const collecting = new Map<number, Collecting>();
   let collectSeq = 0;
   let stopping = false;
+  let port: number | undefined;
   let everReady = false;
   let announced = false;
   let exitCode = 0;
   let finish!: () => void;
   const finished = new Promise<void>((r) => (finish = r));
 
+  // The serving processes accept from the shared socket themselves: a process whose main thread
+  // is held takes no new connection (with round-robin, the supervisor would hand it one, and a
+  // connection handed to a process that then dies is never answered nor closed).
+  cluster.schedulingPolicy = cluster.SCHED_NONE;
   cluster.setupPrimary({ serialization: 'json' });
 
   const send = (w: Worker | null, msg: ToServing) => {
@@ -90,7 +96,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   };
 
   function start(slot: Slot): void {
-    const w = cluster.fork({ [SERVING_ENV]: `${slot.index}/${count}` });
+    const w = cluster.fork({ [SERVING_ENV]: `${slot.index}/${count}`, ...(port ? { [PORT_ENV]: String(port) } : {}) });
     slot.worker = w;
     slot.ready = false;
     slot.unresponsive = false;
@@ -103,6 +109,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       send(w, { t: 'parked', parked: [...parked.values()] });
       // The first process to listen shows the port and the config work; the others follow it.
       for (const s of slots) if (!s.worker && !stopping && !announced) start(s);
+      if (announced) log.info('serving process started', { process: slot.index, pid: w.process.pid });
       if (!announced && slots.every((s) => s.ready)) {
         announced = true;
         announce(address.port);
@@ -186,7 +193,9 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       if (slots.every((s) => !s.worker)) finish();
       return;
     }
-    const blamed = blame(record, slot.unresponsive);
+    const scores = suspects(record);
+    const top = Math.max(0, ...scores.values());
+    const blamed = [...scores].filter(([, v]) => v === top && v > 0).map(([n]) => n);
     log.error('a serving process died; starting another', {
       process: slot.index,
       pid,
@@ -194,10 +203,10 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       ...(signal ? { signal } : {}),
       ...(slot.unresponsive ? { cause: `stopped answering for ${HEARTBEAT_TIMEOUT_MS / 1000} s and was killed` } : {}),
       ...(blamed.length ? { integration: blamed.join(', ') } : {}),
-      ...(record.running.length > blamed.length ? { also_running: record.running.map((r) => r.name).filter((n) => !blamed.includes(n)).join(', ') } : {}),
+      ...(scores.size > blamed.length ? { also_running: [...scores.keys()].filter((n) => !blamed.includes(n)).join(', ') } : {}),
       ...(released ? { leases_released: released } : {}),
     });
-    for (const name of blamed) noteCrash(name, record.running.find((r) => r.name === name)?.version ?? '');
+    noteCrash(scores, record);
     if (!wasReady && !everReady) {
       // The first process cannot even start (port in use, bad config...): it said why; stop.
       exitCode = code || 1;
@@ -211,16 +220,29 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     }, delay).unref();
   }
 
-  function noteCrash(name: string, version: string): void {
+  /**
+   * Park the integration to blame once it was a suspect in PARK_AFTER deaths within the window and
+   * scored more than any other suspect over them (see suspects() in crash-record.ts).
+   */
+  function noteCrash(scores: Map<string, number>, record: CrashRecordContent): void {
     const now = Date.now();
-    const times = (crashes.get(name) ?? []).filter((t) => now - t < PARK_WINDOW_MS);
-    times.push(now);
-    crashes.set(name, times);
-    if (times.length < PARK_AFTER || parked.has(name)) return;
-    const reason = `integration ${name} is parked: its code took down a serving process ${times.length} times within ${PARK_WINDOW_MS / 1000} s; it runs again when a new version loads or after \`switchyard integrations resume ${name}\``;
-    parked.set(name, { name, version, reason, at: now });
-    log.error('integration parked', { integration: name, version, crashes: times.length });
-    broadcast({ t: 'parked', parked: [...parked.values()] });
+    for (const [name, score] of scores) {
+      const list = (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS);
+      list.push({ at: now, score });
+      crashes.set(name, list);
+    }
+    const total = (name: string) => (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS).reduce((a, c) => a + c.score, 0);
+    for (const name of scores.keys()) {
+      const times = (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS).length;
+      if (times < PARK_AFTER || parked.has(name)) continue;
+      const mine = total(name);
+      if ([...crashes.keys()].some((other) => other !== name && total(other) >= mine)) continue;
+      const version = record.running.find((r) => r.name === name)?.version ?? '';
+      const reason = `integration ${name} is parked: its code took down a serving process ${times} times within ${PARK_WINDOW_MS / 1000} s; it runs again when a new version loads or after \`switchyard integrations resume ${name}\``;
+      parked.set(name, { name, version, reason, at: now });
+      log.error('integration parked', { integration: name, version, crashes: times });
+      broadcast({ t: 'parked', parked: [...parked.values()] });
+    }
   }
 
   const heartbeat = setInterval(() => {
@@ -263,9 +285,23 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
+  // With port 0 each process would pick a port of its own (cluster shares a socket per address and
+  // port asked for): pick one here, once, for all of them.
+  if (!config.server.port) port = await freePort(config.server.host);
   start(slots[0]);
   await finished;
   store.close();
   log.info('switchyard stopped');
   return exitCode;
+}
+
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, host, () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }

@@ -1,0 +1,250 @@
+/**
+ * The supervisor and its serving processes, as a user runs them (`switchyard serve`, real HTTP,
+ * real isolates in the serving processes, one SQLite file): a guest that wedges its process costs
+ * that process only, is named and then parked; kill -9 of a serving process during a burst loses
+ * no acknowledged event; /metrics sums every process; --processes 1 runs alone.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { once } from 'node:events';
+import http from 'node:http';
+import { ROOT, runCli, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
+import { samplePayload } from '../src/events/index.ts';
+import { scriptedReceiver } from './webhooks-support.ts';
+
+const TOKEN = 'test-admin-token-processes';
+
+function integration(root: string, name: string, fetchBody: string): void {
+  mkdirSync(join(root, name, 'src'), { recursive: true });
+  writeFileSync(
+    join(root, name, 'platform-manifest.yaml'),
+    `name: ${name}\ntitle: ${name}\ndescription: test\norganization: test\nvisibility: private\nscopes: []\nscript: src/index.ts\n`,
+  );
+  writeFileSync(join(root, name, 'src/index.ts'), `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async (request) => { ${fetchBody} } });\n`);
+}
+
+function setup(t: Parameters<typeof tmpDir>[0], extra: string[] = []): { dir: string; configFile: string } {
+  const dir = tmpDir(t);
+  const integrations = join(dir, 'integrations');
+  integration(integrations, 'hello', `return new Response('hello');`);
+  // Fills a 32 MB heap with small entries: V8 thrashes in "last resort" GCs and never returns.
+  integration(integrations, 'bomb', `const m = new Map(); for (let i = 0; ; i++) m.set(i, 'v' + i);`);
+  cpSync(join(ROOT, 'integrations/webhook'), join(integrations, 'webhook'), { recursive: true });
+  const configFile = join(dir, 'config.yaml');
+  writeFileSync(
+    configFile,
+    [
+      'server:',
+      '  port: 0',
+      '  processes: 2',
+      `data_dir: ${JSON.stringify(join(dir, 'data'))}`,
+      `integrations_dir: ${JSON.stringify(integrations)}`,
+      `admin_token: ${TOKEN}`,
+      'log:',
+      '  format: json',
+      'sandbox:',
+      '  memory_mb: 32',
+      '  cpu_time: 2s',
+      ...extra,
+    ].join('\n'),
+  );
+  return { dir, configFile };
+}
+
+const serve = (t: Parameters<typeof spawnCli>[0], configFile: string, args: string[] = []) =>
+  spawnCli(t, ['serve', '--config', configFile, ...args], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 30_000 });
+
+const api = (base: string, method: string, path: string, body?: unknown) =>
+  fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  }).then(async (res) => ({ status: res.status, body: (await res.json()) as any }));
+
+/** One GET on a connection of its own (the supervisor spreads connections over the processes). */
+function getOnce(url: string): Promise<{ status: number; text: string } | Error> {
+  return new Promise((resolve) => {
+    const req = http.get(url, { agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode!, text }));
+      res.on('error', resolve);
+    });
+    req.on('error', resolve);
+    req.setTimeout(30_000, () => req.destroy(new Error('timed out')));
+  });
+}
+
+const servingPids = (supervisor: number, pattern = 'src/main.ts serve') =>
+  execFileSync('pgrep', ['-P', String(supervisor), '-f', pattern], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map(Number);
+
+test('a guest that wedges its serving process costs only that process; named, replaced, parked, resumed', async (t) => {
+  const { configFile } = setup(t);
+  const s = await serve(t, configFile);
+  const base = s.match[1];
+  const endpoint = async (name: string) => {
+    const r = await api(base, 'POST', '/api/v1/installations', { integration: name });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    return r.body.installation.urls.publicEndpoint as string;
+  };
+  const hello = await endpoint('hello');
+  const bomb = await endpoint('bomb');
+  const before = servingPids(s.child.pid!);
+  assert.equal(before.length, 2, 'two serving processes');
+
+  // The well-behaved integration is called all along, on new connections (spread over both processes).
+  let helloErrors = 0;
+  let helloOk = 0;
+  let attacking = true;
+  const steady = (async () => {
+    while (attacking) {
+      const r = await getOnce(hello);
+      if (!(r instanceof Error) && r.status === 200 && r.text === 'hello') helloOk++;
+      else {
+        helloErrors++;
+        console.log('  hello failed:', new Date().toISOString(), r instanceof Error ? r.message : `${r.status} ${r.text}`);
+      }
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  })();
+
+  // Parked after 3 deaths it is the main suspect of (a well-behaved call caught in the same process
+  // may share the blame of one death; see suspects() in src/process/crash-record.ts).
+  const isParked = () => /"msg":"integration parked","integration":"bomb"/.test(s.output());
+  for (let i = 1; i <= 6 && !isParked(); i++) {
+    // Isolation is between processes: attack when both serve (the replacement of the last one is up).
+    await waitFor(() => (s.output().match(/"msg":"serving process started"/g) ?? []).length >= i - 1, 15_000);
+    const r = await getOnce(bomb);
+    assert.ok(r instanceof Error || r.status >= 500, `bomb request ${i} fails`);
+    await waitFor(() => (s.output().match(/a serving process died/g) ?? []).length >= i, 15_000);
+  }
+  await waitFor(isParked, 5_000).catch((e) => {
+    console.log(s.output());
+    throw e;
+  });
+  attacking = false;
+  await steady;
+  // A connection the supervisor handed to a process in the moment its main thread was held (at most
+  // one per process: it gets another only once it took that one) dies with the process; every
+  // other request of the well-behaved integration is answered by the other process.
+  console.log(`  well-behaved integration during the attack: ${helloOk} answered, ${helloErrors} lost with a dying process`);
+  assert.ok(helloErrors <= (s.output().match(/a serving process died/g) ?? []).length, `at most one request per death fails (${helloErrors})`);
+  assert.ok(helloOk > 10);
+
+  const deaths = s.output().split('\n').filter((l) => l.includes('a serving process died'));
+  for (const d of deaths) assert.match(d, /"integration":"[^"]*\bbomb\b/, 'each death names the integration that caused it');
+  assert.doesNotMatch(s.output(), /"msg":"integration parked","integration":"hello"/, 'the well-behaved one is never parked');
+  assert.match(deaths[0], /stopped answering/);
+
+  // Parked: answered at once with 503 and the reason; both processes are back.
+  await waitFor(() => servingPids(s.child.pid!).length === 2, 5_000);
+  const parked = await fetch(bomb);
+  assert.equal(parked.status, 503);
+  const list = await runCli(['integrations', 'list', '--config', configFile], { env: { SWITCHYARD_URL: base } });
+  assert.match(list.stdout, /bomb\s+parked/);
+  const shown = await api(base, 'GET', '/api/v1/integrations/bomb');
+  assert.match(shown.body.integration.parked.reason, /took down a serving process 3 times/);
+  assert.equal((await fetch(hello)).status, 200);
+
+  // Resumed: it runs again (and wedges again: the process dies, the service does not).
+  const resumed = await runCli(['integrations', 'resume', 'bomb', '--config', configFile], { env: { SWITCHYARD_URL: base } });
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.equal((await api(base, 'GET', '/api/v1/integrations/bomb')).body.integration.parked, null);
+  const again = await runCli(['integrations', 'resume', 'bomb', '--config', configFile], { env: { SWITCHYARD_URL: base } });
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /not parked/);
+
+  s.child.kill('SIGTERM');
+  const [code] = await once(s.child, 'exit');
+  assert.equal(code, 0);
+});
+
+test('kill -9 of a serving process during a burst of 2,000 events: no acknowledged event is lost', async (t) => {
+  const { configFile } = setup(t, ['webhooks:', '  allow_private_networks: true', '  base_delay: 200ms']);
+  const seen = new Map<string, number>();
+  const r = await scriptedReceiver(t, (_n, q) => {
+    const id = JSON.parse(q.body).eventId as string;
+    seen.set(id, (seen.get(id) ?? 0) + 1);
+    return 200;
+  });
+  const s = await serve(t, configFile);
+  const base = s.match[1];
+  const inst = await api(base, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
+  assert.equal(inst.status, 201, JSON.stringify(inst.body));
+
+  const N = 2000;
+  const acked = new Set<string>();
+  let refused = 0;
+  let next = 0;
+  let killed = 0;
+  const victim = servingPids(s.child.pid!)[0];
+  const sender = async () => {
+    while (next < N) {
+      next++;
+      if (next === 600) {
+        process.kill(victim, 'SIGKILL');
+        killed = victim;
+      }
+      const e = samplePayload('site_view');
+      const res = await fetch(`${base}/api/v1/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(e),
+      }).catch(() => null);
+      if (res?.status === 202) acked.add(e.eventId as string);
+      else refused++;
+      await res?.arrayBuffer();
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, sender));
+  assert.ok(killed, 'a serving process was killed mid-burst');
+  await waitFor(() => [...acked].every((id) => seen.has(id)), 30_000).catch(() => {
+    const missing = [...acked].filter((id) => !seen.has(id));
+    assert.fail(`${missing.length} acknowledged events never arrived`);
+  });
+  const duplicates = [...seen.values()].filter((n) => n > 1).length;
+  // At-least-once: an attempt in flight when its process died is sent again. Say how many.
+  console.log(`  ${acked.size} acknowledged, ${refused} refused by the kill, ${seen.size} delivered, ${duplicates} delivered twice`);
+  assert.ok(acked.size >= N - 100, `most events were acknowledged (${acked.size})`);
+  assert.match(s.output(), new RegExp(`"msg":"a serving process died; starting another","process":\\d,"pid":${killed}`));
+  await waitFor(() => servingPids(s.child.pid!).length === 2, 5_000);
+});
+
+test('/metrics sums every serving process; --processes 1 serves alone with isolates in-process', async (t) => {
+  const { configFile } = setup(t);
+  const s = await serve(t, configFile);
+  const base = s.match[1];
+  const n = 40;
+  for (let i = 0; i < n; i++) assert.equal(((await getOnce(`${base}/healthz`)) as { status: number }).status, 200);
+  const text = await (await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+  const counted = [...text.matchAll(/^switchyard_http_requests_total\{method="GET",route="\/healthz",status="200"\} (\d+)$/gm)];
+  assert.equal(counted.length, 1, 'one series, summed');
+  assert.equal(Number(counted[0][1]), n, 'every process counted');
+  s.child.kill('SIGTERM');
+  await once(s.child, 'exit');
+
+  const alone = await serve(t, configFile, ['--processes', '1']);
+  const hello = await api(alone.match[1], 'POST', '/api/v1/installations', { integration: 'hello' });
+  assert.equal((await (await fetch(hello.body.installation.urls.publicEndpoint)).text()), 'hello');
+  const children = (() => {
+    try {
+      return servingPids(alone.child.pid!, 'main.ts|sandbox-worker');
+    } catch {
+      return []; // pgrep exits 1 when there is none
+    }
+  })();
+  assert.deepEqual(children, [], 'no supervisor, no sandbox worker process');
+  assert.doesNotMatch(alone.output(), /"processes":/);
+  alone.child.kill('SIGTERM');
+  const [code] = await once(alone.child, 'exit');
+  assert.equal(code, 0);
+});
+
