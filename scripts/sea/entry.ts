@@ -25,6 +25,12 @@ async function main(argv: string[]): Promise<number | undefined> {
     return undefined;
   }
   const { cli } = await import('../../src/main.ts');
+  if (process.env.SWITCHYARD_SERVING) {
+    // A serving process forked by the supervisor (cluster) gets the module path first: here, itself.
+    await cli(argv[0] === process.execPath ? argv.slice(1) : argv);
+    // Its IPC channel would keep it alive after a failed start.
+    process.exit(process.exitCode === undefined ? 0 : Number(process.exitCode));
+  }
   await cli(argv);
   return process.exitCode === undefined ? 0 : Number(process.exitCode);
 }

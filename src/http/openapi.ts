@@ -192,7 +192,14 @@ export function openApiDocument(serverUrl: string) {
       },
       '/api/v1/integrations': { get: { summary: 'Loaded integrations with their status and errors', responses: { '200': json({ type: 'object' }), ...errors } } },
       '/api/v1/integrations/{name}': {
-        get: { summary: 'One integration: manifest summary, scopes, blocks, configurations, errors', parameters: [{ name: 'name', in: 'path', required: true, schema: { type: 'string' } }], responses: { '200': json({ type: 'object' }), ...errors } },
+        get: { summary: 'One integration: manifest summary, scopes, blocks, configurations, errors, parked', parameters: [{ name: 'name', in: 'path', required: true, schema: { type: 'string' } }], responses: { '200': json({ type: 'object' }), ...errors } },
+      },
+      '/api/v1/integrations/{name}/resume': {
+        post: {
+          summary: 'Run a parked integration again (the supervisor parks one whose code took down a serving process 3 times within a minute)',
+          parameters: [pathParam('name')],
+          responses: { '200': json({ type: 'object' }), '409': json(ref('Error'), 'Not parked'), ...errors },
+        },
       },
       '/api/v1/installations': {
         get: {

@@ -24,6 +24,7 @@ import { mkdirSync } from 'node:fs';
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { openStore, type Store } from '../store/index.ts';
+import { isExecutable } from '../native/index.ts';
 import { createQueue } from '../webhooks/queue.ts';
 import { createHandlerRuns } from '../events/handler-runs.ts';
 import { readCrashRecord, suspects, type CrashRecordContent } from './crash-record.ts';
@@ -86,7 +87,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   // is held takes no new connection (with round-robin, the supervisor would hand it one, and a
   // connection handed to a process that then dies is never answered nor closed).
   cluster.schedulingPolicy = cluster.SCHED_NONE;
-  cluster.setupPrimary({ serialization: 'json' });
+  // The single executable carries its Node options inside (and takes every argument as its own).
+  cluster.setupPrimary({ serialization: 'json', ...(isExecutable() ? { exec: process.execPath, execArgv: [] } : {}) });
 
   const send = (w: Worker | null, msg: ToServing) => {
     if (w?.isConnected()) w.send(msg, () => {});
