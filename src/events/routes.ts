@@ -5,7 +5,7 @@ import { requireAdmin } from '../http/app.ts';
 import { pageParams, readJson } from '../http/body.ts';
 import type { Services } from '../services.ts';
 import { parseTimeParam, type Deliveries } from '../webhooks/index.ts';
-import type { Events } from './service.ts';
+import { MAX_INGEST_BATCH, type Events } from './service.ts';
 import type { HandlerQueue } from './handlers.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 
@@ -22,7 +22,23 @@ export function eventRoutes(app: H3, services: Services): void {
 
   app.post('/api/v1/events', async (event) => {
     requireAdmin(event.req);
-    const body = await readJson(event.req, limit);
+    // A batch may be larger than one event's body (server.body_limit each, at most 16 of them).
+    let size = 0;
+    const body = await readJson<unknown>(event.req, limit * 16, { array: true, size: (n) => (size = n) });
+    if (Array.isArray(body)) {
+      if (!body.length) throw new SwitchyardError('bad_request', 'the batch is empty: send 1 to 1000 events in the array');
+      if (body.length > MAX_INGEST_BATCH)
+        throw new SwitchyardError('bad_request', `a batch holds at most ${MAX_INGEST_BATCH} events, got ${body.length}`, { hint: 'split it into batches of 1000' });
+      const results = events().ingestMany(body);
+      const rejected = results.filter((r) => r.status === 400).length;
+      const duplicates = results.filter((r) => r.status === 200).length;
+      // 202 when every item was stored (or already was), 207 when some were refused.
+      return Response.json({ accepted: results.length - rejected - duplicates, duplicates, rejected, results }, { status: rejected ? 207 : 202 });
+    }
+    if (size > limit)
+      throw new SwitchyardError('payload_too_large', `one event's body is larger than server.body_limit (${limit} bytes)`, {
+        hint: 'raise server.body_limit in config.yaml, or send less data per event',
+      });
     const result = await events().ingest(body);
     return Response.json(result, { status: result.duplicate ? 200 : 202 });
   });

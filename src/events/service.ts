@@ -57,8 +57,16 @@ const view = (r: Row): StoredEvent => ({
 
 export type Events = ReturnType<typeof createEvents>;
 
-/** Most events stored in one transaction. */
+/** Most events stored in one transaction by the group commit of single ingests. */
 const MAX_BATCH = 256;
+
+/** Most events in one batch ingest (`POST /api/v1/events` with an array). */
+export const MAX_INGEST_BATCH = 1000;
+
+/** One item of a batch ingest's answer, in the order sent. */
+export type BatchItem =
+  | ({ status: 200 | 202 } & IngestResult)
+  | { status: 400; error: { code: 'validation_failed'; message: string; problems: Array<{ where: string; message: string }> } };
 
 export function createEvents(deps: EventsDeps) {
   const { db } = deps;
@@ -155,7 +163,52 @@ export function createEvents(deps: EventsDeps) {
     });
   }
 
+  /** A batch's valid events, with their deliveries and handler runs, in one transaction (one commit). */
+  const storeBatch = db.transaction((events: Array<Record<string, unknown> & { eventId: string; type: string }>, at: number) =>
+    events.map((e) => store(e, at)),
+  );
+
+  function validated(payload: unknown): { event: Record<string, unknown> & { eventId: string; type: string } } | { problems: Array<{ where: string; message: string }> } {
+    const problems = validateEventPayload(payload);
+    if (problems.length) return { problems };
+    const input = payload as Record<string, unknown> & { type: string };
+    return { event: { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() } };
+  }
+
   return {
+    /**
+     * Batch ingest: each item validated and answered on its own, every valid one stored in ONE
+     * transaction (all of them or, if the commit fails, none: the caller gets the error and may send
+     * the batch again, eventIds making that safe). Invalid items are answered 400 with their index
+     * in the field paths and do not stop the valid ones, as Stripe and Svix answer per object.
+     */
+    ingestMany(payloads: unknown[]): BatchItem[] {
+      const checked = payloads.map(validated);
+      const valid = checked.flatMap((c) => ('event' in c ? [c.event] : []));
+      let stored: ReturnType<typeof store>[] = [];
+      if (valid.length) {
+        try {
+          stored = storeBatch(valid, now());
+        } catch (e) {
+          deps.deliveries()?.rolledBack();
+          deps.handlerRuns()?.rolledBack();
+          throw e;
+        }
+        if (stored.some((o) => o?.deliveries.length)) deps.deliveries()?.wake();
+        if (stored.some((o) => o?.handlers.length)) deps.handlerRuns()?.wake();
+      }
+      let next = 0;
+      return checked.map((c, i): BatchItem => {
+        if ('problems' in c) {
+          const problems = c.problems.map((p) => ({ where: p.where === '(body)' ? `[${i}]` : `[${i}].${p.where}`, message: p.message }));
+          return { status: 400, error: { code: 'validation_failed', message: `event [${i}] is not valid: ${problems.map((p) => `${p.where} ${p.message}`).join('; ')}`, problems } };
+        }
+        const o = stored[next++];
+        if (o === null) return { status: 200, eventId: c.event.eventId, type: c.event.type, duplicate: true, deliveries: [], handlers: [] };
+        return { status: 202, eventId: c.event.eventId, type: c.event.type, duplicate: false, ...o };
+      });
+    },
+
     /**
      * Validate and store one event; resolves once it is committed with its deliveries. Rejects at
      * once with a 400 naming every bad field.

@@ -2,8 +2,9 @@
 import { SwitchyardError } from '../errors.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan, readBodyLimited } from '../runtime/envelope.ts';
 
-export async function readJson<T = Record<string, unknown>>(req: Request, limit: number, opts: { optional?: boolean } = {}): Promise<T> {
+export async function readJson<T = Record<string, unknown>>(req: Request, limit: number, opts: { optional?: boolean; array?: boolean; size?: (bytes: number) => void } = {}): Promise<T> {
   const bytes = await readBodyLimited(req, limit);
+  opts.size?.(bytes.byteLength);
   if (!bytes.byteLength) {
     if (opts.optional) return {} as T;
     throw new SwitchyardError('bad_request', 'the request needs a JSON body');
@@ -14,7 +15,7 @@ export async function readJson<T = Record<string, unknown>>(req: Request, limit:
   let v: unknown;
   try {
     v = JSON.parse(new TextDecoder().decode(bytes));
-    if (!v || typeof v !== 'object' || Array.isArray(v)) throw new Error('the body must be a JSON object');
+    if (!v || typeof v !== 'object' || (Array.isArray(v) && !opts.array)) throw new Error(`the body must be a JSON object${opts.array ? ' or an array of them' : ''}`);
   } catch (e) {
     throw new SwitchyardError('bad_request', `the body is not a valid JSON object: ${(e as Error).message}`);
   }

@@ -253,9 +253,15 @@ export function openApiDocument(serverUrl: string) {
       '/v1/integrations/{name}/installations/{id}/{path}': publicEndpoint('Public endpoint of an installation, any sub-path', [{ ...pathParam('path'), description: 'the rest of the path, slashes included' }]),
       '/api/v1/events': {
         post: {
-          summary: 'Ingest a platform event (validated by type); fanned out to integration handlers and webhook subscribers. A repeated eventId answers 200 with duplicate: true',
-          requestBody: body(ref('Event')),
+          summary:
+            'Ingest a platform event (validated by type); fanned out to integration handlers and webhook subscribers. A repeated eventId answers 200 with duplicate: true. An array of 1-1000 events is a batch: each item answered on its own, every valid one stored in one transaction (202, or 207 when some were refused)',
+          requestBody: body({ oneOf: [ref('Event'), { type: 'array', items: ref('Event'), minItems: 1, maxItems: 1000 }] }),
           responses: {
+            '207': json(
+              { type: 'object', properties: { accepted: { type: 'integer' }, duplicates: { type: 'integer' }, rejected: { type: 'integer' }, results: { type: 'array', items: { type: 'object' } } } },
+              'A batch with some items refused: per-item status, result or error',
+            ),
+            '413': json(ref('Error'), 'One event larger than server.body_limit'),
             '202': json({ type: 'object', properties: { eventId: { type: 'string' }, duplicate: { const: false }, deliveries: { type: 'array', items: ref('Delivery') } } }, 'Accepted'),
             '200': json({ type: 'object', properties: { eventId: { type: 'string' }, duplicate: { const: true } } }, 'Already ingested'),
             ...errors,

@@ -7,10 +7,9 @@
  * only under the process supervisor (src/process/), which replaces a dead serving process and parks
  * the integration that keeps killing them; `hooks` tells it who was running.
  */
-import type { Logger } from '../log/index.ts';
 import { failure } from './limits.ts';
-import type { Sandbox } from './supervisor.ts';
-import type { CheckResult, FromWorker, InvocationResult, Limits, LogLine, WorkerSettings } from './types.ts';
+import type { Sandbox, SandboxOptions } from './supervisor.ts';
+import type { CheckResult, FromWorker, InvocationResult, WorkerSettings } from './types.ts';
 import { onCatastrophe } from './worker/instance.ts';
 import { SandboxHost } from './worker/host.ts';
 
@@ -25,15 +24,7 @@ export interface SandboxHooks {
   parked?(name: string, version: string): string | undefined;
 }
 
-export interface InProcessOptions {
-  limits: Limits;
-  allowPrivateNetworks: boolean;
-  log: Logger;
-  serverOrigin: string | (() => string);
-  onLog?: (e: { integration: string; requestId: string; line: LogLine }) => void;
-  concurrency?: number;
-  hooks?: SandboxHooks;
-}
+export type InProcessOptions = SandboxOptions & { hooks?: SandboxHooks };
 
 // Extra time past an invocation's own limits before it is presumed wedged (as in supervisor.ts).
 const WEDGED_GRACE_MS = 5_000;

@@ -5,8 +5,8 @@
  */
 import type { Logger } from '../log/index.ts';
 import type { Module, Services } from '../services.ts';
-import { createSandbox as create, type Sandbox } from './supervisor.ts';
-import type { Limits, LogLine } from './types.ts';
+import { createSandbox as create, type Sandbox, type SandboxOptions } from './supervisor.ts';
+import type { LogLine } from './types.ts';
 import { createInProcessSandbox } from './in-process.ts';
 
 export type { Sandbox, SandboxOptions } from './supervisor.ts';
@@ -16,14 +16,7 @@ export { buildGuestBundle } from './guest-bundle.ts';
 export { runtimeTypes } from './runtime-types.ts';
 
 /** Start the sandbox (its worker process starts at once, in the background). */
-export function createSandbox(opts: {
-  limits: Limits;
-  allowPrivateNetworks: boolean;
-  log: Logger;
-  serverOrigin: string | (() => string);
-  onLog?: (e: { integration: string; requestId: string; line: LogLine }) => void;
-  concurrency?: number;
-}): Sandbox {
+export function createSandbox(opts: SandboxOptions): Sandbox {
   return create(opts);
 }
 
