@@ -28,7 +28,7 @@ writeFileSync(
   `server:\n  port: 0\n  processes: ${PROCESSES}\ndata_dir: ./data\nintegrations_dir: ./integrations\nadmin_token: ${TOKEN}\nlog:\n  format: json\n  level: info\n`,
 );
 const root = new URL('../../', import.meta.url).pathname;
-const server = spawn(process.execPath, ['--no-node-snapshot', join(root, 'src/main.ts'), 'serve', '--config', join(dir, 'config.yaml')], { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] });
+const server = spawn(process.execPath, ['--no-node-snapshot', join(root, 'src/main.ts'), 'serve', '--config', join(dir, 'config.yaml')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
 const cleanup = () => {
   server.kill('SIGTERM');
   rmSync(dir, { recursive: true, force: true });
@@ -38,11 +38,14 @@ process.on('SIGINT', () => process.exit(130));
 
 const base = await new Promise<string>((resolve, reject) => {
   let out = '';
-  server.stdout!.on('data', (d: Buffer) => {
+  const onData = (d: Buffer) => {
     out += d;
     const m = /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(out);
     if (m) resolve(m[1]);
-  });
+  };
+  server.stdout!.on('data', onData);
+  server.stderr!.on('data', onData); // the log goes to stderr
+
   server.on('exit', (code) => reject(new Error(`serve exited with ${code}:\n${out}`)));
 });
 
