@@ -210,7 +210,7 @@ function runToEnd(cmd: string, args: string[], opts: { cwd?: string } = {}): Pro
 // ---------------------------------------------------------------------------------------------
 // CPU time per process of a server's tree, from /proc (utime + stime, in clock ticks).
 
-const TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+const TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim()) || 100;
 
 function procStat(pid: number): { ppid: number; ticks: number } | null {
   try {
@@ -370,7 +370,7 @@ const hello :Workerd.Worker = (
 
   // c. Switchyard, started as a user starts it.
   const help = await runToEnd(node, ['--no-node-snapshot', 'src/main.ts', 'serve', '--help']);
-  const hasProcesses = /processes/i.test(help);
+  const hasProcesses = /--processes\b/.test(help);
   const oneCoreArgs = hasProcesses ? ['--processes', '1'] : [];
   const twoCore = TWO_CORE === '1' || (TWO_CORE === 'auto' && hasProcesses);
 
