@@ -1,0 +1,519 @@
+/**
+ * Data-plane benchmark against workerd, on the path a user takes. Run:
+ *
+ *   node_modules/.bin/node --no-node-snapshot scripts/bench/dataplane.ts
+ *
+ * Settings (environment): BENCH_SECONDS (per wrk run, default 5), BENCH_ROUNDS (default 3),
+ * BENCH_CONNECTIONS (wrk -c, default 32), BENCH_WARMUP (seconds of wrk per server before the
+ * rounds, default 2), BENCH_TWO_CORE (auto: the two-core run only when `serve --help` mentions
+ * --processes; 1: always, without --processes when the CLI lacks it; 0: never).
+ * Needs `wrk` and `taskset` on PATH, Node 24 (the repo's node_modules/.bin/node) and 2 CPUs.
+ *
+ * Every server is a separate process pinned to CPU 0 (`taskset -c 0`, inherited by its children:
+ * Switchyard's sandbox worker shares that core); wrk runs pinned to CPU 1
+ * (`taskset -c 1 wrk -t1 -c32 -d<SECONDS>s --latency URL`). The servers:
+ *   a. node:http answering "hello" (a tiny script written to a temp dir);
+ *   b. workerd running `export default { fetch() { return new Response('hello') } }` (a capnp
+ *      config in a temp dir; workerd serves on one event-loop thread, there is no thread setting);
+ *   c. Switchyard as a user starts it: `node --no-node-snapshot src/main.ts serve --config
+ *      <tmp>/config.yaml` (temp data_dir, an integrations folder holding a hello integration that
+ *      answers the same "hello"), the installation made with `switchyard install hello --json`,
+ *      load on that installation's public endpoint. With `--processes 1` when `serve` accepts it;
+ *   d. Switchyard's `GET /healthz` and an authenticated `POST /api/v1/events` (a wrk Lua script:
+ *      `Authorization: Bearer <admin token>`, a small space_content_updated event, each one stored),
+ *      each against a plain h3 handler (h3 + srvx FastResponse on node:http, as the server
+ *      answers) in its own process: a GET hello, and a POST that parses the same JSON body and
+ *      answers 202.
+ * Two cores, when supported (see BENCH_TWO_CORE): a second Switchyard started unpinned with the
+ * default number of processes, loaded by wrk unpinned too with the same -t1 -c32, so wrk takes
+ * its share of the same two cores (as a client on the same machine would); printed as the ratio
+ * of its public-endpoint req/s to the one-core figure.
+ *
+ * All servers run side by side (idle ones cost nothing); each round measures every server once,
+ * in reversed order every other round, and medians over ROUNDS are printed: req/s, p50, p99 and
+ * the CPU each request cost in each process of the server (from /proc, utime + stime).
+ * Goals: Switchyard public endpoint / workerd >= 1.0; two cores / one core >= 1.6.
+ * Informational: healthz / plain h3 GET, events POST / plain h3 GET (and / plain h3 POST).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import { availableParallelism, tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { median, setting } from './common.ts';
+
+const SECONDS = setting('BENCH_SECONDS', 5, false);
+const ROUNDS = setting('BENCH_ROUNDS', 3);
+const CONNECTIONS = setting('BENCH_CONNECTIONS', 32);
+const WARMUP = setting('BENCH_WARMUP', 2, false);
+const TWO_CORE = process.env.BENCH_TWO_CORE ?? 'auto';
+if (!['auto', '0', '1'].includes(TWO_CORE)) {
+  process.stderr.write(`BENCH_TWO_CORE=${TWO_CORE}: must be auto (the default), 1 or 0\n`);
+  process.exit(2);
+}
+
+const REPO = new URL('../../', import.meta.url).pathname;
+const ADMIN_TOKEN = 'bench-dataplane-admin-token';
+const EVENT_BODY = '{"type":"space_content_updated","spaceId":"space-1","revisionId":"rev-1"}';
+
+// ---------------------------------------------------------------------------------------------
+// The plain h3 server, run as its own process: `dataplane.ts plain-h3 <port>` (started at the end
+// of this file, once every declaration is initialized).
+async function plainH3(port: number): Promise<void> {
+  const { H3 } = await import('h3');
+  const { toNodeHandler } = await import('h3/node');
+  const { FastResponse } = await import('srvx');
+  const app = new H3();
+  app.get('/hello', () => new FastResponse('hello', { headers: { 'content-type': 'text/plain;charset=UTF-8' } }));
+  app.post('/events', async (event) => {
+    const body = (await event.req.json()) as { type: string };
+    return new FastResponse(JSON.stringify({ eventId: 'evt_plain', type: body.type, duplicate: false, deliveries: [], handlers: [] }), {
+      status: 202,
+      headers: { 'content-type': 'application/json' },
+    });
+  });
+  // The server's own options (src/http/server.ts).
+  const server = http.createServer({ requestTimeout: 120_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 }, toNodeHandler(app));
+  server.listen(port, '127.0.0.1');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Children and temp dirs, all cleaned up on every way out.
+
+interface Server {
+  name: string;
+  child: ChildProcess;
+  log: string;
+  exited: boolean;
+}
+
+const servers: Server[] = [];
+const running = new Set<ChildProcess>(); // wrk and CLI runs
+let tmp = '';
+
+function killGroups(signal: NodeJS.Signals): void {
+  for (const s of servers) {
+    if (s.exited || s.child.pid === undefined) continue;
+    try {
+      process.kill(-s.child.pid, signal); // the server's process group: its children too
+    } catch {
+      /* gone already */
+    }
+  }
+  for (const c of running) c.kill(signal);
+}
+
+process.on('exit', () => {
+  killGroups('SIGKILL');
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(sig, () => {
+    process.stderr.write(`\n${sig}: stopping the servers\n`);
+    process.exit(sig === 'SIGINT' ? 130 : 143);
+  });
+}
+
+async function stopServers(): Promise<void> {
+  killGroups('SIGTERM');
+  const deadline = Date.now() + 5000;
+  while (servers.some((s) => !s.exited) && Date.now() < deadline) await sleep(50);
+  killGroups('SIGKILL'); // what did not stop in time, and any straggler in the groups
+}
+
+function fail(message: string): never {
+  throw new Error(message);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function onPath(cmd: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function tail(file: string, lines = 20): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no output)';
+  }
+}
+
+/** Starts `cmd args` in its own process group, pinned to CPU 0 unless `pinned` is false; output to a log file. */
+function startServer(name: string, cmd: string, args: string[], pinned = true): Server {
+  const log = join(tmp, `${name.replace(/[^a-z0-9]+/gi, '-')}.log`);
+  const fd = openSync(log, 'w');
+  const [file, argv] = pinned ? ['taskset', ['-c', '0', cmd, ...args]] : [cmd, args];
+  const child = spawn(file, argv, { cwd: REPO, detached: true, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  const server: Server = { name, child, log, exited: false };
+  child.once('exit', () => (server.exited = true));
+  child.once('error', () => (server.exited = true));
+  servers.push(server);
+  return server;
+}
+
+/** Waits until `url` answers `status`, or fails with the server's last output. */
+async function ready(server: Server, url: string, status = 200): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (server.exited) fail(`${server.name} exited before answering ${url}:\n${tail(server.log)}`);
+    try {
+      const r = await fetch(url, { signal: AbortSignal.timeout(2000) });
+      await r.arrayBuffer();
+      if (r.status === status) return;
+      last = `status ${r.status}`;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    await sleep(100);
+  }
+  fail(`${server.name} did not answer ${url} with ${status} within 30 s (${last}):\n${tail(server.log)}`);
+}
+
+/** Runs a command to its end; its stdout, or a failure naming it with its output. */
+function runToEnd(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: opts.cwd ?? REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+    running.add(child);
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (err += d));
+    child.once('error', (e) => {
+      running.delete(child);
+      reject(new Error(`${cmd}: ${e.message}`));
+    });
+    child.once('close', (code) => {
+      running.delete(child);
+      if (code === 0) resolve(out);
+      else reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}:\n${out}${err}`));
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU time per process of a server's tree, from /proc (utime + stime, in clock ticks).
+
+const TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim()) || 100;
+
+function procStat(pid: number): { ppid: number; ticks: number } | null {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) };
+  } catch {
+    return null;
+  }
+}
+
+function label(pid: number, root: number, rootName: string): string {
+  if (pid === root) return rootName;
+  try {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    const script = argv.find((a) => /\.(ts|js|mjs|cjs)$/.test(a));
+    return script ? basename(script) : basename(argv[0] ?? String(pid));
+  } catch {
+    return String(pid);
+  }
+}
+
+/** CPU ticks of `root` and each of its descendants, by label. */
+function cpuTree(root: number, rootName: string): Map<string, number> {
+  const parent = new Map<number, number>();
+  const ticks = new Map<number, number>();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const st = procStat(Number(d));
+    if (!st) continue;
+    parent.set(Number(d), st.ppid);
+    ticks.set(Number(d), st.ticks);
+  }
+  const inTree = (pid: number): boolean => {
+    for (let p = pid, hops = 0; p > 1 && hops < 32; p = parent.get(p) ?? 0, hops++) if (p === root) return true;
+    return false;
+  };
+  const out = new Map<string, number>();
+  for (const [pid, t] of ticks) {
+    if (!inTree(pid)) continue;
+    const name = label(pid, root, rootName);
+    out.set(name, (out.get(name) ?? 0) + t);
+  }
+  return out;
+}
+
+/** Busy ticks of CPU 0 so far (user, nice, system, irq, softirq, steal), from /proc/stat. */
+function cpu0Busy(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('cpu0 '));
+  if (!line) return NaN;
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  return f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+}
+
+// ---------------------------------------------------------------------------------------------
+// wrk and its output.
+
+interface Measure {
+  rps: number;
+  p50: number; // ms
+  p99: number; // ms
+  requests: number;
+  errors: number;
+  /** µs of CPU per request, by process of the server. */
+  cpu: Map<string, number>;
+  /** Share of CPU 0 busy outside the server's processes while wrk ran (other load on a shared machine); NaN unpinned. */
+  others: number;
+}
+
+const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+function parseWrk(out: string): Omit<Measure, 'cpu' | 'others'> {
+  const rps = Number(/Requests\/sec:\s*([\d.]+)/.exec(out)?.[1]);
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1]);
+  const pct = (p: string) => {
+    const m = new RegExp(`^\\s*${p}%\\s+([\\d.]+)(us|ms|s|m|h)\\s*$`, 'm').exec(out);
+    return m ? Number(m[1]) * UNIT_MS[m[2]] : NaN;
+  };
+  const non2xx = Number(/Non-2xx or 3xx responses:\s*(\d+)/.exec(out)?.[1] ?? 0);
+  const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const errors = non2xx + (sock ? sock.slice(1).reduce((a, n) => a + Number(n), 0) : 0);
+  if (!Number.isFinite(rps) || !Number.isFinite(requests)) fail(`could not read wrk's output:\n${out}`);
+  return { rps, requests, p50: pct('50'), p99: pct('99'), errors };
+}
+
+interface Target {
+  name: string;
+  url: string;
+  lua?: string;
+  server: Server;
+  /** false: server and wrk unpinned (the two-core run). */
+  pinned: boolean;
+}
+
+async function wrk(t: Target, seconds: number): Promise<Measure> {
+  if (t.server.exited) fail(`${t.server.name} has exited:\n${tail(t.server.log)}`);
+  const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', ...(t.lua ? ['-s', t.lua] : []), t.url];
+  const root = t.server.child.pid!;
+  const before = cpuTree(root, t.server.name);
+  const cpu0Before = cpu0Busy();
+  const t0 = performance.now();
+  const out = t.pinned ? await runToEnd('taskset', ['-c', '1', 'wrk', ...args]) : await runToEnd('wrk', args);
+  const after = cpuTree(root, t.server.name);
+  const cpu0 = cpu0Busy() - cpu0Before;
+  const elapsedTicks = ((performance.now() - t0) / 1000) * TICKS;
+  const m = parseWrk(out);
+  const cpu = new Map<string, number>();
+  let treeTicks = 0;
+  for (const [k, v] of after) {
+    treeTicks += v - (before.get(k) ?? 0);
+    cpu.set(k, (((v - (before.get(k) ?? 0)) / TICKS) * 1e6) / Math.max(1, m.requests));
+  }
+  return { ...m, cpu, others: t.pinned ? Math.max(0, cpu0 - treeTicks) / elapsedTicks : NaN };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function run(): Promise<void> {
+  try {
+    await main();
+    await stopServers();
+  } catch (e) {
+    process.stderr.write(`dataplane benchmark failed: ${(e as Error).message}\n`);
+    await stopServers();
+    process.exitCode = 1;
+  }
+  process.exit(); // the 'exit' handler removes the temp dir
+}
+
+async function main(): Promise<void> {
+  const missing = ['wrk', 'taskset'].filter((c) => !onPath(c));
+  if (missing.length) fail(`${missing.join(' and ')} not found on PATH: install ${missing.length > 1 ? 'them' : 'it'} (Debian: apt-get install ${missing.map((c) => (c === 'taskset' ? 'util-linux' : c)).join(' ')})`);
+  if (availableParallelism() < 2) fail(`needs 2 CPUs (servers on CPU 0, wrk on CPU 1); this process may use ${availableParallelism()}`);
+  if (Number(process.versions.node.split('.')[0]) < 24) fail(`needs Node 24 (this is ${process.version}): run it with node_modules/.bin/node`);
+  const workerdBin = [join(REPO, 'node_modules/@cloudflare/workerd-linux-64/bin/workerd'), join(REPO, 'node_modules/.bin/workerd')].find(
+    (p) => spawnSync(p, ['--version'], { stdio: 'ignore' }).status === 0,
+  );
+  if (!workerdBin) fail('workerd not found: run npm ci (it is a devDependency; its binary is in @cloudflare/workerd-linux-64)');
+
+  tmp = mkdtempSync(join(tmpdir(), 'switchyard-dataplane-'));
+  const node = process.execPath;
+
+  // a. node:http hello.
+  const nodePort = await freePort();
+  writeFileSync(
+    join(tmp, 'node-hello.mjs'),
+    `import http from 'node:http';
+http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'text/plain;charset=UTF-8' }); res.end('hello'); }).listen(${nodePort}, '127.0.0.1');
+`,
+  );
+  const nodeServer = startServer('node:http', node, [join(tmp, 'node-hello.mjs')]);
+
+  // b. workerd, one hello module worker.
+  const workerdPort = await freePort();
+  mkdirSync(join(tmp, 'workerd'));
+  writeFileSync(join(tmp, 'workerd/worker.js'), `export default { fetch() { return new Response('hello') } }\n`);
+  writeFileSync(
+    join(tmp, 'workerd/config.capnp'),
+    `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [ (name = "main", worker = .hello) ],
+  sockets = [ (name = "http", address = "127.0.0.1:${workerdPort}", http = (), service = "main") ],
+);
+const hello :Workerd.Worker = (
+  modules = [ (name = "worker.js", esModule = embed "worker.js") ],
+  compatibilityDate = "2025-01-01",
+);
+`,
+  );
+  const workerdServer = startServer('workerd', workerdBin, ['serve', join(tmp, 'workerd/config.capnp')]);
+
+  // c/d. Plain h3 (GET hello, POST events), one process.
+  const h3Port = await freePort();
+  const h3Server = startServer('plain h3', node, ['--no-node-snapshot', new URL(import.meta.url).pathname, 'plain-h3', String(h3Port)]);
+
+  // c. Switchyard, started as a user starts it.
+  const help = await runToEnd(node, ['--no-node-snapshot', 'src/main.ts', 'serve', '--help']);
+  const hasProcesses = /--processes\b/.test(help);
+  const oneCoreArgs = hasProcesses ? ['--processes', '1'] : [];
+  const twoCore = TWO_CORE === '1' || (TWO_CORE === 'auto' && hasProcesses);
+
+  const switchyard = async (name: string, extra: string[], pinned: boolean) => {
+    const dir = join(tmp, name);
+    mkdirSync(join(dir, 'integrations/hello'), { recursive: true });
+    writeFileSync(
+      join(dir, 'integrations/hello/platform-manifest.yaml'),
+      'name: hello\ntitle: Hello\ndescription: Says hello\norganization: bench\nvisibility: private\nscopes: []\nscript: ./index.ts\n',
+    );
+    writeFileSync(
+      join(dir, 'integrations/hello/index.ts'),
+      `import { createIntegration } from '@switchyard/runtime';\n\nexport default createIntegration({\n  fetch: () => new Response('hello'),\n});\n`,
+    );
+    const port = await freePort();
+    const config = join(dir, 'config.yaml');
+    writeFileSync(
+      config,
+      `server:\n  host: 127.0.0.1\n  port: ${port}\n  shutdown_timeout: 2s\ndata_dir: ${JSON.stringify(join(dir, 'data'))}\nintegrations_dir: ${JSON.stringify(join(dir, 'integrations'))}\nadmin_token: ${ADMIN_TOKEN}\n`,
+    );
+    const server = startServer(name, node, ['--no-node-snapshot', 'src/main.ts', 'serve', '--config', config, ...extra], pinned);
+    const base = `http://127.0.0.1:${port}`;
+    await ready(server, `${base}/healthz`);
+    const installed = JSON.parse(await runToEnd(node, ['--no-node-snapshot', 'src/main.ts', 'install', 'hello', '--config', config, '--json'])) as {
+      installation: { id: string; status: string; urls: { publicEndpoint: string } };
+    };
+    const endpoint = installed.installation.urls.publicEndpoint;
+    await ready(server, endpoint);
+    return { server, base, endpoint };
+  };
+  const sy1 = await switchyard(hasProcesses ? 'switchyard --processes 1' : 'switchyard', oneCoreArgs, true);
+  const sy2 = twoCore ? await switchyard('switchyard 2 cores', [], false) : null;
+
+  await ready(nodeServer, `http://127.0.0.1:${nodePort}/`);
+  await ready(workerdServer, `http://127.0.0.1:${workerdPort}/`);
+  await ready(h3Server, `http://127.0.0.1:${h3Port}/hello`);
+
+  // Check each answer once: the same "hello" everywhere, the events API accepting the event.
+  const bodyOf = async (url: string, init?: RequestInit) => {
+    const r = await fetch(url, init);
+    return `${r.status} ${await r.text()}`;
+  };
+  for (const url of [`http://127.0.0.1:${nodePort}/`, `http://127.0.0.1:${workerdPort}/`, `http://127.0.0.1:${h3Port}/hello`, sy1.endpoint, ...(sy2 ? [sy2.endpoint] : [])]) {
+    const got = await bodyOf(url);
+    if (got !== '200 hello') fail(`${url} answered ${got}, not 200 hello`);
+  }
+  const post = { method: 'POST', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: EVENT_BODY };
+  const accepted = await bodyOf(`${sy1.base}/api/v1/events`, post);
+  if (!accepted.startsWith('202 ')) fail(`POST /api/v1/events answered ${accepted}`);
+
+  const lua = join(tmp, 'post-event.lua');
+  writeFileSync(
+    lua,
+    `wrk.method = "POST"\nwrk.body = '${EVENT_BODY}'\nwrk.headers["Content-Type"] = "application/json"\nwrk.headers["Authorization"] = "Bearer ${ADMIN_TOKEN}"\n`,
+  );
+
+  const targets: Target[] = [
+    { name: 'node:http hello', url: `http://127.0.0.1:${nodePort}/`, server: nodeServer, pinned: true },
+    { name: 'workerd hello module worker', url: `http://127.0.0.1:${workerdPort}/`, server: workerdServer, pinned: true },
+    { name: 'switchyard public endpoint', url: sy1.endpoint, server: sy1.server, pinned: true },
+    { name: 'plain h3 GET hello', url: `http://127.0.0.1:${h3Port}/hello`, server: h3Server, pinned: true },
+    { name: 'switchyard GET /healthz', url: `${sy1.base}/healthz`, server: sy1.server, pinned: true },
+    { name: 'plain h3 POST (JSON body)', url: `http://127.0.0.1:${h3Port}/events`, lua, server: h3Server, pinned: true },
+    { name: 'switchyard POST /api/v1/events', url: `${sy1.base}/api/v1/events`, lua, server: sy1.server, pinned: true },
+    ...(sy2 ? [{ name: 'switchyard public endpoint, 2 cores', url: sy2.endpoint, server: sy2.server, pinned: false }] : []),
+  ];
+
+  const wrkVersion = spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0].replace(/ Copyright.*/, '');
+  const workerdVersion = spawnSync(workerdBin, ['--version'], { encoding: 'utf8' }).stdout.trim();
+  console.log(`Data plane: ${wrkVersion} -t1 -c${CONNECTIONS} -d${SECONDS}s --latency; ${ROUNDS} rounds, medians; Node ${process.version}, ${workerdVersion}`);
+  console.log(`  servers pinned to CPU 0 (taskset -c 0, children included), wrk to CPU 1 (taskset -c 1)`);
+  console.log(`  switchyard: ${hasProcesses ? 'serve --processes 1' : 'serve (no --processes option yet: one serving process and its sandbox worker)'}`);
+  if (sy2) console.log(`  two-core run: serve ${hasProcesses ? 'with the default processes' : '(no --processes yet)'}, unpinned; wrk unpinned too (-t1 -c${CONNECTIONS}), sharing the two cores`);
+  else console.log(`  two-core run: skipped (${TWO_CORE === '0' ? 'BENCH_TWO_CORE=0' : 'serve has no --processes option yet; BENCH_TWO_CORE=1 runs it anyway'})`);
+
+  process.stdout.write(`  warm-up (${WARMUP}s each)...`);
+  for (const t of targets) await wrk(t, WARMUP);
+  process.stdout.write(' done\n');
+
+  const results = new Map<string, Measure[]>(targets.map((t) => [t.name, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 ? [...targets].reverse() : targets;
+    for (const t of order) results.get(t.name)!.push(await wrk(t, SECONDS));
+    process.stdout.write(`  round ${round + 1}/${ROUNDS}: ${targets.map((t) => `${t.name.split(' ').slice(0, 3).join(' ')} ${results.get(t.name)!.at(-1)!.rps.toFixed(0)}`).join(', ')}\n`);
+  }
+
+  const rps = (name: string) => median(results.get(name)!.map((m) => m.rps));
+  const cpuPerRequest = (name: string) => median(results.get(name)!.map((m) => [...m.cpu.values()].reduce((a, v) => a + v, 0)));
+  console.log('');
+  for (const t of targets) {
+    const ms = results.get(t.name)!;
+    const errors = ms.reduce((a, m) => a + m.errors, 0);
+    const procs = [...new Set(ms.flatMap((m) => [...m.cpu.keys()]))];
+    const cpu = procs.map((p) => ({ p, us: median(ms.map((m) => m.cpu.get(p) ?? 0)) })).filter((c) => c.us >= 0.5);
+    const total = cpuPerRequest(t.name);
+    const others = median(ms.map((m) => m.others));
+    console.log(
+      `  ${t.name.padEnd(36)} ${rps(t.name).toFixed(0).padStart(7)} req/s   p50 ${median(ms.map((m) => m.p50)).toFixed(2).padStart(6)} ms   p99 ${median(ms.map((m) => m.p99)).toFixed(2).padStart(6)} ms` +
+        `   CPU ${total.toFixed(1)} µs/req${cpu.length > 1 ? ` (${cpu.map((c) => `${c.p} ${c.us.toFixed(1)}`).join(', ')})` : ''}` +
+        `${Number.isNaN(others) ? '' : `   others on CPU 0 ${(others * 100).toFixed(0)}%`}${errors ? `   ERRORS ${errors}` : ''}`,
+    );
+  }
+  const busiest = Math.max(...[...results.values()].flat().map((m) => (Number.isNaN(m.others) ? 0 : m.others)));
+  if (busiest > 0.05)
+    console.log(
+      `  NOTE: other processes took up to ${(busiest * 100).toFixed(0)}% of CPU 0 during a run (the machine is shared): req/s are low and noisy; CPU µs/req holds up better`,
+    );
+  const ratio = (label: string, a: string, b: string, goal?: number, byCpuToo = true) => {
+    const r = rps(a) / rps(b);
+    const byCpu = cpuPerRequest(b) / cpuPerRequest(a);
+    console.log(
+      `  ${label.padEnd(48)} ${r.toFixed(3)}${goal === undefined ? '' : `   (goal >= ${goal}: ${r >= goal ? 'met' : 'NOT met'})`}` +
+        (byCpuToo ? `   (by CPU per request: ${byCpu.toFixed(3)})` : ''),
+    );
+  };
+  console.log('Ratios of median req/s (and of CPU per request, inverted: what the req/s ratio would be if both were CPU-bound on one core):');
+  ratio('switchyard public endpoint / workerd', 'switchyard public endpoint', 'workerd hello module worker', 1.0);
+  ratio('switchyard public endpoint / node:http', 'switchyard public endpoint', 'node:http hello');
+  ratio('workerd / node:http', 'workerd hello module worker', 'node:http hello');
+  ratio('switchyard GET /healthz / plain h3 GET', 'switchyard GET /healthz', 'plain h3 GET hello');
+  ratio('switchyard POST /api/v1/events / plain h3 GET', 'switchyard POST /api/v1/events', 'plain h3 GET hello');
+  ratio('switchyard POST /api/v1/events / plain h3 POST', 'switchyard POST /api/v1/events', 'plain h3 POST (JSON body)');
+  if (sy2) ratio('switchyard public endpoint, 2 cores / 1 core', 'switchyard public endpoint, 2 cores', 'switchyard public endpoint', 1.6, false);
+}
+
+// ---------------------------------------------------------------------------------------------
+if (process.argv[2] === 'plain-h3') await plainH3(Number(process.argv[3]));
+else await run();
