@@ -5,6 +5,7 @@
  * - small helpers the page needs that the management API does not have: integration images
  *   (an <img> cannot send a bearer token), sample event payloads, a script's exported components.
  */
+import { jsonResponse } from '../http/respond.ts';
 import { readFileSync, realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import type { H3, H3Event } from 'h3';
@@ -31,7 +32,7 @@ import {
 } from './session.ts';
 
 const json = (body: unknown, init: ResponseInit = {}) =>
-  Response.json(body, { ...init, headers: { 'cache-control': 'no-store', ...(init.headers as Record<string, string> | undefined) } });
+  jsonResponse(body, { ...init, headers: { 'cache-control': 'no-store', ...(init.headers as Record<string, string> | undefined) } });
 
 /** Admin only: a bearer admin token or a console session (with CSRF for writes). */
 function requireConsoleAdmin(req: Request, services: Services): void {

@@ -1,4 +1,5 @@
 /** /api/v1/events: ingest (admin token) and history; /api/v1/handler-runs: the events owed to integrations' handlers. */
+import { jsonResponse } from '../http/respond.ts';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
@@ -33,14 +34,14 @@ export function eventRoutes(app: H3, services: Services): void {
       const rejected = results.filter((r) => r.status === 400).length;
       const duplicates = results.filter((r) => r.status === 200).length;
       // 202 when every item was stored (or already was), 207 when some were refused.
-      return Response.json({ accepted: results.length - rejected - duplicates, duplicates, rejected, results }, { status: rejected ? 207 : 202 });
+      return jsonResponse({ accepted: results.length - rejected - duplicates, duplicates, rejected, results }, { status: rejected ? 207 : 202 });
     }
     if (size > limit)
       throw new SwitchyardError('payload_too_large', `one event's body is larger than server.body_limit (${limit} bytes)`, {
         hint: 'raise server.body_limit in config.yaml, or send less data per event',
       });
     const result = await events().ingest(body);
-    return Response.json(result, { status: result.duplicate ? 200 : 202 });
+    return jsonResponse(result, { status: result.duplicate ? 200 : 202 });
   });
 
   app.get('/api/v1/events', (event) => {
