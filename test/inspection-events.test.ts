@@ -6,7 +6,8 @@ import { runCli, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
 
 test('events show: the payload, each installation handler with its outcome, and the deliveries it produced', async (t) => {
-  const s = await inspectionServer(t);
+  // The failed handler's retry waits long enough for the two CLI runs below to see one attempt.
+  const s = await inspectionServer(t, { webhooks: { base_delay: 30_000 } });
   const r = await receiver(t, 200);
   const hook = await s.subscribe(r.url, ['space_content_updated']);
   const inspector = await s.install('inspector');
