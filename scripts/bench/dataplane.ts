@@ -274,6 +274,8 @@ interface Measure {
   p99: number; // ms
   requests: number;
   errors: number;
+  /** What the errors were, as wrk counts them ("non-2xx 3, timeout 7"). */
+  errorKinds: string;
   /** µs of CPU per request, by process of the server. */
   cpu: Map<string, number>;
   /** Share of CPU 0 busy outside the server's processes while wrk ran (other load on a shared machine); NaN unpinned. */
@@ -292,8 +294,13 @@ function parseWrk(out: string): Omit<Measure, 'cpu' | 'others'> {
   const non2xx = Number(/Non-2xx or 3xx responses:\s*(\d+)/.exec(out)?.[1] ?? 0);
   const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
   const errors = non2xx + (sock ? sock.slice(1).reduce((a, n) => a + Number(n), 0) : 0);
+  const kinds = [['non-2xx', non2xx], ...['connect', 'read', 'write', 'timeout'].map((k, i) => [k, Number(sock?.[i + 1] ?? 0)] as const)] as const;
+  const errorKinds = kinds
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
   if (!Number.isFinite(rps) || !Number.isFinite(requests)) fail(`could not read wrk's output:\n${out}`);
-  return { rps, requests, p50: pct('50'), p99: pct('99'), errors };
+  return { rps, requests, p50: pct('50'), p99: pct('99'), errors, errorKinds };
 }
 
 interface Target {
@@ -488,7 +495,7 @@ const hello :Workerd.Worker = (
     console.log(
       `  ${t.name.padEnd(36)} ${rps(t.name).toFixed(0).padStart(7)} req/s   p50 ${median(ms.map((m) => m.p50)).toFixed(2).padStart(6)} ms   p99 ${median(ms.map((m) => m.p99)).toFixed(2).padStart(6)} ms` +
         `   CPU ${total.toFixed(1)} µs/req${cpu.length > 1 ? ` (${cpu.map((c) => `${c.p} ${c.us.toFixed(1)}`).join(', ')})` : ''}` +
-        `${Number.isNaN(others) ? '' : `   others on CPU 0 ${(others * 100).toFixed(0)}%`}${errors ? `   ERRORS ${errors}` : ''}`,
+        `${Number.isNaN(others) ? '' : `   others on CPU 0 ${(others * 100).toFixed(0)}%`}${errors ? `   ERRORS ${errors} (${ms.map((m) => m.errorKinds || 'none').join('; ')})` : ''}`,
     );
   }
   const busiest = Math.max(...[...results.values()].flat().map((m) => (Number.isNaN(m.others) ? 0 : m.others)));
