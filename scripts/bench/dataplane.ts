@@ -6,7 +6,9 @@
  * Settings (environment): BENCH_SECONDS (per wrk run, default 5), BENCH_ROUNDS (default 3),
  * BENCH_CONNECTIONS (wrk -c, default 32), BENCH_WARMUP (seconds of wrk per server before the
  * rounds, default 2), BENCH_TWO_CORE (auto: the two-core run only when `serve --help` mentions
- * --processes; 1: always, without --processes when the CLI lacks it; 0: never).
+ * --processes; 1: always, without --processes when the CLI lacks it; 0: never), BENCH_BUSY_RETRIES
+ * (default 2: a measure during which other processes took more than 10% of the CPU is taken again
+ * up to this many times, the least disturbed kept; 0: never).
  * Needs `wrk` and `taskset` on PATH, Node 24 (the repo's node_modules/.bin/node) and 2 CPUs.
  *
  * Every server is a separate process pinned to CPU 0 (`taskset -c 0`, inherited by its children:
@@ -30,8 +32,11 @@
  * of its public-endpoint req/s to the one-core figure.
  *
  * All servers run side by side (idle ones cost nothing); each round measures every server once,
- * in reversed order every other round, and medians over ROUNDS are printed: req/s, p50, p99 and
- * the CPU each request cost in each process of the server (from /proc, utime + stime).
+ * in reversed order every other round, and medians over ROUNDS are printed: req/s, p50, p99, the
+ * CPU each request cost in each process of the server (from /proc, utime + stime), and "others":
+ * the share of CPU 0 (both CPUs, less wrk, in the two-core run) that other processes took meanwhile.
+ * On a shared machine that share disturbs req/s much more than CPU per request, so each ratio is
+ * also printed from CPU per request.
  * Goals: Switchyard public endpoint / workerd >= 1.0; two cores / one core >= 1.6.
  * Informational: healthz / plain h3 GET, events POST / plain h3 GET (and / plain h3 POST).
  */
@@ -47,6 +52,12 @@ const SECONDS = setting('BENCH_SECONDS', 5, false);
 const ROUNDS = setting('BENCH_ROUNDS', 3);
 const CONNECTIONS = setting('BENCH_CONNECTIONS', 32);
 const WARMUP = setting('BENCH_WARMUP', 2, false);
+const BUSY = 0.1;
+const BUSY_RETRIES = Number(process.env.BENCH_BUSY_RETRIES ?? 2);
+if (!Number.isInteger(BUSY_RETRIES) || BUSY_RETRIES < 0) {
+  process.stderr.write(`BENCH_BUSY_RETRIES=${process.env.BENCH_BUSY_RETRIES}: must be a whole number, 0 or more (default 2)\n`);
+  process.exit(2);
+}
 const TWO_CORE = process.env.BENCH_TWO_CORE ?? 'auto';
 if (!['auto', '0', '1'].includes(TWO_CORE)) {
   process.stderr.write(`BENCH_TWO_CORE=${TWO_CORE}: must be auto (the default), 1 or 0\n`);
@@ -187,10 +198,11 @@ async function ready(server: Server, url: string, status = 200): Promise<void> {
 }
 
 /** Runs a command to its end; its stdout, or a failure naming it with its output. */
-function runToEnd(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<string> {
+function runToEnd(cmd: string, args: string[], opts: { cwd?: string; started?: (child: ChildProcess) => void } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { cwd: opts.cwd ?? REPO, stdio: ['ignore', 'pipe', 'pipe'] });
     running.add(child);
+    opts.started?.(child);
     let out = '';
     let err = '';
     child.stdout!.on('data', (d) => (out += d));
@@ -257,13 +269,15 @@ function cpuTree(root: number, rootName: string): Map<string, number> {
   return out;
 }
 
-/** Busy ticks of CPU 0 so far (user, nice, system, irq, softirq, steal), from /proc/stat. */
-function cpu0Busy(): number {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('cpu0 '));
+/** Busy ticks so far (user, nice, system, irq, softirq, steal) of CPU 0, or of all CPUs with `cpu`, from /proc/stat. */
+function cpuBusy(which: 'cpu0' | 'cpu'): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith(`${which} `));
   if (!line) return NaN;
   const f = line.trim().split(/\s+/).slice(1).map(Number);
   return f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
 }
+
+const CPUS = readFileSync('/proc/stat', 'utf8').split('\n').filter((l) => /^cpu\d+ /.test(l)).length;
 
 // ---------------------------------------------------------------------------------------------
 // wrk and its output.
@@ -317,11 +331,24 @@ async function wrk(t: Target, seconds: number): Promise<Measure> {
   const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', ...(t.lua ? ['-s', t.lua] : []), t.url];
   const root = t.server.child.pid!;
   const before = cpuTree(root, t.server.name);
-  const cpu0Before = cpu0Busy();
+  // Pinned: what else ran on CPU 0. Unpinned: what else ran on all CPUs besides the server and wrk,
+  // whose CPU time is read every 100 ms while it runs (taskset execs wrk: same pid).
+  const which = t.pinned ? 'cpu0' : 'cpu';
+  const busyBefore = cpuBusy(which);
   const t0 = performance.now();
-  const out = t.pinned ? await runToEnd('taskset', ['-c', '1', 'wrk', ...args]) : await runToEnd('wrk', args);
+  let wrkTicks = 0;
+  let poll: NodeJS.Timeout | undefined;
+  const started = (child: ChildProcess) => {
+    poll = setInterval(() => (wrkTicks = procStat(child.pid!)?.ticks ?? wrkTicks), 100);
+  };
+  let out: string;
+  try {
+    out = t.pinned ? await runToEnd('taskset', ['-c', '1', 'wrk', ...args], { started }) : await runToEnd('wrk', args, { started });
+  } finally {
+    clearInterval(poll);
+  }
   const after = cpuTree(root, t.server.name);
-  const cpu0 = cpu0Busy() - cpu0Before;
+  const busy = cpuBusy(which) - busyBefore;
   const elapsedTicks = ((performance.now() - t0) / 1000) * TICKS;
   const m = parseWrk(out);
   const cpu = new Map<string, number>();
@@ -330,8 +357,24 @@ async function wrk(t: Target, seconds: number): Promise<Measure> {
     treeTicks += v - (before.get(k) ?? 0);
     cpu.set(k, (((v - (before.get(k) ?? 0)) / TICKS) * 1e6) / Math.max(1, m.requests));
   }
-  return { ...m, cpu, others: t.pinned ? Math.max(0, cpu0 - treeTicks) / elapsedTicks : NaN };
+  const others = t.pinned ? (busy - treeTicks) / elapsedTicks : (busy - treeTicks - wrkTicks) / (elapsedTicks * CPUS);
+  return { ...m, cpu, others: Math.max(0, others) };
 }
+
+/**
+ * One measure of `t`; measured again (up to BUSY_RETRIES times) while other processes took more
+ * than BUSY of the CPU it ran on, keeping the least disturbed.
+ */
+async function measure(t: Target, seconds: number): Promise<Measure> {
+  let best = await wrk(t, seconds);
+  for (let i = 0; i < BUSY_RETRIES && best.others > BUSY; i++) {
+    retried++;
+    const again = await wrk(t, seconds);
+    if (again.others < best.others) best = again;
+  }
+  return best;
+}
+let retried = 0;
 
 // ---------------------------------------------------------------------------------------------
 
@@ -466,7 +509,7 @@ const hello :Workerd.Worker = (
   const wrkVersion = spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0].replace(/ Copyright.*/, '');
   const workerdVersion = spawnSync(workerdBin, ['--version'], { encoding: 'utf8' }).stdout.trim();
   console.log(`Data plane: ${wrkVersion} -t1 -c${CONNECTIONS} -d${SECONDS}s --latency; ${ROUNDS} rounds, medians; Node ${process.version}, ${workerdVersion}`);
-  console.log(`  servers pinned to CPU 0 (taskset -c 0, children included), wrk to CPU 1 (taskset -c 1)`);
+  console.log(`  servers pinned to CPU 0 (taskset -c 0, children included), wrk to CPU 1 (taskset -c 1); "others": CPU taken by other processes meanwhile`);
   console.log(`  switchyard: ${hasProcesses ? 'serve --processes 1' : 'serve (no --processes option yet: one serving process and its sandbox worker)'}`);
   if (sy2) console.log(`  two-core run: serve ${hasProcesses ? 'with the default processes' : '(no --processes yet)'}, unpinned; wrk unpinned too (-t1 -c${CONNECTIONS}), sharing the two cores`);
   else console.log(`  two-core run: skipped (${TWO_CORE === '0' ? 'BENCH_TWO_CORE=0' : 'serve has no --processes option yet; BENCH_TWO_CORE=1 runs it anyway'})`);
@@ -478,7 +521,7 @@ const hello :Workerd.Worker = (
   const results = new Map<string, Measure[]>(targets.map((t) => [t.name, []]));
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...targets].reverse() : targets;
-    for (const t of order) results.get(t.name)!.push(await wrk(t, SECONDS));
+    for (const t of order) results.get(t.name)!.push(await measure(t, SECONDS));
     process.stdout.write(`  round ${round + 1}/${ROUNDS}: ${targets.map((t) => `${t.name.split(' ').slice(0, 3).join(' ')} ${results.get(t.name)!.at(-1)!.rps.toFixed(0)}`).join(', ')}\n`);
   }
 
@@ -495,13 +538,14 @@ const hello :Workerd.Worker = (
     console.log(
       `  ${t.name.padEnd(36)} ${rps(t.name).toFixed(0).padStart(7)} req/s   p50 ${median(ms.map((m) => m.p50)).toFixed(2).padStart(6)} ms   p99 ${median(ms.map((m) => m.p99)).toFixed(2).padStart(6)} ms` +
         `   CPU ${total.toFixed(1)} µs/req${cpu.length > 1 ? ` (${cpu.map((c) => `${c.p} ${c.us.toFixed(1)}`).join(', ')})` : ''}` +
-        `${Number.isNaN(others) ? '' : `   others on CPU 0 ${(others * 100).toFixed(0)}%`}${errors ? `   ERRORS ${errors} (${ms.map((m) => m.errorKinds || 'none').join('; ')})` : ''}`,
+        `   others ${(others * 100).toFixed(0)}%${errors ? `   ERRORS ${errors} (${ms.map((m) => m.errorKinds || 'none').join('; ')})` : ''}`,
     );
   }
-  const busiest = Math.max(...[...results.values()].flat().map((m) => (Number.isNaN(m.others) ? 0 : m.others)));
-  if (busiest > 0.05)
+  const busiest = Math.max(...[...results.values()].flat().map((m) => m.others));
+  if (retried) console.log(`  ${retried} measure(s) taken again because other processes were busy (BENCH_BUSY_RETRIES=${BUSY_RETRIES})`);
+  if (busiest > BUSY)
     console.log(
-      `  NOTE: other processes took up to ${(busiest * 100).toFixed(0)}% of CPU 0 during a run (the machine is shared): req/s are low and noisy; CPU µs/req holds up better`,
+      `  NOTE: other processes took up to ${(busiest * 100).toFixed(0)}% of the CPU during a kept measure (a shared machine): its req/s are low and noisy; CPU µs/req holds up better`,
     );
   const ratio = (label: string, a: string, b: string, goal?: number, byCpuToo = true) => {
     const r = rps(a) / rps(b);
