@@ -9,7 +9,7 @@
  */
 import { failure } from './limits.ts';
 import type { Sandbox, SandboxOptions } from './supervisor.ts';
-import type { CheckResult, FromWorker, InvocationResult, WorkerSettings } from './types.ts';
+import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from './types.ts';
 import { onCatastrophe } from './worker/instance.ts';
 import { SandboxHost } from './worker/host.ts';
 
@@ -58,45 +58,69 @@ export function createInProcessSandbox(opts: InProcessOptions): Sandbox {
     if (o !== host.settings.serverOrigin) host.settings = { ...host.settings, serverOrigin: o };
   }
 
+  /** One invocation, run now: its result, or a promise of it for one that waits (a fetch, a timer). */
+  function run(script: GuestScript, envelope: Envelope, requestId: string): InvocationResult | Promise<InvocationResult> {
+    hooks.started?.(script.name, script.version);
+    const done = (r: InvocationResult | 'need-code'): InvocationResult => {
+      pending--;
+      hooks.ended?.(script.name);
+      // The code is always at hand here, so the host never asks for it.
+      return r === 'need-code' ? failure({ kind: 'load', message: 'the script was not loaded' }, { durationMs: 0 }) : r;
+    };
+    let outcome: ReturnType<SandboxHost['invoke']>;
+    try {
+      outcome = host.invoke({ name: script.name, version: script.version, code: script.code, envelope, requestId });
+    } catch (e) {
+      done('need-code');
+      throw e;
+    }
+    if (!(outcome instanceof Promise)) return done(outcome);
+    // The isolate's own watchdog failed if nothing came back well past every limit: this process
+    // can no longer be trusted to run guests. Name the integration and let the supervisor replace
+    // the process.
+    const timer = setTimeout(() => {
+      if (!hooks.culprit) {
+        log.error('an invocation did not end well past its limits (one-process mode: the process keeps serving)', { integration: script.name, after_ms: budget });
+        return;
+      }
+      log.error('an invocation did not end well past its limits; the serving process exits', { integration: script.name, after_ms: budget });
+      hooks.culprit(script.name);
+      process.exit(70);
+    }, budget);
+    timer.unref();
+    return outcome.then((r) => {
+      clearTimeout(timer);
+      return done(r);
+    });
+  }
+
+  // Invocations are run in batches, once per turn of the event loop, rather than as each request
+  // is parsed: a batch runs back to back on one warm isolate (see host.ts, takeIdle) with the
+  // guest's heap in the CPU's caches. Measured on one core, hello public endpoint under wrk:
+  // ~5,000 req/s one by one, ~11,000 batched (the old worker process, batching over IPC: ~9,400).
+  let batch: Array<() => void> = [];
+  const runBatch = () => {
+    const b = batch;
+    batch = [];
+    for (const f of b) f();
+  };
+
   return {
     invoke({ script, envelope, requestId }) {
       if (closed) return Promise.resolve(failure({ kind: 'crash', message: 'the sandbox is closing' }, { durationMs: 0 }));
       const parked = hooks.parked?.(script.name, script.version);
       if (parked) return Promise.resolve(failure({ kind: 'crash', message: parked }, { durationMs: 0, status: 503 }));
       refreshOrigin();
-      hooks.started?.(script.name, script.version);
       pending++;
-      const done = (r: InvocationResult | 'need-code'): InvocationResult => {
-        pending--;
-        hooks.ended?.(script.name);
-        // The code is always at hand here, so the host never asks for it.
-        return r === 'need-code' ? failure({ kind: 'load', message: 'the script was not loaded' }, { durationMs: 0 }) : r;
-      };
-      let outcome: ReturnType<SandboxHost['invoke']>;
-      try {
-        outcome = host.invoke({ name: script.name, version: script.version, code: script.code, envelope, requestId });
-      } catch (e) {
-        pending--;
-        hooks.ended?.(script.name);
-        throw e;
-      }
-      if (!(outcome instanceof Promise)) return Promise.resolve(done(outcome));
-      // The isolate's own watchdog failed if nothing came back well past every limit: this
-      // process can no longer be trusted to run guests. Name the integration and let the
-      // supervisor replace the process.
-      const timer = setTimeout(() => {
-        if (!hooks.culprit) {
-          log.error('an invocation did not end well past its limits (one-process mode: the process keeps serving)', { integration: script.name, after_ms: budget });
-          return;
-        }
-        log.error('an invocation did not end well past its limits; the serving process exits', { integration: script.name, after_ms: budget });
-        hooks.culprit(script.name);
-        process.exit(70);
-      }, budget);
-      timer.unref();
-      return outcome.then((r) => {
-        clearTimeout(timer);
-        return done(r);
+      return new Promise<InvocationResult>((resolve, reject) => {
+        batch.push(() => {
+          try {
+            resolve(run(script, envelope, requestId));
+          } catch (e) {
+            reject(e);
+          }
+        });
+        if (batch.length === 1) setImmediate(runBatch);
       });
     },
     check(script): Promise<CheckResult> {
