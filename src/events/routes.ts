@@ -1,8 +1,8 @@
-/** /api/v1/events: ingest (admin token) and history; /api/v1/handler-runs: the events owed to integrations' handlers. */
+/** /api/v1/events: ingest of one event or a batch (admin token) and history; /api/v1/handler-runs: the events owed to integrations' handlers. */
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import { pageParams, readJson } from '../http/body.ts';
+import { pageParams, readJson, readJsonObjectOrArray } from '../http/body.ts';
 import type { Services } from '../services.ts';
 import { parseTimeParam, type Deliveries } from '../webhooks/index.ts';
 import type { Events } from './service.ts';
@@ -19,10 +19,21 @@ function statusParam(v: string | null): DeliveryStatus | undefined {
 export function eventRoutes(app: H3, services: Services): void {
   const events = () => services.events as Events;
   const limit = services.config.server.body_limit;
+  const limits = {
+    object: { bytes: limit, key: 'server.body_limit' },
+    array: { bytes: services.config.server.batch_body_limit, key: 'server.batch_body_limit' },
+  };
 
   app.post('/api/v1/events', async (event) => {
     requireAdmin(event.req);
-    const body = await readJson(event.req, limit);
+    const body = await readJsonObjectOrArray(event.req, limits);
+    if (Array.isArray(body)) {
+      // A batch: one result per item, in order. 202 when every item was taken (stored, or a
+      // duplicate: either way the server has it); 207 Multi-Status as soon as one was refused, so a
+      // sender that checks only the status still learns that it must look at the items.
+      const result = await events().ingestBatch(body, { itemLimit: limit });
+      return Response.json(result, { status: result.rejected ? 207 : 202 });
+    }
     const result = await events().ingest(body);
     return Response.json(result, { status: result.duplicate ? 200 : 202 });
   });
