@@ -1,9 +1,11 @@
 /** Batch ingest: a JSON array on POST /api/v1/events, validated item by item, stored in one transaction. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Db } from '../src/store/index.ts';
 import { samplePayload, type Events } from '../src/events/index.ts';
-import { waitFor } from './helpers/index.ts';
+import { runCli, tmpDir, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
 
 const db = (s: { services: { store: { db: unknown } } }) => s.services.store.db as Db;
@@ -230,6 +232,7 @@ test('body limits: a batch may be larger than one event (server.batch_body_limit
   assert.equal(declared.status, 413);
   assert.match(declared.body.error.message, /server\.batch_body_limit \(65536 bytes\)/);
   assert.equal(declared.body.error.where, 'server.batch_body_limit');
+  assert.equal(declared.headers.get('connection'), 'close', 'the unread body is not left in a reusable connection');
   const text = JSON.stringify(huge);
   const streamed = await fetch(`${s.url}/api/v1/events`, {
     method: 'POST',
@@ -269,4 +272,46 @@ test('a single event object is answered exactly as before: no per-item wrapping'
   assert.equal(bad.status, 400);
   assert.equal(bad.body.error.code, 'validation_failed');
   assert.equal(bad.body.error.problems[0].where, 'siteId', 'no index prefix outside a batch');
+});
+
+test('events send --file: NDJSON or a JSON array (stdin with -) sent in batches of 1,000, refusals listed by index and line', async (t) => {
+  const s = await deliveryServer(t);
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const events = Array.from({ length: 2500 }, () => samplePayload('site_view'));
+  const bad = { ...events[1700], url: 'not a url' };
+  const lines = [...events.slice(0, 1700).map((e) => JSON.stringify(e)), '', JSON.stringify(bad), ...events.slice(1701).map((e) => JSON.stringify(e))];
+  const sent = await runCli(['events', 'send', '--file', '-'], { env, input: `${lines.join('\n')}\n` });
+  assert.equal(sent.code, 2, 'a refused event is bad input');
+  assert.match(sent.stdout, /sent 2500 events in 3 batches: 2499 stored, 0 duplicates \(already received\), 1 refused/);
+  assert.match(sent.stdout, /\[1700\] line 1702 the event is not valid: \[1700\]\.url "not a url" is not an absolute http\(s\) URL/);
+  assert.equal(storedOf(s, events.map((e) => e.eventId)), 2499);
+
+  // A JSON array from a file, the positional type for items without one, --set on each, --json.
+  const dir = tmpDir(t);
+  const file = join(dir, 'events.json');
+  writeFileSync(file, JSON.stringify([{ spaceId: 'a' }, { spaceId: 'b', type: 'space_view' }, events[0]]));
+  const json = await runCli(['events', 'send', 'space_gitsync_started', '--file', file, '--set', 'installationId=inst_x', '--json'], { env });
+  assert.equal(json.code, 0, json.stderr);
+  const answer = JSON.parse(json.stdout);
+  assert.deepEqual([answer.stored, answer.duplicates, answer.rejected], [2, 1, 0]);
+  assert.deepEqual(answer.results.map((r: any) => [r.index, r.type]), [[0, 'space_gitsync_started'], [1, 'space_view'], [2, 'site_view']]);
+  const first = await s.api('GET', `/api/v1/events/${answer.results[0].eventId}`);
+  assert.equal(first.body.installationId, 'inst_x');
+  const printed = await runCli(['events', 'send', '--file', file, '--print']);
+  assert.equal(printed.stdout.trim().split('\n').length, 3, 'many payloads print as NDJSON');
+  const none = await runCli(['events', 'send'], { env });
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /name an event type, or give the events with --data or --file/);
+});
+
+test('events send --file halves its batches when they are over server.batch_body_limit', async (t) => {
+  const s = await deliveryServer(t, { server: { batch_body_limit: 64 * 1024 } as any });
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const events: Array<Record<string, unknown>> = Array.from({ length: 300 }, () => ({ ...samplePayload('space_view'), padding: 'x'.repeat(1000) }));
+  const file = join(tmpDir(t), 'big.json');
+  writeFileSync(file, JSON.stringify(events));
+  const sent = await runCli(['events', 'send', '--file', file], { env });
+  assert.equal(sent.code, 0, sent.stderr);
+  assert.match(sent.stdout, /sent 300 events in 10 batches: 300 stored/, "1,000 -> 500 -> 250 -> 125 -> 63 -> 32 events of 1 kB each: under 64 kB");
+  assert.equal(storedOf(s, events.map((e) => e.eventId)), 300);
 });

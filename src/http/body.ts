@@ -35,8 +35,14 @@ export interface BodyLimit {
   key: string;
 }
 
+/**
+ * The rest of a body refused unread stays in the connection: `Connection: close` ends it after the
+ * 413, or a client that reuses it (fetch's keep-alive pool) would see its next request reset.
+ */
+const CLOSE = { connection: 'close' };
+
 function tooLarge(what: string, limit: BodyLimit, hint: string): SwitchyardError {
-  return new SwitchyardError('payload_too_large', `${what} is larger than ${limit.key} (${limit.bytes} bytes)`, { where: limit.key, hint });
+  return new SwitchyardError('payload_too_large', `${what} is larger than ${limit.key} (${limit.bytes} bytes)`, { where: limit.key, hint, headers: CLOSE });
 }
 
 /**
@@ -54,6 +60,7 @@ export async function readJsonObjectOrArray(req: Request, limits: { object: Body
     throw new SwitchyardError('payload_too_large', `the request body (${declared} bytes) is larger than ${object.key} (${object.bytes} bytes) and ${array.key} (${array.bytes} bytes)`, {
       where: object.bytes >= array.bytes ? object.key : array.key,
       hint: `send fewer events per request, or raise ${array.key} (a JSON array) or ${object.key} (one object) in config.yaml`,
+      headers: CLOSE,
     });
   const chunks: Uint8Array[] = [];
   let size = 0;
