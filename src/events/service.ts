@@ -263,10 +263,8 @@ export function createEvents(deps: EventsDeps) {
       });
       const done = (): BatchResult => {
         const out = results as BatchItemResult[];
-        let stored = 0;
-        let duplicates = 0;
-        for (const r of out) if (r.status === 202) stored++;
-        else if (r.status === 200) duplicates++;
+        const stored = out.filter((r) => r.status === 202).length;
+        const duplicates = out.filter((r) => r.status === 200).length;
         return { stored, duplicates, rejected: out.length - stored - duplicates, results: out };
       };
       if (!unit.events.length) return Promise.resolve(done());
