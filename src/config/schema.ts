@@ -54,6 +54,8 @@ export const configSchema = s.object({
     ),
     shutdown_timeout: s.withDefault(s.duration({ max: 300_000 }), 10_000),
     body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB }), 1024 * 1024),
+    /** A JSON array of events on POST /api/v1/events (up to 1,000 of them; each still at most body_limit). */
+    batch_body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB, description: 'largest body of a batch of events (a JSON array on POST /api/v1/events)' }), 16 * 1024 * 1024),
     trust_proxy: s.withDefault(proxyHops(), 0),
   }),
   data_dir: s.withDefault(s.string({ min: 1 }), './data'),

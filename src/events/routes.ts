@@ -1,12 +1,12 @@
-/** /api/v1/events: ingest (admin token) and history; /api/v1/handler-runs: the events owed to integrations' handlers. */
-import { jsonResponse } from '../http/respond.ts';
+/** /api/v1/events: ingest of one event or a batch (admin token) and history; /api/v1/handler-runs: the events owed to integrations' handlers. */
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
+import { jsonResponse } from '../http/respond.ts';
 import { requireAdmin } from '../http/app.ts';
-import { pageParams, readJson } from '../http/body.ts';
+import { pageParams, readJson, readJsonObjectOrArray } from '../http/body.ts';
 import type { Services } from '../services.ts';
 import { parseTimeParam, type Deliveries } from '../webhooks/index.ts';
-import { MAX_INGEST_BATCH, type Events } from './service.ts';
+import type { Events } from './service.ts';
 import type { HandlerQueue } from './handlers.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 
@@ -20,26 +20,21 @@ function statusParam(v: string | null): DeliveryStatus | undefined {
 export function eventRoutes(app: H3, services: Services): void {
   const events = () => services.events as Events;
   const limit = services.config.server.body_limit;
+  const limits = {
+    object: { bytes: limit, key: 'server.body_limit' },
+    array: { bytes: services.config.server.batch_body_limit, key: 'server.batch_body_limit' },
+  };
 
   app.post('/api/v1/events', async (event) => {
     requireAdmin(event.req);
-    // A batch may be larger than one event's body (server.body_limit each, at most 16 of them).
-    let size = 0;
-    const body = await readJson<unknown>(event.req, limit * 16, { array: true, size: (n) => (size = n) });
+    const body = await readJsonObjectOrArray(event.req, limits);
     if (Array.isArray(body)) {
-      if (!body.length) throw new SwitchyardError('bad_request', 'the batch is empty: send 1 to 1000 events in the array');
-      if (body.length > MAX_INGEST_BATCH)
-        throw new SwitchyardError('bad_request', `a batch holds at most ${MAX_INGEST_BATCH} events, got ${body.length}`, { hint: 'split it into batches of 1000' });
-      const results = events().ingestMany(body);
-      const rejected = results.filter((r) => r.status === 400).length;
-      const duplicates = results.filter((r) => r.status === 200).length;
-      // 202 when every item was stored (or already was), 207 when some were refused.
-      return jsonResponse({ accepted: results.length - rejected - duplicates, duplicates, rejected, results }, { status: rejected ? 207 : 202 });
+      // A batch: one result per item, in order. 202 when every item was taken (stored, or a
+      // duplicate: either way the server has it); 207 Multi-Status as soon as one was refused, so a
+      // sender that checks only the status still learns that it must look at the items.
+      const result = await events().ingestBatch(body, { itemLimit: limit });
+      return jsonResponse(result, { status: result.rejected ? 207 : 202 });
     }
-    if (size > limit)
-      throw new SwitchyardError('payload_too_large', `one event's body is larger than server.body_limit (${limit} bytes)`, {
-        hint: 'raise server.body_limit in config.yaml, or send less data per event',
-      });
     const result = await events().ingest(body);
     return jsonResponse(result, { status: result.duplicate ? 200 : 202 });
   });

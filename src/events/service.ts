@@ -3,8 +3,11 @@
  * subscribed installation and one handler run per installation whose integration handles the
  * event; only then acknowledge. A repeated eventId is recognised and not enqueued again. After the
  * commit both workers are woken (first attempts at once), without the caller waiting for them.
+ * A batch (a JSON array on the same route) is validated item by item and its valid events are
+ * stored together in one transaction (see ingestBatch).
  */
-import { SwitchyardError } from '../errors.ts';
+import { SwitchyardError, type Problem } from '../errors.ts';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from '../runtime/envelope.ts';
 import type { Logger } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
@@ -27,6 +30,22 @@ export interface IngestResult {
   /** One handler run per installation whose integration handles the event (see `switchyard events handlers`). */
   handlers: Array<{ id: string; installationId: string }>;
 }
+
+/** One item of a batch's answer, in the order of the request. */
+export type BatchItemResult =
+  | ({ index: number; status: 202 | 200 } & IngestResult)
+  | { index: number; status: 400 | 413; error: ReturnType<SwitchyardError['toJSON']>['error'] };
+
+export interface BatchResult {
+  /** Events stored by this batch (new eventIds), duplicates (eventIds seen before, or earlier in the batch), and items refused. */
+  stored: number;
+  duplicates: number;
+  rejected: number;
+  results: BatchItemResult[];
+}
+
+/** Most events in one batch request. */
+export const MAX_BATCH_EVENTS = 1000;
 
 export interface EventsDeps {
   db: Db;
@@ -57,16 +76,24 @@ const view = (r: Row): StoredEvent => ({
 
 export type Events = ReturnType<typeof createEvents>;
 
-/** Most events stored in one transaction by the group commit of single ingests. */
+/** Most events stored in one group commit (a batch request is never split: it may make it larger). */
 const MAX_BATCH = 256;
 
-/** Most events in one batch ingest (`POST /api/v1/events` with an array). */
-export const MAX_INGEST_BATCH = 1000;
+type Event = Record<string, unknown> & { eventId: string; type: string };
 
-/** One item of a batch ingest's answer, in the order sent. */
-export type BatchItem =
-  | ({ status: 200 | 202 } & IngestResult)
-  | { status: 400; error: { code: 'validation_failed'; message: string; problems: Array<{ where: string; message: string }> } };
+/** The 400 of an invalid event, naming every bad field (`prefix` + path: `[3].visitor.ip` in a batch). */
+function invalidEvent(problems: Problem[], prefix = ''): SwitchyardError {
+  const named = prefix ? problems.map((p) => ({ ...p, where: p.where === '(body)' ? prefix : `${prefix}.${p.where}` })) : problems;
+  return new SwitchyardError('validation_failed', `the event is not valid: ${named.map((p) => `${p.where} ${p.message}`).join('; ')}`, { problems: named });
+}
+
+/** The event to store (a generated eventId where it has none), or the error of an invalid payload. */
+function prepare(payload: unknown, prefix?: string): { event: Event } | { error: SwitchyardError } {
+  const problems = validateEventPayload(payload);
+  if (problems.length) return { error: invalidEvent(problems, prefix) };
+  const input = payload as Record<string, unknown> & { type: string };
+  return { event: { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() } };
+}
 
 export function createEvents(deps: EventsDeps) {
   const { db } = deps;
@@ -86,24 +113,29 @@ export function createEvents(deps: EventsDeps) {
     ),
   };
 
-  function store(event: Record<string, unknown> & { eventId: string; type: string }, at: number, startAtCommit = true) {
+  function store(event: Event, at: number, startAtCommit = true, json = JSON.stringify(event)) {
     const queue = deps.deliveries();
     const subs = queue ? (deps.subscriptions()?.forEventType(event.type) ?? []) : [];
-    const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, JSON.stringify(event), at, subs.length).changes;
+    const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, json, at, subs.length).changes;
     if (!inserted) return null; // seen before: nothing enqueued twice
     const deliveries = subs.length ? queue!.enqueueEvent(event, subs, at, { startAtCommit }) : [];
     if (deliveries.length !== subs.length) q.setCount.run(deliveries.length, event.eventId);
     const handlers = deps.handlerRuns()?.enqueueEvent(event, at, { startAtCommit }) ?? [];
     return { deliveries, handlers };
   }
-  /** The same in a savepoint of its own: a failure leaves nothing of this event behind. */
-  const storeAlone = db.transaction((event: Record<string, unknown> & { eventId: string; type: string }, at: number) => store(event, at, false));
+  type Stored = ReturnType<typeof store>;
+  /** What is stored together: one event of a single POST, or the valid events of a batch (with their JSON when already made). */
+  type Unit = { events: Event[]; json?: string[] };
+  const storeUnit = (u: Unit, at: number, startAtCommit: boolean): Stored[] => u.events.map((e, i) => store(e, at, startAtCommit, u.json?.[i]));
+  /** A unit in a savepoint of its own: a failure leaves nothing of it behind. */
+  const storeAlone = db.transaction((u: Unit, at: number) => storeUnit(u, at, false));
 
-  // Group commit: events validated in the same event-loop turn are stored in one transaction
+  // Group commit: units validated in the same event-loop turn are stored in one transaction
   // (one failure does not sink the others: see flush), and each caller is
   // answered only after that transaction commits. Under load this amortises the commit; idle, a
-  // batch is one event and costs one loop turn.
-  type Pending = { event: Record<string, unknown> & { eventId: string; type: string }; resolve: (r: IngestResult) => void; reject: (e: unknown) => void };
+  // batch is one event and costs one loop turn. A unit (a batch request) is never split: all of it
+  // is stored, or none.
+  type Pending = Unit & { resolve: (r: Stored[]) => void; reject: (e: unknown) => void };
   let pending: Pending[] = [];
   let flushQueued = false;
 
@@ -113,32 +145,43 @@ export function createEvents(deps: EventsDeps) {
     setImmediate(flush);
   }
 
+  function enqueue(unit: Unit): Promise<Stored[]> {
+    return new Promise<Stored[]>((resolve, reject) => {
+      pending.push({ ...unit, resolve, reject });
+      scheduleFlush();
+    });
+  }
+
   function flush(): void {
     flushQueued = false;
-    const batch = pending.slice(0, MAX_BATCH);
-    pending = pending.slice(MAX_BATCH);
+    // Whole units, at least one, up to MAX_BATCH events (one batch request may be more on its own).
+    let take = 0;
+    for (let count = 0; take < pending.length && (take === 0 || count + pending[take].events.length <= MAX_BATCH); take++) count += pending[take].events.length;
+    const batch = pending.slice(0, take);
+    pending = pending.slice(take);
     if (pending.length) scheduleFlush();
     const at = now();
-    type Stored = ReturnType<typeof store>;
-    let outcomes: Array<{ stored: Stored } | { error: unknown }> = [];
+    let outcomes: Array<{ stored: Stored[] } | { error: unknown }> = [];
     try {
       try {
-        // Fast path: the whole batch in one transaction without a savepoint per event (a savepoint
+        // Fast path: the whole batch in one transaction without a savepoint per unit (a savepoint
         // costs as much as the two inserts). Any failure rolls the batch back ...
         db.transaction(() => {
-          outcomes = batch.map((p) => ({ stored: store(p.event, at) }));
+          outcomes = batch.map((p) => ({ stored: storeUnit(p, at, true) }));
         })();
-      } catch {
-        // ... and it is stored again event by event, each in its own savepoint, so one bad event
-        // does not sink the others (without starting deliveries at commit: a savepoint that rolls
-        // back could not take its leases back).
+      } catch (error) {
         deps.deliveries()?.rolledBack();
         deps.handlerRuns()?.rolledBack();
+        // (One unit alone: its failure is its answer.)
+        if (batch.length === 1) throw error;
+        // ... and it is stored again unit by unit, each in its own savepoint, so one bad event
+        // does not sink the others (without starting deliveries at commit: a savepoint that rolls
+        // back could not take its leases back).
         outcomes = [];
         db.transaction(() => {
           for (const p of batch) {
             try {
-              outcomes.push({ stored: storeAlone(p.event, at) });
+              outcomes.push({ stored: storeAlone(p, at) });
             } catch (error) {
               outcomes.push({ error });
             }
@@ -152,78 +195,85 @@ export function createEvents(deps: EventsDeps) {
       return;
     }
     // Committed: now the work may start.
-    if (outcomes.some((o) => 'stored' in o && o.stored?.deliveries.length)) deps.deliveries()?.wake();
-    if (outcomes.some((o) => 'stored' in o && o.stored?.handlers.length)) deps.handlerRuns()?.wake();
+    const stored = outcomes.flatMap((o) => ('stored' in o ? o.stored : []));
+    if (stored.some((s) => s?.deliveries.length)) deps.deliveries()?.wake();
+    if (stored.some((s) => s?.handlers.length)) deps.handlerRuns()?.wake();
     batch.forEach((p, i) => {
       const o = outcomes[i];
-      if ('error' in o) return p.reject(o.error);
-      const { event } = p;
-      if (o.stored === null) return p.resolve({ eventId: event.eventId, type: event.type, duplicate: true, deliveries: [], handlers: [] });
-      p.resolve({ eventId: event.eventId, type: event.type, duplicate: false, ...o.stored });
+      if ('error' in o) p.reject(o.error);
+      else p.resolve(o.stored);
     });
   }
 
-  /** A batch's valid events, with their deliveries and handler runs, in one transaction (one commit). */
-  const storeBatch = db.transaction((events: Array<Record<string, unknown> & { eventId: string; type: string }>, at: number) =>
-    events.map((e) => store(e, at)),
-  );
-
-  function validated(payload: unknown): { event: Record<string, unknown> & { eventId: string; type: string } } | { problems: Array<{ where: string; message: string }> } {
-    const problems = validateEventPayload(payload);
-    if (problems.length) return { problems };
-    const input = payload as Record<string, unknown> & { type: string };
-    return { event: { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() } };
-  }
+  const answer = (event: Event, s: Stored): IngestResult =>
+    s === null ? { eventId: event.eventId, type: event.type, duplicate: true, deliveries: [], handlers: [] } : { eventId: event.eventId, type: event.type, duplicate: false, ...s };
 
   return {
-    /**
-     * Batch ingest: each item validated and answered on its own, every valid one stored in ONE
-     * transaction (all of them or, if the commit fails, none: the caller gets the error and may send
-     * the batch again, eventIds making that safe). Invalid items are answered 400 with their index
-     * in the field paths and do not stop the valid ones, as Stripe and Svix answer per object.
-     */
-    ingestMany(payloads: unknown[]): BatchItem[] {
-      const checked = payloads.map(validated);
-      const valid = checked.flatMap((c) => ('event' in c ? [c.event] : []));
-      let stored: ReturnType<typeof store>[] = [];
-      if (valid.length) {
-        try {
-          stored = storeBatch(valid, now());
-        } catch (e) {
-          deps.deliveries()?.rolledBack();
-          deps.handlerRuns()?.rolledBack();
-          throw e;
-        }
-        if (stored.some((o) => o?.deliveries.length)) deps.deliveries()?.wake();
-        if (stored.some((o) => o?.handlers.length)) deps.handlerRuns()?.wake();
-      }
-      let next = 0;
-      return checked.map((c, i): BatchItem => {
-        if ('problems' in c) {
-          const problems = c.problems.map((p) => ({ where: p.where === '(body)' ? `[${i}]` : `[${i}].${p.where}`, message: p.message }));
-          return { status: 400, error: { code: 'validation_failed', message: `event [${i}] is not valid: ${problems.map((p) => `${p.where} ${p.message}`).join('; ')}`, problems } };
-        }
-        const o = stored[next++];
-        if (o === null) return { status: 200, eventId: c.event.eventId, type: c.event.type, duplicate: true, deliveries: [], handlers: [] };
-        return { status: 202, eventId: c.event.eventId, type: c.event.type, duplicate: false, ...o };
-      });
-    },
-
     /**
      * Validate and store one event; resolves once it is committed with its deliveries. Rejects at
      * once with a 400 naming every bad field.
      */
     ingest(payload: unknown): Promise<IngestResult> {
-      const problems = validateEventPayload(payload);
-      if (problems.length)
+      const p = prepare(payload);
+      if ('error' in p) return Promise.reject(p.error);
+      return enqueue({ events: [p.event] }).then(([s]) => answer(p.event, s));
+    },
+
+    /**
+     * A batch of 1 to MAX_BATCH_EVENTS payloads. Each is validated as ingest() validates one (paths
+     * prefixed with its index: `[3].type`), and may be at most `itemLimit` bytes as JSON (a single
+     * POST's body_limit, so a batch is no way around it). The valid ones are stored, with their
+     * deliveries and handler runs, in ONE transaction: all of them or (if storing fails) none, and
+     * then the whole request fails. An eventId seen before, or earlier in the same batch, is a
+     * duplicate: answered, not stored or enqueued again.
+     *
+     * Invalid items are refused one by one while the valid ones are stored (as Svix and Stripe
+     * answer per item): at volume a batch often carries one malformed event from upstream, and
+     * refusing all of it would stall a sender on one bad record, or make it re-send 999 good events
+     * to learn about the next bad one. The sender re-sends only what was refused, after fixing it.
+     */
+    ingestBatch(payloads: unknown[], opts: { itemLimit?: number } = {}): Promise<BatchResult> {
+      if (!payloads.length)
+        return Promise.reject(new SwitchyardError('bad_request', `the batch is empty: send 1 to ${MAX_BATCH_EVENTS} events in the array`, { where: '(body)' }));
+      if (payloads.length > MAX_BATCH_EVENTS)
         return Promise.reject(
-          new SwitchyardError('validation_failed', `the event is not valid: ${problems.map((p) => `${p.where} ${p.message}`).join('; ')}`, { problems }),
+          new SwitchyardError('bad_request', `a batch holds at most ${MAX_BATCH_EVENTS} events, got ${payloads.length}`, {
+            where: '(body)',
+            hint: `split it into requests of at most ${MAX_BATCH_EVENTS}`,
+          }),
         );
-      const input = payload as Record<string, unknown> & { type: string };
-      const event = { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() };
-      return new Promise<IngestResult>((resolve, reject) => {
-        pending.push({ event, resolve, reject });
-        scheduleFlush();
+      const results: Array<BatchItemResult | undefined> = new Array(payloads.length);
+      const unit: Unit & { index: number[] } = { events: [], json: [], index: [] };
+      const refuse = (index: number, e: SwitchyardError) => (results[index] = { index, status: e.status as 400 | 413, error: e.toJSON().error });
+      payloads.forEach((payload, index) => {
+        const at = `[${index}]`;
+        if (nestedDeeperThan(payload, MAX_JSON_DEPTH))
+          return refuse(index, new SwitchyardError('bad_request', `the event is nested deeper than ${MAX_JSON_DEPTH} levels`, { where: at, hint: 'flatten the data' }));
+        const p = prepare(payload, at);
+        if ('error' in p) return refuse(index, p.error);
+        const json = JSON.stringify(p.event);
+        if (opts.itemLimit !== undefined && json.length > opts.itemLimit / 3 && Buffer.byteLength(json) > opts.itemLimit)
+          return refuse(
+            index,
+            new SwitchyardError('payload_too_large', `the event is larger than server.body_limit (${opts.itemLimit} bytes), the limit of one event`, { where: at, hint: 'raise server.body_limit in config.yaml' }),
+          );
+        unit.events.push(p.event);
+        unit.json!.push(json);
+        unit.index.push(index);
+      });
+      const done = (): BatchResult => {
+        const out = results as BatchItemResult[];
+        const stored = out.filter((r) => r.status === 202).length;
+        const duplicates = out.filter((r) => r.status === 200).length;
+        return { stored, duplicates, rejected: out.length - stored - duplicates, results: out };
+      };
+      if (!unit.events.length) return Promise.resolve(done());
+      return enqueue(unit).then((stored) => {
+        stored.forEach((s, i) => {
+          const index = unit.index[i];
+          results[index] = { index, status: s === null ? 200 : 202, ...answer(unit.events[i], s) };
+        });
+        return done();
       });
     },
 

@@ -2,27 +2,94 @@
 import { SwitchyardError } from '../errors.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan, readBodyLimited } from '../runtime/envelope.ts';
 
-export async function readJson<T = Record<string, unknown>>(req: Request, limit: number, opts: { optional?: boolean; array?: boolean; size?: (bytes: number) => void } = {}): Promise<T> {
+export async function readJson<T = Record<string, unknown>>(req: Request, limit: number, opts: { optional?: boolean } = {}): Promise<T> {
   const bytes = await readBodyLimited(req, limit);
-  opts.size?.(bytes.byteLength);
   if (!bytes.byteLength) {
     if (opts.optional) return {} as T;
     throw new SwitchyardError('bad_request', 'the request needs a JSON body');
   }
+  const v = parseJson(req, bytes, false);
+  // What is stored or handed to integration code must copy into the sandbox (see MAX_JSON_DEPTH).
+  if (nestedDeeperThan(v, MAX_JSON_DEPTH))
+    throw new SwitchyardError('bad_request', `the body is nested deeper than ${MAX_JSON_DEPTH} levels`, { hint: 'flatten the data' });
+  return v as T;
+}
+
+function parseJson(req: Request, bytes: Uint8Array, arrays: boolean): Record<string, unknown> | unknown[] {
   const type = req.headers.get('content-type') ?? '';
   if (type && !/^application\/(.+\+)?json\b/i.test(type))
     throw new SwitchyardError('unsupported_media_type', `expected Content-Type: application/json, got "${type}"`);
   let v: unknown;
   try {
     v = JSON.parse(new TextDecoder().decode(bytes));
-    if (!v || typeof v !== 'object' || (Array.isArray(v) && !opts.array)) throw new Error(`the body must be a JSON object${opts.array ? ' or an array of them' : ''}`);
+    if (!v || typeof v !== 'object' || (Array.isArray(v) && !arrays)) throw new Error(arrays ? 'the body must be a JSON object or an array of them' : 'the body must be a JSON object');
   } catch (e) {
-    throw new SwitchyardError('bad_request', `the body is not a valid JSON object: ${(e as Error).message}`);
+    throw new SwitchyardError('bad_request', `the body is not a valid JSON ${arrays ? 'object or array' : 'object'}: ${(e as Error).message}`);
   }
-  // What is stored or handed to integration code must copy into the sandbox (see MAX_JSON_DEPTH).
-  if (nestedDeeperThan(v, MAX_JSON_DEPTH))
+  return v as Record<string, unknown> | unknown[];
+}
+
+/** A size cap and the config key that sets it (named in the 413). */
+export interface BodyLimit {
+  bytes: number;
+  key: string;
+}
+
+/**
+ * The rest of a body refused unread stays in the connection: `Connection: close` ends it after the
+ * 413, or a client that reuses it (fetch's keep-alive pool) would see its next request reset.
+ */
+const CLOSE = { connection: 'close' };
+
+function tooLarge(what: string, limit: BodyLimit, hint: string): SwitchyardError {
+  return new SwitchyardError('payload_too_large', `${what} is larger than ${limit.key} (${limit.bytes} bytes)`, { where: limit.key, hint, headers: CLOSE });
+}
+
+/**
+ * A JSON body that is one object (at most `object.bytes`) or, on a batch route, an array (at most
+ * `array.bytes`): the first byte of the body says which cap applies, and the 413 names its key.
+ * Arrays are not depth-checked here: their items are checked one by one by the caller.
+ */
+export async function readJsonObjectOrArray(req: Request, limits: { object: BodyLimit; array: BodyLimit }): Promise<Record<string, unknown> | unknown[]> {
+  const { object, array } = limits;
+  const objectTooLarge = () => tooLarge('the request body', object, `raise ${object.key} in config.yaml, or send a JSON array of events (up to ${array.key})`);
+  const arrayTooLarge = () => tooLarge('the batch (a JSON array)', array, `send fewer events per request, or raise ${array.key} in config.yaml`);
+  const declared = Number(req.headers.get('content-length') ?? NaN);
+  const most = Math.max(object.bytes, array.bytes);
+  if (Number.isFinite(declared) && declared > most)
+    throw new SwitchyardError('payload_too_large', `the request body (${declared} bytes) is larger than ${object.key} (${object.bytes} bytes) and ${array.key} (${array.bytes} bytes)`, {
+      where: object.bytes >= array.bytes ? object.key : array.key,
+      hint: `send fewer events per request, or raise ${array.key} (a JSON array) or ${object.key} (one object) in config.yaml`,
+      headers: CLOSE,
+    });
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  /** undefined until the first non-blank byte is seen. */
+  let isArray: boolean | undefined;
+  if (req.body) {
+    const reader: ReadableStreamDefaultReader<Uint8Array> = req.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      chunks.push(value);
+      if (isArray === undefined) {
+        const first = value.findIndex((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09);
+        if (first >= 0) isArray = value[first] === 0x5b; // '['
+      }
+      const over = isArray === undefined ? size > most : size > (isArray ? array.bytes : object.bytes) || (Number.isFinite(declared) && declared > (isArray ? array.bytes : object.bytes));
+      if (over) {
+        await reader.cancel().catch(() => {});
+        throw isArray ? arrayTooLarge() : objectTooLarge();
+      }
+    }
+  }
+  if (!size) throw new SwitchyardError('bad_request', 'the request needs a JSON body');
+  const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+  const v = parseJson(req, bytes, true);
+  if (!Array.isArray(v) && nestedDeeperThan(v, MAX_JSON_DEPTH))
     throw new SwitchyardError('bad_request', `the body is nested deeper than ${MAX_JSON_DEPTH} levels`, { hint: 'flatten the data' });
-  return v as T;
+  return v;
 }
 
 /** A query parameter that must be one of `allowed` (400 naming the value otherwise). */

@@ -160,6 +160,34 @@ export function openApiDocument(serverUrl: string) {
           ],
         },
         Event: { type: 'object', description: 'A platform event as ingested: eventId, type and its fields', properties: { eventId: { type: 'string' }, type: { type: 'string' } } },
+        IngestResult: {
+          type: 'object',
+          properties: {
+            eventId: { type: 'string' },
+            type: { type: 'string' },
+            duplicate: { type: 'boolean' },
+            deliveries: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, installationId: { type: 'string' } } } },
+            handlers: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, installationId: { type: 'string' } } } },
+          },
+        },
+        BatchResult: {
+          type: 'object',
+          description: 'The answer to a batch: counts, and one result per item in the order sent',
+          properties: {
+            stored: { type: 'integer', description: 'new events stored' },
+            duplicates: { type: 'integer', description: 'eventIds seen before, or earlier in the same batch' },
+            rejected: { type: 'integer', description: 'items refused (nothing of them stored)' },
+            results: {
+              type: 'array',
+              items: {
+                oneOf: [
+                  { allOf: [ref('IngestResult'), { type: 'object', properties: { index: { type: 'integer' }, status: { enum: [202, 200] } } }] },
+                  { type: 'object', properties: { index: { type: 'integer' }, status: { enum: [400, 413] }, error: { $ref: '#/components/schemas/Error/properties/error' } } },
+                ],
+              },
+            },
+          },
+        },
         ComponentAnswer: {
           type: 'object',
           properties: { type: { const: 'element' }, state: { type: 'object' }, props: { type: 'object' }, element: { type: 'object', description: 'ContentKit markup' } },
@@ -254,17 +282,16 @@ export function openApiDocument(serverUrl: string) {
       '/api/v1/events': {
         post: {
           summary:
-            'Ingest a platform event (validated by type); fanned out to integration handlers and webhook subscribers. A repeated eventId answers 200 with duplicate: true. An array of 1-1000 events is a batch: each item answered on its own, every valid one stored in one transaction (202, or 207 when some were refused)',
-          requestBody: body({ oneOf: [ref('Event'), { type: 'array', items: ref('Event'), minItems: 1, maxItems: 1000 }] }),
+            'Ingest a platform event (validated by type), or a batch: a JSON array of 1-1000 events. Each is fanned out to integration handlers and webhook subscribers. A repeated eventId answers 200 with duplicate: true',
+          description:
+            'One event object: 202 (stored and queued), 200 (duplicate eventId), 400 (invalid, nothing stored); body at most server.body_limit. A JSON array: each item is validated as one event would be, and the valid ones are stored with their deliveries and handler runs in one transaction (all of them, or none if storing fails: then the whole request fails). Invalid items are refused one by one (their problem paths prefixed with the index, `[3].type`) while the valid ones are stored. The answer lists one result per item, in order; 202 when every item was stored or a duplicate, 207 when at least one was refused. A batch body is at most server.batch_body_limit, each of its events at most server.body_limit (else that item is a 413).',
+          requestBody: body({ oneOf: [ref('Event'), { type: 'array', minItems: 1, maxItems: 1000, items: ref('Event') }] }),
           responses: {
-            '207': json(
-              { type: 'object', properties: { accepted: { type: 'integer' }, duplicates: { type: 'integer' }, rejected: { type: 'integer' }, results: { type: 'array', items: { type: 'object' } } } },
-              'A batch with some items refused: per-item status, result or error',
-            ),
-            '413': json(ref('Error'), 'One event larger than server.body_limit'),
-            '202': json({ type: 'object', properties: { eventId: { type: 'string' }, duplicate: { const: false }, deliveries: { type: 'array', items: ref('Delivery') } } }, 'Accepted'),
-            '200': json({ type: 'object', properties: { eventId: { type: 'string' }, duplicate: { const: true } } }, 'Already ingested'),
+            '202': json({ oneOf: [{ allOf: [ref('IngestResult'), { properties: { duplicate: { const: false } } }] }, ref('BatchResult')] }, 'Accepted: the event, or every item of the batch, is stored (or was already)'),
+            '200': json({ allOf: [ref('IngestResult'), { properties: { duplicate: { const: true } } }] }, 'Already ingested (one event)'),
+            '207': json(ref('BatchResult'), 'A batch of which at least one item was refused: see each result'),
             ...errors,
+            '413': json(ref('Error'), 'The body is larger than server.body_limit (one object) or server.batch_body_limit (an array); `where` names the limit'),
           },
         },
         get: { summary: 'Ingested events, newest first', parameters: [q('type', 'only this event type'), q('installation', 'only events for this installation'), ...timeParams, ...pageQuery], responses: { '200': list('events', ref('Event')), ...errors } },
