@@ -1,30 +1,28 @@
 /**
  * Batch ingest benchmark. Run: PATH=node_modules/.bin:$PATH node --no-node-snapshot scripts/bench/batch-ingest.ts
  *
- * A real server (startServer on a temp data dir) takes batches of BENCH_BATCH (1,000) site_view
- * events as JSON arrays on POST /api/v1/events, over real HTTP from a client in another process
+ * `switchyard serve` as a user starts it (the real command, its default processes, a temp data dir;
+ * BENCH_PROCESSES=n for another count) takes batches of BENCH_BATCH (1,000) site_view events as
+ * JSON arrays on POST /api/v1/events, over real HTTP from a client in another process
  * (node:http, BENCH_CONNECTIONS keep-alive connections, one batch in flight on each), BENCH_BATCHES
  * batches per round. Bodies are built before the clock starts; every answer must be a 202 that
  * says the whole batch was stored. Measured from the first request to the last answer:
  *
- * - fan-out: each event also enqueues one webhook delivery (to an installation kept paused, so the
- *   deliveries are stored and held, not sent: sending is the delivery benchmark's business).
  * - store only: no subscriber, the event rows alone.
+ * - fan-out: each event also enqueues one webhook delivery, to a webhook installation made through
+ *   the API whose URL is a receiver in this process answering 200: the deliveries go out while the
+ *   batches come in, as they would for a user (a paused installation gets no deliveries at all).
+ * Counts are checked after each round in the SQLite file, opened read-only beside the server.
  *
  * Goal: 50,000 events/s stored. Medians of BENCH_ROUNDS rounds (default 5) and the ratio to the goal.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
-import { startServer } from '../../src/http/server.ts';
-import { createLogger } from '../../src/log/index.ts';
-import type { Module } from '../../src/services.ts';
-import { eventsModule, samplePayload } from '../../src/events/index.ts';
-import { webhooksModule, type WebhooksService } from '../../src/webhooks/index.ts';
-import type { Db } from '../../src/store/index.ts';
+import { samplePayload } from '../../src/events/index.ts';
+import { openStore } from '../../src/store/index.ts';
 import { median, setting } from './common.ts';
 
 const BATCH = setting('BENCH_BATCH', 1000);
@@ -97,44 +95,58 @@ function ask<T>(child: ChildProcess, msg: unknown, key: string): Promise<T> {
 async function main(): Promise<void> {
   const client = fork(new URL(import.meta.url).pathname, ['client'], { execArgv: ['--no-node-snapshot'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
-  const base = defaultConfig();
-  const config: LoadedConfig = {
-    ...base,
-    data_dir: join(dir, 'data'),
-    integrations_dir: join(dir, 'integrations'),
-    admin_token: 'bench-token-0123456789',
-    server: { ...base.server, port: 0 },
-    log: { ...base.log, level: 'error' },
-    webhooks: { ...base.webhooks, allow_private_networks: true },
-    source: null,
-    publicUrl: '',
+  const token = 'bench-token-0123456789';
+  const root = new URL('../../', import.meta.url).pathname;
+  cpSync(join(root, 'integrations/webhook'), join(dir, 'integrations/webhook'), { recursive: true });
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `server:\n  port: 0\n  processes: ${process.env.BENCH_PROCESSES ?? 0}\ndata_dir: ./data\nintegrations_dir: ./integrations\nadmin_token: ${token}\nlog:\n  format: json\n  level: info\nwebhooks:\n  allow_private_networks: true\n`,
+  );
+  const server = spawn(process.execPath, ['--no-node-snapshot', join(root, 'src/main.ts'), 'serve', '--config', join(dir, 'config.yaml')], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const stop = () => {
+    server.kill('SIGTERM');
+    client.kill();
   };
-  config.publicUrl = publicUrlOf(config);
-  const subs: Array<{ installationId: string; url: string }> = [];
-  const subscriptions: Module = { name: 'bench-subscriptions', start: (s) => void (s.subscriptions = { forEventType: () => subs }) };
-  const server = await startServer(config, { log: createLogger({ level: 'error', format: 'json' }), modules: [webhooksModule, subscriptions, eventsModule] });
-  const webhooks = server.services.webhooks as WebhooksService;
-  const db = server.services.store.db as Db;
-  webhooks.createSecret('inst_bench');
-  webhooks.pauseInstallation('inst_bench');
-  const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+  process.on('exit', stop);
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const onData = (d: Buffer) => {
+      out += d;
+      const m = /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(out);
+      if (m) resolve(m[1]);
+    };
+    server.stdout!.on('data', onData);
+    server.stderr!.on('data', onData);
+    server.on('exit', (code) => reject(new Error(`serve exited with ${code}:\n${out}`)));
+  });
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const json = (await res.json()) as any;
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const store = openStore(join(dir, 'data'), { readonly: true });
+  const count = (table: string) => (store.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+  let subscribers = 0;
 
   const perRound = BATCH * BATCHES;
   console.log(
-    `batch ingest benchmark: ${BATCHES} batches of ${BATCH} site_view events per round over ${CONNECTIONS} connections, ${ROUNDS} rounds, Node ${process.version}`,
+    `batch ingest benchmark: switchyard serve (processes ${process.env.BENCH_PROCESSES ?? 'default'}), ${BATCHES} batches of ${BATCH} site_view events per round over ${CONNECTIONS} connections, ${ROUNDS} rounds, Node ${process.version}`,
   );
 
   async function round(): Promise<number> {
-    const { prepared } = await ask<{ prepared: number }>(client, { prepare: true }, 'prepared');
+    await ask<{ prepared: number }>(client, { prepare: true }, 'prepared');
     const events0 = count('events');
     const deliveries0 = count('webhook_deliveries');
-    const r = await ask<{ ms: number; errors: string[] }>(client, { run: { url: server.url, token: server.services.adminToken } }, 'ms');
+    const r = await ask<{ ms: number; errors: string[] }>(client, { run: { url, token } }, 'ms');
     if (r.errors.length) throw new Error(`${r.errors.length} batches not stored whole, e.g. ${r.errors[0]}`);
     const stored = count('events') - events0;
     if (stored !== perRound) throw new Error(`stored ${stored} events, expected ${perRound}`);
     const enqueued = count('webhook_deliveries') - deliveries0;
-    if (enqueued !== perRound * subs.length) throw new Error(`enqueued ${enqueued} deliveries, expected ${perRound * subs.length}`);
-    void prepared;
+    if (enqueued !== perRound * subscribers) throw new Error(`enqueued ${enqueued} deliveries, expected ${perRound * subscribers}`);
     return (perRound / r.ms) * 1000;
   }
 
@@ -146,21 +158,29 @@ async function main(): Promise<void> {
     return m;
   };
 
-  // Fan-out: one delivery per event, held for the paused installation.
-  subs.push({ installationId: 'inst_bench', url: 'http://127.0.0.1:9/hook' });
-  await round(); // warm-up (JIT, sockets, SQLite pages)
-  const fanout: number[] = [];
-  for (let i = 0; i < ROUNDS; i++) fanout.push(await round());
   // Store only: nobody subscribed.
-  subs.length = 0;
-  await round();
+  await round(); // warm-up (JIT, sockets, SQLite pages)
   const alone: number[] = [];
   for (let i = 0; i < ROUNDS; i++) alone.push(await round());
-  report('with one webhook delivery enqueued each', fanout);
+  // Fan-out: one delivery per event, held for the paused webhook installation.
+  const receiver = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200).end());
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  const hook = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
+  await api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook, event_types: 'site_view' } });
+  subscribers = 1;
+  await round();
+  const fanout: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) fanout.push(await round());
+  report('with one webhook delivery each (sent)', fanout);
   report('store only (no subscriber)', alone);
 
-  await server.close();
-  client.kill();
+  store.close();
+  receiver.close();
+  receiver.closeAllConnections();
+  stop();
   rmSync(dir, { recursive: true, force: true });
 }
 

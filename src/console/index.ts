@@ -14,7 +14,7 @@ export { createSessions, requestSession, SESSION_COOKIE, CSRF_HEADER, LOGIN_HEAD
 export const consoleModule: Module = {
   name: 'console',
   start(services: Services) {
-    const sessions = createSessions({ adminToken: services.adminToken });
+    const sessions = createSessions({ adminToken: services.adminToken, db: services.store.db });
     services.consoleSessions = sessions;
     services.resolveSession = (req: Request) => (requestSession(req, sessions) ? ({ kind: 'admin' } as const) : undefined);
   },

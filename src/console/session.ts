@@ -8,6 +8,8 @@
  * header: a page on another origin can neither read it nor send a custom header without a CORS
  * preflight that this server never grants.
  */
+import type { Db } from '../store/index.ts';
+import { generationsOf } from '../store/generations.ts';
 import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError } from '../errors.ts';
 import { safeEqual } from '../http/auth.ts';
@@ -39,13 +41,24 @@ export interface Sessions {
   ttlMs: number;
 }
 
-export function createSessions(opts: { adminToken: string; ttlMs?: number; now?: () => number }): Sessions {
+export function createSessions(opts: {
+  adminToken: string;
+  ttlMs?: number;
+  now?: () => number;
+  /**
+   * Where revocations are kept: without a store they live in this process only (a logout would
+   * not reach the other serving processes, nor outlive a restart).
+   */
+  db?: Db;
+}): Sessions {
   const ttlMs = opts.ttlMs ?? SESSION_TTL_MS;
   const now = opts.now ?? Date.now;
   // Derived, never the token itself: a leaked signature reveals nothing about the token.
   const key = createHmac('sha256', opts.adminToken).update('switchyard console session key').digest();
   const mac = (text: string) => createHmac('sha256', key).update(text).digest('base64url');
   const revoked = new Map<string, number>();
+  const stored = opts.db && revocationStore(opts.db);
+  stored?.load(revoked);
 
   const sessionOf = (id: string, expiresAt: number): Session => ({ id, expiresAt, csrf: mac(`csrf.${id}`) });
 
@@ -70,12 +83,14 @@ export function createSessions(opts: { adminToken: string; ttlMs?: number; now?:
       // Fail closed: anything that does not verify is no session at all.
       if (!safeEqual(sig, mac(`${VERSION}.${id}.${exp}`))) return undefined;
       const expiresAt = Number(exp);
+      if (stored?.othersChanged()) stored.load(revoked);
       if (!Number.isSafeInteger(expiresAt) || expiresAt <= now() || revoked.has(id)) return undefined;
       return sessionOf(id, expiresAt);
     },
     revoke(session) {
       prune();
       revoked.set(session.id, session.expiresAt);
+      stored?.add(session.id, session.expiresAt, now());
     },
   };
 }
@@ -135,4 +150,25 @@ export function requestSession(req: Request, sessions: Sessions): Session | unde
       });
   }
   return session;
+}
+
+/** Revocations in the store, read again when another process revoked one (store/generations.ts). */
+function revocationStore(db: Db) {
+  const generations = generationsOf(db);
+  const all = db.prepare<[number], { id: string; expires_at: number }>('SELECT id, expires_at FROM console_revocations WHERE expires_at > ?');
+  const insert = db.prepare('INSERT OR REPLACE INTO console_revocations (id, expires_at) VALUES (?, ?)');
+  const purge = db.prepare('DELETE FROM console_revocations WHERE expires_at <= ?');
+  return {
+    othersChanged: generations.watch('console_revocations'),
+    load(into: Map<string, number>) {
+      for (const r of all.all(Date.now())) into.set(r.id, r.expires_at);
+    },
+    add(id: string, expiresAt: number, at: number) {
+      db.transaction(() => {
+        purge.run(at);
+        insert.run(id, expiresAt);
+        generations.bump('console_revocations');
+      })();
+    },
+  };
 }

@@ -17,6 +17,7 @@ import type { Db } from '../store/index.ts';
 import { missingRequired, validateConfiguration, type Manifest } from '../manifest/index.ts';
 import { mintInvocationToken, newInstallationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
+import { generationsOf } from '../store/generations.ts';
 
 export type InstallationStatus = 'pending' | 'active' | 'paused' | 'uninstalled';
 export type InstallationTarget = 'organization' | 'space' | 'site';
@@ -107,8 +108,18 @@ export function createInstallations(deps: InstallationsDeps) {
   // kept, since that transaction may still roll back.
   const rows = new Map<string, Row>();
   const forget = (id: string) => rows.delete(id);
+  // Other serving processes write installations too (see store/generations.ts): their changes
+  // drop these copies before the next read.
+  const generations = generationsOf(db);
+  const othersChanged = generations.watch('installations');
+  const freshen = () => {
+    if (!othersChanged()) return;
+    rows.clear();
+    subscriptionCache = undefined;
+  };
 
   function get(id: string): Installation | undefined {
+    freshen();
     let r = rows.get(id);
     if (!r) {
       r = byId.get(id);
@@ -269,6 +280,7 @@ export function createInstallations(deps: InstallationsDeps) {
    */
   let subscriptionCache: Array<{ installationId: string; url: string; types: string[] }> | undefined;
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
+    freshen();
     subscriptionCache ??= list({ integration: WEBHOOK_INTEGRATION, status: 'active' }).map((i) => ({
       installationId: i.id,
       url: String(i.configuration.webhook_url),
@@ -278,6 +290,7 @@ export function createInstallations(deps: InstallationsDeps) {
   }
   const changed = () => {
     subscriptionCache = undefined;
+    generations.bump('installations');
   };
 
   return {
@@ -310,6 +323,7 @@ export function createInstallations(deps: InstallationsDeps) {
       const token = newInstallationToken();
       db.prepare('UPDATE installations SET token_hash = ?, updated_at = ? WHERE id = ?').run(hashToken(token), now(), id);
       forget(id);
+      generations.bump('installations');
       return token;
     },
   };

@@ -3,11 +3,10 @@
  * flows integrations run with createOAuthHandler(). The flow itself runs in the guest runtime
  * library; it calls these endpoints through context.api with its installation token.
  */
+import { createRefreshClaims, type RefreshClaims } from './claims.ts';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf } from '../http/app.ts';
-import { randomBytes } from 'node:crypto';
-import { safeEqual } from '../http/auth.ts';
 import { readJson } from '../http/body.ts';
 import type { Module, Services } from '../services.ts';
 import { createStateStore, type StateStore } from './state.ts';
@@ -45,7 +44,7 @@ export const oauthModule: Module = {
   name: 'oauth',
   start(services: Services) {
     services.oauthStates = createStateStore(services.store.db);
-    services.oauthRefreshClaims = new Map<string, { claim: string; until: number }>();
+    services.oauthRefreshClaims = createRefreshClaims(services.store.db);
   },
   routes(app: H3, services: Services) {
     // Looked up per request: tests swap in a store with another clock.
@@ -63,25 +62,17 @@ export const oauthModule: Module = {
     // Single-flight renewal: the isolates of one integration run invocations side by side, and two
     // of them renewing the same credentials would both spend the refresh token (a provider that
     // rotates refresh tokens refuses the second, some then revoke the whole grant). One claim per
-    // installation at a time, in memory (one server process), for refreshClaimMs() at most.
-    const claims = () => services.oauthRefreshClaims as Map<string, { claim: string; until: number }>;
+    // installation at a time, in the store (every serving process sees it), for refreshClaimMs() at most.
+    const claims = () => services.oauthRefreshClaims as RefreshClaims;
     app.post('/api/v1/oauth/refresh/claim', (event) => {
       const id = installationOf(event.req);
-      const now = Date.now();
-      const held = claims().get(id);
-      if (held && held.until > now) return { granted: false, until: new Date(held.until).toISOString() };
-      const claim = randomBytes(12).toString('base64url');
-      const until = now + refreshClaimMs(services.config.sandbox.subrequest_timeout);
-      claims().set(id, { claim, until });
-      return { granted: true, claim, until: new Date(until).toISOString() };
+      const r = claims().take(id, Date.now(), refreshClaimMs(services.config.sandbox.subrequest_timeout));
+      return r.granted ? { granted: true, claim: r.claim, until: new Date(r.until).toISOString() } : { granted: false, until: new Date(r.until).toISOString() };
     });
     app.post('/api/v1/oauth/refresh/release', async (event) => {
       const id = installationOf(event.req);
       const body = await readJson<{ claim?: unknown }>(event.req, 1024);
-      const held = claims().get(id);
-      const released = !!held && typeof body.claim === 'string' && safeEqual(body.claim, held.claim);
-      if (released) claims().delete(id);
-      return { released };
+      return { released: typeof body.claim === 'string' && claims().release(id, body.claim) };
     });
     app.post('/api/v1/oauth/state/consume', async (event) => {
       const id = installationOf(event.req);

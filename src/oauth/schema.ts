@@ -13,5 +13,7 @@ export const oauthMigrations: ModuleMigrations = {
     CREATE INDEX oauth_states_by_expiry ON oauth_states (expires_at);`,
     // PKCE (RFC 7636): the code_verifier of a state, kept server-side until the state is used.
     `ALTER TABLE oauth_states ADD COLUMN verifier TEXT;`,
+    // Renewal claims (claims.ts): in the store, so every serving process sees them.
+    `CREATE TABLE oauth_refresh_claims (installation_id TEXT PRIMARY KEY, claim TEXT NOT NULL, until INTEGER NOT NULL);`,
   ],
 };

@@ -7,6 +7,7 @@ import { runtimeMigrations } from '../runtime/schema.ts';
 import { oauthMigrations } from '../oauth/schema.ts';
 import { webhooksMigrations } from '../webhooks/schema.ts';
 import { eventsMigrations } from '../events/schema.ts';
+import { consoleMigrations } from '../console/schema.ts';
 
 export function allMigrations(): ModuleMigrations[] {
   return [
@@ -15,5 +16,6 @@ export function allMigrations(): ModuleMigrations[] {
     oauthMigrations,
     webhooksMigrations,
     eventsMigrations,
+    consoleMigrations,
   ];
 }

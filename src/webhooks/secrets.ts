@@ -4,6 +4,7 @@
  * over without losing a delivery (one `v1=` per live secret is sent meanwhile).
  * Secrets are stored as given (they must be: HMAC needs the key); they never reach logs.
  */
+import { generationsOf } from '../store/generations.ts';
 import { randomBytes } from 'node:crypto';
 import { SwitchyardError } from '../errors.ts';
 import type { Db } from '../store/index.ts';
@@ -73,7 +74,8 @@ export function createSecrets(
     pausedAll: db.prepare<[], { installation_id: string }>('SELECT installation_id FROM webhook_endpoints WHERE paused = 1'),
   };
 
-  // Secrets change only through this object, so a cache is exact: dropped on every change, and
+  // Secrets change only through this object (here or in another serving process, which bumps the
+  // generation: see store/generations.ts), so a cache is exact: dropped on every change, and
   // refreshed when the first previous secret expires. It keeps a query off every attempt.
   const cache = new Map<string, { secrets: string[]; until: number }>();
   // Installations seen with a current secret: ensureSecret (on every enqueue) skips its query.
@@ -97,8 +99,17 @@ export function createSecrets(
     setImmediate(reloadPaused);
   };
   reloadPaused();
+  const generations = generationsOf(db);
+  const othersChanged = generations.watch('webhook_secrets');
+  const freshen = () => {
+    if (!othersChanged()) return;
+    cache.clear();
+    known.clear();
+    reloadPaused();
+  };
 
   const setCurrent = db.transaction((installationId: string, secret: string, expireAt: number) => {
+    generations.bump('webhook_secrets');
     cache.delete(installationId);
     known.delete(installationId);
     q.endpoint.run(installationId, now());
@@ -120,6 +131,7 @@ export function createSecrets(
       return { secret, previousExpiresAt: new Date(previousExpiresAt).toISOString() };
     },
     liveSecrets(installationId) {
+      freshen();
       const t = now();
       const hit = cache.get(installationId);
       if (hit && t < hit.until) return hit.secrets;
@@ -140,6 +152,7 @@ export function createSecrets(
       };
     },
     ensureSecret(installationId) {
+      freshen();
       if (known.has(installationId)) return;
       // Only a secret found already stored is remembered: one created here belongs to the caller's
       // transaction, which may still roll back.
@@ -152,16 +165,18 @@ export function createSecrets(
     setPaused(installationId, pause) {
       q.endpoint.run(installationId, now());
       q.pause.run(pause ? 1 : 0, installationId);
+      generations.bump('webhook_secrets');
       if (pause) paused.add(installationId);
       reloadSoon();
     },
-    isPaused: (installationId) => paused.has(installationId),
-    anyPaused: () => paused.size > 0,
+    isPaused: (installationId) => (freshen(), paused.has(installationId)),
+    anyPaused: () => (freshen(), paused.size > 0),
     forget(installationId) {
       cache.delete(installationId);
       known.delete(installationId);
       q.forgetSecrets.run(installationId);
       q.forgetEndpoint.run(installationId);
+      generations.bump('webhook_secrets');
       reloadSoon();
     },
   };

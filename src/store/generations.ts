@@ -1,0 +1,53 @@
+/**
+ * Caches kept in memory over rows that several processes write (installations, webhook secrets):
+ * a writer bumps the generation of what it changed, in the store; a reader asks `changed()` before
+ * trusting its copy. The question costs one `PRAGMA data_version` (it moves only when another
+ * connection committed, and reads no page) and, only then, one indexed read of the generation.
+ * Within one process the writers drop their own copies as before; this is what tells the others.
+ */
+import type { Db } from './index.ts';
+
+export const generationsMigration = 'CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen INTEGER NOT NULL)';
+
+export interface Generations {
+  /** What `name` covers was changed (call it in the writer's transaction, or right after its write). */
+  bump(name: string): void;
+  /** A check that answers true once each time another process bumped `name` since the last true. */
+  watch(name: string): () => boolean;
+}
+
+const byDb = new WeakMap<Db, Generations>();
+
+/** The generations of this store's connection (one set of statements per connection). */
+export function generationsOf(db: Db): Generations {
+  let g = byDb.get(db);
+  if (!g) byDb.set(db, (g = create(db)));
+  return g;
+}
+
+function create(db: Db): Generations {
+  // A read-only connection (the CLI's --offline) has no table to read, and nothing of its own to drop.
+  if (db.readonly) return { bump() {}, watch: () => () => false };
+  db.exec(generationsMigration);
+  const version = db.prepare('PRAGMA data_version').pluck();
+  const read = db.prepare<[string], number>('SELECT gen FROM store_generations WHERE name = ?').pluck();
+  const bump = db.prepare('INSERT INTO store_generations (name, gen) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET gen = gen + 1');
+  return {
+    bump(name) {
+      bump.run(name);
+    },
+    watch(name) {
+      let seenVersion = version.get() as number;
+      let seenGen = read.get(name) ?? 0;
+      return () => {
+        const v = version.get() as number;
+        if (v === seenVersion) return false;
+        seenVersion = v;
+        const g = read.get(name) ?? 0;
+        if (g === seenGen) return false;
+        seenGen = g;
+        return true;
+      };
+    },
+  };
+}
