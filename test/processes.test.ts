@@ -253,3 +253,43 @@ test('/metrics sums every serving process; --processes 1 serves alone with isola
   assert.equal(code, 0);
 });
 
+
+test('what one serving process changes, every other one sees at once: installations, subscriptions, uninstalls', async (t) => {
+  const { configFile } = setup(t, ['webhooks:', '  allow_private_networks: true']);
+  const r = await scriptedReceiver(t, () => 200);
+  const s = await serve(t, configFile);
+  const base = s.match[1];
+  // Fresh connections spread the requests over both processes; the change lands on one of them.
+  const post = (path: string, body: unknown) =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const text = JSON.stringify(body);
+      const req = http.request(
+        `${base}${path}`,
+        { method: 'POST', agent: false, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
+        (res) => {
+          let data = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => (data += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
+        },
+      );
+      req.on('error', reject);
+      req.end(text);
+    });
+  const hook = await post('/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
+  assert.equal(hook.status, 201);
+  for (let i = 0; i < 30; i++) {
+    const sent = await post('/api/v1/events', samplePayload('site_view'));
+    assert.equal(sent.status, 202);
+    assert.equal(sent.body.deliveries.length, 1, `event ${i} fanned out to the new installation whichever process took it`);
+  }
+  const hello = await post('/api/v1/installations', { integration: 'hello' });
+  const endpoint = hello.body.installation.urls.publicEndpoint as string;
+  assert.equal(((await getOnce(endpoint)) as { status: number }).status, 200);
+  const gone = await api(base, 'DELETE', `/api/v1/installations/${hello.body.installation.id}`);
+  assert.ok(gone.status < 300, JSON.stringify(gone.body));
+  for (let i = 0; i < 20; i++) {
+    const res = (await getOnce(endpoint)) as { status: number };
+    assert.notEqual(res.status, 200, `request ${i}: an uninstalled installation answers in no process`);
+  }
+});
