@@ -10,6 +10,7 @@ import { timeOrderedId } from '../ids.ts';
 import type { Db } from '../store/index.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 import type { HandlerRun } from './handler-views.ts';
+import type { DeliveryFilter } from '../webhooks/queue.ts';
 
 export type { HandlerRun } from './handler-views.ts';
 
@@ -35,16 +36,8 @@ export interface RunNext {
   lastInvocation: string | null;
 }
 
-export interface HandlerRunFilter {
-  status?: DeliveryStatus;
-  type?: string;
-  installation?: string;
-  event?: string;
-  since?: number;
-  until?: number;
-  limit?: number;
-  cursor?: string;
-}
+/** Handler runs are listed with the filters of deliveries (status, type, installation, event, time, page). */
+export type HandlerRunFilter = DeliveryFilter;
 
 interface Row {
   seq: number;

@@ -5,7 +5,7 @@ import { jsonResponse } from '../http/respond.ts';
 import { requireAdmin } from '../http/app.ts';
 import { pageParams, readJson, readJsonObjectOrArray } from '../http/body.ts';
 import type { Services } from '../services.ts';
-import { parseTimeParam, type Deliveries } from '../webhooks/index.ts';
+import { parseTimeParam, replayWindow, type Deliveries } from '../webhooks/index.ts';
 import type { Events } from './service.ts';
 import type { HandlerQueue } from './handlers.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
@@ -80,14 +80,7 @@ export function eventRoutes(app: H3, services: Services): void {
   app.post('/api/v1/handler-runs/replay', async (event) => {
     requireAdmin(event.req);
     const body = await readJson<Record<string, unknown>>(event.req, limit);
-    if (body.failed !== true) throw new SwitchyardError('bad_request', 'replay needs "failed": true (only failed handler runs are replayed)', { where: 'failed' });
-    if (typeof body.since !== 'string' || !body.since)
-      throw new SwitchyardError('bad_request', '"since" is required: a duration ago (2h) or a date-time', { where: 'since' });
-    if (body.installation !== undefined && typeof body.installation !== 'string')
-      throw new SwitchyardError('bad_request', '"installation" must be an installation id', { where: 'installation' });
-    const since = parseTimeParam(body.since, 'since')!;
-    const until = parseTimeParam(typeof body.until === 'string' ? body.until : undefined, 'until') ?? Date.now();
-    const ids = runs().replay({ since, until, installation: body.installation as string | undefined });
+    const ids = runs().replay(replayWindow(body, 'handler runs'));
     return { replayed: ids.length, handlerRuns: ids };
   });
 

@@ -17,7 +17,7 @@ export type { Verification } from './signature.ts';
 export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome, type RetryConfig } from './policy.ts';
 export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
 export { webhooksMigrations } from './schema.ts';
-export { parseTimeParam } from './time.ts';
+export { parseTimeParam, replayWindow } from './time.ts';
 export { maskSecret } from './routes.ts';
 export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem } from './queue.ts';
 export { createQueue, type Queue } from './queue.ts';

@@ -9,7 +9,7 @@ import { oneOfParam, pageParams, readJson } from '../http/body.ts';
 import type { Services } from '../services.ts';
 import type { Deliveries, WebhooksService } from './index.ts';
 import { DELIVERY_STATUSES } from './queue.ts';
-import { parseTimeParam } from './time.ts';
+import { parseTimeParam, replayWindow } from './time.ts';
 
 /** `whsec_…Ab3x`: enough to tell secrets apart, not enough to use one. */
 export function maskSecret(secret: string): string {
@@ -39,15 +39,7 @@ export function webhookRoutes(app: H3, services: Services): void {
   app.post('/api/v1/deliveries/replay', async (event) => {
     requireAdmin(event.req);
     const body = await readJson<Record<string, unknown>>(event.req, limit);
-    if (body.failed !== true)
-      throw new SwitchyardError('bad_request', 'replay needs "failed": true (only failed deliveries are replayed)', { where: 'failed' });
-    if (typeof body.since !== 'string' || !body.since)
-      throw new SwitchyardError('bad_request', '"since" is required: a duration ago (2h) or a date-time', { where: 'since' });
-    if (body.installation !== undefined && typeof body.installation !== 'string')
-      throw new SwitchyardError('bad_request', '"installation" must be an installation id', { where: 'installation' });
-    const since = parseTimeParam(body.since, 'since')!;
-    const until = parseTimeParam(typeof body.until === 'string' ? body.until : undefined, 'until') ?? Date.now();
-    const ids = deliveries().replay({ since, until, installation: body.installation as string | undefined });
+    const ids = deliveries().replay(replayWindow(body, 'deliveries'));
     return { replayed: ids.length, deliveries: ids };
   });
 

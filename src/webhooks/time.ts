@@ -14,3 +14,18 @@ export function parseTimeParam(value: string | null | undefined, name: string, n
     });
   return at;
 }
+
+/**
+ * The body of a bulk replay (`{failed: true, since, until?, installation?}`), checked field by field:
+ * the window and the installation it names. `what` is what is replayed ("deliveries").
+ */
+export function replayWindow(body: Record<string, unknown>, what: string): { since: number; until: number; installation?: string } {
+  if (body.failed !== true) throw new SwitchyardError('bad_request', `replay needs "failed": true (only failed ${what} are replayed)`, { where: 'failed' });
+  if (typeof body.since !== 'string' || !body.since)
+    throw new SwitchyardError('bad_request', '"since" is required: a duration ago (2h) or a date-time', { where: 'since' });
+  if (body.installation !== undefined && typeof body.installation !== 'string')
+    throw new SwitchyardError('bad_request', '"installation" must be an installation id', { where: 'installation' });
+  const since = parseTimeParam(body.since, 'since')!;
+  const until = parseTimeParam(typeof body.until === 'string' ? body.until : undefined, 'until') ?? Date.now();
+  return { since, until, installation: body.installation as string | undefined };
+}
