@@ -39,7 +39,12 @@ export const sandboxModule: Module = {
       limits: services.config.sandbox,
       allowPrivateNetworks: services.config.webhooks.allow_private_networks,
       log: services.log.child({ module: 'sandbox' }),
-      serverOrigin: () => new URL(services.config.publicUrl).origin,
+      // Asked per invocation: parsed again only when the public URL changes (the port is known late).
+      serverOrigin: (() => {
+        let url = '';
+        let origin = '';
+        return () => (services.config.publicUrl === url ? origin : ((url = services.config.publicUrl), (origin = new URL(url).origin)));
+      })(),
       onLog: (e) => (services.onSandboxLog as ((e: { integration: string; requestId: string; line: LogLine }) => void) | undefined)?.(e),
     });
     services.sandbox = sandbox;

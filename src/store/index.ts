@@ -134,8 +134,10 @@ function writeTransactionsImmediate(db: Db): void {
   const transaction = db.transaction.bind(db);
   db.transaction = ((fn: (...args: never[]) => unknown) => {
     const t = transaction(fn);
-    return Object.assign((...args: never[]) => t.immediate(...args), t);
-  }) as Db['transaction'];
+    const run = (...args: never[]) => t.immediate(...args);
+    // The variants stay callable as better-sqlite3 documents them (`.deferred(...)` for a reader).
+    return Object.assign(run, { default: run, deferred: t.deferred, immediate: t.immediate, exclusive: t.exclusive });
+  }) as unknown as Db['transaction'];
 }
 
 /**
