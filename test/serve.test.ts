@@ -39,9 +39,11 @@ test('--version and --help work at every level', async () => {
 test('serve starts on the given config and stops cleanly on SIGTERM', async (t) => {
   const dir = tmpDir(t);
   writeFileSync(join(dir, 'config.yaml'), `server:\n  port: 0\ndata_dir: ./data\nlog:\n  format: json\n`);
-  const { child, match } = await spawnCli(t, ['serve', '--config', join(dir, 'config.yaml')], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/, { cwd: dir });
+  const { child, match, output } = await spawnCli(t, ['serve', '--config', join(dir, 'config.yaml')], /"url":"(http:\/\/127\.0\.0\.1:\d+)"/, { cwd: dir });
   const health = await fetch(`${match[1]}/healthz`);
   assert.equal(health.status, 200);
+  // The start line says where the generated admin token is (a path, not the token: never redacted away).
+  assert.ok(output().includes(`"admin_credential":"${join(dir, 'data', 'admin-token')}"`), output());
   child.kill('SIGTERM');
   const code = await new Promise((r) => child.on('exit', r));
   assert.equal(code, 0);

@@ -101,7 +101,8 @@ export async function startServer(
   (opts.link ? log.debug : log.info).call(log, 'switchyard serving', {
     url: publicUrl,
     console: `${console}/console/`,
-    admin_token: config.admin_token ? 'admin_token in config.yaml' : join(config.data_dir, ADMIN_TOKEN_FILE),
+    // Not named like a secret: the log redacts those, and this says where the token is, not what.
+    admin_credential: config.admin_token ? 'admin_token in config.yaml' : join(config.data_dir, ADMIN_TOKEN_FILE),
     data_dir: config.data_dir,
     config: config.source ?? '(embedded defaults)',
   });
