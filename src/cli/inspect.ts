@@ -114,7 +114,7 @@ export async function sourceFrom(args: { config?: string; offline?: boolean }): 
 // --- Checks that fail fast, before the server is asked (exit 2). The server checks the same; these
 // keep the commands from loading the server's modules (start-up time) and serve --offline too. ---
 
-const DELIVERY_STATUSES = ['pending', 'retrying', 'delivered', 'failed', 'cancelled'] as const satisfies readonly DeliveryStatus[];
+const DELIVERY_STATUSES = ['pending', 'retrying', 'held', 'delivered', 'failed', 'cancelled'] as const satisfies readonly DeliveryStatus[];
 // Compile-time check that the list above names every status of the queue.
 const everyStatus: Exclude<DeliveryStatus, (typeof DELIVERY_STATUSES)[number]> extends never ? true : never = true;
 void everyStatus;
@@ -162,21 +162,17 @@ export function duration(ms: number | null | undefined): string {
   return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
 }
 
+/** Delivery statuses and attempt outcomes (one vocabulary: webhooks/policy.ts), coloured alike. */
 export const statusColour = (s: string) =>
   s === 'delivered' || s === 'success' || s === 'ok'
     ? green(s)
-    : s === 'failed' || s === 'fail'
+    : s === 'failed'
       ? red(s)
-      : s === 'pending' || s === 'retrying' || s === 'retry'
+      : s === 'pending' || s === 'retrying' || s === 'retry' || s === 'held'
         ? yellow(s)
         : s === 'cancelled' || s === 'interrupted'
           ? dim(s)
           : red(s);
-
-/** An attempt's outcome for people: a retryable failure with no retry left (or a manual one) reads as `fail`. */
-export function shownOutcome(a: Pick<Attempt, 'outcome' | 'nextAttemptAt'>): string {
-  return a.outcome === 'retry' && a.nextAttemptAt === null ? 'fail' : a.outcome;
-}
 
 /** What an attempt got back: the HTTP status, else the error code (ECONNREFUSED, ETIMEDOUT…). */
 export function attemptResult(a: Pick<Attempt, 'status' | 'errorCode' | 'error'>): string {

@@ -4,6 +4,7 @@
  * documented path answers something other than 404 for its method.
  */
 import { VERSION } from '../version.ts';
+import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES } from '../webhooks/views.ts';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: unknown, description = 'OK') => ({ description, content: { 'application/json': { schema } } });
@@ -123,11 +124,12 @@ export function openApiDocument(serverUrl: string) {
             eventType: { type: 'string' },
             installationId: { type: 'string' },
             url: { type: 'string' },
-            status: { enum: ['pending', 'retrying', 'delivered', 'failed', 'cancelled'] },
-            attemptCount: { type: 'integer' },
+            status: { enum: [...DELIVERY_STATUSES], description: 'held: its installation is paused; sent when it resumes' },
+            attemptCount: { type: 'integer', description: 'every attempt recorded (automatic, manual, interrupted), replays included' },
+            scheduledAttempts: { type: 'integer', description: 'automatic attempts of the current schedule (since created or last replayed), against maxAttempts' },
             maxAttempts: { type: 'integer' },
             nextAttemptAt: { type: ['string', 'null'], format: 'date-time' },
-            held: { type: 'boolean' },
+            held: { type: 'boolean', description: 'status is held' },
             lastStatus: { type: ['integer', 'null'] },
             lastError: { type: ['string', 'null'] },
             createdAt: { type: 'string', format: 'date-time' },
@@ -145,7 +147,10 @@ export function openApiDocument(serverUrl: string) {
             url: { type: 'string' },
             signatureHeader: { type: ['string', 'null'] },
             status: { type: ['integer', 'null'] },
-            outcome: { enum: ['success', 'retry', 'fail', 'interrupted'] },
+            outcome: {
+              enum: [...ATTEMPT_OUTCOMES],
+              description: 'retry: failed, and the next automatic attempt is scheduled (nextAttemptAt); failed: failed, and no retry follows from it (a permanent answer, the last attempt of a failed delivery, a manual attempt); interrupted: the server stopped under it, sent again',
+            },
             error: { type: ['string', 'null'] },
             errorCode: { type: ['string', 'null'] },
             responseExcerpt: { type: ['string', 'null'] },
@@ -300,7 +305,7 @@ export function openApiDocument(serverUrl: string) {
       '/api/v1/deliveries': {
         get: {
           summary: 'Webhook deliveries, newest first',
-          parameters: [q('status', 'pending, retrying, delivered, failed or cancelled'), q('type', 'event type'), q('installation', 'installation id'), q('event', 'event id'), ...timeParams, ...pageQuery],
+          parameters: [q('status', DELIVERY_STATUSES.join(', '), { enum: [...DELIVERY_STATUSES] }), q('type', 'event type'), q('installation', 'installation id'), q('event', 'event id'), ...timeParams, ...pageQuery],
           responses: { '200': list('deliveries', ref('Delivery')), ...errors },
         },
       },
@@ -314,9 +319,37 @@ export function openApiDocument(serverUrl: string) {
       },
       '/api/v1/deliveries/replay': {
         post: {
-          summary: 'Failed deliveries created in the window go back to pending with a fresh schedule',
-          requestBody: body({ type: 'object', required: ['failed', 'since'], properties: { failed: { const: true }, since: { type: 'string' }, until: { type: 'string' }, installation: { type: 'string' } } }),
-          responses: { '200': json({ type: 'object', properties: { replayed: { type: 'integer' }, deliveries: { type: 'array', items: { type: 'string' } } } }), ...errors },
+          summary:
+            'Deliveries of a status (failed or delivered) created in the window go back to the queue with a fresh schedule (held when their installation is paused; those of uninstalled installations are skipped)',
+          requestBody: body({
+            type: 'object',
+            description: 'status, or failed: true (the same as status failed); since defaults to the first delivery, until to now',
+            properties: {
+              status: { enum: ['failed', 'delivered'] },
+              failed: { const: true },
+              since: { type: 'string' },
+              until: { type: 'string' },
+              installation: { type: 'string' },
+            },
+          }),
+          responses: {
+            '200': json({
+              type: 'object',
+              properties: {
+                replayed: { type: 'integer' },
+                deliveries: { type: 'array', items: { type: 'string' }, description: 'ids, in event order' },
+                held: { type: 'array', items: { type: 'string' }, description: 'those held: their installation is paused' },
+              },
+            }),
+            ...errors,
+          },
+        },
+      },
+      '/api/v1/deliveries/{id}/replay': {
+        post: {
+          summary: 'One failed or delivered delivery back to the queue with a fresh schedule (held when its installation is paused)',
+          parameters: [idParam],
+          responses: { '200': json(ref('DeliveryDetail')), ...errors, '409': json(ref('Error'), 'Still queued, cancelled, its installation uninstalled, or an attempt in flight') },
         },
       },
       '/api/v1/deliveries/stream': stream('Delivery attempts as they are recorded (server-sent `attempt` events)', [q('installation', 'installation id'), q('type', 'event type')]),

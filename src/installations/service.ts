@@ -275,17 +275,20 @@ export function createInstallations(deps: InstallationsDeps) {
   }
 
   /**
-   * Active webhook installations subscribed to `type`, for event fan-out (read on every ingested
-   * event, so the list is kept in memory and dropped whenever an installation changes here).
+   * Webhook installations subscribed to `type`, for event fan-out (read on every ingested event, so
+   * the list is kept in memory and dropped whenever an installation changes here). Active ones, and
+   * paused ones with a URL: their deliveries are stored held and wait for the resume.
    */
   let subscriptionCache: Array<{ installationId: string; url: string; types: string[] }> | undefined;
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
     freshen();
-    subscriptionCache ??= list({ integration: WEBHOOK_INTEGRATION, status: 'active' }).map((i) => ({
-      installationId: i.id,
-      url: String(i.configuration.webhook_url),
-      types: parseEventTypes(i.configuration.event_types),
-    }));
+    subscriptionCache ??= [...list({ integration: WEBHOOK_INTEGRATION, status: 'active' }), ...list({ integration: WEBHOOK_INTEGRATION, status: 'paused' })]
+      .filter((i) => i.status === 'active' || typeof i.configuration.webhook_url === 'string')
+      .map((i) => ({
+        installationId: i.id,
+        url: String(i.configuration.webhook_url),
+        types: parseEventTypes(i.configuration.event_types),
+      }));
     return subscriptionCache.filter((s) => s.types.includes(type)).map(({ installationId, url }) => ({ installationId, url }));
   }
   const changed = () => {

@@ -147,6 +147,9 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
           broadcast({ t: 'parked', parked: [...parked.values()] });
         }
         return;
+      case 'due':
+        for (const s of slots) if (s.worker !== w) send(s.worker, { t: 'due' });
+        return;
       case 'collect': {
         // Metrics from every process, for the one answering GET /metrics.
         const live = slots.filter((s) => s.ready && s.worker?.isConnected());

@@ -7,17 +7,28 @@
 import { SwitchyardError } from '../errors.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import type { Module, Services } from '../services.ts';
-import { createQueue, originOf, type Claimed, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord, type Queue } from './queue.ts';
+import {
+  createQueue,
+  originOf,
+  type Claimed,
+  type Delivery,
+  type DeliveryDetail,
+  type DeliveryFilter,
+  type Attempt,
+  type AttemptRecord,
+  type Queue,
+  type ReplayRefusal,
+} from './queue.ts';
 import { createSecrets, type WebhookSecrets } from './secrets.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { webhookRoutes } from './routes.ts';
 
 export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
 export type { Verification } from './signature.ts';
-export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome, type RetryConfig } from './policy.ts';
+export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, ATTEMPT_OUTCOMES, type AttemptOutcome, type Outcome, type RetryConfig } from './policy.ts';
 export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
 export { webhooksMigrations } from './schema.ts';
-export { parseTimeParam, replayWindow } from './time.ts';
+export { parseTimeParam, replayWindow, replaySelection, REPLAYABLE_STATUSES } from './time.ts';
 export { maskSecret } from './routes.ts';
 export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem } from './queue.ts';
 export { createQueue, type Queue } from './queue.ts';
@@ -32,7 +43,11 @@ export interface WebhooksService {
   describe: WebhookSecrets['describe'];
   /** Uninstall: queued deliveries become `cancelled`, secrets are deleted. */
   removeInstallation(installationId: string): void;
-  /** Pause holds queued deliveries (they wait, nothing is dropped); resume sends the overdue ones at once. */
+  /**
+   * Pause (in the caller's transaction): the installation's queued deliveries become `held`, and so
+   * does every delivery enqueued for it until resume. Resume makes every held one due at once, in
+   * event order, on a fresh start of its schedule.
+   */
   pauseInstallation(installationId: string): void;
   resumeInstallation(installationId: string): void;
   /** The webhook URL was edited: queued deliveries (pending, retrying) go to the new URL. Returns how many moved. */
@@ -68,8 +83,13 @@ export interface Deliveries {
   get(id: string): DeliveryDetail | undefined;
   /** A manual attempt now (whatever the state, except cancelled); resolves with the recorded attempt. */
   retry(id: string): Promise<Attempt>;
-  /** Failed deliveries created in the window go back to pending with a fresh schedule; ids replayed. */
-  replay(f: { since: number; until: number; installation?: string }): string[];
+  /**
+   * Deliveries of `status` (failed or delivered) created in the window go back to the queue with a
+   * fresh schedule (held when their installation is paused); the ids replayed, in event order.
+   */
+  replay(f: { status: 'failed' | 'delivered'; since: number; until: number; installation?: string }): Array<{ id: string; held: boolean }>;
+  /** One failed or delivered delivery back to the queue with a fresh schedule (409 otherwise). */
+  replayOne(id: string): DeliveryDetail;
   counts(): Record<string, number>;
   inFlight(): number;
   /** Observe every recorded attempt (live tail, metrics); returns the unsubscribe function. */
@@ -133,19 +153,8 @@ export const webhooksModule: Module = {
       return shared[1];
     };
     const log = services.log.child({ module: 'webhooks' });
-    // Installations whose deliveries were enqueued while paused (held: not marked due). When one is
-    // no longer paused, its deliveries are looked up again (resume does it at once; a pause rolled
-    // back with its transaction is seen when secrets reloads its copy).
-    const heldEnqueued = new Set<string>();
-    const secrets = createSecrets(db, {
-      overlapMs: () => cfg().secret_rotation_overlap,
-      onUnpaused(id) {
-        if (!heldEnqueued.delete(id)) return;
-        queue.noteInstallationDue(id);
-        worker.wake();
-      },
-    });
-    const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyHeld: () => secrets.anyPaused() });
+    const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
+    const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyPaused: () => secrets.anyPaused() });
     const currentUrl = (d: { eventType: string; installationId: string }) =>
       (services.subscriptions as Subscriptions)?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
 
@@ -184,14 +193,36 @@ export const webhooksModule: Module = {
           if (n) log.info('queued deliveries cancelled: installation removed', { installation: id, deliveries: n });
         })();
       },
-      pauseInstallation: (id) => secrets.setPaused(id, true),
+      pauseInstallation(id) {
+        secrets.setPaused(id, true);
+        const n = queue.holdInstallation(id, Date.now());
+        if (n) log.info('queued deliveries held: installation paused', { installation: id, deliveries: n });
+      },
       setEndpointUrl: (id, url) => queue.setInstallationUrl(id, url),
       resumeInstallation(id) {
         secrets.setPaused(id, false);
-        heldEnqueued.delete(id);
-        queue.noteInstallationDue(id);
-        worker.wake();
+        const n = queue.releaseHeld(id, Date.now());
+        if (!n) return;
+        log.info('held deliveries due: installation resumed', { installation: id, deliveries: n });
+        // After the caller's transaction commits: this process starts its share, the others theirs.
+        setImmediate(dueEverywhere);
       },
+    };
+    /** Due work was made here that every serving process may take (a resume, a replay). */
+    const dueEverywhere = () => {
+      worker.wake();
+      link?.announceDue();
+    };
+    const refused = (id: string, why: ReplayRefusal): never => {
+      const messages = {
+        not_found: [`no delivery ${id}`, 'list them with GET /api/v1/deliveries'],
+        queued: [`delivery ${id} is still queued (pending, retrying or held): it will be sent`, 'retry it for an attempt now'],
+        cancelled: [`delivery ${id} was cancelled (its installation was uninstalled)`, 'install the webhook again and send the event again'],
+        uninstalled: [`delivery ${id} belongs to an installation that was uninstalled`, 'install the webhook again and send the event again'],
+        busy: [`delivery ${id} has an attempt in flight`, 'wait for it to finish, then replay'],
+      } as const;
+      const [message, hint] = messages[why];
+      throw new SwitchyardError(why === 'not_found' ? 'not_found' : 'conflict', message, { hint });
     };
 
     const deliveries: Deliveries = {
@@ -200,8 +231,9 @@ export const webhooksModule: Module = {
         for (const s of subscriptions) {
           secrets.ensureSecret(s.installationId);
           const origin = originOf(s.url);
-          const held = secrets.isPaused(s.installationId);
-          if (held) heldEnqueued.add(s.installationId);
+          // The copy in memory is never less paused than the store; the store has the last word
+          // (a pause whose transaction rolled back is still in the copy for a moment).
+          const held = secrets.isPaused(s.installationId) && queue.isPaused(s.installationId);
           const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
           let claimed: Claimed | null;
           try {
@@ -242,12 +274,18 @@ export const webhooksModule: Module = {
         return attemptView(record, queue.get(id)!.attempts.length);
       },
       replay(f) {
-        const ids = queue.replayFailed(f, Date.now(), (d) => currentUrl(d) ?? d.url);
-        if (ids.length) {
-          log.info('failed deliveries replayed', { deliveries: ids.length });
-          worker.wake();
+        const replayed = queue.replay(f, Date.now(), (d) => currentUrl(d) ?? d.url);
+        if (replayed.length) {
+          log.info(`${f.status} deliveries replayed`, { deliveries: replayed.length, held: replayed.filter((r) => r.held).length });
+          dueEverywhere();
         }
-        return ids;
+        return replayed;
+      },
+      replayOne(id) {
+        const r = queue.replayOne(id, Date.now(), (d) => currentUrl(d) ?? d.url);
+        if (typeof r === 'string') refused(id, r);
+        dueEverywhere();
+        return queue.get(id)!;
       },
       counts: () => queue.counts(),
       inFlight: () => worker.inFlight(),

@@ -9,7 +9,7 @@ import { oneOfParam, pageParams, readJson } from '../http/body.ts';
 import type { Services } from '../services.ts';
 import type { Deliveries, WebhooksService } from './index.ts';
 import { DELIVERY_STATUSES } from './queue.ts';
-import { parseTimeParam, replayWindow } from './time.ts';
+import { parseTimeParam, replaySelection } from './time.ts';
 
 /** `whsec_…Ab3x`: enough to tell secrets apart, not enough to use one. */
 export function maskSecret(secret: string): string {
@@ -39,8 +39,8 @@ export function webhookRoutes(app: H3, services: Services): void {
   app.post('/api/v1/deliveries/replay', async (event) => {
     requireAdmin(event.req);
     const body = await readJson<Record<string, unknown>>(event.req, limit);
-    const ids = deliveries().replay(replayWindow(body, 'deliveries'));
-    return { replayed: ids.length, deliveries: ids };
+    const replayed = deliveries().replay(replaySelection(body));
+    return { replayed: replayed.length, deliveries: replayed.map((r) => r.id), held: replayed.filter((r) => r.held).map((r) => r.id) };
   });
 
   app.get('/api/v1/deliveries/:id', (event) => {
@@ -49,6 +49,11 @@ export function webhookRoutes(app: H3, services: Services): void {
     const d = deliveries().get(id);
     if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with GET /api/v1/deliveries' });
     return d;
+  });
+
+  app.post('/api/v1/deliveries/:id/replay', (event) => {
+    requireAdmin(event.req);
+    return deliveries().replayOne(event.context.params!.id);
   });
 
   app.post('/api/v1/deliveries/:id/retry', async (event) => {

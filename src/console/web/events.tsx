@@ -236,10 +236,13 @@ export function EventsPage({ openId, eventId }: { openId?: string; eventId?: str
                     </td>
                     <td>
                       <Badge status={d.status} />
-                      {d.held ? <span class="muted small"> held (paused)</span> : null}
+                      {d.held ? <div class="muted small">installation paused: sent when it resumes</div> : null}
                     </td>
                     <td>
-                      {d.attemptCount} / {d.maxAttempts}
+                      {d.attemptCount}
+                      <div class="muted small">
+                        {d.scheduledAttempts} of {d.maxAttempts} automatic
+                      </div>
                     </td>
                     <td>{d.lastStatus ?? (d.lastError ? <span class="small">{d.lastError}</span> : '—')}</td>
                     <td>
@@ -390,10 +393,12 @@ function DeliveryPanel({ id, detail, retrying, onRetry }: { id: string; detail?:
             <dd>
               <code>{detail.url}</code>
             </dd>
-            <dt>Next attempt</dt>
+            <dt>Attempts</dt>
             <dd>
-              <Time at={detail.nextAttemptAt} />
+              {detail.attemptCount} in all; {detail.scheduledAttempts} of {detail.maxAttempts} automatic in this schedule
             </dd>
+            <dt>Next attempt</dt>
+            <dd>{detail.held ? 'when the installation resumes' : <Time at={detail.nextAttemptAt} />}</dd>
             <dt>Signature</dt>
             <dd>
               <code class="small">{detail.signatureHeader ?? '—'}</code>
@@ -428,7 +433,7 @@ function DeliveryPanel({ id, detail, retrying, onRetry }: { id: string; detail?:
                     <td>{a.durationMs === null ? '—' : `${Math.round(a.durationMs)} ms`}</td>
                     <td>{a.status ?? '—'}</td>
                     <td>
-                      {a.outcome}
+                      <Badge status={a.outcome} />
                       {a.error ? <div class="small">{a.error}</div> : null}
                     </td>
                     <td>
