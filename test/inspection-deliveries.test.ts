@@ -151,6 +151,59 @@ test('deliveries replay --failed: every failed one once, waits for the outcome, 
   assert.equal(noWait.stdout, 're-enqueued 4 failed deliveries\n');
 });
 
+test('deliveries replay <id> sends one delivery again; --status delivered replays delivered ones, --since optional; attempts keep counting', async (t) => {
+  const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
+  const r = await receiver(t, 503);
+  const ok = await receiver(t, 200);
+  const failing = await s.subscribe(r.url, ['site_view']);
+  const fine = await s.subscribe(ok.url, ['page_feedback']);
+  const [bad] = (await s.send('site_view')).deliveries;
+  const [good] = (await s.send('page_feedback')).deliveries;
+  assert.equal((await s.settled(bad.id)).status, 'failed');
+  assert.equal((await s.settled(good.id)).status, 'delivered');
+
+  // One by id: it goes back to the queue, the command waits for its outcome.
+  const again = await s.cli(['deliveries', 'replay', bad.id]);
+  assert.equal(again.code, 1, again.stderr);
+  assert.equal(again.stdout, `replayed ${bad.id}: failed again\n`);
+  r.answer = 200;
+  const fixed = await s.cli(['deliveries', 'replay', bad.id]);
+  assert.equal(fixed.code, 0, fixed.stderr);
+  assert.equal(fixed.stdout, `replayed ${bad.id}: delivered\n`);
+  const shown = await s.cliJson<DeliveryDetail>(['deliveries', 'show', bad.id]);
+  assert.deepEqual(shown.attempts.map((a) => [a.number, a.status, a.outcome]), [[1, 503, 'failed'], [2, 503, 'failed'], [3, 200, 'success']]);
+  assert.deepEqual([shown.attemptCount, shown.scheduledAttempts], [3, 1], 'every attempt counts, across replays; the schedule is the last one');
+  const listed = await s.cli(['deliveries', 'list', '--installation', failing]);
+  assert.match(listed.stdout, /delivered\s+3\s+1\/1\s+200\s/);
+
+  // Delivered ones too, with no --since (every one), and only those of the status asked for.
+  const delivered = await s.cliJson<{ replayed: number; deliveries: string[]; delivered: number; failed: number }>(['deliveries', 'replay', '--status', 'delivered', '--installation', fine]);
+  assert.deepEqual([delivered.replayed, delivered.deliveries, delivered.delivered, delivered.failed], [1, [good.id], 1, 0]);
+  assert.equal(ok.answered.get(200), 2, 'sent again');
+  const none = await s.cli(['deliveries', 'replay', '--failed']);
+  assert.equal(none.stdout, 'no failed deliveries to replay\n');
+
+  for (const [args, code, message] of [
+    [['deliveries', 'replay', good.id, '--failed'], 2, /give one delivery id, or a selection/],
+    [['deliveries', 'replay', '--status', 'pending'], 2, /--status must be failed or delivered, got "pending"/],
+    [['deliveries', 'replay', '--failed', '--status', 'delivered'], 2, /--failed and --status delivered disagree/],
+    [['deliveries', 'replay', 'dlv_nope'], 1, /no delivery dlv_nope/],
+  ] as const) {
+    const res = await s.cli([...args]);
+    assert.equal(res.code, code, `${args.join(' ')}: ${res.stderr}`);
+    assert.match(res.stderr, message);
+  }
+  // A queued delivery (here held by a pause) is not replayed: it will be sent anyway.
+  assert.equal((await s.api('POST', `/api/v1/installations/${failing}/pause`)).status, 200);
+  const [held] = (await s.send('site_view')).deliveries;
+  const queued = await s.api('POST', `/api/v1/deliveries/${held.id}/replay`);
+  assert.equal(queued.status, 409);
+  assert.match(queued.body.error.message, /is still queued/);
+  const byApi = await s.api('POST', '/api/v1/deliveries/replay', { status: 'cancelled' });
+  assert.equal(byApi.status, 400);
+  assert.equal(byApi.body.error.where, 'status');
+});
+
 /** Run the CLI on a pseudo-terminal (util-linux `script`): stdout and stderr are both a TTY. */
 function runOnTerminal(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
   const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;

@@ -293,3 +293,50 @@ test('what one serving process changes, every other one sees at once: installati
     assert.notEqual(res.status, 200, `request ${i}: an uninstalled installation answers in no process`);
   }
 });
+
+test('pause and resume across serving processes: events either one takes are held, and a resume either one takes sends them all', async (t) => {
+  const { configFile } = setup(t, ['webhooks:', '  allow_private_networks: true']);
+  const r = await scriptedReceiver(t, () => 200);
+  const s = await serve(t, configFile);
+  const base = s.match[1];
+  // Each request on a fresh connection: both processes take some, so the process that resumes did
+  // not create every held delivery (it learns them from the store; the others are told at once).
+  const fresh = (method: string, path: string, body?: unknown) =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const text = body === undefined ? '' : JSON.stringify(body);
+      const req = http.request(
+        `${base}${path}`,
+        { method, agent: false, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
+        (res) => {
+          let data = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => (data += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
+        },
+      );
+      req.on('error', reject);
+      req.end(text);
+    });
+  const hook = await fresh('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
+  assert.equal(hook.status, 201);
+  const id = hook.body.installation.id as string;
+  for (let round = 1; round <= 2; round++) {
+    assert.equal((await fresh('POST', `/api/v1/installations/${id}/pause`)).status, 200);
+    const before = r.requests.length;
+    const events: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const sent = await fresh('POST', '/api/v1/events', samplePayload('site_view'));
+      assert.equal(sent.status, 202);
+      assert.equal(sent.body.deliveries.length, 1);
+      events.push(sent.body.eventId);
+    }
+    await new Promise((res) => setTimeout(res, 300));
+    assert.equal(r.requests.length, before, `round ${round}: nothing sent while paused, whichever process took the event`);
+    const held = await fresh('GET', `/api/v1/deliveries?status=held&installation=${id}`);
+    assert.equal(held.body.deliveries.length, 12);
+    assert.equal((await fresh('POST', `/api/v1/installations/${id}/resume`)).status, 200);
+    await waitFor(() => r.requests.length === before + 12, 15_000);
+    assert.deepEqual(new Set(r.requests.slice(before).map((q) => JSON.parse(q.body).eventId)), new Set(events));
+    await waitFor(async () => (await fresh('GET', `/api/v1/deliveries?status=delivered&installation=${id}&limit=500`)).body.deliveries.length === round * 12, 5_000);
+  }
+});
