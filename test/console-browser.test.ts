@@ -231,14 +231,14 @@ for (const mode of ['stream', 'polling'] as const) {
     // The row appears, and turns delivered after the automatic retry, with no reload or click.
     const row = page.locator('tr[data-delivery]', { hasText: eventId });
     await row.locator('.badge-delivered').waitFor();
-    assert.match(await row.innerText(), /2 \/ 4/);
+    assert.match(await row.innerText(), /\b2\s+2 of 4 automatic/);
     assert.equal(hook.bodies.length, 2);
     assert.equal(JSON.parse(hook.bodies[1]).eventId, eventId);
     await shot(page, `10-deliveries-${mode}`);
 
     await row.getByRole('link').click();
     await page.getByRole('heading', { name: /^Delivery dlv_/ }).waitFor();
-    assert.match(await page.locator('tr[data-attempt="1"]').innerText(), /500/);
+    assert.match(await page.locator('tr[data-attempt="1"]').innerText(), /500\s+retry/);
     assert.match(await page.locator('tr[data-attempt="2"]').innerText(), /200/);
     await page.getByRole('button', { name: 'Retry now' }).click();
     const manual = page.locator('tr[data-attempt="3"]');
