@@ -6,6 +6,7 @@
 import { timeOrderedId } from '../ids.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
+import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 import type { Outcome } from './policy.ts';
 
 export { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, type DeliveryDetail } from './views.ts';
@@ -273,6 +274,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
   };
 
   const inTransaction = db.transaction((fn: () => unknown) => fn());
+  const patience = lockPatience(db);
 
   /** One attempt row; its number follows the delivery's attempts so far. */
   const insertAttempt = (seq: number, a: AttemptRecord) =>
@@ -447,6 +449,14 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
     /** Run `fn` in one transaction (a savepoint when already inside one). */
     atomically<T>(fn: () => T): T {
       return inTransaction(fn) as T;
+    },
+
+    /**
+     * As atomically, but LOCK_BUSY (nothing done) when another process holds the write lock, until
+     * it has refused for a few ms (store/patience.ts): a group commit tries again next turn.
+     */
+    atomicallyUnlessBusy<T>(fn: () => T): T | typeof LOCK_BUSY {
+      return patience.run(() => inTransaction(fn) as T);
     },
 
     /** Take the leases of several due deliveries in one statement (in the order given); those no longer due or leased are left out. */
