@@ -46,7 +46,8 @@ export interface InvocationError {
 export interface InvocationResult {
   status: number;
   headers: Array<[string, string]>;
-  body: Uint8Array;
+  /** The answer's body: a string when the integration's Response was made from one. */
+  body: Uint8Array | string;
   logs: LogLine[];
   error?: InvocationError;
   durationMs: number;
