@@ -5,6 +5,7 @@ import { encodeEnvelope } from '../src/runtime/index.ts';
 import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
 import { openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
+import { allMigrations } from '../src/migrations.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
 process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
@@ -299,7 +300,7 @@ test("a public-endpoint answer does not wait for its invocation's record, which 
     assert.equal(seen?.status, 200, `invocation ${i} is readable right after its answer`);
   }
   await s.close();
-  const db = openStore(s.config.data_dir).db;
+  const db = openStore(s.config.data_dir, { migrations: allMigrations() }).db;
   t.after(() => db.close());
   assert.equal((db.prepare("SELECT COUNT(*) AS n FROM invocations WHERE event_type = 'fetch'").get() as { n: number }).n, 5, 'all recorded by shutdown');
 });

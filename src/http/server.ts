@@ -18,6 +18,7 @@ import { consoleUrl } from './origins.ts';
 import { join } from 'node:path';
 import { createApp } from './app.ts';
 import { AUTH_FAILURES_ALLOWED, createAuthThrottle } from './throttle.ts';
+import { allMigrations } from '../migrations.ts';
 
 export interface RunningServer {
   url: string;
@@ -42,7 +43,7 @@ export async function startServer(
   } = {},
 ): Promise<RunningServer> {
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
-  const store = openStore(config.data_dir, opts.link ? { shared: true } : { lock: true });
+  const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), migrations: allMigrations() });
   const adminToken = resolveAdminToken(config, true)!;
   const services: Services = {
     config,
