@@ -34,6 +34,8 @@ export interface LoadedIntegration {
   /** Resolved secret values by name. Never log these. */
   secrets: Record<string, string>;
   script?: GuestScript;
+  /** The script's source map (JSON text), for stack traces; stays on the host (see runtime/stack-trace.ts). */
+  sourceMap?: string;
   warnings: Problem[];
   loadedAt: number;
 }
@@ -258,7 +260,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     const p = await prepareFolder(dir, { env: opts.env, label: f.label, maxBytes: opts.limits.script_size });
     const warnings = p.warnings;
     if (!p.prepared) return fail(f, p.errors, warnings, p.claimedName);
-    const { manifest, script, secrets } = p.prepared;
+    const { manifest, script, secrets, sourceMap } = p.prepared;
     const name = manifest.name;
 
     const owner = byName.get(name);
@@ -324,7 +326,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       prev.warnings = warnings;
       return;
     }
-    const next: LoadedIntegration = { name, dir, manifest, secrets, script, warnings, loadedAt: now() };
+    const next: LoadedIntegration = { name, dir, manifest, secrets, script, ...(sourceMap ? { sourceMap } : {}), warnings, loadedAt: now() };
     f.current = next;
     if (prev && prev.name !== name && byName.get(prev.name) === key) byName.delete(prev.name);
     byName.set(name, key);
