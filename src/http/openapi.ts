@@ -245,7 +245,7 @@ export function openApiDocument(serverUrl: string) {
               target: { enum: ['organization', 'space', 'site'] },
               space: { type: 'string' },
               site: { type: 'string' },
-              configuration: { type: 'object' },
+              configuration: { type: 'object', description: "property values; the manifest's defaults fill in absent keys" },
               externalIds: { type: 'array', items: { type: 'string' } },
               webhook_secret: { type: 'string', description: 'webhook integration only: use this signing secret' },
             },
@@ -259,7 +259,7 @@ export function openApiDocument(serverUrl: string) {
       '/api/v1/installations/{id}': {
         get: { summary: 'One installation (credentials redacted unless ?reveal=true, admin only)', parameters: [idParam, q('reveal', 'show stored credentials', { type: 'boolean' })], responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors } },
         patch: {
-          summary: 'Edit configuration: keys set, null removes; validated against the manifest; emits installation_setup',
+          summary: 'Edit configuration: keys set, null removes (a property with a manifest default takes it back); validated against the manifest; emits installation_setup',
           parameters: [idParam],
           requestBody: body({ type: 'object', required: ['configuration'], properties: { configuration: { type: 'object' } } }),
           responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors },

@@ -13,6 +13,14 @@ export interface GuestScript {
   code: string;
 }
 
+/**
+ * The file name a script is compiled under: V8 names its stack frames `integration:<name>@<version>:L:C`,
+ * which the runtime maps back to the author's files (runtime/stack-trace.ts).
+ */
+export function scriptFileName(script: Pick<GuestScript, 'name' | 'version'>): string {
+  return `integration:${script.name}@${script.version}`;
+}
+
 export interface Envelope {
   event: { type: string; [k: string]: unknown };
   environment: Record<string, unknown>;
