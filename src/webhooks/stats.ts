@@ -11,6 +11,9 @@
  * buckets are listed; the caller fills the gaps with zeros.
  */
 import type { Db } from '../store/index.ts';
+import type { DeliveryStats, Percentiles, StatsBucket } from './views.ts';
+
+export type { DeliveryStats, EndpointStats, Percentiles, StatsBucket } from './views.ts';
 
 export interface StatsFilter {
   /** Window start and end, ms since the epoch (the start is rounded down to a bucket boundary). */
@@ -20,39 +23,6 @@ export interface StatsFilter {
   /** Only deliveries to this URL origin. */
   origin?: string;
   installation?: string;
-}
-
-/** Nearest-rank percentiles, in milliseconds, over `count` values. */
-export interface Percentiles {
-  count: number;
-  p50: number;
-  p95: number;
-  max: number;
-}
-
-export interface StatsBucket {
-  /** Start of the bucket (ISO-8601). */
-  at: string;
-  /** Deliveries created in the bucket, by their status now (any status string the store holds). */
-  counts: Record<string, number>;
-  /** Ingest to delivery, of the bucket's delivered deliveries. */
-  latency: Percentiles | null;
-  /** Duration of the HTTP attempts to the endpoint that started in the bucket (attempts of deliveries created in the window). */
-  response: Percentiles | null;
-}
-
-export interface EndpointStats {
-  endpoint: string;
-  total: number;
-  byStatus: Record<string, number>;
-  buckets: StatsBucket[];
-}
-
-export interface DeliveryStats {
-  since: string;
-  until: string;
-  bucketMs: number;
-  endpoints: EndpointStats[];
 }
 
 /**
