@@ -59,11 +59,11 @@ function denseBuckets(stats: DeliveryStats, e: EndpointStats): Bucket[] {
   return out;
 }
 
-/** The smallest of 1, 2, 5 x 10^k at or above `v`. */
+/** The smallest of 1, 2, 4, 6, 8 x 10^k at or above `v` (its half is a round number too). */
 function niceMax(v: number): number {
   if (v <= 0) return 1;
   const p = 10 ** Math.floor(Math.log10(v));
-  return [1, 2, 5, 10].map((m) => m * p).find((x) => x >= v)!;
+  return [1, 2, 4, 6, 8, 10].map((m) => m * p).find((x) => x >= v)!;
 }
 
 export const formatMs = (ms: number) => (ms >= 10_000 ? `${Math.round(ms / 1000)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`);
@@ -85,13 +85,15 @@ const M = { top: 8, right: 8, bottom: 20, left: 44 };
 const H = 150;
 
 /** Axes shared by both charts: y ticks at 0, half and the top, x labels at a few bucket starts. */
-function Axes({ width, buckets, max, format }: { width: number; buckets: Bucket[]; max: number; format(v: number): string }): VNode {
+function Axes({ width, buckets, max, format, whole }: { width: number; buckets: Bucket[]; max: number; format(v: number): string; whole?: boolean }): VNode {
   const plotH = H - M.top - M.bottom;
   const bw = (width - M.left - M.right) / buckets.length;
   const every = Math.max(1, Math.ceil(buckets.length / Math.max(2, Math.floor((width - M.left) / 70))));
+  // Counts have no half-deliveries: a top of 1 gets no middle line.
+  const ticks = whole && max < 2 ? [0, 1] : [0, 0.5, 1];
   return (
     <g class="axes">
-      {[0, 0.5, 1].map((f) => {
+      {ticks.map((f) => {
         const y = M.top + plotH * (1 - f);
         return (
           <g key={f}>
@@ -103,7 +105,7 @@ function Axes({ width, buckets, max, format }: { width: number; buckets: Bucket[
         );
       })}
       {buckets.map((b, i) =>
-        i % every === 0 ? (
+        i % every === 0 && M.left + i * bw < width - 36 ? (
           <text key={b.at} x={M.left + i * bw} y={H - 5}>
             {formatClock(new Date(b.at), false)}
           </text>
@@ -147,7 +149,7 @@ function DeliveriesChart({ buckets, statuses, others, per, endpoint }: { buckets
   const total = buckets.reduce((a, b) => a + Object.values(b.counts).reduce((x, n) => x + n, 0), 0);
   return (
     <Chart sizer={sizer} width={width} label={`Deliveries per ${per} to ${endpoint}, by status: ${total} in all`}>
-      <Axes width={width} buckets={buckets} max={max} format={(v) => String(Math.round(v))} />
+      <Axes width={width} buckets={buckets} max={max} format={(v) => String(Math.round(v))} whole />
       {buckets.map((b, i) => {
         let y = M.top + plotH;
         return (
