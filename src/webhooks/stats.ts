@@ -26,15 +26,15 @@ export interface StatsFilter {
 }
 
 /**
- * Percentiles of `ms` per (origin, bucket) over the rows of `source` (a SELECT of origin, b, ms),
- * with window functions: each row's rank within its group, and the value at rank ceil(n * p).
+ * Percentiles of `ms` per (origin, bucket) over the rows of `source` (a SELECT of origin, b, ms):
+ * nearest-rank, i.e. the smallest value whose cumulative share (CUME_DIST, one sort) reaches p.
  */
 const percentilesOf = (source: string) => `
   WITH x AS (${source}),
-  r AS (SELECT origin, b, ms, ROW_NUMBER() OVER (PARTITION BY origin, b ORDER BY ms) AS rn, COUNT(*) OVER (PARTITION BY origin, b) AS n FROM x)
-  SELECT origin, b, MAX(n) AS n,
-    MAX(CASE WHEN rn = (n * 50 + 99) / 100 THEN ms END) AS p50,
-    MAX(CASE WHEN rn = (n * 95 + 99) / 100 THEN ms END) AS p95,
+  r AS (SELECT origin, b, ms, CUME_DIST() OVER (PARTITION BY origin, b ORDER BY ms) AS share FROM x)
+  SELECT origin, b, COUNT(*) AS n,
+    MIN(CASE WHEN share >= 0.5 THEN ms END) AS p50,
+    MIN(CASE WHEN share >= 0.95 THEN ms END) AS p95,
     MAX(ms) AS max
   FROM r GROUP BY origin, b`;
 
