@@ -94,7 +94,8 @@ function Login({ reason, onLoggedIn }: { reason?: string; onLoggedIn(s: { csrf: 
       setToken('');
       onLoggedIn(body);
     } catch (err) {
-      setError(errorText(err));
+      // fetch() rejects only when no answer came at all.
+      setError(err instanceof TypeError ? 'The server cannot be reached. Is it running?' : errorText(err));
       input.current?.focus();
     } finally {
       setBusy(false);

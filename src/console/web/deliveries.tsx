@@ -10,6 +10,7 @@ import { api, DELIVERY_STATUSES, errorText, WEBHOOK_EVENT_TYPES, type Delivery, 
 import { apiQuery, FilterBar, hrefOf, navigate, Pager, SelectFilter, TimeRange, withParams } from './filters.tsx';
 import { LiveIndicator, useCoalesced, useLive } from './live.tsx';
 import { announce, Badge, ErrorBox, PageTitle, Scroll, Section, Time } from './ui.tsx';
+import { formatTime } from './time.tsx';
 
 /** The filters the deliveries API takes, as the page's address names them. */
 export const DELIVERY_FILTERS = ['status', 'type', 'installation', 'endpoint', 'event', 'since', 'until'] as const;
@@ -288,6 +289,8 @@ function ReplayDialog({ query, onClose, onReplayed }: { query: URLSearchParams; 
     }
   }
   const preset = ['1h', '24h', '7d', '30d'].includes(since);
+  // `2h` reads "in the last 2h"; a date-time reads "since <local time>".
+  const span = /^\d+(\.\d+)?(ms|s|m|h|d)$/.test(since) ? `in the last ${since}` : `since ${formatTime(since)}`;
   return (
     <div class="confirm" role="group" aria-labelledby="replay-h">
       <h3 id="replay-h" tabIndex={-1} ref={heading}>
@@ -296,7 +299,7 @@ function ReplayDialog({ query, onClose, onReplayed }: { query: URLSearchParams; 
       <div class="row">
         <label for="replay-since">Created</label>
         <select id="replay-since" value={since} onChange={(e) => setSince((e.currentTarget as HTMLSelectElement).value)}>
-          {preset ? null : <option value={since}>as filtered ({since.includes('T') ? since.replace('T', ' ').slice(0, 19) : since}{until ? ' to the end of the filter' : ''})</option>}
+          {preset ? null : <option value={since}>as filtered ({span})</option>}
           <option value="1h">in the last hour</option>
           <option value="24h">in the last 24 hours</option>
           <option value="7d">in the last 7 days</option>
@@ -304,8 +307,8 @@ function ReplayDialog({ query, onClose, onReplayed }: { query: URLSearchParams; 
         </select>
       </div>
       <p>
-        Every <strong>failed</strong> delivery created {preset ? `in the last ${since}` : `since ${since}`}
-        {until ? ` until ${until}` : ''}
+        Every <strong>failed</strong> delivery created {span}
+        {until ? ` until ${formatTime(until)}` : ''}
         {scope.installation ? <> for installation <code>{scope.installation}</code></> : null}
         {scope.type ? <> of type <code>{scope.type}</code></> : null}
         {scope.endpoint ? <> to <code>{scope.endpoint}</code></> : null} goes back to pending with a fresh retry schedule and is sent again to its
