@@ -270,7 +270,10 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
     await page.goto(`${s.consoleUrl}/console/${hash}`);
     await page.locator(ready).first().waitFor();
     await page.waitForTimeout(100); // charts measure their width after the first paint
-    const { scroll, viewport } = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, viewport: window.innerWidth }));
+    const { scroll, viewport } = await page.evaluate(() => {
+      const g = globalThis as any;
+      return { scroll: g.document.documentElement.scrollWidth as number, viewport: g.innerWidth as number };
+    });
     assert.equal(viewport, 420);
     assert.equal(scroll, 420, `${name}: the page is ${scroll} px wide in a 420 px viewport`);
     await shot(page, `38-narrow-${name}`);
@@ -301,7 +304,7 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
   assert.equal(await live.innerText(), 'Not live: the server is unreachable');
   assert.doesNotMatch(await page.locator('main').innerText(), /Failed to fetch|\bLive\b(?!:)/);
   assert.equal(await page.locator('tr[data-delivery]').count(), 3, 'what was shown stays');
-  assert.equal(await page.evaluate(() => document.documentElement.scrollWidth), 420);
+  assert.equal(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth), 420);
   await shot(page, '39-unreachable');
 
   // It comes back: the banner goes, the stream reopens and the page catches up.
