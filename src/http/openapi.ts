@@ -159,6 +159,42 @@ export function openApiDocument(serverUrl: string) {
             { type: 'object', properties: { body: { type: 'string', description: 'the exact bytes sent' }, payload: {}, signatureHeader: { type: ['string', 'null'] }, attempts: { type: 'array', items: ref('Attempt') } } },
           ],
         },
+        Percentiles: {
+          type: ['object', 'null'],
+          properties: { count: { type: 'integer' }, p50: { type: 'number' }, p95: { type: 'number' }, max: { type: 'number' } },
+        },
+        DeliveryStats: {
+          type: 'object',
+          properties: {
+            since: { type: 'string', format: 'date-time', description: 'start of the first bucket' },
+            until: { type: 'string', format: 'date-time' },
+            bucketMs: { type: 'integer' },
+            endpoints: {
+              type: 'array',
+              description: 'busiest first',
+              items: {
+                type: 'object',
+                properties: {
+                  endpoint: { type: 'string', description: 'URL origin' },
+                  total: { type: 'integer' },
+                  byStatus: { type: 'object', additionalProperties: { type: 'integer' } },
+                  buckets: {
+                    type: 'array',
+                    items: {
+                      type: 'object',
+                      properties: {
+                        at: { type: 'string', format: 'date-time' },
+                        counts: { type: 'object', additionalProperties: { type: 'integer' }, description: 'deliveries created in the bucket, by status now' },
+                        latency: { ...ref('Percentiles'), description: 'ingest to delivery (ms) of the delivered ones' },
+                        response: { ...ref('Percentiles'), description: 'attempt durations (ms) of attempts started in the bucket' },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
         Event: { type: 'object', description: 'A platform event as ingested: eventId, type and its fields', properties: { eventId: { type: 'string' }, type: { type: 'string' } } },
         IngestResult: {
           type: 'object',
@@ -300,7 +336,15 @@ export function openApiDocument(serverUrl: string) {
       '/api/v1/deliveries': {
         get: {
           summary: 'Webhook deliveries, newest first',
-          parameters: [q('status', 'pending, retrying, delivered, failed or cancelled'), q('type', 'event type'), q('installation', 'installation id'), q('event', 'event id'), ...timeParams, ...pageQuery],
+          parameters: [
+            q('status', 'pending, retrying, delivered, failed or cancelled'),
+            q('type', 'event type'),
+            q('installation', 'installation id'),
+            q('event', 'event id'),
+            q('endpoint', 'URL origin the deliveries go to (https://hooks.example.com; a whole URL counts as its origin)'),
+            ...timeParams,
+            ...pageQuery,
+          ],
           responses: { '200': list('deliveries', ref('Delivery')), ...errors },
         },
       },
@@ -314,9 +358,46 @@ export function openApiDocument(serverUrl: string) {
       },
       '/api/v1/deliveries/replay': {
         post: {
-          summary: 'Failed deliveries created in the window go back to pending with a fresh schedule',
-          requestBody: body({ type: 'object', required: ['failed', 'since'], properties: { failed: { const: true }, since: { type: 'string' }, until: { type: 'string' }, installation: { type: 'string' } } }),
-          responses: { '200': json({ type: 'object', properties: { replayed: { type: 'integer' }, deliveries: { type: 'array', items: { type: 'string' } } } }), ...errors },
+          summary: 'Failed deliveries created in the window go back to pending with a fresh schedule (dryRun: only say which)',
+          requestBody: body({
+            type: 'object',
+            required: ['failed', 'since'],
+            properties: {
+              failed: { const: true },
+              since: { type: 'string' },
+              until: { type: 'string' },
+              installation: { type: 'string' },
+              type: { type: 'string', description: 'only deliveries of this event type' },
+              endpoint: { type: 'string', description: 'only deliveries to this URL origin' },
+              dryRun: { type: 'boolean', description: 'change nothing; answer the deliveries a replay would take now' },
+            },
+          }),
+          responses: {
+            '200': json({
+              type: 'object',
+              properties: {
+                replayed: { type: 'integer', description: '0 on a dry run' },
+                deliveries: { type: 'array', items: { type: 'string' }, description: 'ids replayed (on a dry run: that would be)' },
+                dryRun: { type: 'boolean' },
+                matched: { type: 'integer', description: 'dry run: how many a replay would take' },
+              },
+            }),
+            ...errors,
+          },
+        },
+      },
+      '/api/v1/deliveries/stats': {
+        get: {
+          summary:
+            'Per endpoint (URL origin) and time bucket: deliveries created, by status now; ingest-to-delivery latency of the delivered ones; durations of their attempts (nearest-rank p50, p95, max in ms). Buckets are aligned to multiples of the bucket size; empty ones are left out.',
+          parameters: [
+            q('since', 'a duration ago (1h) or a date-time; default 1h'),
+            q('until', 'a duration ago or a date-time; default now'),
+            q('bucket', 'bucket size: 1m (default), 15m, 1h ...; at most 1440 buckets'),
+            q('endpoint', 'only this URL origin'),
+            q('installation', 'only this installation'),
+          ],
+          responses: { '200': json(ref('DeliveryStats')), ...errors },
         },
       },
       '/api/v1/deliveries/stream': stream('Delivery attempts as they are recorded (server-sent `attempt` events)', [q('installation', 'installation id'), q('type', 'event type')]),

@@ -7,7 +7,8 @@
 import { SwitchyardError } from '../errors.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import type { Module, Services } from '../services.ts';
-import { createQueue, originOf, type Claimed, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord, type Queue } from './queue.ts';
+import { createQueue, originOf, type Claimed, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord, type Queue, type ReplayFilter } from './queue.ts';
+import { deliveryStats, type DeliveryStats, type StatsFilter } from './stats.ts';
 import { createSecrets, type WebhookSecrets } from './secrets.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { webhookRoutes } from './routes.ts';
@@ -19,8 +20,9 @@ export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './rece
 export { webhooksMigrations } from './schema.ts';
 export { parseTimeParam, replayWindow } from './time.ts';
 export { maskSecret } from './routes.ts';
-export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem } from './queue.ts';
-export { createQueue, type Queue } from './queue.ts';
+export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
+export { createQueue, originOf, type Queue } from './queue.ts';
+export { deliveryStats, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
 export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 
@@ -69,7 +71,11 @@ export interface Deliveries {
   /** A manual attempt now (whatever the state, except cancelled); resolves with the recorded attempt. */
   retry(id: string): Promise<Attempt>;
   /** Failed deliveries created in the window go back to pending with a fresh schedule; ids replayed. */
-  replay(f: { since: number; until: number; installation?: string }): string[];
+  replay(f: ReplayFilter): string[];
+  /** The ids `replay(f)` would take now, changing nothing (a dry run, for a confirmation). */
+  replayable(f: ReplayFilter): string[];
+  /** Per endpoint origin and time bucket: deliveries by status, delivery latency and response times (see stats.ts). */
+  stats(f: StatsFilter): DeliveryStats;
   counts(): Record<string, number>;
   inFlight(): number;
   /** Observe every recorded attempt (live tail, metrics); returns the unsubscribe function. */
@@ -249,6 +255,8 @@ export const webhooksModule: Module = {
         }
         return ids;
       },
+      replayable: (f) => queue.replayable(f),
+      stats: (f) => deliveryStats(db, f),
       counts: () => queue.counts(),
       inFlight: () => worker.inFlight(),
       onAttempt(listener) {

@@ -55,10 +55,21 @@ export interface DeliveryFilter {
   type?: string;
   installation?: string;
   event?: string;
+  /** Only deliveries to this URL origin (`https://hooks.example.com`). */
+  origin?: string;
   since?: number;
   until?: number;
   limit?: number;
   cursor?: string;
+}
+
+/** Which failed deliveries a replay takes: created in the window, optionally narrowed. */
+export interface ReplayFilter {
+  since: number;
+  until: number;
+  installation?: string;
+  type?: string;
+  origin?: string;
 }
 
 interface Row {
@@ -140,6 +151,14 @@ export function originOf(url: string): string {
 
 /** `dlv_` + a time-ordered id (see src/ids.ts). */
 export const newDeliveryId = (now = Date.now()): string => timeOrderedId('dlv', now);
+
+const replayParams = (f: ReplayFilter) => ({
+  since: f.since,
+  until: f.until,
+  installation: f.installation ?? null,
+  type: f.type ?? null,
+  origin: f.origin ?? null,
+});
 
 const HELD = `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = d.installation_id AND e.paused = 1)`;
 const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id, d.url, d.origin, d.body, d.status, d.attempts,
@@ -234,10 +253,14 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
     ),
     byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
     attemptsOf: db.prepare<[number], AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
-    replayable: db.prepare<{ since: number; until: number; installation: string | null }, { seq: number; id: string; event_type: string; installation_id: string; url: string }>(
+    replayable: db.prepare<
+      { since: number; until: number; installation: string | null; type: string | null; origin: string | null },
+      { seq: number; id: string; event_type: string; installation_id: string; url: string }
+    >(
       `SELECT seq, id, event_type, installation_id, url FROM webhook_deliveries
        WHERE status = 'failed' AND created_at >= @since AND created_at <= @until
          AND (@installation IS NULL OR installation_id = @installation)
+         AND (@type IS NULL OR event_type = @type) AND (@origin IS NULL OR origin = @origin)
          AND installation_id IN (SELECT installation_id FROM webhook_endpoints)
        ORDER BY seq`,
     ),
@@ -558,6 +581,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       if (f.type) (where.push('d.event_type = @type'), (params.type = f.type));
       if (f.installation) (where.push('d.installation_id = @installation'), (params.installation = f.installation));
       if (f.event) (where.push('d.event_id = @event'), (params.event = f.event));
+      if (f.origin) (where.push('d.origin = @origin'), (params.origin = f.origin));
       if (f.since !== undefined) (where.push('d.created_at >= @since'), (params.since = f.since));
       if (f.until !== undefined) (where.push('d.created_at <= @until'), (params.until = f.until));
       if (f.cursor) (where.push('d.seq < @cursor'), (params.cursor = Number(f.cursor)));
@@ -570,15 +594,16 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       return { deliveries: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
     },
 
+    /** The ids a replay with this filter would take now (a dry run: nothing changes). */
+    replayable(f: ReplayFilter): string[] {
+      return q.replayable.all(replayParams(f)).map((r) => r.id);
+    },
+
     /** Failed deliveries in the window back to pending with a fresh schedule; `urlOf` may refresh the URL. */
     replayFailed: db.transaction(
-      (
-        f: { since: number; until: number; installation?: string },
-        now: number,
-        urlOf: (d: { eventType: string; installationId: string; url: string }) => string,
-      ): string[] => {
+      (f: ReplayFilter, now: number, urlOf: (d: { eventType: string; installationId: string; url: string }) => string): string[] => {
         const ids: string[] = [];
-        for (const r of q.replayable.all({ since: f.since, until: f.until, installation: f.installation ?? null })) {
+        for (const r of q.replayable.all(replayParams(f))) {
           const url = urlOf({ eventType: r.event_type, installationId: r.installation_id, url: r.url });
           if (q.requeue.run({ seq: r.seq, now, url, origin: originOf(url) }).changes) {
             ids.push(r.id);
