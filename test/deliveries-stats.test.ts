@@ -10,13 +10,14 @@ import { openStore } from '../src/store/index.ts';
 import { createQueue, deliveryStats, type Delivery, type DeliveryStats } from '../src/webhooks/index.ts';
 import { tmpDir } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
+import { allMigrations } from '../src/migrations.ts';
 
 const MIN = 60_000;
 /** A minute boundary, so buckets are predictable. */
 const T0 = Date.UTC(2025, 0, 31, 12, 0, 0);
 
 test('statistics per endpoint and minute: counts by status now, p50/p95/max of latency and response time, in SQL', (t) => {
-  const store = openStore(tmpDir(t));
+  const store = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => store.close());
   const queue = createQueue(store.db, { maxAttempts: () => 4 });
   let n = 0;
