@@ -223,7 +223,7 @@ test('kill -9 of a serving process during a burst of 2,000 events: no acknowledg
   await waitFor(() => servingPids(s.child.pid!).length === 2, 5_000);
 });
 
-test('/metrics sums every serving process; --processes 1 serves alone with isolates in-process', async (t) => {
+test('/metrics sums every serving process; wrong admin tokens share one budget; --processes 1 serves alone with isolates in-process', async (t) => {
   const { configFile } = setup(t);
   const s = await serve(t, configFile);
   const base = s.match[1];
@@ -233,6 +233,22 @@ test('/metrics sums every serving process; --processes 1 serves alone with isola
   const counted = [...text.matchAll(/^switchyard_http_requests_total\{method="GET",route="\/healthz",status="200"\} (\d+)$/gm)];
   assert.equal(counted.length, 1, 'one series, summed');
   assert.equal(Number(counted[0][1]), n, 'every process counted');
+
+  // Wrong admin tokens on fresh connections, spread over the processes: together they allow the
+  // one budget (10 per address per minute), not 10 each.
+  const statuses: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    statuses.push(
+      await new Promise<number>((resolve, reject) => {
+        http.get(`${base}/api/v1/integrations`, { agent: false, headers: { authorization: 'Bearer wrong-token-guess-000000' } }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        }).on('error', reject);
+      }),
+    );
+  }
+  assert.ok(statuses.filter((x) => x === 401).length <= 10, `at most 10 guesses answered: ${statuses.join(' ')}`);
+  assert.deepEqual(statuses.slice(-5), [429, 429, 429, 429, 429]);
   s.child.kill('SIGTERM');
   await once(s.child, 'exit');
 

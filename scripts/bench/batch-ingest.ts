@@ -11,19 +11,17 @@
  * - store only: no subscriber, the event rows alone.
  * - fan-out: each event also enqueues one webhook delivery, to a webhook installation made through
  *   the API whose URL is a receiver in this process answering 200: the deliveries go out while the
- *   batches come in, as they would for a user (a paused installation gets no deliveries at all).
+ *   batches come in, as they would for a user (a paused installation's would be stored held, unsent).
  * Counts are checked after each round in the SQLite file, opened read-only beside the server.
  *
  * Goal: 50,000 events/s stored. Medians of BENCH_ROUNDS rounds (default 5) and the ratio to the goal.
  */
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { fork } from 'node:child_process';
 import http from 'node:http';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { samplePayload } from '../../src/events/index.ts';
 import { openStore } from '../../src/store/index.ts';
-import { median, setting } from './common.ts';
+import { ask, median, setting, startServe } from './common.ts';
 
 const BATCH = setting('BENCH_BATCH', 1000);
 const BATCHES = setting('BENCH_BATCHES', 50);
@@ -79,54 +77,13 @@ if (process.argv[2] === 'client') {
 
 // ---------------------------------------------------------------------------------------------
 
-function ask<T>(child: ChildProcess, msg: unknown, key: string): Promise<T> {
-  return new Promise((resolve) => {
-    const on = (m: any) => {
-      if (key in m) {
-        child.off('message', on);
-        resolve(m as T);
-      }
-    };
-    child.on('message', on);
-    child.send(msg as any);
-  });
-}
-
 async function main(): Promise<void> {
   const client = fork(new URL(import.meta.url).pathname, ['client'], { execArgv: ['--no-node-snapshot'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
-  const token = 'bench-token-0123456789';
-  const root = new URL('../../', import.meta.url).pathname;
-  cpSync(join(root, 'integrations/webhook'), join(dir, 'integrations/webhook'), { recursive: true });
-  writeFileSync(
-    join(dir, 'config.yaml'),
-    `server:\n  port: 0\n  processes: ${process.env.BENCH_PROCESSES ?? 0}\ndata_dir: ./data\nintegrations_dir: ./integrations\nadmin_token: ${token}\nlog:\n  format: json\n  level: info\nwebhooks:\n  allow_private_networks: true\n`,
-  );
-  const server = spawn(process.execPath, ['--no-node-snapshot', join(root, 'src/main.ts'), 'serve', '--config', join(dir, 'config.yaml')], {
-    cwd: dir,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const serve = await startServe({ processes: process.env.BENCH_PROCESSES ?? 0 });
+  const { url, token, dir, api } = serve;
   const stop = () => {
-    server.kill('SIGTERM');
+    serve.stop();
     client.kill();
-  };
-  process.on('exit', stop);
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (d: Buffer) => {
-      out += d;
-      const m = /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(out);
-      if (m) resolve(m[1]);
-    };
-    server.stdout!.on('data', onData);
-    server.stderr!.on('data', onData);
-    server.on('exit', (code) => reject(new Error(`serve exited with ${code}:\n${out}`)));
-  });
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-    const json = (await res.json()) as any;
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
   };
   const store = openStore(join(dir, 'data'), { readonly: true });
   const count = (table: string) => (store.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
@@ -162,7 +119,7 @@ async function main(): Promise<void> {
   await round(); // warm-up (JIT, sockets, SQLite pages)
   const alone: number[] = [];
   for (let i = 0; i < ROUNDS; i++) alone.push(await round());
-  // Fan-out: one delivery per event, held for the paused webhook installation.
+  // Fan-out: one delivery per event, sent to a receiver here while the batches come in.
   const receiver = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => res.writeHead(200).end());
@@ -181,7 +138,6 @@ async function main(): Promise<void> {
   receiver.close();
   receiver.closeAllConnections();
   stop();
-  rmSync(dir, { recursive: true, force: true });
 }
 
 if (process.argv[2] !== 'client') await main();

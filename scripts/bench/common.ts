@@ -1,4 +1,9 @@
-/** What the benchmarks share: their settings from the environment, and the median they report. */
+/** What the benchmarks share: their settings from the environment, the median they report, and the real `switchyard serve` they measure. */
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 /**
  * A numeric setting from the environment (`BENCH_ROUNDS=5`), or `fallback` when unset. Anything
@@ -26,4 +31,90 @@ export function percentile(sorted: number[], p: number): number {
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+
+/** `switchyard serve` as a user starts it, in a temp folder with the webhook integration. */
+export interface BenchServe {
+  url: string;
+  token: string;
+  dir: string;
+  child: ChildProcess;
+  /** An authenticated JSON call to the HTTP API; throws on any status >= 300. */
+  api(method: string, path: string, body?: unknown): Promise<any>;
+  stop(): void;
+}
+
+/**
+ * Starts the real command (src/main.ts serve) with `processes` serving processes (0: the default,
+ * one per core) on port 0 and resolves once it logs its URL. `webhooks` adds settings under
+ * `webhooks:`; `extraYaml` is appended to the config.
+ */
+export async function startServe(opts: { processes?: number | string; extraYaml?: string; webhooks?: Record<string, number> } = {}): Promise<BenchServe> {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
+  const token = 'bench-token-0123456789';
+  const root = new URL('../../', import.meta.url).pathname;
+  cpSync(join(root, 'integrations/webhook'), join(dir, 'integrations/webhook'), { recursive: true });
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `server:\n  port: 0\n  processes: ${opts.processes ?? 0}\ndata_dir: ./data\nintegrations_dir: ./integrations\nadmin_token: ${token}\n` +
+      `log:\n  format: json\n  level: info\nwebhooks:\n  allow_private_networks: true\n` +
+      Object.entries(opts.webhooks ?? {}).map(([k, v]) => `  ${k}: ${v}\n`).join('') +
+      (opts.extraYaml ?? ''),
+  );
+  const child = spawn(process.execPath, ['--no-node-snapshot', join(root, 'src/main.ts'), 'serve', '--config', join(dir, 'config.yaml')], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // BENCH_SERVE_NODE_OPTIONS reaches the server alone, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`.
+    env: process.env.BENCH_SERVE_NODE_OPTIONS ? { ...process.env, NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : process.env,
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const onData = (d: Buffer) => {
+      out += d;
+      const m = /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(out);
+      if (m) resolve(m[1]);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`serve exited with ${code}:\n${out}`)));
+  });
+  // Keep draining its output so a chatty server never blocks on a full pipe.
+  child.stdout!.resume();
+  child.stderr!.resume();
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = (await res.json()) as any;
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  let stopped = false;
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    child.kill('SIGTERM');
+    child.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  };
+  process.on('exit', () => {
+    if (!stopped) child.kill('SIGKILL');
+  });
+  return { url, token, dir, child, api, stop };
+}
+
+/** Sends `msg` to a forked child and resolves with the first message that carries `key`. */
+export function ask<T>(child: ChildProcess, msg: unknown, key: string): Promise<T> {
+  return new Promise((resolve) => {
+    const on = (m: any) => {
+      if (m && typeof m === 'object' && key in m) {
+        child.off('message', on);
+        resolve(m as T);
+      }
+    };
+    child.on('message', on);
+    if (msg !== undefined) child.send(msg as any);
+  });
 }

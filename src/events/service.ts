@@ -8,6 +8,7 @@
  */
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../runtime/envelope.ts';
+import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 import type { Logger } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
@@ -128,6 +129,7 @@ export function createEvents(deps: EventsDeps) {
   type Unit = { events: Event[]; json?: string[] };
   const storeUnit = (u: Unit, at: number, startAtCommit: boolean): Stored[] => u.events.map((e, i) => store(e, at, startAtCommit, u.json?.[i]));
   /** A unit in a savepoint of its own: a failure leaves nothing of it behind. */
+  const patience = lockPatience(db);
   const storeAlone = db.transaction((u: Unit, at: number) => storeUnit(u, at, false));
 
   // Group commit: units validated in the same event-loop turn are stored in one transaction
@@ -166,9 +168,19 @@ export function createEvents(deps: EventsDeps) {
       try {
         // Fast path: the whole batch in one transaction without a savepoint per unit (a savepoint
         // costs as much as the two inserts). Any failure rolls the batch back ...
-        db.transaction(() => {
-          outcomes = batch.map((p) => ({ stored: storeUnit(p, at, true) }));
-        })();
+        const done = patience.run(() =>
+          db.transaction(() => {
+            outcomes = batch.map((p) => ({ stored: storeUnit(p, at, true) }));
+          })(),
+        );
+        if (done === LOCK_BUSY) {
+          // Another process is committing: this batch waits a turn (and takes in what arrives).
+          deps.deliveries()?.rolledBack();
+          deps.handlerRuns()?.rolledBack();
+          pending = [...batch, ...pending];
+          scheduleFlush();
+          return;
+        }
       } catch (error) {
         deps.deliveries()?.rolledBack();
         deps.handlerRuns()?.rolledBack();

@@ -17,9 +17,11 @@ export interface AuthThrottle {
 }
 
 const MAX_TRACKED = 10_000;
+/** Wrong admin tokens one address may send per window, across all serving processes. */
+export const AUTH_FAILURES_ALLOWED = 10;
 
 export function createAuthThrottle(opts: { max?: number; windowMs?: number; now?: () => number } = {}): AuthThrottle {
-  const max = opts.max ?? 10;
+  const max = opts.max ?? AUTH_FAILURES_ALLOWED;
   const windowMs = opts.windowMs ?? 60_000;
   const now = opts.now ?? Date.now;
   const seen = new Map<string, { failures: number; resetAt: number }>();

@@ -14,7 +14,7 @@ import { hashToken } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
 import type { Db } from '../store/index.ts';
-import { missingRequired, validateConfiguration, type Manifest } from '../manifest/index.ts';
+import { missingRequired, validateConfiguration, withDefaults, type Manifest } from '../manifest/index.ts';
 import { mintInvocationToken, newInstallationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
 import { generationsOf } from '../store/generations.ts';
@@ -164,6 +164,16 @@ export function createInstallations(deps: InstallationsDeps) {
     return { problems, missing: missingRequired(def, declared) };
   }
 
+  /**
+   * The configuration an installation is stored with, on creation and on every update (whatever the
+   * door: CLI, API, console, the integration's own API calls): the manifest's defaults filled in,
+   * then checked. Removing a key that has a default sets it back to its default.
+   */
+  function settle(manifest: Manifest, target: InstallationTarget, integration: string, given: Record<string, unknown>) {
+    const configuration = withDefaults(configurationsOf(manifest, target), given);
+    return { configuration, ...check(manifest, target, integration, configuration) };
+  }
+
   function fail(problems: Problem[]): never {
     throw new SwitchyardError('validation_failed', `the configuration has ${problems.length} problem${problems.length === 1 ? '' : 's'}; nothing was stored`, {
       problems,
@@ -190,8 +200,7 @@ export function createInstallations(deps: InstallationsDeps) {
     const target: InstallationTarget = req.target ?? (req.space ? 'space' : req.site ? 'site' : 'organization');
     if (target === 'space' && !req.space) throw new SwitchyardError('bad_request', 'a space installation needs a space id', { where: 'space' });
     if (target === 'site' && !req.site) throw new SwitchyardError('bad_request', 'a site installation needs a site id', { where: 'site' });
-    const configuration = req.configuration ?? {};
-    const { problems, missing } = check(manifest, target, req.integration, configuration);
+    const { configuration, problems, missing } = settle(manifest, target, req.integration, req.configuration ?? {});
     if (problems.length) fail(problems);
     const id = `inst_${randomBytes(10).toString('hex')}`;
     const token = newInstallationToken();
@@ -216,12 +225,12 @@ export function createInstallations(deps: InstallationsDeps) {
     const current = require(id);
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
     const manifest = manifestFor(current.integration);
-    const next: Record<string, unknown> = { ...current.configuration };
+    const edited: Record<string, unknown> = { ...current.configuration };
     for (const [k, v] of Object.entries(patch)) {
-      if (v === null) delete next[k];
-      else setOwn(next, k, v);
+      if (v === null) delete edited[k];
+      else setOwn(edited, k, v);
     }
-    const { problems, missing } = check(manifest, current.target, current.integration, next);
+    const { configuration: next, problems, missing } = settle(manifest, current.target, current.integration, edited);
     if (problems.length) fail(problems);
     const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
     db.prepare('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(next), status, now(), id);

@@ -17,8 +17,10 @@ import {
   type Attempt,
   type AttemptRecord,
   type Queue,
+  type ReplayFilter,
   type ReplayRefusal,
 } from './queue.ts';
+import { deliveryStats, type DeliveryStats, type StatsFilter } from './stats.ts';
 import { createSecrets, type WebhookSecrets } from './secrets.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { webhookRoutes } from './routes.ts';
@@ -30,8 +32,9 @@ export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './rece
 export { webhooksMigrations } from './schema.ts';
 export { parseTimeParam, replayWindow, replaySelection, REPLAYABLE_STATUSES } from './time.ts';
 export { maskSecret } from './routes.ts';
-export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem } from './queue.ts';
-export { createQueue, type Queue } from './queue.ts';
+export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
+export { createQueue, originOf, type Queue } from './queue.ts';
+export { deliveryStats, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
 export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 
@@ -87,9 +90,13 @@ export interface Deliveries {
    * Deliveries of `status` (failed or delivered) created in the window go back to the queue with a
    * fresh schedule (held when their installation is paused); the ids replayed, in event order.
    */
-  replay(f: { status: 'failed' | 'delivered'; since: number; until: number; installation?: string }): Array<{ id: string; held: boolean }>;
+  replay(f: ReplayFilter): Array<{ id: string; held: boolean }>;
+  /** The ids `replay(f)` would take now, changing nothing (a dry run, for a confirmation). */
+  replayable(f: ReplayFilter): string[];
   /** One failed or delivered delivery back to the queue with a fresh schedule (409 otherwise). */
   replayOne(id: string): DeliveryDetail;
+  /** Per endpoint origin and time bucket: deliveries by status, delivery latency and response times (see stats.ts). */
+  stats(f: StatsFilter): DeliveryStats;
   counts(): Record<string, number>;
   inFlight(): number;
   /** Observe every recorded attempt (live tail, metrics); returns the unsubscribe function. */
@@ -287,6 +294,8 @@ export const webhooksModule: Module = {
         dueEverywhere();
         return queue.get(id)!;
       },
+      replayable: (f) => queue.replayable(f),
+      stats: (f) => deliveryStats(db, f),
       counts: () => queue.counts(),
       inFlight: () => worker.inFlight(),
       onAttempt(listener) {

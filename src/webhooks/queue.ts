@@ -6,6 +6,7 @@
 import { timeOrderedId } from '../ids.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
+import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 import type { AttemptOutcome } from './policy.ts';
 
 export { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, type DeliveryDetail } from './views.ts';
@@ -54,10 +55,22 @@ export interface DeliveryFilter {
   type?: string;
   installation?: string;
   event?: string;
+  /** Only deliveries to this URL origin (`https://hooks.example.com`). */
+  origin?: string;
   since?: number;
   until?: number;
   limit?: number;
   cursor?: string;
+}
+
+/** Which deliveries a replay takes: of a finished status, created in the window, optionally narrowed. */
+export interface ReplayFilter {
+  status: 'failed' | 'delivered';
+  since: number;
+  until: number;
+  installation?: string;
+  type?: string;
+  origin?: string;
 }
 
 interface Row {
@@ -139,6 +152,15 @@ export function originOf(url: string): string {
 
 /** `dlv_` + a time-ordered id (see src/ids.ts). */
 export const newDeliveryId = (now = Date.now()): string => timeOrderedId('dlv', now);
+
+const replayParams = (f: ReplayFilter) => ({
+  status: f.status,
+  since: f.since,
+  until: f.until,
+  installation: f.installation ?? null,
+  type: f.type ?? null,
+  origin: f.origin ?? null,
+});
 
 // Attempt numbers run 1, 2, 3... per delivery (insertAttempt), so the highest is how many there are.
 const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id, d.url, d.origin, d.body, d.status, d.attempts,
@@ -255,12 +277,13 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyPaused
     byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
     attemptsOf: db.prepare<[number], AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
     replayable: db.prepare<
-      { status: string; since: number; until: number; installation: string | null },
+      { status: string; since: number; until: number; installation: string | null; type: string | null; origin: string | null },
       { seq: number; id: string; event_type: string; installation_id: string; url: string }
     >(
       `SELECT seq, id, event_type, installation_id, url FROM webhook_deliveries INDEXED BY webhook_deliveries_by_status
        WHERE status = @status AND created_at >= @since AND created_at <= @until
          AND (@installation IS NULL OR installation_id = @installation)
+         AND (@type IS NULL OR event_type = @type) AND (@origin IS NULL OR origin = @origin)
          AND installation_id IN (SELECT installation_id FROM webhook_endpoints)
        ORDER BY seq`,
     ),
@@ -301,6 +324,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyPaused
   };
 
   const inTransaction = db.transaction((fn: () => unknown) => fn());
+  const patience = lockPatience(db);
 
   /** A finished delivery back to the queue (held if its installation is paused); undefined when it is under an attempt. */
   function requeue(
@@ -507,6 +531,14 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyPaused
       return inTransaction(fn) as T;
     },
 
+    /**
+     * As atomically, but LOCK_BUSY (nothing done) when another process holds the write lock, until
+     * it has refused for a few ms (store/patience.ts): a group commit tries again next turn.
+     */
+    atomicallyUnlessBusy<T>(fn: () => T): T | typeof LOCK_BUSY {
+      return patience.run(() => inTransaction(fn) as T);
+    },
+
     /** Take the leases of several due deliveries in one statement (in the order given); those no longer due or leased are left out. */
     claimMany(seqs: number[], owner: string, now: number, until: number): Claimed[] {
       const rows = q.claimMany.all({ seqs: JSON.stringify(seqs), owner, now, until }).map((r) => claimedOf(r)!);
@@ -610,6 +642,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyPaused
       if (f.type) (where.push('d.event_type = @type'), (params.type = f.type));
       if (f.installation) (where.push('d.installation_id = @installation'), (params.installation = f.installation));
       if (f.event) (where.push('d.event_id = @event'), (params.event = f.event));
+      if (f.origin) (where.push('d.origin = @origin'), (params.origin = f.origin));
       if (f.since !== undefined) (where.push('d.created_at >= @since'), (params.since = f.since));
       if (f.until !== undefined) (where.push('d.created_at <= @until'), (params.until = f.until));
       if (f.cursor) (where.push('d.seq < @cursor'), (params.cursor = Number(f.cursor)));
@@ -622,19 +655,20 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyPaused
       return { deliveries: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
     },
 
+    /** The ids a replay with this filter would take now (a dry run: nothing changes). */
+    replayable(f: ReplayFilter): string[] {
+      return q.replayable.all(replayParams(f)).map((r) => r.id);
+    },
+
     /**
      * Deliveries of `status` (failed or delivered) created in the window go back to the queue with
      * a fresh schedule, in one transaction; `urlOf` may refresh the URL. Those of an uninstalled
      * installation are skipped; those of a paused one are held. Returns the ids, in event order.
      */
     replay: db.transaction(
-      (
-        f: { status: 'failed' | 'delivered'; since: number; until: number; installation?: string },
-        now: number,
-        urlOf: (d: { eventType: string; installationId: string; url: string }) => string,
-      ): Array<{ id: string; held: boolean }> => {
+      (f: ReplayFilter, now: number, urlOf: (d: { eventType: string; installationId: string; url: string }) => string): Array<{ id: string; held: boolean }> => {
         const out: Array<{ id: string; held: boolean }> = [];
-        for (const r of q.replayable.all({ status: f.status, since: f.since, until: f.until, installation: f.installation ?? null })) {
+        for (const r of q.replayable.all(replayParams(f))) {
           const held = requeue(r, now, urlOf);
           if (held !== undefined) out.push({ id: r.id, held });
         }

@@ -62,3 +62,38 @@ export interface DeliveryDetail extends Delivery {
   signatureHeader: string | null;
   attempts: Attempt[];
 }
+
+// Delivery statistics (GET /api/v1/deliveries/stats, computed in stats.ts).
+
+/** Nearest-rank percentiles, in milliseconds, over `count` values. */
+export interface Percentiles {
+  count: number;
+  p50: number;
+  p95: number;
+  max: number;
+}
+
+export interface StatsBucket {
+  /** Start of the bucket (ISO-8601). */
+  at: string;
+  /** Deliveries created in the bucket, by their status now (any status string the store holds). */
+  counts: Record<string, number>;
+  /** Ingest to delivery, of the bucket's delivered deliveries. */
+  latency: Percentiles | null;
+  /** Duration of the HTTP attempts to the endpoint that started in the bucket (attempts of deliveries created in the window). */
+  response: Percentiles | null;
+}
+
+export interface EndpointStats {
+  endpoint: string;
+  total: number;
+  byStatus: Record<string, number>;
+  buckets: StatsBucket[];
+}
+
+export interface DeliveryStats {
+  since: string;
+  until: string;
+  bucketMs: number;
+  endpoints: EndpointStats[];
+}

@@ -11,6 +11,7 @@ import type { Logger } from '../log/index.ts';
 import { httpRequest, type HttpResult } from '../net/index.ts';
 import { USER_AGENT } from '../version.ts';
 import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from './policy.ts';
+import { LOCK_BUSY } from '../store/patience.ts';
 import type { AttemptRecord, Claimed, NextState, Queue } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
 import { signatureHeader } from './signature.ts';
@@ -202,10 +203,19 @@ export function createWorker(deps: WorkerDeps): Worker {
     let ids: number[] = [];
     let next: Claimed[] = [];
     try {
-      queue.atomically(() => {
+      const done = queue.atomicallyUnlessBusy(() => {
         ids = queue.completeMany(batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, attempt: e.record, next: e.next, now: e.ended })));
         if (!stopped) next = claimDue(now);
       });
+      if (done === LOCK_BUSY) {
+        // Another process is committing: these outcomes wait a turn, their slots still taken.
+        for (const c of next) release(c.origin); // claims rolled back with the transaction
+        for (const b of batch) acquire(b.c.origin);
+        ended = [...batch, ...ended];
+        flushQueued = true;
+        setImmediate(flush);
+        return;
+      }
     } catch (e) {
       ok = false;
       for (const c of next) release(c.origin); // their claims were rolled back
