@@ -7,7 +7,7 @@ import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import { oneOfParam, pageParams, readJson } from '../http/body.ts';
 import type { Services } from '../services.ts';
-import type { Deliveries, WebhooksService } from './index.ts';
+import type { Deliveries, WebhooksService } from './contracts.ts';
 import { DELIVERY_STATUSES } from './queue.ts';
 import { parseTimeParam, replaySelection } from './time.ts';
 import { parseDuration } from '../schema/index.ts';
