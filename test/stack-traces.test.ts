@@ -175,7 +175,7 @@ function frameAt(code: string, needle: string, name: string, version: string): s
 
 const dataMap = (map: object) => `data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
 
-test('a sourceMappingURL pointing outside the integration folder is not followed: no file there is read (a FIFO would hang the load)', { timeout: 30_000 }, async (t) => {
+test("a sourceMappingURL pointing outside the integration folder is not followed: no file there is read (a FIFO would hang the load, a token file would be quoted in the load error)", { timeout: 30_000 }, async (t) => {
   const root = tmpDir(t);
   const outside = join(root, 'outside');
   const dir = join(root, 'integration');
@@ -188,13 +188,17 @@ test('a sourceMappingURL pointing outside the integration folder is not followed
   writeFileSync(join(dir, 'src/a.js'), `export const a = () => 1;\n//# sourceMappingURL=../../outside/hang.map\n`);
   writeFileSync(join(dir, 'src/b.js'), `export const b = () => 2;\n//# sourceMappingURL=${pathToFileURL(join(outside, 'evil.map')).href}\n`);
   writeFileSync(join(dir, 'src/c.js'), `export const c = () => 3;\n/*# sourceMappingURL=link.map */\n`);
+  // A file that is not a map: esbuild's complaint would quote its first word (the admin token's file is one word).
+  writeFileSync(join(outside, 'admin-token'), 'sya_0123456789abcdef0123456789abcdef');
+  writeFileSync(join(dir, 'src/e.js'), `export const e = () => 5;\n//# sourceMappingURL=${pathToFileURL(join(outside, 'admin-token')).href}\n`);
   // A compiled file with its map inside the folder (an npm package's usual shape) is still followed.
   writeFileSync(join(dir, 'src/d.js'), `export const d = () => 4;\n//# sourceMappingURL=d.js.map\n`);
   writeFileSync(join(dir, 'src/d.js.map'), JSON.stringify({ version: 3, sources: ['../lib/d.ts'], names: [], mappings: 'AAAA' }));
-  writeFileSync(join(dir, 'src/index.js'), `import { a } from './a.js';\nimport { b } from './b.js';\nimport { c } from './c.js';\nimport { d } from './d.js';\nexport default { fetch: () => new Response(String(a() + b() + c() + d())) };\n`);
+  writeFileSync(join(dir, 'src/index.js'), `import { a } from './a.js';\nimport { b } from './b.js';\nimport { c } from './c.js';\nimport { d } from './d.js';\nimport { e } from './e.js';\nexport default { fetch: () => new Response(String(a() + b() + c() + d() + e())) };\n`);
 
   const r = await bundleScript({ dir, entry: join(dir, 'src/index.js') });
   assert.deepEqual(r.problems.filter((p) => p.severity === 'error'), []);
+  assert.doesNotMatch(JSON.stringify(r.problems), /sya_0123456789abcdef/, 'no file outside is quoted');
   const sources: string[] = JSON.parse(r.bundle!.sourceMap!).sources;
   assert.ok(sources.includes('lib/d.ts'), `a map inside the folder is followed: ${sources.join(', ')}`);
   assert.ok(!sources.some((s) => s.includes('host-secret') || s.startsWith('..') || s.includes('outside')), `nothing from outside: ${sources.join(', ')}`);
