@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { openStore } from '../src/store/index.ts';
-import { createQueue, deliveryStats, type Delivery, type DeliveryStats } from '../src/webhooks/index.ts';
+import { createQueue, deliveryStats, statsQueries, type Delivery, type DeliveryStats } from '../src/webhooks/index.ts';
+import { SwitchyardError } from '../src/errors.ts';
 import { tmpDir } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
 import { allMigrations } from '../src/migrations.ts';
@@ -166,10 +167,46 @@ test('the endpoint filter, a replay dry run narrowed by type and endpoint, and G
     ['bucket=10ms', 'bucket', /bucket must be a duration of at least 1s/],
     ['since=1h&until=2h', 'until', /until must be later than since/],
     ['endpoint=nope', 'endpoint', /endpoint must be an http\(s\) origin/],
+    // Numbers past what a date holds are refused like any other bad value, not answered with a 500.
+    [`bucket=${'9'.repeat(400)}d`, 'bucket', /bucket must be a duration of at least 1s/],
+    [`since=${'9'.repeat(400)}d&bucket=1d`, 'bucket', /the window holds \d+ buckets of 1d; at most 1440/],
+    [`since=1h&until=${'9'.repeat(400)}d`, 'until', /until must be later than since/],
   ] as const) {
     const r = await s.api('GET', `/api/v1/deliveries/stats?${query}`);
     assert.equal(r.status, 400, query);
     assert.equal(r.body.error.where, where);
     assert.match(r.body.error.message, message);
   }
+});
+
+test('statistics read the window through the creation-time index, whatever the filters (not every delivered delivery, not all of an installation)', (t) => {
+  const store = openStore(tmpDir(t), { migrations: allMigrations() });
+  t.after(() => store.close());
+  for (const f of [{}, { origin: 'https://a.example' }, { installation: 'ins_a' }, { origin: 'https://a.example', installation: 'ins_a' }]) {
+    for (const [name, q] of Object.entries(statsQueries({ since: T0, until: T0 + 5 * MIN, bucketMs: MIN, ...f }))) {
+      const plan = store.db
+        .prepare(`EXPLAIN QUERY PLAN ${q.sql}`)
+        .all(q.params)
+        .map((r) => (r as { detail: string }).detail);
+      const deliveries = plan.filter((d) => / d( |$)/.test(d));
+      assert.deepEqual(deliveries.length, 1, `${name} ${JSON.stringify(f)}: ${plan.join(' | ')}`);
+      assert.match(deliveries[0], /^SEARCH d USING (COVERING )?INDEX webhook_deliveries_by_time \(created_at>\? AND created_at<\?\)$/, `${name} ${JSON.stringify(f)}: ${plan.join(' | ')}`);
+    }
+  }
+});
+
+test('a window holding more deliveries than one answer may read is refused, saying how to narrow it', (t) => {
+  const store = openStore(tmpDir(t), { migrations: allMigrations() });
+  t.after(() => store.close());
+  const queue = createQueue(store.db, { maxAttempts: () => 4 });
+  for (let i = 0; i < 6; i++) queue.enqueue({ eventId: `evt_${i}`, eventType: 'site_view', installationId: 'ins_a', url: 'https://a.example/h', body: '{}', now: T0 + i * MIN });
+  const window = { since: T0, until: T0 + 10 * MIN, bucketMs: MIN };
+  assert.equal(deliveryStats(store.db, window, { maxDeliveries: 6 }).endpoints[0].total, 6);
+  assert.throws(
+    () => deliveryStats(store.db, window, { maxDeliveries: 5 }),
+    (e: unknown) => e instanceof SwitchyardError && e.code === 'bad_request' && e.where === 'since' && /more than 5 deliveries/.test(e.message) && /shorter window/.test(e.hint ?? ''),
+  );
+  // The bound is on the window's deliveries, filters or not: a filter does not make the read smaller.
+  assert.throws(() => deliveryStats(store.db, { ...window, origin: 'https://elsewhere.example' }, { maxDeliveries: 5 }), SwitchyardError);
+  assert.equal(deliveryStats(store.db, { ...window, until: T0 + 5 * MIN }, { maxDeliveries: 5 }).endpoints[0].total, 5);
 });

@@ -355,3 +355,25 @@ test('built-in webhook at start: an overriding folder and a broken one are each 
   assert.equal(b.r.get('webhook')!.builtin, true);
   assert.ok(b.log.lines.some((l) => l.msg === 'built-in integration serving: the folder of that name does not load' && l.level === 'warn'));
 });
+
+test("a folder of another name that claims a built-in's name is refused: it cannot take over the webhook installations", async (t) => {
+  const dir = tmpDir(t);
+  const builtins = BUILTIN_INTEGRATIONS.map((name) => ({ name, manifest: builtinManifest(name) }));
+  // Its script would run for every webhook installation, with their configuration and tokens
+  // (enough to point their webhook URL elsewhere): an override must be asked for by name.
+  const claimed = readFileSync(join(ROOT, 'integrations/webhook/platform-manifest.yaml'), 'utf8').replace('categories:', 'script: index.ts\ncategories:');
+  write(dir, { 'nice-charts/platform-manifest.yaml': claimed, 'nice-charts/index.ts': script('not the webhook') });
+  const { r, log } = await registry(t, dir, { builtins });
+  assert.equal(r.get('webhook')!.builtin, true, 'the built-in keeps serving');
+  const s = r.list().find((x) => x.dir === join(dir, 'nice-charts'))!;
+  assert.equal(s.status, 'error');
+  assert.equal(s.current, undefined);
+  assert.match(s.errors[0].where, /nice-charts\/platform-manifest\.yaml:3:\d+$/);
+  assert.match(s.errors[0].message, /name: "webhook" is the built-in integration's: only a folder named webhook overrides it/);
+  assert.ok(log.lines.some((l) => l.msg === 'built-in integration serving' && l.integration === 'webhook'));
+
+  // Named so, it overrides as asked.
+  write(dir, { 'webhook/platform-manifest.yaml': claimed, 'webhook/index.ts': script('our webhook') });
+  await waitFor(() => r.get('webhook')?.dir === join(dir, 'webhook'));
+  assert.match(r.get('webhook')!.script!.code, /our webhook/);
+});

@@ -6,11 +6,13 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 import { runCli, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 import { mapStackTrace } from '../src/runtime/stack-trace.ts';
-import type { Registry } from '../src/registry/index.ts';
+import { bundleScript, type Registry } from '../src/registry/index.ts';
 
 const MANIFEST = `name: thrower
 title: Thrower
@@ -158,4 +160,80 @@ test('the source map stays on the host: the script the sandbox gets is the bundl
   assert.equal(mapStackTrace(other, loaded), other);
   const unmapped = `at y (integration:thrower@${version}:9999:1)`;
   assert.equal(mapStackTrace(unmapped, loaded), unmapped);
+});
+
+// What an integration's own files can make of the source map. A `sourceMappingURL` comment is
+// followed by esbuild when it bundles with a map: one pointing outside the folder would make the
+// host read any file (a FIFO hangs the load, /dev/zero fills memory), and a map's `sources` can
+// name anything.
+
+/** `frame` of the bundle at the first occurrence of `needle` in its code (V8's 1-based line and column). */
+function frameAt(code: string, needle: string, name: string, version: string): string {
+  const p = position(code, needle);
+  return `    at f (integration:${name}@${version}:${p.line}:${p.column})`;
+}
+
+const dataMap = (map: object) => `data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
+
+test("a sourceMappingURL pointing outside the integration folder is not followed: no file there is read (a FIFO would hang the load, a token file would be quoted in the load error)", { timeout: 30_000 }, async (t) => {
+  const root = tmpDir(t);
+  const outside = join(root, 'outside');
+  const dir = join(root, 'integration');
+  mkdirSync(outside);
+  mkdirSync(join(dir, 'src'), { recursive: true });
+  mkdirSync(join(dir, 'lib'));
+  execFileSync('mkfifo', [join(outside, 'hang.map')]);
+  writeFileSync(join(outside, 'evil.map'), JSON.stringify({ version: 3, sources: ['/etc/host-secret.ts'], names: [], mappings: 'AAAA' }));
+  symlinkSync(join(outside, 'evil.map'), join(dir, 'src/link.map'));
+  writeFileSync(join(dir, 'src/a.js'), `export const a = () => 1;\n//# sourceMappingURL=../../outside/hang.map\n`);
+  writeFileSync(join(dir, 'src/b.js'), `export const b = () => 2;\n//# sourceMappingURL=${pathToFileURL(join(outside, 'evil.map')).href}\n`);
+  writeFileSync(join(dir, 'src/c.js'), `export const c = () => 3;\n/*# sourceMappingURL=link.map */\n`);
+  // A file that is not a map: esbuild's complaint would quote its first word (the admin token's file is one word).
+  writeFileSync(join(outside, 'admin-token'), 'sya_0123456789abcdef0123456789abcdef');
+  writeFileSync(join(dir, 'src/e.js'), `export const e = () => 5;\n//# sourceMappingURL=${pathToFileURL(join(outside, 'admin-token')).href}\n`);
+  // A compiled file with its map inside the folder (an npm package's usual shape) is still followed.
+  writeFileSync(join(dir, 'src/d.js'), `export const d = () => 4;\n//# sourceMappingURL=d.js.map\n`);
+  writeFileSync(join(dir, 'src/d.js.map'), JSON.stringify({ version: 3, sources: ['../lib/d.ts'], names: [], mappings: 'AAAA' }));
+  writeFileSync(join(dir, 'src/index.js'), `import { a } from './a.js';\nimport { b } from './b.js';\nimport { c } from './c.js';\nimport { d } from './d.js';\nimport { e } from './e.js';\nexport default { fetch: () => new Response(String(a() + b() + c() + d() + e())) };\n`);
+
+  const r = await bundleScript({ dir, entry: join(dir, 'src/index.js') });
+  assert.deepEqual(r.problems.filter((p) => p.severity === 'error'), []);
+  assert.doesNotMatch(JSON.stringify(r.problems), /sya_0123456789abcdef/, 'no file outside is quoted');
+  const sources: string[] = JSON.parse(r.bundle!.sourceMap!).sources;
+  assert.ok(sources.includes('lib/d.ts'), `a map inside the folder is followed: ${sources.join(', ')}`);
+  assert.ok(!sources.some((s) => s.includes('host-secret') || s.startsWith('..') || s.includes('outside')), `nothing from outside: ${sources.join(', ')}`);
+});
+
+test("a map's sources naming host files, absolute or above the folder, or holding control characters, never rewrite a frame", async (t) => {
+  const dir = tmpDir(t);
+  mkdirSync(join(dir, 'src'));
+  const files = { 'up.js': '../../../../etc/passwd', 'abs.js': '/etc/shadow', 'url.js': 'file:///etc/hosts', 'esc.js': 'src/\u001b]0;owned\u0007x.ts', 'ok.js': '../lib/ok.ts' };
+  for (const [file, source] of Object.entries(files))
+    writeFileSync(join(dir, 'src', file), `export function ${file.slice(0, -3)}() {\n  throw new Error('${file}');\n}\n//# sourceMappingURL=${dataMap({ version: 3, sources: [source], names: [], mappings: 'AAAA;AACA' })}\n`);
+  writeFileSync(
+    join(dir, 'src/index.js'),
+    `${Object.keys(files).map((f) => `import { ${f.slice(0, -3)} } from './${f}';`).join('\n')}\nexport default { fetch: () => { ${Object.keys(files).map((f) => `${f.slice(0, -3)}();`).join(' ')} } };\n`,
+  );
+  const r = await bundleScript({ dir, entry: join(dir, 'src/index.js') });
+  const bundle = { name: 'maps', script: { name: 'maps', version: r.bundle!.version }, sourceMap: r.bundle!.sourceMap };
+  for (const file of Object.keys(files)) {
+    const frame = frameAt(r.bundle!.code, `new Error("${file}")`, 'maps', r.bundle!.version);
+    const mapped = mapStackTrace(frame, bundle);
+    if (file === 'ok.js') assert.equal(mapped, '    at f (lib/ok.ts:2:1)', 'a source inside the folder is named');
+    else assert.equal(mapped, frame, `${file}: the frame stays as V8 wrote it`);
+  }
+});
+
+test('an oversized source map is not kept: the bundle loads, its frames stay as V8 wrote them, and a warning says why', async (t) => {
+  const dir = tmpDir(t);
+  mkdirSync(join(dir, 'src'));
+  // Two thousand sources of a kilobyte each: a 2 MB map for a bundle of a few dozen bytes.
+  const sources = Array.from({ length: 2000 }, (_, i) => `src/${String(i).padStart(4, '0')}-${'x'.repeat(1000)}.ts`);
+  writeFileSync(join(dir, 'src/index.js'), `export default { fetch: () => new Response('ok') };\n//# sourceMappingURL=${dataMap({ version: 3, sources, names: [], mappings: 'AAAA' })}\n`);
+  const r = await bundleScript({ dir, entry: join(dir, 'src/index.js') });
+  assert.ok(r.bundle, JSON.stringify(r.problems));
+  assert.ok(r.bundle.sourceMap === undefined, `no map kept (${r.bundle.sourceMap?.length} characters)`);
+  assert.ok(r.bundle.code.length < 200);
+  const warning = r.problems.find((p) => p.severity === 'warning' && /source map/.test(p.message));
+  assert.ok(warning, JSON.stringify(r.problems));
 });

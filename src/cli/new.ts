@@ -6,8 +6,8 @@
  * `switchyard new --example <name>`: one of the integrations shipped with the program, written out
  * as it is (the executable carries them; see registry/shipped.ts).
  */
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
 import { displayPath, NAME_HINT, NAME_MAX, NAME_PATTERN } from '../manifest/index.ts';
@@ -152,19 +152,22 @@ export function exampleList(): string[] {
  * Write a folder beside `target` and rename it into place in one step, so a watching server never
  * sees half a folder. Nothing is left behind when `fill` throws.
  */
-async function writeFolder(target: string, fill: (staging: string) => Promise<void>): Promise<void> {
+export async function writeFolder(target: string, fill: (staging: string) => Promise<void>): Promise<void> {
   if (existsSync(target))
     throw new SwitchyardError('conflict', `${displayPath(target)} already exists`, { hint: 'pick another name (or --dir), or remove the folder first' });
   const parent = dirname(target);
   mkdirSync(parent, { recursive: true });
-  const staging = join(parent, `.new-${target.slice(parent.length + 1)}-${process.pid}`);
+  // Staged inside a fresh private folder of a new name (mkdtemp): a name known in advance (a pid)
+  // could already be a link to elsewhere, and the files would be written there. The folder itself
+  // is made inside it with the usual permissions (mkdtemp's are the owner's only).
+  const scratch = mkdtempSync(join(parent, `.new-${basename(target)}-`));
   try {
-    mkdirSync(staging, { recursive: true });
+    const staging = join(scratch, basename(target));
+    mkdirSync(staging);
     await fill(staging);
     renameSync(staging, target);
-  } catch (e) {
-    rmSync(staging, { recursive: true, force: true });
-    throw e;
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
   }
 }
 

@@ -404,7 +404,7 @@ export function openApiDocument(serverUrl: string) {
       '/api/v1/deliveries/stats': {
         get: {
           summary:
-            'Per endpoint (URL origin) and time bucket: deliveries created, by status now; ingest-to-delivery latency of the delivered ones; durations of their attempts (nearest-rank p50, p95, max in ms). Buckets are aligned to multiples of the bucket size; empty ones are left out.',
+            'Per endpoint (URL origin) and time bucket: deliveries created, by status now; ingest-to-delivery latency of the delivered ones; durations of their attempts (nearest-rank p50, p95, max in ms). Buckets are aligned to multiples of the bucket size; empty ones are left out. A window holding more than 200,000 deliveries is refused (400, where: since).',
           parameters: [
             q('since', 'a duration ago (1h) or a date-time; default 1h'),
             q('until', 'a duration ago or a date-time; default now'),

@@ -17,7 +17,7 @@ import { ADMIN_TOKEN_FILE, resolveAdminToken } from './auth.ts';
 import { consoleUrl } from './origins.ts';
 import { join } from 'node:path';
 import { createApp } from './app.ts';
-import { AUTH_FAILURES_ALLOWED, createAuthThrottle } from './throttle.ts';
+import { authThrottleShare, createAuthThrottle } from './throttle.ts';
 import { allMigrations } from '../migrations.ts';
 
 export interface RunningServer {
@@ -53,8 +53,8 @@ export async function startServer(
     startedAt: Date.now(),
     closing: false,
     // Each serving process counts the guesses it sees: a guesser whose connections spread over N
-    // processes gets the whole budget at most, never N times it (one process may block it sooner).
-    authThrottle: createAuthThrottle({ max: Math.max(1, Math.ceil(AUTH_FAILURES_ALLOWED / (opts.link?.count ?? 1))) }),
+    // processes gets the one budget's rate at most, never N times it (one process may block it sooner).
+    authThrottle: createAuthThrottle(authThrottleShare(opts.link?.count ?? 1)),
     sandboxInProcess: opts.sandbox === 'in-process',
     processes: opts.link,
   };

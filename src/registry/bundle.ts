@@ -16,6 +16,7 @@ import { builtinModules } from 'node:module';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import type { BuildFailure, Message, Plugin } from 'esbuild';
 import type { Problem } from '../errors.ts';
+import { confineSourceMaps, sourceMapLimit } from './source-maps.ts';
 
 export const RUNTIME_MODULE = '@switchyard/runtime';
 const RUNTIME_IMPORT = /^@switchyard\/runtime(\/.*)?$/;
@@ -180,7 +181,7 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
       outfile: join(outDir, OUTPUT_FILE),
       metafile: true,
       logLevel: 'silent',
-      plugins: [confine(dir, label), rawText],
+      plugins: [confine(dir, label), rawText, confineSourceMaps((file) => within(dir, file) || within(outDir, file))],
     });
   } catch (e) {
     const failure = e as Partial<BuildFailure>;
@@ -194,8 +195,19 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
   }
   const problems = result.warnings.map((m) => toProblem(m, dir, label, 'warning'));
   const code = result.outputFiles.find((f) => !f.path.endsWith('.map'))?.text ?? '';
-  const sourceMap = result.outputFiles.find((f) => f.path.endsWith('.map'))?.text;
+  let sourceMap = result.outputFiles.find((f) => f.path.endsWith('.map'))?.text;
   const size = Buffer.byteLength(code);
+  // A map is kept in memory beside each loaded version and parsed on its first error: one an input
+  // map blew up (its sources names, say) is dropped, and traces point at the bundle.
+  if (sourceMap !== undefined && sourceMap.length > sourceMapLimit(size)) {
+    problems.push({
+      where: join(label, relative(dir, entry)),
+      message: `the source map is ${formatBytes(sourceMap.length)}, over ${formatBytes(sourceMapLimit(size))} for a bundle of ${formatBytes(size)}: it is not kept, and stack traces point at the bundle`,
+      hint: "look for a sourceMappingURL comment whose map lists many or long sources",
+      severity: 'warning',
+    });
+    sourceMap = undefined;
+  }
   if (opts.maxBytes !== undefined && size > opts.maxBytes) {
     problems.push({
       where: join(label, relative(dir, entry)),

@@ -291,6 +291,25 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     const { manifest, script, secrets, sourceMap } = p.prepared;
     const name = manifest.name;
 
+    // Failure policy: fail closed. A built-in integration is overridden only by a folder of its own
+    // name: a folder named otherwise that claims it in its manifest would take over its
+    // installations unasked (the webhook's: their configuration and tokens, enough to point their
+    // URL elsewhere).
+    if (builtins.has(name) && key !== name)
+      return fail(
+        f,
+        [
+          {
+            where: namePosition(f),
+            message: `name: "${name}" is the built-in integration's: only a folder named ${name} overrides it, so ${f.label} is not loaded`,
+            hint: `give this integration a name of its own, or rename the folder to ${name} to override the built-in one`,
+            severity: 'error',
+          },
+        ],
+        warnings,
+        undefined,
+      );
+
     const owner = byName.get(name);
     if (owner !== undefined && owner !== key) {
       const other = folders.get(owner)!;

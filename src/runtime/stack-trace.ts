@@ -9,6 +9,7 @@
  * bundle, and a bundle's map is parsed once, on its first error, and kept as long as that loaded
  * version is (a WeakMap on it).
  */
+import { posix } from 'node:path';
 import { originalPositionFor, TraceMap } from '@jridgewell/trace-mapping';
 import { scriptFileName, type InvocationResult, type LogLine } from '../sandbox/index.ts';
 
@@ -46,6 +47,20 @@ function mapperOf(bundle: MappedBundle): Mapper | null {
   return m;
 }
 
+/**
+ * Whether a frame may name `source`: a file of the integration folder, or a bundler's URL
+ * (`webpack://pkg/src/x.ts`). Never a host path (absolute, `file:`, above the folder): a map
+ * brought in by the author's files can name anything, and the operator must not be sent to read
+ * the server's files. Never a control character either (traces reach terminals).
+ */
+function nameable(source: string): boolean {
+  if (/[\x00-\x1f\x7f-\x9f]/.test(source)) return false;
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(source)?.[1];
+  if (scheme) return scheme.length > 1 && scheme.toLowerCase() !== 'file';
+  const path = posix.normalize(source.replaceAll('\\', '/'));
+  return !path.startsWith('/') && path !== '..' && !path.startsWith('../');
+}
+
 /** `text` with every frame of this bundle rewritten to `file:line:column` of the author's source. */
 export function mapStackTrace(text: string, bundle: MappedBundle): string {
   if (!bundle.script || !text.includes(scriptFileName(bundle.script))) return text;
@@ -54,7 +69,7 @@ export function mapStackTrace(text: string, bundle: MappedBundle): string {
   return text.replace(m.frames, (frame, line: string, column: string) => {
     // V8 columns count from 1, source-map columns from 0.
     const p = originalPositionFor(m.map, { line: Number(line), column: Number(column) - 1 });
-    return p.source === null || p.line === null ? frame : `${p.source}:${p.line}:${(p.column ?? 0) + 1}`;
+    return p.source === null || p.line === null || !nameable(p.source) ? frame : `${p.source}:${p.line}:${(p.column ?? 0) + 1}`;
   });
 }
 

@@ -30,7 +30,7 @@ export { parseTimeParam, replayWindow, replaySelection, REPLAYABLE_STATUSES } fr
 export { maskSecret } from './routes.ts';
 export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
 export { createQueue, originOf, type Queue } from './queue.ts';
-export { deliveryStats, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
+export { deliveryStats, statsQueries, MAX_STATS_DELIVERIES, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
 export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 

@@ -36,7 +36,7 @@ export function endpointParam(value: unknown, where: string): string | undefined
 function durationParam(value: string | null, name: string, fallback: number): number {
   if (value === null || value === '') return fallback;
   const ms = parseDuration(value);
-  if (ms === undefined || ms < 1000)
+  if (ms === undefined || ms < 1000 || !Number.isFinite(ms))
     throw new SwitchyardError('bad_request', `${name} must be a duration of at least 1s (1m, 15m, 1h), got "${value}"`, { where: name });
   return ms;
 }
@@ -87,7 +87,8 @@ export function webhookRoutes(app: H3, services: Services): void {
     requireAdmin(event.req);
     const q = new URL(event.req.url).searchParams;
     const now = Date.now();
-    const since = parseTimeParam(q.get('since'), 'since', now) ?? now - 3_600_000;
+    // No delivery is older than the epoch: a longer duration ago (one past what a date holds) reads from it.
+    const since = Math.max(0, parseTimeParam(q.get('since'), 'since', now) ?? now - 3_600_000);
     const until = parseTimeParam(q.get('until'), 'until', now) ?? now;
     if (until <= since) throw new SwitchyardError('bad_request', 'until must be later than since', { where: 'until' });
     const bucketMs = durationParam(q.get('bucket'), 'bucket', 60_000);

@@ -10,6 +10,7 @@
  * the minute), so two reads a few seconds apart agree on every bucket but the last. Only non-empty
  * buckets are listed; the caller fills the gaps with zeros.
  */
+import { SwitchyardError } from '../errors.ts';
 import type { Db } from '../store/index.ts';
 import type { DeliveryStats, Percentiles, StatsBucket } from './views.ts';
 
@@ -50,38 +51,76 @@ interface PercentileRow {
 const round = (ms: number) => Math.round(ms * 10) / 10;
 const percentiles = (r: PercentileRow): Percentiles => ({ count: r.n, p50: round(r.p50), p95: round(r.p95), max: round(r.max) });
 
-export function deliveryStats(db: Db, f: StatsFilter): DeliveryStats {
+/**
+ * The most deliveries one answer reads: the numbers are computed on the serving process's event
+ * loop (about 4 us a delivery measured, with its attempts), which also answers requests, sends
+ * deliveries and keeps the heartbeat that the supervisor kills a silent process for. 200,000 is
+ * under a second.
+ */
+export const MAX_STATS_DELIVERIES = 200_000;
+
+interface StatsQuery {
+  sql: string;
+  params: Record<string, unknown>;
+}
+
+/**
+ * The three statements of an answer. Every one reads the window's deliveries through the
+ * created_at index and nothing else: the filters' columns carry a unary `+`, which keeps SQLite
+ * from picking their index instead (the status index would read every delivered delivery ever
+ * kept, the installation index all of that installation's), so the work is bounded by the window.
+ */
+export function statsQueries(f: StatsFilter): { counts: StatsQuery; latency: StatsQuery; response: StatsQuery } {
   const from = Math.floor(f.since / f.bucketMs) * f.bucketMs;
   const params: Record<string, unknown> = { from, until: f.until, bucket: f.bucketMs };
-  // Every query reads deliveries created in the window through the created_at index.
   const where = ['d.created_at >= @from', 'd.created_at < @until'];
-  if (f.origin !== undefined) (where.push('d.origin = @origin'), (params.origin = f.origin));
-  if (f.installation !== undefined) (where.push('d.installation_id = @installation'), (params.installation = f.installation));
+  if (f.origin !== undefined) (where.push('+d.origin = @origin'), (params.origin = f.origin));
+  if (f.installation !== undefined) (where.push('+d.installation_id = @installation'), (params.installation = f.installation));
   const inWindow = where.join(' AND ');
-
-  const counts = db
-    .prepare<Record<string, unknown>, { origin: string; b: number; status: string; n: number }>(
-      `SELECT d.origin AS origin, CAST(d.created_at / @bucket AS INTEGER) AS b, d.status AS status, COUNT(*) AS n
+  return {
+    counts: {
+      sql: `SELECT d.origin AS origin, CAST(d.created_at / @bucket AS INTEGER) AS b, d.status AS status, COUNT(*) AS n
        FROM webhook_deliveries d WHERE ${inWindow} GROUP BY d.origin, b, d.status`,
-    )
-    .all(params);
-  const latency = db
-    .prepare<Record<string, unknown>, PercentileRow>(
-      percentilesOf(
+      params,
+    },
+    latency: {
+      sql: percentilesOf(
         `SELECT d.origin AS origin, CAST(d.created_at / @bucket AS INTEGER) AS b, d.completed_at - d.created_at AS ms FROM webhook_deliveries d
-         WHERE ${inWindow} AND d.status = 'delivered' AND d.completed_at IS NOT NULL`,
+         WHERE ${inWindow} AND +d.status = 'delivered' AND d.completed_at IS NOT NULL`,
       ),
-    )
-    .all(params);
-  const response = db
-    .prepare<Record<string, unknown>, PercentileRow>(
-      percentilesOf(
+      params,
+    },
+    response: {
+      sql: percentilesOf(
         `SELECT d.origin AS origin, CAST(a.started_at / @bucket AS INTEGER) AS b, a.duration_ms AS ms
          FROM webhook_deliveries d JOIN webhook_attempts a ON a.delivery_seq = d.seq
          WHERE ${inWindow} AND a.started_at >= @from AND a.started_at < @until AND a.duration_ms IS NOT NULL`,
       ),
+      params,
+    },
+  };
+}
+
+export function deliveryStats(db: Db, f: StatsFilter, opts: { maxDeliveries?: number } = {}): DeliveryStats {
+  const from = Math.floor(f.since / f.bucketMs) * f.bucketMs;
+  const max = opts.maxDeliveries ?? MAX_STATS_DELIVERIES;
+  // Failure policy: refuse, before any work, a window that holds more than `max` deliveries (the
+  // count itself stops at max + 1). A filter does not help: it is checked on each row read.
+  const held = db
+    .prepare<{ from: number; until: number; max: number }, { n: number }>(
+      'SELECT COUNT(*) AS n FROM (SELECT 1 FROM webhook_deliveries WHERE created_at >= @from AND created_at < @until LIMIT @max + 1)',
     )
-    .all(params);
+    .get({ from, until: f.until, max })!.n;
+  if (held > max)
+    throw new SwitchyardError('bad_request', `the window holds more than ${max} deliveries; statistics read at most ${max} at once`, {
+      where: 'since',
+      hint: 'ask for a shorter window (since, until)',
+    });
+
+  const q = statsQueries(f);
+  const counts = db.prepare<Record<string, unknown>, { origin: string; b: number; status: string; n: number }>(q.counts.sql).all(q.counts.params);
+  const latency = db.prepare<Record<string, unknown>, PercentileRow>(q.latency.sql).all(q.latency.params);
+  const response = db.prepare<Record<string, unknown>, PercentileRow>(q.response.sql).all(q.response.params);
 
   const endpoints = new Map<string, { total: number; byStatus: Record<string, number>; buckets: Map<number, StatsBucket> }>();
   const bucketOf = (origin: string, b: number): StatsBucket => {
