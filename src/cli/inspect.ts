@@ -11,7 +11,7 @@ import { parseDuration } from '../schema/index.ts';
 import type { Attempt, Delivery, DeliveryDetail, DeliveryStatus } from '../webhooks/index.ts';
 import { apiClient, type ApiClient } from './client.ts';
 import { configFrom } from './common.ts';
-import { dim, green, red, yellow } from './table.ts';
+import { dim, green, printable, red, yellow } from './table.ts';
 
 export interface Page {
   limit?: string;
@@ -183,6 +183,6 @@ export function attemptResult(a: Pick<Attempt, 'status' | 'errorCode' | 'error'>
 /** One line, at most `max` characters, for table cells and excerpts. */
 export function oneLine(s: string | null | undefined, max = 80): string {
   if (!s) return '';
-  const flat = s.replace(/\s+/g, ' ').trim();
+  const flat = printable(s.replace(/\s+/g, ' ').trim());
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
