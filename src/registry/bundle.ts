@@ -16,6 +16,8 @@ import { builtinModules } from 'node:module';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import type { BuildFailure, Message, Plugin } from 'esbuild';
 import type { Problem } from '../errors.ts';
+import { VERSION } from '../version.ts';
+import type { BundleCache, CachedBuild } from './bundle-cache.ts';
 
 export const RUNTIME_MODULE = '@switchyard/runtime';
 const RUNTIME_IMPORT = /^@switchyard\/runtime(\/.*)?$/;
@@ -29,6 +31,10 @@ export interface Bundle {
   version: string;
   /** Absolute paths of the files that went into the bundle. */
   inputs: string[];
+  /** Its key in the bundle cache, when it is stored there. */
+  key?: string;
+  /** Read back from the bundle cache rather than built. */
+  cached?: boolean;
 }
 
 export interface BundleResult {
@@ -131,11 +137,42 @@ function toProblem(m: Message, dir: string, label: string, severity: 'error' | '
 
 /**
  * Bundle `entry` (absolute, inside `dir`). `label` is how `dir` is shown in problems. Problems
- * carry file:line:col of the offending import or syntax.
+ * carry file:line:col of the offending import or syntax. With `cache`, an unchanged folder's
+ * bundle is read back instead of built (see bundle-cache.ts); `bundle.cached` says which.
  */
-export async function bundleScript(opts: { dir: string; entry: string; label?: string; maxBytes?: number }): Promise<BundleResult> {
+export async function bundleScript(opts: { dir: string; entry: string; label?: string; maxBytes?: number; cache?: BundleCache }): Promise<BundleResult> {
   const { dir, entry } = opts;
   const label = opts.label ?? dir;
+  const req = opts.cache ? { dir, entry, label, bundler: await bundlerIdentity() } : undefined;
+  const hit = req && opts.cache!.lookup(req);
+  let built: CachedBuild & { key?: string };
+  if (hit) built = hit;
+  else {
+    const startedAt = Date.now();
+    const r = await build(dir, entry, label);
+    if ('problems' in r) return r;
+    built = r;
+    if (req) built.key = opts.cache!.store(req, r, startedAt);
+  }
+  const problems = [...built.warnings];
+  const size = Buffer.byteLength(built.code);
+  if (opts.maxBytes !== undefined && size > opts.maxBytes) {
+    problems.push({
+      where: join(label, relative(dir, entry)),
+      message: `the bundled script is ${formatBytes(size)}, over the ${formatBytes(opts.maxBytes)} limit (sandbox.script_size)`,
+      hint: 'drop large dependencies, or raise sandbox.script_size in config.yaml',
+      severity: 'error',
+    });
+    return { problems };
+  }
+  return {
+    bundle: { code: built.code, version: contentHash(built.code), inputs: built.inputs, ...(built.key ? { key: built.key } : {}), cached: Boolean(hit) },
+    problems,
+  };
+}
+
+/** Run esbuild: the code, its inputs and warnings, or every problem. */
+async function build(dir: string, entry: string, label: string): Promise<CachedBuild | { problems: Problem[] }> {
   const esbuild = await import('esbuild');
   let result;
   try {
@@ -170,20 +207,28 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
       ],
     };
   }
-  const problems = result.warnings.map((m) => toProblem(m, dir, label, 'warning'));
-  const code = result.outputFiles[0]?.text ?? '';
-  const size = Buffer.byteLength(code);
-  if (opts.maxBytes !== undefined && size > opts.maxBytes) {
-    problems.push({
-      where: join(label, relative(dir, entry)),
-      message: `the bundled script is ${formatBytes(size)}, over the ${formatBytes(opts.maxBytes)} limit (sandbox.script_size)`,
-      hint: 'drop large dependencies, or raise sandbox.script_size in config.yaml',
-      severity: 'error',
-    });
-    return { problems };
-  }
-  const inputs = Object.keys(result.metafile?.inputs ?? {}).map((f) => (isAbsolute(f) ? f : join(dir, f)));
-  return { bundle: { code, version: contentHash(code), inputs }, problems };
+  return {
+    code: result.outputFiles[0]?.text ?? '',
+    inputs: Object.keys(result.metafile?.inputs ?? {}).map((f) => (isAbsolute(f) ? f : join(dir, f))),
+    warnings: result.warnings.map((m) => toProblem(m, dir, label, 'warning')),
+  };
+}
+
+let identity: Promise<string> | undefined;
+
+/**
+ * What makes two builds of the same files equal: this program's version, esbuild's, and the source
+ * text of the functions that build (options, plugins, how problems are worded), so any change to
+ * them makes every cached bundle a miss without anyone remembering to bump a number.
+ */
+export function bundlerIdentity(): Promise<string> {
+  identity ??= import('esbuild').then((esbuild) =>
+    createHash('sha256')
+      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, within].map(String).join('\0'))
+      .digest('hex')
+      .slice(0, 32),
+  );
+  return identity;
 }
 
 export function formatBytes(n: number): string {
