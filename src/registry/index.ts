@@ -11,10 +11,11 @@ import { readDotenv } from '../config/env.ts';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import type { Module, Services } from '../services.ts';
-import { createRegistry, type GuestScript, type IntegrationState, type Registry } from './registry.ts';
+import { createRegistry, LOAD_WAIT_MS, type GuestScript, type IntegrationState, type Readiness, type Registry } from './registry.ts';
 
-export { createRegistry, isIntegrationFolderName } from './registry.ts';
-export type { GuestScript, LoadedIntegration, IntegrationState, Registry, RegistryOptions } from './registry.ts';
+export { createRegistry, isIntegrationFolderName, LOAD_WAIT_MS } from './registry.ts';
+export type { GuestScript, LoadedIntegration, IntegrationState, Readiness, Registry, RegistryOptions } from './registry.ts';
+export { createBundleCache, type BundleCache } from './bundle-cache.ts';
 export { bundleScript, contentHash, formatBytes, RUNTIME_MODULE, type Bundle, type BundleResult } from './bundle.ts';
 export { prepareFolder, type Preparation, type PreparedIntegration } from './prepare.ts';
 
@@ -90,6 +91,44 @@ export function registryOf(services: Services): Registry {
   return services.registry as Registry;
 }
 
+/** The start-up load as the status views show it (`/healthz`, `/readyz`, `GET /api/v1/integrations`). */
+export function readinessView(r: Readiness) {
+  return {
+    ready: r.ready,
+    loaded: r.loaded,
+    failed: r.failed,
+    done: r.done,
+    total: r.total,
+    /** Milliseconds the start-up load took (or has taken so far). */
+    ms: (r.readyAt ?? Date.now()) - r.startedAt,
+  };
+}
+
+/**
+ * While the start-up load runs, management routes that need integrations wait for them (bounded by
+ * LOAD_WAIT_MS, then 503 `starting`): the per-integration API (`/api/v1/integrations/<name>/...`)
+ * for that integration, installations (configuration is checked against a manifest, an
+ * installation token's scopes come from it) for all of them. Everything else answers at once:
+ * events are taken (handler runs for integrations not loaded yet are owed and run once they are).
+ */
+export function awaitIntegrationsFor(registry: Registry) {
+  return async (pathname: string): Promise<void> => {
+    if (registry.readiness().ready) return;
+    const own = /^\/api\/v1\/integrations\/([^/]+)\/./.exec(pathname);
+    if (own) {
+      await registry.whenLoaded(decodeURIComponent(own[1]));
+      return;
+    }
+    if (!/^\/api\/v1\/installations(\/|$)/.test(pathname)) return;
+    if (await registry.whenReady(LOAD_WAIT_MS)) return;
+    const r = registry.readiness();
+    throw new SwitchyardError('starting', `the server is starting: ${r.done} of ${r.total} integrations loaded`, {
+      headers: { 'retry-after': '1' },
+      hint: 'try again in a moment; GET /readyz answers 200 once every integration is loaded',
+    });
+  };
+}
+
 export const registryModule: Module = {
   name: 'registry',
   async start(services) {
@@ -101,15 +140,24 @@ export const registryModule: Module = {
       limits: services.config.sandbox,
       watch: true,
       verify: verifierOf(services),
+      cacheDir: join(services.config.data_dir, 'cache'),
+      pruneCache: !services.processes?.index,
+      // The server listens while the integrations load; see awaitIntegrationsFor and /readyz.
+      background: true,
     });
     services.registry = registry;
+    services.awaitIntegrations = awaitIntegrationsFor(registry);
+    services.readiness = () => registry.readiness();
+    const link = services.processes;
+    if (link) void registry.whenReady().then((ready) => ready && link.loaded());
     return () => registry.close();
   },
   routes(app: H3, services: Services) {
     const parkedOf = (name: string) => services.processes?.parked().find((p) => p.name === name);
     app.get('/api/v1/integrations', (event) => {
       requireAdmin(event.req);
-      return { integrations: registryOf(services).list().map((s) => integrationView(s, parkedOf(s.name))) };
+      const registry = registryOf(services);
+      return { integrations: registry.list().map((s) => integrationView(s, parkedOf(s.name))), startup: readinessView(registry.readiness()) };
     });
     app.post('/api/v1/integrations/:name/resume', (event) => {
       requireAdmin(event.req);
