@@ -82,16 +82,23 @@ class Uncacheable extends Error {}
  * The key of a bundle of `req` whose inputs are `inputs`, from the files as they are now, and the
  * newest ctime among everything read (ms).
  */
-export function fingerprint(req: BundleRequest, inputs: string[]): { key: string; newest: number } {
+export function fingerprint(req: BundleRequest, inputs: string[], opts: { stamps?: boolean } = {}): { key: string; newest: number } {
   const h = createHash('sha256');
   const add = (...parts: string[]) => {
     for (const p of parts) h.update(p).update('\0');
   };
+  // ctimes are only wanted when storing (see RACY_MS), and are read after the content they vouch
+  // for, so a change during the read shows as recent.
   let newest = 0;
-  const stamp = (file: string) => {
-    const st = statSync(file);
-    newest = Math.max(newest, st.ctimeMs);
-    return st;
+  const stamp = (path: string) => {
+    if (opts.stamps) newest = Math.max(newest, statSync(path).ctimeMs);
+  };
+  /** A regular file's content; undefined when absent or not a regular file (a FIFO or a device could block the server). */
+  const readRegular = (file: string): Buffer | undefined => {
+    if (!statSync(file, { throwIfNoEntry: false })?.isFile()) return undefined;
+    const content = readFileSync(file);
+    stamp(file);
+    return content;
   };
   add(`switchyard-bundle/${FORMAT}`, req.bundler, req.dir, req.entry, req.label);
 
@@ -104,24 +111,39 @@ export function fingerprint(req: BundleRequest, inputs: string[]): { key: string
   const roots = [req.dir, real];
   const insideFolder = (p: string) => roots.some((r) => within(r, p));
 
-  // Directories whose names count (resolution), and directories whose config files count.
-  const listed = new Set<string>();
+  // Directories whose names count (resolution), with their names, and directories whose config
+  // files count.
+  const listed = new Map<string, string[]>();
   const configured = new Set<string>();
-  const walk = (d: string) => {
-    listed.add(d);
-    let entries;
+  const list = (d: string) => {
+    if (listed.has(d)) return;
+    let names: string[];
     try {
-      entries = readdirSync(d, { withFileTypes: true });
+      const entries = readdirSync(d, { withFileTypes: true });
+      stamp(d);
+      names = entries.map((e) => e.name).sort();
+      listed.set(d, names);
+      if (within(req.dir, d) || within(real, d)) for (const e of entries) if (e.isDirectory() && !skipDir(e.name)) list(join(d, e.name));
     } catch {
-      return;
+      listed.set(d, ['<unreadable>']);
     }
-    for (const e of entries) if (e.isDirectory() && !skipDir(e.name)) walk(join(d, e.name));
   };
-  walk(req.dir);
+  list(req.dir);
   const upFrom = (start: string) => {
     for (let d = start; ; d = dirname(d)) {
-      if (insideFolder(d)) listed.add(d);
+      if (configured.has(d)) break;
       configured.add(d);
+      if (insideFolder(d) && !listed.has(d)) {
+        // node_modules directories holding an input, and their parents: listed, not walked.
+        let names: string[];
+        try {
+          names = readdirSync(d).sort();
+          stamp(d);
+        } catch {
+          names = ['<unreadable>'];
+        }
+        listed.set(d, names);
+      }
       if (dirname(d) === d) break;
     }
   };
@@ -129,38 +151,26 @@ export function fingerprint(req: BundleRequest, inputs: string[]): { key: string
   for (const input of inputs) upFrom(dirname(input));
 
   for (const file of [...inputs].sort()) {
-    let content: Buffer;
+    let content: Buffer | undefined;
     try {
-      // Regular files only: reading a FIFO or a device could block the server. The ctime is taken
-      // after the read, so a change during it shows as recent.
-      if (!statSync(file).isFile()) throw new Error('not a regular file');
-      content = readFileSync(file);
-      stamp(file);
+      content = readRegular(file);
     } catch {
-      throw new Uncacheable(`${file} cannot be read as a regular file`);
+      content = undefined;
     }
+    if (!content) throw new Uncacheable(`${file} cannot be read as a regular file`);
     add('file', file, createHash('sha256').update(content).digest('hex'));
   }
-  for (const d of [...listed].sort()) {
-    let names: string[];
-    try {
-      names = readdirSync(d).sort();
-      stamp(d);
-    } catch {
-      names = ['<unreadable>'];
-    }
-    add('dir', d, ...names);
-  }
+  for (const d of [...listed.keys()].sort()) add('dir', d, ...listed.get(d)!);
   const extended = new Set<string>();
   const config = (file: string) => {
-    let text: string;
+    let text: string | undefined;
     try {
-      if (!statSync(file).isFile()) throw new Error('not a regular file');
-      text = readFileSync(file, 'utf8');
-      stamp(file);
+      text = readRegular(file)?.toString('utf8');
     } catch {
-      return; // absent: as good as any other state, and the directory's listing says when it appears
+      text = undefined;
     }
+    // Absent is as good as any other state: the directory's listing says when it appears.
+    if (text === undefined) return;
     add('config', file, text);
     if (/tsconfig|jsconfig/.test(file)) for (const target of extendsOf(text, file)) if (!extended.has(target)) extended.add(target), config(target);
   };
@@ -231,7 +241,7 @@ export function createBundleCache(root: string, onError?: (e: Error) => void): B
     store(req, build, startedAt) {
       let fp: { key: string; newest: number };
       try {
-        fp = fingerprint(req, build.inputs);
+        fp = fingerprint(req, build.inputs, { stamps: true });
       } catch (e) {
         if (e instanceof Uncacheable) return undefined;
         throw e;

@@ -217,7 +217,8 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
         } catch (e) {
           log.error('registry: unexpected failure while loading a folder', { folder: key, error: e as Error });
         }
-        if (starting) tried.add(key), claims.delete(key);
+        claims.delete(key);
+        if (starting && atStart.has(key)) tried.add(key);
         if (starting && tried.size >= atStart.size) finishStart();
       }
     })().finally(() => {
