@@ -2,7 +2,7 @@
  * The runtime: envelopes in, integration code run in the sandbox, responses out; platform events
  * fanned out to the installations whose integrations handle them.
  */
-import { concerns, type Installations } from '../installations/index.ts';
+import { concerns, WEBHOOK_INTEGRATION, type Installations } from '../installations/index.ts';
 import type { EventHandlers, RunOutcome } from '../events/index.ts';
 import type { LoadedIntegration, Registry } from '../registry/index.ts';
 import type { Sandbox } from '../sandbox/index.ts';
@@ -65,13 +65,14 @@ export const runtimeModule: Module = {
             .filter((s) => s.current && runtime.handlesKnown(s.current, event.type) !== false)
             .map((s) => s.name),
         );
-        // While the integrations load at start, one not loaded yet counts too (its run waits for it).
+        // While the integrations load at start, one not loaded yet counts too (its run waits for it,
+        // and is dropped if it has no handler after all); the built-in webhook integration never has one.
         const starting = !registry.readiness().ready;
         if (!integrations.size && !starting) return [];
         const only = typeof event.installationId === 'string' && event.installationId ? event.installationId : undefined;
         return installations
           .list({ status: 'active' })
-          .filter((i) => (integrations.has(i.integration) || (starting && !registry.get(i.integration))) && (only === undefined ? concerns(i, event) : i.id === only))
+          .filter((i) => (integrations.has(i.integration) || (starting && i.integration !== WEBHOOK_INTEGRATION && !registry.get(i.integration))) && (only === undefined ? concerns(i, event) : i.id === only))
           .map((i) => ({ installationId: i.id, integration: i.integration }));
       },
       /** Run one installation's handler; outcomes are recorded as invocations carrying the eventId. */
