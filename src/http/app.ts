@@ -172,8 +172,9 @@ export function createApp(services: Services, modules: Module[]): H3 {
 
   // While the integrations load at start, the routes that need them wait (see registry/index.ts),
   // before the caller is authenticated: an installation token's scopes come from its manifest.
-  app.use('/api/v1/**', async (event) => {
-    await (services.awaitIntegrations as ((pathname: string) => Promise<void>) | undefined)?.(event.url.pathname);
+  app.use('/api/v1/**', (event) => {
+    const waiting = (services.awaitIntegrations as ((pathname: string) => Promise<void> | undefined) | undefined)?.(event.url.pathname);
+    if (waiting) return waiting.then(() => void principals.set(event.req, authenticate(event.req, services)));
     principals.set(event.req, authenticate(event.req, services));
   });
 

@@ -111,22 +111,28 @@ export function readinessView(r: Readiness) {
  * installation token's scopes come from it) for all of them. Everything else answers at once:
  * events are taken (handler runs for integrations not loaded yet are owed and run once they are).
  */
-export function awaitIntegrationsFor(registry: Registry) {
-  return async (pathname: string): Promise<void> => {
-    if (registry.readiness().ready) return;
-    const own = /^\/api\/v1\/integrations\/([^/]+)\/./.exec(pathname);
-    if (own) {
-      await registry.whenLoaded(decodeURIComponent(own[1]));
-      return;
-    }
-    if (!/^\/api\/v1\/installations(\/|$)/.test(pathname)) return;
-    if (await registry.whenReady(LOAD_WAIT_MS)) return;
-    const r = registry.readiness();
-    throw new SwitchyardError('starting', `the server is starting: ${r.done} of ${r.total} integrations loaded`, {
-      headers: { 'retry-after': '1' },
-      hint: 'try again in a moment; GET /readyz answers 200 once every integration is loaded',
-    });
-  };
+export function awaitIntegrationsFor(registry: Registry): (pathname: string) => Promise<void> | undefined {
+  // Once ready, every request goes straight on (no promise, nothing computed).
+  let ready = false;
+  void registry.whenReady().then((r) => (ready = r));
+  return (pathname) => (ready ? undefined : untilNeededLoaded(registry, pathname));
+}
+
+/** What a management request waits for while the start-up load runs (see awaitIntegrationsFor). */
+async function untilNeededLoaded(registry: Registry, pathname: string): Promise<void> {
+  if (registry.readiness().ready) return;
+  const own = /^\/api\/v1\/integrations\/([^/]+)\/./.exec(pathname);
+  if (own) {
+    await registry.whenLoaded(decodeURIComponent(own[1]));
+    return;
+  }
+  if (!/^\/api\/v1\/installations(\/|$)/.test(pathname)) return;
+  if (await registry.whenReady(LOAD_WAIT_MS)) return;
+  const r = registry.readiness();
+  throw new SwitchyardError('starting', `the server is starting: ${r.done} of ${r.total} integrations loaded`, {
+    headers: { 'retry-after': '1' },
+    hint: 'try again in a moment; GET /readyz answers 200 once every integration is loaded',
+  });
 }
 
 export const registryModule: Module = {

@@ -218,6 +218,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
           log.error('registry: unexpected failure while loading a folder', { folder: key, error: e as Error });
         }
         claims.delete(key);
+        readinessMemo = undefined;
         if (starting && atStart.has(key)) tried.add(key);
         if (starting && tried.size >= atStart.size) finishStart();
       }
@@ -242,6 +243,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     if (!starting) return;
     starting = false;
     readyAt = now();
+    readinessMemo = undefined;
     const all = [...folders.values()];
     log.info('integrations loaded', {
       dir: displayPath(root),
@@ -292,9 +294,12 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     kick();
   }
 
+  /** Asked on every /healthz: computed once per change of the folders (each load ends with one). */
+  let readinessMemo: Readiness | undefined;
   function readiness(): Readiness {
+    if (readinessMemo) return readinessMemo;
     const all = [...folders.values()];
-    return {
+    return (readinessMemo = {
       ready: !starting,
       total: atStart.size,
       done: starting ? tried.size : atStart.size,
@@ -304,7 +309,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       ...(readyAt !== undefined ? { readyAt } : {}),
       cached: cachedCount,
       bundled: bundledCount,
-    };
+    });
   }
 
   function whenReady(timeoutMs?: number): Promise<boolean> {
