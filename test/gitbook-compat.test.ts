@@ -141,7 +141,7 @@ test('integration public endpoint: reaches fetch with no installation; an OAuth 
   // A used state names no installation any more: the same callback is refused, nothing changes.
   const replay = await visit(fromProvider.location!.href);
   assert.equal(replay.status, 400);
-  assert.match(replay.text, /belongs to no installation/);
+  assert.match(replay.text, /already used/);
   // A forged state is not trusted either.
   const forged = await visit(`${integrationEndpoint}/oauth?code=x&state=${encodeURIComponent(JSON.stringify({ installationId: id }))}`);
   assert.equal(forged.status, 400);

@@ -56,9 +56,14 @@ function checkValue(name: string, prop: PropertyDef, v: unknown): Problem | unde
   }
 }
 
+/** Keys a component-drawn configuration may hold beyond its declared properties. */
+const FREE_KEY = /^(?!__proto__$|constructor$|prototype$)[A-Za-z_$][A-Za-z0-9_$.-]{0,127}$/;
+
 /**
  * Validate an installation's configuration against `def`. `partial` allows missing required keys
- * (an installation that is still pending). Unknown keys are errors, except `oauth_credentials`.
+ * (an installation that is still pending). Unknown keys are errors, except `oauth_credentials`, and
+ * except in a configuration drawn by a component (`componentId`), whose component keeps what it
+ * wants there (declared properties are still checked).
  */
 export function validateConfiguration(def: ConfigurationsDef | undefined, configuration: unknown, opts: { partial?: boolean } = {}): Problem[] {
   if (configuration === undefined || configuration === null) configuration = {};
@@ -72,6 +77,9 @@ export function validateConfiguration(def: ConfigurationsDef | undefined, config
     const prop = Object.hasOwn(properties, name) ? properties[name] : undefined;
     if (!prop) {
       if (name === OAUTH_CREDENTIALS) continue;
+      // A configuration screen drawn by a component (GitBook's `componentId`) stores what its
+      // component decides: keys it does not declare are its own. Never keys that reach prototypes.
+      if (def?.componentId && FREE_KEY.test(name)) continue;
       problems.push({
         where: where(name),
         message: `"${name}" is not a property of this integration`,

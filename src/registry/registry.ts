@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Problem } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
-import { displayPath, manifestFileOf, type Manifest } from '../manifest/index.ts';
+import { displayPath, manifestFileOf, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { prepareFolder } from './prepare.ts';
 import { watchTree, type TreeWatcher } from './watch.ts';
@@ -31,6 +31,8 @@ export interface LoadedIntegration {
   name: string;
   dir: string;
   manifest: Manifest;
+  /** `gitbook` when read from gitbook-manifest.yaml: its code sees GitBook's environment shape. */
+  dialect?: ManifestDialect;
   /** Resolved secret values by name. Never log these. */
   secrets: Record<string, string>;
   script?: GuestScript;
@@ -258,7 +260,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     const p = await prepareFolder(dir, { env: opts.env, label: f.label, maxBytes: opts.limits.script_size });
     const warnings = p.warnings;
     if (!p.prepared) return fail(f, p.errors, warnings, p.claimedName);
-    const { manifest, script, secrets } = p.prepared;
+    const { manifest, script, secrets, dialect } = p.prepared;
     const name = manifest.name;
 
     const owner = byName.get(name);
@@ -319,12 +321,13 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       prev.name === name &&
       prev.script?.version === script?.version &&
       isDeepStrictEqual(prev.manifest, manifest) &&
+      prev.dialect === dialect &&
       isDeepStrictEqual(prev.secrets, secrets);
     if (unchanged) {
       prev.warnings = warnings;
       return;
     }
-    const next: LoadedIntegration = { name, dir, manifest, secrets, script, warnings, loadedAt: now() };
+    const next: LoadedIntegration = { name, dir, manifest, dialect, secrets, script, warnings, loadedAt: now() };
     f.current = next;
     if (prev && prev.name !== name && byName.get(prev.name) === key) byName.delete(prev.name);
     byName.set(name, key);

@@ -1,0 +1,32 @@
+/**
+ * Who may reach an installation through the management API. Named kinds only (fail closed): the
+ * admin; an installation, itself; an integration's token (GitBook's integration-wide token, handed
+ * to invocations), the installations of its own integration.
+ */
+import { SwitchyardError } from '../errors.ts';
+import type { Principal } from '../http/app.ts';
+
+export function mayReach(p: Principal, installation: { id: string; integration: string }): boolean {
+  if (p.kind === 'admin') return true;
+  if (p.kind === 'installation') return p.installationId === installation.id;
+  if (p.kind === 'integration') return p.integration === installation.integration;
+  return false;
+}
+
+/** Throws 403 unless `p` may reach the installation, saying whose token it is. */
+export function requireReach(p: Principal, installation: { id: string; integration: string }): void {
+  if (mayReach(p, installation)) return;
+  if (p.kind === 'installation')
+    throw new SwitchyardError('forbidden', `this token belongs to installation ${p.installationId}, not ${installation.id}`);
+  if (p.kind === 'integration')
+    throw new SwitchyardError('forbidden', `this token belongs to integration "${p.integration}"; installation ${installation.id} is one of "${installation.integration}"`);
+  throw new SwitchyardError('forbidden', 'this token cannot reach installations');
+}
+
+/** Whether `p` may speak for integration `name` as a whole (list its installations). */
+export function mayListFor(p: Principal, name: string): 'all' | 'own' | false {
+  if (p.kind === 'admin') return 'all';
+  if (p.kind === 'integration') return p.integration === name ? 'all' : false;
+  if (p.kind === 'installation') return p.integration === name ? 'own' : false;
+  return false;
+}
