@@ -21,7 +21,7 @@
  * this repository.
  */
 import { spawn, execFileSync } from 'node:child_process';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createHmac, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -44,6 +44,8 @@ interface Request_ {
   headers?: Record<string, string>;
   /** Sign the body as Slack does, with the SIGNING_SECRET the .env gave it. */
   slackSigned?: boolean;
+  /** Sign the body as GitHub does (x-hub-signature-256), with the WEBHOOK_SECRET the .env gave it. */
+  githubSigned?: boolean;
   /** What the step shows when it works. */
   what: string;
 }
@@ -56,6 +58,14 @@ interface Plan {
   requests?: Request_[];
   /** Configuration values for required properties the generic filler cannot guess. */
   configuration?: Record<string, unknown>;
+  /** Where to install when the manifest says `all` (GitBook's webhook keeps event choices per space). */
+  target?: 'space' | 'site';
+  /** The action to press on a component, with the state a user would have typed (`$receiver`: this script's HTTP receiver). */
+  actions?: Record<string, { action: Record<string, unknown>; state?: Record<string, unknown> }>;
+  /** What the provider's answer would have stored beside the stand-in credentials (its extractCredentials reads the provider's API). */
+  standIn?: Record<string, unknown>;
+  /** Wait for a delivery at this script's receiver after the events: the integration sends them itself. */
+  expectsDelivery?: boolean;
 }
 
 const PLANS: Record<string, Plan> = {
@@ -65,7 +75,15 @@ const PLANS: Record<string, Plan> = {
   'gitlab-files': { unfurl: { 'gitlab-code-block': 'https://gitlab.com/octo-org/octo-repo/-/blob/main/README.md' } },
   jira: { unfurl: { issue: 'https://catalogue.atlassian.net/browse/CAT-1' } },
   linear: { unfurl: { embed: 'https://linear.app/catalogue/issue/CAT-1/an-issue' } },
-  lucid: { unfurl: { embed: 'https://lucid.app/lucidchart/abcd-1234/edit' } },
+  lucid: { unfurl: { 'lucid-component': 'https://lucid.app/lucidchart/abcd-1234/edit' } },
+  mailchimp: { standIn: { api_endpoint: 'https://us1.api.mailchimp.com' } },
+  webhook: {
+    target: 'space',
+    actions: {
+      config: { action: { action: 'save.config' }, state: { webhookUrl: '$receiver', secret: 'catalogue-webhook-secret-0123456789', space_content_updated: true } },
+    },
+    expectsDelivery: true,
+  },
   runkit: { unfurl: { embed: 'https://runkit.com/catalogue/notebook' } },
   sentry: { unfurl: { embed: 'https://sentry.io/organizations/catalogue/issues/123/' } },
   toucantoco: { unfurl: { embed: 'https://catalogue.toucantoco.com/embed.html?id=1' } },
@@ -83,7 +101,19 @@ const PLANS: Record<string, Plan> = {
     ],
   },
   discord: { requests: [{ on: 'integration', method: 'GET', path: '/', what: 'the integration endpoint answered' }] },
-  github: { requests: [{ on: 'integration', method: 'POST', path: '/hooks/github', body: '{}', headers: { 'content-type': 'application/json', 'x-github-event': 'ping' }, what: 'a GitHub webhook reached the integration endpoint' }] },
+  github: {
+    requests: [
+      {
+        on: 'integration',
+        method: 'POST',
+        path: '/hooks/github',
+        body: JSON.stringify({ ref: 'refs/heads/main', installation: { id: 4242 }, repository: { id: 77 }, head_commit: { timestamp: '2026-01-01T00:00:00Z' } }),
+        headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-github-delivery': 'catalogue-1' },
+        githubSigned: true,
+        what: 'a signed GitHub push webhook at the integration endpoint (space installations looked up with the integration token)',
+      },
+    ],
+  },
   gitlab: { requests: [{ on: 'installation', method: 'POST', path: '/hooks/gitlab', body: '{}', headers: { 'content-type': 'application/json', 'x-gitlab-event': 'Push Hook' }, what: 'a GitLab webhook reached the installation endpoint' }] },
   mermaid: { requests: [{ on: 'integration', method: 'GET', path: '/?v=1', what: 'the webframe page the block embeds' }] },
   plantuml: { requests: [{ on: 'integration', method: 'GET', path: '/?v=1', what: 'the webframe page the block embeds' }] },
@@ -91,7 +121,7 @@ const PLANS: Record<string, Plan> = {
 
 // ---------------------------------------------------------------------------------------------
 
-type Outcome = 'ran' | 'stopped at a third party' | 'needs GitBook content' | 'not run: spec' | 'failed';
+type Outcome = 'ran' | 'stopped at a third party' | 'needs GitBook content' | 'not run here' | 'failed';
 
 interface Step {
   what: string;
@@ -230,6 +260,23 @@ function freePort(): Promise<number> {
 let base = '';
 let token = '';
 
+/** A local HTTP receiver for what integrations send themselves (GitBook's webhook integration). */
+const receiver = { url: '', received: [] as string[] };
+async function startReceiver(): Promise<() => void> {
+  const { createServer: http } = await import('node:http');
+  const server = http((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      receiver.received.push(`${req.method} ${req.url} ${Object.keys(req.headers).filter((h) => h.startsWith('x-')).join(',')} ${body.slice(0, 80)}`);
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  receiver.url = `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`;
+  return () => server.close();
+}
+
 async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any; headers: Headers }> {
   const res = await fetch(`${base}${path}`, {
     method,
@@ -319,7 +366,11 @@ function judge(what: string, status: number, answer: unknown, inv: any, expectOk
   if (/reads GitBook content, which this server does not hold|gitbook\.api_url/.test(text))
     return { what, outcome: 'needs GitBook content', detail: firstLine(text.match(/[^\n]*reads GitBook content[^\n]*/)?.[0] ?? 'GitBook content call') };
   if (host) return { what, outcome: 'stopped at a third party', detail: `${host} is not reachable from here` };
-  if (status === 501) return { what, outcome: 'not run: spec', detail: firstLine(String((answer as any)?.error ?? answer)) };
+  // The integration caught the failed call and answered its own error: its message says so.
+  const own = typeof answer === 'object' && answer ? String((answer as { error?: unknown }).error ?? '') : '';
+  if (status >= 400 && status < 500 && /fail(ed)? to (fetch|get|load|retrieve)|could not (fetch|reach|load)|unable to (fetch|reach)/i.test(own))
+    return { what, outcome: 'stopped at a third party', detail: `the integration's own call out failed: "${own}" (the invocation reached no outside host)` };
+  if (status === 501) return { what, outcome: 'not run here', detail: firstLine(String((answer as any)?.error ?? answer)) };
   const fault = inv?.error && inv.error.kind !== 'http_error';
   if (fault || status >= 500 || (expectOk && status >= 400))
     return { what, outcome: 'failed', detail: firstLine(inv?.error?.message ?? `answered ${status}: ${typeof answer === 'string' ? answer : JSON.stringify(answer)}`) };
@@ -378,7 +429,7 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
   const manifest = readManifest(dir);
   const manifestName = String(manifest.name);
   const plan = PLANS[name] ?? {};
-  const target = targetOf(manifest);
+  const target = plan.target ?? targetOf(manifest);
   const section = sectionOf(manifest, target);
   const steps: Step[] = [];
   const tried: string[] = [];
@@ -403,6 +454,25 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
   const context =
     target === 'site' ? { type: 'configuration_site', siteId: 'site_catalogue', theme: 'light' } : { type: 'document', spaceId: 'space_catalogue', editable: true, theme: 'light' };
 
+  // OAuth: the button's callback starts the flow; this script plays the provider sending the
+  // browser back. The providers' token endpoints are out of reach here, so the rest of the path
+  // runs on stand-in credentials, set as a user could (`installations configure`).
+  for (const [prop, p] of Object.entries((section?.properties ?? manifest.configurations?.account?.properties ?? {}) as Record<string, any>)) {
+    if (p.type !== 'button' || !p.callback_url) continue;
+    tried.push(`OAuth via ${prop}`);
+    steps.push(...(await oauthRoundTrip(`${endpoint}${p.callback_url}`)));
+    const now = await api('GET', `/api/v1/installations/${inst.id}`);
+    if (now.body?.installation?.configuration?.[prop] === undefined) {
+      // Through the API: a button's value is a map the CLI does not take (it is the callback's to write).
+      const standIn = { access_token: 'catalogue-stand-in-token', expires_at: Date.now() + 3_600_000 };
+      const set = await api('PATCH', `/api/v1/installations/${inst.id}`, { configuration: { [prop]: standIn, ...(plan.standIn ?? {}) } });
+      if (set.status === 200) {
+        tried.push(`stand-in ${prop}`);
+        inst = set.body.installation ?? inst;
+      } else steps.push({ what: `stand-in ${prop}`, outcome: 'failed', detail: JSON.stringify(set.body).slice(0, 300) });
+    }
+  }
+
   // Components: the first render, then the action a user would press.
   const configComponent = (manifest.configurations?.[target === 'organization' ? 'account' : target]?.componentId ?? manifest.configurations?.account?.componentId) as string | undefined;
   for (const componentId of exports.components) {
@@ -419,18 +489,13 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
     const r = await api('POST', `/api/v1/installations/${inst.id}/render`, body);
     steps.push(judge(unfurl ? `@link.unfurl of ${componentId}` : `render ${componentId}`, r.status, r.body, await invocation(r.headers.get('x-request-id'))));
     if (r.status !== 200 || !r.body?.element) continue;
-    const action = ownActions(r.body.element)[0];
+    const planned = plan.actions?.[componentId];
+    const action = planned?.action ?? ownActions(r.body.element)[0];
     if (!action) continue;
+    const state = planned?.state ? { ...r.body.state, ...JSON.parse(JSON.stringify(planned.state).replaceAll('$receiver', receiver.url)) } : r.body.state;
     tried.push(`${componentId} action ${action.action}`);
-    const pressed = await api('POST', `/api/v1/installations/${inst.id}/render`, { componentId, props: r.body.props, state: r.body.state, context: ctx, action });
+    const pressed = await api('POST', `/api/v1/installations/${inst.id}/render`, { componentId, props: r.body.props, state, context: ctx, action });
     steps.push(judge(`action ${action.action} of ${componentId}`, pressed.status, pressed.body, await invocation(pressed.headers.get('x-request-id'))));
-  }
-
-  // OAuth: the button's callback starts the flow; this script plays the provider sending the browser back.
-  for (const [prop, p] of Object.entries((section?.properties ?? manifest.configurations?.account?.properties ?? {}) as Record<string, any>)) {
-    if (p.type !== 'button' || !p.callback_url) continue;
-    tried.push(`OAuth via ${prop}`);
-    steps.push(...(await oauthRoundTrip(`${endpoint}${p.callback_url}`)));
   }
 
   // Public endpoints: the requests the plan knows, else the installation endpoint's root.
@@ -438,23 +503,40 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
   for (const q of requests) {
     const url = `${q.on === 'integration' ? integrationEndpoint : endpoint}${q.path === '/' ? '' : q.path}`;
     const headers: Record<string, string> = { ...(q.headers ?? {}) };
+    const env = existsSync(join(dir, '.env')) ? readFileSync(join(dir, '.env'), 'utf8') : '';
     if (q.slackSigned) {
       const ts = String(Math.floor(Date.now() / 1000));
-      const secret = readFileSync(join(dir, '.env'), 'utf8').match(/SIGNING_SECRET=(.*)/)?.[1] ?? '';
-      const { createHmac } = await import('node:crypto');
+      const secret = env.match(/SIGNING_SECRET=(.*)/)?.[1] ?? '';
       headers['x-slack-request-timestamp'] = ts;
       headers['x-slack-signature'] = `v0=${createHmac('sha256', secret).update(`v0:${ts}:${q.body ?? ''}`).digest('hex')}`;
+    }
+    if (q.githubSigned) {
+      const secret = env.match(/WEBHOOK_SECRET=(.*)/)?.[1] ?? '';
+      headers['x-hub-signature-256'] = `sha256=${createHmac('sha256', secret).update(q.body ?? '').digest('hex')}`;
     }
     tried.push(`${q.method ?? 'GET'} ${q.on ?? 'installation'} endpoint ${q.path}`);
     const res = await fetch(url, { method: q.method ?? 'GET', headers, body: q.body, redirect: 'manual' });
     const text = await res.text();
+    // Work the handler left to waitUntil prints after the answer: give it a moment.
+    await new Promise((r) => setTimeout(r, 1500));
     steps.push(judge(q.what, res.status, text, await invocation(res.headers.get('x-request-id')), false));
   }
 
   // Events it subscribes to, sent as a user would.
+  const before = receiver.received.length;
   for (const type of exports.events) {
     tried.push(`event ${type}`);
     steps.push(await sendEvent(type, inst));
+  }
+  if (plan.expectsDelivery) {
+    tried.push('its delivery to a receiver');
+    for (let i = 0; i < 100 && receiver.received.length === before; i++) await new Promise((r) => setTimeout(r, 100));
+    const got = receiver.received.slice(before);
+    steps.push(
+      got.length
+        ? { what: 'delivery sent by the integration', outcome: 'ran', detail: `${got.length} request(s) at the receiver, e.g. ${got[0]}` }
+        : { what: 'delivery sent by the integration', outcome: 'failed', detail: 'nothing reached the receiver within 10 s' },
+    );
   }
   return { mainPath: tried.join(', '), steps };
 }
@@ -502,6 +584,8 @@ async function sendEvent(type: string, inst: any): Promise<Step> {
   } catch {
     /* below */
   }
+  if (sent.code !== 0 && /is not a platform event type/.test(sent.stderr))
+    return { what: `event ${type}`, outcome: 'not run here', detail: 'Switchyard does not emit this GitBook event (an uninstall ends an installation\'s code for good)' };
   if (sent.code !== 0 || !eventId) return { what: `event ${type}`, outcome: 'failed', detail: firstLine(sent.stderr || sent.stdout) };
   for (let i = 0; i < 300; i++) {
     const e = await api('GET', `/api/v1/events/${eventId}`);
@@ -519,12 +603,12 @@ async function sendEvent(type: string, inst: any): Promise<Step> {
 // ---------------------------------------------------------------------------------------------
 
 function overall(steps: Step[]): { outcome: Row['outcome']; reason: string } {
-  const order: Outcome[] = ['failed', 'not run: spec', 'needs GitBook content', 'stopped at a third party', 'ran'];
+  const order: Outcome[] = ['failed', 'not run here', 'needs GitBook content', 'stopped at a third party', 'ran'];
   for (const o of order) {
     const s = steps.find((x) => x.outcome === o);
     if (s) return { outcome: o, reason: o === 'ran' ? '' : `${s.what}: ${s.detail}` };
   }
-  return { outcome: 'not run: spec', reason: 'nothing to run' };
+  return { outcome: 'not run here', reason: 'nothing to run' };
 }
 
 async function main(): Promise<void> {
@@ -545,10 +629,11 @@ async function main(): Promise<void> {
     say(`check ${name}: ${j.ok ? 'pass' : 'fail'}`);
     const row: Row = { name, check: j.ok ? 'pass' : 'fail', checkErrors: (j.errors ?? []).map((e: any) => e.message), mainPath: '', outcome: 'not run: check failed', reason: '', steps: [] };
     if (!j.ok) row.reason = row.checkErrors[0] ?? '';
-    else checked.set(name, j.sandbox.exports as Exports);
+    else checked.set(name, { ...(j.sandbox.exports as Exports), unsupported: j.sandbox.exports.unsupported ?? [] });
     rows.push(row);
   }
 
+  const stopReceiver = await startReceiver();
   const stop = await serve();
   try {
     for (const row of rows) {
@@ -556,7 +641,7 @@ async function main(): Promise<void> {
       if (!exports) continue;
       const runnable = exports.fetch || exports.components.length > 0 || exports.events.length > 0;
       if (!runnable) {
-        row.outcome = 'not run: spec';
+        row.outcome = 'not run here';
         row.mainPath = exports.unsupported.map((u) => u.handler).join(', ');
         row.reason = exports.unsupported.map((u) => `${u.handler}: ${u.reason}`).join('; ');
         continue;
@@ -567,7 +652,7 @@ async function main(): Promise<void> {
         row.mainPath = r.mainPath;
         row.steps = r.steps;
         Object.assign(row, overall(r.steps));
-        if (exports.unsupported.length) row.steps.push({ what: exports.unsupported.map((u) => u.handler).join(', '), outcome: 'not run: spec', detail: exports.unsupported.map((u) => u.reason).join('; ') });
+        if (exports.unsupported.length) row.steps.push({ what: exports.unsupported.map((u) => u.handler).join(', '), outcome: 'not run here', detail: exports.unsupported.map((u) => u.reason).join('; ') });
       } catch (e) {
         row.outcome = 'failed';
         row.reason = `the script itself failed: ${(e as Error).message}`;
@@ -575,6 +660,7 @@ async function main(): Promise<void> {
     }
   } finally {
     stop();
+    stopReceiver();
   }
   report(rows);
 }
@@ -590,7 +676,7 @@ function report(rows: Row[]): void {
     for (const s of r.steps) process.stdout.write(`    ${s.outcome.padEnd(24)} ${s.what}: ${s.detail}\n`);
   }
   const count = (f: (r: Row) => boolean) => rows.filter(f).length;
-  const allowed = rows.filter((r) => r.check === 'pass' && r.outcome !== 'not run: spec');
+  const allowed = rows.filter((r) => r.check === 'pass' && r.outcome !== 'not run here');
   process.stdout.write(
     [
       '',

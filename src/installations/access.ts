@@ -30,3 +30,8 @@ export function mayListFor(p: Principal, name: string): 'all' | 'own' | false {
   if (p.kind === 'installation') return p.integration === name ? 'own' : false;
   return false;
 }
+
+/** Whether the integration's own code is calling (a token handed to one of its invocations). */
+export function isIntegrationCode(p: Principal): boolean {
+  return (p.kind === 'installation' || p.kind === 'integration') && p.via === 'invocation';
+}

@@ -16,7 +16,7 @@ import { principalOf, type Principal } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { installationEndpoint, installationLocation, invocationTokenTtl } from '../runtime/environment.ts';
 import type { Services } from '../services.ts';
-import { mayListFor, requireReach } from './access.ts';
+import { isIntegrationCode, mayListFor, requireReach } from './access.ts';
 import { mayReveal, redactConfiguration } from './routes.ts';
 import type { Change, Installation, Installations } from './service.ts';
 
@@ -102,10 +102,12 @@ export function gitbookApiRoutes(app: H3, services: Services, afterChange: (c: C
     const result = services.store.db.transaction(() => {
       let change: Change | undefined;
       if (configuration) {
-        // GitBook replaces the configuration: keys left out are removed.
+        // GitBook replaces the configuration: keys left out are removed. Not on a space or site
+        // installation: it holds the account's configuration and its own in one here (GitBook
+        // keeps two, updated by separate calls), so one call's keys must not erase the other's.
         const patch: Record<string, unknown> = { ...(configuration as Record<string, unknown>) };
-        for (const k of Object.keys(target.configuration)) if (!(k in patch)) patch[k] = null;
-        change = inst().configure(target.id, patch);
+        if (target.target === 'organization') for (const k of Object.keys(target.configuration)) if (!(k in patch)) patch[k] = null;
+        change = inst().configure(target.id, patch, { byCode: isIntegrationCode(principalOf(event.req)) });
       }
       const updated = externalIds ? inst().setExternalIds(target.id, externalIds as string[]) : (change?.installation ?? target);
       return { change, updated };

@@ -2,7 +2,7 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf, requireAdmin, type Principal } from '../http/app.ts';
-import { mayReach, requireReach } from './access.ts';
+import { isIntegrationCode, mayReach, requireReach } from './access.ts';
 import { oneOfParam, readJson } from '../http/body.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import { setOwn } from '../schema/index.ts';
@@ -170,7 +170,7 @@ export function installationRoutes(app: H3, services: Services): void {
     if (externalIds !== undefined && (!Array.isArray(externalIds) || externalIds.some((x) => typeof x !== 'string')))
       throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
     const change = services.store.db.transaction(() => {
-      const c = inst().configure(id, patch as Record<string, unknown>);
+      const c = inst().configure(id, patch as Record<string, unknown>, { byCode: isIntegrationCode(principalOf(event.req)) });
       if (externalIds) c.installation = inst().setExternalIds(id, externalIds as string[]);
       // Queued deliveries go to the URL the installation has now.
       const url = c.installation.configuration.webhook_url;

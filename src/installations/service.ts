@@ -14,7 +14,7 @@ import { hashToken } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
 import type { Db } from '../store/index.ts';
-import { missingRequired, validateConfiguration, type Manifest } from '../manifest/index.ts';
+import { missingRequired, validateConfiguration, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
 import { generationsOf } from '../store/generations.ts';
@@ -89,6 +89,8 @@ export interface InstallationsDeps {
   db: Db;
   /** The manifest of a loaded integration, or undefined when it is not loaded. */
   manifestOf(name: string): Manifest | undefined;
+  /** Which manifest file it came from (GitBook's keeps its JSON Schema's open configurations for its code). */
+  dialectOf?(name: string): ManifestDialect | undefined;
   now?: () => Date;
 }
 
@@ -153,7 +155,13 @@ export function createInstallations(deps: InstallationsDeps) {
   const configurationsOf = configurationSection;
 
   /** Problems with the configuration's values; `missing` lists required keys not yet set. */
-  function check(manifest: Manifest, target: InstallationTarget, integration: string, configuration: Record<string, unknown>) {
+  function check(
+    manifest: Manifest,
+    target: InstallationTarget,
+    integration: string,
+    configuration: Record<string, unknown>,
+    edit: { byCode?: boolean; changed?: ReadonlySet<string> } = {},
+  ) {
     const def = configurationsOf(manifest, target);
     // Platform-written keys (oauth_credentials) are exempt from validation unless the manifest
     // declares them as a property (a required button whose value the OAuth flow writes).
@@ -162,7 +170,14 @@ export function createInstallations(deps: InstallationsDeps) {
     for (const [k, v] of Object.entries(configuration))
       if (declaredNames.has(k) || !(RESERVED_CONFIGURATION_KEYS as readonly string[]).includes(k)) setOwn(declared, k, v);
     const problems: Problem[] = [
-      ...validateConfiguration(def, declared, { partial: true }),
+      // GitBook integrations' own code may keep keys it does not declare (what its OAuth
+      // extractCredentials returns beside the credentials, say), as GitBook's open schemas let it;
+      // people editing a configuration still get unknown keys refused.
+      // A person's edit is judged on the keys it changes: what the code kept stays as it is.
+      ...validateConfiguration(def, declared, {
+        partial: true,
+        undeclared: deps.dialectOf?.(integration) !== 'gitbook' ? false : edit.byCode ? true : (name) => edit.changed !== undefined && !edit.changed.has(name),
+      }),
       ...(integration === WEBHOOK_INTEGRATION ? webhookConfigurationProblems(declared) : []),
     ];
     return { problems, missing: missingRequired(def, declared) };
@@ -213,8 +228,9 @@ export function createInstallations(deps: InstallationsDeps) {
   /**
    * Edit configuration properties: `patch` keys are set, `null` removes one. Every edit is
    * validated against the manifest (nothing is stored on failure) and emits installation_setup.
+   * `byCode`: the integration's own code writes it (an invocation's token).
    */
-  function configure(id: string, patch: Record<string, unknown>): Change {
+  function configure(id: string, patch: Record<string, unknown>, opts: { byCode?: boolean } = {}): Change {
     const current = require(id);
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
     const manifest = manifestFor(current.integration);
@@ -223,7 +239,7 @@ export function createInstallations(deps: InstallationsDeps) {
       if (v === null) delete next[k];
       else setOwn(next, k, v);
     }
-    const { problems, missing } = check(manifest, current.target, current.integration, next);
+    const { problems, missing } = check(manifest, current.target, current.integration, next, { byCode: opts.byCode, changed: new Set(Object.keys(patch)) });
     if (problems.length) fail(problems);
     const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
     db.prepare('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(next), status, now(), id);

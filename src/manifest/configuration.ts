@@ -65,7 +65,18 @@ const FREE_KEY = /^(?!__proto__$|constructor$|prototype$)[A-Za-z_$][A-Za-z0-9_$.
  * except in a configuration drawn by a component (`componentId`), whose component keeps what it
  * wants there (declared properties are still checked).
  */
-export function validateConfiguration(def: ConfigurationsDef | undefined, configuration: unknown, opts: { partial?: boolean } = {}): Problem[] {
+export function validateConfiguration(
+  def: ConfigurationsDef | undefined,
+  configuration: unknown,
+  opts: {
+    partial?: boolean;
+    /**
+     * Keys no property declares that are accepted (GitBook's configurations are JSON Schemas,
+     * open to more keys): all of them, or those the function accepts. Never keys reaching prototypes.
+     */
+    undeclared?: boolean | ((name: string) => boolean);
+  } = {},
+): Problem[] {
   if (configuration === undefined || configuration === null) configuration = {};
   if (!isPlainObject(configuration))
     return [{ where: 'configuration', message: `must be a map of property names to values, got ${typeName(configuration)}` }];
@@ -79,7 +90,8 @@ export function validateConfiguration(def: ConfigurationsDef | undefined, config
       if (name === OAUTH_CREDENTIALS) continue;
       // A configuration screen drawn by a component (GitBook's `componentId`) stores what its
       // component decides: keys it does not declare are its own. Never keys that reach prototypes.
-      if (def?.componentId && FREE_KEY.test(name)) continue;
+      const open = typeof opts.undeclared === 'function' ? opts.undeclared(name) : opts.undeclared;
+      if ((def?.componentId || open) && FREE_KEY.test(name)) continue;
       problems.push({
         where: where(name),
         message: `"${name}" is not a property of this integration`,
