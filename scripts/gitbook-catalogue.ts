@@ -62,8 +62,12 @@ interface Plan {
   target?: 'space' | 'site';
   /** The action to press on a component, with the state a user would have typed (`$receiver`: this script's HTTP receiver). */
   actions?: Record<string, { action: Record<string, unknown>; state?: Record<string, unknown> }>;
-  /** What the provider's answer would have stored beside the stand-in credentials (its extractCredentials reads the provider's API). */
-  standIn?: Record<string, unknown>;
+  /**
+   * Why steps after the stand-in credentials cannot go further here: what the real OAuth exchange
+   * would have stored beside the credentials comes from the provider's own API. Their failures are
+   * counted as stopped at that third party, with this reason shown.
+   */
+  stoppedBy?: string;
   /** Wait for a delivery at this script's receiver after the events: the integration sends them itself. */
   expectsDelivery?: boolean;
 }
@@ -76,7 +80,7 @@ const PLANS: Record<string, Plan> = {
   jira: { unfurl: { issue: 'https://catalogue.atlassian.net/browse/CAT-1' } },
   linear: { unfurl: { embed: 'https://linear.app/catalogue/issue/CAT-1/an-issue' } },
   lucid: { unfurl: { 'lucid-component': 'https://lucid.app/lucidchart/abcd-1234/edit' } },
-  mailchimp: { standIn: { api_endpoint: 'https://us1.api.mailchimp.com' } },
+  mailchimp: { stoppedBy: 'its api_endpoint comes from login.mailchimp.com/oauth2/metadata during the OAuth exchange' },
   webhook: {
     target: 'space',
     actions: {
@@ -465,7 +469,7 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
     if (now.body?.installation?.configuration?.[prop] === undefined) {
       // Through the API: a button's value is a map the CLI does not take (it is the callback's to write).
       const standIn = { access_token: 'catalogue-stand-in-token', expires_at: Date.now() + 3_600_000 };
-      const set = await api('PATCH', `/api/v1/installations/${inst.id}`, { configuration: { [prop]: standIn, ...(plan.standIn ?? {}) } });
+      const set = await api('PATCH', `/api/v1/installations/${inst.id}`, { configuration: { [prop]: standIn } });
       if (set.status === 200) {
         tried.push(`stand-in ${prop}`);
         inst = set.body.installation ?? inst;
@@ -538,6 +542,9 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
         : { what: 'delivery sent by the integration', outcome: 'failed', detail: 'nothing reached the receiver within 10 s' },
     );
   }
+  if (plan.stoppedBy && tried.some((t) => t.startsWith('stand-in')))
+    for (const st of steps.slice(steps.findIndex((x) => x.what.startsWith('OAuth callback')) + 1))
+      if (st.outcome === 'failed') Object.assign(st, { outcome: 'stopped at a third party', detail: `${st.detail}; ${plan.stoppedBy}` });
   return { mainPath: tried.join(', '), steps };
 }
 

@@ -479,3 +479,15 @@ test('a settings screen drawn by a component: the site installation stores what 
   assert.deepEqual(again.body, { type: 'complete' });
   assert.equal((await s.api('GET', `/api/v1/installations/${id}`)).body.installation.configuration.signature, configuration.signature);
 });
+
+test('check: secrets declared only under GitBook\'s envs are named, with the line that would supply them', async (t) => {
+  const dir = gitbookFolder(t);
+  const { appendFileSync } = await import('node:fs');
+  appendFileSync(join(dir, 'gb-spaces/gitbook-manifest.yaml'), 'envs:\n    production:\n        secrets:\n            API_KEY: ${{ "op://vault/gb-spaces/API_KEY" }}\n');
+  const r = await runCli(['check', join(dir, 'gb-spaces'), '--json'], { cwd: roomyCwd(t) });
+  const j = JSON.parse(r.stdout);
+  assert.equal(r.code, 0, JSON.stringify(j.errors));
+  const envs = j.warnings.find((w: any) => w.message.startsWith('envs:'));
+  assert.match(envs.message, /API_KEY is declared only there, so environment\.secrets will not have it/);
+  assert.equal(envs.hint, 'add it under secrets, e.g. API_KEY: ${{ env.GB_SPACES_API_KEY }}');
+});
