@@ -70,6 +70,8 @@ interface Plan {
   stoppedBy?: string;
   /** Wait for a delivery at this script's receiver after the events: the integration sends them itself. */
   expectsDelivery?: boolean;
+  /** externalIds its configuration screen would have stored (set through the API, as its code would). */
+  externalIds?: string[];
 }
 
 const PLANS: Record<string, Plan> = {
@@ -106,6 +108,8 @@ const PLANS: Record<string, Plan> = {
   },
   discord: { requests: [{ on: 'integration', method: 'GET', path: '/', what: 'the integration endpoint answered' }] },
   github: {
+    // What its configuration screen stores when a repository and branch are picked.
+    externalIds: ['ins:4242:rep:77:br:refs/heads/main'],
     requests: [
       {
         on: 'integration',
@@ -453,6 +457,11 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
     return { mainPath: 'install', steps };
   }
   tried.push(`install on ${target}`);
+  if (plan.externalIds) {
+    const set = await api('PATCH', `/api/v1/integrations/${encodeURIComponent(manifestName)}/installations/${inst.id}`, { externalIds: plan.externalIds });
+    if (set.status !== 200) steps.push({ what: 'externalIds', outcome: 'failed', detail: JSON.stringify(set.body).slice(0, 300) });
+    else tried.push(`externalIds ${plan.externalIds.join(',')}`);
+  }
   const endpoint: string = inst.urls.publicEndpoint;
   const integrationEndpoint = `${base}/v1/integrations/${encodeURIComponent(manifestName)}/integration`;
   const context =
@@ -610,7 +619,10 @@ async function sendEvent(type: string, inst: any): Promise<Step> {
 // ---------------------------------------------------------------------------------------------
 
 function overall(steps: Step[]): { outcome: Row['outcome']; reason: string } {
-  const order: Outcome[] = ['failed', 'not run here', 'needs GitBook content', 'stopped at a third party', 'ran'];
+  // What does not run here (a GitBook-only event) says nothing about the path that did.
+  const order: Outcome[] = steps.some((x) => x.outcome !== 'not run here')
+    ? ['failed', 'needs GitBook content', 'stopped at a third party', 'ran']
+    : ['not run here'];
   for (const o of order) {
     const s = steps.find((x) => x.outcome === o);
     if (s) return { outcome: o, reason: o === 'ran' ? '' : `${s.what}: ${s.detail}` };
