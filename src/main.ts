@@ -20,6 +20,8 @@ export const main = defineCommand({
     deliveries: () => import('./cli/deliveries.ts').then((m) => m.default),
     logs: () => import('./cli/logs.ts').then((m) => m.default),
     retention: () => import('./cli/retention.ts').then((m) => m.default),
+    backup: () => import('./cli/backup.ts').then((m) => m.backup),
+    restore: () => import('./cli/backup.ts').then((m) => m.restore),
     receive: () => import('./cli/receive.ts').then((m) => m.default),
     sign: () => import('./cli/sign.ts').then((m) => m.sign),
     verify: () => import('./cli/sign.ts').then((m) => m.verify),

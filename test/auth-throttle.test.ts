@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { clientAddress, createAuthThrottle } from '../src/http/throttle.ts';
+import { AUTH_FAILURES_ALLOWED, authThrottleShare, clientAddress, createAuthThrottle } from '../src/http/throttle.ts';
 import { parseConfigText } from '../src/config/index.ts';
 import { join } from 'node:path';
 import { ROOT, startTestServer } from './helpers/index.ts';
@@ -99,4 +99,30 @@ test('the console login counts against the same budget', async (t) => {
   assert.equal(refused.status, 429);
   assert.ok(Number(refused.headers.get('retry-after')) > 0);
   assert.equal((await get(s.url, s.token)).status, 429);
+});
+
+test('N serving processes, each with its share: a guesser who always finds a process still answering gets 10 wrong tokens a minute in all, for any N', () => {
+  for (const n of [1, 2, 3, 4, 6, 7, 9, 10, 11, 16, 32]) {
+    let clock = 1_800_000_000_000;
+    const processes = Array.from({ length: n }, () => createAuthThrottle({ ...authThrottleShare(n), now: () => clock }));
+    // Every two seconds for half an hour, the guesser tries every process (its connections land
+    // anywhere) and each one that does not refuse takes a wrong token.
+    const answered: number[] = [];
+    const minutes = 30;
+    for (let second = 0; second < minutes * 60; second += 2, clock += 2000) {
+      for (const p of processes) {
+        try {
+          p.check('198.51.100.7');
+        } catch {
+          continue;
+        }
+        p.fail('198.51.100.7');
+        answered.push(second);
+      }
+    }
+    // In the long run: the budget per minute, never N times it or a rounded-up share of it.
+    assert.ok(answered.length <= AUTH_FAILURES_ALLOWED * minutes + n, `${n} processes: ${answered.length} wrong tokens answered in ${minutes} minutes`);
+    // At first: the whole budget at most, as long as each process can be given a whole guess.
+    if (n <= AUTH_FAILURES_ALLOWED) assert.ok(answered.filter((s) => s < 60).length <= AUTH_FAILURES_ALLOWED, `${n} processes, first minute: ${answered.filter((s) => s < 60).length}`);
+  }
 });

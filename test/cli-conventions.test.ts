@@ -1,13 +1,16 @@
 /**
  * CLI conventions: no ANSI colours when stdout is not a terminal, unknown flags and misspelt commands
  * are usage errors (exit 2) with a "did you mean", and a reader that leaves early (`| head`) ends the
- * command quietly.
+ * command quietly; a stranger's text is printed with its control characters shown.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT, runCli } from './helpers/index.ts';
+import { logLine } from '../src/cli/logs.ts';
+import { oneLine } from '../src/cli/inspect.ts';
+import { printable } from '../src/cli/table.ts';
 
 // citty colours unless CI, TEST or NO_COLOR=1 is set: clear them so the test means the same everywhere.
 const colourEnv = { NO_COLOR: '', CI: '', TEST: '', TERM: 'xterm-256color' };
@@ -50,4 +53,14 @@ test('a reader that closes the pipe early (`| head`) ends the command quietly, e
   const code = await new Promise((r) => child.on('close', r));
   assert.doesNotMatch(stderr, /EPIPE|\n\s+at /, 'no EPIPE stack trace');
   assert.equal(code, 0);
+});
+
+test('a stranger\'s text reaches the terminal with its control characters shown, not obeyed', () => {
+  const attack = 'ok\x1b]0;owned\x07\x1b[2J\x9b31m\x7f done';
+  const line = logLine({ time: '2026-11-25T10:00:00.000Z', level: 'info', message: `${attack}\nsecond line` });
+  assert.doesNotMatch(line.replace(/\x1b\[\d+m/g, ''), /[\x00-\x08\x0b-\x1f\x7f-\x9f]/, 'only our own colour codes may remain');
+  assert.match(line, /ok\\x1b\]0;owned\\x07\\x1b\[2J\\x9b31m\\x7f done/);
+  assert.match(line, /\n {22}second line/, 'newlines still break the line');
+  assert.equal(oneLine(`status\x1b[8m hidden`), 'status\\x1b[8m hidden');
+  assert.equal(printable('tab\tand\nnewline stay'), 'tab\tand\nnewline stay');
 });

@@ -217,8 +217,8 @@ for (const mode of ['stream', 'polling'] as const) {
     const sub = await server.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view,page_feedback' } });
     assert.equal(sub.status, 201);
     await loginInBrowser(page, server);
-    await page.getByRole('link', { name: 'Events and deliveries' }).click();
-    await page.getByText('No deliveries yet').waitFor();
+    await page.getByRole('link', { name: 'Events', exact: true }).click();
+    await page.getByText('Send an event to watch its deliveries here').waitFor();
     await page.locator(mode === 'polling' ? '.live[data-live="polling"]' : '.live[data-live="stream"], .live[data-live="polling"]').waitFor();
 
     await page.getByLabel('Event type').selectOption('page_feedback');
@@ -231,16 +231,22 @@ for (const mode of ['stream', 'polling'] as const) {
     // The row appears, and turns delivered after the automatic retry, with no reload or click.
     const row = page.locator('tr[data-delivery]', { hasText: eventId });
     await row.locator('.badge-delivered').waitFor();
-    assert.match(await row.innerText(), /2 \/ 4/);
+    assert.match(await row.innerText(), /\b2\s+2 of 4 automatic/);
     assert.equal(hook.bodies.length, 2);
     assert.equal(JSON.parse(hook.bodies[1]).eventId, eventId);
     await shot(page, `10-deliveries-${mode}`);
 
-    await row.getByRole('link').click();
+    // It opens beside the list on the Deliveries page, at an address of its own.
+    await row.getByRole('link').first().click();
     await page.getByRole('heading', { name: /^Delivery dlv_/ }).waitFor();
-    assert.match(await page.locator('tr[data-attempt="1"]').innerText(), /500/);
+    assert.match(page.url(), /#\/deliveries\/dlv_[0-9a-z]+\?event=/);
+    assert.match(await page.locator('tr[data-attempt="1"]').innerText(), /500\s+retry/);
     assert.match(await page.locator('tr[data-attempt="2"]').innerText(), /200/);
-    await page.getByRole('button', { name: 'Retry now' }).click();
+    // A retry asks first, naming where it will send.
+    await page.getByRole('button', { name: 'Retry now…' }).click();
+    assert.ok((await page.locator('.confirm').innerText()).includes(`Send this delivery to ${hook.url} once more`));
+    assert.equal(hook.bodies.length, 2, 'nothing is sent before the confirmation');
+    await page.getByRole('button', { name: 'Send now' }).click();
     const manual = page.locator('tr[data-attempt="3"]');
     await manual.getByText('manual').waitFor();
     assert.match(await manual.innerText(), /200/);

@@ -39,8 +39,8 @@ test('GET /console redirects to /console/, a page with a strict CSP and content-
 
 test('the browser bundle is small and loads nothing from other hosts', async () => {
   const assets = await consoleAssets();
-  assert.ok(assets.sizes.js < 80 * 1024, `js is ${assets.sizes.js} bytes`);
-  assert.ok(assets.sizes.jsGzip + assets.sizes.cssGzip < 30 * 1024, `gzip total ${assets.sizes.jsGzip + assets.sizes.cssGzip}`);
+  assert.ok(assets.sizes.js < 100 * 1024, `js is ${assets.sizes.js} bytes`);
+  assert.ok(assets.sizes.jsGzip + assets.sizes.cssGzip < 36 * 1024, `gzip total ${assets.sizes.jsGzip + assets.sizes.cssGzip}`);
   for (const text of [assets.js, assets.css]) {
     assert.doesNotMatch(text, /@import|fonts\.googleapis|unpkg|jsdelivr|cdnjs|url\(\s*["']?https?:/i);
   }

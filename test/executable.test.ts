@@ -11,7 +11,9 @@ import { join } from 'node:path';
 import { evilPreload, nodeModulesAbove, playground, runExe, serve, type Playground } from '../scripts/sea/probe.ts';
 import type { SelfCheckReport } from '../src/native/self-check.ts';
 import { VERSION } from '../src/version.ts';
-import { ROOT, tmpDir } from './helpers/index.ts';
+import { verifySignature } from '../src/webhooks/index.ts';
+import { ROOT, tmpDir, waitFor } from './helpers/index.ts';
+import { scriptedReceiver } from './webhooks-support.ts';
 
 const EXE = join(ROOT, 'dist/switchyard');
 
@@ -23,7 +25,7 @@ function newestSource(): number {
     if (st.isDirectory()) for (const f of readdirSync(path)) visit(join(path, f));
     else newest = Math.max(newest, st.mtimeMs);
   };
-  for (const p of ['src', 'scripts/sea', 'scripts/build.ts', 'package.json', 'package-lock.json']) visit(join(ROOT, p));
+  for (const p of ['src', 'integrations', 'scripts/sea', 'scripts/build.ts', 'package.json', 'package-lock.json']) visit(join(ROOT, p));
   return newest;
 }
 
@@ -75,6 +77,47 @@ describe('the single executable', { timeout: 240_000 }, () => {
     assert.equal(report.ok, true);
     assert.equal(report.sandbox?.status, 'ok', r.stdout);
     assert.equal(report.sandbox?.exports?.fetch, true);
+  });
+
+  test('carries the built-in webhook integration: alone in an empty folder, `install webhook` to a local receiver and a signed delivery arrives', async (t) => {
+    const pg = playground(EXE, tmpDir(t));
+    // The receiver is on this machine: allow it (deliveries to loopback are refused by default).
+    writeFileSync(join(pg.dir, 'work', 'config.yaml'), 'webhooks:\n  allow_private_networks: true\n');
+    const receiver = await scriptedReceiver(t, () => 200);
+    const s = await serve(pg);
+    try {
+      assert.match(s.output(), /"msg":"built-in integration serving".*"integration":"webhook"/, 'the log says the built-in one serves');
+      const env = { SWITCHYARD_URL: s.url };
+      const installed = await runExe(pg, ['install', 'webhook', '--set', `webhook_url=${receiver.url}`, '--set', 'event_types=site_view', '--json'], { env });
+      assert.equal(installed.code, 0, installed.stdout + installed.stderr);
+      const { installation, webhookSecret } = JSON.parse(installed.stdout);
+      assert.equal(installation.status, 'active');
+      const sent = await runExe(pg, ['events', 'send', 'site_view', '--json'], { env });
+      assert.equal(sent.code, 0, sent.stdout + sent.stderr);
+      const got = await waitFor(() => receiver.requests[0], 15_000);
+      assert.equal(JSON.parse(got.body).eventId, JSON.parse(sent.stdout).eventId);
+      assert.equal(verifySignature(got.headers['x-platform-signature'] as string, got.body, webhookSecret).ok, true);
+    } finally {
+      const stopped = await s.stop();
+      assert.equal(stopped.code, 0, s.output());
+    }
+  });
+
+  test('writes out the shipped examples: `new --example` lists them, and hello-components passes check', async (t) => {
+    const pg = playground(EXE, tmpDir(t));
+    const listed = await runExe(pg, ['new', '--example']);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, /^  hello-components\s+A counter block/m);
+    assert.match(listed.stdout, /^  oauth-example\s/m);
+    assert.match(listed.stdout, /^  webhook\s/m);
+    const created = await runExe(pg, ['new', '--example', 'hello-components']);
+    assert.equal(created.code, 0, created.stdout + created.stderr);
+    assert.deepEqual(readdirSync(join(pg.dir, 'work/integrations/hello-components/assets')).sort(), ['icon.png', 'preview.png']);
+    const r = await runExe(pg, ['check', 'integrations/hello-components', '--json']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const report = JSON.parse(r.stdout) as { ok: boolean; sandbox?: { status: string; exports?: { components: string[] } } };
+    assert.equal(report.sandbox?.status, 'ok', r.stdout);
+    assert.deepEqual(report.sandbox?.exports?.components, ['counter']);
   });
 
   test('ignores NODE_OPTIONS: a --require preload that runs in a plain node never runs in the executable', async (t) => {

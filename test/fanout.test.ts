@@ -44,7 +44,7 @@ test('platform events reach the handlers of active installations whose scopes al
   assert.match(failed.logs, /feedback bad/);
 });
 
-test('webhook subscriptions follow installs, event_types edits, pause, resume and uninstall', async (t) => {
+test('webhook subscriptions follow installs, event_types edits and uninstall; a paused installation stays subscribed', async (t) => {
   const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
   const subs = (type: string) => (s.services.subscriptions as { forEventType(t: string): Array<{ installationId: string; url: string }> }).forEventType(type);
   assert.deepEqual(subs('site_view'), []);
@@ -59,8 +59,9 @@ test('webhook subscriptions follow installs, event_types edits, pause, resume an
   await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { event_types: 'space_content_updated', webhook_url: 'http://127.0.0.1:9/b' } });
   assert.deepEqual(subs('site_view'), []);
   assert.deepEqual(subs('space_content_updated'), [{ installationId: id, url: 'http://127.0.0.1:9/b' }]);
+  // A paused installation stays subscribed: its deliveries are stored held until it resumes.
   await s.api('POST', `/api/v1/installations/${id}/pause`);
-  assert.deepEqual(subs('space_content_updated'), []);
+  assert.deepEqual(subs('space_content_updated'), [{ installationId: id, url: 'http://127.0.0.1:9/b' }]);
   await s.api('POST', `/api/v1/installations/${id}/resume`);
   assert.equal(subs('space_content_updated').length, 1);
   const bad = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { event_types: 'site_veiw' } });

@@ -1,13 +1,16 @@
 /**
  * What a newcomer meets in the first hour: a refused local receiver says which setting allows it,
- * at install time and in the delivery's error.
+ * at install time and in the delivery's error; the built-in webhook integration is there with an
+ * empty integrations folder; the shipped examples are one command away.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { samplePayload } from '../src/events/index.ts';
 import { join } from 'node:path';
+import { verifySignature } from '../src/webhooks/index.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
-import { ROOT, runCli, startTestServer } from './helpers/index.ts';
+import { ROOT, runCli, startTestServer, tmpDir, waitFor } from './helpers/index.ts';
 
 test('a webhook URL on this machine is flagged at install, and its refused delivery names webhooks.allow_private_networks', async (t) => {
   const s = await deliveryServer(t, { webhooks: { allow_private_networks: false, max_retries: 0 } });
@@ -45,4 +48,69 @@ test('a fresh start opens without errors: an example whose secrets are unset "ne
   assert.deepEqual(byName, { 'hello-components': 'loaded', 'oauth-example': 'needs_configuration', webhook: 'loaded' });
   const cli = await runCli(['integrations', 'list'], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token } });
   assert.match(cli.stdout, /oauth-example\s+needs configuration/);
+});
+
+test('with an empty integrations folder the built-in webhook integration is there: `install webhook` from the CLI, and a signed delivery arrives', async (t) => {
+  const s = await startTestServer(t);
+  assert.deepEqual(readdirSync(s.config.integrations_dir), [], 'no folder at all');
+  assert.ok(s.logs.some((l) => l.msg === 'built-in integration serving' && l.integration === 'webhook'), 'the log says the built-in one serves');
+  const receiver = await scriptedReceiver(t, () => 200);
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const installed = await runCli(['install', 'webhook', '--set', `webhook_url=${receiver.url}`, '--set', 'event_types=site_view', '--json'], { env });
+  assert.equal(installed.code, 0, installed.stderr);
+  const { installation, webhookSecret } = JSON.parse(installed.stdout);
+  assert.equal(installation.status, 'active');
+
+  const sent = await s.api('POST', '/api/v1/events', samplePayload('site_view'));
+  assert.equal(sent.status, 202);
+  const got = await waitFor(() => receiver.requests[0]);
+  assert.equal(JSON.parse(got.body).eventId, sent.body.eventId);
+  assert.equal(JSON.parse(got.body).installationId, installation.id);
+  assert.deepEqual(verifySignature(got.headers['x-platform-signature'] as string, got.body, webhookSecret).ok, true);
+
+  const shown = await runCli(['integrations', 'show', 'webhook', '--json'], { env });
+  assert.equal(JSON.parse(shown.stdout).builtin, true);
+  assert.equal(JSON.parse(shown.stdout).dir, '(built-in)');
+});
+
+test('switchyard new --example: lists the shipped examples, refuses an unknown one with the list, writes one that check accepts', async (t) => {
+  const cwd = tmpDir(t);
+  // Room for `check` to start an isolate on a busy machine.
+  writeFileSync(join(cwd, 'config.yaml'), 'sandbox:\n  cpu_time: 5s\n  startup_time: 15s\n');
+  const listed = await runCli(['new', '--example'], { cwd });
+  assert.equal(listed.code, 0, listed.stderr);
+  for (const name of ['hello-components', 'oauth-example', 'webhook']) assert.match(listed.stdout, new RegExp(`^  ${name}\\s+\\S`, 'm'), name);
+  assert.equal(existsSync(join(cwd, 'integrations')), false, 'listing writes nothing');
+
+  const wrong = await runCli(['new', '--example', 'hello-component'], { cwd });
+  assert.equal(wrong.code, 2);
+  assert.match(wrong.stderr, /there is no example "hello-component"/);
+  assert.match(wrong.stderr, /did you mean --example hello-components\?/);
+  assert.match(wrong.stderr, /^  oauth-example\s/m, 'the list comes with it');
+
+  const created = await runCli(['new', '--example', 'hello-components'], { cwd });
+  assert.equal(created.code, 0, created.stderr);
+  const folder = join(cwd, 'integrations/hello-components');
+  for (const f of ['platform-manifest.yaml', 'src/index.tsx', 'src/route.ts', 'assets/icon.png', 'assets/preview.png'])
+    assert.deepEqual(readFileSync(join(folder, f)), readFileSync(join(ROOT, 'integrations/hello-components', f)), `${f} as shipped`);
+  const check = await runCli(['check', 'integrations/hello-components'], { cwd });
+  assert.equal(check.code, 0, check.stdout + check.stderr);
+  assert.match(check.stdout, /sandbox\s+ok\s+fetch; components: counter/);
+
+  const again = await runCli(['new', '--example', 'hello-components'], { cwd });
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /already exists/);
+
+  const webhook = await runCli(['new', '--example', 'webhook'], { cwd });
+  assert.equal(webhook.code, 0, webhook.stderr);
+  assert.match(webhook.stdout, /overrides the built-in webhook integration/);
+});
+
+test('the manifest `switchyard new` writes points at nothing the user lacks: no README, an example they can write out', async (t) => {
+  const cwd = tmpDir(t);
+  const created = await runCli(['new', 'my-first'], { cwd });
+  assert.equal(created.code, 0, created.stderr);
+  const manifest = readFileSync(join(cwd, 'integrations/my-first/platform-manifest.yaml'), 'utf8');
+  assert.doesNotMatch(manifest, /README/i);
+  assert.match(manifest, /switchyard new --example hello-components/);
 });

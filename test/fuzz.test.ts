@@ -99,7 +99,7 @@ const routes = [
   'GET /api/v1/installations', 'POST /api/v1/installations', 'GET /api/v1/installations/:x', 'PATCH /api/v1/installations/:x',
   'PUT /api/v1/installations/:x', 'DELETE /api/v1/installations/:x', 'POST /api/v1/installations/:x/render', 'POST /api/v1/installations/:x/token',
   'GET /api/v1/events', 'POST /api/v1/events', 'GET /api/v1/events/:x',
-  'GET /api/v1/deliveries', 'GET /api/v1/deliveries/:x', 'POST /api/v1/deliveries/:x/retry', 'POST /api/v1/deliveries/replay',
+  'GET /api/v1/deliveries', 'GET /api/v1/deliveries/:x', 'POST /api/v1/deliveries/:x/retry', 'POST /api/v1/deliveries/:x/replay', 'POST /api/v1/deliveries/replay',
   'GET /api/v1/logs', 'GET /api/v1/logs/:x', 'GET /api/v1/retention', 'POST /api/v1/retention/run',
   'GET /api/v1/webhooks/:x/secret', 'POST /api/v1/webhooks/:x/secret/rotate',
   'POST /api/v1/oauth/state', 'POST /api/v1/oauth/state/consume', 'POST /api/v1/oauth/refresh/claim', 'POST /api/v1/oauth/refresh/release',

@@ -10,6 +10,7 @@ import { memoryLogger } from '../src/log/index.ts';
 import { createHandlerQueue, type EventHandlers, type HandlerQueue, type RunOutcome } from '../src/events/index.ts';
 import { openStore, type Store } from '../src/store/index.ts';
 import { tmpDir, waitFor } from './helpers/index.ts';
+import { allMigrations } from '../src/migrations.ts';
 
 const RETRY = { max_retries: 3, base_delay: 1000, jitter: 0.1, retry_after_max: 60_000 };
 const LEASE_MS = 40_000;
@@ -35,7 +36,7 @@ function ingest(store: Store, q: HandlerQueue, at: number): void {
 }
 
 test('a handler that keeps failing is retried on the webhook schedule, then failed and replayable', async (t) => {
-  const store = openStore(tmpDir(t));
+  const store = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => store.close());
   const clock = { now: 1_000_000 };
   const attemptsAt: number[] = [];
@@ -84,8 +85,8 @@ test('a handler that keeps failing is retried on the webhook schedule, then fail
 
 test('a run claimed by a process that died is taken by another process once its lease runs out', async (t) => {
   const dir = tmpDir(t);
-  const storeA = openStore(dir);
-  const storeB = openStore(dir); // a second process on the same SQLite file
+  const storeA = openStore(dir, { migrations: allMigrations() });
+  const storeB = openStore(dir, { migrations: allMigrations() }); // a second process on the same SQLite file
   t.after(() => (storeA.close(), storeB.close()));
   const clock = { now: 5_000_000 };
   const ranBy: string[] = [];

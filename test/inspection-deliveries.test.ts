@@ -27,7 +27,7 @@ test('deliveries list: filters, cursor pages, an aligned table and --json', asyn
   assert.deepEqual(new Set(all.deliveries.map((d) => d.id)), new Set(ids));
   assert.deepEqual(Object.keys(all.deliveries[0]).sort(), [
     'attemptCount', 'completedAt', 'createdAt', 'eventId', 'eventType', 'held', 'id', 'installationId',
-    'lastError', 'lastStatus', 'maxAttempts', 'nextAttemptAt', 'status', 'updatedAt', 'url',
+    'lastError', 'lastStatus', 'maxAttempts', 'nextAttemptAt', 'scheduledAttempts', 'status', 'updatedAt', 'url',
   ]);
 
   const failed = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--status', 'failed']);
@@ -52,14 +52,14 @@ test('deliveries list: filters, cursor pages, an aligned table and --json', asyn
   const people = await s.cli(['deliveries', 'list', '--limit', '4']);
   assert.equal(people.code, 0, people.stderr);
   const lines = people.stdout.trimEnd().split('\n');
-  assert.match(lines[0], /^CREATED\s+DELIVERY\s+TYPE\s+INSTALLATION\s+STATUS\s+ATTEMPTS\s+LAST\s+NEXT ATTEMPT$/);
+  assert.match(lines[0], /^CREATED\s+DELIVERY\s+TYPE\s+INSTALLATION\s+STATUS\s+ATTEMPTS\s+SCHEDULE\s+LAST\s+NEXT ATTEMPT$/);
   const col = lines[0].indexOf('STATUS');
   for (const row of lines.slice(1, 5)) assert.match(row.slice(col), /^(delivered|failed) /, `STATUS column aligned in:\n${people.stdout}`);
   assert.match(lines[5], /^next page: --cursor \d+$/);
   assert.doesNotMatch(people.stdout, /\x1b\[/, 'no colour when stdout is not a terminal');
 
   for (const [args, where] of [
-    [['--status', 'lost'], /--status must be one of pending, retrying, delivered, failed, cancelled, got "lost"/],
+    [['--status', 'lost'], /--status must be one of pending, retrying, held, delivered, failed, cancelled, got "lost"/],
     [['--since', 'yesterday'], /--since must be a duration ago \(15m, 2h, 7d\) or a date-time/],
     [['--limit', '0'], /--limit must be a whole number from 1 to 500/],
     [['--cursor', 'abc'], /--cursor must be the next cursor/],
@@ -84,7 +84,8 @@ test('deliveries show: payload, signature header and every attempt; retry makes 
   assert.match(shown.stdout, /signature    X-Platform-Signature: t=\d+,v1=[0-9a-f]{64}\n/);
   assert.match(shown.stdout, /payload\n\{\n {2}"eventId": "evt_/);
   assert.match(shown.stdout, /"type": "page_feedback"/);
-  assert.match(shown.stdout, /#\s+TIME\s+TRIGGER\s+RESULT\s+DURATION\s+OUTCOME\s+NEXT ATTEMPT\n1\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+retry\s+\S+Z\n2\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+fail\s*\n/);
+  assert.match(shown.stdout, /#\s+TIME\s+TRIGGER\s+RESULT\s+DURATION\s+OUTCOME\s+NEXT ATTEMPT\n1\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+retry\s+\S+Z\n2\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+failed\s*\n/);
+  assert.match(shown.stdout, /attempts {5}2 in all; 2 of 2 automatic in this schedule\n/);
   assert.match(shown.stdout, /error {5}HTTP 500: server error\n {2}response {2}\{"status":500\}/);
   const detail = await s.cliJson<DeliveryDetail>(['deliveries', 'show', d1]);
   assert.equal(detail.attempts.length, 2);
@@ -94,7 +95,7 @@ test('deliveries show: payload, signature header and every attempt; retry makes 
   // The receiver still fails: the manual attempt is recorded, and the command exits 1.
   const stillBad = await s.cli(['deliveries', 'retry', d2]);
   assert.equal(stillBad.code, 1);
-  assert.match(stillBad.stdout, /attempt #3 \(manual\): 500 in [\d.]+ ms, fail; delivery \S+ is failed/);
+  assert.match(stillBad.stdout, /attempt #3 \(manual\): 500 in [\d.]+ ms, failed; delivery \S+ is failed/);
   bad.answer = 200;
   const fixed = await s.cli(['deliveries', 'retry', d1]);
   assert.equal(fixed.code, 0, fixed.stderr);
@@ -120,7 +121,7 @@ test('deliveries replay --failed: every failed one once, waits for the outcome, 
 
   const noFlag = await s.cli(['deliveries', 'replay', '--since', '1h']);
   assert.equal(noFlag.code, 2);
-  assert.match(noFlag.stderr, /replay needs --failed/);
+  assert.match(noFlag.stderr, /replay needs a delivery id, --failed or --status delivered/);
 
   // Only this installation's four; the receiver now answers 200.
   r.answer = 200;
@@ -148,6 +149,59 @@ test('deliveries replay --failed: every failed one once, waits for the outcome, 
   const noWait = await s.cli(['deliveries', 'replay', '--failed', '--since', '1h', '--no-wait']);
   assert.equal(noWait.code, 0, noWait.stderr);
   assert.equal(noWait.stdout, 're-enqueued 4 failed deliveries\n');
+});
+
+test('deliveries replay <id> sends one delivery again; --status delivered replays delivered ones, --since optional; attempts keep counting', async (t) => {
+  const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
+  const r = await receiver(t, 503);
+  const ok = await receiver(t, 200);
+  const failing = await s.subscribe(r.url, ['site_view']);
+  const fine = await s.subscribe(ok.url, ['page_feedback']);
+  const [bad] = (await s.send('site_view')).deliveries;
+  const [good] = (await s.send('page_feedback')).deliveries;
+  assert.equal((await s.settled(bad.id)).status, 'failed');
+  assert.equal((await s.settled(good.id)).status, 'delivered');
+
+  // One by id: it goes back to the queue, the command waits for its outcome.
+  const again = await s.cli(['deliveries', 'replay', bad.id]);
+  assert.equal(again.code, 1, again.stderr);
+  assert.equal(again.stdout, `replayed ${bad.id}: failed again\n`);
+  r.answer = 200;
+  const fixed = await s.cli(['deliveries', 'replay', bad.id]);
+  assert.equal(fixed.code, 0, fixed.stderr);
+  assert.equal(fixed.stdout, `replayed ${bad.id}: delivered\n`);
+  const shown = await s.cliJson<DeliveryDetail>(['deliveries', 'show', bad.id]);
+  assert.deepEqual(shown.attempts.map((a) => [a.number, a.status, a.outcome]), [[1, 503, 'failed'], [2, 503, 'failed'], [3, 200, 'success']]);
+  assert.deepEqual([shown.attemptCount, shown.scheduledAttempts], [3, 1], 'every attempt counts, across replays; the schedule is the last one');
+  const listed = await s.cli(['deliveries', 'list', '--installation', failing]);
+  assert.match(listed.stdout, /delivered\s+3\s+1\/1\s+200\s/);
+
+  // Delivered ones too, with no --since (every one), and only those of the status asked for.
+  const delivered = await s.cliJson<{ replayed: number; deliveries: string[]; delivered: number; failed: number }>(['deliveries', 'replay', '--status', 'delivered', '--installation', fine]);
+  assert.deepEqual([delivered.replayed, delivered.deliveries, delivered.delivered, delivered.failed], [1, [good.id], 1, 0]);
+  assert.equal(ok.answered.get(200), 2, 'sent again');
+  const none = await s.cli(['deliveries', 'replay', '--failed']);
+  assert.equal(none.stdout, 'no failed deliveries to replay\n');
+
+  for (const [args, code, message] of [
+    [['deliveries', 'replay', good.id, '--failed'], 2, /give one delivery id, or a selection/],
+    [['deliveries', 'replay', '--status', 'pending'], 2, /--status must be failed or delivered, got "pending"/],
+    [['deliveries', 'replay', '--failed', '--status', 'delivered'], 2, /--failed and --status delivered disagree/],
+    [['deliveries', 'replay', 'dlv_nope'], 1, /no delivery dlv_nope/],
+  ] as const) {
+    const res = await s.cli([...args]);
+    assert.equal(res.code, code, `${args.join(' ')}: ${res.stderr}`);
+    assert.match(res.stderr, message);
+  }
+  // A queued delivery (here held by a pause) is not replayed: it will be sent anyway.
+  assert.equal((await s.api('POST', `/api/v1/installations/${failing}/pause`)).status, 200);
+  const [held] = (await s.send('site_view')).deliveries;
+  const queued = await s.api('POST', `/api/v1/deliveries/${held.id}/replay`);
+  assert.equal(queued.status, 409);
+  assert.match(queued.body.error.message, /is still queued/);
+  const byApi = await s.api('POST', '/api/v1/deliveries/replay', { status: 'cancelled' });
+  assert.equal(byApi.status, 400);
+  assert.equal(byApi.body.error.where, 'status');
 });
 
 /** Run the CLI on a pseudo-terminal (util-linux `script`): stdout and stderr are both a TTY. */

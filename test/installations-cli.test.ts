@@ -78,3 +78,43 @@ test('GET /openapi.json describes the management API and every documented path e
     }
   }
 });
+
+test('manifest defaults are stored when an installation is created or configured, through the API and the CLI alike: the code sees them, show prints them', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const seenBy = async (id: string) => {
+    const r = await fetch(`${s.url}/v1/integrations/kitchen-sink/installations/${id}/env`);
+    assert.equal(r.status, 200);
+    return ((await r.json()) as any).installation.configuration;
+  };
+
+  // The HTTP API: threshold (number, default 3) and mode (enum, default "fast") are not sent.
+  const api = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration: { channel: 'general' } });
+  assert.equal(api.status, 201);
+  assert.deepEqual(api.body.installation.configuration, { channel: 'general', threshold: 3, mode: 'fast' });
+  assert.deepEqual(await seenBy(api.body.installation.id), { channel: 'general', threshold: 3, mode: 'fast' }, "the integration's code sees the defaults");
+  // A value that is given wins; removing it brings the default back.
+  const set = await s.api('PATCH', `/api/v1/installations/${api.body.installation.id}`, { configuration: { mode: 'slow', threshold: 10 } });
+  assert.deepEqual(set.body.installation.configuration, { channel: 'general', threshold: 10, mode: 'slow' });
+  const unset = await s.api('PATCH', `/api/v1/installations/${api.body.installation.id}`, { configuration: { mode: null } });
+  assert.deepEqual(unset.body.installation.configuration, { channel: 'general', threshold: 10, mode: 'fast' });
+  assert.equal((await seenBy(api.body.installation.id)).mode, 'fast');
+
+  // The CLI: install without the properties, then show.
+  const installed = await runCli(['install', 'kitchen-sink', '--set', 'channel=ops', '--json'], { env });
+  assert.equal(installed.code, 0, installed.stderr);
+  const id = JSON.parse(installed.stdout).installation.id;
+  const shown = await runCli(['installations', 'show', id], { env });
+  assert.equal(shown.code, 0, shown.stderr);
+  assert.match(shown.stdout, /^ {4}threshold = 3$/m);
+  assert.match(shown.stdout, /^ {4}mode = "fast"$/m);
+  assert.deepEqual(await seenBy(id), { channel: 'ops', threshold: 3, mode: 'fast' });
+  const unsetCli = await runCli(['installations', 'configure', id, '--set', 'threshold=5', '--unset', 'mode', '--json'], { env });
+  assert.equal(unsetCli.code, 0, unsetCli.stderr);
+  assert.deepEqual(JSON.parse(unsetCli.stdout).installation.configuration, { channel: 'ops', threshold: 5, mode: 'fast' });
+
+  // A pending installation (the required channel missing) gets its defaults too.
+  const pending = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink' });
+  assert.equal(pending.body.installation.status, 'pending');
+  assert.deepEqual(pending.body.installation.configuration, { threshold: 3, mode: 'fast' });
+});

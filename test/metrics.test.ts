@@ -83,9 +83,11 @@ test('GET /metrics needs the admin token and reports queue, attempts, latency, s
   assert.equal(m.get('switchyard_webhook_deliveries{state="failed"}'), 3);
   assert.equal(m.get('switchyard_webhook_deliveries{state="pending"}'), 0);
   assert.equal(m.get('switchyard_webhook_retries_due'), 0);
-  // Attempts by outcome: 3 successes; each failing delivery had a retryable first attempt and a last one.
+  // Attempts by outcome: 3 successes; each failing delivery had a first attempt that scheduled a
+  // retry, and a last one that ended it: failed.
   assert.equal(m.get('switchyard_webhook_attempts_total{outcome="success",trigger="automatic"}'), 3);
-  assert.equal(m.get('switchyard_webhook_attempts_total{outcome="retry",trigger="automatic"}'), 6);
+  assert.equal(m.get('switchyard_webhook_attempts_total{outcome="retry",trigger="automatic"}'), 3);
+  assert.equal(m.get('switchyard_webhook_attempts_total{outcome="failed",trigger="automatic"}'), 3);
   assert.equal(m.get('switchyard_webhook_attempt_duration_seconds_count'), 9);
   assert.equal(m.get('switchyard_webhook_delivery_latency_seconds_count'), 3);
   assert.equal(m.get('switchyard_webhook_delivery_latency_seconds_bucket{le="+Inf"}'), 3);

@@ -13,9 +13,10 @@ import { startTestServer, tmpDir } from './helpers/index.ts';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import type { TestContext } from 'node:test';
+import { allMigrations } from '../src/migrations.ts';
 
 function store(t: TestContext) {
-  const s = openStore(tmpDir(t));
+  const s = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => s.close());
   let clock = 1_800_000_000_000;
   const states = createStateStore(s.db, () => clock);
@@ -73,7 +74,7 @@ test('forged, tampered and malformed states are refused', (t) => {
   // One character changed for certain (fixed characters would leave a MAC that already ends so as it was).
   assert.deepEqual(states.consume(`${payload}.${mac.slice(0, -1)}${mac.endsWith('A') ? 'B' : 'A'}`, 'inst_a'), { ok: false, reason: 'forged' });
   // Signed with another server's key.
-  const other = openStore(tmpDir(t));
+  const other = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => other.close());
   const elsewhere = createStateStore(other.db).issue('inst_a').state;
   assert.deepEqual(states.consume(elsewhere, 'inst_a'), { ok: false, reason: 'forged' });
@@ -87,10 +88,10 @@ test('forged, tampered and malformed states are refused', (t) => {
 test('states survive a restart (key and nonces are in the database) and old rows are purged', (t) => {
   const dir = tmpDir(t);
   let clock = 1_800_000_000_000;
-  let s = openStore(dir);
+  let s = openStore(dir, { migrations: allMigrations() });
   const { state } = createStateStore(s.db, () => clock).issue('inst_a');
   s.close();
-  s = openStore(dir);
+  s = openStore(dir, { migrations: allMigrations() });
   t.after(() => s.close());
   const states = createStateStore(s.db, () => clock);
   assert.equal(states.consume(state, 'inst_a').ok, true);

@@ -223,7 +223,7 @@ test('kill -9 of a serving process during a burst of 2,000 events: no acknowledg
   await waitFor(() => servingPids(s.child.pid!).length === 2, 5_000);
 });
 
-test('/metrics sums every serving process; --processes 1 serves alone with isolates in-process', async (t) => {
+test('/metrics sums every serving process; wrong admin tokens share one budget; --processes 1 serves alone with isolates in-process', async (t) => {
   const { configFile } = setup(t);
   const s = await serve(t, configFile);
   const base = s.match[1];
@@ -233,6 +233,22 @@ test('/metrics sums every serving process; --processes 1 serves alone with isola
   const counted = [...text.matchAll(/^switchyard_http_requests_total\{method="GET",route="\/healthz",status="200"\} (\d+)$/gm)];
   assert.equal(counted.length, 1, 'one series, summed');
   assert.equal(Number(counted[0][1]), n, 'every process counted');
+
+  // Wrong admin tokens on fresh connections, spread over the processes: together they allow the
+  // one budget (10 per address per minute), not 10 each.
+  const statuses: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    statuses.push(
+      await new Promise<number>((resolve, reject) => {
+        http.get(`${base}/api/v1/integrations`, { agent: false, headers: { authorization: 'Bearer wrong-token-guess-000000' } }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        }).on('error', reject);
+      }),
+    );
+  }
+  assert.ok(statuses.filter((x) => x === 401).length <= 10, `at most 10 guesses answered: ${statuses.join(' ')}`);
+  assert.deepEqual(statuses.slice(-5), [429, 429, 429, 429, 429]);
   s.child.kill('SIGTERM');
   await once(s.child, 'exit');
 
@@ -291,5 +307,52 @@ test('what one serving process changes, every other one sees at once: installati
   for (let i = 0; i < 20; i++) {
     const res = (await getOnce(endpoint)) as { status: number };
     assert.notEqual(res.status, 200, `request ${i}: an uninstalled installation answers in no process`);
+  }
+});
+
+test('pause and resume across serving processes: events either one takes are held, and a resume either one takes sends them all', async (t) => {
+  const { configFile } = setup(t, ['webhooks:', '  allow_private_networks: true']);
+  const r = await scriptedReceiver(t, () => 200);
+  const s = await serve(t, configFile);
+  const base = s.match[1];
+  // Each request on a fresh connection: both processes take some, so the process that resumes did
+  // not create every held delivery (it learns them from the store; the others are told at once).
+  const fresh = (method: string, path: string, body?: unknown) =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const text = body === undefined ? '' : JSON.stringify(body);
+      const req = http.request(
+        `${base}${path}`,
+        { method, agent: false, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
+        (res) => {
+          let data = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => (data += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
+        },
+      );
+      req.on('error', reject);
+      req.end(text);
+    });
+  const hook = await fresh('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
+  assert.equal(hook.status, 201);
+  const id = hook.body.installation.id as string;
+  for (let round = 1; round <= 2; round++) {
+    assert.equal((await fresh('POST', `/api/v1/installations/${id}/pause`)).status, 200);
+    const before = r.requests.length;
+    const events: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const sent = await fresh('POST', '/api/v1/events', samplePayload('site_view'));
+      assert.equal(sent.status, 202);
+      assert.equal(sent.body.deliveries.length, 1);
+      events.push(sent.body.eventId);
+    }
+    await new Promise((res) => setTimeout(res, 300));
+    assert.equal(r.requests.length, before, `round ${round}: nothing sent while paused, whichever process took the event`);
+    const held = await fresh('GET', `/api/v1/deliveries?status=held&installation=${id}`);
+    assert.equal(held.body.deliveries.length, 12);
+    assert.equal((await fresh('POST', `/api/v1/installations/${id}/resume`)).status, 200);
+    await waitFor(() => r.requests.length === before + 12, 15_000);
+    assert.deepEqual(new Set(r.requests.slice(before).map((q) => JSON.parse(q.body).eventId)), new Set(events));
+    await waitFor(async () => (await fresh('GET', `/api/v1/deliveries?status=delivered&installation=${id}&limit=500`)).body.deliveries.length === round * 12, 5_000);
   }
 });

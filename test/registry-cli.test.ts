@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, lstatSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { registryModule } from '../src/registry/index.ts';
 import { ROOT, runCli, startTestServer, tmpDir, waitFor } from './helpers/index.ts';
@@ -203,4 +203,19 @@ test('switchyard new: the scaffold type-checks against the runtime library types
   const { spawnSync } = await import('node:child_process');
   const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(cwd, 'typed/tsconfig.json')], { encoding: 'utf8' });
   assert.equal(tsc.status, 0, tsc.stdout + tsc.stderr);
+});
+
+test('switchyard new writes through no link planted beside the target: its staging folder is a fresh one of its own', async (t) => {
+  const { writeFolder } = await import('../src/cli/new.ts');
+  const parent = tmpDir(t);
+  const elsewhere = tmpDir(t);
+  // Whoever can write to the integrations folder could name the staging folder in advance.
+  symlinkSync(elsewhere, join(parent, `.new-planted-${process.pid}`));
+  await writeFolder(join(parent, 'planted'), async (staging) => writeFileSync(join(staging, 'platform-manifest.yaml'), 'name: planted\n'));
+  assert.deepEqual(readdirSync(elsewhere), [], 'nothing written through the link');
+  assert.ok(lstatSync(join(parent, 'planted')).isDirectory(), 'the target is a folder, not the link');
+  assert.equal(readFileSync(join(parent, 'planted/platform-manifest.yaml'), 'utf8'), 'name: planted\n');
+  const umask = process.umask();
+  assert.equal(lstatSync(join(parent, 'planted')).mode & 0o777, 0o777 & ~umask, 'made with the usual permissions');
+  assert.deepEqual(readdirSync(parent).sort(), [`.new-planted-${process.pid}`, 'planted'], 'no staging folder left behind');
 });

@@ -5,11 +5,11 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { defaultConfig } from '../src/config/index.ts';
 import { memoryLogger } from '../src/log/index.ts';
-import { bundleScript, createRegistry, type LoadedIntegration, type RegistryOptions } from '../src/registry/index.ts';
+import { BUILTIN_DIR, BUILTIN_INTEGRATIONS, builtinManifest, bundleScript, createRegistry, type LoadedIntegration, type RegistryOptions } from '../src/registry/index.ts';
 import { ROOT, tmpDir, waitFor } from './helpers/index.ts';
 
 const limits = defaultConfig().sandbox;
@@ -303,4 +303,77 @@ test('a symlinked folder is an integration too, relative imports included; a sym
   await waitFor(() => r.state('linked')?.status === 'loaded');
   writeFileSync(join(elsewhere, 'platform-manifest.yaml'), manifest('linked', 'summary: changed\n'));
   await waitFor(() => r.get('linked')?.manifest.summary === 'changed');
+});
+
+test('built-in webhook: served from no folder; a folder of that name overrides it (the log says which); broken or removed, the built-in serves', async (t) => {
+  const dir = tmpDir(t);
+  const builtins = BUILTIN_INTEGRATIONS.map((name) => ({ name, manifest: builtinManifest(name) }));
+  const { r, log, changes } = await registry(t, dir, { builtins });
+  const builtin = r.get('webhook')!;
+  assert.equal(builtin.builtin, true);
+  assert.equal(builtin.dir, BUILTIN_DIR);
+  assert.deepEqual(builtin.manifest.configurations?.account?.required, ['webhook_url', 'event_types'], 'the shipped manifest, embedded');
+  assert.deepEqual(r.list().map((s) => [s.name, s.status, s.dir]), [['webhook', 'loaded', BUILTIN_DIR]]);
+  assert.equal(r.state('webhook')!.current, builtin);
+  assert.ok(log.lines.some((l) => l.msg === 'built-in integration serving' && l.integration === 'webhook' && l.serving === BUILTIN_DIR), 'the log says the built-in one serves');
+
+  // A folder named webhook overrides it.
+  const own = readFileSync(join(ROOT, 'integrations/webhook/platform-manifest.yaml'), 'utf8').replace('title: Webhook', 'title: Our webhook');
+  write(dir, { 'webhook/platform-manifest.yaml': own });
+  await waitFor(() => r.get('webhook')!.manifest.title === 'Our webhook');
+  assert.equal(r.get('webhook')!.builtin, undefined);
+  assert.deepEqual(r.list().map((s) => [s.name, s.dir]), [['webhook', join(dir, 'webhook')]], 'one entry: the folder');
+  assert.ok(log.lines.some((l) => l.msg === 'integration loaded' && l.integration === 'webhook' && l.overrides === 'the built-in webhook integration'));
+
+  // Removed: the built-in serves again, and listeners hear of it.
+  rmSync(join(dir, 'webhook'), { recursive: true });
+  await waitFor(() => r.get('webhook')?.builtin);
+  assert.deepEqual(changes.at(-1), ['webhook', 'manifest']);
+  assert.ok(log.lines.some((l) => l.msg === 'integration removed; the built-in version serves again'));
+
+  // A folder that claims the name but does not load: the built-in keeps serving, the errors show.
+  write(dir, { 'webhook/platform-manifest.yaml': own.replace('visibility: public', 'visibility: everyone') });
+  await waitFor(() => r.state('webhook')!.status === 'error');
+  assert.equal(r.get('webhook'), builtin);
+  const s = r.state('webhook')!;
+  assert.equal(s.current, builtin, 'shown serving its built-in version, like a last good version');
+  assert.match(s.errors[0].message, /visibility/);
+  assert.ok(log.lines.some((l) => l.msg === 'integration failed to load; the built-in version keeps serving' && l.level === 'error'));
+});
+
+test('built-in webhook at start: an overriding folder and a broken one are each named in the log', async (t) => {
+  const builtins = BUILTIN_INTEGRATIONS.map((name) => ({ name, manifest: builtinManifest(name) }));
+  const good = tmpDir(t);
+  cpSync(join(ROOT, 'integrations/webhook'), join(good, 'webhook'), { recursive: true });
+  const a = await registry(t, good, { builtins });
+  assert.equal(a.r.get('webhook')!.dir, join(good, 'webhook'));
+  assert.ok(a.log.lines.some((l) => l.msg === 'integration folder overrides the built-in version' && l.integration === 'webhook' && String(l.serving).endsWith('webhook')));
+
+  const broken = tmpDir(t);
+  write(broken, { 'webhook/platform-manifest.yaml': 'name: webhook\n' });
+  const b = await registry(t, broken, { builtins });
+  assert.equal(b.r.get('webhook')!.builtin, true);
+  assert.ok(b.log.lines.some((l) => l.msg === 'built-in integration serving: the folder of that name does not load' && l.level === 'warn'));
+});
+
+test("a folder of another name that claims a built-in's name is refused: it cannot take over the webhook installations", async (t) => {
+  const dir = tmpDir(t);
+  const builtins = BUILTIN_INTEGRATIONS.map((name) => ({ name, manifest: builtinManifest(name) }));
+  // Its script would run for every webhook installation, with their configuration and tokens
+  // (enough to point their webhook URL elsewhere): an override must be asked for by name.
+  const claimed = readFileSync(join(ROOT, 'integrations/webhook/platform-manifest.yaml'), 'utf8').replace('categories:', 'script: index.ts\ncategories:');
+  write(dir, { 'nice-charts/platform-manifest.yaml': claimed, 'nice-charts/index.ts': script('not the webhook') });
+  const { r, log } = await registry(t, dir, { builtins });
+  assert.equal(r.get('webhook')!.builtin, true, 'the built-in keeps serving');
+  const s = r.list().find((x) => x.dir === join(dir, 'nice-charts'))!;
+  assert.equal(s.status, 'error');
+  assert.equal(s.current, undefined);
+  assert.match(s.errors[0].where, /nice-charts\/platform-manifest\.yaml:3:\d+$/);
+  assert.match(s.errors[0].message, /name: "webhook" is the built-in integration's: only a folder named webhook overrides it/);
+  assert.ok(log.lines.some((l) => l.msg === 'built-in integration serving' && l.integration === 'webhook'));
+
+  // Named so, it overrides as asked.
+  write(dir, { 'webhook/platform-manifest.yaml': claimed, 'webhook/index.ts': script('our webhook') });
+  await waitFor(() => r.get('webhook')?.dir === join(dir, 'webhook'));
+  assert.match(r.get('webhook')!.script!.code, /our webhook/);
 });

@@ -62,7 +62,7 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   assert.equal(report.interrupted, false);
 
   assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), 5);
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying'"), 1, 'the held retry waits for its installation');
+  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'held'"), 1, 'the held retry waits for its installation');
   assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status IN ('delivered', 'cancelled')"), keptForCursor);
   assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0, 'attempts went with their deliveries');
   assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.status = 'failed'"), 5);
@@ -87,7 +87,7 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_deliveries WHERE seq = ?', retried.seq), 1, 'an attempt in flight is never purged under it');
   db.prepare('UPDATE webhook_deliveries SET lease_until = NULL WHERE seq = ?').run(retried.seq);
   assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0);
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying'"), 1, 'the held retry still waits');
+  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'held'"), 1, 'the held retry still waits');
   // New attempts continue after the old ids.
   const next = await s.send('site_view');
   await s.settled(next.deliveries[0].id);

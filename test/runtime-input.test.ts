@@ -124,7 +124,7 @@ test('__proto__, constructor and prototype in a configuration are refused like a
   const patched = await raw('PATCH', `/api/v1/installations/${id}`, '{"configuration":{"__proto__":{"channel":42}}}');
   assert.equal(patched.status, 400, 'an edit is refused too');
   const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
-  assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c' });
+  assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c', threshold: 3, mode: 'fast' });
 });
 
 test('a deeply nested environment or event is a 400 naming the field, never a sandbox failure', async (t) => {
@@ -172,5 +172,5 @@ test('a deeply nested JSON body is a 400 at every management route: render props
   const n = s.services.store.db.prepare("SELECT count(*) AS n FROM invocations WHERE event_type != 'installation_setup'").get() as { n: number };
   assert.equal(n.n, 0, 'no code ran for them');
   const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
-  assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c' });
+  assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c', threshold: 3, mode: 'fast' });
 });

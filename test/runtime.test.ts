@@ -5,6 +5,7 @@ import { encodeEnvelope } from '../src/runtime/index.ts';
 import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
 import { openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
+import { allMigrations } from '../src/migrations.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
 process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
@@ -133,17 +134,17 @@ test('environment: spec 2.4 fields, lowercase status, secrets from the manifest,
   assert.equal(env.installation.id, installation.id);
   assert.equal(env.installation.status, 'active');
   assert.equal(env.installation.target, 'organization');
-  assert.deepEqual(env.installation.configuration, { channel: 'general' });
+  assert.deepEqual(env.installation.configuration, { channel: 'general', threshold: 3, mode: 'fast' }, 'with the manifest defaults');
   assert.equal(env.installation.urls.publicEndpoint, installation.urls.publicEndpoint);
   assert.deepEqual(env.secrets, { API_KEY: 'sk_test_kitchen' });
   // An edit reaches the next request (installations are cached between requests).
   assert.equal((await s.api('PATCH', `/api/v1/installations/${installation.id}`, { configuration: { channel: 'ops' } })).status, 200);
   const edited = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
-  assert.deepEqual(edited.installation.configuration, { channel: 'ops' });
+  assert.deepEqual(edited.installation.configuration, { channel: 'ops', threshold: 3, mode: 'fast' });
   // Each invocation gets its own copy of the environment: what one changes in it the next does not see.
   assert.equal((await fetch(`${installation.urls.publicEndpoint}/scribble`)).status, 200);
   const after = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
-  assert.deepEqual(after.installation.configuration, { channel: 'ops' });
+  assert.deepEqual(after.installation.configuration, { channel: 'ops', threshold: 3, mode: 'fast' });
   assert.deepEqual(after.secrets, { API_KEY: 'sk_test_kitchen' });
   // A pause is a write too: the next request sees it (503), and resuming restores the environment.
   assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/pause`)).status, 200);
@@ -170,7 +171,7 @@ test('state machine: pending until required configuration is set; every edit val
   assert.ok(wheres.some((w: string) => w.includes('mode')), JSON.stringify(bad.body));
   assert.ok(wheres.some((w: string) => w.includes('chanel')), JSON.stringify(bad.body));
   const still = await s.api('GET', `/api/v1/installations/${id}`);
-  assert.deepEqual(still.body.installation.configuration, {}, 'nothing stored on failure');
+  assert.deepEqual(still.body.installation.configuration, { threshold: 3, mode: 'fast' }, 'nothing stored on failure (the defaults were stored at install)');
 
   const good = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { channel: 'ops' } });
   assert.equal(good.status, 200);
@@ -299,7 +300,7 @@ test("a public-endpoint answer does not wait for its invocation's record, which 
     assert.equal(seen?.status, 200, `invocation ${i} is readable right after its answer`);
   }
   await s.close();
-  const db = openStore(s.config.data_dir).db;
+  const db = openStore(s.config.data_dir, { migrations: allMigrations() }).db;
   t.after(() => db.close());
   assert.equal((db.prepare("SELECT COUNT(*) AS n FROM invocations WHERE event_type = 'fetch'").get() as { n: number }).n, 5, 'all recorded by shutdown');
 });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { defaultConfig } from '../src/config/index.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { createSandbox, type GuestScript } from '../src/sandbox/index.ts';
+import { bodyText } from './sandbox.helpers.ts';
 
 const slow: GuestScript = {
   name: 'slow',
@@ -29,7 +30,7 @@ test('closing the sandbox lets an invocation already running finish within the d
   await sb.close(5_000);
   const result = await running;
   assert.equal(result.status, 200, JSON.stringify(result.error));
-  assert.equal(new TextDecoder().decode(result.body), 'finished');
+  assert.equal(bodyText(result.body), 'finished');
 });
 
 test('without a drain bound a running invocation is answered as closing, and new ones are refused', async () => {

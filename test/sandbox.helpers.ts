@@ -75,10 +75,15 @@ export async function call(sb: Sandbox, s: GuestScript, c: Call = {}): Promise<I
   return invokeEnvelope(sb, s, envelope);
 }
 
+/** An invocation's body as text: a string when the integration answered with one, else its bytes decoded. */
+export function bodyText(body: Uint8Array | string): string {
+  return typeof body === 'string' ? body : new TextDecoder().decode(body);
+}
+
 export async function invokeEnvelope(sb: Sandbox, s: GuestScript, envelope: Envelope) {
   const requestId = `req-${++requests}`;
   const result = await sb.invoke({ script: s, envelope, requestId });
-  const text = new TextDecoder().decode(result.body);
+  const text = bodyText(result.body);
   return Object.assign(result, { text, json: () => JSON.parse(text), requestId });
 }
 

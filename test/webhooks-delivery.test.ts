@@ -258,7 +258,9 @@ test('manual retry makes one attempt now; replay re-enqueues failed deliveries o
   assert.equal(retried.body.attempt.status, 200);
   assert.equal(retried.body.delivery.status, 'delivered');
   assert.equal(retried.body.delivery.attempts.length, 2);
-  assert.equal(retried.body.delivery.attemptCount, 1, 'manual attempts do not count toward the automatic limit');
+  assert.equal(retried.body.delivery.attemptCount, 2, 'every attempt counts in attemptCount');
+  assert.equal(retried.body.delivery.scheduledAttempts, 1, 'manual attempts do not count toward the automatic limit');
+  assert.equal(retried.body.attempt.outcome, 'success');
 
   const missing = await s.api('POST', '/api/v1/deliveries/dlv_nope/retry');
   assert.equal(missing.status, 404);
@@ -271,11 +273,12 @@ test('manual retry makes one attempt now; replay re-enqueues failed deliveries o
   for (const id of ids.slice(1)) {
     const d = await s.settled(id);
     assert.equal(d.status, 'delivered');
-    assert.deepEqual(d.attempts.map((a) => a.status), [404, 200]);
+    assert.deepEqual(d.attempts.map((a) => [a.status, a.outcome]), [[404, 'failed'], [200, 'success']]);
+    assert.deepEqual([d.attemptCount, d.scheduledAttempts], [2, 1], 'the attempts before the replay still count; the schedule starts afresh');
   }
   const bad = await s.api('POST', '/api/v1/deliveries/replay', { since: '1h' });
   assert.equal(bad.status, 400);
-  assert.equal(bad.body.error.where, 'failed');
+  assert.equal(bad.body.error.where, 'status');
 });
 
 test('uninstall cancels queued deliveries; pause holds them and resume sends them', async (t) => {
@@ -296,10 +299,10 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   await new Promise((res) => setTimeout(res, 400)); // both retries were due by now
   assert.equal(r.requests.length, before, 'nothing sent: one cancelled, one held');
   const held = s.deliveries.get(db)!;
-  assert.equal(held.status, 'retrying');
+  assert.equal(held.status, 'held', 'a queued retry is held by the pause');
   assert.equal(held.held, true);
-  // A delivery enqueued for it during the pause is held too: it does not start at commit. (Events
-  // ingested during a pause do not subscribe a paused installation; this is the queue's own guard.)
+  assert.equal(held.nextAttemptAt, null);
+  // A delivery enqueued for it during the pause is held too: it does not start at commit.
   const store = s.services.store as { db: { transaction<T>(fn: () => T): () => T } };
   const [{ id: dc }] = store.db.transaction(() => s.deliveries.enqueueEvent(samplePayload('page_feedback') as { eventId: string; type: string }, [{ installationId: b.installationId, url: r.url }]))();
   s.deliveries.wake();
@@ -328,11 +331,12 @@ test('a delivery enqueued while a pause is still counted in memory is sent once 
       throw new Error('rolled back');
     })(),
   );
-  // In the same synchronous work, a delivery is enqueued: held by the in-memory pause, so it is
-  // neither started at commit nor marked due ...
+  // In the same synchronous work, a delivery is enqueued: the copy in memory still counts the
+  // pause, but the store (which has the last word) does not, so it is not held ...
   const [{ id }] = store.db.transaction(() => s.deliveries.enqueueEvent(samplePayload('site_view') as { eventId: string; type: string }, [{ installationId: sub.installationId, url: r.url }]))();
+  assert.equal(s.deliveries.get(id)!.status, 'pending');
   s.deliveries.wake();
-  // ... and once the in-memory copy learns the installation is not paused, it is looked up and sent.
+  // ... and it is sent.
   assert.equal((await s.settled(id)).status, 'delivered');
   assert.equal(r.requests.length, 1);
 });
@@ -367,7 +371,7 @@ test('GET /api/v1/deliveries filters and pages; GET /api/v1/deliveries/:id shows
   assert.equal(new Set([...page1.body.deliveries, ...page2.body.deliveries].map((d: any) => d.id)).size, 7);
   const badStatus = await s.api('GET', '/api/v1/deliveries?status=lost');
   assert.equal(badStatus.status, 400);
-  assert.match(badStatus.body.error.message, /status must be one of pending, retrying, delivered, failed, cancelled/);
+  assert.match(badStatus.body.error.message, /status must be one of pending, retrying, held, delivered, failed, cancelled/);
   const badSince = await s.api('GET', '/api/v1/deliveries?since=yesterdayish');
   assert.equal(badSince.status, 400);
   assert.equal(badSince.body.error.where, 'since');
@@ -375,7 +379,7 @@ test('GET /api/v1/deliveries filters and pages; GET /api/v1/deliveries/:id shows
   const id = sent[0].deliveries[0].id;
   const d = await s.api('GET', `/api/v1/deliveries/${id}`);
   assert.equal(d.status, 200);
-  for (const k of ['id', 'eventId', 'eventType', 'installationId', 'url', 'status', 'attemptCount', 'maxAttempts', 'nextAttemptAt', 'held', 'lastStatus', 'lastError', 'createdAt', 'updatedAt', 'completedAt', 'body', 'payload', 'signatureHeader', 'attempts'])
+  for (const k of ['id', 'eventId', 'eventType', 'installationId', 'url', 'status', 'attemptCount', 'scheduledAttempts', 'maxAttempts', 'nextAttemptAt', 'held', 'lastStatus', 'lastError', 'createdAt', 'updatedAt', 'completedAt', 'body', 'payload', 'signatureHeader', 'attempts'])
     assert.ok(k in d.body, `delivery detail has ${k}`);
   assert.equal(d.body.payload.eventId, sent[0].eventId);
   assert.match(d.body.signatureHeader, /^t=\d+,v1=[0-9a-f]{64}$/);

@@ -84,9 +84,9 @@ test('retry delays are 1.0-1.1 s, 2.0-2.2 s, 4.0-4.4 s (not off by one)', () => 
 test('classification: 2xx success; 429, 5xx and network errors retried; 3xx, 400 and other 4xx fail', () => {
   for (const s of [200, 201, 204, 299]) assert.equal(classifyOutcome({ status: s }), 'success', String(s));
   for (const s of [429, 500, 502, 503, 504, 599]) assert.equal(classifyOutcome({ status: s }), 'retry', String(s));
-  for (const s of [301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 422]) assert.equal(classifyOutcome({ status: s }), 'fail', String(s));
+  for (const s of [301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 422]) assert.equal(classifyOutcome({ status: s }), 'failed', String(s));
   for (const code of ['ETIMEDOUT', 'ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EPROTO']) assert.equal(classifyOutcome({ code }), 'retry', code);
-  assert.equal(classifyOutcome(Object.assign(new Error('x'), { code: 'EPRIVATEADDR' })), 'fail');
+  assert.equal(classifyOutcome(Object.assign(new Error('x'), { code: 'EPRIVATEADDR' })), 'failed');
 });
 
 test('never more than max_retries + 1 attempts, whatever the mix of failures', () => {
@@ -97,7 +97,7 @@ test('never more than max_retries + 1 attempts, whatever the mix of failures', (
     if (nextAttemptDelay(attempts, o, cfg) === null) break;
   }
   assert.equal(attempts, 4);
-  assert.equal(nextAttemptDelay(1, 'fail', cfg), null);
+  assert.equal(nextAttemptDelay(1, 'failed', cfg), null);
   assert.equal(nextAttemptDelay(1, 'success', cfg), null);
   assert.equal(nextAttemptDelay(1, 'retry', { ...cfg, max_retries: 0 }), null);
 });

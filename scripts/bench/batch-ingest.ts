@@ -11,7 +11,7 @@
  * - store only: no subscriber, the event rows alone.
  * - fan-out: each event also enqueues one webhook delivery, to a webhook installation made through
  *   the API whose URL is a receiver in this process answering 200: the deliveries go out while the
- *   batches come in, as they would for a user (a paused installation gets no deliveries at all).
+ *   batches come in, as they would for a user (a paused installation's would be stored held, unsent).
  * Counts are checked after each round in the SQLite file, opened read-only beside the server.
  *
  * Goal: 50,000 events/s stored. Medians of BENCH_ROUNDS rounds (default 5) and the ratio to the goal.
@@ -119,7 +119,7 @@ async function main(): Promise<void> {
   await round(); // warm-up (JIT, sockets, SQLite pages)
   const alone: number[] = [];
   for (let i = 0; i < ROUNDS; i++) alone.push(await round());
-  // Fan-out: one delivery per event, held for the paused webhook installation.
+  // Fan-out: one delivery per event, sent to a receiver here while the batches come in.
   const receiver = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => res.writeHead(200).end());

@@ -20,6 +20,7 @@ import { createInvocations } from '../../src/runtime/index.ts';
 import { openStore } from '../../src/store/index.ts';
 import { createQueue } from '../../src/webhooks/index.ts';
 import { median, setting } from './common.ts';
+import { allMigrations } from '../../src/migrations.ts';
 
 const N = setting('BENCH_N', 100_000);
 const ROUNDS = setting('BENCH_ROUNDS', 3);
@@ -58,7 +59,7 @@ function fill(db: ReturnType<typeof openStore>['db'], old: number): void {
 
 async function round(): Promise<{ longestBatch: number; medianBatch: number; stallP99: number; stallMax: number; rowsPerSec: number; rows: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-retention-'));
-  const store = openStore(dir);
+  const store = openStore(dir, { migrations: allMigrations() });
   try {
     const now = Date.now();
     fill(store.db, now - 40 * DAY);

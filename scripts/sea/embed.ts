@@ -29,5 +29,10 @@ export async function embeddedValues(root: string): Promise<Embedded[]> {
     const consoleBuild = (await import(join(root, 'src/console/build.ts'))) as { buildConsoleAssets: () => Promise<unknown> };
     out.push({ name: 'SWITCHYARD_CONSOLE_ASSETS', what: 'web console', value: JSON.stringify(await consoleBuild.buildConsoleAssets()) });
   }
+  // src/registry/shipped.ts: the shipped integrations (built-in webhook, examples for `new --example`).
+  if (existsSync(join(root, 'src/registry/shipped.ts'))) {
+    const shipped = (await import(join(root, 'src/registry/shipped.ts'))) as { readShippedIntegrations: (root: string) => unknown };
+    out.push({ name: 'SWITCHYARD_SHIPPED_INTEGRATIONS', what: 'shipped integrations (built-in webhook, examples)', value: JSON.stringify(shipped.readShippedIntegrations(root)) });
+  }
   return out;
 }

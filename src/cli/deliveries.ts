@@ -9,7 +9,7 @@ import type { Attempt, AttemptFeedItem, DeliveryDetail } from '../webhooks/index
 import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { follow, interruptSignal } from './feed.ts';
-import { attemptResult, checkPage, checkStatus, checkTimes, duration, offlineArg, oneLine, pageArgs, shownOutcome, sourceFrom, statusColour, timeArgs, when } from './inspect.ts';
+import { attemptResult, checkPage, checkStatus, checkTimes, duration, offlineArg, oneLine, pageArgs, sourceFrom, statusColour, timeArgs, when } from './inspect.ts';
 import { createProgress } from './progress.ts';
 import { dim, printJson, table } from './table.ts';
 
@@ -21,7 +21,7 @@ const list = defineCommand({
     ...configArg,
     ...jsonArg,
     ...offlineArg,
-    status: { type: 'string', description: 'only this status: pending, retrying, delivered, failed, cancelled', valueHint: 'status' },
+    status: { type: 'string', description: 'only this status: pending, retrying, held, delivered, failed, cancelled', valueHint: 'status' },
     type: { type: 'string', description: 'only this event type', valueHint: 'type' },
     installation: { type: 'string', description: 'only this installation', valueHint: 'id' },
     event: { type: 'string', description: 'only the deliveries of this eventId', valueHint: 'eventId' },
@@ -45,16 +45,17 @@ const list = defineCommand({
       else
         out(
           `${table(
-            ['created', 'delivery', 'type', 'installation', 'status', 'attempts', 'last', 'next attempt'],
+            ['created', 'delivery', 'type', 'installation', 'status', 'attempts', 'schedule', 'last', 'next attempt'],
             page.deliveries.map((d) => [
               when(d.createdAt),
               d.id,
               d.eventType,
               d.installationId,
               statusColour(d.status),
-              `${d.attemptCount}/${d.maxAttempts}`,
+              d.attemptCount,
+              `${d.scheduledAttempts}/${d.maxAttempts}`,
               d.lastStatus ?? oneLine(d.lastError, 32),
-              d.held ? 'held (paused)' : when(d.nextAttemptAt),
+              d.held ? 'at resume' : when(d.nextAttemptAt),
             ]),
           )}\n`,
         );
@@ -68,21 +69,21 @@ const list = defineCommand({
 function attemptRows(attempts: Attempt[]): string {
   return table(
     ['#', 'time', 'trigger', 'result', 'duration', 'outcome', 'next attempt'],
-    attempts.map((a) => [a.number, when(a.startedAt), a.manual ? 'manual' : 'auto', attemptResult(a), duration(a.durationMs), statusColour(shownOutcome(a)), when(a.nextAttemptAt)]),
+    attempts.map((a) => [a.number, when(a.startedAt), a.manual ? 'manual' : 'auto', attemptResult(a), duration(a.durationMs), statusColour(a.outcome), when(a.nextAttemptAt)]),
   );
 }
 
 export function printDelivery(d: DeliveryDetail): void {
   const field = (k: string, v: string | number | null | undefined) => (v === null || v === undefined || v === '' ? '' : `  ${k.padEnd(13)}${v}\n`);
-  out(`delivery ${d.id}  ${statusColour(d.status)}${d.held ? '  (held: the installation is paused)' : ''}\n`);
+  out(`delivery ${d.id}  ${statusColour(d.status)}${d.held ? '  (the installation is paused: sent when it resumes)' : ''}\n`);
   out(
     field('event', `${d.eventId} (${d.eventType})`) +
       field('installation', d.installationId) +
       field('url', d.url) +
-      field('attempts', `${d.attemptCount} of ${d.maxAttempts} automatic${d.attempts.length > d.attemptCount ? `, ${d.attempts.length} in all` : ''}`) +
+      field('attempts', `${d.attemptCount} in all; ${d.scheduledAttempts} of ${d.maxAttempts} automatic in this schedule`) +
       field('created', when(d.createdAt)) +
       field('completed', when(d.completedAt)) +
-      field('next attempt', when(d.nextAttemptAt)) +
+      field('next attempt', d.held ? 'at resume' : when(d.nextAttemptAt)) +
       field('last error', d.lastError) +
       field('signature', d.signatureHeader ? `X-Platform-Signature: ${d.signatureHeader}` : ''),
   );
@@ -125,7 +126,7 @@ const retry = defineCommand({
     else {
       const a = r.attempt;
       out(
-        `attempt #${a.number} (manual): ${attemptResult(a)} in ${duration(a.durationMs)}, ${statusColour(shownOutcome(a))}; delivery ${r.delivery.id} is ${statusColour(r.delivery.status)}\n`,
+        `attempt #${a.number} (manual): ${attemptResult(a)} in ${duration(a.durationMs)}, ${statusColour(a.outcome)}; delivery ${r.delivery.id} is ${statusColour(r.delivery.status)}\n`,
       );
       if (a.error) out(`  error     ${a.error}\n`);
       if (a.responseExcerpt) out(`  response  ${oneLine(a.responseExcerpt, 200)}\n`);
@@ -134,31 +135,53 @@ const retry = defineCommand({
   },
 });
 
-/** A delivery reached its end by this automatic attempt: delivered, or failed for good. */
+/** A delivery reached its end by this automatic attempt: delivered, or failed (no automatic attempt left). */
 function settled(item: AttemptFeedItem): 'delivered' | 'failed' | undefined {
-  if (item.attempt.manual || item.attempt.outcome === 'interrupted') return undefined;
+  if (item.attempt.manual) return undefined;
   if (item.attempt.outcome === 'success') return 'delivered';
-  return item.attempt.nextAttemptAt === null ? 'failed' : undefined;
+  return item.attempt.outcome === 'failed' ? 'failed' : undefined;
 }
+
+const REPLAYABLE = ['failed', 'delivered'] as const;
+type ReplayAnswer = { replayed: number; deliveries: string[]; held: string[] };
 
 const replay = defineCommand({
   meta: {
     name: 'replay',
-    description: 'Send failed deliveries again (each goes back to pending with a fresh retry schedule), then wait for their outcome',
+    description:
+      'Send deliveries again, each back in the queue with a fresh retry schedule: one by id, or every failed (--failed) or delivered (--status delivered) one, optionally since a time; then wait for their outcome',
   },
   args: {
     ...configArg,
     ...jsonArg,
-    failed: { type: 'boolean', description: 'replay the failed deliveries (required: only failed ones are replayed)', default: false },
-    since: { type: 'string', description: 'deliveries created since: a duration ago (2h, 7d) or a date-time (required)', valueHint: 'time' },
+    id: { type: 'positional', required: false, description: 'one delivery id (dlv_…), failed or delivered' },
+    failed: { type: 'boolean', description: 'replay the failed deliveries (the same as --status failed)', default: false },
+    status: { type: 'string', description: 'replay the deliveries of this status: failed or delivered', valueHint: 'status' },
+    since: { type: 'string', description: 'deliveries created since: a duration ago (2h, 7d) or a date-time (default: all)', valueHint: 'time' },
     until: { type: 'string', description: 'deliveries created up to this time (default now)', valueHint: 'time' },
     installation: { type: 'string', description: 'only this installation', valueHint: 'id' },
-    wait: { type: 'boolean', description: 'wait for every replayed delivery to be delivered or fail again (--no-wait: only re-enqueue)', default: true },
+    wait: { type: 'boolean', description: 'wait for every replayed delivery to be delivered or fail (--no-wait: only re-enqueue)', default: true },
   },
   async run({ args }) {
-    if (!args.failed) throw new SwitchyardError('bad_request', 'replay needs --failed: only failed deliveries are replayed', { hint: 'switchyard deliveries replay --failed --since 2h' });
-    if (!args.since) throw new SwitchyardError('bad_request', 'replay needs --since: a duration ago (2h, 7d) or a date-time', { where: '--since' });
+    const id = args.id ? String(args.id) : undefined;
+    const selecting = args.failed || args.status !== undefined || args.since !== undefined || args.until !== undefined || args.installation !== undefined;
+    if (id && selecting)
+      throw new SwitchyardError('bad_request', 'give one delivery id, or a selection (--failed or --status, --since, --until, --installation), not both', {
+        hint: 'switchyard deliveries replay dlv_… | switchyard deliveries replay --failed --since 2h',
+      });
+    if (args.status !== undefined && !(REPLAYABLE as readonly string[]).includes(args.status))
+      throw new SwitchyardError('bad_request', `--status must be failed or delivered, got "${args.status}" (queued deliveries are sent anyway; cancelled ones have no installation)`, {
+        where: '--status',
+      });
+    if (args.failed && args.status !== undefined && args.status !== 'failed')
+      throw new SwitchyardError('bad_request', `--failed and --status ${args.status} disagree; give one`, { where: '--status' });
+    if (!id && !args.failed && args.status === undefined)
+      throw new SwitchyardError('bad_request', 'replay needs a delivery id, --failed or --status delivered', {
+        hint: 'switchyard deliveries replay --failed --since 2h',
+      });
     checkTimes(args);
+    const status = (args.status ?? 'failed') as (typeof REPLAYABLE)[number];
+    const what = id ? 'delivery' : `${status} deliveries`;
     const client = apiClient(configFrom(args));
 
     // Listen first, then replay: no attempt of a replayed delivery can happen before we listen.
@@ -187,21 +210,30 @@ const replay = defineCommand({
       : (ready(), Promise.resolve());
     await Promise.race([isReady, following]);
 
-    const r = await client.post<{ replayed: number; deliveries: string[] }>('/api/v1/deliveries/replay', {
-      failed: true,
-      since: args.since,
-      until: args.until,
-      installation: args.installation,
-    });
-    if (!r.replayed || !args.wait) {
+    let r: ReplayAnswer;
+    try {
+      if (id) {
+        const d = await client.post<DeliveryDetail>(`/api/v1/deliveries/${encodeURIComponent(id)}/replay`);
+        r = { replayed: 1, deliveries: [d.id], held: d.status === 'held' ? [d.id] : [] };
+      } else r = await client.post<ReplayAnswer>('/api/v1/deliveries/replay', { status, since: args.since, until: args.until, installation: args.installation });
+    } catch (e) {
+      stop.abort();
+      await following;
+      throw e;
+    }
+    const held = new Set(r.held);
+    const heldNote = held.size ? `, ${held.size} held (installation paused: sent when it resumes)` : '';
+    const sending = r.deliveries.filter((d) => !held.has(d));
+    if (!sending.length || !args.wait) {
       stop.abort();
       await following;
       if (args.json) printJson(r);
-      else out(r.replayed ? `re-enqueued ${r.replayed} failed deliver${r.replayed === 1 ? 'y' : 'ies'}\n` : 'no failed deliveries to replay\n');
+      else if (!r.replayed) out(`no ${what} to replay\n`);
+      else out(`re-enqueued ${id ?? `${r.replayed} ${status} deliver${r.replayed === 1 ? 'y' : 'ies'}`}${heldNote}\n`);
       return;
     }
-    for (const id of r.deliveries) ids.add(id);
-    progress = createProgress(r.replayed, 'replaying');
+    for (const d of sending) ids.add(d);
+    progress = createProgress(sending.length, 'replaying');
     progress.update(0);
     for (const item of early.splice(0)) count(item);
     await following;
@@ -209,7 +241,12 @@ const replay = defineCommand({
     const pending = ids.size;
     if (args.json) printJson({ ...r, ...tally, pending });
     else {
-      out(`replayed ${r.replayed} deliver${r.replayed === 1 ? 'y' : 'ies'}: ${tally.delivered} delivered, ${tally.failed} failed again${pending ? `, ${pending} still in progress` : ''}\n`);
+      const again = status === 'failed' ? ' again' : '';
+      if (id) out(`replayed ${id}: ${tally.delivered ? 'delivered' : tally.failed ? 'failed again' : 'still in progress'}\n`);
+      else
+        out(
+          `replayed ${r.replayed} deliver${r.replayed === 1 ? 'y' : 'ies'}: ${tally.delivered} delivered, ${tally.failed} failed${again}${pending ? `, ${pending} still in progress` : ''}${heldNote}\n`,
+        );
       if (pending && interrupted.aborted) out(dim('stopped waiting; the server keeps sending them (see `switchyard deliveries list`)\n'));
     }
     if (tally.failed) process.exitCode = 1;
@@ -228,7 +265,7 @@ export function attemptLine(item: AttemptFeedItem): string {
     `#${a.number}${a.manual ? ' manual' : ''}`,
     attemptResult(a) || '-',
     duration(a.durationMs) || '-',
-    statusColour(shownOutcome(a)),
+    statusColour(a.outcome),
     a.outcome === 'success' ? '' : oneLine(a.error, 60),
     next,
   ]

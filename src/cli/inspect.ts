@@ -11,7 +11,7 @@ import { parseDuration } from '../schema/index.ts';
 import type { Attempt, Delivery, DeliveryDetail, DeliveryStatus } from '../webhooks/index.ts';
 import { apiClient, type ApiClient } from './client.ts';
 import { configFrom } from './common.ts';
-import { dim, green, red, yellow } from './table.ts';
+import { dim, green, printable, red, yellow } from './table.ts';
 
 export interface Page {
   limit?: string;
@@ -114,7 +114,7 @@ export async function sourceFrom(args: { config?: string; offline?: boolean }): 
 // --- Checks that fail fast, before the server is asked (exit 2). The server checks the same; these
 // keep the commands from loading the server's modules (start-up time) and serve --offline too. ---
 
-const DELIVERY_STATUSES = ['pending', 'retrying', 'delivered', 'failed', 'cancelled'] as const satisfies readonly DeliveryStatus[];
+const DELIVERY_STATUSES = ['pending', 'retrying', 'held', 'delivered', 'failed', 'cancelled'] as const satisfies readonly DeliveryStatus[];
 // Compile-time check that the list above names every status of the queue.
 const everyStatus: Exclude<DeliveryStatus, (typeof DELIVERY_STATUSES)[number]> extends never ? true : never = true;
 void everyStatus;
@@ -162,21 +162,17 @@ export function duration(ms: number | null | undefined): string {
   return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
 }
 
+/** Delivery statuses and attempt outcomes (one vocabulary: webhooks/policy.ts), coloured alike. */
 export const statusColour = (s: string) =>
   s === 'delivered' || s === 'success' || s === 'ok'
     ? green(s)
-    : s === 'failed' || s === 'fail'
+    : s === 'failed'
       ? red(s)
-      : s === 'pending' || s === 'retrying' || s === 'retry'
+      : s === 'pending' || s === 'retrying' || s === 'retry' || s === 'held'
         ? yellow(s)
         : s === 'cancelled' || s === 'interrupted'
           ? dim(s)
           : red(s);
-
-/** An attempt's outcome for people: a retryable failure with no retry left (or a manual one) reads as `fail`. */
-export function shownOutcome(a: Pick<Attempt, 'outcome' | 'nextAttemptAt'>): string {
-  return a.outcome === 'retry' && a.nextAttemptAt === null ? 'fail' : a.outcome;
-}
 
 /** What an attempt got back: the HTTP status, else the error code (ECONNREFUSED, ETIMEDOUT…). */
 export function attemptResult(a: Pick<Attempt, 'status' | 'errorCode' | 'error'>): string {
@@ -187,6 +183,6 @@ export function attemptResult(a: Pick<Attempt, 'status' | 'errorCode' | 'error'>
 /** One line, at most `max` characters, for table cells and excerpts. */
 export function oneLine(s: string | null | undefined, max = 80): string {
   if (!s) return '';
-  const flat = s.replace(/\s+/g, ' ').trim();
+  const flat = printable(s.replace(/\s+/g, ' ').trim());
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }

@@ -176,8 +176,8 @@ export default defineCommand({
         for (const p of r.previous as Array<{ secret: string; expiresAt: string }>) process.stdout.write(`${p.secret}  ${dim(`previous, signs until ${p.expiresAt}`)}\n`);
       },
     }),
-    pause: lifecycle('pause', 'Pause: no code runs and no deliveries start until resumed'),
-    resume: lifecycle('resume', 'Resume a paused installation'),
+    pause: lifecycle('pause', 'Pause: no code runs; webhook deliveries wait as held (new events included) until resumed'),
+    resume: lifecycle('resume', 'Resume a paused installation: its held webhook deliveries are sent at once, in event order'),
     uninstall: defineCommand({
       meta: { name: 'uninstall', description: 'Uninstall: token revoked, code never runs again, pending deliveries cancelled' },
       args: { ...idArg, ...configArg, ...jsonArg },

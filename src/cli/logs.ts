@@ -9,7 +9,7 @@ import { apiClient } from './client.ts';
 import { configArg } from './common.ts';
 import { follow, interruptSignal } from './feed.ts';
 import { checkPage, checkTimes, duration, offlineArg, pageArgs, sourceFrom, statusColour, timeArgs } from './inspect.ts';
-import { dim, printJson, red, yellow } from './table.ts';
+import { dim, printable, printJson, red, yellow } from './table.ts';
 
 const out = (s: string) => process.stdout.write(s);
 
@@ -17,7 +17,7 @@ const levelColour = (level: string) => (level === 'error' ? red(level.padEnd(5))
 const clock = (iso: string) => iso.slice(11, 23);
 
 export function logLine(line: { time: string; level: string; message: string }): string {
-  return `  ${clock(line.time)} ${levelColour(line.level)} ${line.message.replace(/\n/g, '\n                      ')}`;
+  return `  ${clock(line.time)} ${levelColour(line.level)} ${printable(line.message).replace(/\n/g, '\n                      ')}`;
 }
 
 /** One invocation: a header line, then each printed line, then its fault (error or limit breach). */
@@ -34,7 +34,7 @@ export function invocationBlock(i: InvocationView): string {
     dim(`cpu ${duration(i.cpuMs)}`),
   ].join('  ');
   const lines = i.logs.map(logLine);
-  if (i.error) lines.push(`  ${red(i.error.kind === 'limit' ? `limit breached (${i.error.limit ?? 'unknown'})` : i.error.kind)}: ${i.error.message}`);
+  if (i.error) lines.push(`  ${red(i.error.kind === 'limit' ? `limit breached (${i.error.limit ?? 'unknown'})` : i.error.kind)}: ${printable(i.error.message)}`);
   return [head, ...lines].join('\n');
 }
 

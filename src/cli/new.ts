@@ -2,13 +2,18 @@
  * `switchyard new <name>`: a working integration folder (manifest, a script with a component, an
  * event handler and a fetch handler, type declarations of the runtime library for editors). It
  * passes `switchyard check` and serves as soon as it lands in the integrations folder.
+ *
+ * `switchyard new --example <name>`: one of the integrations shipped with the program, written out
+ * as it is (the executable carries them; see registry/shipped.ts).
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
 import { displayPath, NAME_HINT, NAME_MAX, NAME_PATTERN } from '../manifest/index.ts';
-import { prepareFolder } from '../registry/index.ts';
+import { BUILTIN_INTEGRATIONS, prepareFolder, SHIPPED_INTEGRATIONS, shippedFiles } from '../registry/index.ts';
+import { closest } from '../schema/suggest.ts';
+import { parseYaml } from '../schema/yaml.ts';
 import { configArg, configFrom } from './common.ts';
 import { dim, green } from './table.ts';
 
@@ -20,7 +25,9 @@ function titleOf(name: string): string {
 }
 
 export function manifestTemplate(name: string, opts: { title: string; organization: string }): string {
-  return `# The integration's manifest. Every key is described in the README (section "Integrations").
+  return `# The integration's manifest. \`switchyard check\` validates it and says what is wrong, where.
+# For an integration that uses every kind of key (icon, preview images, links, every property
+# type, completion_url), write out an example beside this one: switchyard new --example hello-components
 name: ${name}
 title: ${JSON.stringify(opts.title)}
 description: ${JSON.stringify(`${opts.title}, made with switchyard new.`)}
@@ -35,6 +42,8 @@ blocks:
   - id: hello
     title: Hello
     description: A block with a button that counts its presses
+# Settings of each installation: types string (optionally enum or completion_url), number,
+# boolean, button (an OAuth connection); a default is stored when none is given.
 configurations:
   account:
     properties:
@@ -126,29 +135,103 @@ export async function runtimeTypes(): Promise<string | undefined> {
   }
 }
 
+/** The shipped examples, one line each: name and description (from its manifest). */
+export function exampleList(): string[] {
+  const width = Math.max(...SHIPPED_INTEGRATIONS.map((n) => n.length));
+  return SHIPPED_INTEGRATIONS.map((name) => {
+    const text = shippedFiles(name)?.get('platform-manifest.yaml')?.toString('utf8') ?? '';
+    // Read as plain YAML: an example whose secrets are unset is still worth listing.
+    const doc = parseYaml(text, name).value as { description?: unknown } | null;
+    const description = typeof doc?.description === 'string' ? doc.description : '';
+    const builtin = (BUILTIN_INTEGRATIONS as readonly string[]).includes(name) ? ' (built in: a copy of it overrides the built-in one)' : '';
+    return `  ${name.padEnd(width)}  ${description}${builtin}`;
+  });
+}
+
+/**
+ * Write a folder beside `target` and rename it into place in one step, so a watching server never
+ * sees half a folder. Nothing is left behind when `fill` throws.
+ */
+export async function writeFolder(target: string, fill: (staging: string) => Promise<void>): Promise<void> {
+  if (existsSync(target))
+    throw new SwitchyardError('conflict', `${displayPath(target)} already exists`, { hint: 'pick another name (or --dir), or remove the folder first' });
+  const parent = dirname(target);
+  mkdirSync(parent, { recursive: true });
+  // Staged inside a fresh private folder of a new name (mkdtemp): a name known in advance (a pid)
+  // could already be a link to elsewhere, and the files would be written there. The folder itself
+  // is made inside it with the usual permissions (mkdtemp's are the owner's only).
+  const scratch = mkdtempSync(join(parent, `.new-${basename(target)}-`));
+  try {
+    const staging = join(scratch, basename(target));
+    mkdirSync(staging);
+    await fill(staging);
+    renameSync(staging, target);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** `new --example <name>`: the shipped folder's files, as they are. */
+async function writeExample(example: string, parent: string): Promise<number> {
+  if (!example) {
+    process.stdout.write(['Examples (switchyard new --example <name>):', ...exampleList(), ''].join('\n'));
+    return 0;
+  }
+  const files = shippedFiles(example);
+  if (!files) {
+    process.stderr.write(['Examples (switchyard new --example <name>):', ...exampleList(), ''].join('\n'));
+    const guess = closest(example, SHIPPED_INTEGRATIONS);
+    throw new SwitchyardError('bad_request', `there is no example "${example}"`, {
+      hint: guess ? `did you mean --example ${guess}?` : `pick one of: ${SHIPPED_INTEGRATIONS.join(', ')}`,
+      where: '--example',
+    });
+  }
+  const target = join(parent, example);
+  await writeFolder(target, async (staging) => {
+    for (const [path, bytes] of files) {
+      mkdirSync(dirname(join(staging, path)), { recursive: true });
+      writeFileSync(join(staging, path), bytes);
+    }
+  });
+  const shown = displayPath(target);
+  const lines = [`${green('created')} ${shown}/ (the ${example} example)`, ...[...files.keys()].map((p) => `  ${p}`), ''];
+  if ((BUILTIN_INTEGRATIONS as readonly string[]).includes(example))
+    lines.push(`This folder now overrides the built-in ${example} integration (the server says so when it starts); remove it to go back.`);
+  if (files.has('.env.example')) lines.push(`Its secrets come from the environment: copy ${shown}/.env.example to ${shown}/.env and fill it in.`);
+  lines.push(`A running server picks it up now. Check it any time with: switchyard check ${shown}`, '');
+  process.stdout.write(lines.join('\n'));
+  return 0;
+}
+
 export default defineCommand({
-  meta: { name: 'new', description: 'Create a working integration folder (manifest, script, type declarations)' },
+  meta: { name: 'new', description: 'Create a working integration folder (manifest, script, type declarations), or write out a shipped example' },
   args: {
-    name: { type: 'positional', required: true, description: 'integration name: lowercase words joined by hyphens' },
+    name: { type: 'positional', required: false, description: 'integration name: lowercase words joined by hyphens' },
+    example: { type: 'string', description: 'write out a shipped example instead (no name: list them)', valueHint: 'example' },
     dir: { type: 'string', description: 'parent folder (default: integrations_dir from config.yaml)', valueHint: 'path' },
     title: { type: 'string', description: 'title shown in the platform (default: from the name)' },
     organization: { type: 'string', description: 'owning organization id or subdomain', default: 'my-organization' },
     ...configArg,
   },
   async run({ args }) {
+    const parentOf = () => resolve(args.dir ?? configFrom(args).integrations_dir);
+    if (args.example !== undefined) {
+      if (args.name)
+        throw new SwitchyardError('bad_request', `an example is written under its own name; drop "${args.name}"`, {
+          hint: `switchyard new --example ${args.example || '<example>'}`,
+        });
+      return writeExample(args.example, parentOf());
+    }
     const name = args.name;
+    if (!name)
+      throw new SwitchyardError('bad_request', 'name the integration to create', {
+        hint: 'switchyard new <name> (lowercase words joined by hyphens), or switchyard new --example to list the examples',
+      });
     if (!NAME_PATTERN.test(name) || name.length > NAME_MAX)
       throw new SwitchyardError('bad_request', `"${name}" is not a valid integration name`, { hint: NAME_HINT });
-    const parent = resolve(args.dir ?? configFrom(args).integrations_dir);
-    const target = join(parent, name);
-    if (existsSync(target))
-      throw new SwitchyardError('conflict', `${displayPath(target)} already exists`, { hint: 'pick another name, or remove the folder first' });
-
-    // Written beside the target and renamed in one step, so a watching server never sees half a folder.
-    mkdirSync(parent, { recursive: true });
-    const staging = join(parent, `.new-${name}-${process.pid}`);
+    const target = join(parentOf(), name);
     const types = await runtimeTypes();
-    try {
+    await writeFolder(target, async (staging) => {
       mkdirSync(join(staging, 'src'), { recursive: true });
       writeFileSync(join(staging, 'platform-manifest.yaml'), manifestTemplate(name, { title: args.title ?? titleOf(name), organization: args.organization }));
       writeFileSync(join(staging, 'src/index.tsx'), scriptTemplate);
@@ -161,11 +244,7 @@ export default defineCommand({
       }
       const check = await prepareFolder(staging, { env: process.env, label: displayPath(target) });
       if (!check.prepared) throw new SwitchyardError('internal', 'the new integration does not pass its own check', { problems: check.errors });
-      renameSync(staging, target);
-    } catch (e) {
-      rmSync(staging, { recursive: true, force: true });
-      throw e;
-    }
+    });
 
     const shown = displayPath(target);
     process.stdout.write(
@@ -176,6 +255,7 @@ export default defineCommand({
         types ? `  ${TYPES_FILE}  the runtime library's types (tsconfig.json points editors at them)` : dim('  (this build has no type declarations of the runtime library to copy)'),
         '',
         `A running server picks it up now. Check it any time with: switchyard check ${shown}`,
+        `More complete examples: switchyard new --example`,
         '',
       ].join('\n'),
     );

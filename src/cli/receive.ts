@@ -31,7 +31,7 @@ export default defineCommand({
     const secrets = given.length ? given : process.env.SWITCHYARD_WEBHOOK_SECRET ? [process.env.SWITCHYARD_WEBHOOK_SECRET] : [];
     if (!secrets.length)
       throw new SwitchyardError('bad_request', 'a signing secret is needed', {
-        hint: 'pass --secret <s> (see `GET /api/v1/webhooks/<installation>/secret?reveal=true`) or set SWITCHYARD_WEBHOOK_SECRET',
+        hint: 'pass --secret <s> (`switchyard install webhook` prints it once; `switchyard installations secret <inst_id> --reveal` shows it again) or set SWITCHYARD_WEBHOOK_SECRET',
       });
     const fail = rehearsal(args.status, args['fail-rate']);
     // The tolerance is the one of config.yaml (webhooks.signature_tolerance), defaults when there is none.

@@ -22,6 +22,18 @@ export const red = (s: string) => paint(31, s);
 export const yellow = (s: string) => paint(33, s);
 export const dim = (s: string) => paint(90, s);
 
+// C0 controls but tab and newline, DEL, and the C1 controls (U+009B is a one-byte CSI).
+const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+
+/**
+ * A stranger's text (what integration code printed or threw, a receiver's answer) made safe for a
+ * terminal: control characters are shown as \xNN, so an escape sequence in it cannot recolour,
+ * retitle, hide or rewrite what the person reads, or reach the terminal's own commands.
+ */
+export function printable(s: string): string {
+  return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }

@@ -174,7 +174,8 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
   function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined): Response {
     requireConsoleAdmin(req, services);
     const integration = registry()?.get(decodeURIComponent(name));
-    const bytes = integration ? readImage(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
+    // A built-in integration has no folder to read from.
+    const bytes = integration && !integration.builtin ? readImage(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
     if (!bytes) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
     return new Response(new Uint8Array(bytes), {
       headers: { 'content-type': 'image/png', 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=60' },

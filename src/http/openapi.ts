@@ -4,6 +4,7 @@
  * documented path answers something other than 404 for its method.
  */
 import { VERSION } from '../version.ts';
+import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES } from '../webhooks/views.ts';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: unknown, description = 'OK') => ({ description, content: { 'application/json': { schema } } });
@@ -129,11 +130,12 @@ export function openApiDocument(serverUrl: string) {
             eventType: { type: 'string' },
             installationId: { type: 'string' },
             url: { type: 'string' },
-            status: { enum: ['pending', 'retrying', 'delivered', 'failed', 'cancelled'] },
-            attemptCount: { type: 'integer' },
+            status: { enum: [...DELIVERY_STATUSES], description: 'held: its installation is paused; sent when it resumes' },
+            attemptCount: { type: 'integer', description: 'every attempt recorded (automatic, manual, interrupted), replays included' },
+            scheduledAttempts: { type: 'integer', description: 'automatic attempts of the current schedule (since created or last replayed), against maxAttempts' },
             maxAttempts: { type: 'integer' },
             nextAttemptAt: { type: ['string', 'null'], format: 'date-time' },
-            held: { type: 'boolean' },
+            held: { type: 'boolean', description: 'status is held' },
             lastStatus: { type: ['integer', 'null'] },
             lastError: { type: ['string', 'null'] },
             createdAt: { type: 'string', format: 'date-time' },
@@ -151,7 +153,10 @@ export function openApiDocument(serverUrl: string) {
             url: { type: 'string' },
             signatureHeader: { type: ['string', 'null'] },
             status: { type: ['integer', 'null'] },
-            outcome: { enum: ['success', 'retry', 'fail', 'interrupted'] },
+            outcome: {
+              enum: [...ATTEMPT_OUTCOMES],
+              description: 'retry: failed, and the next automatic attempt is scheduled (nextAttemptAt); failed: failed, and no retry follows from it (a permanent answer, the last attempt of a failed delivery, a manual attempt); interrupted: the server stopped under it, sent again',
+            },
             error: { type: ['string', 'null'] },
             errorCode: { type: ['string', 'null'] },
             responseExcerpt: { type: ['string', 'null'] },
@@ -164,6 +169,42 @@ export function openApiDocument(serverUrl: string) {
             ref('Delivery'),
             { type: 'object', properties: { body: { type: 'string', description: 'the exact bytes sent' }, payload: {}, signatureHeader: { type: ['string', 'null'] }, attempts: { type: 'array', items: ref('Attempt') } } },
           ],
+        },
+        Percentiles: {
+          type: ['object', 'null'],
+          properties: { count: { type: 'integer' }, p50: { type: 'number' }, p95: { type: 'number' }, max: { type: 'number' } },
+        },
+        DeliveryStats: {
+          type: 'object',
+          properties: {
+            since: { type: 'string', format: 'date-time', description: 'start of the first bucket' },
+            until: { type: 'string', format: 'date-time' },
+            bucketMs: { type: 'integer' },
+            endpoints: {
+              type: 'array',
+              description: 'busiest first',
+              items: {
+                type: 'object',
+                properties: {
+                  endpoint: { type: 'string', description: 'URL origin' },
+                  total: { type: 'integer' },
+                  byStatus: { type: 'object', additionalProperties: { type: 'integer' } },
+                  buckets: {
+                    type: 'array',
+                    items: {
+                      type: 'object',
+                      properties: {
+                        at: { type: 'string', format: 'date-time' },
+                        counts: { type: 'object', additionalProperties: { type: 'integer' }, description: 'deliveries created in the bucket, by status now' },
+                        latency: { ...ref('Percentiles'), description: 'ingest to delivery (ms) of the delivered ones' },
+                        response: { ...ref('Percentiles'), description: 'attempt durations (ms) of attempts started in the bucket' },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
         },
         Event: { type: 'object', description: 'A platform event as ingested: eventId, type and its fields', properties: { eventId: { type: 'string' }, type: { type: 'string' } } },
         IngestResult: {
@@ -251,7 +292,7 @@ export function openApiDocument(serverUrl: string) {
               target: { enum: ['organization', 'space', 'site'] },
               space: { type: 'string' },
               site: { type: 'string' },
-              configuration: { type: 'object' },
+              configuration: { type: 'object', description: "property values; the manifest's defaults fill in absent keys" },
               externalIds: { type: 'array', items: { type: 'string' } },
               webhook_secret: { type: 'string', description: 'webhook integration only: use this signing secret' },
             },
@@ -265,7 +306,7 @@ export function openApiDocument(serverUrl: string) {
       '/api/v1/installations/{id}': {
         get: { summary: "One installation (credentials redacted unless ?reveal=true: the admin, or integration code with its invocation's token)", parameters: [idParam, q('reveal', 'show stored credentials', { type: 'boolean' })], responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors } },
         patch: {
-          summary: 'Edit configuration: keys set, null removes; validated against the manifest; emits installation_setup (and space_/site_installation_setup on a space or site); externalIds replaced when given',
+          summary: 'Edit configuration: keys set, null removes (a property with a manifest default takes it back); validated against the manifest; emits installation_setup (and space_/site_installation_setup on a space or site); externalIds replaced when given',
           parameters: [idParam],
           requestBody: body({ type: 'object', required: ['configuration'], properties: { configuration: { type: 'object' }, externalIds: { type: 'array', items: { type: 'string' } } } }),
           responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors },
@@ -306,7 +347,15 @@ export function openApiDocument(serverUrl: string) {
       '/api/v1/deliveries': {
         get: {
           summary: 'Webhook deliveries, newest first',
-          parameters: [q('status', 'pending, retrying, delivered, failed or cancelled'), q('type', 'event type'), q('installation', 'installation id'), q('event', 'event id'), ...timeParams, ...pageQuery],
+          parameters: [
+            q('status', DELIVERY_STATUSES.join(', '), { enum: [...DELIVERY_STATUSES] }),
+            q('type', 'event type'),
+            q('installation', 'installation id'),
+            q('event', 'event id'),
+            q('endpoint', 'URL origin the deliveries go to (https://hooks.example.com; a whole URL counts as its origin)'),
+            ...timeParams,
+            ...pageQuery,
+          ],
           responses: { '200': list('deliveries', ref('Delivery')), ...errors },
         },
       },
@@ -320,9 +369,56 @@ export function openApiDocument(serverUrl: string) {
       },
       '/api/v1/deliveries/replay': {
         post: {
-          summary: 'Failed deliveries created in the window go back to pending with a fresh schedule',
-          requestBody: body({ type: 'object', required: ['failed', 'since'], properties: { failed: { const: true }, since: { type: 'string' }, until: { type: 'string' }, installation: { type: 'string' } } }),
-          responses: { '200': json({ type: 'object', properties: { replayed: { type: 'integer' }, deliveries: { type: 'array', items: { type: 'string' } } } }), ...errors },
+          summary:
+            'Deliveries of a status (failed or delivered) created in the window go back to the queue with a fresh schedule (held when their installation is paused; those of uninstalled installations are skipped). dryRun: only say which',
+          requestBody: body({
+            type: 'object',
+            description: 'status, or failed: true (the same as status failed); since defaults to the first delivery, until to now',
+            properties: {
+              status: { enum: ['failed', 'delivered'] },
+              failed: { const: true },
+              since: { type: 'string' },
+              until: { type: 'string' },
+              installation: { type: 'string' },
+              type: { type: 'string', description: 'only deliveries of this event type' },
+              endpoint: { type: 'string', description: 'only deliveries to this URL origin' },
+              dryRun: { type: 'boolean', description: 'change nothing; answer the deliveries a replay would take now' },
+            },
+          }),
+          responses: {
+            '200': json({
+              type: 'object',
+              properties: {
+                replayed: { type: 'integer', description: '0 on a dry run' },
+                deliveries: { type: 'array', items: { type: 'string' }, description: 'ids replayed, in event order (on a dry run: that would be)' },
+                held: { type: 'array', items: { type: 'string' }, description: 'those held: their installation is paused' },
+                dryRun: { type: 'boolean' },
+                matched: { type: 'integer', description: 'dry run: how many a replay would take' },
+              },
+            }),
+            ...errors,
+          },
+        },
+      },
+      '/api/v1/deliveries/{id}/replay': {
+        post: {
+          summary: 'One failed or delivered delivery back to the queue with a fresh schedule (held when its installation is paused)',
+          parameters: [idParam],
+          responses: { '200': json(ref('DeliveryDetail')), ...errors, '409': json(ref('Error'), 'Still queued, cancelled, its installation uninstalled, or an attempt in flight') },
+        },
+      },
+      '/api/v1/deliveries/stats': {
+        get: {
+          summary:
+            'Per endpoint (URL origin) and time bucket: deliveries created, by status now; ingest-to-delivery latency of the delivered ones; durations of their attempts (nearest-rank p50, p95, max in ms). Buckets are aligned to multiples of the bucket size; empty ones are left out. A window holding more than 200,000 deliveries is refused (400, where: since).',
+          parameters: [
+            q('since', 'a duration ago (1h) or a date-time; default 1h'),
+            q('until', 'a duration ago or a date-time; default now'),
+            q('bucket', 'bucket size: 1m (default), 15m, 1h ...; at most 1440 buckets'),
+            q('endpoint', 'only this URL origin'),
+            q('installation', 'only this installation'),
+          ],
+          responses: { '200': json(ref('DeliveryStats')), ...errors },
         },
       },
       '/api/v1/deliveries/stream': stream('Delivery attempts as they are recorded (server-sent `attempt` events)', [q('installation', 'installation id'), q('type', 'event type')]),

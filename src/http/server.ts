@@ -17,7 +17,8 @@ import { ADMIN_TOKEN_FILE, resolveAdminToken } from './auth.ts';
 import { consoleUrl } from './origins.ts';
 import { join } from 'node:path';
 import { createApp } from './app.ts';
-import { createAuthThrottle } from './throttle.ts';
+import { authThrottleShare, createAuthThrottle } from './throttle.ts';
+import { allMigrations } from '../migrations.ts';
 
 export interface RunningServer {
   url: string;
@@ -42,7 +43,7 @@ export async function startServer(
   } = {},
 ): Promise<RunningServer> {
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
-  const store = openStore(config.data_dir, opts.link ? { shared: true } : { lock: true });
+  const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), migrations: allMigrations() });
   const adminToken = resolveAdminToken(config, true)!;
   const services: Services = {
     config,
@@ -51,7 +52,9 @@ export async function startServer(
     adminToken,
     startedAt: Date.now(),
     closing: false,
-    authThrottle: createAuthThrottle(),
+    // Each serving process counts the guesses it sees: a guesser whose connections spread over N
+    // processes gets the one budget's rate at most, never N times it (one process may block it sooner).
+    authThrottle: createAuthThrottle(authThrottleShare(opts.link?.count ?? 1)),
     sandboxInProcess: opts.sandbox === 'in-process',
     processes: opts.link,
   };

@@ -17,10 +17,26 @@ export interface AuthThrottle {
 }
 
 const MAX_TRACKED = 10_000;
+/** Wrong admin tokens one address may send per window, across all serving processes. */
+export const AUTH_FAILURES_ALLOWED = 10;
+const AUTH_WINDOW_MS = 60_000;
+
+/**
+ * One serving process's share of the budget when `processes` serve together, each counting only
+ * the guesses it sees: 10 / N wrong tokens a minute rounded down, so that together they never
+ * allow more than 10 (rounding up gave 12 with 3 or 4 processes, and N with more than 10). Past 10
+ * processes each allows one per N/10 minutes: the rate stays 10 a minute, though a guesser's very
+ * first burst can reach N.
+ */
+export function authThrottleShare(processes: number): { max: number; windowMs: number } {
+  const n = Math.max(1, Math.floor(processes));
+  const max = Math.max(1, Math.floor(AUTH_FAILURES_ALLOWED / n));
+  return { max, windowMs: Math.round(AUTH_WINDOW_MS * Math.max(1, (max * n) / AUTH_FAILURES_ALLOWED)) };
+}
 
 export function createAuthThrottle(opts: { max?: number; windowMs?: number; now?: () => number } = {}): AuthThrottle {
-  const max = opts.max ?? 10;
-  const windowMs = opts.windowMs ?? 60_000;
+  const max = opts.max ?? AUTH_FAILURES_ALLOWED;
+  const windowMs = opts.windowMs ?? AUTH_WINDOW_MS;
   const now = opts.now ?? Date.now;
   const seen = new Map<string, { failures: number; resetAt: number }>();
 

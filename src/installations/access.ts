@@ -1,10 +1,12 @@
 /**
- * Who may reach an installation through the management API. Named kinds only (fail closed): the
+ * Who may reach an installation through the management API, and what of it they see. Named kinds only (fail closed): the
  * admin; an installation, itself; an integration's token (GitBook's integration-wide token, handed
  * to invocations), the installations of its own integration.
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Principal } from '../http/app.ts';
+import { hideUrlCredentials } from '../log/index.ts';
+import { setOwn } from '../schema/index.ts';
 
 export function mayReach(p: Principal, installation: { id: string; integration: string }): boolean {
   if (p.kind === 'admin') return true;
@@ -34,4 +36,28 @@ export function mayListFor(p: Principal, name: string): 'all' | 'own' | false {
 /** Whether the integration's own code is calling (a token handed to one of its invocations). */
 export function isIntegrationCode(p: Principal): boolean {
   return (p.kind === 'installation' || p.kind === 'integration') && p.via === 'invocation';
+}
+
+/**
+ * Values that hold credentials are hidden unless `reveal`: reserved OAuth tokens, and the user-info
+ * of URLs (a webhook_url like `https://***@host/`). An edit that leaves a value alone keeps it.
+ */
+export function redactConfiguration(configuration: Record<string, unknown>, reveal: boolean): Record<string, unknown> {
+  if (reveal) return configuration;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(configuration)) setOwn(out, k, typeof v === 'string' ? hideUrlCredentials(v) : v);
+  if (configuration.oauth_credentials === undefined) return out;
+  const creds = configuration.oauth_credentials as Record<string, unknown>;
+  const hidden: Record<string, unknown> = {};
+  for (const k of Object.keys(creds ?? {})) hidden[k] = /token|secret/i.test(k) ? '[redacted]' : creds[k];
+  return { ...out, oauth_credentials: hidden };
+}
+
+/**
+ * Who may see stored credentials: the admin, or integration code during an invocation (a
+ * short-lived invocation or integration token: the credentials are in that invocation's reach
+ * anyway). Never the long-lived installation token handed out at install.
+ */
+export function mayReveal(p: Principal): boolean {
+  return p.kind === 'admin' || ((p.kind === 'installation' || p.kind === 'integration') && p.via === 'invocation');
 }

@@ -16,8 +16,7 @@ import { principalOf, type Principal } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { installationEndpoint, installationLocation, invocationTokenTtl } from '../runtime/environment.ts';
 import type { Services } from '../services.ts';
-import { isIntegrationCode, mayListFor, requireReach } from './access.ts';
-import { mayReveal, redactConfiguration } from './routes.ts';
+import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import type { Change, Installation, Installations } from './service.ts';
 
 /** One installation as GitBook's API answers it; stored credentials only for who may see them. */

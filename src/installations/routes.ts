@@ -1,11 +1,9 @@
 /** /api/v1/installations: the management API of installations (admin, or an installation for itself). */
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
-import { principalOf, requireAdmin, type Principal } from '../http/app.ts';
-import { isIntegrationCode, mayReach, requireReach } from './access.ts';
+import { principalOf, requireAdmin } from '../http/app.ts';
+import { isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import { oneOfParam, readJson } from '../http/body.ts';
-import { hideUrlCredentials } from '../log/index.ts';
-import { setOwn } from '../schema/index.ts';
 import type { Registry } from '../registry/index.ts';
 import { missingRequired } from '../manifest/index.ts';
 import type { Runtime } from '../runtime/index.ts';
@@ -23,30 +21,6 @@ interface WebhookSecrets {
   pauseInstallation?(installationId: string): void;
   resumeInstallation?(installationId: string): void;
   setEndpointUrl?(installationId: string, url: string): number;
-}
-
-/**
- * Values that hold credentials are hidden unless `reveal`: reserved OAuth tokens, and the user-info
- * of URLs (a webhook_url like `https://***@host/`). An edit that leaves a value alone keeps it.
- */
-export function redactConfiguration(configuration: Record<string, unknown>, reveal: boolean): Record<string, unknown> {
-  if (reveal) return configuration;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(configuration)) setOwn(out, k, typeof v === 'string' ? hideUrlCredentials(v) : v);
-  if (configuration.oauth_credentials === undefined) return out;
-  const creds = configuration.oauth_credentials as Record<string, unknown>;
-  const hidden: Record<string, unknown> = {};
-  for (const k of Object.keys(creds ?? {})) hidden[k] = /token|secret/i.test(k) ? '[redacted]' : creds[k];
-  return { ...out, oauth_credentials: hidden };
-}
-
-/**
- * Who may see stored credentials: the admin, or integration code during an invocation (a
- * short-lived invocation or integration token: the credentials are in that invocation's reach
- * anyway). Never the long-lived installation token handed out at install.
- */
-export function mayReveal(p: Principal): boolean {
-  return p.kind === 'admin' || ((p.kind === 'installation' || p.kind === 'integration') && p.via === 'invocation');
 }
 
 export function installationView(services: Services, inst: Installation, reveal = false) {

@@ -14,7 +14,7 @@ import { hashToken } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
 import type { Db } from '../store/index.ts';
-import { missingRequired, validateConfiguration, type Manifest, type ManifestDialect } from '../manifest/index.ts';
+import { missingRequired, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
 import { generationsOf } from '../store/generations.ts';
@@ -183,6 +183,16 @@ export function createInstallations(deps: InstallationsDeps) {
     return { problems, missing: missingRequired(def, declared) };
   }
 
+  /**
+   * The configuration an installation is stored with, on creation and on every update (whatever the
+   * door: CLI, API, console, the integration's own API calls): the manifest's defaults filled in,
+   * then checked. Removing a key that has a default sets it back to its default.
+   */
+  function settle(manifest: Manifest, target: InstallationTarget, integration: string, given: Record<string, unknown>, edit: { byCode?: boolean; changed?: ReadonlySet<string> } = {}) {
+    const configuration = withDefaults(configurationsOf(manifest, target), given);
+    return { configuration, ...check(manifest, target, integration, configuration, edit) };
+  }
+
   function fail(problems: Problem[]): never {
     throw new SwitchyardError('validation_failed', `the configuration has ${problems.length} problem${problems.length === 1 ? '' : 's'}; nothing was stored`, {
       problems,
@@ -209,8 +219,7 @@ export function createInstallations(deps: InstallationsDeps) {
     const target: InstallationTarget = req.target ?? (req.space ? 'space' : req.site ? 'site' : 'organization');
     if (target === 'space' && !req.space) throw new SwitchyardError('bad_request', 'a space installation needs a space id', { where: 'space' });
     if (target === 'site' && !req.site) throw new SwitchyardError('bad_request', 'a site installation needs a site id', { where: 'site' });
-    const configuration = req.configuration ?? {};
-    const { problems, missing } = check(manifest, target, req.integration, configuration);
+    const { configuration, problems, missing } = settle(manifest, target, req.integration, req.configuration ?? {});
     if (problems.length) fail(problems);
     const id = `inst_${randomBytes(10).toString('hex')}`;
     const token = newInstallationToken();
@@ -234,12 +243,12 @@ export function createInstallations(deps: InstallationsDeps) {
     const current = require(id);
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
     const manifest = manifestFor(current.integration);
-    const next: Record<string, unknown> = { ...current.configuration };
+    const edited: Record<string, unknown> = { ...current.configuration };
     for (const [k, v] of Object.entries(patch)) {
-      if (v === null) delete next[k];
-      else setOwn(next, k, v);
+      if (v === null) delete edited[k];
+      else setOwn(edited, k, v);
     }
-    const { problems, missing } = check(manifest, current.target, current.integration, next, { byCode: opts.byCode, changed: new Set(Object.keys(patch)) });
+    const { configuration: next, problems, missing } = settle(manifest, current.target, current.integration, edited, { byCode: opts.byCode, changed: new Set(Object.keys(patch)) });
     if (problems.length) fail(problems);
     const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
     db.prepare('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(next), status, now(), id);
@@ -314,17 +323,20 @@ export function createInstallations(deps: InstallationsDeps) {
   }
 
   /**
-   * Active webhook installations subscribed to `type`, for event fan-out (read on every ingested
-   * event, so the list is kept in memory and dropped whenever an installation changes here).
+   * Webhook installations subscribed to `type`, for event fan-out (read on every ingested event, so
+   * the list is kept in memory and dropped whenever an installation changes here). Active ones, and
+   * paused ones with a URL: their deliveries are stored held and wait for the resume.
    */
   let subscriptionCache: Array<{ installationId: string; url: string; types: string[] }> | undefined;
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
     freshen();
-    subscriptionCache ??= list({ integration: WEBHOOK_INTEGRATION, status: 'active' }).map((i) => ({
-      installationId: i.id,
-      url: String(i.configuration.webhook_url),
-      types: parseEventTypes(i.configuration.event_types),
-    }));
+    subscriptionCache ??= [...list({ integration: WEBHOOK_INTEGRATION, status: 'active' }), ...list({ integration: WEBHOOK_INTEGRATION, status: 'paused' })]
+      .filter((i) => i.status === 'active' || typeof i.configuration.webhook_url === 'string')
+      .map((i) => ({
+        installationId: i.id,
+        url: String(i.configuration.webhook_url),
+        types: parseEventTypes(i.configuration.event_types),
+      }));
     return subscriptionCache.filter((s) => s.types.includes(type)).map(({ installationId, url }) => ({ installationId, url }));
   }
   const changed = () => {

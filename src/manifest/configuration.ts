@@ -4,7 +4,7 @@
  * (`configuration.webhook_url`), what is wrong and what to do.
  */
 import type { Problem } from '../errors.ts';
-import { isPlainObject, typeName } from '../schema/index.ts';
+import { isPlainObject, setOwn, typeName } from '../schema/index.ts';
 import { didYouMean } from '../schema/suggest.ts';
 import type { ConfigurationsDef, PropertyDef } from './schema.ts';
 
@@ -58,6 +58,23 @@ function checkValue(name: string, prop: PropertyDef, v: unknown): Problem | unde
 
 /** Keys a component-drawn configuration may hold beyond its declared properties. */
 const FREE_KEY = /^(?!__proto__$|constructor$|prototype$)[A-Za-z_$][A-Za-z0-9_$.-]{0,127}$/;
+
+/**
+ * The configuration with each property's manifest `default` filled in where the key is absent (or
+ * null). The one rule for every door (CLI, API, console, the integration's own API calls): the
+ * installations service calls this whenever an installation is created or its configuration is
+ * updated, so what is stored is what the code sees and what every view shows. A value that is set,
+ * an empty string included, is kept.
+ */
+export function withDefaults(def: ConfigurationsDef | undefined, configuration: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(configuration)) setOwn(out, k, v);
+  for (const [name, prop] of Object.entries(def?.properties ?? {})) {
+    if (prop.type === 'button' || prop.default === undefined) continue;
+    if (!Object.hasOwn(out, name) || out[name] === undefined || out[name] === null) setOwn(out, name, prop.default);
+  }
+  return out;
+}
 
 /**
  * Validate an installation's configuration against `def`. `partial` allows missing required keys

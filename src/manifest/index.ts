@@ -32,5 +32,5 @@ export {
   manifestSchemaOf,
 } from './schema.ts';
 export { parseManifest, loadManifest, displayPath, isError, MANIFEST_FILE, GITBOOK_MANIFEST_FILE, manifestFileOf, type ManifestResult, type LoadedManifestResult } from './parse.ts';
-export { validateConfiguration, missingRequired, coerceConfigurationValue, OAUTH_CREDENTIALS } from './configuration.ts';
+export { validateConfiguration, withDefaults, missingRequired, coerceConfigurationValue, OAUTH_CREDENTIALS } from './configuration.ts';
 export { pngSize } from './assets.ts';

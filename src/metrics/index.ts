@@ -11,7 +11,7 @@ import { bearerToken, safeEqual } from '../http/auth.ts';
 import { clientAddress, type AuthThrottle } from '../http/throttle.ts';
 import type { Module, Services } from '../services.ts';
 import { VERSION } from '../version.ts';
-import { DELIVERY_STATUSES, type Deliveries, type RecordedAttempt } from '../webhooks/index.ts';
+import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type Deliveries, type RecordedAttempt } from '../webhooks/index.ts';
 import type { InvocationNotice } from '../runtime/index.ts';
 import { createRegistry, type Registry, type Snapshot } from './prometheus.ts';
 
@@ -43,13 +43,13 @@ export function createServerMetrics(services: Services): { registry: Registry; s
   r.gauge('switchyard_start_time_seconds', 'When the server started, seconds since the epoch', () => [[{}, Math.floor(services.startedAt / 1000)]]);
 
   // Queue: read at scrape time, so they are right after a restart too.
-  r.gauge('switchyard_webhook_deliveries', 'Webhook deliveries by state (queue depth: pending, retrying; history: delivered, failed, cancelled)', () => {
+  r.gauge('switchyard_webhook_deliveries', 'Webhook deliveries by state (queue depth: pending, retrying; waiting for a resume: held; history: delivered, failed, cancelled)', () => {
     const d = deliveries();
     if (!d) return [];
     const counts = d.counts();
     return DELIVERY_STATUSES.map((s) => [{ state: s }, counts[s] ?? 0]);
   });
-  r.gauge('switchyard_webhook_retries_due', 'Retries whose time has come but that have not started yet (waiting for a slot or held by a pause)', () => {
+  r.gauge('switchyard_webhook_retries_due', 'Retries whose time has come but that have not started yet (waiting for a slot; held deliveries are not due)', () => {
     const d = deliveries();
     return d ? [[{}, d.retriesDue(Date.now())]] : [];
   });
@@ -58,8 +58,12 @@ export function createServerMetrics(services: Services): { registry: Registry; s
     return d ? [[{}, d.inFlight()]] : [];
   }, { perProcess: true });
 
-  const attempts = r.counter('switchyard_webhook_attempts', 'Webhook attempts by outcome (success, retry, fail) and trigger (automatic, manual)');
-  for (const outcome of ['success', 'retry', 'fail']) attempts.inc({ outcome, trigger: 'automatic' }, 0);
+  const attempts = r.counter(
+    'switchyard_webhook_attempts',
+    `Webhook attempts by outcome (${ATTEMPT_OUTCOMES.filter((o) => o !== 'interrupted').join(', ')}: failed = no retry follows, the last attempt of a failed delivery included) and trigger (automatic, manual)`,
+  );
+  // Every series exists from the start, so an alert on a rate of failed attempts has a series to read.
+  for (const outcome of ['success', 'retry', 'failed'] as const) attempts.inc({ outcome, trigger: 'automatic' }, 0);
   const attemptSeconds = r.histogram('switchyard_webhook_attempt_duration_seconds', 'Duration of one webhook attempt (the HTTP request)', ATTEMPT_SECONDS);
   const latency = r.histogram(
     'switchyard_webhook_delivery_latency_seconds',

@@ -19,6 +19,8 @@ export type ToServing =
 export type ToSupervisor =
   | { t: 'pong' }
   | { t: 'resume'; name: string }
+  /** This process made deliveries due (a resume, a replay): the others should look now. */
+  | { t: 'due' }
   /** Gather every process's metrics snapshot (answered with `collected`). */
   | { t: 'collect'; id: number }
   | { t: 'snapshot'; id: number; snapshot: unknown };

@@ -14,8 +14,10 @@ export interface ProcessLink {
   /** This one's place (0..count-1); process 0 runs the once-per-service jobs (retention). */
   index: number;
   sandboxHooks: SandboxHooks;
-  /** Called when another process's leases were given back (deliveries and handler runs are due). */
+  /** Called when another process made work due (its leases given back, a resume, a replay). */
   onDue(fn: () => void): void;
+  /** Tell the other processes that this one made deliveries due (they look at once, not at their next refresh). */
+  announceDue(): void;
   /** Integrations parked by the supervisor, for views. */
   parked(): Parking[];
   /** Ask the supervisor to run a parked integration again. */
@@ -86,6 +88,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
       },
     },
     onDue: (fn) => void dueListeners.push(fn),
+    announceDue: () => send({ t: 'due' }),
     parked: () => [...parked.values()],
     resume(name) {
       parked.delete(name); // at once here; the supervisor tells the others

@@ -33,6 +33,7 @@ import { PORT_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor 
 import { consoleUrl } from '../http/origins.ts';
 import { publicUrlOf } from '../config/index.ts';
 import { ADMIN_TOKEN_FILE, resolveAdminToken } from '../http/auth.ts';
+import { allMigrations } from '../migrations.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;
@@ -59,7 +60,7 @@ interface Slot {
 
 export async function supervise(config: LoadedConfig, log: Logger): Promise<number> {
   const count = processCount(config.server.processes);
-  const store: Store = openStore(config.data_dir, { lock: true });
+  const store: Store = openStore(config.data_dir, { lock: true, migrations: allMigrations() });
   resolveAdminToken(config, true); // made once here, before N processes race to create it
   mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
   const queue = createQueue(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
@@ -146,6 +147,9 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
           log.info('integration resumed', { integration: msg.name });
           broadcast({ t: 'parked', parked: [...parked.values()] });
         }
+        return;
+      case 'due':
+        for (const s of slots) if (s.worker !== w) send(s.worker, { t: 'due' });
         return;
       case 'collect': {
         // Metrics from every process, for the one answering GET /metrics.

@@ -16,15 +16,24 @@ import { builtinModules } from 'node:module';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import type { BuildFailure, Message, Plugin } from 'esbuild';
 import type { Problem } from '../errors.ts';
+import { confineSourceMaps, sourceMapLimit } from './source-maps.ts';
 
 export const RUNTIME_MODULE = '@switchyard/runtime';
 const RUNTIME_IMPORT = /^@switchyard\/runtime(\/.*)?$/;
 const GITBOOK_RUNTIME_IMPORT = /^@gitbook\/runtime(\/.*)?$/;
 /** GitBook's way to ship a script or style sheet as text (`import script from './x.raw.js'`). */
 const RAW_TEXT_FILE = /\.raw\.(js|css)$/;
+/** Where esbuild is told the bundle goes (nothing is written): its folder anchors the source map's paths. */
+const OUTPUT_FILE = '.switchyard-bundle.js';
 
 export interface Bundle {
   code: string;
+  /**
+   * The bundle's source map (JSON text, sources relative to the integration folder, no sources'
+   * content). Kept on the host to turn stack traces back into the author's files; never handed to
+   * the sandbox.
+   */
+  sourceMap?: string;
   /** Content hash of the code: equal code, equal version. */
   version: string;
   /** Absolute paths of the files that went into the bundle. */
@@ -137,6 +146,15 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
   const { dir, entry } = opts;
   const label = opts.label ?? dir;
   const esbuild = await import('esbuild');
+  // The source map's `sources` are relative to the output file's folder: put it (never written)
+  // in the integration folder, as its real path (esbuild resolves symlinks), so they read
+  // `src/handler.ts`.
+  let outDir = dir;
+  try {
+    outDir = realpathSync(dir);
+  } catch {
+    // a folder that vanished fails the build anyway
+  }
   let result;
   try {
     result = await esbuild.build({
@@ -156,9 +174,14 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
       define: { 'process.env.NODE_ENV': '"production"', MODE: '"production"' },
       charset: 'utf8',
       legalComments: 'none',
+      // External: the code carries no sourceMappingURL comment, so the version (a hash of the code)
+      // does not depend on the map. Without the sources' text: positions are all it is used for.
+      sourcemap: 'external',
+      sourcesContent: false,
+      outfile: join(outDir, OUTPUT_FILE),
       metafile: true,
       logLevel: 'silent',
-      plugins: [confine(dir, label), rawText],
+      plugins: [confine(dir, label), rawText, confineSourceMaps((file) => within(dir, file) || within(outDir, file))],
     });
   } catch (e) {
     const failure = e as Partial<BuildFailure>;
@@ -171,8 +194,20 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
     };
   }
   const problems = result.warnings.map((m) => toProblem(m, dir, label, 'warning'));
-  const code = result.outputFiles[0]?.text ?? '';
+  const code = result.outputFiles.find((f) => !f.path.endsWith('.map'))?.text ?? '';
+  let sourceMap = result.outputFiles.find((f) => f.path.endsWith('.map'))?.text;
   const size = Buffer.byteLength(code);
+  // A map is kept in memory beside each loaded version and parsed on its first error: one an input
+  // map blew up (its sources names, say) is dropped, and traces point at the bundle.
+  if (sourceMap !== undefined && sourceMap.length > sourceMapLimit(size)) {
+    problems.push({
+      where: join(label, relative(dir, entry)),
+      message: `the source map is ${formatBytes(sourceMap.length)}, over ${formatBytes(sourceMapLimit(size))} for a bundle of ${formatBytes(size)}: it is not kept, and stack traces point at the bundle`,
+      hint: "look for a sourceMappingURL comment whose map lists many or long sources",
+      severity: 'warning',
+    });
+    sourceMap = undefined;
+  }
   if (opts.maxBytes !== undefined && size > opts.maxBytes) {
     problems.push({
       where: join(label, relative(dir, entry)),
@@ -183,7 +218,7 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
     return { problems };
   }
   const inputs = Object.keys(result.metafile?.inputs ?? {}).map((f) => (isAbsolute(f) ? f : join(dir, f)));
-  return { bundle: { code, version: contentHash(code), inputs }, problems };
+  return { bundle: { code, version: contentHash(code), inputs, ...(sourceMap ? { sourceMap } : {}) }, problems };
 }
 
 export function formatBytes(n: number): string {

@@ -12,8 +12,10 @@ import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import type { Module, Services } from '../services.ts';
 import { createRegistry, type GuestScript, type IntegrationState, type Registry } from './registry.ts';
+import { BUILTIN_INTEGRATIONS, builtinManifest } from './shipped.ts';
 
-export { createRegistry, isIntegrationFolderName } from './registry.ts';
+export { BUILTIN_DIR, createRegistry, isIntegrationFolderName } from './registry.ts';
+export { BUILTIN_INTEGRATIONS, builtinManifest, readShippedIntegrations, SHIPPED_INTEGRATIONS, shippedFiles, type ShippedFiles } from './shipped.ts';
 export type { GuestScript, LoadedIntegration, IntegrationState, Registry, RegistryOptions } from './registry.ts';
 export { bundleScript, contentHash, formatBytes, RUNTIME_MODULE, type Bundle, type BundleResult } from './bundle.ts';
 export { prepareFolder, type Preparation, type PreparedIntegration } from './prepare.ts';
@@ -58,6 +60,8 @@ export function integrationView(s: IntegrationState, parked?: Parking) {
     parked: park ? { reason: park.reason, since: new Date(park.at).toISOString() } : null,
     /** True when a version is serving (also while the latest change is rejected). */
     serving: Boolean(s.current),
+    /** True when the version serving is the one built into the program (no folder of that name serves). */
+    builtin: Boolean(s.current?.builtin),
     version: s.current ? (s.current.script?.version ?? null) : null,
     dir: s.dir,
     loadedAt: s.current ? new Date(s.current.loadedAt).toISOString() : null,
@@ -101,6 +105,7 @@ export const registryModule: Module = {
       limits: services.config.sandbox,
       watch: true,
       verify: verifierOf(services),
+      builtins: BUILTIN_INTEGRATIONS.map((name) => ({ name, manifest: builtinManifest(name) })),
     });
     services.registry = registry;
     return () => registry.close();

@@ -13,6 +13,8 @@ export interface PreparedIntegration {
   dialect: ManifestDialect;
   secrets: Record<string, string>;
   script?: { name: string; version: string; code: string };
+  /** The bundle's source map (see Bundle.sourceMap): host-side only, never part of `script`. */
+  sourceMap?: string;
   /** Script entry, relative to the folder, when there is one. */
   scriptPath?: string;
   bundleInputs: string[];
@@ -42,6 +44,7 @@ export async function prepareFolder(dir: string, opts: { env: Record<string, str
       dialect: res.dialect ?? 'platform',
       secrets: res.secrets,
       script: { name: manifest.name, version: b.bundle.version, code: b.bundle.code },
+      ...(b.bundle.sourceMap ? { sourceMap: b.bundle.sourceMap } : {}),
       scriptPath: relative(dir, res.scriptFile),
       bundleInputs: b.bundle.inputs,
     },

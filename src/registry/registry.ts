@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Problem } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
-import { displayPath, manifestFileOf, type Manifest, type ManifestDialect } from '../manifest/index.ts';
+import { displayPath, isError, manifestFileOf, MANIFEST_FILE, parseManifest, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { prepareFolder } from './prepare.ts';
 import { watchTree, type TreeWatcher } from './watch.ts';
@@ -36,9 +36,16 @@ export interface LoadedIntegration {
   /** Resolved secret values by name. Never log these. */
   secrets: Record<string, string>;
   script?: GuestScript;
+  /** The script's source map (JSON text), for stack traces; stays on the host (see runtime/stack-trace.ts). */
+  sourceMap?: string;
   warnings: Problem[];
   loadedAt: number;
+  /** A built-in integration (see RegistryOptions.builtins): no folder; `dir` is BUILTIN_DIR. */
+  builtin?: true;
 }
+
+/** What a built-in integration shows as its folder. */
+export const BUILTIN_DIR = '(built-in)';
 
 /**
  * One folder's state. `status: 'error'` with `current` set means the last change was rejected and
@@ -80,6 +87,11 @@ export interface RegistryOptions {
   watch?: boolean;
   /** Load the script in the sandbox: an error message when it fails. A version swaps in only when this passes. */
   verify?: (script: GuestScript) => Promise<string | undefined>;
+  /**
+   * Manifest-only integrations served whatever the folder holds: a folder that serves the same
+   * name overrides one; while none does (no such folder, or one that fails to load) it serves.
+   */
+  builtins?: Array<{ name: string; manifest: string }>;
   /** Quiet time after the last file event of a folder before it is reloaded. */
   debounceMs?: number;
   now?: () => number;
@@ -129,6 +141,22 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   let watcher: TreeWatcher | undefined;
 
   const displayName = (f: Folder) => f.current?.name ?? f.claimed ?? f.key;
+
+  const builtins = new Map<string, LoadedIntegration>();
+  for (const b of opts.builtins ?? []) {
+    const r = parseManifest(b.manifest, `${BUILTIN_DIR}/${b.name}/${MANIFEST_FILE}`, opts.env);
+    // Failure policy: a built-in that does not validate is a faulty build; say so and serve the rest.
+    if (!r.manifest || r.manifest.name !== b.name || r.manifest.script) {
+      log.error('a built-in integration does not load: this build is faulty', {
+        integration: b.name,
+        problems: r.problems.filter(isError).map((p) => `${p.where}: ${p.message}`),
+      });
+      continue;
+    }
+    builtins.set(b.name, { name: b.name, dir: BUILTIN_DIR, manifest: r.manifest, secrets: r.secrets, warnings: [], loadedAt: now(), builtin: true });
+  }
+  /** What serves `name` once no folder does: its built-in version, if there is one. */
+  const fallback = (name: string) => builtins.get(name);
 
   function emit(name: string, current: LoadedIntegration | undefined): void {
     for (const fn of listeners) {
@@ -207,8 +235,9 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     folders.delete(key);
     if (f.current && byName.get(f.current.name) === key) {
       byName.delete(f.current.name);
-      log.info('integration removed', { integration: f.current.name, dir: f.label });
-      emit(f.current.name, undefined);
+      const builtin = fallback(f.current.name);
+      log.info(builtin ? 'integration removed; the built-in version serves again' : 'integration removed', { integration: f.current.name, dir: f.label });
+      emit(f.current.name, builtin);
       retryConflicts(f.current.name);
     }
   }
@@ -231,7 +260,8 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       });
       return;
     }
-    log.error(f.current ? 'integration change rejected; the last good version keeps serving' : 'integration failed to load', {
+    const builtinServes = !f.current && claimed !== undefined && fallback(claimed) && !byName.has(claimed);
+    log.error(f.current ? 'integration change rejected; the last good version keeps serving' : builtinServes ? 'integration failed to load; the built-in version keeps serving' : 'integration failed to load', {
       integration: displayName(f),
       dir: f.label,
       ...(f.current ? { serving: f.current.script?.version ?? 'manifest only' } : {}),
@@ -260,8 +290,27 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     const p = await prepareFolder(dir, { env: opts.env, label: f.label, maxBytes: opts.limits.script_size });
     const warnings = p.warnings;
     if (!p.prepared) return fail(f, p.errors, warnings, p.claimedName);
-    const { manifest, script, secrets, dialect } = p.prepared;
+    const { manifest, script, secrets, sourceMap, dialect } = p.prepared;
     const name = manifest.name;
+
+    // Failure policy: fail closed. A built-in integration is overridden only by a folder of its own
+    // name: a folder named otherwise that claims it in its manifest would take over its
+    // installations unasked (the webhook's: their configuration and tokens, enough to point their
+    // URL elsewhere).
+    if (builtins.has(name) && key !== name)
+      return fail(
+        f,
+        [
+          {
+            where: namePosition(f),
+            message: `name: "${name}" is the built-in integration's: only a folder named ${name} overrides it, so ${f.label} is not loaded`,
+            hint: `give this integration a name of its own, or rename the folder to ${name} to override the built-in one`,
+            severity: 'error',
+          },
+        ],
+        warnings,
+        undefined,
+      );
 
     const owner = byName.get(name);
     if (owner !== undefined && owner !== key) {
@@ -327,7 +376,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       prev.warnings = warnings;
       return;
     }
-    const next: LoadedIntegration = { name, dir, manifest, dialect, secrets, script, warnings, loadedAt: now() };
+    const next: LoadedIntegration = { name, dir, manifest, dialect, secrets, script, ...(sourceMap ? { sourceMap } : {}), warnings, loadedAt: now() };
     f.current = next;
     if (prev && prev.name !== name && byName.get(prev.name) === key) byName.delete(prev.name);
     byName.set(name, key);
@@ -335,25 +384,34 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       integration: name,
       version: script?.version ?? 'manifest only',
       dir: f.label,
+      ...(!prev && fallback(name) ? { overrides: `the built-in ${name} integration` } : {}),
       ...(warnings.length ? { warnings: warnings.map((p) => `${p.where}: ${p.message}`) } : {}),
     });
     if (prev && prev.name !== name) {
-      emit(prev.name, undefined);
+      emit(prev.name, fallback(prev.name));
       retryConflicts(prev.name);
     }
     emit(name, next);
   }
 
   function toState(f: Folder): IntegrationState {
+    const name = displayName(f);
+    // A folder claiming a built-in's name that does not load: the built-in keeps serving, as a
+    // last good version would.
+    const current = f.current ?? (byName.has(name) ? undefined : fallback(name));
     return {
-      name: displayName(f),
+      name,
       dir: f.dir,
       status: f.status,
-      ...(f.current ? { current: f.current } : {}),
+      ...(current ? { current } : {}),
       errors: f.errors,
       warnings: f.warnings,
       updatedAt: f.updatedAt,
     };
+  }
+
+  function builtinState(b: LoadedIntegration): IntegrationState {
+    return { name: b.name, dir: BUILTIN_DIR, status: 'loaded', current: b, errors: [], warnings: [], updatedAt: b.loadedAt };
   }
 
   mkdirSync(root, { recursive: true });
@@ -362,12 +420,22 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   for (const key of scan()) pending.add(key);
   kick();
   await idle();
+  for (const name of builtins.keys()) {
+    const key = byName.get(name);
+    const claimant = [...folders.values()].find((f) => displayName(f) === name);
+    // Which one serves, said once at start: the folder or the built-in version.
+    if (key !== undefined) log.info('integration folder overrides the built-in version', { integration: name, serving: folders.get(key)!.label });
+    else if (claimant) log.warn('built-in integration serving: the folder of that name does not load', { integration: name, dir: claimant.label });
+    else log.info('built-in integration serving', { integration: name, serving: BUILTIN_DIR, override: `add a folder named ${name} to ${displayPath(root)}` });
+  }
   const served = [...folders.values()].filter((f) => f.current).length;
   const failed = [...folders.values()].filter((f) => f.status === 'error').length;
   const unconfigured = [...folders.values()].filter((f) => f.status === 'needs_configuration').length;
+  const builtinServing = [...builtins.keys()].filter((name) => !byName.has(name)).length;
   log.info('integrations loaded', {
     dir: displayPath(root),
     serving: served,
+    ...(builtinServing ? { built_in: builtinServing } : {}),
     failed,
     ...(unconfigured ? { needs_configuration: unconfigured } : {}),
     watching: Boolean(opts.watch),
@@ -376,18 +444,21 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   return {
     get(name) {
       const key = byName.get(name);
-      return key === undefined ? undefined : folders.get(key)?.current;
+      return (key === undefined ? undefined : folders.get(key)?.current) ?? fallback(name);
     },
     list() {
-      return [...folders.values()].map(toState).sort((a, b) => a.name.localeCompare(b.name) || a.dir.localeCompare(b.dir));
+      const states = [...folders.values()].map(toState);
+      for (const [name, builtin] of builtins) if (!states.some((s) => s.name === name)) states.push(builtinState(builtin));
+      return states.sort((a, b) => a.name.localeCompare(b.name) || a.dir.localeCompare(b.dir));
     },
     state(name) {
       const key = byName.get(name);
-      const f =
-        (key !== undefined ? folders.get(key) : undefined) ??
-        [...folders.values()].find((x) => displayName(x) === name) ??
-        folders.get(name);
-      return f ? toState(f) : undefined;
+      const f = (key !== undefined ? folders.get(key) : undefined) ?? [...folders.values()].find((x) => displayName(x) === name);
+      if (f) return toState(f);
+      const builtin = fallback(name);
+      if (builtin) return builtinState(builtin);
+      const byFolder = folders.get(name);
+      return byFolder ? toState(byFolder) : undefined;
     },
     onChange(fn) {
       listeners.add(fn);

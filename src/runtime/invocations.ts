@@ -11,26 +11,9 @@ import { requireAdmin } from '../http/app.ts';
 import type { Services } from '../services.ts';
 import type { Db } from '../store/index.ts';
 import { parseTimeParam } from '../webhooks/index.ts';
+import type { InvocationView } from './invocation-view.ts';
 
-/** One invocation as `GET /api/v1/logs` and `switchyard logs --json` show it (stable shape). */
-export interface InvocationView {
-  requestId: string;
-  integration: string;
-  installationId: string | null;
-  /** `fetch`, `ui_render` or the platform event type. */
-  eventType: string;
-  eventId: string | null;
-  status: number;
-  /** `ok`, `http_error` (status >= 400 without a fault), or the fault: `exception`, `limit`, `crash`, `load`. */
-  outcome: string;
-  durationMs: number;
-  cpuMs: number;
-  error: { kind: string; message: string; limit: string | null; stack: string | null } | null;
-  logs: Array<{ time: string; level: string; message: string }>;
-  createdAt: string;
-  /** Pass as `after` to the live feed to resume after this invocation. */
-  cursor: string;
-}
+export type { InvocationView } from './invocation-view.ts';
 
 export interface InvocationFilter {
   integration?: string;

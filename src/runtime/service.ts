@@ -16,6 +16,7 @@ import { buildEnvironment } from './environment.ts';
 import { beforeInvocationsRead } from './invocations.ts';
 import { createLogBudget, type Dropped, type DropReason, type LogBudgetOptions } from './log-budget.ts';
 import { createRedactor, redactLine, redactResult, secretRedactors } from './redact.ts';
+import { mapInvocationResult, mapLogLine } from './stack-trace.ts';
 
 export interface RuntimeDeps {
   db: Db;
@@ -152,11 +153,11 @@ export function createRuntime(deps: RuntimeDeps) {
   let closing = false;
   // Lines printed after the answer that arrived before the invocation was recorded (see appendLateLog).
   const early = new Map<string, LogLine[]>();
-  const lateAlready = (id: string, logs: LogLine[]) => {
+  const lateAlready = (id: string, logs: LogLine[], integration: LoadedIntegration) => {
     const lines = early.get(id);
     if (!lines) return logs;
     early.delete(id);
-    return [...logs, ...lines];
+    return [...logs, ...lines.map((l) => mapLogLine(l, integration))];
   };
   const exportsCache = new Map<string, { fetch: boolean; components: string[]; events: string[] }>();
   const observers = new Set<(n: InvocationNotice) => void>();
@@ -210,11 +211,13 @@ export function createRuntime(deps: RuntimeDeps) {
     recordLater?: boolean;
   }): Promise<{ id: string; result: InvocationResult }> {
     const id = opts.requestId ?? newRequestId();
-    // Secrets out of the lines, the error and the server's own log line about it, before any is kept.
+    // Stack traces pointed at the author's files, then secrets out of the lines, the error and the
+    // server's own log line about it, before any is kept.
     const redact = redactorFor(opts.integration, opts.installation);
-    const result = redactResult(await deps.sandbox.invoke({ script: opts.integration.script!, envelope: opts.envelope, requestId: id }), redact);
+    const raw = await deps.sandbox.invoke({ script: opts.integration.script!, envelope: opts.envelope, requestId: id });
+    const result = redactResult(mapInvocationResult(raw, opts.integration), redact);
     const e = result.error;
-    const logs = budget.admit(opts.integration.name, lateAlready(id, result.logs).map((l) => redactLine(l, redact)));
+    const logs = budget.admit(opts.integration.name, lateAlready(id, result.logs, opts.integration).map((l) => redactLine(l, redact)));
     const recorded = record(
       [
         id,
@@ -371,7 +374,7 @@ export function createRuntime(deps: RuntimeDeps) {
       }
       const integration = deps.registry.get(target.integration);
       const installation = target.installationId ? deps.installations.get(target.installationId) : undefined;
-      const line = redactLine(raw, integration ? redactorFor(integration, installation) : tokensOnly);
+      const line = redactLine(integration ? mapLogLine(raw, integration) : raw, integration ? redactorFor(integration, installation) : tokensOnly);
       let dropped: Dropped | undefined;
       if (target.dropped) {
         // The record already ends with its marker: count this line in it.

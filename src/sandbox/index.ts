@@ -11,6 +11,7 @@ import { createInProcessSandbox } from './in-process.ts';
 
 export type { Sandbox, SandboxOptions } from './supervisor.ts';
 export type { Envelope, GuestScript, InvocationError, InvocationResult, LogLine, ScriptExports, CheckResult, Limits } from './types.ts';
+export { scriptFileName } from './types.ts';
 export { workerCommand, WORKER_FLAG } from './worker-command.ts';
 export { buildGuestBundle } from './guest-bundle.ts';
 export { runtimeTypes } from './runtime-types.ts';

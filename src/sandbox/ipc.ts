@@ -59,7 +59,7 @@ export function envelopeFromWire(wire: WireEnvelope): Envelope {
 
 /** A result as it crosses the IPC channel: its body as base64. */
 export function resultToWire(result: InvocationResult): WireResult {
-  return { ...result, body: bytesToWire(result.body) };
+  return { ...result, body: bytesToWire(typeof result.body === 'string' ? Buffer.from(result.body) : result.body) };
 }
 
 export function resultFromWire(wire: WireResult): InvocationResult {

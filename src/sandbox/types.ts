@@ -13,6 +13,14 @@ export interface GuestScript {
   code: string;
 }
 
+/**
+ * The file name a script is compiled under: V8 names its stack frames `integration:<name>@<version>:L:C`,
+ * which the runtime maps back to the author's files (runtime/stack-trace.ts).
+ */
+export function scriptFileName(script: Pick<GuestScript, 'name' | 'version'>): string {
+  return `integration:${script.name}@${script.version}`;
+}
+
 export interface Envelope {
   event: { type: string; [k: string]: unknown };
   environment: Record<string, unknown>;
@@ -46,7 +54,8 @@ export interface InvocationError {
 export interface InvocationResult {
   status: number;
   headers: Array<[string, string]>;
-  body: Uint8Array;
+  /** The answer's body: a string when the integration's Response was made from one. */
+  body: Uint8Array | string;
   logs: LogLine[];
   error?: InvocationError;
   durationMs: number;

@@ -13,7 +13,9 @@
  */
 import { Worker } from 'node:worker_threads';
 import { isExecutable } from '../native/index.ts';
-import type { Db } from './index.ts';
+import type Database from 'better-sqlite3';
+
+type Db = Database.Database;
 
 /** SQLite's default threshold (pages in the WAL), used when checkpoints are not on a thread. */
 export const AUTOCHECKPOINT_PAGES = 1000;

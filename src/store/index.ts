@@ -9,7 +9,6 @@ import { SwitchyardError } from '../errors.ts';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { acquireLock, type Lock } from './lock.ts';
 import { createStoreHealth, storeHealthMigration, type StoreHealth } from './health.ts';
-import { allMigrations } from './schema.ts';
 
 export type Db = Database.Database;
 
@@ -36,6 +35,7 @@ export interface OpenOptions {
   readonly?: boolean;
   /** Take the data directory's lock (the server does; tests of single modules need not). Also checkpoints the WAL on a thread of its own (checkpointer.ts). */
   lock?: boolean;
+  /** The modules' schemas to bring up to date (src/migrations.ts has them all); none by default. */
   migrations?: ModuleMigrations[];
   /**
    * A serving process beside others (src/process/): the supervisor holds the lock and checkpoints
@@ -93,7 +93,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     // Statement and savepoint journals in memory rather than temp files (measured: a savepoint per
     // stored event cost 40 us with file journals, 9 us in memory).
     db.pragma('temp_store = MEMORY');
-    migrate(db, opts.migrations ?? allMigrations());
+    migrate(db, opts.migrations ?? []);
     db.exec(storeHealthMigration);
   } else db.pragma('query_only = ON');
   const health = createStoreHealth(db, dataDir);

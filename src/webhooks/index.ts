@@ -7,82 +7,34 @@
 import { SwitchyardError } from '../errors.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import type { Module, Services } from '../services.ts';
-import { createQueue, originOf, type Claimed, type Delivery, type DeliveryDetail, type DeliveryFilter, type Attempt, type AttemptRecord, type Queue } from './queue.ts';
-import { createSecrets, type WebhookSecrets } from './secrets.ts';
+import {
+  createQueue,
+  originOf,
+  type Claimed,
+  type Attempt,
+  type AttemptRecord,
+  type ReplayRefusal,
+} from './queue.ts';
+import { deliveryStats } from './stats.ts';
+import { createSecrets } from './secrets.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { webhookRoutes } from './routes.ts';
+import type { Deliveries, Subscription, WebhooksService } from './contracts.ts';
 
 export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
 export type { Verification } from './signature.ts';
-export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome, type RetryConfig } from './policy.ts';
+export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, ATTEMPT_OUTCOMES, type AttemptOutcome, type Outcome, type RetryConfig } from './policy.ts';
 export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
 export { webhooksMigrations } from './schema.ts';
-export { parseTimeParam, replayWindow } from './time.ts';
+export { parseTimeParam, replayWindow, replaySelection, REPLAYABLE_STATUSES } from './time.ts';
 export { maskSecret } from './routes.ts';
-export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem } from './queue.ts';
-export { createQueue, type Queue } from './queue.ts';
+export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
+export { createQueue, originOf, type Queue } from './queue.ts';
+export { deliveryStats, statsQueries, MAX_STATS_DELIVERIES, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
 export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 
-/** `services.webhooks`: signing secrets and the lifecycle hooks the installations module calls. */
-export interface WebhooksService {
-  createSecret(installationId: string, given?: string): string;
-  rotateSecret(installationId: string, given?: string): { secret: string; previousExpiresAt: string };
-  liveSecrets(installationId: string): string[];
-  describe: WebhookSecrets['describe'];
-  /** Uninstall: queued deliveries become `cancelled`, secrets are deleted. */
-  removeInstallation(installationId: string): void;
-  /** Pause holds queued deliveries (they wait, nothing is dropped); resume sends the overdue ones at once. */
-  pauseInstallation(installationId: string): void;
-  resumeInstallation(installationId: string): void;
-  /** The webhook URL was edited: queued deliveries (pending, retrying) go to the new URL. Returns how many moved. */
-  setEndpointUrl(installationId: string, url: string): number;
-}
-
-export interface Subscription {
-  installationId: string;
-  url: string;
-}
-
-/** `services.deliveries`: the queue. */
-export interface Deliveries {
-  /**
-   * One delivery per subscription, inside the caller's transaction: the payload is the event with
-   * that installation's `installationId`; its exact bytes are stored now and signed at each attempt.
-   * Call `wake()` after the transaction commits, `rolledBack()` if it does not. With
-   * `startAtCommit` (the default), a delivery whose endpoint has a free slot (and is not paused) is
-   * stored already leased, and wake() sends it without going through the scheduler; pass false
-   * when the caller may roll back only part of its transaction (a savepoint).
-   */
-  enqueueEvent(
-    event: { eventId: string; type: string; [k: string]: unknown },
-    subscriptions: Subscription[],
-    now?: number,
-    opts?: { startAtCommit?: boolean },
-  ): Array<{ id: string; installationId: string }>;
-  /** After the commit: first attempts of what was just enqueued start now, and the scheduler looks for due work. */
-  wake(): void;
-  /** The transaction that called enqueueEvent rolled back: forget what it enqueued. */
-  rolledBack(): void;
-  list(filter: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null };
-  get(id: string): DeliveryDetail | undefined;
-  /** A manual attempt now (whatever the state, except cancelled); resolves with the recorded attempt. */
-  retry(id: string): Promise<Attempt>;
-  /** Failed deliveries created in the window go back to pending with a fresh schedule; ids replayed. */
-  replay(f: { since: number; until: number; installation?: string }): string[];
-  counts(): Record<string, number>;
-  inFlight(): number;
-  /** Observe every recorded attempt (live tail, metrics); returns the unsubscribe function. */
-  onAttempt(listener: (e: RecordedAttempt) => void): () => void;
-  /** Attempts after a cursor, oldest first (the live tail's read; see AttemptFeedItem). */
-  attemptsAfter: Queue['attemptsAfter'];
-  lastAttemptId(): number;
-  retriesDue(now?: number): number;
-  /** Retention: delete up to `limit` delivered/cancelled deliveries completed before `before`, with their attempts. */
-  purgeFinished(before: number, limit: number): number;
-  /** Retention: the same for failed deliveries (kept longer: `retention.keep_failed`, for replays). */
-  purgeFailed(before: number, limit: number): number;
-}
+export type { WebhooksService, Subscription, Deliveries } from './contracts.ts';
 
 /** The exact body of one delivery: the event with the subscriber's installationId (common fields first). */
 export function deliveryBody(event: { eventId: string; type: string; [k: string]: unknown }, installationId: string): string {
@@ -133,19 +85,8 @@ export const webhooksModule: Module = {
       return shared[1];
     };
     const log = services.log.child({ module: 'webhooks' });
-    // Installations whose deliveries were enqueued while paused (held: not marked due). When one is
-    // no longer paused, its deliveries are looked up again (resume does it at once; a pause rolled
-    // back with its transaction is seen when secrets reloads its copy).
-    const heldEnqueued = new Set<string>();
-    const secrets = createSecrets(db, {
-      overlapMs: () => cfg().secret_rotation_overlap,
-      onUnpaused(id) {
-        if (!heldEnqueued.delete(id)) return;
-        queue.noteInstallationDue(id);
-        worker.wake();
-      },
-    });
-    const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyHeld: () => secrets.anyPaused() });
+    const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
+    const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyPaused: () => secrets.anyPaused() });
     const currentUrl = (d: { eventType: string; installationId: string }) =>
       (services.subscriptions as Subscriptions)?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
 
@@ -184,14 +125,36 @@ export const webhooksModule: Module = {
           if (n) log.info('queued deliveries cancelled: installation removed', { installation: id, deliveries: n });
         })();
       },
-      pauseInstallation: (id) => secrets.setPaused(id, true),
+      pauseInstallation(id) {
+        secrets.setPaused(id, true);
+        const n = queue.holdInstallation(id, Date.now());
+        if (n) log.info('queued deliveries held: installation paused', { installation: id, deliveries: n });
+      },
       setEndpointUrl: (id, url) => queue.setInstallationUrl(id, url),
       resumeInstallation(id) {
         secrets.setPaused(id, false);
-        heldEnqueued.delete(id);
-        queue.noteInstallationDue(id);
-        worker.wake();
+        const n = queue.releaseHeld(id, Date.now());
+        if (!n) return;
+        log.info('held deliveries due: installation resumed', { installation: id, deliveries: n });
+        // After the caller's transaction commits: this process starts its share, the others theirs.
+        setImmediate(dueEverywhere);
       },
+    };
+    /** Due work was made here that every serving process may take (a resume, a replay). */
+    const dueEverywhere = () => {
+      worker.wake();
+      link?.announceDue();
+    };
+    const refused = (id: string, why: ReplayRefusal): never => {
+      const messages = {
+        not_found: [`no delivery ${id}`, 'list them with GET /api/v1/deliveries'],
+        queued: [`delivery ${id} is still queued (pending, retrying or held): it will be sent`, 'retry it for an attempt now'],
+        cancelled: [`delivery ${id} was cancelled (its installation was uninstalled)`, 'install the webhook again and send the event again'],
+        uninstalled: [`delivery ${id} belongs to an installation that was uninstalled`, 'install the webhook again and send the event again'],
+        busy: [`delivery ${id} has an attempt in flight`, 'wait for it to finish, then replay'],
+      } as const;
+      const [message, hint] = messages[why];
+      throw new SwitchyardError(why === 'not_found' ? 'not_found' : 'conflict', message, { hint });
     };
 
     const deliveries: Deliveries = {
@@ -200,8 +163,9 @@ export const webhooksModule: Module = {
         for (const s of subscriptions) {
           secrets.ensureSecret(s.installationId);
           const origin = originOf(s.url);
-          const held = secrets.isPaused(s.installationId);
-          if (held) heldEnqueued.add(s.installationId);
+          // The copy in memory is never less paused than the store; the store has the last word
+          // (a pause whose transaction rolled back is still in the copy for a moment).
+          const held = secrets.isPaused(s.installationId) && queue.isPaused(s.installationId);
           const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
           let claimed: Claimed | null;
           try {
@@ -242,13 +206,21 @@ export const webhooksModule: Module = {
         return attemptView(record, queue.get(id)!.attempts.length);
       },
       replay(f) {
-        const ids = queue.replayFailed(f, Date.now(), (d) => currentUrl(d) ?? d.url);
-        if (ids.length) {
-          log.info('failed deliveries replayed', { deliveries: ids.length });
-          worker.wake();
+        const replayed = queue.replay(f, Date.now(), (d) => currentUrl(d) ?? d.url);
+        if (replayed.length) {
+          log.info(`${f.status} deliveries replayed`, { deliveries: replayed.length, held: replayed.filter((r) => r.held).length });
+          dueEverywhere();
         }
-        return ids;
+        return replayed;
       },
+      replayOne(id) {
+        const r = queue.replayOne(id, Date.now(), (d) => currentUrl(d) ?? d.url);
+        if (typeof r === 'string') refused(id, r);
+        dueEverywhere();
+        return queue.get(id)!;
+      },
+      replayable: (f) => queue.replayable(f),
+      stats: (f) => deliveryStats(db, f),
       counts: () => queue.counts(),
       inFlight: () => worker.inFlight(),
       onAttempt(listener) {

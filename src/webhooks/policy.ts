@@ -4,7 +4,23 @@
  *   retry n (1..max_retries) waits base*2^(n-1) plus up to jitter*base*2^(n-1): 1.0-1.1 s,
  *   2.0-2.2 s, 4.0-4.4 s by default; so never more than max_retries + 1 attempts.
  */
-export type Outcome = 'success' | 'retry' | 'fail';
+
+/**
+ * What an answer means for its delivery: `success` (delivered), `retry` (worth another attempt),
+ * `failed` (another attempt cannot change it). The outcome recorded on an attempt is the same word
+ * once the schedule has spoken: a `retry` answer with no retry left is recorded `failed`.
+ */
+export type Outcome = 'success' | 'retry' | 'failed';
+
+/**
+ * The outcome recorded on an attempt, one vocabulary for the store, the API, the CLI, the console
+ * and /metrics: `success`; `retry` (it failed and scheduled the next automatic attempt, so its
+ * nextAttemptAt is set); `failed` (it failed and nothing follows from it: a permanent answer, the
+ * last automatic attempt of an exhausted delivery, or a manual attempt that did not succeed);
+ * `interrupted` (the server stopped under it: outcome unknown, sent again).
+ */
+export const ATTEMPT_OUTCOMES = ['success', 'retry', 'failed', 'interrupted'] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 
 export interface RetryConfig {
   max_retries: number;
@@ -29,10 +45,10 @@ export function classifyOutcome(outcome: { status: number } | { code?: string } 
     const s = outcome.status;
     if (s >= 200 && s < 300) return 'success';
     if (s === 429 || s >= 500) return 'retry';
-    return 'fail'; // 1xx/3xx (redirects are never followed), 400 and every other 4xx
+    return 'failed'; // 1xx/3xx (redirects are never followed), 400 and every other 4xx
   }
   const code = (outcome as { code?: string }).code;
-  if (code && permanentErrors.has(code)) return 'fail';
+  if (code && permanentErrors.has(code)) return 'failed';
   return 'retry'; // time-out, refused, reset, DNS, TLS...
 }
 

@@ -7,7 +7,7 @@ import { timeOrderedId } from '../ids.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
 import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
-import type { Outcome } from './policy.ts';
+import type { AttemptOutcome } from './policy.ts';
 
 export { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, type DeliveryDetail } from './views.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, type DeliveryDetail } from './views.ts';
@@ -35,7 +35,7 @@ export interface AttemptRecord {
   url: string;
   signatureHeader: string | null;
   status: number | null;
-  outcome: Outcome | 'interrupted';
+  outcome: AttemptOutcome;
   error: string | null;
   errorCode: string | null;
   responseExcerpt: string | null;
@@ -55,10 +55,22 @@ export interface DeliveryFilter {
   type?: string;
   installation?: string;
   event?: string;
+  /** Only deliveries to this URL origin (`https://hooks.example.com`). */
+  origin?: string;
   since?: number;
   until?: number;
   limit?: number;
   cursor?: string;
+}
+
+/** Which deliveries a replay takes: of a finished status, created in the window, optionally narrowed. */
+export interface ReplayFilter {
+  status: 'failed' | 'delivered';
+  since: number;
+  until: number;
+  installation?: string;
+  type?: string;
+  origin?: string;
 }
 
 interface Row {
@@ -79,7 +91,7 @@ interface Row {
   completed_at: number | null;
   last_status: number | null;
   last_error: string | null;
-  held: number;
+  attempt_total: number;
 }
 
 interface AttemptRow {
@@ -90,7 +102,7 @@ interface AttemptRow {
   url: string;
   signature: string | null;
   status: number | null;
-  outcome: Outcome | 'interrupted';
+  outcome: AttemptOutcome;
   error: string | null;
   error_code: string | null;
   response_excerpt: string | null;
@@ -141,42 +153,72 @@ export function originOf(url: string): string {
 /** `dlv_` + a time-ordered id (see src/ids.ts). */
 export const newDeliveryId = (now = Date.now()): string => timeOrderedId('dlv', now);
 
-const HELD = `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = d.installation_id AND e.paused = 1)`;
+const replayParams = (f: ReplayFilter) => ({
+  status: f.status,
+  since: f.since,
+  until: f.until,
+  installation: f.installation ?? null,
+  type: f.type ?? null,
+  origin: f.origin ?? null,
+});
+
+// Attempt numbers run 1, 2, 3... per delivery (insertAttempt), so the highest is how many there are.
 const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id, d.url, d.origin, d.body, d.status, d.attempts,
-  d.next_attempt_at, d.lease_until, d.created_at, d.updated_at, d.completed_at, d.last_status, d.last_error, ${HELD} AS held`;
+  d.next_attempt_at, d.lease_until, d.created_at, d.updated_at, d.completed_at, d.last_status, d.last_error,
+  COALESCE((SELECT MAX(a.number) FROM webhook_attempts a WHERE a.delivery_seq = d.seq), 0) AS attempt_total`;
+/** The delivery's installation is paused (its webhook endpoint row says so). */
+const PAUSED = `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = webhook_deliveries.installation_id AND e.paused = 1)`;
+
+/** Why one delivery cannot be replayed (replayOne). */
+export type ReplayRefusal = 'not_found' | 'queued' | 'cancelled' | 'uninstalled' | 'busy';
 
 export type Queue = ReturnType<typeof createQueue>;
 
-export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?: () => boolean }) {
-  const anyHeld = opts.anyHeld ?? (() => true);
+/**
+ * A delivery of a paused installation is `held`: out of the due index (next_attempt_at NULL), so
+ * the scheduler never looks at it, until resume makes it due. Every write that could make such a
+ * delivery due again (an attempt ending with a retry, a lease given back, a replay) holds it when
+ * its installation is paused; `anyPaused` (false only when no installation is paused, in the
+ * database too) spares the check when none is.
+ */
+export function createQueue(db: Db, opts: { maxAttempts: () => number; anyPaused?: () => boolean }) {
+  const anyPaused = opts.anyPaused ?? (() => true);
   // The statements run for every delivery (insert, insertAttempt, complete) take positional
   // parameters: binding by name costs about 1 us more per statement (measured, 11 columns).
   const q = {
     insert: db.prepare(
       `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (event_id, installation_id) DO NOTHING`,
     ),
+    // Ties (a resume makes a whole backlog due at the same ms) come in rowid order, the index's
+    // last column: event order.
     dueForOrigin: db.prepare<{ origin: string; now: number; limit: number }, { seq: number; origin: string }>(
       `SELECT d.seq, d.origin FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
-       WHERE d.origin = @origin AND d.next_attempt_at <= @now AND (d.lease_until IS NULL OR d.lease_until <= @now) AND NOT ${HELD}
-       ORDER BY d.next_attempt_at LIMIT @limit`,
-    ),
-    // The same when no installation is paused (the usual case): no lookup per candidate row.
-    dueForOriginNoneHeld: db.prepare<{ origin: string; now: number; limit: number }, { seq: number; origin: string }>(
-      `SELECT d.seq, d.origin FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
        WHERE d.origin = @origin AND d.next_attempt_at <= @now AND (d.lease_until IS NULL OR d.lease_until <= @now)
-       ORDER BY d.next_attempt_at LIMIT @limit`,
+       ORDER BY d.next_attempt_at, d.seq LIMIT @limit`,
     ),
     nextForOrigin: db.prepare<{ origin: string; now: number }, { at: number | null }>(
       `SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
-       WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now) AND NOT ${HELD}`,
+       WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
     ),
     liveOrigins: db.prepare<[], { origin: string; at: number }>(
       `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
     ),
-    liveOriginsOf: db.prepare<[string], { origin: string; at: number }>(
-      `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE installation_id = ? AND next_attempt_at IS NOT NULL GROUP BY origin`,
+    pausedInstallation: db.prepare<[string], { n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ? AND paused = 1'),
+    // Only queued deliveries have a next attempt: the due index finds them without reading history.
+    hold: db.prepare<{ installationId: string; now: number }>(
+      `UPDATE webhook_deliveries INDEXED BY webhook_deliveries_due SET status = 'held', next_attempt_at = NULL, updated_at = @now
+       WHERE next_attempt_at IS NOT NULL AND installation_id = @installationId AND status IN ('pending', 'retrying')`,
+    ),
+    holdIfPaused: db.prepare<{ seq: number; now: number }>(
+      `UPDATE webhook_deliveries SET status = 'held', next_attempt_at = NULL, updated_at = @now
+       WHERE seq = @seq AND status IN ('pending', 'retrying') AND ${PAUSED}`,
+    ),
+    releaseHeld: db.prepare<{ installationId: string; now: number }, { origin: string }>(
+      `UPDATE webhook_deliveries SET status = CASE WHEN attempts > 0 THEN 'retrying' ELSE 'pending' END, next_attempt_at = @now, updated_at = @now
+       WHERE installation_id = @installationId AND status = 'held'
+       RETURNING origin`,
     ),
     claim: db.prepare<{ seq: number; owner: string; now: number; until: number }, any>(
       `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
@@ -196,7 +238,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
     ),
     setUrl: db.prepare('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
     setInstallationUrl: db.prepare(
-      `UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status IN ('pending', 'retrying') AND url != ?`,
+      `UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status IN ('pending', 'retrying', 'held') AND url != ?`,
     ),
     insertAttempt: db.prepare(
       `INSERT INTO webhook_attempts (delivery_seq, number, manual, started_at, duration_ms, url, signature, status, outcome, error, error_code,
@@ -230,21 +272,29 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
     cancel: db.prepare(
       `UPDATE webhook_deliveries SET status = 'cancelled', next_attempt_at = NULL, completed_at = @now, updated_at = @now,
          last_error = COALESCE(last_error, 'cancelled: the installation was uninstalled')
-       WHERE installation_id = @installationId AND status IN ('pending', 'retrying')`,
+       WHERE installation_id = @installationId AND status IN ('pending', 'retrying', 'held')`,
     ),
     byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
     attemptsOf: db.prepare<[number], AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
-    replayable: db.prepare<{ since: number; until: number; installation: string | null }, { seq: number; id: string; event_type: string; installation_id: string; url: string }>(
-      `SELECT seq, id, event_type, installation_id, url FROM webhook_deliveries
-       WHERE status = 'failed' AND created_at >= @since AND created_at <= @until
+    replayable: db.prepare<
+      { status: string; since: number; until: number; installation: string | null; type: string | null; origin: string | null },
+      { seq: number; id: string; event_type: string; installation_id: string; url: string }
+    >(
+      `SELECT seq, id, event_type, installation_id, url FROM webhook_deliveries INDEXED BY webhook_deliveries_by_status
+       WHERE status = @status AND created_at >= @since AND created_at <= @until
          AND (@installation IS NULL OR installation_id = @installation)
+         AND (@type IS NULL OR event_type = @type) AND (@origin IS NULL OR origin = @origin)
          AND installation_id IN (SELECT installation_id FROM webhook_endpoints)
        ORDER BY seq`,
     ),
+    hasEndpoint: db.prepare<[string], { n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ?'),
+    // Back to the queue with a fresh schedule (`attempts` counts the schedule's automatic attempts;
+    // the attempts made before stay, numbered on). Not under an attempt in flight: its outcome would
+    // overwrite this.
     requeue: db.prepare(
       `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = @now, completed_at = NULL, updated_at = @now,
          url = @url, origin = @origin
-       WHERE seq = @seq AND status = 'failed'`,
+       WHERE seq = @seq AND status IN ('failed', 'delivered') AND (lease_until IS NULL OR lease_until <= @now)`,
     ),
     counts: db.prepare<[], { status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM webhook_deliveries GROUP BY status'),
     attemptsAfter: db.prepare<{ after: number; limit: number; installation: string | null; type: string | null }, FeedRow>(
@@ -275,6 +325,19 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
 
   const inTransaction = db.transaction((fn: () => unknown) => fn());
   const patience = lockPatience(db);
+
+  /** A finished delivery back to the queue (held if its installation is paused); undefined when it is under an attempt. */
+  function requeue(
+    r: { seq: number; event_type: string; installation_id: string; url: string },
+    now: number,
+    urlOf: (d: { eventType: string; installationId: string; url: string }) => string,
+  ): boolean | undefined {
+    const url = urlOf({ eventType: r.event_type, installationId: r.installation_id, url: r.url });
+    if (!q.requeue.run({ seq: r.seq, now, url, origin: originOf(url) }).changes) return undefined;
+    if (q.holdIfPaused.run({ seq: r.seq, now }).changes) return true;
+    noteDue(originOf(url), now);
+    return false;
+  }
 
   /** One attempt row; its number follows the delivery's attempts so far. */
   const insertAttempt = (seq: number, a: AttemptRecord) =>
@@ -314,10 +377,11 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       installationId: r.installation_id,
       url: hideUrlCredentials(r.url), // shown without credentials; sending uses the stored URL
       status: r.status,
-      attemptCount: r.attempts,
+      attemptCount: r.attempt_total,
+      scheduledAttempts: r.attempts,
       maxAttempts: opts.maxAttempts(),
       nextAttemptAt: iso(r.next_attempt_at),
-      held: r.held === 1 && (r.status === 'pending' || r.status === 'retrying'),
+      held: r.status === 'held',
       lastStatus: r.last_status,
       lastError: r.last_error && hideUrlCredentials(r.last_error),
       createdAt: iso(r.created_at)!,
@@ -365,8 +429,8 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
      * Enqueue one delivery (inside the caller's transaction). Null when this event already has one
      * for this installation. With `lease`, the delivery is stored already claimed by that owner
      * (its first attempt starts as soon as the transaction commits, without a claim of its own).
-     * With `held` (its installation is paused), its origin is not marked as having due work: the
-     * caller must call noteInstallationDue when the installation stops being paused.
+     * With `held` (its installation is paused: see isPaused), it is stored `held`, with no next
+     * attempt, and waits for releaseHeld.
      */
     enqueue(
       input: { eventId: string; eventType: string; installationId: string; url: string; body: string; now: number; held?: boolean },
@@ -375,11 +439,13 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       const id = newDeliveryId(input.now);
       const origin = originOf(input.url);
       const now = input.now;
-      const r = q.insert.run(id, input.eventId, input.eventType, input.installationId, input.url, origin, input.body, now, lease?.until ?? null, lease?.owner ?? null, now, now);
+      const held = input.held === true && !lease;
+      const r = q.insert.run(
+        id, input.eventId, input.eventType, input.installationId, input.url, origin, input.body,
+        held ? 'held' : 'pending', held ? null : now, lease?.until ?? null, lease?.owner ?? null, now, now,
+      );
       if (!r.changes) return null;
-      // A held delivery would make the next scan walk the whole paused backlog of its origin to
-      // find nothing due (and every enqueue while paused would do it again).
-      if (!lease && !input.held) noteDue(origin, input.now);
+      if (!lease && !held) noteDue(origin, input.now);
       return {
         seq: Number(r.lastInsertRowid),
         id,
@@ -389,18 +455,37 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
         eventId: input.eventId,
         installationId: input.installationId,
         eventType: input.eventType,
-        status: 'pending',
+        status: held ? 'held' : 'pending',
         attempts: 0,
-        nextAttemptAt: input.now,
+        nextAttemptAt: held ? null : input.now,
         createdAt: input.now,
       };
     },
 
-    /** Due, unleased, not held deliveries, earliest first, skipping origins already at their concurrency limit. */
+    /** Whether the installation is paused, read in the caller's transaction (exact, unlike a copy in memory). */
+    isPaused(installationId: string): boolean {
+      return q.pausedInstallation.get(installationId) !== undefined;
+    },
+
+    /** Pause (in the caller's transaction): the installation's queued deliveries become `held`. Returns how many. */
+    holdInstallation(installationId: string, now: number): number {
+      return q.hold.run({ installationId, now }).changes;
+    },
+
     /**
-     * Up to `limit` due, unleased, not-held deliveries, at most `roomOf(origin)` per origin, each
-     * origin's earliest first, origins taken in turn. Cost grows with the origins that have due
-     * work, never with the size of a backlog.
+     * Resume (in the caller's transaction, after the pause is lifted): every held delivery of the
+     * installation is due now, pending again (retrying if it had attempts). Returns how many.
+     */
+    releaseHeld(installationId: string, now: number): number {
+      const origins = q.releaseHeld.all({ installationId, now });
+      for (const o of new Set(origins.map((r) => r.origin))) noteDue(o, now);
+      return origins.length;
+    },
+
+    /**
+     * Up to `limit` due, unleased deliveries, at most `roomOf(origin)` per origin, each origin's
+     * earliest first (ties in the order they were stored), origins taken in turn. Cost grows with
+     * the origins that have due work, never with the size of a backlog (held ones are not due).
      */
     due(now: number, limit: number, roomOf: (origin: string) => number = () => limit): Array<{ seq: number; origin: string }> {
       const origins = [...originDue.keys()];
@@ -411,7 +496,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
         const origin = origins[(rotation + i) % origins.length];
         const room = roomOf(origin);
         if (room <= 0 || originDue.get(origin)! > now) continue;
-        const rows = (anyHeld() ? q.dueForOrigin : q.dueForOriginNoneHeld).all({ origin, now, limit: Math.min(room, limit - out.length) });
+        const rows = q.dueForOrigin.all({ origin, now, limit: Math.min(room, limit - out.length) });
         if (rows.length) {
           out.push(...rows);
           continue;
@@ -434,11 +519,6 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
     /** A delivery of `origin` becomes due at `at` (a retry scheduled, a manual attempt that kept its schedule). */
     noteDue(origin: string, at: number): void {
       noteDue(origin, at);
-    },
-
-    /** After a resume: the installation's held deliveries count again. */
-    noteInstallationDue(installationId: string): void {
-      for (const r of q.liveOriginsOf.all(installationId)) noteDue(r.origin, r.at);
     },
 
     /** Take the lease of a due delivery; undefined when another worker has it or it is no longer due. */
@@ -489,10 +569,13 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
      */
     completeMany: db.transaction((items: Array<{ seq: number; origin?: string; attempt: AttemptRecord; next: NextState; now: number }>): number[] => {
       const ids: number[] = [];
+      const paused = anyPaused();
       for (const { seq, origin, attempt, next, now } of items) {
         if (origin !== undefined && next.nextAttemptAt !== null) noteDue(origin, next.nextAttemptAt);
         const inserted = insertAttempt(seq, attempt);
         q.complete.run(next.status, next.nextAttemptAt, next.completedAt, next.attempts, now, attempt.status, attempt.error, seq);
+        // Paused while this attempt was in flight: its retry waits for the resume.
+        if (paused && next.nextAttemptAt !== null) q.holdIfPaused.run({ seq, now });
         ids.push(Number(inserted.lastInsertRowid));
       }
       return ids;
@@ -527,6 +610,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
           nextAttemptAt: r.status === 'pending' || r.status === 'retrying' ? now : null,
         });
         q.release.run({ seq: r.seq, now });
+        q.holdIfPaused.run({ seq: r.seq, now });
         noteDue(originOf(r.url), now);
       }
       return rows.length;
@@ -558,6 +642,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       if (f.type) (where.push('d.event_type = @type'), (params.type = f.type));
       if (f.installation) (where.push('d.installation_id = @installation'), (params.installation = f.installation));
       if (f.event) (where.push('d.event_id = @event'), (params.event = f.event));
+      if (f.origin) (where.push('d.origin = @origin'), (params.origin = f.origin));
       if (f.since !== undefined) (where.push('d.created_at >= @since'), (params.since = f.since));
       if (f.until !== undefined) (where.push('d.created_at <= @until'), (params.until = f.until));
       if (f.cursor) (where.push('d.seq < @cursor'), (params.cursor = Number(f.cursor)));
@@ -570,22 +655,37 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       return { deliveries: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
     },
 
-    /** Failed deliveries in the window back to pending with a fresh schedule; `urlOf` may refresh the URL. */
-    replayFailed: db.transaction(
-      (
-        f: { since: number; until: number; installation?: string },
-        now: number,
-        urlOf: (d: { eventType: string; installationId: string; url: string }) => string,
-      ): string[] => {
-        const ids: string[] = [];
-        for (const r of q.replayable.all({ since: f.since, until: f.until, installation: f.installation ?? null })) {
-          const url = urlOf({ eventType: r.event_type, installationId: r.installation_id, url: r.url });
-          if (q.requeue.run({ seq: r.seq, now, url, origin: originOf(url) }).changes) {
-            ids.push(r.id);
-            noteDue(originOf(url), now);
-          }
+    /** The ids a replay with this filter would take now (a dry run: nothing changes). */
+    replayable(f: ReplayFilter): string[] {
+      return q.replayable.all(replayParams(f)).map((r) => r.id);
+    },
+
+    /**
+     * Deliveries of `status` (failed or delivered) created in the window go back to the queue with
+     * a fresh schedule, in one transaction; `urlOf` may refresh the URL. Those of an uninstalled
+     * installation are skipped; those of a paused one are held. Returns the ids, in event order.
+     */
+    replay: db.transaction(
+      (f: ReplayFilter, now: number, urlOf: (d: { eventType: string; installationId: string; url: string }) => string): Array<{ id: string; held: boolean }> => {
+        const out: Array<{ id: string; held: boolean }> = [];
+        for (const r of q.replayable.all(replayParams(f))) {
+          const held = requeue(r, now, urlOf);
+          if (held !== undefined) out.push({ id: r.id, held });
         }
-        return ids;
+        return out;
+      },
+    ),
+
+    /** One finished delivery back to the queue with a fresh schedule, or why not. */
+    replayOne: db.transaction(
+      (id: string, now: number, urlOf: (d: { eventType: string; installationId: string; url: string }) => string): { held: boolean } | ReplayRefusal => {
+        const r = q.byId.get(id);
+        if (!r) return 'not_found';
+        if (r.status === 'cancelled') return 'cancelled';
+        if (r.status !== 'failed' && r.status !== 'delivered') return 'queued';
+        if (!q.hasEndpoint.get(r.installation_id)) return 'uninstalled';
+        const held = requeue(r, now, urlOf);
+        return held === undefined ? 'busy' : { held };
       },
     ),
 
@@ -617,7 +717,7 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyHeld?:
       return q.lastAttempt.get()?.id ?? 0;
     },
 
-    /** Retries whose time has come but that have not started (waiting for a slot, or held by a pause). */
+    /** Retries whose time has come but that have not started (waiting for a slot; held ones are not due). */
     retriesDue(now: number): number {
       return q.retriesDue.get(now)?.n ?? 0;
     },

@@ -23,7 +23,7 @@ export interface WebhookSecrets {
   /** Whether an installation has (had) a webhook endpoint here. */
   has(installationId: string): boolean;
   setPaused(installationId: string, paused: boolean): void;
-  /** Whether deliveries to this installation are held (answered from memory). */
+  /** Whether deliveries to this installation are held (answered from memory: never less paused than the store). */
   isPaused(installationId: string): boolean;
   /** Whether any installation is paused (false means none is, in the database too). */
   anyPaused(): boolean;
@@ -50,8 +50,6 @@ export function createSecrets(
   opts: {
     overlapMs: () => number;
     now?: () => number;
-    /** Installations that were paused in memory and are not any more (resumed, or their pause rolled back). */
-    onUnpaused?: (installationId: string) => void;
   },
 ): WebhookSecrets {
   const now = opts.now ?? Date.now;
@@ -89,9 +87,7 @@ export function createSecrets(
   const reloadPaused = () => {
     reloadQueued = false;
     if (!db.open) return;
-    const before = paused;
     paused = new Set(q.pausedAll.all().map((r) => r.installation_id));
-    if (opts.onUnpaused) for (const id of before) if (!paused.has(id)) opts.onUnpaused(id);
   };
   const reloadSoon = () => {
     if (reloadQueued) return;

@@ -2,9 +2,16 @@
  * The JSON shapes of deliveries and attempts as the management API shows them (documented in the
  * README). Free of Node imports so the web console's browser code shares them instead of copying.
  */
-import type { Outcome } from './policy.ts';
+import type { AttemptOutcome } from './policy.ts';
 
-export const DELIVERY_STATUSES = ['pending', 'retrying', 'delivered', 'failed', 'cancelled'] as const;
+export { ATTEMPT_OUTCOMES, type AttemptOutcome } from './policy.ts';
+
+/**
+ * `pending` (no attempt yet), `retrying` (an automatic retry is scheduled), `held` (its installation
+ * is paused: not attempted until resume), `delivered`, `failed` (no automatic attempt left: the
+ * last one was recorded `failed`), `cancelled` (its installation was uninstalled).
+ */
+export const DELIVERY_STATUSES = ['pending', 'retrying', 'held', 'delivered', 'failed', 'cancelled'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /** One delivery as the management API shows it (stable shape, documented in the README). */
@@ -15,11 +22,13 @@ export interface Delivery {
   installationId: string;
   url: string;
   status: DeliveryStatus;
-  /** Automatic attempts made so far (manual and interrupted attempts do not count). */
+  /** Every attempt recorded: automatic, manual and interrupted, before and after replays. */
   attemptCount: number;
+  /** Automatic attempts of the current schedule (since the delivery was created or last replayed), counted against maxAttempts. */
+  scheduledAttempts: number;
   maxAttempts: number;
   nextAttemptAt: string | null;
-  /** True while the installation is paused: the delivery waits, it is not dropped. */
+  /** Status `held`: the installation is paused; the delivery waits, it is not dropped. */
   held: boolean;
   lastStatus: number | null;
   lastError: string | null;
@@ -36,7 +45,7 @@ export interface Attempt {
   url: string;
   signatureHeader: string | null;
   status: number | null;
-  outcome: Outcome | 'interrupted';
+  outcome: AttemptOutcome;
   error: string | null;
   errorCode: string | null;
   responseExcerpt: string | null;
@@ -52,4 +61,39 @@ export interface DeliveryDetail extends Delivery {
   /** The X-Platform-Signature of the latest attempt. */
   signatureHeader: string | null;
   attempts: Attempt[];
+}
+
+// Delivery statistics (GET /api/v1/deliveries/stats, computed in stats.ts).
+
+/** Nearest-rank percentiles, in milliseconds, over `count` values. */
+export interface Percentiles {
+  count: number;
+  p50: number;
+  p95: number;
+  max: number;
+}
+
+export interface StatsBucket {
+  /** Start of the bucket (ISO-8601). */
+  at: string;
+  /** Deliveries created in the bucket, by their status now (any status string the store holds). */
+  counts: Record<string, number>;
+  /** Ingest to delivery, of the bucket's delivered deliveries. */
+  latency: Percentiles | null;
+  /** Duration of the HTTP attempts to the endpoint that started in the bucket (attempts of deliveries created in the window). */
+  response: Percentiles | null;
+}
+
+export interface EndpointStats {
+  endpoint: string;
+  total: number;
+  byStatus: Record<string, number>;
+  buckets: StatsBucket[];
+}
+
+export interface DeliveryStats {
+  since: string;
+  until: string;
+  bucketMs: number;
+  endpoints: EndpointStats[];
 }

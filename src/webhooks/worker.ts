@@ -328,25 +328,28 @@ export function createWorker(deps: WorkerDeps): Worker {
     if (stopped && error?.code === 'ABORT_ERR') return undefined;
 
     const endedAt = clock();
-    const outcome = classifyOutcome(result ?? error ?? { code: 'EUNKNOWN' });
+    const verdict = classifyOutcome(result ?? error ?? { code: 'EUNKNOWN' });
     let next: NextState;
     let retryAt: number | null = null;
     if (manual) {
       next =
-        outcome === 'success'
+        verdict === 'success'
           ? { status: 'delivered', attempts: c.attempts, nextAttemptAt: null, completedAt: endedAt }
           : { status: c.status, attempts: c.attempts, nextAttemptAt: c.nextAttemptAt, completedAt: null };
     } else {
       const made = c.attempts + 1;
       const retryAfter = result ? parseRetryAfter(result.headers['retry-after'], endedAt) : undefined;
-      const delay = nextAttemptDelay(made, outcome, cfg, retryAfter, deps.random);
-      if (outcome === 'success') next = { status: 'delivered', attempts: made, nextAttemptAt: null, completedAt: endedAt };
+      const delay = nextAttemptDelay(made, verdict, cfg, retryAfter, deps.random);
+      if (verdict === 'success') next = { status: 'delivered', attempts: made, nextAttemptAt: null, completedAt: endedAt };
       else if (delay === null) next = { status: 'failed', attempts: made, nextAttemptAt: null, completedAt: endedAt };
       else {
         retryAt = Math.round(endedAt + delay);
         next = { status: 'retrying', attempts: made, nextAttemptAt: retryAt, completedAt: null };
       }
     }
+    // One vocabulary (policy.ts): a failure that schedules no retry is recorded `failed`, whether
+    // its answer was permanent, the retries ran out, or it was a manual attempt.
+    const outcome: Outcome = verdict === 'retry' && retryAt === null ? 'failed' : verdict;
     const record: AttemptRecord = {
       manual,
       startedAt,
@@ -355,7 +358,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       signatureHeader: header,
       status: result?.status ?? null,
       outcome,
-      error: result ? describeStatus(result, outcome) : (error?.message ?? null),
+      error: result ? describeStatus(result, verdict) : (error?.message ?? null),
       errorCode: result ? null : (error?.code ?? null),
       responseExcerpt: result ? result.body.toString('utf8') : null,
       responseTruncated: result?.truncated ?? false,

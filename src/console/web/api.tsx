@@ -1,7 +1,9 @@
 /**
  * The management API from the browser: same-origin requests carried by the session cookie, with
- * the session's CSRF value on every write. Errors keep the server's code, hint and field problems.
+ * the session's CSRF value on every write. Errors keep the server's code, hint and field problems;
+ * a request that never got an answer marks the server unreachable (connection.tsx).
  */
+import { reportReachable, reportUnreachable, UnreachableError } from './connection.tsx';
 
 export interface Problem {
   where: string;
@@ -40,8 +42,21 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
   const headers: Record<string, string> = { accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET') headers['x-switchyard-csrf'] = csrf;
-  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
-  const text = await res.text();
+  let res: Response;
+  let text: string;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+    text = await res.text();
+  } catch {
+    reportUnreachable();
+    throw new UnreachableError();
+  }
+  // A proxy in front says the server behind it does not answer.
+  if ((res.status === 502 || res.status === 504) && !text.startsWith('{')) {
+    reportUnreachable();
+    throw new UnreachableError();
+  }
+  reportReachable();
   let parsed: any;
   try {
     parsed = text ? JSON.parse(text) : undefined;
@@ -126,6 +141,9 @@ export interface Installation {
 
 // The server's own JSON shapes (src/webhooks/views.ts has no Node imports), so the two cannot drift.
 export type { Attempt, Delivery, DeliveryDetail } from '../../webhooks/views.ts';
+export { DELIVERY_STATUSES } from '../../webhooks/views.ts';
+export type { DeliveryStats, EndpointStats, StatsBucket, Percentiles } from '../../webhooks/views.ts';
 export type { HandlerRun } from '../../events/handler-views.ts';
+export type { InvocationView } from '../../runtime/invocation-view.ts';
 
 export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;

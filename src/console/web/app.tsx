@@ -2,7 +2,11 @@
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, errorText, setCsrf, whenUnauthorized } from './api.tsx';
+import { ChartsPage } from './charts.tsx';
+import { ConnectionBanner } from './connection.tsx';
+import { DeliveriesPage } from './deliveries.tsx';
 import { EventsPage } from './events.tsx';
+import { LogsPage } from './logs.tsx';
 import { InstallationPage, InstallationsPage } from './installations.tsx';
 import { IntegrationPage, IntegrationsPage } from './integrations.tsx';
 import { Announcer, ErrorBox, PageTitle } from './ui.tsx';
@@ -90,7 +94,8 @@ function Login({ reason, onLoggedIn }: { reason?: string; onLoggedIn(s: { csrf: 
       setToken('');
       onLoggedIn(body);
     } catch (err) {
-      setError(errorText(err));
+      // fetch() rejects only when no answer came at all.
+      setError(err instanceof TypeError ? 'The server cannot be reached. Is it running?' : errorText(err));
       input.current?.focus();
     } finally {
       setBusy(false);
@@ -132,16 +137,21 @@ function Login({ reason, onLoggedIn }: { reason?: string; onLoggedIn(s: { csrf: 
 const NAV = [
   { href: '#/integrations', label: 'Integrations', match: 'integrations' },
   { href: '#/installations', label: 'Installations', match: 'installations' },
-  { href: '#/events', label: 'Events and deliveries', match: 'events' },
+  { href: '#/events', label: 'Events', match: 'events' },
+  { href: '#/deliveries', label: 'Deliveries', match: 'deliveries' },
+  { href: '#/logs', label: 'Logs', match: 'logs' },
+  { href: '#/charts', label: 'Charts', match: 'charts' },
 ];
 
 function Shell({ onLogout }: { onLogout(): void }): VNode {
   const route = useRoute();
   const [section, id] = route.parts;
-  const current = section === 'deliveries' ? 'events' : (section ?? 'integrations');
+  const current = section ?? 'integrations';
   const first = useRef(true);
 
-  // Keyboard and screen-reader users land on the new page's heading.
+  // Keyboard and screen-reader users land on the new page's heading. Opening a delivery or an
+  // event keeps the page: its panel takes focus instead.
+  const pageKey = section === 'deliveries' || section === 'events' ? section : `${section}/${id}`;
   useEffect(() => {
     if (first.current) {
       first.current = false;
@@ -149,7 +159,7 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
     }
     const t = setTimeout(() => document.querySelector<HTMLElement>('[data-page-title]')?.focus(), 60);
     return () => clearTimeout(t);
-  }, [section, id]);
+  }, [pageKey]);
 
   let page: VNode;
   // Keyed by id: another installation is a fresh page, with no state left from the last one.
@@ -157,7 +167,9 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
   else if (section === 'installations' && id) page = <InstallationPage key={id} id={id} />;
   else if (section === 'installations') page = <InstallationsPage query={route.query} />;
   else if (section === 'events') page = <EventsPage eventId={id} />;
-  else if (section === 'deliveries') page = <EventsPage openId={id} />;
+  else if (section === 'deliveries') page = <DeliveriesPage openId={id} query={route.query} />;
+  else if (section === 'logs') page = <LogsPage query={route.query} />;
+  else if (section === 'charts') page = <ChartsPage query={route.query} />;
   else if (!section || section === 'integrations') page = <IntegrationsPage />;
   else page = <PageTitle>Not found: {section}</PageTitle>;
 
@@ -183,7 +195,8 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
           Log out
         </button>
       </header>
-      <main id="main" tabIndex={-1}>
+      <ConnectionBanner />
+      <main id="main" tabIndex={-1} class={section === 'deliveries' && id ? 'wide' : undefined}>
         {page}
       </main>
       <Announcer />

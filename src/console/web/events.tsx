@@ -1,12 +1,14 @@
 /**
- * Events and deliveries: send a sample event, watch the deliveries it caused and their attempts
- * appear live, open one, retry it; open an event to see its handler runs and replay them.
+ * Events: send a sample event and watch the deliveries it caused and their attempts appear live;
+ * open an event to see its handler runs and replay them.
  */
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, errorText, WEBHOOK_EVENT_TYPES, type Delivery, type DeliveryDetail, type HandlerRun } from './api.tsx';
-import { useLive } from './live.tsx';
-import { announce, Badge, ErrorBox, PageTitle, Section, Time } from './ui.tsx';
+import { api, errorText, WEBHOOK_EVENT_TYPES, type Delivery, type HandlerRun } from './api.tsx';
+import { DeliveryTable } from './deliveries.tsx';
+import { hrefOf } from './filters.tsx';
+import { LiveIndicator, useCoalesced, useLive } from './live.tsx';
+import { announce, Badge, ErrorBox, PageTitle, Scroll, Section, Time } from './ui.tsx';
 
 interface IngestResult {
   eventId: string;
@@ -107,51 +109,38 @@ function SendEvent({ onSent }: { onSent(r: IngestResult): void }): VNode {
   );
 }
 
-export function EventsPage({ openId, eventId }: { openId?: string; eventId?: string }): VNode {
+export function EventsPage({ eventId }: { eventId?: string }): VNode {
   const [deliveries, setDeliveries] = useState<Delivery[] | undefined>();
-  const [detail, setDetail] = useState<DeliveryDetail | undefined>();
   const [event, setEvent] = useState<EventDetail | undefined>();
   const [replaying, setReplaying] = useState<string | undefined>();
   const [error, setError] = useState('');
-  const [lastEvent, setLastEvent] = useState<string | undefined>();
-  const [onlyLast, setOnlyLast] = useState(false);
-  const [retrying, setRetrying] = useState(false);
-  const inFlight = useRef(false);
-  const want = useRef({ openId, onlyLast, lastEvent, eventId });
-  want.current = { openId, onlyLast, lastEvent, eventId };
+  const [lastEvent, setLastEvent] = useState<string | undefined>(lastSent);
+  const want = useRef({ lastEvent, eventId });
+  want.current = { lastEvent, eventId };
 
-  async function refresh(): Promise<void> {
-    if (inFlight.current) return;
-    inFlight.current = true;
+  const refresh = useCoalesced(async () => {
     try {
-      const { openId: id, onlyLast: only, lastEvent: ev, eventId: evId } = want.current;
-      const q = only && ev ? `?limit=50&event=${encodeURIComponent(ev)}` : '?limit=50';
-      const [list, one, shown] = await Promise.all([
-        api<{ deliveries: Delivery[] }>('GET', `/api/v1/deliveries${q}`),
-        id ? api<DeliveryDetail>('GET', `/api/v1/deliveries/${encodeURIComponent(id)}`) : Promise.resolve(undefined),
+      const { lastEvent: ev, eventId: evId } = want.current;
+      const [list, shown] = await Promise.all([
+        ev ? api<{ deliveries: Delivery[] }>('GET', `/api/v1/deliveries?limit=50&event=${encodeURIComponent(ev)}`) : Promise.resolve(undefined),
         evId ? api<EventDetail>('GET', `/api/v1/events/${encodeURIComponent(evId)}`) : Promise.resolve(undefined),
       ]);
-      setDeliveries(list.deliveries);
-      setDetail(one);
+      setDeliveries(list?.deliveries);
       setEvent(shown);
       setError('');
     } catch (e) {
       setError(errorText(e));
-    } finally {
-      inFlight.current = false;
     }
-  }
+  });
 
-  const mode = useLive(() => void refresh());
-  useEffect(() => {
-    void refresh();
-  }, [openId, onlyLast, lastEvent, eventId]);
+  const mode = useLive('/api/v1/deliveries/stream', ['attempt'], refresh);
+  useEffect(refresh, [lastEvent, eventId]);
 
   // Handler runs have no live stream of their own: while one is still scheduled, look again shortly.
   const unsettled = event?.handlerRuns.some((r) => r.status === 'pending' || r.status === 'retrying') ?? false;
   useEffect(() => {
     if (!unsettled) return;
-    const timer = setTimeout(() => void refresh(), 500);
+    const timer = setTimeout(refresh, 500);
     return () => clearTimeout(timer);
   }, [event, unsettled]);
 
@@ -160,7 +149,7 @@ export function EventsPage({ openId, eventId }: { openId?: string; eventId?: str
     try {
       const r = await api<HandlerRun>('POST', `/api/v1/handler-runs/${encodeURIComponent(runId)}/replay`);
       announce(`Handler run ${r.id} replayed: ${r.status}`);
-      await refresh();
+      refresh();
     } catch (e) {
       setError(errorText(e));
     } finally {
@@ -168,99 +157,49 @@ export function EventsPage({ openId, eventId }: { openId?: string; eventId?: str
     }
   }
 
-  async function retry(id: string): Promise<void> {
-    setRetrying(true);
-    try {
-      const r = await api<{ attempt: { number: number; status: number | null; outcome: string } }>('POST', `/api/v1/deliveries/${encodeURIComponent(id)}/retry`);
-      announce(`Retry of ${id}: attempt ${r.attempt.number}, ${r.attempt.status ?? r.attempt.outcome}`);
-      await refresh();
-    } catch (e) {
-      setError(errorText(e));
-    } finally {
-      setRetrying(false);
-    }
-  }
-
+  const linkQuery = new URLSearchParams(lastEvent ? { event: lastEvent } : {});
   return (
     <>
-      <PageTitle>Events and deliveries</PageTitle>
+      <PageTitle>Events</PageTitle>
+      {eventId ? <EventPanel id={eventId} detail={event} replaying={replaying} onReplay={(run) => void replay(run)} /> : null}
       <Section title="Send a sample event">
         <SendEvent
           onSent={(r) => {
+            lastSent = r.eventId;
             setLastEvent(r.eventId);
-            void refresh();
           }}
         />
       </Section>
-      <Section title="Deliveries">
+      <Section title="Its deliveries" id="sent-deliveries">
         <div class="row">
-          <span class="live" data-live={mode}>
-            {mode === 'stream' ? 'Live (stream)' : mode === 'polling' ? `Live (polling every ${1} s)` : 'Connecting…'}
-          </span>
+          <LiveIndicator mode={mode} />
           {lastEvent ? (
-            <label class="row">
-              <input type="checkbox" checked={onlyLast} onChange={(e) => setOnlyLast((e.currentTarget as HTMLInputElement).checked)} />
-              Only the last event sent
-            </label>
+            <a class="small" href={hrefOf('#/deliveries', linkQuery)}>
+              On the Deliveries page
+            </a>
           ) : null}
         </div>
         <ErrorBox message={error} />
-        {deliveries ? (
+        {!lastEvent ? (
+          <p class="muted">
+            Send an event to watch its deliveries here. Every delivery, with filters, is on the <a href="#/deliveries">Deliveries</a> page.
+          </p>
+        ) : deliveries ? (
           deliveries.length ? (
-            <table class="table" aria-live="polite" aria-relevant="additions text">
-              <caption class="sr-only">Latest deliveries, newest first, updated live</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Delivery</th>
-                  <th scope="col">Event</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Attempts</th>
-                  <th scope="col">Last answer</th>
-                  <th scope="col">Updated</th>
-                </tr>
-              </thead>
-              <tbody>
-                {deliveries.map((d) => (
-                  <tr key={d.id} data-delivery={d.id} class={d.id === openId ? 'selected' : d.eventId === lastEvent ? 'highlight' : ''}>
-                    <td>
-                      <a href={`#/deliveries/${encodeURIComponent(d.id)}`} aria-current={d.id === openId ? 'true' : undefined}>
-                        <code>{d.id}</code>
-                      </a>
-                      <div class="muted small">{d.url}</div>
-                    </td>
-                    <td>
-                      {d.eventType}
-                      <div class="muted small">
-                        <code>{d.eventId}</code>
-                      </div>
-                    </td>
-                    <td>
-                      <Badge status={d.status} />
-                      {d.held ? <span class="muted small"> held (paused)</span> : null}
-                    </td>
-                    <td>
-                      {d.attemptCount} / {d.maxAttempts}
-                    </td>
-                    <td>{d.lastStatus ?? (d.lastError ? <span class="small">{d.lastError}</span> : '—')}</td>
-                    <td>
-                      <Time at={d.updatedAt} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
+            <DeliveryTable deliveries={deliveries} linkQuery={linkQuery} highlight={lastEvent} />
           ) : (
-            <p class="muted">No deliveries yet. Install the webhook integration with a URL, then send an event.</p>
+            <p class="muted">No deliveries for this event: no webhook installation subscribes to its type. Install the webhook integration with a URL.</p>
           )
         ) : (
           <p class="muted">Loading…</p>
         )}
       </Section>
-      {openId ? <DeliveryPanel id={openId} detail={detail} retrying={retrying} onRetry={() => void retry(openId)} /> : null}
-      {eventId ? <EventPanel id={eventId} detail={event} replaying={replaying} onReplay={(run) => void replay(run)} /> : null}
     </>
   );
 }
+
+/** The last event sent from this page, kept while the console is open (it survives a visit elsewhere). */
+let lastSent: string | undefined;
 
 /** One event: its handler runs (one per installation whose integration handles it), each replayable once finished. */
 function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: EventDetail; replaying?: string; onReplay(runId: string): void }): VNode {
@@ -272,6 +211,9 @@ function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: 
         <h2 id="event-h" tabIndex={-1} ref={heading}>
           Event <code>{id}</code>
         </h2>
+        <a href={hrefOf('#/deliveries', { event: id })} class="small push">
+          Its deliveries
+        </a>
         <a href="#/events" class="small">
           Close
         </a>
@@ -290,6 +232,7 @@ function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: 
           </dl>
           <h3>Handler runs</h3>
           {detail.handlerRuns.length ? (
+            <Scroll>
             <table class="table" aria-live="polite">
               <thead>
                 <tr>
@@ -340,122 +283,12 @@ function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: 
                 ))}
               </tbody>
             </table>
+            </Scroll>
           ) : (
             <p class="muted">No integration handles this event.</p>
           )}
           <h3>Payload</h3>
           <pre class="body">{JSON.stringify(detail.payload, null, 2)}</pre>
-        </>
-      )}
-    </section>
-  );
-}
-
-function DeliveryPanel({ id, detail, retrying, onRetry }: { id: string; detail?: DeliveryDetail; retrying: boolean; onRetry(): void }): VNode {
-  const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => heading.current?.focus(), [id]);
-  return (
-    <section class="panel delivery" aria-labelledby="delivery-h">
-      <div class="row">
-        <h2 id="delivery-h" tabIndex={-1} ref={heading}>
-          Delivery <code>{id}</code>
-        </h2>
-        <a href="#/events" class="small">
-          Close
-        </a>
-      </div>
-      {!detail ? (
-        <p class="muted">Loading…</p>
-      ) : (
-        <>
-          <dl class="facts">
-            <dt>Status</dt>
-            <dd data-testid="delivery-status">
-              <Badge status={detail.status} />
-            </dd>
-            <dt>Event</dt>
-            <dd>
-              {detail.eventType}{' '}
-              <a href={`#/events/${encodeURIComponent(detail.eventId)}`}>
-                <code>{detail.eventId}</code>
-              </a>
-            </dd>
-            <dt>Installation</dt>
-            <dd>
-              <a href={`#/installations/${encodeURIComponent(detail.installationId)}`}>
-                <code>{detail.installationId}</code>
-              </a>
-            </dd>
-            <dt>URL</dt>
-            <dd>
-              <code>{detail.url}</code>
-            </dd>
-            <dt>Next attempt</dt>
-            <dd>
-              <Time at={detail.nextAttemptAt} />
-            </dd>
-            <dt>Signature</dt>
-            <dd>
-              <code class="small">{detail.signatureHeader ?? '—'}</code>
-            </dd>
-          </dl>
-          <button type="button" onClick={onRetry} disabled={retrying || detail.status === 'cancelled'}>
-            {retrying ? 'Retrying…' : 'Retry now'}
-          </button>
-          <h3>Attempts</h3>
-          {detail.attempts.length ? (
-            <table class="table attempts" aria-live="polite">
-              <thead>
-                <tr>
-                  <th scope="col">#</th>
-                  <th scope="col">Started</th>
-                  <th scope="col">Duration</th>
-                  <th scope="col">Answer</th>
-                  <th scope="col">Outcome</th>
-                  <th scope="col">Response</th>
-                </tr>
-              </thead>
-              <tbody>
-                {detail.attempts.map((a) => (
-                  <tr key={`${a.number}-${a.startedAt}`} data-attempt={a.number}>
-                    <td>
-                      {a.number}
-                      {a.manual ? <span class="muted small"> manual</span> : null}
-                    </td>
-                    <td>
-                      <Time at={a.startedAt} />
-                    </td>
-                    <td>{a.durationMs === null ? '—' : `${Math.round(a.durationMs)} ms`}</td>
-                    <td>{a.status ?? '—'}</td>
-                    <td>
-                      {a.outcome}
-                      {a.error ? <div class="small">{a.error}</div> : null}
-                    </td>
-                    <td>
-                      {a.responseExcerpt ? (
-                        <pre class="excerpt">
-                          {a.responseExcerpt}
-                          {a.responseTruncated ? '…' : ''}
-                        </pre>
-                      ) : (
-                        '—'
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          ) : (
-            <p class="muted">No attempt yet.</p>
-          )}
-          <h3>Body</h3>
-          <pre class="body">{(() => {
-            try {
-              return JSON.stringify(JSON.parse(detail.body), null, 2);
-            } catch {
-              return detail.body;
-            }
-          })()}</pre>
         </>
       )}
     </section>

@@ -5,7 +5,8 @@ import { api, errorText, type Installation, type Integration } from './api.tsx';
 import { ConfigurationForm } from './config-form.tsx';
 import { Icon, useIntegrations } from './integrations.tsx';
 import { LiveComponent } from './live-component.tsx';
-import { announce, Badge, ErrorBox, PageTitle, Section, Time } from './ui.tsx';
+import { announce, Badge, ErrorBox, PageTitle, Scroll, Section, Time } from './ui.tsx';
+import { hrefOf } from './filters.tsx';
 
 const path = (id: string) => `/api/v1/installations/${encodeURIComponent(id)}`;
 
@@ -60,6 +61,32 @@ function Actions({ installation, onChange }: { installation: Installation; onCha
         </span>
       ) : null}
     </div>
+  );
+}
+
+/**
+ * Where an installation's traffic goes: for a webhook installation the URL it delivers to (with
+ * links to its deliveries and charts, and the server's warning when that URL will be refused);
+ * for others the public endpoint that reaches the integration.
+ */
+function Endpoint({ installation }: { installation: Installation }): VNode {
+  const url = installation.configuration.webhook_url;
+  const warnings = (installation.warnings as string[] | undefined) ?? [];
+  if (installation.integration !== 'webhook') return <code class="muted small url">{installation.urls.publicEndpoint}</code>;
+  const q = { installation: installation.id };
+  return (
+    <>
+      {typeof url === 'string' && url ? <code class="url">{url}</code> : <span class="muted">not set</span>}
+      <div class="row small">
+        <a href={hrefOf('#/deliveries', q)}>Deliveries</a>
+        <a href={hrefOf('#/charts', q)}>Charts</a>
+      </div>
+      {warnings.map((w) => (
+        <p key={w} class="field-error small">
+          {w}
+        </p>
+      ))}
+    </>
   );
 }
 
@@ -213,11 +240,13 @@ export function InstallationsPage({ query }: { query: URLSearchParams }): VNode 
         <ErrorBox message={error} />
         {list ? (
           list.length ? (
+            <Scroll>
             <table class="table">
               <thead>
                 <tr>
                   <th scope="col">Installation</th>
                   <th scope="col">Target</th>
+                  <th scope="col">Endpoint</th>
                   <th scope="col">Status</th>
                   <th scope="col">Created</th>
                   <th scope="col">Actions</th>
@@ -244,6 +273,9 @@ export function InstallationsPage({ query }: { query: URLSearchParams }): VNode 
                         {i.space ? ` ${i.space}` : ''}
                         {i.site ? ` ${i.site}` : ''}
                       </td>
+                      <td class="endpoint-cell">
+                        <Endpoint installation={i} />
+                      </td>
                       <td>
                         <Badge status={i.status} />
                       </td>
@@ -258,6 +290,7 @@ export function InstallationsPage({ query }: { query: URLSearchParams }): VNode 
                 })}
               </tbody>
             </table>
+            </Scroll>
           ) : (
             <p class="muted">Nothing installed yet.</p>
           )
@@ -340,6 +373,14 @@ export function InstallationPage({ id }: { id: string }): VNode {
           {installation.space ? ` ${installation.space}` : ''}
           {installation.site ? ` ${installation.site}` : ''}
         </dd>
+        {installation.integration === 'webhook' ? (
+          <>
+            <dt>Webhook URL</dt>
+            <dd data-testid="webhook-url">
+              <Endpoint installation={installation} />
+            </dd>
+          </>
+        ) : null}
         <dt>Public endpoint</dt>
         <dd>
           <code>{installation.urls.publicEndpoint}</code>

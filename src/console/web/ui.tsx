@@ -2,10 +2,24 @@
 import type { ComponentChildren, VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { Problem } from './api.tsx';
+import { formatTime } from './time.tsx';
 
-/** A status word with a colour; the word itself carries the meaning (colour is only a help). */
+/**
+ * A status word with a colour. The word is shown exactly as the server gave it, so a status this
+ * console does not know yet still reads right; known ones get a colour (only a help: the word
+ * carries the meaning).
+ */
 export function Badge({ status }: { status: string }): VNode {
   return <span class={`badge badge-${status.replace(/[^a-z_-]/gi, '')}`}>{status}</span>;
+}
+
+/** A wide table scrolls inside itself, never the page (the console must fit a 420 px screen). */
+export function Scroll({ children, label }: { children: ComponentChildren; label?: string }): VNode {
+  return (
+    <div class="scroll" role={label ? 'region' : undefined} aria-label={label} tabIndex={label ? 0 : undefined}>
+      {children}
+    </div>
+  );
 }
 
 export function ErrorBox({ message, problems, id }: { message?: string; problems?: Problem[]; id?: string }): VNode | null {
@@ -27,12 +41,12 @@ export function ErrorBox({ message, problems, id }: { message?: string; problems
   );
 }
 
+/** A date with its time, in local time (see time.tsx); the UTC instant in the tooltip. */
 export function Time({ at }: { at: string | null | undefined }): VNode {
   if (!at) return <span class="muted">—</span>;
-  const d = new Date(at);
   return (
     <time dateTime={at} title={at}>
-      {d.toLocaleTimeString(undefined, { hour12: false })}
+      {formatTime(at)}
     </time>
   );
 }

@@ -22,7 +22,7 @@ import { RUNTIME_EXPORTS } from '../guest/runtime/names.ts';
 import ivm from 'isolated-vm';
 import { guestBundle, type GuestBundle } from '../guest-bundle.ts';
 import { describeLimit } from '../limits.ts';
-import type { GuestScript, Limits, ScriptExports } from '../types.ts';
+import { scriptFileName, type GuestScript, type Limits, type ScriptExports } from '../types.ts';
 
 /** The host functions an instance routes guest calls to (the current invocation's). */
 export interface InstanceHooks {
@@ -255,7 +255,7 @@ export class GuestInstance {
     const jsxModule = await compile(JSX_MODULE, 'switchyard:runtime/jsx-runtime');
     let main: ivm.Module;
     try {
-      main = await compile(script.code, `integration:${script.name}@${script.version}`);
+      main = await compile(script.code, scriptFileName(script));
     } catch (e) {
       throw new LoadError(`the script does not compile: ${errorMessage(e)}`, { stack: guestStack((e as Error)?.stack) });
     }

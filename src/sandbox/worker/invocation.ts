@@ -440,7 +440,10 @@ function checkOutput(out: any, responseLimit: number): string | null {
     headerBytes += h[0].length + h[1].length;
   }
   if (headerBytes > MAX_RESPONSE_HEADER_BYTES) return `the integration answered more than ${MAX_RESPONSE_HEADER_BYTES / 1024} kB of headers`;
-  if (!(out.body instanceof Uint8Array)) return 'the integration answered a malformed body';
-  if (out.body.byteLength > responseLimit) return `the response body is larger than sandbox.response_body = ${responseLimit} bytes`;
+  const body: unknown = out.body;
+  // A string (the Response was made from one) is measured here, in bytes, whatever the guest said.
+  const bytes = typeof body === 'string' ? (body.length * 3 <= responseLimit ? 0 : Buffer.byteLength(body)) : body instanceof Uint8Array ? body.byteLength : -1;
+  if (bytes < 0) return 'the integration answered a malformed body';
+  if (bytes > responseLimit) return `the response body is larger than sandbox.response_body = ${responseLimit} bytes`;
   return null;
 }

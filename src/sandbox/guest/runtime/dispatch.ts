@@ -8,7 +8,7 @@
 import { resetPending } from '../bridge.ts';
 import { console } from '../web/console.ts';
 import { addEntropy } from '../web/crypto.ts';
-import { consume } from '../web/body.ts';
+import { consume, consumeText } from '../web/body.ts';
 import { utf8Encode } from '../web/encoding.ts';
 import { Request, incomingRequest } from '../web/request.ts';
 import { Response, responseParts } from '../web/response.ts';
@@ -31,7 +31,8 @@ export interface DispatchInput {
 export interface DispatchOutput {
   status: number;
   headers: Array<[string, string]>;
-  body: Uint8Array;
+  /** A string when the Response was made from one (cheaper to copy out), bytes otherwise. */
+  body: Uint8Array | string;
   error?: { message: string; stack?: string };
   /** Set when the response body went past the limit: the host answers with a limit breach. */
   limit?: string;
@@ -170,14 +171,13 @@ function describeThrown(err: unknown): { message: string; stack?: string } {
   return { message: `a non-Error value was thrown: ${text}` };
 }
 
-const encoder = utf8Encode;
 
 async function serialise(res: Response, limit: number): Promise<DispatchOutput> {
   const parts = responseParts(res);
-  let body = new Uint8Array(0);
+  let body: Uint8Array | string = new Uint8Array(0);
   if (parts.body) {
     try {
-      body = await consume(res, limit);
+      body = consumeText(res, limit) ?? (await consume(res, limit));
     } catch (e) {
       if (/larger than/.test(String((e as Error).message))) return { status: 500, headers: [], body: new Uint8Array(0), limit: 'response_body', waitUntil: 0 };
       throw e;
@@ -188,12 +188,12 @@ async function serialise(res: Response, limit: number): Promise<DispatchOutput> 
 
 function errorOutput(err: unknown): DispatchOutput {
   if (isExposable(err)) {
-    return { status: err.statusCode, headers: [['content-type', 'application/json']], body: encoder(JSON.stringify({ error: err.message })), waitUntil: 0 };
+    return { status: err.statusCode, headers: [['content-type', 'application/json']], body: JSON.stringify({ error: err.message }), waitUntil: 0 };
   }
   return {
     status: 500,
     headers: [['content-type', 'application/json']],
-    body: encoder('{"error":"Internal server error"}'),
+    body: '{"error":"Internal server error"}',
     error: describeThrown(err),
     waitUntil: 0,
   };

@@ -11,6 +11,8 @@ export interface BodyState {
   bytes: Uint8Array | null;
   stream: ReadableStream<Uint8Array> | null;
   used: boolean;
+  /** The string the bytes were made from, while they are unread: it leaves the isolate as is. */
+  text?: string;
 }
 
 export interface Extracted {
@@ -21,7 +23,7 @@ export interface Extracted {
 export function extractBody(init: unknown): Extracted {
   if (init === null || init === undefined) return { body: null, contentType: null };
   const state = (bytes: Uint8Array | null, stream: ReadableStream<Uint8Array> | null = null): BodyState => ({ bytes, stream, used: false });
-  if (typeof init === 'string') return { body: state(utf8Encode(init)), contentType: 'text/plain;charset=UTF-8' };
+  if (typeof init === 'string') return { body: { ...state(utf8Encode(init)), text: init }, contentType: 'text/plain;charset=UTF-8' };
   if (init instanceof URLSearchParams) return { body: state(utf8Encode(init.toString())), contentType: 'application/x-www-form-urlencoded;charset=UTF-8' };
   if (init instanceof ArrayBuffer) return { body: state(new Uint8Array(init.slice(0))), contentType: null };
   if (ArrayBuffer.isView(init)) return { body: state(new Uint8Array(init.buffer.slice(init.byteOffset, init.byteOffset + init.byteLength))), contentType: null };
@@ -65,12 +67,26 @@ export function bodyStream(owner: object): ReadableStream<Uint8Array> | null {
       { highWaterMark: 0 },
     ) as unknown as ReadableStream<Uint8Array>;
     b.bytes = null;
+    b.text = undefined;
   }
   return b.stream;
 }
 
 export function bodyUsed(owner: object): boolean {
   return getBody(owner)?.used ?? false;
+}
+
+/**
+ * The body as the string it was made from, once, when it was made from one and is unread (an
+ * answer's usual body): copying a string out of the isolate costs a third of copying its bytes.
+ * Undefined otherwise, the body untouched.
+ */
+export function consumeText(owner: object, limit = Infinity): string | undefined {
+  const b = getBody(owner);
+  if (!b || b.used || b.stream || b.text === undefined || !b.bytes) return undefined;
+  if (b.bytes.byteLength > limit) throw new TypeError(`body is larger than ${limit} bytes`);
+  b.used = true;
+  return b.text;
 }
 
 /** Take the whole body as bytes, once. */

@@ -1,0 +1,81 @@
+/**
+ * What the webhooks module offers the other modules (`services.webhooks`, `services.deliveries`):
+ * the contracts alone, so its routes and its callers can name them without importing the module.
+ */
+import type { Delivery, DeliveryDetail, DeliveryFilter, Attempt, Queue, ReplayFilter } from './queue.ts';
+import type { DeliveryStats, StatsFilter } from './stats.ts';
+import type { WebhookSecrets } from './secrets.ts';
+import type { RecordedAttempt } from './worker.ts';
+
+/** `services.webhooks`: signing secrets and the lifecycle hooks the installations module calls. */
+export interface WebhooksService {
+  createSecret(installationId: string, given?: string): string;
+  rotateSecret(installationId: string, given?: string): { secret: string; previousExpiresAt: string };
+  liveSecrets(installationId: string): string[];
+  describe: WebhookSecrets['describe'];
+  /** Uninstall: queued deliveries become `cancelled`, secrets are deleted. */
+  removeInstallation(installationId: string): void;
+  /**
+   * Pause (in the caller's transaction): the installation's queued deliveries become `held`, and so
+   * does every delivery enqueued for it until resume. Resume makes every held one due at once, in
+   * event order, on a fresh start of its schedule.
+   */
+  pauseInstallation(installationId: string): void;
+  resumeInstallation(installationId: string): void;
+  /** The webhook URL was edited: queued deliveries (pending, retrying) go to the new URL. Returns how many moved. */
+  setEndpointUrl(installationId: string, url: string): number;
+}
+
+export interface Subscription {
+  installationId: string;
+  url: string;
+}
+
+/** `services.deliveries`: the queue. */
+export interface Deliveries {
+  /**
+   * One delivery per subscription, inside the caller's transaction: the payload is the event with
+   * that installation's `installationId`; its exact bytes are stored now and signed at each attempt.
+   * Call `wake()` after the transaction commits, `rolledBack()` if it does not. With
+   * `startAtCommit` (the default), a delivery whose endpoint has a free slot (and is not paused) is
+   * stored already leased, and wake() sends it without going through the scheduler; pass false
+   * when the caller may roll back only part of its transaction (a savepoint).
+   */
+  enqueueEvent(
+    event: { eventId: string; type: string; [k: string]: unknown },
+    subscriptions: Subscription[],
+    now?: number,
+    opts?: { startAtCommit?: boolean },
+  ): Array<{ id: string; installationId: string }>;
+  /** After the commit: first attempts of what was just enqueued start now, and the scheduler looks for due work. */
+  wake(): void;
+  /** The transaction that called enqueueEvent rolled back: forget what it enqueued. */
+  rolledBack(): void;
+  list(filter: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null };
+  get(id: string): DeliveryDetail | undefined;
+  /** A manual attempt now (whatever the state, except cancelled); resolves with the recorded attempt. */
+  retry(id: string): Promise<Attempt>;
+  /**
+   * Deliveries of `status` (failed or delivered) created in the window go back to the queue with a
+   * fresh schedule (held when their installation is paused); the ids replayed, in event order.
+   */
+  replay(f: ReplayFilter): Array<{ id: string; held: boolean }>;
+  /** The ids `replay(f)` would take now, changing nothing (a dry run, for a confirmation). */
+  replayable(f: ReplayFilter): string[];
+  /** One failed or delivered delivery back to the queue with a fresh schedule (409 otherwise). */
+  replayOne(id: string): DeliveryDetail;
+  /** Per endpoint origin and time bucket: deliveries by status, delivery latency and response times (see stats.ts). */
+  stats(f: StatsFilter): DeliveryStats;
+  counts(): Record<string, number>;
+  inFlight(): number;
+  /** Observe every recorded attempt (live tail, metrics); returns the unsubscribe function. */
+  onAttempt(listener: (e: RecordedAttempt) => void): () => void;
+  /** Attempts after a cursor, oldest first (the live tail's read; see AttemptFeedItem). */
+  attemptsAfter: Queue['attemptsAfter'];
+  lastAttemptId(): number;
+  retriesDue(now?: number): number;
+  /** Retention: delete up to `limit` delivered/cancelled deliveries completed before `before`, with their attempts. */
+  purgeFinished(before: number, limit: number): number;
+  /** Retention: the same for failed deliveries (kept longer: `retention.keep_failed`, for replays). */
+  purgeFailed(before: number, limit: number): number;
+}
