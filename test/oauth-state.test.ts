@@ -130,7 +130,7 @@ test('API: states are issued to and consumed by an installation token only, with
   assert.equal(other.status, 400);
   assert.equal(other.body.error.hint, 'wrong_installation');
   const ok = await s.api('POST', '/api/v1/oauth/state/consume', { state: issued.body.state }, a.token);
-  assert.deepEqual(ok.body, { ok: true, data: { redirectUri: 'https://x.test/cb' } });
+  assert.deepEqual(ok.body, { ok: true, installationId: a.installation.id, data: { redirectUri: 'https://x.test/cb' } });
   const again = await s.api('POST', '/api/v1/oauth/state/consume', { state: issued.body.state }, a.token);
   assert.equal(again.status, 400);
   assert.equal(again.body.error.message, 'the OAuth state was already used; start the connection again');

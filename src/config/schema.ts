@@ -124,6 +124,11 @@ export const configSchema = s.object({
     api_url: s.optional(s.string({ min: 1, url: true, description: "upstream platform API for content endpoints, like https://api.gitbook.com" })),
     /** Token sent upstream with those calls (a GitBook API token); keep it in .env: ${{ env.GITBOOK_API_TOKEN }}. */
     api_token: s.optional(s.string({ min: 1 })),
+    /**
+     * The GitBook organization this server stands for: GitBook integrations see it as their
+     * installations' `target.organization` (and pass it to api.orgs.* calls, forwarded to api_url).
+     */
+    organization: s.withDefault(s.string({ min: 1, description: 'GitBook organization id of the installations here' }), 'local'),
   }),
 });
 

@@ -18,7 +18,11 @@ export function jsonError(status: number, code: string, message: string, extra: 
   return jsonResponse({ error: { code, message, ...extra } }, { status });
 }
 
-/** Who is calling the management API: the admin, or one installation with its own token. */
+/**
+ * Who is calling the management API: the admin, one installation with its own token, or (GitBook's
+ * integration-wide token, handed to invocations only) an integration acting on its own installations.
+ * Checks name what a kind may do; a new kind is refused wherever it is not named.
+ */
 export type Principal =
   | { kind: 'admin' }
   | {
@@ -28,6 +32,12 @@ export type Principal =
       scopes: string[];
       /** `invocation`: a short-lived token handed to one invocation of the installation's own code. */
       via: 'invocation' | 'token';
+    }
+  | {
+      kind: 'integration';
+      integration: string;
+      scopes: string[];
+      via: 'invocation';
     };
 
 /** Installation tokens are resolved by the installations module when it is loaded. */

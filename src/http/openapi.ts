@@ -54,6 +54,12 @@ function gitbookShapePaths(): Record<string, unknown> {
   return {
     '/api/v1/integrations/{name}/installations': read('installations of an integration'),
     '/api/v1/integrations/{name}/installations/{id}': readWrite('one installation'),
+    '/api/v1/integrations/{name}/installations/{id}/tokens': {
+      post: {
+        summary: "GitBook API shape: a short-lived token acting as this installation (the integration's own token or the admin's; createInstallationClient)",
+        responses: { '200': json({ type: 'object', properties: { token: { type: 'string' }, expiresAt: { type: 'string', format: 'date-time' } } }), '409': json(ref('Error'), 'The installation is paused'), ...errors },
+      },
+    },
     '/api/v1/integrations/{name}/spaces': read('space installations'),
     '/api/v1/integrations/{name}/installations/{id}/spaces/{which}': readWrite('one space installation'),
     '/api/v1/integrations/{name}/sites': read('site installations'),
@@ -320,7 +326,7 @@ export function openApiDocument(serverUrl: string) {
           responses: { '200': json({ type: 'object', properties: { installations: { type: 'array', items: ref('Installation') } } }), ...errors },
         },
         post: {
-          summary: 'Install an integration; emits installation_setup (and space_installation_setup on a space)',
+          summary: 'Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site)',
           requestBody: body({
             type: 'object',
             required: ['integration'],
@@ -341,11 +347,11 @@ export function openApiDocument(serverUrl: string) {
         },
       },
       '/api/v1/installations/{id}': {
-        get: { summary: 'One installation (credentials redacted unless ?reveal=true, admin only)', parameters: [idParam, q('reveal', 'show stored credentials', { type: 'boolean' })], responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors } },
+        get: { summary: "One installation (credentials redacted unless ?reveal=true: the admin, or integration code with its invocation's token)", parameters: [idParam, q('reveal', 'show stored credentials', { type: 'boolean' })], responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors } },
         patch: {
-          summary: 'Edit configuration: keys set, null removes (a property with a manifest default takes it back); validated against the manifest; emits installation_setup',
+          summary: 'Edit configuration: keys set, null removes (a property with a manifest default takes it back); validated against the manifest; emits installation_setup (and space_/site_installation_setup on a space or site); externalIds replaced when given',
           parameters: [idParam],
-          requestBody: body({ type: 'object', required: ['configuration'], properties: { configuration: { type: 'object' } } }),
+          requestBody: body({ type: 'object', required: ['configuration'], properties: { configuration: { type: 'object' }, externalIds: { type: 'array', items: { type: 'string' } } } }),
           responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors },
         },
         delete: { summary: 'Uninstall (final)', parameters: [idParam], responses: { '200': json({ type: 'object' }), ...errors } },

@@ -1,28 +1,42 @@
 /**
  * GitBook's REST API shape at `environment.apiEndpoint`, for GitBook integrations' context.api:
  * - installation endpoints (`/integrations/{name}/installations[/{id}[/spaces|sites/{id}]]`,
- *   `/integrations/{name}/spaces|sites`) answered here from this server's installations;
+ *   `/integrations/{name}/spaces|sites`, `.../installations/{id}/tokens`) answered here from this
+ *   server's installations;
  * - content endpoints (`/spaces/...`, `/orgs/...`, `/urls/...`) hold data this server does not
  *   have: forwarded to `gitbook.api_url` with `gitbook.api_token` when configured, else 501.
- * An installation's token reaches its own installation only (the hosted platform's integration
- * token reaches them all; here that stays with the admin). Content calls need a scope that covers
- * them, as on the platform.
+ * An installation's token reaches its own installation; the integration-wide token of an
+ * invocation (GitBook's `apiTokens.integration`) reaches every installation of its integration and
+ * may mint installation tokens for them; the admin reaches all. Content calls need a scope that
+ * covers them, as on the platform.
  */
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
-import { principalOf } from '../http/app.ts';
+import { principalOf, type Principal } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
-import { installationEndpoint } from '../runtime/environment.ts';
+import { installationEndpoint, installationLocation, invocationTokenTtl } from '../runtime/environment.ts';
 import type { Services } from '../services.ts';
+import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import type { Change, Installation, Installations } from './service.ts';
 
-/** One installation as GitBook's API answers it. */
-function view(services: Services, i: Installation) {
-  const endpoint = installationEndpoint(services.config.publicUrl, i.integration, i.id);
-  const base = { integration: i.integration, status: i.status, configuration: i.configuration, externalIds: i.externalIds };
-  if (i.target === 'space') return { ...base, id: i.id, installation: i.id, space: i.space, target: 'space', urls: { publicEndpoint: endpoint, publicContentEndpoint: endpoint } };
-  if (i.target === 'site') return { ...base, id: i.id, installation: i.id, site: i.site, target: 'site', urls: { publicEndpoint: endpoint, publicContentEndpoint: endpoint } };
-  return { ...base, id: i.id, target: 'organization', space_selection: 'all', urls: { publicEndpoint: endpoint } };
+/** One installation as GitBook's API answers it; stored credentials only for who may see them. */
+function view(services: Services, i: Installation, reveal: boolean) {
+  const publicUrl = services.config.publicUrl;
+  const endpoint = installationEndpoint(publicUrl, i.integration, i.id);
+  const urls = { location: installationLocation(publicUrl, i.integration, i.id), publicEndpoint: endpoint, publicContentEndpoint: endpoint };
+  const base = { integration: i.integration, status: i.status, configuration: redactConfiguration(i.configuration, reveal), externalIds: i.externalIds, urls };
+  // A space or site installation is its own installation here: `installation` is its own id.
+  if (i.target === 'space') return { id: i.id, installation: i.id, space: i.space, ...base };
+  if (i.target === 'site') return { id: i.id, installation: i.id, site: i.site, ...base };
+  return {
+    id: i.id,
+    ...base,
+    target: { organization: services.config.gitbook.organization },
+    space_selection: 'all',
+    site_selection: 'all',
+    createdAt: i.createdAt,
+    updatedAt: i.updatedAt,
+  };
 }
 
 /** Scopes that allow a content call: reads need one of the read scopes of the area, writes a write one. */
@@ -34,34 +48,43 @@ function contentScopes(path: string, method: string): string[] {
   return write ? ['site:metadata:write'] : ['site:metadata:read'];
 }
 
+/** GitBook's list paging: `limit` (1-1000) and `page` (an offset handed back as `next.page`). */
+function page<T>(items: T[], q: URLSearchParams): { items: T[]; count: number; next?: { page: string } } {
+  const limit = Math.min(Math.max(Number.parseInt(q.get('limit') ?? '', 10) || 1000, 1), 1000);
+  const from = Math.max(Number.parseInt(q.get('page') ?? '', 10) || 0, 0);
+  const slice = items.slice(from, from + limit);
+  return { items: slice, count: items.length, ...(from + limit < items.length ? { next: { page: String(from + limit) } } : {}) };
+}
+
 export function gitbookApiRoutes(app: H3, services: Services, afterChange: (c: Change) => void): void {
   const inst = () => services.installations as Installations;
   const limit = services.config.server.body_limit;
 
-  /** The installations the caller may see of integration `name`: all for the admin, else its own. */
-  function visible(req: Request, name: string): Installation[] {
-    const p = principalOf(req);
-    if (p.kind === 'installation' && p.integration !== name)
-      throw new SwitchyardError('forbidden', `this token belongs to an installation of "${p.integration}", not "${name}"`);
+  /** The installations the caller may see of integration `name`: all for the admin and the integration, else its own. */
+  function visible(p: Principal, name: string): Installation[] {
+    const scope = mayListFor(p, name);
+    if (!scope) throw new SwitchyardError('forbidden', `this token belongs to ${p.kind === 'admin' ? 'the admin' : `"${(p as { integration: string }).integration}"`}, not "${name}"`);
     const all = inst().list({ integration: name });
-    return p.kind === 'admin' ? all : all.filter((i) => i.id === p.installationId);
+    return scope === 'all' ? all : all.filter((i) => p.kind === 'installation' && i.id === p.installationId);
   }
 
-  function one(req: Request, name: string, id: string): Installation {
-    const p = principalOf(req);
+  function one(p: Principal, name: string, id: string): Installation {
     if (p.kind === 'installation' && (p.integration !== name || p.installationId !== id))
       throw new SwitchyardError('forbidden', `this token belongs to installation ${p.installationId} of "${p.integration}", not ${id} of "${name}"`);
+    if (p.kind === 'integration' && p.integration !== name) throw new SwitchyardError('forbidden', `this token belongs to integration "${p.integration}", not "${name}"`);
     const i = inst().get(id);
     if (!i || i.integration !== name) throw new SwitchyardError('not_found', `no installation ${id} of integration "${name}"`);
+    requireReach(p, i);
     return i;
   }
 
   /** The space or site installation `which` under installation `id` (itself, when it is that one). */
-  function child(req: Request, name: string, id: string, kind: 'space' | 'site', which: string): Installation {
-    const parent = one(req, name, id);
+  function child(p: Principal, name: string, id: string, kind: 'space' | 'site', which: string): Installation {
+    const parent = one(p, name, id);
     if (parent.target === kind && parent[kind] === which) return parent;
-    const p = principalOf(req);
-    const found = parent.target === 'organization' && p.kind === 'admin' ? inst().list({ integration: name }).find((i) => i.target === kind && i[kind] === which) : undefined;
+    // Under an organization installation: the integration's installation on that space or site
+    // (installations are flat here), for who may reach every installation of the integration.
+    const found = parent.target === 'organization' && mayListFor(p, name) === 'all' ? inst().list({ integration: name }).find((i) => i.target === kind && i[kind] === which) : undefined;
     if (!found) throw new SwitchyardError('not_found', `integration "${name}" has no installation on ${kind} "${which}" under installation ${id}`);
     return found;
   }
@@ -78,41 +101,59 @@ export function gitbookApiRoutes(app: H3, services: Services, afterChange: (c: C
     const result = services.store.db.transaction(() => {
       let change: Change | undefined;
       if (configuration) {
-        // GitBook replaces the configuration: keys left out are removed.
+        // GitBook replaces the configuration: keys left out are removed. Not on a space or site
+        // installation: it holds the account's configuration and its own in one here (GitBook
+        // keeps two, updated by separate calls), so one call's keys must not erase the other's.
         const patch: Record<string, unknown> = { ...(configuration as Record<string, unknown>) };
-        for (const k of Object.keys(target.configuration)) if (!(k in patch)) patch[k] = null;
-        change = inst().configure(target.id, patch);
+        if (target.target === 'organization') for (const k of Object.keys(target.configuration)) if (!(k in patch)) patch[k] = null;
+        change = inst().configure(target.id, patch, { byCode: isIntegrationCode(principalOf(event.req)) });
       }
       const updated = externalIds ? inst().setExternalIds(target.id, externalIds as string[]) : (change?.installation ?? target);
       return { change, updated };
     })();
     if (result.change) afterChange(result.change);
-    return view(services, result.updated);
+    return view(services, result.updated, mayReveal(principalOf(event.req)));
   }
 
   const base = '/api/v1/integrations/:name';
-  app.get(`${base}/installations`, (event) => {
+  /** Filters GitBook's list calls take: `externalId` (one of an installation's externalIds). */
+  const listed = (event: H3Event, kind?: 'space' | 'site') => {
     const q = new URL(event.req.url).searchParams;
+    const p = principalOf(event.req);
     const externalId = q.get('externalId');
-    const items = visible(event.req, event.context.params!.name).filter((i) => !externalId || i.externalIds.includes(externalId));
-    return { items: items.map((i) => view(services, i)), count: items.length };
-  });
+    const items = visible(p, event.context.params!.name).filter((i) => (!kind || i.target === kind) && (!externalId || i.externalIds.includes(externalId)));
+    return page(items.map((i) => view(services, i, mayReveal(p))), q);
+  };
+  app.get(`${base}/installations`, (event) => listed(event));
   for (const kind of ['space', 'site'] as const) {
-    app.get(`${base}/${kind}s`, (event) => {
-      const items = visible(event.req, event.context.params!.name).filter((i) => i.target === kind);
-      return { items: items.map((i) => view(services, i)), count: items.length };
-    });
+    app.get(`${base}/${kind}s`, (event) => listed(event, kind));
     app.get(`${base}/installations/:id/${kind}s/:which`, (event) => {
       const { name, id, which } = event.context.params!;
-      return view(services, child(event.req, name, id, kind, which));
+      const p = principalOf(event.req);
+      return view(services, child(p, name, id, kind, which), mayReveal(p));
     });
     app.patch(`${base}/installations/:id/${kind}s/:which`, (event) => {
       const { name, id, which } = event.context.params!;
-      return update(event, child(event.req, name, id, kind, which));
+      return update(event, child(principalOf(event.req), name, id, kind, which));
     });
   }
-  app.get(`${base}/installations/:id`, (event) => view(services, one(event.req, event.context.params!.name, event.context.params!.id)));
-  app.patch(`${base}/installations/:id`, (event) => update(event, one(event.req, event.context.params!.name, event.context.params!.id)));
+  app.get(`${base}/installations/:id`, (event) => {
+    const p = principalOf(event.req);
+    return view(services, one(p, event.context.params!.name, event.context.params!.id), mayReveal(p));
+  });
+  app.patch(`${base}/installations/:id`, (event) => update(event, one(principalOf(event.req), event.context.params!.name, event.context.params!.id)));
+
+  // GitBook's createIntegrationInstallationToken (api.createInstallationClient): the integration
+  // acting as one of its installations. A short-lived invocation token, never the long-lived one.
+  app.post(`${base}/installations/:id/tokens`, (event) => {
+    const p = principalOf(event.req);
+    if (p.kind === 'installation') throw new SwitchyardError('forbidden', 'installation tokens are minted with the integration token (or the admin token)');
+    const i = one(p, event.context.params!.name, event.context.params!.id);
+    if (i.status === 'uninstalled') throw new SwitchyardError('not_found', `installation ${i.id} is uninstalled`, { status: 410 });
+    if (i.status === 'paused') throw new SwitchyardError('conflict', `installation ${i.id} is paused`);
+    const ttl = invocationTokenTtl(services.config.sandbox);
+    return { token: inst().invocationToken(i.id, ttl), expiresAt: new Date(Date.now() + ttl / 2).toISOString() };
+  });
 
   // Content endpoints: forwarded upstream, or a 501 that says how to configure it.
   const content = async (event: H3Event) => {
@@ -121,7 +162,7 @@ export function gitbookApiRoutes(app: H3, services: Services, afterChange: (c: C
     const method = event.req.method;
     const p = principalOf(event.req);
     const needs = contentScopes(path, method);
-    if (p.kind === 'installation' && !needs.some((s) => p.scopes.includes(s)))
+    if (p.kind !== 'admin' && !needs.some((s) => p.scopes.includes(s)))
       throw new SwitchyardError('forbidden', `${method} ${path} needs one of the scopes ${needs.join(', ')}; the manifest of "${p.integration}" does not ask for it`);
     const upstream = services.config.gitbook?.api_url;
     if (!upstream)

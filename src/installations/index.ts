@@ -21,6 +21,7 @@ export const installationsModule: Module = {
     const installations = createInstallations({
       db: services.store.db,
       manifestOf: (name) => registry.get(name)?.manifest,
+      dialectOf: (name) => registry.get(name)?.dialect,
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;

@@ -2,9 +2,8 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf, requireAdmin } from '../http/app.ts';
+import { isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import { oneOfParam, readJson } from '../http/body.ts';
-import { hideUrlCredentials } from '../log/index.ts';
-import { setOwn } from '../schema/index.ts';
 import type { Registry } from '../registry/index.ts';
 import { missingRequired } from '../manifest/index.ts';
 import type { Runtime } from '../runtime/index.ts';
@@ -22,21 +21,6 @@ interface WebhookSecrets {
   pauseInstallation?(installationId: string): void;
   resumeInstallation?(installationId: string): void;
   setEndpointUrl?(installationId: string, url: string): number;
-}
-
-/**
- * Values that hold credentials are hidden unless `reveal`: reserved OAuth tokens, and the user-info
- * of URLs (a webhook_url like `https://***@host/`). An edit that leaves a value alone keeps it.
- */
-function redactConfiguration(configuration: Record<string, unknown>, reveal: boolean): Record<string, unknown> {
-  if (reveal) return configuration;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(configuration)) setOwn(out, k, typeof v === 'string' ? hideUrlCredentials(v) : v);
-  if (configuration.oauth_credentials === undefined) return out;
-  const creds = configuration.oauth_credentials as Record<string, unknown>;
-  const hidden: Record<string, unknown> = {};
-  for (const k of Object.keys(creds ?? {})) hidden[k] = /token|secret/i.test(k) ? '[redacted]' : creds[k];
-  return { ...out, oauth_credentials: hidden };
 }
 
 export function installationView(services: Services, inst: Installation, reveal = false) {
@@ -77,11 +61,20 @@ export function installationRoutes(app: H3, services: Services): void {
     })();
   }
 
-  /** An installation principal may only touch its own installation. */
-  function own(req: Request, id: string): void {
+  /**
+   * The admin, an installation for itself, or an integration's token for its own installations
+   * (`integration: false` leaves those out: rendering is the installation's own business).
+   */
+  function own(req: Request, id: string, opts: { integration?: boolean } = {}): void {
     const p = principalOf(req);
-    if (p.kind === 'installation' && p.installationId !== id)
-      throw new SwitchyardError('forbidden', `this token belongs to installation ${p.installationId}, not ${id}`);
+    if (p.kind === 'admin') return;
+    if (p.kind === 'integration' && opts.integration === false) throw new SwitchyardError('forbidden', 'an integration token cannot do this; use the installation\'s own token');
+    const found = inst().get(id);
+    if (found) return requireReach(p, found);
+    // A missing installation: 404 for its own token (the route says so), 403 for anyone else, as
+    // for an installation they may not reach.
+    if (p.kind === 'installation' && p.installationId === id) return;
+    throw new SwitchyardError('forbidden', p.kind === 'installation' ? `this token belongs to installation ${p.installationId}, not ${id}` : `installation ${id} is not one of "${p.integration}"`);
   }
 
   app.get('/api/v1/installations', (event) => {
@@ -89,7 +82,7 @@ export function installationRoutes(app: H3, services: Services): void {
     const p = principalOf(event.req);
     const status = oneOfParam(q.get('status'), 'status', ['pending', 'active', 'paused', 'uninstalled'] as const);
     let list = inst().list({ integration: q.get('integration') ?? undefined, status, includeUninstalled: q.get('all') === 'true' });
-    if (p.kind === 'installation') list = list.filter((i) => i.id === p.installationId);
+    if (p.kind !== 'admin') list = list.filter((i) => mayReach(p, i));
     return { installations: list.map((i) => installationView(services, i)) };
   });
 
@@ -136,11 +129,7 @@ export function installationRoutes(app: H3, services: Services): void {
   app.get('/api/v1/installations/:id', (event) => {
     const id = event.context.params!.id;
     own(event.req, id);
-    // The admin, or the installation's own code during an invocation (a short-lived invocation
-    // token: the credentials are in that invocation's environment anyway). Never the long-lived
-    // installation token handed out at install.
-    const p = principalOf(event.req);
-    const reveal = new URL(event.req.url).searchParams.get('reveal') === 'true' && (p.kind === 'admin' || p.via === 'invocation');
+    const reveal = new URL(event.req.url).searchParams.get('reveal') === 'true' && mayReveal(principalOf(event.req));
     return { installation: installationView(services, inst().require(id), reveal) };
   });
 
@@ -149,10 +138,14 @@ export function installationRoutes(app: H3, services: Services): void {
     own(event.req, id);
     const body = await readJson<Record<string, unknown>>(event.req, limit);
     const patch = body.configuration;
+    const externalIds = body.externalIds;
     if (!patch || typeof patch !== 'object' || Array.isArray(patch))
-      throw new SwitchyardError('bad_request', 'send {"configuration": {"key": value}} (null removes a key)', { where: 'configuration' });
+      throw new SwitchyardError('bad_request', 'send {"configuration": {"key": value}} (null removes a key), and optionally "externalIds"', { where: 'configuration' });
+    if (externalIds !== undefined && (!Array.isArray(externalIds) || externalIds.some((x) => typeof x !== 'string')))
+      throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
     const change = services.store.db.transaction(() => {
-      const c = inst().configure(id, patch as Record<string, unknown>);
+      const c = inst().configure(id, patch as Record<string, unknown>, { byCode: isIntegrationCode(principalOf(event.req)) });
+      if (externalIds) c.installation = inst().setExternalIds(id, externalIds as string[]);
       // Queued deliveries go to the URL the installation has now.
       const url = c.installation.configuration.webhook_url;
       if (c.installation.integration === WEBHOOK_INTEGRATION && typeof url === 'string' && 'webhook_url' in (patch as object))
@@ -196,7 +189,7 @@ export function installationRoutes(app: H3, services: Services): void {
 
   app.post('/api/v1/installations/:id/render', async (event) => {
     const id = event.context.params!.id;
-    own(event.req, id);
+    own(event.req, id, { integration: false });
     const body = await readJson<Record<string, unknown>>(event.req, limit);
     if (typeof body.componentId !== 'string' || !body.componentId)
       throw new SwitchyardError('bad_request', '"componentId" is required', { where: 'componentId' });

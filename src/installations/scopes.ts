@@ -6,6 +6,7 @@
 export const EVENT_SCOPES: Record<string, string | null> = {
   installation_setup: null,
   space_installation_setup: null,
+  site_installation_setup: null,
   ui_render: null,
   space_view: 'space:metadata:read',
   space_content_updated: 'space:content:read',

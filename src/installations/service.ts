@@ -7,15 +7,15 @@
  *                  └──────(a required key removed)───────┘
  *   any state ──uninstall──> uninstalled (final: token revoked, no code runs)
  */
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { newEventId } from '../events/types.ts';
 import { hashToken } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
 import type { Db } from '../store/index.ts';
-import { missingRequired, validateConfiguration, withDefaults, type Manifest } from '../manifest/index.ts';
-import { mintInvocationToken, newInstallationToken, readInvocationToken, signingKey } from './tokens.ts';
+import { missingRequired, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
+import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
 import { generationsOf } from '../store/generations.ts';
 
@@ -89,6 +89,8 @@ export interface InstallationsDeps {
   db: Db;
   /** The manifest of a loaded integration, or undefined when it is not loaded. */
   manifestOf(name: string): Manifest | undefined;
+  /** Which manifest file it came from (GitBook's keeps its JSON Schema's open configurations for its code). */
+  dialectOf?(name: string): ManifestDialect | undefined;
   now?: () => Date;
 }
 
@@ -98,7 +100,11 @@ export function createInstallations(deps: InstallationsDeps) {
   const { db } = deps;
   const now = () => (deps.now?.() ?? new Date()).toISOString();
   const tokenKey = signingKey(db, 'invocation-token');
+  const integrationKey = signingKey(db, 'integration-token');
   const tokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
+  const integrationTokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
+  const signingSecretKey = signingKey(db, 'gitbook-signing-secrets');
+  const signingSecretCache = new Map<string, string>();
 
   const byId = db.prepare<[string], Row>('SELECT * FROM installations WHERE id = ?');
   const byTokenHash = db.prepare<[string], Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'");
@@ -149,7 +155,13 @@ export function createInstallations(deps: InstallationsDeps) {
   const configurationsOf = configurationSection;
 
   /** Problems with the configuration's values; `missing` lists required keys not yet set. */
-  function check(manifest: Manifest, target: InstallationTarget, integration: string, configuration: Record<string, unknown>) {
+  function check(
+    manifest: Manifest,
+    target: InstallationTarget,
+    integration: string,
+    configuration: Record<string, unknown>,
+    edit: { byCode?: boolean; changed?: ReadonlySet<string> } = {},
+  ) {
     const def = configurationsOf(manifest, target);
     // Platform-written keys (oauth_credentials) are exempt from validation unless the manifest
     // declares them as a property (a required button whose value the OAuth flow writes).
@@ -158,7 +170,14 @@ export function createInstallations(deps: InstallationsDeps) {
     for (const [k, v] of Object.entries(configuration))
       if (declaredNames.has(k) || !(RESERVED_CONFIGURATION_KEYS as readonly string[]).includes(k)) setOwn(declared, k, v);
     const problems: Problem[] = [
-      ...validateConfiguration(def, declared, { partial: true }),
+      // GitBook integrations' own code may keep keys it does not declare (what its OAuth
+      // extractCredentials returns beside the credentials, say), as GitBook's open schemas let it;
+      // people editing a configuration still get unknown keys refused.
+      // A person's edit is judged on the keys it changes: what the code kept stays as it is.
+      ...validateConfiguration(def, declared, {
+        partial: true,
+        undeclared: deps.dialectOf?.(integration) !== 'gitbook' ? false : edit.byCode ? true : (name) => edit.changed !== undefined && !edit.changed.has(name),
+      }),
       ...(integration === WEBHOOK_INTEGRATION ? webhookConfigurationProblems(declared) : []),
     ];
     return { problems, missing: missingRequired(def, declared) };
@@ -169,9 +188,9 @@ export function createInstallations(deps: InstallationsDeps) {
    * door: CLI, API, console, the integration's own API calls): the manifest's defaults filled in,
    * then checked. Removing a key that has a default sets it back to its default.
    */
-  function settle(manifest: Manifest, target: InstallationTarget, integration: string, given: Record<string, unknown>) {
+  function settle(manifest: Manifest, target: InstallationTarget, integration: string, given: Record<string, unknown>, edit: { byCode?: boolean; changed?: ReadonlySet<string> } = {}) {
     const configuration = withDefaults(configurationsOf(manifest, target), given);
-    return { configuration, ...check(manifest, target, integration, configuration) };
+    return { configuration, ...check(manifest, target, integration, configuration, edit) };
   }
 
   function fail(problems: Problem[]): never {
@@ -212,16 +231,15 @@ export function createInstallations(deps: InstallationsDeps) {
     ).run(id, req.integration, target, req.space ?? null, req.site ?? null, status, JSON.stringify(configuration), JSON.stringify(req.externalIds ?? []), hashToken(token), at, at);
     changed();
     const installation = get(id)!;
-    const emit: Change['emit'] = [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status }];
-    if (target === 'space') emit.push({ type: 'space_installation_setup', eventId: newEventId(), installationId: id, spaceId: req.space, status });
-    return { installation, token, emit };
+    return { installation, token, emit: setupEvents(installation) };
   }
 
   /**
    * Edit configuration properties: `patch` keys are set, `null` removes one. Every edit is
    * validated against the manifest (nothing is stored on failure) and emits installation_setup.
+   * `byCode`: the integration's own code writes it (an invocation's token).
    */
-  function configure(id: string, patch: Record<string, unknown>): Change {
+  function configure(id: string, patch: Record<string, unknown>, opts: { byCode?: boolean } = {}): Change {
     const current = require(id);
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
     const manifest = manifestFor(current.integration);
@@ -230,14 +248,28 @@ export function createInstallations(deps: InstallationsDeps) {
       if (v === null) delete edited[k];
       else setOwn(edited, k, v);
     }
-    const { configuration: next, problems, missing } = settle(manifest, current.target, current.integration, edited);
+    const { configuration: next, problems, missing } = settle(manifest, current.target, current.integration, edited, { byCode: opts.byCode, changed: new Set(Object.keys(patch)) });
     if (problems.length) fail(problems);
     const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
     db.prepare('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(next), status, now(), id);
     forget(id);
     changed();
     const installation = get(id)!;
-    return { installation, emit: [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status }] };
+    return { installation, emit: setupEvents(installation, { status: current.status, configuration: current.configuration }) };
+  }
+
+  /**
+   * What an install or a configuration edit emits: installation_setup (spec 3), and for a space
+   * or site installation GitBook's space_installation_setup / site_installation_setup ("installed
+   * or updated on a space/site"), with the state before an edit as `previous`.
+   */
+  function setupEvents(installation: Installation, previous?: { status: InstallationStatus; configuration: Record<string, unknown> }): Change['emit'] {
+    const { id, status } = installation;
+    const before = previous ? { previous } : {};
+    const emit: Change['emit'] = [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status, ...before }];
+    if (installation.target === 'space') emit.push({ type: 'space_installation_setup', eventId: newEventId(), installationId: id, spaceId: installation.space, status, ...before });
+    if (installation.target === 'site') emit.push({ type: 'site_installation_setup', eventId: newEventId(), installationId: id, siteId: installation.site, status, ...before });
+    return emit;
   }
 
   /** Replace the external ids an integration keeps on its installation (GitBook's externalIds). */
@@ -271,6 +303,13 @@ export function createInstallations(deps: InstallationsDeps) {
   }
 
   function resolveToken(token: string): Principal | undefined {
+    if (token.startsWith('sy_int_')) {
+      // Only while the integration is loaded: its scopes come from the manifest serving now.
+      const name = readIntegrationToken(integrationKey, token);
+      const manifest = name ? deps.manifestOf(name) : undefined;
+      if (!name || !manifest) return undefined;
+      return { kind: 'integration', integration: name, scopes: (manifest.scopes as string[] | undefined) ?? [], via: 'invocation' };
+    }
     let inst: Installation | undefined;
     const invId = readInvocationToken(tokenKey, token);
     if (invId) inst = get(invId);
@@ -329,6 +368,35 @@ export function createInstallations(deps: InstallationsDeps) {
       tokenCache.set(id, { token, ttlMs, renewAt: now + ttlMs / 2 });
       return token;
     },
+    /**
+     * A short-lived integration-wide token for one invocation (GitBook's `apiTokens.integration`):
+     * it reads and updates the integration's own installations, nothing else. Reused like
+     * invocationToken while it has half its life left.
+     */
+    integrationToken(name: string, ttlMs: number): string {
+      const now = Date.now();
+      const cached = integrationTokenCache.get(name);
+      if (cached && cached.ttlMs === ttlMs && cached.renewAt > now) return cached.token;
+      const token = mintIntegrationToken(integrationKey, name, ttlMs, now);
+      if (integrationTokenCache.size > 10_000) integrationTokenCache.clear();
+      integrationTokenCache.set(name, { token, ttlMs, renewAt: now + ttlMs / 2 });
+      return token;
+    },
+    /**
+     * GitBook's `environment.signingSecrets`: a stable secret per integration and per installation
+     * that their code signs its own data with (e.g. a state it hands to a third party). Derived
+     * from a server key kept in the database, so they survive restarts and differ per server.
+     */
+    signingSecret(kind: 'integration' | 'installation', subject: string): string {
+      const key = `${kind}:${subject}`;
+      let secret = signingSecretCache.get(key);
+      if (!secret) {
+        secret = createHmac('sha256', signingSecretKey).update(key).digest('base64url');
+        if (signingSecretCache.size > 10_000) signingSecretCache.clear();
+        signingSecretCache.set(key, secret);
+      }
+      return secret;
+    },
     /** Mint a new long-lived token (the old one stops working). */
     rotateToken(id: string): string {
       require(id);
@@ -350,9 +418,13 @@ export type Installations = ReturnType<typeof createInstallations>;
  */
 export function configurationSection(manifest: Manifest | undefined, target: InstallationTarget): any {
   const c = manifest?.configurations as { account?: any; site?: any; space?: any } | undefined;
-  if (target === 'site') return c?.site;
-  if (target === 'space') return c?.space ?? c?.account;
-  return c?.account;
+  const section = target === 'site' ? c?.site : target === 'space' ? (c?.space ?? c?.account) : c?.account;
+  if (section) return section;
+  // GitBook: an integration whose configuration screens are components (GitBook's webhook draws
+  // its account settings from the space and site screens) keeps what they store in the sections
+  // it does not declare.
+  const drawnBy = [c?.account, c?.space, c?.site].find((x) => x?.componentId)?.componentId;
+  return drawnBy ? { componentId: drawnBy } : undefined;
 }
 
 /**

@@ -3,6 +3,8 @@
  * - the long-lived token minted at install (`sy_inst_...`), shown once and stored only as a hash;
  * - short-lived invocation tokens (`sy_inv_...`) the server signs for each sandbox invocation and
  *   hands to the guest in `environment.apiTokens`, so no long-lived secret ever enters an isolate.
+ * And one more, GitBook's integration-wide token (`sy_int_...`, `environment.apiTokens.integration`):
+ * short-lived too, signed with a key of its own, naming an integration instead of an installation.
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import type { Db } from '../store/index.ts';
@@ -21,16 +23,17 @@ export function signingKey(db: Db, name: string): Buffer {
   return db.prepare<[string], { key: Buffer }>('SELECT key FROM signing_keys WHERE name = ?').get(name)!.key;
 }
 
-export function mintInvocationToken(key: Buffer, installationId: string, ttlMs: number, now = Date.now()): string {
-  const payload = `${installationId}.${Math.ceil((now + ttlMs) / 1000)}`;
+/** `<prefix><base64url(subject.expiry)>.<HMAC>`: a subject (installation id, integration name) until an expiry. */
+function mint(prefix: string, key: Buffer, subject: string, ttlMs: number, now: number): string {
+  const payload = `${subject}.${Math.ceil((now + ttlMs) / 1000)}`;
   const mac = createHmac('sha256', key).update(payload).digest('base64url');
-  return `sy_inv_${Buffer.from(payload).toString('base64url')}.${mac}`;
+  return `${prefix}${Buffer.from(payload).toString('base64url')}.${mac}`;
 }
 
-/** The installation id of a valid, unexpired invocation token. */
-export function readInvocationToken(key: Buffer, token: string, now = Date.now()): string | undefined {
-  if (!token.startsWith('sy_inv_')) return undefined;
-  const [encoded, mac] = token.slice(7).split('.');
+/** The subject of a valid, unexpired token minted with `prefix` and `key`. */
+function read(prefix: string, key: Buffer, token: string, now: number): string | undefined {
+  if (!token.startsWith(prefix)) return undefined;
+  const [encoded, mac] = token.slice(prefix.length).split('.');
   if (!encoded || !mac) return undefined;
   const payload = Buffer.from(encoded, 'base64url').toString();
   const expected = createHmac('sha256', key).update(payload).digest('base64url');
@@ -39,4 +42,23 @@ export function readInvocationToken(key: Buffer, token: string, now = Date.now()
   const expires = Number(payload.slice(dot + 1));
   if (!Number.isFinite(expires) || expires * 1000 < now) return undefined;
   return payload.slice(0, dot);
+}
+
+export function mintInvocationToken(key: Buffer, installationId: string, ttlMs: number, now = Date.now()): string {
+  return mint('sy_inv_', key, installationId, ttlMs, now);
+}
+
+/** The installation id of a valid, unexpired invocation token. */
+export function readInvocationToken(key: Buffer, token: string, now = Date.now()): string | undefined {
+  return read('sy_inv_', key, token, now);
+}
+
+/** An integration-wide token for one invocation (GitBook's `apiTokens.integration`); use its own key. */
+export function mintIntegrationToken(key: Buffer, integration: string, ttlMs: number, now = Date.now()): string {
+  return mint('sy_int_', key, integration, ttlMs, now);
+}
+
+/** The integration name of a valid, unexpired integration token. */
+export function readIntegrationToken(key: Buffer, token: string, now = Date.now()): string | undefined {
+  return read('sy_int_', key, token, now);
 }

@@ -56,6 +56,9 @@ function checkValue(name: string, prop: PropertyDef, v: unknown): Problem | unde
   }
 }
 
+/** Keys a component-drawn configuration may hold beyond its declared properties. */
+const FREE_KEY = /^(?!__proto__$|constructor$|prototype$)[A-Za-z_$][A-Za-z0-9_$.-]{0,127}$/;
+
 /**
  * The configuration with each property's manifest `default` filled in where the key is absent (or
  * null). The one rule for every door (CLI, API, console, the integration's own API calls): the
@@ -75,9 +78,22 @@ export function withDefaults(def: ConfigurationsDef | undefined, configuration: 
 
 /**
  * Validate an installation's configuration against `def`. `partial` allows missing required keys
- * (an installation that is still pending). Unknown keys are errors, except `oauth_credentials`.
+ * (an installation that is still pending). Unknown keys are errors, except `oauth_credentials`, and
+ * except in a configuration drawn by a component (`componentId`), whose component keeps what it
+ * wants there (declared properties are still checked).
  */
-export function validateConfiguration(def: ConfigurationsDef | undefined, configuration: unknown, opts: { partial?: boolean } = {}): Problem[] {
+export function validateConfiguration(
+  def: ConfigurationsDef | undefined,
+  configuration: unknown,
+  opts: {
+    partial?: boolean;
+    /**
+     * Keys no property declares that are accepted (GitBook's configurations are JSON Schemas,
+     * open to more keys): all of them, or those the function accepts. Never keys reaching prototypes.
+     */
+    undeclared?: boolean | ((name: string) => boolean);
+  } = {},
+): Problem[] {
   if (configuration === undefined || configuration === null) configuration = {};
   if (!isPlainObject(configuration))
     return [{ where: 'configuration', message: `must be a map of property names to values, got ${typeName(configuration)}` }];
@@ -89,6 +105,10 @@ export function validateConfiguration(def: ConfigurationsDef | undefined, config
     const prop = Object.hasOwn(properties, name) ? properties[name] : undefined;
     if (!prop) {
       if (name === OAUTH_CREDENTIALS) continue;
+      // A configuration screen drawn by a component (GitBook's `componentId`) stores what its
+      // component decides: keys it does not declare are its own. Never keys that reach prototypes.
+      const open = typeof opts.undeclared === 'function' ? opts.undeclared(name) : opts.undeclared;
+      if ((def?.componentId || open) && FREE_KEY.test(name)) continue;
       problems.push({
         where: where(name),
         message: `"${name}" is not a property of this integration`,

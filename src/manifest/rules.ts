@@ -64,12 +64,24 @@ export function crossFieldIssues(raw: unknown, dialect: ManifestDialect = 'platf
           hint: 'the integration loads; its fetch_published_script handler answers 501',
         });
     });
-  if (raw.envs !== undefined)
+  if (raw.envs !== undefined) {
+    // Secrets an environment declares that `secrets` does not: the code will find them unset.
+    const declared = new Set(isPlainObject(raw.secrets) ? Object.keys(raw.secrets) : []);
+    const onlyThere = new Set<string>();
+    if (isPlainObject(raw.envs))
+      for (const env of Object.values(raw.envs))
+        if (isPlainObject(env) && isPlainObject(env.secrets)) for (const name of Object.keys(env.secrets)) if (!declared.has(name)) onlyThere.add(name);
+    const names = [...onlyThere];
     warnings.push({
       path: ['envs'],
-      message: "envs is GitBook's per-environment publishing setting and is not read here",
-      hint: 'put the secrets this server should use under secrets, as ${{ env.NAME }} references',
+      message: names.length
+        ? `envs is GitBook's per-environment publishing setting and is not read here: ${names.join(', ')} ${names.length === 1 ? 'is' : 'are'} declared only there, so environment.secrets will not have ${names.length === 1 ? 'it' : 'them'}`
+        : "envs is GitBook's per-environment publishing setting and is not read here",
+      hint: names.length
+        ? `add ${names.length === 1 ? 'it' : 'them'} under secrets, e.g. ${names[0]}: \${{ env.${String(raw.name ?? 'APP').toUpperCase().replace(/[^A-Z0-9]+/g, '_')}_${names[0]} }}`
+        : 'put the secrets this server should use under secrets, as ${{ env.NAME }} references',
     });
+  }
 
   return { errors, warnings };
 }

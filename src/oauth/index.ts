@@ -75,15 +75,20 @@ export const oauthModule: Module = {
       return { released: typeof body.claim === 'string' && claims().release(id, body.claim) };
     });
     app.post('/api/v1/oauth/state/consume', async (event) => {
-      const id = installationOf(event.req);
+      // The installation's own callback, or (GitBook's integration-wide redirect URL) the
+      // integration's callback with no installation: then a state of any of its installations.
+      const p = principalOf(event.req);
+      const installations = services.installations as { get(id: string): { integration: string } | undefined };
+      const caller =
+        p.kind === 'integration' ? (id: string) => installations.get(id)?.integration === p.integration : installationOf(event.req);
       const body = await readJson<{ state?: unknown }>(event.req, 16 * 1024);
       if (typeof body.state !== 'string') throw new SwitchyardError('bad_request', '"state" is required', { where: 'state' });
-      const r = states().consume(body.state, id);
+      const r = states().consume(body.state, caller);
       if (!r.ok) {
-        services.log.warn('OAuth state refused', { installation: id, reason: r.reason });
+        services.log.warn('OAuth state refused', { ...(typeof caller === 'string' ? { installation: caller } : { integration: (p as { integration: string }).integration }), reason: r.reason });
         throw new SwitchyardError('bad_request', messages[r.reason], { where: 'state', hint: r.reason });
       }
-      return { ok: true, data: r.data, ...(r.codeVerifier ? { codeVerifier: r.codeVerifier } : {}) };
+      return { ok: true, installationId: r.installationId, data: r.data, ...(r.codeVerifier ? { codeVerifier: r.codeVerifier } : {}) };
     });
   },
   openapi: {
@@ -104,8 +109,8 @@ export const oauthModule: Module = {
     },
     '/api/v1/oauth/state/consume': {
       post: {
-        summary: 'Verify and burn an OAuth state (installation token only); returns its PKCE code_verifier, once',
-        responses: { '200': { description: '{ok: true, data, codeVerifier?}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } },
+        summary: "Verify and burn an OAuth state (the installation's token, or its integration's token for a state of any of its installations); returns its PKCE code_verifier, once",
+        responses: { '200': { description: '{ok: true, installationId, data, codeVerifier?}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } },
       },
     },
   },

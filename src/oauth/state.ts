@@ -63,25 +63,11 @@ export function createStateStore(db: Db, now: () => number = Date.now) {
     },
 
     /**
-     * The installation a state was issued to, when it is signed by this server, unexpired and
-     * unused. Nothing is used up: the integration-wide OAuth callback finds its installation here,
-     * and that installation's code consumes the state as usual.
+     * Verify and burn a state. `caller` is the caller's installation id (a state is good for that
+     * one only), or, for an integration-wide caller, a test of the installation the state names
+     * (one of its own integration).
      */
-    installationOf(state: string): string | undefined {
-      const parts = typeof state === 'string' ? state.split('.') : [];
-      const [payload, mac] = parts;
-      if (parts.length !== 2 || !payload || !mac || !safeEqual(mac, sign(payload))) return undefined;
-      try {
-        const body = JSON.parse(Buffer.from(payload, 'base64url').toString()) as { i?: unknown; n?: unknown; e?: unknown };
-        if (typeof body.i !== 'string' || typeof body.n !== 'string' || typeof body.e !== 'number' || body.e < now()) return undefined;
-        return unused.get(body.n) ? body.i : undefined;
-      } catch {
-        return undefined;
-      }
-    },
-
-    /** Verify and burn a state; `installationId` is the caller's (a state is good for one only). */
-    consume(state: string, installationId: string): ConsumeResult {
+    consume(state: string, caller: string | ((installationId: string) => boolean)): ConsumeResult {
       const parts = typeof state === 'string' ? state.split('.') : [];
       const [payload, mac] = parts;
       if (parts.length !== 2 || !payload || !mac) return { ok: false, reason: 'malformed' };
@@ -92,7 +78,7 @@ export function createStateStore(db: Db, now: () => number = Date.now) {
       } catch {
         return { ok: false, reason: 'malformed' };
       }
-      if (body.i !== installationId) return { ok: false, reason: 'wrong_installation' };
+      if (typeof body.i !== 'string' || !(typeof caller === 'string' ? body.i === caller : caller(body.i))) return { ok: false, reason: 'wrong_installation' };
       if (body.e < now()) return { ok: false, reason: 'expired' };
       const used = use(body.n, now());
       if (!used) return { ok: false, reason: 'reused' };

@@ -4,12 +4,14 @@
  */
 import { relative } from 'node:path';
 import type { Problem } from '../errors.ts';
-import { isError, loadManifest, type Manifest } from '../manifest/index.ts';
+import { isError, loadManifest, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { bundleScript } from './bundle.ts';
 import type { BundleCache } from './bundle-cache.ts';
 
 export interface PreparedIntegration {
   manifest: Manifest;
+  /** Which manifest file it came from: GitBook's integrations see GitBook's environment shape. */
+  dialect: ManifestDialect;
   secrets: Record<string, string>;
   script?: { name: string; version: string; code: string };
   /** The bundle's source map (see Bundle.sourceMap): host-side only, never part of `script`. */
@@ -37,13 +39,14 @@ export async function prepareFolder(dir: string, opts: { env: Record<string, str
   const errors = res.problems.filter(isError);
   if (errors.length || !res.manifest) return { errors, warnings, claimedName: res.claimedName };
   const manifest = res.manifest;
-  if (!res.scriptFile) return { prepared: { manifest, secrets: res.secrets, bundleInputs: [] }, errors, warnings, claimedName: manifest.name };
+  if (!res.scriptFile) return { prepared: { manifest, dialect: res.dialect ?? 'platform', secrets: res.secrets, bundleInputs: [] }, errors, warnings, claimedName: manifest.name };
   const b = await bundleScript({ dir, entry: res.scriptFile, label: opts.label, maxBytes: opts.maxBytes, cache: opts.cache });
   warnings.push(...b.problems.filter((p) => !isError(p)));
   if (!b.bundle) return { errors: b.problems.filter(isError), warnings, claimedName: manifest.name };
   return {
     prepared: {
       manifest,
+      dialect: res.dialect ?? 'platform',
       secrets: res.secrets,
       script: { name: manifest.name, version: b.bundle.version, code: b.bundle.code },
       ...(b.bundle.sourceMap ? { sourceMap: b.bundle.sourceMap } : {}),

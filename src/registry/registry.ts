@@ -20,7 +20,7 @@ import { join, resolve } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Problem } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
-import { displayPath, isError, manifestFileOf, MANIFEST_FILE, parseManifest, type Manifest } from '../manifest/index.ts';
+import { displayPath, isError, manifestFileOf, MANIFEST_FILE, parseManifest, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { prepareFolder } from './prepare.ts';
 import { watchTree, type TreeWatcher } from './watch.ts';
@@ -38,6 +38,8 @@ export interface LoadedIntegration {
   name: string;
   dir: string;
   manifest: Manifest;
+  /** `gitbook` when read from gitbook-manifest.yaml: its code sees GitBook's environment shape. */
+  dialect?: ManifestDialect;
   /** Resolved secret values by name. Never log these. */
   secrets: Record<string, string>;
   script?: GuestScript;
@@ -471,7 +473,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     if (firstAtStart && p.prepared?.script) p.prepared.bundleCached ? cachedCount++ : bundledCount++;
     const warnings = p.warnings;
     if (!p.prepared) return fail(f, p.errors, warnings, p.claimedName);
-    const { manifest, script, secrets, sourceMap } = p.prepared;
+    const { manifest, script, secrets, sourceMap, dialect } = p.prepared;
     const name = manifest.name;
 
     // Failure policy: fail closed. A built-in integration is overridden only by a folder of its own
@@ -555,12 +557,13 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       prev.name === name &&
       prev.script?.version === script?.version &&
       isDeepStrictEqual(prev.manifest, manifest) &&
+      prev.dialect === dialect &&
       isDeepStrictEqual(prev.secrets, secrets);
     if (unchanged) {
       prev.warnings = warnings;
       return;
     }
-    const next: LoadedIntegration = { name, dir, manifest, secrets, script, ...(sourceMap ? { sourceMap } : {}), warnings, loadedAt: now() };
+    const next: LoadedIntegration = { name, dir, manifest, dialect, secrets, script, ...(sourceMap ? { sourceMap } : {}), warnings, loadedAt: now() };
     f.current = next;
     if (prev && prev.name !== name && byName.get(prev.name) === key) byName.delete(prev.name);
     byName.set(name, key);

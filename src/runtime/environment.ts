@@ -23,17 +23,36 @@ export function installationEndpoint(publicUrl: string, integration: string, ins
   return `${runtimeEndpoint(publicUrl, integration)}/installations/${encodeURIComponent(installationId)}`;
 }
 
+/** GitBook's API URL of an installation (`urls.location`): its route under this server's API. */
+export function installationLocation(publicUrl: string, integration: string, installationId: string): string {
+  return `${publicUrl}/api/v1/integrations/${encodeURIComponent(integration)}/installations/${encodeURIComponent(installationId)}`;
+}
+
+/**
+ * How long a token handed to one invocation lives: the invocation's wall time, its waitUntil work,
+ * and a margin. Installation tokens minted for an invocation at its request live as long.
+ */
+export function invocationTokenTtl(sandbox: { wall_time: number; wait_until: number }): number {
+  return sandbox.wall_time + sandbox.wait_until + 60_000;
+}
+
 export function buildEnvironment(opts: {
   publicUrl: string;
   integration: LoadedIntegration;
   installation?: Installation;
-  token?: string;
+  /** Short-lived tokens: the installation's (when there is one) and the integration's. */
+  tokens: { installation?: string; integration?: string };
+  /** GitBook's shape (gitbook-manifest.yaml): `installation.target` is `{ organization }`, this id. */
+  organization?: string;
+  /** GitBook's `signingSecrets` (gitbook-manifest.yaml only): keys the integration's code may sign its own data with. */
+  signingSecrets?: { integration: string; installation?: string };
 }): Record<string, unknown> {
-  const { publicUrl, integration, installation } = opts;
+  const { publicUrl, integration, installation, tokens } = opts;
   const m = integration.manifest;
+  const gitbook = integration.dialect === 'gitbook';
   const env: Record<string, unknown> = {
     apiEndpoint: `${publicUrl}/api/v1`,
-    apiTokens: opts.token ? { installation: opts.token } : {},
+    apiTokens: { ...(tokens.installation ? { installation: tokens.installation } : {}), ...(tokens.integration ? { integration: tokens.integration } : {}) },
     integration: {
       name: m.name,
       title: m.title,
@@ -46,9 +65,29 @@ export function buildEnvironment(opts: {
     },
     secrets: { ...integration.secrets },
   };
+  if (gitbook) {
+    // What GitBook's Integration object carries that the manifest holds (code reads them, e.g.
+    // integration.externalLinks[0].url); lists default to empty as in GitBook's API.
+    Object.assign(env.integration as Record<string, unknown>, {
+      object: 'integration',
+      summary: m.summary,
+      target: (m as { target?: string }).target ?? 'organization',
+      categories: m.categories ?? [],
+      externalLinks: m.externalLinks ?? [],
+      blocks: m.blocks ?? [],
+      configurations: m.configurations ?? {},
+      previewImages: [],
+    });
+    if (opts.signingSecrets) {
+      const t = opts.signingSecrets;
+      const forContent = installation && installation.target !== 'organization' ? { [`${installation.target}Installation`]: t.installation } : {};
+      env.signingSecrets = { integration: t.integration, ...(t.installation ? { installation: t.installation, ...forContent } : {}) };
+    }
+  }
   if (!installation) return env;
   const endpoint = installationEndpoint(publicUrl, m.name, installation.id);
-  const urls = { publicEndpoint: endpoint };
+  const location = installationLocation(publicUrl, m.name, installation.id);
+  const urls = gitbook ? { location, publicEndpoint: endpoint, publicContentEndpoint: endpoint } : { publicEndpoint: endpoint };
   const common = {
     status: installation.status,
     configuration: installation.configuration,
@@ -57,11 +96,15 @@ export function buildEnvironment(opts: {
   };
   env.installation = {
     id: installation.id,
-    target: installation.target,
+    // The spec's target is a string; GitBook's is the organization that installed it.
+    target: gitbook ? { organization: opts.organization ?? 'local' } : installation.target,
     space_selection: installation.target === 'organization' ? 'all' : 'selected',
+    ...(gitbook ? { site_selection: installation.target === 'organization' ? 'all' : 'selected' } : {}),
     ...common,
   };
-  const content = { ...common, urls: { ...urls, publicContentEndpoint: endpoint } };
+  // GitBook's space and site installations name their integration and installation (a flat
+  // installation here: the same id).
+  const content = { ...(gitbook ? { integration: m.name, installation: installation.id } : {}), ...common, urls: { ...urls, publicContentEndpoint: endpoint } };
   if (installation.target === 'space') env.spaceInstallation = { space: installation.space, ...content };
   if (installation.target === 'site') env.siteInstallation = { site: installation.site, ...content };
   return env;

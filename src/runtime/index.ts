@@ -13,11 +13,12 @@ import { integrationAnswerHeaders } from '../http/origins.ts';
 import { guestLibraryId } from '../sandbox/index.ts';
 import { createExportsCache } from './exports-cache.ts';
 import { join } from 'node:path';
+import { invocationTokenTtl } from './environment.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
 export { createInvocations, logRoutes, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
 export { decodeEnvelope, encodeEnvelope, readBodyLimited } from './envelope.ts';
-export { buildEnvironment, installationEndpoint, integrationEndpoint, runtimeEndpoint } from './environment.ts';
+export { buildEnvironment, installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';
 export { RUNTIME_VERSIONS } from './routes.ts';
 
@@ -38,9 +39,9 @@ export const runtimeModule: Module = {
       registry,
       sandbox: services.sandbox as Sandbox,
       installations,
-      tokenTtlMs: sandboxLimits.wall_time + sandboxLimits.wait_until + 60_000,
+      tokenTtlMs: invocationTokenTtl(sandboxLimits),
       publicAnswerHeaders: (headers, req) => integrationAnswerHeaders(headers, req, services),
-      oauthStateInstallation: (state) => (services.oauthStates as { installationOf?(s: string): string | undefined } | undefined)?.installationOf?.(state),
+      organization: () => services.config.gitbook.organization,
       logBudget: {
         perInvocation: sandboxLimits.log_bytes,
         perMinute: sandboxLimits.log_bytes_per_minute,

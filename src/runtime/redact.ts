@@ -1,7 +1,8 @@
 /**
  * Secret values kept out of what integration code prints and throws: the integration's manifest
  * secrets, its installation's credential-like configuration values, and every token the runtime
- * hands out (`sy_inv_...`, `sy_inst_...`, matched by shape). One redactor per integration version
+ * hands out (`sy_inv_...`, `sy_inst_...`, `sy_int_...`, matched by shape), and any other value the
+ * runtime puts in the environment as a key (GitBook's signingSecrets). One redactor per integration version
  * and installation version (see secretRedactors), built once and used for every line.
  */
 import type { Installation } from '../installations/index.ts';
@@ -16,8 +17,8 @@ export const MIN_SECRET_LENGTH = 6;
 /** Configuration keys whose values are credentials (as the server's own logger decides for its fields). */
 const SECRET_KEY = /secret|token|password|passwd|credential|authorization|signature|api_?key|private_?key/i;
 
-/** Installation and invocation tokens: whoever's they are, they never belong in a log. */
-const TOKEN_SHAPE = 'sy_(?:inv|inst)_[A-Za-z0-9_.-]+';
+/** Installation, invocation and integration tokens: whoever's they are, they never belong in a log. */
+const TOKEN_SHAPE = 'sy_(?:inv|inst|int)_[A-Za-z0-9_.-]+';
 
 export type Redactor = (text: string) => string;
 
@@ -54,16 +55,19 @@ export function secretValuesOf(integration: Pick<LoadedIntegration, 'secrets'>, 
  * Redactors cached per integration (a reload is a new object, with its secrets) and installation
  * version (`updatedAt` changes with every configuration edit, OAuth credentials included).
  */
-export function secretRedactors() {
+export function secretRedactors<I extends Pick<LoadedIntegration, 'secrets'>, N extends Pick<Installation, 'id' | 'updatedAt' | 'configuration'>>(
+  /** More values to hide for this integration and installation (keys the environment carries). */
+  extra: (integration: I, installation?: N) => string[] = () => [],
+) {
   const byIntegration = new WeakMap<object, Map<string, Redactor>>();
-  return (integration: Pick<LoadedIntegration, 'secrets'>, installation?: Pick<Installation, 'id' | 'updatedAt' | 'configuration'>): Redactor => {
+  return (integration: I, installation?: N): Redactor => {
     let perInstallation = byIntegration.get(integration);
     if (!perInstallation) byIntegration.set(integration, (perInstallation = new Map()));
     const key = installation ? `${installation.id}\0${installation.updatedAt}` : '';
     let r = perInstallation.get(key);
     if (!r) {
       if (perInstallation.size >= 10_000) perInstallation.clear();
-      r = createRedactor(secretValuesOf(integration, installation));
+      r = createRedactor([...secretValuesOf(integration, installation), ...extra(integration, installation)]);
       perInstallation.set(key, r);
     }
     return r;

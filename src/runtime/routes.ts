@@ -29,6 +29,8 @@ export function runtimeRoutes(app: H3, services: Services): void {
         hint: `POST /v1/integrations/${name}`,
       });
     const principal = authenticate(event.req, services);
+    if (principal.kind === 'integration')
+      throw new SwitchyardError('forbidden', 'an integration token cannot post envelopes; use the admin token or an installation token');
     if (principal.kind === 'installation' && principal.integration !== name)
       throw new SwitchyardError('forbidden', `this token belongs to an installation of "${principal.integration}", not "${name}"`);
     const registry = services.registry as Registry;

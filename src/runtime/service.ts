@@ -30,8 +30,8 @@ export interface RuntimeDeps {
   tokenTtlMs: number;
   /** The headers a public-endpoint answer leaves with (http/origins.ts: our cookies dropped, sandboxed). */
   publicAnswerHeaders?: (headers: Array<[string, string]>, req: Request) => Array<[string, string]>;
-  /** The installation a valid, unexpired OAuth state was issued to (checked, not used up). */
-  oauthStateInstallation?: (state: string) => string | undefined;
+  /** GitBook's organization id for `installation.target.organization` (config gitbook.organization). */
+  organization?: () => string;
   /** How much of the printed output is stored (see log-budget.ts). */
   logBudget: LogBudgetOptions;
   /** What script versions export, kept across starts (see exports-cache.ts). */
@@ -95,7 +95,11 @@ export function createRuntime(deps: RuntimeDeps) {
      FROM invocations WHERE id = ?`,
   );
   const budget = createLogBudget(deps.logBudget);
-  const redactorFor = secretRedactors();
+  const redactorFor = secretRedactors<LoadedIntegration, Installation>((integration, installation) =>
+    integration.dialect === 'gitbook'
+      ? [deps.installations.signingSecret('integration', integration.name), ...(installation ? [deps.installations.signingSecret('installation', installation.id)] : [])]
+      : [],
+  );
   const tokensOnly = createRedactor([]); // an integration no longer loaded: its secrets are unknown
 
   // Group commit. A caller that waits for its record (events, renders, the runtime endpoint) has it
@@ -185,7 +189,18 @@ export function createRuntime(deps: RuntimeDeps) {
       publicUrl: deps.publicUrl(),
       integration,
       installation,
-      token: installation ? deps.installations.invocationToken(installation.id, deps.tokenTtlMs) : undefined,
+      tokens: {
+        installation: installation ? deps.installations.invocationToken(installation.id, deps.tokenTtlMs) : undefined,
+        integration: deps.installations.integrationToken(integration.name, deps.tokenTtlMs),
+      },
+      organization: deps.organization?.(),
+      signingSecrets:
+        integration.dialect === 'gitbook'
+          ? {
+              integration: deps.installations.signingSecret('integration', integration.name),
+              installation: installation ? deps.installations.signingSecret('installation', installation.id) : undefined,
+            }
+          : undefined,
     });
   }
 
@@ -300,24 +315,12 @@ export function createRuntime(deps: RuntimeDeps) {
     },
 
     /**
-     * A request to the integration's own public endpoint: fetch with no installation, except an
-     * OAuth callback whose `state` this server signed for an installation of this integration
-     * (GitBook's redirect URLs are integration-wide): it runs as that installation, which then
-     * uses the state up as usual.
+     * A request to the integration's own public endpoint: fetch with no installation, and the
+     * integration-wide token (GitBook's shape). An OAuth callback there finds its installation in
+     * the state it consumes, as on GitBook, and stores the credentials with that token.
      */
     async fetchIntegration(integrationName: string, req: Request, body: Uint8Array): Promise<Response> {
-      const integration = await loaded(integrationName);
-      let installation: Installation | undefined;
-      const state = new URL(req.url).searchParams.get('state');
-      const stateOf = state ? deps.oauthStateInstallation?.(state) : undefined;
-      if (stateOf) {
-        const found = deps.installations.get(stateOf);
-        if (found && found.integration === integrationName) {
-          runnable(found);
-          installation = found;
-        }
-      }
-      return runFetch(integration, installation, req, body);
+      return runFetch(await loaded(integrationName), undefined, req, body);
     },
 
     /** A ui_render event: initialState / action / render of one component. */

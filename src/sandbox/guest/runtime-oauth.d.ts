@@ -8,10 +8,13 @@ declare module '@switchyard/runtime' {
     clientId: string;
     /** Client secret at the provider (usually from context.environment.secrets). Never shown nor logged. */
     clientSecret: string;
-    /** Where the user's browser is sent to authorize. */
-    authorizeURL: string;
-    /** Where the code (and later a refresh token) is exchanged for credentials. */
-    accessTokenURL: string;
+    /**
+     * Where the user's browser is sent to authorize; or (GitBook's form) a function of the
+     * installation returning it, for providers whose host each installation configures.
+     */
+    authorizeURL: string | ((installation: any) => string);
+    /** Where the code (and later a refresh token) is exchanged for credentials; a string or a function of the installation. */
+    accessTokenURL: string | ((installation: any) => string);
     /** A static redirect URL; default: the installation's public endpoint plus the handler's path. */
     redirectURL?: string;
     /** Scopes requested, sent space-joined as `scope`. */
@@ -32,9 +35,13 @@ declare module '@switchyard/runtime' {
     extractCredentials?: (response: any) => OAuthCredentials | Promise<OAuthCredentials>;
   }
 
-  /** What extractCredentials returns: configuration keys to store (PATCH semantics: null removes a key). */
+  /**
+   * What extractCredentials returns: configuration keys to store (PATCH semantics: null removes a
+   * key) and, optionally, the installation's new `externalIds` (GitBook's form).
+   */
   export interface OAuthCredentials {
     configuration: { oauth_credentials?: Record<string, any>; [key: string]: unknown };
+    externalIds?: string[];
   }
 
   export interface RefreshOptions {
@@ -69,7 +76,7 @@ declare module '@switchyard/runtime' {
    * configuration.oauth_credentials and answers a page that closes the window. Failures are
    * answered as a page saying what happened; nothing is stored.
    */
-  export function createOAuthHandler(config: OAuthConfig): OAuthHandler;
+  export function createOAuthHandler(config: OAuthConfig, options?: { replace?: boolean }): OAuthHandler;
 
   /**
    * Keeps access_token, refresh_token and expires_at (milliseconds since the epoch, from

@@ -141,7 +141,10 @@ declare module '@switchyard/runtime' {
   export interface Environment {
     /** URL of the platform API (the host performs context.api requests against it). */
     apiEndpoint: string;
-    /** Tokens for the API; their format is opaque. */
+    /**
+     * Short-lived tokens for the API, opaque: the installation's (when the invocation has one) and
+     * the integration's, which reads and updates every installation of this integration.
+     */
     apiTokens: { installation?: string; integration?: string };
     integration: { name: string; urls: { publicEndpoint: string }; [k: string]: unknown };
     /** Site installation: the space id. */
@@ -172,11 +175,16 @@ declare module '@switchyard/runtime' {
       /** PATCH installations/<id>, e.g. `{ configuration: { ... } }`. */
       update<T = any>(id: string, body: unknown): Promise<T>;
     };
+    /** A client acting as one installation of this integration (from code holding the integration's token). */
+    createInstallationClient(integration: string, installationId: string): Promise<APIClient>;
   }
 
   export interface Context<E extends Environment = Environment> {
     environment: E;
+    /** Acts as the installation, else (the integration's own endpoint) as the integration. */
     api: APIClient;
+    /** The integration as a whole: `integration.api` always acts with the integration's token. */
+    integration: { api: APIClient; queueTask(input: unknown): Promise<never> };
     /** Keep work going after the response, up to sandbox.wait_until. */
     waitUntil(promise: Promise<unknown>): void;
     log: Pick<Console, 'log' | 'info' | 'warn' | 'error' | 'debug'>;

@@ -11,7 +11,7 @@ import type { Envelope, InvocationResult, LimitName, LogLine, WorkerSettings } f
 import type { GuestInstance, InstanceHooks } from './instance.ts';
 import { ownBytes } from '../bytes.ts';
 import { isCanonicalRequest } from './incoming.ts';
-import { OpError, parseFetchArg, performApi, performCrypto, performFetch } from './ops.ts';
+import { fetchThroughApi, InvocationTokens, OpError, parseFetchArg, performApi, performCrypto, performFetch } from './ops.ts';
 
 const MAX_PENDING_TIMERS = 10_000;
 // The guest library stops a guest at 10 000 operations per invocation; this is the host's backstop.
@@ -49,6 +49,8 @@ export interface RunOutcome {
 export class Invocation implements InstanceHooks {
   private readonly inst: GuestInstance;
   private readonly envelope: Envelope;
+  /** The API tokens this invocation may send (its environment's, and installation tokens minted for it). */
+  private tokens?: InvocationTokens;
   private readonly settings: WorkerSettings;
   private readonly onLateLog: (line: LogLine) => void;
   private readonly logs: LogLine[] = [];
@@ -368,10 +370,16 @@ export class Invocation implements InstanceHooks {
         }
         const abort = new AbortController();
         this.ops.set(id, { abort });
+        const environment = this.envelope.environment;
+        this.tokens ??= new InvocationTokens(environment);
+        const tokens = this.tokens;
         const work =
           op === 'fetch'
-            ? Promise.resolve().then(() => performFetch(parseFetchArg(arg, this.limits), this.settings_(), abort.signal))
-            : performApi(arg, this.envelope.environment, this.limits, abort.signal);
+            ? Promise.resolve().then(async () => {
+                const req = parseFetchArg(arg, this.limits);
+                return (await fetchThroughApi(req, environment, this.limits, abort.signal, tokens)) ?? performFetch(req, this.settings_(), abort.signal);
+              })
+            : performApi(arg, environment, this.limits, abort.signal, tokens);
         work.then(
           (v) => this.succeed(id, v),
           (e) => this.fail(id, e),

@@ -194,10 +194,46 @@ export interface ApiArg {
   method: string;
   path: string;
   body: string | null;
+  /** `integration`: with the integration-wide token even when there is an installation (context.integration.api). */
+  as?: 'integration';
+  /** One of this invocation's tokens (an installation client made by createInstallationClient). */
+  token?: string;
 }
 
-/** context.api: one request to the platform API with the invocation's token. */
-export async function performApi(arg: unknown, environment: Record<string, unknown>, limits: Limits, signal: AbortSignal): Promise<{ status: number; body: string }> {
+/**
+ * The API tokens one invocation may send: those of its environment, and the installation tokens
+ * the API minted for it (GitBook's createIntegrationInstallationToken). Guest code may name one of
+ * these and nothing else, so it never spends the admin token's failed-attempt budget nor presents
+ * a credential it was not given.
+ */
+export class InvocationTokens {
+  private readonly known = new Set<string>();
+  readonly installation?: string;
+  readonly integration?: string;
+  constructor(environment: Record<string, unknown>) {
+    const t = (environment.apiTokens ?? {}) as Record<string, unknown>;
+    if (typeof t.installation === 'string') this.known.add((this.installation = t.installation));
+    if (typeof t.integration === 'string') this.known.add((this.integration = t.integration));
+  }
+  has(token: string): boolean {
+    return this.known.has(token);
+  }
+  /** A token the API handed out during this invocation. */
+  add(token: string): void {
+    if (this.known.size < 1000) this.known.add(token);
+  }
+}
+
+const MINTS_TOKEN = /^\/integrations\/[^/]+\/installations\/[^/]+\/tokens$/;
+
+/** context.api: one request to the platform API with one of the invocation's tokens. */
+export async function performApi(
+  arg: unknown,
+  environment: Record<string, unknown>,
+  limits: Limits,
+  signal: AbortSignal,
+  tokens: InvocationTokens = new InvocationTokens(environment),
+): Promise<{ status: number; body: string; contentType: string }> {
   const a = arg as Partial<ApiArg> | null;
   if (!a || typeof a !== 'object' || !isString(a.method, 16) || !['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].includes(a.method)) {
     throw new OpError('context.api: method must be GET, POST, PUT, PATCH or DELETE');
@@ -223,8 +259,12 @@ export async function performApi(arg: unknown, environment: Record<string, unkno
   if (target.origin !== base.origin || !(target.pathname === basePath || target.pathname.startsWith(`${basePath}/`))) {
     throw new OpError(`context.api: ${JSON.stringify(path)} is outside ${endpoint}`);
   }
-  const tokens = (environment.apiTokens ?? {}) as Record<string, unknown>;
-  const token = typeof tokens.installation === 'string' ? tokens.installation : typeof tokens.integration === 'string' ? tokens.integration : undefined;
+  let token: string | undefined;
+  if (a.token !== undefined) {
+    if (typeof a.token !== 'string' || !tokens.has(a.token)) throw new OpError('context.api: that token was not handed to this invocation');
+    token = a.token;
+  } else if (a.as === 'integration') token = tokens.integration;
+  else token = tokens.installation ?? tokens.integration;
   const headers: Record<string, string> = { accept: 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
   if (a.body !== null) headers['content-type'] = 'application/json';
@@ -244,7 +284,58 @@ export async function performApi(arg: unknown, environment: Record<string, unkno
   }
   const text = await res.text();
   if (text.length > limits.subrequest_body) throw new OpError(`context.api: the answer is larger than sandbox.subrequest_body = ${limits.subrequest_body} bytes`);
-  return { status: res.status, body: text };
+  // An installation token the API minted for this invocation may be used by it from now on.
+  if (a.method === 'POST' && res.status === 200 && MINTS_TOKEN.test(target.pathname.slice(basePath.length))) {
+    try {
+      const minted = (JSON.parse(text) as { token?: unknown }).token;
+      if (typeof minted === 'string' && minted.startsWith('sy_inv_')) tokens.add(minted);
+    } catch {
+      /* not a token answer */
+    }
+  }
+  return { status: res.status, body: text, contentType: res.headers.get('content-type') ?? 'application/json' };
+}
+
+/**
+ * A guest `fetch` to `environment.apiEndpoint` carrying one of the invocation's own tokens (an
+ * integration that builds GitBook's API client itself, `new GitBookAPI({ endpoint: apiEndpoint,
+ * authToken })`): performed as a context.api request with that token, so it reaches the API with
+ * that token's authority and nothing more. Undefined for any other URL, or without such a token
+ * (the server's own origin stays refused then). GitBook's client adds its version to the endpoint
+ * (`<apiEndpoint>/v1/...`); that `/v1` is dropped.
+ */
+export async function fetchThroughApi(
+  req: FetchArg,
+  environment: Record<string, unknown>,
+  limits: Limits,
+  signal: AbortSignal,
+  tokens: InvocationTokens,
+): Promise<FetchResult | undefined> {
+  const endpoint = typeof environment.apiEndpoint === 'string' ? environment.apiEndpoint : '';
+  let base: URL;
+  let url: URL;
+  try {
+    base = new URL(endpoint);
+    url = new URL(req.url);
+  } catch {
+    return undefined;
+  }
+  const basePath = base.pathname.replace(/\/$/, '');
+  if (url.origin !== base.origin || !(url.pathname === basePath || url.pathname.startsWith(`${basePath}/`))) return undefined;
+  const auth = req.headers.find(([k]) => k.toLowerCase() === 'authorization')?.[1] ?? '';
+  const token = /^Bearer\s+(\S+)$/i.exec(auth.trim())?.[1];
+  if (!token || !tokens.has(token)) return undefined;
+  const rest = url.pathname.slice(basePath.length).replace(/^\/v1(?=\/)/, '');
+  const body = req.body && req.body.byteLength ? new TextDecoder().decode(req.body) : null;
+  const r = await performApi({ method: req.method.toUpperCase(), path: `${basePath}${rest}${url.search}`, body, token }, environment, limits, signal, tokens);
+  return {
+    status: r.status,
+    statusText: statusTexts[r.status] ?? '',
+    headers: [['content-type', r.contentType]],
+    body: new TextEncoder().encode(r.body),
+    url: url.href,
+    redirected: false,
+  };
 }
 
 const hashes: Record<string, string> = { 'SHA-1': 'sha1', 'SHA-256': 'sha256', 'SHA-384': 'sha384', 'SHA-512': 'sha512' };

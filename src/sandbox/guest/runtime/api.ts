@@ -32,6 +32,14 @@ export interface APIClient {
     /** PATCH installations/<id> (e.g. `{ configuration: {...} }`: the server merges configuration keys). */
     update<T = any>(id: string, body: unknown): Promise<T>;
   };
+  /**
+   * GitBook's `api.createInstallationClient(integration, installationId)`: a client that acts as
+   * one installation of the integration, for code running with the integration's token.
+   */
+  createInstallationClient(integration: string, installationId: string): Promise<APIClient>;
+  /** The API this client talks to (`environment.apiEndpoint`), as GitBook's client has it. */
+  endpoint: string;
+  userAgent: string;
   /** GitBook's API client shape (`api.integrations.updateIntegrationInstallation(...)` ...): see gitbook-api.ts. */
   [namespace: string]: any;
 }
@@ -41,12 +49,25 @@ interface ApiResult {
   body: string;
 }
 
-export function createAPIClient(): APIClient {
+/**
+ * Which token the host sends: by default the installation's (else the integration's);
+ * `as: 'integration'` the integration's (context.integration.api); `token` one the API minted for
+ * this invocation (an installation client). The host refuses any token it did not hand out.
+ */
+export interface ClientOptions {
+  as?: 'integration';
+  token?: string;
+  environment?: Record<string, any>;
+}
+
+export function createAPIClient(opts: ClientOptions = {}): APIClient {
   async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
     const r = await callHost<ApiResult>('api', {
       method: String(method).toUpperCase(),
       path: String(path),
       body: body === undefined ? null : JSON.stringify(body),
+      ...(opts.as ? { as: opts.as } : {}),
+      ...(opts.token ? { token: opts.token } : {}),
     });
     let parsed: unknown = null;
     if (r.body) {
@@ -64,13 +85,20 @@ export function createAPIClient(): APIClient {
     }
     return parsed as T;
   }
+  const env = opts.environment ?? {};
+  const namespaces = gitbookNamespaces(request);
   return {
     request,
     installations: {
       get: (id) => request('GET', `installations/${encodeURIComponent(id)}`),
       update: (id, body) => request('PATCH', `installations/${encodeURIComponent(id)}`, body),
     },
-    ...gitbookNamespaces(request),
+    async createInstallationClient(integration: string, installationId: string): Promise<APIClient> {
+      const { data } = await (namespaces.integrations as any).createIntegrationInstallationToken(integration, installationId);
+      return createAPIClient({ token: data.token, environment: env });
+    },
+    endpoint: typeof env.apiEndpoint === 'string' ? env.apiEndpoint : '',
+    userAgent: `integration-${env.integration?.name ?? 'unknown'}/${env.integration?.version ?? '0'}`,
+    ...namespaces,
   };
 }
-

@@ -63,11 +63,13 @@ export function describe(): { fetch: boolean; components: string[]; events: stri
 }
 
 function makeContext(environment: Record<string, unknown>) {
-  const api = createAPIClient();
+  // context.api acts as the installation (else the integration); context.integration.api always as
+  // the integration, as GitBook's runtime has them.
+  const api = createAPIClient({ environment });
   return {
     environment,
     api,
-    integration: integrationContext(api),
+    integration: integrationContext(createAPIClient({ as: 'integration', environment })),
     waitUntil(promise: unknown): void {
       waitUntils.push(Promise.resolve(promise));
     },

@@ -24,6 +24,7 @@ const ROUTES: Record<string, Record<string, Route>> = {
     getIntegrationSiteInstallation: ['GET', (n, i, s) => `integrations/${e(n)}/installations/${e(i)}/sites/${e(s)}`, 3, ''],
     updateIntegrationSiteInstallation: ['PATCH', (n, i, s) => `integrations/${e(n)}/installations/${e(i)}/sites/${e(s)}`, 3, 'body'],
     listIntegrationSiteInstallations: ['GET', (n) => `integrations/${e(n)}/sites`, 1, 'query'],
+    createIntegrationInstallationToken: ['POST', (n, i) => `integrations/${e(n)}/installations/${e(i)}/tokens`, 2, ''],
   },
   spaces: {
     getSpaceById: ['GET', (s) => `spaces/${e(s)}`, 1, ''],

@@ -110,22 +110,55 @@ export function defaultExtractCredentials(response: any): OAuthCredentials {
   return { configuration: { oauth_credentials: creds } };
 }
 
+type UrlKey = 'authorizeURL' | 'accessTokenURL' | 'redirectURL';
+
+/** Throws unless `v` is an absolute http(s) URL. */
+function checkUrl(where: string, k: UrlKey, v: unknown): string {
+  let u: URL | undefined;
+  try {
+    u = new URL(String(v));
+  } catch {
+    /* reported below */
+  }
+  if (typeof v !== 'string' || !u || (u.protocol !== 'https:' && u.protocol !== 'http:')) throw new TypeError(`${where}: \`${k}\` must be an absolute http(s) URL, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/**
+ * authorizeURL and accessTokenURL as strings: GitBook lets them be functions of the installation
+ * (a provider whose host each installation configures); they are called with it here, and what
+ * they return is held to the same rules as a string.
+ */
+function resolveUrls(config: OAuthConfig, installation: unknown, where: string): OAuthConfig {
+  const out = { ...config } as OAuthConfig;
+  for (const k of ['authorizeURL', 'accessTokenURL'] as const) {
+    const v = config[k] as unknown;
+    if (typeof v !== 'function') continue;
+    let got: unknown;
+    try {
+      got = (v as (i: unknown) => unknown)(installation);
+    } catch (e) {
+      throw new OAuthError(`${where}: \`${k}\`(installation) threw: ${(e as Error)?.message ?? e}`);
+    }
+    (out as unknown as Record<string, string>)[k] = checkUrl(`${where}: the function`, k, got);
+  }
+  return out;
+}
+
 function checkConfig(config: OAuthConfig, where: string): void {
   if (!config || typeof config !== 'object') throw new TypeError(`${where}: expects an object { clientId, clientSecret, authorizeURL, accessTokenURL, ... }`);
   for (const k of ['clientId', 'clientSecret', 'authorizeURL', 'accessTokenURL'] as const) {
-    if (typeof config[k] !== 'string' || !config[k])
-      throw new TypeError(`${where}: \`${k}\` is required (a non-empty string)${k.startsWith('client') ? '; it usually comes from environment.secrets: is the secret set?' : ''}`);
+    const v = config[k] as unknown;
+    if (typeof v === 'function' && (k === 'authorizeURL' || k === 'accessTokenURL')) continue;
+    if (typeof v !== 'string' || !v)
+      throw new TypeError(
+        `${where}: \`${k}\` is required (a non-empty string${k.endsWith('URL') ? ', or a function (installation) => URL' : ''})${k.startsWith('client') ? '; it usually comes from environment.secrets: is the secret set?' : ''}`,
+      );
   }
   for (const k of ['authorizeURL', 'accessTokenURL', 'redirectURL'] as const) {
-    const v = config[k];
-    if (v === undefined) continue;
-    let u: URL | undefined;
-    try {
-      u = new URL(String(v));
-    } catch {
-      /* reported below */
-    }
-    if (!u || (u.protocol !== 'https:' && u.protocol !== 'http:')) throw new TypeError(`${where}: \`${k}\` must be an absolute http(s) URL, got ${JSON.stringify(v)}`);
+    const v = config[k] as unknown;
+    if (v === undefined || typeof v === 'function') continue;
+    checkUrl(where, k, v);
   }
   if (config.scopes !== undefined && (!Array.isArray(config.scopes) || config.scopes.some((s) => typeof s !== 'string')))
     throw new TypeError(`${where}: \`scopes\` must be a list of strings`);
@@ -243,11 +276,26 @@ function stateRefusal(e: any): { status: number; message: string } {
   return { status: 502, message: `The OAuth state could not be checked: ${String(e?.message ?? e)}` };
 }
 
-async function store(context: any, installationId: string, configuration: Record<string, unknown>): Promise<void> {
-  await context.api.installations.update(installationId, { configuration });
+/**
+ * Write what extractCredentials returned: its configuration keys (merged into the stored
+ * configuration) and, as GitBook's handler does, its `externalIds`. With the installation's own
+ * token, or the integration's when the callback came to the integration-wide endpoint.
+ */
+async function store(context: any, installationId: string, credentials: OAuthCredentials): Promise<void> {
+  const { configuration } = credentials;
+  const externalIds = (credentials as { externalIds?: unknown }).externalIds;
+  const update: Record<string, unknown> = { configuration };
+  if (externalIds !== undefined) {
+    if (!Array.isArray(externalIds) || externalIds.some((x) => typeof x !== 'string')) throw new OAuthError('extractCredentials(): `externalIds` must be a list of strings');
+    update.externalIds = externalIds;
+  }
+  await context.api.installations.update(installationId, update);
   // Later code of this invocation sees what was stored.
   const inst = envOf(context).installation;
-  if (inst && typeof inst === 'object') inst.configuration = { ...(inst.configuration ?? {}), ...configuration };
+  if (inst && typeof inst === 'object' && inst.id === installationId) {
+    inst.configuration = { ...(inst.configuration ?? {}), ...configuration };
+    if (update.externalIds) (inst as { externalIds?: unknown }).externalIds = update.externalIds;
+  }
 }
 
 /**
@@ -260,10 +308,11 @@ export async function refreshCredentials(context: any, config: OAuthConfig, opti
   const env = envOf(context);
   const installationId = env.installation?.id;
   if (!installationId) throw new OAuthError('refreshCredentials() needs an installation: context.environment.installation is not set');
+  config = resolveUrls(config, env.installation, 'refreshCredentials()');
   let current = env.installation?.configuration?.oauth_credentials;
   if (!current || typeof current !== 'object') throw new OAuthError(`installation ${installationId} is not connected yet (no oauth_credentials): connect it first`);
   const within = (options.withinSeconds ?? 60) * 1000;
-  const dueSoon = (c: any) => Number.isFinite(Number(c?.expires_at)) && Number(c.expires_at) - Date.now() <= within;
+  const dueSoon = (c: any) => Number.isFinite(expiresAtMs(c?.expires_at)) && expiresAtMs(c.expires_at) - Date.now() <= within;
   if (!options.force && !dueSoon(current)) return current;
 
   // One renewal per installation at a time (a server-side claim): other invocations wait for it and
@@ -309,11 +358,18 @@ function adopt(context: any, credentials: Record<string, any>): Record<string, a
   return credentials;
 }
 
+/** `expires_at` in milliseconds: a number (ours, GitBook's default) or a date string. NaN when neither. */
+function expiresAtMs(v: unknown): number {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'string' && v.trim()) return Number.isFinite(Number(v)) ? Number(v) : Date.parse(v);
+  return Number.NaN;
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** grant_type=refresh_token with the stored refresh token; the answer is extracted and stored. */
 async function renew(context: any, config: OAuthConfig, installationId: string, current: Record<string, any>): Promise<Record<string, any>> {
-  const expiresAt = Number(current.expires_at);
+  const expiresAt = expiresAtMs(current.expires_at);
   if (typeof current.refresh_token !== 'string' || !current.refresh_token)
     throw new OAuthError(`the access token of installation ${installationId} expires at ${new Date(expiresAt).toISOString()} and no refresh_token is stored: connect again`);
   const secrets = [config.clientSecret, current.refresh_token, current.access_token];
@@ -326,7 +382,7 @@ async function renew(context: any, config: OAuthConfig, installationId: string, 
     const credentials = await extract(config, response);
     const next = credentials.configuration.oauth_credentials as Record<string, any> | undefined;
     if (next && typeof next === 'object' && !next.refresh_token) next.refresh_token = current.refresh_token;
-    await store(context, installationId, credentials.configuration);
+    await store(context, installationId, credentials);
     console.log(`OAuth: credentials of installation ${installationId} renewed`);
     return next ?? (envOf(context).installation?.configuration?.oauth_credentials as Record<string, any>);
   } catch (e) {
@@ -338,22 +394,34 @@ async function renew(context: any, config: OAuthConfig, installationId: string, 
   }
 }
 
+/**
+ * GitBook's second argument. `replace` (GitBook's default: the whole configuration replaced by the
+ * credentials) is accepted; here the credentials are merged into the configuration either way, so
+ * properties set before connecting are kept.
+ */
+export interface OAuthHandlerOptions {
+  replace?: boolean;
+}
+
 /** Make the fetch handler of an OAuth connection (see the top of this file). */
-export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
+export function createOAuthHandler(config: OAuthConfig, options: OAuthHandlerOptions = {}): OAuthHandler {
   checkConfig(config, 'createOAuthHandler()');
+  if (options === null || typeof options !== 'object' || (options.replace !== undefined && typeof options.replace !== 'boolean'))
+    throw new TypeError('createOAuthHandler(config, options): options must be an object { replace?: boolean }');
   const cfg: OAuthConfig = { ...config, scopes: config.scopes ? [...config.scopes] : undefined };
 
   async function handle(request: { url: string }, context: any): Promise<Response> {
     const url = new URL(request.url);
     const env = envOf(context);
-    const installationId = env.installation?.id;
+    // No installation: the integration-wide endpoint (GitBook's redirect URLs). The callback finds
+    // its installation in the state it consumes; starting a connection needs an installation.
+    let installationId: string | undefined = env.installation?.id;
     const retryHref = url.pathname;
     const fail = (status: number, message: string, secrets: unknown[] = []) => {
       const text = scrub(message, [cfg.clientSecret, ...secrets]);
       console.error(`OAuth: ${text}`);
       return page({ status, title: 'Could not connect', message: text, state: 'error', installationId, retryHref });
     };
-    if (!installationId) return fail(400, 'This address belongs to no installation: open the connect link of an installation (`switchyard installations show <id>`).');
 
     const q = url.searchParams;
     const state = q.get('state');
@@ -368,6 +436,13 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
     }
 
     if (!code) {
+      if (!installationId) return fail(400, 'This address belongs to no installation: open the connect link of an installation (`switchyard installations show <id>`).');
+      let authorizeURL: string;
+      try {
+        authorizeURL = resolveUrls(cfg, env.installation, 'createOAuthHandler()').authorizeURL as string;
+      } catch (e) {
+        return fail(500, `Could not start the connection: ${String((e as Error)?.message ?? e)}`);
+      }
       const redirectUri = cfg.redirectURL ?? defaultRedirectUri(url, env);
       let issued: { state?: string; codeChallenge?: string; codeChallengeMethod?: string };
       try {
@@ -375,7 +450,7 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
       } catch (e) {
         return fail(502, `Could not start the connection: ${String((e as Error)?.message ?? e)}`);
       }
-      const target = new URL(cfg.authorizeURL);
+      const target = new URL(authorizeURL);
       target.searchParams.set('client_id', cfg.clientId);
       target.searchParams.set('response_type', 'code');
       target.searchParams.set('redirect_uri', redirectUri);
@@ -396,10 +471,12 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
       const r = await context.api.request('POST', 'oauth/state/consume', { state });
       data = (r?.data ?? {}) as Record<string, unknown>;
       if (typeof r?.codeVerifier === 'string') codeVerifier = r.codeVerifier;
+      if (typeof r?.installationId === 'string') installationId = r.installationId;
     } catch (e) {
       const refusal = stateRefusal(e);
       return fail(refusal.status, refusal.message);
     }
+    if (!installationId) return fail(400, 'The OAuth state names no installation: start the connection again from its connect link.');
     // RFC 6749 4.1.3: the same redirect_uri as in the authorization request (kept in the state).
     const redirectUri = typeof data.redirectUri === 'string' ? data.redirectUri : (cfg.redirectURL ?? defaultRedirectUri(url, env));
 
@@ -408,7 +485,12 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
     try {
       const form: Record<string, string> = { client_id: cfg.clientId, client_secret: cfg.clientSecret, code, redirect_uri: redirectUri, grant_type: 'authorization_code' };
       if (codeVerifier) form.code_verifier = codeVerifier;
-      response = await tokenRequest(cfg, form, 'the token exchange');
+      // accessTokenURL as a function: of the installation the state names, as GitBook's API shows it.
+      const exchange =
+        typeof cfg.accessTokenURL === 'function'
+          ? resolveUrls(cfg, await installationOf(context, installationId), 'createOAuthHandler()')
+          : cfg;
+      response = await tokenRequest(exchange, form, 'the token exchange');
       credentials = await extract(cfg, response);
     } catch (e) {
       const err = e as Error;
@@ -417,7 +499,7 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
     }
     const tokens = [response?.access_token, response?.refresh_token, response?.id_token, code];
     try {
-      await store(context, installationId, credentials.configuration);
+      await store(context, installationId, credentials);
     } catch (e) {
       return fail(500, `The credentials could not be stored in installation ${installationId}: ${String((e as Error)?.message ?? e)}`, tokens);
     }
@@ -436,13 +518,22 @@ export function createOAuthHandler(config: OAuthConfig): OAuthHandler {
   return handler;
 }
 
+/** The installation `id` as GitBook's API answers it (what GitBook hands to URL functions). */
+async function installationOf(context: any, id: string): Promise<unknown> {
+  const env = envOf(context);
+  if (env.installation?.id === id) return env.installation;
+  const name = env.integration?.name;
+  const r = await context.api.request('GET', `integrations/${encodeURIComponent(String(name))}/installations/${encodeURIComponent(id)}`);
+  return r;
+}
+
 /**
  * GitBook's getOAuthToken(credentials, config, context): the access token of `credentials`,
  * renewed first (and stored) when it expires within 10 seconds.
  */
-export async function getOAuthToken(credentials: any, config: Omit<OAuthConfig, 'authorizeURL'> & { authorizeURL?: string }, context: any): Promise<string> {
-  const expiresAt = credentials?.expires_at;
-  if (!expiresAt || new Date(expiresAt).getTime() - Date.now() > 10_000) {
+export async function getOAuthToken(credentials: any, config: Omit<OAuthConfig, 'authorizeURL'> & { authorizeURL?: OAuthConfig['authorizeURL'] }, context: any): Promise<string> {
+  const expiresAt = expiresAtMs(credentials?.expires_at);
+  if (!Number.isFinite(expiresAt) || expiresAt - Date.now() > 10_000) {
     if (typeof credentials?.access_token !== 'string' || !credentials.access_token) throw new OAuthError('getOAuthToken(): the credentials have no access_token: connect the installation first');
     return credentials.access_token;
   }
