@@ -27,6 +27,8 @@ export type ErrorCode =
   | 'storage_busy'
   | 'storage_failed'
   | 'not_implemented'
+  /** The server is starting and has not loaded what the request needs yet (503, Retry-After). */
+  | 'starting'
   | 'internal';
 
 export interface Problem {
@@ -57,6 +59,7 @@ const defaultStatus: Partial<Record<ErrorCode, number>> = {
   storage_failed: 503,
   internal: 500,
   not_implemented: 501,
+  starting: 503,
 };
 
 export class SwitchyardError extends Error {

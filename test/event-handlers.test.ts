@@ -7,7 +7,16 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import type { HandlerRun } from '../src/events/index.ts';
-import { runCli, startTestServer, waitFor } from './helpers/index.ts';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runCli, startTestServer, testConfig, waitFor } from './helpers/index.ts';
+import { startServer } from '../src/http/server.ts';
+import { memoryLogger } from '../src/log/index.ts';
+import { modules } from '../src/modules.ts';
+import type { Module } from '../src/services.ts';
+import type { Sandbox } from '../src/sandbox/index.ts';
+import type { Registry } from '../src/registry/index.ts';
+import type { Runtime } from '../src/runtime/index.ts';
 import { receiver, recorderIntegration, siteView } from './handler-support.ts';
 
 test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is handled, the crashed ones on retry', async (t) => {
@@ -107,4 +116,64 @@ test('a handler that keeps throwing fails after max_retries; `events replay` fro
   const noWindow = await runCli(['events', 'replay', '--failed'], { env });
   assert.equal(noWindow.code, 2);
   assert.match(noWindow.stderr, /--since/);
+});
+
+test('what scripts export is remembered across starts: after a restart events go only to installations that handle them, with no script loaded at start', async (t) => {
+  const rx = await receiver(t);
+  const dir = recorderIntegration(t);
+  mkdirSync(join(dir, 'quiet'));
+  writeFileSync(
+    join(dir, 'quiet/platform-manifest.yaml'),
+    'name: quiet\ntitle: Quiet\ndescription: Answers its public endpoint, handles no event.\norganization: o\nvisibility: private\nscopes:\n  - site:views:read\nscript: index.ts\n',
+  );
+  writeFileSync(join(dir, 'quiet/index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('quiet') });\n");
+  const config = testConfig(t, { integrations_dir: dir });
+  const auth = { authorization: `Bearer ${config.admin_token}`, 'content-type': 'application/json' };
+  // Counts what is loaded in the sandbox to be described (placed right after the sandbox module).
+  let checks = 0;
+  const spy: Module = {
+    name: 'check-spy',
+    start(services) {
+      const sandbox = services.sandbox as Sandbox;
+      const check = sandbox.check.bind(sandbox);
+      sandbox.check = (script) => (checks++, check(script));
+    },
+  };
+  const withSpy = [modules[0], spy, ...modules.slice(1)];
+  const start = async () => {
+    const s = await startServer(config, { log: memoryLogger(), modules: withSpy });
+    t.after(() => s.close());
+    await (s.services.registry as Registry).whenReady();
+    return s;
+  };
+  const send = async (url: string) => {
+    const res = await fetch(`${url}/api/v1/events`, { method: 'POST', headers: auth, body: JSON.stringify(siteView(rx.url)) });
+    assert.equal(res.status, 202);
+    return ((await res.json()) as { handlers: Array<{ installationId: string }> }).handlers.map((h) => h.installationId);
+  };
+
+  const first = await start();
+  assert.equal(checks, 0, 'nothing was loaded in the sandbox at start');
+  const ids: Record<string, string> = {};
+  for (const name of ['recorder', 'quiet']) {
+    const res = await fetch(`${first.url}/api/v1/installations`, { method: 'POST', headers: auth, body: JSON.stringify({ integration: name }) });
+    ids[name] = ((await res.json()) as any).installation.id;
+  }
+  // Scripts are read (and what they export remembered) when a run first needs them: here the
+  // installation_setup events of the installs, and this event.
+  assert.ok((await send(first.url)).includes(ids.recorder));
+  await waitFor(() => (first.services.runtime as Runtime).handlesKnown((first.services.registry as Registry).get('quiet')!, 'site_view') === false, 10_000);
+  assert.ok(checks >= 2);
+  await first.close();
+
+  checks = 0;
+  const second = await start();
+  assert.equal(checks, 0, 'nothing was loaded in the sandbox at start');
+  const runtime = second.services.runtime as Runtime;
+  const registry = second.services.registry as Registry;
+  await waitFor(() => runtime.handlesKnown(registry.get('quiet')!, 'site_view') === false && runtime.handlesKnown(registry.get('recorder')!, 'site_view') === true, 10_000);
+  assert.deepEqual(await send(second.url), [ids.recorder], 'only the installation that handles site_view is owed a run');
+  await waitFor(() => rx.seen.size === 2, 10_000);
+  assert.equal(checks, 0, 'known without loading either script to read its exports');
+  await second.close();
 });

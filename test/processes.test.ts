@@ -221,6 +221,13 @@ test('kill -9 of a serving process during a burst of 2,000 events: no acknowledg
   assert.ok(acked.size >= N - 100, `most events were acknowledged (${acked.size})`);
   assert.match(s.output(), new RegExp(`"msg":"a serving process died; starting another","process":\\d,"pid":${killed}`));
   await waitFor(() => servingPids(s.child.pid!).length === 2, 5_000);
+  // The replacement loaded its integrations too: every process is ready again.
+  const ready = await waitFor(async () => {
+    const res = await fetch(`${base}/readyz`);
+    return res.status === 200 && ((await res.json()) as any);
+  }, 10_000);
+  assert.deepEqual(ready.processes, { count: 2, ready: true });
+  await waitFor(() => /"msg":"switchyard ready: every serving process has loaded its integrations"/.test(s.output()));
 });
 
 test('/metrics sums every serving process; wrong admin tokens share one budget; --processes 1 serves alone with isolates in-process', async (t) => {

@@ -238,7 +238,7 @@ test('a rename in the manifest removes the old name and serves the new one', asy
   ]);
 });
 
-test('the verify hook: a version swaps in only when its script loads', async (t) => {
+test('the verify hook: a change swaps in only when its script loads; the start-up pass loads no script (isolates start on first use)', async (t) => {
   const dir = tmpDir(t);
   write(dir, { 'a/platform-manifest.yaml': manifest('a', 'script: index.ts\n'), 'a/index.ts': script('good') });
   const seen: string[] = [];
@@ -249,11 +249,17 @@ test('the verify hook: a version swaps in only when its script loads', async (t)
     },
   });
   const good = r.get('a')!.script!.version;
+  assert.deepEqual(seen, [], 'nothing was loaded in the sandbox at start');
   writeFileSync(join(dir, 'a/index.ts'), script('bad'));
   await waitFor(() => r.state('a')!.status === 'error');
   assert.equal(r.get('a')!.script!.version, good);
   assert.match(r.state('a')!.errors[0].message, /the script failed to load in the sandbox: ReferenceError: nope is not defined/);
   assert.match(r.state('a')!.errors[0].where, /a\/index\.ts$/);
+  assert.equal(seen.length, 1);
+  // A folder added once the registry runs is checked before it serves, like a change.
+  write(dir, { 'b/platform-manifest.yaml': manifest('b', 'script: index.ts\n'), 'b/index.ts': script('bad') });
+  await waitFor(() => r.state('b')?.status === 'error');
+  assert.equal(r.get('b'), undefined);
   assert.equal(seen.length, 2);
 });
 

@@ -1,10 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runCli, spawnCli, startTestServer, tmpDir } from './helpers/index.ts';
+import { runCli, spawnCli, startTestServer, testConfig, tmpDir, waitFor } from './helpers/index.ts';
+import { gatedIntegration } from './registry-support.ts';
 import { VERSION } from '../src/version.ts';
+import { startServer } from '../src/http/server.ts';
+import { memoryLogger } from '../src/log/index.ts';
+import type { Registry } from '../src/registry/index.ts';
+import { samplePayload } from '../src/events/index.ts';
 
 test('GET /healthz reports version, uptime and store', async (t) => {
   const server = await startTestServer(t);
@@ -86,4 +91,108 @@ test('a second serve on the same data directory is refused', async (t) => {
   const second = await runCli(['serve'], { cwd: dir });
   assert.equal(second.code, 2);
   assert.match(second.stderr, /another switchyard server \(pid \d+\) is using data directory/);
+});
+
+test('while the integrations load: /healthz answers (ready false), /readyz 503, events are taken, requests for an integration wait for it', async (t) => {
+  const config = testConfig(t);
+  const integrations = config.integrations_dir;
+  mkdirSync(join(integrations, 'hello'), { recursive: true });
+  writeFileSync(join(integrations, 'hello/platform-manifest.yaml'), 'name: hello\ntitle: Hello\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n');
+  writeFileSync(join(integrations, 'hello/index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('hello') });\n");
+  // A first run makes the installation (it lives in the store across starts).
+  const first = await startServer(config, { log: memoryLogger() });
+  await (first.services.registry as Registry).whenReady();
+  const auth = { authorization: `Bearer ${config.admin_token}`, 'content-type': 'application/json' };
+  const made = await fetch(`${first.url}/api/v1/installations`, { method: 'POST', headers: auth, body: JSON.stringify({ integration: 'hello' }) });
+  assert.equal(made.status, 201);
+  const installationId = ((await made.json()) as any).installation.id as string;
+  await first.close();
+
+  // The next start holds on a folder that sorts first until the test releases it.
+  const gate = gatedIntegration(integrations, 'aa-gate');
+  const s = await startServer(config, { log: memoryLogger() });
+  t.after(() => s.close());
+  const health = await fetch(`${s.url}/healthz`);
+  assert.equal(health.status, 200);
+  const body = (await health.json()) as any;
+  assert.equal(body.ok, true);
+  assert.equal(body.ready, false);
+  assert.equal(body.status, 'starting');
+  assert.equal(body.integrations.total, 2);
+  const ready = await fetch(`${s.url}/readyz`);
+  assert.equal(ready.status, 503);
+  assert.equal(ready.headers.get('retry-after'), '1');
+  assert.equal(((await ready.json()) as any).ready, false);
+
+  const publicEndpoint = fetch(`${s.url}/v1/integrations/hello/installations/${installationId}`, { method: 'POST' });
+  let installed = false;
+  const install = fetch(`${s.url}/api/v1/installations`, { method: 'POST', headers: auth, body: JSON.stringify({ integration: 'hello' }) }).then((r) => ((installed = true), r));
+  const event = await fetch(`${s.url}/api/v1/events`, { method: 'POST', headers: auth, body: JSON.stringify(samplePayload('space_content_updated')) });
+  assert.equal(event.status, 202, 'events are taken while the integrations load');
+  const list = await fetch(`${s.url}/api/v1/integrations`, { headers: auth });
+  const listed = (await list.json()) as any;
+  assert.equal(listed.startup.ready, false);
+  assert.equal(listed.integrations.find((i: any) => i.name === 'aa-gate').status, 'loading');
+  assert.equal(installed, false, 'an installation waits for the integrations (its configuration is checked against a manifest)');
+
+  await gate.entered();
+  await gate.release();
+  const answer = await publicEndpoint;
+  assert.equal(answer.status, 200);
+  assert.equal(await answer.text(), 'hello');
+  assert.equal((await install).status, 201);
+  await waitFor(async () => (await fetch(`${s.url}/readyz`)).status === 200);
+  const settled = (await (await fetch(`${s.url}/healthz`)).json()) as any;
+  assert.deepEqual([settled.ready, settled.status, settled.integrations.loaded, settled.integrations.total], [true, 'serving', 2, 2]);
+});
+
+test('serve restarts from the bundle cache when nothing changed, and serves a file edited between two starts as edited', async (t) => {
+  const dir = tmpDir(t);
+  const integrations = join(dir, 'integrations');
+  mkdirSync(join(integrations, 'greeter'), { recursive: true });
+  writeFileSync(join(integrations, 'greeter/platform-manifest.yaml'), 'name: greeter\ntitle: Greeter\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n');
+  const script = (word: string) => `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('${word}') });\n`;
+  writeFileSync(join(integrations, 'greeter/index.ts'), script('first'));
+  const token = 'test-admin-token-restarts';
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `server:\n  port: 0\n  processes: 2\ndata_dir: ./data\nintegrations_dir: ./integrations\nadmin_token: ${token}\nlog:\n  format: json\n`,
+  );
+  const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  // The cache keeps only builds of files that had settled (changed more than a second before).
+  await new Promise((r) => setTimeout(r, 1_100));
+
+  const start = async () => {
+    const s = await spawnCli(t, ['serve', '--config', join(dir, 'config.yaml')], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { cwd: dir, timeoutMs: 30_000 });
+    const url = s.match[1];
+    await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
+    const stop = async () => {
+      s.child.kill('SIGTERM');
+      await new Promise((r) => s.child.on('exit', r));
+    };
+    return { url, output: s.output, stop };
+  };
+  const loadedLine = (output: string) => JSON.parse(output.split('\n').find((l) => l.includes('"msg":"integrations loaded"'))!);
+
+  const one = await start();
+  const made = await fetch(`${one.url}/api/v1/installations`, { method: 'POST', headers: auth, body: JSON.stringify({ integration: 'greeter' }) });
+  // Port 0: each start picks its own port; the endpoint's path stays.
+  const path = new URL(((await made.json()) as any).installation.urls.publicEndpoint as string).pathname;
+  const call = async (base: string) => (await fetch(`${base}${path}`, { method: 'POST' })).text();
+  assert.equal(await call(one.url), 'first');
+  const readyz = (await (await fetch(`${one.url}/readyz`)).json()) as any;
+  assert.deepEqual(readyz.processes, { count: 2, ready: true });
+  assert.deepEqual([loadedLine(one.output()).bundles_cached, loadedLine(one.output()).bundles_built], [0, 1]);
+  await one.stop();
+
+  const two = await start();
+  assert.deepEqual([loadedLine(two.output()).bundles_cached, loadedLine(two.output()).bundles_built], [1, 0], 'nothing changed: read back');
+  assert.equal(await call(two.url), 'first');
+  await two.stop();
+
+  writeFileSync(join(integrations, 'greeter/index.ts'), script('second'));
+  const three = await start();
+  assert.deepEqual([loadedLine(three.output()).bundles_cached, loadedLine(three.output()).bundles_built], [0, 1], 'the edited file is bundled');
+  assert.equal(await call(three.url), 'second');
+  await three.stop();
 });

@@ -13,6 +13,7 @@ function statusText(i: IntegrationView): string {
   if (i.parked) return red('parked');
   if (i.status === 'loaded') return green('loaded');
   if (i.status === 'needs_configuration') return yellow('needs configuration');
+  if (i.status === 'loading') return yellow('loading');
   return i.serving ? `${red('error')} ${dim(`(serving ${i.version ?? 'the last good version'})`)}` : red('error');
 }
 

@@ -166,14 +166,20 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
   });
 
   app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined));
-  app.get('/console/integrations/:name/preview/:n', (event) => {
+  app.get('/console/integrations/:name/preview/:n', async (event) => {
     const n = Number(event.context.params!.n);
     return imageResponse(event.req, event.context.params!.name, (m) => (m.previewImages as string[] | undefined)?.[n]);
   });
 
-  function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined): Response {
+  /** An integration, waiting for it while the server starts (see Registry.whenLoaded). */
+  const integrationNamed = async (name: string) => {
+    const r = registry();
+    return r?.get(name) ?? (await r?.whenLoaded(name));
+  };
+
+  async function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined): Promise<Response> {
     requireConsoleAdmin(req, services);
-    const integration = registry()?.get(decodeURIComponent(name));
+    const integration = await integrationNamed(decodeURIComponent(name));
     // A built-in integration has no folder to read from.
     const bytes = integration && !integration.builtin ? readImage(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
     if (!bytes) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
@@ -194,7 +200,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
   app.get('/console/api/integrations/:name/components', async (event) => {
     requireConsoleAdmin(event.req, services);
     const name = decodeURIComponent(event.context.params!.name);
-    const integration = registry()?.get(name);
+    const integration = await integrationNamed(name);
     if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
     const blocks = ((integration.manifest as { blocks?: Array<{ id: string; title?: string; description?: string }> }).blocks ?? []).map((b) => ({
       id: b.id,

@@ -11,6 +11,8 @@ import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument } from './openapi.ts';
 import { storageCode, storageError } from '../store/health.ts';
+import { readinessView } from '../registry/readiness.ts';
+import type { Readiness } from '../registry/registry.ts';
 
 export function jsonError(status: number, code: string, message: string, extra: Record<string, unknown> = {}): Response {
   return jsonResponse({ error: { code, message, ...extra } }, { status });
@@ -132,7 +134,7 @@ export function createApp(services: Services, modules: Module[]): H3 {
 
   // Prepared once: preparing it per request cost more than the rest of the route.
   let probe: { get(): unknown } | undefined;
-  app.get('/healthz', () => {
+  const health = () => {
     let readable = false;
     try {
       probe ??= services.store.db.prepare('SELECT 1 AS ok');
@@ -142,17 +144,35 @@ export function createApp(services: Services, modules: Module[]): H3 {
     }
     const writes = services.store.health.status();
     const ok = readable && writes.ok && !services.closing;
-    return jsonResponse(
-      {
+    const r = (services.readiness as (() => Readiness) | undefined)?.();
+    // Several serving processes: ready once every one of them has loaded its integrations.
+    const processesReady = services.processes ? services.processes.allReady() : true;
+    const ready = ok && (r?.ready ?? true) && processesReady;
+    return {
+      ok,
+      ready,
+      body: {
         ok,
+        ready,
         version: VERSION,
         uptime_s: Math.round((Date.now() - services.startedAt) / 1000),
         store: !readable ? 'unavailable' : writes.ok ? 'ok' : 'failing',
         ...(writes.ok ? {} : { store_error: { code: writes.code, message: writes.message, since: writes.since, hint: writes.hint } }),
-        status: services.closing ? 'shutting_down' : 'serving',
+        status: services.closing ? 'shutting_down' : r && !r.ready ? 'starting' : 'serving',
+        ...(r ? { integrations: readinessView(r) } : {}),
+        ...(services.processes ? { processes: { count: services.processes.count, ready: processesReady } } : {}),
       },
-      { status: ok ? 200 : 503 },
-    );
+    };
+  };
+  // Liveness: answers as soon as the server listens, while the integrations still load.
+  app.get('/healthz', () => {
+    const h = health();
+    return jsonResponse(h.body, { status: h.ok ? 200 : 503 });
+  });
+  // Readiness: 200 once every integration is loaded (in every serving process) and the store works.
+  app.get('/readyz', () => {
+    const h = health();
+    return jsonResponse(h.body, { status: h.ready ? 200 : 503, ...(h.ready ? {} : { headers: { 'retry-after': '1' } }) });
   });
 
   app.get('/openapi.json', () => {
@@ -161,7 +181,11 @@ export function createApp(services: Services, modules: Module[]): H3 {
     return jsonResponse(doc);
   });
 
+  // While the integrations load at start, the routes that need them wait (see registry/index.ts),
+  // before the caller is authenticated: an installation token's scopes come from its manifest.
   app.use('/api/v1/**', (event) => {
+    const waiting = (services.awaitIntegrations as ((pathname: string) => Promise<void> | undefined) | undefined)?.(event.url.pathname);
+    if (waiting) return waiting.then(() => void principals.set(event.req, authenticate(event.req, services)));
     principals.set(event.req, authenticate(event.req, services));
   });
 

@@ -35,7 +35,7 @@ const publicEndpoint = (summary: string, extra: unknown[] = []) => {
     security: [],
     summary,
     parameters: [pathParam('name'), pathParam('id'), ...extra],
-    responses: { '200': { description: 'What the integration answered' }, '404': json(ref('Error'), 'No such installation of this integration'), '410': json(ref('Error'), 'Uninstalled'), '413': json(ref('Error')), '503': json(ref('Error'), 'Paused, or a sandbox limit') },
+    responses: { '200': { description: 'What the integration answered' }, '404': json(ref('Error'), 'No such installation of this integration'), '410': json(ref('Error'), 'Uninstalled'), '413': json(ref('Error')), '503': json(ref('Error'), 'Paused, a sandbox limit, or `starting`: the integration did not load within 10 s of the request while the server starts (Retry-After)') },
   };
   return Object.fromEntries(['get', 'put', 'post', 'delete', 'options', 'head', 'patch'].map((m) => [m, op]));
 };
@@ -86,6 +86,31 @@ export function openApiDocument(serverUrl: string) {
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
       schemas: {
+        Startup: {
+          type: 'object',
+          description: 'The start-up load of the answering process: integrations are loaded while the server already listens',
+          properties: {
+            ready: { type: 'boolean', description: 'every integration folder present at start was tried' },
+            loaded: { type: 'integer', description: 'integrations serving' },
+            failed: { type: 'integer', description: 'folders that failed and serve nothing' },
+            done: { type: 'integer', description: 'folders tried so far' },
+            total: { type: 'integer', description: 'folders present at start' },
+            ms: { type: 'integer', description: 'how long the start-up load took (so far)' },
+          },
+        },
+        Health: {
+          type: 'object',
+          properties: {
+            ok: { type: 'boolean', description: 'alive: the store reads and writes, not shutting down' },
+            ready: { type: 'boolean', description: 'ok, and every integration loaded in every serving process' },
+            version: { type: 'string' },
+            uptime_s: { type: 'integer' },
+            store: { enum: ['ok', 'failing', 'unavailable'] },
+            status: { enum: ['starting', 'serving', 'shutting_down'] },
+            integrations: ref('Startup'),
+            processes: { type: 'object', properties: { count: { type: 'integer' }, ready: { type: 'boolean' } } },
+          },
+        },
         Error: {
           type: 'object',
           required: ['error'],
@@ -245,7 +270,20 @@ export function openApiDocument(serverUrl: string) {
       ...gitbookShapePaths(),
       '/': { get: { security: [], summary: "Redirects to the web console's page (on the console's origin)", responses: { '302': { description: 'Location: <console origin>/console/' } } } },
       '/openapi.json': { get: { security: [], summary: 'This document', responses: { '200': json({ type: 'object' }) } } },
-      '/healthz': { get: { security: [], summary: 'Health: version, uptime, store', responses: { '200': json({ type: 'object' }), '503': json({ type: 'object' }, 'Shutting down or store unavailable') } } },
+      '/healthz': {
+        get: {
+          security: [],
+          summary: 'Liveness: answers as soon as the server listens (version, uptime, store, and how far the integrations have loaded)',
+          responses: { '200': json(ref('Health')), '503': json(ref('Health'), 'Shutting down or store unavailable') },
+        },
+      },
+      '/readyz': {
+        get: {
+          security: [],
+          summary: 'Readiness: 200 once every integration is loaded (in every serving process) and the store works; 503 with Retry-After before',
+          responses: { '200': json(ref('Health')), '503': json(ref('Health'), 'Starting (integrations still loading), shutting down, or store unavailable') },
+        },
+      },
       '/v1/integrations/{name}': {
         post: {
           summary: 'Runtime endpoint: a multipart envelope (event, environment, fetch-body) dispatched to the integration',
@@ -265,7 +303,12 @@ export function openApiDocument(serverUrl: string) {
           responses: { '200': { description: 'What the integration answered' }, '406': { description: 'No handler for the event type' }, ...errors, '413': json(ref('Error')), '415': json(ref('Error')) },
         },
       },
-      '/api/v1/integrations': { get: { summary: 'Loaded integrations with their status and errors', responses: { '200': json({ type: 'object' }), ...errors } } },
+      '/api/v1/integrations': {
+        get: {
+          summary: "Integrations with their status (loading while the server starts, loaded, error, needs_configuration) and errors; `startup` says how far the start-up load is",
+          responses: { '200': json({ type: 'object', properties: { integrations: { type: 'array', items: { type: 'object' } }, startup: ref('Startup') } }), ...errors },
+        },
+      },
       '/api/v1/integrations/{name}': {
         get: { summary: 'One integration: manifest summary, scopes, blocks, configurations, errors, parked', parameters: [{ name: 'name', in: 'path', required: true, schema: { type: 'string' } }], responses: { '200': json({ type: 'object' }), ...errors } },
       },

@@ -14,7 +14,9 @@ export type ToServing =
   /** Another process's leases were given back: deliveries and handler runs are due. */
   | { t: 'due' }
   | { t: 'collect'; id: number }
-  | { t: 'collected'; id: number; snapshots: unknown[] };
+  | { t: 'collected'; id: number; snapshots: unknown[] }
+  /** Whether every serving process has loaded its integrations (sent whenever that changes). */
+  | { t: 'readiness'; ready: boolean };
 
 export type ToSupervisor =
   | { t: 'pong' }
@@ -23,7 +25,9 @@ export type ToSupervisor =
   | { t: 'due' }
   /** Gather every process's metrics snapshot (answered with `collected`). */
   | { t: 'collect'; id: number }
-  | { t: 'snapshot'; id: number; snapshot: unknown };
+  | { t: 'snapshot'; id: number; snapshot: unknown }
+  /** This process has loaded its integrations (the start-up pass is over). */
+  | { t: 'loaded' };
 
 export const SERVING_ENV = 'SWITCHYARD_SERVING';
 /** The port the first serving process listens on, for the others (when server.port is 0). */

@@ -26,6 +26,10 @@ export interface ProcessLink {
   setSnapshot(fn: () => unknown): void;
   /** Every live process's snapshot, this one's included. */
   collect(): Promise<unknown[]>;
+  /** Tell the supervisor this process has loaded its integrations. */
+  loaded(): void;
+  /** Whether every serving process has loaded its integrations, as the supervisor last said. */
+  allReady(): boolean;
   close(): void;
 }
 
@@ -46,6 +50,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
   const waiting = new Map<number, (snapshots: unknown[]) => void>();
   let snapshot: () => unknown = () => null;
   let nextId = 1;
+  let allReady = false;
 
   const onMessage = (msg: ToServing) => {
     switch (msg.t) {
@@ -70,6 +75,9 @@ export function createServingLink(dataDir: string, place: { index: number; count
       case 'collected':
         waiting.get(msg.id)?.(msg.snapshots);
         waiting.delete(msg.id);
+        return;
+      case 'readiness':
+        allReady = msg.ready;
         return;
     }
   };
@@ -111,6 +119,10 @@ export function createServingLink(dataDir: string, place: { index: number; count
         send({ t: 'collect', id });
       });
     },
+    loaded() {
+      send({ t: 'loaded' });
+    },
+    allReady: () => allReady,
     close() {
       process.off('message', onMessage);
       record.close();

@@ -56,9 +56,12 @@ interface Slot {
   unresponsive: boolean;
   /** Deaths in a row before becoming ready (a process that cannot start must not spin). */
   failedStarts: number;
+  /** It has loaded its integrations (see /readyz). */
+  loaded: boolean;
 }
 
 export async function supervise(config: LoadedConfig, log: Logger): Promise<number> {
+  const startedAt = Date.now();
   const count = processCount(config.server.processes);
   const store: Store = openStore(config.data_dir, { lock: true, migrations: allMigrations() });
   resolveAdminToken(config, true); // made once here, before N processes race to create it
@@ -70,7 +73,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   runs.releaseOwnedBy('');
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
-  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0 }));
+  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0, loaded: false }));
   const crashes = new Map<string, Array<{ at: number; score: number }>>();
   const parked = new Map<string, Parking>();
   type Collecting = { from: Worker; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
@@ -97,11 +100,25 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const broadcast = (msg: ToServing) => {
     for (const s of slots) send(s.worker, msg);
   };
+  /** Tell every process whether all of them have loaded their integrations, when that changes. */
+  let allLoaded = false;
+  const readinessChanged = () => {
+    const now = slots.every((s) => s.worker && s.loaded);
+    if (now === allLoaded) return;
+    allLoaded = now;
+    broadcast({ t: 'readiness', ready: now });
+    if (now && !everLoaded) {
+      everLoaded = true;
+      log.info('switchyard ready: every serving process has loaded its integrations', { processes: count, ms: Date.now() - startedAt });
+    }
+  };
+  let everLoaded = false;
 
   function start(slot: Slot): void {
     const w = cluster.fork({ [SERVING_ENV]: `${slot.index}/${count}`, ...(port ? { [PORT_ENV]: String(port) } : {}) });
     slot.worker = w;
     slot.ready = false;
+    slot.loaded = false;
     slot.unresponsive = false;
     slot.lastPong = Date.now();
     w.on('listening', (address) => {
@@ -110,6 +127,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       slot.lastPong = Date.now();
       everReady = true;
       send(w, { t: 'parked', parked: [...parked.values()] });
+      send(w, { t: 'readiness', ready: allLoaded });
       // The first process to listen shows the port and the config work; the others follow it.
       for (const s of slots) if (!s.worker && !stopping && !announced) start(s);
       if (announced) log.info('serving process started', { process: slot.index, pid: w.process.pid });
@@ -140,6 +158,10 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     switch (msg.t) {
       case 'pong':
         slot.lastPong = Date.now();
+        return;
+      case 'loaded':
+        slot.loaded = true;
+        readinessChanged();
         return;
       case 'resume':
         if (parked.delete(msg.name)) {
@@ -185,6 +207,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     slot.worker = null;
     const wasReady = slot.ready;
     slot.ready = false;
+    slot.loaded = false;
+    readinessChanged();
     const record = readCrashRecord(crashRecordFile(config.data_dir, slot.index));
     const pid = w.process.pid;
     // Its leases go back now rather than when they run out: another process sends them.

@@ -17,6 +17,8 @@ import { isAbsolute, join, relative, sep } from 'node:path';
 import type { BuildFailure, Message, Plugin } from 'esbuild';
 import type { Problem } from '../errors.ts';
 import { confineSourceMaps, sourceMapLimit } from './source-maps.ts';
+import { VERSION } from '../version.ts';
+import type { BundleCache, CachedBuild } from './bundle-cache.ts';
 
 export const RUNTIME_MODULE = '@switchyard/runtime';
 const RUNTIME_IMPORT = /^@switchyard\/runtime(\/.*)?$/;
@@ -38,6 +40,10 @@ export interface Bundle {
   version: string;
   /** Absolute paths of the files that went into the bundle. */
   inputs: string[];
+  /** Its key in the bundle cache, when it is stored there. */
+  key?: string;
+  /** Read back from the bundle cache rather than built. */
+  cached?: boolean;
 }
 
 export interface BundleResult {
@@ -140,11 +146,49 @@ function toProblem(m: Message, dir: string, label: string, severity: 'error' | '
 
 /**
  * Bundle `entry` (absolute, inside `dir`). `label` is how `dir` is shown in problems. Problems
- * carry file:line:col of the offending import or syntax.
+ * carry file:line:col of the offending import or syntax. With `cache`, an unchanged folder's
+ * bundle is read back instead of built (see bundle-cache.ts); `bundle.cached` says which.
  */
-export async function bundleScript(opts: { dir: string; entry: string; label?: string; maxBytes?: number }): Promise<BundleResult> {
+export async function bundleScript(opts: { dir: string; entry: string; label?: string; maxBytes?: number; cache?: BundleCache }): Promise<BundleResult> {
   const { dir, entry } = opts;
   const label = opts.label ?? dir;
+  const req = opts.cache ? { dir, entry, label, bundler: await bundlerIdentity() } : undefined;
+  const hit = req && opts.cache!.lookup(req);
+  let built: CachedBuild & { key?: string };
+  if (hit) built = hit;
+  else {
+    const startedAt = Date.now();
+    const r = await build(dir, entry, label);
+    if ('problems' in r) return r;
+    built = r;
+    if (req) built.key = opts.cache!.store(req, r, startedAt);
+  }
+  const problems = [...built.warnings];
+  const size = Buffer.byteLength(built.code);
+  if (opts.maxBytes !== undefined && size > opts.maxBytes) {
+    problems.push({
+      where: join(label, relative(dir, entry)),
+      message: `the bundled script is ${formatBytes(size)}, over the ${formatBytes(opts.maxBytes)} limit (sandbox.script_size)`,
+      hint: 'drop large dependencies, or raise sandbox.script_size in config.yaml',
+      severity: 'error',
+    });
+    return { problems };
+  }
+  return {
+    bundle: {
+      code: built.code,
+      version: contentHash(built.code),
+      inputs: built.inputs,
+      ...(built.sourceMap !== undefined ? { sourceMap: built.sourceMap } : {}),
+      ...(built.key ? { key: built.key } : {}),
+      cached: Boolean(hit),
+    },
+    problems,
+  };
+}
+
+/** Run esbuild: the code, its inputs and warnings, or every problem. */
+async function build(dir: string, entry: string, label: string): Promise<CachedBuild | { problems: Problem[] }> {
   const esbuild = await import('esbuild');
   // The source map's `sources` are relative to the output file's folder: put it (never written)
   // in the integration folder, as its real path (esbuild resolves symlinks), so they read
@@ -193,32 +237,45 @@ export async function bundleScript(opts: { dir: string; entry: string; label?: s
       ],
     };
   }
-  const problems = result.warnings.map((m) => toProblem(m, dir, label, 'warning'));
+  const warnings = result.warnings.map((m) => toProblem(m, dir, label, 'warning'));
   const code = result.outputFiles.find((f) => !f.path.endsWith('.map'))?.text ?? '';
   let sourceMap = result.outputFiles.find((f) => f.path.endsWith('.map'))?.text;
   const size = Buffer.byteLength(code);
   // A map is kept in memory beside each loaded version and parsed on its first error: one an input
   // map blew up (its sources names, say) is dropped, and traces point at the bundle.
   if (sourceMap !== undefined && sourceMap.length > sourceMapLimit(size)) {
-    problems.push({
+    warnings.push({
       where: join(label, relative(dir, entry)),
       message: `the source map is ${formatBytes(sourceMap.length)}, over ${formatBytes(sourceMapLimit(size))} for a bundle of ${formatBytes(size)}: it is not kept, and stack traces point at the bundle`,
-      hint: "look for a sourceMappingURL comment whose map lists many or long sources",
+      hint: 'look for a sourceMappingURL comment whose map lists many or long sources',
       severity: 'warning',
     });
     sourceMap = undefined;
   }
-  if (opts.maxBytes !== undefined && size > opts.maxBytes) {
-    problems.push({
-      where: join(label, relative(dir, entry)),
-      message: `the bundled script is ${formatBytes(size)}, over the ${formatBytes(opts.maxBytes)} limit (sandbox.script_size)`,
-      hint: 'drop large dependencies, or raise sandbox.script_size in config.yaml',
-      severity: 'error',
-    });
-    return { problems };
-  }
-  const inputs = Object.keys(result.metafile?.inputs ?? {}).map((f) => (isAbsolute(f) ? f : join(dir, f)));
-  return { bundle: { code, version: contentHash(code), inputs, ...(sourceMap ? { sourceMap } : {}) }, problems };
+  return {
+    code,
+    inputs: Object.keys(result.metafile?.inputs ?? {}).map((f) => (isAbsolute(f) ? f : join(dir, f))),
+    warnings,
+    ...(sourceMap !== undefined ? { sourceMap } : {}),
+  };
+}
+
+let identity: Promise<string> | undefined;
+
+/**
+ * What makes two builds of the same files equal: this program's version, esbuild's, and the source
+ * text of the functions that build (options, plugins, how problems are worded, the source-map
+ * rules), so any change to them makes every cached bundle a miss without anyone remembering to bump
+ * a number.
+ */
+export function bundlerIdentity(): Promise<string> {
+  identity ??= import('esbuild').then((esbuild) =>
+    createHash('sha256')
+      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, within, confineSourceMaps, sourceMapLimit].map(String).join('\0'))
+      .digest('hex')
+      .slice(0, 32),
+  );
+  return identity;
 }
 
 export function formatBytes(n: number): string {

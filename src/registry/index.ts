@@ -11,12 +11,16 @@ import { readDotenv } from '../config/env.ts';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import type { Module, Services } from '../services.ts';
-import { createRegistry, type GuestScript, type IntegrationState, type Registry } from './registry.ts';
+import { createRegistry, LOAD_WAIT_MS, type GuestScript, type IntegrationState, type Readiness, type Registry } from './registry.ts';
 import { BUILTIN_INTEGRATIONS, builtinManifest } from './shipped.ts';
 
-export { BUILTIN_DIR, createRegistry, isIntegrationFolderName } from './registry.ts';
+export { BUILTIN_DIR, createRegistry, isIntegrationFolderName, LOAD_WAIT_MS } from './registry.ts';
 export { BUILTIN_INTEGRATIONS, builtinManifest, readShippedIntegrations, SHIPPED_INTEGRATIONS, shippedFiles, type ShippedFiles } from './shipped.ts';
-export type { GuestScript, LoadedIntegration, IntegrationState, Registry, RegistryOptions } from './registry.ts';
+export type { GuestScript, LoadedIntegration, IntegrationState, Readiness, Registry, RegistryOptions } from './registry.ts';
+export { createBundleCache, type BundleCache } from './bundle-cache.ts';
+import { readinessView } from './readiness.ts';
+
+export { readinessView };
 export { bundleScript, contentHash, formatBytes, RUNTIME_MODULE, type Bundle, type BundleResult } from './bundle.ts';
 export { prepareFolder, type Preparation, type PreparedIntegration } from './prepare.ts';
 
@@ -94,6 +98,37 @@ export function registryOf(services: Services): Registry {
   return services.registry as Registry;
 }
 
+/**
+ * While the start-up load runs, management routes that need integrations wait for them (bounded by
+ * LOAD_WAIT_MS, then 503 `starting`): the per-integration API (`/api/v1/integrations/<name>/...`)
+ * for that integration, installations (configuration is checked against a manifest, an
+ * installation token's scopes come from it) for all of them. Everything else answers at once:
+ * events are taken (handler runs for integrations not loaded yet are owed and run once they are).
+ */
+export function awaitIntegrationsFor(registry: Registry): (pathname: string) => Promise<void> | undefined {
+  // Once ready, every request goes straight on (no promise, nothing computed).
+  let ready = false;
+  void registry.whenReady().then((r) => (ready = r));
+  return (pathname) => (ready ? undefined : untilNeededLoaded(registry, pathname));
+}
+
+/** What a management request waits for while the start-up load runs (see awaitIntegrationsFor). */
+async function untilNeededLoaded(registry: Registry, pathname: string): Promise<void> {
+  if (registry.readiness().ready) return;
+  const own = /^\/api\/v1\/integrations\/([^/]+)\/./.exec(pathname);
+  if (own) {
+    await registry.whenLoaded(decodeURIComponent(own[1]));
+    return;
+  }
+  if (!/^\/api\/v1\/installations(\/|$)/.test(pathname)) return;
+  if (await registry.whenReady(LOAD_WAIT_MS)) return;
+  const r = registry.readiness();
+  throw new SwitchyardError('starting', `the server is starting: ${r.done} of ${r.total} integrations loaded`, {
+    headers: { 'retry-after': '1' },
+    hint: 'try again in a moment; GET /readyz answers 200 once every integration is loaded',
+  });
+}
+
 export const registryModule: Module = {
   name: 'registry',
   async start(services) {
@@ -106,15 +141,24 @@ export const registryModule: Module = {
       watch: true,
       verify: verifierOf(services),
       builtins: BUILTIN_INTEGRATIONS.map((name) => ({ name, manifest: builtinManifest(name) })),
+      cacheDir: join(services.config.data_dir, 'cache'),
+      pruneCache: !services.processes?.index,
+      // The server listens while the integrations load; see awaitIntegrationsFor and /readyz.
+      background: true,
     });
     services.registry = registry;
+    services.awaitIntegrations = awaitIntegrationsFor(registry);
+    services.readiness = () => registry.readiness();
+    const link = services.processes;
+    if (link) void registry.whenReady().then((ready) => ready && link.loaded());
     return () => registry.close();
   },
   routes(app: H3, services: Services) {
     const parkedOf = (name: string) => services.processes?.parked().find((p) => p.name === name);
     app.get('/api/v1/integrations', (event) => {
       requireAdmin(event.req);
-      return { integrations: registryOf(services).list().map((s) => integrationView(s, parkedOf(s.name))) };
+      const registry = registryOf(services);
+      return { integrations: registry.list().map((s) => integrationView(s, parkedOf(s.name))), startup: readinessView(registry.readiness()) };
     });
     app.post('/api/v1/integrations/:name/resume', (event) => {
       requireAdmin(event.req);

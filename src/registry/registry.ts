@@ -6,8 +6,15 @@
  * Work is done one folder at a time, in name order at start, so which of two folders claiming the
  * same name wins is deterministic (the first in alphabetical order) and every swap sees a settled
  * registry.
+ *
+ * Start-up: with `background`, the registry is handed back at once and loads its folders behind
+ * the server's back (`readiness()`, `whenReady()`); a request for an integration not loaded yet
+ * waits for it (`whenLoaded()`), and its folder is loaded next. Scripts are not loaded in the
+ * sandbox during the start-up pass (isolates start on first use); changes after it are.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { SwitchyardError } from '../errors.ts';
+import { createBundleCache, type BundleCache } from './bundle-cache.ts';
 import { isDeepStrictEqual } from 'node:util';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config/index.ts';
@@ -65,7 +72,25 @@ export interface IntegrationState {
  * `needs_configuration`: nothing is wrong with the folder but environment variables its secrets read
  * are unset (a shipped example before its .env is filled in): a one-line warning, not an error.
  */
-export type IntegrationStatus = 'loaded' | 'error' | 'needs_configuration';
+export type IntegrationStatus = 'loaded' | 'error' | 'needs_configuration' | 'loading';
+
+/** How far the start-up load is: every folder present at start, and how many were tried. */
+export interface Readiness {
+  /** Every folder present at start was tried (loaded, failed or needs configuration). */
+  ready: boolean;
+  total: number;
+  /** Folders tried so far. */
+  done: number;
+  /** Folders serving now. */
+  loaded: number;
+  failed: number;
+  /** When the start-up pass began and ended (ms since the epoch). */
+  startedAt: number;
+  readyAt?: number;
+  /** Folders whose bundle was read back from the cache / built by esbuild during the pass. */
+  cached: number;
+  bundled: number;
+}
 
 export interface Registry {
   get(name: string): LoadedIntegration | undefined;
@@ -75,6 +100,15 @@ export interface Registry {
   onChange(fn: (name: string, current: LoadedIntegration | undefined) => void): () => void;
   /** Re-read every folder now; resolves once done. */
   reload(): Promise<void>;
+  readiness(): Readiness;
+  /** Resolves true once the start-up pass is over, false when `timeoutMs` passed first. */
+  whenReady(timeoutMs?: number): Promise<boolean>;
+  /**
+   * The integration serving under `name`: at once when it serves; while the start-up pass may
+   * still bring it, loads its folder next and waits for it, up to `timeoutMs` (then throws a 503
+   * `starting` error). Undefined when no folder serves that name.
+   */
+  whenLoaded(name: string, timeoutMs?: number): Promise<LoadedIntegration | undefined>;
   close(): Promise<void>;
 }
 
@@ -94,6 +128,12 @@ export interface RegistryOptions {
   builtins?: Array<{ name: string; manifest: string }>;
   /** Quiet time after the last file event of a folder before it is reloaded. */
   debounceMs?: number;
+  /** Keep bundles here across starts (`<data_dir>/cache`): an unchanged folder is not bundled again. */
+  cacheDir?: string;
+  /** Remove cached bundles unused for a week (one process of several does it). */
+  pruneCache?: boolean;
+  /** Hand the registry back at once and load the folders in the background (see readiness()). */
+  background?: boolean;
   now?: () => number;
 }
 
@@ -109,8 +149,14 @@ interface Folder {
   claimed?: string;
   /** Set when the latest attempt lost a name to another folder: retried when that name frees up. */
   conflictWith?: string;
+  /** The current version's key in the bundle cache (kept when the cache is pruned). */
+  bundleKey?: string;
   updatedAt: number;
 }
+
+/** How long a request for an integration waits, by default, while the start-up pass may still bring it. */
+export const LOAD_WAIT_MS = 10_000;
+const PRUNE_EVERY_MS = 6 * 60 * 60_000;
 
 /** Folders starting with `.` or `_` (and node_modules) are not integrations: a way to park one. */
 export function isIntegrationFolderName(name: string): boolean {
@@ -139,6 +185,24 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   let draining: Promise<void> | undefined;
   let closed = false;
   let watcher: TreeWatcher | undefined;
+  const cache: BundleCache | undefined = opts.cacheDir
+    ? createBundleCache(opts.cacheDir, (e) => log.warn('the bundle cache cannot be used: integrations are bundled at every start', { dir: opts.cacheDir, error: e.message }))
+    : undefined;
+
+  // The start-up pass: the folders present at start, and which of them were tried.
+  let starting = true;
+  const atStart = new Set<string>();
+  const tried = new Set<string>();
+  const startedAt = now();
+  let readyAt: number | undefined;
+  let cachedCount = 0;
+  let bundledCount = 0;
+  const readyWaiters = new Set<() => void>();
+  /** Folders to load before the others: a request waits for them. */
+  const wanted: string[] = [];
+  /** The names pending folders claim, read only when a request looks for one. */
+  const claims = new Map<string, string | undefined>();
+  let pruneTimer: NodeJS.Timeout | undefined;
 
   const displayName = (f: Folder) => f.current?.name ?? f.claimed ?? f.key;
 
@@ -172,17 +236,134 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     if (draining || closed) return;
     draining = (async () => {
       while (pending.size && !closed) {
-        const key = [...pending].sort()[0];
+        // A turn of the event loop between folders: a folder whose bundle is cached loads without
+        // waiting on anything, and the server must listen and answer while the others load.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (!pending.size || closed) break;
+        const key = nextKey();
         pending.delete(key);
         try {
           await loadFolder(key);
         } catch (e) {
           log.error('registry: unexpected failure while loading a folder', { folder: key, error: e as Error });
         }
+        claims.delete(key);
+        readinessMemo = undefined;
+        if (starting && atStart.has(key)) tried.add(key);
+        if (starting && tried.size >= atStart.size) finishStart();
       }
     })().finally(() => {
       draining = undefined;
       if (pending.size && !closed) kick();
+    });
+  }
+
+  /** A folder a request waits for first, else the first in name order. */
+  function nextKey(): string {
+    while (wanted.length) {
+      const k = wanted.shift()!;
+      if (pending.has(k)) return k;
+    }
+    let first: string | undefined;
+    for (const k of pending) if (first === undefined || k < first) first = k;
+    return first!;
+  }
+
+  function finishStart(): void {
+    if (!starting) return;
+    starting = false;
+    readyAt = now();
+    readinessMemo = undefined;
+    const all = [...folders.values()];
+    for (const name of builtins.keys()) {
+      const key = byName.get(name);
+      const claimant = all.find((f) => displayName(f) === name);
+      // Which one serves, said once at start: the folder or the built-in version.
+      if (key !== undefined) log.info('integration folder overrides the built-in version', { integration: name, serving: folders.get(key)!.label });
+      else if (claimant) log.warn('built-in integration serving: the folder of that name does not load', { integration: name, dir: claimant.label });
+      else log.info('built-in integration serving', { integration: name, serving: BUILTIN_DIR, override: `add a folder named ${name} to ${displayPath(root)}` });
+    }
+    const builtinServing = [...builtins.keys()].filter((name) => !byName.has(name)).length;
+    log.info('integrations loaded', {
+      dir: displayPath(root),
+      serving: all.filter((f) => f.current).length,
+      ...(builtinServing ? { built_in: builtinServing } : {}),
+      failed: all.filter((f) => f.status === 'error').length,
+      ...(all.some((f) => f.status === 'needs_configuration') ? { needs_configuration: all.filter((f) => f.status === 'needs_configuration').length } : {}),
+      ...(cache ? { bundles_cached: cachedCount, bundles_built: bundledCount } : {}),
+      ms: readyAt - startedAt,
+      watching: Boolean(opts.watch),
+    });
+    for (const fn of [...readyWaiters]) fn();
+    if (cache && opts.pruneCache) {
+      const prune = () => {
+        if (closed) return;
+        const keep = new Set([...folders.values()].map((f) => f.bundleKey).filter((k): k is string => Boolean(k)));
+        const removed = cache.prune(keep);
+        if (removed) log.debug('old cached bundles removed', { removed });
+      };
+      setTimeout(prune, 1_000).unref();
+      pruneTimer = setInterval(prune, PRUNE_EVERY_MS);
+      pruneTimer.unref();
+    }
+  }
+
+  /** The name a pending folder's manifest claims (read once, without validating the rest). */
+  function claimOf(key: string): string | undefined {
+    if (claims.has(key)) return claims.get(key);
+    let name: string | undefined;
+    try {
+      const dir = join(root, key);
+      const value = parseYaml(readFileSync(join(dir, manifestFileOf(dir).name), 'utf8'), key).value as { name?: unknown } | undefined;
+      if (typeof value?.name === 'string') name = value.name;
+    } catch {
+      // no readable manifest: it cannot claim anything
+    }
+    claims.set(key, name);
+    return name;
+  }
+
+  /**
+   * Load next the folder that will serve `name`: the first pending one, in name order, whose
+   * manifest claims it (the one that wins it at start, so a request never changes who wins).
+   */
+  function prioritise(name: string): void {
+    const winner = [...pending].sort().find((k) => claimOf(k) === name);
+    if (winner === undefined || wanted.includes(winner)) return;
+    wanted.push(winner);
+    kick();
+  }
+
+  /** Asked on every /healthz: computed once per change of the folders (each load ends with one). */
+  let readinessMemo: Readiness | undefined;
+  function readiness(): Readiness {
+    if (readinessMemo) return readinessMemo;
+    const all = [...folders.values()];
+    return (readinessMemo = {
+      ready: !starting,
+      total: atStart.size,
+      done: starting ? tried.size : atStart.size,
+      loaded: all.filter((f) => f.current).length,
+      failed: all.filter((f) => f.status === 'error' && !f.current).length,
+      startedAt,
+      ...(readyAt !== undefined ? { readyAt } : {}),
+      cached: cachedCount,
+      bundled: bundledCount,
+    });
+  }
+
+  function whenReady(timeoutMs?: number): Promise<boolean> {
+    if (!starting) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        readyWaiters.delete(onReady);
+        resolve(ok);
+      };
+      const onReady = () => done(!starting);
+      readyWaiters.add(onReady);
+      if (timeoutMs !== undefined) timer = setTimeout(() => done(false), timeoutMs);
     });
   }
 
@@ -287,7 +468,9 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     if (!isIntegrationFolderName(key) || !isDirectory(dir)) return remove(key);
     const f: Folder = folders.get(key) ?? { key, dir, label: displayPath(dir), status: 'error', errors: [], warnings: [], updatedAt: now() };
 
-    const p = await prepareFolder(dir, { env: opts.env, label: f.label, maxBytes: opts.limits.script_size });
+    const firstAtStart = starting && atStart.has(key) && !tried.has(key);
+    const p = await prepareFolder(dir, { env: opts.env, label: f.label, maxBytes: opts.limits.script_size, cache });
+    if (firstAtStart && p.prepared?.script) p.prepared.bundleCached ? cachedCount++ : bundledCount++;
     const warnings = p.warnings;
     if (!p.prepared) return fail(f, p.errors, warnings, p.claimedName);
     const { manifest, script, secrets, sourceMap, dialect } = p.prepared;
@@ -331,7 +514,10 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
       );
     }
 
-    if (script && opts.verify && f.current?.script?.version !== script.version) {
+    // Isolates start on first use: the start-up pass does not load scripts in the sandbox (a script
+    // that only fails when loaded answers its invocations with the load error; `switchyard check`
+    // finds it beforehand). A change afterwards is loaded off to the side before it swaps in.
+    if (script && opts.verify && !firstAtStart && f.current?.script?.version !== script.version) {
       let message: string | undefined;
       try {
         message = await opts.verify(script);
@@ -364,6 +550,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     f.claimed = name;
     f.conflictWith = undefined;
     f.updatedAt = now();
+    f.bundleKey = p.prepared.bundleKey ?? (prev?.script?.version === script?.version ? f.bundleKey : undefined);
     folders.set(key, f);
     const unchanged =
       prev !== undefined &&
@@ -417,53 +604,77 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   mkdirSync(root, { recursive: true });
   if (opts.watch)
     watcher = watchTree(root, schedule, (e) => log.warn('cannot watch part of the integrations directory', { error: e.message }));
-  for (const key of scan()) pending.add(key);
+  for (const key of scan()) pending.add(key), atStart.add(key);
+  if (!atStart.size) finishStart();
   kick();
-  await idle();
-  for (const name of builtins.keys()) {
+  if (!opts.background) await whenReady();
+
+  const loadingState = (key: string): IntegrationState => ({ name: key, dir: join(root, key), status: 'loading', errors: [], warnings: [], updatedAt: startedAt });
+  /** Folders of the start-up pass not tried yet. */
+  const stillLoading = () => (starting ? [...atStart].filter((k) => !tried.has(k) && !folders.has(k)) : []);
+
+  function get(name: string): LoadedIntegration | undefined {
     const key = byName.get(name);
-    const claimant = [...folders.values()].find((f) => displayName(f) === name);
-    // Which one serves, said once at start: the folder or the built-in version.
-    if (key !== undefined) log.info('integration folder overrides the built-in version', { integration: name, serving: folders.get(key)!.label });
-    else if (claimant) log.warn('built-in integration serving: the folder of that name does not load', { integration: name, dir: claimant.label });
-    else log.info('built-in integration serving', { integration: name, serving: BUILTIN_DIR, override: `add a folder named ${name} to ${displayPath(root)}` });
+    return (key === undefined ? undefined : folders.get(key)?.current) ?? fallback(name);
   }
-  const served = [...folders.values()].filter((f) => f.current).length;
-  const failed = [...folders.values()].filter((f) => f.status === 'error').length;
-  const unconfigured = [...folders.values()].filter((f) => f.status === 'needs_configuration').length;
-  const builtinServing = [...builtins.keys()].filter((name) => !byName.has(name)).length;
-  log.info('integrations loaded', {
-    dir: displayPath(root),
-    serving: served,
-    ...(builtinServing ? { built_in: builtinServing } : {}),
-    failed,
-    ...(unconfigured ? { needs_configuration: unconfigured } : {}),
-    watching: Boolean(opts.watch),
-  });
+  function onChange(fn: (name: string, current: LoadedIntegration | undefined) => void): () => void {
+    listeners.add(fn);
+    return () => listeners.delete(fn);
+  }
 
   return {
-    get(name) {
-      const key = byName.get(name);
-      return (key === undefined ? undefined : folders.get(key)?.current) ?? fallback(name);
-    },
+    get,
     list() {
-      const states = [...folders.values()].map(toState);
+      const states = [...[...folders.values()].map(toState), ...stillLoading().map(loadingState)];
       for (const [name, builtin] of builtins) if (!states.some((s) => s.name === name)) states.push(builtinState(builtin));
       return states.sort((a, b) => a.name.localeCompare(b.name) || a.dir.localeCompare(b.dir));
     },
     state(name) {
       const key = byName.get(name);
-      const f = (key !== undefined ? folders.get(key) : undefined) ?? [...folders.values()].find((x) => displayName(x) === name);
+      const f =
+        (key !== undefined ? folders.get(key) : undefined) ??
+        [...folders.values()].find((x) => displayName(x) === name) ??
+        folders.get(name);
       if (f) return toState(f);
+      if (stillLoading().includes(name)) return loadingState(name);
       const builtin = fallback(name);
-      if (builtin) return builtinState(builtin);
-      const byFolder = folders.get(name);
-      return byFolder ? toState(byFolder) : undefined;
+      return builtin ? builtinState(builtin) : undefined;
     },
-    onChange(fn) {
-      listeners.add(fn);
-      return () => listeners.delete(fn);
+    readiness,
+    whenReady,
+    async whenLoaded(name, timeoutMs = LOAD_WAIT_MS) {
+      const serving = get(name);
+      if (serving || !starting) return serving;
+      prioritise(name);
+      return new Promise<LoadedIntegration | undefined>((resolve, reject) => {
+        const finish = () => {
+          clearTimeout(timer);
+          off();
+          readyWaiters.delete(onReady);
+        };
+        const off = onChange((n, current) => {
+          if (n !== name || !current) return;
+          finish();
+          resolve(current);
+        });
+        const onReady = () => {
+          finish();
+          resolve(get(name));
+        };
+        readyWaiters.add(onReady);
+        const timer = setTimeout(() => {
+          finish();
+          const r = readiness();
+          reject(
+            new SwitchyardError('starting', `integration "${name}" is not loaded yet: the server is starting (${r.done} of ${r.total} integrations loaded)`, {
+              headers: { 'retry-after': '1' },
+              hint: 'try again in a moment; GET /readyz answers 200 once every integration is loaded',
+            }),
+          );
+        }, timeoutMs);
+      });
     },
+    onChange,
     async reload() {
       for (const key of scan()) pending.add(key);
       kick();
@@ -471,6 +682,8 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     },
     async close() {
       closed = true;
+      clearInterval(pruneTimer);
+      for (const fn of [...readyWaiters]) fn();
       watcher?.close();
       for (const t of timers.values()) clearTimeout(t);
       timers.clear();

@@ -2,7 +2,7 @@
  * The runtime: envelopes in, integration code run in the sandbox, responses out; platform events
  * fanned out to the installations whose integrations handle them.
  */
-import { concerns, type Installations } from '../installations/index.ts';
+import { concerns, WEBHOOK_INTEGRATION, type Installations } from '../installations/index.ts';
 import type { EventHandlers, RunOutcome } from '../events/index.ts';
 import type { LoadedIntegration, Registry } from '../registry/index.ts';
 import type { Sandbox } from '../sandbox/index.ts';
@@ -10,6 +10,9 @@ import type { Module, Services } from '../services.ts';
 import { createRuntime, type Runtime } from './service.ts';
 import { runtimeRoutes } from './routes.ts';
 import { integrationAnswerHeaders } from '../http/origins.ts';
+import { guestLibraryId } from '../sandbox/index.ts';
+import { createExportsCache } from './exports-cache.ts';
+import { join } from 'node:path';
 import { invocationTokenTtl } from './environment.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
@@ -23,8 +26,12 @@ export const runtimeModule: Module = {
   name: 'runtime',
   async start(services: Services) {
     const sandboxLimits = services.config.sandbox;
+    const stops: Array<() => void> = [];
     const installations = services.installations as Installations;
     const registry = services.registry as Registry;
+    const exportsCache = createExportsCache(join(services.config.data_dir, 'cache'), guestLibraryId, (e) =>
+      services.log.warn('the exports cache cannot be used', { error: e.message }),
+    );
     const runtime = createRuntime({
       db: services.store.db,
       log: services.log,
@@ -41,6 +48,7 @@ export const runtimeModule: Module = {
         diskReserve: sandboxLimits.log_disk_reserve,
         dataDir: services.config.data_dir,
       },
+      exportsCache,
     });
     services.runtime = runtime;
     services.onSandboxLog = (e: { requestId: string; line: import('../sandbox/index.ts').LogLine }) => runtime.appendLateLog(e.requestId, e.line);
@@ -58,11 +66,14 @@ export const runtimeModule: Module = {
             .filter((s) => s.current && runtime.handlesKnown(s.current, event.type) !== false)
             .map((s) => s.name),
         );
-        if (!integrations.size) return [];
+        // While the integrations load at start, one not loaded yet counts too (its run waits for it,
+        // and is dropped if it has no handler after all); the built-in webhook integration never has one.
+        const starting = !registry.readiness().ready;
+        if (!integrations.size && !starting) return [];
         const only = typeof event.installationId === 'string' && event.installationId ? event.installationId : undefined;
         return installations
           .list({ status: 'active' })
-          .filter((i) => integrations.has(i.integration) && (only === undefined ? concerns(i, event) : i.id === only))
+          .filter((i) => (integrations.has(i.integration) || (starting && i.integration !== WEBHOOK_INTEGRATION && !registry.get(i.integration))) && (only === undefined ? concerns(i, event) : i.id === only))
           .map((i) => ({ installationId: i.id, integration: i.integration }));
       },
       /** Run one installation's handler; outcomes are recorded as invocations carrying the eventId. */
@@ -81,15 +92,30 @@ export const runtimeModule: Module = {
       },
     };
     services.eventHandlers = eventHandlers;
-    // Read each integration's exports now, so events know without a sandbox round trip which
-    // installations handle them (a version not read yet gets runs that are dropped if unneeded).
-    const warm = (i: LoadedIntegration | undefined) => {
-      if (i?.script) runtime.exportsOf(i).catch(() => undefined);
+    // What each integration exports, as an earlier start read it, so events know without a sandbox
+    // round trip which installations handle them. Nothing is loaded in an isolate here (isolates
+    // start on first use): a version never read gets runs that are dropped if unneeded, and is read
+    // (and remembered) when the first one runs. A changed version is read at once (the registry
+    // loaded it in the sandbox already, to check it).
+    const warm = (i: LoadedIntegration | undefined, changed: boolean) => {
+      if (!i?.script) return;
+      (changed ? runtime.exportsOf(i) : runtime.recall(i)).catch(() => undefined);
     };
-    for (const s of registry.list()) warm(s.current);
-    registry.onChange((_name, current) => warm(current));
+    for (const s of registry.list()) warm(s.current, false);
+    registry.onChange((_name, current) => warm(current, registry.readiness().ready));
+    if (!services.processes?.index) {
+      // Once a while after the start, then every few hours (one process of several does it).
+      const first = setTimeout(() => exportsCache.prune(), 60_000);
+      const every = setInterval(() => exportsCache.prune(), 6 * 60 * 60_000);
+      first.unref();
+      every.unref();
+      stops.push(() => (clearTimeout(first), clearInterval(every)));
+    }
     // Records answered but not yet committed are written before the database closes.
-    return () => runtime.flush();
+    return () => {
+      for (const stop of stops) stop();
+      runtime.flush();
+    };
   },
   routes: runtimeRoutes,
 };

@@ -33,7 +33,8 @@ export function runtimeRoutes(app: H3, services: Services): void {
       throw new SwitchyardError('forbidden', 'an integration token cannot post envelopes; use the admin token or an installation token');
     if (principal.kind === 'installation' && principal.integration !== name)
       throw new SwitchyardError('forbidden', `this token belongs to an installation of "${principal.integration}", not "${name}"`);
-    const integration = (services.registry as Registry).get(name);
+    const registry = services.registry as Registry;
+    const integration = registry.get(name) ?? (await registry.whenLoaded(name));
     if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
     if (!integration.script) throw new SwitchyardError('not_found', `integration "${name}" has no script to run`);
     const envelope = await decodeEnvelope(event.req, limits.request_body + 64 * 1024);

@@ -15,6 +15,7 @@ import type { Db } from '../store/index.ts';
 import { buildEnvironment } from './environment.ts';
 import { beforeInvocationsRead } from './invocations.ts';
 import { createLogBudget, type Dropped, type DropReason, type LogBudgetOptions } from './log-budget.ts';
+import type { ExportsCache } from './exports-cache.ts';
 import { createRedactor, redactLine, redactResult, secretRedactors } from './redact.ts';
 import { mapInvocationResult, mapLogLine } from './stack-trace.ts';
 
@@ -33,6 +34,8 @@ export interface RuntimeDeps {
   organization?: () => string;
   /** How much of the printed output is stored (see log-budget.ts). */
   logBudget: LogBudgetOptions;
+  /** What script versions export, kept across starts (see exports-cache.ts). */
+  exportsCache?: ExportsCache;
 }
 
 export interface Invocation {
@@ -171,8 +174,9 @@ export function createRuntime(deps: RuntimeDeps) {
     }
   };
 
-  function loaded(name: string): LoadedIntegration {
-    const integration = deps.registry.get(name);
+  /** The integration to run; while the server starts, waits for it to load (see Registry.whenLoaded). */
+  async function loaded(name: string): Promise<LoadedIntegration> {
+    const integration = deps.registry.get(name) ?? (await deps.registry.whenLoaded(name));
     if (!integration)
       throw new SwitchyardError('not_found', `integration "${name}" is not loaded`, { hint: 'see `switchyard integrations list`' });
     if (!integration.script)
@@ -248,15 +252,30 @@ export function createRuntime(deps: RuntimeDeps) {
     return { id, result };
   }
 
-  /** What a script exports (cached per version). */
+  /** What a script exports (cached per version; a version read before this start is remembered, see exports-cache.ts). */
   async function exportsOf(integration: LoadedIntegration) {
     const version = integration.script!.version;
-    const cached = exportsCache.get(version);
-    if (cached) return cached;
+    const known = exportsCache.get(version) ?? (await recall(integration));
+    if (known) return known;
     const r = await deps.sandbox.check(integration.script!);
     const exp = r.ok ? r.exports : { fetch: false, components: [], events: [] };
     exportsCache.set(version, exp);
+    if (r.ok) deps.exportsCache?.write(version, r.library, exp);
     return exp;
+  }
+
+  /** What an earlier start learnt this version exports, without loading it. */
+  async function recall(integration: LoadedIntegration) {
+    const version = integration.script?.version;
+    if (!version || !deps.exportsCache) return undefined;
+    let exp;
+    try {
+      exp = await deps.exportsCache.read(version);
+    } catch {
+      return undefined;
+    }
+    if (exp && !exportsCache.has(version)) exportsCache.set(version, exp);
+    return exportsCache.get(version);
   }
 
   function runnable(installation: Installation): void {
@@ -283,6 +302,7 @@ export function createRuntime(deps: RuntimeDeps) {
     invoke,
     environmentFor,
     exportsOf,
+    recall,
 
     /** A public-endpoint request: any method and sub-path, handed to the integration's fetch. */
     async fetchPublic(integrationName: string, installationId: string, req: Request, body: Uint8Array): Promise<Response> {
@@ -290,7 +310,7 @@ export function createRuntime(deps: RuntimeDeps) {
       if (!installation || installation.integration !== integrationName)
         throw new SwitchyardError('not_found', `no installation ${installationId} of integration "${integrationName}"`);
       runnable(installation);
-      const integration = loaded(integrationName);
+      const integration = await loaded(integrationName);
       return runFetch(integration, installation, req, body);
     },
 
@@ -300,7 +320,7 @@ export function createRuntime(deps: RuntimeDeps) {
      * the state it consumes, as on GitBook, and stores the credentials with that token.
      */
     async fetchIntegration(integrationName: string, req: Request, body: Uint8Array): Promise<Response> {
-      return runFetch(loaded(integrationName), undefined, req, body);
+      return runFetch(await loaded(integrationName), undefined, req, body);
     },
 
     /** A ui_render event: initialState / action / render of one component. */
@@ -310,7 +330,7 @@ export function createRuntime(deps: RuntimeDeps) {
     ): Promise<Response> {
       const installation = deps.installations.require(installationId);
       runnable(installation);
-      const integration = loaded(installation.integration);
+      const integration = await loaded(installation.integration);
       const envelope: Envelope = {
         event: {
           type: 'ui_render',
@@ -334,7 +354,8 @@ export function createRuntime(deps: RuntimeDeps) {
       installation: Installation,
       event: { type: string; eventId?: unknown; [k: string]: unknown },
     ): Promise<{ invocationId?: string; status?: number; error?: InvocationResult['error']; skipped?: string }> {
-      const integration = deps.registry.get(installation.integration);
+      // Owed from before a restart, it may run while the integrations still load: wait for this one.
+      const integration = deps.registry.get(installation.integration) ?? (await deps.registry.whenLoaded(installation.integration));
       if (!integration?.script) return { skipped: 'no script' };
       if (!scopesAllow(integration.manifest.scopes as string[], event.type)) return { skipped: 'scope' };
       const exp = await exportsOf(integration);

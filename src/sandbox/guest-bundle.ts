@@ -6,6 +6,7 @@
  * A packaged build can skip esbuild at run time: define SWITCHYARD_GUEST_BUNDLE (esbuild `define`)
  * as the JSON of `await buildGuestBundle()`.
  */
+import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 
@@ -77,4 +78,19 @@ export function guestBundle(): Promise<GuestBundle> {
   if (typeof SWITCHYARD_GUEST_BUNDLE !== 'undefined' && SWITCHYARD_GUEST_BUNDLE) return Promise.resolve(SWITCHYARD_GUEST_BUNDLE);
   cached ??= buildGuestBundle();
   return cached;
+}
+
+let libraryId: Promise<string> | undefined;
+
+/**
+ * A short hash of the guest library this process runs: what a script exports is read by it, so
+ * anything remembered about a script (see runtime/exports-cache.ts) is remembered per library.
+ */
+export function guestLibraryId(): Promise<string> {
+  libraryId ??= guestBundle().then((b) => {
+    const h = createHash('sha256').update(b.core);
+    for (const k of Object.keys(b.extras).sort()) h.update('\0').update(k).update('\0').update(b.extras[k]);
+    return h.digest('hex').slice(0, 16);
+  });
+  return libraryId;
 }

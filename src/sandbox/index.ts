@@ -13,7 +13,7 @@ export type { Sandbox, SandboxOptions } from './supervisor.ts';
 export type { Envelope, GuestScript, InvocationError, InvocationResult, LogLine, ScriptExports, CheckResult, Limits } from './types.ts';
 export { scriptFileName } from './types.ts';
 export { workerCommand, WORKER_FLAG } from './worker-command.ts';
-export { buildGuestBundle } from './guest-bundle.ts';
+export { buildGuestBundle, guestLibraryId } from './guest-bundle.ts';
 export { runtimeTypes } from './runtime-types.ts';
 
 /** Start the sandbox (its worker process starts at once, in the background). */

@@ -70,7 +70,8 @@ export interface ScriptExports {
   unsupported?: Array<{ handler: string; reason: string }>;
 }
 
-export type CheckResult = { ok: true; exports: ScriptExports } | { ok: false; error: string };
+/** `library`: the guest library that read the exports (see guestLibraryId). */
+export type CheckResult = { ok: true; exports: ScriptExports; library?: string } | { ok: false; error: string };
 
 /** What the worker needs to know about its host; sent at start and whenever it changes. */
 export interface WorkerSettings {

@@ -66,12 +66,15 @@ export interface TestServer extends RunningServer {
 export async function startTestServer(
   t: TestContext,
   over?: DeepPartial<LoadedConfig>,
-  opts: { modules?: Module[] } = {},
+  opts: { modules?: Module[]; noWaitForIntegrations?: boolean } = {},
 ): Promise<TestServer> {
   const config = testConfig(t, over);
   const log = memoryLogger();
   const server = await startServer(config, { log, modules: opts.modules });
   t.after(() => server.close());
+  // The server listens while its integrations load; tests start from a loaded registry unless they
+  // ask otherwise (see test/startup.test.ts for the start-up window itself).
+  if (!opts.noWaitForIntegrations) await (server.services.registry as { whenReady?(): Promise<boolean> } | undefined)?.whenReady?.();
   return {
     ...server,
     config: server.services.config,

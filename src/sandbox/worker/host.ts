@@ -7,6 +7,7 @@
 import { describeLimit, failure } from '../limits.ts';
 import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from '../types.ts';
 import { CallMode, GuestInstance, LoadError } from './instance.ts';
+import { guestLibraryId } from '../guest-bundle.ts';
 import { Invocation, type RunOutcome } from './invocation.ts';
 
 type InvokeMessage = { name: string; version: string; code?: string; envelope: Envelope; requestId: string };
@@ -241,7 +242,11 @@ export class SandboxHost {
       const unsupported = (Array.isArray(exp?.unsupported) ? exp.unsupported : [])
         .filter((u): u is { handler: string; reason: string } => typeof u?.handler === 'string' && typeof u?.reason === 'string')
         .map((u) => ({ handler: u.handler, reason: u.reason }));
-      return { ok: true, exports: { fetch: exp?.fetch === true, components: names(exp?.components), events: names(exp?.events), ...(unsupported.length ? { unsupported } : {}) } };
+      return {
+        ok: true,
+        exports: { fetch: exp?.fetch === true, components: names(exp?.components), events: names(exp?.events), ...(unsupported.length ? { unsupported } : {}) },
+        library: await guestLibraryId(),
+      };
     } catch (e) {
       return { ok: false, error: e instanceof Error ? e.message : String(e) };
     } finally {
