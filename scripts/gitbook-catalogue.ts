@@ -72,11 +72,14 @@ interface Plan {
   expectsDelivery?: boolean;
   /** externalIds its configuration screen would have stored (set through the API, as its code would). */
   externalIds?: string[];
+  /** OAuth started from a path its settings screen links to, not from a `button` property. */
+  oauthPaths?: string[];
 }
 
 const PLANS: Record<string, Plan> = {
   arcade: { unfurl: { embed: 'https://app.arcade.software/share/catalogueFlow1' } },
   figma: { unfurl: { embed: 'https://www.figma.com/file/AbCdEf123/Catalogue?node-id=1-2' }, props: { previewModal: { url: 'https://www.figma.com/file/AbCdEf123/Catalogue' } } },
+  'github-copilot': { oauthPaths: ['/oauth'] },
   'github-files': { unfurl: { 'github-code-block': 'https://github.com/octo-org/octo-repo/blob/main/README.md#L1-L5' } },
   'gitlab-files': { unfurl: { 'gitlab-code-block': 'https://gitlab.com/octo-org/octo-repo/-/blob/main/README.md' } },
   jira: { unfurl: { issue: 'https://catalogue.atlassian.net/browse/CAT-1' } },
@@ -470,6 +473,10 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
   // OAuth: the button's callback starts the flow; this script plays the provider sending the
   // browser back. The providers' token endpoints are out of reach here, so the rest of the path
   // runs on stand-in credentials, set as a user could (`installations configure`).
+  for (const path of plan.oauthPaths ?? []) {
+    tried.push(`OAuth via ${path}`);
+    steps.push(...(await oauthRoundTrip(`${endpoint}${path}`)));
+  }
   for (const [prop, p] of Object.entries((section?.properties ?? manifest.configurations?.account?.properties ?? {}) as Record<string, any>)) {
     if (p.type !== 'button' || !p.callback_url) continue;
     tried.push(`OAuth via ${prop}`);
