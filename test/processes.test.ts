@@ -79,6 +79,25 @@ function getOnce(url: string): Promise<{ status: number; text: string } | Error>
   });
 }
 
+/** One admin API call on a connection of its own (so the supervisor spreads calls over the processes). */
+function apiOnce(base: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const text = body === undefined ? '' : JSON.stringify(body);
+    const req = http.request(
+      `${base}${path}`,
+      { method, agent: false, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
+      (res) => {
+        let data = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (data += d));
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
+      },
+    );
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
 const servingPids = (supervisor: number, pattern = 'src/main.ts serve') =>
   execFileSync('pgrep', ['-P', String(supervisor), '-f', pattern], { encoding: 'utf8' })
     .trim()
@@ -283,22 +302,7 @@ test('what one serving process changes, every other one sees at once: installati
   const s = await serve(t, configFile);
   const base = s.match[1];
   // Fresh connections spread the requests over both processes; the change lands on one of them.
-  const post = (path: string, body: unknown) =>
-    new Promise<{ status: number; body: any }>((resolve, reject) => {
-      const text = JSON.stringify(body);
-      const req = http.request(
-        `${base}${path}`,
-        { method: 'POST', agent: false, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
-        (res) => {
-          let data = '';
-          res.setEncoding('utf8');
-          res.on('data', (d) => (data += d));
-          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
-        },
-      );
-      req.on('error', reject);
-      req.end(text);
-    });
+  const post = (path: string, body: unknown) => apiOnce(base, 'POST', path, body);
   const hook = await post('/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
   assert.equal(hook.status, 201);
   for (let i = 0; i < 30; i++) {
@@ -324,22 +328,7 @@ test('pause and resume across serving processes: events either one takes are hel
   const base = s.match[1];
   // Each request on a fresh connection: both processes take some, so the process that resumes did
   // not create every held delivery (it learns them from the store; the others are told at once).
-  const fresh = (method: string, path: string, body?: unknown) =>
-    new Promise<{ status: number; body: any }>((resolve, reject) => {
-      const text = body === undefined ? '' : JSON.stringify(body);
-      const req = http.request(
-        `${base}${path}`,
-        { method, agent: false, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
-        (res) => {
-          let data = '';
-          res.setEncoding('utf8');
-          res.on('data', (d) => (data += d));
-          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(data) }));
-        },
-      );
-      req.on('error', reject);
-      req.end(text);
-    });
+  const fresh = (method: string, path: string, body?: unknown) => apiOnce(base, method, path, body);
   const hook = await fresh('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
   assert.equal(hook.status, 201);
   const id = hook.body.installation.id as string;
