@@ -123,6 +123,7 @@ test('a guest that wedges its serving process costs only that process; named, re
   let helloErrors = 0;
   let helloOk = 0;
   let attacking = true;
+  t.after(() => void (attacking = false)); // a failed assertion below must not leave the loop running
   const steady = (async () => {
     while (attacking) {
       const r = await getOnce(hello);

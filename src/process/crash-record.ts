@@ -52,6 +52,16 @@ export class CrashRecord {
     }
   }
 
+  /**
+   * `name`'s guest code is about to run: it is now the one that started last. Its invocation may
+   * have started long before (an isolate made on first use), with others started meanwhile.
+   */
+  dispatching(name: string): void {
+    if (this.last === name || !this.live.has(name)) return;
+    this.last = name;
+    this.write();
+  }
+
   ended(name: string): void {
     const cur = this.live.get(name);
     if (!cur) return;

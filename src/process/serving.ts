@@ -89,6 +89,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
     sandboxHooks: {
       started: (name, version) => record.started(name, version),
       ended: (name) => record.ended(name),
+      dispatching: (name) => record.dispatching(name),
       culprit: (name) => record.culprit(name),
       parked(name, version) {
         const p = parked.get(name);

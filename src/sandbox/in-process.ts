@@ -18,6 +18,11 @@ export interface SandboxHooks {
   /** An invocation of `name` starts / ends (the crash record: who was running when the process died). */
   started?(name: string, version: string): void;
   ended?(name: string): void;
+  /**
+   * Its guest code is about to run. An invocation can start well before that (its isolate created
+   * and its script loaded on first use, asynchronously), while other invocations start and end.
+   */
+  dispatching?(name: string): void;
   /** This integration is known to have broken the process, which exits right after. */
   culprit?(name: string): void;
   /** Refuse invocations of a parked integration: the reason, or undefined to run it. */
@@ -47,6 +52,7 @@ export function createInProcessSandbox(opts: InProcessOptions): Sandbox {
     }
   };
   const host = new SandboxHost(settings(), onMessage);
+  host.onDispatch = (name) => hooks.dispatching?.(name);
   let closed = false;
   let pending = 0;
   onCatastrophe((name) => hooks.culprit?.(name));

@@ -160,6 +160,8 @@ class Pool {
 
 export class SandboxHost {
   settings: WorkerSettings;
+  /** Called as an invocation's guest code is about to run (its isolate ready): the crash record's "who ran last". */
+  onDispatch?: (name: string) => void;
   private readonly send: (msg: FromWorker) => void;
   private readonly pools = new Map<string, Pool>();
   private readonly sweeper: NodeJS.Timeout;
@@ -228,6 +230,7 @@ export class SandboxHost {
       else outcome.done.then(() => pool.release(inst, onStuck));
       return { ...outcome.result, durationMs: performance.now() - started };
     };
+    this.onDispatch?.(msg.name);
     const outcome = invocation.run();
     return outcome instanceof Promise ? outcome.then(finished) : finished(outcome);
   }
