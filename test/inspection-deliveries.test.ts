@@ -2,9 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from './helpers/index.ts';
+import { ROOT, tmpDir } from './helpers/index.ts';
 import type { Delivery, DeliveryDetail } from '../src/webhooks/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
 
@@ -237,4 +237,35 @@ test('on a terminal: colour unless NO_COLOR, and replay draws a progress bar', {
   assert.match(replayed.output, /\r\x1b\[2Kreplaying \[-{24}\] 0\/3/);
   assert.match(replayed.output, /\r\x1b\[2Kreplaying \[#{24}\] 3\/3  delivered 3  failed 0/);
   assert.match(replayed.output, /replayed 3 deliveries: 3 delivered, 0 failed again/);
+});
+
+test('deliveries list --endpoint (online and --offline) and replay --dry-run --endpoint --type: the CLI reaches the console\'s filters', async (t) => {
+  const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
+  const a = await receiver(t, 503);
+  const b = await receiver(t, 503);
+  await s.subscribe(a.url, ['site_view', 'page_feedback']);
+  await s.subscribe(b.url, ['site_view']);
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push(...(await s.send('site_view')).deliveries.map((d: { id: string }) => d.id));
+  ids.push(...(await s.send('page_feedback')).deliveries.map((d: { id: string }) => d.id));
+  for (const id of ids) assert.equal((await s.settled(id)).status, 'failed');
+  const origin = new URL(a.url).origin;
+
+  const config = join(tmpDir(t), 'config.yaml');
+  writeFileSync(config, `data_dir: ${s.config.data_dir}\n`);
+  for (const extra of [[], ['--offline', '--config', config]]) {
+    const listed = await s.cliJson(['deliveries', 'list', '--endpoint', `${a.url}/ignored/path`, ...extra]);
+    assert.equal(listed.deliveries.length, 4, `${extra.join(' ')}: the endpoint's four, whatever path is given`);
+  }
+  const bad = await s.cli(['deliveries', 'list', '--endpoint', 'ftp://x']);
+  assert.notEqual(bad.code, 0);
+  assert.match(bad.stderr, /endpoint must be an http\(s\) origin/);
+
+  const dry = await s.cliJson(['deliveries', 'replay', '--failed', '--endpoint', origin, '--type', 'site_view', '--dry-run']);
+  assert.equal(dry.matched, 3);
+  assert.equal(a.answered.get(503), 4, 'a dry run sends nothing');
+  const human = await s.cli(['deliveries', 'replay', '--failed', '--endpoint', origin, '--dry-run']);
+  assert.match(human.stdout, /^a replay would take 4 failed deliveries; nothing was changed\n/);
+  const listedAfter = await s.cliJson(['deliveries', 'list', '--status', 'failed']);
+  assert.equal(listedAfter.deliveries.length, 7, 'every failed delivery is still failed');
 });

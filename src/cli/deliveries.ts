@@ -24,6 +24,7 @@ const list = defineCommand({
     status: { type: 'string', description: 'only this status: pending, retrying, held, delivered, failed, cancelled', valueHint: 'status' },
     type: { type: 'string', description: 'only this event type', valueHint: 'type' },
     installation: { type: 'string', description: 'only this installation', valueHint: 'id' },
+    endpoint: { type: 'string', description: 'only deliveries to this endpoint (a URL origin, or a URL taken as its origin)', valueHint: 'url' },
     event: { type: 'string', description: 'only the deliveries of this eventId', valueHint: 'eventId' },
     ...timeArgs,
     ...pageArgs,
@@ -33,6 +34,7 @@ const list = defineCommand({
       status: checkStatus(args.status),
       type: args.type,
       installation: args.installation,
+      endpoint: args.endpoint,
       event: args.event,
       ...checkTimes(args),
       ...checkPage(args),
@@ -160,13 +162,17 @@ const replay = defineCommand({
     since: { type: 'string', description: 'deliveries created since: a duration ago (2h, 7d) or a date-time (default: all)', valueHint: 'time' },
     until: { type: 'string', description: 'deliveries created up to this time (default now)', valueHint: 'time' },
     installation: { type: 'string', description: 'only this installation', valueHint: 'id' },
+    type: { type: 'string', description: 'only this event type', valueHint: 'type' },
+    endpoint: { type: 'string', description: 'only deliveries to this endpoint (a URL origin)', valueHint: 'url' },
+    'dry-run': { type: 'boolean', description: 'say how many deliveries a replay would take and which, changing nothing', default: false },
     wait: { type: 'boolean', description: 'wait for every replayed delivery to be delivered or fail (--no-wait: only re-enqueue)', default: true },
   },
   async run({ args }) {
     const id = args.id ? String(args.id) : undefined;
-    const selecting = args.failed || args.status !== undefined || args.since !== undefined || args.until !== undefined || args.installation !== undefined;
+    const selecting =
+      args.failed || args.status !== undefined || args.since !== undefined || args.until !== undefined || args.installation !== undefined || args.type !== undefined || args.endpoint !== undefined;
     if (id && selecting)
-      throw new SwitchyardError('bad_request', 'give one delivery id, or a selection (--failed or --status, --since, --until, --installation), not both', {
+      throw new SwitchyardError('bad_request', 'give one delivery id, or a selection (--failed or --status, --since, --until, --installation, --type, --endpoint), not both', {
         hint: 'switchyard deliveries replay dlv_… | switchyard deliveries replay --failed --since 2h',
       });
     if (args.status !== undefined && !(REPLAYABLE as readonly string[]).includes(args.status))
@@ -183,6 +189,16 @@ const replay = defineCommand({
     const status = (args.status ?? 'failed') as (typeof REPLAYABLE)[number];
     const what = id ? 'delivery' : `${status} deliveries`;
     const client = apiClient(configFrom(args));
+    const selection = { status, since: args.since, until: args.until, installation: args.installation, type: args.type, endpoint: args.endpoint };
+    if (args['dry-run']) {
+      if (id) throw new SwitchyardError('bad_request', '--dry-run goes with a selection (--failed or --status ...), not one delivery id', { where: '--dry-run' });
+      const d = await client.post<{ matched: number; deliveries: string[] }>('/api/v1/deliveries/replay', { ...selection, dryRun: true });
+      if (args.json) return printJson(d);
+      out(`a replay would take ${d.matched} ${status} deliver${d.matched === 1 ? 'y' : 'ies'}; nothing was changed\n`);
+      for (const x of d.deliveries.slice(0, 20)) out(`  ${x}\n`);
+      if (d.deliveries.length > 20) out(dim(`  … and ${d.deliveries.length - 20} more (--json lists them all)\n`));
+      return;
+    }
 
     // Listen first, then replay: no attempt of a replayed delivery can happen before we listen.
     const stop = new AbortController();
@@ -215,7 +231,7 @@ const replay = defineCommand({
       if (id) {
         const d = await client.post<DeliveryDetail>(`/api/v1/deliveries/${encodeURIComponent(id)}/replay`);
         r = { replayed: 1, deliveries: [d.id], held: d.status === 'held' ? [d.id] : [] };
-      } else r = await client.post<ReplayAnswer>('/api/v1/deliveries/replay', { status, since: args.since, until: args.until, installation: args.installation });
+      } else r = await client.post<ReplayAnswer>('/api/v1/deliveries/replay', selection);
     } catch (e) {
       stop.abort();
       await following;

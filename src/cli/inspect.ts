@@ -21,6 +21,8 @@ export interface DeliveryQuery extends Page {
   status?: string;
   type?: string;
   installation?: string;
+  /** A URL origin (or a URL, taken as its origin). */
+  endpoint?: string;
   event?: string;
   since?: string;
   until?: string;

@@ -9,7 +9,7 @@ import { createEvents, createHandlerRuns } from '../events/index.ts';
 import { memoryLogger } from '../log/index.ts';
 import { createInvocations } from '../runtime/index.ts';
 import { openStore } from '../store/index.ts';
-import { createQueue, parseTimeParam } from '../webhooks/index.ts';
+import { createQueue, endpointParam, parseTimeParam } from '../webhooks/index.ts';
 import { SwitchyardError } from '../errors.ts';
 import type { InspectionSource } from './inspect.ts';
 
@@ -31,7 +31,8 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
   return {
     offline: true,
     async deliveries(f) {
-      return queue.list({ ...f, status: f.status as never, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
+      const { endpoint, ...rest } = f;
+      return queue.list({ ...rest, origin: endpointParam(endpoint, '--endpoint'), status: f.status as never, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
     },
     async delivery(id) {
       const d = queue.get(id);

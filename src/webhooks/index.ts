@@ -27,7 +27,7 @@ export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, ATTEMPT
 export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
 export { webhooksMigrations } from './schema.ts';
 export { parseTimeParam, replayWindow, replaySelection, REPLAYABLE_STATUSES } from './time.ts';
-export { maskSecret } from './routes.ts';
+export { endpointParam, maskSecret } from './routes.ts';
 export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
 export { createQueue, originOf, type Queue } from './queue.ts';
 export { deliveryStats, statsQueries, MAX_STATS_DELIVERIES, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
