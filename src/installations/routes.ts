@@ -6,9 +6,8 @@ import { isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireRea
 import { oneOfParam, readJson } from '../http/body.ts';
 import type { Registry } from '../registry/index.ts';
 import { missingRequired } from '../manifest/index.ts';
-import type { Runtime } from '../runtime/index.ts';
 import type { Services } from '../services.ts';
-import { installationEndpoint } from '../runtime/environment.ts';
+import { installationEndpoint } from './urls.ts';
 import { configurationSection, type Change, type Installation, type Installations } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
 import { refusedAhead } from '../net/index.ts';
@@ -42,13 +41,22 @@ export function installationView(services: Services, inst: Installation, reveal 
   return { ...inst, configuration: redactConfiguration(inst.configuration, reveal), urls: { publicEndpoint }, connect, missing, warnings };
 }
 
+/**
+ * What these routes ask of the module that runs integration code (`services.runtime`), declared
+ * here so installations need not import it: the runtime depends on installations, not back.
+ */
+interface CodeRunner {
+  emit(installation: Installation, event: { type: string; [k: string]: unknown }): Promise<unknown>;
+  render(installationId: string, input: { componentId: string; props?: unknown; state?: unknown; action?: unknown; context?: unknown }): Promise<Response>;
+}
+
 export function installationRoutes(app: H3, services: Services): void {
   const inst = () => services.installations as Installations;
   const limit = services.config.server.body_limit;
 
   /** Runtime events after a change: recorded per installation, never blocking the API answer. */
   function afterChange(change: Change): void {
-    const runtime = services.runtime as Runtime | undefined;
+    const runtime = services.runtime as CodeRunner | undefined;
     if (!runtime) return;
     void (async () => {
       for (const event of change.emit) {
@@ -193,7 +201,7 @@ export function installationRoutes(app: H3, services: Services): void {
     const body = await readJson<Record<string, unknown>>(event.req, limit);
     if (typeof body.componentId !== 'string' || !body.componentId)
       throw new SwitchyardError('bad_request', '"componentId" is required', { where: 'componentId' });
-    const runtime = services.runtime as Runtime;
+    const runtime = services.runtime as CodeRunner;
     return runtime.render(id, {
       componentId: body.componentId,
       props: body.props,

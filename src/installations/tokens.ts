@@ -62,3 +62,11 @@ export function mintIntegrationToken(key: Buffer, integration: string, ttlMs: nu
 export function readIntegrationToken(key: Buffer, token: string, now = Date.now()): string | undefined {
   return read('sy_int_', key, token, now);
 }
+
+/**
+ * How long a token handed to one invocation lives: the invocation's wall time, its waitUntil work,
+ * and a margin. Installation tokens minted for an invocation at its request live as long.
+ */
+export function invocationTokenTtl(sandbox: { wall_time: number; wait_until: number }): number {
+  return sandbox.wall_time + sandbox.wait_until + 60_000;
+}

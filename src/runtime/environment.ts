@@ -4,37 +4,10 @@
  */
 import type { Installation } from '../installations/index.ts';
 import type { LoadedIntegration } from '../registry/index.ts';
+import { installationEndpoint, installationLocation, integrationEndpoint, runtimeEndpoint } from '../installations/urls.ts';
+import { invocationTokenTtl } from '../installations/tokens.ts';
 
-/** The runtime endpoint (authenticated multipart envelopes, spec 4.1). */
-export function runtimeEndpoint(publicUrl: string, integration: string): string {
-  return `${publicUrl}/v1/integrations/${encodeURIComponent(integration)}`;
-}
-
-/**
- * The integration's own public endpoint (`integration.urls.publicEndpoint`, as GitBook has it):
- * any method, handed to the integration's fetch with no installation in the environment. OAuth
- * redirect URLs and provider webhooks that serve every installation are built from it.
- */
-export function integrationEndpoint(publicUrl: string, integration: string): string {
-  return `${runtimeEndpoint(publicUrl, integration)}/integration`;
-}
-
-export function installationEndpoint(publicUrl: string, integration: string, installationId: string): string {
-  return `${runtimeEndpoint(publicUrl, integration)}/installations/${encodeURIComponent(installationId)}`;
-}
-
-/** GitBook's API URL of an installation (`urls.location`): its route under this server's API. */
-export function installationLocation(publicUrl: string, integration: string, installationId: string): string {
-  return `${publicUrl}/api/v1/integrations/${encodeURIComponent(integration)}/installations/${encodeURIComponent(installationId)}`;
-}
-
-/**
- * How long a token handed to one invocation lives: the invocation's wall time, its waitUntil work,
- * and a margin. Installation tokens minted for an invocation at its request live as long.
- */
-export function invocationTokenTtl(sandbox: { wall_time: number; wait_until: number }): number {
-  return sandbox.wall_time + sandbox.wait_until + 60_000;
-}
+export { installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint };
 
 export function buildEnvironment(opts: {
   publicUrl: string;
