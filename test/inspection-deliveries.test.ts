@@ -269,3 +269,18 @@ test('deliveries list --endpoint (online and --offline) and replay --dry-run --e
   const listedAfter = await s.cliJson(['deliveries', 'list', '--status', 'failed']);
   assert.equal(listedAfter.deliveries.length, 7, 'every failed delivery is still failed');
 });
+
+test('a replay goes to the installation\'s URL now, even once it no longer takes that event type', async (t) => {
+  const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
+  const old = await receiver(t, 503);
+  const now = await receiver(t, 200);
+  const inst = await s.subscribe(old.url, ['site_view']);
+  const [d] = (await s.send('site_view')).deliveries as Array<{ id: string }>;
+  assert.equal((await s.settled(d.id)).status, 'failed');
+  const moved = await s.api('PATCH', `/api/v1/installations/${inst}`, { configuration: { webhook_url: now.url, event_types: 'page_feedback' } });
+  assert.equal(moved.status, 200, JSON.stringify(moved.body));
+  const r = await s.cli(['deliveries', 'replay', d.id]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(now.answered.get(200), 1, 'sent to the URL the installation has now');
+  assert.equal(old.answered.get(503), 1, 'the old URL saw only the first attempt');
+});

@@ -25,7 +25,7 @@ export const installationsModule: Module = {
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;
-    services.subscriptions = { forEventType: installations.webhookSubscriptions };
+    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl };
   },
   routes: installationRoutes,
 };

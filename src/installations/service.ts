@@ -328,7 +328,7 @@ export function createInstallations(deps: InstallationsDeps) {
    * paused ones with a URL: their deliveries are stored held and wait for the resume.
    */
   let subscriptionCache: Array<{ installationId: string; url: string; types: string[] }> | undefined;
-  function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
+  function webhookEndpoints() {
     freshen();
     subscriptionCache ??= [...list({ integration: WEBHOOK_INTEGRATION, status: 'active' }), ...list({ integration: WEBHOOK_INTEGRATION, status: 'paused' })]
       .filter((i) => i.status === 'active' || typeof i.configuration.webhook_url === 'string')
@@ -337,7 +337,16 @@ export function createInstallations(deps: InstallationsDeps) {
         url: String(i.configuration.webhook_url),
         types: parseEventTypes(i.configuration.event_types),
       }));
-    return subscriptionCache.filter((s) => s.types.includes(type)).map(({ installationId, url }) => ({ installationId, url }));
+    return subscriptionCache;
+  }
+  function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
+    return webhookEndpoints()
+      .filter((s) => s.types.includes(type))
+      .map(({ installationId, url }) => ({ installationId, url }));
+  }
+  /** A webhook installation's URL now, whatever event types it takes (a replay goes there). */
+  function webhookUrl(installationId: string): string | undefined {
+    return webhookEndpoints().find((s) => s.installationId === installationId)?.url;
   }
   const changed = () => {
     subscriptionCache = undefined;
@@ -356,6 +365,7 @@ export function createInstallations(deps: InstallationsDeps) {
     uninstall: (id: string) => setStatus(id, 'uninstalled'),
     resolveToken,
     webhookSubscriptions,
+    webhookUrl,
     /** A short-lived token for one invocation of the installation's code. */
     invocationToken(id: string, ttlMs: number): string {
       // Minting is an HMAC per request; a token is reused while it has at least half its life left,

@@ -69,7 +69,7 @@ export function shareOf(cfg: WebhooksConfig, processes: number): WebhooksConfig 
   };
 }
 
-type Subscriptions = { forEventType(type: string): Subscription[] } | undefined;
+type Subscriptions = { forEventType(type: string): Subscription[]; urlOf?(installationId: string): string | undefined } | undefined;
 
 export const webhooksModule: Module = {
   name: 'webhooks',
@@ -87,8 +87,12 @@ export const webhooksModule: Module = {
     const log = services.log.child({ module: 'webhooks' });
     const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
     const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyPaused: () => secrets.anyPaused() });
-    const currentUrl = (d: { eventType: string; installationId: string }) =>
-      (services.subscriptions as Subscriptions)?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
+    // The installation's URL now, whether or not it still takes this event type: a replay or a
+    // manual retry the person asked for goes where the installation points today.
+    const currentUrl = (d: { eventType: string; installationId: string }) => {
+      const subs = services.subscriptions as Subscriptions;
+      return subs?.urlOf?.(d.installationId) ?? subs?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
+    };
 
     if (cfg().lease < cfg().timeout + 5_000)
       log.warn('webhooks.lease is shorter than webhooks.timeout + 5 s; using the longer value so an attempt cannot be taken twice', {
