@@ -1,7 +1,7 @@
 /** What the benchmarks share: their settings from the environment, the median they report, and the real `switchyard serve` they measure. */
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -33,6 +33,19 @@ export function median(xs: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
+
+/**
+ * An integration folder `<integrations>/<name>` whose script (`src/index.ts`) is `fetch`'s body:
+ * the hello integration the benchmarks load, in one place.
+ */
+export function writeHelloIntegration(integrations: string, name: string, fetch: string, title = 'Hello'): void {
+  mkdirSync(join(integrations, name, 'src'), { recursive: true });
+  writeFileSync(
+    join(integrations, name, 'platform-manifest.yaml'),
+    `name: ${name}\ntitle: ${title}\ndescription: Says hello\norganization: bench\nvisibility: private\nscopes: []\nscript: src/index.ts\n`,
+  );
+  writeFileSync(join(integrations, name, 'src/index.ts'), `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ ${fetch} });\n`);
+}
 
 /** `switchyard serve` as a user starts it, in a temp folder with the webhook integration. */
 export interface BenchServe {

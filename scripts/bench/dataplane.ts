@@ -46,7 +46,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { median, setting } from './common.ts';
+import { median, setting, writeHelloIntegration } from './common.ts';
 
 const SECONDS = setting('BENCH_SECONDS', 5, false);
 const ROUNDS = setting('BENCH_ROUNDS', 3);
@@ -444,15 +444,7 @@ const hello :Workerd.Worker = (
 
   const switchyard = async (name: string, extra: string[], pinned: boolean) => {
     const dir = join(tmp, name);
-    mkdirSync(join(dir, 'integrations/hello'), { recursive: true });
-    writeFileSync(
-      join(dir, 'integrations/hello/platform-manifest.yaml'),
-      'name: hello\ntitle: Hello\ndescription: Says hello\norganization: bench\nvisibility: private\nscopes: []\nscript: ./index.ts\n',
-    );
-    writeFileSync(
-      join(dir, 'integrations/hello/index.ts'),
-      `import { createIntegration } from '@switchyard/runtime';\n\nexport default createIntegration({\n  fetch: () => new Response('hello'),\n});\n`,
-    );
+    writeHelloIntegration(join(dir, 'integrations'), 'hello', `fetch: () => new Response('hello')`);
     const port = await freePort();
     const config = join(dir, 'config.yaml');
     writeFileSync(

@@ -25,9 +25,9 @@ import { defaultConfig, publicUrlOf } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createSandbox, type GuestScript } from '../../src/sandbox/index.ts';
 import { startServer } from '../../src/http/server.ts';
-import { median, percentile, setting } from './common.ts';
+import { median, percentile, setting, writeHelloIntegration } from './common.ts';
 import { runLoad } from './http-load.ts';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -104,14 +104,10 @@ function measure(loader: ChildProcess, url: string): Promise<Measure> {
 /** A real server with a hello integration installed; its public endpoint URL. */
 async function publicEndpointRoute(): Promise<{ url: string; close(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
-  mkdirSync(join(dir, 'integrations/hello'), { recursive: true });
-  writeFileSync(
-    join(dir, 'integrations/hello/platform-manifest.yaml'),
-    'name: hello\ntitle: Hello\ndescription: Says hello\norganization: bench\nvisibility: private\nscopes: []\nscript: ./index.ts\n',
-  );
-  writeFileSync(
-    join(dir, 'integrations/hello/index.ts'),
-    `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ async fetch(request) { return new Response('Hello, ' + new URL(request.url).pathname.split('/').pop() + '!', { headers: { 'content-type': 'text/plain;charset=UTF-8' } }); } });\n`,
+  writeHelloIntegration(
+    join(dir, 'integrations'),
+    'hello',
+    `async fetch(request) { return new Response('Hello, ' + new URL(request.url).pathname.split('/').pop() + '!', { headers: { 'content-type': 'text/plain;charset=UTF-8' } }); }`,
   );
   const base = defaultConfig();
   const config = {

@@ -34,7 +34,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { median, setting } from './common.ts';
+import { median, setting, writeHelloIntegration } from './common.ts';
 
 const ROUNDS = setting('BENCH_ROUNDS', 3);
 const SIZES = (process.env.BENCH_SIZES ?? '10,100,500').split(',').map((s) => {
@@ -73,15 +73,7 @@ function workspace(n: number, port: number): { dir: string; config: string; name
   for (let i = 1; i <= n; i++) {
     const name = `hello-${String(i).padStart(4, '0')}`;
     names.push(name);
-    mkdirSync(join(dir, 'integrations', name, 'src'), { recursive: true });
-    writeFileSync(
-      join(dir, 'integrations', name, 'platform-manifest.yaml'),
-      `name: ${name}\ntitle: Hello ${i}\ndescription: Start-up benchmark\norganization: bench\nvisibility: private\nscopes: []\nscript: src/index.ts\n`,
-    );
-    writeFileSync(
-      join(dir, 'integrations', name, 'src/index.ts'),
-      `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('hello ${i}') });\n`,
-    );
+    writeHelloIntegration(join(dir, 'integrations'), name, `fetch: async () => new Response('hello ${i}')`, `Hello ${i}`);
   }
   mkdirSync(join(dir, 'integrations'), { recursive: true });
   const config = join(dir, 'config.yaml');
