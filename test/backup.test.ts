@@ -4,7 +4,9 @@ import Database from 'better-sqlite3';
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { samplePayload } from '../src/events/index.ts';
-import { runCli, startTestServer, tmpDir } from './helpers/index.ts';
+import { runCli, startTestServer, tmpDir, tmpfs } from './helpers/index.ts';
+import { openStore } from '../src/store/index.ts';
+import { allMigrations } from '../src/migrations.ts';
 
 const eventsIn = (file: string) => {
   const db = new Database(file, { readonly: true });
@@ -81,3 +83,46 @@ test('restore refuses what is not a sound Switchyard database, naming the file',
   assert.notEqual(missing.code, 0);
   assert.match(missing.stderr, /no file/);
 });
+
+test('a restore that the disk cannot hold leaves the database as it was; a backup is never written over the live database', async (t) => {
+  const disk = tmpfs(t, 2);
+  if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
+  const data = join(disk, 'data');
+  const live = openStore(data, { migrations: allMigrations() });
+  live.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)').run('evt_kept', 'site_view', '{}', Date.now());
+  live.close();
+  const dir = tmpDir(t);
+  const cfg = join(dir, 'config.yaml');
+  writeFileSync(cfg, `data_dir: ${data}\n`);
+
+  // A sound backup larger than the disk's room.
+  const big = join(dir, 'big.db');
+  const other = openStore(join(dir, 'other'), { migrations: allMigrations() });
+  const insert = other.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
+  other.db.transaction(() => {
+    for (let i = 0; i < 400; i++) insert.run(`evt_${i}`, 'site_view', JSON.stringify({ pad: 'x'.repeat(10_000) }), Date.now());
+  })();
+  other.close();
+  const made = await runCli(['backup', big, '--config', writeConfig(dir, join(dir, 'other'))]);
+  assert.equal(made.code, 0, made.stderr);
+
+  const r = await runCli(['restore', big, '--config', cfg]);
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /the database is unchanged/);
+  assert.equal(eventsIn(join(data, 'switchyard.db')), 1, 'the live database is whole, in place');
+  assert.deepEqual(readdirSync(data).filter((f) => /restoring|before-restore/.test(f)), [], 'no half copy, nothing moved aside');
+
+  // --force or not, the live database is never the backup's destination.
+  for (const target of [join(data, 'switchyard.db'), join(data, 'switchyard.db-wal')]) {
+    const over = await runCli(['backup', target, '--force', '--config', cfg]);
+    assert.notEqual(over.code, 0);
+    assert.match(over.stderr, /is the live database/);
+  }
+  assert.equal(eventsIn(join(data, 'switchyard.db')), 1);
+});
+
+function writeConfig(dir: string, dataDir: string): string {
+  const file = join(dir, `config-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(file, `data_dir: ${dataDir}\n`);
+  return file;
+}

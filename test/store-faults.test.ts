@@ -8,25 +8,12 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { samplePayload } from '../src/events/index.ts';
-import { waitFor } from './helpers/index.ts';
+import { tmpfs, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, type DeliveryTestServer } from './webhooks-support.ts';
 
-function tmpfs(t: TestContext, sizeMb: number): string | undefined {
-  const parent = mkdtempSync(join(tmpdir(), 'switchyard-tmpfs-'));
-  const dir = join(parent, 'mnt');
-  mkdirSync(dir);
-  const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${sizeMb}m`, 'tmpfs', dir]);
-  // Unmounted before it is removed (hooks registered earlier run first).
-  t.after(() => {
-    if (r.status === 0) spawnSync('umount', ['-l', dir]);
-    rmSync(parent, { recursive: true, force: true });
-  });
-  return r.status === 0 ? dir : undefined;
-}
 
 /** A receiver that answers 500 to an event's first attempt and 200 after: retries are in flight during the fault. */
 async function flakyReceiver(t: TestContext) {

@@ -13,7 +13,7 @@
  */
 import Database from 'better-sqlite3';
 import { defineCommand } from 'citty';
-import { chmodSync, copyFileSync, existsSync, renameSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../migrations.ts';
@@ -77,6 +77,12 @@ const backup = defineCommand({
   async run({ args }) {
     const config = configFrom(args);
     const dest = resolve(String(args.file));
+    // Never over the live database or its journals, --force or not: the server keeps writing to
+    // the file it has open, and those writes would be lost under the copy.
+    const live = join(resolve(config.data_dir), DB_FILE);
+    const sameFile = (a: string, b: string) => existsSync(a) && existsSync(b) && realpathSync(a) === realpathSync(b);
+    if ([live, `${live}-wal`, `${live}-shm`].some((f) => f === dest || sameFile(f, dest)))
+      throw new SwitchyardError('bad_request', `${dest} is the live database (or its journal)`, { where: dest, hint: 'write the backup outside the data directory' });
     if (existsSync(dest) && !args.force) throw new SwitchyardError('conflict', `${dest} exists`, { where: dest, hint: 'choose another file, or pass --force to replace it' });
     if (!existsSync(dirname(dest))) throw new SwitchyardError('bad_request', `the folder ${dirname(dest)} does not exist`, { where: dest });
     const store = openStore(config.data_dir, { readonly: true });
@@ -119,6 +125,16 @@ const restore = defineCommand({
     const lock = acquireLock(config.data_dir); // refuses while a server holds the data directory
     try {
       const live = join(config.data_dir, DB_FILE);
+      // The copy first, beside the database: a full disk or a kill stops it with the database
+      // untouched (a stray .restoring-<pid> file at worst). Only then the swap, two renames.
+      const temp = `${live}.restoring-${process.pid}`;
+      try {
+        copyFileSync(source, temp);
+        chmodSync(temp, 0o600);
+      } catch (e) {
+        rmSync(temp, { force: true });
+        throw new SwitchyardError('storage_failed', `could not copy ${source} into ${config.data_dir}: ${(e as Error).message}; the database is unchanged`, { where: source, cause: e });
+      }
       let kept: string | null = null;
       if (existsSync(live)) {
         // Fold the WAL into the file first, so the kept copy is whole on its own.
@@ -129,9 +145,6 @@ const restore = defineCommand({
         renameSync(live, kept);
       }
       for (const f of [`${live}-wal`, `${live}-shm`]) rmSync(f, { force: true });
-      const temp = `${live}.restoring-${process.pid}`;
-      copyFileSync(source, temp);
-      chmodSync(temp, 0o600);
       renameSync(temp, live);
       const report = { restored: source, database: live, previous: kept, rows };
       if (args.json) return printJson(report);

@@ -2,10 +2,10 @@
  * Test helpers: temporary folders, a real server on 127.0.0.1 with port 0 and a fresh data
  * directory, and a client for its management API. Everything is cleaned up by `t.after`.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
 import { startServer, type RunningServer } from '../../src/http/server.ts';
@@ -179,4 +179,21 @@ export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, eve
     await new Promise((r) => setTimeout(r, everyMs));
   }
   throw new Error(`waitFor timed out after ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+/**
+ * A fresh tmpfs of `sizeMb` (a disk that fills up for real), unmounted after the test; undefined
+ * where mounting is not allowed (it needs root).
+ */
+export function tmpfs(t: TestContext, sizeMb: number): string | undefined {
+  const parent = mkdtempSync(join(tmpdir(), 'switchyard-tmpfs-'));
+  const dir = join(parent, 'mnt');
+  mkdirSync(dir);
+  const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${sizeMb}m`, 'tmpfs', dir]);
+  // Unmounted before it is removed (hooks registered earlier run first).
+  t.after(() => {
+    if (r.status === 0) spawnSync('umount', ['-l', dir]);
+    rmSync(parent, { recursive: true, force: true });
+  });
+  return r.status === 0 ? dir : undefined;
 }
