@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { Db } from '../src/store/index.ts';
 import { samplePayload, type Events } from '../src/events/index.ts';
 import { runCli, tmpDir, waitFor } from './helpers/index.ts';
-import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
+import { deliveryServer, scriptedReceiver, subscriptionsFailingFor } from './webhooks-support.ts';
 
 const db = (s: { services: { store: { db: unknown } } }) => s.services.store.db as Db;
 const count = (s: Parameters<typeof db>[0], sql: string, ...params: unknown[]) => (db(s).prepare(sql).get(...params) as { n: number }).n;
@@ -73,27 +73,7 @@ test('a batch of 1,000: stored in one go with every delivery and handler run enq
 test('a batch is atomic: if storing one of its valid events fails, none is stored (and a single event stored alongside is not affected)', async (t) => {
   let explode = true;
   const s = await deliveryServer(t, {}, [
-    {
-      name: 'half-broken-subscriptions',
-      start(services) {
-        const real = services.subscriptions as { forEventType(type: string): any[] } | undefined;
-        services.subscriptions = {
-          forEventType(type: string) {
-            // Fails after the event row is written (while its delivery is enqueued).
-            if (explode && type === 'page_feedback')
-              return [
-                {
-                  installationId: 'inst_broken',
-                  get url(): string {
-                    throw new Error('subscriptions unavailable for page_feedback');
-                  },
-                },
-              ];
-            return real?.forEventType(type) ?? [];
-          },
-        };
-      },
-    },
+    subscriptionsFailingFor('page_feedback', () => explode),
   ]);
   const receiver = await scriptedReceiver(t, () => 200);
   await s.subscribe(receiver.url, ['site_view']);

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EVENT_TYPES, samplePayload, validateEventPayload } from '../src/events/index.ts';
 import { waitFor } from './helpers/index.ts';
-import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
+import { deliveryServer, scriptedReceiver, subscriptionsFailingFor } from './webhooks-support.ts';
 
 test('every sample payload is valid, with a fresh eventId', () => {
   for (const type of EVENT_TYPES) {
@@ -124,27 +124,7 @@ test('events stored in one group commit: one whose fan-out fails is left out, th
   // Two delivery slots: the good events take both at enqueue (to start at commit); the rollback
   // must give them back, or nothing could ever be sent again.
   const s = await deliveryServer(t, { webhooks: { concurrency: 2, per_endpoint_concurrency: 2 } }, [
-    {
-      name: 'half-broken-subscriptions',
-      start(services) {
-        const real = services.subscriptions as { forEventType(type: string): any[] } | undefined;
-        services.subscriptions = {
-          forEventType(type: string) {
-            // Fails after the event row is written (while its delivery is enqueued).
-            if (type === 'page_feedback')
-              return [
-                {
-                  installationId: 'inst_broken',
-                  get url(): string {
-                    throw new Error('subscriptions unavailable for page_feedback');
-                  },
-                },
-              ];
-            return real?.forEventType(type) ?? [];
-          },
-        };
-      },
-    },
+    subscriptionsFailingFor('page_feedback'),
   ]);
   const receiver = await scriptedReceiver(t, () => 200);
   await s.subscribe(receiver.url, ['site_view']);

@@ -121,3 +121,31 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
     },
   };
 }
+
+/**
+ * A module that wraps the installations' subscriptions so that enqueueing a delivery of `type`
+ * throws (its URL cannot be read) while `failing()` says so: the event row is already written when
+ * it fails, which is what a rollback must undo.
+ */
+export function subscriptionsFailingFor(type: string, failing: () => boolean = () => true): Module {
+  return {
+    name: 'half-broken-subscriptions',
+    start(services) {
+      const real = services.subscriptions as { forEventType(type: string): any[] } | undefined;
+      services.subscriptions = {
+        forEventType(t: string) {
+          if (failing() && t === type)
+            return [
+              {
+                installationId: 'inst_broken',
+                get url(): string {
+                  throw new Error(`subscriptions unavailable for ${type}`);
+                },
+              },
+            ];
+          return real?.forEventType(t) ?? [];
+        },
+      };
+    },
+  };
+}
