@@ -18,6 +18,7 @@ import { createLogBudget, type Dropped, type DropReason, type LogBudgetOptions }
 import type { ExportsCache } from './exports-cache.ts';
 import { createRedactor, redactLine, redactResult, secretRedactors } from './redact.ts';
 import { mapInvocationResult, mapLogLine } from './stack-trace.ts';
+import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 
 export interface RuntimeDeps {
   db: Db;
@@ -115,7 +116,13 @@ export function createRuntime(deps: RuntimeDeps) {
   const insertAll = db.transaction((rows: unknown[][]) => {
     for (const row of rows) insert.run(...row);
   });
-  function flushRecords(): void {
+  const patience = lockPatience(db);
+  /**
+   * `patient` (the scheduled flushes): while another serving process holds the write lock, the
+   * records wait a turn rather than the thread sleeping (see store/patience.ts). A reader's flush
+   * and the last one at close write at once, waiting for the lock if they must.
+   */
+  function flushRecords(patient = false): void {
     if (flushTimer) clearTimeout(flushTimer);
     flushTimer = null;
     flushSoon = false;
@@ -123,7 +130,14 @@ export function createRuntime(deps: RuntimeDeps) {
     unrecorded = [];
     if (!batch.length) return;
     try {
-      insertAll(batch.map((p) => p.row));
+      const rows = batch.map((p) => p.row);
+      if (!patient || closing) insertAll(rows);
+      else if (patience.run(() => insertAll(rows)) === LOCK_BUSY) {
+        unrecorded = [...batch, ...unrecorded];
+        flushSoon = true;
+        setImmediate(() => flushRecords(true));
+        return;
+      }
     } catch {
       // One bad row must not lose the others: record them one by one.
       for (const p of batch) {
@@ -145,10 +159,10 @@ export function createRuntime(deps: RuntimeDeps) {
     unrecorded.push(p);
     if (closing) flushRecords(); // shutting down: the database closes soon
     else if (wait || unrecorded.length >= RECORD_BATCH) {
-      if (!flushSoon) setImmediate(flushRecords);
+      if (!flushSoon) setImmediate(() => flushRecords(true));
       flushSoon = true;
     } else if (!flushTimer && !flushSoon) {
-      flushTimer = setTimeout(flushRecords, RECORD_DELAY_MS);
+      flushTimer = setTimeout(() => flushRecords(true), RECORD_DELAY_MS);
       flushTimer.unref();
     }
     if (wait && !closing) return new Promise((done) => (p.done = done));
