@@ -34,6 +34,27 @@ test('an unknown flag is exit 2 with the closest flag; a misspelt command too', 
   const sub = await runCli(['deliveries', 'lsit']);
   assert.equal(sub.code, 2);
   assert.match(sub.stderr, /unknown command "lsit"; did you mean "list"\?/);
+  // With --help too: the name is checked first, not answered with the parent's help and exit 0.
+  const helped = [
+    [['delivries', '--help'], 'delivries', 'deliveries'],
+    [['deliveries', 'lsit', '--help'], 'lsit', 'list'],
+    [['deliveries', 'lsit', '-h'], 'lsit', 'list'],
+  ] as const;
+  const [replay, tail, rightName, ...results] = await Promise.all([
+    runCli(['replay', '--failed']),
+    runCli(['tial']),
+    runCli(['deliveries', 'list', '--help']),
+    ...helped.map(([args]) => runCli([...args])),
+  ]);
+  helped.forEach(([args, word, guess], i) => {
+    assert.equal(results[i].code, 2, args.join(' '));
+    assert.match(results[i].stderr, new RegExp(`unknown command "${word}"; did you mean "${guess}"\\?`), args.join(' '));
+  });
+  // A subcommand's name typed at the top level points at where it lives.
+  assert.equal(replay.code, 2);
+  assert.match(replay.stderr, /unknown command "replay"; did you mean .*"deliveries replay"/);
+  assert.match(tail.stderr, /unknown command "tial"; did you mean "deliveries tail"\?/);
+  assert.equal(rightName.code, 0, 'a right name with --help is still help');
   // Declared flags, aliases, negations and --flag=value still pass the check.
   const ok = await runCli(['logs', '-f', '--no-json', '--limit=5', '--offline', '--config', join(ROOT, 'config.yaml')]);
   assert.doesNotMatch(ok.stderr, /unknown option/);

@@ -48,6 +48,33 @@ async function resolveTarget(cmd: AnyCommand, args: string[]): Promise<[AnyComma
   return [current, parent, undefined];
 }
 
+/**
+ * What a mistyped command name may have meant: the closest command at that level, else a command
+ * one level down (`switchyard replay` is `deliveries replay` or `events replay`), exact names first.
+ */
+async function commandGuesses(word: string, subs: Record<string, unknown>): Promise<string[]> {
+  const here = closest(word, Object.keys(subs));
+  if (here) return [here];
+  const exact: string[] = [];
+  const near: string[] = [];
+  for (const [name, sub] of Object.entries(subs)) {
+    const inner = await value((await value(sub as AnyCommand)).subCommands);
+    if (!inner) continue;
+    if (Object.hasOwn(inner, word)) exact.push(`${name} ${word}`);
+    else {
+      const guess = closest(word, Object.keys(inner));
+      if (guess) near.push(`${name} ${guess}`);
+    }
+  }
+  return exact.length ? exact : near;
+}
+
+/** `"a"`, `"a" or "b"`, `"a", "b" or "c"`. */
+function alternatives(words: string[]): string {
+  const quoted = words.map((w) => `"${w}"`);
+  return quoted.length < 2 ? quoted.join('') : `${quoted.slice(0, -1).join(', ')} or ${quoted.at(-1)}`;
+}
+
 /** citty colours its usage text whenever CI/NO_COLOR are unset: strip it when the stream is no terminal. */
 const ANSI = /\x1b\[[0-9;]*m/g;
 function plain(text: string, stream: NodeJS.WriteStream): string {
@@ -94,16 +121,17 @@ export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number>
     return EXIT_OK;
   }
   const [target, parent, stray] = await resolveTarget(cmd, argv);
+  // Checked before --help: `switchyard delivries --help` must not answer with the parent's help, exit 0.
+  const subs = await value(target.subCommands);
+  if (stray !== undefined && subs && !target.run) {
+    const guesses = await commandGuesses(stray, subs);
+    await printUsage(target, parent);
+    process.stderr.write(`switchyard: unknown command "${stray}"${guesses.length ? `; did you mean ${alternatives(guesses)}?` : ''}\n`);
+    return EXIT_USAGE;
+  }
   if (argv.includes('--help') || argv.includes('-h') || argv.length === 0) {
     await printUsage(target, parent);
     return argv.length === 0 ? EXIT_USAGE : EXIT_OK;
-  }
-  const subs = await value(target.subCommands);
-  if (stray !== undefined && subs && !target.run) {
-    const guess = closest(stray, Object.keys(subs));
-    await printUsage(target, parent);
-    process.stderr.write(`switchyard: unknown command "${stray}"${guess ? `; did you mean "${guess}"?` : ''}\n`);
-    return EXIT_USAGE;
   }
   const bad = await unknownFlag(target, argv);
   if (bad) {
