@@ -23,6 +23,21 @@ test('help and usage errors carry no ANSI escapes when stdout and stderr are pip
   }
 });
 
+test('help text: a default said once, columns aligned, no padding after the last column', async () => {
+  // With colours allowed (stripped for the pipe) as on a terminal: citty padded counting the grey hints.
+  const [receive, list] = await Promise.all([runCli(['receive', '--help'], { env: colourEnv }), runCli(['deliveries', 'list', '--help'], { env: colourEnv })]);
+  for (const r of [receive, list]) {
+    assert.equal(r.code, 0);
+    assert.doesNotMatch(r.stdout, /[ \t]$/m, 'no line ends in padding');
+    // Every option's description starts in the same column, "(Default: false)" lines too.
+    const starts = new Set(r.stdout.split('\n').filter((l) => /^\s+-/.test(l)).map((l) => /^\s*\S+\s+/.exec(l)![0].length));
+    assert.equal(starts.size, 1, r.stdout);
+  }
+  assert.match(receive.stdout, /--port=<port>\s+port to listen on \(default 9000; 0 picks a free one\)$/m);
+  assert.doesNotMatch(receive.stdout, /\(Default: 9000\)|\(Default: 127\.0\.0\.1\)/);
+  assert.match(list.stdout, /--json\s+print JSON for scripts instead of a table \(Default: false\)$/m, 'a default the description does not give stays');
+});
+
 test('an unknown flag is exit 2 with the closest flag; a misspelt command too', async () => {
   const flag = await runCli(['deliveries', 'list', '--statsu', 'failed'], { env: colourEnv });
   assert.equal(flag.code, 2);

@@ -81,8 +81,21 @@ function plain(text: string, stream: NodeJS.WriteStream): string {
   return useColour(stream) ? text : text.replace(ANSI, '');
 }
 
+/**
+ * citty's usage, tidied: no "(Default: x)" after a description that already gives its default
+ * ("(default 9000) (Default: 9000)"), and no padding after the last column (citty pads it counting
+ * the grey hint's colour codes, so those lines ended shorter and wrapped apart on a narrow terminal).
+ */
+async function usageText(cmd: AnyCommand, parent: AnyCommand | undefined): Promise<string> {
+  const args = (await value(cmd.args)) as Record<string, { description?: string; default?: unknown; required?: boolean }> | undefined;
+  const said = (d: { description?: string; default?: unknown }) => d.default !== undefined && /\bdefault\b/i.test(d.description ?? '');
+  // Without its default an argument must not turn "(Required)": it never was.
+  const shown = args ? { ...cmd, args: Object.fromEntries(Object.entries(args).map(([k, d]) => [k, said(d) ? { ...d, default: undefined, required: false } : d])) } : cmd;
+  return (await renderUsage(shown, parent)).replace(/[ \t]+((?:\x1b\[[0-9;]*m)*)$/gm, '$1');
+}
+
 async function printUsage(cmd: AnyCommand, parent: AnyCommand | undefined): Promise<void> {
-  process.stdout.write(`${plain(await renderUsage(cmd, parent), process.stdout)}\n\n`);
+  process.stdout.write(`${plain(await usageText(cmd, parent), process.stdout)}\n\n`);
 }
 
 /**
