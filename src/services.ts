@@ -20,6 +20,11 @@ export interface Services {
   sandboxInProcess?: boolean;
   /** Set in a serving process beside others, under the supervisor (src/process/serving.ts). */
   processes?: ProcessLink;
+  /**
+   * Resolves once the HTTP server listens and its start line is said: start-up work whose log lines
+   * should come after that line (loading the integrations) waits for it.
+   */
+  listening?: Promise<void>;
   /** Capabilities attached by modules as they start (see each module's index.ts). */
   [capability: string]: unknown;
 }

@@ -49,9 +49,46 @@ test('serve starts on the given config and stops cleanly on SIGTERM', async (t) 
   assert.equal(health.status, 200);
   // The start line says where the generated admin token is (a path, not the token: never redacted away).
   assert.ok(output().includes(`"admin_credential":"${join(dir, 'data', 'admin-token')}"`), output());
+  // It is the first record, before the integrations' (an empty folder: the built-in webhook's).
+  await waitFor(() => output().includes('"msg":"integrations loaded"'));
+  const records = output().split('\n').filter(Boolean).map((l) => JSON.parse(l).msg as string);
+  assert.equal(records[0], 'switchyard serving', output());
   child.kill('SIGTERM');
   const code = await new Promise((r) => child.on('exit', r));
   assert.equal(code, 0);
+});
+
+test('on a terminal the first line says where it serves, the console and where the admin token is, before the integrations load; the CLI finds a port chosen at start', async (t) => {
+  const dir = tmpDir(t);
+  for (const name of ['greeter', 'welcome']) {
+    mkdirSync(join(dir, 'integrations', name), { recursive: true });
+    writeFileSync(join(dir, 'integrations', name, 'platform-manifest.yaml'), `name: ${name}\ntitle: T\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n`);
+    writeFileSync(join(dir, 'integrations', name, 'index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('hi') });\n");
+  }
+  const config = join(dir, 'config.yaml');
+  // The lines a terminal gets (format pretty), under the supervisor with its 2 serving processes.
+  writeFileSync(config, 'server:\n  port: 0\n  processes: 2\ndata_dir: ./data\nintegrations_dir: ./integrations\nlog:\n  format: pretty\n');
+  const s = await spawnCli(t, ['serve', '--config', config], /integrations loaded/, { cwd: dir, timeoutMs: 30_000 });
+  const lines = s.output().split('\n');
+  const escape = (x: string) => x.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  const first = new RegExp(
+    `^Switchyard serving (http://127\\.0\\.0\\.1:\\d+) \\(2 processes\\)\\. Console: http://localhost:\\d+/console/ \\(log in with the admin token in ${escape(join(dir, 'data', 'admin-token'))}\\)\\. Config: ${escape(config)}$`,
+  ).exec(lines[0]);
+  assert.ok(first, `the first line is the start line:\n${s.output()}`);
+  assert.equal(lines.filter((l) => /integration loaded/.test(l)).length, 2, 'the integrations\' lines follow it');
+  assert.equal((await fetch(`${first[1]}/healthz`)).status, 200);
+
+  // server.port 0: the CLI reads the URL the server recorded rather than looking at :0.
+  const listed = await runCli(['integrations', 'list', '--config', config], { cwd: dir });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /greeter[\s\S]*welcome/);
+  s.child.kill('SIGTERM');
+  assert.equal(await new Promise((r) => s.child.on('exit', r)), 0);
+  const stopped = await runCli(['integrations', 'list', '--config', config], { cwd: dir });
+  assert.equal(stopped.code, 1);
+  assert.match(stopped.stderr, /server\.port is 0 in .*config\.yaml: the server picks its port when it starts, and no running server recorded one/);
+  assert.match(stopped.stderr, /SWITCHYARD_URL=http:\/\/127\.0\.0\.1:<port>/);
+  assert.doesNotMatch(stopped.stderr, /:0\b/);
 });
 
 test('bad input ends serve with one clear message and exit code 2, never a stack', async (t) => {

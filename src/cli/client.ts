@@ -1,10 +1,12 @@
 /**
- * The CLI's client of the management API: base URL from config (server.public_url), admin token
+ * The CLI's client of the management API: base URL from config (server.public_url; with
+ * `server.port: 0` the URL the running server recorded in <data_dir>/run/server-url), admin token
  * from config or <data_dir>/admin-token. When the server is not running it says so in one line.
  */
 import { SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import { resolveAdminToken } from '../http/auth.ts';
+import { recordedServingUrl, servingUrlFile } from '../http/announce.ts';
 
 export interface ApiClient {
   baseUrl: string;
@@ -18,10 +20,19 @@ export interface ApiClient {
 }
 
 export function apiClient(config: LoadedConfig, opts: { url?: string; token?: string } = {}): ApiClient {
-  const baseUrl = (opts.url ?? process.env.SWITCHYARD_URL ?? config.publicUrl).replace(/\/+$/, '');
+  // `server.port: 0`: the port is chosen at start; the running server records its URL.
+  const portAtStart = !opts.url && !process.env.SWITCHYARD_URL && !config.server.public_url && config.server.port === 0;
+  const recorded = portAtStart ? recordedServingUrl(config.data_dir) : undefined;
+  const baseUrl = (opts.url ?? process.env.SWITCHYARD_URL ?? recorded ?? config.publicUrl).replace(/\/+$/, '');
   const token = opts.token ?? process.env.SWITCHYARD_ADMIN_TOKEN ?? resolveAdminToken(config);
 
   async function raw(path: string, init: RequestInit = {}): Promise<Response> {
+    if (portAtStart && !recorded)
+      throw new SwitchyardError(
+        'server_unreachable',
+        `server.port is 0 in ${config.source ?? 'the configuration'}: the server picks its port when it starts, and no running server recorded one in ${servingUrlFile(config.data_dir)}`,
+        { hint: 'start it with `switchyard serve`; or point the CLI at a server with SWITCHYARD_URL=http://127.0.0.1:<port> (its start line shows the URL), or set a fixed server.port' },
+      );
     if (!token)
       throw new SwitchyardError('unauthorized', `no admin token: admin_token is empty and ${config.data_dir}/admin-token does not exist`, {
         hint: 'start the server once (it generates the token), or set SWITCHYARD_ADMIN_TOKEN',
@@ -32,7 +43,8 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
         headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) },
       });
     } catch (e) {
-      throw new SwitchyardError('server_unreachable', `the switchyard server is not running at ${baseUrl}`, {
+      const where = recorded ? ` (the URL its last start recorded in ${servingUrlFile(config.data_dir)})` : '';
+      throw new SwitchyardError('server_unreachable', `the switchyard server is not running at ${baseUrl}${where}`, {
         hint: 'start it with `switchyard serve` (or point --config / SWITCHYARD_URL at the right server)',
         cause: e,
       });

@@ -52,7 +52,7 @@ export default defineCommand({
 /** A serving process under the supervisor: it stops when told (SIGTERM) or when the supervisor is gone. */
 async function serving(
   config: LoadedConfig,
-  place: { index: number; count: number },
+  place: { index: number; count: number; announces: boolean },
   createServingLink: typeof import('../process/serving.ts').createServingLink,
 ): Promise<number> {
   const port = Number(process.env[PORT_ENV]);

@@ -13,9 +13,9 @@ import { modules as defaultModules } from '../modules.ts';
 import type { Module, Services } from '../services.ts';
 import type { ProcessLink } from '../process/serving.ts';
 import { openStore } from '../store/index.ts';
-import { ADMIN_TOKEN_FILE, resolveAdminToken } from './auth.ts';
+import { resolveAdminToken } from './auth.ts';
+import { announceServing, forgetServingUrl, recordServingUrl } from './announce.ts';
 import { consoleUrl } from './origins.ts';
-import { join } from 'node:path';
 import { createApp } from './app.ts';
 import { authThrottleShare, createAuthThrottle } from './throttle.ts';
 import { allMigrations } from '../migrations.ts';
@@ -58,6 +58,8 @@ export async function startServer(
     sandboxInProcess: opts.sandbox === 'in-process',
     processes: opts.link,
   };
+  let listened!: () => void;
+  services.listening = new Promise<void>((resolve) => (listened = resolve));
   const stops: Array<() => Promise<void> | void> = [];
   let httpServer: Server | undefined;
   const modules = opts.modules ?? defaultModules;
@@ -100,15 +102,14 @@ export async function startServer(
       hint: "integration pages served there would run with the console's authority: give the console its own host name",
     });
   }
-  // Under the supervisor, it says this once for all its processes.
-  (opts.link ? log.debug : log.info).call(log, 'switchyard serving', {
-    url: publicUrl,
-    console: `${console}/console/`,
-    // Not named like a secret: the log redacts those, and this says where the token is, not what.
-    admin_credential: config.admin_token ? 'admin_token in config.yaml' : join(config.data_dir, ADMIN_TOKEN_FILE),
-    data_dir: config.data_dir,
-    config: config.source ?? '(embedded defaults)',
-  });
+  // The first line a person reads, before the integrations' (they start loading now). Under the
+  // supervisor, process 0 says it once for all of them.
+  const announces = !opts.link || opts.link.announces;
+  if (announces) {
+    announceServing(log, config, { url: publicUrl, console: `${console}/console/`, processes: opts.link?.count });
+    recordServingUrl(config.data_dir, publicUrl);
+  } else log.debug('switchyard serving', { url: publicUrl, process: opts.link?.index });
+  listened();
 
   let closing: Promise<void> | undefined;
   const server = httpServer;
@@ -127,6 +128,8 @@ export async function startServer(
         clearTimeout(timer);
         await stopModules();
         store.close();
+        // Under the supervisor the URL stays while it serves: it forgets it when it stops.
+        if (!opts.link) forgetServingUrl(config.data_dir);
         (opts.link ? log.debug : log.info).call(log, 'switchyard stopped');
       })();
       return closing;

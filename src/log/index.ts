@@ -11,6 +11,11 @@ export interface Logger {
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
   child(fields: Record<string, unknown>): Logger;
+  /**
+   * A line for people at info level: on a terminal `text` as it is (no time, level or fields), in
+   * JSON logs the structured record `msg` with `fields`.
+   */
+  notice?(text: string, msg: string, fields?: Record<string, unknown>): void;
 }
 
 const SECRET_KEY = /secret|token|password|authorization|signature|client_secret|access_token|refresh_token|api_key/i;
@@ -75,6 +80,10 @@ export function createLogger(opts: LoggerOptions = {}, base: Record<string, unkn
     warn: (m, f) => emit('warn', m, f),
     error: (m, f) => emit('error', m, f),
     child: (fields) => createLogger(opts, { ...base, ...fields }),
+    notice(text, msg, fields) {
+      if (json) emit('info', msg, fields);
+      else if (rank.info >= rank[level]) write(hideUrlCredentials(text));
+    },
   };
 }
 
@@ -96,5 +105,6 @@ export function echoOf(log: Logger): Logger {
     warn: (m, f) => log.debug(m, f),
     error: (m, f) => log.error(m, f),
     child: (fields) => echoOf(log.child(fields)),
+    notice: (_text, m, f) => log.debug(m, f),
   };
 }

@@ -32,3 +32,5 @@ export type ToSupervisor =
 export const SERVING_ENV = 'SWITCHYARD_SERVING';
 /** The port the first serving process listens on, for the others (when server.port is 0). */
 export const PORT_ENV = 'SWITCHYARD_SERVING_PORT';
+/** Set for the first start of serving process 0: it says the start line (see src/http/announce.ts). */
+export const ANNOUNCE_ENV = 'SWITCHYARD_SERVING_ANNOUNCE';

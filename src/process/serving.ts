@@ -5,7 +5,7 @@
  */
 import type { SandboxHooks } from '../sandbox/in-process.ts';
 import { CrashRecord } from './crash-record.ts';
-import { SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
+import { ANNOUNCE_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
 import { crashRecordFile } from './paths.ts';
 
 export interface ProcessLink {
@@ -13,6 +13,8 @@ export interface ProcessLink {
   count: number;
   /** This one's place (0..count-1); process 0 runs the once-per-service jobs (retention). */
   index: number;
+  /** This process says the start line once it listens (the first start of process 0). */
+  announces?: boolean;
   sandboxHooks: SandboxHooks;
   /** Called when another process made work due (its leases given back, a resume, a replay). */
   onDue(fn: () => void): void;
@@ -34,12 +36,12 @@ export interface ProcessLink {
 }
 
 /** This process's place when the supervisor started it (`SWITCHYARD_SERVING=<index>/<count>`), else undefined. */
-export function servingPlace(env = process.env): { index: number; count: number } | undefined {
+export function servingPlace(env = process.env): { index: number; count: number; announces: boolean } | undefined {
   const m = /^(\d+)\/(\d+)$/.exec(env[SERVING_ENV] ?? '');
-  return m ? { index: Number(m[1]), count: Number(m[2]) } : undefined;
+  return m ? { index: Number(m[1]), count: Number(m[2]), announces: env[ANNOUNCE_ENV] === '1' } : undefined;
 }
 
-export function createServingLink(dataDir: string, place: { index: number; count: number }): ProcessLink {
+export function createServingLink(dataDir: string, place: { index: number; count: number; announces?: boolean }): ProcessLink {
   if (!process.send) throw new Error('a serving process is started by the supervisor (it talks over an IPC channel)');
   const send = (msg: ToSupervisor) => {
     if (process.connected) process.send!(msg, undefined, {}, () => {});
@@ -86,6 +88,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
   return {
     count: place.count,
     index: place.index,
+    announces: place.announces,
     sandboxHooks: {
       started: (name, version) => record.started(name, version),
       ended: (name) => record.ended(name),

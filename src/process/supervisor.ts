@@ -29,10 +29,9 @@ import { createQueue } from '../webhooks/queue.ts';
 import { createHandlerRuns } from '../events/handler-runs.ts';
 import { readCrashRecord, suspects, type CrashRecordContent } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
-import { PORT_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
-import { consoleUrl } from '../http/origins.ts';
-import { publicUrlOf } from '../config/index.ts';
-import { ADMIN_TOKEN_FILE, resolveAdminToken } from '../http/auth.ts';
+import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
+import { forgetServingUrl } from '../http/announce.ts';
+import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../migrations.ts';
 
 export const PARK_AFTER = 3;
@@ -82,7 +81,9 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   let stopping = false;
   let port: number | undefined;
   let everReady = false;
-  let announced = false;
+  let startedOnce = false;
+  /** Every serving process listened once: a start after that is a replacement. */
+  let allStarted = false;
   let exitCode = 0;
   let finish!: () => void;
   const finished = new Promise<void>((r) => (finish = r));
@@ -115,13 +116,16 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   let everLoaded = false;
 
   function start(slot: Slot): void {
-    const w = cluster.fork({ [SERVING_ENV]: `${slot.index}/${count}`, ...(port ? { [PORT_ENV]: String(port) } : {}) });
+    // The first process says the start line as soon as it listens, before its integrations load.
+    const first = slot.index === 0 && !startedOnce;
+    startedOnce = true;
+    const w = cluster.fork({ [SERVING_ENV]: `${slot.index}/${count}`, ...(port ? { [PORT_ENV]: String(port) } : {}), ...(first ? { [ANNOUNCE_ENV]: '1' } : {}) });
     slot.worker = w;
     slot.ready = false;
     slot.loaded = false;
     slot.unresponsive = false;
     slot.lastPong = Date.now();
-    w.on('listening', (address) => {
+    w.on('listening', () => {
       slot.ready = true;
       slot.failedStarts = 0;
       slot.lastPong = Date.now();
@@ -129,29 +133,12 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       send(w, { t: 'parked', parked: [...parked.values()] });
       send(w, { t: 'readiness', ready: allLoaded });
       // The first process to listen shows the port and the config work; the others follow it.
-      for (const s of slots) if (!s.worker && !stopping && !announced) start(s);
-      if (announced) log.info('serving process started', { process: slot.index, pid: w.process.pid });
-      if (!announced && slots.every((s) => s.ready)) {
-        announced = true;
-        announce(address.port);
-      }
+      for (const s of slots) if (!s.worker && !stopping && !allStarted) start(s);
+      if (allStarted) log.info('serving process started', { process: slot.index, pid: w.process.pid });
+      if (slots.every((s) => s.ready)) allStarted = true;
     });
     w.on('message', (msg: ToSupervisor) => onMessage(slot, w, msg));
     w.on('exit', (code, signal) => onExit(slot, w, code, signal));
-  }
-
-  function announce(port: number): void {
-    const publicUrl = config.server.public_url ? config.publicUrl : publicUrlOf(config, port);
-    const withPort = { ...config, publicUrl, server: { ...config.server, port } };
-    log.info('switchyard serving', {
-      url: publicUrl,
-      console: `${consoleUrl({ config: withPort })}/console/`,
-      processes: count,
-      // Not named like a secret: the log redacts those, and this says where the token is, not what.
-    admin_credential: config.admin_token ? 'admin_token in config.yaml' : join(config.data_dir, ADMIN_TOKEN_FILE),
-      data_dir: config.data_dir,
-      config: config.source ?? '(embedded defaults)',
-    });
   }
 
   function onMessage(slot: Slot, w: Worker, msg: ToSupervisor): void {
@@ -321,6 +308,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   if (!config.server.port) port = await freePort(config.server.host);
   start(slots[0]);
   await finished;
+  forgetServingUrl(config.data_dir);
   store.close();
   log.info('switchyard stopped');
   return exitCode;

@@ -145,6 +145,7 @@ export const registryModule: Module = {
       pruneCache: !services.processes?.index,
       // The server listens while the integrations load; see awaitIntegrationsFor and /readyz.
       background: true,
+      startAfter: services.listening,
     });
     services.registry = registry;
     services.awaitIntegrations = awaitIntegrationsFor(registry);

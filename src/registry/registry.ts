@@ -134,6 +134,11 @@ export interface RegistryOptions {
   pruneCache?: boolean;
   /** Hand the registry back at once and load the folders in the background (see readiness()). */
   background?: boolean;
+  /**
+   * With `background`: begin loading once this resolves (the server's start line first, then the
+   * integrations'; see Services.listening).
+   */
+  startAfter?: Promise<unknown>;
   now?: () => number;
 }
 
@@ -203,6 +208,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   /** The names pending folders claim, read only when a request looks for one. */
   const claims = new Map<string, string | undefined>();
   let pruneTimer: NodeJS.Timeout | undefined;
+  let held = Boolean(opts.background && opts.startAfter);
 
   const displayName = (f: Folder) => f.current?.name ?? f.claimed ?? f.key;
 
@@ -233,7 +239,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   }
 
   function kick(): void {
-    if (draining || closed) return;
+    if (draining || closed || held) return;
     draining = (async () => {
       while (pending.size && !closed) {
         // A turn of the event loop between folders: a folder whose bundle is cached loads without
@@ -605,8 +611,16 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   if (opts.watch)
     watcher = watchTree(root, schedule, (e) => log.warn('cannot watch part of the integrations directory', { error: e.message }));
   for (const key of scan()) pending.add(key), atStart.add(key);
-  if (!atStart.size) finishStart();
-  kick();
+  const begin = () => {
+    if (!atStart.size) finishStart();
+    kick();
+  };
+  if (held)
+    void opts.startAfter!.then(() => {
+      held = false;
+      begin();
+    });
+  else begin();
   if (!opts.background) await whenReady();
 
   const loadingState = (key: string): IntegrationState => ({ name: key, dir: join(root, key), status: 'loading', errors: [], warnings: [], updatedAt: startedAt });
