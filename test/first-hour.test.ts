@@ -12,7 +12,7 @@ import { verifySignature } from '../src/webhooks/index.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
 import { ROOT, runCli, startTestServer, tmpDir, waitFor } from './helpers/index.ts';
 
-test('a webhook URL on this machine is flagged at install, and its refused delivery names webhooks.allow_private_networks', async (t) => {
+test('a webhook URL on this machine is flagged at install (API and `switchyard install`), and its refused delivery names webhooks.allow_private_networks', async (t) => {
   const s = await deliveryServer(t, { webhooks: { allow_private_networks: false, max_retries: 0 } });
   const receiver = await scriptedReceiver(t, () => 200);
   const r = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: receiver.url, event_types: 'site_view' } });
@@ -32,9 +32,19 @@ test('a webhook URL on this machine is flagged at install, and its refused deliv
 
   const publicUrl = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'https://hooks.example.com/x', event_types: 'site_view' } });
   assert.deepEqual(publicUrl.body.installation.warnings, []);
+
+  // `switchyard install` says it at once, naming the setting; the installation is made all the same.
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const cli = await runCli(['install', 'webhook', '--set', `webhook_url=${receiver.url}`, '--set', 'event_types=site_view'], { env });
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.match(cli.stderr, /^warning: configuration\.webhook_url: 127\.0\.0\.1 is a private or loopback address: deliveries to it will be refused .*set webhooks\.allow_private_networks: true/m);
+  assert.match(cli.stdout, /^inst_\w+ {2}active/m);
+  const quiet = await runCli(['install', 'webhook', '--set', 'webhook_url=https://hooks.example.com/y', '--set', 'event_types=site_view'], { env });
+  assert.equal(quiet.code, 0, quiet.stderr);
+  assert.doesNotMatch(quiet.stderr, /warning/, 'a public URL gets no warning');
 });
 
-test('a fresh start opens without errors: an example whose secrets are unset "needs configuration", in one warning line', async (t) => {
+test('a fresh start opens without errors: an example whose secrets are unset "needs configuration", in one warning line; GET / leads to the console', async (t) => {
   const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
   const errors = s.logs.filter((l) => l.level === 'error');
   assert.deepEqual(errors, [], 'no red wall');
@@ -48,6 +58,13 @@ test('a fresh start opens without errors: an example whose secrets are unset "ne
   assert.deepEqual(byName, { 'hello-components': 'loaded', 'oauth-example': 'needs_configuration', webhook: 'loaded' });
   const cli = await runCli(['integrations', 'list'], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token } });
   assert.match(cli.stdout, /oauth-example\s+needs configuration/);
+  // The server's root leads to the console (on the console's own origin), never a bare 404.
+  const root = await fetch(`${s.url}/`, { redirect: 'manual' });
+  assert.equal(root.status, 302);
+  assert.equal(root.headers.get('location'), `${s.consoleUrl}/console/`);
+  const page = await fetch(root.headers.get('location')!);
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get('content-type') ?? '', /text\/html/);
 });
 
 test('with an empty integrations folder the built-in webhook integration is there: `install webhook` from the CLI, and a signed delivery arrives', async (t) => {
