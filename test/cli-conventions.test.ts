@@ -7,7 +7,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { ROOT, runCli } from './helpers/index.ts';
+import { writeFileSync } from 'node:fs';
+import { ROOT, runCli, startTestServer, tmpDir } from './helpers/index.ts';
+import { samplePayload } from '../src/events/index.ts';
 import { logLine } from '../src/cli/logs.ts';
 import { oneLine } from '../src/cli/inspect.ts';
 import { printable } from '../src/cli/table.ts';
@@ -88,6 +90,41 @@ test('a reader that closes the pipe early (`| head`) ends the command quietly, e
   child.stdout.once('data', () => child.stdout.destroy());
   const code = await new Promise((r) => child.on('close', r));
   assert.doesNotMatch(stderr, /EPIPE|\n\s+at /, 'no EPIPE stack trace');
+  assert.equal(code, 0);
+});
+
+test('`deliveries list --offline --json | head`: a real listing longer than the pipe holds, its reader gone after the first chunk, ends quietly with exit 0', async (t) => {
+  const s = await startTestServer(t);
+  // 500 deliveries, held by a paused installation (nothing is sent anywhere).
+  const made = await s.api('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: 'https://hooks.example.com/a/rather/long/path/so/that/the/listing/is/long', event_types: 'site_view' },
+  });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  assert.equal((await s.api('POST', `/api/v1/installations/${made.body.installation.id}/pause`)).status, 200);
+  assert.equal((await s.api('POST', '/api/v1/events', Array.from({ length: 500 }, () => samplePayload('site_view')))).status, 202);
+  const config = join(tmpDir(t), 'config.yaml');
+  writeFileSync(config, `data_dir: ${JSON.stringify(s.config.data_dir)}\n`);
+  // --json: the table of 500 rows is about 64 KiB, what a pipe holds; the JSON is several times that.
+  const args = ['deliveries', 'list', '--offline', '--limit', '500', '--json', '--config', config];
+
+  const whole = await runCli(args);
+  assert.equal(whole.code, 0, whole.stderr);
+  assert.equal(JSON.parse(whole.stdout).deliveries.length, 500);
+  assert.ok(whole.stdout.length > 128 * 1024, `${whole.stdout.length} bytes: more than a pipe holds, so writing outlives the reader`);
+
+  // The reader takes the first chunk and leaves, as `head` does.
+  const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  let stderr = '';
+  let read = 0;
+  child.stderr.on('data', (d) => (stderr += d));
+  child.stdout.once('data', (d: Buffer) => {
+    read = d.length;
+    child.stdout.destroy();
+  });
+  const code = await new Promise((r) => child.on('close', r));
+  assert.ok(read > 0 && read < whole.stdout.length, 'the reader left before the end');
+  assert.equal(stderr, '', 'nothing on stderr: no EPIPE, no stack trace');
   assert.equal(code, 0);
 });
 
