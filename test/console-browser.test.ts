@@ -28,7 +28,7 @@ test('log in with the keyboard, see integrations with their status, errors, icon
   await page.keyboard.type('wrong-token');
   await page.keyboard.press('Enter');
   await page.getByRole('alert').getByText('that is not the admin token').waitFor();
-  await shot(page, '01-login-error');
+  await shot(page, '01-login-error', page.getByRole('alert'));
   await token.fill(server.token);
   await page.keyboard.press('Enter');
   await page.getByRole('heading', { name: 'Integrations', level: 1 }).waitFor();
@@ -40,7 +40,7 @@ test('log in with the keyboard, see integrations with their status, errors, icon
   await hello.locator('.badge-loaded').waitFor();
   const icon = hello.locator('img.icon');
   await waitFor(() => icon.evaluate((img: any) => img.complete && img.naturalWidth > 0));
-  await shot(page, '02-integrations');
+  await shot(page, '02-integrations', broken.locator('.badge-error'));
 
   await page.getByRole('link', { name: 'Console kitchen sink' }).click();
   await page.getByRole('heading', { name: 'Console kitchen sink', level: 1 }).waitFor();
@@ -52,7 +52,7 @@ test('log in with the keyboard, see integrations with their status, errors, icon
   assert.equal(await summary.locator('strong').first().innerText(), 'test');
   assert.match(await summary.innerText(), /<script>alert\(1\)<\/script> stays text/);
   assert.equal(await summary.locator('script').count(), 0);
-  await shot(page, '03-integration');
+  await shot(page, '03-integration', summary);
 
   await page.getByRole('button', { name: 'Log out' }).click();
   await page.getByLabel('Admin token').waitFor();
@@ -82,14 +82,14 @@ test('configure a webhook installation through the form: a field error beside th
   assert.equal(await page.getByLabel('Webhook URL').evaluate((el) => el === (globalThis as any).document.activeElement), true, 'focus moves to the refused field');
   assert.equal(await page.locator('[data-field="event_types"] .field-error').count(), 0, 'only the bad field is marked');
   assert.equal(await status.innerText(), 'pending');
-  await shot(page, '04-config-field-error');
+  await shot(page, '04-config-field-error', urlField.locator('.field-error'));
 
   await page.getByLabel('Webhook URL').fill(hook.url);
   await page.getByRole('button', { name: 'Save configuration' }).click();
   await status.getByText('active').waitFor();
   assert.equal(await page.locator('.field-error').count(), 0);
   await page.getByRole('status').getByText('Configuration saved. Status: active.').waitFor();
-  await shot(page, '05-config-active');
+  await shot(page, '05-config-active', status);
 
   const id = page.url().split('/').pop()!;
   const stored = await server.api('GET', `/api/v1/installations/${id}`);
@@ -129,7 +129,7 @@ test('every configuration type: enum dropdown, completion_url options, number, b
   await page.getByLabel('Limit').fill('seven');
   await page.getByRole('button', { name: 'Save configuration' }).click();
   await page.locator('[data-field="limit"] .field-error').getByText('must be a number').waitFor();
-  await shot(page, '06-config-every-type');
+  await shot(page, '06-config-every-type', '[data-field="limit"] .field-error');
 
   const [popup] = await Promise.all([context.waitForEvent('page'), page.getByRole('button', { name: 'Connect account' }).click()]);
   await popup.waitForLoadState();
@@ -157,7 +157,7 @@ test("a component's buttons send their action and re-render with the new state; 
   assert.equal(await press.evaluate((el) => el === (globalThis as any).document.activeElement), true, 'focus stays on the button');
   await counter.getByRole('button', { name: 'Show state' }).click();
   assert.deepEqual(JSON.parse(await counter.locator('pre.state').innerText()), { count: 2 });
-  await shot(page, '07-component-counter');
+  await shot(page, '07-component-counter', counter);
   await counter.getByRole('button', { name: 'Reset' }).click();
   await counter.getByText('Howdy! Pressed 0 times.').waitFor();
 
@@ -183,7 +183,7 @@ test("a component's buttons send their action and re-render with the new state; 
   await sink.getByRole('button', { name: 'Greet' }).click();
   await sink.getByText('Hello, Ada!').waitFor();
   await sink.getByText('Size s, subscribed true, agree true').waitFor();
-  await shot(page, '08-component-kitchen');
+  await shot(page, '08-component-kitchen', sink.getByText('Hello, Ada!'));
   assert.deepEqual(pageErrors, []);
 });
 
@@ -200,7 +200,7 @@ test('pause, resume and uninstall from the installations list', { skip }, async 
   await row.getByRole('button', { name: 'Resume' }).click();
   await row.locator('.badge-active').waitFor();
   await row.getByRole('button', { name: 'Uninstall…' }).click();
-  await shot(page, '09-uninstall-confirm');
+  await shot(page, '09-uninstall-confirm', row.getByRole('button', { name: 'Confirm uninstall' }));
   await row.getByRole('button', { name: 'Confirm uninstall' }).click();
   await row.waitFor({ state: 'detached' });
   const after = await server.api('GET', `/api/v1/installations/${id}`);
@@ -234,7 +234,7 @@ for (const mode of ['stream', 'polling'] as const) {
     assert.match(await row.innerText(), /\b2\s+2 of 4 automatic/);
     assert.equal(hook.bodies.length, 2);
     assert.equal(JSON.parse(hook.bodies[1]).eventId, eventId);
-    await shot(page, `10-deliveries-${mode}`);
+    await shot(page, `10-deliveries-${mode}`, row.locator('.badge-delivered'));
 
     // It opens beside the list on the Deliveries page, at an address of its own.
     await row.getByRole('link').first().click();
@@ -251,7 +251,7 @@ for (const mode of ['stream', 'polling'] as const) {
     await manual.getByText('manual').waitFor();
     assert.match(await manual.innerText(), /200/);
     assert.equal(hook.bodies.length, 3);
-    await shot(page, `11-delivery-retried-${mode}`);
+    await shot(page, `11-delivery-retried-${mode}`, manual.locator('.badge'));
     assert.deepEqual(pageErrors, []);
   });
 }

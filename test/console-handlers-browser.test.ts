@@ -30,7 +30,7 @@ test('an event shows its failed handler run; Replay runs it again until it is de
   await row.locator('.badge-failed').waitFor();
   assert.match(await row.innerText(), /2 \/ 2/);
   assert.match(await row.innerText(), /the receiver answered 500/);
-  await shot(page, '20-handler-run-failed');
+  await shot(page, '20-handler-run-failed', row.locator('.badge-failed'));
 
   rx.state.fail = false;
   await row.getByRole('button', { name: /^Replay handler run hdl_/ }).click();
@@ -38,6 +38,6 @@ test('an event shows its failed handler run; Replay runs it again until it is de
   await row.locator('.badge-delivered').waitFor({ timeout: 15_000 });
   assert.match(await row.innerText(), /1 \/ 2/);
   assert.ok(rx.seen.has(event.eventId as string));
-  await shot(page, '21-handler-run-replayed');
+  await shot(page, '21-handler-run-replayed', row.locator('.badge-delivered'));
   assert.deepEqual(pageErrors, []);
 });

@@ -3,7 +3,8 @@
  * server: deliveries filtered by the server and paged by cursor, one delivery beside the list at
  * its own address, retry and replay after a confirmation; logs with the filters of `switchyard
  * logs`, live; charts per endpoint; what the page says when the server goes away and comes back;
- * every page at 420 px. Screenshots go to test-artifacts/console-3*.png.
+ * every page at 420 px, the deliveries list as cards there and beside an open delivery. Screenshots
+ * go to test-artifacts/console-3*.png, each after the checks of assertInSight.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -13,7 +14,7 @@ import { startServer } from '../src/http/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import type { Delivery } from '../src/webhooks/index.ts';
 import { waitFor } from './helpers/index.ts';
-import { hasChromium, loginInBrowser, openBrowser, shot } from './console-support.ts';
+import { assertInSight, hasChromium, loginInBrowser, openBrowser, shot } from './console-support.ts';
 import { inspectionServer, receiver, type InspectionServer } from './inspection-support.ts';
 
 const skip = hasChromium() || process.env.CI ? false : 'Debian chromium is not installed (apt-get install -y chromium)';
@@ -64,7 +65,7 @@ test('deliveries: server-side filters, search, cursor pages, the delivery beside
     [failing, bad.url],
   ])
     await page.locator(`tr[data-installation="${id}"] .endpoint-cell`).getByText(url, { exact: true }).waitFor();
-  await shot(page, '30-installations-endpoints');
+  await shot(page, '30-installations-endpoints', page.locator(`tr[data-installation="${failing}"] .endpoint-cell`));
   await page.goto(`${s.consoleUrl}/console/#/installations/${failing}`);
   assert.equal(await page.getByTestId('webhook-url').locator('code').innerText(), bad.url);
 
@@ -110,7 +111,7 @@ test('deliveries: server-side filters, search, cursor pages, the delivery beside
   await page.getByRole('button', { name: 'Search' }).click();
   await waitFor(async () => (await rowIds(page)).length === 1);
   assert.match(page.url(), new RegExp(`event=${feedback}`));
-  await shot(page, '31-deliveries-filtered');
+  await shot(page, '31-deliveries-filtered', 'tr[data-delivery] .c-status .badge');
   const [only] = await rowIds(page);
   await page.getByLabel('Event or delivery id').fill(only!);
   await page.getByRole('button', { name: 'Search' }).click();
@@ -123,13 +124,25 @@ test('deliveries: server-side filters, search, cursor pages, the delivery beside
   const panel = await page.locator('aside.side').boundingBox();
   assert.ok(list && panel && panel.x >= list.x + list.width && panel.y < list.y + list.height, 'the panel is beside the list, not below it');
   assert.match(await page.getByTestId('delivery-status').innerText(), /delivered/);
-  await shot(page, '32-delivery-side-panel');
+  // Beside the panel the list is narrower: each row's status and attempts stay in sight.
+  await assertInSight(page.locator(`tr[data-delivery="${only}"] .c-status .badge`), 'the status beside the panel');
+  await assertInSight(page.locator(`tr[data-delivery="${only}"] .c-attempts`), 'the attempts beside the panel');
+  await shot(page, '32-delivery-side-panel', page.getByTestId('delivery-status'));
   await page.goto(`${s.consoleUrl}/console/#/integrations`);
   await page.goto(open);
   await page.getByRole('heading', { name: `Delivery ${only}` }).waitFor();
   await page.keyboard.press('Escape');
   await page.locator('aside.side').waitFor({ state: 'detached' });
   assert.doesNotMatch(page.url(), /#\/deliveries\/dlv_/);
+
+  // A delivery whose attempts ran out: its last attempt's outcome is `failed`, as in the API.
+  const [exhausted] = await apiIds(s, 'status=failed');
+  await page.goto(`${s.consoleUrl}/console/#/deliveries/${exhausted}`);
+  const lastAttempt = page.locator('tr[data-attempt="1"]');
+  assert.equal(await lastAttempt.locator('.badge').innerText(), 'failed');
+  assert.equal(await lastAttempt.locator('.badge-failed').count(), 1);
+  assert.equal(await page.getByTestId('delivery-status').locator('.badge-failed').innerText(), 'failed');
+  await shot(page, '32-delivery-failed', lastAttempt.locator('.badge-failed'));
 
   // Replay every failed delivery to one endpoint: a dry run counts them, nothing is sent until confirmed.
   await page.goto(`${s.consoleUrl}/console/#/deliveries?status=failed&endpoint=${encodeURIComponent(badOrigin)}`);
@@ -139,7 +152,7 @@ test('deliveries: server-side filters, search, cursor pages, the delivery beside
   const dialog = page.locator('.confirm');
   await dialog.getByText('30 failed deliveries match.').waitFor();
   assert.match(await dialog.innerText(), new RegExp(`Every failed delivery created in the last 24h to ${badOrigin.replace(/[.]/g, '\\.')} goes back to pending`));
-  await shot(page, '33-replay-confirm');
+  await shot(page, '33-replay-confirm', dialog.getByRole('button', { name: 'Replay 30 deliveries' }));
   assert.equal(bad.answered.get(200) ?? 0, 0, 'nothing is sent before the confirmation');
   await dialog.getByRole('button', { name: 'Replay 30 deliveries' }).click();
   // Replayed, they leave the failed list at once; the delivered list fills live as they succeed.
@@ -148,7 +161,7 @@ test('deliveries: server-side filters, search, cursor pages, the delivery beside
   await waitFor(async () => (await rowIds(page)).length === 30, 15_000);
   assert.equal(bad.answered.get(200), 30);
   assert.deepEqual(await apiIds(s, 'status=failed'), []);
-  await shot(page, '34-replayed');
+  await shot(page, '34-replayed', 'tr[data-delivery] .badge-delivered');
   assert.deepEqual(pageErrors, []);
 });
 
@@ -191,7 +204,7 @@ test('logs: the filters of switchyard logs, each invocation with its lines and f
   await s.send('space_content_updated', { spaceId: 'live', revisionId: 'r3' });
   await blocks.first().getByText('content live r3').waitFor();
   assert.equal(await blocks.count(), 3);
-  await shot(page, '35-logs-live');
+  await shot(page, '35-logs-live', blocks.first());
 
   await page.getByLabel('Time').selectOption('custom');
   await page.getByLabel('From').fill(localInput(Date.now() + 3_600_000));
@@ -228,7 +241,7 @@ test('charts per endpoint: deliveries per minute by status and latency, in SVG, 
   await okCard.getByText('The numbers').click();
   const cells = await okCard.locator('table.numbers td[data-status="delivered"]').allInnerTexts();
   assert.equal(cells.reduce((a, c) => a + Number(c), 0), 5);
-  await shot(page, '36-charts-hour');
+  await shot(page, '36-charts-hour', okCard.locator('svg[role="img"]').first());
 
   // New deliveries move the bars without a reload.
   await page.locator('.live[data-live="stream"]').waitFor();
@@ -237,7 +250,7 @@ test('charts per endpoint: deliveries per minute by status and latency, in SVG, 
   await page.getByLabel('Window').selectOption('24h');
   await waitFor(async () => page.url().includes('window=24h') && (await okCard.locator('svg[role="img"]').first().getAttribute('aria-label'))!.includes('per 15 minutes'));
   assert.equal(await barTotal(okCard, 'delivered'), 8);
-  await shot(page, '37-charts-day');
+  await shot(page, '37-charts-day', okCard.locator('svg[role="img"]').first());
   await page.getByLabel('Endpoint', { exact: true }).selectOption(new URL(bad.url).origin);
   await okCard.waitFor({ state: 'detached' });
   assert.equal(await page.locator('section[data-endpoint]').count(), 1);
@@ -255,18 +268,19 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
   await page.setViewportSize({ width: 420, height: 860 });
   await loginInBrowser(page, s);
 
-  const pages: Array<[string, string, string]> = [
+  // Each page, what shows it is ready, and what its screenshot is about (by default the same).
+  const pages: Array<[string, string, string, string?]> = [
     ['integrations', '#/integrations', 'tr[data-integration="webhook"]'],
-    ['installations', '#/installations', `tr[data-installation="${hook}"]`],
+    ['installations', '#/installations', `tr[data-installation="${hook}"]`, `tr[data-installation="${hook}"] td:first-child a`],
     ['installation', `#/installations/${hook}`, '[data-testid="webhook-url"]'],
     ['events', '#/events', '#event-payload'],
-    ['deliveries', '#/deliveries', 'tr[data-delivery] time'],
+    ['deliveries', '#/deliveries', 'tr[data-delivery] time', 'tr[data-delivery] .c-status .badge'],
     ['delivery', `#/deliveries/${delivery}`, 'tr[data-attempt="1"] time'],
     ['logs', '#/logs', 'li.invocation time'],
     ['charts', '#/charts', 'section[data-endpoint] svg'],
     ['component', `#/installations/${inspector}`, '[data-testid="installation-status"]'],
   ];
-  for (const [name, hash, ready] of pages) {
+  for (const [name, hash, ready, key] of pages) {
     await page.goto(`${s.consoleUrl}/console/${hash}`);
     await page.locator(ready).first().waitFor();
     await page.waitForTimeout(100); // charts measure their width after the first paint
@@ -276,8 +290,12 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
     });
     assert.equal(viewport, 420);
     assert.equal(scroll, 420, `${name}: the page is ${scroll} px wide in a 420 px viewport`);
-    await shot(page, `38-narrow-${name}`);
+    await shot(page, `38-narrow-${name}`, key ?? ready);
   }
+  // The deliveries list on a phone: each delivery's status and attempts on the screen, not scrolled off.
+  await page.goto(`${s.consoleUrl}/console/#/deliveries`);
+  for (const cell of ['c-status .badge', 'c-attempts', 'c-created time'])
+    await assertInSight(page.locator(`tr[data-delivery="${delivery}"] .${cell}`), `the deliveries list at 420 px: .${cell}`);
   // The open delivery covers the list on a phone, and its times are dates with times.
   await page.goto(`${s.consoleUrl}/console/#/deliveries/${delivery}`);
   const started = page.locator('tr[data-attempt="1"] time');
@@ -305,7 +323,7 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
   assert.doesNotMatch(await page.locator('main').innerText(), /Failed to fetch|\bLive\b(?!:)/);
   assert.equal(await page.locator('tr[data-delivery]').count(), 3, 'what was shown stays');
   assert.equal(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth), 420);
-  await shot(page, '39-unreachable');
+  await shot(page, '39-unreachable', banner);
 
   // It comes back: the banner goes, the stream reopens and the page catches up.
   const again = await startServer(s.config, { log: memoryLogger() });

@@ -35,7 +35,7 @@ await attempt('api_create', async () => {
 await attempt('cookie', () => document.cookie);
 await attempt('storage', () => String(localStorage.length));
 await attempt('opener', () => String(window.opener && window.opener.location.href));
-document.getElementById('out').textContent = JSON.stringify(results);
+document.getElementById('out').textContent = JSON.stringify(results, null, 2);
 document.title = 'attacked';
 `;
 
@@ -84,7 +84,7 @@ test('a hostile page on a public endpoint cannot read or use the console session
   await attack.goto(`${endpoint}/page?console=${encodeURIComponent(server.consoleUrl)}`);
   await attack.waitForFunction(() => (globalThis as any).document.title === 'attacked');
   const results = JSON.parse(await attack.locator('#out').innerText()) as Record<string, string>;
-  await shot(attack, "hostile-page");
+  await shot(attack, 'hostile-page', attack.locator('#out'));
   if (process.env.SHOW_ATTACKS) console.log(results);
   for (const [name, outcome] of Object.entries(results)) {
     assert.doesNotMatch(outcome, /csrf|"authenticated":true|inst_/, `${name}: ${outcome}`);

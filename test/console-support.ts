@@ -8,7 +8,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import assert from 'node:assert/strict';
+import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { ROOT, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -92,7 +93,32 @@ export async function openBrowser(t: TestContext): Promise<{ context: BrowserCon
   return { context, page, pageErrors };
 }
 
-export async function shot(page: Page, name: string): Promise<void> {
+/**
+ * What a screenshot shows that can be checked without looking at it: the page is no wider than its
+ * viewport, and `key` is rendered, within the viewport's width and not cut off at the side by a box
+ * around it (a table column scrolled off to the right of its scrolling box).
+ */
+export async function assertInSight(key: Locator, what: string): Promise<void> {
+  await key.waitFor();
+  const r = await key.evaluate((el) => {
+    const g = globalThis as any;
+    const box = el.getBoundingClientRect();
+    let clippedBy = '';
+    for (let a = el.parentElement; a && a !== g.document.body && !clippedBy; a = a.parentElement) {
+      if (g.getComputedStyle(a).overflowX === 'visible') continue;
+      const around = a.getBoundingClientRect();
+      if (box.left < around.left - 1 || box.right > around.right + 1) clippedBy = `${a.tagName.toLowerCase()}.${a.className}`;
+    }
+    return { page: g.document.documentElement.scrollWidth as number, viewport: g.innerWidth as number, left: box.left, right: box.right, clippedBy };
+  });
+  assert.ok(r.page <= r.viewport, `${what}: the page is ${r.page} px wide in a ${r.viewport} px viewport`);
+  assert.ok(r.left >= 0 && r.right <= r.viewport + 1, `${what}: at ${Math.round(r.left)}-${Math.round(r.right)} px, outside the ${r.viewport} px viewport`);
+  assert.equal(r.clippedBy, '', `${what}: cut off at the side by ${r.clippedBy}`);
+}
+
+/** A full-page screenshot in test-artifacts/, after the checks of assertInSight on `key`, what the picture is about. */
+export async function shot(page: Page, name: string, key: Locator | string): Promise<void> {
+  await assertInSight(typeof key === 'string' ? page.locator(key).first() : key, name);
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, `console-${name}.png`), fullPage: true });
 }
