@@ -3,18 +3,20 @@
  * server: deliveries filtered by the server and paged by cursor, one delivery beside the list at
  * its own address, retry and replay after a confirmation; logs with the filters of `switchyard
  * logs`, live; charts per endpoint; what the page says when the server goes away and comes back;
- * every page at 420 px, the deliveries list as cards there and beside an open delivery. Screenshots
- * go to test-artifacts/console-3*.png, each after the checks of assertInSight.
+ * every page at 420 px with nothing cut off at the side, the lists as cards there (deliveries,
+ * installations, an event's handler runs, the numbers under a chart) and the deliveries list beside
+ * an open delivery. Screenshots go to test-artifacts/console-3*.png, each after the checks of
+ * assertInSight.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import { samplePayload } from '../src/events/index.ts';
 import { startServer } from '../src/http/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import type { Delivery } from '../src/webhooks/index.ts';
 import { waitFor } from './helpers/index.ts';
-import { assertInSight, hasChromium, loginInBrowser, openBrowser, shot } from './console-support.ts';
+import { assertInSight, assertNothingCutOff, hasChromium, loginInBrowser, openBrowser, shot } from './console-support.ts';
 import { inspectionServer, receiver, type InspectionServer } from './inspection-support.ts';
 
 const skip = hasChromium() || process.env.CI ? false : 'Debian chromium is not installed (apt-get install -y chromium)';
@@ -35,6 +37,13 @@ async function settledAll(s: InspectionServer, count: number): Promise<void> {
     const all = (await s.api('GET', '/api/v1/deliveries?limit=500')).body.deliveries as Delivery[];
     return all.length === count && all.every((d) => d.status === 'delivered' || d.status === 'failed');
   }, 15_000);
+}
+
+/** An installation's row: its status and each of its buttons on the screen, nothing on the page cut off. */
+async function assertInstallationInSight(row: Locator, where: string): Promise<void> {
+  await assertInSight(row.locator('.badge'), `the installation's status at ${where}`);
+  for (const name of ['Pause', 'Uninstall…']) await assertInSight(row.getByRole('button', { name }), `its ${name} button at ${where}`);
+  await assertNothingCutOff(row.page(), `the installations list at ${where}`);
 }
 
 const rowIds = (page: Page) => page.locator('tr[data-delivery]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-delivery')));
@@ -262,18 +271,28 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
   const hook = await s.subscribe(`${ok.url}/with/a/rather/long/path/that/must/wrap/somewhere/on/a/phone?and=a&query=string`, ['site_view']);
   const inspector = await s.install('inspector');
   await sendMany(s, 'site_view', 3);
-  await s.send('space_content_updated', { spaceId: 'phone', revisionId: 'r1' });
+  const { eventId: handled } = await s.send('space_content_updated', { spaceId: 'phone', revisionId: 'r1' });
   await settledAll(s, 3);
   const [delivery] = await apiIds(s, '');
-  await page.setViewportSize({ width: 420, height: 860 });
   await loginInBrowser(page, s);
+
+  // The installations list at 1200 px: a long webhook URL wraps in its cell rather than pushing
+  // status and actions off to the right.
+  await page.goto(`${s.consoleUrl}/console/#/installations`);
+  const installation = page.locator(`tr[data-installation="${hook}"]`);
+  await assertInstallationInSight(installation, '1200 px');
+  await page.setViewportSize({ width: 420, height: 860 });
+  // The installations list on a phone: each installation's status and its buttons on the screen.
+  await page.goto(`${s.consoleUrl}/console/#/installations`);
+  await assertInstallationInSight(installation, '420 px');
 
   // Each page, what shows it is ready, and what its screenshot is about (by default the same).
   const pages: Array<[string, string, string, string?]> = [
     ['integrations', '#/integrations', 'tr[data-integration="webhook"]'],
-    ['installations', '#/installations', `tr[data-installation="${hook}"]`, `tr[data-installation="${hook}"] td:first-child a`],
+    ['installations', '#/installations', `tr[data-installation="${hook}"]`, `tr[data-installation="${hook}"] .badge`],
     ['installation', `#/installations/${hook}`, '[data-testid="webhook-url"]'],
     ['events', '#/events', '#event-payload'],
+    ['event', `#/events/${handled}`, 'tr[data-handler-run] .badge'],
     ['deliveries', '#/deliveries', 'tr[data-delivery] time', 'tr[data-delivery] .c-status .badge'],
     ['delivery', `#/deliveries/${delivery}`, 'tr[data-attempt="1"] time'],
     ['logs', '#/logs', 'li.invocation time'],
@@ -290,8 +309,21 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
     });
     assert.equal(viewport, 420);
     assert.equal(scroll, 420, `${name}: the page is ${scroll} px wide in a 420 px viewport`);
+    await assertNothingCutOff(page, `${name} at 420 px`);
     await shot(page, `38-narrow-${name}`, key ?? ready);
   }
+  // An event's handler runs on a phone: status, attempts and Replay on the screen.
+  await page.goto(`${s.consoleUrl}/console/#/events/${handled}`);
+  const run = page.locator('tr[data-handler-run]');
+  await assertInSight(run.getByTestId('handler-run-status').locator('.badge'), 'the handler run status at 420 px');
+  await assertInSight(run.locator('td[data-label="Attempts"]'), 'the handler run attempts at 420 px');
+  await assertInSight(run.getByRole('button', { name: /^Replay handler run / }), 'the Replay button at 420 px');
+  // The numbers under a chart, opened on a phone: the last column is on the screen too.
+  await page.goto(`${s.consoleUrl}/console/#/charts`);
+  await page.locator('section[data-endpoint] summary').first().click();
+  await assertInSight(page.locator('table.numbers tbody tr').first().locator('td').last(), 'the last column of the numbers at 420 px');
+  await assertNothingCutOff(page, 'charts with the numbers open at 420 px');
+  await shot(page, '38-narrow-chart-numbers', 'table.numbers td[data-status="delivered"]');
   // The deliveries list on a phone: each delivery's status and attempts on the screen, not scrolled off.
   await page.goto(`${s.consoleUrl}/console/#/deliveries`);
   for (const cell of ['c-status .badge', 'c-attempts', 'c-created time'])

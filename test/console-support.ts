@@ -116,6 +116,42 @@ export async function assertInSight(key: Locator, what: string): Promise<void> {
   assert.equal(r.clippedBy, '', `${what}: cut off at the side by ${r.clippedBy}`);
 }
 
+/**
+ * assertInSight for everything on the page at once: every piece of text, link, control, badge and
+ * picture that is rendered is within the viewport's width and not cut off at the side by a box
+ * around it. What is meant to be unseen is left out: the visually hidden (`.sr-only`, the
+ * announcer, a table header hidden where a table is cards), the skip link until it has focus, and
+ * what a closed `<details>` holds. Vertical scrolling boxes (a long response excerpt) are fine.
+ */
+export async function assertNothingCutOff(page: Page, what: string): Promise<void> {
+  const r = await page.evaluate(() => {
+    const g = globalThis as any;
+    const viewport = g.innerWidth as number;
+    const cut: string[] = [];
+    const name = (el: any) => `${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? `.${el.className.trim().split(/\s+/).join('.')}` : ''}`;
+    for (const el of g.document.body.querySelectorAll('*')) {
+      const own = [...el.childNodes].some((n: any) => n.nodeType === 3 && n.textContent.trim());
+      if (!own && !el.matches('a, button, input, select, textarea, img, svg, .badge')) continue;
+      if (el.closest('.sr-only, .announcer, .skip:not(:focus), details:not([open]) > :not(summary)')) continue;
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 || box.height === 0 || g.getComputedStyle(el).visibility === 'hidden') continue;
+      let why = '';
+      let hidden = false;
+      if (box.left < -1 || box.right > viewport + 1) why = `at ${Math.round(box.left)}-${Math.round(box.right)} px, outside the ${viewport} px viewport`;
+      for (let a = el.parentElement; a && a !== g.document.body; a = a.parentElement) {
+        if (g.getComputedStyle(a).overflowX === 'visible') continue;
+        const around = a.getBoundingClientRect();
+        if (around.width <= 1 || around.height <= 1) hidden = true; // visually hidden, on purpose
+        else if (!why && (box.left < around.left - 1 || box.right > around.right + 1)) why = `cut off at the side by ${name(a)}`;
+      }
+      if (why && !hidden) cut.push(`${name(el)} "${String(el.innerText ?? el.textContent ?? '').trim().slice(0, 40).replace(/\s+/g, ' ')}" ${why}`);
+    }
+    return { page: g.document.documentElement.scrollWidth as number, viewport, cut };
+  });
+  assert.ok(r.page <= r.viewport, `${what}: the page is ${r.page} px wide in a ${r.viewport} px viewport`);
+  assert.deepEqual(r.cut, [], `${what}: out of sight:\n  ${r.cut.join('\n  ')}`);
+}
+
 /** A full-page screenshot in test-artifacts/, after the checks of assertInSight on `key`, what the picture is about. */
 export async function shot(page: Page, name: string, key: Locator | string): Promise<void> {
   await assertInSight(typeof key === 'string' ? page.locator(key).first() : key, name);

@@ -243,8 +243,8 @@ function EndpointCard({ stats, e, per }: { stats: DeliveryStats; e: EndpointStat
       <Legend items={SERIES.map((s) => ({ label: s.label, colour: s.colour, dash: s.dash }))} />
       <details>
         <summary>The numbers</summary>
-        <Scroll>
-          <table class="table numbers">
+        <Scroll cards>
+          <table class="table cards numbers">
             <thead>
               <tr>
                 <th scope="col">From</th>
@@ -260,14 +260,14 @@ function EndpointCard({ stats, e, per }: { stats: DeliveryStats; e: EndpointStat
             <tbody>
               {filled.map((b) => (
                 <tr key={b.at}>
-                  <td>{formatTime(new Date(b.at).toISOString())}</td>
+                  <td class="card-head">{formatTime(new Date(b.at).toISOString())}</td>
                   {statuses.map((s) => (
-                    <td key={s} data-status={s}>
+                    <td key={s} data-status={s} data-label={s}>
                       {b.counts[s] ?? 0}
                     </td>
                   ))}
-                  <td>{b.latency ? `${formatMs(b.latency.p50)} / ${formatMs(b.latency.p95)}` : '—'}</td>
-                  <td>{b.response ? `${formatMs(b.response.p50)} / ${formatMs(b.response.p95)}` : '—'}</td>
+                  <td data-label="Delivered after p50 / p95">{b.latency ? `${formatMs(b.latency.p50)} / ${formatMs(b.latency.p95)}` : '—'}</td>
+                  <td data-label="Answer p50 / p95">{b.response ? `${formatMs(b.response.p50)} / ${formatMs(b.response.p95)}` : '—'}</td>
                 </tr>
               ))}
             </tbody>

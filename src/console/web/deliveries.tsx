@@ -41,58 +41,56 @@ export function originOf(url: string | undefined): string | undefined {
 export function DeliveryTable({ deliveries, openId, linkQuery, highlight }: { deliveries: Delivery[]; openId?: string; linkQuery: URLSearchParams; highlight?: string }): VNode {
   // Cards where the list's column is narrow (style.css): a phone, or beside an open delivery.
   return (
-    <div class="deliveries-box">
-      <Scroll>
-        <table class="table deliveries" aria-live="polite" aria-relevant="additions text">
-          <caption class="sr-only">Deliveries, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Delivery</th>
-              <th scope="col">Event</th>
-              <th scope="col">Status</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">Last answer</th>
-              <th scope="col">Created</th>
+    <Scroll cards>
+      <table class="table cards deliveries" aria-live="polite" aria-relevant="additions text">
+        <caption class="sr-only">Deliveries, newest first</caption>
+        <thead>
+          <tr>
+            <th scope="col">Delivery</th>
+            <th scope="col">Event</th>
+            <th scope="col">Status</th>
+            <th scope="col">Attempts</th>
+            <th scope="col">Last answer</th>
+            <th scope="col">Created</th>
+          </tr>
+        </thead>
+        <tbody>
+          {deliveries.map((d) => (
+            <tr key={d.id} data-delivery={d.id} class={d.id === openId ? 'selected' : d.eventId === highlight ? 'highlight' : ''}>
+              <td class="c-delivery card-head">
+                <a href={hrefOf(`#/deliveries/${encodeURIComponent(d.id)}`, linkQuery)} aria-current={d.id === openId ? 'true' : undefined}>
+                  <code>{d.id}</code>
+                </a>
+                <div class="muted small url">{d.url}</div>
+              </td>
+              <td class="c-event card-line card-inline">
+                {/* The spaces keep the words apart where a card shows these divs inline. */}
+                {d.eventType}{' '}
+                <div class="muted small">
+                  <code>{d.eventId}</code>
+                </div>
+              </td>
+              <td class="c-status card-status">
+                <Badge status={d.status} />
+                {d.held ? <div class="muted small">installation paused: sent when it resumes</div> : null}
+              </td>
+              <td class="c-attempts card-inline" data-label="Attempts">
+                {d.attemptCount}{' '}
+                <div class="muted small">
+                  {d.scheduledAttempts} of {d.maxAttempts} automatic
+                </div>
+              </td>
+              <td class="c-answer" data-label="Last answer">
+                {d.lastStatus ?? (d.lastError ? <span class="small">{d.lastError}</span> : '—')}
+              </td>
+              <td class="c-created" data-label="Created">
+                <Time at={d.createdAt} />
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {deliveries.map((d) => (
-              <tr key={d.id} data-delivery={d.id} class={d.id === openId ? 'selected' : d.eventId === highlight ? 'highlight' : ''}>
-                <td class="c-delivery">
-                  <a href={hrefOf(`#/deliveries/${encodeURIComponent(d.id)}`, linkQuery)} aria-current={d.id === openId ? 'true' : undefined}>
-                    <code>{d.id}</code>
-                  </a>
-                  <div class="muted small url">{d.url}</div>
-                </td>
-                <td class="c-event">
-                  {/* The spaces keep the words apart where a card shows these divs inline. */}
-                  {d.eventType}{' '}
-                  <div class="muted small">
-                    <code>{d.eventId}</code>
-                  </div>
-                </td>
-                <td class="c-status">
-                  <Badge status={d.status} />
-                  {d.held ? <div class="muted small">installation paused: sent when it resumes</div> : null}
-                </td>
-                <td class="c-attempts" data-label="Attempts">
-                  {d.attemptCount}{' '}
-                  <div class="muted small">
-                    {d.scheduledAttempts} of {d.maxAttempts} automatic
-                  </div>
-                </td>
-                <td class="c-answer" data-label="Last answer">
-                  {d.lastStatus ?? (d.lastError ? <span class="small">{d.lastError}</span> : '—')}
-                </td>
-                <td class="c-created" data-label="Created">
-                  <Time at={d.createdAt} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </Scroll>
-    </div>
+          ))}
+        </tbody>
+      </table>
+    </Scroll>
   );
 }
 
@@ -440,51 +438,49 @@ export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id:
           <ErrorBox message={retryError} />
           <h3>Attempts</h3>
           {detail.attempts.length ? (
-            <div class="attempts-box">
-              <Scroll>
-                <table class="table attempts" aria-live="polite">
-                  <thead>
-                    <tr>
-                      <th scope="col">#</th>
-                      <th scope="col">Started</th>
-                      <th scope="col">Duration</th>
-                      <th scope="col">Answer</th>
-                      <th scope="col">Outcome</th>
-                      <th scope="col">Response</th>
+            <Scroll cards>
+              <table class="table cards attempts" aria-live="polite">
+                <thead>
+                  <tr>
+                    <th scope="col">#</th>
+                    <th scope="col">Started</th>
+                    <th scope="col">Duration</th>
+                    <th scope="col">Answer</th>
+                    <th scope="col">Outcome</th>
+                    <th scope="col">Response</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {detail.attempts.map((a) => (
+                    <tr key={`${a.number}-${a.startedAt}`} data-attempt={a.number}>
+                      <td class="c-number">
+                        {a.number}
+                        {a.manual ? <span class="muted small"> manual</span> : null}
+                      </td>
+                      <td data-label="Started">
+                        <Time at={a.startedAt} />
+                      </td>
+                      <td data-label="Duration">{a.durationMs === null ? '—' : `${Math.round(a.durationMs)} ms`}</td>
+                      <td data-label="Answer">{a.status ?? a.errorCode ?? '—'}</td>
+                      <td class="c-outcome card-end">
+                        <Badge status={a.outcome} />
+                        {a.error ? <div class="small">{a.error}</div> : null}
+                      </td>
+                      <td class="c-response card-end">
+                        {a.responseExcerpt ? (
+                          <pre class="excerpt">
+                            {a.responseExcerpt}
+                            {a.responseTruncated ? '…' : ''}
+                          </pre>
+                        ) : (
+                          '—'
+                        )}
+                      </td>
                     </tr>
-                  </thead>
-                  <tbody>
-                    {detail.attempts.map((a) => (
-                      <tr key={`${a.number}-${a.startedAt}`} data-attempt={a.number}>
-                        <td class="c-number">
-                          {a.number}
-                          {a.manual ? <span class="muted small"> manual</span> : null}
-                        </td>
-                        <td data-label="Started">
-                          <Time at={a.startedAt} />
-                        </td>
-                        <td data-label="Duration">{a.durationMs === null ? '—' : `${Math.round(a.durationMs)} ms`}</td>
-                        <td data-label="Answer">{a.status ?? a.errorCode ?? '—'}</td>
-                        <td class="c-outcome">
-                          <Badge status={a.outcome} />
-                          {a.error ? <div class="small">{a.error}</div> : null}
-                        </td>
-                        <td class="c-response">
-                          {a.responseExcerpt ? (
-                            <pre class="excerpt">
-                              {a.responseExcerpt}
-                              {a.responseTruncated ? '…' : ''}
-                            </pre>
-                          ) : (
-                            '—'
-                          )}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </Scroll>
-            </div>
+                  ))}
+                </tbody>
+              </table>
+            </Scroll>
           ) : (
             <p class="muted">No attempt yet.</p>
           )}

@@ -232,57 +232,57 @@ function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: 
           </dl>
           <h3>Handler runs</h3>
           {detail.handlerRuns.length ? (
-            <Scroll>
-            <table class="table" aria-live="polite">
-              <thead>
-                <tr>
-                  <th scope="col">Run</th>
-                  <th scope="col">Installation</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Attempts</th>
-                  <th scope="col">Last error</th>
-                  <th scope="col">Next attempt</th>
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {detail.handlerRuns.map((r) => (
-                  <tr key={r.id} data-handler-run={r.id}>
-                    <td>
-                      <code>{r.id}</code>
-                      <div class="muted small">{r.integration}</div>
-                    </td>
-                    <td>
-                      <a href={`#/installations/${encodeURIComponent(r.installationId)}`}>
-                        <code>{r.installationId}</code>
-                      </a>
-                    </td>
-                    <td data-testid="handler-run-status">
-                      <Badge status={r.status} />
-                    </td>
-                    <td>
-                      {r.attemptCount} / {r.maxAttempts}
-                    </td>
-                    <td>{r.lastError ? <span class="small">{r.lastError}</span> : '—'}</td>
-                    <td>
-                      <Time at={r.nextAttemptAt} />
-                    </td>
-                    <td>
-                      <button
-                        type="button"
-                        onClick={() => onReplay(r.id)}
-                        disabled={replaying !== undefined || (r.status !== 'failed' && r.status !== 'delivered')}
-                        aria-label={`Replay handler run ${r.id}`}
-                      >
-                        {replaying === r.id ? 'Replaying…' : 'Replay'}
-                      </button>
-                    </td>
+            <Scroll cards>
+              <table class="table cards handler-runs" aria-live="polite">
+                <thead>
+                  <tr>
+                    <th scope="col">Run</th>
+                    <th scope="col">Installation</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Attempts</th>
+                    <th scope="col">Last error</th>
+                    <th scope="col">Next attempt</th>
+                    <th scope="col">
+                      <span class="sr-only">Actions</span>
+                    </th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+                </thead>
+                <tbody>
+                  {detail.handlerRuns.map((r) => (
+                    <tr key={r.id} data-handler-run={r.id}>
+                      <td class="card-head">
+                        <code>{r.id}</code>
+                        <div class="muted small">{r.integration}</div>
+                      </td>
+                      <td data-label="Installation">
+                        <a href={`#/installations/${encodeURIComponent(r.installationId)}`}>
+                          <code>{r.installationId}</code>
+                        </a>
+                      </td>
+                      <td class="card-status" data-testid="handler-run-status">
+                        <Badge status={r.status} />
+                      </td>
+                      <td data-label="Attempts">
+                        {r.attemptCount} / {r.maxAttempts}
+                      </td>
+                      <td data-label="Last error">{r.lastError ? <span class="small">{r.lastError}</span> : '—'}</td>
+                      <td data-label="Next attempt">
+                        <Time at={r.nextAttemptAt} />
+                      </td>
+                      <td class="card-end">
+                        <button
+                          type="button"
+                          onClick={() => onReplay(r.id)}
+                          disabled={replaying !== undefined || (r.status !== 'failed' && r.status !== 'delivered')}
+                          aria-label={`Replay handler run ${r.id}`}
+                        >
+                          {replaying === r.id ? 'Replaying…' : 'Replay'}
+                        </button>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
             </Scroll>
           ) : (
             <p class="muted">No integration handles this event.</p>

@@ -240,56 +240,56 @@ export function InstallationsPage({ query }: { query: URLSearchParams }): VNode 
         <ErrorBox message={error} />
         {list ? (
           list.length ? (
-            <Scroll>
-            <table class="table">
-              <thead>
-                <tr>
-                  <th scope="col">Installation</th>
-                  <th scope="col">Target</th>
-                  <th scope="col">Endpoint</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Created</th>
-                  <th scope="col">Actions</th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((i) => {
-                  const integration = byName.get(i.integration);
-                  return (
-                    <tr key={i.id} data-installation={i.id}>
-                      <td>
-                        <div class="row nowrap">
-                          {integration ? <Icon integration={integration} size={24} /> : null}
-                          <div>
-                            <a href={`#/installations/${encodeURIComponent(i.id)}`}>{integration?.title ?? i.integration}</a>
-                            <div class="muted small">
-                              <code>{i.id}</code>
+            <Scroll cards>
+              <table class="table cards installations">
+                <thead>
+                  <tr>
+                    <th scope="col">Installation</th>
+                    <th scope="col">Target</th>
+                    <th scope="col">Endpoint</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Created</th>
+                    <th scope="col">Actions</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.map((i) => {
+                    const integration = byName.get(i.integration);
+                    return (
+                      <tr key={i.id} data-installation={i.id}>
+                        <td class="card-head">
+                          <div class="row nowrap">
+                            {integration ? <Icon integration={integration} size={24} /> : null}
+                            <div>
+                              <a href={`#/installations/${encodeURIComponent(i.id)}`}>{integration?.title ?? i.integration}</a>
+                              <div class="muted small">
+                                <code>{i.id}</code>
+                              </div>
                             </div>
                           </div>
-                        </div>
-                      </td>
-                      <td>
-                        {i.target}
-                        {i.space ? ` ${i.space}` : ''}
-                        {i.site ? ` ${i.site}` : ''}
-                      </td>
-                      <td class="endpoint-cell">
-                        <Endpoint installation={i} />
-                      </td>
-                      <td>
-                        <Badge status={i.status} />
-                      </td>
-                      <td>
-                        <Time at={i.createdAt} />
-                      </td>
-                      <td>
-                        <Actions installation={i} onChange={() => reload()} />
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
+                        </td>
+                        <td data-label="Target">
+                          {i.target}
+                          {i.space ? ` ${i.space}` : ''}
+                          {i.site ? ` ${i.site}` : ''}
+                        </td>
+                        <td class="endpoint-cell card-line">
+                          <Endpoint installation={i} />
+                        </td>
+                        <td class="card-status">
+                          <Badge status={i.status} />
+                        </td>
+                        <td data-label="Created">
+                          <Time at={i.createdAt} />
+                        </td>
+                        <td class="card-end">
+                          <Actions installation={i} onChange={() => reload()} />
+                        </td>
+                      </tr>
+                    );
+                  })}
+                </tbody>
+              </table>
             </Scroll>
           ) : (
             <p class="muted">Nothing installed yet.</p>

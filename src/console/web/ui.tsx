@@ -13,13 +13,18 @@ export function Badge({ status }: { status: string }): VNode {
   return <span class={`badge badge-${status.replace(/[^a-z_-]/gi, '')}`}>{status}</span>;
 }
 
-/** A wide table scrolls inside itself, never the page (the console must fit a 420 px screen). */
-export function Scroll({ children, label }: { children: ComponentChildren; label?: string }): VNode {
-  return (
+/**
+ * A wide table scrolls inside itself, never the page (the console must fit a 420 px screen). With
+ * `cards`, a `table.cards` inside turns into one card per row wherever its column is too narrow for
+ * the table (the container query in style.css), so nothing is scrolled out of sight.
+ */
+export function Scroll({ children, label, cards }: { children: ComponentChildren; label?: string; cards?: boolean }): VNode {
+  const scroll = (
     <div class="scroll" role={label ? 'region' : undefined} aria-label={label} tabIndex={label ? 0 : undefined}>
       {children}
     </div>
   );
+  return cards ? <div class="cards-box">{scroll}</div> : scroll;
 }
 
 export function ErrorBox({ message, problems, id }: { message?: string; problems?: Problem[]; id?: string }): VNode | null {
