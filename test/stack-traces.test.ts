@@ -7,7 +7,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 import { runCli, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
@@ -202,6 +202,76 @@ test("a sourceMappingURL pointing outside the integration folder is not followed
   const sources: string[] = JSON.parse(r.bundle!.sourceMap!).sources;
   assert.ok(sources.includes('lib/d.ts'), `a map inside the folder is followed: ${sources.join(', ')}`);
   assert.ok(!sources.some((s) => s.includes('host-secret') || s.startsWith('..') || s.includes('outside')), `nothing from outside: ${sources.join(', ')}`);
+});
+
+/** `work`, or a failure naming `what` once `ms` have passed (a FIFO read by the bundler never ends). */
+function inTime<T>(what: string, work: Promise<T>, ms = 15_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: still running after ${ms} ms`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * An integration folder beside `outside/` (a token file and a FIFO) whose files name them in
+ * comments esbuild cuts elsewhere than a regular expression's `\S` does: at a space, not at a line
+ * or paragraph separator. Also a map that is a symlink to the token, and one that is a FIFO.
+ */
+function hostileMapComments(root: string, name: string): { dir: string; secret: string } {
+  const outside = join(root, 'outside');
+  const secret = 'sya_fedcba9876543210fedcba9876543210';
+  if (!existsSync(outside)) {
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'admin-token'), secret);
+    execFileSync('mkfifo', [join(outside, 'hang.map')]);
+  }
+  const dir = join(root, name);
+  mkdirSync(join(dir, 'src'), { recursive: true });
+  // From dir/src, `x<sep>/..` is src again: three more steps reach root/outside.
+  const up = '/../../../outside';
+  const files: Record<string, string> = {
+    'ls.js': `/*# sourceMappingURL=x\u2028${up}/admin-token */`,
+    'ps.js': `/*@ sourceMappingURL=x\u2029${up}/admin-token */`,
+    'fifo.js': `/*# sourceMappingURL=x\u2028${up}/hang.map */`,
+    'link.js': `//# sourceMappingURL=link.map`,
+    'pipe.js': `//# sourceMappingURL=pipe.map`,
+  };
+  symlinkSync(join(outside, 'admin-token'), join(dir, 'src/link.map'));
+  execFileSync('mkfifo', [join(dir, 'src/pipe.map')]);
+  for (const [file, comment] of Object.entries(files)) writeFileSync(join(dir, 'src', file), `export const ${file.slice(0, -3)} = () => 1;\n${comment}\n`);
+  const names = Object.keys(files).map((f) => f.slice(0, -3));
+  writeFileSync(
+    join(dir, 'src/index.js'),
+    `${names.map((n) => `import { ${n} } from './${n}.js';`).join('\n')}\nexport default { fetch: () => new Response(String(${names.map((n) => `${n}()`).join(' + ')})) };\n`,
+  );
+  return { dir, secret };
+}
+
+test('a sourceMappingURL esbuild reads past a line or paragraph separator, or a symlinked map, reads nothing outside the folder', { timeout: 60_000 }, async (t) => {
+  const { dir, secret } = hostileMapComments(tmpDir(t), 'integration');
+  const r = await inTime('bundling', bundleScript({ dir, entry: join(dir, 'src/index.js') }));
+  assert.deepEqual(r.problems.filter((p) => p.severity === 'error'), []);
+  assert.ok(!JSON.stringify(r).includes(secret.slice(4)), 'the token file is quoted nowhere');
+  const sources: string[] = JSON.parse(r.bundle!.sourceMap!).sources;
+  assert.ok(!sources.some((s) => s.includes('outside') || s.startsWith('..')), sources.join(', '));
+});
+
+test('a server whose integrations name a FIFO and the token file that way starts, loads the others, and quotes neither', { timeout: 60_000 }, async (t) => {
+  const root = tmpDir(t);
+  const { secret } = hostileMapComments(root, 'aa-hostile');
+  writeFileSync(join(root, 'aa-hostile/platform-manifest.yaml'), MANIFEST.replace('thrower', 'hostile').replace('src/index.ts', 'src/index.js'));
+  mkdirSync(join(root, 'zz-good/src'), { recursive: true });
+  writeFileSync(join(root, 'zz-good/platform-manifest.yaml'), MANIFEST.replace('thrower', 'good').replace('src/index.ts', 'src/index.js'));
+  writeFileSync(join(root, 'zz-good/src/index.js'), `export default { fetch: () => new Response('good') };\n`);
+  const s = await inTime('start-up', startTestServer(t, { integrations_dir: root }));
+  const listed = await s.api('GET', '/api/v1/integrations');
+  assert.equal(listed.status, 200);
+  const byName = Object.fromEntries(listed.body.integrations.map((i: { name: string; status: string }) => [i.name, i.status]));
+  assert.equal(byName.hostile, 'loaded');
+  assert.equal(byName.good, 'loaded');
+  assert.ok(!JSON.stringify(listed.body).includes(secret.slice(4)), 'not in the integrations list');
+  assert.ok(!JSON.stringify(s.logs).includes(secret.slice(4)), 'not in the server log');
 });
 
 test("a map's sources naming host files, absolute or above the folder, or holding control characters, never rewrite a frame", async (t) => {

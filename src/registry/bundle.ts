@@ -16,7 +16,7 @@ import { builtinModules } from 'node:module';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import type { BuildFailure, Message, Plugin } from 'esbuild';
 import type { Problem } from '../errors.ts';
-import { confineSourceMaps, sourceMapLimit } from './source-maps.ts';
+import { confineSourceMaps, sourceMapLimit, sourceMapRules } from './source-maps.ts';
 import { VERSION } from '../version.ts';
 import type { BundleCache, CachedBuild } from './bundle-cache.ts';
 
@@ -271,7 +271,7 @@ let identity: Promise<string> | undefined;
 export function bundlerIdentity(): Promise<string> {
   identity ??= import('esbuild').then((esbuild) =>
     createHash('sha256')
-      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, within, confineSourceMaps, sourceMapLimit].map(String).join('\0'))
+      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, within, ...sourceMapRules].map(String).join('\0'))
       .digest('hex')
       .slice(0, 32),
   );
