@@ -307,3 +307,51 @@ test('an oversized source map is not kept: the bundle loads, its frames stay as 
   const warning = r.problems.find((p) => p.severity === 'warning' && /source map/.test(p.message));
   assert.ok(warning, JSON.stringify(r.problems));
 });
+
+test('a map over 1 MB is not kept, however large the bundle: the error is answered and its frames stay as V8 wrote them', { timeout: 60_000 }, async (t) => {
+  const dir = tmpDir(t);
+  mkdirSync(join(dir, 'big/src'), { recursive: true });
+  writeFileSync(join(dir, 'big/platform-manifest.yaml'), MANIFEST.replace('thrower', 'big').replace('src/index.ts', 'src/index.js'));
+  // A 300 kB bundle whose map, 1.1 MB of long source names, is under four times its code.
+  const sources = Array.from({ length: 1100 }, (_, i) => `src/${String(i).padStart(4, '0')}-${'y'.repeat(1000)}.ts`);
+  writeFileSync(
+    join(dir, 'big/src/index.js'),
+    `export const filler = "${'x'.repeat(300_000)}";\nexport default { fetch() { throw new Error('big map'); } };\n//# sourceMappingURL=${dataMap({ version: 3, sources, names: [], mappings: 'AAAA;AACA' })}\n`,
+  );
+  const s = await startTestServer(t, { integrations_dir: dir });
+  const loaded = (s.services.registry as Registry).get('big')!;
+  assert.equal(loaded.sourceMap, undefined, `no map kept (${loaded.sourceMap?.length} characters)`);
+  assert.ok(loaded.warnings.some((w) => /source map is 1\.\d MB, over the 1\.0 MB/.test(w.message)), JSON.stringify(loaded.warnings));
+  const inst = await s.api('POST', '/api/v1/installations', { integration: 'big' });
+  const res = await fetch(`${s.url}/v1/integrations/big/installations/${inst.body.installation.id}/x`);
+  assert.equal(res.status, 500);
+  const record = (await s.api('GET', `/api/v1/logs/${res.headers.get('x-request-id')}`)).body;
+  assert.match(record.error.stack, /big map\n\s+at Object\.fetch \(integration:big@[0-9a-f]{16}:\d+:\d+\)/, record.error.stack);
+});
+
+test('frames are mapped line by line: hundreds of throws, several on a line, each to its own place; a malformed map leaves frames alone', async (t) => {
+  const dir = tmpDir(t);
+  mkdirSync(join(dir, 'src'));
+  const lines: string[] = ['type Id = string;'];
+  for (let i = 0; i < 300; i++) {
+    lines.push(`export function f${i}(id: Id): never {`, `${' '.repeat(i % 7)}  throw new Error('e${i}' + (id as string));`, '}');
+    if (i % 50 === 0) lines.push(`export const g${i} = (): never => { throw new Error('a${i}'); }, h${i} = (): never => { throw new Error('b${i}'); };`);
+  }
+  const source = lines.join('\n') + '\n';
+  writeFileSync(join(dir, 'src/many.ts'), source);
+  writeFileSync(join(dir, 'src/index.ts'), `export * from './many.ts';\nexport default { fetch: () => new Response('ok') };\n`);
+  const r = await bundleScript({ dir, entry: join(dir, 'src/index.ts') });
+  const bundle = { name: 'many', script: { name: 'many', version: r.bundle!.version }, sourceMap: r.bundle!.sourceMap };
+  const needles = [...source.matchAll(/new Error\('([abe]\d+)'/g)].map((m) => m[1]);
+  assert.equal(needles.length, 312);
+  for (const n of needles) {
+    const frame = frameAt(r.bundle!.code, `new Error("${n}"`, 'many', r.bundle!.version);
+    const at = position(source, `new Error('${n}'`);
+    assert.equal(mapStackTrace(frame, bundle), `    at f (src/many.ts:${at.line}:${at.column})`, n);
+  }
+  const past = `    at f (integration:many@${r.bundle!.version}:99999:1)`;
+  assert.equal(mapStackTrace(past, bundle), past);
+  const malformed = { ...bundle, sourceMap: JSON.stringify({ version: 3, sources: ['src/a.ts'], names: [], mappings: 'AAAA;A!AA' }) };
+  const second = `    at f (integration:many@${r.bundle!.version}:2:1)`;
+  assert.equal(mapStackTrace(second, malformed), second);
+});

@@ -18,10 +18,12 @@ import { open, readFile, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Plugin } from 'esbuild';
 
-/** The largest source map kept beside a bundle: 1 MB, or four times the bundle's code. */
-export function sourceMapLimit(codeBytes: number): number {
-  return Math.max(1024 * 1024, 4 * codeBytes);
-}
+/**
+ * The largest source map kept beside a bundle, however large the bundle: it stays in memory while
+ * the version is loaded, in every serving process, and is read on the main thread at the version's
+ * first error (runtime/stack-trace.ts), none of it counted against the sandbox's limits.
+ */
+export const SOURCE_MAP_LIMIT = 1024 * 1024;
 
 /** The largest map an input file may bring in (a package's own `x.js.map`, sources' text and all). */
 export const INPUT_MAP_LIMIT = 4 * 1024 * 1024;
@@ -108,4 +110,4 @@ export function confineSourceMaps(inside: (path: string) => boolean): Plugin {
 }
 
 /** What decides the inputs' maps, for the bundle cache's identity (bundle.ts bundlerIdentity). */
-export const sourceMapRules: unknown[] = [confineSourceMaps, lastComment, permittedMap, MAP_COMMENT, PLAIN_RELATIVE, DATA_URL, INPUT_MAP_LIMIT, sourceMapLimit];
+export const sourceMapRules: unknown[] = [confineSourceMaps, lastComment, permittedMap, MAP_COMMENT, PLAIN_RELATIVE, DATA_URL, INPUT_MAP_LIMIT, SOURCE_MAP_LIMIT];
