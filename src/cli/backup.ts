@@ -2,10 +2,16 @@
  * `switchyard backup <file>` and `switchyard restore <file>`: the data directory's database as one
  * consistent file, taken while the server runs, and put back while it is stopped.
  *
- * The backup uses SQLite's online backup (better-sqlite3's `db.backup`) from a read-only
- * connection: WAL mode lets the server keep writing meanwhile, and the copy is one snapshot (every
- * event with its deliveries, every attempt with its delivery's state). Copying the file with `cp`
- * instead can tear a write in half, or miss what still sits in the -wal file.
+ * The backup is `VACUUM INTO` from a read-only connection: one read transaction, so the copy is
+ * one snapshot (every event with its deliveries, every attempt with its delivery's state) while WAL
+ * mode lets the server keep writing. SQLite's online backup API restarts at every commit another
+ * connection makes, so on a busy server it might never finish. Copying the file with `cp` instead
+ * can tear a write in half, or miss what still sits in the -wal file.
+ *
+ * The copy is written in a folder of its own beside the destination (mkdtemp: mode 0700, a name
+ * nobody could plant a symlink at beforehand), into a file created empty with mode 0600 before
+ * SQLite writes a byte, and renamed into place once whole. A failure, Ctrl-C or SIGTERM removes
+ * the folder; only SIGKILL can leave it (`.<name>.partial-XXXXXX`, still owner-only).
  *
  * Restore takes the data directory's lock (so it refuses while a server runs), checks that the file
  * is a sound Switchyard database no newer than this program, keeps the current database beside it
@@ -13,8 +19,8 @@
  */
 import Database from 'better-sqlite3';
 import { defineCommand } from 'citty';
-import { chmodSync, copyFileSync, existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../migrations.ts';
 import { DB_FILE, openStore } from '../store/index.ts';
@@ -23,6 +29,31 @@ import { configArg, configFrom, jsonArg } from './common.ts';
 import { printJson } from './table.ts';
 
 const out = (s: string) => process.stdout.write(s);
+
+/**
+ * Until `release`, Ctrl-C and SIGTERM run `cleanup` and exit (130, 143). Node runs signal handlers
+ * between steps, never inside a SQLite call: `between()` is such a point, before anything is
+ * renamed into place.
+ */
+function cleanupOnSignal(what: string, cleanup: () => void): { between(): Promise<void>; release(): void } {
+  const stop = (signal: NodeJS.Signals) => {
+    cleanup();
+    process.stderr.write(`${what} stopped by ${signal}: nothing was written\n`);
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  const turn = () => new Promise<void>((r) => setImmediate(r));
+  return {
+    // Two turns of the event loop: the second comes after a poll phase, where a signal that
+    // arrived during a synchronous call is read.
+    between: () => turn().then(turn),
+    release() {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+    },
+  };
+}
 
 /** Row counts a person can compare between the live database and its backup. */
 function counts(db: Database.Database): Record<string, number> {
@@ -87,19 +118,25 @@ const backup = defineCommand({
     if (!existsSync(dirname(dest))) throw new SwitchyardError('bad_request', `the folder ${dirname(dest)} does not exist`, { where: dest });
     const store = openStore(config.data_dir, { readonly: true });
     const started = performance.now();
-    const temp = `${dest}.partial-${process.pid}`;
+    let folder: string | undefined;
+    const removeFolder = () => folder && rmSync(folder, { recursive: true, force: true });
+    const signals = cleanupOnSignal('backup', removeFolder);
     try {
-      await store.db.backup(temp);
-      chmodSync(temp, 0o600);
-      // One self-contained file: out of WAL mode, so opening it makes no -wal/-shm beside it.
-      const copy = new Database(temp);
-      copy.pragma('journal_mode = DELETE');
-      copy.close();
+      folder = mkdtempSync(join(dirname(dest), `.${basename(dest)}.partial-`));
+      const temp = join(folder, 'backup.db');
+      closeSync(openSync(temp, 'wx', 0o600));
+      // VACUUM INTO writes into an empty file, and writes it out of WAL mode: one self-contained
+      // file, which opening makes no -wal/-shm beside. query_only would refuse that write; the
+      // connection is opened read-only, so the database itself stays out of reach.
+      store.db.pragma('query_only = OFF');
+      store.db.prepare('VACUUM INTO ?').run(temp);
+      await signals.between();
       renameSync(temp, dest); // a reader never sees half a backup under the final name
     } catch (e) {
-      rmSync(temp, { force: true });
       throw new SwitchyardError('storage_failed', `backup to ${dest} failed: ${(e as Error).message}`, { where: dest, cause: e });
     } finally {
+      signals.release();
+      removeFolder();
       store.close();
     }
     const rows = checkBackup(dest);
