@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { samplePayload } from '../src/events/index.ts';
@@ -224,4 +224,33 @@ test('a backup stopped by SIGTERM or Ctrl-C leaves nothing behind', { timeout: 1
     await exited;
     assert.deepEqual(readdirSync(out), [], `${signal}: nothing left, no partial copy`);
   }
+});
+
+test('restoring a WAL database copied with its -wal keeps the rows only the -wal holds, and creates nothing beside the source', async (t) => {
+  const dir = tmpDir(t);
+  // A database whose last rows are committed to its -wal and not yet checkpointed into the file.
+  const origin = openStore(join(dir, 'origin'), { migrations: allMigrations() });
+  origin.db.pragma('wal_checkpoint(TRUNCATE)');
+  origin.db.pragma('wal_autocheckpoint = 0');
+  const insert = origin.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
+  for (let i = 0; i < 5; i++) insert.run(`evt_wal_${i}`, 'site_view', '{}', Date.now());
+  const copied = join(dir, 'copied');
+  mkdirSync(copied);
+  for (const suffix of ['', '-wal']) copyFileSync(join(dir, 'origin/switchyard.db') + suffix, join(copied, 'b.db') + suffix);
+  origin.close();
+  assert.ok(statSync(join(copied, 'b.db-wal')).size > 0, 'the rows are in the -wal');
+  const before = readdirSync(copied).map((f) => [f, readFileSync(join(copied, f)).toString('base64')]);
+
+  const data = join(dir, 'data');
+  mkdirSync(data);
+  const r = await runCli(['restore', join(copied, 'b.db'), '--config', writeConfig(dir, data), '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).rows.events, 5);
+  assert.equal(eventsIn(join(data, 'switchyard.db')), 5, 'what restore reports is what was put in place');
+  assert.deepEqual(
+    readdirSync(copied).map((f) => [f, readFileSync(join(copied, f)).toString('base64')]),
+    before,
+    'the source and its -wal as they were, no -shm beside them',
+  );
+  assert.deepEqual(readdirSync(data).filter((f) => f.startsWith('switchyard.db')), ['switchyard.db'], 'one self-contained file');
 });
