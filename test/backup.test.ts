@@ -1,11 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { samplePayload } from '../src/events/index.ts';
-import { runCli, startTestServer, tmpDir, tmpfs } from './helpers/index.ts';
-import { openStore } from '../src/store/index.ts';
+import { ROOT, runCli, startTestServer, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
+import { openStore, type Store } from '../src/store/index.ts';
 import { allMigrations } from '../src/migrations.ts';
 
 const eventsIn = (file: string) => {
@@ -126,3 +128,129 @@ function writeConfig(dir: string, dataDir: string): string {
   writeFileSync(file, `data_dir: ${dataDir}\n`);
   return file;
 }
+
+/** A data directory holding about 30 MB of events (long enough to copy that a test sees the copy under way). */
+function bigDatabase(t: import('node:test').TestContext): { dir: string; cfg: string; store: Store; insert: (id: string) => void } {
+  const dir = tmpDir(t);
+  const store = openStore(join(dir, 'data'), { migrations: allMigrations() });
+  t.after(() => store.close());
+  const statement = store.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
+  const insert = (id: string) => void statement.run(id, 'site_view', JSON.stringify({ pad: 'x'.repeat(10_000) }), Date.now());
+  store.db.transaction(() => {
+    for (let i = 0; i < 3000; i++) insert(`evt_${i}`);
+  })();
+  return { dir, cfg: writeConfig(dir, join(dir, 'data')), store, insert };
+}
+
+/** Everything under `dir` whose mode lets group or others read, write or enter it. */
+function exposed(dir: string, into: Set<string>): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return; // removed meanwhile
+  }
+  for (const name of names) {
+    try {
+      const st = lstatSync(join(dir, name));
+      if (st.mode & 0o077) into.add(`${join(dir, name)} ${(st.mode & 0o777).toString(8)}`);
+      if (st.isDirectory()) exposed(join(dir, name), into);
+    } catch {
+      // removed meanwhile
+    }
+  }
+}
+
+test('a backup of a database the server commits to every 100 ms finishes, and no file of it is ever readable by others', { timeout: 120_000 }, async (t) => {
+  const { dir, cfg, insert } = bigDatabase(t);
+  let n = 0;
+  const writer = setInterval(() => insert(`evt_busy_${n++}`), 100);
+  t.after(() => clearInterval(writer));
+  const out = join(dir, 'out');
+  mkdirSync(out);
+  const seen = new Set<string>();
+  const watcher = setInterval(() => exposed(out, seen), 2);
+  t.after(() => clearInterval(watcher));
+  const made = await runCli(['backup', join(out, 'busy.db'), '--config', cfg, '--json'], { timeoutMs: 45_000 });
+  clearInterval(watcher);
+  clearInterval(writer);
+  assert.equal(made.code, 0, `the backup finished (${n} commits meanwhile): ${made.stderr}`);
+  assert.ok(n > 0, 'the writer committed during the backup');
+  assert.ok(JSON.parse(made.stdout).rows.events >= 3000);
+  assert.deepEqual([...seen], [], 'nothing group- or other-accessible while copying');
+  assert.deepEqual(readdirSync(out), ['busy.db']);
+  assert.equal(statSync(join(out, 'busy.db')).mode & 0o777, 0o600);
+});
+
+test('a symlink planted where the backup used to put its copy is not followed', async (t) => {
+  const dir = tmpDir(t);
+  const data = join(dir, 'data');
+  openStore(data, { migrations: allMigrations() }).close();
+  // Someone else's database, which a followed link would have the backup written over.
+  const victim = join(dir, 'victim.db');
+  const other = new Database(victim);
+  other.exec("CREATE TABLE precious (x); INSERT INTO precious VALUES ('kept')");
+  other.close();
+  const dest = join(dir, 'nightly.db');
+  // The name it was, `<dest>.partial-<pid>`, was known in advance to anyone who can write beside
+  // dest: this CLI process plants the link under its own pid before it runs the backup.
+  const planting = join(dir, 'plant.mjs');
+  writeFileSync(
+    planting,
+    `import { symlinkSync } from 'node:fs';\nimport { cli } from ${JSON.stringify(pathToFileURL(join(ROOT, 'src/main.ts')).href)};\n` +
+      `symlinkSync(${JSON.stringify(victim)}, ${JSON.stringify(dest)} + '.partial-' + process.pid);\nawait cli(process.argv.slice(2));\n`,
+  );
+  const made = await new Promise<number | null>((resolve) =>
+    spawn(process.execPath, ['--no-node-snapshot', planting, 'backup', dest, '--config', writeConfig(dir, data)], { stdio: 'ignore' }).on('exit', resolve),
+  );
+  assert.equal(made, 0);
+  const check = new Database(victim, { readonly: true });
+  assert.deepEqual(check.prepare('SELECT x FROM precious').all(), [{ x: 'kept' }], 'the linked file is untouched');
+  check.close();
+  assert.ok(lstatSync(dest).isFile(), 'the backup is a file of its own');
+  assert.equal(eventsIn(dest), 0);
+});
+
+test('a backup stopped by SIGTERM or Ctrl-C leaves nothing behind', { timeout: 120_000 }, async (t) => {
+  const { dir, cfg } = bigDatabase(t);
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    const out = join(dir, `out-${signal}`);
+    mkdirSync(out);
+    const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), 'backup', join(out, 'stopped.db'), '--config', cfg], { stdio: 'ignore' });
+    t.after(() => child.kill('SIGKILL'));
+    const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+    await waitFor(() => readdirSync(out).length > 0, 30_000, 1);
+    child.kill(signal);
+    await exited;
+    assert.deepEqual(readdirSync(out), [], `${signal}: nothing left, no partial copy`);
+  }
+});
+
+test('restoring a WAL database copied with its -wal keeps the rows only the -wal holds, and creates nothing beside the source', async (t) => {
+  const dir = tmpDir(t);
+  // A database whose last rows are committed to its -wal and not yet checkpointed into the file.
+  const origin = openStore(join(dir, 'origin'), { migrations: allMigrations() });
+  origin.db.pragma('wal_checkpoint(TRUNCATE)');
+  origin.db.pragma('wal_autocheckpoint = 0');
+  const insert = origin.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
+  for (let i = 0; i < 5; i++) insert.run(`evt_wal_${i}`, 'site_view', '{}', Date.now());
+  const copied = join(dir, 'copied');
+  mkdirSync(copied);
+  for (const suffix of ['', '-wal']) copyFileSync(join(dir, 'origin/switchyard.db') + suffix, join(copied, 'b.db') + suffix);
+  origin.close();
+  assert.ok(statSync(join(copied, 'b.db-wal')).size > 0, 'the rows are in the -wal');
+  const before = readdirSync(copied).map((f) => [f, readFileSync(join(copied, f)).toString('base64')]);
+
+  const data = join(dir, 'data');
+  mkdirSync(data);
+  const r = await runCli(['restore', join(copied, 'b.db'), '--config', writeConfig(dir, data), '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).rows.events, 5);
+  assert.equal(eventsIn(join(data, 'switchyard.db')), 5, 'what restore reports is what was put in place');
+  assert.deepEqual(
+    readdirSync(copied).map((f) => [f, readFileSync(join(copied, f)).toString('base64')]),
+    before,
+    'the source and its -wal as they were, no -shm beside them',
+  );
+  assert.deepEqual(readdirSync(data).filter((f) => f.startsWith('switchyard.db')), ['switchyard.db'], 'one self-contained file');
+});

@@ -7,7 +7,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 import { runCli, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
@@ -204,6 +204,76 @@ test("a sourceMappingURL pointing outside the integration folder is not followed
   assert.ok(!sources.some((s) => s.includes('host-secret') || s.startsWith('..') || s.includes('outside')), `nothing from outside: ${sources.join(', ')}`);
 });
 
+/** `work`, or a failure naming `what` once `ms` have passed (a FIFO read by the bundler never ends). */
+function inTime<T>(what: string, work: Promise<T>, ms = 15_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: still running after ${ms} ms`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * An integration folder beside `outside/` (a token file and a FIFO) whose files name them in
+ * comments esbuild cuts elsewhere than a regular expression's `\S` does: at a space, not at a line
+ * or paragraph separator. Also a map that is a symlink to the token, and one that is a FIFO.
+ */
+function hostileMapComments(root: string, name: string): { dir: string; secret: string } {
+  const outside = join(root, 'outside');
+  const secret = 'sya_fedcba9876543210fedcba9876543210';
+  if (!existsSync(outside)) {
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'admin-token'), secret);
+    execFileSync('mkfifo', [join(outside, 'hang.map')]);
+  }
+  const dir = join(root, name);
+  mkdirSync(join(dir, 'src'), { recursive: true });
+  // From dir/src, `x<sep>/..` is src again: three more steps reach root/outside.
+  const up = '/../../../outside';
+  const files: Record<string, string> = {
+    'ls.js': `/*# sourceMappingURL=x\u2028${up}/admin-token */`,
+    'ps.js': `/*@ sourceMappingURL=x\u2029${up}/admin-token */`,
+    'fifo.js': `/*# sourceMappingURL=x\u2028${up}/hang.map */`,
+    'link.js': `//# sourceMappingURL=link.map`,
+    'pipe.js': `//# sourceMappingURL=pipe.map`,
+  };
+  symlinkSync(join(outside, 'admin-token'), join(dir, 'src/link.map'));
+  execFileSync('mkfifo', [join(dir, 'src/pipe.map')]);
+  for (const [file, comment] of Object.entries(files)) writeFileSync(join(dir, 'src', file), `export const ${file.slice(0, -3)} = () => 1;\n${comment}\n`);
+  const names = Object.keys(files).map((f) => f.slice(0, -3));
+  writeFileSync(
+    join(dir, 'src/index.js'),
+    `${names.map((n) => `import { ${n} } from './${n}.js';`).join('\n')}\nexport default { fetch: () => new Response(String(${names.map((n) => `${n}()`).join(' + ')})) };\n`,
+  );
+  return { dir, secret };
+}
+
+test('a sourceMappingURL esbuild reads past a line or paragraph separator, or a symlinked map, reads nothing outside the folder', { timeout: 60_000 }, async (t) => {
+  const { dir, secret } = hostileMapComments(tmpDir(t), 'integration');
+  const r = await inTime('bundling', bundleScript({ dir, entry: join(dir, 'src/index.js') }));
+  assert.deepEqual(r.problems.filter((p) => p.severity === 'error'), []);
+  assert.ok(!JSON.stringify(r).includes(secret.slice(4)), 'the token file is quoted nowhere');
+  const sources: string[] = JSON.parse(r.bundle!.sourceMap!).sources;
+  assert.ok(!sources.some((s) => s.includes('outside') || s.startsWith('..')), sources.join(', '));
+});
+
+test('a server whose integrations name a FIFO and the token file that way starts, loads the others, and quotes neither', { timeout: 60_000 }, async (t) => {
+  const root = tmpDir(t);
+  const { secret } = hostileMapComments(root, 'aa-hostile');
+  writeFileSync(join(root, 'aa-hostile/platform-manifest.yaml'), MANIFEST.replace('thrower', 'hostile').replace('src/index.ts', 'src/index.js'));
+  mkdirSync(join(root, 'zz-good/src'), { recursive: true });
+  writeFileSync(join(root, 'zz-good/platform-manifest.yaml'), MANIFEST.replace('thrower', 'good').replace('src/index.ts', 'src/index.js'));
+  writeFileSync(join(root, 'zz-good/src/index.js'), `export default { fetch: () => new Response('good') };\n`);
+  const s = await inTime('start-up', startTestServer(t, { integrations_dir: root }));
+  const listed = await s.api('GET', '/api/v1/integrations');
+  assert.equal(listed.status, 200);
+  const byName = Object.fromEntries(listed.body.integrations.map((i: { name: string; status: string }) => [i.name, i.status]));
+  assert.equal(byName.hostile, 'loaded');
+  assert.equal(byName.good, 'loaded');
+  assert.ok(!JSON.stringify(listed.body).includes(secret.slice(4)), 'not in the integrations list');
+  assert.ok(!JSON.stringify(s.logs).includes(secret.slice(4)), 'not in the server log');
+});
+
 test("a map's sources naming host files, absolute or above the folder, or holding control characters, never rewrite a frame", async (t) => {
   const dir = tmpDir(t);
   mkdirSync(join(dir, 'src'));
@@ -236,4 +306,52 @@ test('an oversized source map is not kept: the bundle loads, its frames stay as 
   assert.ok(r.bundle.code.length < 200);
   const warning = r.problems.find((p) => p.severity === 'warning' && /source map/.test(p.message));
   assert.ok(warning, JSON.stringify(r.problems));
+});
+
+test('a map over 1 MB is not kept, however large the bundle: the error is answered and its frames stay as V8 wrote them', { timeout: 60_000 }, async (t) => {
+  const dir = tmpDir(t);
+  mkdirSync(join(dir, 'big/src'), { recursive: true });
+  writeFileSync(join(dir, 'big/platform-manifest.yaml'), MANIFEST.replace('thrower', 'big').replace('src/index.ts', 'src/index.js'));
+  // A 300 kB bundle whose map, 1.1 MB of long source names, is under four times its code.
+  const sources = Array.from({ length: 1100 }, (_, i) => `src/${String(i).padStart(4, '0')}-${'y'.repeat(1000)}.ts`);
+  writeFileSync(
+    join(dir, 'big/src/index.js'),
+    `export const filler = "${'x'.repeat(300_000)}";\nexport default { fetch() { throw new Error('big map'); } };\n//# sourceMappingURL=${dataMap({ version: 3, sources, names: [], mappings: 'AAAA;AACA' })}\n`,
+  );
+  const s = await startTestServer(t, { integrations_dir: dir });
+  const loaded = (s.services.registry as Registry).get('big')!;
+  assert.equal(loaded.sourceMap, undefined, `no map kept (${loaded.sourceMap?.length} characters)`);
+  assert.ok(loaded.warnings.some((w) => /source map is 1\.\d MB, over the 1\.0 MB/.test(w.message)), JSON.stringify(loaded.warnings));
+  const inst = await s.api('POST', '/api/v1/installations', { integration: 'big' });
+  const res = await fetch(`${s.url}/v1/integrations/big/installations/${inst.body.installation.id}/x`);
+  assert.equal(res.status, 500);
+  const record = (await s.api('GET', `/api/v1/logs/${res.headers.get('x-request-id')}`)).body;
+  assert.match(record.error.stack, /big map\n\s+at Object\.fetch \(integration:big@[0-9a-f]{16}:\d+:\d+\)/, record.error.stack);
+});
+
+test('frames are mapped line by line: hundreds of throws, several on a line, each to its own place; a malformed map leaves frames alone', async (t) => {
+  const dir = tmpDir(t);
+  mkdirSync(join(dir, 'src'));
+  const lines: string[] = ['type Id = string;'];
+  for (let i = 0; i < 300; i++) {
+    lines.push(`export function f${i}(id: Id): never {`, `${' '.repeat(i % 7)}  throw new Error('e${i}' + (id as string));`, '}');
+    if (i % 50 === 0) lines.push(`export const g${i} = (): never => { throw new Error('a${i}'); }, h${i} = (): never => { throw new Error('b${i}'); };`);
+  }
+  const source = lines.join('\n') + '\n';
+  writeFileSync(join(dir, 'src/many.ts'), source);
+  writeFileSync(join(dir, 'src/index.ts'), `export * from './many.ts';\nexport default { fetch: () => new Response('ok') };\n`);
+  const r = await bundleScript({ dir, entry: join(dir, 'src/index.ts') });
+  const bundle = { name: 'many', script: { name: 'many', version: r.bundle!.version }, sourceMap: r.bundle!.sourceMap };
+  const needles = [...source.matchAll(/new Error\('([abe]\d+)'/g)].map((m) => m[1]);
+  assert.equal(needles.length, 312);
+  for (const n of needles) {
+    const frame = frameAt(r.bundle!.code, `new Error("${n}"`, 'many', r.bundle!.version);
+    const at = position(source, `new Error('${n}'`);
+    assert.equal(mapStackTrace(frame, bundle), `    at f (src/many.ts:${at.line}:${at.column})`, n);
+  }
+  const past = `    at f (integration:many@${r.bundle!.version}:99999:1)`;
+  assert.equal(mapStackTrace(past, bundle), past);
+  const malformed = { ...bundle, sourceMap: JSON.stringify({ version: 3, sources: ['src/a.ts'], names: [], mappings: 'AAAA;A!AA' }) };
+  const second = `    at f (integration:many@${r.bundle!.version}:2:1)`;
+  assert.equal(mapStackTrace(second, malformed), second);
 });

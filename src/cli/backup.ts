@@ -2,19 +2,28 @@
  * `switchyard backup <file>` and `switchyard restore <file>`: the data directory's database as one
  * consistent file, taken while the server runs, and put back while it is stopped.
  *
- * The backup uses SQLite's online backup (better-sqlite3's `db.backup`) from a read-only
- * connection: WAL mode lets the server keep writing meanwhile, and the copy is one snapshot (every
- * event with its deliveries, every attempt with its delivery's state). Copying the file with `cp`
- * instead can tear a write in half, or miss what still sits in the -wal file.
+ * The backup is `VACUUM INTO` from a read-only connection: one read transaction, so the copy is
+ * one snapshot (every event with its deliveries, every attempt with its delivery's state) while WAL
+ * mode lets the server keep writing. SQLite's online backup API restarts at every commit another
+ * connection makes, so on a busy server it might never finish. Copying the file with `cp` instead
+ * can tear a write in half, or miss what still sits in the -wal file.
  *
- * Restore takes the data directory's lock (so it refuses while a server runs), checks that the file
- * is a sound Switchyard database no newer than this program, keeps the current database beside it
- * (`switchyard.db.before-restore-<time>`) and puts the backup in its place.
+ * The copy is written in a folder of its own beside the destination (mkdtemp: mode 0700, a name
+ * nobody could plant a symlink at beforehand), into a file created empty with mode 0600 before
+ * SQLite writes a byte, and renamed into place once whole. A failure, Ctrl-C or SIGTERM removes
+ * the folder; only SIGKILL can leave it (`.<name>.partial-XXXXXX`, still owner-only).
+ *
+ * Restore takes the data directory's lock (so it refuses while a server runs), copies the file
+ * into a private folder beside the database, checks that copy is a sound Switchyard database no
+ * newer than this program, keeps the current database beside it
+ * (`switchyard.db.before-restore-<time>`) and puts the copy in its place. The source is never
+ * opened by SQLite: a WAL database copied with its -wal is copied with it and folded there (what
+ * the check counts is what is restored), and nothing is created beside the source.
  */
 import Database from 'better-sqlite3';
 import { defineCommand } from 'citty';
-import { chmodSync, copyFileSync, existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../migrations.ts';
 import { DB_FILE, openStore } from '../store/index.ts';
@@ -23,6 +32,31 @@ import { configArg, configFrom, jsonArg } from './common.ts';
 import { printJson } from './table.ts';
 
 const out = (s: string) => process.stdout.write(s);
+
+/**
+ * Until `release`, Ctrl-C and SIGTERM run `cleanup` and exit (130, 143). Node runs signal handlers
+ * between steps, never inside a SQLite call: `between()` is such a point, before anything is
+ * renamed into place.
+ */
+function cleanupOnSignal(what: string, cleanup: () => void): { between(): Promise<void>; release(): void } {
+  const stop = (signal: NodeJS.Signals) => {
+    cleanup();
+    process.stderr.write(`${what} stopped by ${signal}: nothing was written\n`);
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  const turn = () => new Promise<void>((r) => setImmediate(r));
+  return {
+    // Two turns of the event loop: the second comes after a poll phase, where a signal that
+    // arrived during a synchronous call is read.
+    between: () => turn().then(turn),
+    release() {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+    },
+  };
+}
 
 /** Row counts a person can compare between the live database and its backup. */
 function counts(db: Database.Database): Record<string, number> {
@@ -33,13 +67,16 @@ function counts(db: Database.Database): Record<string, number> {
   return out;
 }
 
-/** What a file must be to be restored: an intact SQLite database made by Switchyard, no newer than this program. */
-function checkBackup(file: string): Record<string, number> {
+/**
+ * What a file must be to be restored: an intact SQLite database made by Switchyard, no newer than
+ * this program. `file` is opened; problems name `shown` (the file the operator gave).
+ */
+function checkBackup(file: string, shown = file): Record<string, number> {
   let db: Database.Database;
   try {
     db = new Database(file, { readonly: true, fileMustExist: true });
   } catch (e) {
-    throw new SwitchyardError('bad_request', `${file} cannot be opened as a database: ${(e as Error).message}`, { where: file });
+    throw new SwitchyardError('bad_request', `${shown} cannot be opened as a database: ${(e as Error).message}`, { where: shown });
   }
   try {
     let problem: string;
@@ -48,21 +85,53 @@ function checkBackup(file: string): Record<string, number> {
     } catch (e) {
       problem = (e as Error).message;
     }
-    if (problem !== 'ok') throw new SwitchyardError('bad_request', `${file} is not an intact SQLite database: ${problem}`, { where: file });
+    if (problem !== 'ok') throw new SwitchyardError('bad_request', `${shown} is not an intact SQLite database: ${problem}`, { where: shown });
     const hasVersions = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
-    if (!hasVersions) throw new SwitchyardError('bad_request', `${file} is a SQLite database but not a Switchyard one (no schema_migrations table)`, { where: file });
+    if (!hasVersions) throw new SwitchyardError('bad_request', `${shown} is a SQLite database but not a Switchyard one (no schema_migrations table)`, { where: shown });
     const known = new Map(allMigrations().map((m) => [m.module, m.steps.length]));
     for (const r of db.prepare<[], { module: string; version: number }>('SELECT module, version FROM schema_migrations').all()) {
       const ours = known.get(r.module);
       if (ours !== undefined && r.version > ours)
-        throw new SwitchyardError('bad_request', `${file} was written by a newer Switchyard (${r.module} schema ${r.version}, this program knows ${ours})`, {
-          where: file,
+        throw new SwitchyardError('bad_request', `${shown} was written by a newer Switchyard (${r.module} schema ${r.version}, this program knows ${ours})`, {
+          where: shown,
           hint: 'restore it with the version that made it, or upgrade this one',
         });
     }
     return counts(db);
   } finally {
     db.close();
+  }
+}
+
+/**
+ * `source` as one self-contained database file at `temp` (in a private folder of `dataDir`). The file and its
+ * journal, a -wal with rows not yet checkpointed or a hot -journal, are copied byte for byte and
+ * opened there, where SQLite replays or rolls back and the result is folded out of WAL mode. The
+ * source itself is never opened by SQLite, which would make a -shm (or -wal) beside it.
+ */
+function copyWhole(source: string, temp: string, dataDir: string): void {
+  try {
+    for (const suffix of ['', '-wal', '-journal'])
+      if (suffix === '' || existsSync(source + suffix)) {
+        copyFileSync(source + suffix, temp + suffix);
+        chmodSync(temp + suffix, 0o600);
+      }
+  } catch (e) {
+    throw new SwitchyardError('storage_failed', `could not copy ${source} into ${dataDir}: ${(e as Error).message}; the database is unchanged`, { where: source, cause: e });
+  }
+  try {
+    const db = new Database(temp, { fileMustExist: true });
+    try {
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      db.pragma('journal_mode = DELETE');
+    } finally {
+      db.close();
+    }
+  } catch (e) {
+    const code = String((e as { code?: unknown }).code ?? '');
+    if (code.startsWith('SQLITE_FULL') || code.startsWith('SQLITE_IOERR'))
+      throw new SwitchyardError('storage_failed', `could not copy ${source} into ${dataDir}: ${(e as Error).message}; the database is unchanged`, { where: source, cause: e });
+    throw new SwitchyardError('bad_request', `${source} cannot be opened as a database: ${(e as Error).message}`, { where: source });
   }
 }
 
@@ -87,19 +156,25 @@ const backup = defineCommand({
     if (!existsSync(dirname(dest))) throw new SwitchyardError('bad_request', `the folder ${dirname(dest)} does not exist`, { where: dest });
     const store = openStore(config.data_dir, { readonly: true });
     const started = performance.now();
-    const temp = `${dest}.partial-${process.pid}`;
+    let folder: string | undefined;
+    const removeFolder = () => folder && rmSync(folder, { recursive: true, force: true });
+    const signals = cleanupOnSignal('backup', removeFolder);
     try {
-      await store.db.backup(temp);
-      chmodSync(temp, 0o600);
-      // One self-contained file: out of WAL mode, so opening it makes no -wal/-shm beside it.
-      const copy = new Database(temp);
-      copy.pragma('journal_mode = DELETE');
-      copy.close();
+      folder = mkdtempSync(join(dirname(dest), `.${basename(dest)}.partial-`));
+      const temp = join(folder, 'backup.db');
+      closeSync(openSync(temp, 'wx', 0o600));
+      // VACUUM INTO writes into an empty file, and writes it out of WAL mode: one self-contained
+      // file, which opening makes no -wal/-shm beside. query_only would refuse that write; the
+      // connection is opened read-only, so the database itself stays out of reach.
+      store.db.pragma('query_only = OFF');
+      store.db.prepare('VACUUM INTO ?').run(temp);
+      await signals.between();
       renameSync(temp, dest); // a reader never sees half a backup under the final name
     } catch (e) {
-      rmSync(temp, { force: true });
       throw new SwitchyardError('storage_failed', `backup to ${dest} failed: ${(e as Error).message}`, { where: dest, cause: e });
     } finally {
+      signals.release();
+      removeFolder();
       store.close();
     }
     const rows = checkBackup(dest);
@@ -121,20 +196,20 @@ const restore = defineCommand({
     const config = configFrom(args);
     const source = resolve(String(args.file));
     if (!existsSync(source)) throw new SwitchyardError('not_found', `no file ${source}`, { where: source });
-    const rows = checkBackup(source);
+    mkdirSync(config.data_dir, { recursive: true, mode: 0o700 });
     const lock = acquireLock(config.data_dir); // refuses while a server holds the data directory
+    let folder: string | undefined;
+    const removeFolder = () => folder && rmSync(folder, { recursive: true, force: true });
+    const signals = cleanupOnSignal('restore', removeFolder);
     try {
       const live = join(config.data_dir, DB_FILE);
       // The copy first, beside the database: a full disk or a kill stops it with the database
-      // untouched (a stray .restoring-<pid> file at worst). Only then the swap, two renames.
-      const temp = `${live}.restoring-${process.pid}`;
-      try {
-        copyFileSync(source, temp);
-        chmodSync(temp, 0o600);
-      } catch (e) {
-        rmSync(temp, { force: true });
-        throw new SwitchyardError('storage_failed', `could not copy ${source} into ${config.data_dir}: ${(e as Error).message}; the database is unchanged`, { where: source, cause: e });
-      }
+      // untouched. Only then the swap, two renames.
+      folder = mkdtempSync(join(config.data_dir, '.restoring-'));
+      const temp = join(folder, DB_FILE);
+      copyWhole(source, temp, config.data_dir);
+      const rows = checkBackup(temp, source);
+      await signals.between();
       let kept: string | null = null;
       if (existsSync(live)) {
         // Fold the WAL into the file first, so the kept copy is whole on its own.
@@ -152,6 +227,8 @@ const restore = defineCommand({
       if (kept) out(`the database it replaced is kept as ${kept}\n`);
       out('start the server: deliveries that were due or in flight when the backup was taken are sent again (at least once)\n');
     } finally {
+      signals.release();
+      removeFolder();
       lock.release();
     }
   },

@@ -7,8 +7,8 @@
  *   have: forwarded to `gitbook.api_url` with `gitbook.api_token` when configured, else 501.
  * An installation's token reaches its own installation; the integration-wide token of an
  * invocation (GitBook's `apiTokens.integration`) reaches every installation of its integration and
- * may mint installation tokens for them; the admin reaches all. Content calls need a scope that
- * covers them, as on the platform.
+ * may mint installation tokens for them; the admin reaches all. Content calls are held to where
+ * the integration is installed (see contentReach), not only to the scopes it declares.
  */
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
@@ -18,6 +18,7 @@ import { installationEndpoint, installationLocation } from './urls.ts';
 import { invocationTokenTtl } from './tokens.ts';
 import type { Services } from '../services.ts';
 import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireReach } from './access.ts';
+import type { Config } from '../config/index.ts';
 import type { Change, Installation, Installations } from './service.ts';
 
 /** One installation as GitBook's API answers it; stored credentials only for who may see them. */
@@ -47,6 +48,51 @@ function contentScopes(path: string, method: string): string[] {
   if (path.startsWith('/spaces/') || path.startsWith('/urls/')) return write ? ['space:content:write', 'space:metadata:write'] : ['space:content:read', 'space:metadata:read'];
   if (/\/adaptive-schema$/.test(path)) return write ? ['site:adaptive:write'] : ['site:adaptive:read', 'site:adaptive:write'];
   return write ? ['site:metadata:write'] : ['site:metadata:read'];
+}
+
+/**
+ * Throws 403 unless `p` may have `method path` forwarded upstream. gitbook.api_token is the
+ * operator's and answers for all it can see; the scopes a manifest declares are the integration's
+ * own claim, which nobody reviews. So a content call is also held to where the integration is
+ * installed (active installations): `/spaces/{id}` to a space installation on that space,
+ * `/orgs/{id}` to gitbook.organization, its `/sites/{id}` to a site installation on that site; an
+ * organization installation covers every space and site, and alone covers the organization's other
+ * paths and `/urls/...` (content found by URL, in any space). Only the integration's own code, with
+ * an invocation's tokens: never a long-lived installation token, nor the admin (the caller a
+ * leaked or scripted token would be). Encoded separators and dots are refused, so the path checked
+ * is the path the upstream reads.
+ */
+function contentReach(p: Principal, method: string, path: string, installed: (integration: string) => Installation[], gitbook: Config['gitbook']): void {
+  const call = `${method} ${path}`;
+  if (!isIntegrationCode(p) || p.kind === 'admin')
+    throw new SwitchyardError(
+      'forbidden',
+      `${call} is forwarded to GitBook only for an integration's own code, with its invocation's tokens; not for ${p.kind === 'admin' ? 'the admin token' : 'a long-lived installation token'}`,
+    );
+  if (/%2f|%5c|%2e|\\/i.test(path)) throw new SwitchyardError('bad_request', `${call}: encoded slashes, backslashes or dots are not forwarded`);
+  let parts: string[];
+  try {
+    parts = path.split('/').slice(1).map(decodeURIComponent);
+  } catch {
+    throw new SwitchyardError('bad_request', `${call}: the path is not valid percent-encoding`);
+  }
+  const [area, id, sub, subId] = parts;
+  const installations = installed(p.integration);
+  const organizationWide = installations.some((i) => i.target === 'organization');
+  const on = (kind: 'space' | 'site', which: string | undefined) => which !== undefined && which !== '' && installations.some((i) => i.target === kind && i[kind] === which);
+  const refuse = (why: string): never => {
+    throw new SwitchyardError('forbidden', `${call} is not forwarded: ${why}`, { hint: 'install the integration there, or on the organization' });
+  };
+  if (area === 'spaces') {
+    if (!on('space', id) && !organizationWide) refuse(`"${p.integration}" is not installed on space "${id ?? ''}" nor on the organization`);
+  } else if (area === 'orgs') {
+    if (id !== gitbook.organization) refuse(`"${id ?? ''}" is not this server's organization ("${gitbook.organization}", gitbook.organization)`);
+    if (sub === 'sites' && subId) {
+      if (!on('site', subId) && !organizationWide) refuse(`"${p.integration}" is not installed on site "${subId}" nor on the organization`);
+    } else if (!organizationWide) refuse(`"${p.integration}" is not installed on the organization`);
+  } else if (area === 'urls') {
+    if (!organizationWide) refuse(`content found by URL may be in any space: only an organization installation reaches it, and "${p.integration}" has none`);
+  } else refuse('not a content path');
 }
 
 /** GitBook's list paging: `limit` (1-1000) and `page` (an offset handed back as `next.page`). */
@@ -165,6 +211,7 @@ export function gitbookApiRoutes(app: H3, services: Services, afterChange: (c: C
     const needs = contentScopes(path, method);
     if (p.kind !== 'admin' && !needs.some((s) => p.scopes.includes(s)))
       throw new SwitchyardError('forbidden', `${method} ${path} needs one of the scopes ${needs.join(', ')}; the manifest of "${p.integration}" does not ask for it`);
+    contentReach(p, method, path, (integration) => inst().list({ integration, status: 'active' }), services.config.gitbook);
     const upstream = services.config.gitbook?.api_url;
     if (!upstream)
       throw new SwitchyardError(

@@ -16,7 +16,7 @@ import { builtinModules } from 'node:module';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import type { BuildFailure, Message, Plugin } from 'esbuild';
 import type { Problem } from '../errors.ts';
-import { confineSourceMaps, sourceMapLimit } from './source-maps.ts';
+import { confineSourceMaps, SOURCE_MAP_LIMIT, sourceMapRules } from './source-maps.ts';
 import { VERSION } from '../version.ts';
 import type { BundleCache, CachedBuild } from './bundle-cache.ts';
 
@@ -241,13 +241,13 @@ async function build(dir: string, entry: string, label: string): Promise<CachedB
   const code = result.outputFiles.find((f) => !f.path.endsWith('.map'))?.text ?? '';
   let sourceMap = result.outputFiles.find((f) => f.path.endsWith('.map'))?.text;
   const size = Buffer.byteLength(code);
-  // A map is kept in memory beside each loaded version and parsed on its first error: one an input
-  // map blew up (its sources names, say) is dropped, and traces point at the bundle.
-  if (sourceMap !== undefined && sourceMap.length > sourceMapLimit(size)) {
+  // A map is kept in memory beside each loaded version and read on its first error: a larger one
+  // (a big bundle's, or one an input map blew up) is dropped, and traces point at the bundle.
+  if (sourceMap !== undefined && sourceMap.length > SOURCE_MAP_LIMIT) {
     warnings.push({
       where: join(label, relative(dir, entry)),
-      message: `the source map is ${formatBytes(sourceMap.length)}, over ${formatBytes(sourceMapLimit(size))} for a bundle of ${formatBytes(size)}: it is not kept, and stack traces point at the bundle`,
-      hint: 'look for a sourceMappingURL comment whose map lists many or long sources',
+      message: `the source map is ${formatBytes(sourceMap.length)}, over the ${formatBytes(SOURCE_MAP_LIMIT)} kept beside a bundle (this one is ${formatBytes(size)}): it is not kept, and stack traces point at the bundle`,
+      hint: 'drop large dependencies, or look for a sourceMappingURL comment whose map lists many or long sources',
       severity: 'warning',
     });
     sourceMap = undefined;
@@ -271,7 +271,7 @@ let identity: Promise<string> | undefined;
 export function bundlerIdentity(): Promise<string> {
   identity ??= import('esbuild').then((esbuild) =>
     createHash('sha256')
-      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, within, confineSourceMaps, sourceMapLimit].map(String).join('\0'))
+      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, within, ...sourceMapRules].map(String).join('\0'))
       .digest('hex')
       .slice(0, 32),
   );

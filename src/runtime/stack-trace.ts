@@ -6,11 +6,12 @@
  * to the integration folder. A frame with no mapping (esbuild's own helpers) stays as it was.
  *
  * Cheap on the hot path: nothing is done unless an error is reported or a printed line names the
- * bundle, and a bundle's map is parsed once, on its first error, and kept as long as that loaded
- * version is (a WeakMap on it).
+ * bundle. A bundle's map is read on its first error, decoded only line by line as frames need
+ * (source-map-lookup.ts), and kept as long as that loaded version is (a WeakMap on it); it is
+ * at most 1 MB (registry source-maps.ts), since this runs on the host's main thread.
  */
 import { posix } from 'node:path';
-import { originalPositionFor, TraceMap } from '@jridgewell/trace-mapping';
+import { SourceMapLookup } from './source-map-lookup.ts';
 import { scriptFileName, type InvocationResult, type LogLine } from '../sandbox/index.ts';
 
 /** A loaded integration as far as mapping goes (registry LoadedIntegration). */
@@ -23,7 +24,7 @@ export interface MappedBundle {
 interface Mapper {
   fileName: string;
   frames: RegExp;
-  map: TraceMap;
+  map: SourceMapLookup;
 }
 
 /** Parsed maps per loaded version; `null` when it has none or it cannot be read. */
@@ -37,7 +38,7 @@ function mapperOf(bundle: MappedBundle): Mapper | null {
     try {
       const fileName = scriptFileName(bundle.script);
       const escaped = fileName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      m = { fileName, frames: new RegExp(`${escaped}:(\\d+):(\\d+)`, 'g'), map: new TraceMap(bundle.sourceMap) };
+      m = { fileName, frames: new RegExp(`${escaped}:(\\d+):(\\d+)`, 'g'), map: new SourceMapLookup(bundle.sourceMap) };
     } catch {
       // Failure policy: fail open. An unreadable map leaves traces as V8 wrote them.
       m = null;
@@ -68,8 +69,13 @@ export function mapStackTrace(text: string, bundle: MappedBundle): string {
   if (!m) return text;
   return text.replace(m.frames, (frame, line: string, column: string) => {
     // V8 columns count from 1, source-map columns from 0.
-    const p = originalPositionFor(m.map, { line: Number(line), column: Number(column) - 1 });
-    return p.source === null || p.line === null || !nameable(p.source) ? frame : `${p.source}:${p.line}:${(p.column ?? 0) + 1}`;
+    let p;
+    try {
+      p = m.map.originalPosition(Number(line), Number(column) - 1);
+    } catch {
+      p = null; // a malformed map: the frame stays
+    }
+    return p === null || !nameable(p.source) ? frame : `${p.source}:${p.line}:${p.column + 1}`;
   });
 }
 
