@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { samplePayload } from '../src/events/index.ts';
 import { runCli, startTestServer, tmpDir, tmpfs } from './helpers/index.ts';
 import { openStore } from '../src/store/index.ts';
-import { allMigrations } from '../src/migrations.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 
 const eventsIn = (file: string) => {
   const db = new Database(file, { readonly: true });

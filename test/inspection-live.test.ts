@@ -97,7 +97,7 @@ test('the attempt stream resumes after a cursor (?after= or Last-Event-ID) and f
 });
 
 test('tail reconnects after the server restarts and prints the attempts made while it was away', async (t) => {
-  const { startServer } = await import('../src/http/server.ts');
+  const { startServer } = await import('../src/server/server.ts');
   const { memoryLogger } = await import('../src/log/index.ts');
   const s = await inspectionServer(t, { webhooks: { max_retries: 1, base_delay: 1500, jitter: 0 } });
   const r = await receiver(t, 500);

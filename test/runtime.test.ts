@@ -5,7 +5,7 @@ import { encodeEnvelope } from '../src/runtime/index.ts';
 import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
 import { openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
-import { allMigrations } from '../src/migrations.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
 process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';

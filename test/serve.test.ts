@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { runCli, spawnCli, startTestServer, testConfig, tmpDir, waitFor } from './helpers/index.ts';
 import { gatedIntegration } from './registry-support.ts';
 import { VERSION } from '../src/version.ts';
-import { startServer } from '../src/http/server.ts';
+import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import type { Registry } from '../src/registry/index.ts';
 import { samplePayload } from '../src/events/index.ts';

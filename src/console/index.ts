@@ -4,7 +4,7 @@
  * to the same management API as the CLI, with a session cookie in place of the bearer token.
  * Attaches `services.resolveSession` (read by authenticate() in src/http/app.ts).
  */
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import { consoleRoutes } from './routes.ts';
 import { createSessions, requestSession, type Sessions } from './session.ts';
 

@@ -16,7 +16,7 @@ import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
 import { pngSize } from '../manifest/index.ts';
 import type { Registry } from '../registry/index.ts';
 import type { Runtime } from '../runtime/index.ts';
-import type { Services } from '../services.ts';
+import type { Services } from '../server/services.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
 import { consoleUrl, onConsoleHost, requireConsolePage } from '../http/origins.ts';

@@ -3,7 +3,7 @@
  * deliveries and to handler runs of integrations' event handlers (both in the event's transaction,
  * both retried on the webhook schedule). Attaches `services.events` and `services.handlerRuns`.
  */
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
 import { createEvents } from './service.ts';
 import { createHandlerQueue, type EventHandlers } from './handlers.ts';
@@ -52,25 +52,27 @@ export const eventsModule: Module = {
   },
   routes: eventRoutes,
   openapi: {
-    '/api/v1/handler-runs': {
-      get: {
-        summary: 'Handler runs (one per event and installation whose integration handles it), newest first; filters status, type, installation, event, since, until, limit, cursor',
-        responses: { '200': { description: '{handlerRuns: HandlerRun[], nextCursor}' }, '400': { description: 'a bad filter, named' } },
+    paths: {
+      '/api/v1/handler-runs': {
+        get: {
+          summary: 'Handler runs (one per event and installation whose integration handles it), newest first; filters status, type, installation, event, since, until, limit, cursor',
+          responses: { '200': { description: '{handlerRuns: HandlerRun[], nextCursor}' }, '400': { description: 'a bad filter, named' } },
+        },
       },
-    },
-    '/api/v1/handler-runs/replay': {
-      post: {
-        summary: 'Failed handler runs created in {since, until} (optionally of one installation) back to pending with a fresh retry schedule; body {failed: true, since, until?, installation?}',
-        responses: { '200': { description: '{replayed, handlerRuns: ids}' }, '400': { description: 'failed or since missing' } },
+      '/api/v1/handler-runs/replay': {
+        post: {
+          summary: 'Failed handler runs created in {since, until} (optionally of one installation) back to pending with a fresh retry schedule; body {failed: true, since, until?, installation?}',
+          responses: { '200': { description: '{replayed, handlerRuns: ids}' }, '400': { description: 'failed or since missing' } },
+        },
       },
-    },
-    '/api/v1/handler-runs/{id}': {
-      get: { summary: 'One handler run', responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' } } },
-    },
-    '/api/v1/handler-runs/{id}/replay': {
-      post: {
-        summary: 'Run a finished (failed or delivered) handler run again with a fresh retry schedule',
-        responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' }, '409': { description: 'still scheduled, or cancelled' } },
+      '/api/v1/handler-runs/{id}': {
+        get: { summary: 'One handler run', responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' } } },
+      },
+      '/api/v1/handler-runs/{id}/replay': {
+        post: {
+          summary: 'Run a finished (failed or delivered) handler run again with a fresh retry schedule',
+          responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' }, '409': { description: 'still scheduled, or cancelled' } },
+        },
       },
     },
   },

@@ -4,7 +4,7 @@ import { SwitchyardError } from '../errors.ts';
 import { jsonResponse } from '../http/respond.ts';
 import { requireAdmin } from '../http/app.ts';
 import { pageParams, readJson, readJsonObjectOrArray } from '../http/body.ts';
-import type { Services } from '../services.ts';
+import type { Services } from '../server/services.ts';
 import { parseTimeParam, replayWindow, type Deliveries } from '../webhooks/index.ts';
 import type { Events } from './service.ts';
 import type { HandlerQueue } from './handlers.ts';

@@ -12,7 +12,7 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import { createInvocations, invocationFilterParams, logRoutes, type Invocations, type InvocationNotice, type InvocationFilter } from '../runtime/index.ts';
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import type { Deliveries } from '../webhooks/index.ts';
 import { createStreamHub, resumeCursor, type FeedItem, type StreamHub } from './sse.ts';
 
@@ -85,18 +85,20 @@ export const inspectionModule: Module = {
   },
   routes: inspectionRoutes,
   openapi: {
-    '/api/v1/logs': {
-      get: {
-        summary:
-          'Invocations of integration code, newest first: what it printed, how it ended (filters: integration, installation, event, errors, since, until; limit, cursor). Live: GET /api/v1/logs/stream (server-sent events, see the README).',
-        responses: { '200': { description: '{invocations: InvocationView[], nextCursor}' } },
+    paths: {
+      '/api/v1/logs': {
+        get: {
+          summary:
+            'Invocations of integration code, newest first: what it printed, how it ended (filters: integration, installation, event, errors, since, until; limit, cursor). Live: GET /api/v1/logs/stream (server-sent events, see the README).',
+          responses: { '200': { description: '{invocations: InvocationView[], nextCursor}' } },
+        },
       },
-    },
-    '/api/v1/logs/{requestId}': {
-      get: {
-        summary: 'One invocation by its request id (the x-request-id of its answer)',
-        parameters: [{ name: 'requestId', in: 'path', required: true, schema: { type: 'string' } }],
-        responses: { '200': { description: 'InvocationView' }, '404': { description: 'no such invocation' } },
+      '/api/v1/logs/{requestId}': {
+        get: {
+          summary: 'One invocation by its request id (the x-request-id of its answer)',
+          parameters: [{ name: 'requestId', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': { description: 'InvocationView' }, '404': { description: 'no such invocation' } },
+        },
       },
     },
   },

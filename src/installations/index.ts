@@ -3,7 +3,7 @@
  * scopes. Attaches `services.installations`, `services.subscriptions` (webhook fan-out) and
  * `services.resolveToken` (installation tokens on /api/v1).
  */
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import type { Registry } from '../registry/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';

@@ -6,7 +6,7 @@ import { isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireRea
 import { oneOfParam, readJson } from '../http/body.ts';
 import type { Registry } from '../registry/index.ts';
 import { missingRequired } from '../manifest/index.ts';
-import type { Services } from '../services.ts';
+import type { Services } from '../server/services.ts';
 import { installationEndpoint } from './urls.ts';
 import { configurationSection, type Change, type Installation, type Installations } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';

@@ -9,7 +9,7 @@ import { SwitchyardError } from '../errors.ts';
 import { authenticate } from '../http/app.ts';
 import { bearerToken, safeEqual } from '../http/auth.ts';
 import { clientAddress, type AuthThrottle } from '../http/throttle.ts';
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import { VERSION } from '../version.ts';
 import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type Deliveries, type RecordedAttempt } from '../webhooks/index.ts';
 import type { InvocationNotice } from '../runtime/index.ts';
@@ -143,10 +143,12 @@ export const metricsModule: Module = {
   },
   routes: metricsRoutes,
   openapi: {
-    '/metrics': {
-      get: {
-        summary: 'Prometheus metrics (text format 0.0.4; admin token): queue depth, attempts, latency, sandbox invocations and faults, HTTP requests',
-        responses: { '200': { description: 'text/plain; version=0.0.4' }, '401': { description: 'missing or wrong token' } },
+    paths: {
+      '/metrics': {
+        get: {
+          summary: 'Prometheus metrics (text format 0.0.4; admin token): queue depth, attempts, latency, sandbox invocations and faults, HTTP requests',
+          responses: { '200': { description: 'text/plain; version=0.0.4' }, '401': { description: 'missing or wrong token' } },
+        },
       },
     },
   },

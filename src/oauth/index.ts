@@ -8,7 +8,7 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import { createStateStore, type StateStore } from './state.ts';
 
 export { createStateStore, codeChallengeOf, STATE_TTL_MS, type StateStore, type ConsumeResult } from './state.ts';
@@ -92,25 +92,27 @@ export const oauthModule: Module = {
     });
   },
   openapi: {
-    '/api/v1/oauth/state': {
-      post: {
-        summary: 'Issue a signed, single-use OAuth state (installation token only; lives 10 minutes); with {"pkce": true} also a PKCE S256 challenge',
-        responses: { '200': { description: '{state, expiresAt, codeChallenge?, codeChallengeMethod?}' } },
+    paths: {
+      '/api/v1/oauth/state': {
+        post: {
+          summary: 'Issue a signed, single-use OAuth state (installation token only; lives 10 minutes); with {"pkce": true} also a PKCE S256 challenge',
+          responses: { '200': { description: '{state, expiresAt, codeChallenge?, codeChallengeMethod?}' } },
+        },
       },
-    },
-    '/api/v1/oauth/refresh/claim': {
-      post: {
-        summary: 'Claim the renewal of this installation\'s OAuth credentials (installation token only; one at a time, 3 x sandbox.subrequest_timeout + 5 s at most)',
-        responses: { '200': { description: '{granted: true, claim, until} or {granted: false, until}' } },
+      '/api/v1/oauth/refresh/claim': {
+        post: {
+          summary: 'Claim the renewal of this installation\'s OAuth credentials (installation token only; one at a time, 3 x sandbox.subrequest_timeout + 5 s at most)',
+          responses: { '200': { description: '{granted: true, claim, until} or {granted: false, until}' } },
+        },
       },
-    },
-    '/api/v1/oauth/refresh/release': {
-      post: { summary: 'Release a renewal claim (installation token only)', responses: { '200': { description: '{released}' } } },
-    },
-    '/api/v1/oauth/state/consume': {
-      post: {
-        summary: "Verify and burn an OAuth state (the installation's token, or its integration's token for a state of any of its installations); returns its PKCE code_verifier, once",
-        responses: { '200': { description: '{ok: true, installationId, data, codeVerifier?}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } },
+      '/api/v1/oauth/refresh/release': {
+        post: { summary: 'Release a renewal claim (installation token only)', responses: { '200': { description: '{released}' } } },
+      },
+      '/api/v1/oauth/state/consume': {
+        post: {
+          summary: "Verify and burn an OAuth state (the installation's token, or its integration's token for a state of any of its installations); returns its PKCE code_verifier, once",
+          responses: { '200': { description: '{ok: true, installationId, data, codeVerifier?}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } },
+        },
       },
     },
   },

@@ -33,7 +33,7 @@ import { PORT_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor 
 import { consoleUrl } from '../http/origins.ts';
 import { publicUrlOf } from '../config/index.ts';
 import { ADMIN_TOKEN_FILE, resolveAdminToken } from '../http/auth.ts';
-import { allMigrations } from '../migrations.ts';
+import { allMigrations } from '../server/migrations.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;

@@ -10,7 +10,7 @@ import type { H3 } from 'h3';
 import { readDotenv } from '../config/env.ts';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import { createRegistry, LOAD_WAIT_MS, type GuestScript, type IntegrationState, type Readiness, type Registry } from './registry.ts';
 import { BUILTIN_INTEGRATIONS, builtinManifest } from './shipped.ts';
 
@@ -148,7 +148,7 @@ export const registryModule: Module = {
     });
     services.registry = registry;
     services.awaitIntegrations = awaitIntegrationsFor(registry);
-    services.readiness = () => registry.readiness();
+    services.readiness = () => readinessView(registry.readiness());
     const link = services.processes;
     if (link) void registry.whenReady().then((ready) => ready && link.loaded());
     return () => registry.close();

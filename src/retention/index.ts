@@ -9,7 +9,7 @@ import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import type { Events, HandlerQueue } from '../events/index.ts';
 import type { Invocations } from '../runtime/index.ts';
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import type { Deliveries } from '../webhooks/index.ts';
 import { createRetention, type Purger, type Retention } from './retention.ts';
 
@@ -93,7 +93,9 @@ export const retentionModule: Module = {
   },
   routes: retentionRoutes,
   openapi: {
-    '/api/v1/retention': { get: { summary: 'Retention settings, next scheduled run and the last run report', responses: { '200': { description: '{schedule, keepMs, batchSize, nextRunAt, running, lastRun}' } } } },
-    '/api/v1/retention/run': { post: { summary: 'Purge history older than retention.keep now (joins a run in progress)', responses: { '200': { description: 'RetentionReport' } } } },
+    paths: {
+      '/api/v1/retention': { get: { summary: 'Retention settings, next scheduled run and the last run report', responses: { '200': { description: '{schedule, keepMs, batchSize, nextRunAt, running, lastRun}' } } } },
+      '/api/v1/retention/run': { post: { summary: 'Purge history older than retention.keep now (joins a run in progress)', responses: { '200': { description: 'RetentionReport' } } } },
+    },
   },
 };

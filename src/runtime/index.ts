@@ -6,7 +6,7 @@ import { concerns, WEBHOOK_INTEGRATION, type Installations } from '../installati
 import type { EventHandlers, RunOutcome } from '../events/index.ts';
 import type { LoadedIntegration, Registry } from '../registry/index.ts';
 import type { Sandbox } from '../sandbox/index.ts';
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import { createRuntime, type Runtime } from './service.ts';
 import { runtimeRoutes } from './routes.ts';
 import { integrationAnswerHeaders } from '../http/origins.ts';
@@ -17,7 +17,7 @@ import { invocationTokenTtl } from './environment.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
 export { createInvocations, logRoutes, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
-export { decodeEnvelope, encodeEnvelope, readBodyLimited } from './envelope.ts';
+export { decodeEnvelope, encodeEnvelope } from './envelope.ts';
 export { buildEnvironment, installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';
 export { RUNTIME_VERSIONS } from './routes.ts';

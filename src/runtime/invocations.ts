@@ -8,7 +8,7 @@ import { pageParams } from '../http/body.ts';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import type { Services } from '../services.ts';
+import type { Services } from '../server/services.ts';
 import type { Db } from '../store/index.ts';
 import { parseTimeParam } from '../webhooks/index.ts';
 import type { InvocationView } from './invocation-view.ts';

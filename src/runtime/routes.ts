@@ -11,8 +11,9 @@ import { SwitchyardError } from '../errors.ts';
 import { authenticate } from '../http/app.ts';
 import type { Installations } from '../installations/index.ts';
 import type { Registry } from '../registry/index.ts';
-import type { Services } from '../services.ts';
-import { decodeEnvelope, readBodyLimited } from './envelope.ts';
+import type { Services } from '../server/services.ts';
+import { decodeEnvelope } from './envelope.ts';
+import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';
 import { toResponse, type Runtime } from './service.ts';
 

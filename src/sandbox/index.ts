@@ -4,7 +4,7 @@
  * library, and hard limits from config.yaml's `sandbox` section. See README "Sandbox".
  */
 import type { Logger } from '../log/index.ts';
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import { createSandbox as create, type Sandbox, type SandboxOptions } from './supervisor.ts';
 import type { LogLine } from './types.ts';
 import { createInProcessSandbox } from './in-process.ts';

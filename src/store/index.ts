@@ -35,7 +35,7 @@ export interface OpenOptions {
   readonly?: boolean;
   /** Take the data directory's lock (the server does; tests of single modules need not). Also checkpoints the WAL on a thread of its own (checkpointer.ts). */
   lock?: boolean;
-  /** The modules' schemas to bring up to date (src/migrations.ts has them all); none by default. */
+  /** The modules' schemas to bring up to date (src/server/migrations.ts has them all); none by default. */
   migrations?: ModuleMigrations[];
   /**
    * A serving process beside others (src/process/): the supervisor holds the lock and checkpoints

@@ -6,7 +6,7 @@
  */
 import { SwitchyardError } from '../errors.ts';
 import { hideUrlCredentials } from '../log/index.ts';
-import type { Module, Services } from '../services.ts';
+import type { Module, Services } from '../server/services.ts';
 import {
   createQueue,
   originOf,
@@ -19,6 +19,7 @@ import { deliveryStats } from './stats.ts';
 import { createSecrets } from './secrets.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { webhookRoutes } from './routes.ts';
+import { webhooksOpenApi } from './openapi.ts';
 import type { Deliveries, Subscription, WebhooksService } from './contracts.ts';
 
 export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
@@ -266,4 +267,5 @@ export const webhooksModule: Module = {
     };
   },
   routes: webhookRoutes,
+  openapi: webhooksOpenApi,
 };

@@ -6,7 +6,7 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import { oneOfParam, pageParams, readJson } from '../http/body.ts';
-import type { Services } from '../services.ts';
+import type { Services } from '../server/services.ts';
 import type { Deliveries, WebhooksService } from './contracts.ts';
 import { DELIVERY_STATUSES } from './queue.ts';
 import { parseTimeParam, replaySelection } from './time.ts';

@@ -1,21 +1,13 @@
 /**
- * What the running server is made of. Modules are started in order by src/http/server.ts and
+ * What the running server is made of. Modules are started in order by startServer (server.ts) and
  * stopped in reverse; each may add routes and attach its public face to the services object.
  */
 import type { H3 } from 'h3';
-import type { LoadedConfig } from './config/index.ts';
-import type { Logger } from './log/index.ts';
-import type { Store } from './store/index.ts';
-import type { ProcessLink } from './process/serving.ts';
+import type { HttpServices } from '../http/app.ts';
+import type { OpenApiPart } from '../http/openapi.ts';
+import type { ProcessLink } from '../process/serving.ts';
 
-export interface Services {
-  config: LoadedConfig;
-  log: Logger;
-  store: Store;
-  adminToken: string;
-  startedAt: number;
-  /** Set once shutdown begins: workers stop taking new work. */
-  closing: boolean;
+export interface Services extends HttpServices {
   /** Isolates run in this process rather than in a sandbox worker process (see startServer). */
   sandboxInProcess?: boolean;
   /** Set in a serving process beside others, under the supervisor (src/process/serving.ts). */
@@ -30,6 +22,6 @@ export interface Module {
   start?(services: Services): void | Promise<void | (() => Promise<void> | void)>;
   /** Add HTTP routes (called after every module started). */
   routes?(app: H3, services: Services): void;
-  /** OpenAPI path items of the routes this module adds (merged into GET /openapi.json). */
-  openapi?: Record<string, unknown>;
+  /** The paths of the routes this module adds, and the schemas they refer to (merged into GET /openapi.json). */
+  openapi?: OpenApiPart;
 }
