@@ -29,6 +29,8 @@ export type ErrorCode =
   | 'not_implemented'
   /** The server is starting and has not loaded what the request needs yet (503, Retry-After). */
   | 'starting'
+  /** A module needs a capability no module of the server provides (see src/server/capabilities.ts). */
+  | 'capability_missing'
   | 'internal';
 
 export interface Problem {

@@ -12,7 +12,8 @@ import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 import { runCli, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 import { mapStackTrace } from '../src/runtime/stack-trace.ts';
-import { bundleScript, type Registry } from '../src/registry/index.ts';
+import { bundleScript } from '../src/registry/index.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const MANIFEST = `name: thrower
 title: Thrower
@@ -149,7 +150,7 @@ test('an error the code prints (console.error), before or after its answer, is m
 
 test('the source map stays on the host: the script the sandbox gets is the bundle alone', async (t) => {
   const s = await thrower(t);
-  const loaded = (s.services.registry as Registry).get('thrower')!;
+  const loaded = capabilityOf(s.services, 'registry').get('thrower')!;
   assert.deepEqual(Object.keys(loaded.script!).sort(), ['code', 'name', 'version']);
   assert.doesNotMatch(loaded.script!.code, /sourceMappingURL/);
   assert.deepEqual(JSON.parse(loaded.sourceMap!).sources, ['src/index.ts', 'src/handler.ts'], 'paths relative to the folder');

@@ -13,6 +13,7 @@ import { modules as defaultModules } from '../src/server/modules.ts';
 import { webhooksModule, type Deliveries, type DeliveryDetail, type WebhooksService } from '../src/webhooks/index.ts';
 import { eventsModule } from '../src/events/index.ts';
 import type { Module } from '../src/server/services.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 /** The real installations module when src/server/modules.ts has it (or SWITCHYARD_TEST_REAL_INSTALLATIONS=1 forces it in). */
 async function realModules(): Promise<Module[] | undefined> {
@@ -86,8 +87,8 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
     };
     server = await startTestServer(t, over, { modules: [webhooksModule, subscriptions, ...extra, eventsModule] });
   }
-  const deliveries = server.services.deliveries as Deliveries;
-  const webhooks = server.services.webhooks as WebhooksService;
+  const deliveries = capabilityOf(server.services, 'deliveries');
+  const webhooks = capabilityOf(server.services, 'webhooks');
   let n = 0;
   return {
     ...server,
@@ -131,7 +132,7 @@ export function subscriptionsFailingFor(type: string, failing: () => boolean = (
   return {
     name: 'half-broken-subscriptions',
     start(services) {
-      const real = services.subscriptions as { forEventType(type: string): any[] } | undefined;
+      const real = services.subscriptions;
       services.subscriptions = {
         forEventType(t: string) {
           if (failing() && t === type)

@@ -3,10 +3,9 @@
  * deliveries and to handler runs of integrations' event handlers (both in the event's transaction,
  * both retried on the webhook schedule). Attaches `services.events` and `services.handlerRuns`.
  */
-import type { Module, Services } from '../server/services.ts';
-import type { Deliveries, Subscription } from '../webhooks/index.ts';
-import { createEvents } from './service.ts';
-import { createHandlerQueue, type EventHandlers } from './handlers.ts';
+import { defineModule } from '../server/services.ts';
+import { createEvents, type Events } from './service.ts';
+import { createHandlerQueue, type HandlerQueue } from './handlers.ts';
 import { eventRoutes } from './routes.ts';
 
 export { validateEventPayload, samplePayload, setPath, newEventId, EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './types.ts';
@@ -20,14 +19,22 @@ export { eventsMigrations } from './schema.ts';
 /** Handler runs in flight per process (each is one sandbox invocation). */
 const HANDLER_CONCURRENCY = 16;
 
-export const eventsModule: Module = {
+declare module '../server/services.ts' {
+  interface Capabilities {
+    events?: Events;
+    handlerRuns?: HandlerQueue;
+  }
+}
+
+export const eventsModule = defineModule({
   name: 'events',
-  async start(services: Services) {
+  provides: ['events', 'handlerRuns'],
+  async start(services) {
     const log = services.log.child({ module: 'events' });
     const handlerRuns = createHandlerQueue({
       db: services.store.db,
       log,
-      handlers: () => services.eventHandlers as EventHandlers | undefined,
+      handlers: () => services.eventHandlers,
       event: (id) => events.get(id)?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
       config: () => {
         const { webhooks, sandbox } = services.config;
@@ -39,8 +46,8 @@ export const eventsModule: Module = {
       db: services.store.db,
       log,
       // Read at each ingest: modules may attach these after us.
-      subscriptions: () => services.subscriptions as { forEventType(type: string): Subscription[] } | undefined,
-      deliveries: () => services.deliveries as Deliveries | undefined,
+      subscriptions: () => services.subscriptions,
+      deliveries: () => services.deliveries,
       handlerRuns: () => handlerRuns,
     });
     services.events = events;
@@ -50,7 +57,9 @@ export const eventsModule: Module = {
     services.processes?.onDue(() => handlerRuns.wake());
     return () => handlerRuns.stop(services.config.server.shutdown_timeout);
   },
-  routes: eventRoutes,
+  routes(app, services) {
+    eventRoutes(app, services);
+  },
   openapi: {
     paths: {
       '/api/v1/handler-runs': {
@@ -76,4 +85,4 @@ export const eventsModule: Module = {
       },
     },
   },
-};
+});

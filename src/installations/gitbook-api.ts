@@ -16,9 +16,9 @@ import { principalOf, type Principal } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { installationEndpoint, installationLocation } from './urls.ts';
 import { invocationTokenTtl } from './tokens.ts';
-import type { Services } from '../server/services.ts';
+import type { Services, ServicesWith } from '../server/services.ts';
 import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireReach } from './access.ts';
-import type { Change, Installation, Installations } from './service.ts';
+import type { Change, Installation } from './service.ts';
 
 /** One installation as GitBook's API answers it; stored credentials only for who may see them. */
 function view(services: Services, i: Installation, reveal: boolean) {
@@ -57,8 +57,8 @@ function page<T>(items: T[], q: URLSearchParams): { items: T[]; count: number; n
   return { items: slice, count: items.length, ...(from + limit < items.length ? { next: { page: String(from + limit) } } : {}) };
 }
 
-export function gitbookApiRoutes(app: H3, services: Services, afterChange: (c: Change) => void): void {
-  const inst = () => services.installations as Installations;
+export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'>, afterChange: (c: Change) => void): void {
+  const inst = () => services.installations;
   const limit = services.config.server.body_limit;
 
   /** The installations the caller may see of integration `name`: all for the admin and the integration, else its own. */

@@ -20,6 +20,7 @@ import type { H3 } from 'h3';
 import { createApp } from '../http/app.ts';
 import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
+import { checkNeeds, checkProvided } from './capabilities.ts';
 
 export interface RunningServer {
   url: string;
@@ -43,6 +44,8 @@ export async function startServer(
     link?: ProcessLink;
   } = {},
 ): Promise<RunningServer> {
+  const modules = opts.modules ?? defaultModules;
+  checkNeeds(modules, defaultModules);
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
   const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), migrations: allMigrations() });
   const adminToken = resolveAdminToken(config, true)!;
@@ -61,7 +64,6 @@ export async function startServer(
   };
   const stops: Array<() => Promise<void> | void> = [];
   let httpServer: Server | undefined;
-  const modules = opts.modules ?? defaultModules;
 
   const stopModules = async () => {
     for (const stop of stops.reverse()) {
@@ -77,6 +79,7 @@ export async function startServer(
     for (const m of modules) {
       const stop = await m.start?.(services);
       if (typeof stop === 'function') stops.push(stop);
+      checkProvided(m, services);
     }
     const app = composeApp(services, modules);
     httpServer = createServer({ requestTimeout: 120_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 }, toNodeHandler(app));

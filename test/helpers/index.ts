@@ -74,7 +74,7 @@ export async function startTestServer(
   t.after(() => server.close());
   // The server listens while its integrations load; tests start from a loaded registry unless they
   // ask otherwise (see test/startup.test.ts for the start-up window itself).
-  if (!opts.noWaitForIntegrations) await (server.services.registry as { whenReady?(): Promise<boolean> } | undefined)?.whenReady?.();
+  if (!opts.noWaitForIntegrations) await server.services.registry?.whenReady();
   return {
     ...server,
     config: server.services.config,
