@@ -2,7 +2,7 @@
  * The CLI's client of the management API: base URL from config (server.public_url), admin token
  * from config or <data_dir>/admin-token. When the server is not running it says so in one line.
  */
-import { SwitchyardError } from '../errors.ts';
+import { errorCodeOf, SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 
@@ -57,11 +57,11 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
     }
     if (!res.ok) {
       const err = parsed?.error;
-      throw new SwitchyardError(
-        res.status === 404 ? 'not_found' : res.status === 401 ? 'unauthorized' : res.status === 400 ? 'bad_request' : res.status === 409 ? 'conflict' : 'internal',
-        err?.message ?? `${method} ${path} answered ${res.status}`,
-        { hint: err?.hint, where: err?.where, problems: err?.problems, status: res.status },
-      );
+      throw new SwitchyardError(errorCodeOf(err?.code, res.status), err?.message ?? `${method} ${path} answered ${res.status}`, {
+        hint: err?.hint,
+        where: err?.where,
+        problems: err?.problems,
+      });
     }
     return parsed as T;
   }

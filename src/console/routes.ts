@@ -59,8 +59,7 @@ async function assetsOrError(services: Services) {
     return await consoleAssets();
   } catch (e) {
     services.log.error('the console cannot be served', { error: (e as Error).message });
-    throw new SwitchyardError('internal', `the console's browser bundle could not be built: ${(e as Error).message}`, {
-      status: 503,
+    throw new SwitchyardError('console_unavailable', `the console's browser bundle could not be built: ${(e as Error).message}`, {
       hint: 'in a checkout, fix src/console/web/; an executable must be built with the console embedded (scripts/sea/embed.ts)',
     });
   }

@@ -5,7 +5,7 @@
  */
 import { jsonResponse } from './respond.ts';
 import { H3, HTTPError } from 'h3';
-import { SwitchyardError } from '../errors.ts';
+import { ERROR_CODES, errorCodeOf, SwitchyardError, type ErrorCode } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { Store } from '../store/index.ts';
@@ -15,8 +15,9 @@ import { VERSION } from '../version.ts';
 import { openApiDocument, type OpenApiPart } from './openapi.ts';
 import { storageCode, storageError } from '../store/health.ts';
 
-export function jsonError(status: number, code: string, message: string, extra: Record<string, unknown> = {}): Response {
-  return jsonResponse({ error: { code, message, ...extra } }, { status });
+/** An error answer in the one shape, with the code's status. */
+export function jsonError(code: ErrorCode, message: string, extra: Record<string, unknown> = {}): Response {
+  return jsonResponse({ error: { code, message, ...extra } }, { status: ERROR_CODES[code].status });
 }
 
 /**
@@ -151,12 +152,13 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
       const status = (error as HTTPError).status ?? 500;
       if (status >= 500) {
         services.log.error('request failed', { error: cause instanceof Error ? cause : String(cause) });
-        return jsonError(500, 'internal', 'Internal server error');
+        return jsonError('internal', 'Internal server error');
       }
       const message = (error as HTTPError).message || 'request failed';
       if (status === 404 && message.startsWith('Cannot find any route'))
-        return jsonError(404, 'no_route', `no route for ${event.req.method} ${new URL(event.req.url).pathname}`, { hint: 'see GET /openapi.json' });
-      return jsonError(status, status === 404 ? 'not_found' : 'bad_request', message);
+        return jsonError('no_route', `no route for ${event.req.method} ${new URL(event.req.url).pathname}`, { hint: 'see GET /openapi.json' });
+      // An h3 error of another status: the code of that status (bad_request for one the table lacks).
+      return jsonError(errorCodeOf(undefined, status), message);
     },
     // Every answer, errors included, is counted by the metrics module when it is loaded.
     onResponse(response, event) {

@@ -150,7 +150,7 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     const p = principalOf(event.req);
     if (p.kind === 'installation') throw new SwitchyardError('forbidden', 'installation tokens are minted with the integration token (or the admin token)');
     const i = one(p, event.context.params!.name, event.context.params!.id);
-    if (i.status === 'uninstalled') throw new SwitchyardError('not_found', `installation ${i.id} is uninstalled`, { status: 410 });
+    if (i.status === 'uninstalled') throw new SwitchyardError('gone', `installation ${i.id} is uninstalled`);
     if (i.status === 'paused') throw new SwitchyardError('conflict', `installation ${i.id} is paused`);
     const ttl = invocationTokenTtl(services.config.sandbox);
     return { token: inst().invocationToken(i.id, ttl), expiresAt: new Date(Date.now() + ttl / 2).toISOString() };

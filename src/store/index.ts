@@ -177,7 +177,7 @@ export function migrate(db: Db, modules: ModuleMigrations[]): void {
   for (const m of modules) {
     const current = get.get(m.module)?.version ?? 0;
     if (current > m.steps.length)
-      throw new SwitchyardError('data_dir_unwritable', `the database's ${m.module} schema (v${current}) is newer than this program knows (v${m.steps.length})`, {
+      throw new SwitchyardError('schema_too_new', `the database's ${m.module} schema (v${current}) is newer than this program knows (v${m.steps.length})`, {
         hint: 'run the newer switchyard version, or use another data_dir',
       });
     if (current === m.steps.length) continue;
