@@ -1,35 +1,76 @@
 /**
  * The one error type a user can hit. `code` is stable and machine-readable, `message` says what is
  * wrong, `hint` says what to do, `where` says where (file:line:col for files, a field path for data).
- * `status` is the HTTP status when the error crosses the management API.
+ * `status` is the HTTP status when the error crosses the management API: the code's, from ERROR_CODES.
  */
-export type ErrorCode =
-  | 'config_invalid'
-  | 'config_env_missing'
-  | 'data_dir_unwritable'
-  | 'data_dir_locked'
-  | 'port_in_use'
-  | 'listen_failed'
-  | 'manifest_invalid'
-  | 'bundle_failed'
-  | 'validation_failed'
-  | 'not_found'
-  | 'conflict'
-  | 'unauthorized'
-  | 'forbidden'
-  | 'bad_request'
-  | 'payload_too_large'
-  | 'unsupported_media_type'
-  | 'too_many_requests'
-  | 'server_unreachable'
-  | 'storage_full'
-  | 'storage_read_only'
-  | 'storage_busy'
-  | 'storage_failed'
-  | 'not_implemented'
-  /** The server is starting and has not loaded what the request needs yet (503, Retry-After). */
-  | 'starting'
-  | 'internal';
+
+/**
+ * Every error code, with its one HTTP status and, for the command line, whether it means "you asked
+ * wrongly" (`usage`: exit code 2) rather than "it failed" (exit code 1). Codes met only at start-up
+ * or in the CLI carry 500, what they would answer if they ever crossed the API. docs/operations.md
+ * lists each one (test/errors.test.ts holds the two together, and checks every code src/ uses is here).
+ */
+export const ERROR_CODES = {
+  config_invalid: { status: 500, usage: true },
+  data_dir_unwritable: { status: 500, usage: true },
+  data_dir_locked: { status: 500, usage: true },
+  /** The database was written by a newer program (its schema version is beyond this one's). */
+  schema_too_new: { status: 500, usage: true },
+  /** No folder the executable can unpack its native addons into. */
+  cache_unwritable: { status: 500, usage: true },
+  port_in_use: { status: 500, usage: true },
+  listen_failed: { status: 500, usage: true },
+  /** A module needs a capability no module of the server provides (see src/server/capabilities.ts). */
+  capability_missing: { status: 500 },
+  bad_request: { status: 400, usage: true },
+  validation_failed: { status: 400, usage: true },
+  unauthorized: { status: 401 },
+  forbidden: { status: 403 },
+  not_found: { status: 404 },
+  /** No route for this method and path. */
+  no_route: { status: 404 },
+  conflict: { status: 409 },
+  /** The installation is uninstalled: it existed, and will not come back. */
+  gone: { status: 410 },
+  payload_too_large: { status: 413 },
+  unsupported_media_type: { status: 415 },
+  too_many_requests: { status: 429 },
+  internal: { status: 500 },
+  not_implemented: { status: 501 },
+  /** The installation is paused: its public endpoint answers again once it is resumed. */
+  paused: { status: 503 },
+  /** The server is starting and has not loaded what the request needs yet (Retry-After). */
+  starting: { status: 503 },
+  /** The web console's browser bundle cannot be served. */
+  console_unavailable: { status: 503 },
+  storage_read_only: { status: 503 },
+  storage_busy: { status: 503 },
+  storage_failed: { status: 503 },
+  storage_full: { status: 507 },
+  /** The CLI found no server at the configured URL. */
+  server_unreachable: { status: 500 },
+} as const satisfies Record<string, { status: number; usage?: true }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code);
+}
+
+/** "You asked wrongly" (exit code 2), not "it failed" (exit code 1). */
+export function isUsageError(code: ErrorCode): boolean {
+  return 'usage' in ERROR_CODES[code];
+}
+
+/**
+ * The code of an error answer from a server: its own when this program knows it, else (a newer
+ * server's) the first code of its 4xx status, bad_request for another 4xx, internal for a 5xx.
+ */
+export function errorCodeOf(code: unknown, status: number): ErrorCode {
+  if (isErrorCode(code)) return code;
+  if (status >= 500) return 'internal';
+  return (Object.keys(ERROR_CODES) as ErrorCode[]).find((c) => ERROR_CODES[c].status === status) ?? 'bad_request';
+}
 
 export interface Problem {
   /** Field path (`webhooks.timeout`) or file position (`integrations/x/platform-manifest.yaml:3:5`). */
@@ -41,26 +82,6 @@ export interface Problem {
   /** The problem is only an unset environment variable (this one): the folder needs configuration, not fixing. */
   needsEnv?: string;
 }
-
-const defaultStatus: Partial<Record<ErrorCode, number>> = {
-  validation_failed: 400,
-  bad_request: 400,
-  manifest_invalid: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  conflict: 409,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  too_many_requests: 429,
-  storage_full: 507,
-  storage_read_only: 503,
-  storage_busy: 503,
-  storage_failed: 503,
-  internal: 500,
-  not_implemented: 501,
-  starting: 503,
-};
 
 export class SwitchyardError extends Error {
   readonly code: ErrorCode;
@@ -74,14 +95,14 @@ export class SwitchyardError extends Error {
   constructor(
     code: ErrorCode,
     message: string,
-    opts: { hint?: string; where?: string; status?: number; problems?: Problem[]; cause?: unknown; headers?: Record<string, string> } = {},
+    opts: { hint?: string; where?: string; problems?: Problem[]; cause?: unknown; headers?: Record<string, string> } = {},
   ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'SwitchyardError';
     this.code = code;
     this.hint = opts.hint;
     this.where = opts.where;
-    this.status = opts.status ?? defaultStatus[code] ?? 500;
+    this.status = ERROR_CODES[code].status;
     this.problems = opts.problems ?? [];
     this.headers = opts.headers;
   }

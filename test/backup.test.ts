@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { samplePayload } from '../src/events/index.ts';
 import { ROOT, runCli, startTestServer, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
 import { openStore, type Store } from '../src/store/index.ts';
-import { allMigrations } from '../src/migrations.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 
 const eventsIn = (file: string) => {
   const db = new Database(file, { readonly: true });

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Locator, Page } from 'playwright-core';
 import { samplePayload } from '../src/events/index.ts';
-import { startServer } from '../src/http/server.ts';
+import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import type { Delivery } from '../src/webhooks/index.ts';
 import { waitFor } from './helpers/index.ts';

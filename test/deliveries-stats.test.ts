@@ -11,7 +11,7 @@ import { createQueue, deliveryStats, statsQueries, type Delivery, type DeliveryS
 import { SwitchyardError } from '../src/errors.ts';
 import { tmpDir } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
-import { allMigrations } from '../src/migrations.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 
 const MIN = 60_000;
 /** A minute boundary, so buckets are predictable. */

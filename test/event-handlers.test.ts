@@ -10,14 +10,12 @@ import type { HandlerRun } from '../src/events/index.ts';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCli, startTestServer, testConfig, waitFor } from './helpers/index.ts';
-import { startServer } from '../src/http/server.ts';
+import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
-import { modules } from '../src/modules.ts';
-import type { Module } from '../src/services.ts';
-import type { Sandbox } from '../src/sandbox/index.ts';
-import type { Registry } from '../src/registry/index.ts';
-import type { Runtime } from '../src/runtime/index.ts';
+import { modules } from '../src/server/modules.ts';
+import type { Module } from '../src/server/services.ts';
 import { receiver, recorderIntegration, siteView } from './handler-support.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is handled, the crashed ones on retry', async (t) => {
   const rx = await receiver(t);
@@ -134,7 +132,7 @@ test('what scripts export is remembered across starts: after a restart events go
   const spy: Module = {
     name: 'check-spy',
     start(services) {
-      const sandbox = services.sandbox as Sandbox;
+      const sandbox = capabilityOf(services, 'sandbox');
       const check = sandbox.check.bind(sandbox);
       sandbox.check = (script) => (checks++, check(script));
     },
@@ -143,7 +141,7 @@ test('what scripts export is remembered across starts: after a restart events go
   const start = async () => {
     const s = await startServer(config, { log: memoryLogger(), modules: withSpy });
     t.after(() => s.close());
-    await (s.services.registry as Registry).whenReady();
+    await capabilityOf(s.services, 'registry').whenReady();
     return s;
   };
   const send = async (url: string) => {
@@ -162,15 +160,15 @@ test('what scripts export is remembered across starts: after a restart events go
   // Scripts are read (and what they export remembered) when a run first needs them: here the
   // installation_setup events of the installs, and this event.
   assert.ok((await send(first.url)).includes(ids.recorder));
-  await waitFor(() => (first.services.runtime as Runtime).handlesKnown((first.services.registry as Registry).get('quiet')!, 'site_view') === false, 10_000);
+  await waitFor(() => capabilityOf(first.services, 'runtime').handlesKnown(capabilityOf(first.services, 'registry').get('quiet')!, 'site_view') === false, 10_000);
   assert.ok(checks >= 2);
   await first.close();
 
   checks = 0;
   const second = await start();
   assert.equal(checks, 0, 'nothing was loaded in the sandbox at start');
-  const runtime = second.services.runtime as Runtime;
-  const registry = second.services.registry as Registry;
+  const runtime = capabilityOf(second.services, 'runtime');
+  const registry = capabilityOf(second.services, 'registry');
   await waitFor(() => runtime.handlesKnown(registry.get('quiet')!, 'site_view') === false && runtime.handlesKnown(registry.get('recorder')!, 'site_view') === true, 10_000);
   assert.deepEqual(await send(second.url), [ids.recorder], 'only the installation that handles site_view is owed a run');
   await waitFor(() => rx.seen.size === 2, 10_000);

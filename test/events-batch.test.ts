@@ -4,9 +4,10 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Db } from '../src/store/index.ts';
-import { samplePayload, type Events } from '../src/events/index.ts';
+import { samplePayload } from '../src/events/index.ts';
 import { runCli, tmpDir, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, subscriptionsFailingFor } from './webhooks-support.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const db = (s: { services: { store: { db: unknown } } }) => s.services.store.db as Db;
 const count = (s: Parameters<typeof db>[0], sql: string, ...params: unknown[]) => (db(s).prepare(sql).get(...params) as { n: number }).n;
@@ -83,7 +84,7 @@ test('a batch is atomic: if storing one of its valid events fails, none is store
   assert.equal(storedOf(s, batch.map((e) => e.eventId)), 0, 'nothing of the batch is stored');
 
   // In-process, a single event in the same group commit as the failing batch is stored all the same.
-  const events = s.services.events as Events;
+  const events = capabilityOf(s.services, 'events');
   const single = samplePayload('site_view');
   const outcomes = await Promise.allSettled([events.ingestBatch(batch), events.ingest(single)]);
   assert.deepEqual(outcomes.map((o) => o.status), ['rejected', 'fulfilled']);

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { EVENT_TYPES, samplePayload, validateEventPayload } from '../src/events/index.ts';
 import { waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, subscriptionsFailingFor } from './webhooks-support.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 test('every sample payload is valid, with a fresh eventId', () => {
   for (const type of EVENT_TYPES) {
@@ -101,7 +102,7 @@ test('enqueue is in the same transaction: if fan-out fails, the event is not sto
     {
       name: 'exploding-subscriptions',
       start(services) {
-        const real = services.subscriptions as { forEventType(type: string): any[] } | undefined;
+        const real = services.subscriptions;
         services.subscriptions = {
           forEventType(type: string) {
             if (explode) throw new Error('subscriptions unavailable');
@@ -128,7 +129,7 @@ test('events stored in one group commit: one whose fan-out fails is left out, th
   ]);
   const receiver = await scriptedReceiver(t, () => 200);
   await s.subscribe(receiver.url, ['site_view']);
-  const events = s.services.events as import('../src/events/index.ts').Events;
+  const events = capabilityOf(s.services, 'events');
   const good = [samplePayload('site_view'), samplePayload('site_view')];
   const bad = samplePayload('page_feedback');
   // Called in the same turn of the event loop: one batch, one transaction.
@@ -162,8 +163,8 @@ test('handler runs are stored with the event and run after the commit, without h
         services.eventHandlers = {
           targets: (event: { type: string }) => (event.type === 'page_feedback' ? [{ installationId: 'inst_fake', integration: 'fake' }] : []),
           async run(installationId: string, event: any) {
-            const stored = (services.events as any).get(event.eventId) !== undefined;
-            const runStored = (services.handlerRuns as any).ofEvent(event.eventId).length === 1;
+            const stored = capabilityOf(services, 'events').get(event.eventId) !== undefined;
+            const runStored = capabilityOf(services, 'handlerRuns').ofEvent(event.eventId).length === 1;
             calls.push({ event, installationId, storedAtCall: stored, runStored });
             if (calls.length > 1) return { kind: 'ran', ok: true, invocationId: 'req_2' };
             await new Promise<void>((r) => (release = r));

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { ROOT, startTestServer, waitFor } from './helpers/index.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
 process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
@@ -46,7 +47,7 @@ test('platform events reach the handlers of active installations whose scopes al
 
 test('webhook subscriptions follow installs, event_types edits and uninstall; a paused installation stays subscribed', async (t) => {
   const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
-  const subs = (type: string) => (s.services.subscriptions as { forEventType(t: string): Array<{ installationId: string; url: string }> }).forEventType(type);
+  const subs = (type: string) => capabilityOf(s.services, 'subscriptions').forEventType(type);
   assert.deepEqual(subs('site_view'), []);
   const r = await s.api('POST', '/api/v1/installations', {
     integration: 'webhook',

@@ -12,6 +12,7 @@ import { encodeEnvelope } from '../src/runtime/index.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { ROOT, runCli, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
 import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/gitbook');
 
@@ -324,7 +325,7 @@ test('integration-wide token: at the integration endpoint context.api lists and 
   assert.deepEqual(both.integration.sort(), [red.id, blue.id, alsoRed.id].sort());
 
   // The token itself, from outside: short-lived, never reaching the admin surface or another integration.
-  const token = (s.services.installations as { integrationToken(name: string, ttl: number): string }).integrationToken('gb-team', 60_000);
+  const token = capabilityOf(s.services, 'installations').integrationToken('gb-team', 60_000);
   assert.equal((await s.api('GET', '/api/v1/integrations/gb-team/installations', undefined, token)).status, 200);
   assert.equal((await s.api('GET', '/api/v1/installations', undefined, token)).body.installations.length, 3);
   assert.equal((await s.api('GET', `/api/v1/installations/${foreign.id}`, undefined, token)).status, 403);

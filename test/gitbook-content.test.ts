@@ -10,7 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { startTestServer, tmpDir } from './helpers/index.ts';
-import type { Installations } from '../src/installations/index.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const SCOPES = ['space:content:read', 'space:content:write', 'site:metadata:read'];
 
@@ -49,7 +49,7 @@ test('content forwarding: a space, site or the organization the integration is n
   await install({ integration: 'orgwide' });
   const minted = await s.api('POST', `/api/v1/integrations/reader/installations/${onSpace.installation.id}/tokens`);
   assert.equal(minted.status, 200, JSON.stringify(minted.body));
-  const installations = s.services.installations as Installations;
+  const installations = capabilityOf(s.services, 'installations');
   const tokens = {
     readerInvocation: minted.body.token as string,
     readerIntegration: installations.integrationToken('reader', 60_000),

@@ -10,7 +10,7 @@ import { memoryLogger } from '../src/log/index.ts';
 import { createHandlerQueue, type EventHandlers, type HandlerQueue, type RunOutcome } from '../src/events/index.ts';
 import { openStore, type Store } from '../src/store/index.ts';
 import { tmpDir, waitFor } from './helpers/index.ts';
-import { allMigrations } from '../src/migrations.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 
 const RETRY = { max_retries: 3, base_delay: 1000, jitter: 0.1, retry_after_max: 60_000 };
 const LEASE_MS = 40_000;

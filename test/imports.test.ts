@@ -8,11 +8,36 @@ import { dirname, join, relative, resolve } from 'node:path';
  * This reads every static import and re-export under src/ (type-only ones too: a type drawn from
  * a module is a dependency on it), finds the import circles, and fails on any circle that is not
  * one of the known ones below, or that grew. The known ones are debts: fix them, then remove them
- * from the list (the test says when one is gone). None is left.
+ * from the list (the test says when one is gone). None is left. It also checks the layering: the
+ * low layers (LOW_LAYERS) never import a module or the composition root.
  */
 const KNOWN_CIRCLES: string[][] = [];
 
 const SRC = resolve(import.meta.dirname, '../src');
+
+/**
+ * The low layers: plumbing every module may use, that knows no module. A file in one of them imports
+ * only files in these (and anything outside src/: packages, package.json). The feature folders and
+ * the composition root (src/server/, which composes the modules) sit above; src/http/ sees them only
+ * through what the composition root hands it (HttpServices, OpenAPI parts, routes).
+ */
+const LOW_LAYERS = ['http/', 'store/', 'log/', 'schema/', 'config/', 'net/', 'native/', 'cache/', 'lib/', 'errors.ts', 'ids.ts', 'version.ts'];
+
+const inLowLayer = (path: string) => LOW_LAYERS.some((l) => (l.endsWith('/') ? path.startsWith(l) : path === l));
+
+/** `from -> to` for every import of a low-layer file that reaches above the low layers. */
+function upwardImports(graph: Map<string, string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = relative(SRC, file);
+    if (!inLowLayer(from)) continue;
+    for (const target of targets) {
+      const to = relative(SRC, target);
+      if (!to.startsWith('..') && !inLowLayer(to)) out.push(`${from} -> ${to}`);
+    }
+  }
+  return out.sort();
+}
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -75,6 +100,23 @@ test('the import graph of src/ has no circle beyond the known ones, and none of 
   assert.deepEqual(unknown, [], 'a new import circle (or a known one that grew): make the lower module stop importing the higher one');
   const gone = [...known].filter((k) => !found.some((c) => c.join(' ') === k));
   assert.deepEqual(gone, [], 'a known circle is gone: remove it from KNOWN_CIRCLES');
+});
+
+test('the low layers (http, store, log, schema, config, net, native, cache, lib, errors, ids, version) import no module and not the composition root', () => {
+  const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
+  for (const layer of LOW_LAYERS) assert.ok(existsSync(join(SRC, layer)), `${layer} exists (a layer renamed or gone: update LOW_LAYERS)`);
+  assert.deepEqual(upwardImports(graph), [], 'a low layer imports a module or src/server/: hand it what it needs from the composition root instead, or move the shared piece down (src/lib/)');
+});
+
+test('the layer rule catches a low file importing a module or the composition root, and lets low files import each other', () => {
+  const file = (path: string) => join(SRC, path);
+  const graph = new Map([
+    [file('http/app.ts'), [file('registry/readiness.ts'), file('store/health.ts'), file('errors.ts')]],
+    [file('store/index.ts'), [file('server/migrations.ts'), file('native/index.ts')]],
+    [file('version.ts'), [resolve(SRC, '../package.json')]],
+    [file('webhooks/index.ts'), [file('server/services.ts'), file('http/app.ts')]],
+  ]);
+  assert.deepEqual(upwardImports(graph), ['http/app.ts -> registry/readiness.ts', 'store/index.ts -> server/migrations.ts']);
 });
 
 test('the reader counts type-only imports and re-exports, not dynamic import(); the finder finds a circle', () => {

@@ -9,6 +9,7 @@ import type { AttemptFeedItem } from '../src/webhooks/index.ts';
 import { createSseParser } from '../src/cli/feed.ts';
 import { spawnCli, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 /** Read `count` events of `type` from an SSE endpoint, then hang up. */
 async function readStream(url: string, token: string, type: string, count: number, headers: Record<string, string> = {}) {
@@ -93,11 +94,11 @@ test('the attempt stream resumes after a cursor (?after= or Last-Event-ID) and f
   const anon = await fetch(url);
   assert.equal(anon.status, 401);
   // Hung-up clients are forgotten.
-  await waitFor(() => (s.services.streams as { size: number }).size === 0);
+  await waitFor(() => capabilityOf(s.services, 'streams').size === 0);
 });
 
 test('tail reconnects after the server restarts and prints the attempts made while it was away', async (t) => {
-  const { startServer } = await import('../src/http/server.ts');
+  const { startServer } = await import('../src/server/server.ts');
   const { memoryLogger } = await import('../src/log/index.ts');
   const s = await inspectionServer(t, { webhooks: { max_retries: 1, base_delay: 1500, jitter: 0 } });
   const r = await receiver(t, 500);

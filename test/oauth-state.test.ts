@@ -13,7 +13,7 @@ import { startTestServer, tmpDir } from './helpers/index.ts';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import type { TestContext } from 'node:test';
-import { allMigrations } from '../src/migrations.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 
 function store(t: TestContext) {
   const s = openStore(tmpDir(t), { migrations: allMigrations() });

@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { createApp } from '../src/http/app.ts';
-import { modules } from '../src/modules.ts';
+import { modules } from '../src/server/modules.ts';
+import { composeApp } from '../src/server/server.ts';
 import { RUNTIME_VERSIONS } from '../src/runtime/index.ts';
 import { ROOT, startTestServer } from './helpers/index.ts';
 
@@ -20,7 +20,7 @@ test('every route the app registers is in /openapi.json with its method', async 
   const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
   const doc = (await (await fetch(`${s.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
   // The same modules the server runs, registering their routes on a fresh app.
-  const routes = (createApp(s.services, modules) as unknown as { '~routes': Array<{ method: string; route: string }> })['~routes'];
+  const routes = (composeApp(s.services, modules) as unknown as { '~routes': Array<{ method: string; route: string }> })['~routes'];
   assert.ok(routes.length > 30, 'the route table was read');
   const missing: string[] = [];
   for (const { method, route } of routes) {

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { cpSync, existsSync, lstatSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { registryModule } from '../src/registry/index.ts';
+import { defineModule } from '../src/server/services.ts';
 import { ROOT, runCli, startTestServer, tmpDir, waitFor } from './helpers/index.ts';
 
 async function server(t: Parameters<typeof startTestServer>[0]) {
@@ -164,21 +165,21 @@ test('switchyard check lists every error with file:line:col and exits 1; --json 
   assert.match(webhook.stdout, /bundle\s+no script/);
 });
 
-test('the registry module verifies changed versions with the sandbox check (services.sandbox), not the first load', async (t) => {
+test('the registry module verifies changed versions with the sandbox check (services.verifyScript), not the first load', async (t) => {
   const dir = tmpDir(t);
   cpSync(join(ROOT, 'integrations/hello-components'), join(dir, 'hello-components'), { recursive: true });
   const checked: string[] = [];
-  const fakeSandbox = {
+  // Stands in for the sandbox module's check.
+  const fakeSandbox = defineModule({
     name: 'fake-sandbox',
-    start(services: Record<string, unknown>) {
-      services.sandbox = {
-        check: async (script: { version: string; code: string }) => {
-          checked.push(script.version);
-          return script.code.includes('BROKEN') ? { ok: false, error: 'SyntaxError: BROKEN at top level' } : { ok: true, exports: { fetch: true, components: ['counter'], events: [] } };
-        },
+    provides: ['verifyScript'],
+    start(services) {
+      services.verifyScript = async (script) => {
+        checked.push(script.version);
+        return script.code.includes('BROKEN') ? 'SyntaxError: BROKEN at top level' : undefined;
       };
     },
-  };
+  });
   const s = await startTestServer(t, { integrations_dir: dir }, { modules: [fakeSandbox, registryModule] });
   assert.equal(checked.length, 0, 'the start-up pass loads no script in the sandbox (isolates start on first use)');
   const good = (await s.api('GET', '/api/v1/integrations/hello-components')).body.integration.version;

@@ -1,10 +1,11 @@
 /** The retention job: what it purges, what it keeps, in batches that let delivery run between them. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRetention, serverPurgers, type Retention, type RetentionReport } from '../src/retention/index.ts';
+import { createRetention, serverPurgers, type RetentionReport } from '../src/retention/index.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { startTestServer, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver, type InspectionServer } from './inspection-support.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const DAY = 86_400_000;
 const count = (s: InspectionServer, sql: string, ...params: unknown[]) => (s.services.store.db.prepare(sql).get(...params) as { n: number }).n;
@@ -44,7 +45,7 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
     .get() as { id: string; status: string };
   const keptForCursor = newest.status === 'delivered' || newest.status === 'cancelled' ? 1 : 0;
 
-  const retention = s.services.retention as Retention;
+  const retention = capabilityOf(s.services, 'retention');
   const now = await retention.run();
   assert.deepEqual([now.deliveries, now.events, now.invocations], [0, 0, 0], 'nothing is older than retention.keep yet');
 

@@ -5,7 +5,8 @@ import { encodeEnvelope } from '../src/runtime/index.ts';
 import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
 import { openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
-import { allMigrations } from '../src/migrations.ts';
+import { allMigrations } from '../src/server/migrations.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
 process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
@@ -118,7 +119,7 @@ test('public endpoint: any method and sub-path reaches fetch; spec 4.2 answers; 
   assert.doesNotMatch(boomText, /internal detail/);
   const requestId = boom.headers.get('x-request-id')!;
   // Read through the invocations API, which commits records still waiting for their group commit.
-  const row = (s.services.invocations as import('../src/runtime/index.ts').Invocations).get(requestId)!;
+  const row = capabilityOf(s.services, 'invocations').get(requestId)!;
   assert.match(row.error!.message, /internal detail that must not leak/);
 });
 
@@ -290,7 +291,7 @@ test("an integration's answer goes out as it gave it: repeated headers kept, hop
 test("a public-endpoint answer does not wait for its invocation's record, which can still be read back at once", async (t) => {
   const s = await server(t);
   const { installation } = await installSink(s);
-  const invocations = s.services.invocations as import('../src/runtime/index.ts').Invocations;
+  const invocations = capabilityOf(s.services, 'invocations');
   for (let i = 0; i < 5; i++) {
     const res = await fetch(`${installation.urls.publicEndpoint}/echo`, { method: 'POST', body: `n${i}` });
     assert.equal(res.status, 200);
@@ -308,7 +309,7 @@ test("a public-endpoint answer does not wait for its invocation's record, which 
 test('a line printed after the answer (waitUntil) joins its invocation record', async (t) => {
   const s = await server(t);
   const { installation } = await installSink(s);
-  const invocations = s.services.invocations as import('../src/runtime/index.ts').Invocations;
+  const invocations = capabilityOf(s.services, 'invocations');
   for (let i = 0; i < 3; i++) {
     const res = await fetch(`${installation.urls.publicEndpoint}/later`);
     assert.equal(await res.text(), 'answered');
@@ -321,14 +322,14 @@ test('a line printed after the answer (waitUntil) joins its invocation record', 
 test('a late line that arrives before its invocation is recorded is kept for the record', async (t) => {
   const s = await server(t);
   const { installation } = await installSink(s);
-  const runtime = s.services.runtime as import('../src/runtime/index.ts').Runtime;
-  const invocations = s.services.invocations as import('../src/runtime/index.ts').Invocations;
+  const runtime = capabilityOf(s.services, 'runtime');
+  const invocations = capabilityOf(s.services, 'invocations');
   const requestId = 'req_early_line_test';
   runtime.appendLateLog(requestId, { time: Date.now(), level: 'info', message: 'came first' });
-  const integration = (s.services.registry as import('../src/registry/index.ts').Registry).get('kitchen-sink')!;
+  const integration = capabilityOf(s.services, 'registry').get('kitchen-sink')!;
   await runtime.invoke({
     integration,
-    installation: (s.services.installations as import('../src/installations/index.ts').Installations).get(installation.id)!,
+    installation: capabilityOf(s.services, 'installations').get(installation.id)!,
     envelope: { event: { type: 'fetch', request: { method: 'GET', url: `${installation.urls.publicEndpoint}/env`, headers: [] } }, environment: {} },
     requestId,
   });

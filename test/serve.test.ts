@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import { runCli, spawnCli, startTestServer, testConfig, tmpDir, waitFor } from './helpers/index.ts';
 import { gatedIntegration } from './registry-support.ts';
 import { VERSION } from '../src/version.ts';
-import { startServer } from '../src/http/server.ts';
+import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
-import type { Registry } from '../src/registry/index.ts';
 import { samplePayload } from '../src/events/index.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 test('GET /healthz reports version, uptime and store', async (t) => {
   const server = await startTestServer(t);
@@ -138,7 +138,7 @@ test('while the integrations load: /healthz answers (ready false), /readyz 503, 
   writeFileSync(join(integrations, 'hello/index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('hello') });\n");
   // A first run makes the installation (it lives in the store across starts).
   const first = await startServer(config, { log: memoryLogger() });
-  await (first.services.registry as Registry).whenReady();
+  await capabilityOf(first.services, 'registry').whenReady();
   const auth = { authorization: `Bearer ${config.admin_token}`, 'content-type': 'application/json' };
   const made = await fetch(`${first.url}/api/v1/installations`, { method: 'POST', headers: auth, body: JSON.stringify({ integration: 'hello' }) });
   assert.equal(made.status, 201);

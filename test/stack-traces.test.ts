@@ -12,7 +12,8 @@ import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 import { runCli, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 import { mapStackTrace } from '../src/runtime/stack-trace.ts';
-import { bundleScript, type Registry } from '../src/registry/index.ts';
+import { bundleScript } from '../src/registry/index.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const MANIFEST = `name: thrower
 title: Thrower
@@ -149,7 +150,7 @@ test('an error the code prints (console.error), before or after its answer, is m
 
 test('the source map stays on the host: the script the sandbox gets is the bundle alone', async (t) => {
   const s = await thrower(t);
-  const loaded = (s.services.registry as Registry).get('thrower')!;
+  const loaded = capabilityOf(s.services, 'registry').get('thrower')!;
   assert.deepEqual(Object.keys(loaded.script!).sort(), ['code', 'name', 'version']);
   assert.doesNotMatch(loaded.script!.code, /sourceMappingURL/);
   assert.deepEqual(JSON.parse(loaded.sourceMap!).sources, ['src/index.ts', 'src/handler.ts'], 'paths relative to the folder');
@@ -319,7 +320,7 @@ test('a map over 1 MB is not kept, however large the bundle: the error is answer
     `export const filler = "${'x'.repeat(300_000)}";\nexport default { fetch() { throw new Error('big map'); } };\n//# sourceMappingURL=${dataMap({ version: 3, sources, names: [], mappings: 'AAAA;AACA' })}\n`,
   );
   const s = await startTestServer(t, { integrations_dir: dir });
-  const loaded = (s.services.registry as Registry).get('big')!;
+  const loaded = capabilityOf(s.services, 'registry').get('big')!;
   assert.equal(loaded.sourceMap, undefined, `no map kept (${loaded.sourceMap?.length} characters)`);
   assert.ok(loaded.warnings.some((w) => /source map is 1\.\d MB, over the 1\.0 MB/.test(w.message)), JSON.stringify(loaded.warnings));
   const inst = await s.api('POST', '/api/v1/installations', { integration: 'big' });

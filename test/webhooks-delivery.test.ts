@@ -4,10 +4,11 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { waitFor } from './helpers/index.ts';
-import { samplePayload, type Events } from '../src/events/index.ts';
+import { samplePayload } from '../src/events/index.ts';
 import { verifySignature, type DeliveryDetail } from '../src/webhooks/index.ts';
 import { USER_AGENT } from '../src/version.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const fast = { webhooks: { base_delay: 20, jitter: 0.1 } } as const;
 
@@ -305,7 +306,7 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   assert.equal(held.held, true);
   assert.equal(held.nextAttemptAt, null);
   // A delivery enqueued for it during the pause is held too: it does not start at commit.
-  const store = s.services.store as { db: { transaction<T>(fn: () => T): () => T } };
+  const store = s.services.store;
   const [{ id: dc }] = store.db.transaction(() => s.deliveries.enqueueEvent(samplePayload('page_feedback') as { eventId: string; type: string }, [{ installationId: b.installationId, url: r.url }]))();
   s.deliveries.wake();
   await new Promise((res) => setTimeout(res, 200));
@@ -324,8 +325,8 @@ test('a delivery enqueued while a pause is still counted in memory is sent once 
   const s = await deliveryServer(t, fast);
   const r = await scriptedReceiver(t, () => 200);
   const sub = await s.subscribe(r.url, ['site_view']);
-  const store = s.services.store as { db: { transaction<T>(fn: () => T): () => T } };
-  const webhooks = s.services.webhooks as { pauseInstallation(id: string): void };
+  const store = s.services.store;
+  const webhooks = s.webhooks;
   // The pause counts at once (never less paused than the database) but its transaction rolls back.
   assert.throws(() =>
     store.db.transaction(() => {
@@ -423,7 +424,7 @@ test('a backlog at a stalled endpoint does not hold up others: healthy deliverie
   const healthy = await scriptedReceiver(t, () => 200);
   const slowSub = await s.subscribe(stalled.url, ['site_view']);
   // 2,000 deliveries queued for the stalled endpoint, as ingest would (one transaction).
-  const events = s.services.events as Events;
+  const events = capabilityOf(s.services, 'events');
   await Promise.all(Array.from({ length: 2000 }, () => events.ingest(samplePayload('site_view'))));
   await s.subscribe(healthy.url, ['page_feedback']);
   const ids: string[] = [];

@@ -6,11 +6,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import type { Retention } from '../src/retention/index.ts';
 import { verifySignature, type Delivery, type DeliveryDetail } from '../src/webhooks/index.ts';
 import { tmpDir, waitFor } from './helpers/index.ts';
 import { inspectionServer } from './inspection-support.ts';
 import { scriptedReceiver } from './webhooks-support.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
 const DAY = 86_400_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -49,7 +49,7 @@ test('pause holds new events as held deliveries, across a restart; resume sends 
   assert.match(page, /^switchyard_webhook_deliveries\{state="held"\} 3$/m);
   assert.match(page, /^switchyard_webhook_attempts_total\{outcome="failed",trigger="automatic"\} 0$/m);
   // Retention never purges a queued delivery, held ones included, however old.
-  const purged = await (s.services.retention as Retention).run({ now: Date.now() + 400 * DAY });
+  const purged = await capabilityOf(s.services, 'retention').run({ now: Date.now() + 400 * DAY });
   assert.equal(purged.deliveries + purged.failedDeliveries, 0);
 
   // Stop and start the server on the same data directory: they are still held, still unsent.

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { openStore } from '../src/store/index.ts';
-import { allMigrations } from '../src/migrations.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 import type { AttemptFeedItem, Delivery, DeliveryDetail } from '../src/webhooks/index.ts';
 import { spawnCli, tmpDir, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';

@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { ROOT, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
-import { modules as defaultModules } from '../src/modules.ts';
+import { modules as defaultModules } from '../src/server/modules.ts';
 import { openStore } from '../src/store/index.ts';
 import { createQueue } from '../src/webhooks/queue.ts';
 import { createSecrets } from '../src/webhooks/secrets.ts';

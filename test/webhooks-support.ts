@@ -1,6 +1,6 @@
 /**
  * Support for the webhook delivery tests: a server with the webhooks and events modules and a way
- * to subscribe a URL. With the installations module wired into src/modules.ts, subscriptions are
+ * to subscribe a URL. With the installations module wired into src/server/modules.ts, subscriptions are
  * real webhook installations made through the management API; before that, a test-only module
  * provides `services.subscriptions`.
  */
@@ -9,12 +9,13 @@ import type { AddressInfo } from 'node:net';
 import type { TestContext } from 'node:test';
 import { join } from 'node:path';
 import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
-import { modules as defaultModules } from '../src/modules.ts';
+import { modules as defaultModules } from '../src/server/modules.ts';
 import { webhooksModule, type Deliveries, type DeliveryDetail, type WebhooksService } from '../src/webhooks/index.ts';
 import { eventsModule } from '../src/events/index.ts';
-import type { Module } from '../src/services.ts';
+import type { Module } from '../src/server/services.ts';
+import { capabilityOf } from '../src/server/capabilities.ts';
 
-/** The real installations module when src/modules.ts has it (or SWITCHYARD_TEST_REAL_INSTALLATIONS=1 forces it in). */
+/** The real installations module when src/server/modules.ts has it (or SWITCHYARD_TEST_REAL_INSTALLATIONS=1 forces it in). */
 async function realModules(): Promise<Module[] | undefined> {
   if (defaultModules.some((m) => m.name === 'installations')) return defaultModules;
   if (!process.env.SWITCHYARD_TEST_REAL_INSTALLATIONS) return undefined;
@@ -86,8 +87,8 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
     };
     server = await startTestServer(t, over, { modules: [webhooksModule, subscriptions, ...extra, eventsModule] });
   }
-  const deliveries = server.services.deliveries as Deliveries;
-  const webhooks = server.services.webhooks as WebhooksService;
+  const deliveries = capabilityOf(server.services, 'deliveries');
+  const webhooks = capabilityOf(server.services, 'webhooks');
   let n = 0;
   return {
     ...server,
@@ -131,7 +132,7 @@ export function subscriptionsFailingFor(type: string, failing: () => boolean = (
   return {
     name: 'half-broken-subscriptions',
     start(services) {
-      const real = services.subscriptions as { forEventType(type: string): any[] } | undefined;
+      const real = services.subscriptions;
       services.subscriptions = {
         forEventType(t: string) {
           if (failing() && t === type)

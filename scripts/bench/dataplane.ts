@@ -84,7 +84,7 @@ async function plainH3(port: number): Promise<void> {
       headers: { 'content-type': 'application/json' },
     });
   });
-  // The server's own options (src/http/server.ts).
+  // The server's own options (src/server/server.ts).
   const server = http.createServer({ requestTimeout: 120_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 }, toNodeHandler(app));
   server.listen(port, '127.0.0.1');
 }

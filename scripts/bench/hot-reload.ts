@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createRegistry, type Registry } from '../../src/registry/index.ts';
-import type { Module } from '../../src/services.ts';
+import type { Module } from '../../src/server/services.ts';
 import { median } from './common.ts';
 
 const RUNS = 20;
@@ -63,7 +63,7 @@ async function benchRegistry(root: string): Promise<number[]> {
 
 /** The whole server: write, then poll the installation's public endpoint until the answer changes. */
 async function benchHttp(root: string): Promise<number[] | string> {
-  const { startServer } = await import('../../src/http/server.ts');
+  const { startServer } = await import('../../src/server/server.ts');
   const dir = join(root, 'http-integrations');
   mkdirSync(join(dir, 'bench/src'), { recursive: true });
   writeFileSync(join(dir, 'bench/platform-manifest.yaml'), manifest);

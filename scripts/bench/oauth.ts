@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OAuth2Server } from 'oauth2-mock-server';
 import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
-import { startServer } from '../../src/http/server.ts';
+import { startServer } from '../../src/server/server.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { median } from './common.ts';
 

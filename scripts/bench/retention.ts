@@ -20,7 +20,7 @@ import { createInvocations } from '../../src/runtime/index.ts';
 import { openStore } from '../../src/store/index.ts';
 import { createQueue } from '../../src/webhooks/index.ts';
 import { median, setting } from './common.ts';
-import { allMigrations } from '../../src/migrations.ts';
+import { allMigrations } from '../../src/server/migrations.ts';
 
 const N = setting('BENCH_N', 100_000);
 const ROUNDS = setting('BENCH_ROUNDS', 3);

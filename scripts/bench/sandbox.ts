@@ -24,7 +24,7 @@ import { FastResponse } from 'srvx';
 import { defaultConfig, publicUrlOf } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createSandbox, type GuestScript } from '../../src/sandbox/index.ts';
-import { startServer } from '../../src/http/server.ts';
+import { startServer } from '../../src/server/server.ts';
 import { median, percentile, setting, writeHelloIntegration } from './common.ts';
 import { runLoad } from './http-load.ts';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -25,7 +25,7 @@ import { defineCommand } from 'citty';
 import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
-import { allMigrations } from '../migrations.ts';
+import { allMigrations } from '../server/migrations.ts';
 import { DB_FILE, openStore } from '../store/index.ts';
 import { acquireLock } from '../store/lock.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';

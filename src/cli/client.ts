@@ -3,7 +3,7 @@
  * `server.port: 0` the URL the running server recorded in <data_dir>/run/server-url), admin token
  * from config or <data_dir>/admin-token. When the server is not running it says so in one line.
  */
-import { SwitchyardError } from '../errors.ts';
+import { errorCodeOf, SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { recordedServingUrl, servingUrlFile } from '../http/announce.ts';
@@ -69,11 +69,11 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
     }
     if (!res.ok) {
       const err = parsed?.error;
-      throw new SwitchyardError(
-        res.status === 404 ? 'not_found' : res.status === 401 ? 'unauthorized' : res.status === 400 ? 'bad_request' : res.status === 409 ? 'conflict' : 'internal',
-        err?.message ?? `${method} ${path} answered ${res.status}`,
-        { hint: err?.hint, where: err?.where, problems: err?.problems, status: res.status },
-      );
+      throw new SwitchyardError(errorCodeOf(err?.code, res.status), err?.message ?? `${method} ${path} answered ${res.status}`, {
+        hint: err?.hint,
+        where: err?.where,
+        problems: err?.problems,
+      });
     }
     return parsed as T;
   }

@@ -4,7 +4,7 @@
  * missed (the server reads by cursor). Only the first connection's failure is an error: after
  * that, the command says it lost the server and keeps trying until interrupted.
  */
-import { SwitchyardError } from '../errors.ts';
+import { errorCodeOf, SwitchyardError } from '../errors.ts';
 import type { ApiClient } from './client.ts';
 
 export interface FeedEvent {
@@ -68,8 +68,7 @@ async function errorOf(res: Response): Promise<SwitchyardError> {
   } catch {
     body = undefined;
   }
-  const code = res.status === 401 ? 'unauthorized' : res.status === 404 ? 'not_found' : res.status === 400 ? 'bad_request' : 'internal';
-  return new SwitchyardError(code, body?.error?.message ?? `the server answered ${res.status}`, { hint: body?.error?.hint, where: body?.error?.where, status: res.status });
+  return new SwitchyardError(errorCodeOf(body?.error?.code, res.status), body?.error?.message ?? `the server answered ${res.status}`, { hint: body?.error?.hint, where: body?.error?.where });
 }
 
 /** Follow `path` until `signal` aborts. Resolves on abort; rejects when the first connection fails. */

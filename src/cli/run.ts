@@ -3,7 +3,7 @@
  * on: 0 ok, 1 the operation failed, 2 bad usage or bad input (config, arguments).
  */
 import { renderUsage, runCommand, type CommandDef } from 'citty';
-import { SwitchyardError, formatError } from '../errors.ts';
+import { SwitchyardError, formatError, isUsageError } from '../errors.ts';
 import { closest } from '../schema/suggest.ts';
 import { VERSION } from '../version.ts';
 import { useColour } from './table.ts';
@@ -12,18 +12,6 @@ export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
 
-/** Errors that mean "you asked wrongly" rather than "it failed". */
-const usageCodes = new Set([
-  'config_invalid',
-  'config_env_missing',
-  'data_dir_unwritable',
-  'data_dir_locked',
-  'port_in_use',
-  'listen_failed',
-  'bad_request',
-  'validation_failed',
-  'manifest_invalid',
-]);
 
 type AnyCommand = CommandDef<any>;
 
@@ -159,7 +147,7 @@ export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number>
   } catch (err) {
     if (err instanceof SwitchyardError) {
       process.stderr.write(`switchyard: ${formatError(err)}\n`);
-      return usageCodes.has(err.code) ? EXIT_USAGE : EXIT_FAILURE;
+      return isUsageError(err.code) ? EXIT_USAGE : EXIT_FAILURE;
     }
     if ((err as { name?: string }).name === 'CLIError') {
       await printUsage(target, parent);

@@ -1,6 +1,6 @@
 import { defineCommand } from 'citty';
 import cluster from 'node:cluster';
-import { startServer, type RunningServer } from '../http/server.ts';
+import { startServer, type RunningServer } from '../server/server.ts';
 import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { configArg, configFrom } from './common.ts';
 import { PORT_ENV } from '../process/messages.ts';

@@ -14,9 +14,7 @@ import { authenticate, isAdminToken } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
 import { pngSize } from '../manifest/index.ts';
-import type { Registry } from '../registry/index.ts';
-import type { Runtime } from '../runtime/index.ts';
-import type { Services } from '../services.ts';
+import type { Services } from '../server/services.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
 import { consoleUrl, onConsoleHost, requireConsolePage } from '../http/origins.ts';
@@ -61,8 +59,7 @@ async function assetsOrError(services: Services) {
     return await consoleAssets();
   } catch (e) {
     services.log.error('the console cannot be served', { error: (e as Error).message });
-    throw new SwitchyardError('internal', `the console's browser bundle could not be built: ${(e as Error).message}`, {
-      status: 503,
+    throw new SwitchyardError('console_unavailable', `the console's browser bundle could not be built: ${(e as Error).message}`, {
       hint: 'in a checkout, fix src/console/web/; an executable must be built with the console embedded (scripts/sea/embed.ts)',
     });
   }
@@ -70,7 +67,7 @@ async function assetsOrError(services: Services) {
 
 export function consoleRoutes(app: H3, services: Services, sessions: Sessions): void {
   const secure = () => services.config.publicUrl.startsWith('https:');
-  const registry = () => services.registry as Registry | undefined;
+  const registry = () => services.registry;
 
   // The console's cookie is the admin's: it must never reach integration code, which sees the
   // request headers of its public endpoint (/v1/integrations/<name>/installations/<id>/...).
@@ -208,7 +205,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
       description: b.description ?? '',
     }));
     let exported: string[] | null = null;
-    const runtime = services.runtime as Runtime | undefined;
+    const runtime = services.runtime;
     if (runtime && integration.script) {
       try {
         exported = (await runtime.exportsOf(integration)).components;

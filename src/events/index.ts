@@ -3,10 +3,9 @@
  * deliveries and to handler runs of integrations' event handlers (both in the event's transaction,
  * both retried on the webhook schedule). Attaches `services.events` and `services.handlerRuns`.
  */
-import type { Module, Services } from '../services.ts';
-import type { Deliveries, Subscription } from '../webhooks/index.ts';
-import { createEvents } from './service.ts';
-import { createHandlerQueue, type EventHandlers } from './handlers.ts';
+import { defineModule } from '../server/services.ts';
+import { createEvents, type Events } from './service.ts';
+import { createHandlerQueue, type HandlerQueue } from './handlers.ts';
 import { eventRoutes } from './routes.ts';
 
 export { validateEventPayload, samplePayload, setPath, newEventId, EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './types.ts';
@@ -20,14 +19,22 @@ export { eventsMigrations } from './schema.ts';
 /** Handler runs in flight per process (each is one sandbox invocation). */
 const HANDLER_CONCURRENCY = 16;
 
-export const eventsModule: Module = {
+declare module '../server/services.ts' {
+  interface Capabilities {
+    events?: Events;
+    handlerRuns?: HandlerQueue;
+  }
+}
+
+export const eventsModule = defineModule({
   name: 'events',
-  async start(services: Services) {
+  provides: ['events', 'handlerRuns'],
+  async start(services) {
     const log = services.log.child({ module: 'events' });
     const handlerRuns = createHandlerQueue({
       db: services.store.db,
       log,
-      handlers: () => services.eventHandlers as EventHandlers | undefined,
+      handlers: () => services.eventHandlers,
       event: (id) => events.get(id)?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
       config: () => {
         const { webhooks, sandbox } = services.config;
@@ -39,8 +46,8 @@ export const eventsModule: Module = {
       db: services.store.db,
       log,
       // Read at each ingest: modules may attach these after us.
-      subscriptions: () => services.subscriptions as { forEventType(type: string): Subscription[] } | undefined,
-      deliveries: () => services.deliveries as Deliveries | undefined,
+      subscriptions: () => services.subscriptions,
+      deliveries: () => services.deliveries,
       handlerRuns: () => handlerRuns,
     });
     services.events = events;
@@ -50,28 +57,32 @@ export const eventsModule: Module = {
     services.processes?.onDue(() => handlerRuns.wake());
     return () => handlerRuns.stop(services.config.server.shutdown_timeout);
   },
-  routes: eventRoutes,
+  routes(app, services) {
+    eventRoutes(app, services);
+  },
   openapi: {
-    '/api/v1/handler-runs': {
-      get: {
-        summary: 'Handler runs (one per event and installation whose integration handles it), newest first; filters status, type, installation, event, since, until, limit, cursor',
-        responses: { '200': { description: '{handlerRuns: HandlerRun[], nextCursor}' }, '400': { description: 'a bad filter, named' } },
+    paths: {
+      '/api/v1/handler-runs': {
+        get: {
+          summary: 'Handler runs (one per event and installation whose integration handles it), newest first; filters status, type, installation, event, since, until, limit, cursor',
+          responses: { '200': { description: '{handlerRuns: HandlerRun[], nextCursor}' }, '400': { description: 'a bad filter, named' } },
+        },
       },
-    },
-    '/api/v1/handler-runs/replay': {
-      post: {
-        summary: 'Failed handler runs created in {since, until} (optionally of one installation) back to pending with a fresh retry schedule; body {failed: true, since, until?, installation?}',
-        responses: { '200': { description: '{replayed, handlerRuns: ids}' }, '400': { description: 'failed or since missing' } },
+      '/api/v1/handler-runs/replay': {
+        post: {
+          summary: 'Failed handler runs created in {since, until} (optionally of one installation) back to pending with a fresh retry schedule; body {failed: true, since, until?, installation?}',
+          responses: { '200': { description: '{replayed, handlerRuns: ids}' }, '400': { description: 'failed or since missing' } },
+        },
       },
-    },
-    '/api/v1/handler-runs/{id}': {
-      get: { summary: 'One handler run', responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' } } },
-    },
-    '/api/v1/handler-runs/{id}/replay': {
-      post: {
-        summary: 'Run a finished (failed or delivered) handler run again with a fresh retry schedule',
-        responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' }, '409': { description: 'still scheduled, or cancelled' } },
+      '/api/v1/handler-runs/{id}': {
+        get: { summary: 'One handler run', responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' } } },
+      },
+      '/api/v1/handler-runs/{id}/replay': {
+        post: {
+          summary: 'Run a finished (failed or delivered) handler run again with a fresh retry schedule',
+          responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' }, '409': { description: 'still scheduled, or cancelled' } },
+        },
       },
     },
   },
-};
+});

@@ -4,10 +4,8 @@ import { SwitchyardError } from '../errors.ts';
 import { jsonResponse } from '../http/respond.ts';
 import { requireAdmin } from '../http/app.ts';
 import { pageParams, readJson, readJsonObjectOrArray } from '../http/body.ts';
-import type { Services } from '../services.ts';
-import { parseTimeParam, replayWindow, type Deliveries } from '../webhooks/index.ts';
-import type { Events } from './service.ts';
-import type { HandlerQueue } from './handlers.ts';
+import type { ServicesWith } from '../server/services.ts';
+import { parseTimeParam, replayWindow } from '../webhooks/index.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 
 function statusParam(v: string | null): DeliveryStatus | undefined {
@@ -17,8 +15,8 @@ function statusParam(v: string | null): DeliveryStatus | undefined {
   return v as DeliveryStatus;
 }
 
-export function eventRoutes(app: H3, services: Services): void {
-  const events = () => services.events as Events;
+export function eventRoutes(app: H3, services: ServicesWith<'events' | 'handlerRuns'>): void {
+  const events = () => services.events;
   const limit = services.config.server.body_limit;
   const limits = {
     object: { bytes: limit, key: 'server.body_limit' },
@@ -57,11 +55,11 @@ export function eventRoutes(app: H3, services: Services): void {
     const id = event.context.params!.id;
     const e = events().get(id);
     if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with GET /api/v1/events' });
-    const deliveries = (services.deliveries as Deliveries | undefined)?.list({ event: id, limit: 500 }).deliveries ?? [];
+    const deliveries = services.deliveries?.list({ event: id, limit: 500 }).deliveries ?? [];
     return { ...e, deliveries, handlerRuns: runs().ofEvent(id) };
   });
 
-  const runs = () => services.handlerRuns as HandlerQueue;
+  const runs = () => services.handlerRuns;
 
   app.get('/api/v1/handler-runs', (event) => {
     requireAdmin(event.req);

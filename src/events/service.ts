@@ -7,7 +7,7 @@
  * stored together in one transaction (see ingestBatch).
  */
 import { SwitchyardError, type Problem } from '../errors.ts';
-import { MAX_JSON_DEPTH, nestedDeeperThan } from '../runtime/envelope.ts';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
 import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 import type { Logger } from '../log/index.ts';
 import type { Db } from '../store/index.ts';

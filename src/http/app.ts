@@ -1,21 +1,23 @@
 /**
- * The h3 application: JSON errors in one shape, the admin-token guard on /api/v1, and the routes
- * every module adds.
+ * The h3 application: JSON errors in one shape, the admin-token guard on /api/v1, health, and the
+ * routes the composition root (src/server/) hands it. This layer imports no module: what it needs of
+ * them (token and session resolvers, readiness, a response observer) arrives on HttpServices.
  */
 import { jsonResponse } from './respond.ts';
 import { H3, HTTPError } from 'h3';
-import { SwitchyardError } from '../errors.ts';
-import type { Module, Services } from '../services.ts';
+import { ERROR_CODES, errorCodeOf, SwitchyardError, type ErrorCode } from '../errors.ts';
+import type { LoadedConfig } from '../config/index.ts';
+import type { Logger } from '../log/index.ts';
+import type { Store } from '../store/index.ts';
 import { bearerToken, safeEqual } from './auth.ts';
 import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
-import { openApiDocument } from './openapi.ts';
+import { openApiDocument, type OpenApiPart } from './openapi.ts';
 import { storageCode, storageError } from '../store/health.ts';
-import { readinessView } from '../registry/readiness.ts';
-import type { Readiness } from '../registry/registry.ts';
 
-export function jsonError(status: number, code: string, message: string, extra: Record<string, unknown> = {}): Response {
-  return jsonResponse({ error: { code, message, ...extra } }, { status });
+/** An error answer in the one shape, with the code's status. */
+export function jsonError(code: ErrorCode, message: string, extra: Record<string, unknown> = {}): Response {
+  return jsonResponse({ error: { code, message, ...extra } }, { status: ERROR_CODES[code].status });
 }
 
 /**
@@ -49,12 +51,41 @@ export type TokenResolver = (token: string) => Principal | undefined;
  */
 export type SessionResolver = (req: Request) => Principal | undefined;
 
+/**
+ * What the HTTP layer reads of the running server. The server's services object is one (it has more);
+ * the optional hooks are attached by the modules that provide them, and absent when a module is not
+ * loaded.
+ */
+export interface HttpServices {
+  config: LoadedConfig;
+  log: Logger;
+  store: Store;
+  adminToken: string;
+  startedAt: number;
+  /** Set once shutdown begins. */
+  closing: boolean;
+  /** Serving processes beside this one, under the supervisor (src/process/serving.ts). */
+  processes?: { count: number; allReady(): boolean };
+  /** The failed-token throttle of the admin token (set by the server). */
+  authThrottle?: AuthThrottle;
+  /** Installation and invocation tokens (the installations module). */
+  resolveToken?: TokenResolver;
+  /** The console's session cookie (the console module). */
+  resolveSession?: SessionResolver;
+  /** How far the start-up load of the integrations is, as /healthz shows it (the registry module). */
+  readiness?: () => { ready: boolean };
+  /** What a management request waits for while the integrations load (the registry module). */
+  awaitIntegrations?: (pathname: string) => Promise<void> | undefined;
+  /** Sees every answer, errors included (the metrics module). */
+  onHttpResponse?: (method: string, route: string | null, status: number) => void;
+}
+
 const principals = new WeakMap<Request, Principal>();
 
-export function authenticate(req: Request, services: Services): Principal {
+export function authenticate(req: Request, services: HttpServices): Principal {
   const token = bearerToken(req.headers.get('authorization'));
   if (!token && !req.headers.get('authorization')) {
-    const session = (services.resolveSession as SessionResolver | undefined)?.(req);
+    const session = services.resolveSession?.(req);
     if (session) return session;
   }
   if (!token)
@@ -63,8 +94,7 @@ export function authenticate(req: Request, services: Services): Principal {
     });
   // Installation and invocation tokens first: they cannot be guessed, so the throttle below (which
   // guards the admin token) never stands between an integration and the API.
-  const resolver = services.resolveToken as TokenResolver | undefined;
-  const p = resolver?.(token);
+  const p = services.resolveToken?.(token);
   if (p) return p;
   if (isAdminToken(req, token, services)) return { kind: 'admin' };
   throw new SwitchyardError('unauthorized', 'the token is not valid', {
@@ -77,8 +107,8 @@ export function authenticate(req: Request, services: Services): Principal {
  * while the client's address is blocked (nothing compared), and a mismatch counts against it.
  * The API's bearer check and the console login both go through here.
  */
-export function isAdminToken(req: Request, token: string, services: Services): boolean {
-  const throttle = services.authThrottle as AuthThrottle | undefined;
+export function isAdminToken(req: Request, token: string, services: HttpServices): boolean {
+  const throttle = services.authThrottle;
   const address = clientAddress(req, services.config.server.trust_proxy);
   throttle?.check(address);
   if (safeEqual(token, services.adminToken)) return true;
@@ -101,7 +131,11 @@ export function requireAdmin(req: Request): void {
     });
 }
 
-export function createApp(services: Services, modules: Module[]): H3 {
+/**
+ * The app, with the routes `routes` adds (every module's, from the composition root) and the OpenAPI
+ * parts that describe them.
+ */
+export function createApp(services: HttpServices, opts: { routes(app: H3): void; openapi: OpenApiPart[] }): H3 {
   const app = new H3({
     // Errors are logged once, by us, with secrets redacted.
     silent: true,
@@ -118,17 +152,17 @@ export function createApp(services: Services, modules: Module[]): H3 {
       const status = (error as HTTPError).status ?? 500;
       if (status >= 500) {
         services.log.error('request failed', { error: cause instanceof Error ? cause : String(cause) });
-        return jsonError(500, 'internal', 'Internal server error');
+        return jsonError('internal', 'Internal server error');
       }
       const message = (error as HTTPError).message || 'request failed';
       if (status === 404 && message.startsWith('Cannot find any route'))
-        return jsonError(404, 'no_route', `no route for ${event.req.method} ${new URL(event.req.url).pathname}`, { hint: 'see GET /openapi.json' });
-      return jsonError(status, status === 404 ? 'not_found' : 'bad_request', message);
+        return jsonError('no_route', `no route for ${event.req.method} ${new URL(event.req.url).pathname}`, { hint: 'see GET /openapi.json' });
+      // An h3 error of another status: the code of that status (bad_request for one the table lacks).
+      return jsonError(errorCodeOf(undefined, status), message);
     },
     // Every answer, errors included, is counted by the metrics module when it is loaded.
     onResponse(response, event) {
-      const observe = services.onHttpResponse as ((method: string, route: string | null, status: number) => void) | undefined;
-      observe?.(event.req.method, event.context.matchedRoute?.route ?? null, response.status);
+      services.onHttpResponse?.(event.req.method, event.context.matchedRoute?.route ?? null, response.status);
     },
   });
 
@@ -144,7 +178,7 @@ export function createApp(services: Services, modules: Module[]): H3 {
     }
     const writes = services.store.health.status();
     const ok = readable && writes.ok && !services.closing;
-    const r = (services.readiness as (() => Readiness) | undefined)?.();
+    const r = services.readiness?.();
     // Several serving processes: ready once every one of them has loaded its integrations.
     const processesReady = services.processes ? services.processes.allReady() : true;
     const ready = ok && (r?.ready ?? true) && processesReady;
@@ -159,7 +193,7 @@ export function createApp(services: Services, modules: Module[]): H3 {
         store: !readable ? 'unavailable' : writes.ok ? 'ok' : 'failing',
         ...(writes.ok ? {} : { store_error: { code: writes.code, message: writes.message, since: writes.since, hint: writes.hint } }),
         status: services.closing ? 'shutting_down' : r && !r.ready ? 'starting' : 'serving',
-        ...(r ? { integrations: readinessView(r) } : {}),
+        ...(r ? { integrations: r } : {}),
         ...(services.processes ? { processes: { count: services.processes.count, ready: processesReady } } : {}),
       },
     };
@@ -176,19 +210,17 @@ export function createApp(services: Services, modules: Module[]): H3 {
   });
 
   app.get('/openapi.json', () => {
-    const doc = openApiDocument(services.config.publicUrl);
-    for (const m of modules) Object.assign(doc.paths, m.openapi ?? {});
-    return jsonResponse(doc);
+    return jsonResponse(openApiDocument(services.config.publicUrl, opts.openapi));
   });
 
   // While the integrations load at start, the routes that need them wait (see registry/index.ts),
   // before the caller is authenticated: an installation token's scopes come from its manifest.
   app.use('/api/v1/**', (event) => {
-    const waiting = (services.awaitIntegrations as ((pathname: string) => Promise<void> | undefined) | undefined)?.(event.url.pathname);
+    const waiting = services.awaitIntegrations?.(event.url.pathname);
     if (waiting) return waiting.then(() => void principals.set(event.req, authenticate(event.req, services)));
     principals.set(event.req, authenticate(event.req, services));
   });
 
-  for (const m of modules) m.routes?.(app, services);
+  opts.routes(app);
   return app;
 }

@@ -1,6 +1,41 @@
-/** JSON request bodies for the management API: a size cap and errors that say what is wrong. */
+/** Request bodies for the management API and the runtime: size caps and errors that say what is wrong. */
 import { SwitchyardError } from '../errors.ts';
-import { MAX_JSON_DEPTH, nestedDeeperThan, readBodyLimited } from '../runtime/envelope.ts';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
+
+/** Read a request body up to `limit` bytes (413 beyond), whatever Content-Length claims. */
+export async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
+  const declared = Number(req.headers.get('content-length') ?? NaN);
+  if (Number.isFinite(declared) && declared > limit) throw bodyTooLarge(limit);
+  if (!req.body) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = req.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw bodyTooLarge(limit);
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
+function bodyTooLarge(limit: number): SwitchyardError {
+  return new SwitchyardError('payload_too_large', `the request body is larger than ${limit} bytes`, {
+    hint: 'raise server.body_limit or sandbox.request_body in config.yaml if this is expected',
+    // The unread rest of the body stays in the connection: close it, or a client reusing it sees its next request reset.
+    headers: { connection: 'close' },
+  });
+}
 
 export async function readJson<T = Record<string, unknown>>(req: Request, limit: number, opts: { optional?: boolean } = {}): Promise<T> {
   const bytes = await readBodyLimited(req, limit);

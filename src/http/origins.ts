@@ -8,9 +8,8 @@
  *   that no cookie, storage or same-origin read reaches);
  * - the session answers only requests the browser marks as coming from the console's own origin.
  */
-import { consoleUrlOf } from '../config/index.ts';
+import { consoleUrlOf, type LoadedConfig } from '../config/index.ts';
 import { SwitchyardError } from '../errors.ts';
-import type { Services } from '../services.ts';
 
 /** Our cookies start with this; an integration's answer may never set one. */
 export const COOKIE_PREFIX = 'sy_';
@@ -21,6 +20,9 @@ export const COOKIE_PREFIX = 'sy_';
  * and every request it makes is cross-origin.
  */
 export const INTEGRATION_CSP = 'sandbox allow-scripts allow-forms allow-popups allow-popups-to-escape-sandbox allow-modals allow-downloads';
+
+/** Whatever carries the running config (the server's services object). */
+type Configured = { config: LoadedConfig };
 
 interface ConsoleOrigin {
   url: string;
@@ -33,7 +35,7 @@ interface ConsoleOrigin {
 // public endpoint checks the host on every request.
 const origins = new WeakMap<object, ConsoleOrigin>();
 
-function consoleOriginOf(services: Pick<Services, 'config'>): ConsoleOrigin {
+function consoleOriginOf(services: Configured): ConsoleOrigin {
   let o = origins.get(services.config);
   if (!o) {
     const url = consoleUrlOf(services.config);
@@ -44,16 +46,16 @@ function consoleOriginOf(services: Pick<Services, 'config'>): ConsoleOrigin {
   return o;
 }
 
-export function consoleUrl(services: Pick<Services, 'config'>): string {
+export function consoleUrl(services: Configured): string {
   return consoleOriginOf(services).url;
 }
 
-export function onConsoleHost(req: Request, services: Pick<Services, 'config'>): boolean {
+export function onConsoleHost(req: Request, services: Configured): boolean {
   return (req.headers.get('host') ?? '').toLowerCase() === consoleOriginOf(services).host;
 }
 
 /** Public endpoints refuse the console's host: integration content never runs on the console's origin. */
-export function refuseOnConsoleHost(req: Request, services: Pick<Services, 'config'>): void {
+export function refuseOnConsoleHost(req: Request, services: Configured): void {
   if (onConsoleHost(req, services))
     throw new SwitchyardError('not_found', "integration endpoints are not served on the console's origin", {
       hint: `use ${services.config.publicUrl}${new URL(req.url).pathname}`,
@@ -79,7 +81,7 @@ export function requireConsolePage(req: Request): void {
  * policy added, and the console's origin allowed to read it (the console loads option lists from
  * completion_url across origins, without credentials). Other CORS headers are the integration's own.
  */
-export function integrationAnswerHeaders(headers: Array<[string, string]>, req: Request, services: Pick<Services, 'config'>): Array<[string, string]> {
+export function integrationAnswerHeaders(headers: Array<[string, string]>, req: Request, services: Configured): Array<[string, string]> {
   const origin = req.headers.get('origin');
   const fromConsole = origin !== null && origin === consoleOriginOf(services).origin;
   const out: Array<[string, string]> = [];

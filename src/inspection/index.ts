@@ -11,14 +11,19 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import { createInvocations, invocationFilterParams, logRoutes, type Invocations, type InvocationNotice, type InvocationFilter } from '../runtime/index.ts';
-import type { Module, Services } from '../services.ts';
-import type { Deliveries } from '../webhooks/index.ts';
+import { createInvocations, invocationFilterParams, logRoutes, type Invocations, type InvocationFilter } from '../runtime/index.ts';
+import { defineModule, type ServicesWith } from '../server/services.ts';
 import { createStreamHub, resumeCursor, type FeedItem, type StreamHub } from './sse.ts';
 
 export { createStreamHub, resumeCursor, type Feed, type FeedItem, type StreamHub } from './sse.ts';
 
-type Observable = { observe(o: (n: InvocationNotice) => void): () => void };
+declare module '../server/services.ts' {
+  interface Capabilities {
+    /** Reads of the invocations table (written by the runtime). */
+    invocations?: Invocations;
+    streams?: StreamHub;
+  }
+}
 
 function cursorParam(req: Request, q: URLSearchParams, newest: () => number): number {
   const c = resumeCursor(req, q);
@@ -27,13 +32,13 @@ function cursorParam(req: Request, q: URLSearchParams, newest: () => number): nu
   return c ?? newest();
 }
 
-export function inspectionRoutes(app: H3, services: Services): void {
-  const hub = () => services.streams as StreamHub;
-  const invocations = () => services.invocations as Invocations;
+export function inspectionRoutes(app: H3, services: ServicesWith<'streams' | 'invocations'>): void {
+  const hub = () => services.streams;
+  const invocations = () => services.invocations;
 
   app.get('/api/v1/deliveries/stream', (event) => {
     requireAdmin(event.req);
-    const deliveries = services.deliveries as Deliveries | undefined;
+    const deliveries = services.deliveries;
     if (!deliveries) throw new SwitchyardError('not_found', 'webhook delivery is not running on this server');
     const q = new URL(event.req.url).searchParams;
     const filter = { installation: q.get('installation') || undefined, type: q.get('type') || undefined };
@@ -48,7 +53,7 @@ export function inspectionRoutes(app: H3, services: Services): void {
     requireAdmin(event.req);
     const q = new URL(event.req.url).searchParams;
     const filter: Omit<InvocationFilter, 'limit' | 'cursor'> = invocationFilterParams(q);
-    const runtime = services.runtime as Observable | undefined;
+    const runtime = services.runtime;
     return hub().response(event.req, {
       start: cursorParam(event.req, q, () => invocations().lastCursor()),
       read: (after, limit) => invocations().after(after, limit, filter).map((i) => ({ cursor: Number(i.cursor), event: 'invocation', data: i })),
@@ -75,29 +80,34 @@ export function inspectionRoutes(app: H3, services: Services): void {
   logRoutes(app, services);
 }
 
-export const inspectionModule: Module = {
+export const inspectionModule = defineModule({
   name: 'inspection',
-  async start(services: Services) {
+  provides: ['invocations', 'streams'],
+  async start(services) {
     services.invocations = createInvocations(services.store.db);
     const hub = createStreamHub({ closing: () => services.closing, poll: (services.processes?.count ?? 1) > 1 });
     services.streams = hub;
     return () => hub.closeAll();
   },
-  routes: inspectionRoutes,
+  routes(app, services) {
+    inspectionRoutes(app, services);
+  },
   openapi: {
-    '/api/v1/logs': {
-      get: {
-        summary:
-          'Invocations of integration code, newest first: what it printed, how it ended (filters: integration, installation, event, errors, since, until; limit, cursor). Live: GET /api/v1/logs/stream (server-sent events, see the README).',
-        responses: { '200': { description: '{invocations: InvocationView[], nextCursor}' } },
+    paths: {
+      '/api/v1/logs': {
+        get: {
+          summary:
+            'Invocations of integration code, newest first: what it printed, how it ended (filters: integration, installation, event, errors, since, until; limit, cursor). Live: GET /api/v1/logs/stream (server-sent events, see the README).',
+          responses: { '200': { description: '{invocations: InvocationView[], nextCursor}' } },
+        },
       },
-    },
-    '/api/v1/logs/{requestId}': {
-      get: {
-        summary: 'One invocation by its request id (the x-request-id of its answer)',
-        parameters: [{ name: 'requestId', in: 'path', required: true, schema: { type: 'string' } }],
-        responses: { '200': { description: 'InvocationView' }, '404': { description: 'no such invocation' } },
+      '/api/v1/logs/{requestId}': {
+        get: {
+          summary: 'One invocation by its request id (the x-request-id of its answer)',
+          parameters: [{ name: 'requestId', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': { description: 'InvocationView' }, '404': { description: 'no such invocation' } },
+        },
       },
     },
   },
-};
+});

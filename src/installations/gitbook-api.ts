@@ -16,10 +16,10 @@ import { principalOf, type Principal } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { installationEndpoint, installationLocation } from './urls.ts';
 import { invocationTokenTtl } from './tokens.ts';
-import type { Services } from '../services.ts';
+import type { Services, ServicesWith } from '../server/services.ts';
 import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import type { Config } from '../config/index.ts';
-import type { Change, Installation, Installations } from './service.ts';
+import type { Change, Installation } from './service.ts';
 
 /** One installation as GitBook's API answers it; stored credentials only for who may see them. */
 function view(services: Services, i: Installation, reveal: boolean) {
@@ -103,8 +103,8 @@ function page<T>(items: T[], q: URLSearchParams): { items: T[]; count: number; n
   return { items: slice, count: items.length, ...(from + limit < items.length ? { next: { page: String(from + limit) } } : {}) };
 }
 
-export function gitbookApiRoutes(app: H3, services: Services, afterChange: (c: Change) => void): void {
-  const inst = () => services.installations as Installations;
+export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'>, afterChange: (c: Change) => void): void {
+  const inst = () => services.installations;
   const limit = services.config.server.body_limit;
 
   /** The installations the caller may see of integration `name`: all for the admin and the integration, else its own. */
@@ -196,7 +196,7 @@ export function gitbookApiRoutes(app: H3, services: Services, afterChange: (c: C
     const p = principalOf(event.req);
     if (p.kind === 'installation') throw new SwitchyardError('forbidden', 'installation tokens are minted with the integration token (or the admin token)');
     const i = one(p, event.context.params!.name, event.context.params!.id);
-    if (i.status === 'uninstalled') throw new SwitchyardError('not_found', `installation ${i.id} is uninstalled`, { status: 410 });
+    if (i.status === 'uninstalled') throw new SwitchyardError('gone', `installation ${i.id} is uninstalled`);
     if (i.status === 'paused') throw new SwitchyardError('conflict', `installation ${i.id} is paused`);
     const ttl = invocationTokenTtl(services.config.sandbox);
     return { token: inst().invocationToken(i.id, ttl), expiresAt: new Date(Date.now() + ttl / 2).toISOString() };

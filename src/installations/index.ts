@@ -3,8 +3,8 @@
  * scopes. Attaches `services.installations`, `services.subscriptions` (webhook fan-out) and
  * `services.resolveToken` (installation tokens on /api/v1).
  */
-import type { Module, Services } from '../services.ts';
-import type { Registry } from '../registry/index.ts';
+import { defineModule } from '../server/services.ts';
+import type { Subscription } from '../webhooks/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
 
@@ -14,10 +14,26 @@ export { scopesAllow, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';
 export { installationsMigrations } from './schema.ts';
 
-export const installationsModule: Module = {
+/** The webhook installations subscribed to an event type, and where each one's deliveries go now. */
+export interface Subscriptions {
+  forEventType(type: string): Subscription[];
+  urlOf?(installationId: string): string | undefined;
+}
+
+declare module '../server/services.ts' {
+  interface Capabilities {
+    installations?: Installations;
+    /** The webhook fan-out reads the subscriptions here (the installations module, or a test's stand-in). */
+    subscriptions?: Subscriptions;
+  }
+}
+
+export const installationsModule = defineModule({
   name: 'installations',
-  start(services: Services) {
-    const registry = services.registry as Registry;
+  provides: ['installations', 'subscriptions'],
+  needs: ['registry'],
+  start(services) {
+    const registry = services.registry;
     const installations = createInstallations({
       db: services.store.db,
       manifestOf: (name) => registry.get(name)?.manifest,
@@ -27,9 +43,7 @@ export const installationsModule: Module = {
     services.resolveToken = installations.resolveToken;
     services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl };
   },
-  routes: installationRoutes,
-};
-
-export function installationsOf(services: Services): Installations {
-  return services.installations as Installations;
-}
+  routes(app, services) {
+    installationRoutes(app, services);
+  },
+});

@@ -4,27 +4,17 @@ import { SwitchyardError } from '../errors.ts';
 import { principalOf, requireAdmin } from '../http/app.ts';
 import { isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import { oneOfParam, readJson } from '../http/body.ts';
-import type { Registry } from '../registry/index.ts';
 import { missingRequired } from '../manifest/index.ts';
-import type { Services } from '../services.ts';
+import type { Services, ServicesWith } from '../server/services.ts';
 import { installationEndpoint } from './urls.ts';
-import { configurationSection, type Change, type Installation, type Installations } from './service.ts';
+import { configurationSection, type Change, type Installation } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
 import { refusedAhead } from '../net/index.ts';
 import { gitbookApiRoutes } from './gitbook-api.ts';
 
-/** What the webhooks module does when a webhook installation changes (queued deliveries follow it). */
-interface WebhookSecrets {
-  createSecret(installationId: string, given?: string): string;
-  removeInstallation?(installationId: string): void;
-  pauseInstallation?(installationId: string): void;
-  resumeInstallation?(installationId: string): void;
-  setEndpointUrl?(installationId: string, url: string): number;
-}
-
 export function installationView(services: Services, inst: Installation, reveal = false) {
   const publicEndpoint = installationEndpoint(services.config.publicUrl, inst.integration, inst.id);
-  const manifest = (services.registry as Registry | undefined)?.get(inst.integration)?.manifest;
+  const manifest = services.registry?.get(inst.integration)?.manifest;
   const section = configurationSection(manifest, inst.target) as
     | { properties?: Record<string, { type: string; callback_url?: string; button_text?: string }> }
     | undefined;
@@ -42,21 +32,17 @@ export function installationView(services: Services, inst: Installation, reveal 
 }
 
 /**
- * What these routes ask of the module that runs integration code (`services.runtime`), declared
- * here so installations need not import it: the runtime depends on installations, not back.
+ * The installations' routes. The runtime (`services.runtime`, emit and render) and the webhooks
+ * module (`services.webhooks`: secrets, and queued deliveries that follow a webhook installation)
+ * are read when present; the installations module works without either.
  */
-interface CodeRunner {
-  emit(installation: Installation, event: { type: string; [k: string]: unknown }): Promise<unknown>;
-  render(installationId: string, input: { componentId: string; props?: unknown; state?: unknown; action?: unknown; context?: unknown }): Promise<Response>;
-}
-
-export function installationRoutes(app: H3, services: Services): void {
-  const inst = () => services.installations as Installations;
+export function installationRoutes(app: H3, services: ServicesWith<'installations'>): void {
+  const inst = () => services.installations;
   const limit = services.config.server.body_limit;
 
   /** Runtime events after a change: recorded per installation, never blocking the API answer. */
   function afterChange(change: Change): void {
-    const runtime = services.runtime as CodeRunner | undefined;
+    const runtime = services.runtime;
     if (!runtime) return;
     void (async () => {
       for (const event of change.emit) {
@@ -106,7 +92,7 @@ export function installationRoutes(app: H3, services: Services): void {
       throw new SwitchyardError('bad_request', 'configuration must be an object', { where: 'configuration' });
     if (body.externalIds !== undefined && (!Array.isArray(body.externalIds) || body.externalIds.some((x) => typeof x !== 'string')))
       throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
-    const webhooks = services.webhooks as WebhookSecrets | undefined;
+    const webhooks = services.webhooks;
     const given = body.webhook_secret;
     if (given !== undefined && (typeof given !== 'string' || given.length < 16))
       throw new SwitchyardError('bad_request', 'webhook_secret must be a string of at least 16 characters', { where: 'webhook_secret' });
@@ -157,7 +143,7 @@ export function installationRoutes(app: H3, services: Services): void {
       // Queued deliveries go to the URL the installation has now.
       const url = c.installation.configuration.webhook_url;
       if (c.installation.integration === WEBHOOK_INTEGRATION && typeof url === 'string' && 'webhook_url' in (patch as object))
-        (services.webhooks as WebhookSecrets | undefined)?.setEndpointUrl?.(id, url);
+        services.webhooks?.setEndpointUrl(id, url);
       return c;
     })();
     afterChange(change);
@@ -171,9 +157,8 @@ export function installationRoutes(app: H3, services: Services): void {
         const u = inst()[action](event.context.params!.id);
         // A paused webhook installation holds its queued deliveries; resume sends the overdue ones.
         if (u.integration === WEBHOOK_INTEGRATION) {
-          const webhooks = services.webhooks as WebhookSecrets | undefined;
-          if (action === 'pause') webhooks?.pauseInstallation?.(u.id);
-          else webhooks?.resumeInstallation?.(u.id);
+          if (action === 'pause') services.webhooks?.pauseInstallation(u.id);
+          else services.webhooks?.resumeInstallation(u.id);
         }
         return u;
       })();
@@ -185,7 +170,7 @@ export function installationRoutes(app: H3, services: Services): void {
   app.delete('/api/v1/installations/:id', (event) => {
     requireAdmin(event.req);
     const updated = inst().uninstall(event.context.params!.id);
-    (services.webhooks as WebhookSecrets | undefined)?.removeInstallation?.(updated.id);
+    services.webhooks?.removeInstallation(updated.id);
     services.log.info('uninstalled', { installation: updated.id });
     return { installation: installationView(services, updated) };
   });
@@ -201,7 +186,8 @@ export function installationRoutes(app: H3, services: Services): void {
     const body = await readJson<Record<string, unknown>>(event.req, limit);
     if (typeof body.componentId !== 'string' || !body.componentId)
       throw new SwitchyardError('bad_request', '"componentId" is required', { where: 'componentId' });
-    const runtime = services.runtime as CodeRunner;
+    const runtime = services.runtime;
+    if (!runtime) throw new SwitchyardError('not_implemented', 'this server runs no integration code (it has no runtime module)');
     return runtime.render(id, {
       componentId: body.componentId,
       props: body.props,

@@ -8,12 +8,18 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { authenticate } from '../http/app.ts';
 import { bearerToken, safeEqual } from '../http/auth.ts';
-import { clientAddress, type AuthThrottle } from '../http/throttle.ts';
-import type { Module, Services } from '../services.ts';
+import { clientAddress } from '../http/throttle.ts';
+import { defineModule, type Services, type ServicesWith } from '../server/services.ts';
 import { VERSION } from '../version.ts';
-import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type Deliveries, type RecordedAttempt } from '../webhooks/index.ts';
-import type { InvocationNotice } from '../runtime/index.ts';
+import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type RecordedAttempt } from '../webhooks/index.ts';
 import { createRegistry, type Registry, type Snapshot } from './prometheus.ts';
+
+declare module '../server/services.ts' {
+  interface Capabilities {
+    /** The metrics this process exposes on GET /metrics. */
+    metrics?: Registry;
+  }
+}
 
 export { createRegistry, formatValue, type Registry, type Counter, type Histogram, type Labels } from './prometheus.ts';
 
@@ -36,7 +42,7 @@ const LATENCY_SECONDS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
 /** Build the registry and wire its sources; returns the registry and the unsubscribe function. */
 export function createServerMetrics(services: Services): { registry: Registry; stop(): void } {
   const r = createRegistry();
-  const deliveries = () => services.deliveries as Deliveries | undefined;
+  const deliveries = () => services.deliveries;
   const stops: Array<() => void> = [];
 
   r.gauge('switchyard_build_info', 'Version of the running server (always 1)', () => [[{ version: VERSION }, 1]]);
@@ -87,7 +93,7 @@ export function createServerMetrics(services: Services): { registry: Registry; s
   const breaches = r.counter('switchyard_sandbox_limit_breaches', 'Invocations stopped by a sandbox limit, per integration and limit (cpu_time, memory_mb, ...)');
   const droppedLines = r.counter('switchyard_sandbox_log_lines_dropped', 'Console lines not stored, per integration and reason (invocation: sandbox.log_bytes, integration: sandbox.log_bytes_per_minute, disk: sandbox.log_disk_reserve)');
   const droppedBytes = r.counter('switchyard_sandbox_log_bytes_dropped', 'Message bytes of the console lines not stored, per integration and reason');
-  const runtime = services.runtime as { observe(o: (n: InvocationNotice) => void): () => void } | undefined;
+  const runtime = services.runtime;
   if (runtime)
     stops.push(
       runtime.observe((n) => {
@@ -114,18 +120,18 @@ export function createServerMetrics(services: Services): { registry: Registry; s
   return { registry: r, stop: () => stops.forEach((s) => s()) };
 }
 
-export function metricsRoutes(app: H3, services: Services): void {
+export function metricsRoutes(app: H3, services: ServicesWith<'metrics'>): void {
   app.get('/metrics', async (event) => {
     // Least privilege for the scraper: metrics.token reads this page and nothing else.
     const scrapeToken = services.config.metrics.token;
     const token = scrapeToken ? bearerToken(event.req.headers.get('authorization')) : undefined;
-    const throttle = services.authThrottle as AuthThrottle | undefined;
+    const throttle = services.authThrottle;
     if (token) throttle?.check(clientAddress(event.req, services.config.server.trust_proxy));
     if (!(token && safeEqual(token, scrapeToken)) && authenticate(event.req, services).kind !== 'admin')
       throw new SwitchyardError('forbidden', 'GET /metrics needs the admin token or metrics.token', {
         hint: 'scrape with Authorization: Bearer <metrics.token from config.yaml>',
       });
-    const registry = services.metrics as Registry;
+    const registry = services.metrics;
     // Under the supervisor, counters and histograms are summed over every serving process.
     const link = services.processes;
     const others = link && link.count > 1 ? (await link.collect()).filter((s): s is ProcessSnapshot => isSnapshot(s) && s.pid !== process.pid) : [];
@@ -133,21 +139,26 @@ export function metricsRoutes(app: H3, services: Services): void {
   });
 }
 
-export const metricsModule: Module = {
+export const metricsModule = defineModule({
   name: 'metrics',
-  async start(services: Services) {
+  provides: ['metrics'],
+  async start(services) {
     const m = createServerMetrics(services);
     services.metrics = m.registry;
     services.processes?.setSnapshot(() => ({ pid: process.pid, metrics: m.registry.snapshot() }) satisfies ProcessSnapshot);
     return () => m.stop();
   },
-  routes: metricsRoutes,
+  routes(app, services) {
+    metricsRoutes(app, services);
+  },
   openapi: {
-    '/metrics': {
-      get: {
-        summary: 'Prometheus metrics (text format 0.0.4; admin token): queue depth, attempts, latency, sandbox invocations and faults, HTTP requests',
-        responses: { '200': { description: 'text/plain; version=0.0.4' }, '401': { description: 'missing or wrong token' } },
+    paths: {
+      '/metrics': {
+        get: {
+          summary: 'Prometheus metrics (text format 0.0.4; admin token): queue depth, attempts, latency, sandbox invocations and faults, HTTP requests',
+          responses: { '200': { description: 'text/plain; version=0.0.4' }, '401': { description: 'missing or wrong token' } },
+        },
       },
     },
   },
-};
+});

@@ -48,7 +48,7 @@ export function cacheFolder(hash: string, env: NodeJS.ProcessEnv = process.env):
       tried.push(`${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
     }
   }
-  throw new SwitchyardError('internal', `no folder to unpack the executable's native addons into; tried ${tried.join(', ')}`, {
+  throw new SwitchyardError('cache_unwritable', `no folder to unpack the executable's native addons into; tried ${tried.join(', ')}`, {
     hint: 'set XDG_CACHE_HOME to a folder this user can write',
   });
 }

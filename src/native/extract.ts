@@ -34,7 +34,7 @@ export function extractNativeFiles(manifest: NativeManifest, dir: string, readAs
       renameSync(tmp, dest);
     } catch (e) {
       rmSync(tmp, { force: true });
-      throw new SwitchyardError('internal', `cannot unpack ${f.file} into ${dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+      throw new SwitchyardError('cache_unwritable', `cannot unpack ${f.file} into ${dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
         hint: 'set XDG_CACHE_HOME to a folder this user can write',
         cause: e,
       });

@@ -4,11 +4,10 @@
  * library; it calls these endpoints through context.api with its installation token.
  */
 import { createRefreshClaims, type RefreshClaims } from './claims.ts';
-import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
-import type { Module, Services } from '../services.ts';
+import { defineModule } from '../server/services.ts';
 import { createStateStore, type StateStore } from './state.ts';
 
 export { createStateStore, codeChallengeOf, STATE_TTL_MS, type StateStore, type ConsumeResult } from './state.ts';
@@ -40,15 +39,23 @@ export function refreshClaimMs(subrequestTimeoutMs: number): number {
   return 3 * subrequestTimeoutMs + 5_000;
 }
 
-export const oauthModule: Module = {
+declare module '../server/services.ts' {
+  interface Capabilities {
+    oauthStates?: StateStore;
+    oauthRefreshClaims?: RefreshClaims;
+  }
+}
+
+export const oauthModule = defineModule({
   name: 'oauth',
-  start(services: Services) {
+  provides: ['oauthStates', 'oauthRefreshClaims'],
+  start(services) {
     services.oauthStates = createStateStore(services.store.db);
     services.oauthRefreshClaims = createRefreshClaims(services.store.db);
   },
-  routes(app: H3, services: Services) {
+  routes(app, services) {
     // Looked up per request: tests swap in a store with another clock.
-    const states = () => services.oauthStates as StateStore;
+    const states = () => services.oauthStates;
     app.post('/api/v1/oauth/state', async (event) => {
       const id = installationOf(event.req);
       const body = await readJson<{ data?: unknown; pkce?: unknown }>(event.req, 16 * 1024, { optional: true });
@@ -63,7 +70,7 @@ export const oauthModule: Module = {
     // of them renewing the same credentials would both spend the refresh token (a provider that
     // rotates refresh tokens refuses the second, some then revoke the whole grant). One claim per
     // installation at a time, in the store (every serving process sees it), for refreshClaimMs() at most.
-    const claims = () => services.oauthRefreshClaims as RefreshClaims;
+    const claims = () => services.oauthRefreshClaims;
     app.post('/api/v1/oauth/refresh/claim', (event) => {
       const id = installationOf(event.req);
       const r = claims().take(id, Date.now(), refreshClaimMs(services.config.sandbox.subrequest_timeout));
@@ -78,9 +85,8 @@ export const oauthModule: Module = {
       // The installation's own callback, or (GitBook's integration-wide redirect URL) the
       // integration's callback with no installation: then a state of any of its installations.
       const p = principalOf(event.req);
-      const installations = services.installations as { get(id: string): { integration: string } | undefined };
       const caller =
-        p.kind === 'integration' ? (id: string) => installations.get(id)?.integration === p.integration : installationOf(event.req);
+        p.kind === 'integration' ? (id: string) => services.installations?.get(id)?.integration === p.integration : installationOf(event.req);
       const body = await readJson<{ state?: unknown }>(event.req, 16 * 1024);
       if (typeof body.state !== 'string') throw new SwitchyardError('bad_request', '"state" is required', { where: 'state' });
       const r = states().consume(body.state, caller);
@@ -92,26 +98,28 @@ export const oauthModule: Module = {
     });
   },
   openapi: {
-    '/api/v1/oauth/state': {
-      post: {
-        summary: 'Issue a signed, single-use OAuth state (installation token only; lives 10 minutes); with {"pkce": true} also a PKCE S256 challenge',
-        responses: { '200': { description: '{state, expiresAt, codeChallenge?, codeChallengeMethod?}' } },
+    paths: {
+      '/api/v1/oauth/state': {
+        post: {
+          summary: 'Issue a signed, single-use OAuth state (installation token only; lives 10 minutes); with {"pkce": true} also a PKCE S256 challenge',
+          responses: { '200': { description: '{state, expiresAt, codeChallenge?, codeChallengeMethod?}' } },
+        },
       },
-    },
-    '/api/v1/oauth/refresh/claim': {
-      post: {
-        summary: 'Claim the renewal of this installation\'s OAuth credentials (installation token only; one at a time, 3 x sandbox.subrequest_timeout + 5 s at most)',
-        responses: { '200': { description: '{granted: true, claim, until} or {granted: false, until}' } },
+      '/api/v1/oauth/refresh/claim': {
+        post: {
+          summary: 'Claim the renewal of this installation\'s OAuth credentials (installation token only; one at a time, 3 x sandbox.subrequest_timeout + 5 s at most)',
+          responses: { '200': { description: '{granted: true, claim, until} or {granted: false, until}' } },
+        },
       },
-    },
-    '/api/v1/oauth/refresh/release': {
-      post: { summary: 'Release a renewal claim (installation token only)', responses: { '200': { description: '{released}' } } },
-    },
-    '/api/v1/oauth/state/consume': {
-      post: {
-        summary: "Verify and burn an OAuth state (the installation's token, or its integration's token for a state of any of its installations); returns its PKCE code_verifier, once",
-        responses: { '200': { description: '{ok: true, installationId, data, codeVerifier?}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } },
+      '/api/v1/oauth/refresh/release': {
+        post: { summary: 'Release a renewal claim (installation token only)', responses: { '200': { description: '{released}' } } },
+      },
+      '/api/v1/oauth/state/consume': {
+        post: {
+          summary: "Verify and burn an OAuth state (the installation's token, or its integration's token for a state of any of its installations); returns its PKCE code_verifier, once",
+          responses: { '200': { description: '{ok: true, installationId, data, codeVerifier?}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } },
+        },
       },
     },
   },
-};
+});

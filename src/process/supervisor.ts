@@ -32,7 +32,7 @@ import { crashRecordFile } from './paths.ts';
 import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
-import { allMigrations } from '../migrations.ts';
+import { allMigrations } from '../server/migrations.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;

@@ -10,7 +10,7 @@ import type { H3 } from 'h3';
 import { readDotenv } from '../config/env.ts';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import type { Module, Services } from '../services.ts';
+import { defineModule, type Services } from '../server/services.ts';
 import { createRegistry, LOAD_WAIT_MS, type GuestScript, type IntegrationState, type Readiness, type Registry } from './registry.ts';
 import { BUILTIN_INTEGRATIONS, builtinManifest } from './shipped.ts';
 
@@ -27,21 +27,20 @@ export { prepareFolder, type Preparation, type PreparedIntegration } from './pre
 /** Load a script (in the sandbox); an error message when it fails. */
 export type VerifyScript = (script: GuestScript) => Promise<string | undefined>;
 
+declare module '../server/services.ts' {
+  interface Capabilities {
+    registry?: Registry;
+  }
+}
+
 /**
- * New versions swap in only when their script loads: `services.verifyScript` when a module set one,
- * else the sandbox's `check()` (`services.sandbox`). Looked up at each load, so a sandbox module
- * started after this one still guards every hot reload (start it first to guard the first load too).
- * No sandbox: nothing to verify against, the version swaps in after validation and bundling.
+ * New versions swap in only when their script loads: `services.verifyScript` (the sandbox module's
+ * check, or a stand-in's). Looked up at each load, so a sandbox module started after this one still
+ * guards every hot reload (start it first to guard the first load too). No verifier: nothing to
+ * verify against, the version swaps in after validation and bundling.
  */
 export function verifierOf(services: Services): VerifyScript {
-  return async (script) => {
-    const custom = services.verifyScript as VerifyScript | undefined;
-    if (custom) return custom(script);
-    const sandbox = services.sandbox as { check?(s: GuestScript): Promise<{ ok: boolean; error?: string }> } | undefined;
-    if (typeof sandbox?.check !== 'function') return undefined;
-    const r = await sandbox.check(script);
-    return r.ok ? undefined : (r.error ?? 'the script did not load');
-  };
+  return async (script) => services.verifyScript?.(script);
 }
 
 /** The environment secrets are read from: a `.env` beside config.yaml, the real environment wins. */
@@ -94,10 +93,6 @@ export function integrationView(s: IntegrationState, parked?: Parking) {
 }
 export type IntegrationView = ReturnType<typeof integrationView>;
 
-export function registryOf(services: Services): Registry {
-  return services.registry as Registry;
-}
-
 /**
  * While the start-up load runs, management routes that need integrations wait for them (bounded by
  * LOAD_WAIT_MS, then 503 `starting`): the per-integration API (`/api/v1/integrations/<name>/...`)
@@ -129,8 +124,9 @@ async function untilNeededLoaded(registry: Registry, pathname: string): Promise<
   });
 }
 
-export const registryModule: Module = {
+export const registryModule = defineModule({
   name: 'registry',
+  provides: ['registry'],
   async start(services) {
     const registry = await createRegistry({
       dir: services.config.integrations_dir,
@@ -149,31 +145,31 @@ export const registryModule: Module = {
     });
     services.registry = registry;
     services.awaitIntegrations = awaitIntegrationsFor(registry);
-    services.readiness = () => registry.readiness();
+    services.readiness = () => readinessView(registry.readiness());
     const link = services.processes;
     if (link) void registry.whenReady().then((ready) => ready && link.loaded());
     return () => registry.close();
   },
-  routes(app: H3, services: Services) {
+  routes(app: H3, services) {
     const parkedOf = (name: string) => services.processes?.parked().find((p) => p.name === name);
     app.get('/api/v1/integrations', (event) => {
       requireAdmin(event.req);
-      const registry = registryOf(services);
+      const registry = services.registry;
       return { integrations: registry.list().map((s) => integrationView(s, parkedOf(s.name))), startup: readinessView(registry.readiness()) };
     });
     app.post('/api/v1/integrations/:name/resume', (event) => {
       requireAdmin(event.req);
       const name = decodeURIComponent(event.context.params!.name);
-      if (!registryOf(services).state(name)) throw new SwitchyardError('not_found', `integration "${name}" does not exist`, { hint: 'see `switchyard integrations list`' });
+      if (!services.registry.state(name)) throw new SwitchyardError('not_found', `integration "${name}" does not exist`, { hint: 'see `switchyard integrations list`' });
       const was = parkedOf(name);
       if (!was) throw new SwitchyardError('conflict', `integration "${name}" is not parked`, { hint: 'an integration is parked after its code takes down a serving process 3 times within a minute' });
       services.processes!.resume(name);
-      return { integration: integrationView(registryOf(services).state(name)!) };
+      return { integration: integrationView(services.registry.state(name)!) };
     });
     app.get('/api/v1/integrations/:name', (event) => {
       requireAdmin(event.req);
       const name = decodeURIComponent(event.context.params!.name);
-      const s = registryOf(services).state(name);
+      const s = services.registry.state(name);
       if (!s)
         throw new SwitchyardError('not_found', `integration "${name}" does not exist`, {
           hint: 'see `switchyard integrations list`; an integration is a folder in integrations_dir',
@@ -181,4 +177,4 @@ export const registryModule: Module = {
       return { integration: integrationView(s, parkedOf(name)) };
     });
   },
-};
+});

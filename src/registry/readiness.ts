@@ -1,4 +1,4 @@
-/** How far the start-up load is, as the status views show it; apart so the HTTP layer can show it without importing the registry module. */
+/** How far the start-up load is, as the status views show it (the registry hands it to /healthz as `services.readiness`). */
 import type { Readiness } from './registry.ts';
 
 /** The start-up load as the status views show it (`/healthz`, `/readyz`, `GET /api/v1/integrations`). */

@@ -7,25 +7,27 @@ import { Cron } from 'croner';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import type { Events, HandlerQueue } from '../events/index.ts';
-import type { Invocations } from '../runtime/index.ts';
-import type { Module, Services } from '../services.ts';
-import type { Deliveries } from '../webhooks/index.ts';
+import { defineModule, type Services, type ServicesWith } from '../server/services.ts';
 import { createRetention, type Purger, type Retention } from './retention.ts';
+
+declare module '../server/services.ts' {
+  interface Capabilities {
+    retention?: Retention;
+    /** The scheduled job (its next run is shown); absent while no schedule runs. */
+    retentionCron?: Cron;
+  }
+}
 
 export { createRetention, type Retention, type RetentionReport, type RetentionDeps, type Purger, type RetentionSettings } from './retention.ts';
 
 /** The purgers of the modules this server runs, in order (deliveries and handler runs first: events wait for theirs to go). */
 export function serverPurgers(services: Services): Purger[] {
   const out: Purger[] = [];
-  const deliveries = services.deliveries as Deliveries | undefined;
-  const events = services.events as Events | undefined;
-  const invocations = services.invocations as Invocations | undefined;
+  const { deliveries, events, invocations, handlerRuns } = services;
   if (deliveries) {
     out.push({ name: 'deliveries', purge: (before, limit) => deliveries.purgeFinished(before, limit) });
     out.push({ name: 'failedDeliveries', keep: 'keep_failed', purge: (before, limit) => deliveries.purgeFailed(before, limit) });
   }
-  const handlerRuns = services.handlerRuns as HandlerQueue | undefined;
   if (handlerRuns) {
     out.push({ name: 'handlerRuns', purge: (before, limit) => handlerRuns.purgeFinished(before, limit) });
     out.push({ name: 'failedHandlerRuns', keep: 'keep_failed', purge: (before, limit) => handlerRuns.purgeFailed(before, limit) });
@@ -47,9 +49,9 @@ function schedule(pattern: string, run: () => void): Cron {
   }
 }
 
-export function retentionRoutes(app: H3, services: Services): void {
-  const retention = () => services.retention as Retention;
-  const cron = () => services.retentionCron as Cron | undefined;
+export function retentionRoutes(app: H3, services: ServicesWith<'retention'>): void {
+  const retention = () => services.retention;
+  const cron = () => services.retentionCron;
 
   app.get('/api/v1/retention', (event) => {
     requireAdmin(event.req);
@@ -71,9 +73,10 @@ export function retentionRoutes(app: H3, services: Services): void {
   });
 }
 
-export const retentionModule: Module = {
+export const retentionModule = defineModule({
   name: 'retention',
-  async start(services: Services) {
+  provides: ['retention', 'retentionCron'],
+  async start(services) {
     const log = services.log.child({ module: 'retention' });
     const retention = createRetention({
       purgers: () => serverPurgers(services),
@@ -91,9 +94,13 @@ export const retentionModule: Module = {
     services.retentionCron = job;
     return () => job.stop();
   },
-  routes: retentionRoutes,
-  openapi: {
-    '/api/v1/retention': { get: { summary: 'Retention settings, next scheduled run and the last run report', responses: { '200': { description: '{schedule, keepMs, batchSize, nextRunAt, running, lastRun}' } } } },
-    '/api/v1/retention/run': { post: { summary: 'Purge history older than retention.keep now (joins a run in progress)', responses: { '200': { description: 'RetentionReport' } } } },
+  routes(app, services) {
+    retentionRoutes(app, services);
   },
-};
+  openapi: {
+    paths: {
+      '/api/v1/retention': { get: { summary: 'Retention settings, next scheduled run and the last run report', responses: { '200': { description: '{schedule, keepMs, batchSize, nextRunAt, running, lastRun}' } } } },
+      '/api/v1/retention/run': { post: { summary: 'Purge history older than retention.keep now (joins a run in progress)', responses: { '200': { description: 'RetentionReport' } } } },
+    },
+  },
+});

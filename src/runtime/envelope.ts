@@ -5,62 +5,11 @@
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Envelope } from '../sandbox/index.ts';
-
-/** Read a request body up to `limit` bytes (413 beyond), whatever Content-Length claims. */
-export async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
-  const declared = Number(req.headers.get('content-length') ?? NaN);
-  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
-  if (!req.body) return new Uint8Array();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = req.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(limit);
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
-}
-
-function tooLarge(limit: number): SwitchyardError {
-  return new SwitchyardError('payload_too_large', `the request body is larger than ${limit} bytes`, {
-    hint: 'raise server.body_limit or sandbox.request_body in config.yaml if this is expected',
-    // The unread rest of the body stays in the connection: close it, or a client reusing it sees its next request reset.
-    headers: { connection: 'close' },
-  });
-}
+import { readBodyLimited } from '../http/body.ts';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
 
 function bad(message: string, where?: string, hint?: string): SwitchyardError {
   return new SwitchyardError('bad_request', message, { where, hint });
-}
-
-/**
- * Deepest nesting of arrays and objects an envelope field may have. JSON.parse takes far deeper
- * input, but copying it into the sandbox recurses and fails there (a 503 for what is bad input).
- */
-export const MAX_JSON_DEPTH = 64;
-
-/** True when `value` nests arrays/objects deeper than `max` levels (walked without recursion). */
-export function nestedDeeperThan(value: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length) {
-    const [v, depth] = stack.pop()!;
-    if (!v || typeof v !== 'object') continue;
-    if (depth > max) return true;
-    for (const child of Object.values(v)) if (child && typeof child === 'object') stack.push([child, depth + 1]);
-  }
-  return false;
 }
 
 function parseJsonField(text: string, field: string): Record<string, unknown> {

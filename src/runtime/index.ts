@@ -2,11 +2,10 @@
  * The runtime: envelopes in, integration code run in the sandbox, responses out; platform events
  * fanned out to the installations whose integrations handle them.
  */
-import { concerns, WEBHOOK_INTEGRATION, type Installations } from '../installations/index.ts';
+import { concerns, WEBHOOK_INTEGRATION } from '../installations/index.ts';
 import type { EventHandlers, RunOutcome } from '../events/index.ts';
-import type { LoadedIntegration, Registry } from '../registry/index.ts';
-import type { Sandbox } from '../sandbox/index.ts';
-import type { Module, Services } from '../services.ts';
+import type { LoadedIntegration } from '../registry/index.ts';
+import { defineModule } from '../server/services.ts';
 import { createRuntime, type Runtime } from './service.ts';
 import { runtimeRoutes } from './routes.ts';
 import { integrationAnswerHeaders } from '../http/origins.ts';
@@ -17,18 +16,27 @@ import { invocationTokenTtl } from './environment.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
 export { createInvocations, logRoutes, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
-export { decodeEnvelope, encodeEnvelope, readBodyLimited } from './envelope.ts';
+export { decodeEnvelope, encodeEnvelope } from './envelope.ts';
 export { buildEnvironment, installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';
 export { RUNTIME_VERSIONS } from './routes.ts';
 
-export const runtimeModule: Module = {
+declare module '../server/services.ts' {
+  interface Capabilities {
+    runtime?: Runtime;
+    /** Who handles platform events among the installed integrations, and runs them (read by events). */
+    eventHandlers?: EventHandlers;
+  }
+}
+
+export const runtimeModule = defineModule({
   name: 'runtime',
-  async start(services: Services) {
+  provides: ['runtime', 'eventHandlers', 'onSandboxLog'],
+  needs: ['registry', 'installations', 'sandbox'],
+  async start(services) {
     const sandboxLimits = services.config.sandbox;
     const stops: Array<() => void> = [];
-    const installations = services.installations as Installations;
-    const registry = services.registry as Registry;
+    const { installations, registry } = services;
     const exportsCache = createExportsCache(join(services.config.data_dir, 'cache'), guestLibraryId, (e) =>
       services.log.warn('the exports cache cannot be used', { error: e.message }),
     );
@@ -37,7 +45,7 @@ export const runtimeModule: Module = {
       log: services.log,
       publicUrl: () => services.config.publicUrl,
       registry,
-      sandbox: services.sandbox as Sandbox,
+      sandbox: services.sandbox,
       installations,
       tokenTtlMs: invocationTokenTtl(sandboxLimits),
       publicAnswerHeaders: (headers, req) => integrationAnswerHeaders(headers, req, services),
@@ -51,7 +59,7 @@ export const runtimeModule: Module = {
       exportsCache,
     });
     services.runtime = runtime;
-    services.onSandboxLog = (e: { requestId: string; line: import('../sandbox/index.ts').LogLine }) => runtime.appendLateLog(e.requestId, e.line);
+    services.onSandboxLog = (e) => runtime.appendLateLog(e.requestId, e.line);
     const eventHandlers: EventHandlers = {
       /**
        * A platform event is owed to every active installation whose integration handles its type
@@ -117,5 +125,7 @@ export const runtimeModule: Module = {
       runtime.flush();
     };
   },
-  routes: runtimeRoutes,
-};
+  routes(app, services) {
+    runtimeRoutes(app, services);
+  },
+});

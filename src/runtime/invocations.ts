@@ -8,7 +8,7 @@ import { pageParams } from '../http/body.ts';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import type { Services } from '../services.ts';
+import type { ServicesWith } from '../server/services.ts';
 import type { Db } from '../store/index.ts';
 import { parseTimeParam } from '../webhooks/index.ts';
 import type { InvocationView } from './invocation-view.ts';
@@ -174,8 +174,8 @@ export function invocationFilterParams(q: URLSearchParams): Omit<InvocationFilte
 }
 
 /** `GET /api/v1/logs` (filters, newest first, cursor) and `GET /api/v1/logs/:requestId` (admin token). */
-export function logRoutes(app: H3, services: Services): void {
-  const invocations = () => services.invocations as Invocations;
+export function logRoutes(app: H3, services: ServicesWith<'invocations'>): void {
+  const invocations = () => services.invocations;
 
   app.get('/api/v1/logs', (event) => {
     requireAdmin(event.req);

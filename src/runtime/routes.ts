@@ -9,17 +9,16 @@
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { authenticate } from '../http/app.ts';
-import type { Installations } from '../installations/index.ts';
-import type { Registry } from '../registry/index.ts';
-import type { Services } from '../services.ts';
-import { decodeEnvelope, readBodyLimited } from './envelope.ts';
+import type { ServicesWith } from '../server/services.ts';
+import { decodeEnvelope } from './envelope.ts';
+import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';
-import { toResponse, type Runtime } from './service.ts';
+import { toResponse } from './service.ts';
 
 export const RUNTIME_VERSIONS = ['v1'] as const;
 
-export function runtimeRoutes(app: H3, services: Services): void {
-  const runtime = () => services.runtime as Runtime;
+export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'registry' | 'installations'>): void {
+  const runtime = () => services.runtime;
   const limits = services.config.sandbox;
 
   app.post('/:version/integrations/:name', async (event) => {
@@ -33,14 +32,14 @@ export function runtimeRoutes(app: H3, services: Services): void {
       throw new SwitchyardError('forbidden', 'an integration token cannot post envelopes; use the admin token or an installation token');
     if (principal.kind === 'installation' && principal.integration !== name)
       throw new SwitchyardError('forbidden', `this token belongs to an installation of "${principal.integration}", not "${name}"`);
-    const registry = services.registry as Registry;
+    const registry = services.registry;
     const integration = registry.get(name) ?? (await registry.whenLoaded(name));
     if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
     if (!integration.script) throw new SwitchyardError('not_found', `integration "${name}" has no script to run`);
     const envelope = await decodeEnvelope(event.req, limits.request_body + 64 * 1024);
     if (envelope.fetchBody && envelope.fetchBody.byteLength > limits.request_body)
       throw new SwitchyardError('payload_too_large', `fetch-body is larger than sandbox.request_body (${limits.request_body} bytes)`);
-    const installations = services.installations as Installations;
+    const installations = services.installations;
     let installation;
     if (principal.kind === 'installation') {
       // An installation calls for itself: the platform builds its environment, whatever was sent.

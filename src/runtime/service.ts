@@ -294,9 +294,9 @@ export function createRuntime(deps: RuntimeDeps) {
 
   function runnable(installation: Installation): void {
     if (installation.status === 'uninstalled')
-      throw new SwitchyardError('not_found', `installation ${installation.id} is uninstalled`, { status: 410 });
+      throw new SwitchyardError('gone', `installation ${installation.id} is uninstalled`);
     if (installation.status === 'paused')
-      throw new SwitchyardError('conflict', `installation ${installation.id} is paused`, { status: 503, hint: 'resume it with `switchyard installations resume`' });
+      throw new SwitchyardError('paused', `installation ${installation.id} is paused`, { hint: 'resume it with `switchyard installations resume`' });
   }
 
   /** Hand an HTTP request to the integration's `fetch`; the answer leaves with the public-answer headers. */

@@ -4,9 +4,9 @@
  * library, and hard limits from config.yaml's `sandbox` section. See README "Sandbox".
  */
 import type { Logger } from '../log/index.ts';
-import type { Module, Services } from '../services.ts';
+import { defineModule } from '../server/services.ts';
 import { createSandbox as create, type Sandbox, type SandboxOptions } from './supervisor.ts';
-import type { LogLine } from './types.ts';
+import type { GuestScript, LogLine } from './types.ts';
 import { createInProcessSandbox } from './in-process.ts';
 
 export type { Sandbox, SandboxOptions } from './supervisor.ts';
@@ -27,13 +27,31 @@ export async function runSandboxWorker(): Promise<void> {
   runWorker();
 }
 
+/** A line an integration printed after its answer was sent (the runtime records it on the invocation). */
+export interface LateLogLine {
+  integration: string;
+  requestId: string;
+  line: LogLine;
+}
+
+declare module '../server/services.ts' {
+  interface Capabilities {
+    sandbox?: Sandbox;
+    /** Load a script in an isolate: an error message when it fails (the registry checks new versions with it). */
+    verifyScript?: (script: GuestScript) => Promise<string | undefined>;
+    /** Where lines printed after an answer go (the runtime sets it). */
+    onSandboxLog?: (e: LateLogLine) => void;
+  }
+}
+
 /**
- * Attaches `services.sandbox`. Lines printed after a response go to `services.onSandboxLog` when a
+ * Attaches `services.sandbox`, and `services.verifyScript` (its check) unless a module set one. Lines printed after a response go to `services.onSandboxLog` when a
  * module set it. Guest fetch follows `webhooks.allow_private_networks`, like webhook delivery.
  */
-export const sandboxModule: Module = {
+export const sandboxModule = defineModule({
   name: 'sandbox',
-  async start(services: Services) {
+  provides: ['sandbox', 'verifyScript'],
+  async start(services) {
     const inProcess = services.sandboxInProcess || services.processes;
     const sandbox = (inProcess ? createInProcessSandbox : createSandbox)({
       hooks: services.processes?.sandboxHooks,
@@ -46,9 +64,14 @@ export const sandboxModule: Module = {
         let origin = '';
         return () => (services.config.publicUrl === url ? origin : ((url = services.config.publicUrl), (origin = new URL(url).origin)));
       })(),
-      onLog: (e) => (services.onSandboxLog as ((e: { integration: string; requestId: string; line: LogLine }) => void) | undefined)?.(e),
+      onLog: (e) => services.onSandboxLog?.(e),
     });
     services.sandbox = sandbox;
+    // Looked up on the sandbox at each call: a test may wrap check() after this start.
+    services.verifyScript ??= async (script) => {
+      const r = await sandbox.check(script);
+      return r.ok ? undefined : (r.error ?? 'the script did not load');
+    };
     return () => sandbox.close(services.config.server.shutdown_timeout);
   },
-};
+});

@@ -8,7 +8,7 @@
  * 507 for a full disk, 503 for a store that is read-only, locked or failing, each saying what to do.
  */
 import type Database from 'better-sqlite3';
-import { SwitchyardError } from '../errors.ts';
+import { SwitchyardError, type ErrorCode } from '../errors.ts';
 
 export interface StoreHealth {
   /** A write failed: the store is failing until a write succeeds. */
@@ -83,7 +83,8 @@ export function createStoreHealth(db: Database.Database, dataDir: string, opts: 
 
 export const storeHealthMigration = 'CREATE TABLE IF NOT EXISTS store_probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)';
 
-type StorageCode = 'storage_full' | 'storage_read_only' | 'storage_busy' | 'storage_failed';
+/** The storage codes of the error table (src/errors.ts). */
+type StorageCode = Extract<ErrorCode, `storage_${string}`>;
 
 function hintFor(code: string, dataDir: string): string {
   switch (code) {

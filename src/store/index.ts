@@ -35,7 +35,7 @@ export interface OpenOptions {
   readonly?: boolean;
   /** Take the data directory's lock (the server does; tests of single modules need not). Also checkpoints the WAL on a thread of its own (checkpointer.ts). */
   lock?: boolean;
-  /** The modules' schemas to bring up to date (src/migrations.ts has them all); none by default. */
+  /** The modules' schemas to bring up to date (src/server/migrations.ts has them all); none by default. */
   migrations?: ModuleMigrations[];
   /**
    * A serving process beside others (src/process/): the supervisor holds the lock and checkpoints
@@ -177,7 +177,7 @@ export function migrate(db: Db, modules: ModuleMigrations[]): void {
   for (const m of modules) {
     const current = get.get(m.module)?.version ?? 0;
     if (current > m.steps.length)
-      throw new SwitchyardError('data_dir_unwritable', `the database's ${m.module} schema (v${current}) is newer than this program knows (v${m.steps.length})`, {
+      throw new SwitchyardError('schema_too_new', `the database's ${m.module} schema (v${current}) is newer than this program knows (v${m.steps.length})`, {
         hint: 'run the newer switchyard version, or use another data_dir',
       });
     if (current === m.steps.length) continue;

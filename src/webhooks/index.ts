@@ -6,7 +6,7 @@
  */
 import { SwitchyardError } from '../errors.ts';
 import { hideUrlCredentials } from '../log/index.ts';
-import type { Module, Services } from '../services.ts';
+import { defineModule } from '../server/services.ts';
 import {
   createQueue,
   originOf,
@@ -19,7 +19,8 @@ import { deliveryStats } from './stats.ts';
 import { createSecrets } from './secrets.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { webhookRoutes } from './routes.ts';
-import type { Deliveries, Subscription, WebhooksService } from './contracts.ts';
+import { webhooksOpenApi } from './openapi.ts';
+import type { Deliveries, WebhooksService } from './contracts.ts';
 
 export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
 export type { Verification } from './signature.ts';
@@ -69,11 +70,17 @@ export function shareOf(cfg: WebhooksConfig, processes: number): WebhooksConfig 
   };
 }
 
-type Subscriptions = { forEventType(type: string): Subscription[]; urlOf?(installationId: string): string | undefined } | undefined;
+declare module '../server/services.ts' {
+  interface Capabilities {
+    webhooks?: WebhooksService;
+    deliveries?: Deliveries;
+  }
+}
 
-export const webhooksModule: Module = {
+export const webhooksModule = defineModule({
   name: 'webhooks',
-  async start(services: Services) {
+  provides: ['webhooks', 'deliveries'],
+  async start(services) {
     const db = services.store.db;
     const link = services.processes;
     // Concurrency is the service's: each of N serving processes takes its share.
@@ -90,7 +97,7 @@ export const webhooksModule: Module = {
     // The installation's URL now, whether or not it still takes this event type: a replay or a
     // manual retry the person asked for goes where the installation points today.
     const currentUrl = (d: { eventType: string; installationId: string }) => {
-      const subs = services.subscriptions as Subscriptions;
+      const subs = services.subscriptions;
       return subs?.urlOf?.(d.installationId) ?? subs?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
     };
 
@@ -265,5 +272,8 @@ export const webhooksModule: Module = {
       return worker.stop(Math.min(services.config.server.shutdown_timeout, cfg().timeout));
     };
   },
-  routes: webhookRoutes,
-};
+  routes(app, services) {
+    webhookRoutes(app, services);
+  },
+  openapi: webhooksOpenApi,
+});

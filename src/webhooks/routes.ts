@@ -6,8 +6,7 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import { oneOfParam, pageParams, readJson } from '../http/body.ts';
-import type { Services } from '../services.ts';
-import type { Deliveries, WebhooksService } from './contracts.ts';
+import type { ServicesWith } from '../server/services.ts';
 import { DELIVERY_STATUSES } from './queue.ts';
 import { parseTimeParam, replaySelection } from './time.ts';
 import { parseDuration } from '../schema/index.ts';
@@ -46,9 +45,9 @@ export function maskSecret(secret: string): string {
   return `${secret.startsWith('whsec_') ? 'whsec_' : ''}…${secret.slice(-4)}`;
 }
 
-export function webhookRoutes(app: H3, services: Services): void {
-  const deliveries = () => services.deliveries as Deliveries;
-  const webhooks = () => services.webhooks as WebhooksService;
+export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deliveries'>): void {
+  const deliveries = () => services.deliveries;
+  const webhooks = () => services.webhooks;
   const limit = services.config.server.body_limit;
 
   app.get('/api/v1/deliveries', (event) => {

@@ -8,10 +8,10 @@ import { join } from 'node:path';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
-import { startServer, type RunningServer } from '../../src/http/server.ts';
+import { startServer, type RunningServer } from '../../src/server/server.ts';
 import { memoryLogger } from '../../src/log/index.ts';
 import { consoleUrl } from '../../src/http/origins.ts';
-import type { Module } from '../../src/services.ts';
+import type { Module } from '../../src/server/services.ts';
 
 export const ROOT = new URL('../../', import.meta.url).pathname.replace(/\/$/, '');
 
@@ -74,7 +74,7 @@ export async function startTestServer(
   t.after(() => server.close());
   // The server listens while its integrations load; tests start from a loaded registry unless they
   // ask otherwise (see test/startup.test.ts for the start-up window itself).
-  if (!opts.noWaitForIntegrations) await (server.services.registry as { whenReady?(): Promise<boolean> } | undefined)?.whenReady?.();
+  if (!opts.noWaitForIntegrations) await server.services.registry?.whenReady();
   return {
     ...server,
     config: server.services.config,

@@ -1,5 +1,5 @@
 /**
- * Start and stop the whole server: store, modules, HTTP. Shutdown is graceful and bounded: stop
+ * The composition root. Start and stop the whole server: store, modules, HTTP. Shutdown is graceful and bounded: stop
  * accepting, let in-flight requests and work finish up to `server.shutdown_timeout`, stop modules in
  * reverse order, close the database cleanly.
  */
@@ -9,16 +9,18 @@ import { toNodeHandler } from 'h3/node';
 import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { SwitchyardError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/index.ts';
-import { modules as defaultModules } from '../modules.ts';
-import type { Module, Services } from '../services.ts';
+import { modules as defaultModules } from './modules.ts';
+import type { Module, Services } from './services.ts';
 import type { ProcessLink } from '../process/serving.ts';
 import { openStore } from '../store/index.ts';
-import { resolveAdminToken } from './auth.ts';
-import { announceServing, forgetServingUrl, recordServingUrl } from './announce.ts';
-import { consoleUrl } from './origins.ts';
-import { createApp } from './app.ts';
-import { authThrottleShare, createAuthThrottle } from './throttle.ts';
-import { allMigrations } from '../migrations.ts';
+import { resolveAdminToken } from '../http/auth.ts';
+import { announceServing, forgetServingUrl, recordServingUrl } from '../http/announce.ts';
+import { consoleUrl } from '../http/origins.ts';
+import type { H3 } from 'h3';
+import { createApp } from '../http/app.ts';
+import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
+import { allMigrations } from './migrations.ts';
+import { checkNeeds, checkProvided } from './capabilities.ts';
 
 export interface RunningServer {
   url: string;
@@ -42,6 +44,8 @@ export async function startServer(
     link?: ProcessLink;
   } = {},
 ): Promise<RunningServer> {
+  const modules = opts.modules ?? defaultModules;
+  checkNeeds(modules, defaultModules);
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
   const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), migrations: allMigrations() });
   const adminToken = resolveAdminToken(config, true)!;
@@ -62,7 +66,6 @@ export async function startServer(
   services.listening = new Promise<void>((resolve) => (listened = resolve));
   const stops: Array<() => Promise<void> | void> = [];
   let httpServer: Server | undefined;
-  const modules = opts.modules ?? defaultModules;
 
   const stopModules = async () => {
     for (const stop of stops.reverse()) {
@@ -78,8 +81,9 @@ export async function startServer(
     for (const m of modules) {
       const stop = await m.start?.(services);
       if (typeof stop === 'function') stops.push(stop);
+      checkProvided(m, services);
     }
-    const app = createApp(services, modules);
+    const app = composeApp(services, modules);
     httpServer = createServer({ requestTimeout: 120_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 }, toNodeHandler(app));
     await listen(httpServer, config.server.host, config.server.port);
   } catch (e) {
@@ -135,6 +139,16 @@ export async function startServer(
       return closing;
     },
   };
+}
+
+/** The HTTP app with every module's routes and OpenAPI part. */
+export function composeApp(services: Services, modules: Module[]): H3 {
+  return createApp(services, {
+    routes: (app) => {
+      for (const m of modules) m.routes?.(app, services);
+    },
+    openapi: modules.flatMap((m) => (m.openapi ? [m.openapi] : [])),
+  });
 }
 
 function listen(server: Server, host: string, port: number): Promise<void> {
