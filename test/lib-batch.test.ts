@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { batchPerTurn, oncePerTurn } from '../src/lib/batch.ts';
-import { observers } from '../src/lib/observers.ts';
+import { createObservers } from '../src/lib/observers.ts';
 import type { Logger } from '../src/log/index.ts';
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
@@ -130,7 +130,7 @@ test('batchPerTurn: the turn can be a microtask', async () => {
 test('observers: every listener hears; one that throws is logged with the fields, the others still hear; removal', () => {
   const logged: Array<[string, Record<string, unknown> | undefined]> = [];
   const log = { error: (m: string, f?: Record<string, unknown>) => logged.push([m, f]) } as unknown as Logger;
-  const o = observers<[string, number]>(log, 'a listener failed', (name) => ({ integration: name }));
+  const o = createObservers<[string, number]>(log, 'a listener failed', (name) => ({ integration: name }));
   const heard: string[] = [];
   o.add(() => {
     throw new Error('boom');

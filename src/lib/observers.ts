@@ -17,7 +17,7 @@ export interface Observers<A extends unknown[]> {
  * `failed` is the log message of a listener that threw; `fields`, what else the log line says
  * about the notice it failed on.
  */
-export function observers<A extends unknown[]>(log: Logger, failed: string, fields?: (...args: A) => Record<string, unknown>): Observers<A> {
+export function createObservers<A extends unknown[]>(log: Logger, failed: string, fields?: (...args: A) => Record<string, unknown>): Observers<A> {
   const listeners = new Set<(...args: A) => void>();
   return {
     add(listener) {
