@@ -20,6 +20,7 @@ import { createRedactor, redactLine, redactResult, secretRedactors } from './red
 import { mapInvocationResult, mapLogLine } from './stack-trace.ts';
 import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 import { batchPerTurn } from '../lib/batch.ts';
+import { createObservers } from '../lib/observers.ts';
 
 export interface RuntimeDeps {
   db: Db;
@@ -162,16 +163,8 @@ export function createRuntime(deps: RuntimeDeps) {
     return [...logs, ...lines.map((l) => mapLogLine(l, integration))];
   };
   const exportsCache = new Map<string, { fetch: boolean; components: string[]; events: string[] }>();
-  const observers = new Set<(n: InvocationNotice) => void>();
-  const notify = (n: InvocationNotice) => {
-    for (const o of observers) {
-      try {
-        o(n);
-      } catch (e) {
-        log.error('invocation observer failed', { error: e as Error });
-      }
-    }
-  };
+  const observers = createObservers<[InvocationNotice]>(log, 'invocation observer failed');
+  const notify = observers.notify;
 
   /** The integration to run; while the server starts, waits for it to load (see Registry.whenLoaded). */
   async function loaded(name: string): Promise<LoadedIntegration> {
@@ -413,8 +406,7 @@ export function createRuntime(deps: RuntimeDeps) {
 
     /** Observe each recorded invocation and each line printed after its response; returns the unsubscribe function. */
     observe(observer: (n: InvocationNotice) => void): () => void {
-      observers.add(observer);
-      return () => observers.delete(observer);
+      return observers.add(observer);
     },
 
     /** Shutdown: commit the records still pending, and from now on each one as it comes. */
