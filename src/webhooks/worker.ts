@@ -12,6 +12,7 @@ import { httpRequest, type HttpResult } from '../net/index.ts';
 import { USER_AGENT } from '../version.ts';
 import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from './policy.ts';
 import { LOCK_BUSY } from '../store/patience.ts';
+import { batchPerTurn } from '../lib/batch.ts';
 import type { AttemptRecord, Claimed, NextState, Queue } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
 import { signatureHeader } from './signature.ts';
@@ -97,8 +98,7 @@ export function createWorker(deps: WorkerDeps): Worker {
   // (group commit), then their slots are freed. A crash before the write leaves the lease set,
   // so the attempt is recovered as interrupted and sent again (at-least-once).
   type Ended = { c: Claimed; record: AttemptRecord; next: NextState; ended: number; done: (r: AttemptRecord | undefined) => void };
-  let ended: Ended[] = [];
-  let flushQueued = false;
+  const ended = batchPerTurn<Ended>(recordEnded);
   /** While recording fails: the wait before the next try (ms), doubling to 2 s. */
   let recordRetry = 0;
 
@@ -192,11 +192,7 @@ export function createWorker(deps: WorkerDeps): Worker {
    * Record the attempts that ended and lease the next due deliveries into the freed slots, in one
    * transaction (one commit per event-loop turn, however many attempts ended in it).
    */
-  function flush(): void {
-    flushQueued = false;
-    const batch = ended;
-    ended = [];
-    if (!batch.length) return;
+  function recordEnded(batch: Ended[]): void {
     for (const e of batch) release(e.c.origin);
     const now = clock();
     let ok = true;
@@ -211,10 +207,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         // Another process is committing: these outcomes wait a turn, their slots still taken.
         for (const c of next) release(c.origin); // claims rolled back with the transaction
         for (const b of batch) acquire(b.c.origin);
-        ended = [...batch, ...ended];
-        flushQueued = true;
-        setImmediate(flush);
-        return;
+        return ended.putBack(batch);
       }
     } catch (e) {
       ok = false;
@@ -227,11 +220,8 @@ export function createWorker(deps: WorkerDeps): Worker {
         deps.health?.failed(e);
         if (!recordRetry) log.error('recording delivery attempts failed; writing them again shortly', { error: e as Error, attempts: batch.length });
         for (const b of batch) acquire(b.c.origin);
-        ended = [...batch, ...ended];
         recordRetry = Math.min((recordRetry || 50) * 2, 2_000);
-        setTimeout(flush, recordRetry).unref();
-        flushQueued = true;
-        return;
+        return ended.putBack(batch, recordRetry); // attempts ending meanwhile wait with them
       }
       // Stopping, with the store closed under us: the leases stay, so these attempts are
       // recovered as interrupted (and sent again) at the next start.
@@ -273,10 +263,6 @@ export function createWorker(deps: WorkerDeps): Worker {
             return done(undefined);
           }
           ended.push({ c, ...r, done });
-          if (!flushQueued) {
-            flushQueued = true;
-            setImmediate(flush);
-          }
         }),
       (e) => {
         release(c.origin);
@@ -406,7 +392,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       }
       abort.abort();
       await Promise.allSettled([...running]);
-      flush(); // anything ended but not yet written
+      ended.flush(); // anything ended but not yet written
     },
   };
 }
