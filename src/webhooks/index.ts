@@ -7,6 +7,7 @@
 import { SwitchyardError } from '../errors.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import type { Module, Services } from '../services.ts';
+import { createObservers } from '../lib/observers.ts';
 import {
   createQueue,
   originOf,
@@ -103,17 +104,8 @@ export const webhooksModule: Module = {
     const interrupted = link ? 0 : queue.recoverInterrupted(Date.now());
     if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
-    const attemptListeners = new Set<(e: RecordedAttempt) => void>();
-    const onAttempt = (e: RecordedAttempt) => {
-      for (const l of attemptListeners) {
-        try {
-          l(e);
-        } catch (err) {
-          log.error('attempt listener failed', { error: err as Error });
-        }
-      }
-    };
-    const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt, health: services.store.health });
+    const attempts = createObservers<[RecordedAttempt]>(log, 'attempt listener failed');
+    const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt: attempts.notify, health: services.store.health });
     /** Deliveries enqueued already leased, started by wake() once their transaction commits. */
     const startAtCommit: Claimed[] = [];
 
@@ -227,10 +219,7 @@ export const webhooksModule: Module = {
       stats: (f) => deliveryStats(db, f),
       counts: () => queue.counts(),
       inFlight: () => worker.inFlight(),
-      onAttempt(listener) {
-        attemptListeners.add(listener);
-        return () => attemptListeners.delete(listener);
-      },
+      onAttempt: (listener) => attempts.add(listener),
       attemptsAfter: (after, limit, f) => queue.attemptsAfter(after, limit, f),
       lastAttemptId: () => queue.lastAttemptId(),
       retriesDue: (now = Date.now()) => queue.retriesDue(now),
