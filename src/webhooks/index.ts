@@ -7,6 +7,7 @@
 import { SwitchyardError } from '../errors.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import type { Module, Services } from '../services.ts';
+import { oncePerTurn } from '../lib/batch.ts';
 import { createObservers } from '../lib/observers.ts';
 import {
   createQueue,
@@ -106,6 +107,13 @@ export const webhooksModule: Module = {
 
     const attempts = createObservers<[RecordedAttempt]>(log, 'attempt listener failed');
     const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt: attempts.notify, health: services.store.health });
+    /** Due work was made here that every serving process may take (a resume, a replay). */
+    const dueEverywhere = () => {
+      worker.wake();
+      link?.announceDue();
+    };
+    /** The same, once the caller's transaction has committed (once a turn, however many resumes). */
+    const dueEverywhereSoon = oncePerTurn(dueEverywhere);
     /** Deliveries enqueued already leased, started by wake() once their transaction commits. */
     const startAtCommit: Claimed[] = [];
 
@@ -133,13 +141,8 @@ export const webhooksModule: Module = {
         if (!n) return;
         log.info('held deliveries due: installation resumed', { installation: id, deliveries: n });
         // After the caller's transaction commits: this process starts its share, the others theirs.
-        setImmediate(dueEverywhere);
+        dueEverywhereSoon();
       },
-    };
-    /** Due work was made here that every serving process may take (a resume, a replay). */
-    const dueEverywhere = () => {
-      worker.wake();
-      link?.announceDue();
     };
     const refused = (id: string, why: ReplayRefusal): never => {
       const messages = {
