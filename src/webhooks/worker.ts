@@ -1,9 +1,9 @@
 /**
  * The delivery worker: takes due deliveries from the queue, makes their attempts (attempt.ts: sign,
- * POST, decide) and records the outcomes. No polling: it runs when a delivery is enqueued (wake), when an attempt ends, and
- * on one timer armed for the earliest scheduled retry. Leases make an attempt owned by exactly one
- * worker; concurrency is bounded in all and per endpoint origin, so a slow endpoint occupies at
- * most `per_endpoint_concurrency` slots and cannot starve healthy ones.
+ * POST, decide) and records the outcomes. No polling: it runs when a delivery is enqueued (wake),
+ * when an attempt ends, and on one timer armed for the earliest scheduled retry. Leases make an
+ * attempt owned by exactly one worker; concurrency is bounded in all and per endpoint origin, so a
+ * slow endpoint occupies at most `per_endpoint_concurrency` slots and cannot starve healthy ones.
  */
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../config/index.ts';
