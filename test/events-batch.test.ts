@@ -3,8 +3,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Db } from '../src/store/index.ts';
-import { samplePayload } from '../src/events/index.ts';
+import Database from 'better-sqlite3';
+import { openStore, type Db } from '../src/store/index.ts';
+import { allMigrations } from '../src/server/migrations.ts';
+import { createEvents } from '../src/events/service.ts';
+import { samplePayload, type Events } from '../src/events/index.ts';
 import { runCli, tmpDir, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, subscriptionsFailingFor } from './webhooks-support.ts';
 import { capabilityOf } from '../src/server/capabilities.ts';
@@ -295,4 +298,31 @@ test('events send --file halves its batches when they are over server.batch_body
   assert.equal(sent.code, 0, sent.stderr);
   assert.match(sent.stdout, /sent 300 events in 10 batches: 300 stored/, "1,000 -> 500 -> 250 -> 125 -> 63 -> 32 events of 1 kB each: under 64 kB");
   assert.equal(storedOf(s, events.map((e) => e.eventId)), 300);
+});
+
+test('group commit: while another connection holds the write lock, the batch waits a turn (the loop not blocked), then commits', async (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir, { migrations: allMigrations() });
+  t.after(() => store.close());
+  const other = new Database(join(dir, 'switchyard.db'));
+  t.after(() => other.close());
+  let rolledBack = 0;
+  const log = { debug() {}, info() {}, warn() {}, error() {}, child: () => log };
+  const events = createEvents({
+    db: store.db,
+    log,
+    subscriptions: () => undefined,
+    deliveries: () => ({ rolledBack: () => rolledBack++, wake() {} }) as never,
+    handlerRuns: () => undefined,
+  });
+  other.exec('BEGIN IMMEDIATE');
+  const started = performance.now();
+  const stored = events.ingest(samplePayload('space_content_updated', { eventId: 'evt_patient_1' }));
+  // Queued after the group commit's turn: the lock is let go once that commit was refused.
+  setImmediate(() => other.exec('COMMIT'));
+  const r = await stored;
+  assert.equal(r.duplicate, false);
+  assert.equal(rolledBack, 1, 'refused once, its reservations given back');
+  assert.ok(performance.now() - started < 1_000, 'no busy_timeout sleep');
+  assert.ok(events.get('evt_patient_1'));
 });

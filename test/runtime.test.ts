@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { encodeEnvelope } from '../src/runtime/index.ts';
-import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
+import { ROOT, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 import { openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
 import { allMigrations } from '../src/server/migrations.ts';
@@ -334,4 +334,41 @@ test('a late line that arrives before its invocation is recorded is kept for the
     requestId,
   });
   assert.deepEqual(invocations.get(requestId)!.logs.map((l) => l.message), ['came first']);
+});
+
+test("invocation records: while another connection holds the write lock, the group commit waits a turn (the loop not blocked); observers hear once it commits", async (t) => {
+  const { default: Database } = await import('better-sqlite3');
+  const { createRuntime } = await import('../src/runtime/service.ts');
+  const dir = tmpDir(t);
+  const store = openStore(dir, { migrations: allMigrations() });
+  t.after(() => store.close());
+  const other = new Database(join(dir, 'switchyard.db'));
+  t.after(() => other.close());
+  const log = { debug() {}, info() {}, warn() {}, error() {}, child: () => log };
+  const result = { status: 200, headers: [], body: new Uint8Array(0), logs: [], durationMs: 1, cpuMs: 1 };
+  const runtime = createRuntime({
+    db: store.db,
+    log,
+    publicUrl: () => 'http://localhost',
+    registry: {} as never,
+    installations: {} as never,
+    tokenTtlMs: 1_000,
+    logBudget: { perInvocation: 1 << 16, perMinute: 1 << 20, diskReserve: 0, dataDir: dir, freeBytes: () => Infinity },
+    sandbox: {
+      invoke() {
+        // Two turns from now, after the record's first (refused) commit: the lock is let go.
+        setImmediate(() => setImmediate(() => other.exec('COMMIT')));
+        return Promise.resolve(result);
+      },
+    } as never,
+  });
+  const heard: string[] = [];
+  runtime.observe((n) => heard.push(n.kind));
+  other.exec('BEGIN IMMEDIATE');
+  const started = performance.now();
+  const integration = { name: 'hello', dir, manifest: {}, secrets: {}, warnings: [], loadedAt: 0, script: { name: 'hello', version: 'v1', code: '' } };
+  const { id } = await runtime.invoke({ integration: integration as never, envelope: { event: { type: 'ping' }, environment: {} }, requestId: 'req_patient' });
+  assert.ok(performance.now() - started < 1_000, 'no busy_timeout sleep');
+  assert.deepEqual(heard, ['recorded']);
+  assert.equal((store.db.prepare('SELECT count(*) AS n FROM invocations WHERE id = ?').get(id) as { n: number }).n, 1);
 });

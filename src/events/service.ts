@@ -8,6 +8,7 @@
  */
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
+import { batchPerTurn } from '../lib/batch.ts';
 import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 import type { Logger } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
@@ -138,30 +139,20 @@ export function createEvents(deps: EventsDeps) {
   // batch is one event and costs one loop turn. A unit (a batch request) is never split: all of it
   // is stored, or none.
   type Pending = Unit & { resolve: (r: Stored[]) => void; reject: (e: unknown) => void };
-  let pending: Pending[] = [];
-  let flushQueued = false;
-
-  function scheduleFlush(): void {
-    if (flushQueued) return;
-    flushQueued = true;
-    setImmediate(flush);
-  }
+  const pending = batchPerTurn<Pending>(flush, {
+    // Whole units, at least one, up to MAX_BATCH events (one batch request may be more on its own).
+    take(waiting) {
+      let take = 0;
+      for (let count = 0; take < waiting.length && (take === 0 || count + waiting[take].events.length <= MAX_BATCH); take++) count += waiting[take].events.length;
+      return take;
+    },
+  });
 
   function enqueue(unit: Unit): Promise<Stored[]> {
-    return new Promise<Stored[]>((resolve, reject) => {
-      pending.push({ ...unit, resolve, reject });
-      scheduleFlush();
-    });
+    return new Promise<Stored[]>((resolve, reject) => pending.push({ ...unit, resolve, reject }));
   }
 
-  function flush(): void {
-    flushQueued = false;
-    // Whole units, at least one, up to MAX_BATCH events (one batch request may be more on its own).
-    let take = 0;
-    for (let count = 0; take < pending.length && (take === 0 || count + pending[take].events.length <= MAX_BATCH); take++) count += pending[take].events.length;
-    const batch = pending.slice(0, take);
-    pending = pending.slice(take);
-    if (pending.length) scheduleFlush();
+  function flush(batch: Pending[]): void {
     const at = now();
     let outcomes: Array<{ stored: Stored[] } | { error: unknown }> = [];
     try {
@@ -177,8 +168,7 @@ export function createEvents(deps: EventsDeps) {
           // Another process is committing: this batch waits a turn (and takes in what arrives).
           deps.deliveries()?.rolledBack();
           deps.handlerRuns()?.rolledBack();
-          pending = [...batch, ...pending];
-          scheduleFlush();
+          pending.putBack(batch);
           return;
         }
       } catch (error) {

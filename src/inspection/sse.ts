@@ -5,6 +5,8 @@
  * `Last-Event-ID`) never skips a row. The change signal carries no data: the database is the
  * source of truth. Reads pause while the client is behind (back-pressure) and resume as it drains.
  */
+import { oncePerTurn } from '../lib/batch.ts';
+
 export interface FeedItem {
   cursor: number;
   event: string;
@@ -85,7 +87,6 @@ export function createStreamHub(opts: {
   function response(req: Request, feed: Feed): Response {
     let cursor = feed.start;
     let behind = false;
-    let scheduled = false;
     let done = false;
     let unsubscribe: (() => void) | undefined;
     let controller!: ReadableStreamDefaultController<Uint8Array>;
@@ -130,17 +131,15 @@ export function createStreamHub(opts: {
       }
     }
 
+    const pumpSoon = oncePerTurn(() => {
+      try {
+        pump();
+      } catch {
+        handle.close(); // the store closed under us (shutdown): end the stream, the client resumes
+      }
+    });
     const schedule = () => {
-      if (scheduled || done) return;
-      scheduled = true;
-      setImmediate(() => {
-        scheduled = false;
-        try {
-          pump();
-        } catch {
-          handle.close(); // the store closed under us (shutdown): end the stream, the client resumes
-        }
-      });
+      if (!done) pumpSoon();
     };
 
     const body = new ReadableStream<Uint8Array>(

@@ -20,6 +20,7 @@ import { join, resolve } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Problem } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
+import { createObservers } from '../lib/observers.ts';
 import { displayPath, isError, manifestFileOf, MANIFEST_FILE, parseManifest, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { prepareFolder } from './prepare.ts';
@@ -184,7 +185,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   const folders = new Map<string, Folder>();
   /** Serving name -> folder key. */
   const byName = new Map<string, string>();
-  const listeners = new Set<(name: string, current: LoadedIntegration | undefined) => void>();
+  const listeners = createObservers<[name: string, current: LoadedIntegration | undefined]>(log, 'a registry listener failed', (name) => ({ integration: name }));
   const pending = new Set<string>();
   const timers = new Map<string, NodeJS.Timeout>();
   let draining: Promise<void> | undefined;
@@ -228,15 +229,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
   /** What serves `name` once no folder does: its built-in version, if there is one. */
   const fallback = (name: string) => builtins.get(name);
 
-  function emit(name: string, current: LoadedIntegration | undefined): void {
-    for (const fn of listeners) {
-      try {
-        fn(name, current);
-      } catch (e) {
-        log.error('a registry listener failed', { integration: name, error: e as Error });
-      }
-    }
-  }
+  const emit = listeners.notify;
 
   function kick(): void {
     if (draining || closed || held) return;
@@ -632,8 +625,7 @@ export async function createRegistry(opts: RegistryOptions): Promise<Registry> {
     return (key === undefined ? undefined : folders.get(key)?.current) ?? fallback(name);
   }
   function onChange(fn: (name: string, current: LoadedIntegration | undefined) => void): () => void {
-    listeners.add(fn);
-    return () => listeners.delete(fn);
+    return listeners.add(fn);
   }
 
   return {

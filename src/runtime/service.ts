@@ -19,6 +19,8 @@ import type { ExportsCache } from './exports-cache.ts';
 import { createRedactor, redactLine, redactResult, secretRedactors } from './redact.ts';
 import { mapInvocationResult, mapLogLine } from './stack-trace.ts';
 import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
+import { batchPerTurn } from '../lib/batch.ts';
+import { createObservers } from '../lib/observers.ts';
 
 export interface RuntimeDeps {
   db: Db;
@@ -110,34 +112,22 @@ export function createRuntime(deps: RuntimeDeps) {
   // flush first (see beforeInvocationsRead), so what was answered can always be read back; a crash
   // can lose the records of the last few milliseconds, never an event or a delivery.
   type Pending = { row: unknown[]; notice: InvocationNotice; done?: () => void };
-  let unrecorded: Pending[] = [];
-  let flushTimer: NodeJS.Timeout | null = null;
-  let flushSoon = false;
+  const records = batchPerTurn<Pending>(writeRecords);
   const insertAll = db.transaction((rows: unknown[][]) => {
     for (const row of rows) insert.run(...row);
   });
   const patience = lockPatience(db);
   /**
-   * `patient` (the scheduled flushes): while another serving process holds the write lock, the
-   * records wait a turn rather than the thread sleeping (see store/patience.ts). A reader's flush
-   * and the last one at close write at once, waiting for the lock if they must.
+   * A scheduled flush (a turn's or RECORD_DELAY_MS's) is patient: while another serving process
+   * holds the write lock, the records wait a turn rather than the thread sleeping (see
+   * store/patience.ts). A reader's flush and the last ones at close write at once, waiting for the
+   * lock if they must.
    */
-  function flushRecords(patient = false): void {
-    if (flushTimer) clearTimeout(flushTimer);
-    flushTimer = null;
-    flushSoon = false;
-    const batch = unrecorded;
-    unrecorded = [];
-    if (!batch.length) return;
+  function writeRecords(batch: Pending[], scheduled: boolean): void {
     try {
       const rows = batch.map((p) => p.row);
-      if (!patient || closing) insertAll(rows);
-      else if (patience.run(() => insertAll(rows)) === LOCK_BUSY) {
-        unrecorded = [...batch, ...unrecorded];
-        flushSoon = true;
-        setImmediate(() => flushRecords(true));
-        return;
-      }
+      if (!scheduled || closing) insertAll(rows);
+      else if (patience.run(() => insertAll(rows)) === LOCK_BUSY) return records.putBack(batch);
     } catch {
       // One bad row must not lose the others: record them one by one.
       for (const p of batch) {
@@ -153,18 +143,14 @@ export function createRuntime(deps: RuntimeDeps) {
       p.done?.();
     }
   }
+  const flushRecords = () => records.flush();
   beforeInvocationsRead(db, flushRecords);
   function record(row: unknown[], notice: InvocationNotice, wait: boolean): Promise<void> | undefined {
     const p: Pending = { row, notice };
-    unrecorded.push(p);
+    records.add(p);
     if (closing) flushRecords(); // shutting down: the database closes soon
-    else if (wait || unrecorded.length >= RECORD_BATCH) {
-      if (!flushSoon) setImmediate(() => flushRecords(true));
-      flushSoon = true;
-    } else if (!flushTimer && !flushSoon) {
-      flushTimer = setTimeout(() => flushRecords(true), RECORD_DELAY_MS);
-      flushTimer.unref();
-    }
+    else if (wait || records.size >= RECORD_BATCH) records.soon();
+    else records.within(RECORD_DELAY_MS);
     if (wait && !closing) return new Promise((done) => (p.done = done));
   }
   let closing = false;
@@ -177,16 +163,8 @@ export function createRuntime(deps: RuntimeDeps) {
     return [...logs, ...lines.map((l) => mapLogLine(l, integration))];
   };
   const exportsCache = new Map<string, { fetch: boolean; components: string[]; events: string[] }>();
-  const observers = new Set<(n: InvocationNotice) => void>();
-  const notify = (n: InvocationNotice) => {
-    for (const o of observers) {
-      try {
-        o(n);
-      } catch (e) {
-        log.error('invocation observer failed', { error: e as Error });
-      }
-    }
-  };
+  const observers = createObservers<[InvocationNotice]>(log, 'invocation observer failed');
+  const notify = observers.notify;
 
   /** The integration to run; while the server starts, waits for it to load (see Registry.whenLoaded). */
   async function loaded(name: string): Promise<LoadedIntegration> {
@@ -428,8 +406,7 @@ export function createRuntime(deps: RuntimeDeps) {
 
     /** Observe each recorded invocation and each line printed after its response; returns the unsubscribe function. */
     observe(observer: (n: InvocationNotice) => void): () => void {
-      observers.add(observer);
-      return () => observers.delete(observer);
+      return observers.add(observer);
     },
 
     /** Shutdown: commit the records still pending, and from now on each one as it comes. */

@@ -7,6 +7,7 @@
  * only under the process supervisor (src/process/), which replaces a dead serving process and parks
  * the integration that keeps killing them; `hooks` tells it who was running.
  */
+import { batchPerTurn } from '../lib/batch.ts';
 import { failure } from './limits.ts';
 import type { Sandbox, SandboxOptions } from './supervisor.ts';
 import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from './types.ts';
@@ -104,12 +105,9 @@ export function createInProcessSandbox(opts: InProcessOptions): Sandbox {
   // is parsed: a batch runs back to back on one warm isolate (see host.ts, takeIdle) with the
   // guest's heap in the CPU's caches. Measured on one core, hello public endpoint under wrk:
   // ~5,000 req/s one by one, ~11,000 batched (the old worker process, batching over IPC: ~9,400).
-  let batch: Array<() => void> = [];
-  const runBatch = () => {
-    const b = batch;
-    batch = [];
-    for (const f of b) f();
-  };
+  const runs = batchPerTurn<() => void>((batch) => {
+    for (const f of batch) f();
+  });
 
   return {
     invoke({ script, envelope, requestId }) {
@@ -119,14 +117,13 @@ export function createInProcessSandbox(opts: InProcessOptions): Sandbox {
       refreshOrigin();
       pending++;
       return new Promise<InvocationResult>((resolve, reject) => {
-        batch.push(() => {
+        runs.push(() => {
           try {
             resolve(run(script, envelope, requestId));
           } catch (e) {
             reject(e);
           }
         });
-        if (batch.length === 1) setImmediate(runBatch);
       });
     },
     check(script): Promise<CheckResult> {

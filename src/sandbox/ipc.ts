@@ -8,6 +8,7 @@
  * A batch leaves early past MAX_BATCH_BYTES (one JSON string per write, and V8 strings have a
  * ceiling), and a message that cannot be written (not serializable) fails alone, not its batch.
  */
+import { batchPerTurn } from '../lib/batch.ts';
 import type { Envelope, InvocationResult, WireEnvelope, WireResult } from './types.ts';
 
 export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
@@ -17,9 +18,7 @@ export function batcher<M>(
   onError: (batch: M[], err: Error) => void,
   sizeOf: (msg: M) => number = () => 0,
 ): (msg: M) => void {
-  let queue: M[] = [];
   let bytes = 0;
-  let scheduled = false;
   const writeSafely = (batch: M[]): boolean => {
     try {
       write(batch, (err) => onError(batch, err));
@@ -29,21 +28,15 @@ export function batcher<M>(
       return false;
     }
   };
-  const flush = () => {
-    scheduled = false;
-    const batch = queue;
-    queue = [];
+  const queue = batchPerTurn<M>((batch) => {
     bytes = 0;
-    if (batch.length && !writeSafely(batch) && batch.length > 1) for (const m of batch) writeSafely([m]);
-  };
+    if (!writeSafely(batch) && batch.length > 1) for (const m of batch) writeSafely([m]);
+  });
   return (msg: M) => {
-    queue.push(msg);
+    queue.add(msg);
     bytes += sizeOf(msg);
-    if (bytes > MAX_BATCH_BYTES) return flush();
-    if (!scheduled) {
-      scheduled = true;
-      setImmediate(flush);
-    }
+    if (bytes > MAX_BATCH_BYTES) queue.flush();
+    else queue.soon();
   };
 }
 

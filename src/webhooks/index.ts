@@ -2,22 +2,10 @@
  * Webhook delivery: signing and verification, the retry policy, the durable queue and its worker,
  * signing secrets, and the reference receiver. Attaches `services.webhooks` (secrets, called by
  * the installations module) and `services.deliveries` (the queue, called by events ingest and the
- * management API).
+ * management API); both are built in service.ts.
  */
-import { SwitchyardError } from '../errors.ts';
-import { hideUrlCredentials } from '../log/index.ts';
 import { defineModule } from '../server/services.ts';
-import {
-  createQueue,
-  originOf,
-  type Claimed,
-  type Attempt,
-  type AttemptRecord,
-  type ReplayRefusal,
-} from './queue.ts';
-import { deliveryStats } from './stats.ts';
-import { createSecrets } from './secrets.ts';
-import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
+import { createWebhooks } from './service.ts';
 import { webhookRoutes } from './routes.ts';
 import { webhooksOpenApi } from './openapi.ts';
 import type { Deliveries, WebhooksService } from './contracts.ts';
@@ -36,39 +24,7 @@ export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 
 export type { WebhooksService, Subscription, Deliveries } from './contracts.ts';
-
-/** The exact body of one delivery: the event with the subscriber's installationId (common fields first). */
-export function deliveryBody(event: { eventId: string; type: string; [k: string]: unknown }, installationId: string): string {
-  const { eventId, type, installationId: _ignored, ...rest } = event;
-  return JSON.stringify({ eventId, type, installationId, ...rest });
-}
-
-function attemptView(r: AttemptRecord, number: number): Attempt {
-  return {
-    number,
-    manual: r.manual,
-    startedAt: new Date(r.startedAt).toISOString(),
-    durationMs: r.durationMs === null ? null : Math.round(r.durationMs * 100) / 100,
-    url: hideUrlCredentials(r.url),
-    signatureHeader: r.signatureHeader,
-    status: r.status,
-    outcome: r.outcome,
-    error: r.error && hideUrlCredentials(r.error),
-    errorCode: r.errorCode,
-    responseExcerpt: r.responseExcerpt,
-    responseTruncated: r.responseTruncated,
-    nextAttemptAt: r.nextAttemptAt === null ? null : new Date(r.nextAttemptAt).toISOString(),
-  };
-}
-
-/** One serving process's share of the delivery concurrency (at least one slot each). */
-export function shareOf(cfg: WebhooksConfig, processes: number): WebhooksConfig {
-  return {
-    ...cfg,
-    concurrency: Math.max(1, Math.ceil(cfg.concurrency / processes)),
-    per_endpoint_concurrency: Math.max(1, Math.ceil(cfg.per_endpoint_concurrency / processes)),
-  };
-}
+export { createWebhooks, deliveryBody, shareOf, type WebhooksDeps } from './service.ts';
 
 declare module '../server/services.ts' {
   interface Capabilities {
@@ -81,196 +37,19 @@ export const webhooksModule = defineModule({
   name: 'webhooks',
   provides: ['webhooks', 'deliveries'],
   async start(services) {
-    const db = services.store.db;
-    const link = services.processes;
-    // Concurrency is the service's: each of N serving processes takes its share.
-    let shared: [WebhooksConfig, WebhooksConfig] | undefined;
-    const cfg = (): WebhooksConfig => {
-      const c = services.config.webhooks;
-      if (!link) return c;
-      if (shared?.[0] !== c) shared = [c, shareOf(c, link.count)];
-      return shared[1];
-    };
-    const log = services.log.child({ module: 'webhooks' });
-    const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
-    const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyPaused: () => secrets.anyPaused() });
-    // The installation's URL now, whether or not it still takes this event type: a replay or a
-    // manual retry the person asked for goes where the installation points today.
-    const currentUrl = (d: { eventType: string; installationId: string }) => {
-      const subs = services.subscriptions;
-      return subs?.urlOf?.(d.installationId) ?? subs?.forEventType(d.eventType).find((s) => s.installationId === d.installationId)?.url;
-    };
-
-    if (cfg().lease < cfg().timeout + 5_000)
-      log.warn('webhooks.lease is shorter than webhooks.timeout + 5 s; using the longer value so an attempt cannot be taken twice', {
-        lease_ms: cfg().lease,
-        timeout_ms: cfg().timeout,
-      });
-    // Under the supervisor, it recovers leases (at its start, and of each process that dies).
-    const interrupted = link ? 0 : queue.recoverInterrupted(Date.now());
-    if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
-
-    const attemptListeners = new Set<(e: RecordedAttempt) => void>();
-    const onAttempt = (e: RecordedAttempt) => {
-      for (const l of attemptListeners) {
-        try {
-          l(e);
-        } catch (err) {
-          log.error('attempt listener failed', { error: err as Error });
-        }
-      }
-    };
-    const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt, health: services.store.health });
-    /** Deliveries enqueued already leased, started by wake() once their transaction commits. */
-    const startAtCommit: Claimed[] = [];
-
-    const webhooks: WebhooksService = {
-      createSecret: (id, given) => secrets.createSecret(id, given),
-      rotateSecret: (id, given) => secrets.rotateSecret(id, given),
-      liveSecrets: (id) => secrets.liveSecrets(id),
-      describe: (id) => secrets.describe(id),
-      removeInstallation(id) {
-        db.transaction(() => {
-          const n = queue.cancelInstallation(id, Date.now());
-          secrets.forget(id);
-          if (n) log.info('queued deliveries cancelled: installation removed', { installation: id, deliveries: n });
-        })();
-      },
-      pauseInstallation(id) {
-        secrets.setPaused(id, true);
-        const n = queue.holdInstallation(id, Date.now());
-        if (n) log.info('queued deliveries held: installation paused', { installation: id, deliveries: n });
-      },
-      setEndpointUrl: (id, url) => queue.setInstallationUrl(id, url),
-      resumeInstallation(id) {
-        secrets.setPaused(id, false);
-        const n = queue.releaseHeld(id, Date.now());
-        if (!n) return;
-        log.info('held deliveries due: installation resumed', { installation: id, deliveries: n });
-        // After the caller's transaction commits: this process starts its share, the others theirs.
-        setImmediate(dueEverywhere);
-      },
-    };
-    /** Due work was made here that every serving process may take (a resume, a replay). */
-    const dueEverywhere = () => {
-      worker.wake();
-      link?.announceDue();
-    };
-    const refused = (id: string, why: ReplayRefusal): never => {
-      const messages = {
-        not_found: [`no delivery ${id}`, 'list them with GET /api/v1/deliveries'],
-        queued: [`delivery ${id} is still queued (pending, retrying or held): it will be sent`, 'retry it for an attempt now'],
-        cancelled: [`delivery ${id} was cancelled (its installation was uninstalled)`, 'install the webhook again and send the event again'],
-        uninstalled: [`delivery ${id} belongs to an installation that was uninstalled`, 'install the webhook again and send the event again'],
-        busy: [`delivery ${id} has an attempt in flight`, 'wait for it to finish, then replay'],
-      } as const;
-      const [message, hint] = messages[why];
-      throw new SwitchyardError(why === 'not_found' ? 'not_found' : 'conflict', message, { hint });
-    };
-
-    const deliveries: Deliveries = {
-      enqueueEvent(event, subscriptions, now = Date.now(), opts = {}) {
-        const out: Array<{ id: string; installationId: string }> = [];
-        for (const s of subscriptions) {
-          secrets.ensureSecret(s.installationId);
-          const origin = originOf(s.url);
-          // The copy in memory is never less paused than the store; the store has the last word
-          // (a pause whose transaction rolled back is still in the copy for a moment).
-          const held = secrets.isPaused(s.installationId) && queue.isPaused(s.installationId);
-          const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
-          let claimed: Claimed | null;
-          try {
-            claimed = queue.enqueue(
-              { eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId), now, held },
-              lease,
-            );
-          } catch (e) {
-            if (lease) worker.cancelReserved(origin);
-            throw e;
-          }
-          if (lease) {
-            if (claimed) startAtCommit.push(claimed);
-            else worker.cancelReserved(origin);
-          }
-          if (claimed) out.push({ id: claimed.id, installationId: s.installationId });
-        }
-        return out;
-      },
-      wake() {
-        for (const c of startAtCommit.splice(0)) worker.startReserved(c);
-        worker.wake();
-      },
-      rolledBack() {
-        for (const c of startAtCommit.splice(0)) worker.cancelReserved(c.origin);
-      },
-      list: (f) => queue.list(f),
-      get: (id) => queue.get(id),
-      async retry(id) {
-        const record = await worker.attemptNow(id);
-        if (record === 'busy') {
-          const d = queue.get(id);
-          if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with GET /api/v1/deliveries' });
-          if (d.status === 'cancelled')
-            throw new SwitchyardError('conflict', `delivery ${id} was cancelled (its installation was uninstalled)`, { hint: 'install the webhook again and replay' });
-          throw new SwitchyardError('conflict', `delivery ${id} has an attempt in flight`, { hint: 'wait for it to finish, then retry' });
-        }
-        return attemptView(record, queue.get(id)!.attempts.length);
-      },
-      replay(f) {
-        const replayed = queue.replay(f, Date.now(), (d) => currentUrl(d) ?? d.url);
-        if (replayed.length) {
-          log.info(`${f.status} deliveries replayed`, { deliveries: replayed.length, held: replayed.filter((r) => r.held).length });
-          dueEverywhere();
-        }
-        return replayed;
-      },
-      replayOne(id) {
-        const r = queue.replayOne(id, Date.now(), (d) => currentUrl(d) ?? d.url);
-        if (typeof r === 'string') refused(id, r);
-        dueEverywhere();
-        return queue.get(id)!;
-      },
-      replayable: (f) => queue.replayable(f),
-      stats: (f) => deliveryStats(db, f),
-      counts: () => queue.counts(),
-      inFlight: () => worker.inFlight(),
-      onAttempt(listener) {
-        attemptListeners.add(listener);
-        return () => attemptListeners.delete(listener);
-      },
-      attemptsAfter: (after, limit, f) => queue.attemptsAfter(after, limit, f),
-      lastAttemptId: () => queue.lastAttemptId(),
-      retriesDue: (now = Date.now()) => queue.retriesDue(now),
-      purgeFinished: (before, limit) => queue.purgeFinished(before, limit),
-      purgeFailed: (before, limit) => queue.purgeFailed(before, limit),
-    };
-
-    services.webhooks = webhooks;
-    services.deliveries = deliveries;
-    // Overdue work (retries due while the server was down) goes out now.
-    worker.wake();
-    let refresh: NodeJS.Timeout | undefined;
-    if (link) {
-      // Deliveries other processes made due (retries they scheduled, a dead process's leases) are
-      // not in this process's per-origin hints: look them up when told, and every second.
-      const due = () => {
-        queue.refreshDue();
-        worker.wake();
-      };
-      link.onDue(due);
-      refresh = setInterval(() => {
-        try {
-          due();
-        } catch (e) {
-          services.store.health?.failed(e);
-        }
-      }, 1_000);
-      refresh.unref();
-    }
-    return () => {
-      clearInterval(refresh);
-      return worker.stop(Math.min(services.config.server.shutdown_timeout, cfg().timeout));
-    };
+    const service = createWebhooks({
+      db: services.store.db,
+      log: services.log.child({ module: 'webhooks' }),
+      config: () => services.config.webhooks,
+      // Read at each use: attached by the installations module (absent in a server without it).
+      subscriptions: () => services.subscriptions,
+      processes: services.processes,
+      health: services.store.health,
+    });
+    services.webhooks = service.webhooks;
+    services.deliveries = service.deliveries;
+    service.start();
+    return () => service.stop(services.config.server.shutdown_timeout);
   },
   routes(app, services) {
     webhookRoutes(app, services);

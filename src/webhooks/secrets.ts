@@ -4,6 +4,7 @@
  * over without losing a delivery (one `v1=` per live secret is sent meanwhile).
  * Secrets are stored as given (they must be: HMAC needs the key); they never reach logs.
  */
+import { oncePerTurn } from '../lib/batch.ts';
 import { generationsOf } from '../store/generations.ts';
 import { randomBytes } from 'node:crypto';
 import { SwitchyardError } from '../errors.ts';
@@ -83,17 +84,11 @@ export function createSecrets(
   // could still roll back: a pause counts at once, and the copy is reloaded after the caller's
   // synchronous work is over, so it is never less paused than the database.
   let paused = new Set<string>();
-  let reloadQueued = false;
   const reloadPaused = () => {
-    reloadQueued = false;
     if (!db.open) return;
     paused = new Set(q.pausedAll.all().map((r) => r.installation_id));
   };
-  const reloadSoon = () => {
-    if (reloadQueued) return;
-    reloadQueued = true;
-    setImmediate(reloadPaused);
-  };
+  const reloadSoon = oncePerTurn(reloadPaused);
   reloadPaused();
   const generations = generationsOf(db);
   const othersChanged = generations.watch('webhook_secrets');

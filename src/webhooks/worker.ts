@@ -1,20 +1,19 @@
 /**
- * The delivery worker: takes due deliveries from the queue, signs them, POSTs them and records
- * the outcome. No polling: it runs when a delivery is enqueued (wake), when an attempt ends, and
- * on one timer armed for the earliest scheduled retry. Leases make an attempt owned by exactly one
- * worker; concurrency is bounded in all and per endpoint origin, so a slow endpoint occupies at
- * most `per_endpoint_concurrency` slots and cannot starve healthy ones.
+ * The delivery worker: takes due deliveries from the queue, makes their attempts (attempt.ts: sign,
+ * POST, decide) and records the outcomes. No polling: it runs when a delivery is enqueued (wake),
+ * when an attempt ends, and on one timer armed for the earliest scheduled retry. Leases make an
+ * attempt owned by exactly one worker; concurrency is bounded in all and per endpoint origin, so a
+ * slow endpoint occupies at most `per_endpoint_concurrency` slots and cannot starve healthy ones.
  */
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
-import { httpRequest, type HttpResult } from '../net/index.ts';
-import { USER_AGENT } from '../version.ts';
-import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from './policy.ts';
+import { httpRequest } from '../net/index.ts';
+import { makeAttempt, type AttemptContext } from './attempt.ts';
 import { LOCK_BUSY } from '../store/patience.ts';
+import { batchPerTurn } from '../lib/batch.ts';
 import type { AttemptRecord, Claimed, NextState, Queue } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
-import { signatureHeader } from './signature.ts';
 
 export type WebhooksConfig = Config['webhooks'];
 
@@ -70,19 +69,9 @@ export function leaseMs(cfg: WebhooksConfig): number {
   return Math.max(cfg.lease, cfg.timeout + 5_000);
 }
 
-function describeStatus(r: HttpResult, outcome: Outcome): string | null {
-  if (outcome === 'success') return null;
-  if (r.status >= 300 && r.status < 400)
-    return `HTTP ${r.status}: redirects are not followed${r.headers.location ? ` (Location: ${r.headers.location.slice(0, 200)})` : ''}`;
-  if (r.status === 429) return `HTTP 429: rate limited${r.headers['retry-after'] ? ` (Retry-After: ${r.headers['retry-after']})` : ''}`;
-  if (r.status >= 500) return `HTTP ${r.status}: server error`;
-  return `HTTP ${r.status}: client error, not retried`;
-}
-
 export function createWorker(deps: WorkerDeps): Worker {
   const { queue, log } = deps;
   const clock = deps.now ?? Date.now;
-  const send = deps.send ?? httpRequest;
   const owner = `${process.pid}.${randomBytes(4).toString('hex')}`;
   const perOrigin = new Map<string, number>();
   const running = new Set<Promise<unknown>>();
@@ -92,13 +81,21 @@ export function createWorker(deps: WorkerDeps): Worker {
   let stopped = false;
   let pumping = false;
   let again = false;
+  const attemptContext: AttemptContext = {
+    config: () => deps.config(),
+    secrets: deps.secrets,
+    clock,
+    send: deps.send ?? httpRequest,
+    random: deps.random,
+    signal: abort.signal,
+    stopped: () => stopped,
+  };
 
   // Attempts that ended, waiting to be recorded: written in one transaction per event-loop turn
   // (group commit), then their slots are freed. A crash before the write leaves the lease set,
   // so the attempt is recovered as interrupted and sent again (at-least-once).
   type Ended = { c: Claimed; record: AttemptRecord; next: NextState; ended: number; done: (r: AttemptRecord | undefined) => void };
-  let ended: Ended[] = [];
-  let flushQueued = false;
+  const ended = batchPerTurn<Ended>(recordEnded);
   /** While recording fails: the wait before the next try (ms), doubling to 2 s. */
   let recordRetry = 0;
 
@@ -192,11 +189,7 @@ export function createWorker(deps: WorkerDeps): Worker {
    * Record the attempts that ended and lease the next due deliveries into the freed slots, in one
    * transaction (one commit per event-loop turn, however many attempts ended in it).
    */
-  function flush(): void {
-    flushQueued = false;
-    const batch = ended;
-    ended = [];
-    if (!batch.length) return;
+  function recordEnded(batch: Ended[]): void {
     for (const e of batch) release(e.c.origin);
     const now = clock();
     let ok = true;
@@ -211,10 +204,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         // Another process is committing: these outcomes wait a turn, their slots still taken.
         for (const c of next) release(c.origin); // claims rolled back with the transaction
         for (const b of batch) acquire(b.c.origin);
-        ended = [...batch, ...ended];
-        flushQueued = true;
-        setImmediate(flush);
-        return;
+        return ended.putBack(batch);
       }
     } catch (e) {
       ok = false;
@@ -227,11 +217,8 @@ export function createWorker(deps: WorkerDeps): Worker {
         deps.health?.failed(e);
         if (!recordRetry) log.error('recording delivery attempts failed; writing them again shortly', { error: e as Error, attempts: batch.length });
         for (const b of batch) acquire(b.c.origin);
-        ended = [...batch, ...ended];
         recordRetry = Math.min((recordRetry || 50) * 2, 2_000);
-        setTimeout(flush, recordRetry).unref();
-        flushQueued = true;
-        return;
+        return ended.putBack(batch, recordRetry); // attempts ending meanwhile wait with them
       }
       // Stopping, with the store closed under us: the leases stay, so these attempts are
       // recovered as interrupted (and sent again) at the next start.
@@ -265,7 +252,7 @@ export function createWorker(deps: WorkerDeps): Worker {
 
   /** Run one attempt of a claimed delivery (its slot already taken); resolves once it is recorded (undefined if it could not be). */
   function start(c: Claimed, manual: boolean): Promise<AttemptRecord | undefined> {
-    const p = attempt(c, manual).then(
+    const p = makeAttempt(c, manual, attemptContext).then(
       (r) =>
         new Promise<AttemptRecord | undefined>((done) => {
           if (!r) {
@@ -273,10 +260,6 @@ export function createWorker(deps: WorkerDeps): Worker {
             return done(undefined);
           }
           ended.push({ c, ...r, done });
-          if (!flushQueued) {
-            flushQueued = true;
-            setImmediate(flush);
-          }
         }),
       (e) => {
         release(c.origin);
@@ -288,83 +271,6 @@ export function createWorker(deps: WorkerDeps): Worker {
     running.add(p);
     void p.finally(() => running.delete(p));
     return p;
-  }
-
-  /** Sign and send; decide the next state. No database writes here. */
-  async function attempt(c: Claimed, manual: boolean): Promise<{ record: AttemptRecord; next: NextState; ended: number } | undefined> {
-    const cfg = deps.config();
-    const startedAt = clock();
-    const body = Buffer.from(c.body, 'utf8');
-    const secrets = deps.secrets.liveSecrets(c.installationId);
-    let header: string | null = null;
-    let result: HttpResult | undefined;
-    let error: { code?: string; message: string } | undefined;
-    const t0 = performance.now();
-    if (!secrets.length) {
-      error = { code: 'ENOSECRET', message: `installation ${c.installationId} has no signing secret (was it uninstalled?)` };
-    } else {
-      header = signatureHeader(secrets, Math.floor(startedAt / 1000), body);
-      try {
-        result = await send(c.url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            'user-agent': USER_AGENT,
-            'x-platform-signature': header,
-            'x-platform-event-id': c.eventId,
-            'x-platform-delivery-id': c.id,
-          },
-          body,
-          timeoutMs: cfg.timeout,
-          maxBodyBytes: cfg.response_excerpt,
-          allowPrivate: cfg.allow_private_networks,
-          signal: abort.signal,
-        });
-      } catch (e) {
-        error = { code: (e as { code?: string }).code, message: (e as Error).message };
-      }
-    }
-    // Shut down mid-attempt: leave the lease; the next start records it as interrupted and resends.
-    if (stopped && error?.code === 'ABORT_ERR') return undefined;
-
-    const endedAt = clock();
-    const verdict = classifyOutcome(result ?? error ?? { code: 'EUNKNOWN' });
-    let next: NextState;
-    let retryAt: number | null = null;
-    if (manual) {
-      next =
-        verdict === 'success'
-          ? { status: 'delivered', attempts: c.attempts, nextAttemptAt: null, completedAt: endedAt }
-          : { status: c.status, attempts: c.attempts, nextAttemptAt: c.nextAttemptAt, completedAt: null };
-    } else {
-      const made = c.attempts + 1;
-      const retryAfter = result ? parseRetryAfter(result.headers['retry-after'], endedAt) : undefined;
-      const delay = nextAttemptDelay(made, verdict, cfg, retryAfter, deps.random);
-      if (verdict === 'success') next = { status: 'delivered', attempts: made, nextAttemptAt: null, completedAt: endedAt };
-      else if (delay === null) next = { status: 'failed', attempts: made, nextAttemptAt: null, completedAt: endedAt };
-      else {
-        retryAt = Math.round(endedAt + delay);
-        next = { status: 'retrying', attempts: made, nextAttemptAt: retryAt, completedAt: null };
-      }
-    }
-    // One vocabulary (policy.ts): a failure that schedules no retry is recorded `failed`, whether
-    // its answer was permanent, the retries ran out, or it was a manual attempt.
-    const outcome: Outcome = verdict === 'retry' && retryAt === null ? 'failed' : verdict;
-    const record: AttemptRecord = {
-      manual,
-      startedAt,
-      durationMs: performance.now() - t0,
-      url: c.url,
-      signatureHeader: header,
-      status: result?.status ?? null,
-      outcome,
-      error: result ? describeStatus(result, verdict) : (error?.message ?? null),
-      errorCode: result ? null : (error?.code ?? null),
-      responseExcerpt: result ? result.body.toString('utf8') : null,
-      responseTruncated: result?.truncated ?? false,
-      nextAttemptAt: retryAt,
-    };
-    return { record, next, ended: endedAt };
   }
 
   return {
@@ -406,7 +312,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       }
       abort.abort();
       await Promise.allSettled([...running]);
-      flush(); // anything ended but not yet written
+      ended.flush(); // anything ended but not yet written
     },
   };
 }

@@ -1,0 +1,117 @@
+/**
+ * One delivery attempt: sign the stored body with the installation's live secrets, POST it, and
+ * decide from the answer (or the error) what the delivery becomes: delivered, retried when, or
+ * failed. Writes nothing: the worker records the outcome (worker.ts).
+ */
+import type { Config } from '../config/index.ts';
+import { httpRequest, type HttpResult } from '../net/index.ts';
+import { USER_AGENT } from '../version.ts';
+import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from './policy.ts';
+import type { AttemptRecord, Claimed, NextState } from './queue.ts';
+import type { WebhookSecrets } from './secrets.ts';
+import { signatureHeader } from './signature.ts';
+
+export interface AttemptContext {
+  config: () => Config['webhooks'];
+  secrets: Pick<WebhookSecrets, 'liveSecrets'>;
+  clock: () => number;
+  send: typeof httpRequest;
+  random?: () => number;
+  /** Aborted when the worker gives up on attempts in flight (stop). */
+  signal: AbortSignal;
+  stopped: () => boolean;
+}
+
+/** The attempt's record, the delivery's next state, and when it ended. */
+export interface AttemptMade {
+  record: AttemptRecord;
+  next: NextState;
+  ended: number;
+}
+
+function describeStatus(r: HttpResult, outcome: Outcome): string | null {
+  if (outcome === 'success') return null;
+  if (r.status >= 300 && r.status < 400)
+    return `HTTP ${r.status}: redirects are not followed${r.headers.location ? ` (Location: ${r.headers.location.slice(0, 200)})` : ''}`;
+  if (r.status === 429) return `HTTP 429: rate limited${r.headers['retry-after'] ? ` (Retry-After: ${r.headers['retry-after']})` : ''}`;
+  if (r.status >= 500) return `HTTP ${r.status}: server error`;
+  return `HTTP ${r.status}: client error, not retried`;
+}
+
+/** Sign and send; decide the next state. No database writes here. Undefined when the attempt was cut short by a stop. */
+export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptContext): Promise<AttemptMade | undefined> {
+  const { clock, send } = ctx;
+  const cfg = ctx.config();
+  const startedAt = clock();
+  const body = Buffer.from(c.body, 'utf8');
+  const secrets = ctx.secrets.liveSecrets(c.installationId);
+  let header: string | null = null;
+  let result: HttpResult | undefined;
+  let error: { code?: string; message: string } | undefined;
+  const t0 = performance.now();
+  if (!secrets.length) {
+    error = { code: 'ENOSECRET', message: `installation ${c.installationId} has no signing secret (was it uninstalled?)` };
+  } else {
+    header = signatureHeader(secrets, Math.floor(startedAt / 1000), body);
+    try {
+      result = await send(c.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': USER_AGENT,
+          'x-platform-signature': header,
+          'x-platform-event-id': c.eventId,
+          'x-platform-delivery-id': c.id,
+        },
+        body,
+        timeoutMs: cfg.timeout,
+        maxBodyBytes: cfg.response_excerpt,
+        allowPrivate: cfg.allow_private_networks,
+        signal: ctx.signal,
+      });
+    } catch (e) {
+      error = { code: (e as { code?: string }).code, message: (e as Error).message };
+    }
+  }
+  // Shut down mid-attempt: leave the lease; the next start records it as interrupted and resends.
+  if (ctx.stopped() && error?.code === 'ABORT_ERR') return undefined;
+
+  const endedAt = clock();
+  const verdict = classifyOutcome(result ?? error ?? { code: 'EUNKNOWN' });
+  let next: NextState;
+  let retryAt: number | null = null;
+  if (manual) {
+    next =
+      verdict === 'success'
+        ? { status: 'delivered', attempts: c.attempts, nextAttemptAt: null, completedAt: endedAt }
+        : { status: c.status, attempts: c.attempts, nextAttemptAt: c.nextAttemptAt, completedAt: null };
+  } else {
+    const made = c.attempts + 1;
+    const retryAfter = result ? parseRetryAfter(result.headers['retry-after'], endedAt) : undefined;
+    const delay = nextAttemptDelay(made, verdict, cfg, retryAfter, ctx.random);
+    if (verdict === 'success') next = { status: 'delivered', attempts: made, nextAttemptAt: null, completedAt: endedAt };
+    else if (delay === null) next = { status: 'failed', attempts: made, nextAttemptAt: null, completedAt: endedAt };
+    else {
+      retryAt = Math.round(endedAt + delay);
+      next = { status: 'retrying', attempts: made, nextAttemptAt: retryAt, completedAt: null };
+    }
+  }
+  // One vocabulary (policy.ts): a failure that schedules no retry is recorded `failed`, whether
+  // its answer was permanent, the retries ran out, or it was a manual attempt.
+  const outcome: Outcome = verdict === 'retry' && retryAt === null ? 'failed' : verdict;
+  const record: AttemptRecord = {
+    manual,
+    startedAt,
+    durationMs: performance.now() - t0,
+    url: c.url,
+    signatureHeader: header,
+    status: result?.status ?? null,
+    outcome,
+    error: result ? describeStatus(result, verdict) : (error?.message ?? null),
+    errorCode: result ? null : (error?.code ?? null),
+    responseExcerpt: result ? result.body.toString('utf8') : null,
+    responseTruncated: result?.truncated ?? false,
+    nextAttemptAt: retryAt,
+  };
+  return { record, next, ended: endedAt };
+}

@@ -1,0 +1,196 @@
+/**
+ * What the management API, the live tail and retention read of the queue (and what retention
+ * deletes): deliveries with their attempts, as views.ts shapes them.
+ */
+import { hideUrlCredentials } from '../log/index.ts';
+import type { Db } from '../store/index.ts';
+import { COLUMNS, iso, type AttemptRow, type Row } from './queue-rows.ts';
+import { DELIVERY_STATUSES, type Attempt, type Delivery, type DeliveryDetail, type DeliveryStatus } from './views.ts';
+
+export interface DeliveryFilter {
+  status?: DeliveryStatus;
+  type?: string;
+  installation?: string;
+  event?: string;
+  /** Only deliveries to this URL origin (`https://hooks.example.com`). */
+  origin?: string;
+  since?: number;
+  until?: number;
+  limit?: number;
+  cursor?: string;
+}
+
+/** One attempt as the live tail shows it: the attempt, its delivery, and a cursor to resume after it. */
+export interface AttemptFeedItem {
+  cursor: string;
+  deliveryId: string;
+  eventId: string;
+  eventType: string;
+  installationId: string;
+  /** The delivery's status now (it may have moved on since this attempt). */
+  deliveryStatus: DeliveryStatus;
+  attempt: Attempt;
+}
+
+interface FeedRow extends AttemptRow {
+  id: number;
+  delivery_id: string;
+  event_id: string;
+  event_type: string;
+  installation_id: string;
+  delivery_status: DeliveryStatus;
+}
+
+export function createQueueReads(db: Db, maxAttempts: () => number) {
+  const q = {
+    byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
+    attemptsOf: db.prepare<[number], AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
+    counts: db.prepare<[], { status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM webhook_deliveries GROUP BY status'),
+    attemptsAfter: db.prepare<{ after: number; limit: number; installation: string | null; type: string | null }, FeedRow>(
+      `SELECT a.*, d.id AS delivery_id, d.event_id, d.event_type, d.installation_id, d.status AS delivery_status
+       FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq
+       WHERE a.id > @after AND (@installation IS NULL OR d.installation_id = @installation) AND (@type IS NULL OR d.event_type = @type)
+       ORDER BY a.id LIMIT @limit`,
+    ),
+    lastAttempt: db.prepare<[], { id: number }>('SELECT MAX(id) AS id FROM webhook_attempts'),
+    retriesDue: db.prepare<[number], { n: number }>(
+      `SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying' AND next_attempt_at <= ? AND lease_until IS NULL`,
+    ),
+    purgeFinished: db.prepare<{ before: number; limit: number }>(
+      `DELETE FROM webhook_deliveries WHERE seq IN (
+         SELECT seq FROM webhook_deliveries
+         WHERE status IN ('delivered', 'cancelled') AND completed_at < @before AND lease_until IS NULL
+           AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
+         LIMIT @limit)`,
+    ),
+    purgeFailed: db.prepare<{ before: number; limit: number }>(
+      `DELETE FROM webhook_deliveries WHERE seq IN (
+         SELECT seq FROM webhook_deliveries
+         WHERE status = 'failed' AND completed_at < @before AND lease_until IS NULL
+           AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
+         LIMIT @limit)`,
+    ),
+  };
+
+  function view(r: Row): Delivery {
+    return {
+      id: r.id,
+      eventId: r.event_id,
+      eventType: r.event_type,
+      installationId: r.installation_id,
+      url: hideUrlCredentials(r.url), // shown without credentials; sending uses the stored URL
+      status: r.status,
+      attemptCount: r.attempt_total,
+      scheduledAttempts: r.attempts,
+      maxAttempts: maxAttempts(),
+      nextAttemptAt: iso(r.next_attempt_at),
+      held: r.status === 'held',
+      lastStatus: r.last_status,
+      lastError: r.last_error && hideUrlCredentials(r.last_error),
+      createdAt: iso(r.created_at)!,
+      updatedAt: iso(r.updated_at)!,
+      completedAt: iso(r.completed_at),
+    };
+  }
+
+  function attemptView(a: AttemptRow): Attempt {
+    return {
+      number: a.number,
+      manual: a.manual === 1,
+      startedAt: iso(a.started_at)!,
+      durationMs: a.duration_ms === null ? null : Math.round(a.duration_ms * 100) / 100,
+      url: hideUrlCredentials(a.url),
+      signatureHeader: a.signature,
+      status: a.status,
+      outcome: a.outcome,
+      error: a.error && hideUrlCredentials(a.error),
+      errorCode: a.error_code,
+      responseExcerpt: a.response_excerpt,
+      responseTruncated: a.response_truncated === 1,
+      nextAttemptAt: iso(a.next_attempt_at),
+    };
+  }
+
+  return {
+    get(id: string): DeliveryDetail | undefined {
+      const r = q.byId.get(id);
+      if (!r) return undefined;
+      const attempts = q.attemptsOf.all(r.seq).map(attemptView);
+      let payload: unknown;
+      try {
+        payload = JSON.parse(r.body);
+      } catch {
+        payload = null;
+      }
+      const signed = [...attempts].reverse().find((a) => a.signatureHeader);
+      return { ...view(r), body: r.body, payload, signatureHeader: signed?.signatureHeader ?? null, attempts };
+    },
+
+    list(f: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null } {
+      const where: string[] = [];
+      const params: Record<string, unknown> = {};
+      if (f.status) (where.push('d.status = @status'), (params.status = f.status));
+      if (f.type) (where.push('d.event_type = @type'), (params.type = f.type));
+      if (f.installation) (where.push('d.installation_id = @installation'), (params.installation = f.installation));
+      if (f.event) (where.push('d.event_id = @event'), (params.event = f.event));
+      if (f.origin) (where.push('d.origin = @origin'), (params.origin = f.origin));
+      if (f.since !== undefined) (where.push('d.created_at >= @since'), (params.since = f.since));
+      if (f.until !== undefined) (where.push('d.created_at <= @until'), (params.until = f.until));
+      if (f.cursor) (where.push('d.seq < @cursor'), (params.cursor = Number(f.cursor)));
+      const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
+      const rows = db
+        .prepare<Record<string, unknown>, Row>(
+          `SELECT ${COLUMNS} FROM webhook_deliveries d ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY d.seq DESC LIMIT ${limit}`,
+        )
+        .all(params);
+      return { deliveries: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
+    },
+
+    counts(): Record<DeliveryStatus, number> {
+      const out = Object.fromEntries(DELIVERY_STATUSES.map((s) => [s, 0])) as Record<DeliveryStatus, number>;
+      for (const r of q.counts.all()) out[r.status] = r.n;
+      return out;
+    },
+
+    // --- Inspection (live tail, metrics) and retention; see src/inspection and src/retention. ---
+
+    /** Attempts recorded after `afterId` (ascending; ids only grow), with their delivery: the tail's cursor read. */
+    attemptsAfter(afterId: number, limit: number, f: { installation?: string; type?: string } = {}): AttemptFeedItem[] {
+      return q.attemptsAfter
+        .all({ after: afterId, limit, installation: f.installation ?? null, type: f.type ?? null })
+        .map((r) => ({
+          cursor: String(r.id),
+          deliveryId: r.delivery_id,
+          eventId: r.event_id,
+          eventType: r.event_type,
+          installationId: r.installation_id,
+          deliveryStatus: r.delivery_status,
+          attempt: attemptView(r),
+        }));
+    },
+
+    /** The newest attempt's id (0 when none): where a live tail starts. */
+    lastAttemptId(): number {
+      return q.lastAttempt.get()?.id ?? 0;
+    },
+
+    /** Retries whose time has come but that have not started (waiting for a slot; held ones are not due). */
+    retriesDue(now: number): number {
+      return q.retriesDue.get(now)?.n ?? 0;
+    },
+
+    /**
+     * Delete up to `limit` delivered or cancelled deliveries completed before `before`, with their
+     * attempts (ON DELETE CASCADE). Failed ones stay: they can still be replayed. The delivery that
+     * holds the newest attempt is kept so attempt ids are never reused (a tail's cursor stays valid).
+     */
+    purgeFinished(before: number, limit: number): number {
+      return q.purgeFinished.run({ before, limit }).changes;
+    },
+
+    /** Delete up to `limit` failed deliveries that failed before `before` (no longer replayable), with their attempts; same cursor rule. */
+    purgeFailed(before: number, limit: number): number {
+      return q.purgeFailed.run({ before, limit }).changes;
+    },
+  };
+}

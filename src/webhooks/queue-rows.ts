@@ -1,0 +1,124 @@
+/**
+ * The delivery queue's rows and what the worker gets of them (a claimed delivery, the attempt it
+ * records, the state it moves the delivery to), with the SQL the queue's stages share.
+ */
+import type { AttemptOutcome } from './policy.ts';
+import type { DeliveryStatus } from './views.ts';
+
+/** What the worker needs to make one attempt. */
+export interface Claimed {
+  seq: number;
+  id: string;
+  url: string;
+  origin: string;
+  body: string;
+  eventId: string;
+  installationId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: number | null;
+  createdAt: number;
+}
+
+export interface AttemptRecord {
+  manual: boolean;
+  startedAt: number;
+  durationMs: number | null;
+  url: string;
+  signatureHeader: string | null;
+  status: number | null;
+  outcome: AttemptOutcome;
+  error: string | null;
+  errorCode: string | null;
+  responseExcerpt: string | null;
+  responseTruncated: boolean;
+  nextAttemptAt: number | null;
+}
+
+export interface NextState {
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: number | null;
+  completedAt: number | null;
+}
+
+export interface Row {
+  seq: number;
+  id: string;
+  event_id: string;
+  event_type: string;
+  installation_id: string;
+  url: string;
+  origin: string;
+  body: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number | null;
+  lease_until: number | null;
+  created_at: number;
+  updated_at: number;
+  completed_at: number | null;
+  last_status: number | null;
+  last_error: string | null;
+  attempt_total: number;
+}
+
+export interface AttemptRow {
+  number: number;
+  manual: number;
+  started_at: number;
+  duration_ms: number | null;
+  url: string;
+  signature: string | null;
+  status: number | null;
+  outcome: AttemptOutcome;
+  error: string | null;
+  error_code: string | null;
+  response_excerpt: string | null;
+  response_truncated: number;
+  next_attempt_at: number | null;
+}
+
+export const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+const origins = new Map<string, string>();
+
+/** The URL's origin (the unit of per-endpoint concurrency); remembered, since few URLs recur often. */
+export function originOf(url: string): string {
+  let o = origins.get(url);
+  if (o === undefined) {
+    try {
+      o = new URL(url).origin;
+    } catch {
+      o = url;
+    }
+    if (origins.size > 10_000) origins.clear();
+    origins.set(url, o);
+  }
+  return o;
+}
+
+// Attempt numbers run 1, 2, 3... per delivery (insertAttempt), so the highest is how many there are.
+export const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id, d.url, d.origin, d.body, d.status, d.attempts,
+  d.next_attempt_at, d.lease_until, d.created_at, d.updated_at, d.completed_at, d.last_status, d.last_error,
+  COALESCE((SELECT MAX(a.number) FROM webhook_attempts a WHERE a.delivery_seq = d.seq), 0) AS attempt_total`;
+/** The delivery's installation is paused (its webhook endpoint row says so). */
+export const PAUSED = `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = webhook_deliveries.installation_id AND e.paused = 1)`;
+
+/** A claim's RETURNING row as the worker takes it. */
+export const claimedOf = (r: any): Claimed | undefined =>
+  r && {
+    seq: r.seq,
+    id: r.id,
+    url: r.url,
+    origin: r.origin,
+    body: r.body,
+    eventId: r.event_id,
+    installationId: r.installation_id,
+    eventType: r.event_type,
+    status: r.status,
+    attempts: r.attempts,
+    nextAttemptAt: r.next_attempt_at,
+    createdAt: r.created_at,
+  };
