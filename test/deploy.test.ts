@@ -2,13 +2,15 @@
  * The deployment files in deploy/: the container image's and the systemd unit's config.yaml loads
  * with the variables each sets, their paths agree with each other, and systemd accepts the unit
  * (systemd-analyze verify, where systemd is installed). Docker cannot build here (no daemon and no
- * registry for base images), so the Dockerfile is checked for what would break a run.
+ * registry for base images), so the Dockerfile is linted (dockerfile-utils, the validator behind
+ * editors' Dockerfile support) and checked for what would break a run.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { validate as lintDockerfile } from 'dockerfile-utils';
 import { loadConfig } from '../src/config/index.ts';
 import { ROOT, tmpDir } from './helpers/index.ts';
 
@@ -25,6 +27,16 @@ function dockerEnv(): Record<string, string> {
     }
   return env;
 }
+
+test('the Dockerfile lints clean, and the linter does catch a broken one', () => {
+  const problems = lintDockerfile(dockerfile).map((d) => `line ${d.range.start.line + 1}: ${d.message}`);
+  assert.deepEqual(problems, []);
+  // The same linter on the Dockerfile with its COPY of the executable cut short and USER emptied.
+  const broken = dockerfile.replace(/^COPY dist\/switchyard .*$/m, 'COPY dist/switchyard').replace(/^USER switchyard$/m, 'USER');
+  const found = lintDockerfile(broken).map((d) => d.message);
+  assert.ok(found.some((m) => /COPY requires at least two arguments/.test(m)), JSON.stringify(found));
+  assert.ok(found.some((m) => /no arguments/.test(m)), JSON.stringify(found));
+});
 
 test('the container image: its config loads with the ENV it sets, and data lands on the volume', () => {
   const env = dockerEnv();
