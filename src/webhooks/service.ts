@@ -8,7 +8,7 @@ import { SwitchyardError } from '../errors.ts';
 import { oncePerTurn } from '../lib/batch.ts';
 import { createObservers } from '../lib/observers.ts';
 import { hideUrlCredentials, type Logger } from '../log/index.ts';
-import type { Db } from '../store/index.ts';
+import { afterCommit, onRollback, type Db } from '../store/index.ts';
 import type { Deliveries, Subscription, WebhooksService } from './contracts.ts';
 import { createQueue, originOf, type Attempt, type AttemptRecord, type Claimed, type ReplayRefusal } from './queue.ts';
 import { createSecrets } from './secrets.ts';
@@ -101,8 +101,8 @@ export function createWebhooks(deps: WebhooksDeps) {
   };
   /** The same, once the caller's transaction has committed (once a turn, however many resumes). */
   const dueEverywhereSoon = oncePerTurn(dueEverywhere);
-  /** Deliveries enqueued already leased, started by wake() once their transaction commits. */
-  const startAtCommit: Claimed[] = [];
+  /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
+  const wakeWorker = () => worker.wake();
 
   const webhooks: WebhooksService = {
     createSecret: (id, given) => secrets.createSecret(id, given),
@@ -164,20 +164,20 @@ export function createWebhooks(deps: WebhooksDeps) {
           throw e;
         }
         if (lease) {
-          if (claimed) startAtCommit.push(claimed);
-          else worker.cancelReserved(origin);
+          if (claimed) {
+            // Leased in the caller's transaction: its first attempt starts once that commits, and
+            // the slot is given back if it (or the savepoint it is in) rolls back.
+            const started = claimed;
+            afterCommit(db, () => worker.startReserved(started));
+            onRollback(db, () => worker.cancelReserved(origin));
+          } else worker.cancelReserved(origin);
         }
         if (claimed) out.push({ id: claimed.id, installationId: s.installationId });
       }
+      if (out.length) afterCommit(db, wakeWorker);
       return out;
     },
-    wake() {
-      for (const c of startAtCommit.splice(0)) worker.startReserved(c);
-      worker.wake();
-    },
-    rolledBack() {
-      for (const c of startAtCommit.splice(0)) worker.cancelReserved(c.origin);
-    },
+    wake: wakeWorker,
     list: (f) => queue.list(f),
     get: (id) => queue.get(id),
     async retry(id) {
