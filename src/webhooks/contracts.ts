@@ -26,6 +26,19 @@ export interface WebhooksService {
   setEndpointUrl(installationId: string, url: string): number;
 }
 
+/**
+ * A step of an installation's lifecycle, as the installations module tells it (its
+ * InstallationChange, named here by shape so this module imports nothing of it). `endpoint` is set
+ * for webhook installations only: where deliveries go now (undefined: no URL any more) and before.
+ */
+export interface InstallationLifecycle {
+  kind: 'installed' | 'configured' | 'paused' | 'resumed' | 'uninstalled';
+  installation: { id: string; status: string };
+  endpoint?: { url: string | undefined; previousUrl?: string | undefined };
+  /** On install: the signing secret the caller gave. */
+  webhookSecret?: string;
+}
+
 export interface Subscription {
   installationId: string;
   url: string;
