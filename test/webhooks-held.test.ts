@@ -126,3 +126,41 @@ test('a pause holds queued retries and in-flight attempts end held; replaying in
   await waitFor(async () => (await s.api('GET', `/api/v1/deliveries/${inFlight}`)).body.status === 'delivered');
   assert.equal(r.requests.length, before + 1);
 });
+
+test('removing webhook_url holds the queued deliveries, and a replay or manual retry is refused until a URL is set again', async (t) => {
+  const s = await inspectionServer(t, { webhooks: { max_retries: 3, base_delay: 60_000, jitter: 0 } });
+  let answer = 200;
+  const r = await scriptedReceiver(t, () => answer);
+  const inst = await s.subscribe(r.url, ['site_view', 'page_feedback']);
+  const delivered = (await s.send('site_view')).deliveries[0].id;
+  assert.equal((await s.settled(delivered)).status, 'delivered');
+  answer = 500;
+  const queued = (await s.send('page_feedback')).deliveries[0].id;
+  await waitFor(async () => ((await s.api('GET', `/api/v1/deliveries/${queued}`)).body as DeliveryDetail).status === 'retrying');
+  const sent = r.requests.length;
+
+  const patched = await s.api('PATCH', `/api/v1/installations/${inst}`, { configuration: { webhook_url: null } });
+  assert.equal(patched.status, 200);
+  assert.equal(((await s.api('GET', `/api/v1/deliveries/${queued}`)).body as DeliveryDetail).status, 'held', 'the queued retry waits for a URL');
+
+  const replay = await s.api('POST', '/api/v1/deliveries/replay', { status: 'delivered' });
+  assert.equal(replay.status, 409);
+  assert.match(replay.body.error.message, new RegExp(`installation ${inst} has no webhook_url any more`));
+  const one = await s.api('POST', `/api/v1/deliveries/${delivered}/replay`);
+  assert.equal(one.status, 409);
+  assert.match(one.body.error.message, /has no webhook_url any more/);
+  assert.equal(((await s.api('GET', `/api/v1/deliveries/${delivered}`)).body as DeliveryDetail).status, 'delivered', 'the refused replay changed nothing');
+  const retry = await s.api('POST', `/api/v1/deliveries/${queued}/retry`);
+  assert.equal(retry.status, 409);
+  assert.match(retry.body.error.message, /has no webhook_url any more/);
+  await sleep(200);
+  assert.equal(r.requests.length, sent, 'nothing went to the old URL');
+
+  // A URL set again releases what was held, to the new URL.
+  answer = 200;
+  const other = await scriptedReceiver(t, () => 200);
+  assert.equal((await s.api('PATCH', `/api/v1/installations/${inst}`, { configuration: { webhook_url: other.url } })).status, 200);
+  assert.equal((await s.settled(queued)).status, 'delivered');
+  assert.equal(other.requests.length, 1);
+  assert.equal(r.requests.length, sent);
+});

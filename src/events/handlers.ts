@@ -1,11 +1,11 @@
 /**
  * `services.handlerRuns`: platform events owed to integrations' event handlers, at least once.
- * Ingest calls enqueueEvent inside the event's transaction (one INSERT per handling installation),
- * then wake() after the commit; the worker runs them through `services.eventHandlers` (the runtime).
+ * Ingest calls enqueueEvent inside the event's transaction (one INSERT per handling installation);
+ * the runs start when that commits (an after-commit hook); the worker runs them through `services.eventHandlers` (the runtime).
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
-import type { Db } from '../store/index.ts';
+import { afterCommit, onRollback, type Db } from '../store/index.ts';
 import type { RetryConfig } from '../webhooks/policy.ts';
 import { createHandlerRuns, type ClaimedRun, type HandlerRunFilter, type RunNext } from './handler-runs.ts';
 import { createHandlerWorker, type RunOutcome } from './handler-worker.ts';
@@ -20,10 +20,14 @@ export interface EventHandlers {
 }
 
 export interface HandlerQueue {
-  /** Inside the event's transaction: one run per installation that handles it. Call wake() after the commit, rolledBack() if it does not commit. */
+  /**
+   * Inside the event's transaction: one run per installation that handles it. The runs start once
+   * that transaction commits, and their reserved slots are given back if it rolls back (store
+   * hooks: store/transactions.ts); the caller tells nothing afterwards.
+   */
   enqueueEvent(event: { eventId: string; type: string; installationId?: unknown }, now: number, opts?: { startAtCommit?: boolean }): Array<{ id: string; installationId: string }>;
+  /** The worker looks for due work now (a clock moved, another process made work due). */
   wake(): void;
-  rolledBack(): void;
   list(f: HandlerRunFilter): { handlerRuns: HandlerRun[]; nextCursor: string | null };
   get(id: string): HandlerRun | undefined;
   ofEvent(eventId: string): HandlerRun[];
@@ -66,8 +70,8 @@ export function createHandlerQueue(deps: {
       return handlers.run(c.installationId, event);
     },
   });
-  /** Runs enqueued already leased, started by wake() once their transaction commits. */
-  const startAtCommit: ClaimedRun[] = [];
+  /** After an enqueue's commit: the worker looks for what was not started at commit (one hook per transaction). */
+  const wakeWorker = () => worker.wake();
 
   return {
     enqueueEvent(event, at, opts = {}) {
@@ -83,20 +87,20 @@ export function createHandlerQueue(deps: {
           throw e;
         }
         if (lease) {
-          if (claimed) startAtCommit.push(claimed);
-          else worker.cancelReserved();
+          if (claimed) {
+            // Leased in the caller's transaction: it runs once that commits; the slot is given
+            // back if it (or the savepoint it is in) rolls back.
+            const started = claimed;
+            afterCommit(deps.db, () => worker.startReserved(started));
+            onRollback(deps.db, () => worker.cancelReserved());
+          } else worker.cancelReserved();
         }
         if (claimed) out.push({ id: claimed.id, installationId: t.installationId });
       }
+      if (out.length) afterCommit(deps.db, wakeWorker);
       return out;
     },
-    wake() {
-      for (const c of startAtCommit.splice(0)) worker.startReserved(c);
-      worker.wake();
-    },
-    rolledBack() {
-      for (const _ of startAtCommit.splice(0)) worker.cancelReserved();
-    },
+    wake: wakeWorker,
     list: (f) => runs.list(f),
     get: (id) => runs.get(id),
     ofEvent: (eventId) => runs.ofEvent(eventId),

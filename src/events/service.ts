@@ -1,8 +1,9 @@
 /**
  * Event ingest: validate, store, and in the same transaction enqueue one webhook delivery per
  * subscribed installation and one handler run per installation whose integration handles the
- * event; only then acknowledge. A repeated eventId is recognised and not enqueued again. After the
- * commit both workers are woken (first attempts at once), without the caller waiting for them.
+ * event; only then acknowledge. A repeated eventId is recognised and not enqueued again. The
+ * queues start their work when the transaction commits (store hooks registered by their enqueue:
+ * first attempts at once), without the caller waiting for them.
  * A batch (a JSON array on the same route) is validated item by item and its valid events are
  * stored together in one transaction (see ingestBatch).
  */
@@ -152,6 +153,9 @@ export function createEvents(deps: EventsDeps) {
     return new Promise<Stored[]>((resolve, reject) => pending.push({ ...unit, resolve, reject }));
   }
 
+  // The queues hear about the commit (first attempts start) or the rollback (reserved slots given
+  // back) from the store's transaction hooks, registered by their enqueueEvent: nothing here calls
+  // back into them.
   function flush(batch: Pending[]): void {
     const at = now();
     let outcomes: Array<{ stored: Stored[] } | { error: unknown }> = [];
@@ -166,19 +170,15 @@ export function createEvents(deps: EventsDeps) {
         );
         if (done === LOCK_BUSY) {
           // Another process is committing: this batch waits a turn (and takes in what arrives).
-          deps.deliveries()?.rolledBack();
-          deps.handlerRuns()?.rolledBack();
           pending.putBack(batch);
           return;
         }
       } catch (error) {
-        deps.deliveries()?.rolledBack();
-        deps.handlerRuns()?.rolledBack();
         // (One unit alone: its failure is its answer.)
         if (batch.length === 1) throw error;
         // ... and it is stored again unit by unit, each in its own savepoint, so one bad event
-        // does not sink the others (without starting deliveries at commit: a savepoint that rolls
-        // back could not take its leases back).
+        // does not sink the others (without starting deliveries at commit: first attempts go
+        // through the scheduler, woken once this commits).
         outcomes = [];
         db.transaction(() => {
           for (const p of batch) {
@@ -191,15 +191,10 @@ export function createEvents(deps: EventsDeps) {
         })();
       }
     } catch (error) {
-      deps.deliveries()?.rolledBack();
-      deps.handlerRuns()?.rolledBack();
       for (const p of batch) p.reject(error); // the commit itself failed: nothing was stored
       return;
     }
-    // Committed: now the work may start.
-    const stored = outcomes.flatMap((o) => ('stored' in o ? o.stored : []));
-    if (stored.some((s) => s?.deliveries.length)) deps.deliveries()?.wake();
-    if (stored.some((s) => s?.handlers.length)) deps.handlerRuns()?.wake();
+    // Committed (and the queues already started their work): answer the callers.
     batch.forEach((p, i) => {
       const o = outcomes[i];
       if ('error' in o) p.reject(o.error);

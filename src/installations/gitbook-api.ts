@@ -19,7 +19,7 @@ import { invocationTokenTtl } from './tokens.ts';
 import type { Services, ServicesWith } from '../server/services.ts';
 import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import type { Config } from '../config/index.ts';
-import type { Change, Installation } from './service.ts';
+import type { Installation } from './service.ts';
 
 /** One installation as GitBook's API answers it; stored credentials only for who may see them. */
 function view(services: Services, i: Installation, reveal: boolean) {
@@ -103,7 +103,7 @@ function page<T>(items: T[], q: URLSearchParams): { items: T[]; count: number; n
   return { items: slice, count: items.length, ...(from + limit < items.length ? { next: { page: String(from + limit) } } : {}) };
 }
 
-export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'>, afterChange: (c: Change) => void): void {
+export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'>): void {
   const inst = () => services.installations;
   const limit = services.config.server.body_limit;
 
@@ -145,21 +145,16 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
       throw new SwitchyardError('bad_request', 'configuration must be an object', { where: 'configuration' });
     if (externalIds !== undefined && (!Array.isArray(externalIds) || externalIds.some((x) => typeof x !== 'string')))
       throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
-    const result = services.store.db.transaction(() => {
-      let change: Change | undefined;
-      if (configuration) {
-        // GitBook replaces the configuration: keys left out are removed. Not on a space or site
-        // installation: it holds the account's configuration and its own in one here (GitBook
-        // keeps two, updated by separate calls), so one call's keys must not erase the other's.
-        const patch: Record<string, unknown> = { ...(configuration as Record<string, unknown>) };
-        if (target.target === 'organization') for (const k of Object.keys(target.configuration)) if (!(k in patch)) patch[k] = null;
-        change = inst().configure(target.id, patch, { byCode: isIntegrationCode(principalOf(event.req)) });
-      }
-      const updated = externalIds ? inst().setExternalIds(target.id, externalIds as string[]) : (change?.installation ?? target);
-      return { change, updated };
-    })();
-    if (result.change) afterChange(result.change);
-    return view(services, result.updated, mayReveal(principalOf(event.req)));
+    let updated = target;
+    if (configuration) {
+      // GitBook replaces the configuration: keys left out are removed. Not on a space or site
+      // installation: it holds the account's configuration and its own in one here (GitBook
+      // keeps two, updated by separate calls), so one call's keys must not erase the other's.
+      const patch: Record<string, unknown> = { ...(configuration as Record<string, unknown>) };
+      if (target.target === 'organization') for (const k of Object.keys(target.configuration)) if (!(k in patch)) patch[k] = null;
+      updated = inst().configure(target.id, patch, { byCode: isIntegrationCode(principalOf(event.req)), externalIds: externalIds as string[] | undefined }).installation;
+    } else if (externalIds) updated = inst().setExternalIds(target.id, externalIds as string[]);
+    return view(services, updated, mayReveal(principalOf(event.req)));
   }
 
   const base = '/api/v1/integrations/:name';

@@ -9,7 +9,7 @@ import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
 
 export { createInstallations, RESERVED_CONFIGURATION_KEYS, newEventId, concerns, configurationSection } from './service.ts';
-export type { Installation, InstallationStatus, InstallationTarget, Installations, Change } from './service.ts';
+export type { Installation, InstallationStatus, InstallationTarget, Installations, Change, InstallationChange, ChangeKind, ChangeListener } from './service.ts';
 export { scopesAllow, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';
 export { installationsMigrations } from './schema.ts';
@@ -38,6 +38,7 @@ export const installationsModule = defineModule({
       db: services.store.db,
       manifestOf: (name) => registry.get(name)?.manifest,
       dialectOf: (name) => registry.get(name)?.dialect,
+      log: services.log.child({ module: 'installations' }),
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;

@@ -7,7 +7,7 @@ import { oneOfParam, readJson } from '../http/body.ts';
 import { missingRequired } from '../manifest/index.ts';
 import type { Services, ServicesWith } from '../server/services.ts';
 import { installationEndpoint } from './urls.ts';
-import { configurationSection, type Change, type Installation } from './service.ts';
+import { configurationSection, type Installation } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
 import { refusedAhead } from '../net/index.ts';
 import { gitbookApiRoutes } from './gitbook-api.ts';
@@ -32,28 +32,13 @@ export function installationView(services: Services, inst: Installation, reveal 
 }
 
 /**
- * The installations' routes. The runtime (`services.runtime`, emit and render) and the webhooks
- * module (`services.webhooks`: secrets, and queued deliveries that follow a webhook installation)
- * are read when present; the installations module works without either.
+ * The installations' routes: they parse, authorize, call one lifecycle step of the service and
+ * answer. What follows a step (webhook secrets and queued deliveries, the runtime's events) is the
+ * business of the modules that subscribe to the service's change hook (service.ts, onChange).
  */
 export function installationRoutes(app: H3, services: ServicesWith<'installations'>): void {
   const inst = () => services.installations;
   const limit = services.config.server.body_limit;
-
-  /** Runtime events after a change: recorded per installation, never blocking the API answer. */
-  function afterChange(change: Change): void {
-    const runtime = services.runtime;
-    if (!runtime) return;
-    void (async () => {
-      for (const event of change.emit) {
-        try {
-          await runtime.emit(change.installation, event);
-        } catch (e) {
-          services.log.warn('installation event failed', { installation: change.installation.id, type: event.type, error: (e as Error).message });
-        }
-      }
-    })();
-  }
 
   /**
    * The admin, an installation for itself, or an integration's token for its own installations
@@ -92,29 +77,24 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       throw new SwitchyardError('bad_request', 'configuration must be an object', { where: 'configuration' });
     if (body.externalIds !== undefined && (!Array.isArray(body.externalIds) || body.externalIds.some((x) => typeof x !== 'string')))
       throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
-    const webhooks = services.webhooks;
     const given = body.webhook_secret;
     if (given !== undefined && (typeof given !== 'string' || given.length < 16))
       throw new SwitchyardError('bad_request', 'webhook_secret must be a string of at least 16 characters', { where: 'webhook_secret' });
-    const change = services.store.db.transaction(() => {
-      const c = inst().install({
-        integration: body.integration as string,
-        target: target as 'organization' | 'space' | 'site' | undefined,
-        space: body.space as string | undefined,
-        site: body.site as string | undefined,
-        configuration: body.configuration as Record<string, unknown> | undefined,
-        externalIds: body.externalIds as string[] | undefined,
-      });
-      const secret = c.installation.integration === WEBHOOK_INTEGRATION && webhooks ? webhooks.createSecret(c.installation.id, given as string | undefined) : undefined;
-      return { ...c, secret };
-    })();
-    afterChange(change);
+    const change = inst().install({
+      integration: body.integration as string,
+      target: target as 'organization' | 'space' | 'site' | undefined,
+      space: body.space as string | undefined,
+      site: body.site as string | undefined,
+      configuration: body.configuration as Record<string, unknown> | undefined,
+      externalIds: body.externalIds as string[] | undefined,
+      webhookSecret: given as string | undefined,
+    });
     services.log.info('installed', { integration: change.installation.integration, installation: change.installation.id, status: change.installation.status });
     return new Response(
       JSON.stringify({
         installation: installationView(services, change.installation),
         token: change.token,
-        ...(change.secret ? { webhookSecret: change.secret } : {}),
+        ...(change.webhookSecret ? { webhookSecret: change.webhookSecret } : {}),
       }),
       { status: 201, headers: { 'content-type': 'application/json' } },
     );
@@ -137,31 +117,17 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       throw new SwitchyardError('bad_request', 'send {"configuration": {"key": value}} (null removes a key), and optionally "externalIds"', { where: 'configuration' });
     if (externalIds !== undefined && (!Array.isArray(externalIds) || externalIds.some((x) => typeof x !== 'string')))
       throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
-    const change = services.store.db.transaction(() => {
-      const c = inst().configure(id, patch as Record<string, unknown>, { byCode: isIntegrationCode(principalOf(event.req)) });
-      if (externalIds) c.installation = inst().setExternalIds(id, externalIds as string[]);
-      // Queued deliveries go to the URL the installation has now.
-      const url = c.installation.configuration.webhook_url;
-      if (c.installation.integration === WEBHOOK_INTEGRATION && typeof url === 'string' && 'webhook_url' in (patch as object))
-        services.webhooks?.setEndpointUrl(id, url);
-      return c;
-    })();
-    afterChange(change);
+    const change = inst().configure(id, patch as Record<string, unknown>, {
+      byCode: isIntegrationCode(principalOf(event.req)),
+      externalIds: externalIds as string[] | undefined,
+    });
     return { installation: installationView(services, change.installation) };
   });
 
   for (const action of ['pause', 'resume'] as const) {
     app.post(`/api/v1/installations/:id/${action}`, (event) => {
       requireAdmin(event.req);
-      const updated = services.store.db.transaction(() => {
-        const u = inst()[action](event.context.params!.id);
-        // A paused webhook installation holds its queued deliveries; resume sends the overdue ones.
-        if (u.integration === WEBHOOK_INTEGRATION) {
-          if (action === 'pause') services.webhooks?.pauseInstallation(u.id);
-          else services.webhooks?.resumeInstallation(u.id);
-        }
-        return u;
-      })();
+      const updated = inst()[action](event.context.params!.id);
       services.log.info(`installation ${action === 'pause' ? 'paused' : 'resumed'}`, { installation: updated.id, status: updated.status });
       return { installation: installationView(services, updated) };
     });
@@ -170,7 +136,6 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
   app.delete('/api/v1/installations/:id', (event) => {
     requireAdmin(event.req);
     const updated = inst().uninstall(event.context.params!.id);
-    services.webhooks?.removeInstallation(updated.id);
     services.log.info('uninstalled', { installation: updated.id });
     return { installation: installationView(services, updated) };
   });
@@ -197,5 +162,5 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     });
   });
 
-  gitbookApiRoutes(app, services, afterChange);
+  gitbookApiRoutes(app, services);
 }

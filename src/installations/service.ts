@@ -13,7 +13,9 @@ import { newEventId } from '../events/types.ts';
 import { hashToken } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
-import type { Db } from '../store/index.ts';
+import { afterCommit, type Db } from '../store/index.ts';
+import { createObservers } from '../lib/observers.ts';
+import { createLogger, type Logger } from '../log/index.ts';
 import { missingRequired, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
@@ -76,7 +78,28 @@ export interface InstallRequest {
   site?: string;
   configuration?: Record<string, unknown>;
   externalIds?: string[];
+  /** The webhook signing secret to use (a webhook installation); one is made otherwise. */
+  webhookSecret?: string;
 }
+
+/**
+ * A lifecycle step, told to the modules that follow installations (see onChange). `endpoint` is set
+ * for a webhook installation only: where its deliveries go now (undefined: no URL), and before.
+ */
+export type InstallationChange =
+  | { kind: 'installed'; installation: Installation; emit: Change['emit']; endpoint?: Endpoint; webhookSecret?: string }
+  | { kind: 'configured'; installation: Installation; previous: Installation; emit: Change['emit']; endpoint?: Endpoint & { previousUrl: string | undefined } }
+  | { kind: 'paused' | 'resumed' | 'uninstalled'; installation: Installation; endpoint?: Endpoint };
+export type ChangeKind = InstallationChange['kind'];
+export interface Endpoint {
+  url: string | undefined;
+}
+/**
+ * Told inside the step's transaction: its writes commit or roll back with the step, and one that
+ * throws rolls the step back (a webhook installation without its secret is never stored). It may
+ * answer what it made for the step's caller (the webhook signing secret).
+ */
+export type ChangeListener = (change: InstallationChange) => { webhookSecret?: string } | void;
 
 /** What happened, for the caller to act on after the transaction (events, secrets). */
 export interface Change {
@@ -92,9 +115,14 @@ export interface InstallationsDeps {
   /** Which manifest file it came from (GitBook's keeps its JSON Schema's open configurations for its code). */
   dialectOf?(name: string): ManifestDialect | undefined;
   now?: () => Date;
+  /** Where a listener told after a commit that throws is reported. */
+  log?: Logger;
 }
 
 export { newEventId };
+
+const urlOf = (i: Installation): string | undefined => (typeof i.configuration.webhook_url === 'string' ? i.configuration.webhook_url : undefined);
+const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i) } : undefined);
 
 export function createInstallations(deps: InstallationsDeps) {
   const { db } = deps;
@@ -353,16 +381,66 @@ export function createInstallations(deps: InstallationsDeps) {
     generations.bump('installations');
   };
 
+  // The lifecycle: each step is one transaction that tells the modules following installations
+  // (the webhooks' secrets and queue) inside it, and the others (the runtime's events) once it
+  // has committed. Routes only parse, authorize, call a step and answer.
+  const inTransaction = new Set<ChangeListener>();
+  const committed = createObservers<[InstallationChange]>(deps.log ?? createLogger(), 'installation change listener failed', (c) => ({ installation: c.installation.id, kind: c.kind }));
+  function tell(change: InstallationChange): { webhookSecret?: string } {
+    const out: { webhookSecret?: string } = {};
+    for (const listener of inTransaction) Object.assign(out, listener(change) ?? {});
+    afterCommit(db, () => committed.notify(change));
+    return out;
+  }
+  const lifecycle = {
+    /** Install (with its webhook signing secret, for a webhook installation). */
+    install: db.transaction((req: InstallRequest): Change & { token: string; webhookSecret?: string } => {
+      const c = install(req);
+      const told = tell({ kind: 'installed', installation: c.installation, emit: c.emit, endpoint: endpointOf(c.installation), webhookSecret: req.webhookSecret });
+      return { ...c, ...(told.webhookSecret ? { webhookSecret: told.webhookSecret } : {}) };
+    }),
+    /** A configuration edit (and the externalIds, when given): queued deliveries follow the webhook URL. */
+    configure: db.transaction((id: string, patch: Record<string, unknown>, opts: { byCode?: boolean; externalIds?: string[] } = {}): Change => {
+      const previous = require(id);
+      const c = configure(id, patch, opts);
+      if (opts.externalIds) c.installation = setExternalIds(id, opts.externalIds);
+      const endpoint = endpointOf(c.installation);
+      tell({ kind: 'configured', installation: c.installation, previous, emit: c.emit, endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous) } });
+      return c;
+    }),
+    pause: db.transaction((id: string): Installation => {
+      const u = setStatus(id, 'paused');
+      tell({ kind: 'paused', installation: u, endpoint: endpointOf(u) });
+      return u;
+    }),
+    resume: db.transaction((id: string): Installation => {
+      const u = setStatus(id, 'resume');
+      tell({ kind: 'resumed', installation: u, endpoint: endpointOf(u) });
+      return u;
+    }),
+    uninstall: db.transaction((id: string): Installation => {
+      const u = setStatus(id, 'uninstalled');
+      tell({ kind: 'uninstalled', installation: u, endpoint: endpointOf(u) });
+      return u;
+    }),
+  };
+
   return {
     get,
     require,
     list,
-    install,
-    configure,
+    ...lifecycle,
     setExternalIds,
-    pause: (id: string) => setStatus(id, 'paused'),
-    resume: (id: string) => setStatus(id, 'resume'),
-    uninstall: (id: string) => setStatus(id, 'uninstalled'),
+    /**
+     * Follow the lifecycle: `listener` is told each step inside its transaction (see
+     * ChangeListener); with `{ afterCommit: true }`, once the step has committed (a listener that
+     * throws then is logged). Returns what removes it.
+     */
+    onChange(listener: ChangeListener, opts: { afterCommit?: boolean } = {}): () => void {
+      if (opts.afterCommit) return committed.add((c) => void listener(c));
+      inTransaction.add(listener);
+      return () => void inTransaction.delete(listener);
+    },
     resolveToken,
     webhookSubscriptions,
     webhookUrl,

@@ -60,6 +60,25 @@ export const runtimeModule = defineModule({
     });
     services.runtime = runtime;
     services.onSandboxLog = (e) => runtime.appendLateLog(e.requestId, e.line);
+    // The installation's lifecycle events (installation_setup and the like) once the step has
+    // committed: recorded per installation, never blocking the step's caller.
+    stops.push(
+      installations.onChange(
+        (change) => {
+          if (change.kind !== 'installed' && change.kind !== 'configured') return;
+          void (async () => {
+            for (const event of change.emit) {
+              try {
+                await runtime.emit(change.installation, event);
+              } catch (e) {
+                services.log.warn('installation event failed', { installation: change.installation.id, type: event.type, error: (e as Error).message });
+              }
+            }
+          })();
+        },
+        { afterCommit: true },
+      ),
+    );
     const eventHandlers: EventHandlers = {
       /**
        * A platform event is owed to every active installation whose integration handles its type

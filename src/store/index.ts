@@ -9,6 +9,10 @@ import { SwitchyardError } from '../errors.ts';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { acquireLock, type Lock } from './lock.ts';
 import { createStoreHealth, storeHealthMigration, type StoreHealth } from './health.ts';
+import { installTransactionHooks } from './transactions.ts';
+import type { Logger } from '../log/index.ts';
+
+export { afterCommit, onRollback } from './transactions.ts';
 
 export type Db = Database.Database;
 
@@ -44,6 +48,8 @@ export interface OpenOptions {
   shared?: boolean;
   /** Path of a native addon already loaded (the single executable). */
   nativeBinding?: unknown;
+  /** Where a transaction hook that throws is reported (stderr otherwise). */
+  log?: Logger;
 }
 
 let nativeBinding: unknown;
@@ -85,7 +91,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     throw new SwitchyardError('data_dir_unwritable', `cannot open ${file}: ${(e as Error).message}`, { cause: e });
   }
   db.pragma('busy_timeout = 5000');
-  if (!opts.readonly) writeTransactionsImmediate(db);
+  if (!opts.readonly) writeTransactionsImmediate(db, opts.log);
   if (!opts.readonly) {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
@@ -128,16 +134,14 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
  * SQLITE_BUSY when another process committed in between (its snapshot is stale, and SQLite does not
  * wait in that case): with several serving processes writing the same file that is every ingest
  * under load (measured: batch ingest with 2 processes failed within a second). Nested calls are
- * savepoints as before.
+ * savepoints as before. Each call also keeps its after-commit and on-rollback hooks
+ * (transactions.ts).
  */
-function writeTransactionsImmediate(db: Db): void {
-  const transaction = db.transaction.bind(db);
-  db.transaction = ((fn: (...args: never[]) => unknown) => {
-    const t = transaction(fn);
-    const run = (...args: never[]) => t.immediate(...args);
-    // The variants stay callable as better-sqlite3 documents them (`.deferred(...)` for a reader).
-    return Object.assign(run, { default: run, deferred: t.deferred, immediate: t.immediate, exclusive: t.exclusive });
-  }) as unknown as Db['transaction'];
+function writeTransactionsImmediate(db: Db, log?: Logger): void {
+  installTransactionHooks(db, {
+    begin: 'immediate',
+    failed: log && ((which, error) => log.error(`a transaction's ${which} hook failed`, { error: error as Error })),
+  });
 }
 
 /**

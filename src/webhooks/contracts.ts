@@ -26,6 +26,19 @@ export interface WebhooksService {
   setEndpointUrl(installationId: string, url: string): number;
 }
 
+/**
+ * A step of an installation's lifecycle, as the installations module tells it (its
+ * InstallationChange, named here by shape so this module imports nothing of it). `endpoint` is set
+ * for webhook installations only: where deliveries go now (undefined: no URL any more) and before.
+ */
+export interface InstallationLifecycle {
+  kind: 'installed' | 'configured' | 'paused' | 'resumed' | 'uninstalled';
+  installation: { id: string; status: string };
+  endpoint?: { url: string | undefined; previousUrl?: string | undefined };
+  /** On install: the signing secret the caller gave. */
+  webhookSecret?: string;
+}
+
 export interface Subscription {
   installationId: string;
   url: string;
@@ -36,10 +49,11 @@ export interface Deliveries {
   /**
    * One delivery per subscription, inside the caller's transaction: the payload is the event with
    * that installation's `installationId`; its exact bytes are stored now and signed at each attempt.
-   * Call `wake()` after the transaction commits, `rolledBack()` if it does not. With
-   * `startAtCommit` (the default), a delivery whose endpoint has a free slot (and is not paused) is
-   * stored already leased, and wake() sends it without going through the scheduler; pass false
-   * when the caller may roll back only part of its transaction (a savepoint).
+   * With `startAtCommit` (the default), a delivery whose endpoint has a free slot (and is not
+   * paused) is stored already leased, and its first attempt starts as soon as the transaction
+   * commits, without going through the scheduler. The queue hears about the commit or the rollback
+   * from the store (afterCommit/onRollback, store/transactions.ts): the caller tells nothing
+   * afterwards.
    */
   enqueueEvent(
     event: { eventId: string; type: string; [k: string]: unknown },
@@ -47,10 +61,8 @@ export interface Deliveries {
     now?: number,
     opts?: { startAtCommit?: boolean },
   ): Array<{ id: string; installationId: string }>;
-  /** After the commit: first attempts of what was just enqueued start now, and the scheduler looks for due work. */
+  /** The scheduler looks for due work now. */
   wake(): void;
-  /** The transaction that called enqueueEvent rolled back: forget what it enqueued. */
-  rolledBack(): void;
   list(filter: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null };
   get(id: string): DeliveryDetail | undefined;
   /** A manual attempt now (whatever the state, except cancelled); resolves with the recorded attempt. */

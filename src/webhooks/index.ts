@@ -23,7 +23,7 @@ export { deliveryStats, statsQueries, MAX_STATS_DELIVERIES, type DeliveryStats, 
 export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 
-export type { WebhooksService, Subscription, Deliveries } from './contracts.ts';
+export type { WebhooksService, Subscription, Deliveries, InstallationLifecycle } from './contracts.ts';
 export { createWebhooks, deliveryBody, shareOf, type WebhooksDeps } from './service.ts';
 
 declare module '../server/services.ts' {
@@ -48,8 +48,13 @@ export const webhooksModule = defineModule({
     });
     services.webhooks = service.webhooks;
     services.deliveries = service.deliveries;
+    // Secrets, endpoint URL, hold/release and cancel follow the installations' lifecycle, in each step's transaction.
+    const unfollow = services.installations?.onChange(service.follow);
     service.start();
-    return () => service.stop(services.config.server.shutdown_timeout);
+    return () => {
+      unfollow?.();
+      return service.stop(services.config.server.shutdown_timeout);
+    };
   },
   routes(app, services) {
     webhookRoutes(app, services);

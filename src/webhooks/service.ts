@@ -8,8 +8,8 @@ import { SwitchyardError } from '../errors.ts';
 import { oncePerTurn } from '../lib/batch.ts';
 import { createObservers } from '../lib/observers.ts';
 import { hideUrlCredentials, type Logger } from '../log/index.ts';
-import type { Db } from '../store/index.ts';
-import type { Deliveries, Subscription, WebhooksService } from './contracts.ts';
+import { afterCommit, onRollback, type Db } from '../store/index.ts';
+import type { Deliveries, InstallationLifecycle, Subscription, WebhooksService } from './contracts.ts';
 import { createQueue, originOf, type Attempt, type AttemptRecord, type Claimed, type ReplayRefusal } from './queue.ts';
 import { createSecrets } from './secrets.ts';
 import { deliveryStats } from './stats.ts';
@@ -101,8 +101,8 @@ export function createWebhooks(deps: WebhooksDeps) {
   };
   /** The same, once the caller's transaction has committed (once a turn, however many resumes). */
   const dueEverywhereSoon = oncePerTurn(dueEverywhere);
-  /** Deliveries enqueued already leased, started by wake() once their transaction commits. */
-  const startAtCommit: Claimed[] = [];
+  /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
+  const wakeWorker = () => worker.wake();
 
   const webhooks: WebhooksService = {
     createSecret: (id, given) => secrets.createSecret(id, given),
@@ -131,6 +131,58 @@ export function createWebhooks(deps: WebhooksDeps) {
       dueEverywhereSoon();
     },
   };
+  /**
+   * The installations' lifecycle, told inside each step's transaction (subscribed at start, see
+   * index.ts): a webhook installation gets its signing secret, its queued deliveries follow its URL,
+   * are held while it is paused or has no URL, and are cancelled when it is uninstalled.
+   */
+  function follow(change: InstallationLifecycle): { webhookSecret?: string } | void {
+    const { endpoint } = change;
+    const id = change.installation.id;
+    if (!endpoint) return;
+    switch (change.kind) {
+      case 'installed':
+        return { webhookSecret: webhooks.createSecret(id, change.webhookSecret) };
+      case 'configured': {
+        const { url, previousUrl } = endpoint;
+        if (url === undefined) {
+          if (previousUrl === undefined) return;
+          // No URL any more: nothing is sent to the old one; held until a URL is set again.
+          const n = queue.holdInstallation(id, Date.now());
+          if (n) log.info('queued deliveries held: the installation has no webhook URL', { installation: id, deliveries: n });
+          return;
+        }
+        if (url !== previousUrl) webhooks.setEndpointUrl(id, url);
+        if (previousUrl === undefined && change.installation.status !== 'paused' && queue.releaseHeld(id, Date.now())) dueEverywhereSoon();
+        return;
+      }
+      case 'paused':
+        return webhooks.pauseInstallation(id);
+      case 'resumed':
+        // Without a URL the held deliveries stay held: a URL set later releases them.
+        if (endpoint.url === undefined) return secrets.setPaused(id, false);
+        return webhooks.resumeInstallation(id);
+      case 'uninstalled':
+        return webhooks.removeInstallation(id);
+    }
+  }
+  /** Whether the installation has no URL any more (the installations module knows; without it, nothing is refused). */
+  const urlGone = (installationId: string) => {
+    const subs = deps.subscriptions();
+    return subs?.urlOf !== undefined && subs.urlOf(installationId) === undefined;
+  };
+  const noUrl = (id: string, installationId: string, what: string): never => {
+    throw new SwitchyardError('conflict', `delivery ${id} cannot be ${what}: its installation ${installationId} has no webhook_url any more`, {
+      hint: `set configuration.webhook_url of installation ${installationId} first`,
+    });
+  };
+  /** A replay's URL: where the installation points today, refused when it points nowhere. */
+  const replayUrl = (d: { id?: string; eventType: string; installationId: string; url: string }) => {
+    const url = currentUrl(d);
+    if (url === undefined && urlGone(d.installationId)) noUrl(d.id ?? 'replayed', d.installationId, 'replayed');
+    return url ?? d.url;
+  };
+
   const refused = (id: string, why: ReplayRefusal): never => {
     const messages = {
       not_found: [`no delivery ${id}`, 'list them with GET /api/v1/deliveries'],
@@ -164,23 +216,25 @@ export function createWebhooks(deps: WebhooksDeps) {
           throw e;
         }
         if (lease) {
-          if (claimed) startAtCommit.push(claimed);
-          else worker.cancelReserved(origin);
+          if (claimed) {
+            // Leased in the caller's transaction: its first attempt starts once that commits, and
+            // the slot is given back if it (or the savepoint it is in) rolls back.
+            const started = claimed;
+            afterCommit(db, () => worker.startReserved(started));
+            onRollback(db, () => worker.cancelReserved(origin));
+          } else worker.cancelReserved(origin);
         }
         if (claimed) out.push({ id: claimed.id, installationId: s.installationId });
       }
+      if (out.length) afterCommit(db, wakeWorker);
       return out;
     },
-    wake() {
-      for (const c of startAtCommit.splice(0)) worker.startReserved(c);
-      worker.wake();
-    },
-    rolledBack() {
-      for (const c of startAtCommit.splice(0)) worker.cancelReserved(c.origin);
-    },
+    wake: wakeWorker,
     list: (f) => queue.list(f),
     get: (id) => queue.get(id),
     async retry(id) {
+      const found = queue.get(id);
+      if (found && found.status !== 'cancelled' && urlGone(found.installationId)) noUrl(id, found.installationId, 'retried');
       const record = await worker.attemptNow(id);
       if (record === 'busy') {
         const d = queue.get(id);
@@ -192,7 +246,7 @@ export function createWebhooks(deps: WebhooksDeps) {
       return attemptView(record, queue.get(id)!.attempts.length);
     },
     replay(f) {
-      const replayed = queue.replay(f, Date.now(), (d) => currentUrl(d) ?? d.url);
+      const replayed = queue.replay(f, Date.now(), replayUrl);
       if (replayed.length) {
         log.info(`${f.status} deliveries replayed`, { deliveries: replayed.length, held: replayed.filter((r) => r.held).length });
         dueEverywhere();
@@ -200,7 +254,7 @@ export function createWebhooks(deps: WebhooksDeps) {
       return replayed;
     },
     replayOne(id) {
-      const r = queue.replayOne(id, Date.now(), (d) => currentUrl(d) ?? d.url);
+      const r = queue.replayOne(id, Date.now(), (d) => replayUrl({ ...d, id }));
       if (typeof r === 'string') refused(id, r);
       dueEverywhere();
       return queue.get(id)!;
@@ -221,6 +275,7 @@ export function createWebhooks(deps: WebhooksDeps) {
   return {
     webhooks,
     deliveries,
+    follow,
     /** Overdue work (retries due while the server was down) goes out now, and what other processes make due. */
     start(): void {
       worker.wake();
