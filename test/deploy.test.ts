@@ -28,12 +28,15 @@ function dockerEnv(): Record<string, string> {
   return env;
 }
 
+/** A diagnostic's text (the linter may give markup, which carries it in `value`). */
+const messageOf = (d: { message: string | { value: string } }) => (typeof d.message === 'string' ? d.message : d.message.value);
+
 test('the Dockerfile lints clean, and the linter does catch a broken one', () => {
-  const problems = lintDockerfile(dockerfile).map((d) => `line ${d.range.start.line + 1}: ${d.message}`);
+  const problems = lintDockerfile(dockerfile).map((d) => `line ${d.range.start.line + 1}: ${messageOf(d)}`);
   assert.deepEqual(problems, []);
   // The same linter on the Dockerfile with its COPY of the executable cut short and USER emptied.
   const broken = dockerfile.replace(/^COPY dist\/switchyard .*$/m, 'COPY dist/switchyard').replace(/^USER switchyard$/m, 'USER');
-  const found = lintDockerfile(broken).map((d) => d.message);
+  const found = lintDockerfile(broken).map((d) => messageOf(d));
   assert.ok(found.some((m) => /COPY requires at least two arguments/.test(m)), JSON.stringify(found));
   assert.ok(found.some((m) => /no arguments/.test(m)), JSON.stringify(found));
 });
