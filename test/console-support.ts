@@ -79,13 +79,16 @@ export const hasChromium = () => existsSync(CHROMIUM);
  * are collected so a test can insist there were none.
  */
 export async function openBrowser(t: TestContext): Promise<{ context: BrowserContext; page: Page; pageErrors: string[] }> {
-  const context = await chromium.launchPersistentContext(tmpDir(t, 'switchyard-chromium-'), {
+  // A browser of its own: Playwright gives it a fresh profile and removes that itself once the
+  // browser has closed. (A profile folder removed by a hook of its own was removed while Chromium
+  // still wrote to it after a failed test: ENOTEMPTY, and Chromium kept the test file alive.)
+  const browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1200, height: 900 },
   });
-  t.after(() => context.close());
+  t.after(() => browser.close());
+  const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
   context.setDefaultTimeout(5000);
   const page = context.pages()[0] ?? (await context.newPage());
   const pageErrors: string[] = [];
