@@ -6,6 +6,7 @@
  * Within one process the writers drop their own copies as before; this is what tells the others.
  */
 import type { Db } from './index.ts';
+import { oncePerTurn } from '../lib/batch.ts';
 
 export const generationsMigration = 'CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen INTEGER NOT NULL)';
 
@@ -29,7 +30,18 @@ function create(db: Db): Generations {
   // A read-only connection (the CLI's --offline) has no table to read, and nothing of its own to drop.
   if (db.readonly) return { bump() {}, watch: () => () => false };
   db.exec(generationsMigration);
-  const version = db.prepare('PRAGMA data_version').pluck();
+  const pragma = db.prepare('PRAGMA data_version').pluck();
+  // Asked once per event-loop turn, however many caches check in it (several per public request):
+  // another process's commit is seen from the next turn on, as it would be a moment later anyway.
+  let known: number | undefined;
+  const forget = oncePerTurn(() => (known = undefined));
+  const version = () => {
+    if (known === undefined) {
+      known = pragma.get() as number;
+      forget();
+    }
+    return known;
+  };
   const read = db.prepare<[string], number>('SELECT gen FROM store_generations WHERE name = ?').pluck();
   const bump = db.prepare('INSERT INTO store_generations (name, gen) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET gen = gen + 1');
   return {
@@ -37,10 +49,10 @@ function create(db: Db): Generations {
       bump.run(name);
     },
     watch(name) {
-      let seenVersion = version.get() as number;
+      let seenVersion = version();
       let seenGen = read.get(name) ?? 0;
       return () => {
-        const v = version.get() as number;
+        const v = version();
         if (v === seenVersion) return false;
         seenVersion = v;
         const g = read.get(name) ?? 0;
