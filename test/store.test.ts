@@ -95,8 +95,9 @@ test('a lock file naming a live pid does not block: only a holder the kernel kno
 test('a lock held by another process blocks until that process is killed with -9', async (t) => {
   const dir = tmpDir(t);
   const lockModule = new URL('../src/store/lock.ts', import.meta.url).href;
+  // The holder keeps its Lock referenced, as the server does: a collected one closes its connection and lets go.
   const child = spawn(process.execPath, ['--input-type=module', '-e',
-    `import { acquireLock } from ${JSON.stringify(lockModule)}; acquireLock(${JSON.stringify(dir)}); console.log('held'); setInterval(() => {}, 1e6);`]);
+    `import { acquireLock } from ${JSON.stringify(lockModule)}; globalThis.lock = acquireLock(${JSON.stringify(dir)}); console.log('held'); setInterval(() => {}, 1e6);`]);
   t.after(() => child.kill('SIGKILL'));
   let out = '';
   child.stdout.on('data', (d) => (out += d));

@@ -64,12 +64,18 @@ export function describe(): { fetch: boolean; components: string[]; events: stri
 
 function makeContext(environment: Record<string, unknown>) {
   // context.api acts as the installation (else the integration); context.integration.api always as
-  // the integration, as GitBook's runtime has them.
-  const api = createAPIClient({ environment });
+  // the integration, as GitBook's runtime has them. Each is made on first use: a client is dozens
+  // of objects, and most invocations (a public request answered at once) never touch one.
+  let api: ReturnType<typeof createAPIClient> | undefined;
+  let integration: ReturnType<typeof integrationContext> | undefined;
   return {
     environment,
-    api,
-    integration: integrationContext(createAPIClient({ as: 'integration', environment })),
+    get api() {
+      return (api ??= createAPIClient({ environment }));
+    },
+    get integration() {
+      return (integration ??= integrationContext(createAPIClient({ as: 'integration', environment })));
+    },
     waitUntil(promise: unknown): void {
       waitUntils.push(Promise.resolve(promise));
     },
