@@ -318,9 +318,12 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
       ]),
     } as Record<string, unknown>,
   };
+  // Parts merge by path and method: a later part's operation replaces an earlier one's (the
+  // operations route() generates come last).
+  const paths = doc.paths as Record<string, Record<string, unknown>>;
   for (const part of parts) {
     Object.assign(doc.components.schemas, part.schemas);
-    Object.assign(doc.paths, part.paths);
+    for (const [path, item] of Object.entries(part.paths ?? {})) paths[path] = { ...paths[path], ...(item as Record<string, unknown>) };
   }
   return doc;
 }
