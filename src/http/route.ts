@@ -28,9 +28,16 @@ type ObjectSchema = Schema<any> & { shape: Record<string, Schema<any>> };
  * `optional` takes an empty body as `{}`), or by the route's own reader (a batch route's
  * readJsonObjectOrArray). Either way its value is then checked against `schema`.
  */
-export type BodySpec<S extends Schema<any>> =
+export type BodySpec<S extends Schema<any>> = (
   | { schema: S; limit: number; optional?: boolean; read?: undefined }
-  | { schema: S; read: (req: Request) => Promise<unknown> };
+  | { schema: S; read: (req: Request) => Promise<unknown> }
+) & {
+  /**
+   * What /openapi.json shows when it says more than the route checks: a body checked further by
+   * the service it is handed to (events, each validated by its type, a batch's items one by one).
+   */
+  documented?: Schema<any>;
+};
 
 /** An answer the route documents beside its main one. */
 export interface ResponseDoc {
@@ -199,7 +206,7 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
       ? {
           requestBody: {
             required: !('optional' in spec.body && spec.body.optional),
-            content: { 'application/json': { schema: toJsonSchema(spec.body.schema, components) } },
+            content: { 'application/json': { schema: toJsonSchema(spec.body.documented ?? spec.body.schema, components) } },
           },
         }
       : {}),

@@ -362,6 +362,31 @@ export function nullable<T>(schema: Schema<T>): Schema<T | null> {
   };
 }
 
+/**
+ * One of several shapes (an event, or a list of them): the first that takes the value wins. When
+ * none does, the issues are those of the one meant for the value's form (a map, a list), else one
+ * naming the forms expected.
+ */
+export function union<const S extends readonly AnySchema[]>(variants: S, opts: { description?: string } = {}): Schema<Infer<S[number]>> {
+  const formOf = (kind: string) => (kind === 'array' ? 'list' : kind === 'object' || kind === 'record' ? 'map' : kind);
+  return {
+    kind: 'union',
+    description: opts.description,
+    options: { variants },
+    check(v, path, issues) {
+      for (const variant of variants) {
+        const mine: Issue[] = [];
+        const r = variant.check(v, path, mine);
+        if (r !== INVALID && !mine.length) return r;
+      }
+      const form = Array.isArray(v) ? 'list' : isPlainObject(v) ? 'map' : undefined;
+      const meant = variants.find((x) => formOf(x.kind) === form);
+      if (meant) return meant.check(v, path, issues) as Infer<S[number]> | Invalid;
+      return fail(issues, path, `must be ${variants.map((x) => `a ${formOf(x.kind)}`).join(' or ')}, got ${typeName(v)}`);
+    },
+  };
+}
+
 /** A shape with a name: the OpenAPI document declares it once and refers to it wherever it is used. */
 export function named<S extends AnySchema>(name: string, schema: S): S {
   return { ...schema, name };
@@ -445,6 +470,8 @@ function jsonOfKind(schema: AnySchema, o: Record<string, any>, components?: Reco
       if (Array.isArray(inner.enum)) return { ...inner, enum: [...inner.enum, null] };
       return { anyOf: [inner, { type: 'null' }] };
     }
+    case 'union':
+      return { oneOf: (o.variants as AnySchema[]).map((x) => toJsonSchema(x, components)) };
     case 'any':
       return {};
     default:
