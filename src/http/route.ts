@@ -56,6 +56,8 @@ export interface RouteSpec<P extends string, B extends Schema<any> | undefined, 
    * /api/v1 guard accepted; the handler decides what it may reach.
    */
   auth: 'admin' | 'token';
+  /** Who may call it beyond `auth`, decided before anything is read (a token for its own installation). */
+  authorize?: (req: Request, params: { [K in ParamsOf<P>]: string }) => void;
   body?: B extends Schema<any> ? BodySpec<B> : undefined;
   query?: Q;
   /** What each path parameter is (documented; every one is a non-empty string). */
@@ -107,13 +109,14 @@ export function route<
     async (event) => {
       const req = event.req;
       if (spec.auth === 'admin') requireAdmin(req);
+      const params = (event.context.params ?? {}) as RouteInput<P, unknown, unknown>['params'];
+      spec.authorize?.(req, params);
       const q = query ? checked(query, queryValues(query, new URL(req.url).searchParams)) : undefined;
       let b: unknown;
       if (body) {
         const raw = body.read ? await body.read(req) : await readJson(req, body.limit, { optional: body.optional });
         b = checked(body.schema, raw);
       }
-      const params = (event.context.params ?? {}) as RouteInput<P, unknown, unknown>['params'];
       return handler({ event, req, params, body: b as Out<B>, query: q as Out<Q> });
     },
     { meta: { route: { spec } satisfies RouteMeta } },
