@@ -3,7 +3,7 @@
  * validates, the answers /openapi.json describes, and the CLI's reading of them (`InstallationView`).
  * routes.ts checks that installationView() gives the answer's shape (it fails to type-check otherwise).
  */
-import { any, array, named, object, oneOf, optional, record, string, type Infer } from '../schema/index.ts';
+import { any, array, named, object, oneOf, optional, record, string, withDefault, type Infer } from '../schema/index.ts';
 import { flag, enumParam, text } from '../http/params.ts';
 
 const dateTime = (description?: string) => ({ ...string({ description }), jsonSchema: { type: 'string', format: 'date-time', ...(description ? { description } : {}) } });
@@ -40,7 +40,7 @@ export const installationAnswer = object({ installation: installationSchema });
 export const listQuery = object({
   integration: text('only this integration'),
   status: enumParam(INSTALLATION_STATUSES, INSTALLATION_STATUSES.join(', ')),
-  all: flag('include uninstalled'),
+  all: withDefault(flag('include uninstalled'), false),
 });
 
 export const listAnswer = object({ installations: array(installationSchema) });
@@ -64,7 +64,7 @@ export const installAnswer = object({
   webhookSecret: optional(string({ description: 'webhook integration: its signing secret, shown once' })),
 });
 
-export const showQuery = object({ reveal: flag("show stored credentials (the admin, or integration code with its invocation's token)") });
+export const showQuery = object({ reveal: withDefault(flag("show stored credentials (the admin, or integration code with its invocation's token)"), false) });
 
 export const configureBody = object(
   {

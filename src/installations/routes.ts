@@ -78,7 +78,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     { method: 'GET', path: '/api/v1/installations', summary: 'List installations (an installation token sees only its own)', auth: 'token', query: listQuery, response: listAnswer },
     ({ req, query }) => {
       const p = principalOf(req);
-      let list = inst().list({ integration: query.integration, status: query.status, includeUninstalled: query.all ?? false });
+      let list = inst().list({ integration: query.integration, status: query.status, includeUninstalled: query.all });
       if (p.kind !== 'admin') list = list.filter((i) => mayReach(p, i));
       return { installations: list.map((i) => installationView(services, i)) };
     },
@@ -131,7 +131,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       response: installationAnswer,
     },
     ({ req, params, query }) => {
-      const reveal = (query.reveal ?? false) && mayReveal(principalOf(req));
+      const reveal = query.reveal && mayReveal(principalOf(req));
       return { installation: installationView(services, inst().require(params.id), reveal) };
     },
   );

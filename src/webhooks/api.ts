@@ -4,7 +4,7 @@
  * The answers' shapes are views.ts's interfaces (the browser console shares those without this
  * file); the checks at the end fail to type-check when the two drift apart.
  */
-import { array, boolean, named, nullable, number, object, oneOf, optional, record, string, any, type Infer } from '../schema/index.ts';
+import { array, boolean, named, nullable, number, object, oneOf, optional, record, string, any, withDefault, type Infer } from '../schema/index.ts';
 import { enumParam, flag, pageQuery, param, text } from '../http/params.ts';
 import { parseDuration } from '../schema/index.ts';
 import { timeQuery, REPLAYABLE_STATUSES } from './time.ts';
@@ -135,7 +135,7 @@ export const replayBody = object(
     installation: optional(string({ min: 1, description: 'only deliveries of this installation' })),
     type: optional(string({ min: 1, description: 'only deliveries of this event type' })),
     endpoint: optional(string({ description: 'only deliveries to this URL origin' })),
-    dryRun: optional(boolean({ description: 'change nothing; answer the deliveries a replay would take now' })),
+    dryRun: withDefault(boolean({ description: 'change nothing; answer the deliveries a replay would take now' }), false),
   },
   { ignoreUnknown: true, description: 'status, or failed: true (the same as status failed)' },
 );
@@ -166,7 +166,7 @@ export const statsQuery = object({
 
 export const retryAnswer = object({ attempt: attemptSchema, delivery: optional(deliveryDetailSchema) });
 
-export const secretQuery = object({ reveal: flag('show the secrets whole') });
+export const secretQuery = object({ reveal: withDefault(flag('show the secrets whole'), false) });
 
 export const secretAnswer = object({
   installationId: string(),

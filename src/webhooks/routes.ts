@@ -166,7 +166,7 @@ export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deli
     },
     ({ params, query }) => {
       const id = params.installationId;
-      const reveal = query.reveal ?? false;
+      const reveal = query.reveal;
       const d = webhooks().describe(id);
       if (!d)
         throw new SwitchyardError('not_found', `installation ${id} has no webhook signing secret`, {
