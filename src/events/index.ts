@@ -15,6 +15,7 @@ export { createHandlerRuns, type HandlerRuns, type HandlerRunFilter } from './ha
 export type { HandlerRun } from './handler-views.ts';
 export type { RunOutcome } from './handler-worker.ts';
 export { eventsMigrations } from './schema.ts';
+export { eventSchema, storedEventSchema, handlerRunSchema, type EventDetail } from './api.ts';
 
 /** Handler runs in flight per process (each is one sandbox invocation). */
 const HANDLER_CONCURRENCY = 16;
