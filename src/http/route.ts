@@ -170,6 +170,9 @@ const COMMON: Record<string, string> = {
 
 const errorContent = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
 
+/** Answers may gain keys in a later version: their objects are not closed. */
+const ANSWER = { open: true };
+
 /** An h3 pattern as an OpenAPI path: `:id` -> `{id}`. */
 export const openApiPath = (pattern: string) => pattern.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
@@ -191,13 +194,13 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
   const main = String(spec.status ?? 200);
   responses[main] = {
     description: spec.responseDescription ?? 'OK',
-    ...(spec.response ? { content: { 'application/json': { schema: toJsonSchema(spec.response, components) } } } : {}),
+    ...(spec.response ? { content: { 'application/json': { schema: toJsonSchema(spec.response, components, ANSWER) } } } : {}),
   };
   for (const [status, description] of Object.entries(COMMON)) responses[status] = { description, content: errorContent };
   for (const [status, r] of Object.entries(spec.responses ?? {}))
     responses[status] = {
       description: r.description,
-      content: r.schema ? { 'application/json': { schema: toJsonSchema(r.schema, components) } } : Number(status) >= 400 ? errorContent : undefined,
+      content: r.schema ? { 'application/json': { schema: toJsonSchema(r.schema, components, ANSWER) } } : Number(status) >= 400 ? errorContent : undefined,
     };
   for (const r of Object.values(responses) as Array<{ content?: unknown }>) if (r.content === undefined) delete r.content;
   return {

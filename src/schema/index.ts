@@ -402,24 +402,26 @@ export type JsonSchema = Record<string, unknown>;
 /**
  * The JSON Schema (2020-12, the dialect of OpenAPI 3.1) of a schema: what it accepts, its bounds,
  * defaults and descriptions. With `components`, a named schema is declared there once and referred
- * to by `$ref: '#/components/schemas/<name>'`; without, it is written out in place.
+ * to by `$ref: '#/components/schemas/<name>'`; without, it is written out in place. `open`: an
+ * object does not say `additionalProperties: false` (an answer, which may gain keys in a later
+ * version, rather than what is accepted).
  */
-export function toJsonSchema(schema: AnySchema, components?: Record<string, JsonSchema>): JsonSchema {
+export function toJsonSchema(schema: AnySchema, components?: Record<string, JsonSchema>, opts: { open?: boolean } = {}): JsonSchema {
   if (schema.name && components) {
     if (!(schema.name in components)) {
       components[schema.name] = {}; // a shape that refers to itself finds its name taken
-      components[schema.name] = toJsonSchema({ ...schema, name: undefined }, components);
+      components[schema.name] = toJsonSchema({ ...schema, name: undefined }, components, opts);
     }
     return { $ref: `#/components/schemas/${schema.name}` };
   }
   const o = (schema.options ?? {}) as Record<string, any>;
-  const out: JsonSchema = schema.jsonSchema ? { ...schema.jsonSchema } : jsonOfKind(schema, o, components);
+  const out: JsonSchema = schema.jsonSchema ? { ...schema.jsonSchema } : jsonOfKind(schema, o, components, opts);
   if (schema.description && out.description === undefined) out.description = schema.description;
   if (schema.hasDefault && schema.defaultValue !== undefined) out.default = schema.defaultValue;
   return out;
 }
 
-function jsonOfKind(schema: AnySchema, o: Record<string, any>, components?: Record<string, JsonSchema>): JsonSchema {
+function jsonOfKind(schema: AnySchema, o: Record<string, any>, components: Record<string, JsonSchema> | undefined, opts: { open?: boolean }): JsonSchema {
   const defined = (v: JsonSchema) => Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined));
   switch (schema.kind) {
     case 'string':
@@ -441,11 +443,11 @@ function jsonOfKind(schema: AnySchema, o: Record<string, any>, components?: Reco
     case 'bytes':
       return { type: ['string', 'integer'], description: 'a size: 512kb, 1mb, or a number of bytes' };
     case 'array':
-      return defined({ type: 'array', items: toJsonSchema(o.item, components), minItems: o.min, maxItems: o.max, uniqueItems: o.unique || undefined });
+      return defined({ type: 'array', items: toJsonSchema(o.item, components, opts), minItems: o.min, maxItems: o.max, uniqueItems: o.unique || undefined });
     case 'record':
       return defined({
         type: 'object',
-        additionalProperties: toJsonSchema(o.value, components),
+        additionalProperties: toJsonSchema(o.value, components, opts),
         propertyNames: o.key instanceof RegExp ? { pattern: o.key.source } : undefined,
       });
     case 'object': {
@@ -453,7 +455,7 @@ function jsonOfKind(schema: AnySchema, o: Record<string, any>, components?: Reco
       const properties: Record<string, JsonSchema> = {};
       const required: string[] = [];
       for (const [key, sub] of Object.entries(shape)) {
-        properties[key] = toJsonSchema(sub, components);
+        properties[key] = toJsonSchema(sub, components, opts);
         // An absent object takes its own defaults: never required.
         if (!sub.isOptional && !sub.hasDefault && sub.kind !== 'object') required.push(key);
       }
@@ -461,17 +463,17 @@ function jsonOfKind(schema: AnySchema, o: Record<string, any>, components?: Reco
         type: 'object',
         properties,
         required: required.length ? required : undefined,
-        additionalProperties: o.passthrough || o.ignoreUnknown ? undefined : false,
+        additionalProperties: o.passthrough || o.ignoreUnknown || opts.open ? undefined : false,
       });
     }
     case 'nullable': {
-      const inner = toJsonSchema(o.inner, components);
+      const inner = toJsonSchema(o.inner, components, opts);
       if (typeof inner.type === 'string') return { ...inner, type: [inner.type, 'null'] };
       if (Array.isArray(inner.enum)) return { ...inner, enum: [...inner.enum, null] };
       return { anyOf: [inner, { type: 'null' }] };
     }
     case 'union':
-      return { oneOf: (o.variants as AnySchema[]).map((x) => toJsonSchema(x, components)) };
+      return { oneOf: (o.variants as AnySchema[]).map((x) => toJsonSchema(x, components, opts)) };
     case 'any':
       return {};
     default:
