@@ -3,14 +3,13 @@
  * validates, and the answers /openapi.json describes. The answers' shapes are the service's and
  * handler-views.ts's types; the checks at the end fail to type-check when they drift apart.
  */
-import { any, array, boolean, named, nullable, number, object, oneOf, optional, string, union, type Infer, type Schema } from '../schema/index.ts';
+import { dateTime, any, array, boolean, named, nullable, number, object, oneOf, optional, string, union, type Infer, type Schema } from '../schema/index.ts';
 import { enumParam, pageQuery, text } from '../http/params.ts';
 import { deliverySchema, timeQuery, DELIVERY_STATUSES } from '../webhooks/index.ts';
 import { MAX_BATCH_EVENTS, type BatchResult, type IngestResult, type StoredEvent } from './service.ts';
 import type { HandlerRun } from './handler-views.ts';
 import { EVENT_TYPES } from './types.ts';
 
-const dateTime = (description?: string) => ({ ...string({ description }), jsonSchema: { type: 'string', format: 'date-time', ...(description ? { description } : {}) } });
 
 /** A platform event as sent: its type says which other fields it has (validated by type at ingest). */
 export const eventSchema = named(

@@ -3,10 +3,9 @@
  * validates, the answers /openapi.json describes, and the CLI's reading of them (`InstallationView`).
  * routes.ts checks that installationView() gives the answer's shape (it fails to type-check otherwise).
  */
-import { any, array, named, object, oneOf, optional, record, string, withDefault, type Infer } from '../schema/index.ts';
+import { dateTime, any, array, named, object, oneOf, optional, record, string, withDefault, type Infer } from '../schema/index.ts';
 import { flag, enumParam, text } from '../http/params.ts';
 
-const dateTime = (description?: string) => ({ ...string({ description }), jsonSchema: { type: 'string', format: 'date-time', ...(description ? { description } : {}) } });
 
 export const INSTALLATION_TARGETS = ['organization', 'space', 'site'] as const;
 export const INSTALLATION_STATUSES = ['pending', 'active', 'paused', 'uninstalled'] as const;

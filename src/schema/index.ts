@@ -79,6 +79,8 @@ export function string(
     patternHint?: string;
     /** An absolute http(s) URL; `'or-empty'` also takes the empty string (an unset optional URL). */
     url?: boolean | 'or-empty';
+    /** The JSON Schema `format` it is documented with (`date-time`); not checked. */
+    format?: string;
     description?: string;
   } = {},
 ): Schema<string> {
@@ -392,9 +394,9 @@ export function named<S extends AnySchema>(name: string, schema: S): S {
   return { ...schema, name };
 }
 
-/** The same schema, with its JSON Schema given by hand (a kind this file does not know, or a wider form). */
-export function documented<S extends AnySchema>(schema: S, jsonSchema: Record<string, unknown>): S {
-  return { ...schema, jsonSchema };
+/** An ISO-8601 date-time as the API writes it (`2026-01-31T12:00:00.000Z`): a string, documented as such. */
+export function dateTime(description?: string): Schema<string> {
+  return string({ format: 'date-time', description });
 }
 
 export type JsonSchema = Record<string, unknown>;
@@ -430,7 +432,7 @@ function jsonOfKind(schema: AnySchema, o: Record<string, any>, components: Recor
         minLength: o.min,
         maxLength: o.max,
         pattern: o.pattern instanceof RegExp ? o.pattern.source : undefined,
-        format: o.url === true ? 'uri' : undefined,
+        format: o.format ?? (o.url === true ? 'uri' : undefined),
       });
     case 'number':
       return defined({ type: o.integer ? 'integer' : 'number', minimum: o.min, maximum: o.max });

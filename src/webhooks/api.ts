@@ -4,13 +4,12 @@
  * The answers' shapes are views.ts's interfaces (the browser console shares those without this
  * file); the checks at the end fail to type-check when the two drift apart.
  */
-import { array, boolean, named, nullable, number, object, oneOf, optional, record, string, any, withDefault, type Infer } from '../schema/index.ts';
+import { dateTime, array, boolean, named, nullable, number, object, oneOf, optional, record, string, any, withDefault, type Infer } from '../schema/index.ts';
 import { enumParam, flag, pageQuery, param, text } from '../http/params.ts';
 import { parseDuration } from '../schema/index.ts';
 import { timeQuery, REPLAYABLE_STATUSES } from './time.ts';
 import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type Attempt, type Delivery, type DeliveryDetail, type DeliveryStats } from './views.ts';
 
-const dateTime = (description?: string) => ({ ...string({ description }), jsonSchema: { type: 'string', format: 'date-time', ...(description ? { description } : {}) } });
 
 const deliveryFields = {
   id: string(),
