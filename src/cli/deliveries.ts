@@ -5,7 +5,7 @@
  */
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
-import type { Attempt, AttemptFeedItem, DeliveryDetail } from '../webhooks/index.ts';
+import type { Attempt, AttemptFeedItem, DeliveryDetail, ReplayAnswer } from '../webhooks/index.ts';
 import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { follow, interruptSignal } from './feed.ts';
@@ -145,7 +145,6 @@ function settled(item: AttemptFeedItem): 'delivered' | 'failed' | undefined {
 }
 
 const REPLAYABLE = ['failed', 'delivered'] as const;
-type ReplayAnswer = { replayed: number; deliveries: string[]; held: string[] };
 
 const replay = defineCommand({
   meta: {

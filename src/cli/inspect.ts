@@ -6,7 +6,7 @@
 import { SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import type { InvocationView } from '../runtime/index.ts';
-import type { HandlerRun, StoredEvent } from '../events/index.ts';
+import type { EventDetail, HandlerRun, StoredEvent } from '../events/index.ts';
 import { parseDuration } from '../schema/index.ts';
 import type { Attempt, Delivery, DeliveryDetail, DeliveryStatus } from '../webhooks/index.ts';
 import { apiClient, type ApiClient } from './client.ts';
@@ -44,7 +44,7 @@ export interface InvocationQuery extends Page {
 
 export interface HandlerRunQuery extends DeliveryQuery {}
 
-export type EventDetail = StoredEvent & { payload: unknown; deliveries: Delivery[]; handlerRuns: HandlerRun[] };
+export type { EventDetail };
 
 /** Read-only data, from the server or from the SQLite file. Same shapes either way. */
 export interface InspectionSource {

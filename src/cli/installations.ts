@@ -1,26 +1,10 @@
 /** `switchyard install` and `switchyard installations list|show|configure|pause|resume|uninstall`. */
 import { defineCommand } from 'citty';
+import type { InstallationView } from '../installations/index.ts';
 import { apiClient, type ApiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { parseSets, repeated } from './sets.ts';
 import { dim, green, printJson, table, yellow } from './table.ts';
-
-interface InstallationView {
-  id: string;
-  integration: string;
-  target: string;
-  space?: string;
-  site?: string;
-  status: string;
-  configuration: Record<string, unknown>;
-  externalIds: string[];
-  createdAt: string;
-  updatedAt: string;
-  urls: { publicEndpoint: string };
-  connect: Array<{ property: string; label: string; url: string }>;
-  missing: string[];
-  warnings?: string[];
-}
 
 const statusColour = (s: string) => (s === 'active' ? green(s) : s === 'pending' || s === 'paused' ? yellow(s) : dim(s));
 

@@ -15,6 +15,7 @@ export { createHandlerRuns, type HandlerRuns, type HandlerRunFilter } from './ha
 export type { HandlerRun } from './handler-views.ts';
 export type { RunOutcome } from './handler-worker.ts';
 export { eventsMigrations } from './schema.ts';
+export { eventSchema, storedEventSchema, handlerRunSchema, type EventDetail } from './api.ts';
 
 /** Handler runs in flight per process (each is one sandbox invocation). */
 const HANDLER_CONCURRENCY = 16;
@@ -59,30 +60,5 @@ export const eventsModule = defineModule({
   },
   routes(app, services) {
     eventRoutes(app, services);
-  },
-  openapi: {
-    paths: {
-      '/api/v1/handler-runs': {
-        get: {
-          summary: 'Handler runs (one per event and installation whose integration handles it), newest first; filters status, type, installation, event, since, until, limit, cursor',
-          responses: { '200': { description: '{handlerRuns: HandlerRun[], nextCursor}' }, '400': { description: 'a bad filter, named' } },
-        },
-      },
-      '/api/v1/handler-runs/replay': {
-        post: {
-          summary: 'Failed handler runs created in {since, until} (optionally of one installation) back to pending with a fresh retry schedule; body {failed: true, since, until?, installation?}',
-          responses: { '200': { description: '{replayed, handlerRuns: ids}' }, '400': { description: 'failed or since missing' } },
-        },
-      },
-      '/api/v1/handler-runs/{id}': {
-        get: { summary: 'One handler run', responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' } } },
-      },
-      '/api/v1/handler-runs/{id}/replay': {
-        post: {
-          summary: 'Run a finished (failed or delivered) handler run again with a fresh retry schedule',
-          responses: { '200': { description: 'HandlerRun' }, '404': { description: 'no such run' }, '409': { description: 'still scheduled, or cancelled' } },
-        },
-      },
-    },
   },
 });

@@ -14,33 +14,15 @@ import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument, type OpenApiPart } from './openapi.ts';
 import { storageCode, storageError } from '../store/health.ts';
+import { setPrincipal, type Principal } from './principal.ts';
+import { routeOperations } from './route.ts';
+
+export { principalOf, requireAdmin, type Principal } from './principal.ts';
 
 /** An error answer in the one shape, with the code's status. */
 export function jsonError(code: ErrorCode, message: string, extra: Record<string, unknown> = {}): Response {
   return jsonResponse({ error: { code, message, ...extra } }, { status: ERROR_CODES[code].status });
 }
-
-/**
- * Who is calling the management API: the admin, one installation with its own token, or (GitBook's
- * integration-wide token, handed to invocations only) an integration acting on its own installations.
- * Checks name what a kind may do; a new kind is refused wherever it is not named.
- */
-export type Principal =
-  | { kind: 'admin' }
-  | {
-      kind: 'installation';
-      installationId: string;
-      integration: string;
-      scopes: string[];
-      /** `invocation`: a short-lived token handed to one invocation of the installation's own code. */
-      via: 'invocation' | 'token';
-    }
-  | {
-      kind: 'integration';
-      integration: string;
-      scopes: string[];
-      via: 'invocation';
-    };
 
 /** Installation tokens are resolved by the installations module when it is loaded. */
 export type TokenResolver = (token: string) => Principal | undefined;
@@ -80,8 +62,6 @@ export interface HttpServices {
   onHttpResponse?: (method: string, route: string | null, status: number) => void;
 }
 
-const principals = new WeakMap<Request, Principal>();
-
 export function authenticate(req: Request, services: HttpServices): Principal {
   const token = bearerToken(req.headers.get('authorization'));
   if (!token && !req.headers.get('authorization')) {
@@ -114,21 +94,6 @@ export function isAdminToken(req: Request, token: string, services: HttpServices
   if (safeEqual(token, services.adminToken)) return true;
   if (throttle?.fail(address)) services.log.warn('authentication refused for a while: too many wrong tokens', { address });
   return false;
-}
-
-/** The principal the /api/v1 guard found for this request. */
-export function principalOf(req: Request): Principal {
-  const p = principals.get(req);
-  if (!p) throw new SwitchyardError('unauthorized', 'not authenticated');
-  return p;
-}
-
-/** Throws 403 unless the caller is the admin. */
-export function requireAdmin(req: Request): void {
-  if (principalOf(req).kind !== 'admin')
-    throw new SwitchyardError('forbidden', 'this endpoint needs the admin token', {
-      hint: 'installation tokens may only read their own installation and update its configuration',
-    });
 }
 
 /**
@@ -209,16 +174,19 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
     return jsonResponse(h.body, { status: h.ready ? 200 : 503, ...(h.ready ? {} : { headers: { 'retry-after': '1' } }) });
   });
 
+  // The routes declared with route() document themselves; read once they are all registered.
+  let generated: OpenApiPart | undefined;
   app.get('/openapi.json', () => {
-    return jsonResponse(openApiDocument(services.config.publicUrl, opts.openapi));
+    generated ??= routeOperations(app);
+    return jsonResponse(openApiDocument(services.config.publicUrl, [...opts.openapi, generated]));
   });
 
   // While the integrations load at start, the routes that need them wait (see registry/index.ts),
   // before the caller is authenticated: an installation token's scopes come from its manifest.
   app.use('/api/v1/**', (event) => {
     const waiting = services.awaitIntegrations?.(event.url.pathname);
-    if (waiting) return waiting.then(() => void principals.set(event.req, authenticate(event.req, services)));
-    principals.set(event.req, authenticate(event.req, services));
+    if (waiting) return waiting.then(() => void setPrincipal(event.req, authenticate(event.req, services)));
+    setPrincipal(event.req, authenticate(event.req, services));
   });
 
   opts.routes(app);

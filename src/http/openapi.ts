@@ -135,57 +135,6 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
             },
           },
         },
-        Installation: {
-          type: 'object',
-          properties: {
-            id: { type: 'string' },
-            integration: { type: 'string' },
-            target: { enum: ['organization', 'space', 'site'] },
-            space: { type: 'string' },
-            site: { type: 'string' },
-            status: { enum: ['pending', 'active', 'paused', 'uninstalled'] },
-            configuration: { type: 'object' },
-            externalIds: { type: 'array', items: { type: 'string' } },
-            createdAt: { type: 'string', format: 'date-time' },
-            updatedAt: { type: 'string', format: 'date-time' },
-            urls: { type: 'object', properties: { publicEndpoint: { type: 'string' } } },
-            connect: { type: 'array', items: { type: 'object', properties: { property: { type: 'string' }, label: { type: 'string' }, url: { type: 'string' } } } },
-            missing: { type: 'array', items: { type: 'string' }, description: 'required properties not set yet (pending installations)' },
-          },
-        },
-        Event: { type: 'object', description: 'A platform event as ingested: eventId, type and its fields', properties: { eventId: { type: 'string' }, type: { type: 'string' } } },
-        IngestResult: {
-          type: 'object',
-          properties: {
-            eventId: { type: 'string' },
-            type: { type: 'string' },
-            duplicate: { type: 'boolean' },
-            deliveries: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, installationId: { type: 'string' } } } },
-            handlers: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, installationId: { type: 'string' } } } },
-          },
-        },
-        BatchResult: {
-          type: 'object',
-          description: 'The answer to a batch: counts, and one result per item in the order sent',
-          properties: {
-            stored: { type: 'integer', description: 'new events stored' },
-            duplicates: { type: 'integer', description: 'eventIds seen before, or earlier in the same batch' },
-            rejected: { type: 'integer', description: 'items refused (nothing of them stored)' },
-            results: {
-              type: 'array',
-              items: {
-                oneOf: [
-                  { allOf: [ref('IngestResult'), { type: 'object', properties: { index: { type: 'integer' }, status: { enum: [202, 200] } } }] },
-                  { type: 'object', properties: { index: { type: 'integer' }, status: { enum: [400, 413] }, error: { $ref: '#/components/schemas/Error/properties/error' } } },
-                ],
-              },
-            },
-          },
-        },
-        ComponentAnswer: {
-          type: 'object',
-          properties: { type: { const: 'element' }, state: { type: 'object' }, props: { type: 'object' }, element: { type: 'object', description: 'ContentKit markup' } },
-        },
       },
     },
     paths: {
@@ -241,74 +190,8 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
           responses: { '200': json({ type: 'object' }), '409': json(ref('Error'), 'Not parked'), ...errors },
         },
       },
-      '/api/v1/installations': {
-        get: {
-          summary: 'List installations (an installation token sees only its own)',
-          parameters: [q('integration', 'only this integration'), q('status', 'pending, active, paused or uninstalled'), q('all', 'include uninstalled', { type: 'boolean' })],
-          responses: { '200': json({ type: 'object', properties: { installations: { type: 'array', items: ref('Installation') } } }), ...errors },
-        },
-        post: {
-          summary: 'Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site)',
-          requestBody: body({
-            type: 'object',
-            required: ['integration'],
-            properties: {
-              integration: { type: 'string' },
-              target: { enum: ['organization', 'space', 'site'] },
-              space: { type: 'string' },
-              site: { type: 'string' },
-              configuration: { type: 'object', description: "property values; the manifest's defaults fill in absent keys" },
-              externalIds: { type: 'array', items: { type: 'string' } },
-              webhook_secret: { type: 'string', description: 'webhook integration only: use this signing secret' },
-            },
-          }),
-          responses: {
-            '201': json({ type: 'object', properties: { installation: ref('Installation'), token: { type: 'string', description: 'shown once' }, webhookSecret: { type: 'string', description: 'webhook integration, shown once' } } }, 'Installed'),
-            ...errors,
-          },
-        },
-      },
-      '/api/v1/installations/{id}': {
-        get: { summary: "One installation (credentials redacted unless ?reveal=true: the admin, or integration code with its invocation's token)", parameters: [idParam, q('reveal', 'show stored credentials', { type: 'boolean' })], responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors } },
-        patch: {
-          summary: 'Edit configuration: keys set, null removes (a property with a manifest default takes it back); validated against the manifest; emits installation_setup (and space_/site_installation_setup on a space or site); externalIds replaced when given',
-          parameters: [idParam],
-          requestBody: body({ type: 'object', required: ['configuration'], properties: { configuration: { type: 'object' }, externalIds: { type: 'array', items: { type: 'string' } } } }),
-          responses: { '200': json({ type: 'object', properties: { installation: ref('Installation') } }), ...errors },
-        },
-        delete: { summary: 'Uninstall (final)', parameters: [idParam], responses: { '200': json({ type: 'object' }), ...errors } },
-      },
-      '/api/v1/installations/{id}/pause': { post: { summary: 'Pause', parameters: [idParam], responses: { '200': json({ type: 'object' }), ...errors, '409': json(ref('Error')) } } },
-      '/api/v1/installations/{id}/resume': { post: { summary: 'Resume', parameters: [idParam], responses: { '200': json({ type: 'object' }), ...errors, '409': json(ref('Error')) } } },
-      '/api/v1/installations/{id}/token': { post: { summary: 'Mint a new installation token (the old one stops working)', parameters: [idParam], responses: { '200': json({ type: 'object' }), ...errors } } },
-      '/api/v1/installations/{id}/render': {
-        post: {
-          summary: 'ui_render: initialState / action / render of one component',
-          parameters: [idParam],
-          requestBody: body({ type: 'object', required: ['componentId'], properties: { componentId: { type: 'string' }, props: { type: 'object' }, state: { type: 'object' }, action: { type: 'object' }, context: { type: 'object' } } }),
-          responses: { '200': json(ref('ComponentAnswer')), ...errors },
-        },
-      },
       '/v1/integrations/{name}/installations/{id}': publicEndpoint('Public endpoint of an installation (no token): the request is handed to the integration\'s fetch'),
       '/v1/integrations/{name}/installations/{id}/{path}': publicEndpoint('Public endpoint of an installation, any sub-path', [{ ...pathParam('path'), description: 'the rest of the path, slashes included' }]),
-      '/api/v1/events': {
-        post: {
-          summary:
-            'Ingest a platform event (validated by type), or a batch: a JSON array of 1-1000 events. Each is fanned out to integration handlers and webhook subscribers. A repeated eventId answers 200 with duplicate: true',
-          description:
-            'One event object: 202 (stored and queued), 200 (duplicate eventId), 400 (invalid, nothing stored); body at most server.body_limit. A JSON array: each item is validated as one event would be, and the valid ones are stored with their deliveries and handler runs in one transaction (all of them, or none if storing fails: then the whole request fails). Invalid items are refused one by one (their problem paths prefixed with the index, `[3].type`) while the valid ones are stored. The answer lists one result per item, in order; 202 when every item was stored or a duplicate, 207 when at least one was refused. A batch body is at most server.batch_body_limit, each of its events at most server.body_limit (else that item is a 413).',
-          requestBody: body({ oneOf: [ref('Event'), { type: 'array', minItems: 1, maxItems: 1000, items: ref('Event') }] }),
-          responses: {
-            '202': json({ oneOf: [{ allOf: [ref('IngestResult'), { properties: { duplicate: { const: false } } }] }, ref('BatchResult')] }, 'Accepted: the event, or every item of the batch, is stored (or was already)'),
-            '200': json({ allOf: [ref('IngestResult'), { properties: { duplicate: { const: true } } }] }, 'Already ingested (one event)'),
-            '207': json(ref('BatchResult'), 'A batch of which at least one item was refused: see each result'),
-            ...errors,
-            '413': json(ref('Error'), 'The body is larger than server.body_limit (one object) or server.batch_body_limit (an array); `where` names the limit'),
-          },
-        },
-        get: { summary: 'Ingested events, newest first', parameters: [q('type', 'only this event type'), q('installation', 'only events for this installation'), ...timeParams, ...pageQuery], responses: { '200': list('events', ref('Event')), ...errors } },
-      },
-      '/api/v1/events/{id}': { get: { summary: 'One event with its deliveries', parameters: [idParam], responses: { '200': json({ allOf: [ref('Event'), { type: 'object', properties: { deliveries: { type: 'array', items: ref('Delivery') } } }] }), ...errors } } },
       '/api/v1/deliveries/stream': stream('Delivery attempts as they are recorded (server-sent `attempt` events)', [q('installation', 'installation id'), q('type', 'event type')]),
       '/api/v1/logs/stream': stream('Invocations as they are recorded, and lines printed after their answer (server-sent `invocation` and `log` events)', [
         q('integration', 'integration name'),
@@ -318,9 +201,12 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
       ]),
     } as Record<string, unknown>,
   };
+  // Parts merge by path and method: a later part's operation replaces an earlier one's (the
+  // operations route() generates come last).
+  const paths = doc.paths as Record<string, Record<string, unknown>>;
   for (const part of parts) {
     Object.assign(doc.components.schemas, part.schemas);
-    Object.assign(doc.paths, part.paths);
+    for (const [path, item] of Object.entries(part.paths ?? {})) paths[path] = { ...paths[path], ...(item as Record<string, unknown>) };
   }
   return doc;
 }

@@ -13,6 +13,7 @@ export type { Installation, InstallationStatus, InstallationTarget, Installation
 export { scopesAllow, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';
 export { installationsMigrations } from './schema.ts';
+export { installationSchema, type InstallationView } from './api.ts';
 
 /** The webhook installations subscribed to an event type, and where each one's deliveries go now. */
 export interface Subscriptions {

@@ -1,9 +1,25 @@
-/** /api/v1/installations: the management API of installations (admin, or an installation for itself). */
+/**
+ * /api/v1/installations: the management API of installations (admin, or an installation for
+ * itself), declared with route(): the schemas of its requests and answers are in api.ts.
+ */
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
-import { principalOf, requireAdmin } from '../http/app.ts';
+import { principalOf } from '../http/app.ts';
+import { route } from '../http/route.ts';
 import { isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireReach } from './access.ts';
-import { oneOfParam, readJson } from '../http/body.ts';
+import {
+  componentAnswer,
+  configureBody,
+  installAnswer,
+  installationAnswer,
+  installBody,
+  listAnswer,
+  listQuery,
+  renderBody,
+  showQuery,
+  tokenAnswer,
+  type InstallationView,
+} from './api.ts';
 import { missingRequired } from '../manifest/index.ts';
 import type { Services, ServicesWith } from '../server/services.ts';
 import { installationEndpoint } from './urls.ts';
@@ -12,7 +28,7 @@ import { WEBHOOK_INTEGRATION } from './webhook.ts';
 import { refusedAhead } from '../net/index.ts';
 import { gitbookApiRoutes } from './gitbook-api.ts';
 
-export function installationView(services: Services, inst: Installation, reveal = false) {
+export function installationView(services: Services, inst: Installation, reveal = false): InstallationView {
   const publicEndpoint = installationEndpoint(services.config.publicUrl, inst.integration, inst.id);
   const manifest = services.registry?.get(inst.integration)?.manifest;
   const section = configurationSection(manifest, inst.target) as
@@ -39,6 +55,7 @@ export function installationView(services: Services, inst: Installation, reveal 
 export function installationRoutes(app: H3, services: ServicesWith<'installations'>): void {
   const inst = () => services.installations;
   const limit = services.config.server.body_limit;
+  const id = { id: 'installation id (inst_…)' };
 
   /**
    * The admin, an installation for itself, or an integration's token for its own installations
@@ -56,111 +73,143 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     throw new SwitchyardError('forbidden', p.kind === 'installation' ? `this token belongs to installation ${p.installationId}, not ${id}` : `installation ${id} is not one of "${p.integration}"`);
   }
 
-  app.get('/api/v1/installations', (event) => {
-    const q = new URL(event.req.url).searchParams;
-    const p = principalOf(event.req);
-    const status = oneOfParam(q.get('status'), 'status', ['pending', 'active', 'paused', 'uninstalled'] as const);
-    let list = inst().list({ integration: q.get('integration') ?? undefined, status, includeUninstalled: q.get('all') === 'true' });
-    if (p.kind !== 'admin') list = list.filter((i) => mayReach(p, i));
-    return { installations: list.map((i) => installationView(services, i)) };
-  });
+  route(
+    app,
+    { method: 'GET', path: '/api/v1/installations', summary: 'List installations (an installation token sees only its own)', auth: 'token', query: listQuery, response: listAnswer },
+    ({ req, query }) => {
+      const p = principalOf(req);
+      let list = inst().list({ integration: query.integration, status: query.status, includeUninstalled: query.all });
+      if (p.kind !== 'admin') list = list.filter((i) => mayReach(p, i));
+      return { installations: list.map((i) => installationView(services, i)) };
+    },
+  );
 
-  app.post('/api/v1/installations', async (event) => {
-    requireAdmin(event.req);
-    const body = await readJson<Record<string, unknown>>(event.req, limit);
-    if (typeof body.integration !== 'string' || !body.integration)
-      throw new SwitchyardError('bad_request', '"integration" is required: the name of a loaded integration', { where: 'integration' });
-    const target = body.target as string | undefined;
-    if (target !== undefined && !['organization', 'space', 'site'].includes(target))
-      throw new SwitchyardError('bad_request', `target must be organization, space or site, got "${target}"`, { where: 'target' });
-    if (body.configuration !== undefined && (typeof body.configuration !== 'object' || body.configuration === null || Array.isArray(body.configuration)))
-      throw new SwitchyardError('bad_request', 'configuration must be an object', { where: 'configuration' });
-    if (body.externalIds !== undefined && (!Array.isArray(body.externalIds) || body.externalIds.some((x) => typeof x !== 'string')))
-      throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
-    const given = body.webhook_secret;
-    if (given !== undefined && (typeof given !== 'string' || given.length < 16))
-      throw new SwitchyardError('bad_request', 'webhook_secret must be a string of at least 16 characters', { where: 'webhook_secret' });
-    const change = inst().install({
-      integration: body.integration as string,
-      target: target as 'organization' | 'space' | 'site' | undefined,
-      space: body.space as string | undefined,
-      site: body.site as string | undefined,
-      configuration: body.configuration as Record<string, unknown> | undefined,
-      externalIds: body.externalIds as string[] | undefined,
-      webhookSecret: given as string | undefined,
-    });
-    services.log.info('installed', { integration: change.installation.integration, installation: change.installation.id, status: change.installation.status });
-    return new Response(
-      JSON.stringify({
-        installation: installationView(services, change.installation),
-        token: change.token,
-        ...(change.webhookSecret ? { webhookSecret: change.webhookSecret } : {}),
-      }),
-      { status: 201, headers: { 'content-type': 'application/json' } },
-    );
-  });
+  route(
+    app,
+    {
+      method: 'POST',
+      path: '/api/v1/installations',
+      summary: 'Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site)',
+      auth: 'admin',
+      body: { schema: installBody, limit },
+      status: 201,
+      response: installAnswer,
+      responseDescription: 'Installed',
+    },
+    ({ body }) => {
+      const change = inst().install({
+        integration: body.integration,
+        target: body.target,
+        space: body.space,
+        site: body.site,
+        configuration: body.configuration,
+        externalIds: body.externalIds,
+        webhookSecret: body.webhook_secret,
+      });
+      services.log.info('installed', { integration: change.installation.integration, installation: change.installation.id, status: change.installation.status });
+      return new Response(
+        JSON.stringify({
+          installation: installationView(services, change.installation),
+          token: change.token,
+          ...(change.webhookSecret ? { webhookSecret: change.webhookSecret } : {}),
+        }),
+        { status: 201, headers: { 'content-type': 'application/json' } },
+      );
+    },
+  );
 
-  app.get('/api/v1/installations/:id', (event) => {
-    const id = event.context.params!.id;
-    own(event.req, id);
-    const reveal = new URL(event.req.url).searchParams.get('reveal') === 'true' && mayReveal(principalOf(event.req));
-    return { installation: installationView(services, inst().require(id), reveal) };
-  });
+  route(
+    app,
+    {
+      method: 'GET',
+      path: '/api/v1/installations/:id',
+      summary: "One installation (credentials redacted unless ?reveal=true: the admin, or integration code with its invocation's token)",
+      auth: 'token',
+      authorize: (req, params) => own(req, params.id),
+      params: id,
+      query: showQuery,
+      response: installationAnswer,
+    },
+    ({ req, params, query }) => {
+      const reveal = query.reveal && mayReveal(principalOf(req));
+      return { installation: installationView(services, inst().require(params.id), reveal) };
+    },
+  );
 
-  app.patch('/api/v1/installations/:id', async (event) => {
-    const id = event.context.params!.id;
-    own(event.req, id);
-    const body = await readJson<Record<string, unknown>>(event.req, limit);
-    const patch = body.configuration;
-    const externalIds = body.externalIds;
-    if (!patch || typeof patch !== 'object' || Array.isArray(patch))
-      throw new SwitchyardError('bad_request', 'send {"configuration": {"key": value}} (null removes a key), and optionally "externalIds"', { where: 'configuration' });
-    if (externalIds !== undefined && (!Array.isArray(externalIds) || externalIds.some((x) => typeof x !== 'string')))
-      throw new SwitchyardError('bad_request', 'externalIds must be a list of strings', { where: 'externalIds' });
-    const change = inst().configure(id, patch as Record<string, unknown>, {
-      byCode: isIntegrationCode(principalOf(event.req)),
-      externalIds: externalIds as string[] | undefined,
-    });
-    return { installation: installationView(services, change.installation) };
-  });
+  route(
+    app,
+    {
+      method: 'PATCH',
+      path: '/api/v1/installations/:id',
+      summary:
+        'Edit configuration: keys set, null removes (a property with a manifest default takes it back); validated against the manifest; emits installation_setup (and space_/site_installation_setup on a space or site); externalIds replaced when given',
+      auth: 'token',
+      authorize: (req, params) => own(req, params.id),
+      params: id,
+      body: { schema: configureBody, limit },
+      response: installationAnswer,
+    },
+    ({ req, params, body }) => {
+      const change = inst().configure(params.id, body.configuration, { byCode: isIntegrationCode(principalOf(req)), externalIds: body.externalIds });
+      return { installation: installationView(services, change.installation) };
+    },
+  );
 
   for (const action of ['pause', 'resume'] as const) {
-    app.post(`/api/v1/installations/:id/${action}`, (event) => {
-      requireAdmin(event.req);
-      const updated = inst()[action](event.context.params!.id);
-      services.log.info(`installation ${action === 'pause' ? 'paused' : 'resumed'}`, { installation: updated.id, status: updated.status });
-      return { installation: installationView(services, updated) };
-    });
+    route(
+      app,
+      {
+        method: 'POST',
+        path: `/api/v1/installations/:id/${action}`,
+        summary: action === 'pause' ? 'Pause: deliveries are held and invocations refused until resume' : 'Resume: held deliveries go out, in event order',
+        auth: 'admin',
+        params: id,
+        response: installationAnswer,
+        responses: { '409': { description: action === 'pause' ? 'Not active' : 'Not paused' } },
+      },
+      ({ params }) => {
+        const updated = inst()[action](params.id);
+        services.log.info(`installation ${action === 'pause' ? 'paused' : 'resumed'}`, { installation: updated.id, status: updated.status });
+        return { installation: installationView(services, updated) };
+      },
+    );
   }
 
-  app.delete('/api/v1/installations/:id', (event) => {
-    requireAdmin(event.req);
-    const updated = inst().uninstall(event.context.params!.id);
-    services.log.info('uninstalled', { installation: updated.id });
-    return { installation: installationView(services, updated) };
-  });
+  route(
+    app,
+    { method: 'DELETE', path: '/api/v1/installations/:id', summary: 'Uninstall (final)', auth: 'admin', params: id, response: installationAnswer },
+    ({ params }) => {
+      const updated = inst().uninstall(params.id);
+      services.log.info('uninstalled', { installation: updated.id });
+      return { installation: installationView(services, updated) };
+    },
+  );
 
-  app.post('/api/v1/installations/:id/token', (event) => {
-    requireAdmin(event.req);
-    return { token: inst().rotateToken(event.context.params!.id) };
-  });
+  route(
+    app,
+    { method: 'POST', path: '/api/v1/installations/:id/token', summary: 'Mint a new installation token (the old one stops working)', auth: 'admin', params: id, response: tokenAnswer },
+    ({ params }) => ({ token: inst().rotateToken(params.id) }),
+  );
 
-  app.post('/api/v1/installations/:id/render', async (event) => {
-    const id = event.context.params!.id;
-    own(event.req, id, { integration: false });
-    const body = await readJson<Record<string, unknown>>(event.req, limit);
-    if (typeof body.componentId !== 'string' || !body.componentId)
-      throw new SwitchyardError('bad_request', '"componentId" is required', { where: 'componentId' });
-    const runtime = services.runtime;
-    if (!runtime) throw new SwitchyardError('not_implemented', 'this server runs no integration code (it has no runtime module)');
-    return runtime.render(id, {
-      componentId: body.componentId,
-      props: body.props,
-      state: body.state,
-      action: body.action,
-      context: body.context,
-    });
-  });
+  route(
+    app,
+    {
+      method: 'POST',
+      path: '/api/v1/installations/:id/render',
+      summary: 'ui_render: initialState / action / render of one component',
+      auth: 'token',
+      authorize: (req, params) => own(req, params.id, { integration: false }),
+      params: id,
+      body: { schema: renderBody, limit },
+      response: componentAnswer,
+      responses: { '501': { description: 'This server runs no integration code' } },
+    },
+    ({ params, body }) => {
+      const runtime = services.runtime;
+      if (!runtime) throw new SwitchyardError('not_implemented', 'this server runs no integration code (it has no runtime module)');
+      return runtime.render(params.id, body);
+    },
+  );
 
   gitbookApiRoutes(app, services);
 }

@@ -23,6 +23,12 @@ export interface Schema<T> {
   readonly isOptional?: boolean;
   readonly hasDefault?: boolean;
   readonly defaultValue?: unknown;
+  /** What the kind was declared with (bounds, items, values), read by toJsonSchema. */
+  readonly options?: Readonly<Record<string, unknown>>;
+  /** A shared shape's name: toJsonSchema refers to it once declared (`#/components/schemas/<name>`). */
+  readonly name?: string;
+  /** The JSON Schema of a kind declared outside this file (a query parameter's own form, say). */
+  readonly jsonSchema?: Readonly<Record<string, unknown>>;
   /** Validate (and normalise) one value; push issues and return INVALID on failure. */
   check(value: unknown, path: Path, issues: Issue[]): T | Invalid;
   /** Phantom field carrying the output type. */
@@ -73,12 +79,15 @@ export function string(
     patternHint?: string;
     /** An absolute http(s) URL; `'or-empty'` also takes the empty string (an unset optional URL). */
     url?: boolean | 'or-empty';
+    /** The JSON Schema `format` it is documented with (`date-time`); not checked. */
+    format?: string;
     description?: string;
   } = {},
 ): Schema<string> {
   return {
     kind: 'string',
     description: opts.description,
+    options: opts,
     check(v, path, issues) {
       if (typeof v !== 'string') return fail(issues, path, `must be a string, got ${typeName(v)}`);
       if (opts.min !== undefined && v.length < opts.min)
@@ -106,6 +115,7 @@ export function number(opts: { min?: number; max?: number; integer?: boolean; de
   return {
     kind: 'number',
     description: opts.description,
+    options: opts,
     check(v, path, issues) {
       if (typeof v !== 'number' || !Number.isFinite(v)) return fail(issues, path, `must be a number, got ${typeName(v)}`);
       if (opts.integer && !Number.isInteger(v)) return fail(issues, path, `must be a whole number, got ${v}`);
@@ -134,6 +144,7 @@ export function oneOf<const T extends readonly (string | number | boolean)[]>(
   return {
     kind: 'enum',
     description: opts.description,
+    options: { values },
     check(v, path, issues) {
       if ((values as readonly unknown[]).includes(v)) return v as T[number];
       const custom = opts.hint?.(v);
@@ -161,6 +172,7 @@ export function duration(opts: { min?: number; max?: number; description?: strin
   return {
     kind: 'duration',
     description: opts.description,
+    options: opts,
     check(v, path, issues) {
       const ms = typeof v === 'number' ? v : typeof v === 'string' ? parseDuration(v) : undefined;
       if (ms === undefined || !Number.isFinite(ms) || ms < 0)
@@ -179,6 +191,7 @@ export function bytes(opts: { min?: number; max?: number; description?: string }
   return {
     kind: 'bytes',
     description: opts.description,
+    options: opts,
     check(v, path, issues) {
       let n: number | undefined;
       if (typeof v === 'number') n = v;
@@ -200,6 +213,7 @@ export function array<T>(item: Schema<T>, opts: { min?: number; max?: number; un
   return {
     kind: 'array',
     description: opts.description,
+    options: { ...opts, item },
     check(v, path, issues) {
       if (!Array.isArray(v)) return fail(issues, path, `must be a list, got ${typeName(v)}`);
       if (opts.min !== undefined && v.length < opts.min)
@@ -235,6 +249,7 @@ export function record<T>(
   return {
     kind: 'record',
     description: opts.description,
+    options: { ...opts, value },
     check(v, path, issues) {
       if (!isPlainObject(v)) return fail(issues, path, `must be a map, got ${typeName(v)}`);
       const out: Record<string, T> = {};
@@ -256,8 +271,13 @@ export function record<T>(
 
 export interface ObjectOptions<T> {
   description?: string;
-  /** Unknown keys are errors (with a "did you mean" hint) unless this is true. */
+  /** Unknown keys are errors (with a "did you mean" hint) unless this is true (then they are kept). */
   passthrough?: boolean;
+  /**
+   * Unknown keys are left out of the value, without a word: for a request body whose senders may
+   * add keys a server of this version does not know (it has always ignored them).
+   */
+  ignoreUnknown?: boolean;
   /** Cross-field rules, run only when every field passed. */
   refine?: (value: T, report: (path: Path, message: string, hint?: string) => void) => void;
 }
@@ -267,6 +287,7 @@ export function object<S extends Shape>(shape: S, opts: ObjectOptions<Pretty<Obj
     kind: 'object',
     shape,
     description: opts.description,
+    options: { passthrough: opts.passthrough, ignoreUnknown: opts.ignoreUnknown },
     check(v, path, issues) {
       if (v === null || v === undefined) v = {};
       if (!isPlainObject(v)) return fail(issues, path, `must be a map, got ${typeName(v)}`);
@@ -274,7 +295,7 @@ export function object<S extends Shape>(shape: S, opts: ObjectOptions<Pretty<Obj
       let ok = true;
       for (const [key, schema] of Object.entries(shape)) {
         const x = v[key];
-        if (x === undefined || (x === null && schema.kind !== 'object')) {
+        if (x === undefined || (x === null && schema.kind !== 'object' && schema.kind !== 'nullable')) {
           if (schema.hasDefault) {
             out[key] = structuredClone(schema.defaultValue);
             continue;
@@ -294,7 +315,9 @@ export function object<S extends Shape>(shape: S, opts: ObjectOptions<Pretty<Obj
         if (r === INVALID) ok = false;
         else out[key] = r;
       }
-      if (!opts.passthrough) {
+      if (opts.ignoreUnknown) {
+        // Left out of the value: nothing to do.
+      } else if (!opts.passthrough) {
         for (const key of Object.keys(v)) {
           if (Object.hasOwn(shape, key)) continue; // "constructor" is not a key of the shape
           issues.push({ path: [...path, key], message: `unknown key "${key}"`, hint: didYouMean(key, Object.keys(shape)), atKey: true });
@@ -327,6 +350,138 @@ export function withDefault<T>(schema: Schema<T>, value: T): Schema<T> {
 /** Accept any value (free-form data such as configuration values); optionally check it. */
 export function any(description?: string): Schema<unknown> {
   return { kind: 'any', description, check: (v) => v };
+}
+
+/** A value that may also be `null` (an answer's `nextAttemptAt` before any is scheduled). */
+export function nullable<T>(schema: Schema<T>): Schema<T | null> {
+  return {
+    kind: 'nullable',
+    description: schema.description,
+    options: { inner: schema },
+    check(v, path, issues) {
+      return v === null ? null : schema.check(v, path, issues);
+    },
+  };
+}
+
+/**
+ * One of several shapes (an event, or a list of them): the first that takes the value wins. When
+ * none does, the issues are those of the one meant for the value's form (a map, a list), else one
+ * naming the forms expected.
+ */
+export function union<const S extends readonly AnySchema[]>(variants: S, opts: { description?: string } = {}): Schema<Infer<S[number]>> {
+  const formOf = (kind: string) => (kind === 'array' ? 'list' : kind === 'object' || kind === 'record' ? 'map' : kind);
+  return {
+    kind: 'union',
+    description: opts.description,
+    options: { variants },
+    check(v, path, issues) {
+      for (const variant of variants) {
+        const mine: Issue[] = [];
+        const r = variant.check(v, path, mine);
+        if (r !== INVALID && !mine.length) return r;
+      }
+      const form = Array.isArray(v) ? 'list' : isPlainObject(v) ? 'map' : undefined;
+      const meant = variants.find((x) => formOf(x.kind) === form);
+      if (meant) return meant.check(v, path, issues) as Infer<S[number]> | Invalid;
+      return fail(issues, path, `must be ${variants.map((x) => `a ${formOf(x.kind)}`).join(' or ')}, got ${typeName(v)}`);
+    },
+  };
+}
+
+/** A shape with a name: the OpenAPI document declares it once and refers to it wherever it is used. */
+export function named<S extends AnySchema>(name: string, schema: S): S {
+  return { ...schema, name };
+}
+
+/** An ISO-8601 date-time as the API writes it (`2026-01-31T12:00:00.000Z`): a string, documented as such. */
+export function dateTime(description?: string): Schema<string> {
+  return string({ format: 'date-time', description });
+}
+
+export type JsonSchema = Record<string, unknown>;
+
+/**
+ * The JSON Schema (2020-12, the dialect of OpenAPI 3.1) of a schema: what it accepts, its bounds,
+ * defaults and descriptions. With `components`, a named schema is declared there once and referred
+ * to by `$ref: '#/components/schemas/<name>'`; without, it is written out in place. `open`: an
+ * object does not say `additionalProperties: false` (an answer, which may gain keys in a later
+ * version, rather than what is accepted).
+ */
+export function toJsonSchema(schema: AnySchema, components?: Record<string, JsonSchema>, opts: { open?: boolean } = {}): JsonSchema {
+  if (schema.name && components) {
+    if (!(schema.name in components)) {
+      components[schema.name] = {}; // a shape that refers to itself finds its name taken
+      components[schema.name] = toJsonSchema({ ...schema, name: undefined }, components, opts);
+    }
+    return { $ref: `#/components/schemas/${schema.name}` };
+  }
+  const o = (schema.options ?? {}) as Record<string, any>;
+  const out: JsonSchema = schema.jsonSchema ? { ...schema.jsonSchema } : jsonOfKind(schema, o, components, opts);
+  if (schema.description && out.description === undefined) out.description = schema.description;
+  if (schema.hasDefault && schema.defaultValue !== undefined) out.default = schema.defaultValue;
+  return out;
+}
+
+function jsonOfKind(schema: AnySchema, o: Record<string, any>, components: Record<string, JsonSchema> | undefined, opts: { open?: boolean }): JsonSchema {
+  const defined = (v: JsonSchema) => Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined));
+  switch (schema.kind) {
+    case 'string':
+      return defined({
+        type: 'string',
+        minLength: o.min,
+        maxLength: o.max,
+        pattern: o.pattern instanceof RegExp ? o.pattern.source : undefined,
+        format: o.format ?? (o.url === true ? 'uri' : undefined),
+      });
+    case 'number':
+      return defined({ type: o.integer ? 'integer' : 'number', minimum: o.min, maximum: o.max });
+    case 'boolean':
+      return { type: 'boolean' };
+    case 'enum':
+      return { enum: [...(o.values as unknown[])] };
+    case 'duration':
+      return { type: ['string', 'number'], description: 'a duration: 500ms, 10s, 2m, 1h, 7d, or a number of milliseconds' };
+    case 'bytes':
+      return { type: ['string', 'integer'], description: 'a size: 512kb, 1mb, or a number of bytes' };
+    case 'array':
+      return defined({ type: 'array', items: toJsonSchema(o.item, components, opts), minItems: o.min, maxItems: o.max, uniqueItems: o.unique || undefined });
+    case 'record':
+      return defined({
+        type: 'object',
+        additionalProperties: toJsonSchema(o.value, components, opts),
+        propertyNames: o.key instanceof RegExp ? { pattern: o.key.source } : undefined,
+      });
+    case 'object': {
+      const shape = (schema as AnySchema & { shape: Shape }).shape;
+      const properties: Record<string, JsonSchema> = {};
+      const required: string[] = [];
+      for (const [key, sub] of Object.entries(shape)) {
+        properties[key] = toJsonSchema(sub, components, opts);
+        // An absent object takes its own defaults: never required.
+        if (!sub.isOptional && !sub.hasDefault && sub.kind !== 'object') required.push(key);
+      }
+      return defined({
+        type: 'object',
+        properties,
+        required: required.length ? required : undefined,
+        additionalProperties: o.passthrough || o.ignoreUnknown || opts.open ? undefined : false,
+      });
+    }
+    case 'nullable': {
+      const inner = toJsonSchema(o.inner, components, opts);
+      if (typeof inner.type === 'string') return { ...inner, type: [inner.type, 'null'] };
+      if (Array.isArray(inner.enum)) return { ...inner, enum: [...inner.enum, null] };
+      return { anyOf: [inner, { type: 'null' }] };
+    }
+    case 'union':
+      return { oneOf: (o.variants as AnySchema[]).map((x) => toJsonSchema(x, components, opts)) };
+    case 'any':
+      return {};
+    default:
+      // A kind declared elsewhere without its JSON Schema: anything (documented as such, never wrong).
+      return {};
+  }
 }
 
 export type Result<T> = { ok: true; value: T; issues: [] } | { ok: false; issues: Issue[] };

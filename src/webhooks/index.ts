@@ -7,7 +7,6 @@
 import { defineModule } from '../server/services.ts';
 import { createWebhooks } from './service.ts';
 import { webhookRoutes } from './routes.ts';
-import { webhooksOpenApi } from './openapi.ts';
 import type { Deliveries, WebhooksService } from './contracts.ts';
 
 export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
@@ -15,7 +14,8 @@ export type { Verification } from './signature.ts';
 export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, ATTEMPT_OUTCOMES, type AttemptOutcome, type Outcome, type RetryConfig } from './policy.ts';
 export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
 export { webhooksMigrations } from './schema.ts';
-export { parseTimeParam, replayWindow, replaySelection, REPLAYABLE_STATUSES } from './time.ts';
+export { parseTimeParam, replayWindow, replaySelection, timeQuery, REPLAYABLE_STATUSES } from './time.ts';
+export { deliverySchema, deliveryDetailSchema, attemptSchema, endpointQuery, type ReplayAnswer } from './api.ts';
 export { endpointParam, maskSecret } from './routes.ts';
 export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
 export { createQueue, originOf, type Queue } from './queue.ts';
@@ -59,5 +59,4 @@ export const webhooksModule = defineModule({
   routes(app, services) {
     webhookRoutes(app, services);
   },
-  openapi: webhooksOpenApi,
 });

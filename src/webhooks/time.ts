@@ -1,18 +1,23 @@
 /** Time filters of the management API and the CLI: `15m`, `2h`, `7d` ago, or a date-time. */
 import { SwitchyardError } from '../errors.ts';
 import { parseDuration } from '../schema/index.ts';
+import { param } from '../http/params.ts';
 
 /** Milliseconds since the epoch for a `since`/`until` value; undefined when absent; 400 naming `name` when unreadable. */
 export function parseTimeParam(value: string | null | undefined, name: string, now = Date.now()): number | undefined {
   if (value === null || value === undefined || value === '') return undefined;
+  const at = timeOf(value, now);
+  if (Number.isNaN(at)) throw new SwitchyardError('bad_request', `${name} must be ${TIME_FORMS}, got "${value}"`, { where: name });
+  return at;
+}
+
+const TIME_FORMS = 'a duration ago (15m, 2h, 7d) or a date-time (2025-01-31T12:00:00Z)';
+
+/** Milliseconds since the epoch of a duration ago, epoch seconds or milliseconds, or a date-time; NaN when none. */
+function timeOf(value: string, now: number): number {
   const ago = parseDuration(value);
   if (ago !== undefined) return now - ago;
-  const at = /^\d{10,13}$/.test(value) ? Number(value) * (value.length === 10 ? 1000 : 1) : Date.parse(value);
-  if (Number.isNaN(at))
-    throw new SwitchyardError('bad_request', `${name} must be a duration ago (15m, 2h, 7d) or a date-time (2025-01-31T12:00:00Z), got "${value}"`, {
-      where: name,
-    });
-  return at;
+  return /^\d{10,13}$/.test(value) ? Number(value) * (value.length === 10 ? 1000 : 1) : Date.parse(value);
 }
 
 /**
@@ -62,4 +67,12 @@ export function replaySelection(body: Record<string, unknown>): {
   const since = parseTimeParam(body.since as string | undefined, 'since') ?? 0;
   const until = parseTimeParam(body.until as string | undefined, 'until') ?? Date.now();
   return { status: (status ?? 'failed') as (typeof REPLAYABLE_STATUSES)[number], since, until, installation: body.installation as string | undefined };
+}
+
+/** A `since`/`until` query parameter as a schema (route()): milliseconds since the epoch. */
+export function timeQuery(description: string) {
+  return param<number>('time-param', { type: 'string', description: `${description}: ${TIME_FORMS}` }, (v) => {
+    const at = timeOf(v, Date.now());
+    return Number.isNaN(at) ? { error: `must be ${TIME_FORMS}, got "${v}"` } : at;
+  });
 }

@@ -1,0 +1,92 @@
+/**
+ * The management API of installations, declared once (src/schema): the requests routes.ts
+ * validates, the answers /openapi.json describes, and the CLI's reading of them (`InstallationView`).
+ * routes.ts checks that installationView() gives the answer's shape (it fails to type-check otherwise).
+ */
+import { dateTime, any, array, named, object, oneOf, optional, record, string, withDefault, type Infer } from '../schema/index.ts';
+import { flag, enumParam, text } from '../http/params.ts';
+
+
+export const INSTALLATION_TARGETS = ['organization', 'space', 'site'] as const;
+export const INSTALLATION_STATUSES = ['pending', 'active', 'paused', 'uninstalled'] as const;
+
+export const installationSchema = named(
+  'Installation',
+  object({
+    id: string(),
+    integration: string(),
+    target: oneOf(INSTALLATION_TARGETS),
+    space: optional(string()),
+    site: optional(string()),
+    status: oneOf(INSTALLATION_STATUSES),
+    configuration: record(any(), { description: 'property values (credentials in URLs redacted unless revealed)' }),
+    externalIds: array(string()),
+    createdAt: dateTime(),
+    updatedAt: dateTime(),
+    uninstalledAt: optional(dateTime()),
+    urls: object({ publicEndpoint: string() }),
+    connect: array(object({ property: string(), label: string(), url: string() }), { description: 'buttons of the configuration to open (OAuth and the like)' }),
+    missing: array(string(), { description: 'required properties not set yet (pending installations)' }),
+    warnings: array(string(), { description: 'what will fail ahead (a webhook URL the private-address guard refuses)' }),
+  }),
+);
+
+/** One installation as the API shows it (the CLI's reading of it). */
+export type InstallationView = Infer<typeof installationSchema>;
+
+export const installationAnswer = object({ installation: installationSchema });
+
+export const listQuery = object({
+  integration: text('only this integration'),
+  status: enumParam(INSTALLATION_STATUSES, INSTALLATION_STATUSES.join(', ')),
+  all: withDefault(flag('include uninstalled'), false),
+});
+
+export const listAnswer = object({ installations: array(installationSchema) });
+
+export const installBody = object(
+  {
+    integration: string({ min: 1, description: 'the name of a loaded integration' }),
+    target: optional(oneOf(INSTALLATION_TARGETS, { description: 'default: space with `space`, site with `site`, else organization' })),
+    space: optional(string()),
+    site: optional(string()),
+    configuration: optional(record(any(), { description: "property values; the manifest's defaults fill in absent keys" })),
+    externalIds: optional(array(string())),
+    webhook_secret: optional(string({ min: 16, description: 'webhook integration only: use this signing secret' })),
+  },
+  { ignoreUnknown: true },
+);
+
+export const installAnswer = object({
+  installation: installationSchema,
+  token: string({ description: 'the installation token, shown once' }),
+  webhookSecret: optional(string({ description: 'webhook integration: its signing secret, shown once' })),
+});
+
+export const showQuery = object({ reveal: withDefault(flag("show stored credentials (the admin, or integration code with its invocation's token)"), false) });
+
+export const configureBody = object(
+  {
+    configuration: record(any(), { description: 'keys set; null removes one (a property with a manifest default takes it back)' }),
+    externalIds: optional(array(string(), { description: 'replaced when given' })),
+  },
+  { ignoreUnknown: true },
+);
+
+export const tokenAnswer = object({ token: string({ description: 'the new installation token (the old one stops working)' }) });
+
+export const renderBody = object(
+  {
+    componentId: string({ min: 1 }),
+    props: optional(any()),
+    state: optional(any()),
+    action: optional(any()),
+    context: optional(any()),
+  },
+  { ignoreUnknown: true },
+);
+
+export const componentAnswer = named(
+  'ComponentAnswer',
+  object({ type: oneOf(['element']), state: optional(any()), props: optional(any()), element: any('ContentKit markup') }, { passthrough: true }),
+);
