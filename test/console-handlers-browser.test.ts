@@ -36,7 +36,8 @@ test('an event shows its failed handler run; Replay runs it again until it is de
   await row.getByRole('button', { name: /^Replay handler run hdl_/ }).click();
   // The panel follows the run live until the replayed attempt has succeeded.
   await row.locator('.badge-delivered').waitFor({ timeout: 15_000 });
-  assert.match(await row.innerText(), /1 \/ 2/);
+  // The count starts again: one attempt (two when a loaded machine made the first one time out).
+  assert.match(await row.innerText(), /\b[12] \/ 2\b/);
   assert.ok(rx.seen.has(event.eventId as string));
   await shot(page, '21-handler-run-replayed', row.locator('.badge-delivered'));
   assert.deepEqual(pageErrors, []);
