@@ -1,7 +1,7 @@
 /**
  * Reading the invocations table: what integration code printed and how each invocation ended,
  * filtered and paged (newest first), read after a cursor (oldest first, for `logs --follow`), and
- * purged by retention. The runtime writes the rows (service.ts); this file only reads and purges.
+ * purged by retention. The runtime writes the rows (records.ts); this file only reads and purges.
  * Cursors are SQLite rowids, which only grow (retention never deletes the newest row).
  */
 import { SwitchyardError } from '../errors.ts';
@@ -89,7 +89,7 @@ function where(f: Omit<InvocationFilter, 'limit' | 'cursor'>, params: Record<str
 
 export type Invocations = ReturnType<typeof createInvocations>;
 
-// Records the runtime has answered but not yet committed (see RECORD_DELAY_MS in service.ts) are
+// Records the runtime has answered but not yet committed (see RECORD_DELAY_MS in records.ts) are
 // committed before any read of the same database, so a request's invocation can be read back as
 // soon as its answer arrived.
 const flushers = new WeakMap<object, () => void>();
