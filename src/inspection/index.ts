@@ -1,17 +1,17 @@
 /**
  * Inspection: the live feeds behind `switchyard deliveries tail` and `switchyard logs --follow`
- * (server-sent events, resumable by cursor) and the invocation log API. Attaches
- * `services.invocations` (reads of the invocations table, see src/runtime/invocations.ts).
+ * (server-sent events, resumable by cursor). Attaches `services.streams`. The invocation log API
+ * (`GET /api/v1/logs`, `GET /api/v1/logs/:requestId`) is the runtime's, beside its data
+ * (src/runtime/log-routes.ts); the feed reads the same `services.invocations`.
  *
  * - `GET /api/v1/deliveries/stream?after=&installation=&type=`: `attempt` events (AttemptFeedItem)
  * - `GET /api/v1/logs/stream?after=&integration=&installation=&errors=`: `invocation` events
  *   (InvocationView) and `log` events ({requestId, line}) for lines printed after a response
- * - `GET /api/v1/logs`, `GET /api/v1/logs/:requestId`
  */
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import { createInvocations, invocationFilterParams, logRoutes, type Invocations, type InvocationFilter } from '../runtime/index.ts';
+import { invocationFilterParams, type InvocationFilter } from '../runtime/index.ts';
 import { defineModule, type ServicesWith } from '../server/services.ts';
 import { createStreamHub, resumeCursor, type FeedItem, type StreamHub } from './sse.ts';
 
@@ -19,8 +19,6 @@ export { createStreamHub, resumeCursor, type Feed, type FeedItem, type StreamHub
 
 declare module '../server/services.ts' {
   interface Capabilities {
-    /** Reads of the invocations table (written by the runtime). */
-    invocations?: Invocations;
     streams?: StreamHub;
   }
 }
@@ -32,9 +30,8 @@ function cursorParam(req: Request, q: URLSearchParams, newest: () => number): nu
   return c ?? newest();
 }
 
-export function inspectionRoutes(app: H3, services: ServicesWith<'streams' | 'invocations'>): void {
+export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): void {
   const hub = () => services.streams;
-  const invocations = () => services.invocations;
 
   app.get('/api/v1/deliveries/stream', (event) => {
     requireAdmin(event.req);
@@ -51,19 +48,21 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams' | 'in
 
   app.get('/api/v1/logs/stream', (event) => {
     requireAdmin(event.req);
+    const invocations = services.invocations;
+    if (!invocations) throw new SwitchyardError('not_found', 'the runtime is not running on this server');
     const q = new URL(event.req.url).searchParams;
     const filter: Omit<InvocationFilter, 'limit' | 'cursor'> = invocationFilterParams(q);
     const runtime = services.runtime;
     return hub().response(event.req, {
-      start: cursorParam(event.req, q, () => invocations().lastCursor()),
-      read: (after, limit) => invocations().after(after, limit, filter).map((i) => ({ cursor: Number(i.cursor), event: 'invocation', data: i })),
+      start: cursorParam(event.req, q, () => invocations.lastCursor()),
+      read: (after, limit) => invocations.after(after, limit, filter).map((i) => ({ cursor: Number(i.cursor), event: 'invocation', data: i })),
       subscribe(changed, push) {
         if (!runtime) return () => {};
         return runtime.observe((n) => {
           if (n.kind === 'recorded') return changed();
           if (n.kind !== 'log') return;
           // A line printed after the response (waitUntil): the row is updated, so send the line itself.
-          const inv = invocations().get(n.id);
+          const inv = invocations.get(n.id);
           if (!inv || filter.errors) return;
           if ((filter.integration && inv.integration !== filter.integration) || (filter.installation && inv.installationId !== filter.installation)) return;
           const item: FeedItem = {
@@ -76,38 +75,17 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams' | 'in
       },
     });
   });
-
-  logRoutes(app, services);
 }
 
 export const inspectionModule = defineModule({
   name: 'inspection',
-  provides: ['invocations', 'streams'],
+  provides: ['streams'],
   async start(services) {
-    services.invocations = createInvocations(services.store.db);
     const hub = createStreamHub({ closing: () => services.closing, poll: (services.processes?.count ?? 1) > 1 });
     services.streams = hub;
     return () => hub.closeAll();
   },
   routes(app, services) {
     inspectionRoutes(app, services);
-  },
-  openapi: {
-    paths: {
-      '/api/v1/logs': {
-        get: {
-          summary:
-            'Invocations of integration code, newest first: what it printed, how it ended (filters: integration, installation, event, errors, since, until; limit, cursor). Live: GET /api/v1/logs/stream (server-sent events, see the README).',
-          responses: { '200': { description: '{invocations: InvocationView[], nextCursor}' } },
-        },
-      },
-      '/api/v1/logs/{requestId}': {
-        get: {
-          summary: 'One invocation by its request id (the x-request-id of its answer)',
-          parameters: [{ name: 'requestId', in: 'path', required: true, schema: { type: 'string' } }],
-          responses: { '200': { description: 'InvocationView' }, '404': { description: 'no such invocation' } },
-        },
-      },
-    },
   },
 });

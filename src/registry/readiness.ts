@@ -1,5 +1,5 @@
 /** How far the start-up load is, as the status views show it (the registry hands it to /healthz as `services.readiness`). */
-import type { Readiness } from './registry.ts';
+import type { Readiness } from './registry-types.ts';
 
 /** The start-up load as the status views show it (`/healthz`, `/readyz`, `GET /api/v1/integrations`). */
 export function readinessView(r: Readiness) {

@@ -1,11 +1,13 @@
 /**
  * `context.environment` (spec 2.4): API endpoint and a short-lived token, the integration with its
  * public endpoint, the installation (organization, space or site) and the manifest's secrets.
+ * environmentOf builds it for one invocation, with the tokens minted for it.
  */
 import type { Installation } from '../installations/index.ts';
 import type { LoadedIntegration } from '../registry/index.ts';
 import { installationEndpoint, installationLocation, integrationEndpoint, runtimeEndpoint } from '../installations/urls.ts';
 import { invocationTokenTtl } from '../installations/tokens.ts';
+import type { RuntimeDeps } from './service-deps.ts';
 
 export { installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint };
 
@@ -81,4 +83,30 @@ export function buildEnvironment(opts: {
   if (installation.target === 'space') env.spaceInstallation = { space: installation.space, ...content };
   if (installation.target === 'site') env.siteInstallation = { site: installation.site, ...content };
   return env;
+}
+
+/**
+ * The environment one invocation gets, with tokens minted for it (installation and integration,
+ * living `tokenTtlMs`) and, for GitBook's dialect, the signing secrets.
+ */
+export function environmentOf(deps: Pick<RuntimeDeps, 'publicUrl' | 'installations' | 'tokenTtlMs' | 'organization'>) {
+  return function environmentFor(integration: LoadedIntegration, installation?: Installation): Record<string, unknown> {
+    return buildEnvironment({
+      publicUrl: deps.publicUrl(),
+      integration,
+      installation,
+      tokens: {
+        installation: installation ? deps.installations.invocationToken(installation.id, deps.tokenTtlMs) : undefined,
+        integration: deps.installations.integrationToken(integration.name, deps.tokenTtlMs),
+      },
+      organization: deps.organization?.(),
+      signingSecrets:
+        integration.dialect === 'gitbook'
+          ? {
+              integration: deps.installations.signingSecret('integration', integration.name),
+              installation: installation ? deps.installations.signingSecret('installation', installation.id) : undefined,
+            }
+          : undefined,
+    });
+  };
 }

@@ -1,6 +1,8 @@
 /**
  * The runtime: envelopes in, integration code run in the sandbox, responses out; platform events
- * fanned out to the installations whose integrations handle them.
+ * fanned out to the installations whose integrations handle them. Attaches `services.runtime` and
+ * `services.invocations` (reads of what it recorded) and serves the runtime endpoint, the public
+ * endpoints (routes.ts) and the invocation log API (log-routes.ts).
  */
 import { concerns, WEBHOOK_INTEGRATION } from '../installations/index.ts';
 import type { EventHandlers, RunOutcome } from '../events/index.ts';
@@ -8,6 +10,8 @@ import type { LoadedIntegration } from '../registry/index.ts';
 import { defineModule } from '../server/services.ts';
 import { createRuntime, type Runtime } from './service.ts';
 import { runtimeRoutes } from './routes.ts';
+import { logRoutes } from './log-routes.ts';
+import { createInvocations, type Invocations } from './invocations.ts';
 import { integrationAnswerHeaders } from '../http/origins.ts';
 import { guestLibraryId } from '../sandbox/index.ts';
 import { createExportsCache } from './exports-cache.ts';
@@ -15,7 +19,8 @@ import { join } from 'node:path';
 import { invocationTokenTtl } from './environment.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
-export { createInvocations, logRoutes, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
+export { createInvocations, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
+export { logRoutes } from './log-routes.ts';
 export { decodeEnvelope, encodeEnvelope } from './envelope.ts';
 export { buildEnvironment, installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';
@@ -24,6 +29,8 @@ export { RUNTIME_VERSIONS } from './routes.ts';
 declare module '../server/services.ts' {
   interface Capabilities {
     runtime?: Runtime;
+    /** Reads of the invocations table (the runtime writes it; the log API, the live feed and retention read it). */
+    invocations?: Invocations;
     /** Who handles platform events among the installed integrations, and runs them (read by events). */
     eventHandlers?: EventHandlers;
   }
@@ -31,7 +38,7 @@ declare module '../server/services.ts' {
 
 export const runtimeModule = defineModule({
   name: 'runtime',
-  provides: ['runtime', 'eventHandlers', 'onSandboxLog'],
+  provides: ['runtime', 'invocations', 'eventHandlers', 'onSandboxLog'],
   needs: ['registry', 'installations', 'sandbox'],
   async start(services) {
     const sandboxLimits = services.config.sandbox;
@@ -59,6 +66,7 @@ export const runtimeModule = defineModule({
       exportsCache,
     });
     services.runtime = runtime;
+    services.invocations = createInvocations(services.store.db);
     services.onSandboxLog = (e) => runtime.appendLateLog(e.requestId, e.line);
     // The installation's lifecycle events (installation_setup and the like) once the step has
     // committed: recorded per installation, never blocking the step's caller.
@@ -146,5 +154,6 @@ export const runtimeModule = defineModule({
   },
   routes(app, services) {
     runtimeRoutes(app, services);
+    logRoutes(app, services);
   },
 });

@@ -1,14 +1,10 @@
 /**
  * Reading the invocations table: what integration code printed and how each invocation ended,
  * filtered and paged (newest first), read after a cursor (oldest first, for `logs --follow`), and
- * purged by retention. The runtime writes the rows (service.ts); this file only reads and purges.
+ * purged by retention. The runtime writes the rows (records.ts); this file only reads and purges.
  * Cursors are SQLite rowids, which only grow (retention never deletes the newest row).
  */
-import { pageParams } from '../http/body.ts';
-import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
-import { requireAdmin } from '../http/app.ts';
-import type { ServicesWith } from '../server/services.ts';
 import type { Db } from '../store/index.ts';
 import { parseTimeParam } from '../webhooks/index.ts';
 import type { InvocationView } from './invocation-view.ts';
@@ -93,7 +89,7 @@ function where(f: Omit<InvocationFilter, 'limit' | 'cursor'>, params: Record<str
 
 export type Invocations = ReturnType<typeof createInvocations>;
 
-// Records the runtime has answered but not yet committed (see RECORD_DELAY_MS in service.ts) are
+// Records the runtime has answered but not yet committed (see RECORD_DELAY_MS in records.ts) are
 // committed before any read of the same database, so a request's invocation can be read back as
 // soon as its answer arrived.
 const flushers = new WeakMap<object, () => void>();
@@ -158,7 +154,7 @@ export function createInvocations(db: Db) {
   };
 }
 
-/** The filters shared by the list and the live feed. */
+/** The live feed's filters (the list's are declared in api.ts, with the same words). */
 export function invocationFilterParams(q: URLSearchParams): Omit<InvocationFilter, 'limit' | 'cursor'> {
   const errors = q.get('errors');
   if (errors !== null && errors !== '' && errors !== 'true' && errors !== 'false')
@@ -171,23 +167,4 @@ export function invocationFilterParams(q: URLSearchParams): Omit<InvocationFilte
     since: parseTimeParam(q.get('since'), 'since'),
     until: parseTimeParam(q.get('until'), 'until'),
   };
-}
-
-/** `GET /api/v1/logs` (filters, newest first, cursor) and `GET /api/v1/logs/:requestId` (admin token). */
-export function logRoutes(app: H3, services: ServicesWith<'invocations'>): void {
-  const invocations = () => services.invocations;
-
-  app.get('/api/v1/logs', (event) => {
-    requireAdmin(event.req);
-    const q = new URL(event.req.url).searchParams;
-    return invocations().list({ ...invocationFilterParams(q), ...pageParams(q) });
-  });
-
-  app.get('/api/v1/logs/:requestId', (event) => {
-    requireAdmin(event.req);
-    const id = event.context.params!.requestId;
-    const found = invocations().get(id);
-    if (!found) throw new SwitchyardError('not_found', `no invocation ${id}`, { hint: 'request ids are in the x-request-id header of each answer and in `switchyard logs`' });
-    return found;
-  });
 }

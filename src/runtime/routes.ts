@@ -13,7 +13,7 @@ import type { ServicesWith } from '../server/services.ts';
 import { decodeEnvelope } from './envelope.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';
-import { toResponse } from './service.ts';
+import { toResponse } from './public-fetch.ts';
 
 export const RUNTIME_VERSIONS = ['v1'] as const;
 
