@@ -105,6 +105,9 @@ test('values that would start a broken server are refused with their path: short
   assert.match(messages('server:\n  public_url: "javascript:alert(1)"\n')[0], /server\.public_url: "javascript:alert\(1\)" must use http or https/);
   assert.match(messages('server:\n  public_url: "not a url"\n')[0], /server\.public_url: "not a url" is not a valid URL/);
   assert.equal(parseConfigText('server:\n  public_url: https://hooks.example.com\n', 'c.yaml', {}).server.public_url, 'https://hooks.example.com');
+  // A heartbeat shorter than a long garbage collection would kill healthy processes.
+  assert.match(messages('server:\n  heartbeat_timeout: 500ms\n')[0], /^c\.yaml:2:22 server\.heartbeat_timeout: .*at least/);
+  assert.equal(parseConfigText('server:\n  heartbeat_timeout: 3s\n', 'c.yaml', {}).server.heartbeat_timeout, 3000);
 });
 
 test('numbers and booleans may come from the environment, as the README says', () => {

@@ -26,7 +26,7 @@ function integration(root: string, name: string, fetchBody: string): void {
   writeFileSync(join(root, name, 'src/index.ts'), `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async (request) => { ${fetchBody} } });\n`);
 }
 
-function setup(t: Parameters<typeof tmpDir>[0], extra: string[] = []): { dir: string; configFile: string } {
+function setup(t: Parameters<typeof tmpDir>[0], extra: string[] = [], server: string[] = []): { dir: string; configFile: string } {
   const dir = tmpDir(t);
   const integrations = join(dir, 'integrations');
   integration(integrations, 'hello', `return new Response('hello');`);
@@ -40,6 +40,7 @@ function setup(t: Parameters<typeof tmpDir>[0], extra: string[] = []): { dir: st
       'server:',
       '  port: 0',
       '  processes: 2',
+      ...server,
       `data_dir: ${JSON.stringify(join(dir, 'data'))}`,
       `integrations_dir: ${JSON.stringify(integrations)}`,
       `admin_token: ${TOKEN}`,
@@ -106,7 +107,8 @@ const servingPids = (supervisor: number, pattern = 'src/main.ts serve') =>
     .map(Number);
 
 test('a guest that wedges its serving process costs only that process; named, replaced, parked, resumed', async (t) => {
-  const { configFile } = setup(t);
+  // The shortest heartbeat allowed: each wedged process is replaced 2 s after it went silent.
+  const { configFile } = setup(t, [], ['  heartbeat_timeout: 2s']);
   const s = await serve(t, configFile);
   const base = s.match[1];
   const endpoint = async (name: string) => {
@@ -162,7 +164,7 @@ test('a guest that wedges its serving process costs only that process; named, re
   const deaths = s.output().split('\n').filter((l) => l.includes('a serving process died'));
   for (const d of deaths) assert.match(d, /"integration":"[^"]*\bbomb\b/, 'each death names the integration that caused it');
   assert.doesNotMatch(s.output(), /"msg":"integration parked","integration":"hello"/, 'the well-behaved one is never parked');
-  assert.match(deaths[0], /stopped answering/);
+  assert.match(deaths[0], /stopped answering for 2 s/);
 
   // Parked: answered at once with 503 and the reason; both processes are back.
   await waitFor(() => servingPids(s.child.pid!).length === 2, 5_000);

@@ -53,6 +53,8 @@ export const configSchema = s.object({
       0,
     ),
     shutdown_timeout: s.withDefault(s.duration({ max: 300_000 }), 10_000),
+    /** A serving process that answers no ping (one a second) this long is presumed wedged, killed and replaced. */
+    heartbeat_timeout: s.withDefault(s.duration({ min: 2_000, max: 300_000 }), 5_000),
     body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB }), 1024 * 1024),
     /** A JSON array of events on POST /api/v1/events (up to 1,000 of them; each still at most body_limit). */
     batch_body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB, description: 'largest body of a batch of events (a JSON array on POST /api/v1/events)' }), 16 * 1024 * 1024),

@@ -63,6 +63,9 @@ export const installAnswer = object({
   webhookSecret: optional(string({ description: 'webhook integration: its signing secret, shown once' })),
 });
 
+/** What POST /api/v1/installations answers (the console shows its token and secret once). */
+export type InstallAnswer = Infer<typeof installAnswer>;
+
 export const showQuery = object({ reveal: withDefault(flag("show stored credentials (the admin, or integration code with its invocation's token)"), false) });
 
 export const configureBody = object(

@@ -36,9 +36,8 @@ import { allMigrations } from '../server/migrations.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;
+/** Pings to each serving process; one silent for `server.heartbeat_timeout` is presumed wedged (its main thread held by guest code). */
 const HEARTBEAT_MS = 1_000;
-/** A serving process silent this long is presumed wedged (its main thread held by guest code). */
-export const HEARTBEAT_TIMEOUT_MS = 5_000;
 
 /** `server.processes` as a count: 0 means one per core, at least two. */
 export function processCount(configured: number): number {
@@ -219,7 +218,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       pid,
       ...(code !== null ? { code } : {}),
       ...(signal ? { signal } : {}),
-      ...(slot.unresponsive ? { cause: `stopped answering for ${HEARTBEAT_TIMEOUT_MS / 1000} s and was killed` } : {}),
+      ...(slot.unresponsive ? { cause: `stopped answering for ${config.server.heartbeat_timeout / 1000} s and was killed` } : {}),
       ...(blamed.length ? { integration: blamed.join(', ') } : {}),
       ...(scores.size > blamed.length ? { also_running: [...scores.keys()].filter((n) => !blamed.includes(n)).join(', ') } : {}),
       ...(released ? { leases_released: released } : {}),
@@ -267,7 +266,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     const now = Date.now();
     for (const s of slots) {
       if (!s.worker || !s.ready) continue;
-      if (now - s.lastPong > HEARTBEAT_TIMEOUT_MS && !s.unresponsive) {
+      if (now - s.lastPong > config.server.heartbeat_timeout && !s.unresponsive) {
         s.unresponsive = true;
         s.worker.process.kill('SIGKILL');
         continue;

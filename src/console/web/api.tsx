@@ -124,20 +124,8 @@ export interface Integration {
   configurations: { account?: ConfigurationsDef; site?: ConfigurationsDef };
 }
 
-export interface Installation {
-  id: string;
-  integration: string;
-  target: 'organization' | 'space' | 'site';
-  space?: string | null;
-  site?: string | null;
-  status: 'pending' | 'active' | 'paused' | 'uninstalled';
-  configuration: Record<string, unknown>;
-  createdAt?: string;
-  updatedAt?: string;
-  urls: { publicEndpoint: string };
-  connect: Array<{ property: string; label: string; url: string }>;
-  [k: string]: unknown;
-}
+/** An installation as the API answers it: the type of the schema that documents and checks it (types only: nothing of it is bundled). */
+export type { InstallationView as Installation } from '../../installations/api.ts';
 
 // The server's own JSON shapes (src/webhooks/views.ts has no Node imports), so the two cannot drift.
 export type { Attempt, Delivery, DeliveryDetail } from '../../webhooks/views.ts';

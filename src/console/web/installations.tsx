@@ -2,6 +2,7 @@
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, type Installation, type Integration } from './api.tsx';
+import type { InstallAnswer } from '../../installations/api.ts';
 import { ConfigurationForm } from './config-form.tsx';
 import { Icon, useIntegrations } from './integrations.tsx';
 import { LiveComponent } from './live-component.tsx';
@@ -155,11 +156,7 @@ function InstallForm({ integrations, preselect, onInstalled }: { integrations: I
   );
 }
 
-interface Installed {
-  installation: Installation;
-  token: string;
-  webhookSecret?: string;
-}
+type Installed = InstallAnswer;
 
 /** Shown once after an install: the server never shows the token or signing secret again. */
 function Secrets({ installed, onDismiss }: { installed: Installed; onDismiss(): void }): VNode {
