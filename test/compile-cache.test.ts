@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, realpathSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, tmpDir } from './helpers/index.ts';
 
@@ -44,4 +44,21 @@ test('the cache is handed to the processes it starts, and NODE_COMPILE_CACHE or 
   const off = tmpDir(t);
   run({ XDG_CACHE_HOME: off, NODE_DISABLE_COMPILE_CACHE: '1' });
   assert.deepEqual(files(join(off, 'switchyard')), [], 'nothing cached when disabled');
+});
+
+test('a cache folder someone else can write (XDG_CACHE_HOME in a shared place, reached through a symlink or left group/world-writable) is not used', (t) => {
+  const mod = JSON.stringify(new URL('../src/native/compile-cache.ts', import.meta.url).href);
+  const script = `const { enableCompileCache } = await import(${mod}); console.log(enableCompileCache() ?? '');`;
+  // Another account's folder, writable by all: what a shared XDG_CACHE_HOME (/tmp/.cache) can hold.
+  const theirs = tmpDir(t);
+  chmodSync(theirs, 0o777);
+  const viaSymlink = tmpDir(t);
+  symlinkSync(theirs, join(viaSymlink, 'switchyard'));
+  const open = tmpDir(t);
+  mkdirSync(join(open, 'switchyard'), { mode: 0o777 });
+  chmodSync(join(open, 'switchyard'), 0o777);
+  for (const xdg of [viaSymlink, open]) {
+    const dir = run({ XDG_CACHE_HOME: xdg, TMPDIR: tmpDir(t) }, script).trim();
+    assert.ok(!dir || (!realpathSync(dir).startsWith(realpathSync(theirs)) && !dir.startsWith(xdg)), `code cache kept in a folder others can write: ${dir}`);
+  }
 });

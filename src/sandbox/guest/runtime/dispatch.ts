@@ -73,9 +73,11 @@ function makeContext(environment: Record<string, unknown>) {
     get api() {
       return (api ??= createAPIClient({ environment }));
     },
+    set api(v) { api = v; },
     get integration() {
       return (integration ??= integrationContext(createAPIClient({ as: 'integration', environment })));
     },
+    set integration(v) { integration = v; },
     waitUntil(promise: unknown): void {
       waitUntils.push(Promise.resolve(promise));
     },
