@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { H3, type HTTPError } from 'h3';
 import { SwitchyardError } from '../src/errors.ts';
 import { route } from '../src/http/route.ts';
-import { flag, pageQuery } from '../src/http/params.ts';
+import { flag, pageQuery, requestBody } from '../src/http/params.ts';
 import { array, boolean, number, object, oneOf, optional, string, toJsonSchema, withDefault, nullable, named, union } from '../src/schema/index.ts';
 import { ROOT, startTestServer } from './helpers/index.ts';
 
@@ -41,7 +41,7 @@ function widgets(): { app: H3; seen: unknown[] } {
       summary: 'a test route',
       auth: 'token',
       query: object({ verbose: withDefault(flag('say more'), false), ...pageQuery, count: optional(number({ integer: true, min: 1 })) }),
-      body: { schema: object({ name: string({ min: 1 }), size: withDefault(oneOf(['s', 'm', 'l']), 'm'), tags: optional(array(string())), nested: object({ on: withDefault(boolean(), true) }) }, { ignoreUnknown: true }), limit: 200 },
+      body: { schema: requestBody({ name: string({ min: 1 }), size: withDefault(oneOf(['s', 'm', 'l']), 'm'), tags: optional(array(string())), nested: requestBody({ on: withDefault(boolean(), true) }) }), limit: 200 },
       response: object({ ok: boolean() }),
     },
     (input) => {
@@ -82,7 +82,19 @@ test('route(): a bad body or query is a 400 naming every problem by its field pa
   assert.deepEqual(query.body.error.problems.map((p: any) => p.where), ['limit', 'count']);
   assert.match(query.body.error.message, /limit must be a whole number from 1 to 500, got "0"/);
   assert.match(query.body.error.message, /count must be a whole number, got 1\.5/);
+  // JSON's null is a value the sender gave: refused where the key takes none, never a default.
+  const nulls = await send(app, 'POST', '/widgets/w1', { name: 'a', size: null, tags: null, nested: null });
+  assert.equal(nulls.status, 400);
+  assert.deepEqual(nulls.body.error.problems.map((p: any) => p.where), ['size', 'tags', 'nested']);
   assert.equal(seen.length, 0);
+});
+
+test('route(): a body declared with a plain object (null taken as absent, as in YAML) is refused when the route is registered', () => {
+  const register = (schema: any) =>
+    route(bareApp(), { method: 'POST', path: '/x', summary: 'x', auth: 'token', body: { schema, limit: 100 } }, () => ({}));
+  assert.throws(() => register(object({ a: optional(string()) })), /POST \/x body: a request body's objects must be declared with requestBody\(\)/);
+  assert.throws(() => register(requestBody({ inner: optional(array(object({ a: string() }))) })), /POST \/x body\.inner/);
+  register(requestBody({ inner: optional(array(requestBody({ a: string() }))) }));
 });
 
 test('route(): the body readers keep their limits and their refusals (size, JSON, media type)', async () => {

@@ -4,7 +4,7 @@
  * handler-views.ts's types; the checks at the end fail to type-check when they drift apart.
  */
 import { dateTime, any, array, boolean, named, nullable, number, object, oneOf, optional, string, union, type Infer, type Schema } from '../schema/index.ts';
-import { enumParam, pageQuery, text } from '../http/params.ts';
+import { enumParam, pageQuery, text, requestBody } from '../http/params.ts';
 import { deliverySchema, timeQuery, DELIVERY_STATUSES } from '../webhooks/index.ts';
 import { MAX_BATCH_EVENTS, type BatchResult, type IngestResult, type StoredEvent } from './service.ts';
 import type { HandlerRun } from './handler-views.ts';
@@ -140,14 +140,13 @@ export const handlerRunsQuery = object({
 export const handlerRunListSchema = object({ handlerRuns: array(handlerRunSchema), nextCursor: nullable(string()) });
 
 /** `{failed: true, since, until?, installation?}`: the window of failed handler runs to run again. */
-export const handlerReplayBody = object(
+export const handlerReplayBody = requestBody(
   {
     failed: oneOf([true], { description: 'only failed handler runs are replayed' }),
     since: string({ min: 1, description: 'a duration ago (2h) or a date-time' }),
     until: optional(string({ min: 1, description: 'a duration ago or a date-time; default: now' })),
     installation: optional(string({ min: 1, description: 'only runs of this installation' })),
   },
-  { ignoreUnknown: true },
 );
 
 export const handlerReplayAnswer = object({ replayed: number({ integer: true }), handlerRuns: array(string(), { description: 'ids of the runs replayed' }) });

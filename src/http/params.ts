@@ -1,8 +1,8 @@
 /**
- * Query parameters of the management API as schemas (src/schema), for route(): each reads the text
+ * Query parameters and request bodies of the management API as schemas (src/schema), for route(): each parameter reads the text
  * of one parameter, says what is wrong in the words the API has always used, and documents itself.
  */
-import { INVALID, optional, type Schema } from '../schema/index.ts';
+import { INVALID, object, optional, type ObjectOptions, type Schema } from '../schema/index.ts';
 
 /**
  * A parameter read from its text by `parse`: the value, or `{ error }` (said after the parameter's
@@ -50,3 +50,12 @@ export const pageQuery = {
     /^\d+$/.test(v) ? v : { error: `must be the nextCursor of a previous page, got "${v}"` },
   ),
 };
+
+/**
+ * A JSON request body's object: keys this version does not know are left out (senders may be
+ * newer), and a `null` is a value the sender gave, refused where the key takes none (taken as a key
+ * left out, `"installation": null` would widen a bulk replay to every installation).
+ */
+export function requestBody<S extends Record<string, Schema<any>>>(shape: S, opts: Omit<ObjectOptions<any>, 'ignoreUnknown' | 'nullIsValue' | 'passthrough'> = {}) {
+  return object(shape, { ...opts, ignoreUnknown: true, nullIsValue: true });
+}

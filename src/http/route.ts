@@ -87,6 +87,16 @@ export interface RouteMeta {
   spec: RouteSpec<string, Schema<any> | undefined, ObjectSchema | undefined, Schema<any> | undefined>;
 }
 
+/** Every object a body schema holds takes null as a value (declared with requestBody, or one of its own kind). */
+function assertJsonBody(schema: Schema<any>, where: string): void {
+  const o = schema.options as { nullIsValue?: boolean; inner?: Schema<any>; item?: Schema<any>; value?: Schema<any>; variants?: Schema<any>[] } | undefined;
+  if (schema.kind === 'object') {
+    if (!o?.nullIsValue) throw new Error(`${where}: a request body's objects must be declared with requestBody() (null is a value in JSON)`);
+    for (const [k, sub] of Object.entries((schema as ObjectSchema).shape)) assertJsonBody(sub, `${where}.${k}`);
+  }
+  for (const sub of [o?.inner, o?.item, o?.value, ...(o?.variants ?? [])]) if (sub) assertJsonBody(sub, where);
+}
+
 /**
  * Register `handler` for `spec.method spec.path`: the caller is authorized, the query and body are
  * read and validated (400 `bad_request` naming every problem by its field path, defaults filled
@@ -103,6 +113,7 @@ export function route<
   handler: (input: RouteInput<P, Out<B>, Out<Q>>) => Answer<R> | Promise<Answer<R>>,
 ): void {
   const { body, query } = spec as RouteMeta['spec'];
+  if (body && !body.read) assertJsonBody(body.schema, `${spec.method} ${spec.path} body`);
   app.on(
     spec.method,
     spec.path,

@@ -4,7 +4,7 @@
  * routes.ts checks that installationView() gives the answer's shape (it fails to type-check otherwise).
  */
 import { dateTime, any, array, named, object, oneOf, optional, record, string, withDefault, type Infer } from '../schema/index.ts';
-import { flag, enumParam, text } from '../http/params.ts';
+import { flag, enumParam, text, requestBody } from '../http/params.ts';
 
 
 export const INSTALLATION_TARGETS = ['organization', 'space', 'site'] as const;
@@ -44,7 +44,7 @@ export const listQuery = object({
 
 export const listAnswer = object({ installations: array(installationSchema) });
 
-export const installBody = object(
+export const installBody = requestBody(
   {
     integration: string({ min: 1, description: 'the name of a loaded integration' }),
     target: optional(oneOf(INSTALLATION_TARGETS, { description: 'default: space with `space`, site with `site`, else organization' })),
@@ -54,7 +54,6 @@ export const installBody = object(
     externalIds: optional(array(string())),
     webhook_secret: optional(string({ min: 16, description: 'webhook integration only: use this signing secret' })),
   },
-  { ignoreUnknown: true },
 );
 
 export const installAnswer = object({
@@ -68,17 +67,16 @@ export type InstallAnswer = Infer<typeof installAnswer>;
 
 export const showQuery = object({ reveal: withDefault(flag("show stored credentials (the admin, or integration code with its invocation's token)"), false) });
 
-export const configureBody = object(
+export const configureBody = requestBody(
   {
     configuration: record(any(), { description: 'keys set; null removes one (a property with a manifest default takes it back)' }),
     externalIds: optional(array(string(), { description: 'replaced when given' })),
   },
-  { ignoreUnknown: true },
 );
 
 export const tokenAnswer = object({ token: string({ description: 'the new installation token (the old one stops working)' }) });
 
-export const renderBody = object(
+export const renderBody = requestBody(
   {
     componentId: string({ min: 1 }),
     props: optional(any()),
@@ -86,7 +84,6 @@ export const renderBody = object(
     action: optional(any()),
     context: optional(any()),
   },
-  { ignoreUnknown: true },
 );
 
 export const componentAnswer = named(

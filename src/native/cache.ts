@@ -1,8 +1,10 @@
 /**
  * Where the executable unpacks its native files: `$XDG_CACHE_HOME/switchyard/<hash>/`, else
  * `~/.cache/switchyard/<hash>/`. When neither can be written (a read-only home in a container), a
- * private folder under the system temp dir, used only if this user owns it and nobody else can
- * write it: a shared temp dir must never hand us someone else's .node file.
+ * private folder under the system temp dir. Whichever it is, the `switchyard` folder is used only
+ * if it is a real folder (not a symlink) this user owns and nobody else can write: what is loaded
+ * from it runs as this user (the executable's .node files, Node's compile cache), so an
+ * XDG_CACHE_HOME pointing somewhere shared must never hand us someone else's code.
  */
 import { accessSync, constants, lstatSync, mkdirSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -35,12 +37,11 @@ function safeHomedir(): string {
 export function cacheFolder(hash: string, env: NodeJS.ProcessEnv = process.env): string {
   const roots = cacheRoots(env);
   const tried: string[] = [];
-  for (const [i, root] of roots.entries()) {
-    const isTempFallback = i === roots.length - 1;
+  for (const root of roots) {
     const dir = join(root, hash);
     try {
       mkdirSync(root, { recursive: true, mode: 0o700 });
-      if (isTempFallback) assertPrivate(root);
+      assertPrivate(root);
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       accessSync(dir, constants.W_OK);
       return dir;

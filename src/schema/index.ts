@@ -278,6 +278,11 @@ export interface ObjectOptions<T> {
    * add keys a server of this version does not know (it has always ignored them).
    */
   ignoreUnknown?: boolean;
+  /**
+   * A `null` is a value the sender gave, checked as one (JSON request bodies: `"dryRun": null` is
+   * refused, not taken as "use the default"). Without it a null is a key left out, as YAML's `key:`.
+   */
+  nullIsValue?: boolean;
   /** Cross-field rules, run only when every field passed. */
   refine?: (value: T, report: (path: Path, message: string, hint?: string) => void) => void;
 }
@@ -287,15 +292,15 @@ export function object<S extends Shape>(shape: S, opts: ObjectOptions<Pretty<Obj
     kind: 'object',
     shape,
     description: opts.description,
-    options: { passthrough: opts.passthrough, ignoreUnknown: opts.ignoreUnknown },
+    options: { passthrough: opts.passthrough, ignoreUnknown: opts.ignoreUnknown, nullIsValue: opts.nullIsValue },
     check(v, path, issues) {
-      if (v === null || v === undefined) v = {};
+      if (v === undefined || (v === null && !opts.nullIsValue)) v = {};
       if (!isPlainObject(v)) return fail(issues, path, `must be a map, got ${typeName(v)}`);
       const out: Record<string, unknown> = {};
       let ok = true;
       for (const [key, schema] of Object.entries(shape)) {
         const x = v[key];
-        if (x === undefined || (x === null && schema.kind !== 'object' && schema.kind !== 'nullable')) {
+        if (x === undefined || (x === null && !opts.nullIsValue && schema.kind !== 'object' && schema.kind !== 'nullable')) {
           if (schema.hasDefault) {
             out[key] = structuredClone(schema.defaultValue);
             continue;
@@ -458,8 +463,8 @@ function jsonOfKind(schema: AnySchema, o: Record<string, any>, components: Recor
       const required: string[] = [];
       for (const [key, sub] of Object.entries(shape)) {
         properties[key] = toJsonSchema(sub, components, opts);
-        // An absent object takes its own defaults: never required.
-        if (!sub.isOptional && !sub.hasDefault && sub.kind !== 'object') required.push(key);
+        // In a request an absent object takes its own defaults (not required); an answer always has it.
+        if (!sub.isOptional && !sub.hasDefault && (sub.kind !== 'object' || opts.open)) required.push(key);
       }
       return defined({
         type: 'object',

@@ -5,7 +5,7 @@
  * file); the checks at the end fail to type-check when the two drift apart.
  */
 import { dateTime, array, boolean, named, nullable, number, object, oneOf, optional, record, string, any, withDefault, type Infer } from '../schema/index.ts';
-import { enumParam, flag, pageQuery, param, text } from '../http/params.ts';
+import { enumParam, flag, pageQuery, param, text, requestBody } from '../http/params.ts';
 import { parseDuration } from '../schema/index.ts';
 import { timeQuery, REPLAYABLE_STATUSES } from './time.ts';
 import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type Attempt, type Delivery, type DeliveryDetail, type DeliveryStats } from './views.ts';
@@ -125,7 +125,7 @@ export const deliveriesQuery = object({
 
 export const deliveryListSchema = object({ deliveries: array(deliverySchema), nextCursor: nullable(string()) });
 
-export const replayBody = object(
+export const replayBody = requestBody(
   {
     status: optional(oneOf(REPLAYABLE_STATUSES)),
     failed: optional(oneOf([true], { description: 'the same as status failed' })),
@@ -136,7 +136,7 @@ export const replayBody = object(
     endpoint: optional(string({ description: 'only deliveries to this URL origin' })),
     dryRun: withDefault(boolean({ description: 'change nothing; answer the deliveries a replay would take now' }), false),
   },
-  { ignoreUnknown: true, description: 'status, or failed: true (the same as status failed)' },
+  { description: 'status, or failed: true (the same as status failed)' },
 );
 
 export const replayAnswer = object({
@@ -175,7 +175,7 @@ export const secretAnswer = object({
   previous: array(object({ secret: string(), expiresAt: dateTime() }), { description: 'older secrets still signing until they expire' }),
 });
 
-export const rotateBody = object({ secret: optional(string({ description: 'use this secret instead of a generated one' })) }, { ignoreUnknown: true });
+export const rotateBody = requestBody({ secret: optional(string({ description: 'use this secret instead of a generated one' })) });
 
 export const rotateAnswer = object({ installationId: string(), secret: string({ description: 'the new secret, shown once' }), previousExpiresAt: dateTime() });
 

@@ -7,7 +7,7 @@ import { param } from '../http/params.ts';
 export function parseTimeParam(value: string | null | undefined, name: string, now = Date.now()): number | undefined {
   if (value === null || value === undefined || value === '') return undefined;
   const at = timeOf(value, now);
-  if (Number.isNaN(at)) throw new SwitchyardError('bad_request', `${name} must be ${TIME_FORMS}, got "${value}"`, { where: name });
+  if (Number.isNaN(at)) throw new SwitchyardError('bad_request', `${name} must be ${TIME_FORMS}, got "${value.length > 40 ? `${value.slice(0, 40)}…` : value}"`, { where: name });
   return at;
 }
 
