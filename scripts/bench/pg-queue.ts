@@ -177,7 +177,7 @@ async function connect(engine: Engine, target: string): Promise<Conn> {
     return s;
   };
   let depth = 0;
-  return {
+  const conn: Conn = {
     async run(name, values) {
       const { s, order } = stmt(name);
       const v = order.map((i) => values[i]);
@@ -197,12 +197,11 @@ async function connect(engine: Engine, target: string): Promise<Conn> {
         depth--;
       }
     },
-    async alone(name, values) {
-      return this.tx(() => this.run(name, values));
-    },
+    alone: (name, values) => conn.tx(() => conn.run(name, values)),
     exec: async (s) => void db.exec(s),
     close: async () => void db.close(),
   };
+  return conn;
 }
 
 // ---- a claimer process ------------------------------------------------------------------------
