@@ -228,6 +228,7 @@ if (process.argv[2] === '--claimer') {
   lat.pop(); // the empty claim that ended the loop
   await c.close();
   process.send!({ claims, lat }, () => process.exit(0));
+  await new Promise(() => {}); // never on to the run below (it would start a server of its own)
 }
 
 // ---- the run ------------------------------------------------------------------------------------
