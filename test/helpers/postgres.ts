@@ -1,0 +1,174 @@
+/**
+ * A throwaway PostgreSQL server for tests and benchmarks: `initdb` and `pg_ctl` from Debian's
+ * `postgresql` package into a temp folder, on a free loopback port, trust authentication for
+ * 127.0.0.1 only (no Unix socket, no other address), stopped and removed afterwards.
+ *
+ * PostgreSQL refuses to run as root. When this process is root, the server's commands run as an
+ * unprivileged account (`postgres`, which the Debian package creates, or SWITCHYARD_PG_USER):
+ * Node's spawn with `uid`/`gid` (libuv drops the supplementary groups too), so neither su nor
+ * runuser (a PAM session each) is needed. The temp folder is handed to that account.
+ *
+ * Where the binaries are: SWITCHYARD_PG_BIN, else the newest /usr/lib/postgresql/<ver>/bin, else
+ * initdb on the PATH. Absent, `postgresFor(t)` skips the test and says why, so `npm test` passes
+ * on a machine without PostgreSQL.
+ */
+import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+
+export interface PgServer {
+  /** postgres://postgres@127.0.0.1:<port>/postgres */
+  url: string;
+  host: string;
+  port: number;
+  user: string;
+  database: string;
+  version: string;
+  dir: string;
+  /** The server's log (for a failure's message). */
+  log(): string;
+  /** Stop (immediate) and remove the folder; safe to call twice. */
+  stop(): void;
+}
+
+/** The folder with initdb and pg_ctl, or why there is none. */
+export function postgresBinaries(): { bin: string } | { absent: string } {
+  const has = (dir: string) => existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl'));
+  const env = process.env.SWITCHYARD_PG_BIN;
+  if (env) return has(env) ? { bin: env } : { absent: `no initdb/pg_ctl in SWITCHYARD_PG_BIN=${env}` };
+  const root = '/usr/lib/postgresql';
+  if (existsSync(root)) {
+    const versions = readdirSync(root)
+      .filter((v) => has(join(root, v, 'bin')))
+      .sort((a, b) => Number(b) - Number(a));
+    if (versions.length) return { bin: join(root, versions[0], 'bin') };
+  }
+  for (const dir of (process.env.PATH ?? '').split(':')) if (dir && has(dir)) return { bin: dir };
+  return { absent: 'PostgreSQL binaries (initdb, pg_ctl) not found: apt-get install postgresql, or set SWITCHYARD_PG_BIN' };
+}
+
+/** Who runs the server: this process, or (as root) an unprivileged account. */
+function runAs(): { uid?: number; gid?: number; name: string } | { absent: string } {
+  if (process.getuid?.() !== 0) return { name: 'self' };
+  const name = process.env.SWITCHYARD_PG_USER || 'postgres';
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${name}:`));
+  if (!line) return { absent: `running as root and there is no unprivileged account "${name}" to run PostgreSQL (set SWITCHYARD_PG_USER)` };
+  const [, , uid, gid] = line.split(':');
+  if (Number(uid) === 0) return { absent: `account "${name}" is root; PostgreSQL refuses to run as root` };
+  return { uid: Number(uid), gid: Number(gid), name };
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Why a server cannot be started here, or undefined when it can. */
+export function postgresUnavailable(): string | undefined {
+  const b = postgresBinaries();
+  if ('absent' in b) return b.absent;
+  const who = runAs();
+  if ('absent' in who) return who.absent;
+  return undefined;
+}
+
+const running = new Set<PgServer>();
+process.once('exit', () => {
+  for (const s of running) s.stop();
+});
+
+/**
+ * Start a server. `settings` go into postgresql.conf (e.g. `{ synchronous_commit: 'off' }`).
+ * Throws when PostgreSQL is unavailable (postgresUnavailable says why) or does not start.
+ */
+export async function startPostgres(opts: { settings?: Record<string, string | number> } = {}): Promise<PgServer> {
+  const b = postgresBinaries();
+  if ('absent' in b) throw new Error(b.absent);
+  const who = runAs();
+  if ('absent' in who) throw new Error(who.absent);
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-pg-'));
+  if (who.uid !== undefined) chownSync(dir, who.uid, who.gid!);
+  const data = join(dir, 'data');
+  const logFile = join(dir, 'server.log');
+  const as: SpawnSyncOptions = { cwd: dir, encoding: 'utf8', ...(who.uid !== undefined ? { uid: who.uid, gid: who.gid } : {}), env: { ...process.env, LC_ALL: 'C' } };
+  const run = (cmd: string, args: string[]) => {
+    const r = spawnSync(join(b.bin, cmd), args, as);
+    if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status ?? r.signal}): ${r.stderr || r.stdout || r.error}`);
+    return String(r.stdout);
+  };
+  const cleanup = () => rmSync(dir, { recursive: true, force: true });
+  try {
+    run('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
+  } catch (e) {
+    cleanup();
+    throw e;
+  }
+  // Only TCP on 127.0.0.1, trust for that address alone.
+  writeFileSync(join(data, 'pg_hba.conf'), 'host all all 127.0.0.1/32 trust\n');
+  const version = run('pg_ctl', ['--version']).trim();
+  for (let tries = 0; ; tries++) {
+    const port = await freePort();
+    const conf: Record<string, string | number> = {
+      port,
+      listen_addresses: "'127.0.0.1'",
+      unix_socket_directories: "''",
+      max_connections: 50,
+      ...opts.settings,
+    };
+    appendFileSync(join(data, 'postgresql.conf'), Object.entries(conf).map(([k, v]) => `${k} = ${v}\n`).join(''));
+    try {
+      run('pg_ctl', ['-D', data, '-l', logFile, '-w', '-t', '30', 'start']);
+    } catch (e) {
+      const log = existsSync(logFile) ? readFileSync(logFile, 'utf8') : '';
+      if (tries < 2 && /could not bind|Address already in use/.test(log)) continue; // the port was taken in between
+      cleanup();
+      throw new Error(`${(e as Error).message}\n${log}`);
+    }
+    let stopped = false;
+    const server: PgServer = {
+      url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      host: '127.0.0.1',
+      port,
+      user: 'postgres',
+      database: 'postgres',
+      version,
+      dir,
+      log: () => (existsSync(logFile) ? readFileSync(logFile, 'utf8') : ''),
+      stop() {
+        if (stopped) return;
+        stopped = true;
+        running.delete(server);
+        spawnSync(join(b.bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop'], as);
+        cleanup();
+      },
+    };
+    running.add(server);
+    return server;
+  }
+}
+
+/**
+ * A server for this test, stopped after it; undefined (and the test skipped, with the reason) when
+ * PostgreSQL is not available here.
+ */
+export async function postgresFor(t: TestContext, opts?: Parameters<typeof startPostgres>[0]): Promise<PgServer | undefined> {
+  const why = postgresUnavailable();
+  if (why) {
+    t.skip(why);
+    return undefined;
+  }
+  const server = await startPostgres(opts);
+  t.after(() => server.stop());
+  return server;
+}
