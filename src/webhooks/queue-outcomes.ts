@@ -28,7 +28,7 @@ export function createOutcomes(db: Db, { anyPaused, holdIfPaused, noteDue }: Out
          completed_at = CASE WHEN status = 'cancelled' THEN completed_at ELSE COALESCE(?, completed_at) END,
          attempts = ?, lease_until = NULL, lease_owner = NULL, updated_at = ?,
          last_status = ?, last_error = ?
-       WHERE seq = ?`,
+       WHERE seq = ? AND (? IS NULL OR lease_owner = ?)`,
     ),
     leased: db.prepare<{ owner: string }, { seq: number; status: DeliveryStatus; url: string }>(
       `SELECT seq, status, url FROM webhook_deliveries WHERE lease_until IS NOT NULL AND substr(lease_owner, 1, length(@owner)) = @owner`,
@@ -62,21 +62,31 @@ export function createOutcomes(db: Db, { anyPaused, holdIfPaused, noteDue }: Out
   return {
     /**
      * Record attempts and their deliveries' next states, atomically (one transaction for a batch:
-     * group commit); releases the leases. Returns each attempt's id (its feed cursor), in order.
+     * group commit); releases the leases. Returns each attempt's id (its feed cursor), in order,
+     * and the deliveries whose state was left alone: given an `owner`, a delivery whose lease that
+     * owner no longer holds (it expired and another worker took it) gets the attempt recorded (it
+     * was made) but keeps the state the new holder gives it.
      */
-    completeMany: db.transaction((items: Array<{ seq: number; origin?: string; attempt: AttemptRecord; next: NextState; now: number }>): number[] => {
-      const ids: number[] = [];
-      const paused = anyPaused();
-      for (const { seq, origin, attempt, next, now } of items) {
-        if (origin !== undefined && next.nextAttemptAt !== null) noteDue(origin, next.nextAttemptAt);
-        const inserted = insertAttempt(seq, attempt);
-        q.complete.run(next.status, next.nextAttemptAt, next.completedAt, next.attempts, now, attempt.status, attempt.error, seq);
-        // Paused while this attempt was in flight: its retry waits for the resume.
-        if (paused && next.nextAttemptAt !== null) holdIfPaused(seq, now);
-        ids.push(Number(inserted.lastInsertRowid));
-      }
-      return ids;
-    }),
+    completeMany: db.transaction(
+      (items: Array<{ seq: number; origin?: string; owner?: string; attempt: AttemptRecord; next: NextState; now: number }>): { ids: number[]; stale: number[] } => {
+        const ids: number[] = [];
+        const stale: number[] = [];
+        const paused = anyPaused();
+        for (const { seq, origin, owner, attempt, next, now } of items) {
+          const inserted = insertAttempt(seq, attempt);
+          ids.push(Number(inserted.lastInsertRowid));
+          const o = owner ?? null;
+          if (q.complete.run(next.status, next.nextAttemptAt, next.completedAt, next.attempts, now, attempt.status, attempt.error, seq, o, o).changes === 0) {
+            stale.push(seq);
+            continue;
+          }
+          if (origin !== undefined && next.nextAttemptAt !== null) noteDue(origin, next.nextAttemptAt);
+          // Paused while this attempt was in flight: its retry waits for the resume.
+          if (paused && next.nextAttemptAt !== null) holdIfPaused(seq, now);
+        }
+        return { ids, stale };
+      },
+    ),
 
     /**
      * After a crash: the leases of processes that are gone. With no `ownerPrefix`, every lease (at

@@ -197,7 +197,10 @@ export function createWorker(deps: WorkerDeps): Worker {
     let next: Claimed[] = [];
     try {
       const done = queue.atomicallyUnlessBusy(() => {
-        ids = queue.completeMany(batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, attempt: e.record, next: e.next, now: e.ended })));
+        const recorded = queue.completeMany(batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended })));
+        ids = recorded.ids;
+        // Only when this process was held past its lease (the supervisor kills a silent one first).
+        if (recorded.stale.length) log.warn('attempts ended after their lease had expired; the delivery was left to the worker that took it', { deliveries: recorded.stale.length });
         if (!stopped) next = claimDue(now);
       });
       if (done === LOCK_BUSY) {
