@@ -74,7 +74,7 @@ export function parseConfigText(text: string, file: string, env: Record<string, 
   if (problems.length || !result.ok)
     throw new SwitchyardError('config_invalid', `${file} has ${problems.length} problem${problems.length === 1 ? '' : 's'}`, {
       problems,
-      hint: 'see the commented config.yaml in the README for every key',
+      hint: 'every key is in docs/configuration.md (and, commented, in the config.yaml at the top of the repository)',
     });
   return result.value;
 }

@@ -57,5 +57,5 @@ export const pageQuery = {
  * left out, `"installation": null` would widen a bulk replay to every installation).
  */
 export function requestBody<S extends Record<string, Schema<any>>>(shape: S, opts: Omit<ObjectOptions<any>, 'ignoreUnknown' | 'nullIsValue' | 'passthrough'> = {}) {
-  return object(shape, { ...opts, ignoreUnknown: true, nullIsValue: true });
+  return object(shape, { ...opts, nullIsValue: true });
 }

@@ -7,6 +7,7 @@
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { formatPath, toJsonSchema, validate, type Infer, type Issue, type JsonSchema, type Schema } from '../schema/index.ts';
+import { didYouMean } from '../schema/suggest.ts';
 import { requireAdmin } from './principal.ts';
 import { readJson } from './body.ts';
 import type { OpenApiPart } from './openapi.ts';
@@ -122,7 +123,14 @@ export function route<
       if (spec.auth === 'admin') requireAdmin(req);
       const params = (event.context.params ?? {}) as RouteInput<P, unknown, unknown>['params'];
       spec.authorize?.(req, params);
-      const q = query ? checked(query, queryValues(query, new URL(req.url).searchParams)) : undefined;
+      let q: unknown;
+      if (query) {
+        const issues: Issue[] = [];
+        const values = queryValues(query, new URL(req.url).searchParams, issues);
+        const r = validate(query, values);
+        if (!r.ok || issues.length) throw requestError([...issues, ...(r.ok ? [] : r.issues)]);
+        q = r.value;
+      }
       let b: unknown;
       if (body) {
         const raw = body.read ? await body.read(req) : await readJson(req, body.limit, { optional: body.optional });
@@ -135,11 +143,22 @@ export function route<
 }
 
 /**
- * A query's values as the schema wants them: only its own keys (others are ignored, as they always
- * were), an empty value taken as absent, and a number or `true`/`false` read from its text where the
- * schema wants one.
+ * A query's values as the schema wants them: an empty value taken as absent, and a number or
+ * `true`/`false` read from its text where the schema wants one. A parameter the route does not
+ * know, or one given twice, is a problem (400 with the rest): `?stauts=failed` listing everything,
+ * or `?status=a&status=b` quietly meaning `a`, would mislead a script that acts on the answer.
  */
-function queryValues(schema: ObjectSchema, q: URLSearchParams): Record<string, unknown> {
+function queryValues(schema: ObjectSchema, q: URLSearchParams, issues: Issue[]): Record<string, unknown> {
+  const known = Object.keys(schema.shape);
+  const seen = new Set<string>();
+  for (const key of q.keys()) {
+    if (seen.has(key)) {
+      if (Object.hasOwn(schema.shape, key)) issues.push({ path: [key], message: `is given ${q.getAll(key).length} times; give it once` });
+      continue;
+    }
+    seen.add(key);
+    if (!Object.hasOwn(schema.shape, key)) issues.push({ path: [key], message: `is not a query parameter of this route`, hint: didYouMean(key, known) ?? `it takes ${known.join(', ')}` });
+  }
   const out: Record<string, unknown> = {};
   for (const [key, sub] of Object.entries(schema.shape)) {
     const v = q.get(key);
@@ -166,7 +185,8 @@ function checked<T>(schema: Schema<T>, value: unknown): T {
  */
 export function requestError(issues: Issue[]): SwitchyardError {
   const problems: Problem[] = issues.map((i) => ({ where: formatPath(i.path), message: i.message, ...(i.hint ? { hint: i.hint } : {}) }));
-  const line = (p: Problem) => (/^(must|is|has|does)\b/.test(p.message) ? `${p.where} ${p.message}` : `${p.where}: ${p.message}`);
+  const line = (p: Problem) =>
+    p.message.includes(`"${p.where}"`) ? p.message : /^(must|is|has|does)\b/.test(p.message) ? `${p.where} ${p.message}` : `${p.where}: ${p.message}`;
   const message = problems.length === 1 ? line(problems[0]) : `the request has ${problems.length} problems: ${problems.map(line).join('; ')}`;
   return new SwitchyardError('bad_request', message, { where: problems[0]?.where, problems, ...(problems.length === 1 && problems[0].hint ? { hint: problems[0].hint } : {}) });
 }
