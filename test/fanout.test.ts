@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { ROOT, startTestServer, waitFor } from './helpers/index.ts';
+import { inspectionServer, receiver } from './inspection-support.ts';
 import { capabilityOf } from '../src/server/capabilities.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
@@ -70,4 +71,19 @@ test('webhook subscriptions follow installs, event_types edits and uninstall; a 
   assert.equal(subs('space_content_updated').length, 1, 'a refused edit changes nothing');
   await s.api('DELETE', `/api/v1/installations/${id}`);
   assert.deepEqual(subs('space_content_updated'), []);
+});
+
+test('an event that names its installation is delivered to that webhook installation only; an unknown id reaches none', async (t) => {
+  const s = await inspectionServer(t);
+  const rx = await receiver(t, 200);
+  const a = await s.subscribe(rx.url, ['site_view']);
+  const b = await s.subscribe(rx.url, ['site_view']);
+  const everyone = await s.send('site_view');
+  assert.deepEqual(new Set(everyone.deliveries.map((d) => d.installationId)), new Set([a, b]));
+  const forA = await s.send('site_view', { installationId: a });
+  assert.deepEqual(forA.deliveries.map((d) => d.installationId), [a]);
+  const settled = await s.settled(forA.deliveries[0].id);
+  assert.equal(JSON.parse(settled.body).installationId, a, 'the delivered body names it');
+  const nobody = await s.send('site_view', { installationId: 'inst_nobody' });
+  assert.deepEqual(nobody.deliveries, []);
 });

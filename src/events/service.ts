@@ -118,7 +118,10 @@ export function createEvents(deps: EventsDeps) {
 
   function store(event: Event, at: number, startAtCommit = true, json = JSON.stringify(event)) {
     const queue = deps.deliveries();
-    const subs = queue ? (deps.subscriptions()?.forEventType(event.type) ?? []) : [];
+    const subscribed = queue ? (deps.subscriptions()?.forEventType(event.type) ?? []) : [];
+    // An event that names its installation is that installation's alone (as its handler run is).
+    const only = typeof event.installationId === 'string' && event.installationId ? event.installationId : undefined;
+    const subs = only === undefined ? subscribed : subscribed.filter((s) => s.installationId === only);
     const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, json, at, subs.length).changes;
     if (!inserted) return null; // seen before: nothing enqueued twice
     const deliveries = subs.length ? queue!.enqueueEvent(event, subs, at, { startAtCommit }) : [];
