@@ -9,6 +9,8 @@ import Database from 'better-sqlite3';
 
 const { file, intervalMs, idleIntervalMs } = workerData as { file: string; intervalMs: number; idleIntervalMs: number };
 const db = new Database(file, { fileMustExist: true, timeout: 5000 });
+// Loaded and open: from now on the process may end without waiting for this thread (see checkpointer.ts).
+parentPort!.postMessage({ ready: true });
 
 // Each checkpoint that copies anything syncs the file twice: while little is written, look less
 // often (a few small checkpoints a second would cost a quiet server more than its commits do).

@@ -50,7 +50,11 @@ export function startCheckpointer(db: Db, file: string, opts: { intervalMs?: num
     if (!stopped && db.open) db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
   };
   db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
-  worker.on('message', (m: { checkpointed?: number; error?: string }) => {
+  worker.on('message', (m: { ready?: boolean; checkpointed?: number; error?: string }) => {
+    // Held until its SQLite addon is loaded: a process that ends while a thread is still loading a
+    // native addon aborts (a FATAL ERROR in napi_register_module_v1), which a short-lived store
+    // (a test, a quick command) could meet at its exit.
+    if (m.ready) worker.unref();
     if (m.checkpointed) pages += m.checkpointed;
     if (m.error) {
       // A checkpoint that fails (I/O) leaves the work to the server's connection, as without a thread.
@@ -60,7 +64,6 @@ export function startCheckpointer(db: Db, file: string, opts: { intervalMs?: num
   });
   worker.on('error', fallBack);
   worker.on('exit', fallBack);
-  worker.unref();
   return {
     checkpointed: () => pages,
     running: () => running,
