@@ -106,7 +106,10 @@ test('values that would start a broken server are refused with their path: short
   assert.match(messages('server:\n  public_url: "not a url"\n')[0], /server\.public_url: "not a url" is not a valid URL/);
   assert.equal(parseConfigText('server:\n  public_url: https://hooks.example.com\n', 'c.yaml', {}).server.public_url, 'https://hooks.example.com');
   // A heartbeat shorter than a long garbage collection would kill healthy processes.
-  assert.match(messages('server:\n  heartbeat_timeout: 500ms\n')[0], /^c\.yaml:2:22 server\.heartbeat_timeout: .*at least/);
+  assert.match(messages('server:\n  heartbeat_timeout: 500ms\n')[0], /^c\.yaml:2:22 server\.heartbeat_timeout: must be at least 2s, got 500ms/);
+  // A schedule croner cannot read is found with the rest of the file, not when the job starts.
+  assert.match(messages('retention:\n  schedule: "every day"\n')[0], /^c\.yaml:2:13 retention\.schedule: "every day" is not a cron expression/);
+  assert.equal(parseConfigText('retention:\n  schedule: "0 4 * * 1"\n', 'c.yaml', {}).retention.schedule, '0 4 * * 1');
   assert.equal(parseConfigText('server:\n  heartbeat_timeout: 3s\n', 'c.yaml', {}).server.heartbeat_timeout, 3000);
 });
 

@@ -3,6 +3,7 @@
  * messages all come from this schema. The root config.yaml documents the same keys with comments;
  * a test keeps the two equal.
  */
+import { Cron } from 'croner';
 import * as s from '../schema/index.ts';
 
 const GIB = 1024 ** 3;
@@ -115,12 +116,24 @@ export const configSchema = s.object({
       '',
     ),
   }),
-  retention: s.object({
-    schedule: s.withDefault(s.string({ min: 1, description: 'cron expression (croner)' }), '17 3 * * *'),
-    keep: s.withDefault(s.duration({ min: 60_000 }), 30 * 86_400_000),
-    keep_failed: s.withDefault(s.duration({ min: 60_000 }), 90 * 86_400_000),
-    batch_size: s.withDefault(s.number({ integer: true, min: 1, max: 100_000 }), 500),
-  }),
+  retention: s.object(
+    {
+      schedule: s.withDefault(s.string({ min: 1, description: 'cron expression (croner)' }), '17 3 * * *'),
+      keep: s.withDefault(s.duration({ min: 60_000 }), 30 * 86_400_000),
+      keep_failed: s.withDefault(s.duration({ min: 60_000 }), 90 * 86_400_000),
+      batch_size: s.withDefault(s.number({ integer: true, min: 1, max: 100_000 }), 500),
+    },
+    {
+      // Checked with the rest of the file (with its line), not when a serving process starts the job.
+      refine(v, report) {
+        try {
+          new Cron(v.schedule, { paused: true }).stop();
+        } catch (e) {
+          report(['schedule'], `"${v.schedule}" is not a cron expression: ${(e as Error).message}`, 'five fields: minute hour day-of-month month day-of-week, e.g. "17 3 * * *" (daily at 03:17)');
+        }
+      },
+    },
+  ),
   gitbook: s.object({
     /** GitBook's API (https://api.gitbook.com): content calls of GitBook integrations go there; unset, they answer 501. */
     api_url: s.optional(s.string({ min: 1, url: true, description: "upstream platform API for content endpoints, like https://api.gitbook.com" })),

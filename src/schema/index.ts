@@ -167,6 +167,13 @@ export function parseDuration(v: string): number | undefined {
   return m ? Number(m[1]) * durationUnits[m[2]] : undefined;
 }
 
+/** Milliseconds as a person writes them: the largest unit that divides them (2000 -> `2s`, 90000 -> `90s`). */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const)
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}
+
 /** A duration, written `10s`, `500ms`, `2m`, `1h`, `7d` or as milliseconds; yields milliseconds. */
 export function duration(opts: { min?: number; max?: number; description?: string } = {}): Schema<number> {
   return {
@@ -177,8 +184,8 @@ export function duration(opts: { min?: number; max?: number; description?: strin
       const ms = typeof v === 'number' ? v : typeof v === 'string' ? parseDuration(v) : undefined;
       if (ms === undefined || !Number.isFinite(ms) || ms < 0)
         return fail(issues, path, `must be a duration, got ${typeName(v)}`, 'write it like 500ms, 10s, 2m, 1h or 7d');
-      if (opts.min !== undefined && ms < opts.min) return fail(issues, path, `must be at least ${opts.min} ms`);
-      if (opts.max !== undefined && ms > opts.max) return fail(issues, path, `must be at most ${opts.max} ms`);
+      if (opts.min !== undefined && ms < opts.min) return fail(issues, path, `must be at least ${formatDuration(opts.min)}, got ${formatDuration(ms)}`);
+      if (opts.max !== undefined && ms > opts.max) return fail(issues, path, `must be at most ${formatDuration(opts.max)}, got ${formatDuration(ms)}`);
       return ms;
     },
   };
