@@ -5,14 +5,10 @@ import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { duration, when } from './inspect.ts';
 import { printJson } from './table.ts';
+import { formatDuration } from '../schema/index.ts';
 
 const out = (s: string) => process.stdout.write(s);
 
-/** 30d, 12h, 90m, 45s: the largest unit that divides the value. */
-function span(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) if (ms % size === 0) return `${ms / size}${unit}`;
-  return `${ms} ms`;
-}
 
 function summary(r: RetentionReport): string {
   return (
@@ -52,7 +48,7 @@ const status = defineCommand({
     );
     if (args.json) return printJson(r);
     out(`schedule   ${r.schedule} (next ${r.nextRunAt ? when(r.nextRunAt) : 'never'})${r.running ? ', running now' : ''}\n`);
-    out(`keep       ${span(r.keepMs)} (failed deliveries ${span(r.keepFailedMs)}), ${r.batchSize} rows per batch\n`);
+    out(`keep       ${formatDuration(r.keepMs)} (failed deliveries ${formatDuration(r.keepFailedMs)}), ${r.batchSize} rows per batch\n`);
     out(`last run   ${r.lastRun ? `${when(r.lastRun.startedAt)}: ${summary(r.lastRun)}` : 'none since the server started\n'}`);
   },
 });

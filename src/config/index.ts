@@ -10,7 +10,7 @@ import { parseYaml } from '../schema/yaml.ts';
 import { interpolate, readDotenv } from './env.ts';
 import { configSchema, type Config } from './schema.ts';
 
-export { configSchema, type Config } from './schema.ts';
+export { configSchema, CRON_HINT, type Config } from './schema.ts';
 
 export interface LoadedConfig extends Config {
   /** The file the settings came from, or `null` for the embedded defaults. */

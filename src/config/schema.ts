@@ -6,6 +6,9 @@
 import { Cron } from 'croner';
 import * as s from '../schema/index.ts';
 
+/** What a cron pattern looks like, for whoever refuses one (here, and the retention job's own check). */
+export const CRON_HINT = 'five fields: minute hour day-of-month month day-of-week, e.g. "17 3 * * *" (daily at 03:17)';
+
 const GIB = 1024 ** 3;
 
 /**
@@ -129,7 +132,7 @@ export const configSchema = s.object({
         try {
           new Cron(v.schedule, { paused: true }).stop();
         } catch (e) {
-          report(['schedule'], `"${v.schedule}" is not a cron expression: ${(e as Error).message}`, 'five fields: minute hour day-of-month month day-of-week, e.g. "17 3 * * *" (daily at 03:17)');
+          report(['schedule'], `"${v.schedule}" is not a cron expression: ${(e as Error).message}`, CRON_HINT);
         }
       },
     },

@@ -6,6 +6,7 @@
 import { Cron } from 'croner';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
+import { CRON_HINT } from '../config/index.ts';
 import { requireAdmin } from '../http/app.ts';
 import { defineModule, type Services, type ServicesWith } from '../server/services.ts';
 import { createRetention, type Purger, type Retention } from './retention.ts';
@@ -44,7 +45,7 @@ function schedule(pattern: string, run: () => void): Cron {
   } catch (e) {
     throw new SwitchyardError('config_invalid', `retention.schedule "${pattern}" is not a cron expression: ${(e as Error).message}`, {
       where: 'retention.schedule',
-      hint: 'five fields: minute hour day-of-month month day-of-week, e.g. "17 3 * * *" (daily at 03:17)',
+      hint: CRON_HINT,
     });
   }
 }
