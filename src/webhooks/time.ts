@@ -7,11 +7,14 @@ import { param } from '../http/params.ts';
 export function parseTimeParam(value: string | null | undefined, name: string, now = Date.now()): number | undefined {
   if (value === null || value === undefined || value === '') return undefined;
   const at = timeOf(value, now);
-  if (Number.isNaN(at)) throw new SwitchyardError('bad_request', `${name} must be ${TIME_FORMS}, got "${value.length > 40 ? `${value.slice(0, 40)}…` : value}"`, { where: name });
+  if (Number.isNaN(at)) throw new SwitchyardError('bad_request', `${name} ${unreadable(value)}`, { where: name });
   return at;
 }
 
 const TIME_FORMS = 'a duration ago (15m, 2h, 7d) or a date-time (2025-01-31T12:00:00Z)';
+
+/** What is wrong with a time that reads as none, its text cut short (it may be as long as a body). */
+const unreadable = (v: string) => `must be ${TIME_FORMS}, got "${v.length > 40 ? `${v.slice(0, 40)}…` : v}"`;
 
 /** Milliseconds since the epoch of a duration ago, epoch seconds or milliseconds, or a date-time; NaN when none. */
 function timeOf(value: string, now: number): number {
@@ -73,6 +76,6 @@ export function replaySelection(body: Record<string, unknown>): {
 export function timeQuery(description: string) {
   return param<number>('time-param', { type: 'string', description: `${description}: ${TIME_FORMS}` }, (v) => {
     const at = timeOf(v, Date.now());
-    return Number.isNaN(at) ? { error: `must be ${TIME_FORMS}, got "${v}"` } : at;
+    return Number.isNaN(at) ? { error: unreadable(v) } : at;
   });
 }
