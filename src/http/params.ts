@@ -52,10 +52,11 @@ export const pageQuery = {
 };
 
 /**
- * A JSON request body's object: keys this version does not know are left out (senders may be
- * newer), and a `null` is a value the sender gave, refused where the key takes none (taken as a key
- * left out, `"installation": null` would widen a bulk replay to every installation).
+ * A JSON request body's object: a key it does not know is refused with the closest one (a misspelt
+ * `dry_run` ignored would replay for real), and a `null` is a value the sender gave, refused where
+ * the key takes none (taken as a key left out, `"installation": null` would widen a bulk replay to
+ * every installation).
  */
-export function requestBody<S extends Record<string, Schema<any>>>(shape: S, opts: Omit<ObjectOptions<any>, 'ignoreUnknown' | 'nullIsValue' | 'passthrough'> = {}) {
+export function requestBody<S extends Record<string, Schema<any>>>(shape: S, opts: Omit<ObjectOptions<any>, 'nullIsValue' | 'passthrough'> = {}) {
   return object(shape, { ...opts, nullIsValue: true });
 }

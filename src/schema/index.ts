@@ -281,11 +281,6 @@ export interface ObjectOptions<T> {
   /** Unknown keys are errors (with a "did you mean" hint) unless this is true (then they are kept). */
   passthrough?: boolean;
   /**
-   * Unknown keys are left out of the value, without a word: for a request body whose senders may
-   * add keys a server of this version does not know (it has always ignored them).
-   */
-  ignoreUnknown?: boolean;
-  /**
    * A `null` is a value the sender gave, checked as one (JSON request bodies: `"dryRun": null` is
    * refused, not taken as "use the default"). Without it a null is a key left out, as YAML's `key:`.
    */
@@ -299,7 +294,7 @@ export function object<S extends Shape>(shape: S, opts: ObjectOptions<Pretty<Obj
     kind: 'object',
     shape,
     description: opts.description,
-    options: { passthrough: opts.passthrough, ignoreUnknown: opts.ignoreUnknown, nullIsValue: opts.nullIsValue },
+    options: { passthrough: opts.passthrough, nullIsValue: opts.nullIsValue },
     check(v, path, issues) {
       if (v === undefined || (v === null && !opts.nullIsValue)) v = {};
       if (!isPlainObject(v)) return fail(issues, path, `must be a map, got ${typeName(v)}`);
@@ -327,9 +322,7 @@ export function object<S extends Shape>(shape: S, opts: ObjectOptions<Pretty<Obj
         if (r === INVALID) ok = false;
         else out[key] = r;
       }
-      if (opts.ignoreUnknown) {
-        // Left out of the value: nothing to do.
-      } else if (!opts.passthrough) {
+      if (!opts.passthrough) {
         for (const key of Object.keys(v)) {
           if (Object.hasOwn(shape, key)) continue; // "constructor" is not a key of the shape
           issues.push({ path: [...path, key], message: `unknown key "${key}"`, hint: didYouMean(key, Object.keys(shape)), atKey: true });
@@ -477,7 +470,7 @@ function jsonOfKind(schema: AnySchema, o: Record<string, any>, components: Recor
         type: 'object',
         properties,
         required: required.length ? required : undefined,
-        additionalProperties: o.passthrough || o.ignoreUnknown || opts.open ? undefined : false,
+        additionalProperties: o.passthrough || opts.open ? undefined : false,
       });
     }
     case 'nullable': {
