@@ -150,14 +150,9 @@ export function route<
  */
 function queryValues(schema: ObjectSchema, q: URLSearchParams, issues: Issue[]): Record<string, unknown> {
   const known = Object.keys(schema.shape);
-  const seen = new Set<string>();
-  for (const key of q.keys()) {
-    if (seen.has(key)) {
-      if (Object.hasOwn(schema.shape, key)) issues.push({ path: [key], message: `is given ${q.getAll(key).length} times; give it once` });
-      continue;
-    }
-    seen.add(key);
+  for (const key of new Set(q.keys())) {
     if (!Object.hasOwn(schema.shape, key)) issues.push({ path: [key], message: `is not a query parameter of this route`, hint: didYouMean(key, known) ?? `it takes ${known.join(', ')}` });
+    else if (q.getAll(key).length > 1) issues.push({ path: [key], message: `is given ${q.getAll(key).length} times; give it once` });
   }
   const out: Record<string, unknown> = {};
   for (const [key, sub] of Object.entries(schema.shape)) {
