@@ -25,4 +25,27 @@ export const installationsMigrations: ModuleMigrations = {
       created_at TEXT NOT NULL
     );`,
   ],
+  // PostgreSQL (docs/postgres.md): the same tables in their current shape, as one step.
+  postgres: [
+    `CREATE TABLE installations (
+      id TEXT PRIMARY KEY,
+      integration TEXT NOT NULL,
+      target TEXT NOT NULL CHECK (target IN ('organization', 'space', 'site')),
+      space_id TEXT,
+      site_id TEXT,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'active', 'paused', 'uninstalled')),
+      configuration TEXT NOT NULL DEFAULT '{}',
+      external_ids TEXT NOT NULL DEFAULT '[]',
+      token_hash TEXT NOT NULL UNIQUE,
+      created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL,
+      uninstalled_at TEXT
+    );
+    CREATE INDEX installations_by_integration ON installations (integration, status);
+    CREATE TABLE signing_keys (
+      name TEXT PRIMARY KEY,
+      key BYTEA NOT NULL,
+      created_at TEXT NOT NULL
+    );`,
+  ],
 };

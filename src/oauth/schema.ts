@@ -16,4 +16,16 @@ export const oauthMigrations: ModuleMigrations = {
     // Renewal claims (claims.ts): in the store, so every serving process sees them.
     `CREATE TABLE oauth_refresh_claims (installation_id TEXT PRIMARY KEY, claim TEXT NOT NULL, until INTEGER NOT NULL);`,
   ],
+  // PostgreSQL (docs/postgres.md): the same tables in their current shape, as one step.
+  postgres: [
+    `CREATE TABLE oauth_states (
+      nonce TEXT PRIMARY KEY,
+      installation_id TEXT NOT NULL,
+      expires_at BIGINT NOT NULL,
+      used_at BIGINT,
+      verifier TEXT
+    );
+    CREATE INDEX oauth_states_by_expiry ON oauth_states (expires_at);
+    CREATE TABLE oauth_refresh_claims (installation_id TEXT PRIMARY KEY, claim TEXT NOT NULL, until BIGINT NOT NULL);`,
+  ],
 };

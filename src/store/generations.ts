@@ -7,6 +7,7 @@
  */
 import type { Db } from './index.ts';
 import { oncePerTurn } from '../lib/batch.ts';
+import { bridgeOf, engineOf } from './postgres/db.ts';
 
 export const generationsMigration = 'CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen INTEGER NOT NULL)';
 
@@ -29,6 +30,7 @@ export function generationsOf(db: Db): Generations {
 function create(db: Db): Generations {
   // A read-only connection (the CLI's --offline) has no table to read, and nothing of its own to drop.
   if (db.readonly) return { bump() {}, watch: () => () => false };
+  if (engineOf(db) === 'postgres') return createNotified(db);
   db.exec(generationsMigration);
   const pragma = db.prepare('PRAGMA data_version').pluck();
   // Asked once per event-loop turn, however many caches check in it (several per public request):
@@ -58,6 +60,40 @@ function create(db: Db): Generations {
         const g = read.get(name) ?? 0;
         if (g === seenGen) return false;
         seenGen = g;
+        return true;
+      };
+    },
+  };
+}
+
+/**
+ * On PostgreSQL the other writers are other nodes as well as other processes, and a bump is a
+ * NOTIFY (sent at the writer's COMMIT): a check costs nothing until one arrives. When the
+ * listening connection was lost and came back, every cache is dropped once (what it missed is unknown).
+ */
+const CHANNEL = 'switchyard_generations';
+
+function createNotified(db: Db): Generations {
+  const bridge = bridgeOf(db)!;
+  const notify = db.prepare('SELECT pg_notify(?, ?)');
+  const watchers = new Map<string, Set<{ changed: boolean }>>();
+  const mark = (name: string | undefined) => {
+    for (const [n, set] of watchers) if (name === undefined || n === name) for (const w of set) w.changed = true;
+  };
+  bridge.listen(CHANNEL, (name) => mark(name));
+  bridge.onReconnect(() => mark(undefined));
+  return {
+    bump(name) {
+      notify.get(CHANNEL, name);
+    },
+    watch(name) {
+      const w = { changed: false };
+      let set = watchers.get(name);
+      if (!set) watchers.set(name, (set = new Set()));
+      set.add(w);
+      return () => {
+        if (!w.changed) return false;
+        w.changed = false;
         return true;
       };
     },

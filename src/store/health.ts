@@ -9,6 +9,7 @@
  */
 import type Database from 'better-sqlite3';
 import { SwitchyardError, type ErrorCode } from '../errors.ts';
+import { engineOf } from './postgres/db.ts';
 
 export interface StoreHealth {
   /** A write failed: the store is failing until a write succeeds. */
@@ -25,6 +26,15 @@ export function createStoreHealth(db: Database.Database, dataDir: string, opts: 
   let probe: NodeJS.Timeout | undefined;
 
   function tryWrite(): void {
+    if (engineOf(db) === 'postgres') {
+      try {
+        db.prepare('INSERT INTO store_probe (id, at) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET at = excluded.at').run(now());
+        health.ok();
+      } catch {
+        /* still failing */
+      }
+      return;
+    }
     // busy_timeout would block the event loop for 5 s on a held lock: the probe does not wait.
     const wait = db.pragma('busy_timeout', { simple: true }) as number;
     try {
@@ -82,6 +92,7 @@ export function createStoreHealth(db: Database.Database, dataDir: string, opts: 
 }
 
 export const storeHealthMigration = 'CREATE TABLE IF NOT EXISTS store_probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)';
+export const storeHealthMigrationPostgres = 'CREATE TABLE IF NOT EXISTS store_probe (id INTEGER PRIMARY KEY, at BIGINT NOT NULL)';
 
 /** The storage codes of the error table (src/errors.ts). */
 type StorageCode = Extract<ErrorCode, `storage_${string}`>;
@@ -106,6 +117,12 @@ export function storageCode(error: unknown): StorageCode | undefined {
   if (code.startsWith('SQLITE_READONLY') || code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return 'storage_read_only';
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'storage_busy';
   if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_CORRUPT' || code === 'EIO') return 'storage_failed';
+  // PostgreSQL's SQLSTATEs: disk full; read-only (a standby, or default_transaction_read_only);
+  // a lock not granted, a serialization failure or a deadlock; a lost or refused connection, a shutdown.
+  if (code === '53100') return 'storage_full';
+  if (code === '25006') return 'storage_read_only';
+  if (code === '55P03' || code === '40001' || code === '40P01') return 'storage_busy';
+  if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_failed';
   return undefined;
 }
 

@@ -10,6 +10,8 @@ import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpoi
 import { acquireLock, type Lock } from './lock.ts';
 import { createStoreHealth, storeHealthMigration, type StoreHealth } from './health.ts';
 import { installTransactionHooks } from './transactions.ts';
+import { openPostgresStore } from './postgres/store.ts';
+import type { Engine } from './postgres/db.ts';
 import type { Logger } from '../log/index.ts';
 
 export { afterCommit, onRollback } from './transactions.ts';
@@ -20,11 +22,15 @@ export type Db = Database.Database;
 export interface ModuleMigrations {
   module: string;
   steps: string[];
+  /** The same module's steps for PostgreSQL (its own numbering: a database is one engine's). */
+  postgres?: string[];
 }
 
 export interface Store {
   db: Db;
+  /** The SQLite file, or the PostgreSQL database as `postgres://host:port/db` (no credentials). */
   file: string;
+  engine: Engine;
   /** Whether writes succeed (health.ts); the server's /healthz reports it. */
   health: StoreHealth;
   /** The thread that checkpoints the WAL, when the store has one (the server's). */
@@ -35,6 +41,8 @@ export interface Store {
 export const DB_FILE = 'switchyard.db';
 
 export interface OpenOptions {
+  /** `store:` of the configuration: a postgres:// URL puts the store in PostgreSQL; absent, the SQLite file. */
+  url?: string;
   /** Read-only access that never takes the lock and never migrates (the CLI's --offline). */
   readonly?: boolean;
   /** Take the data directory's lock (the server does; tests of single modules need not). Also checkpoints the WAL on a thread of its own (checkpointer.ts). */
@@ -76,6 +84,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     }
     if (opts.lock) lock = acquireLock(dataDir);
   }
+  if (opts.url) return openPostgresStore(dataDir, opts.url, opts, lock);
   let db: Db;
   try {
     if (!opts.readonly) ownerOnly(file);
@@ -108,6 +117,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   return {
     db,
     file,
+    engine: 'sqlite',
     health,
     checkpointer,
     close() {
@@ -137,7 +147,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
  * savepoints as before. Each call also keeps its after-commit and on-rollback hooks
  * (transactions.ts).
  */
-function writeTransactionsImmediate(db: Db, log?: Logger): void {
+export function writeTransactionsImmediate(db: Db, log?: Logger): void {
   installTransactionHooks(db, {
     begin: 'immediate',
     failed: log && ((which, error) => log.error(`a transaction's ${which} hook failed`, { error: error as Error })),
@@ -148,7 +158,7 @@ function writeTransactionsImmediate(db: Db, log?: Logger): void {
  * mkdir -p, one level at a time from the nearest folder that exists. Node's recursive mkdirSync
  * spins forever on paths it cannot create under /proc (measured: `/proc/1/nope` at 100 % CPU).
  */
-function makeDirectory(dir: string): void {
+export function makeDirectory(dir: string): void {
   const missing: string[] = [];
   let at = resolve(dir);
   while (!existsSync(at)) {

@@ -9,6 +9,7 @@
  * Past `spinMs` of refusals it waits for the lock as before (busy_timeout), so it always ends.
  */
 import type { Db } from './index.ts';
+import { engineOf } from './postgres/db.ts';
 
 /** What `run` answers when the lock was taken and nothing was done. */
 export const LOCK_BUSY: unique symbol = Symbol('lock busy');
@@ -28,6 +29,8 @@ export function isBusy(e: unknown): boolean {
 }
 
 export function lockPatience(db: Db, opts: { spinMs?: number; clock?: () => number } = {}): LockPatience {
+  // PostgreSQL has no file lock to be refused: writers wait on rows, never on the whole store.
+  if (engineOf(db) === 'postgres') return { run: (write) => write() };
   const spinMs = opts.spinMs ?? 5;
   const clock = opts.clock ?? (() => performance.now());
   // SQLite applies this pragma when the statement is compiled, so it cannot be a prepared statement

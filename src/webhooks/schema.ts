@@ -140,4 +140,66 @@ export const webhooksMigrations: ModuleMigrations = {
     CREATE INDEX webhook_deliveries_held ON webhook_deliveries (installation_id, seq) WHERE status = 'held';
     CREATE INDEX webhook_attempts_by_delivery ON webhook_attempts (delivery_seq, number);`,
   ],
+  // PostgreSQL (docs/postgres.md): the same tables in their current shape, as one step.
+  postgres: [
+    `CREATE TABLE webhook_endpoints (
+      installation_id TEXT PRIMARY KEY,
+      paused INTEGER NOT NULL DEFAULT 0,
+      created_at BIGINT NOT NULL
+    );
+    CREATE TABLE webhook_secrets (
+      id BIGSERIAL PRIMARY KEY,
+      installation_id TEXT NOT NULL,
+      secret TEXT NOT NULL,
+      created_at BIGINT NOT NULL,
+      expires_at BIGINT
+    );
+    CREATE INDEX webhook_secrets_by_installation ON webhook_secrets (installation_id, id);
+    CREATE TABLE webhook_deliveries (
+      seq BIGSERIAL PRIMARY KEY,
+      id TEXT NOT NULL UNIQUE,
+      event_id TEXT NOT NULL,
+      event_type TEXT NOT NULL,
+      installation_id TEXT NOT NULL,
+      url TEXT NOT NULL,
+      origin TEXT NOT NULL,
+      body TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'retrying', 'held', 'delivered', 'failed', 'cancelled')),
+      attempts INTEGER NOT NULL DEFAULT 0,
+      next_attempt_at BIGINT,
+      lease_until BIGINT,
+      lease_owner TEXT,
+      created_at BIGINT NOT NULL,
+      updated_at BIGINT NOT NULL,
+      completed_at BIGINT,
+      last_status INTEGER,
+      last_error TEXT,
+      UNIQUE (event_id, installation_id)
+    );
+    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, seq) WHERE next_attempt_at IS NOT NULL;
+    CREATE INDEX webhook_deliveries_due_by_origin ON webhook_deliveries (origin, next_attempt_at, seq) WHERE next_attempt_at IS NOT NULL;
+    CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (lease_until) WHERE lease_until IS NOT NULL;
+    CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries (status, seq);
+    CREATE INDEX webhook_deliveries_by_installation ON webhook_deliveries (installation_id, seq);
+    CREATE INDEX webhook_deliveries_by_time ON webhook_deliveries (created_at);
+    CREATE INDEX webhook_deliveries_held ON webhook_deliveries (installation_id, seq) WHERE status = 'held';
+    CREATE TABLE webhook_attempts (
+      id BIGSERIAL PRIMARY KEY,
+      delivery_seq BIGINT NOT NULL REFERENCES webhook_deliveries (seq) ON DELETE CASCADE,
+      number INTEGER NOT NULL,
+      manual INTEGER NOT NULL DEFAULT 0,
+      started_at BIGINT NOT NULL,
+      duration_ms DOUBLE PRECISION,
+      url TEXT NOT NULL,
+      signature TEXT,
+      status INTEGER,
+      outcome TEXT NOT NULL CHECK (outcome IN ('success', 'retry', 'failed', 'interrupted')),
+      error TEXT,
+      error_code TEXT,
+      response_excerpt TEXT,
+      response_truncated INTEGER NOT NULL DEFAULT 0,
+      next_attempt_at BIGINT
+    );
+    CREATE INDEX webhook_attempts_by_delivery ON webhook_attempts (delivery_seq, number);`,
+  ],
 };

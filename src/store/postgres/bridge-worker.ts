@@ -1,0 +1,126 @@
+/**
+ * The thread behind the synchronous PostgreSQL bridge (bridge.ts): it owns the connections and
+ * runs one request at a time for the store's thread, which waits on a shared flag. A second
+ * connection, made on the first LISTEN, forwards notifications as ordinary messages.
+ */
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
+import pg from 'pg';
+
+// Integers as numbers, as SQLite hands them: BIGINT columns hold ms timestamps and row numbers
+// (well inside 2^53), COUNT(*) is BIGINT, SUM/AVG are NUMERIC.
+pg.types.setTypeParser(20, (v) => Number(v));
+pg.types.setTypeParser(1700, (v) => Number(v));
+
+interface Data {
+  url: string;
+  flag: SharedArrayBuffer;
+  port: MessagePort;
+  applicationName: string;
+  readonly: boolean;
+}
+const data = workerData as Data;
+const flag = new Int32Array(data.flag);
+const port = data.port;
+
+export type Request =
+  // `session`: inside a transaction, the connection it began on; a request for a lost one fails
+  // rather than autocommit on a new connection.
+  | { op: 'query'; text: string; params?: unknown[]; name?: string; simple?: boolean; session?: number }
+  | { op: 'listen'; channel: string }
+  | { op: 'close' };
+
+export type Answer =
+  | { ok: true; rows: Record<string, unknown>[]; rowCount: number; session: number }
+  | { ok: false; message: string; code?: string; detail?: string; where?: string };
+
+let client: pg.Client | undefined;
+let session = 0;
+let listener: pg.Client | undefined;
+const channels = new Set<string>();
+
+async function connection(): Promise<pg.Client> {
+  if (client) return client;
+  const c = new pg.Client({ connectionString: data.url, application_name: data.applicationName });
+  // A broken connection is dropped; the next request opens a new one (the store's health says so meanwhile).
+  c.on('error', () => {
+    if (client === c) client = undefined;
+  });
+  await c.connect();
+  await c.query(`SET statement_timeout = '30s'${data.readonly ? '; SET default_transaction_read_only = on' : ''}`);
+  client = c;
+  session++;
+  return c;
+}
+
+async function listen(channel: string): Promise<void> {
+  channels.add(channel);
+  if (!listener) {
+    const c = new pg.Client({ connectionString: data.url, application_name: `${data.applicationName} (listen)` });
+    c.on('notification', (n) => parentPort!.postMessage({ notification: { channel: n.channel, payload: n.payload ?? '' } }));
+    c.on('error', () => {
+      if (listener !== c) return;
+      listener = undefined;
+      // Notifications sent while no connection listened are lost: the store's users are told to look again.
+      parentPort!.postMessage({ reconnect: true });
+      setTimeout(() => reconnectListener(), 500).unref();
+    });
+    await c.connect();
+    listener = c;
+  }
+  await listener.query(`LISTEN ${quoteIdent(channel)}`);
+}
+
+async function reconnectListener(): Promise<void> {
+  const wanted = [...channels];
+  channels.clear();
+  try {
+    for (const ch of wanted) await listen(ch);
+    parentPort!.postMessage({ reconnect: true });
+  } catch {
+    for (const ch of wanted) channels.add(ch);
+    setTimeout(() => reconnectListener(), 1000).unref();
+  }
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** Structured clone turned Buffers into Uint8Arrays on the way here; pg sends Buffers as bytea. */
+function params(values: unknown[] | undefined): unknown[] | undefined {
+  return values?.map((v) => (v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v));
+}
+
+async function handle(req: Request): Promise<Answer> {
+  try {
+    if (req.op === 'listen') {
+      await listen(req.channel);
+      return { ok: true, rows: [], rowCount: 0, session };
+    }
+    if (req.op === 'close') {
+      await Promise.allSettled([client?.end(), listener?.end()]);
+      client = listener = undefined;
+      return { ok: true, rows: [], rowCount: 0, session };
+    }
+    if (req.session !== undefined && (req.session !== session || !client))
+      return { ok: false, message: 'the connection to PostgreSQL was lost during this transaction', code: '08006' };
+    const c = await connection();
+    if (req.simple) {
+      await c.query(req.text);
+      return { ok: true, rows: [], rowCount: 0, session };
+    }
+    const r = await c.query({ text: req.text, values: params(req.params), ...(req.name ? { name: req.name } : {}) });
+    return { ok: true, rows: r.rows, rowCount: r.rowCount ?? 0, session };
+  } catch (e) {
+    const err = e as { message?: string; code?: string; detail?: string; where?: string };
+    return { ok: false, message: err.message ?? String(e), code: err.code, detail: err.detail, where: err.where };
+  }
+}
+
+port.on('message', async (req: Request) => {
+  const answer = await handle(req);
+  port.postMessage(answer);
+  Atomics.store(flag, 0, 1);
+  Atomics.notify(flag, 0);
+  if (req.op === 'close') port.close();
+});

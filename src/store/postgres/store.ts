@@ -1,0 +1,102 @@
+/**
+ * The store in PostgreSQL (`store: postgres://…` in config.yaml): the same modules and queries as
+ * on SQLite, through a synchronous connection (bridge.ts). Migrations run under an advisory lock,
+ * so nodes that start together migrate once. The data directory still holds this node's lock and
+ * caches; everything the nodes share is in the database.
+ */
+import { SwitchyardError } from '../../errors.ts';
+import type { Lock } from '../lock.ts';
+import { createStoreHealth, storeHealthMigrationPostgres } from '../health.ts';
+import { writeTransactionsImmediate, type Db, type ModuleMigrations, type OpenOptions, type Store } from '../index.ts';
+import { openPostgresDb } from './db.ts';
+
+/** pg_advisory_lock's key for migrations: any constant the nodes share ("swyd" in ASCII). */
+const MIGRATION_LOCK = 0x73777964;
+
+/** The URL as it may be shown: no password, no query. */
+export function displayUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `postgres://${u.hostname}${u.port ? `:${u.port}` : ''}${u.pathname}`;
+  } catch {
+    return 'postgres://(unreadable URL)';
+  }
+}
+
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url);
+}
+
+export function openPostgresStore(dataDir: string, url: string, opts: OpenOptions, lock: Lock | undefined): Store {
+  const name = displayUrl(url);
+  let db: Db;
+  try {
+    db = openPostgresDb({ url, name, readonly: opts.readonly, applicationName: `switchyard ${process.pid}` });
+    db.prepare('SELECT 1').get();
+  } catch (e) {
+    lock?.release();
+    throw new SwitchyardError('storage_failed', `cannot reach the store at ${name}: ${(e as Error).message}`, {
+      hint: 'check `store:` in config.yaml (postgres://user:password@host:5432/database) and that the server is up',
+      cause: e,
+    });
+  }
+  try {
+    if (!opts.readonly) {
+      writeTransactionsImmediate(db, opts.log);
+      migratePostgres(db, opts.migrations ?? []);
+    } else if (!hasTable(db, 'schema_migrations')) {
+      throw new SwitchyardError('not_found', `no Switchyard tables at ${name}`, { hint: 'start the server once with `switchyard serve`' });
+    }
+  } catch (e) {
+    db.close();
+    lock?.release();
+    throw e;
+  }
+  const health = createStoreHealth(db, name);
+  return {
+    db,
+    file: name,
+    engine: 'postgres',
+    health,
+    close() {
+      health.close();
+      db.close();
+      lock?.release();
+    },
+  };
+}
+
+function hasTable(db: Db, table: string): boolean {
+  return db.prepare('SELECT to_regclass(?) IS NOT NULL AS present').pluck().get(table) === true;
+}
+
+/** Each module's PostgreSQL steps past its recorded version, one transaction per module, under the nodes' shared lock. */
+export function migratePostgres(db: Db, modules: ModuleMigrations[]): void {
+  db.prepare('SELECT pg_advisory_lock(?)').get(MIGRATION_LOCK);
+  try {
+    db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      module TEXT PRIMARY KEY, version INTEGER NOT NULL, applied_at TEXT NOT NULL)`);
+    db.exec(storeHealthMigrationPostgres);
+    db.exec('CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen BIGINT NOT NULL)');
+    const get = db.prepare('SELECT version FROM schema_migrations WHERE module = ?');
+    const set = db.prepare(
+      `INSERT INTO schema_migrations (module, version, applied_at) VALUES (?, ?, ?)
+       ON CONFLICT(module) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`,
+    );
+    for (const m of modules) {
+      const steps = m.postgres ?? [];
+      const current = (get.get(m.module) as { version: number } | undefined)?.version ?? 0;
+      if (current > steps.length)
+        throw new SwitchyardError('schema_too_new', `the database's ${m.module} schema (v${current}) is newer than this program knows (v${steps.length})`, {
+          hint: 'run the newer switchyard version on every node',
+        });
+      if (current === steps.length) continue;
+      db.transaction(() => {
+        for (let v = current; v < steps.length; v++) db.exec(steps[v]);
+        set.run(m.module, steps.length, new Date().toISOString());
+      })();
+    }
+  } finally {
+    db.prepare('SELECT pg_advisory_unlock(?)').get(MIGRATION_LOCK);
+  }
+}
