@@ -145,6 +145,11 @@ const backup = defineCommand({
   },
   async run({ args }) {
     const config = configFrom(args);
+    if (config.store)
+      throw new SwitchyardError('bad_request', 'backup copies the SQLite file; this configuration keeps its store in PostgreSQL', {
+        where: 'store',
+        hint: "use PostgreSQL's own tools: pg_dump -Fc (docs/postgres.md, Backups)",
+      });
     const dest = resolve(String(args.file));
     // Never over the live database or its journals, --force or not: the server keeps writing to
     // the file it has open, and those writes would be lost under the copy.
@@ -194,6 +199,11 @@ const restore = defineCommand({
   },
   async run({ args }) {
     const config = configFrom(args);
+    if (config.store)
+      throw new SwitchyardError('bad_request', 'restore replaces the SQLite file; this configuration keeps its store in PostgreSQL', {
+        where: 'store',
+        hint: "use PostgreSQL's own tools: pg_restore (docs/postgres.md, Backups)",
+      });
     const source = resolve(String(args.file));
     if (!existsSync(source)) throw new SwitchyardError('not_found', `no file ${source}`, { where: source });
     mkdirSync(config.data_dir, { recursive: true, mode: 0o700 });

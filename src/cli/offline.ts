@@ -14,7 +14,7 @@ import { SwitchyardError } from '../errors.ts';
 import type { InspectionSource } from './inspect.ts';
 
 export function offlineSource(config: LoadedConfig): InspectionSource {
-  const store = openStore(config.data_dir, { readonly: true });
+  const store = openStore(config.data_dir, { readonly: true, url: config.store || undefined });
   const db = store.db;
   const tables = new Set(db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r) => r.name));
   for (const t of ['webhook_deliveries', 'events', 'invocations'])

@@ -32,6 +32,39 @@ function proxyHops(): s.Schema<number> {
   };
 }
 
+/**
+ * `store:`: where the state lives. Absent or empty: the SQLite file under data_dir. A
+ * postgres:// URL: that PostgreSQL database, shared by every node given the same URL. The value
+ * holds a password, so no message repeats it.
+ */
+function storeUrl(): s.Schema<string> {
+  return {
+    kind: 'store_url',
+    description: 'empty for the SQLite file under data_dir, or postgres://user:password@host:5432/database',
+    check(v, path, issues) {
+      if (v === undefined || v === null || v === '') return '';
+      const hint = 'postgres://user:password@host:5432/database, or ${{ env.DATABASE_URL }}; leave it out for SQLite under data_dir';
+      if (typeof v !== 'string') {
+        issues.push({ path, message: `must be a postgres:// URL, got ${s.typeName(v)}`, hint });
+        return s.INVALID;
+      }
+      let u: URL | undefined;
+      try {
+        u = new URL(v);
+      } catch {
+        /* said below */
+      }
+      if (!u || !/^postgres(ql)?:$/.test(u.protocol) || !u.hostname || u.pathname.length < 2) {
+        const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(v)?.[1];
+        const what = !u ? 'is not a URL' : !/^postgres(ql)?:$/.test(u.protocol) ? `uses ${scheme}:, not postgres:` : !u.hostname ? 'names no host' : 'names no database (…/database at its end)';
+        issues.push({ path, message: `${what} (the value is not repeated here: it may hold a password)`, hint });
+        return s.INVALID;
+      }
+      return v;
+    },
+  };
+}
+
 export const configSchema = s.object({
   server: s.object({
     host: s.withDefault(s.string({ min: 1, description: 'interface to listen on' }), '127.0.0.1'),
@@ -64,6 +97,7 @@ export const configSchema = s.object({
     batch_body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB, description: 'largest body of a batch of events (a JSON array on POST /api/v1/events)' }), 16 * 1024 * 1024),
     trust_proxy: s.withDefault(proxyHops(), 0),
   }),
+  store: s.withDefault(storeUrl(), ''),
   data_dir: s.withDefault(s.string({ min: 1 }), './data'),
   integrations_dir: s.withDefault(s.string({ min: 1 }), './integrations'),
   admin_token: s.withDefault(

@@ -156,7 +156,7 @@ export function requestSession(req: Request, sessions: Sessions): Session | unde
 function revocationStore(db: Db) {
   const generations = generationsOf(db);
   const all = db.prepare<[number], { id: string; expires_at: number }>('SELECT id, expires_at FROM console_revocations WHERE expires_at > ?');
-  const insert = db.prepare('INSERT OR REPLACE INTO console_revocations (id, expires_at) VALUES (?, ?)');
+  const insert = db.prepare('INSERT INTO console_revocations (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at');
   const purge = db.prepare('DELETE FROM console_revocations WHERE expires_at <= ?');
   return {
     othersChanged: generations.watch('console_revocations'),

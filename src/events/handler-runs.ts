@@ -11,6 +11,7 @@ import type { Db } from '../store/index.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 import type { HandlerRun } from './handler-views.ts';
 import type { DeliveryFilter } from '../webhooks/queue.ts';
+import { sqlFor } from '../store/postgres/db.ts';
 
 export type { HandlerRun } from './handler-views.ts';
 
@@ -78,11 +79,20 @@ export function createHandlerRuns(db: Db, opts: { maxAttempts: () => number }) {
        WHERE next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
        ORDER BY next_attempt_at LIMIT @limit`,
     ),
+    // On PostgreSQL, rows another node is claiming this instant are skipped, not waited for.
     claimMany: db.prepare<{ seqs: string; owner: string; now: number; until: number }, Row>(
-      `UPDATE event_handler_runs SET lease_until = @until, lease_owner = @owner
+      sqlFor(db, {
+        sqlite: `UPDATE event_handler_runs SET lease_until = @until, lease_owner = @owner
        WHERE seq IN (SELECT value FROM json_each(@seqs)) AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now
          AND (lease_until IS NULL OR lease_until <= @now)
        RETURNING ${CLAIMED}`,
+        postgres: `UPDATE event_handler_runs SET lease_until = @until, lease_owner = @owner
+       WHERE seq IN (SELECT seq FROM event_handler_runs
+         WHERE seq IN (SELECT value::bigint FROM json_array_elements_text(CAST(@seqs AS json))) AND next_attempt_at IS NOT NULL
+           AND next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
+         FOR UPDATE SKIP LOCKED)
+       RETURNING ${CLAIMED}`,
+      }),
     ),
     // Only the lease's owner records the outcome: a run whose lease ran out and was taken by
     // another process is that process's to finish.
@@ -99,13 +109,13 @@ export function createHandlerRuns(db: Db, opts: { maxAttempts: () => number }) {
     nextDue: db.prepare<{ now: number }, { at: number | null }>(
       `SELECT MIN(at) AS at FROM (
          SELECT MIN(next_attempt_at) AS at FROM event_handler_runs WHERE next_attempt_at > @now AND lease_until IS NULL
-         UNION ALL SELECT MIN(lease_until) FROM event_handler_runs WHERE lease_until > @now)`,
+         UNION ALL SELECT MIN(lease_until) FROM event_handler_runs WHERE lease_until > @now) AS soonest`,
     ),
     byId: db.prepare<[string], Row>('SELECT * FROM event_handler_runs WHERE id = ?'),
     byEvent: db.prepare<[string], Row>('SELECT * FROM event_handler_runs WHERE event_id = ? ORDER BY seq'),
     replayable: db.prepare<{ since: number; until: number; installation: string | null }, { seq: number; id: string }>(
       `SELECT seq, id FROM event_handler_runs INDEXED BY event_handler_runs_by_status
-       WHERE status = 'failed' AND created_at >= @since AND created_at <= @until AND (@installation IS NULL OR installation_id = @installation)
+       WHERE status = 'failed' AND created_at >= @since AND created_at <= @until AND (CAST(@installation AS TEXT) IS NULL OR installation_id = @installation)
        ORDER BY seq`,
     ),
     requeue: db.prepare(

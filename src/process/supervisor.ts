@@ -61,7 +61,7 @@ interface Slot {
 export async function supervise(config: LoadedConfig, log: Logger): Promise<number> {
   const startedAt = Date.now();
   const count = processCount(config.server.processes);
-  const store: Store = openStore(config.data_dir, { lock: true, migrations: allMigrations(), log });
+  const store: Store = openStore(config.data_dir, { lock: true, url: config.store || undefined, migrations: allMigrations(), log });
   resolveAdminToken(config, true); // made once here, before N processes race to create it
   mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
   const queue = createQueue(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });

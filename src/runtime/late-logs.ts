@@ -11,6 +11,7 @@ import type { OutputPolicy } from './output.ts';
 import { redactLine } from './redact.ts';
 import type { RuntimeDeps, InvocationNotice } from './service-deps.ts';
 import { mapLogLine } from './stack-trace.ts';
+import { sqlFor } from '../store/postgres/db.ts';
 
 export function createLateLogs(
   db: Db,
@@ -20,15 +21,32 @@ export function createLateLogs(
 ) {
   const { budget, redactorFor, tokensOnly } = output;
   const { flushRecords, notify } = records;
-  const appendLog = db.prepare(`UPDATE invocations SET logs = json_insert(logs, '$[#]', json(?)) WHERE id = ?`);
-  const replaceLastLog = db.prepare(`UPDATE invocations SET logs = json_set(logs, '$[#-1]', json(?)) WHERE id = ?`);
+  const appendLog = db.prepare(
+    sqlFor(db, {
+      sqlite: `UPDATE invocations SET logs = json_insert(logs, '$[#]', json(@line)) WHERE id = @id`,
+      // The text kept as written (jsonb would reorder each line's keys).
+      postgres: `UPDATE invocations SET logs = CASE WHEN logs = '[]' THEN '[' || @line || ']' ELSE left(logs, -1) || ',' || @line || ']' END WHERE id = @id`,
+    }),
+  );
+  const replaceLastLog = db.prepare(
+    sqlFor(db, {
+      sqlite: `UPDATE invocations SET logs = json_set(logs, '$[#-1]', json(@line)) WHERE id = @id`,
+      postgres: `UPDATE invocations SET logs = jsonb_set(CAST(logs AS jsonb), '{-1}', CAST(@line AS jsonb))::text WHERE id = @id`,
+    }),
+  );
   // What a late line needs to know about its record: whose it is, the message bytes it holds, and
   // the counts of its marker line when it already ends with one.
   const lateTarget = db.prepare<[string], { integration: string; installationId: string | null; bytes: number; dropped: string | null }>(
-    `SELECT integration, installation_id AS installationId,
+    sqlFor(db, {
+      sqlite: `SELECT integration, installation_id AS installationId,
        (SELECT coalesce(sum(length(CAST(json_extract(value, '$.message') AS BLOB))), 0) FROM json_each(invocations.logs)) AS bytes,
        json_extract(logs, '$[#-1].dropped') AS dropped
      FROM invocations WHERE id = ?`,
+      postgres: `SELECT integration, installation_id AS installationId,
+       (SELECT coalesce(sum(octet_length(value ->> 'message')), 0) FROM json_array_elements(CAST(invocations.logs AS json))) AS bytes,
+       CAST(logs AS json) -> -1 ->> 'dropped' AS dropped
+     FROM invocations WHERE id = ?`,
+    }),
   );
   // Lines printed after the answer that arrived before the invocation was recorded (see appendLateLog).
   const early = new Map<string, LogLine[]>();
@@ -63,11 +81,11 @@ export function createLateLogs(
         // The record already ends with its marker: count this line in it.
         const before = JSON.parse(target.dropped) as Dropped;
         const marker = budget.dropMore(before, line);
-        replaceLastLog.run(JSON.stringify(marker), requestId);
+        replaceLastLog.run({ line: JSON.stringify(marker), id: requestId });
         dropped = { reason: before.reason, lines: 1, bytes: marker.dropped.bytes - before.bytes };
       } else {
         const admitted = budget.admit(target.integration, [line], target.bytes);
-        appendLog.run(JSON.stringify(admitted.lines[0]), requestId);
+        appendLog.run({ line: JSON.stringify(admitted.lines[0]), id: requestId });
         dropped = admitted.dropped;
       }
       if (dropped) notify({ kind: 'dropped', id: requestId, integration: target.integration, ...dropped });

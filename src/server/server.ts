@@ -47,7 +47,7 @@ export async function startServer(
   const modules = opts.modules ?? defaultModules;
   checkNeeds(modules, defaultModules);
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
-  const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), migrations: allMigrations(), log });
+  const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
   const adminToken = resolveAdminToken(config, true)!;
   const services: Services = {
     config,

@@ -28,7 +28,7 @@ export function createDueHints(db: Db) {
     nextDue: db.prepare<{ now: number }, { at: number | null }>(
       `SELECT MIN(at) AS at FROM (
          SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at > @now
-         UNION ALL SELECT MIN(lease_until) FROM webhook_deliveries WHERE lease_until > @now)`,
+         UNION ALL SELECT MIN(lease_until) FROM webhook_deliveries WHERE lease_until > @now) AS soonest`,
     ),
   };
 

@@ -6,6 +6,7 @@
 import type { Db } from '../store/index.ts';
 import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 import { claimedOf, type Claimed } from './queue-rows.ts';
+import { sqlFor } from '../store/postgres/db.ts';
 
 export function createLeases(db: Db) {
   const q = {
@@ -14,11 +15,21 @@ export function createLeases(db: Db) {
        WHERE seq = @seq AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
        RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at, created_at`,
     ),
+    // On PostgreSQL (several nodes on one queue) the rows are locked FOR UPDATE SKIP LOCKED: a
+    // delivery another node is claiming this instant is left to it, never waited for.
     claimMany: db.prepare<{ seqs: string; owner: string; now: number; until: number }, any>(
-      `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
+      sqlFor(db, {
+        sqlite: `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
        WHERE seq IN (SELECT value FROM json_each(@seqs)) AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now
          AND (lease_until IS NULL OR lease_until <= @now)
        RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at, created_at`,
+        postgres: `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
+       WHERE seq IN (SELECT seq FROM webhook_deliveries
+         WHERE seq IN (SELECT value::bigint FROM json_array_elements_text(CAST(@seqs AS json))) AND next_attempt_at IS NOT NULL
+           AND next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
+         FOR UPDATE SKIP LOCKED)
+       RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at, created_at`,
+      }),
     ),
     claimById: db.prepare<{ id: string; owner: string; now: number; until: number }, any>(
       `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner

@@ -24,11 +24,11 @@ export function createOutcomes(db: Db, { anyPaused, holdIfPaused, noteDue }: Out
     complete: db.prepare(
       `UPDATE webhook_deliveries SET
          status = CASE WHEN status = 'cancelled' THEN status ELSE ? END,
-         next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END,
-         completed_at = CASE WHEN status = 'cancelled' THEN completed_at ELSE COALESCE(?, completed_at) END,
+         next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE CAST(? AS BIGINT) END,
+         completed_at = CASE WHEN status = 'cancelled' THEN completed_at ELSE COALESCE(CAST(? AS BIGINT), completed_at) END,
          attempts = ?, lease_until = NULL, lease_owner = NULL, updated_at = ?,
          last_status = ?, last_error = ?
-       WHERE seq = ? AND (? IS NULL OR lease_owner = ?)`,
+       WHERE seq = ? AND (CAST(? AS TEXT) IS NULL OR lease_owner = ?)`,
     ),
     leased: db.prepare<{ owner: string }, { seq: number; status: DeliveryStatus; url: string }>(
       `SELECT seq, status, url FROM webhook_deliveries WHERE lease_until IS NOT NULL AND substr(lease_owner, 1, length(@owner)) = @owner`,

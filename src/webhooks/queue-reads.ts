@@ -49,7 +49,7 @@ export function createQueueReads(db: Db, maxAttempts: () => number) {
     attemptsAfter: db.prepare<{ after: number; limit: number; installation: string | null; type: string | null }, FeedRow>(
       `SELECT a.*, d.id AS delivery_id, d.event_id, d.event_type, d.installation_id, d.status AS delivery_status
        FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq
-       WHERE a.id > @after AND (@installation IS NULL OR d.installation_id = @installation) AND (@type IS NULL OR d.event_type = @type)
+       WHERE a.id > @after AND (CAST(@installation AS TEXT) IS NULL OR d.installation_id = @installation) AND (CAST(@type AS TEXT) IS NULL OR d.event_type = @type)
        ORDER BY a.id LIMIT @limit`,
     ),
     lastAttempt: db.prepare<[], { id: number }>('SELECT MAX(id) AS id FROM webhook_attempts'),

@@ -41,8 +41,8 @@ export function createReplays(db: Db, { holdIfPaused, noteDue }: ReplayDeps) {
     >(
       `SELECT seq, id, event_type, installation_id, url FROM webhook_deliveries INDEXED BY webhook_deliveries_by_status
        WHERE status = @status AND created_at >= @since AND created_at <= @until
-         AND (@installation IS NULL OR installation_id = @installation)
-         AND (@type IS NULL OR event_type = @type) AND (@origin IS NULL OR origin = @origin)
+         AND (CAST(@installation AS TEXT) IS NULL OR installation_id = @installation)
+         AND (CAST(@type AS TEXT) IS NULL OR event_type = @type) AND (CAST(@origin AS TEXT) IS NULL OR origin = @origin)
          AND installation_id IN (SELECT installation_id FROM webhook_endpoints)
        ORDER BY seq`,
     ),

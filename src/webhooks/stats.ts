@@ -108,7 +108,7 @@ export function deliveryStats(db: Db, f: StatsFilter, opts: { maxDeliveries?: nu
   // count itself stops at max + 1). A filter does not help: it is checked on each row read.
   const held = db
     .prepare<{ from: number; until: number; max: number }, { n: number }>(
-      'SELECT COUNT(*) AS n FROM (SELECT 1 FROM webhook_deliveries WHERE created_at >= @from AND created_at < @until LIMIT @max + 1)',
+      'SELECT COUNT(*) AS n FROM (SELECT 1 FROM webhook_deliveries WHERE created_at >= @from AND created_at < @until LIMIT @max + 1) AS capped',
     )
     .get({ from, until: f.until, max })!.n;
   if (held > max)

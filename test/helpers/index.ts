@@ -2,6 +2,8 @@
  * Test helpers: temporary folders, a real server on 127.0.0.1 with port 0 and a fresh data
  * directory, and a client for its management API. Everything is cleaned up by `t.after`.
  */
+import { createHash } from 'node:crypto';
+import { openPostgresDb } from '../../src/store/postgres/db.ts';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,7 +52,39 @@ export function testConfig(t: TestContext | undefined, over?: DeepPartial<Loaded
     over,
   );
   cfg.publicUrl = publicUrlOf(cfg);
+  if (process.env.SWITCHYARD_TEST_PG_URL && !over?.store) cfg.store = freshPostgresDatabase(t, cfg.data_dir);
   return cfg;
+}
+
+/**
+ * With SWITCHYARD_TEST_PG_URL (set by test/postgres-suites.test.ts), each test's data directory
+ * gets a database of its own on that server, so a suite runs unchanged on PostgreSQL; a server
+ * started again on the same data directory (a restart) finds the same database.
+ */
+export function freshPostgresDatabase(t: TestContext | undefined, dataDir: string, base = process.env.SWITCHYARD_TEST_PG_URL!): string {
+  const name = `t_${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`;
+  const admin = openPostgresDb({ url: base, name: 'test admin' });
+  try {
+    const exists = admin.prepare('SELECT 1 FROM pg_database WHERE datname = ?').get(name);
+    if (!exists) {
+      admin.exec(`CREATE DATABASE ${name}`);
+      t?.after(() => {
+        const a = openPostgresDb({ url: base, name: 'test admin' });
+        try {
+          a.exec(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        } catch {
+          /* the server may be gone already */
+        } finally {
+          a.close();
+        }
+      });
+    }
+  } finally {
+    admin.close();
+  }
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return url.toString();
 }
 
 export interface TestServer extends RunningServer {

@@ -79,7 +79,10 @@ export class Bridge {
       const got = receiveMessageOnPort(this.port);
       if (got) {
         const a = got.message as Answer;
-        if (!a.ok) throw new PgError(a.message, a.code, a.detail);
+        if (!a.ok) {
+          if (process.env.SWITCHYARD_PG_DEBUG) process.stderr.write(`PG ERROR ${a.message}\n  in: ${(req as { text?: string }).text}\n`);
+          throw new PgError(a.message, a.code, a.detail);
+        }
         this.session = a.session;
         return a;
       }

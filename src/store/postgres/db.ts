@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { Bridge, type BridgeOptions } from './bridge.ts';
-import { bind, translate, type Translated } from './dialect.ts';
+import { bind, kindsOf, render, translate, type Translated } from './dialect.ts';
 
 type Db = Database.Database;
 
@@ -32,21 +32,28 @@ export function sqlFor(db: Db, sql: { sqlite: string; postgres: string }): strin
 class PgStatement {
   private plucked = false;
   private readonly t: Translated;
-  private readonly name: string;
+  private readonly variants = new Map<string, { text: string; name: string }>();
   private readonly db: PgDb;
   readonly source: string;
   constructor(db: PgDb, source: string) {
     this.db = db;
     this.source = source;
     this.t = translate(source);
-    this.name = `s${createHash('sha1').update(this.t.text).digest('hex').slice(0, 16)}`;
   }
   pluck(on = true): this {
     this.plucked = on;
     return this;
   }
   private exec(args: unknown[]) {
-    return this.db.run(this.t.text, bind(this.t.slots, args), this.name);
+    const values = bind(this.t.slots, args);
+    const kinds = kindsOf(values);
+    let v = this.variants.get(kinds);
+    if (!v) {
+      const text = render(this.t, kinds);
+      // Named: the connection prepares it once (per connection) and reuses the plan.
+      this.variants.set(kinds, (v = { text, name: `s${createHash('sha1').update(text).digest('hex').slice(0, 16)}` }));
+    }
+    return this.db.run(v.text, values, v.name);
   }
   run(...args: unknown[]): Database.RunResult {
     const r = this.exec(args);

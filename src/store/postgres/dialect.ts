@@ -10,7 +10,11 @@
 export type Slot = { index: number } | { name: string };
 
 export interface Translated {
+  /** The text with `$n` placeholders, untyped. */
   text: string;
+  /** The text cut at each placeholder (parts[i] precedes the i-th placeholder; holes[i] is its number). */
+  parts: string[];
+  holes: number[];
   /** What fills $1, $2…: the n-th positional argument or a named one. */
   slots: Slot[];
   /** The column an INSERT returns as its lastInsertRowid, if any. */
@@ -32,6 +36,7 @@ export function translate(sql: string): Translated {
   const named = new Map<string, number>();
   let positional = 0;
   let out = '';
+  const mark = (n: number) => (out += `\u0000${n}\u0000`);
   for (let i = 0; i < sql.length; ) {
     const c = sql[i];
     if (c === "'" || c === '"') {
@@ -43,7 +48,7 @@ export function translate(sql: string): Translated {
       i = end < 0 ? sql.length : end;
     } else if (c === '?') {
       slots.push({ index: positional++ });
-      out += `$${slots.length}`;
+      mark(slots.length);
       i++;
     } else if ((c === '@' || c === '$' || (c === ':' && sql[i - 1] !== ':' && sql[i + 1] !== ':')) && /[A-Za-z_]/.test(sql[i + 1] ?? '')) {
       const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(sql.slice(i + 1))!;
@@ -52,7 +57,7 @@ export function translate(sql: string): Translated {
         slots.push({ name: m[0] });
         named.set(m[0], (n = slots.length));
       }
-      out += `$${n}`;
+      mark(n);
       i += 1 + m[0].length;
     } else {
       out += c;
@@ -62,6 +67,8 @@ export function translate(sql: string): Translated {
   out = out
     .replace(/\bAS\s+([a-z][a-z0-9_]*[A-Z][A-Za-z0-9_]*)\b/g, 'AS "$1"')
     .replace(/\s+INDEXED\s+BY\s+[A-Za-z_][A-Za-z0-9_]*/gi, '')
+    // SQLite's `a IS NOT (subquery)` compares with NULLs as values.
+    .replace(/\bIS\s+NOT\s+(?=\()/g, 'IS DISTINCT FROM ')
     .replace(/^\s*BEGIN\s+(IMMEDIATE|EXCLUSIVE|DEFERRED)\b/i, 'BEGIN');
   if (/^\s*INSERT\s+OR\s+IGNORE\s+/i.test(out)) {
     out = out.replace(/^\s*INSERT\s+OR\s+IGNORE\s+/i, 'INSERT ');
@@ -73,7 +80,34 @@ export function translate(sql: string): Translated {
     rowid = ROW_NUMBERS[insert[1]];
     out = `${out.replace(/;\s*$/, '')} RETURNING ${rowid} AS "__rowid"`;
   }
-  return { text: out, slots, rowid };
+  const pieces = out.split('\u0000');
+  const parts: string[] = [];
+  const holes: number[] = [];
+  for (let k = 0; k < pieces.length; k++) (k % 2 ? holes.push(Number(pieces[k])) : parts.push(pieces[k]));
+  return { text: render({ parts, holes }, ''), parts, holes, slots, rowid };
+}
+
+/**
+ * PostgreSQL types a parameter by its context, and where the context says nothing
+ * (`COALESCE($1, col)`, `CASE … THEN $1`) it takes text. Numbers and bytes are therefore cast where
+ * they stand: `kinds` has a letter per slot (i integer, f fraction, b bytes, - anything else).
+ */
+export function render(t: { parts: string[]; holes: number[] }, kinds: string): string {
+  let text = t.parts[0];
+  for (let k = 0; k < t.holes.length; k++) {
+    const n = t.holes[k];
+    const cast = CASTS[kinds[n - 1]] ?? '';
+    text += `$${n}${cast}${t.parts[k + 1]}`;
+  }
+  return text;
+}
+
+const CASTS: Record<string, string> = { i: '::bigint', f: '::double precision', b: '::bytea', s: '::text' };
+
+export function kindsOf(values: unknown[]): string {
+  let k = '';
+  for (const v of values) k += typeof v === 'number' ? (Number.isInteger(v) ? 'i' : 'f') : typeof v === 'bigint' ? 'i' : typeof v === 'string' ? 's' : v instanceof Uint8Array ? 'b' : '-';
+  return k;
 }
 
 function closing(sql: string, start: number, quote: string): number {
