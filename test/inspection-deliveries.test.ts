@@ -252,7 +252,7 @@ test('deliveries list --endpoint (online and --offline) and replay --dry-run --e
   const origin = new URL(a.url).origin;
 
   const config = join(tmpDir(t), 'config.yaml');
-  writeFileSync(config, `data_dir: ${s.config.data_dir}\n`);
+  writeFileSync(config, `${s.config.store ? `store: ${s.config.store}\n` : ''}data_dir: ${s.config.data_dir}\n`);
   for (const extra of [[], ['--offline', '--config', config]]) {
     const listed = await s.cliJson(['deliveries', 'list', '--endpoint', `${a.url}/ignored/path`, ...extra]);
     assert.equal(listed.deliveries.length, 4, `${extra.join(' ')}: the endpoint's four, whatever path is given`);

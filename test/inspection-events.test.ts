@@ -103,7 +103,7 @@ test('--offline reads the SQLite file directly, read-only, while the server runs
   const dir = (await import('./helpers/index.ts')).tmpDir(t);
   const { writeFileSync } = await import('node:fs');
   const config = `${dir}/config.yaml`;
-  writeFileSync(config, `data_dir: ${s.config.data_dir}\nserver:\n  port: 9\nwebhooks:\n  max_retries: 0\n`);
+  writeFileSync(config, `${s.config.store ? `store: ${s.config.store}\n` : ''}data_dir: ${s.config.data_dir}\nserver:\n  port: 9\nwebhooks:\n  max_retries: 0\n`);
   const offline = (args: string[]) => runCli([...args, '--config', config, '--offline'], { env: { SWITCHYARD_URL: '', SWITCHYARD_ADMIN_TOKEN: '' } });
 
   const online = await s.cliJson(['deliveries', 'list']);

@@ -69,7 +69,7 @@ test('a delivery whose retries ran out is failed in the API, in tail --json, in 
   assert.equal([...m.keys()].some((k) => k.includes('outcome="fail"')), false, 'no series in the old vocabulary');
 });
 
-test('a store written with the old vocabulary is migrated: fail and a last retry become failed, a paused queue becomes held', async (t) => {
+test('a store written with the old vocabulary is migrated: fail and a last retry become failed, a paused queue becomes held', { skip: process.env.SWITCHYARD_TEST_PG_URL ? 'a SQLite migration (PostgreSQL starts at the current shape)' : false }, async (t) => {
   const dataDir = join(tmpDir(t), 'data');
   // The store as the previous version left it: the webhooks schema at its second step.
   const old = openStore(dataDir, { migrations: allMigrations().map((m) => (m.module === 'webhooks' ? { ...m, steps: m.steps.slice(0, 2) } : m)) });

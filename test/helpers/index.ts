@@ -52,7 +52,7 @@ export function testConfig(t: TestContext | undefined, over?: DeepPartial<Loaded
     over,
   );
   cfg.publicUrl = publicUrlOf(cfg);
-  if (process.env.SWITCHYARD_TEST_PG_URL && !over?.store) cfg.store = freshPostgresDatabase(t, cfg.data_dir);
+  if (process.env.SWITCHYARD_TEST_PG_URL && !over?.store) cfg.store = freshPostgresDatabase(cfg.data_dir);
   return cfg;
 }
 
@@ -61,24 +61,13 @@ export function testConfig(t: TestContext | undefined, over?: DeepPartial<Loaded
  * gets a database of its own on that server, so a suite runs unchanged on PostgreSQL; a server
  * started again on the same data directory (a restart) finds the same database.
  */
-export function freshPostgresDatabase(t: TestContext | undefined, dataDir: string, base = process.env.SWITCHYARD_TEST_PG_URL!): string {
+export function freshPostgresDatabase(dataDir: string, base = process.env.SWITCHYARD_TEST_PG_URL!): string {
   const name = `t_${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`;
   const admin = openPostgresDb({ url: base, name: 'test admin' });
   try {
     const exists = admin.prepare('SELECT 1 FROM pg_database WHERE datname = ?').get(name);
-    if (!exists) {
-      admin.exec(`CREATE DATABASE ${name}`);
-      t?.after(() => {
-        const a = openPostgresDb({ url: base, name: 'test admin' });
-        try {
-          a.exec(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-        } catch {
-          /* the server may be gone already */
-        } finally {
-          a.close();
-        }
-      });
-    }
+    // Left for the throwaway server to take with it (a test's after-hooks may outlive its server's close).
+    if (!exists) admin.exec(`CREATE DATABASE ${name}`);
   } finally {
     admin.close();
   }

@@ -1,0 +1,41 @@
+/**
+ * The store, queue and API suites again, on PostgreSQL: a throwaway server (helpers/postgres.ts)
+ * and SWITCHYARD_TEST_PG_URL, which gives every test configuration a database of its own there
+ * (helpers/index.ts). The same assertions, the other engine. Skipped where PostgreSQL is absent.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { postgresFor } from './helpers/postgres.ts';
+import { ROOT } from './helpers/index.ts';
+
+export const SUITES_ON_POSTGRES = [
+  'test/events.test.ts',
+  'test/fanout.test.ts',
+  'test/handler-runs.test.ts',
+  'test/webhooks.test.ts',
+  'test/webhooks-delivery.test.ts',
+  'test/webhooks-held.test.ts',
+  'test/webhooks-outcomes.test.ts',
+  'test/inspection-deliveries.test.ts',
+  'test/inspection-events.test.ts',
+];
+
+test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const child = spawn(process.execPath, ['--no-node-snapshot', '--test', '--test-concurrency=1', '--test-reporter=spec', ...SUITES_ON_POSTGRES], {
+    cwd: ROOT,
+    env: { ...process.env, SWITCHYARD_TEST_PG_URL: pg.url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const summary = out.split('\n').filter((l) => /^ℹ (tests|pass|fail|skipped)/.test(l));
+  t.diagnostic(`on PostgreSQL ${pg.version}: ${summary.join(', ')}`);
+  const failures = out.slice(out.indexOf('✖ failing tests:') >= 0 ? out.indexOf('✖ failing tests:') : -6000);
+  assert.equal(code, 0, `the suites failed on PostgreSQL:\n${failures.slice(0, 12000)}`);
+  assert.match(summary.join(' '), /ℹ fail 0/);
+});
