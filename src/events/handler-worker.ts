@@ -6,10 +6,10 @@
  * `failed` and replayable. No polling: it runs at wake(), when a run ends, and on one timer armed for
  * the earliest retry or lease expiry.
  */
-import { randomBytes } from 'node:crypto';
 import type { Logger } from '../log/index.ts';
 import { nextAttemptDelay, type RetryConfig } from '../webhooks/policy.ts';
 import type { ClaimedRun, HandlerRuns, RunNext } from './handler-runs.ts';
+import { leaseOwner } from '../store/lease-owner.ts';
 
 /** What running one handler came to. */
 export type RunOutcome =
@@ -39,7 +39,7 @@ const MAX_TIMER = 60 * 60_000;
 export function createHandlerWorker(deps: HandlerWorkerDeps) {
   const { runs, log } = deps;
   const clock = deps.now ?? Date.now;
-  const owner = `${process.pid}.${randomBytes(4).toString('hex')}`;
+  const owner = leaseOwner();
   const running = new Set<Promise<void>>();
   let inflight = 0;
   let timer: NodeJS.Timeout | undefined;

@@ -7,6 +7,7 @@ import { defineModule } from '../server/services.ts';
 import { createEvents, type Events } from './service.ts';
 import { createHandlerQueue, type HandlerQueue } from './handlers.ts';
 import { eventRoutes } from './routes.ts';
+import { bridgeOf } from '../store/postgres/db.ts';
 
 export { validateEventPayload, samplePayload, setPath, newEventId, EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './types.ts';
 export { createEvents, MAX_BATCH_EVENTS, type Events, type StoredEvent, type IngestResult, type BatchResult, type BatchItemResult } from './service.ts';
@@ -56,7 +57,18 @@ export const eventsModule = defineModule({
     // Runs owed from before this start (retries due, leases of a process that died) go out now.
     handlerRuns.wake();
     services.processes?.onDue(() => handlerRuns.wake());
-    return () => handlerRuns.stop(services.config.server.shutdown_timeout);
+    // On PostgreSQL other nodes schedule runs and leave leases to run out: look every second, and when told.
+    const nodes = bridgeOf(services.store.db);
+    let poll: NodeJS.Timeout | undefined;
+    if (nodes) {
+      nodes.listen('switchyard_due', () => handlerRuns.wake());
+      poll = setInterval(() => handlerRuns.wake(), 1_000);
+      poll.unref();
+    }
+    return () => {
+      if (poll) clearInterval(poll);
+      return handlerRuns.stop(services.config.server.shutdown_timeout);
+    };
   },
   routes(app, services) {
     eventRoutes(app, services);

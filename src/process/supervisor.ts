@@ -33,6 +33,7 @@ import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type Parking, type ToServing, type
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
+import { leftoverLeases, processLeases, useNodeId } from '../store/lease-owner.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;
@@ -66,9 +67,10 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
   const queue = createQueue(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
   const runs = createHandlerRuns(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  // No serving process runs yet: every lease left in the store belongs to a process that is gone.
-  const interrupted = queue.recoverInterrupted(Date.now());
-  runs.releaseOwnedBy('');
+  // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
+  useNodeId(config.data_dir);
+  const interrupted = queue.recoverInterrupted(Date.now(), leftoverLeases(store.db));
+  runs.releaseOwnedBy(leftoverLeases(store.db));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
   const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0, loaded: false }));
@@ -200,8 +202,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     // Its leases go back now rather than when they run out: another process sends them.
     let released = 0;
     try {
-      released = queue.recoverInterrupted(Date.now(), `${pid}.`);
-      released += runs.releaseOwnedBy(`${pid}.`);
+      released = queue.recoverInterrupted(Date.now(), processLeases(pid));
+      released += runs.releaseOwnedBy(processLeases(pid));
     } catch (e) {
       log.error('could not give back the leases of a dead serving process; they run out instead', { error: e as Error });
     }

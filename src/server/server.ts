@@ -21,6 +21,7 @@ import { createApp } from '../http/app.ts';
 import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
 import { checkNeeds, checkProvided } from './capabilities.ts';
+import { useNodeId } from '../store/lease-owner.ts';
 
 export interface RunningServer {
   url: string;
@@ -48,6 +49,7 @@ export async function startServer(
   checkNeeds(modules, defaultModules);
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
   const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
+  useNodeId(config.data_dir);
   const adminToken = resolveAdminToken(config, true)!;
   const services: Services = {
     config,

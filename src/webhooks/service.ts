@@ -14,6 +14,8 @@ import { createQueue, originOf, type Attempt, type AttemptRecord, type Claimed, 
 import { createSecrets } from './secrets.ts';
 import { deliveryStats } from './stats.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
+import { leftoverLeases } from '../store/lease-owner.ts';
+import { bridgeOf, engineOf } from '../store/postgres/db.ts';
 
 /** The exact body of one delivery: the event with the subscriber's installationId (common fields first). */
 export function deliveryBody(event: { eventId: string; type: string; [k: string]: unknown }, installationId: string): string {
@@ -89,15 +91,18 @@ export function createWebhooks(deps: WebhooksDeps) {
       timeout_ms: cfg().timeout,
     });
   // Under the supervisor, it recovers leases (at its start, and of each process that dies).
-  const interrupted = link ? 0 : queue.recoverInterrupted(Date.now());
+  const interrupted = link ? 0 : queue.recoverInterrupted(Date.now(), leftoverLeases(db));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
   const attempts = createObservers<[RecordedAttempt]>(log, 'attempt listener failed');
   const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt: attempts.notify, health: deps.health });
   /** Due work was made here that every serving process may take (a resume, a replay). */
+  // On PostgreSQL the other nodes are told too (NOTIFY, sent at COMMIT).
+  const others = engineOf(db) === 'postgres' ? db.prepare("SELECT pg_notify('switchyard_due', '')") : undefined;
   const dueEverywhere = () => {
     worker.wake();
     link?.announceDue();
+    others?.get();
   };
   /** The same, once the caller's transaction has committed (once a turn, however many resumes). */
   const dueEverywhereSoon = oncePerTurn(dueEverywhere);
@@ -279,21 +284,24 @@ export function createWebhooks(deps: WebhooksDeps) {
     /** Overdue work (retries due while the server was down) goes out now, and what other processes make due. */
     start(): void {
       worker.wake();
-      if (!link) return;
-      // Deliveries other processes made due (retries they scheduled, a dead process's leases) are
-      // not in this process's per-origin hints: look them up when told, and every second.
+      const nodes = bridgeOf(db);
+      if (!link && !nodes) return;
+      // Deliveries other processes (or nodes) made due (retries they scheduled, a dead process's
+      // leases) are not in this process's per-origin hints: look them up when told, and every second.
       const due = () => {
         queue.refreshDue();
         worker.wake();
       };
-      link.onDue(due);
-      refresh = setInterval(() => {
+      const dueSafely = () => {
         try {
           due();
         } catch (e) {
           deps.health?.failed(e);
         }
-      }, 1_000);
+      };
+      link?.onDue(due);
+      nodes?.listen('switchyard_due', dueSafely);
+      refresh = setInterval(dueSafely, 1_000);
       refresh.unref();
     },
     /** Stop taking work; attempts in flight get up to `graceMs` (at most the attempt time-out). */

@@ -5,7 +5,6 @@
  * attempt owned by exactly one worker; concurrency is bounded in all and per endpoint origin, so a
  * slow endpoint occupies at most `per_endpoint_concurrency` slots and cannot starve healthy ones.
  */
-import { randomBytes } from 'node:crypto';
 import type { Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { httpRequest } from '../net/index.ts';
@@ -14,6 +13,7 @@ import { LOCK_BUSY } from '../store/patience.ts';
 import { batchPerTurn } from '../lib/batch.ts';
 import type { AttemptRecord, Claimed, NextState, Queue } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
+import { leaseOwner } from '../store/lease-owner.ts';
 
 export type WebhooksConfig = Config['webhooks'];
 
@@ -72,7 +72,7 @@ export function leaseMs(cfg: WebhooksConfig): number {
 export function createWorker(deps: WorkerDeps): Worker {
   const { queue, log } = deps;
   const clock = deps.now ?? Date.now;
-  const owner = `${process.pid}.${randomBytes(4).toString('hex')}`;
+  const owner = leaseOwner();
   const perOrigin = new Map<string, number>();
   const running = new Set<Promise<unknown>>();
   const abort = new AbortController();

@@ -61,8 +61,16 @@ export class Bridge {
         : new Worker(new URL('./bridge-worker.ts', import.meta.url), { workerData, transferList: [port2] });
     this.worker.unref();
     this.worker.on('message', (m: { notification?: Notification; reconnect?: boolean }) => {
-      if (m.notification) for (const fn of this.listeners.get(m.notification.channel) ?? []) fn(m.notification.payload);
-      if (m.reconnect) for (const fn of this.reconnectHandlers) fn();
+      const run = (fn: () => void) => {
+        try {
+          fn();
+        } catch (e) {
+          // A listener's failure is its own (it reports to the store's health); the others still run.
+          process.stderr.write(`store: a PostgreSQL notification listener failed: ${(e as Error)?.stack ?? String(e)}\n`);
+        }
+      };
+      if (m.notification) for (const fn of this.listeners.get(m.notification.channel) ?? []) run(() => fn(m.notification!.payload));
+      if (m.reconnect) for (const fn of this.reconnectHandlers) run(fn);
     });
     this.worker.on('error', () => {
       this.closed = true;
