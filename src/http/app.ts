@@ -56,6 +56,8 @@ export interface HttpServices {
   resolveSession?: SessionResolver;
   /** How far the start-up load of the integrations is, as /healthz shows it (the registry module). */
   readiness?: () => { ready: boolean };
+  /** The other nodes on a PostgreSQL store, and integration versions that differ (registry/peers.ts). */
+  peers?: () => { node: string; count: number; differ: unknown[] };
   /** What a management request waits for while the integrations load (the registry module). */
   awaitIntegrations?: (pathname: string) => Promise<void> | undefined;
   /** Sees every answer, errors included (the metrics module). */
@@ -160,6 +162,7 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
         status: services.closing ? 'shutting_down' : r && !r.ready ? 'starting' : 'serving',
         ...(r ? { integrations: r } : {}),
         ...(services.processes ? { processes: { count: services.processes.count, ready: processesReady } } : {}),
+        ...(services.peers ? { nodes: services.peers() } : {}),
       },
     };
   };

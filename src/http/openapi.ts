@@ -116,6 +116,25 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
             status: { enum: ['starting', 'serving', 'shutting_down'] },
             integrations: ref('Startup'),
             processes: { type: 'object', properties: { count: { type: 'integer' }, ready: { type: 'boolean' } } },
+            nodes: {
+              type: 'object',
+              description: 'on a PostgreSQL store: this node, the live nodes on the store, and integrations whose versions differ between them',
+              properties: {
+                node: { type: 'string' },
+                count: { type: 'integer' },
+                differ: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: {
+                      integration: { type: 'string' },
+                      here: { type: ['string', 'null'] },
+                      others: { type: 'object', additionalProperties: { type: ['string', 'null'] } },
+                    },
+                  },
+                },
+              },
+            },
           },
         },
         Error: {

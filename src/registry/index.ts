@@ -19,6 +19,8 @@ export { BUILTIN_INTEGRATIONS, builtinManifest, readShippedIntegrations, SHIPPED
 export type { GuestScript, LoadedIntegration, IntegrationState, Readiness, Registry, RegistryOptions } from './registry.ts';
 export { createBundleCache, type BundleCache } from './bundle-cache.ts';
 import { readinessView } from './readiness.ts';
+import { watchPeers } from './peers.ts';
+import { useNodeId } from '../store/lease-owner.ts';
 
 export { readinessView };
 export { bundleScript, contentHash, formatBytes, RUNTIME_MODULE, type Bundle, type BundleResult } from './bundle.ts';
@@ -148,7 +150,13 @@ export const registryModule = defineModule({
     services.readiness = () => readinessView(registry.readiness());
     const link = services.processes;
     if (link) void registry.whenReady().then((ready) => ready && link.loaded());
-    return () => registry.close();
+    // On PostgreSQL, other nodes may serve other versions of the same integrations: said in /healthz.
+    const peers = services.store.engine === 'postgres' ? watchPeers(services.store.db, registry, useNodeId(services.config.data_dir), services.log.child({ module: 'registry' })) : undefined;
+    if (peers) services.peers = peers.view;
+    return () => {
+      peers?.stop();
+      registry.close();
+    };
   },
   routes(app: H3, services) {
     const parkedOf = (name: string) => services.processes?.parked().find((p) => p.name === name);

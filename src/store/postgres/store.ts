@@ -78,6 +78,8 @@ export function migratePostgres(db: Db, modules: ModuleMigrations[]): void {
       module TEXT PRIMARY KEY, version INTEGER NOT NULL, applied_at TEXT NOT NULL)`);
     db.exec(storeHealthMigrationPostgres);
     db.exec('CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen BIGINT NOT NULL)');
+    // The nodes on this store and the integration versions each serves (registry/peers.ts).
+    db.exec('CREATE TABLE IF NOT EXISTS store_nodes (node_id TEXT PRIMARY KEY, integrations TEXT NOT NULL, seen_at BIGINT NOT NULL)');
     const get = db.prepare('SELECT version FROM schema_migrations WHERE module = ?');
     const set = db.prepare(
       `INSERT INTO schema_migrations (module, version, applied_at) VALUES (?, ?, ?)
