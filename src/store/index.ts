@@ -84,7 +84,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     }
     if (opts.lock) lock = acquireLock(dataDir);
   }
-  if (opts.url) return openPostgresStore(dataDir, opts.url, opts, lock);
+  if (opts.url) return openPostgresStore(opts.url, { readonly: opts.readonly, migrations: opts.migrations, hooks: (db) => writeTransactionsImmediate(db, opts.log) }, lock);
   let db: Db;
   try {
     if (!opts.readonly) ownerOnly(file);
@@ -147,7 +147,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
  * savepoints as before. Each call also keeps its after-commit and on-rollback hooks
  * (transactions.ts).
  */
-export function writeTransactionsImmediate(db: Db, log?: Logger): void {
+function writeTransactionsImmediate(db: Db, log?: Logger): void {
   installTransactionHooks(db, {
     begin: 'immediate',
     failed: log && ((which, error) => log.error(`a transaction's ${which} hook failed`, { error: error as Error })),
@@ -158,7 +158,7 @@ export function writeTransactionsImmediate(db: Db, log?: Logger): void {
  * mkdir -p, one level at a time from the nearest folder that exists. Node's recursive mkdirSync
  * spins forever on paths it cannot create under /proc (measured: `/proc/1/nope` at 100 % CPU).
  */
-export function makeDirectory(dir: string): void {
+function makeDirectory(dir: string): void {
   const missing: string[] = [];
   let at = resolve(dir);
   while (!existsSync(at)) {

@@ -7,8 +7,12 @@
 import { SwitchyardError } from '../../errors.ts';
 import type { Lock } from '../lock.ts';
 import { createStoreHealth, storeHealthMigrationPostgres } from '../health.ts';
-import { writeTransactionsImmediate, type Db, type ModuleMigrations, type OpenOptions, type Store } from '../index.ts';
+import type Database from 'better-sqlite3';
 import { openPostgresDb } from './db.ts';
+
+// Shapes of store/index.ts's, restated: that file opens this one (an import back would be a circle).
+type Db = Database.Database;
+type Migrations = Array<{ module: string; postgres?: string[] }>;
 
 /** pg_advisory_lock's key for migrations: any constant the nodes share ("swyd" in ASCII). */
 const MIGRATION_LOCK = 0x73777964;
@@ -27,7 +31,11 @@ export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//i.test(url);
 }
 
-export function openPostgresStore(dataDir: string, url: string, opts: OpenOptions, lock: Lock | undefined): Store {
+export function openPostgresStore(
+  url: string,
+  opts: { readonly?: boolean; migrations?: Migrations; hooks: (db: Db) => void },
+  lock: Lock | undefined,
+) {
   const name = displayUrl(url);
   let db: Db;
   try {
@@ -42,7 +50,7 @@ export function openPostgresStore(dataDir: string, url: string, opts: OpenOption
   }
   try {
     if (!opts.readonly) {
-      writeTransactionsImmediate(db, opts.log);
+      opts.hooks(db);
       migratePostgres(db, opts.migrations ?? []);
     } else if (!hasTable(db, 'schema_migrations')) {
       throw new SwitchyardError('not_found', `no Switchyard tables at ${name}`, { hint: 'start the server once with `switchyard serve`' });
@@ -56,7 +64,7 @@ export function openPostgresStore(dataDir: string, url: string, opts: OpenOption
   return {
     db,
     file: name,
-    engine: 'postgres',
+    engine: 'postgres' as const,
     health,
     close() {
       health.close();
@@ -71,7 +79,7 @@ function hasTable(db: Db, table: string): boolean {
 }
 
 /** Each module's PostgreSQL steps past its recorded version, one transaction per module, under the nodes' shared lock. */
-export function migratePostgres(db: Db, modules: ModuleMigrations[]): void {
+export function migratePostgres(db: Db, modules: Migrations): void {
   db.prepare('SELECT pg_advisory_lock(?)').get(MIGRATION_LOCK);
   try {
     db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
