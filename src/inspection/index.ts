@@ -81,7 +81,8 @@ export const inspectionModule = defineModule({
   name: 'inspection',
   provides: ['streams'],
   async start(services) {
-    const hub = createStreamHub({ closing: () => services.closing, poll: (services.processes?.count ?? 1) > 1 });
+    // Other processes' (and, on PostgreSQL, other nodes') work is seen by looking, not by being told.
+    const hub = createStreamHub({ closing: () => services.closing, poll: (services.processes?.count ?? 1) > 1 || services.store.engine === 'postgres' });
     services.streams = hub;
     return () => hub.closeAll();
   },
