@@ -19,6 +19,9 @@ export const SUITES_ON_POSTGRES = [
   'test/webhooks-outcomes.test.ts',
   'test/inspection-deliveries.test.ts',
   'test/inspection-events.test.ts',
+  'test/inspection-live.test.ts',
+  'test/retention.test.ts',
+  'test/oauth.test.ts',
 ];
 
 test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {

@@ -84,7 +84,8 @@ export const retentionModule = defineModule({
       settings: () => services.config.retention,
       log,
       stopping: () => services.closing,
-      checkpoint: () => services.store.db.pragma('wal_checkpoint(PASSIVE)'),
+      // SQLite only: PostgreSQL's own checkpointer and autovacuum do this job.
+      checkpoint: services.store.engine === 'sqlite' ? () => services.store.db.pragma('wal_checkpoint(PASSIVE)') : undefined,
     });
     services.retention = retention;
     // Every serving process knows the schedule (GET /api/v1/retention answers it); the first one runs it.

@@ -54,11 +54,13 @@ export class Bridge {
     const { port1, port2 } = new MessageChannel();
     this.port = port1;
     const workerData = { url: opts.url, flag: shared, port: port2, applicationName: opts.applicationName ?? 'switchyard', readonly: opts.readonly ?? false };
+    // The thread needs none of this process's flags (--input-type, of a script given with -e, stops it loading).
+    const execArgv: string[] = [];
     // The single executable has no file to start a thread from: its build hands the thread's bundle in.
     this.worker =
       typeof SWITCHYARD_PG_WORKER !== 'undefined' && SWITCHYARD_PG_WORKER
-        ? new Worker(SWITCHYARD_PG_WORKER, { eval: true, workerData, transferList: [port2] })
-        : new Worker(new URL('./bridge-worker.ts', import.meta.url), { workerData, transferList: [port2] });
+        ? new Worker(SWITCHYARD_PG_WORKER, { eval: true, workerData, transferList: [port2], execArgv })
+        : new Worker(new URL('./bridge-worker.ts', import.meta.url), { workerData, transferList: [port2], execArgv });
     this.worker.unref();
     this.worker.on('message', (m: { notification?: Notification; reconnect?: boolean }) => {
       const run = (fn: () => void) => {

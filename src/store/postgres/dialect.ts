@@ -67,6 +67,8 @@ export function translate(sql: string): Translated {
   out = out
     .replace(/\bAS\s+([a-z][a-z0-9_]*[A-Z][A-Za-z0-9_]*)\b/g, 'AS "$1"')
     .replace(/\s+INDEXED\s+BY\s+[A-Za-z_][A-Za-z0-9_]*/gi, '')
+    // `+col`: SQLite's way to keep a column off an index; PostgreSQL has no unary plus on text.
+    .replace(/(\b(?:AND|OR|WHERE|ON)\s+)\+(?=[A-Za-z_])/gi, '$1')
     // SQLite's `a IS NOT (subquery)` compares with NULLs as values.
     .replace(/\bIS\s+NOT\s+(?=\()/g, 'IS DISTINCT FROM ')
     .replace(/^\s*BEGIN\s+(IMMEDIATE|EXCLUSIVE|DEFERRED)\b/i, 'BEGIN');

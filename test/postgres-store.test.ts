@@ -1,0 +1,123 @@
+/**
+ * The PostgreSQL store under the modules: SQLite's SQL translated, the synchronous bridge's
+ * transactions (savepoints, hooks, a connection lost mid-transaction), types as SQLite gives them,
+ * migrations under the advisory lock, and a `store:` value that is refused without repeating it.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { bind, translate } from '../src/store/postgres/dialect.ts';
+import { openPostgresDb } from '../src/store/postgres/db.ts';
+import { afterCommit, onRollback, openStore } from '../src/store/index.ts';
+import { allMigrations } from '../src/server/migrations.ts';
+import { postgresFor } from './helpers/postgres.ts';
+import { freshPostgresDatabase, tmpDir } from './helpers/index.ts';
+import { configSchema } from '../src/config/schema.ts';
+import { validate } from '../src/schema/index.ts';
+
+test('translate: numbered parameters (a name keeps its number), quoted aliases, SQLite-only syntax rewritten, literals untouched', () => {
+  const t = translate("SELECT a AS fooBar, b AS plain FROM t INDEXED BY t_i WHERE x = @x AND y = @x AND +d.s = 'a' AND q IS NOT (SELECT 1) AND z = ? AND s = '@no ? :no' AND c::text = :c");
+  assert.equal(t.text, `SELECT a AS "fooBar", b AS plain FROM t WHERE x = $1 AND y = $1 AND d.s = 'a' AND q IS DISTINCT FROM (SELECT 1) AND z = $2 AND s = '@no ? :no' AND c::text = $3`);
+  assert.deepEqual(t.slots, [{ name: 'x' }, { index: 0 }, { name: 'c' }]);
+  assert.equal(translate('INSERT OR IGNORE INTO k (n) VALUES (?)').text, 'INSERT INTO k (n) VALUES ($1) ON CONFLICT DO NOTHING');
+  assert.equal(translate('INSERT INTO events (id) VALUES (?)').rowid, 'seq', 'a row number is returned as lastInsertRowid');
+  assert.equal(translate('INSERT INTO events (id) VALUES (?) RETURNING id').rowid, undefined);
+  assert.deepEqual(bind(t.slots, [7, { x: 'a', c: 'b' }]), ['a', 7, 'b']);
+  assert.throws(() => bind(t.slots, [7, { x: 'a' }]), /Missing named parameter "c"/);
+  assert.throws(() => bind([{ index: 0 }], []), /Too few parameter values/);
+  assert.throws(() => bind([{ index: 0 }], [true]), /can only bind/, 'as better-sqlite3: booleans are refused, not guessed');
+});
+
+test('store: a value that is not a postgres:// URL is refused by its field, and the message never repeats it', () => {
+  for (const bad of ['mysql://u:hunter22@h/db', 'postgres://u:hunter22@/db', 'postgres://u:hunter22@h', 'not a url hunter22']) {
+    const r = validate(configSchema, { store: bad });
+    assert.equal(r.ok, false, bad);
+    const issue = !r.ok ? r.issues.find((i) => i.path.join('.') === 'store') : undefined;
+    assert.ok(issue, `store is named for ${bad}`);
+    assert.doesNotMatch(JSON.stringify(issue), /hunter22/);
+  }
+  const ok = validate(configSchema, { store: 'postgresql://u:p@db.internal:5432/switchyard' });
+  assert.equal(ok.ok, true);
+  const none = validate(configSchema, {});
+  assert.equal(none.ok && none.value.store, '', 'absent: the SQLite file');
+});
+
+test('the bridge on a real server: types as SQLite gives them, savepoints, hooks, and a lost connection fails the transaction instead of autocommitting the rest', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const url = freshPostgresDatabase(tmpDir(t), pg.url);
+  const store = openStore(tmpDir(t), { url, migrations: allMigrations() });
+  t.after(() => store.close());
+  const db = store.db;
+  assert.equal(store.engine, 'postgres');
+  assert.doesNotMatch(store.file, /@/, 'no credentials in what is shown');
+
+  db.exec('CREATE TABLE things (id BIGSERIAL PRIMARY KEY, n BIGINT, f DOUBLE PRECISION, b BYTEA, s TEXT)');
+  const ins = db.prepare('INSERT INTO things (n, f, b, s) VALUES (@n, @f, @b, @s)');
+  assert.deepEqual(ins.run({ n: 2 ** 40, f: 1.5, b: Buffer.from([0, 1, 255]), s: 'x' }), { changes: 1, lastInsertRowid: 0 }, 'a table with no known row number');
+  const event = db.prepare("INSERT INTO events (id, type, payload, received_at) VALUES (?, 'site_view', '{}', 1)");
+  assert.deepEqual(event.run('evt_1'), { changes: 1, lastInsertRowid: 1 });
+  assert.deepEqual(event.run('evt_2'), { changes: 1, lastInsertRowid: 2 }, 'lastInsertRowid is the new seq');
+  const row = db.prepare('SELECT id, n, f, b, s, COUNT(*) OVER () AS total FROM things').get() as Record<string, unknown>;
+  assert.deepEqual(row, { id: 1, n: 2 ** 40, f: 1.5, b: Buffer.from([0, 1, 255]), s: 'x', total: 1 });
+  assert.ok(Buffer.isBuffer(row.b));
+  assert.equal(db.prepare('SELECT COALESCE(?, n) AS v FROM things').pluck().get(null), 2 ** 40, 'a null parameter in COALESCE takes the column type');
+
+  // A nested transaction is a savepoint: its failure undoes only its own writes and runs its rollback hooks.
+  const seen: string[] = [];
+  db.transaction(() => {
+    ins.run({ n: 1, f: 0, b: null, s: 'kept' });
+    afterCommit(db, () => seen.push('committed'));
+    assert.throws(() =>
+      db.transaction(() => {
+        ins.run({ n: 1, f: 0, b: null, s: 'undone' });
+        onRollback(db, () => seen.push('inner rolled back'));
+        throw new Error('inner');
+      })(),
+    );
+    ins.run({ n: 1, f: 0, b: null, s: 'after' });
+  })();
+  assert.deepEqual(seen, ['inner rolled back', 'committed']);
+  assert.deepEqual(db.prepare('SELECT s FROM things ORDER BY id').pluck().all(), ['x', 'kept', 'after']);
+
+  // A statement error inside a transaction rolls the whole of it back, as the caller sees it.
+  assert.throws(() => db.transaction(() => {
+    ins.run({ n: 9, f: 0, b: null, s: 'lost' });
+    db.prepare('SELECT * FROM no_such_table').all();
+  })(), /no_such_table/);
+  assert.equal(db.prepare("SELECT COUNT(*) FROM things WHERE s = 'lost'").pluck().get(), 0);
+
+  // The connection dies mid-transaction: the next statements fail; nothing after the loss commits.
+  const admin = openPostgresDb({ url, name: 'admin' });
+  t.after(() => admin.close());
+  assert.throws(() =>
+    db.transaction(() => {
+      ins.run({ n: 5, f: 0, b: null, s: 'before loss' });
+      const pid = db.prepare('SELECT pg_backend_pid() AS pid').pluck().get();
+      admin.prepare('SELECT pg_terminate_backend(?)').get(pid);
+      ins.run({ n: 5, f: 0, b: null, s: 'after loss' });
+    })(),
+  );
+  assert.equal(db.prepare("SELECT COUNT(*) FROM things WHERE n = 5").pluck().get(), 0, 'neither half of the broken transaction is stored');
+  assert.equal(db.prepare('SELECT COUNT(*) FROM things').pluck().get(), 3, 'the store reconnects for the next statement');
+});
+
+test('migrations: two stores opening one empty database at once migrate it once', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const url = freshPostgresDatabase(tmpDir(t), pg.url);
+  const { spawn } = await import('node:child_process');
+  const script = `import { openStore } from ${JSON.stringify(new URL('../src/store/index.ts', import.meta.url).pathname)};
+import { allMigrations } from ${JSON.stringify(new URL('../src/server/migrations.ts', import.meta.url).pathname)};
+openStore(process.argv[1], { url: process.argv[2], migrations: allMigrations() }).close();`;
+  const run = (dir: string) =>
+    new Promise<number | null>((resolve) => {
+      const c = spawn(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script, dir, url], { stdio: 'inherit' });
+      c.on('close', resolve);
+    });
+  assert.deepEqual(await Promise.all([run(tmpDir(t)), run(tmpDir(t)), run(tmpDir(t))]), [0, 0, 0]);
+  const db = openPostgresDb({ url, name: 'check' });
+  t.after(() => db.close());
+  const versions = db.prepare('SELECT module, version FROM schema_migrations ORDER BY module').all() as Array<{ module: string; version: number }>;
+  assert.deepEqual(versions.map((v) => v.module), ['console', 'events', 'installations', 'oauth', 'runtime', 'webhooks']);
+  assert.ok(versions.every((v) => v.version === 1));
+});
