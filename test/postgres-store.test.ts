@@ -121,3 +121,19 @@ openStore(process.argv[1], { url: process.argv[2], migrations: allMigrations() }
   assert.deepEqual(versions.map((v) => v.module), ['console', 'events', 'installations', 'oauth', 'runtime', 'webhooks']);
   assert.ok(versions.every((v) => v.version === 1));
 });
+
+test('backup and restore refuse a PostgreSQL store and name its tools; no password in what they print', async (t) => {
+  const { runCli } = await import('./helpers/index.ts');
+  const { writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const dir = tmpDir(t);
+  const cfg = join(dir, 'config.yaml');
+  writeFileSync(cfg, `store: postgres://u:hunter22@127.0.0.1:9/none\ndata_dir: ${join(dir, 'data')}\n`);
+  for (const args of [['backup', join(dir, 'b.db')], ['restore', join(dir, 'b.db')]]) {
+    const r = await runCli([...args, '--config', cfg]);
+    assert.notEqual(r.code, 0, args[0]);
+    assert.match(r.stderr, /PostgreSQL/);
+    assert.match(r.stderr, /pg_dump|pg_restore/);
+    assert.doesNotMatch(r.stdout + r.stderr, /hunter22/);
+  }
+});
