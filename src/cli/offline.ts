@@ -1,5 +1,6 @@
 /**
- * `--offline`: the read-only inspection commands read the SQLite file directly, with the same
+ * `--offline`: the read-only inspection commands read the database directly (the SQLite file, or
+ * PostgreSQL read-only when `store:` names it), with the same
  * query code and the same JSON shapes as the management API. The connection is read-only
  * (`query_only`), takes no lock and runs no migration; SQLite's WAL mode lets the server keep
  * writing while we read, so it works whether the server is running, stopped or hung.
@@ -9,6 +10,7 @@ import { createEvents, createHandlerRuns } from '../events/index.ts';
 import { memoryLogger } from '../log/index.ts';
 import { createInvocations } from '../runtime/index.ts';
 import { openStore } from '../store/index.ts';
+import { tableNames } from '../store/postgres/db.ts';
 import { createQueue, endpointParam, parseTimeParam } from '../webhooks/index.ts';
 import { SwitchyardError } from '../errors.ts';
 import type { InspectionSource } from './inspect.ts';
@@ -16,7 +18,7 @@ import type { InspectionSource } from './inspect.ts';
 export function offlineSource(config: LoadedConfig): InspectionSource {
   const store = openStore(config.data_dir, { readonly: true, url: config.store || undefined });
   const db = store.db;
-  const tables = new Set(db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r) => r.name));
+  const tables = tableNames(db);
   for (const t of ['webhook_deliveries', 'events', 'invocations'])
     if (!tables.has(t))
       throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, { hint: 'start this version of the server once with `switchyard serve` (it creates the tables)' });
