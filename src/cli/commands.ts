@@ -21,6 +21,7 @@ export const main = defineCommand({
     retention: () => import('./retention.ts').then((m) => m.default),
     backup: () => import('./backup.ts').then((m) => m.backup),
     restore: () => import('./backup.ts').then((m) => m.restore),
+    store: () => import('./store.ts').then((m) => m.default),
     receive: () => import('./receive.ts').then((m) => m.default),
     sign: () => import('./sign.ts').then((m) => m.sign),
     verify: () => import('./sign.ts').then((m) => m.verify),

@@ -1,0 +1,198 @@
+/**
+ * `switchyard store copy --to postgres://…` end to end: a real server writes history on SQLite
+ * (installations, deliveries with retried attempts, events, handler runs, invocations), the CLI
+ * copies it into a real PostgreSQL (test/helpers/postgres.ts), every row arrives as it was, and a
+ * server started on the copy carries on where the SQLite one stopped.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { samplePayload } from '../src/events/index.ts';
+import { allMigrations } from '../src/server/migrations.ts';
+import { openStore } from '../src/store/index.ts';
+import { openPostgresDb } from '../src/store/postgres/db.ts';
+import { runCli, tmpDir, waitFor } from './helpers/index.ts';
+import { postgresFor, type PgServer } from './helpers/postgres.ts';
+import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
+
+/** These tests are about the copy: room for a first isolate on a busy machine, retries that come quickly. */
+const settings = { sandbox: { cpu_time: 5_000, startup_time: 15_000, wall_time: 60_000 }, webhooks: { base_delay: 20, jitter: 0.1 } } as const;
+
+/** A new empty database on `pg`, its URL given a password (trust authentication ignores it; no message may show it). */
+function emptyDatabase(pg: PgServer, name: string): string {
+  const admin = openPostgresDb({ url: pg.url, name: 'admin' });
+  try {
+    admin.exec(`CREATE DATABASE ${name}`);
+  } finally {
+    admin.close();
+  }
+  const url = new URL(pg.url);
+  url.password = 's3cret';
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+function configFile(dir: string, dataDir: string): string {
+  const file = join(dir, `config-${readdirSync(dir).length}.yaml`);
+  writeFileSync(file, `data_dir: ${dataDir}\n`);
+  return file;
+}
+
+type Row = Record<string, unknown>;
+/** Rows in an order that does not depend on the engine. */
+const sorted = (rows: Row[]) => rows.map((r) => ({ ...r })).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+
+test('store copy: every table and row of a SQLite data directory into PostgreSQL, verified by counts; the copy serves and continues its sequences; a second copy is refused', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+
+  // History written through the API on SQLite.
+  const s = await deliveryServer(t, settings);
+  const receiver = await scriptedReceiver(t, (n) => (n <= 3 ? 500 : 200));
+  const hook = await s.subscribe(receiver.url, ['site_view', 'space_content_updated']);
+  await s.subscribe(receiver.url, ['page_feedback']);
+  const hello = await s.api('POST', '/api/v1/installations', { integration: 'hello-components', configuration: { greeting: 'Howdy' } });
+  assert.equal(hello.status, 201, JSON.stringify(hello.body));
+  for (let i = 0; i < 3; i++) assert.equal((await fetch(hello.body.installation.urls.publicEndpoint, { method: 'POST', body: `call ${i}` })).status, 200);
+  const deliveryIds: string[] = [];
+  for (const type of ['site_view', 'site_view', 'page_feedback', 'space_content_updated', 'site_view']) {
+    const sent = await s.send(samplePayload(type));
+    assert.equal(sent.status, 202, JSON.stringify(sent.body));
+    deliveryIds.push(...sent.body.deliveries.map((d: { id: string }) => d.id));
+  }
+  for (const id of deliveryIds) assert.equal((await s.settled(id)).status, 'delivered');
+  await s.close();
+
+  const dataDir = s.config.data_dir;
+  const sqliteFile = join(dataDir, 'switchyard.db');
+  const dir = tmpDir(t);
+  const cfg = configFile(dir, dataDir);
+  const url = emptyDatabase(pg, 'moved');
+  // The oldest invocation purged (as retention does): rowids start past 1, so a copy that numbered
+  // them afresh would not compare equal below.
+  const purge = new Database(sqliteFile);
+  assert.equal(purge.prepare('DELETE FROM invocations WHERE rowid = (SELECT MIN(rowid) FROM invocations)').run().changes, 1);
+  purge.close();
+  const before = createHash('sha256').update(readFileSync(sqliteFile)).digest('hex');
+
+  const copied = await runCli(['store', 'copy', '--to', url, '--config', cfg, '--json'], { timeoutMs: 60_000 });
+  assert.equal(copied.code, 0, copied.stderr);
+  assert.doesNotMatch(copied.stdout + copied.stderr, /s3cret/);
+  const report = JSON.parse(copied.stdout) as { tables: Array<{ name: string; source: number; copied: number }>; ms: number };
+  assert.equal(typeof report.ms, 'number');
+  const count = Object.fromEntries(report.tables.map((x) => [x.name, x.copied]));
+  for (const x of report.tables) assert.equal(x.copied, x.source, x.name);
+  assert.deepEqual(
+    report.tables.map((x) => x.name).sort(),
+    ['console_revocations', 'event_handler_runs', 'events', 'installations', 'invocations', 'oauth_refresh_claims', 'oauth_states', 'signing_keys', 'webhook_attempts', 'webhook_deliveries', 'webhook_endpoints', 'webhook_secrets'],
+    'every module table, none of the bookkeeping',
+  );
+  const names = report.tables.map((x) => x.name);
+  assert.ok(names.indexOf('webhook_deliveries') < names.indexOf('webhook_attempts'), 'a delivery before its attempts (foreign key)');
+  assert.equal(count.installations, 3);
+  assert.equal(count.events, 5);
+  assert.equal(count.webhook_deliveries, deliveryIds.length);
+  assert.equal(count.webhook_attempts, deliveryIds.length + 3, 'the three 500s were retried');
+  assert.ok(count.invocations >= 2, `${count.invocations} invocations`);
+  assert.ok(count.event_handler_runs >= 1, 'hello-components handled space_content_updated');
+  assert.ok(count.signing_keys >= 1 && count.webhook_secrets >= 2);
+  assert.equal(createHash('sha256').update(readFileSync(sqliteFile)).digest('hex'), before, 'the SQLite file is not written');
+
+  // Every row, field by field (bytes, doubles, NULLs, rowids), on both sides.
+  const lite = new Database(sqliteFile, { readonly: true });
+  t.after(() => lite.close());
+  const target = openPostgresDb({ url, name: 'moved' });
+  t.after(() => target.close());
+  for (const table of names) {
+    const fromSqlite = lite.prepare(`SELECT ${table === 'invocations' ? 'rowid, ' : ''}* FROM ${table}`).all() as Row[];
+    const fromPg = target.prepare(`SELECT * FROM ${table}`).all() as Row[];
+    assert.deepEqual(sorted(fromPg), sorted(fromSqlite), table);
+  }
+  // The same, spelt out for a retried delivery, the signing key's bytes and an installation's configuration.
+  const retried = lite.prepare('SELECT * FROM webhook_deliveries WHERE attempts > 1 ORDER BY seq LIMIT 1').get() as Row;
+  assert.deepEqual(target.prepare('SELECT * FROM webhook_deliveries WHERE id = ?').get(retried.id), retried);
+  const attempts = lite.prepare('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY id').all(retried.seq) as Row[];
+  assert.ok(attempts.length > 1);
+  assert.deepEqual(target.prepare('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY id').all(retried.seq), attempts);
+  for (const key of lite.prepare('SELECT name, key FROM signing_keys').all() as Array<{ name: string; key: Buffer }>) {
+    const got = target.prepare('SELECT key FROM signing_keys WHERE name = ?').pluck().get(key.name) as Buffer;
+    assert.ok(Buffer.isBuffer(got) && got.equals(key.key), `signing key ${key.name}`);
+  }
+  const installation = target.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(hook.installationId) as string;
+  assert.deepEqual(JSON.parse(installation), JSON.parse(lite.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(hook.installationId) as string));
+
+  // A server on the copy: the installations deliver, and every sequence continues past the copied rows.
+  const max = (table: string, column: string) => Number(target.prepare(`SELECT MAX(${column}) FROM ${table}`).pluck().get());
+  const last = { events: max('events', 'seq'), deliveries: max('webhook_deliveries', 'seq'), attempts: max('webhook_attempts', 'id'), invocations: max('invocations', 'rowid') };
+  const p = await deliveryServer(t, { ...settings, store: url });
+  const more = await p.send(samplePayload('site_view'));
+  assert.equal(more.status, 202, JSON.stringify(more.body));
+  assert.equal(more.body.deliveries.length, 1);
+  const delivered = await p.settled(more.body.deliveries[0].id);
+  assert.equal(delivered.status, 'delivered');
+  assert.equal((await fetch(hello.body.installation.urls.publicEndpoint.replace(s.url, p.url), { method: 'POST', body: 'after' })).status, 200);
+  assert.ok(Number(target.prepare('SELECT seq FROM events WHERE id = ?').pluck().get(more.body.eventId)) > last.events);
+  assert.ok(Number(target.prepare('SELECT seq FROM webhook_deliveries WHERE id = ?').pluck().get(delivered.id)) > last.deliveries);
+  assert.ok(max('webhook_attempts', 'id') > last.attempts);
+  await waitFor(() => max('invocations', 'rowid') > last.invocations);
+  await p.close();
+
+  // Into a database that holds data: refused, naming what it holds, never showing the password.
+  const again = await runCli(['store', 'copy', '--to', url, '--config', cfg]);
+  assert.equal(again.code, 1, again.stderr);
+  assert.match(again.stderr, /postgres:\/\/127\.0\.0\.1:\d+\/moved already holds Switchyard data: installations \(3 rows\)/);
+  assert.match(again.stderr, /events \(6 rows\)/);
+  assert.match(again.stderr, /hint: copy into an empty database/);
+  assert.doesNotMatch(again.stdout + again.stderr, /s3cret/);
+});
+
+test('store copy: a row PostgreSQL cannot hold stops the copy with the row named and the target left empty; no database, a non-postgres URL and no URL are refused', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const dir = tmpDir(t);
+  const dataDir = join(dir, 'data');
+  const store = openStore(dataDir, { migrations: allMigrations() });
+  const insert = store.db.prepare('INSERT INTO events (id, type, payload, received_at) VALUES (?, ?, ?, ?)');
+  insert.run('evt_fine', 'site_view', '{}', Date.now());
+  insert.run('evt_nul', 'site_view', '{"a":"x\u0000y"}', Date.now());
+  store.close();
+  const cfg = configFile(dir, dataDir);
+  const url = emptyDatabase(pg, 'atomic');
+
+  const failed = await runCli(['store', 'copy', '--to', url, '--config', cfg]);
+  assert.equal(failed.code, 2, failed.stderr);
+  assert.match(failed.stderr, /events \(id evt_nul\), column payload: the text holds a NUL character/);
+  assert.match(failed.stderr, /nothing was copied/);
+  const target = openPostgresDb({ url, name: 'atomic' });
+  t.after(() => target.close());
+  assert.equal(Number(target.prepare('SELECT count(*) FROM events').pluck().get()), 0, 'the transaction rolled back');
+  assert.equal(Number(target.prepare('SELECT count(*) FROM signing_keys').pluck().get()), 0);
+
+  // Mended, the same database takes the copy: the failed one left nothing behind.
+  const mend = new Database(join(dataDir, 'switchyard.db'));
+  mend.prepare("DELETE FROM events WHERE id = 'evt_nul'").run();
+  mend.close();
+  const ok = await runCli(['store', 'copy', '--to', url, '--config', cfg]);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /^events\s+1\s+1$/m);
+  assert.match(ok.stdout, /copied 1 rows from .* into postgres:\/\/127\.0\.0\.1:\d+\/atomic in \d+ ms .*every table's count matches/);
+  assert.match(ok.stdout, /stop the server before the copy you switch over with/);
+
+  // No SQLite database in the configuration's data_dir.
+  const empty = join(dir, 'nothing-here');
+  const missing = await runCli(['store', 'copy', '--to', url, '--config', configFile(dir, empty)]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /no SQLite database at .*nothing-here\/switchyard\.db/);
+
+  // Not PostgreSQL, or no URL at all: refused before anything is opened, the value not repeated.
+  const mysql = await runCli(['store', 'copy', '--to', 'mysql://root:hunter22@127.0.0.1/db', '--config', cfg]);
+  assert.equal(mysql.code, 2);
+  assert.match(mysql.stderr, /--to must be a postgres:\/\/ URL/);
+  assert.doesNotMatch(mysql.stderr, /hunter22/);
+  const none = await runCli(['store', 'copy', '--config', cfg], { env: { DATABASE_URL: '' } });
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /say which PostgreSQL database to copy into/);
+});
