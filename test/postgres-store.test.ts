@@ -25,6 +25,7 @@ test('translate: numbered parameters (a name keeps its number), quoted aliases, 
   assert.throws(() => bind(t.slots, [7, { x: 'a' }]), /Missing named parameter "c"/);
   assert.throws(() => bind([{ index: 0 }], []), /Too few parameter values/);
   assert.throws(() => bind([{ index: 0 }], [true]), /can only bind/, 'as better-sqlite3: booleans are refused, not guessed');
+  assert.deepEqual(bind([{ index: 0 }], ['a\u0000b']), ['a\uFFFDb'], 'a NUL, which PostgreSQL text cannot hold, is replaced rather than failing the write');
 });
 
 test('store: a value that is not a postgres:// URL is refused by its field, and the message never repeats it', () => {

@@ -153,6 +153,9 @@ export function bind(slots: Slot[], args: unknown[]): unknown[] {
 
 function value(v: unknown): unknown {
   if (v === undefined) return null;
+  // PostgreSQL's text cannot hold NUL (SQLite's can): a receiver's reply with one must not make
+  // its attempt unrecordable, so the character becomes U+FFFD, as an invalid byte does in a decoder.
+  if (typeof v === 'string' && v.includes('\u0000')) return v.replaceAll('\u0000', '\uFFFD');
   if (typeof v === 'boolean') throw new TypeError('SQLite3 can only bind numbers, strings, bigints, buffers, and null');
   return v;
 }
