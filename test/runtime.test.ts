@@ -301,7 +301,7 @@ test("a public-endpoint answer does not wait for its invocation's record, which 
     assert.equal(seen?.status, 200, `invocation ${i} is readable right after its answer`);
   }
   await s.close();
-  const db = openStore(s.config.data_dir, { migrations: allMigrations() }).db;
+  const db = openStore(s.config.data_dir, { url: s.config.store || undefined, migrations: allMigrations() }).db;
   t.after(() => db.close());
   assert.equal((db.prepare("SELECT COUNT(*) AS n FROM invocations WHERE event_type = 'fetch'").get() as { n: number }).n, 5, 'all recorded by shutdown');
 });
