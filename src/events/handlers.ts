@@ -52,9 +52,12 @@ export function createHandlerQueue(deps: {
   now?: () => number;
   random?: () => number;
   onRecorded?: (c: ClaimedRun, next: RunNext | 'dropped') => void;
+  /** Leases left by the last stop to take back at once (a server alone; under the supervisor it does this). */
+  leftovers?: string;
 }): HandlerQueue {
   const now = deps.now ?? Date.now;
   const runs = createHandlerRuns(deps.db, { maxAttempts: () => deps.config().max_retries + 1 });
+  if (deps.leftovers !== undefined) runs.releaseOwnedBy(deps.leftovers);
   const worker = createHandlerWorker({
     runs,
     config: deps.config,

@@ -8,6 +8,7 @@ import { createEvents, type Events } from './service.ts';
 import { createHandlerQueue, type HandlerQueue } from './handlers.ts';
 import { eventRoutes } from './routes.ts';
 import { bridgeOf } from '../store/postgres/db.ts';
+import { leftoverLeases } from '../store/lease-owner.ts';
 
 export { validateEventPayload, samplePayload, setPath, newEventId, EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './types.ts';
 export { createEvents, MAX_BATCH_EVENTS, type Events, type StoredEvent, type IngestResult, type BatchResult, type BatchItemResult } from './service.ts';
@@ -37,6 +38,7 @@ export const eventsModule = defineModule({
       db: services.store.db,
       log,
       handlers: () => services.eventHandlers,
+      leftovers: services.processes ? undefined : leftoverLeases(services.store.db),
       event: (id) => events.get(id)?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
       config: () => {
         const { webhooks, sandbox } = services.config;
