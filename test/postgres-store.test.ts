@@ -138,3 +138,22 @@ test('backup and restore refuse a PostgreSQL store and name its tools; no passwo
     assert.doesNotMatch(r.stdout + r.stderr, /hunter22/);
   }
 });
+
+test('a store-wide job (retention) runs on one node at a time: the second node is refused until the first releases', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const { tryStoreWideLock } = await import('../src/store/postgres/db.ts');
+  const url = freshPostgresDatabase(tmpDir(t), pg.url);
+  const [a, b] = [openPostgresDb({ url, name: 'a' }), openPostgresDb({ url, name: 'b' })];
+  t.after(() => (a.close(), b.close()));
+  const releaseA = tryStoreWideLock(a, 42);
+  assert.ok(releaseA, 'the first node takes it');
+  assert.equal(tryStoreWideLock(b, 42), undefined, 'the second is refused, without waiting');
+  releaseA!();
+  const releaseB = tryStoreWideLock(b, 42);
+  assert.ok(releaseB, 'free again once released');
+  releaseB!();
+  const sqlite = openStore(tmpDir(t), { migrations: allMigrations() });
+  t.after(() => sqlite.close());
+  assert.ok(tryStoreWideLock(sqlite.db, 42) && tryStoreWideLock(sqlite.db, 42), 'SQLite: one node owns the file, always this one');
+});

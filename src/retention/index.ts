@@ -10,6 +10,10 @@ import { CRON_HINT } from '../config/index.ts';
 import { requireAdmin } from '../http/app.ts';
 import { defineModule, type Services, type ServicesWith } from '../server/services.ts';
 import { createRetention, type Purger, type Retention } from './retention.ts';
+import { tryStoreWideLock } from '../store/postgres/db.ts';
+
+/** The advisory lock of the scheduled retention run on a PostgreSQL store (any constant the nodes share). */
+const RETENTION_LOCK = 0x72657465;
 
 declare module '../server/services.ts' {
   interface Capabilities {
@@ -89,9 +93,20 @@ export const retentionModule = defineModule({
     });
     services.retention = retention;
     // Every serving process knows the schedule (GET /api/v1/retention answers it); the first one runs it.
+    // On PostgreSQL the first process of every node gets here: one of them runs it, the others skip.
     const job = schedule(services.config.retention.schedule, () => {
       if (services.processes?.index) return;
-      retention.run().catch((e: Error) => log.error('retention run failed', { error: e }));
+      let release: (() => void) | undefined;
+      try {
+        release = tryStoreWideLock(services.store.db, RETENTION_LOCK);
+      } catch (e) {
+        return log.error('retention run failed', { error: e as Error });
+      }
+      if (!release) return log.debug('retention: another node is running it');
+      retention
+        .run()
+        .catch((e: Error) => log.error('retention run failed', { error: e }))
+        .finally(release);
     });
     services.retentionCron = job;
     return () => job.stop();
