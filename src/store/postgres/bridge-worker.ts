@@ -25,7 +25,8 @@ const port = data.port;
 export type Request =
   // `session`: inside a transaction, the connection it began on; a request for a lost one fails
   // rather than autocommit on a new connection.
-  | { op: 'query'; text: string; params?: unknown[]; name?: string; simple?: boolean; session?: number }
+  // A named statement's text is sent once; later requests name it only (less to copy each time).
+  | { op: 'query'; text?: string; params?: unknown[]; name?: string; simple?: boolean; session?: number }
   | { op: 'listen'; channel: string }
   | { op: 'close' };
 
@@ -34,6 +35,7 @@ export type Answer =
   | { ok: false; message: string; code?: string; detail?: string; where?: string };
 
 let client: pg.Client | undefined;
+const texts = new Map<string, string>();
 let session = 0;
 let listener: pg.Client | undefined;
 const channels = new Set<string>();
@@ -106,10 +108,16 @@ async function handle(req: Request): Promise<Answer> {
       return { ok: false, message: 'the connection to PostgreSQL was lost during this transaction', code: '08006' };
     const c = await connection();
     if (req.simple) {
-      await c.query(req.text);
+      await c.query(req.text!);
       return { ok: true, rows: [], rowCount: 0, session };
     }
-    const r = await c.query({ text: req.text, values: params(req.params), ...(req.name ? { name: req.name } : {}) });
+    let text = req.text;
+    if (req.name) {
+      if (text === undefined) text = texts.get(req.name);
+      else texts.set(req.name, text);
+    }
+    if (text === undefined) return { ok: false, message: `statement ${req.name} was never sent`, code: 'XX000' };
+    const r = await c.query({ text, values: params(req.params), ...(req.name ? { name: req.name } : {}) });
     return { ok: true, rows: r.rows, rowCount: r.rowCount ?? 0, session };
   } catch (e) {
     const err = e as { message?: string; code?: string; detail?: string; where?: string };

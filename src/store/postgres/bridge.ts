@@ -105,8 +105,13 @@ export class Bridge {
     }
   }
 
+  private sent = new Set<string>();
+
   query(text: string, params?: unknown[], name?: string, session?: number): { rows: Record<string, unknown>[]; rowCount: number } {
-    return this.call({ op: 'query', text, params, name, session });
+    if (name && this.sent.has(name)) return this.call({ op: 'query', params, name, session });
+    const answer = this.call({ op: 'query', text, params, name, session });
+    if (name) this.sent.add(name);
+    return answer;
   }
 
   /** Several statements in one text, no parameters (migrations). */
