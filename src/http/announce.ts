@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { ADMIN_TOKEN_FILE } from './auth.ts';
+import { displayUrl } from '../store/postgres/store.ts';
 
 export interface Serving {
   /** The public URL, with the port the server got. */
@@ -34,12 +35,15 @@ export function announceServing(log: Logger, config: LoadedConfig, s: Serving): 
     // Not named like a secret: the log redacts those, and this says where the token is, not what.
     admin_credential: credential,
     data_dir: config.data_dir,
+    // Where the state is: the SQLite file under data_dir, or the PostgreSQL database (no credentials).
+    store: config.store ? displayUrl(config.store) : 'sqlite',
     config: config.source ?? '(embedded defaults)',
   };
   const token = config.admin_token ? 'the admin_token of config.yaml' : `the admin token in ${credential}`;
   const text =
     `Switchyard serving ${s.url}${s.processes ? ` (${s.processes} processes)` : ''}. ` +
-    `Console: ${s.console} (log in with ${token}). Config: ${fields.config}`;
+    `Console: ${s.console} (log in with ${token}). Config: ${fields.config}` +
+    (config.store ? `. Store: ${fields.store}` : '');
   if (log.notice) log.notice(text, 'switchyard serving', fields);
   else log.info('switchyard serving', fields);
 }
