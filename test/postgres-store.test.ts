@@ -10,7 +10,7 @@ import { openPostgresDb } from '../src/store/postgres/db.ts';
 import { afterCommit, onRollback, openStore } from '../src/store/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { postgresFor } from './helpers/postgres.ts';
-import { freshPostgresDatabase, tmpDir } from './helpers/index.ts';
+import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 import { configSchema } from '../src/config/schema.ts';
 import { validate } from '../src/schema/index.ts';
 
@@ -156,4 +156,62 @@ test('a store-wide job (retention) runs on one node at a time: the second node i
   const sqlite = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => sqlite.close());
   assert.ok(tryStoreWideLock(sqlite.db, 42) && tryStoreWideLock(sqlite.db, 42), 'SQLite: one node owns the file, always this one');
+});
+
+test('a server gone silent: the statement fails after the timeout, and the next one works on a new connection (the store is never left closed)', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  // A proxy that can stop forwarding without closing anything: a network that drops packets. In a
+  // process of its own, since this one's thread waits inside each statement.
+  const { spawn } = await import('node:child_process');
+  const proxy = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const net = require('node:net'); let frozen = false; const pairs = [];
+       process.on('SIGUSR1', () => { frozen = true; });
+       process.on('SIGUSR2', () => { frozen = false; for (const [a, b] of pairs.splice(0)) { a.destroy(); b.destroy(); } process.stdout.write('thawed\\n'); });
+       const s = net.createServer((c) => { const u = net.connect(${pg.port}, '127.0.0.1'); pairs.push([c, u]);
+         c.on('data', (d) => !frozen && u.write(d)); u.on('data', (d) => !frozen && c.write(d));
+         c.on('error', () => u.destroy()); u.on('error', () => c.destroy()); });
+       s.listen(0, '127.0.0.1', () => process.stdout.write(s.address().port + '\\n'));`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  t.after(() => proxy.kill());
+  const lines: string[] = [];
+  let buffered = '';
+  proxy.stdout.on('data', (d) => {
+    buffered += d;
+    const parts = buffered.split('\n');
+    buffered = parts.pop()!;
+    lines.push(...parts);
+  });
+  const port = await waitFor(() => lines[0], 10_000);
+  const url = new URL(pg.url);
+  url.port = port;
+  const db = openPostgresDb({ url: url.toString(), name: 'silent', timeoutMs: 3_000 });
+  t.after(() => db.close());
+  assert.equal(db.prepare('SELECT 1 AS x').pluck().get(), 1);
+  proxy.kill('SIGUSR1');
+  await new Promise((r) => setTimeout(r, 200));
+  const started = Date.now();
+  assert.throws(() => db.prepare('SELECT 2 AS x').pluck().get(), (e: Error & { code?: string }) => e.code === '08006' && /did not answer/.test(e.message));
+  const waited = Date.now() - started;
+  assert.ok(waited >= 1_000 && waited < 6_000, `failed after the timeout, not before or long after (${waited} ms)`);
+  proxy.kill('SIGUSR2'); // forwarding again; the old connections are gone for good
+  await waitFor(() => lines.includes('thawed'), 10_000);
+  assert.equal(db.prepare('SELECT 3 AS x').pluck().get(), 3, 'the next statement reconnects');
+});
+
+test('a process that opened a PostgreSQL store and forgot to close it still ends (the connection thread does not hold it)', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const { spawnSync } = await import('node:child_process');
+  const script = `import { openPostgresDb } from ${JSON.stringify(new URL('../src/store/postgres/db.ts', import.meta.url).pathname)};
+const db = openPostgresDb({ url: process.argv[1], name: 'x' });
+console.log(db.prepare('SELECT 41 + 1 AS n').pluck().get());`;
+  const r = spawnSync(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script, pg.url], { encoding: 'utf8', timeout: 15_000 });
+  assert.equal(r.stdout.trim(), '42');
+  assert.equal(r.status, 0, `ended by itself (signal ${r.signal}): ${r.stderr}`);
 });

@@ -20,8 +20,10 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
   const db = store.db;
   const tables = tableNames(db);
   for (const t of ['webhook_deliveries', 'events', 'invocations'])
-    if (!tables.has(t))
+    if (!tables.has(t)) {
+      store.close(); // a PostgreSQL store's connection thread would keep the command from ending
       throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, { hint: 'start this version of the server once with `switchyard serve` (it creates the tables)' });
+    }
   const queue = createQueue(db, { maxAttempts: () => config.webhooks.max_retries + 1 });
   const events = createEvents({ db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
   const invocations = createInvocations(db);

@@ -17,6 +17,8 @@ interface Data {
   port: MessagePort;
   applicationName: string;
   readonly: boolean;
+  queryTimeoutMs: number;
+  connectTimeoutMs: number;
 }
 const data = workerData as Data;
 const flag = new Int32Array(data.flag);
@@ -42,13 +44,13 @@ const channels = new Set<string>();
 
 async function connection(): Promise<pg.Client> {
   if (client) return client;
-  const c = new pg.Client({ connectionString: data.url, application_name: data.applicationName });
+  const c = new pg.Client(clientOptions(data.applicationName));
   // A broken connection is dropped; the next request opens a new one (the store's health says so meanwhile).
   c.on('error', () => {
     if (client === c) client = undefined;
   });
   await c.connect();
-  await c.query(`SET statement_timeout = '30s'${data.readonly ? '; SET default_transaction_read_only = on' : ''}`);
+  await c.query(`SET statement_timeout = ${Math.max(500, data.queryTimeoutMs - 1_000)}${data.readonly ? '; SET default_transaction_read_only = on' : ''}`);
   client = c;
   session++;
   return c;
@@ -57,7 +59,7 @@ async function connection(): Promise<pg.Client> {
 async function listen(channel: string): Promise<void> {
   channels.add(channel);
   if (!listener) {
-    const c = new pg.Client({ connectionString: data.url, application_name: `${data.applicationName} (listen)` });
+    const c = new pg.Client(clientOptions(`${data.applicationName} (listen)`));
     c.on('notification', (n) => parentPort!.postMessage({ notification: { channel: n.channel, payload: n.payload ?? '' } }));
     c.on('error', () => {
       if (listener !== c) return;
@@ -71,6 +73,27 @@ async function listen(channel: string): Promise<void> {
   }
   await listener.query(`LISTEN ${quoteIdent(channel)}`);
 }
+
+/**
+ * Both connections: a connect that hangs fails, a query the server never answers fails (the store's
+ * thread waits a little longer), and TCP keepalive finds a peer that vanished without a word.
+ */
+function clientOptions(applicationName: string): pg.ClientConfig {
+  return {
+    connectionString: data.url,
+    application_name: applicationName,
+    connectionTimeoutMillis: data.connectTimeoutMs,
+    query_timeout: data.queryTimeoutMs,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+  };
+}
+
+// A half-open listening connection raises no error by itself: a query every 30 s finds it out.
+setInterval(() => {
+  const c = listener;
+  if (c) c.query('SELECT 1').catch(() => c.emit('error', new Error('the listening connection stopped answering')));
+}, 30_000).unref();
 
 async function reconnectListener(): Promise<void> {
   const wanted = [...channels];
@@ -121,6 +144,14 @@ async function handle(req: Request): Promise<Answer> {
     return { ok: true, rows: r.rows, rowCount: r.rowCount ?? 0, session };
   } catch (e) {
     const err = e as { message?: string; code?: string; detail?: string; where?: string };
+    // No answer in time (pg's query_timeout, which carries no SQLSTATE): the connection's state is
+    // unknown (a reply may still come), so it is dropped and the next request opens another.
+    if (!err.code && /timeout/i.test(err.message ?? '') && client) {
+      const c = client;
+      client = undefined;
+      c.end().catch(() => {});
+      return { ok: false, message: `PostgreSQL did not answer in time (${err.message})`, code: '08006' };
+    }
     return { ok: false, message: err.message ?? String(e), code: err.code, detail: err.detail, where: err.where };
   }
 }
