@@ -215,3 +215,25 @@ console.log(db.prepare('SELECT 41 + 1 AS n').pluck().get());`;
   assert.equal(r.stdout.trim(), '42');
   assert.equal(r.status, 0, `ended by itself (signal ${r.signal}): ${r.stderr}`);
 });
+
+test('two live nodes may not share a node id (a copied data_dir): the second is refused, naming the file; free again once the first stops', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const { claimNodeId, useNodeId } = await import('../src/store/lease-owner.ts');
+  const { copyFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const url = freshPostgresDatabase(tmpDir(t), pg.url);
+  const [dirA, dirB] = [tmpDir(t), tmpDir(t)];
+  const a = openStore(dirA, { url, migrations: allMigrations() });
+  const b = openStore(dirB, { url, migrations: allMigrations() });
+  t.after(() => (a.close(), b.close()));
+  const id = useNodeId(dirA);
+  copyFileSync(join(dirA, 'node-id'), join(dirB, 'node-id'));
+  claimNodeId(a.db, dirA);
+  assert.throws(
+    () => claimNodeId(b.db, dirB),
+    (e: Error & { code?: string; hint?: string }) => e.code === 'conflict' && e.message.includes(id) && e.message.includes(join(dirB, 'node-id')) && /delete/.test(String(e.hint)),
+  );
+  a.close();
+  claimNodeId(b.db, dirB);
+});

@@ -33,7 +33,7 @@ import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type Parking, type ToServing, type
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
-import { leftoverLeases, processLeases, useNodeId } from '../store/lease-owner.ts';
+import { claimNodeId, leftoverLeases, processLeases } from '../store/lease-owner.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;
@@ -68,7 +68,12 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const queue = createQueue(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
   const runs = createHandlerRuns(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
   // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
-  useNodeId(config.data_dir);
+  try {
+    claimNodeId(store.db, config.data_dir);
+  } catch (e) {
+    store.close();
+    throw e;
+  }
   const interrupted = queue.recoverInterrupted(Date.now(), leftoverLeases(store.db));
   runs.releaseOwnedBy(leftoverLeases(store.db));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });

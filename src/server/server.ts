@@ -21,7 +21,7 @@ import { createApp } from '../http/app.ts';
 import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
 import { checkNeeds, checkProvided } from './capabilities.ts';
-import { useNodeId } from '../store/lease-owner.ts';
+import { claimNodeId, useNodeId } from '../store/lease-owner.ts';
 
 export interface RunningServer {
   url: string;
@@ -50,6 +50,15 @@ export async function startServer(
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
   const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
   useNodeId(config.data_dir);
+  // A server alone is its node (under the supervisor, the supervisor claimed the id).
+  if (!opts.link) {
+    try {
+      claimNodeId(store.db, config.data_dir);
+    } catch (e) {
+      store.close();
+      throw e;
+    }
+  }
   const adminToken = resolveAdminToken(config, true)!;
   const services: Services = {
     config,

@@ -10,6 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Db } from './index.ts';
 import { engineOf } from './postgres/db.ts';
+import { SwitchyardError } from '../errors.ts';
 
 export const NODE_ID_FILE = 'node-id';
 
@@ -50,5 +51,26 @@ export function processLeases(pid: number | undefined): string {
 
 /** At start, the leases left by the last stop: every lease on SQLite, this node's on PostgreSQL. */
 export function leftoverLeases(db: Db): string {
-  return engineOf(db) === 'postgres' ? prefix : '';
+  if (engineOf(db) === 'sqlite') return '';
+  // An empty prefix would take back every node's leases.
+  if (!prefix) throw new Error('leftoverLeases before useNodeId: the node id is not known yet');
+  return prefix;
 }
+
+/**
+ * On PostgreSQL, no two live nodes may share an id (a data_dir copied from another node's, an
+ * image with the file in it): each would take back the other's leases as its own. The node holds
+ * an advisory lock on its id for as long as its connection lives, and a second one is refused.
+ */
+export function claimNodeId(db: Db, dataDir: string): void {
+  if (engineOf(db) !== 'postgres') return;
+  const id = useNodeId(dataDir);
+  const got = db.prepare('SELECT pg_try_advisory_lock(CAST(? AS INTEGER), hashtext(?)) AS got').pluck().get(NODE_LOCK, id);
+  if (got !== true)
+    throw new SwitchyardError('conflict', `another node on this store already runs as node ${id} (${join(dataDir, NODE_ID_FILE)})`, {
+      hint: `give each node its own data_dir; if this one was copied from another node's, delete ${join(dataDir, NODE_ID_FILE)} and start again (a new id is made)`,
+    });
+}
+
+/** pg_advisory_lock's first key for node ids ("swnd"). */
+const NODE_LOCK = 0x73776e64;
