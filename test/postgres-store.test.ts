@@ -237,3 +237,27 @@ test('two live nodes may not share a node id (a copied data_dir): the second is 
   a.close();
   claimNodeId(b.db, dirB);
 });
+
+test('two nodes configure one installation in the same moment: neither edit is lost (the row is read locked, not from a cache)', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const { createInstallations } = await import('../src/installations/service.ts');
+  const { builtinManifest } = await import('../src/registry/shipped.ts');
+  const { parseManifest } = await import('../src/manifest/parse.ts');
+  const parsed = parseManifest(builtinManifest('webhook'), 'webhook', {}) as { manifest?: unknown };
+  const manifest = (parsed.manifest ?? parsed) as never;
+  const url = freshPostgresDatabase(tmpDir(t), pg.url);
+  const node = () => {
+    const s = openStore(tmpDir(t), { url, migrations: allMigrations() });
+    t.after(() => s.close());
+    return { s, inst: createInstallations({ db: s.db, manifestOf: () => manifest } as never) };
+  };
+  const [a, b] = [node(), node()];
+  const id = a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' } } as never).installation.id;
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(a.inst.get(id)!.configuration.event_types, 'site_view', 'node A has the row cached (as a public request leaves it)');
+  b.inst.configure(id, { event_types: 'page_feedback' } as never);
+  a.inst.configure(id, { webhook_url: 'https://a.example/2' } as never); // the same turn: A has not been told of B's edit yet
+  const stored = JSON.parse(String(b.s.db.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(id)));
+  assert.deepEqual(stored, { webhook_url: 'https://a.example/2', event_types: 'page_feedback' });
+});

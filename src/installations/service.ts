@@ -20,6 +20,7 @@ import { missingRequired, validateConfiguration, withDefaults, type Manifest, ty
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
 import { generationsOf } from '../store/generations.ts';
+import { engineOf, sqlFor } from '../store/postgres/db.ts';
 
 export type InstallationStatus = 'pending' | 'active' | 'paused' | 'uninstalled';
 export type InstallationTarget = 'organization' | 'space' | 'site';
@@ -135,6 +136,8 @@ export function createInstallations(deps: InstallationsDeps) {
   const signingSecretCache = new Map<string, string>();
 
   const byId = db.prepare<[string], Row>('SELECT * FROM installations WHERE id = ?');
+  const lockRows = engineOf(db) === 'postgres';
+  const byIdLocked = db.prepare<[string], Row>(sqlFor(db, { sqlite: 'SELECT * FROM installations WHERE id = ?', postgres: 'SELECT * FROM installations WHERE id = ? FOR UPDATE' }));
   const byTokenHash = db.prepare<[string], Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'");
 
   // Rows read outside any transaction, by id: every request to a public endpoint looks its
@@ -153,6 +156,12 @@ export function createInstallations(deps: InstallationsDeps) {
   };
 
   function get(id: string): Installation | undefined {
+    // On PostgreSQL a write transaction reads the row itself, locked (nodes write at once: read
+    // then write must not lose another node's change; SQLite's one writer at a time needs no lock).
+    if (lockRows && db.inTransaction) {
+      const locked = byIdLocked.get(id);
+      return locked ? fromRow(locked) : undefined;
+    }
     freshen();
     let r = rows.get(id);
     if (!r) {
