@@ -10,6 +10,7 @@
  */
 import type { Db } from '../store/index.ts';
 import { PAUSED } from './queue-rows.ts';
+import { sqlFor } from '../store/postgres/db.ts';
 
 /**
  * Holds one delivery if its installation is paused (a write that could make it due again); true
@@ -26,6 +27,13 @@ export function holdIfPausedOf(db: Db): (seq: number, now: number) => boolean {
 export function createHeldDeliveries(db: Db, noteDue: (origin: string, at: number) => void) {
   const q = {
     pausedInstallation: db.prepare<[string], { n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ? AND paused = 1'),
+    // The endpoint's row read and share-locked: a pause (an UPDATE of it) waits for the caller's commit.
+    pausedLocked: db.prepare<[string], number>(
+      sqlFor(db, {
+        sqlite: 'SELECT paused FROM webhook_endpoints WHERE installation_id = ?',
+        postgres: 'SELECT paused FROM webhook_endpoints WHERE installation_id = ? FOR SHARE',
+      }),
+    ).pluck(),
     // Only queued deliveries have a next attempt: the due index finds them without reading history.
     hold: db.prepare<{ installationId: string; now: number }>(
       `UPDATE webhook_deliveries INDEXED BY webhook_deliveries_due SET status = 'held', next_attempt_at = NULL, updated_at = @now
@@ -47,6 +55,11 @@ export function createHeldDeliveries(db: Db, noteDue: (origin: string, at: numbe
     /** Whether the installation is paused, read in the caller's transaction (exact, unlike a copy in memory). */
     isPaused(installationId: string): boolean {
       return q.pausedInstallation.get(installationId) !== undefined;
+    },
+
+    /** As isPaused, and a pause by another node waits until the caller's transaction ends (PostgreSQL). */
+    isPausedLocked(installationId: string): boolean {
+      return q.pausedLocked.get(installationId) === 1;
     },
 
     /** Pause (in the caller's transaction): the installation's queued deliveries become `held`. Returns how many. */

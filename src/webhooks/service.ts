@@ -200,6 +200,7 @@ export function createWebhooks(deps: WebhooksDeps) {
     throw new SwitchyardError(why === 'not_found' ? 'not_found' : 'conflict', message, { hint });
   };
 
+  const sharedQueue = engineOf(db) === 'postgres';
   const deliveries: Deliveries = {
     enqueueEvent(event, subscriptions, now = Date.now(), opts = {}) {
       const out: Array<{ id: string; installationId: string }> = [];
@@ -207,8 +208,10 @@ export function createWebhooks(deps: WebhooksDeps) {
         secrets.ensureSecret(s.installationId);
         const origin = originOf(s.url);
         // The copy in memory is never less paused than the store; the store has the last word
-        // (a pause whose transaction rolled back is still in the copy for a moment).
-        const held = secrets.isPaused(s.installationId) && queue.isPaused(s.installationId);
+        // (a pause whose transaction rolled back is still in the copy for a moment). On PostgreSQL
+        // another node may pause this instant and this copy not know yet: the store is asked, and
+        // a pause waits for this transaction (then holds what it stored).
+        const held = sharedQueue ? queue.isPausedLocked(s.installationId) : secrets.isPaused(s.installationId) && queue.isPaused(s.installationId);
         const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
         let claimed: Claimed | null;
         try {
