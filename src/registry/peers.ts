@@ -36,6 +36,8 @@ export function watchPeers(db: Db, registry: Registry, node: string, log: Logger
   let said = '';
 
   const beat = () => {
+    // A node still loading its folder would look like one missing integrations: it says nothing yet.
+    if (!registry.readiness().ready) return;
     const mine: Record<string, string> = {};
     for (const s of registry.list()) if (s.current) mine[s.name] = s.current.script?.version ?? 'manifest only';
     const now = Date.now();
@@ -61,7 +63,7 @@ export function watchPeers(db: Db, registry: Registry, node: string, log: Logger
   const timer = setInterval(beat, BEAT_MS);
   timer.unref();
   const unwatch = registry.onChange(() => setImmediate(beat));
-  setImmediate(beat);
+  void registry.whenReady().then(() => beat());
   return {
     view: () => view,
     stop() {
