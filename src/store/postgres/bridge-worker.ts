@@ -119,7 +119,14 @@ function params(values: unknown[] | undefined): unknown[] | undefined {
 async function handle(req: Request): Promise<Answer> {
   try {
     if (req.op === 'listen') {
-      await listen(req.channel);
+      try {
+        await listen(req.channel);
+      } catch {
+        // The server is out of reach: listening starts when it is back (and the store is told to
+        // look again then); the statements meanwhile fail on their own.
+        listener = undefined;
+        setTimeout(() => void reconnectListener(), 1_000).unref();
+      }
       return { ok: true, rows: [], rowCount: 0, session };
     }
     if (req.op === 'close') {
