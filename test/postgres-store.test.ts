@@ -300,3 +300,17 @@ store.close();`;
   assert.equal(await ended, 0);
   assert.equal(db.prepare("SELECT status FROM webhook_deliveries WHERE event_id = 'evt_race'").pluck().get(), 'held', 'stored while the pause was being made, and held by it');
 });
+
+test('on SQLite too, claiming the node id sets the lease owners, so the supervisor gives back a dead process\'s leases by their prefix', async (t) => {
+  const { claimNodeId, leaseOwner, processLeases } = await import('../src/store/lease-owner.ts');
+  const { readFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const dir = tmpDir(t);
+  const store = openStore(dir, { migrations: allMigrations() });
+  t.after(() => store.close());
+  claimNodeId(store.db, dir);
+  const id = readFileSync(join(dir, 'node-id'), 'utf8').trim();
+  assert.match(id, /^[0-9a-f]{12}$/);
+  assert.equal(processLeases(process.pid), `${id}.${process.pid}.`);
+  assert.ok(leaseOwner().startsWith(processLeases(process.pid)), 'a worker\'s owner falls under its process\'s prefix');
+});

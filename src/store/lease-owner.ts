@@ -63,8 +63,8 @@ export function leftoverLeases(db: Db): string {
  * an advisory lock on its id for as long as its connection lives, and a second one is refused.
  */
 export function claimNodeId(db: Db, dataDir: string): void {
-  if (engineOf(db) !== 'postgres') return;
   const id = useNodeId(dataDir);
+  if (engineOf(db) !== 'postgres') return;
   const got = db.prepare('SELECT pg_try_advisory_lock(CAST(? AS INTEGER), hashtext(?)) AS got').pluck().get(NODE_LOCK, id);
   if (got !== true)
     throw new SwitchyardError('conflict', `another node on this store already runs as node ${id} (${join(dataDir, NODE_ID_FILE)})`, {
