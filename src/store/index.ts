@@ -10,6 +10,7 @@ import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpoi
 import { acquireLock, type Lock } from './lock.ts';
 import { createStoreHealth, storeHealthMigration, type StoreHealth } from './health.ts';
 import { installTransactionHooks } from './transactions.ts';
+import { applySteps } from './migrate.ts';
 import { openPostgresStore } from './postgres/store.ts';
 import type { Engine } from './postgres/db.ts';
 import type { Logger } from '../log/index.ts';
@@ -179,25 +180,7 @@ function ownerOnly(file: string): void {
   for (const f of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
 }
 
-/** Apply each module's steps past its recorded version, one transaction per module. */
+/** Apply each module's SQLite steps past its recorded version, one transaction per module. */
 export function migrate(db: Db, modules: ModuleMigrations[]): void {
-  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-    module TEXT PRIMARY KEY, version INTEGER NOT NULL, applied_at TEXT NOT NULL)`);
-  const get = db.prepare<[string], { version: number }>('SELECT version FROM schema_migrations WHERE module = ?');
-  const set = db.prepare(
-    `INSERT INTO schema_migrations (module, version, applied_at) VALUES (?, ?, ?)
-     ON CONFLICT(module) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`,
-  );
-  for (const m of modules) {
-    const current = get.get(m.module)?.version ?? 0;
-    if (current > m.steps.length)
-      throw new SwitchyardError('schema_too_new', `the database's ${m.module} schema (v${current}) is newer than this program knows (v${m.steps.length})`, {
-        hint: 'run the newer switchyard version, or use another data_dir',
-      });
-    if (current === m.steps.length) continue;
-    db.transaction(() => {
-      for (let v = current; v < m.steps.length; v++) db.exec(m.steps[v]);
-      set.run(m.module, m.steps.length, new Date().toISOString());
-    })();
-  }
+  applySteps(db, modules, (m) => m.steps, 'run the newer switchyard version, or use another data_dir');
 }

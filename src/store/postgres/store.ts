@@ -9,6 +9,7 @@ import type { Lock } from '../lock.ts';
 import { createStoreHealth, storeHealthMigrationPostgres } from '../health.ts';
 import type Database from 'better-sqlite3';
 import { openPostgresDb } from './db.ts';
+import { applySteps } from '../migrate.ts';
 
 // Shapes of store/index.ts's, restated: that file opens this one (an import back would be a circle).
 type Db = Database.Database;
@@ -82,30 +83,11 @@ function hasTable(db: Db, table: string): boolean {
 export function migratePostgres(db: Db, modules: Migrations): void {
   db.prepare('SELECT pg_advisory_lock(?)').get(MIGRATION_LOCK);
   try {
-    db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-      module TEXT PRIMARY KEY, version INTEGER NOT NULL, applied_at TEXT NOT NULL)`);
     db.exec(storeHealthMigrationPostgres);
     db.exec('CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen BIGINT NOT NULL)');
     // The nodes on this store and the integration versions each serves (registry/peers.ts).
     db.exec('CREATE TABLE IF NOT EXISTS store_nodes (node_id TEXT PRIMARY KEY, integrations TEXT NOT NULL, seen_at BIGINT NOT NULL)');
-    const get = db.prepare('SELECT version FROM schema_migrations WHERE module = ?');
-    const set = db.prepare(
-      `INSERT INTO schema_migrations (module, version, applied_at) VALUES (?, ?, ?)
-       ON CONFLICT(module) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at`,
-    );
-    for (const m of modules) {
-      const steps = m.postgres ?? [];
-      const current = (get.get(m.module) as { version: number } | undefined)?.version ?? 0;
-      if (current > steps.length)
-        throw new SwitchyardError('schema_too_new', `the database's ${m.module} schema (v${current}) is newer than this program knows (v${steps.length})`, {
-          hint: 'run the newer switchyard version on every node',
-        });
-      if (current === steps.length) continue;
-      db.transaction(() => {
-        for (let v = current; v < steps.length; v++) db.exec(steps[v]);
-        set.run(m.module, steps.length, new Date().toISOString());
-      })();
-    }
+    applySteps(db, modules, (m) => m.postgres ?? [], 'run the newer switchyard version on every node');
   } finally {
     db.prepare('SELECT pg_advisory_unlock(?)').get(MIGRATION_LOCK);
   }
