@@ -58,6 +58,21 @@ export interface BenchServe {
   stop(): void;
 }
 
+/** The URL a starting `switchyard serve` (JSON logs) says it serves at; rejects if it exits first, with what it printed. */
+export function servingUrl(child: ChildProcess): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let out = '';
+    const onData = (d: Buffer) => {
+      out += d;
+      const m = /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(out);
+      if (m) resolve(m[1]);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`serve exited with ${code}:\n${out}`)));
+  });
+}
+
 /**
  * Starts the real command (src/main.ts serve) with `processes` serving processes (0: the default,
  * one per core) on port 0 and resolves once it logs its URL. `webhooks` adds settings under
@@ -81,17 +96,7 @@ export async function startServe(opts: { processes?: number | string; extraYaml?
     // BENCH_SERVE_NODE_OPTIONS reaches the server alone, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`.
     env: process.env.BENCH_SERVE_NODE_OPTIONS ? { ...process.env, NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : process.env,
   });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (d: Buffer) => {
-      out += d;
-      const m = /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(out);
-      if (m) resolve(m[1]);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`serve exited with ${code}:\n${out}`)));
-  });
+  const url = await servingUrl(child);
   // Keep draining its output so a chatty server never blocks on a full pipe.
   child.stdout!.resume();
   child.stderr!.resume();

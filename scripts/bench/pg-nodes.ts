@@ -37,7 +37,7 @@ import { join } from 'node:path';
 import { once } from 'node:events';
 import pg from 'pg';
 import { samplePayload } from '../../src/events/index.ts';
-import { median, percentile, setting } from './common.ts';
+import { median, percentile, servingUrl, setting } from './common.ts';
 import { startPostgres, type PgServer } from '../../test/helpers/postgres.ts';
 
 const N = setting('BENCH_N', 3000);
@@ -144,17 +144,7 @@ async function startNode(store: string | undefined): Promise<Node> {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      out += d;
-      const m = /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(out);
-      if (m) resolve(m[1]);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`serve exited with ${code}:\n${out}`)));
-  });
+  const url = await servingUrl(child);
   // Warnings and errors are worth seeing; the rest is drained so a full pipe never blocks the node.
   child.stdout!.on('data', (d: Buffer) => {
     for (const line of String(d).split('\n')) if (/"level":"(warn|error)"/.test(line)) process.stderr.write(`  node: ${line.slice(0, 400)}\n`);
