@@ -84,7 +84,7 @@ export function migratePostgres(db: Db, modules: Migrations): void {
   db.prepare('SELECT pg_advisory_lock(?)').get(MIGRATION_LOCK);
   try {
     db.exec(storeHealthMigrationPostgres);
-    db.exec('CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen BIGINT NOT NULL)');
+    // No store_generations here: on PostgreSQL a change is announced by NOTIFY (generations.ts).
     // The nodes on this store and the integration versions each serves (registry/peers.ts).
     db.exec('CREATE TABLE IF NOT EXISTS store_nodes (node_id TEXT PRIMARY KEY, integrations TEXT NOT NULL, seen_at BIGINT NOT NULL)');
     applySteps(db, modules, (m) => m.postgres ?? [], 'run the newer switchyard version on every node');
