@@ -295,6 +295,11 @@ async function settledCounters(db: pg.Client, name: string): Promise<PgCounters>
 }
 const delta = (a: PgCounters, b: PgCounters) =>
   Object.fromEntries(Object.keys(a).map((k) => [k, b[k as keyof PgCounters] - a[k as keyof PgCounters]])) as unknown as PgCounters;
+/** A counter's growth from `a` to `b` per delivery, less what idle nodes did over as long (`idleRate`: a delta). */
+const perDelivery = (a: PgCounters, b: PgCounters, idleRate: PgCounters, deliveries: number) => {
+  const d = delta(a, b);
+  return (k: keyof PgCounters) => (d[k] - (idleRate[k] * d.at) / idleRate.at) / deliveries;
+};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // --- one engine, one round -----------------------------------------------------------------------
@@ -394,8 +399,7 @@ async function measure(engine: string, server: PgServer, admin: pg.Client, round
     if (db && idle && before) {
       const after = await settledCounters(db, dbName);
       const idleRate = delta(idle, before);
-      const d = delta(before, after);
-      const net = (k: keyof PgCounters) => (d[k] - (idleRate[k] * d.at) / idleRate.at) / total;
+      const net = perDelivery(before, after, idleRate, total);
       row.statements = net('statements');
       row.commits = net('commits');
       row.walSyncs = net('walSyncs');
@@ -431,9 +435,7 @@ async function measure(engine: string, server: PgServer, admin: pg.Client, round
     row.steadyCpuNodes = steadyUsed.nodes / steady;
     if (db) row.steadyCpuPg = steadyUsed.pg / steady;
     if (db && idle && before && steadyBefore) {
-      const d = delta(steadyBefore, await settledCounters(db, dbName));
-      const idleRate = delta(idle, before);
-      const net = (k: keyof PgCounters) => (d[k] - (idleRate[k] * d.at) / idleRate.at) / steady;
+      const net = perDelivery(steadyBefore, await settledCounters(db, dbName), delta(idle, before), steady);
       row.steadyStatements = net('statements');
       row.steadyCommits = net('commits');
       row.steadyWalSyncs = net('walSyncs');
