@@ -1,6 +1,7 @@
 /**
- * Helpers for the sandbox suites: a sandbox with small limits that closes after the test, scripts
- * from source or from test/fixtures/hostile, one-line invocations, and a local HTTP server.
+ * Helpers for the sandbox suites: a sandbox with small limits that closes after the test (in a
+ * worker process, or in the test's own process as under `serve`), scripts from source or from
+ * test/fixtures/hostile, one-line invocations, and a local HTTP server.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -8,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import type { TestContext } from 'node:test';
 import { defaultConfig } from '../src/config/index.ts';
 import { memoryLogger } from '../src/log/index.ts';
+import { createInProcessSandbox } from '../src/sandbox/in-process.ts';
 import { createSandbox, type Envelope, type GuestScript, type InvocationResult, type LogLine, type Sandbox } from '../src/sandbox/index.ts';
 import { ROOT } from './helpers/index.ts';
 
@@ -21,12 +23,13 @@ export interface TestSandbox extends Sandbox {
 
 export function testSandbox(
   t: TestContext,
-  opts: { limits?: Partial<Limits>; allowPrivateNetworks?: boolean; serverOrigin?: string; concurrency?: number } = {},
+  opts: { limits?: Partial<Limits>; allowPrivateNetworks?: boolean; serverOrigin?: string; concurrency?: number; inProcess?: boolean } = {},
 ): TestSandbox {
   const limits = { ...defaultConfig().sandbox, cpu_time: 500, wall_time: 5000, ...opts.limits };
   const late: TestSandbox['late'] = [];
   const log = memoryLogger();
-  const sandbox = createSandbox({
+  // In process: the isolates run in the test's own process, as under `serve` (where a test can reach them).
+  const sandbox = (opts.inProcess ? createInProcessSandbox : createSandbox)({
     limits,
     allowPrivateNetworks: opts.allowPrivateNetworks ?? true,
     log,

@@ -41,7 +41,7 @@ export function describeLimit(limit: LimitName, limits: Limits, used?: number): 
     case 'script_size':
       return `the script is larger than sandbox.script_size = ${size(limits.script_size)}${u}`;
     case 'startup_time':
-      return `its top-level code did not finish within sandbox.startup_time = ${ms(limits.startup_time)}${u}; the script was not loaded`;
+      return `its load (compile and top-level code) did not finish within sandbox.startup_time = ${ms(limits.startup_time)}${u}; the script was not loaded`;
     case 'wait_until':
       return `its waitUntil work did not finish within sandbox.wait_until = ${ms(limits.wait_until)} after the response; it was stopped`;
   }

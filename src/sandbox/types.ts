@@ -70,8 +70,11 @@ export interface ScriptExports {
   unsupported?: Array<{ handler: string; reason: string }>;
 }
 
-/** `library`: the guest library that read the exports (see guestLibraryId). */
-export type CheckResult = { ok: true; exports: ScriptExports; library?: string } | { ok: false; error: string };
+/**
+ * `library`: the guest library that read the exports (see guestLibraryId). `limit`: the load was
+ * stopped by this limit (start-up time, memory, script size), not by a fault in the code.
+ */
+export type CheckResult = { ok: true; exports: ScriptExports; library?: string } | { ok: false; error: string; limit?: LimitName };
 
 /** What the worker needs to know about its host; sent at start and whenever it changes. */
 export interface WorkerSettings {

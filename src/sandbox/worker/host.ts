@@ -2,13 +2,16 @@
  * The worker's side of the sandbox: one pool of instances per integration (the latest script
  * version), each instance serving one invocation at a time, at most `concurrency` per integration;
  * further invocations wait for a free one within their wall-clock budget. A script that fails to
- * load for a reason in its code keeps failing fast until a new version arrives.
+ * load for a reason in its code keeps failing fast until a new version arrives; a load stopped by a
+ * limit (start-up time, memory) answers that call with the limit and is tried again, with a pause
+ * for a script that keeps overrunning (see load-backoff.ts).
  */
 import { describeLimit, failure } from '../limits.ts';
 import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from '../types.ts';
 import { CallMode, GuestInstance, LoadError } from './instance.ts';
 import { guestLibraryId } from '../guest-bundle.ts';
 import { Invocation, type RunOutcome } from './invocation.ts';
+import { LoadBackoff } from './load-backoff.ts';
 
 type InvokeMessage = { name: string; version: string; code?: string; envelope: Envelope; requestId: string };
 
@@ -24,7 +27,10 @@ class Pool {
   private idle: Array<{ inst: GuestInstance; since: number }> = [];
   private busy = 0;
   private waiters: Array<{ resolve(i: GuestInstance): void; reject(e: unknown): void; timer: NodeJS.Timeout }> = [];
+  /** A fault in the code of this version: every call is answered with it, nothing is loaded again. */
   private loadError: LoadError | null = null;
+  /** Loads stopped by a limit: when the next may start. */
+  private readonly backoff = new LoadBackoff();
   private retired = false;
   /** Whether this integration's calls run inline (see instance.ts); kept across its instances. */
   private readonly mode: CallMode;
@@ -54,6 +60,8 @@ class Pool {
     const ready = this.takeIdle();
     if (ready) return ready;
     if (this.busy < this.host.settings.concurrency) {
+      const refused = this.backoff.refusal();
+      if (refused) throw refused;
       this.busy++;
       return this.create();
     }
@@ -72,7 +80,9 @@ class Pool {
 
   private async create(): Promise<GuestInstance> {
     try {
-      return await GuestInstance.create(this.script, this.host.settings.limits, this.mode);
+      const inst = await GuestInstance.create(this.script, this.host.settings.limits, this.mode);
+      this.backoff.loaded();
+      return inst;
     } catch (e) {
       this.busy--;
       // A fault in the code itself will not go away by retrying; a breach might (machine load).
@@ -82,7 +92,10 @@ class Pool {
           clearTimeout(w.timer);
           w.reject(e);
         }
-      } else this.wake();
+      } else {
+        if (e instanceof LoadError) this.backoff.breached(e);
+        this.wake();
+      }
       throw e;
     }
   }
@@ -128,6 +141,12 @@ class Pool {
     while (this.waiters.length && this.busy < this.host.settings.concurrency) {
       const w = this.waiters.shift()!;
       clearTimeout(w.timer);
+      // No load now: answered with the limit, as a call that came now would be.
+      const refused = this.backoff.refusal();
+      if (refused) {
+        w.reject(refused);
+        continue;
+      }
       this.busy++;
       this.create().then(w.resolve, w.reject);
     }
@@ -251,7 +270,8 @@ export class SandboxHost {
         library: await guestLibraryId(),
       };
     } catch (e) {
-      return { ok: false, error: e instanceof Error ? e.message : String(e) };
+      const limit = e instanceof LoadError ? e.limit : undefined;
+      return { ok: false, error: e instanceof Error ? e.message : String(e), ...(limit ? { limit } : {}) };
     } finally {
       inst?.dispose('checked');
     }

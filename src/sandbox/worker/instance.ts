@@ -136,6 +136,16 @@ function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+/** The steps of a load, in order (see GuestInstance.load). */
+export type LoadStep = 'context' | 'library' | 'compile' | 'evaluate' | 'warm';
+
+/**
+ * For tests only: awaited at the start of each step of a load, with the start-up time running.
+ * A test holds a step until the start-up timer has disposed the isolate (`disposed()`), as a busy
+ * machine can slow any step past sandbox.startup_time. Unset, a step costs a property read.
+ */
+export const loadSeam: { at?: (step: LoadStep, script: GuestScript, disposed: () => boolean) => Promise<void> } = {};
+
 let catastropheListener: ((integration: string) => void) | undefined;
 
 /** Called with the integration's name just before a catastrophic isolate error ends this process. */
@@ -189,16 +199,29 @@ export class GuestInstance {
     const bundle = await guestBundle();
     const inst = new GuestInstance(script, limits, mode);
     const deadline = Date.now() + limits.startup_time;
-    const timer = setTimeout(() => inst.dispose('startup_time'), limits.startup_time);
+    // The start-up timer ends the load itself rather than leave it to the step it lands in: once the
+    // isolate is disposed, a step fails with "Isolate is disposed" (a compile would then read as a
+    // fault in the script, kept for good) or never settles (a call into a disposed isolate is not made).
+    let timer: NodeJS.Timeout | undefined;
+    const overdue = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new LoadError(describeLimit('startup_time', limits), { limit: 'startup_time' }));
+        inst.dispose('startup_time');
+      }, limits.startup_time);
+    });
+    const loading = inst.load(script, bundle, deadline);
+    loading.catch(() => {}); // past the start-up time its outcome is no news
     try {
-      await inst.load(script, bundle, deadline);
+      await Promise.race([loading, overdue]);
       return inst;
     } catch (e) {
+      // A disposed isolate is a limit whatever the step reported: ours (start-up time) or V8's (memory).
       const reason = inst.disposedFor ?? (inst.isolate.isDisposed ? 'memory_mb' : null);
       inst.dispose('load failed');
-      if (e instanceof LoadError) throw e;
       if (reason === 'startup_time') throw new LoadError(describeLimit('startup_time', limits), { limit: 'startup_time' });
-      if (reason === 'memory_mb' || /memory limit/i.test(errorMessage(e))) throw new LoadError(describeLimit('memory_mb', limits), { limit: 'memory_mb' });
+      if (reason === 'memory_mb') throw new LoadError(describeLimit('memory_mb', limits), { limit: 'memory_mb' });
+      if (e instanceof LoadError) throw e;
+      if (/memory limit/i.test(errorMessage(e))) throw new LoadError(describeLimit('memory_mb', limits), { limit: 'memory_mb' });
       if (/timed out/i.test(errorMessage(e))) throw new LoadError(describeLimit('startup_time', limits), { limit: 'startup_time' });
       throw new LoadError(`the script failed while loading: ${errorMessage(e)}`, { stack: guestStack((e as Error)?.stack) });
     } finally {
@@ -209,6 +232,8 @@ export class GuestInstance {
   private async load(script: GuestScript, bundle: GuestBundle, deadline: number): Promise<void> {
     const remaining = () => Math.max(1, deadline - Date.now());
     const isolate = this.isolate;
+    const step = (name: LoadStep) => loadSeam.at?.(name, script, () => isolate.isDisposed);
+    await step('context');
     this.context = await isolate.createContext();
     const core: ivm.Script & ivm.CachedDataResult = await isolate.compileScript(bundle.core, {
       filename: 'switchyard:guest',
@@ -218,6 +243,7 @@ export class GuestInstance {
     await core.run(this.context, { timeout: remaining() });
     core.release();
 
+    await step('library');
     const boot = (await this.context.global.get('__switchyardBoot', { reference: true })) as ivm.Reference;
     await this.context.global.delete('__switchyardBoot');
     const callbacks = [
@@ -254,6 +280,7 @@ export class GuestInstance {
     const runtimeModule = await compile(RUNTIME_MODULE, 'switchyard:runtime');
     const jsxModule = await compile(JSX_MODULE, 'switchyard:runtime/jsx-runtime');
     let main: ivm.Module;
+    await step('compile');
     try {
       main = await compile(script.code, scriptFileName(script));
     } catch (e) {
@@ -266,6 +293,7 @@ export class GuestInstance {
       );
     }
     await main.instantiate(this.context, (spec) => (spec === '@switchyard/runtime' ? runtimeModule : jsxModule));
+    await step('evaluate');
     try {
       await main.evaluate({ timeout: remaining() });
     } catch (e) {
@@ -283,6 +311,7 @@ export class GuestInstance {
     }
     // Operations the top level started (a timer, a fetch) are refused: there is no request yet.
     this.deliver(await take.apply(undefined, [0], { result: { copy: true }, timeout: remaining() }), false);
+    await step('warm');
     await this.warm(remaining());
   }
 
