@@ -16,6 +16,7 @@ import { modules } from '../src/server/modules.ts';
 import type { Module } from '../src/server/services.ts';
 import { receiver, recorderIntegration, siteView } from './handler-support.ts';
 import { capabilityOf } from '../src/server/capabilities.ts';
+import { loadSeam } from '../src/sandbox/worker/instance.ts';
 
 test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is handled, the crashed ones on retry', async (t) => {
   const rx = await receiver(t);
@@ -176,4 +177,32 @@ test('what scripts export is remembered across starts: after a restart events go
   await waitFor(() => rx.seen.size === 2, 10_000);
   assert.equal(checks, 0, 'known without loading either script to read its exports');
   await second.close();
+});
+
+test('a script whose load for reading its exports hit sandbox.startup_time still gets its events: it is read again, not taken to handle none', async (t) => {
+  const rx = await receiver(t);
+  const s = await startTestServer(t, { integrations_dir: recorderIntegration(t), sandbox: { startup_time: 1000 }, webhooks: { base_delay: 50, jitter: 0, max_retries: 4 } }, { sandbox: 'in-process' });
+  // The first load of the recorder (reading what it exports, for its installation's lifecycle
+  // event) is held until the start-up timer disposes its isolate, as a busy machine can slow a
+  // compile past sandbox.startup_time. Its check is answered by then (in the timer's own turn).
+  let held = false;
+  let released = false;
+  loadSeam.at = async (step, script, disposed) => {
+    if (held || script.name !== 'recorder' || step !== 'compile') return;
+    held = true;
+    while (!disposed()) await new Promise((r) => setTimeout(r, 5));
+    released = true;
+  };
+  t.after(() => delete loadSeam.at);
+  const inst = await s.api('POST', '/api/v1/installations', { integration: 'recorder' });
+  assert.equal(inst.status, 201, JSON.stringify(inst.body));
+  await waitFor(() => released, 10_000);
+  const recorder = capabilityOf(s.services, 'registry').get('recorder')!;
+  assert.notEqual(capabilityOf(s.services, 'runtime').handlesKnown(recorder, 'site_view'), false, 'not taken to handle no event');
+  const event = siteView(rx.url);
+  const sent = await s.api('POST', '/api/v1/events', event);
+  assert.equal(sent.status, 202);
+  assert.equal(sent.body.handlers.length, 1, 'a handler run is owed');
+  await waitFor(() => rx.seen.has(event.eventId as string), 15_000);
+  assert.equal(capabilityOf(s.services, 'runtime').handlesKnown(recorder, 'site_view'), true);
 });

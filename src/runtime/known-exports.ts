@@ -16,6 +16,10 @@ export function createKnownExports(deps: Pick<RuntimeDeps, 'sandbox' | 'exportsC
     const known = exportsCache.get(version) ?? (await recall(integration));
     if (known) return known;
     const r = await deps.sandbox.check(integration.script!);
+    // A load stopped by a limit (a busy machine can slow one past sandbox.startup_time) says nothing
+    // of what the script exports: kept as "nothing", every later event for this version would be
+    // dropped as unhandled. The caller fails instead (a handler run is retried) and it is read again.
+    if (!r.ok && r.limit) throw new Error(`what the script exports could not be read: ${r.error}`);
     const exp = r.ok ? r.exports : { fetch: false, components: [], events: [] };
     exportsCache.set(version, exp);
     if (r.ok) deps.exportsCache?.write(version, r.library, exp);

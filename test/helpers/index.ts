@@ -89,11 +89,11 @@ export interface TestServer extends RunningServer {
 export async function startTestServer(
   t: TestContext,
   over?: DeepPartial<LoadedConfig>,
-  opts: { modules?: Module[]; noWaitForIntegrations?: boolean } = {},
+  opts: { modules?: Module[]; noWaitForIntegrations?: boolean; sandbox?: 'worker' | 'in-process' } = {},
 ): Promise<TestServer> {
   const config = testConfig(t, over);
   const log = memoryLogger();
-  const server = await startServer(config, { log, modules: opts.modules });
+  const server = await startServer(config, { log, modules: opts.modules, sandbox: opts.sandbox });
   t.after(() => server.close());
   // The server listens while its integrations load; tests start from a loaded registry unless they
   // ask otherwise (see test/startup.test.ts for the start-up window itself).
