@@ -37,6 +37,8 @@ export type HttpObserver = (method: string, route: string | null, status: number
 export const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 const ATTEMPT_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Slot hold: an attempt's HTTP exchange and the little around it (signing, the next start). */
+const SLOT_SECONDS = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const LATENCY_SECONDS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
 
 /** Build the registry and wire its sources; returns the registry and the unsubscribe function. */
@@ -71,6 +73,11 @@ export function createServerMetrics(services: Services): { registry: Registry; s
   // Every series exists from the start, so an alert on a rate of failed attempts has a series to read.
   for (const outcome of ['success', 'retry', 'failed'] as const) attempts.inc({ outcome, trigger: 'automatic' }, 0);
   const attemptSeconds = r.histogram('switchyard_webhook_attempt_duration_seconds', 'Duration of one webhook attempt (the HTTP request)', ATTEMPT_SECONDS);
+  const slotSeconds = r.histogram(
+    'switchyard_webhook_slot_hold_seconds',
+    'How long one attempt held its endpoint slot: from its start to the end of its HTTP exchange (recording comes after)',
+    SLOT_SECONDS,
+  );
   const latency = r.histogram(
     'switchyard_webhook_delivery_latency_seconds',
     'From event ingest to the successful attempt, retries included (automatic deliveries only)',
@@ -83,6 +90,7 @@ export function createServerMetrics(services: Services): { registry: Registry; s
         const trigger = e.record.manual ? 'manual' : 'automatic';
         attempts.inc({ outcome: e.record.outcome, trigger });
         if (e.record.durationMs !== null) attemptSeconds.observe(e.record.durationMs / 1000);
+        slotSeconds.observe(e.slotMs / 1000);
         if (e.record.outcome === 'success' && !e.record.manual && e.next.completedAt !== null)
           latency.observe(Math.max(0, e.next.completedAt - e.delivery.createdAt) / 1000);
       }),

@@ -31,6 +31,15 @@ export function createLeases(db: Db) {
        RETURNING seq, id, url, origin, body, event_id, installation_id, event_type, status, attempts, next_attempt_at, created_at`,
       }),
     ),
+    // The owner check leaves alone a lease that ran out and was taken by another worker since.
+    giveBack: db.prepare<{ seqs: string; owner: string; now: number }, any>(
+      sqlFor(db, {
+        sqlite: `UPDATE webhook_deliveries SET lease_until = NULL, lease_owner = NULL, updated_at = @now
+       WHERE seq IN (SELECT value FROM json_each(@seqs)) AND lease_owner = @owner`,
+        postgres: `UPDATE webhook_deliveries SET lease_until = NULL, lease_owner = NULL, updated_at = @now
+       WHERE seq IN (SELECT value::bigint FROM json_array_elements_text(CAST(@seqs AS json))) AND lease_owner = @owner`,
+      }),
+    ),
     claimById: db.prepare<{ id: string; owner: string; now: number; until: number }, any>(
       `UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner
        WHERE id = @id AND status != 'cancelled' AND (lease_until IS NULL OR lease_until <= @now)
@@ -64,6 +73,11 @@ export function createLeases(db: Db) {
       const rows = q.claimMany.all({ seqs: JSON.stringify(seqs), owner, now, until }).map((r) => claimedOf(r)!);
       const order = new Map(seqs.map((s, i) => [s, i]));
       return rows.sort((a, b) => order.get(a.seq)! - order.get(b.seq)!);
+    },
+
+    /** Give back leases never used (deliveries claimed ahead, not sent): due again at once for any worker. */
+    giveBack(seqs: number[], owner: string, now: number): number {
+      return q.giveBack.run({ seqs: JSON.stringify(seqs), owner, now }).changes;
     },
 
     /** Take the lease of any delivery by id (manual attempt), whatever its schedule. */

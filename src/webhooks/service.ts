@@ -95,7 +95,13 @@ export function createWebhooks(deps: WebhooksDeps) {
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
   const attempts = createObservers<[RecordedAttempt]>(log, 'attempt listener failed');
-  const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt: attempts.notify, health: deps.health });
+  // Deliveries claimed ahead and given back (their origin's slots here were stuck): the processes
+  // and nodes beside this one take them.
+  const gaveBack = () => {
+    link?.announceDue();
+    others?.get();
+  };
+  const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt: attempts.notify, health: deps.health, gaveBack });
   /** Due work was made here that every serving process may take (a resume, a replay). */
   // On PostgreSQL the other nodes are told too (NOTIFY, sent at COMMIT).
   const others = engineOf(db) === 'postgres' ? db.prepare("SELECT pg_notify('switchyard_due', '')") : undefined;

@@ -1,0 +1,116 @@
+/**
+ * Endpoint slots under `switchyard serve` with its default serving processes: deliveries are
+ * claimed ahead of their slot, yet the per-endpoint limit holds exactly (counted by the receiver),
+ * a slow endpoint never gets more than its slots while another runs at full speed, nothing is sent
+ * twice, and a delivery claimed ahead by a process whose slots hang is given back and sent by
+ * another process.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type http from 'node:http';
+import { samplePayload } from '../src/events/index.ts';
+import { ROOT, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
+import { scriptedReceiver } from './webhooks-support.ts';
+
+const TOKEN = 'test-admin-token';
+
+async function serveDefaults(t: TestContext, webhooks: string[] = []) {
+  const dir = tmpDir(t);
+  const configFile = join(dir, 'config.yaml');
+  writeFileSync(
+    configFile,
+    [
+      'server:',
+      '  port: 0',
+      `data_dir: ${JSON.stringify(join(dir, 'data'))}`,
+      `integrations_dir: ${JSON.stringify(join(ROOT, 'integrations'))}`,
+      `admin_token: ${TOKEN}`,
+      'log:',
+      '  format: json',
+      'webhooks:',
+      '  allow_private_networks: true',
+      ...webhooks.map((l) => `  ${l}`),
+    ].join('\n'),
+  );
+  const served = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 20_000 });
+  const base = served.match[1];
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const subscribe = async (url: string, type: string) => {
+    const r = await api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: url, event_types: type } });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+  };
+  const send = async (type: string, n: number) => {
+    // In batches, as a busy producer would: many deliveries due at once, claimed ahead.
+    for (let i = 0; i < n; i += 50) {
+      const events = Array.from({ length: Math.min(50, n - i) }, () => samplePayload(type as 'site_view'));
+      const r = await api('POST', '/api/v1/events', events);
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+    }
+  };
+  return { api, subscribe, send };
+}
+
+/** A receiver that counts requests open at once and answers after `delayMs`; counts each event id. */
+async function countingReceiver(t: TestContext, delayMs: number, hang?: (n: number) => boolean) {
+  let open = 0;
+  let maxOpen = 0;
+  const seen = new Map<string, number>();
+  let doneAt = 0;
+  const rx = await scriptedReceiver(t, (n, q, res: http.ServerResponse) => {
+    if (hang?.(n)) return; // never answered (until the test ends)
+    open++;
+    maxOpen = Math.max(maxOpen, open);
+    const id = JSON.parse(q.body).eventId as string;
+    setTimeout(() => {
+      open--;
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+      doneAt = performance.now();
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    }, delayMs);
+  });
+  return { ...rx, seen, maxOpen: () => maxOpen, doneAt: () => doneAt };
+}
+
+test('default settings, two serving processes: at most per_endpoint_concurrency in flight to one endpoint, a slow one does not hold up a fast one, none sent twice', { timeout: 60_000 }, async (t) => {
+  const s = await serveDefaults(t);
+  const slow = await countingReceiver(t, 200);
+  const fast = await countingReceiver(t, 0);
+  await s.subscribe(slow.url, 'site_view');
+  await s.subscribe(fast.url, 'page_feedback');
+  await s.send('site_view', 40);
+  await s.send('page_feedback', 600);
+  await waitFor(() => fast.seen.size === 600, 20_000);
+  const fastDone = fast.doneAt();
+  await waitFor(() => slow.seen.size === 40, 20_000);
+  // 40 at 200 ms with 4 slots is ~2 s: the fast endpoint finished well before, at full speed.
+  assert.ok(fastDone < slow.doneAt() - 500, `the fast endpoint finished ${Math.round(slow.doneAt() - fastDone)} ms before the slow one`);
+  assert.equal(slow.maxOpen(), 4, 'the slow endpoint had exactly its 4 slots in use, never more');
+  assert.ok(fast.maxOpen() <= 4, `the fast endpoint had at most 4 in flight, got ${fast.maxOpen()}`);
+  await new Promise((r) => setTimeout(r, 300)); // anything sent twice would arrive by now
+  for (const rx of [slow, fast]) assert.deepEqual([...rx.seen.values()].filter((n) => n !== 1), [], 'each delivery arrived once');
+  const listed = await s.api('GET', '/api/v1/deliveries?status=delivered&limit=1');
+  assert.equal(listed.status, 200);
+});
+
+test('a delivery claimed ahead by a process whose slot hangs is given back and sent by the other process', { timeout: 60_000 }, async (t) => {
+  // One slot per process (2 in all), a 30 s attempt time-out: a hung attempt holds its slot that long.
+  const s = await serveDefaults(t, ['per_endpoint_concurrency: 2', 'timeout: 30s']);
+  // Fast at first (both processes learn the endpoint answers quickly and claim ahead), then one
+  // request hangs: its process has deliveries waiting behind the hung slot.
+  const rx = await countingReceiver(t, 0, (n) => n === 150);
+  await s.subscribe(rx.url, 'site_view');
+  await s.send('site_view', 300);
+  const t0 = performance.now();
+  await waitFor(() => rx.seen.size === 299, 10_000);
+  assert.ok(performance.now() - t0 < 10_000);
+  assert.deepEqual([...rx.seen.values()].filter((n) => n !== 1), [], 'each delivery arrived once');
+});
