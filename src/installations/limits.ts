@@ -20,7 +20,8 @@ export const INSTALLATION_LIMITS = {
 
 /** The configuration's size problem, if it is larger than the limit. */
 export function configurationSizeProblem(configuration: Record<string, unknown>): { where: string; message: string; hint: string } | undefined {
-  const bytes = Buffer.byteLength(JSON.stringify(configuration));
+  // TextEncoder, not Buffer: the console's browser code reads this file's limits (through api.ts).
+  const bytes = new TextEncoder().encode(JSON.stringify(configuration)).byteLength;
   if (bytes <= INSTALLATION_LIMITS.configurationBytes) return undefined;
   return {
     where: 'configuration',
