@@ -115,7 +115,7 @@ function hintFor(code: string, store: StoreName): string {
       case 'storage_read_only':
         return `point \`store:\` at a PostgreSQL server that takes writes (the primary, not a standby), or turn off default_transaction_read_only for ${store.database}; the server resumes by itself`;
       case 'storage_busy':
-        return `another session holds locks on ${store.database} (a long transaction, a migration by hand): end it; the server resumes by itself`;
+        return `if it lasts, another session holds locks on ${store.database} (a long transaction, a migration by hand): end it; the server resumes by itself`;
       default:
         return `check that the PostgreSQL server of ${store.database} is up and reachable from this node; the server resumes by itself once writes succeed`;
     }
@@ -160,7 +160,7 @@ export function storageError(error: unknown, store: StoreName): SwitchyardError 
       ? {
           storage_full: `the PostgreSQL database ${store.database} is out of disk space: nothing was stored`,
           storage_read_only: `the PostgreSQL database ${store.database} cannot be written (read-only): nothing was stored`,
-          storage_busy: `the PostgreSQL database ${store.database} did not grant a lock in time: nothing was stored`,
+          storage_busy: `the PostgreSQL database ${store.database} is busy (a lock not granted, a deadlock or a serialization failure): nothing was stored`,
           storage_failed: `the PostgreSQL database ${store.database} failed to write: nothing was stored`,
         }
       : {
