@@ -120,7 +120,8 @@ openStore(process.argv[1], { url: process.argv[2], migrations: allMigrations() }
   t.after(() => db.close());
   const versions = db.prepare('SELECT module, version FROM schema_migrations ORDER BY module').all() as Array<{ module: string; version: number }>;
   assert.deepEqual(versions.map((v) => v.module), ['console', 'events', 'installations', 'oauth', 'runtime', 'webhooks']);
-  assert.ok(versions.every((v) => v.version === 1));
+  const steps = new Map(allMigrations().map((m) => [m.module, m.postgres?.length ?? 0]));
+  for (const v of versions) assert.equal(Number(v.version), steps.get(v.module), `${v.module}: each PostgreSQL step once`);
 });
 
 test('backup and restore refuse a PostgreSQL store and name its tools; no password in what they print', async (t) => {
@@ -313,4 +314,44 @@ test('on SQLite too, claiming the node id sets the lease owners, so the supervis
   assert.match(id, /^[0-9a-f]{12}$/);
   assert.equal(processLeases(process.pid), `${id}.${process.pid}.`);
   assert.ok(leaseOwner().startsWith(processLeases(process.pid)), 'a worker\'s owner falls under its process\'s prefix');
+});
+
+test('a write the PostgreSQL store refuses is answered naming that database (postgres://host:port/db, no credentials), never the data directory; /healthz says the same', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const { startTestServer } = await import('./helpers/index.ts');
+  const { samplePayload } = await import('../src/events/index.ts');
+  const dataDir = tmpDir(t);
+  const base = new URL(freshPostgresDatabase(dataDir, pg.url));
+  base.password = 's3cret'; // trust authentication ignores it; no message may show it
+  const s = await startTestServer(t, { data_dir: dataDir, store: base.toString() });
+  const database = base.pathname.slice(1);
+  const shown = `postgres://127.0.0.1:${pg.port}/${database}`;
+  // The database turned read-only (as a standby is): sessions opened from now on cannot write.
+  const admin = openPostgresDb({ url: pg.url, name: 'admin' });
+  t.after(() => admin.close());
+  const setReadOnly = (on: boolean) => {
+    admin.exec(`ALTER DATABASE ${database} SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
+    admin.prepare('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ? AND pid != pg_backend_pid()').all(database);
+  };
+  setReadOnly(true);
+  let refused: { status: number; body: any } | undefined;
+  for (let i = 0; i < 20 && !refused; i++) {
+    const r = await s.api('POST', '/api/v1/events', samplePayload('site_view'));
+    if (r.status !== 202) refused = r;
+  }
+  assert.ok(refused, 'an event is refused while the database is read-only');
+  assert.equal(refused.status, 503, JSON.stringify(refused.body));
+  const { message, hint } = refused.body.error;
+  assert.ok(message.includes(shown), message);
+  for (const text of [message, hint]) {
+    assert.ok(!text.includes(dataDir), `${text} names the data directory`);
+    assert.doesNotMatch(text, /check the disk|file system|s3cret/);
+  }
+  const health = (await (await fetch(`${s.url}/healthz`)).json()) as { store: string; store_error: { message: string; hint: string } };
+  assert.equal(health.store, 'failing');
+  assert.ok(health.store_error.message.includes(shown), health.store_error.message);
+  assert.ok(!`${health.store_error.message} ${health.store_error.hint}`.includes(dataDir));
+  assert.doesNotMatch(JSON.stringify(health), /s3cret/);
+  setReadOnly(false);
 });

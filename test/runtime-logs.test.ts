@@ -55,6 +55,17 @@ export default createIntegration({
       })());
       return new Response('answered');
     }
+    if (path === 'nul') {
+      const nul = String.fromCharCode(0);
+      console.log('before' + nul + 'answer');
+      context.waitUntil((async () => {
+        await new Promise((r) => setTimeout(r, 5));
+        console.log('late' + nul + 'one');
+        console.log('late two ' + String.fromCharCode(0xd800));
+        console.log('late three');
+      })());
+      return new Response('answered');
+    }
     if (path === 'secrets') {
       console.log(env.secrets.API_KEY);
       console.log('config', env.installation.configuration.api_token, env.installation.configuration.channel);
@@ -133,6 +144,27 @@ test('lines printed after the answer count against the same cap and grow the sam
   assert.equal(r.logs.length, 3, JSON.stringify(r.logs.map((l: { message: string }) => l.message.slice(0, 60))));
   assert.match(r.logs.at(-1).message, /^log output dropped: 4 lines \/ 3\d{3} bytes not stored \(more than sandbox\.log_bytes = 2 kB/);
   assert.doesNotMatch(JSON.stringify(r), new RegExp(API_KEY));
+});
+
+test('a NUL (or a lone surrogate) in a printed line is stored as U+FFFD on either engine, and the lines printed after it (after the answer too) are all kept', async (t) => {
+  const s = await chatty(t);
+  const id = await s.call('nul');
+  let r = await record(s, id);
+  for (let i = 0; i < 250 && r.logs.length < 4; i++) {
+    await new Promise((done) => setTimeout(done, 20));
+    r = await record(s, id);
+  }
+  // Once the last line is in, a moment for any line that would come after it.
+  await new Promise((done) => setTimeout(done, 100));
+  r = await record(s, id);
+  assert.deepEqual(
+    r.logs.map((l: { message: string }) => l.message),
+    ['before\uFFFDanswer', 'late\uFFFDone', 'late two \uFFFD', 'late three'],
+    'a lone surrogate, which PostgreSQL\'s json refuses as a NUL, too',
+  );
+  const stored = JSON.parse(String(s.services.store.db.prepare('SELECT logs FROM invocations WHERE id = ?').pluck().get(id))) as Array<{ message: string }>;
+  assert.deepEqual(stored.map((l) => l.message), r.logs.map((l: { message: string }) => l.message), 'the record holds what the API shows');
+  assert.ok(!s.logs.some((l) => /unsupported Unicode escape/.test(JSON.stringify(l))), 'no write failed');
 });
 
 test('secrets the runtime knows never reach stored lines, errors or the server log', async (t) => {

@@ -81,10 +81,11 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
   const copied = await runCli(['store', 'copy', '--to', url, '--config', cfg, '--json'], { timeoutMs: 60_000 });
   assert.equal(copied.code, 0, copied.stderr);
   assert.doesNotMatch(copied.stdout + copied.stderr, /s3cret/);
-  const report = JSON.parse(copied.stdout) as { tables: Array<{ name: string; source: number; copied: number }>; ms: number };
+  const report = JSON.parse(copied.stdout) as { tables: Array<{ name: string; source: number; copied: number; mapped: number }>; ms: number };
   assert.equal(typeof report.ms, 'number');
   const count = Object.fromEntries(report.tables.map((x) => [x.name, x.copied]));
   for (const x of report.tables) assert.equal(x.copied, x.source, x.name);
+  for (const x of report.tables) assert.equal(x.mapped, 0, `${x.name}: nothing to map`);
   assert.deepEqual(
     report.tables.map((x) => x.name).sort(),
     ['console_revocations', 'event_handler_runs', 'events', 'installations', 'invocations', 'oauth_refresh_claims', 'oauth_states', 'signing_keys', 'webhook_attempts', 'webhook_deliveries', 'webhook_endpoints', 'webhook_secrets'],
@@ -149,22 +150,24 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
   assert.doesNotMatch(again.stdout + again.stderr, /s3cret/);
 });
 
-test('store copy: a row PostgreSQL cannot hold stops the copy with the row named and the target left empty; no database, a non-postgres URL and no URL are refused', async (t) => {
+test('store copy: a row PostgreSQL cannot hold stops the copy with the row named and the target left empty; NUL characters older versions stored are copied as U+FFFD and counted; no database, a non-postgres URL and no URL are refused', async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
   const dir = tmpDir(t);
   const dataDir = join(dir, 'data');
   const store = openStore(dataDir, { migrations: allMigrations() });
-  const insert = store.db.prepare('INSERT INTO events (id, type, payload, received_at) VALUES (?, ?, ?, ?)');
-  insert.run('evt_fine', 'site_view', '{}', Date.now());
-  insert.run('evt_nul', 'site_view', '{"a":"x\u0000y"}', Date.now());
+  const insert = store.db.prepare('INSERT INTO events (id, type, installation_id, payload, received_at) VALUES (?, ?, ?, ?, ?)');
+  insert.run('evt_fine', 'site_view', null, '{}', Date.now());
+  // As older versions stored them on SQLite (a receiver's answer, a printed line): a NUL as it came.
+  insert.run('evt_nul', 'site_view', 'inst_\u0000x', '{"a":"x\u0000y"}', Date.now());
+  insert.run('evt_half', 'site_view', null, '{}', 1.5);
   store.close();
   const cfg = configFile(dir, dataDir);
   const url = emptyDatabase(pg, 'atomic');
 
   const failed = await runCli(['store', 'copy', '--to', url, '--config', cfg]);
   assert.equal(failed.code, 2, failed.stderr);
-  assert.match(failed.stderr, /events \(id evt_nul\), column payload: the text holds a NUL character/);
+  assert.match(failed.stderr, /events \(id evt_half\), column received_at: 1\.5 is not a whole number, and the PostgreSQL column is bigint/);
   assert.match(failed.stderr, /nothing was copied/);
   const target = openPostgresDb({ url, name: 'atomic' });
   t.after(() => target.close());
@@ -173,13 +176,22 @@ test('store copy: a row PostgreSQL cannot hold stops the copy with the row named
 
   // Mended, the same database takes the copy: the failed one left nothing behind.
   const mend = new Database(join(dataDir, 'switchyard.db'));
-  mend.prepare("DELETE FROM events WHERE id = 'evt_nul'").run();
+  mend.prepare("DELETE FROM events WHERE id = 'evt_half'").run();
   mend.close();
   const ok = await runCli(['store', 'copy', '--to', url, '--config', cfg]);
   assert.equal(ok.code, 0, ok.stderr);
-  assert.match(ok.stdout, /^events\s+1\s+1$/m);
-  assert.match(ok.stdout, /copied 1 rows from .* into postgres:\/\/127\.0\.0\.1:\d+\/atomic in \d+ ms .*every table's count matches/);
+  assert.match(ok.stdout, /^events\s+2\s+2$/m);
+  assert.match(ok.stdout, /copied 2 rows from .* into postgres:\/\/127\.0\.0\.1:\d+\/atomic in \d+ ms .*every table's count matches/);
+  assert.match(ok.stdout, /^events: 2 text values held a NUL character, which PostgreSQL cannot store: copied with U\+FFFD in its place/m);
+  assert.doesNotMatch(ok.stdout, /^(?!events)\w+: \d+ text values? held a NUL/m, 'only the table that had them');
   assert.match(ok.stdout, /stop the server before the copy you switch over with/);
+  assert.deepEqual(target.prepare("SELECT installation_id, payload FROM events WHERE id = 'evt_nul'").get(), { installation_id: 'inst_\uFFFDx', payload: '{"a":"x\uFFFDy"}' });
+  // The same count in --json, per table.
+  const json = await runCli(['store', 'copy', '--to', emptyDatabase(pg, 'atomic_json'), '--config', cfg, '--json']);
+  assert.equal(json.code, 0, json.stderr);
+  const mapped = Object.fromEntries((JSON.parse(json.stdout) as { tables: Array<{ name: string; mapped: number }> }).tables.map((x) => [x.name, x.mapped]));
+  assert.equal(mapped.events, 2);
+  assert.equal(mapped.installations, 0);
 
   // No SQLite database in the configuration's data_dir.
   const empty = join(dir, 'nothing-here');

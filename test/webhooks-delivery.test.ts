@@ -402,6 +402,20 @@ test('response bodies are stored only up to webhooks.response_excerpt', async (t
   assert.equal(d.attempts[0].responseTruncated, true);
 });
 
+test("a NUL in a receiver's answer is stored and shown as U+FFFD on either engine", async (t) => {
+  const s = await deliveryServer(t, fast);
+  const answer = Buffer.concat([Buffer.from('ok'), Buffer.from([0]), Buffer.from('tail')]);
+  const r = await scriptedReceiver(t, (_n, _q, res) => void res.writeHead(200).end(answer));
+  await s.subscribe(r.url, ['site_view']);
+  const d = await s.settled((await s.send(samplePayload('site_view'))).body.deliveries[0].id);
+  assert.equal(d.status, 'delivered');
+  assert.equal(d.attempts[0].responseExcerpt, 'ok\uFFFDtail');
+  const stored = s.services.store.db.prepare('SELECT a.response_excerpt FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.id = ?').pluck().get(d.id);
+  assert.equal(stored, 'ok\uFFFDtail', 'the row holds what the API shows');
+  const retried = await s.deliveries.retry(d.id);
+  assert.equal(retried.responseExcerpt, 'ok\uFFFDtail', 'and so does the answer to a manual retry');
+});
+
 test('an edited webhook URL takes effect for queued retries', async (t) => {
   const s = await deliveryServer(t, { webhooks: { base_delay: 100, jitter: 0 } });
   const old = await scriptedReceiver(t, () => 503);

@@ -92,10 +92,13 @@ const copy = defineCommand({
       source.close();
       rmSync(scratch, { recursive: true, force: true });
     }
-    if (args.json) return printJson({ tables: report.tables.map((t) => ({ name: t.name, source: t.source, copied: t.copied })), ms: report.ms });
+    if (args.json) return printJson({ tables: report.tables.map((t) => ({ name: t.name, source: t.source, copied: t.copied, mapped: t.mapped })), ms: report.ms });
     const rows = report.tables.reduce((n, t) => n + t.copied, 0);
     out(`${table(['table', 'source', 'copied'], report.tables.map((t) => [t.name, t.source, t.copied]))}\n`);
     out(`copied ${rows} rows from ${source.file} into ${name} in ${report.ms} ms (${rate(rows, report.ms)} rows/s); every table's count matches\n`);
+    // Older versions stored a NUL on SQLite as it came (a receiver's answer, say); PostgreSQL's text cannot hold one.
+    for (const t of report.tables.filter((t) => t.mapped))
+      out(`${t.name}: ${t.mapped} text value${t.mapped === 1 ? '' : 's'} held a NUL character, which PostgreSQL cannot store: copied with U+FFFD in its place, as the server stores such text now\n`);
     out('what a running server writes after the copy began is not in it: stop the server before the copy you switch over with, then set `store:` in config.yaml to this database\'s URL\n');
   },
 });

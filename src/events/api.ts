@@ -18,7 +18,7 @@ export const eventSchema = named(
     {
       eventId: optional(string({ min: 1, max: 200, pattern: /^[A-Za-z0-9_.:-]{1,200}$/, description: 'the dedup key; generated when left out' })),
       type: oneOf(EVENT_TYPES, { description: 'the platform event type' }),
-      installationId: optional(string({ min: 1, description: 'only for this installation: its webhook delivery or its handler run (an id no installation has: none)' })),
+      installationId: optional(string({ min: 1, max: 200, description: 'only for this installation: its webhook delivery or its handler run (an id no installation has: none)' })),
     },
     { passthrough: true, description: 'A platform event: eventId, type and the fields of its type' },
   ),

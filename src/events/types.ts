@@ -41,6 +41,8 @@ const FIELDS: Record<string, Record<string, Field>> = {
   space_gitsync_completed: { spaceId: 'string' },
 };
 
+/** eventId and installationId: stored and looked up by, so bounded. */
+const MAX_ID_LENGTH = 200;
 const ID = /^[A-Za-z0-9_.:-]{1,200}$/;
 
 function kind(v: unknown): string {
@@ -91,6 +93,8 @@ export function validateEventPayload(payload: unknown): Problem[] {
     out.push({ where: 'eventId', message: `must be a string of 1-200 letters, digits or _ . : -, got ${kind(payload.eventId)}`, hint: 'leave it out to have one generated' });
   if (payload.installationId !== undefined && (typeof payload.installationId !== 'string' || !payload.installationId))
     out.push({ where: 'installationId', message: `must be a non-empty string, got ${kind(payload.installationId)}` });
+  else if (typeof payload.installationId === 'string' && payload.installationId.length > MAX_ID_LENGTH)
+    out.push({ where: 'installationId', message: `must be at most ${MAX_ID_LENGTH} characters (it has ${payload.installationId.length})` });
   if (typeof payload.type !== 'string') {
     out.push({ where: 'type', message: payload.type === undefined ? 'is required' : `must be a string, got ${kind(payload.type)}`, hint: `one of ${EVENT_TYPES.join(', ')}` });
     return out;

@@ -13,7 +13,7 @@ import { bearerToken, safeEqual } from './auth.ts';
 import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument, type OpenApiPart } from './openapi.ts';
-import { storageCode, storageError } from '../store/health.ts';
+import { storageCode } from '../store/health.ts';
 import { setPrincipal, type Principal } from './principal.ts';
 import { routeOperations } from './route.ts';
 
@@ -112,7 +112,7 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
       if (storageCode(cause)) {
         // A full disk or a read-only or locked database: say so, and what to do (never a bare 500).
         services.store.health.failed(cause);
-        const e = storageError(cause, services.config.data_dir);
+        const e = services.store.health.storageError(cause);
         services.log.error('a write to the store failed', { error: e.message });
         return jsonResponse(e.toJSON(), { status: e.status, headers: e.headers });
       }

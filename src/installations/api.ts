@@ -5,6 +5,7 @@
  */
 import { dateTime, any, array, named, object, oneOf, optional, record, string, withDefault, type Infer } from '../schema/index.ts';
 import { flag, enumParam, text, requestBody } from '../http/params.ts';
+import { INSTALLATION_LIMITS as LIMITS } from './limits.ts';
 
 
 export const INSTALLATION_TARGETS = ['organization', 'space', 'site'] as const;
@@ -48,11 +49,11 @@ export const installBody = requestBody(
   {
     integration: string({ min: 1, description: 'the name of a loaded integration' }),
     target: optional(oneOf(INSTALLATION_TARGETS, { description: 'default: space with `space`, site with `site`, else organization' })),
-    space: optional(string()),
-    site: optional(string()),
-    configuration: optional(record(any(), { description: "property values; the manifest's defaults fill in absent keys" })),
-    externalIds: optional(array(string())),
-    webhook_secret: optional(string({ min: 16, description: 'webhook integration only: use this signing secret' })),
+    space: optional(string({ max: LIMITS.id })),
+    site: optional(string({ max: LIMITS.id })),
+    configuration: optional(record(any(), { description: `property values; the manifest's defaults fill in absent keys (at most ${LIMITS.configurationBytes / 1024} kB as JSON)` })),
+    externalIds: optional(array(string({ max: LIMITS.id }), { max: LIMITS.externalIds })),
+    webhook_secret: optional(string({ min: 16, max: LIMITS.webhookSecret, description: 'webhook integration only: use this signing secret' })),
   },
 );
 
@@ -69,8 +70,8 @@ export const showQuery = object({ reveal: withDefault(flag("show stored credenti
 
 export const configureBody = requestBody(
   {
-    configuration: record(any(), { description: 'keys set; null removes one (a property with a manifest default takes it back)' }),
-    externalIds: optional(array(string(), { description: 'replaced when given' })),
+    configuration: record(any(), { description: `keys set; null removes one (a property with a manifest default takes it back); the result at most ${LIMITS.configurationBytes / 1024} kB as JSON` }),
+    externalIds: optional(array(string({ max: LIMITS.id }), { max: LIMITS.externalIds, description: 'replaced when given' })),
   },
 );
 

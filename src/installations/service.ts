@@ -19,6 +19,7 @@ import { createLogger, type Logger } from '../log/index.ts';
 import { missingRequired, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
+import { checkExternalIds, configurationSizeProblem } from './limits.ts';
 import { generationsOf } from '../store/generations.ts';
 import { engineOf, sqlFor } from '../store/postgres/db.ts';
 
@@ -217,6 +218,9 @@ export function createInstallations(deps: InstallationsDeps) {
       }),
       ...(integration === WEBHOOK_INTEGRATION ? webhookConfigurationProblems(declared) : []),
     ];
+    // Platform-written keys too: the whole of it is stored.
+    const size = configurationSizeProblem(configuration);
+    if (size) problems.push(size);
     return { problems, missing: missingRequired(def, declared) };
   }
 
@@ -258,6 +262,7 @@ export function createInstallations(deps: InstallationsDeps) {
     if (target === 'site' && !req.site) throw new SwitchyardError('bad_request', 'a site installation needs a site id', { where: 'site' });
     const { configuration, problems, missing } = settle(manifest, target, req.integration, req.configuration ?? {});
     if (problems.length) fail(problems);
+    checkExternalIds(req.externalIds ?? []);
     const id = `inst_${randomBytes(10).toString('hex')}`;
     const token = newInstallationToken();
     const at = now();
@@ -311,6 +316,7 @@ export function createInstallations(deps: InstallationsDeps) {
 
   /** Replace the external ids an integration keeps on its installation (GitBook's externalIds). */
   function setExternalIds(id: string, externalIds: string[]): Installation {
+    checkExternalIds(externalIds);
     const current = require(id);
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
     db.prepare('UPDATE installations SET external_ids = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(externalIds), now(), id);
@@ -410,6 +416,7 @@ export function createInstallations(deps: InstallationsDeps) {
     }),
     /** A configuration edit (and the externalIds, when given): queued deliveries follow the webhook URL. */
     configure: db.transaction((id: string, patch: Record<string, unknown>, opts: { byCode?: boolean; externalIds?: string[] } = {}): Change => {
+      if (opts.externalIds) checkExternalIds(opts.externalIds);
       const previous = require(id);
       const c = configure(id, patch, opts);
       if (opts.externalIds) c.installation = setExternalIds(id, opts.externalIds);

@@ -3,6 +3,7 @@
  * and the event types to receive (required, several at once, comma-separated).
  */
 import type { Problem } from '../errors.ts';
+import { INSTALLATION_LIMITS } from './limits.ts';
 
 export const WEBHOOK_INTEGRATION = 'webhook';
 export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;
@@ -16,7 +17,17 @@ export function parseEventTypes(value: unknown): string[] {
 export function webhookConfigurationProblems(configuration: Record<string, unknown>): Problem[] {
   const problems: Problem[] = [];
   const url = configuration.webhook_url;
-  if (url !== undefined) {
+  if (typeof url === 'string' && url.length > INSTALLATION_LIMITS.webhookUrl) {
+    // Not repeated in the answer: it is long.
+    problems.push({
+      where: 'configuration.webhook_url',
+      message: `must be at most ${INSTALLATION_LIMITS.webhookUrl} characters (it has ${url.length})`,
+      hint: 'use the URL of the receiving endpoint; keep data out of it',
+    });
+  } else if (typeof url === 'string' && /[\u0000-\u001f\u007f]/.test(url)) {
+    // URL parsing drops or escapes them, but the URL is stored as given: it must be the one sent to.
+    problems.push({ where: 'configuration.webhook_url', message: 'must not contain control characters (a NUL, a tab, a line break, ...)', hint: 'percent-encode them (%00, %09, %0A)' });
+  } else if (url !== undefined) {
     let ok = false;
     try {
       const u = new URL(String(url));

@@ -8,6 +8,7 @@
 import type { Installation } from '../installations/index.ts';
 import type { LoadedIntegration } from '../registry/index.ts';
 import type { InvocationResult, LogLine } from '../sandbox/index.ts';
+import { storableText } from '../store/text.ts';
 
 export const REDACTED = '[redacted]';
 
@@ -74,17 +75,24 @@ export function secretRedactors<I extends Pick<LoadedIntegration, 'secrets'>, N 
   };
 }
 
+/**
+ * Printed text as it is kept and shown: the secrets out, and each NUL or lone surrogate as U+FFFD
+ * (store/text.ts), so both engines store the same line and PostgreSQL can read its record back to
+ * append the lines printed after the answer.
+ */
+const kept = (text: string, redact: Redactor) => storableText(redact(text));
+
 export function redactLine(line: LogLine, redact: Redactor): LogLine {
-  const message = redact(line.message);
+  const message = kept(line.message, redact);
   return message === line.message ? line : { ...line, message };
 }
 
-/** The result with its log lines and its error's message and stack redacted. */
+/** The result with its log lines and its error's message and stack redacted (and kept as above). */
 export function redactResult(result: InvocationResult, redact: Redactor): InvocationResult {
   const e = result.error;
   return {
     ...result,
     logs: result.logs.map((l) => redactLine(l, redact)),
-    ...(e ? { error: { ...e, message: redact(e.message), ...(e.stack !== undefined ? { stack: redact(e.stack) } : {}) } } : {}),
+    ...(e ? { error: { ...e, message: kept(e.message, redact), ...(e.stack !== undefined ? { stack: kept(e.stack, redact) } : {}) } } : {}),
   };
 }

@@ -13,7 +13,9 @@
  *   rows, each value read by its PostgreSQL column's type. Measured against multi-row VALUES with
  *   a parameter per value (docs/postgres.md, "Moving up"): as fast through the bridge, faster
  *   straight through pg, and no limit of 65,535 parameters to mind. Integers are read as BigInt
- *   (safeIntegers), so no 64-bit value is rounded on the way; bytes go as bytea's hex text.
+ *   (safeIntegers), so no 64-bit value is rounded on the way; bytes go as bytea's hex text. Text
+ *   with a NUL (which older versions stored on SQLite, and PostgreSQL's text cannot hold) is copied
+ *   with U+FFFD in its place, as the server now stores it on both engines (text.ts), and counted.
  * - Afterwards each serial column's sequence is set past the copied maximum, and each table's count
  *   is compared with the source's: inside the transaction (a difference rolls back) and after it.
  */
@@ -21,6 +23,7 @@ import type Database from 'better-sqlite3';
 import { SwitchyardError } from '../errors.ts';
 import type { ModuleMigrations } from './index.ts';
 import { bridgeOf, engineOf } from './postgres/db.ts';
+import { storableText } from './text.ts';
 
 type Db = Database.Database;
 
@@ -33,6 +36,8 @@ export interface CopiedTable {
   source: number;
   /** Rows in PostgreSQL after the commit. */
   copied: number;
+  /** Text values copied with U+FFFD for each NUL they held. */
+  mapped: number;
 }
 
 export interface CopyReport {
@@ -74,6 +79,7 @@ export function copySqliteToPostgres(source: Db, target: Db, opts: CopyOptions):
   const name = opts.targetName;
 
   const counts = new Map<string, number>();
+  const mapped = new Map<string, number>();
   const plans = source.transaction(() => {
     checkSourceSchema(source, opts.migrations);
     const plans = plan(source, target);
@@ -110,10 +116,12 @@ export function copySqliteToPostgres(source: Db, target: Db, opts: CopyOptions):
           batch = [];
           bytes = 0;
         };
+        let changed = 0;
         for (const row of source.prepare(p.select).raw(true).safeIntegers(true).iterate() as Iterable<unknown[]>) {
           const record: Record<string, unknown> = {};
           for (let c = 0; c < row.length; c++) {
             const v = convert(row[c], p, c, row);
+            if (typeof row[c] === 'string' && v !== row[c]) changed++;
             if (typeof v === 'string') bytes += v.length;
             record[p.columns[c]] = v;
           }
@@ -121,6 +129,7 @@ export function copySqliteToPostgres(source: Db, target: Db, opts: CopyOptions):
           if (batch.length === batchRows || bytes >= batchBytes) flush();
         }
         flush();
+        mapped.set(p.table, changed);
         const inTarget = Number(target.prepare(`SELECT count(*) AS n FROM ${quote(p.table)}`).pluck().get());
         if (done !== total || inTarget !== total)
           throw new SwitchyardError('storage_failed', `${p.table}: ${total} rows in the SQLite database, ${done} read and ${inTarget} in ${name}; nothing was copied (the transaction rolled back)`, {
@@ -138,6 +147,7 @@ export function copySqliteToPostgres(source: Db, target: Db, opts: CopyOptions):
     name: p.table,
     source: counts.get(p.table)!,
     copied: Number(target.prepare(`SELECT count(*) AS n FROM ${quote(p.table)}`).pluck().get()),
+    mapped: mapped.get(p.table) ?? 0,
   }));
   const differ = tables.filter((t) => t.source !== t.copied);
   if (differ.length)
@@ -243,8 +253,8 @@ const INTEGER_TYPES = new Set(['bigint', 'integer', 'smallint']);
 
 /**
  * A SQLite value as JSON for PostgreSQL's column: integers as numbers (as text beyond 2^53, which
- * the column reads exactly), bytes as bytea's hex text. What the column cannot hold exactly is
- * refused, naming the row.
+ * the column reads exactly), bytes as bytea's hex text, text with U+FFFD for each NUL (text.ts).
+ * What else the column cannot hold exactly is refused, naming the row.
  */
 function convert(v: unknown, p: Plan, c: number, row: unknown[]): unknown {
   const refuse = (why: string) => {
@@ -254,10 +264,7 @@ function convert(v: unknown, p: Plan, c: number, row: unknown[]): unknown {
       hint: 'correct or delete that row in the SQLite database (with the server stopped), then copy again',
     });
   };
-  if (typeof v === 'string') {
-    if (v.includes('\u0000')) throw refuse('the text holds a NUL character, which PostgreSQL text cannot store');
-    return v;
-  }
+  if (typeof v === 'string') return storableText(v);
   if (typeof v === 'bigint') return v >= Number.MIN_SAFE_INTEGER && v <= Number.MAX_SAFE_INTEGER ? Number(v) : String(v);
   if (typeof v === 'number') {
     if (!Number.isFinite(v)) throw refuse(`${v} is not a number JSON can carry`);

@@ -4,23 +4,32 @@
  * failure until a write succeeds again. While failing, a probe writes a second after the latest failure, and each second after, so recovery is
  * seen even when no request comes to try. A SELECT is no test: reads keep working on a full disk.
  *
- * storageError() turns SQLite's and the file system's codes into an answer a client can act on:
- * 507 for a full disk, 503 for a store that is read-only, locked or failing, each saying what to do.
+ * storageError() turns SQLite's, PostgreSQL's and the file system's codes into an answer a client
+ * can act on: 507 for a full disk, 503 for a store that is read-only, locked or failing, each naming
+ * the store that failed (the data directory, or the PostgreSQL database) and saying what to do.
  */
 import type Database from 'better-sqlite3';
 import { SwitchyardError, type ErrorCode } from '../errors.ts';
 import { engineOf } from './postgres/db.ts';
 
+/**
+ * The store a message names: SQLite's data directory, or the PostgreSQL database as
+ * `postgres://host:port/db` (store/postgres/store.ts displayUrl: never its credentials).
+ */
+export type StoreName = { engine: 'sqlite'; dataDir: string } | { engine: 'postgres'; database: string };
+
 export interface StoreHealth {
   /** A write failed: the store is failing until a write succeeds. */
   failed(error: unknown): void;
+  /** The API's answer to a failed write (see storageError), naming this store. */
+  storageError(error: unknown): SwitchyardError;
   /** A write committed (cheap: callers may report every commit). */
   ok(): void;
   status(): { ok: true } | { ok: false; code: string; message: string; since: string; hint: string };
   close(): void;
 }
 
-export function createStoreHealth(db: Database.Database, dataDir: string, opts: { probeEveryMs?: number; now?: () => number } = {}): StoreHealth {
+export function createStoreHealth(db: Database.Database, store: StoreName, opts: { probeEveryMs?: number; now?: () => number } = {}): StoreHealth {
   const now = opts.now ?? Date.now;
   let failure: { code: string; message: string; since: number } | undefined;
   let probe: NodeJS.Timeout | undefined;
@@ -57,7 +66,7 @@ export function createStoreHealth(db: Database.Database, dataDir: string, opts: 
 
   const health: StoreHealth = {
     failed(error) {
-      const e = storageError(error, dataDir);
+      const e = storageError(error, store);
       if (!failure) failure = { code: e.code, message: e.message, since: now() };
       // The probe runs a while after the latest failure, not on a fixed beat: a small write may
       // fit where the one that failed did not, and must not hide a failure reported just now.
@@ -73,6 +82,7 @@ export function createStoreHealth(db: Database.Database, dataDir: string, opts: 
         probe.unref();
       }
     },
+    storageError: (error) => storageError(error, store),
     ok() {
       if (!failure) return;
       failure = undefined;
@@ -81,7 +91,7 @@ export function createStoreHealth(db: Database.Database, dataDir: string, opts: 
     },
     status() {
       if (!failure) return { ok: true };
-      return { ok: false, code: failure.code, message: failure.message, since: new Date(failure.since).toISOString(), hint: hintFor(failure.code, dataDir) };
+      return { ok: false, code: failure.code, message: failure.message, since: new Date(failure.since).toISOString(), hint: hintFor(failure.code, store) };
     },
     close() {
       if (probe) clearTimeout(probe);
@@ -97,7 +107,20 @@ export const storeHealthMigrationPostgres = 'CREATE TABLE IF NOT EXISTS store_pr
 /** The storage codes of the error table (src/errors.ts). */
 type StorageCode = Extract<ErrorCode, `storage_${string}`>;
 
-function hintFor(code: string, dataDir: string): string {
+function hintFor(code: string, store: StoreName): string {
+  if (store.engine === 'postgres') {
+    switch (code) {
+      case 'storage_full':
+        return `free space on the disk of the PostgreSQL server that holds ${store.database}; the server resumes by itself`;
+      case 'storage_read_only':
+        return `point \`store:\` at a PostgreSQL server that takes writes (the primary, not a standby), or turn off default_transaction_read_only for ${store.database}; the server resumes by itself`;
+      case 'storage_busy':
+        return `if it lasts, another session holds locks on ${store.database} (a long transaction, a migration by hand): end it; the server resumes by itself`;
+      default:
+        return `check that the PostgreSQL server of ${store.database} is up and reachable from this node; the server resumes by itself once writes succeed`;
+    }
+  }
+  const dataDir = store.dataDir;
   switch (code) {
     case 'storage_full':
       return `free space on the disk that holds ${dataDir}; the server resumes by itself`;
@@ -130,17 +153,25 @@ export function storageCode(error: unknown): StorageCode | undefined {
  * A storage failure as the API answers it: 507 when the disk is full, 503 (with Retry-After) when the
  * store is read-only, locked or failing. Nothing was stored; the client should send again later.
  */
-export function storageError(error: unknown, dataDir: string): SwitchyardError {
+export function storageError(error: unknown, store: StoreName): SwitchyardError {
   const code = storageCode(error) ?? 'storage_failed';
-  const what: Record<StorageCode, string> = {
-    storage_full: `the data directory's disk is full (${dataDir}): nothing was stored`,
-    storage_read_only: `the database in ${dataDir} cannot be written (read-only): nothing was stored`,
-    storage_busy: `the database in ${dataDir} is locked by another process: nothing was stored`,
-    storage_failed: `the database in ${dataDir} failed to write: nothing was stored`,
-  };
+  const what: Record<StorageCode, string> =
+    store.engine === 'postgres'
+      ? {
+          storage_full: `the PostgreSQL database ${store.database} is out of disk space: nothing was stored`,
+          storage_read_only: `the PostgreSQL database ${store.database} cannot be written (read-only): nothing was stored`,
+          storage_busy: `the PostgreSQL database ${store.database} is busy (a lock not granted, a deadlock or a serialization failure): nothing was stored`,
+          storage_failed: `the PostgreSQL database ${store.database} failed to write: nothing was stored`,
+        }
+      : {
+          storage_full: `the data directory's disk is full (${store.dataDir}): nothing was stored`,
+          storage_read_only: `the database in ${store.dataDir} cannot be written (read-only): nothing was stored`,
+          storage_busy: `the database in ${store.dataDir} is locked by another process: nothing was stored`,
+          storage_failed: `the database in ${store.dataDir} failed to write: nothing was stored`,
+        };
   const cause = String((error as { code?: unknown })?.code ?? (error as Error)?.message);
   return new SwitchyardError(code, `${what[code]} (${cause})`, {
-    hint: `${hintFor(code, dataDir)}; send the request again`,
+    hint: `${hintFor(code, store)}; send the request again`,
     headers: { 'retry-after': '5' },
     cause: error,
   });

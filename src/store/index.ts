@@ -112,7 +112,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     migrate(db, opts.migrations ?? []);
     db.exec(storeHealthMigration);
   } else db.pragma('query_only = ON');
-  const health = createStoreHealth(db, dataDir);
+  const health = createStoreHealth(db, { engine: 'sqlite', dataDir });
   const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file) : undefined;
   if (opts.shared && !opts.readonly) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {

@@ -8,6 +8,8 @@ import { dateTime, array, boolean, named, nullable, number, object, oneOf, optio
 import { enumParam, flag, pageQuery, param, text, requestBody } from '../http/params.ts';
 import { parseDuration } from '../schema/index.ts';
 import { timeQuery, REPLAYABLE_STATUSES } from './time.ts';
+import { MAX_SECRET_LENGTH } from './secrets.ts';
+import { originKey } from './queue-rows.ts';
 import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type Attempt, type Delivery, type DeliveryDetail, type DeliveryStats } from './views.ts';
 
 
@@ -109,7 +111,7 @@ export const endpointQuery = (description: string) =>
     }
     if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
       return { error: `must be an http(s) origin such as https://hooks.example.com, got ${JSON.stringify(v)}` };
-    return url.origin;
+    return originKey(url.origin);
   });
 
 export const deliveriesQuery = object({
@@ -175,7 +177,7 @@ export const secretAnswer = object({
   previous: array(object({ secret: string(), expiresAt: dateTime() }), { description: 'older secrets still signing until they expire' }),
 });
 
-export const rotateBody = requestBody({ secret: optional(string({ description: 'use this secret instead of a generated one' })) });
+export const rotateBody = requestBody({ secret: optional(string({ max: MAX_SECRET_LENGTH, description: 'use this secret instead of a generated one' })) });
 
 export const rotateAnswer = object({ installationId: string(), secret: string({ description: 'the new secret, shown once' }), previousExpiresAt: dateTime() });
 

@@ -10,6 +10,7 @@ import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from
 import type { AttemptRecord, Claimed, NextState } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
 import { signatureHeader } from './signature.ts';
+import { storableText } from '../store/text.ts';
 
 export interface AttemptContext {
   config: () => Config['webhooks'];
@@ -107,9 +108,11 @@ export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptConte
     signatureHeader: header,
     status: result?.status ?? null,
     outcome,
-    error: result ? describeStatus(result, verdict) : (error?.message ?? null),
+    error: result ? describeStatus(result, verdict) : error ? storableText(error.message) : null,
     errorCode: result ? null : (error?.code ?? null),
-    responseExcerpt: result ? result.body.toString('utf8') : null,
+    // The receiver's text as both engines store it (a NUL becomes U+FFFD: store/text.ts), so the
+    // API, the live tail and the store all show the same answer.
+    responseExcerpt: result ? storableText(result.body.toString('utf8')) : null,
     responseTruncated: result?.truncated ?? false,
     nextAttemptAt: retryAt,
   };

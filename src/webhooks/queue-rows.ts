@@ -82,16 +82,35 @@ export interface AttemptRow {
 
 export const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
+/**
+ * Longest origin stored whole. The origin leads the due index (origin, next_attempt_at, seq), and
+ * PostgreSQL refuses an index entry over 2,704 bytes: one installation's URL with a 3.5 kB host
+ * made every ingest of the event types it took fail, for every subscriber. No host name DNS can
+ * resolve is longer than 253 characters, so every reachable origin (`https://` + 253 + `:65535`,
+ * 267) is kept whole; a longer one is cut to its first 300 characters (at most 1,200 bytes, with
+ * room to spare in the index). Origins cut alike share a key, hence their per-endpoint concurrency
+ * and statistics: they never resolve, so nothing is lost. Webhook URLs are at most 2,048
+ * characters (installations/limits.ts); this holds for whatever the store already had, and the
+ * webhooks migration cut older rows the same way (SQL's substr counts characters as slice does
+ * for the ASCII of a parsed origin).
+ */
+export const MAX_ORIGIN_LENGTH = 300;
+
+/** An origin as the queue stores and groups it (see MAX_ORIGIN_LENGTH). */
+export function originKey(origin: string): string {
+  return origin.length <= MAX_ORIGIN_LENGTH ? origin : origin.slice(0, MAX_ORIGIN_LENGTH).toWellFormed();
+}
+
 const origins = new Map<string, string>();
 
-/** The URL's origin (the unit of per-endpoint concurrency); remembered, since few URLs recur often. */
+/** The URL's origin (the unit of per-endpoint concurrency), as originKey keeps it; remembered, since few URLs recur often. */
 export function originOf(url: string): string {
   let o = origins.get(url);
   if (o === undefined) {
     try {
-      o = new URL(url).origin;
+      o = originKey(new URL(url).origin);
     } catch {
-      o = url;
+      o = originKey(url);
     }
     if (origins.size > 10_000) origins.clear();
     origins.set(url, o);

@@ -17,7 +17,7 @@ import { createReplays } from './queue-replay.ts';
 import { originOf, type Claimed } from './queue-rows.ts';
 
 export { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, type DeliveryDetail } from './views.ts';
-export { originOf, type Claimed, type AttemptRecord, type NextState } from './queue-rows.ts';
+export { originOf, originKey, MAX_ORIGIN_LENGTH, type Claimed, type AttemptRecord, type NextState } from './queue-rows.ts';
 export type { DeliveryFilter, AttemptFeedItem } from './queue-reads.ts';
 export type { ReplayFilter, ReplayRefusal } from './queue-replay.ts';
 

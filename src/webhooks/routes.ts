@@ -8,6 +8,7 @@ import { SwitchyardError } from '../errors.ts';
 import { route } from '../http/route.ts';
 import type { ServicesWith } from '../server/services.ts';
 import { replaySelection } from './time.ts';
+import { originKey } from './queue-rows.ts';
 import {
   deliveriesQuery,
   deliveryDetailSchema,
@@ -40,7 +41,7 @@ export function endpointParam(value: unknown, where: string): string | undefined
   }
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
     throw new SwitchyardError('bad_request', `${where} must be an http(s) origin such as https://hooks.example.com, got ${JSON.stringify(value)}`, { where });
-  return url.origin;
+  return originKey(url.origin);
 }
 
 /** `whsec_…Ab3x`: enough to tell secrets apart, not enough to use one. */

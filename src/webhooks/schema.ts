@@ -1,6 +1,14 @@
 import type { ModuleMigrations } from '../store/index.ts';
 
 /**
+ * Origins are kept to 300 characters (queue-rows.ts, MAX_ORIGIN_LENGTH: PostgreSQL's index
+ * refused a longer one, and with it every ingest of its event types); this cuts those stored
+ * before, the same way, on either engine. On PostgreSQL only rows outside the due index (held or
+ * final) can have one; SQLite took them anywhere, and a copy to PostgreSQL must fit them too.
+ */
+const CUT_ORIGINS = `UPDATE webhook_deliveries SET origin = substr(origin, 1, 300) WHERE length(origin) > 300;`;
+
+/**
  * The delivery queue, its attempts, and the signing secrets of webhook installations.
  * Times that drive scheduling are integer milliseconds (indexed, compared on every wake-up).
  * `next_attempt_at` is NULL once a delivery is final (or held by a pause), so the partial index holds only live work
@@ -139,6 +147,7 @@ export const webhooksMigrations: ModuleMigrations = {
     -- A resume finds its installation's held deliveries, in event order, without reading its history.
     CREATE INDEX webhook_deliveries_held ON webhook_deliveries (installation_id, seq) WHERE status = 'held';
     CREATE INDEX webhook_attempts_by_delivery ON webhook_attempts (delivery_seq, number);`,
+    CUT_ORIGINS,
   ],
   // PostgreSQL (docs/postgres.md): the same tables in their current shape, as one step.
   postgres: [
@@ -201,5 +210,6 @@ export const webhooksMigrations: ModuleMigrations = {
       next_attempt_at BIGINT
     );
     CREATE INDEX webhook_attempts_by_delivery ON webhook_attempts (delivery_seq, number);`,
+    CUT_ORIGINS,
   ],
 };

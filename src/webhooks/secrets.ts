@@ -32,6 +32,8 @@ export interface WebhookSecrets {
 }
 
 export const MIN_SECRET_LENGTH = 16;
+/** An HMAC key longer than SHA-256's block (64 bytes) is hashed first anyway: 256 leaves room for any real one. */
+export const MAX_SECRET_LENGTH = 256;
 
 export function newSecret(): string {
   return `whsec_${randomBytes(24).toString('base64url')}`;
@@ -39,8 +41,8 @@ export function newSecret(): string {
 
 function checkGiven(given: string | undefined): string {
   if (given === undefined) return newSecret();
-  if (typeof given !== 'string' || given.length < MIN_SECRET_LENGTH || /\s/.test(given))
-    throw new SwitchyardError('bad_request', `a webhook secret must be at least ${MIN_SECRET_LENGTH} characters, without whitespace`, {
+  if (typeof given !== 'string' || given.length < MIN_SECRET_LENGTH || given.length > MAX_SECRET_LENGTH || /\s/.test(given))
+    throw new SwitchyardError('bad_request', `a webhook secret must be ${MIN_SECRET_LENGTH} to ${MAX_SECRET_LENGTH} characters, without whitespace`, {
       where: 'secret',
     });
   return given;

@@ -6,6 +6,7 @@
  * `ON CONFLICT DO NOTHING`, and an INSERT into a table with a row number returns it (SQLite's
  * lastInsertRowid). What differs beyond that is written per engine in the module (see `sqlFor`).
  */
+import { storableText } from '../text.ts';
 
 export type Slot = { index: number } | { name: string };
 
@@ -153,9 +154,9 @@ export function bind(slots: Slot[], args: unknown[]): unknown[] {
 
 function value(v: unknown): unknown {
   if (v === undefined) return null;
-  // PostgreSQL's text cannot hold NUL (SQLite's can): a receiver's reply with one must not make
-  // its attempt unrecordable, so the character becomes U+FFFD, as an invalid byte does in a decoder.
-  if (typeof v === 'string' && v.includes('\u0000')) return v.replaceAll('\u0000', '\uFFFD');
+  // PostgreSQL's text cannot hold NUL (SQLite's can): no write may fail for one, so it becomes
+  // U+FFFD (../text.ts). The modules map what outsiders control before this, on both engines alike.
+  if (typeof v === 'string') return storableText(v);
   if (typeof v === 'boolean') throw new TypeError('SQLite3 can only bind numbers, strings, bigints, buffers, and null');
   return v;
 }

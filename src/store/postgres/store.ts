@@ -61,7 +61,7 @@ export function openPostgresStore(
     lock?.release();
     throw e;
   }
-  const health = createStoreHealth(db, name);
+  const health = createStoreHealth(db, { engine: 'postgres', database: name });
   return {
     db,
     file: name,
