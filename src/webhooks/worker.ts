@@ -166,6 +166,12 @@ export function createWorker(deps: WorkerDeps): Worker {
    * there is one; the caller queues them (queueAhead) once it commits.
    */
   function claimDue(now: number): Ahead[] {
+    const rows = dueRows(now);
+    return rows.length ? claimRows(rows, now) : [];
+  }
+
+  /** The due deliveries there is room for (reads only). */
+  function dueRows(now: number): Array<{ seq: number; origin: string }> {
     const cfg = deps.config();
     const room = 2 * cfg.concurrency - inflight - aheadCount;
     if (room <= 0) return [];
@@ -174,9 +180,12 @@ export function createWorker(deps: WorkerDeps): Worker {
       const depth = freed !== undefined && now - freed < AHEAD_WAIT_MS ? 2 : 1;
       return depth * cfg.per_endpoint_concurrency - (perOrigin.get(origin) ?? 0) - waitingFor(origin);
     };
-    const rows = queue.due(now, room, perOriginRoom);
-    if (!rows.length) return [];
-    const until = now + aheadLeaseMs(cfg);
+    return queue.due(now, room, perOriginRoom);
+  }
+
+  /** Lease them, in one statement (those another worker took meanwhile are left out). */
+  function claimRows(rows: Array<{ seq: number }>, now: number): Ahead[] {
+    const until = now + aheadLeaseMs(deps.config());
     return queue.claimMany(rows.map((r) => r.seq), owner, now, until).map((c) => ({ c, until, since: now }));
   }
 
@@ -260,8 +269,16 @@ export function createWorker(deps: WorkerDeps): Worker {
       do {
         again = false;
         const now = clock();
-        // Queued only once committed: a commit that fails leaves nothing claimed.
-        queueAhead(queue.atomically(() => claimDue(now)));
+        // The write lock only when there is something to claim (a wake after every ingest commit
+        // would otherwise take it for nothing); queued only once committed.
+        const rows = dueRows(now);
+        const claimed = rows.length ? queue.atomicallyUnlessBusy(() => claimRows(rows, now)) : [];
+        if (claimed === LOCK_BUSY) {
+          // Another process is committing: try again next turn, without waiting for its lock here.
+          setImmediate(pump);
+          break;
+        }
+        queueAhead(claimed);
         drainAll();
         arm(now);
       } while (again && !stopped);
