@@ -230,13 +230,13 @@ test('two live nodes may not share a node id (a copied data_dir): the second is 
   t.after(() => (a.close(), b.close()));
   const id = useNodeId(dirA);
   copyFileSync(join(dirA, 'node-id'), join(dirB, 'node-id'));
-  claimNodeId(a.db, dirA);
-  assert.throws(
-    () => claimNodeId(b.db, dirB),
+  const held = await claimNodeId(a.db, dirA);
+  await assert.rejects(
+    claimNodeId(b.db, dirB),
     (e: Error & { code?: string; hint?: string }) => e.code === 'conflict' && e.message.includes(id) && e.message.includes(join(dirB, 'node-id')) && /delete/.test(String(e.hint)),
   );
-  a.close();
-  claimNodeId(b.db, dirB);
+  await held.release();
+  await (await claimNodeId(b.db, dirB)).release();
 });
 
 test('two nodes configure one installation in the same moment: neither edit is lost (the row is read locked, not from a cache)', async (t) => {
@@ -309,7 +309,7 @@ test('on SQLite too, claiming the node id sets the lease owners, so the supervis
   const dir = tmpDir(t);
   const store = openStore(dir, { migrations: allMigrations() });
   t.after(() => store.close());
-  claimNodeId(store.db, dir);
+  await claimNodeId(store.db, dir);
   const id = readFileSync(join(dir, 'node-id'), 'utf8').trim();
   assert.match(id, /^[0-9a-f]{12}$/);
   assert.equal(processLeases(process.pid), `${id}.${process.pid}.`);

@@ -43,9 +43,10 @@ export default defineCommand({
     }
     // One process, no supervisor: isolates run here, so a guest that takes V8 down takes the server.
     const server = await startServer(config, { sandbox: 'in-process' });
-    await untilSignal(server, true);
-    process.exitCode = 0;
-    return 0;
+    // Stopped by a signal (0), or by itself: another node took its id (1; it said why).
+    const code = await Promise.race([untilSignal(server, true).then(() => 0), server.halted.then(() => 1)]);
+    process.exitCode = code;
+    return code;
   },
 });
 

@@ -12,7 +12,7 @@ import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../server/migrations.ts';
 import { copySqliteToPostgres, type CopyReport } from '../store/copy.ts';
 import { DB_FILE, openStore, type Store } from '../store/index.ts';
-import { displayUrl } from '../store/postgres/store.ts';
+import { displayStoreUrl, readStoreUrl } from '../store/postgres/url.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { createProgress, type Progress } from './progress.ts';
 import { printJson, table } from './table.ts';
@@ -25,17 +25,9 @@ const URL_HINT = 'postgres://user:password@host:5432/database (the database must
 function targetUrl(given: string | undefined): string {
   const url = given ?? process.env.DATABASE_URL;
   if (!url) throw new SwitchyardError('bad_request', 'say which PostgreSQL database to copy into: --to postgres://…', { where: '--to', hint: `${URL_HINT}; or set DATABASE_URL` });
-  let u: URL | undefined;
-  try {
-    u = new URL(url);
-  } catch {
-    /* said below */
-  }
   const where = given === undefined ? 'DATABASE_URL' : '--to';
-  if (!u || !/^postgres(ql)?:$/.test(u.protocol))
-    throw new SwitchyardError('bad_request', `${where} must be a postgres:// URL (the value is not repeated here: it may hold a password)`, { where, hint: URL_HINT });
-  if (!u.hostname || u.pathname.length < 2)
-    throw new SwitchyardError('bad_request', `${where} must name a host and a database (postgres://host:5432/database)`, { where, hint: URL_HINT });
+  const read = readStoreUrl(url);
+  if (!read.ok) throw new SwitchyardError('bad_request', `${where} must be a postgres:// URL that PostgreSQL's parsers read alike: it ${read.problem} (the value is not repeated here: it may hold a password)`, { where, hint: `${read.hint}; ${URL_HINT}` });
   return url;
 }
 
@@ -54,7 +46,7 @@ const copy = defineCommand({
   async run({ args }) {
     const url = targetUrl(args.to);
     const config = configFrom(args);
-    const name = displayUrl(url);
+    const name = displayStoreUrl(url);
     const file = join(resolve(config.data_dir), DB_FILE);
     if (!existsSync(file))
       throw new SwitchyardError('not_found', `no SQLite database at ${file}`, {

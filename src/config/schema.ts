@@ -5,6 +5,7 @@
  */
 import { Cron } from 'croner';
 import * as s from '../schema/index.ts';
+import { readStoreUrl, STORE_URL_FORM } from '../store/postgres/url.ts';
 
 /** What a cron pattern looks like, for whoever refuses one (here, and the retention job's own check). */
 export const CRON_HINT = 'five fields: minute hour day-of-month month day-of-week, e.g. "17 3 * * *" (daily at 03:17)';
@@ -35,29 +36,22 @@ function proxyHops(): s.Schema<number> {
 /**
  * `store:`: where the state lives. Absent or empty: the SQLite file under data_dir. A
  * postgres:// URL: that PostgreSQL database, shared by every node given the same URL. The value
- * holds a password, so no message repeats it.
+ * holds a password, so no message repeats it, and a URL that PostgreSQL's parsers would read
+ * differently (an unencoded @ / ? # in the password) is refused here (store/postgres/url.ts).
  */
 function storeUrl(): s.Schema<string> {
   return {
     kind: 'store_url',
-    description: 'empty for the SQLite file under data_dir, or postgres://user:password@host:5432/database',
+    description: `empty for the SQLite file under data_dir, or ${STORE_URL_FORM}`,
     check(v, path, issues) {
       if (v === undefined || v === null || v === '') return '';
-      const hint = 'postgres://user:password@host:5432/database, or ${{ env.DATABASE_URL }}; leave it out for SQLite under data_dir';
       if (typeof v !== 'string') {
-        issues.push({ path, message: `must be a postgres:// URL, got ${s.typeName(v)}`, hint });
+        issues.push({ path, message: `must be a postgres:// URL, got ${s.typeName(v)}`, hint: `${STORE_URL_FORM}, or \${{ env.DATABASE_URL }}; leave it out for SQLite under data_dir` });
         return s.INVALID;
       }
-      let u: URL | undefined;
-      try {
-        u = new URL(v);
-      } catch {
-        /* said below */
-      }
-      if (!u || !/^postgres(ql)?:$/.test(u.protocol) || !u.hostname || u.pathname.length < 2) {
-        const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(v)?.[1];
-        const what = !u ? 'is not a URL' : !/^postgres(ql)?:$/.test(u.protocol) ? `uses ${scheme}:, not postgres:` : !u.hostname ? 'names no host' : 'names no database (…/database at its end)';
-        issues.push({ path, message: `${what} (the value is not repeated here: it may hold a password)`, hint });
+      const read = readStoreUrl(v);
+      if (!read.ok) {
+        issues.push({ path, message: `${read.problem} (the value is not repeated here: it may hold a password)`, hint: read.hint });
         return s.INVALID;
       }
       return v;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { ADMIN_TOKEN_FILE } from './auth.ts';
-import { displayUrl } from '../store/postgres/store.ts';
+import { displayStoreUrl } from '../store/postgres/url.ts';
 
 export interface Serving {
   /** The public URL, with the port the server got. */
@@ -36,7 +36,7 @@ export function announceServing(log: Logger, config: LoadedConfig, s: Serving): 
     admin_credential: credential,
     data_dir: config.data_dir,
     // Where the state is: the SQLite file under data_dir, or the PostgreSQL database (no credentials).
-    store: config.store ? displayUrl(config.store) : 'sqlite',
+    store: config.store ? displayStoreUrl(config.store) : 'sqlite',
     config: config.source ?? '(embedded defaults)',
   };
   const token = config.admin_token ? 'the admin_token of config.yaml' : `the admin token in ${credential}`;

@@ -33,7 +33,7 @@ import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type Parking, type ToServing, type
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
-import { claimNodeId, leftoverLeases, processLeases } from '../store/lease-owner.ts';
+import { claimNodeId, leftoverLeases, processLeases, type NodeIdClaim } from '../store/lease-owner.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;
@@ -68,8 +68,19 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const queue = createQueue(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
   const runs = createHandlerRuns(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
   // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
+  /** Another node took this node's id (its lock was lost with a database restart): nothing more is done as this id. */
+  let idTaken = false;
+  let nodeId: NodeIdClaim;
   try {
-    claimNodeId(store.db, config.data_dir);
+    nodeId = await claimNodeId(store.db, config.data_dir, {
+      log,
+      onLost(e) {
+        idTaken = true;
+        log.error(e.message, { code: e.code, hint: e.hint });
+        exitCode = 1;
+        void stop('another node took this node id');
+      },
+    });
   } catch (e) {
     store.close();
     throw e;
@@ -204,11 +215,14 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     readinessChanged();
     const record = readCrashRecord(crashRecordFile(config.data_dir, slot.index));
     const pid = w.process.pid;
-    // Its leases go back now rather than when they run out: another process sends them.
+    // Its leases go back now rather than when they run out: another process sends them. Not once
+    // another node holds this id: its processes' leases may carry the same prefix (same pid).
     let released = 0;
     try {
-      released = queue.recoverInterrupted(Date.now(), processLeases(pid));
-      released += runs.releaseOwnedBy(processLeases(pid));
+      if (!idTaken) {
+        released = queue.recoverInterrupted(Date.now(), processLeases(pid));
+        released += runs.releaseOwnedBy(processLeases(pid));
+      }
     } catch (e) {
       log.error('could not give back the leases of a dead serving process; they run out instead', { error: e as Error });
     }
@@ -312,9 +326,10 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   // With port 0 each process would pick a port of its own (cluster shares a socket per address and
   // port asked for): pick one here, once, for all of them.
   if (!config.server.port) port = await freePort(config.server.host);
-  start(slots[0]);
+  if (!stopping) start(slots[0]);
   await finished;
   forgetServingUrl(config.data_dir);
+  await nodeId.release();
   store.close();
   log.info('switchyard stopped');
   return exitCode;

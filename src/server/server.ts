@@ -21,12 +21,14 @@ import { createApp } from '../http/app.ts';
 import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
 import { checkNeeds, checkProvided } from './capabilities.ts';
-import { claimNodeId, useNodeId } from '../store/lease-owner.ts';
+import { claimNodeId, useNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
 
 export interface RunningServer {
   url: string;
   port: number;
   services: Services;
+  /** Resolves when the server stopped by itself, with why: another node took its id (it has closed). */
+  halted: Promise<SwitchyardError>;
   close(): Promise<void>;
 }
 
@@ -50,10 +52,23 @@ export async function startServer(
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
   const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
   useNodeId(config.data_dir);
-  // A server alone is its node (under the supervisor, the supervisor claimed the id).
+  // A server alone is its node (under the supervisor, the supervisor claimed the id). Should another
+  // node take the id (this one's lock lost with a database restart), it stops serving (fail closed).
+  let halt!: (e: SwitchyardError) => void;
+  const halted = new Promise<SwitchyardError>((resolve) => (halt = resolve));
+  let nodeId: NodeIdClaim | undefined;
+  let lost: SwitchyardError | undefined;
+  let running: RunningServer | undefined;
   if (!opts.link) {
     try {
-      claimNodeId(store.db, config.data_dir);
+      nodeId = await claimNodeId(store.db, config.data_dir, {
+        log,
+        onLost(e) {
+          log.error(e.message, { code: e.code, hint: e.hint });
+          lost = e;
+          if (running) void running.close().then(() => halt(e));
+        },
+      });
     } catch (e) {
       store.close();
       throw e;
@@ -100,6 +115,7 @@ export async function startServer(
   } catch (e) {
     httpServer?.close();
     await stopModules();
+    await nodeId?.release();
     store.close();
     throw e;
   }
@@ -112,6 +128,7 @@ export async function startServer(
   if (new URL(console).origin === new URL(publicUrl).origin) {
     httpServer.close();
     await stopModules();
+    await nodeId?.release();
     store.close();
     throw new SwitchyardError('config_invalid', `server.console_url ${console} is the public endpoints' origin (${publicUrl})`, {
       hint: "integration pages served there would run with the console's authority: give the console its own host name",
@@ -128,10 +145,11 @@ export async function startServer(
 
   let closing: Promise<void> | undefined;
   const server = httpServer;
-  return {
+  running = {
     url: publicUrl,
     port,
     services,
+    halted,
     close() {
       closing ??= (async () => {
         services.closing = true;
@@ -142,6 +160,7 @@ export async function startServer(
         await drained;
         clearTimeout(timer);
         await stopModules();
+        await nodeId?.release();
         store.close();
         // Under the supervisor the URL stays while it serves: it forgets it when it stops.
         if (!opts.link) forgetServingUrl(config.data_dir);
@@ -150,6 +169,9 @@ export async function startServer(
       return closing;
     },
   };
+  // Lost while starting: it stops now that it can.
+  if (lost) void running.close().then(() => halt(lost!));
+  return running;
 }
 
 /** The HTTP app with every module's routes and OpenAPI part. */

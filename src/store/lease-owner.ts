@@ -9,8 +9,10 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Db } from './index.ts';
-import { engineOf } from './postgres/db.ts';
+import { connectionStringOf, engineOf } from './postgres/db.ts';
+import { holdSessionLock, type SessionLock } from './postgres/session-lock.ts';
 import { SwitchyardError } from '../errors.ts';
+import type { Logger } from '../log/index.ts';
 
 export const NODE_ID_FILE = 'node-id';
 
@@ -57,19 +59,57 @@ export function leftoverLeases(db: Db): string {
   return prefix;
 }
 
+/** This node's hold on its id: given back when the node stops. */
+export interface NodeIdClaim {
+  release(): Promise<void>;
+}
+
 /**
  * On PostgreSQL, no two live nodes may share an id (a data_dir copied from another node's, an
  * image with the file in it): each would take back the other's leases as its own. The node holds
- * an advisory lock on its id for as long as its connection lives, and a second one is refused.
+ * an advisory lock on its id, and a second one is refused at its start.
+ *
+ * The lock lives with a database session, so a database restart or failover ends it, and a copy
+ * started then would be let in. The lock therefore has a connection of its own that comes back at
+ * once and takes the lock back first (session-lock.ts); should another node hold it by then,
+ * `onLost` is told (the id is that node's now): the caller stops serving as this id. Fail closed:
+ * of two live nodes with one id, the one that lost the lock stops, whichever it is.
  */
-export function claimNodeId(db: Db, dataDir: string): void {
+export async function claimNodeId(
+  db: Db,
+  dataDir: string,
+  opts: { log?: Logger; onLost?: (e: SwitchyardError) => void } = {},
+): Promise<NodeIdClaim> {
   const id = useNodeId(dataDir);
-  if (engineOf(db) !== 'postgres') return;
-  const got = db.prepare('SELECT pg_try_advisory_lock(CAST(? AS INTEGER), hashtext(?)) AS got').pluck().get(NODE_LOCK, id);
-  if (got !== true)
-    throw new SwitchyardError('conflict', `another node on this store already runs as node ${id} (${join(dataDir, NODE_ID_FILE)})`, {
-      hint: `give each node its own data_dir; if this one was copied from another node's, delete ${join(dataDir, NODE_ID_FILE)} and start again (a new id is made)`,
+  const url = connectionStringOf(db);
+  if (!url) return { release: async () => {} };
+  const file = join(dataDir, NODE_ID_FILE);
+  const log = opts.log;
+  let lock: SessionLock | undefined;
+  try {
+    lock = await holdSessionLock({
+      url,
+      key: NODE_LOCK,
+      name: id,
+      applicationName: `switchyard ${process.pid} (node id)`,
+      dropped: (e) => log?.warn('the node id lock went with its connection to PostgreSQL; taking it back as soon as the server answers', { node: id, reason: e.message }),
+      retaken: (ms) => log?.info('node id lock taken back', { node: id, after_ms: ms }),
+      lost: () => {
+        const e = new SwitchyardError('conflict', `another node took this node's id ${id} on the store while the connection to PostgreSQL was down (a database restart or failover): two nodes have this id in their data_dir (here ${file}); this node stops serving as ${id}`, {
+          hint: `give each node its own data_dir: on the node whose data_dir was copied from another's, delete its node-id file (here ${file}) and start it again (a new id is made)`,
+        });
+        if (opts.onLost) opts.onLost(e);
+        else log?.error(e.message, { code: e.code, hint: e.hint });
+      },
     });
+  } catch (e) {
+    throw new SwitchyardError('storage_failed', `cannot take the node id lock on the store: ${(e as Error).message}`, { cause: e });
+  }
+  if (!lock)
+    throw new SwitchyardError('conflict', `another node on this store already runs as node ${id} (${file})`, {
+      hint: `give each node its own data_dir; if this one was copied from another node's, delete ${file} and start again (a new id is made)`,
+    });
+  return lock;
 }
 
 /** pg_advisory_lock's first key for node ids ("swnd"). */

@@ -1,7 +1,9 @@
 /**
  * A throwaway PostgreSQL server for tests and benchmarks: `initdb` and `pg_ctl` from Debian's
  * `postgresql` package into a temp folder, on a free loopback port, trust authentication for
- * 127.0.0.1 only (no Unix socket, no other address), stopped and removed afterwards.
+ * 127.0.0.1 only (no other address; a Unix socket in the folder only when asked for), stopped and
+ * removed afterwards. `restart()` restarts it as an operator would (pg_ctl restart: every
+ * connection is closed, the data stays).
  *
  * PostgreSQL refuses to run as root. When this process is root, the server's commands run as an
  * unprivileged account (`postgres`, which the Debian package creates, or SWITCHYARD_PG_USER):
@@ -13,7 +15,7 @@
  * on a machine without PostgreSQL.
  */
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
-import { appendFileSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,8 +30,12 @@ export interface PgServer {
   database: string;
   version: string;
   dir: string;
+  /** The directory of the Unix socket, when started with `socket: true`. */
+  socketDir?: string;
   /** The server's log (for a failure's message). */
   log(): string;
+  /** pg_ctl restart (fast): every session ends (and its advisory locks with it), the data stays. */
+  restart(): void;
   /** Stop (immediate) and remove the folder; safe to call twice. */
   stop(): void;
 }
@@ -92,7 +98,7 @@ process.once('exit', () => {
  * Start a server. `settings` go into postgresql.conf (e.g. `{ synchronous_commit: 'off' }`).
  * Throws when PostgreSQL is unavailable (postgresUnavailable says why) or does not start.
  */
-export async function startPostgres(opts: { settings?: Record<string, string | number> } = {}): Promise<PgServer> {
+export async function startPostgres(opts: { settings?: Record<string, string | number>; socket?: boolean } = {}): Promise<PgServer> {
   const b = postgresBinaries();
   if ('absent' in b) throw new Error(b.absent);
   const who = runAs();
@@ -114,15 +120,20 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
     cleanup();
     throw e;
   }
-  // Only TCP on 127.0.0.1, trust for that address alone.
-  writeFileSync(join(data, 'pg_hba.conf'), 'host all all 127.0.0.1/32 trust\n');
+  // TCP on 127.0.0.1, trust for that address alone; and the socket in the folder, when asked for.
+  const socketDir = opts.socket ? join(dir, 's') : undefined;
+  if (socketDir) {
+    mkdirSync(socketDir);
+    if (who.uid !== undefined) chownSync(socketDir, who.uid, who.gid!);
+  }
+  writeFileSync(join(data, 'pg_hba.conf'), `host all all 127.0.0.1/32 trust\n${socketDir ? 'local all all trust\n' : ''}`);
   const version = run('pg_ctl', ['--version']).trim();
   for (let tries = 0; ; tries++) {
     const port = await freePort();
     const conf: Record<string, string | number> = {
       port,
       listen_addresses: "'127.0.0.1'",
-      unix_socket_directories: "''",
+      unix_socket_directories: socketDir ? `'${socketDir}'` : "''",
       max_connections: 50,
       ...opts.settings,
     };
@@ -144,7 +155,11 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
       database: 'postgres',
       version,
       dir,
+      ...(socketDir ? { socketDir } : {}),
       log: () => (existsSync(logFile) ? readFileSync(logFile, 'utf8') : ''),
+      restart() {
+        run('pg_ctl', ['-D', data, '-l', logFile, '-m', 'fast', '-w', '-t', '30', 'restart']);
+      },
       stop() {
         if (stopped) return;
         stopped = true;

@@ -69,6 +69,11 @@ export class Bridge {
     this.thread = this.start();
   }
 
+  /** The connection string (it holds the password: never shown). */
+  get url(): string {
+    return this.opts.url;
+  }
+
   private start(): Thread {
     this.generation++;
     const shared = new SharedArrayBuffer(4);

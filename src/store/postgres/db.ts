@@ -24,6 +24,11 @@ export function bridgeOf(db: Db): Bridge | undefined {
   return (db as unknown as { bridge?: Bridge }).bridge;
 }
 
+/** The connection string a PostgreSQL store was opened with (it holds the password: never shown). */
+export function connectionStringOf(db: Db): string | undefined {
+  return bridgeOf(db)?.url;
+}
+
 /** A statement written per engine: SQLite's text, and PostgreSQL's where it differs. */
 export function sqlFor(db: Db, sql: { sqlite: string; postgres: string }): string {
   return engineOf(db) === 'postgres' ? sql.postgres : sql.sqlite;

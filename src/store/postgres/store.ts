@@ -10,6 +10,7 @@ import { createStoreHealth, storeHealthMigrationPostgres } from '../health.ts';
 import type Database from 'better-sqlite3';
 import { openPostgresDb } from './db.ts';
 import { applySteps } from '../migrate.ts';
+import { readStoreUrl, STORE_URL_FORM } from './url.ts';
 
 // Shapes of store/index.ts's, restated: that file opens this one (an import back would be a circle).
 type Db = Database.Database;
@@ -18,26 +19,18 @@ type Migrations = Array<{ module: string; postgres?: string[] }>;
 /** pg_advisory_lock's key for migrations: any constant the nodes share ("swyd" in ASCII). */
 const MIGRATION_LOCK = 0x73777964;
 
-/** The URL as it may be shown: no password, no query. */
-export function displayUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    return `postgres://${u.hostname}${u.port ? `:${u.port}` : ''}${u.pathname}`;
-  } catch {
-    return 'postgres://(unreadable URL)';
-  }
-}
-
-export function isPostgresUrl(url: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(url);
-}
-
 export function openPostgresStore(
   url: string,
   opts: { readonly?: boolean; migrations?: Migrations; hooks: (db: Db) => void },
   lock: Lock | undefined,
 ) {
-  const name = displayUrl(url);
+  // The configuration refused an unclean URL already; a caller that did not read one from it gets the same answer.
+  const read = readStoreUrl(url);
+  if (!read.ok) {
+    lock?.release();
+    throw new SwitchyardError('config_invalid', `the store URL ${read.problem} (the value is not repeated here: it may hold a password)`, { hint: read.hint });
+  }
+  const name = read.url.display;
   let db: Db;
   try {
     db = openPostgresDb({ url, name, readonly: opts.readonly, applicationName: `switchyard ${process.pid}` });
@@ -45,7 +38,7 @@ export function openPostgresStore(
   } catch (e) {
     lock?.release();
     throw new SwitchyardError('storage_failed', `cannot reach the store at ${name}: ${(e as Error).message}`, {
-      hint: 'check `store:` in config.yaml (postgres://user:password@host:5432/database) and that the server is up',
+      hint: `check \`store:\` in config.yaml (${STORE_URL_FORM}) and that the server is up`,
       cause: e,
     });
   }
