@@ -14,6 +14,7 @@ import { decodeEnvelope } from './envelope.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';
 import { toResponse } from './public-fetch.ts';
+import { scopeGranted } from './runnable.ts';
 
 export const RUNTIME_VERSIONS = ['v1'] as const;
 
@@ -39,6 +40,7 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
     const envelope = await decodeEnvelope(event.req, limits.request_body + 64 * 1024);
     if (envelope.fetchBody && envelope.fetchBody.byteLength > limits.request_body)
       throw new SwitchyardError('payload_too_large', `fetch-body is larger than sandbox.request_body (${limits.request_body} bytes)`);
+    scopeGranted(integration, envelope.event.type);
     const installations = services.installations;
     let installation;
     if (principal.kind === 'installation') {
