@@ -7,7 +7,8 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { encodeEnvelope } from '../src/runtime/index.ts';
+import { buildEnvironment, encodeEnvelope } from '../src/runtime/index.ts';
+import { callerFields, PLATFORM_ENVIRONMENT_KEYS } from '../src/runtime/caller-environment.ts';
 import { startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
 
 process.env.VIEWER_API_KEY = 'sk_test_viewer';
@@ -82,4 +83,107 @@ test('scopes: an event whose scope the manifest does not request is refused 403 
   // What needs no scope still runs: a lifecycle event and a fetch.
   assert.equal((await post(s, 'viewer', { type: 'installation_setup', installationId: installation.id }, {}, token)).status, 200);
   assert.equal((await post(s, 'viewer', fetchEvent('https://x.test/env'), {}, token)).status, 200);
+});
+
+test('environment: what the platform owns is rebuilt from the store; forged configuration, status, urls and secrets never reach the code', async (t) => {
+  const s = await server(t);
+  const { installation, token } = await install(s, 'viewer', { channel: 'general' });
+  const stored = (await (await fetch(`${installation.urls.publicEndpoint}`)).json()) as any;
+  const forged = {
+    apiEndpoint: 'https://evil.test/api',
+    apiTokens: { installation: 'sy_inv_forged' },
+    integration: { name: 'viewer', scopes: ['space:metadata:read'], urls: { publicEndpoint: 'https://evil.test/' } },
+    installation: { id: installation.id, status: 'active-forged', configuration: { evil: 1 }, urls: { publicEndpoint: 'https://evil.test/hook' }, target: 'space' },
+    spaceInstallation: { space: 'space-evil', configuration: { evil: 1 } },
+    secrets: { API_KEY: 'forged' },
+    signingSecrets: { integration: 'forged' },
+    configuration: { evil: 1 },
+    status: 'forged',
+    note: 'a field of the caller',
+  };
+  for (const [who, bearer] of [['admin token', s.token], ['installation token', token]] as const) {
+    const res = await post(s, 'viewer', fetchEvent('https://x.test/env'), forged, bearer);
+    assert.equal(res.status, 200, who);
+    const env = (await res.json()) as any;
+    assert.equal(env.apiEndpoint, `${s.url}/api/v1`, who);
+    assert.match(env.apiTokens.installation, /^sy_inv_/, who);
+    assert.notEqual(env.apiTokens.installation, 'sy_inv_forged', who);
+    assert.deepEqual(env.integration, stored.integration, who);
+    assert.deepEqual(env.installation, stored.installation, `${who}: the stored installation, nothing of the forged one`);
+    assert.equal(env.installation.status, 'active', who);
+    assert.deepEqual(env.installation.configuration, { channel: 'general' }, who);
+    assert.equal(env.installation.urls.publicEndpoint, installation.urls.publicEndpoint, who);
+    assert.deepEqual(env.secrets, { API_KEY: 'sk_test_viewer' }, who);
+    for (const key of ['spaceInstallation', 'siteInstallation', 'signingSecrets', 'configuration', 'status'])
+      assert.equal(env[key], undefined, `${who}: ${key} is the platform's and this installation has none`);
+    assert.equal(env.note, 'a field of the caller', `${who}: a field the platform does not own passes through`);
+  }
+});
+
+test('environment: choosing another installation by id needs a token that may act for it', async (t) => {
+  const s = await server(t);
+  const mine = await install(s, 'viewer', { channel: 'mine' });
+  const other = await install(s, 'viewer', { channel: 'other' });
+  const peer = await install(s, 'peer');
+  const envOf = async (res: Response) => {
+    assert.equal(res.status, 200);
+    return (await res.json()) as any;
+  };
+  const ev = fetchEvent('https://x.test/env');
+
+  // The admin may act for any installation of the integration it posts to.
+  const asAdmin = await envOf(await post(s, 'viewer', ev, { installation: { id: other.installation.id } }, s.token));
+  assert.equal(asAdmin.installation.id, other.installation.id);
+  assert.deepEqual(asAdmin.installation.configuration, { channel: 'other' });
+  // ... and without naming one, the code runs with no installation.
+  assert.equal((await envOf(await post(s, 'viewer', ev, {}, s.token))).installation, undefined);
+
+  // An installation token acts for its own installation only.
+  assert.equal((await envOf(await post(s, 'viewer', ev, {}, mine.token))).installation.id, mine.installation.id);
+  assert.equal((await envOf(await post(s, 'viewer', ev, { installation: { id: mine.installation.id } }, mine.token))).installation.id, mine.installation.id);
+  const stolen = await post(s, 'viewer', ev, { installation: { id: other.installation.id } }, mine.token);
+  const stolenBody = (await stolen.json()) as any;
+  assert.equal(stolen.status, 403, JSON.stringify(stolenBody));
+  assert.equal(stolenBody.error.code, 'forbidden');
+  assert.match(stolenBody.error.message, new RegExp(other.installation.id));
+
+  // An installation the integration does not have, or no installation at all, is not run as "none".
+  for (const [id, status, code] of [
+    [peer.installation.id, 404, 'not_found'],
+    ['inst_nope', 404, 'not_found'],
+    [42, 400, 'bad_request'],
+  ] as const) {
+    const res = await post(s, 'viewer', ev, { installation: { id } }, s.token);
+    const body = (await res.json()) as any;
+    assert.equal(res.status, status, `${id}: ${JSON.stringify(body)}`);
+    assert.equal(body.error.code, code, String(id));
+    assert.equal(body.error.where, 'environment.installation.id', String(id));
+  }
+  for (const bad of ['inst_x', ['inst_x'], { id: '' }]) {
+    const res = await post(s, 'viewer', ev, { installation: bad }, s.token);
+    assert.equal(res.status, 400, JSON.stringify(bad));
+    assert.match(((await res.json()) as any).error.where, /^environment\.installation/);
+  }
+  const ran = s.services.store.db.prepare("SELECT count(*) AS n FROM invocations WHERE event_type = 'fetch'").get() as { n: number };
+  assert.equal(ran.n, 4, 'only the allowed calls ran');
+});
+
+test('environment: every top-level key the platform builds, in either dialect and for every target, is one a caller cannot set', () => {
+  const manifest = { name: 'x', title: 'X', description: 'd', organization: 'o', visibility: 'private', scopes: [] };
+  const seen = new Set<string>();
+  for (const dialect of ['platform', 'gitbook'] as const)
+    for (const target of [undefined, 'organization', 'space', 'site'] as const) {
+      const installation = target && { id: 'inst_1', integration: 'x', target, space: 'sp', site: 'si', status: 'active', configuration: {}, externalIds: [], createdAt: '', updatedAt: '' };
+      const env = buildEnvironment({
+        publicUrl: 'http://127.0.0.1:1',
+        integration: { name: 'x', dir: '.', manifest, dialect, secrets: {}, warnings: [], loadedAt: 0 } as never,
+        installation: installation as never,
+        tokens: { installation: 'a', integration: 'b' },
+        signingSecrets: { integration: 'c', installation: 'd' },
+      });
+      for (const key of Object.keys(env)) seen.add(key);
+    }
+  for (const key of seen) assert.ok(PLATFORM_ENVIRONMENT_KEYS.includes(key), `${key} is built by the platform but a caller could set it`);
+  assert.deepEqual(callerFields(JSON.parse('{"__proto__":{"polluted":1},"note":1,"secrets":{}}')), JSON.parse('{"__proto__":{"polluted":1},"note":1}'));
+  assert.equal(({} as any).polluted, undefined);
 });
