@@ -24,6 +24,8 @@ export const ERROR_CODES = {
   capability_missing: { status: 500 },
   bad_request: { status: 400, usage: true },
   validation_failed: { status: 400, usage: true },
+  /** The webhook integration is installed into the organization, never on a space or site (spec 5.5). */
+  webhook_organization_only: { status: 400, usage: true },
   unauthorized: { status: 401 },
   forbidden: { status: 403 },
   not_found: { status: 404 },

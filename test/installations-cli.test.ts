@@ -118,3 +118,29 @@ test('manifest defaults are stored when an installation is created or configured
   assert.equal(pending.body.installation.status, 'pending');
   assert.deepEqual(pending.body.installation.configuration, { threshold: 3, mode: 'fast' });
 });
+
+test('the webhook integration installs into the organization only (spec 5.5): a space or site install is refused, by the API and the CLI', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const configuration = { webhook_url: 'https://example.com/hook', event_types: 'space_content_updated' };
+  for (const where of [{ space: 'space-9' }, { target: 'space', space: 'space-9' }, { site: 'site-9' }, { target: 'site', site: 'site-9' }]) {
+    const r = await s.api('POST', '/api/v1/installations', { integration: 'webhook', ...where, configuration });
+    assert.equal(r.status, 400, `${JSON.stringify(where)}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body.error.code, 'webhook_organization_only', JSON.stringify(where));
+    assert.match(r.body.error.message, /installed into the organization/);
+    assert.match(r.body.error.hint, /without --space or --site/);
+  }
+  for (const flag of [['--space', 'space-9'], ['--site', 'site-9']]) {
+    const cli = await runCli(['install', 'webhook', ...flag, '--set', 'webhook_url=https://example.com/hook', '--set', 'event_types=space_content_updated'], { env });
+    assert.equal(cli.code, 2, cli.stderr);
+    assert.match(cli.stderr, /webhook integration is installed into the organization/);
+  }
+  const none = await s.api('GET', '/api/v1/installations?integration=webhook&all=true');
+  assert.deepEqual(none.body.installations, [], 'nothing was stored');
+  // The organization-wide install is the one that works.
+  const ok = await runCli(['install', 'webhook', '--set', 'webhook_url=https://example.com/hook', '--set', 'event_types=space_content_updated', '--json'], { env });
+  assert.equal(ok.code, 0, ok.stderr);
+  const made = JSON.parse(ok.stdout).installation;
+  assert.equal(made.target, 'organization');
+  assert.equal(made.status, 'active');
+});

@@ -147,8 +147,25 @@ test('a private address is refused when allow_private_networks is false, and the
   assert.equal(r.requests.length, 0);
 });
 
-test('Retry-After is honoured within retry_after_max, and never shortens the schedule', async (t) => {
+test('by default a Retry-After changes nothing: the retries keep the spec schedule', async (t) => {
   const s = await deliveryServer(t, { webhooks: { base_delay: 50, jitter: 0, retry_after_max: 400 } });
+  assert.equal(s.config.webhooks.honor_retry_after, false);
+  const r = await scriptedReceiver(t, (n, _q, res) => {
+    if (n <= 3) res.writeHead(429, { 'retry-after': '1' }).end();
+    else res.writeHead(200).end();
+  });
+  await s.subscribe(r.url, ['site_view']);
+  const sent = await s.send(samplePayload('site_view'));
+  const d = await s.settled(sent.body.deliveries[0].id);
+  assert.equal(d.status, 'delivered');
+  assert.deepEqual(d.attempts.map((a) => a.status), [429, 429, 429, 200]);
+  // Scheduled from each attempt's end (see the next test for why the few ms of slack).
+  const waits = d.attempts.slice(0, 3).map((a) => Date.parse(a.nextAttemptAt!) - Date.parse(a.startedAt) - a.durationMs!);
+  [50, 100, 200].forEach((want, i) => assert.ok(waits[i] >= want - 10 && waits[i] <= want + 10, `retry ${i + 1}: ${want} ms on the schedule, got ${waits[i]}`));
+});
+
+test('with honor_retry_after, Retry-After is honoured within retry_after_max, and never shortens the schedule', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 50, jitter: 0, retry_after_max: 400, honor_retry_after: true } });
   const r = await scriptedReceiver(t, (n, _q, res) => {
     if (n === 1) res.writeHead(429, { 'retry-after': '1' }).end();
     else if (n === 2) res.writeHead(503, { 'retry-after': '0' }).end();

@@ -102,11 +102,23 @@ test('never more than max_retries + 1 attempts, whatever the mix of failures', (
   assert.equal(nextAttemptDelay(1, 'retry', { ...cfg, max_retries: 0 }), null);
 });
 
-test('Retry-After lengthens the wait up to retry_after_max, never shortens it', () => {
+test('by default Retry-After leaves the spec schedule as it is: a 429 with Retry-After: 3 waits 1.0-1.1, 2.0-2.2, 4.0-4.4 s', () => {
+  for (const random of [() => 0, () => 1, Math.random]) {
+    const waits = [1, 2, 3].map((n) => nextAttemptDelay(n, 'retry', cfg, 3000, random)!);
+    const bands = [[1000, 1100], [2000, 2200], [4000, 4400]];
+    waits.forEach((w, i) => assert.ok(w >= bands[i][0] && w <= bands[i][1], `retry ${i + 1} waited ${w} ms`));
+    assert.equal(nextAttemptDelay(4, 'retry', cfg, 3000, random), null);
+  }
+  assert.equal(nextAttemptDelay(1, 'retry', { ...cfg, honor_retry_after: false }, 30_000, () => 0), 1000);
+});
+
+test('with honor_retry_after, Retry-After lengthens the wait up to retry_after_max, never shortens it', () => {
   const r = () => 0;
-  assert.equal(nextAttemptDelay(1, 'retry', cfg, 30_000, r), 30_000);
-  assert.equal(nextAttemptDelay(1, 'retry', cfg, 500, r), 1000);
-  assert.equal(nextAttemptDelay(1, 'retry', cfg, 3_600_000, r), 60_000);
+  const honoring = { ...cfg, honor_retry_after: true };
+  assert.equal(nextAttemptDelay(1, 'retry', honoring, 30_000, r), 30_000);
+  assert.equal(nextAttemptDelay(1, 'retry', honoring, 500, r), 1000);
+  assert.equal(nextAttemptDelay(1, 'retry', honoring, 3_600_000, r), 60_000);
+  assert.deepEqual([1, 2, 3].map((n) => nextAttemptDelay(n, 'retry', honoring, 3000, r)), [3000, 3000, 4000]);
   assert.equal(parseRetryAfter('7'), 7000);
   assert.equal(parseRetryAfter(new Date(10_000 + 5000).toUTCString(), 10_000), 5000);
   assert.equal(parseRetryAfter('soon'), undefined);

@@ -114,6 +114,8 @@ export const configSchema = s.object({
     concurrency: s.withDefault(s.number({ integer: true, min: 1, max: 1024 }), 32),
     per_endpoint_concurrency: s.withDefault(s.number({ integer: true, min: 1, max: 256 }), 4),
     retry_after_max: s.withDefault(s.duration(), 60_000),
+    /** Off: the spec fixes the retry delays (section 8), whatever the receiver's Retry-After says. */
+    honor_retry_after: s.withDefault(s.boolean(), false),
     allow_private_networks: s.withDefault(s.boolean(), false),
     response_excerpt: s.withDefault(s.bytes({ max: 1024 * 1024 }), 20 * 1024),
     signature_tolerance: s.withDefault(s.duration({ min: 1000 }), 300_000),

@@ -185,7 +185,7 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
                 schema: {
                   type: 'object',
                   required: ['event', 'environment'],
-                  properties: { event: { type: 'string', description: 'JSON' }, environment: { type: 'string', description: 'JSON' }, 'fetch-body': { type: 'string', format: 'binary' } },
+                  properties: { event: { type: 'string', description: 'JSON' }, environment: { type: 'string', description: 'JSON; the platform rebuilds every field it owns from the store: only installation.id (which installation) and keys the platform does not own are read' }, 'fetch-body': { type: 'string', format: 'binary' } },
                 },
               },
             },

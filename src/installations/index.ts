@@ -10,7 +10,7 @@ import { installationRoutes } from './routes.ts';
 
 export { createInstallations, RESERVED_CONFIGURATION_KEYS, newEventId, concerns, configurationSection } from './service.ts';
 export type { Installation, InstallationStatus, InstallationTarget, Installations, Change, InstallationChange, ChangeKind, ChangeListener } from './service.ts';
-export { scopesAllow, EVENT_SCOPES } from './scopes.ts';
+export { scopesAllow, missingScope, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';
 export { installationsMigrations } from './schema.ts';
 export { installationSchema, type InstallationView } from './api.ts';

@@ -18,7 +18,7 @@ import { createObservers } from '../lib/observers.ts';
 import { createLogger, type Logger } from '../log/index.ts';
 import { missingRequired, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
-import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
+import { WEBHOOK_INTEGRATION, parseEventTypes, requireOrganizationTarget, webhookConfigurationProblems } from './webhook.ts';
 import { checkExternalIds, configurationSizeProblem } from './limits.ts';
 import { generationsOf } from '../store/generations.ts';
 import { engineOf, sqlFor } from '../store/postgres/db.ts';
@@ -258,6 +258,7 @@ export function createInstallations(deps: InstallationsDeps) {
   function install(req: InstallRequest): Change & { token: string } {
     const manifest = manifestFor(req.integration);
     const target: InstallationTarget = req.target ?? (req.space ? 'space' : req.site ? 'site' : 'organization');
+    if (req.integration === WEBHOOK_INTEGRATION) requireOrganizationTarget(target, req);
     if (target === 'space' && !req.space) throw new SwitchyardError('bad_request', 'a space installation needs a space id', { where: 'space' });
     if (target === 'site' && !req.site) throw new SwitchyardError('bad_request', 'a site installation needs a site id', { where: 'site' });
     const { configuration, problems, missing } = settle(manifest, target, req.integration, req.configuration ?? {});
