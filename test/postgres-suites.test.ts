@@ -22,6 +22,7 @@ export const SUITES_ON_POSTGRES = [
   'test/inspection-live.test.ts',
   'test/retention.test.ts',
   'test/oauth.test.ts',
+  'test/fuzz.test.ts',
 ];
 
 test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {
