@@ -35,6 +35,8 @@ export const ERROR_CODES = {
   /** The installation is uninstalled: it existed, and will not come back. */
   gone: { status: 410 },
   payload_too_large: { status: 413 },
+  /** The request line and headers are past the server's limit (Node's maxHeaderSize). */
+  headers_too_large: { status: 431 },
   unsupported_media_type: { status: 415 },
   too_many_requests: { status: 429 },
   internal: { status: 500 },

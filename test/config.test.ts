@@ -58,6 +58,27 @@ test('an unknown top-level key gets a did-you-mean hint', () => {
   assert.equal(err.problems[0].hint, 'did you mean "webhooks"?');
 });
 
+test('__proto__ is refused as an unknown key like constructor, at the top level and inside a section, with its position', () => {
+  for (const [text, where, key] of [
+    ['__proto__:\n  admin_token: abcdefghijklmnopqrstuvwxyz123456\n', 'c.yaml:1:1', '__proto__'],
+    ['"__proto__": 1\n', 'c.yaml:1:1', '__proto__'],
+    ['server:\n  port: 8080\n  __proto__:\n    port: 1234\n', 'c.yaml:3:3', 'server.__proto__'],
+    ['webhooks:\n  __proto__: {timeout: 1s}\n', 'c.yaml:2:3', 'webhooks.__proto__'],
+    ['constructor: 1\n', 'c.yaml:1:1', 'constructor'],
+    ['server:\n  constructor: 1\n', 'c.yaml:2:3', 'server.constructor'],
+  ] as const) {
+    const err = problemsOf(() => parseConfigText(text, 'c.yaml', {}));
+    assert.equal(err.code, 'config_invalid', text);
+    assert.deepEqual(err.problems.map((p) => [p.where, p.message]), [[where, `${key}: unknown key "${key.split('.').pop()}"`]], text);
+  }
+});
+
+test('${{ env.NAME }} names a variable, never a member every object has: ${{ env.constructor }} is not set', () => {
+  const err = problemsOf(() => parseConfigText('admin_token: "${{ env.constructor }}"\n', 'c.yaml', {}));
+  assert.match(err.problems[0].message, /admin_token: environment variable constructor is not set/);
+  assert.equal(parseConfigText('admin_token: "${{ env.constructor }}"\n', 'c.yaml', { constructor: '0123456789012345' }).admin_token, '0123456789012345');
+});
+
 test('${{ env.NAME }} is interpolated; a missing variable names the variable and the key', () => {
   const ok = parseConfigText('admin_token: ${{ env.TOKEN }}\n', 'c.yaml', { TOKEN: '0123456789012345' });
   assert.equal(ok.admin_token, '0123456789012345');

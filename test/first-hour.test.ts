@@ -44,6 +44,49 @@ test('a webhook URL on this machine is flagged at install (API and `switchyard i
   assert.doesNotMatch(quiet.stderr, /warning/, 'a public URL gets no warning');
 });
 
+/** Names /etc/hosts gives a loopback address (127.x, ::1), other than localhost itself. */
+function loopbackNamesInHosts(): string[] {
+  let text = '';
+  try {
+    text = readFileSync('/etc/hosts', 'utf8');
+  } catch {
+    return [];
+  }
+  const names = new Set<string>();
+  for (const line of text.split('\n')) {
+    const [address, ...rest] = line.replace(/#.*/, '').trim().split(/\s+/);
+    if (address && (/^127\./.test(address) || address === '::1')) for (const n of rest) if (n && n !== 'localhost' && /^[a-z0-9.-]+$/i.test(n)) names.add(n);
+  }
+  return [...names];
+}
+
+test('a webhook URL whose host name resolves to loopback is flagged at install as the delivery guard will refuse it (the name resolved by its own lookup)', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { allow_private_networks: false, max_retries: 0 } });
+  const names = loopbackNamesInHosts();
+  if (!names.length) t.diagnostic('no name in /etc/hosts resolves to loopback here: only localhost is tried');
+  for (const host of ['localhost', ...names]) {
+    const url = `http://${host}:9/hook`;
+    const r = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: url, event_types: 'site_view' } });
+    assert.equal(r.status, 201, host);
+    assert.equal(r.body.installation.warnings.length, 1, `${host}: ${JSON.stringify(r.body.installation.warnings)}`);
+    assert.match(r.body.installation.warnings[0], new RegExp(`^configuration\\.webhook_url: ${host.replace(/\./g, '\\.')} (is|resolves to 127\\.[\\d.]+,) a private or loopback address: deliveries to it will be refused .*set webhooks\\.allow_private_networks: true`), host);
+    const id = r.body.installation.id;
+    assert.deepEqual((await s.api('GET', `/api/v1/installations/${id}`)).body.installation.warnings, r.body.installation.warnings, `${host}: the installation's view says it too`);
+    // An edit to such a URL says it as well.
+    const edited = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { webhook_url: `${url}2` } });
+    assert.deepEqual(edited.body.installation.warnings.length, 1, host);
+  }
+  // Allowed private networks: no warning, and no lookup needed.
+  const quiet = await deliveryServer(t);
+  for (const host of ['localhost', ...names]) {
+    const r = await quiet.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: `http://${host}:9/hook`, event_types: 'site_view' } });
+    assert.deepEqual(r.body.installation.warnings, [], host);
+  }
+  // A name that does not resolve says nothing (it may resolve later; the guard decides then).
+  const unknown = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'https://no-such-host.invalid/x', event_types: 'site_view' } });
+  assert.deepEqual(unknown.body.installation.warnings, []);
+});
+
 test('a fresh start opens without errors: an example whose secrets are unset "needs configuration", in one warning line; GET / leads to the console', async (t) => {
   const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
   const errors = s.logs.filter((l) => l.level === 'error');

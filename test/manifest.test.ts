@@ -341,6 +341,20 @@ test('property and secret names cannot be __proto__, constructor or prototype', 
   assert.deepEqual(r.problems.filter((p) => p.severity === 'error').map((p) => p.where), ['m.yaml:10:7', 'm.yaml:15:3']);
 });
 
+test('__proto__ is an unknown key wherever a manifest has keys, and a secret never reads a member every object has', () => {
+  const base = 'name: a\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\n';
+  for (const [extra, where, message] of [
+    ['__proto__:\n  x: 1\n', 'm.yaml:7:1', '__proto__: unknown key "__proto__"'],
+    ['configurations:\n  account:\n    __proto__: 1\n    properties: {}\n', 'm.yaml:9:5', 'configurations.account.__proto__: unknown key "__proto__"'],
+    ['blocks:\n  - id: b\n    title: B\n    __proto__: {}\n', 'm.yaml:10:5', 'blocks[0].__proto__: unknown key "__proto__"'],
+    ['secrets:\n  TOKEN: "${{ env.toString }}"\n', 'm.yaml:8:10', 'secrets.TOKEN: environment variable toString is not set (secret TOKEN reads it)'],
+  ] as const) {
+    const r = parseManifest(base + extra, 'm.yaml', {});
+    assert.equal(r.manifest, undefined, extra);
+    assert.deepEqual(r.problems.filter((p) => p.severity === 'error').map((p) => [p.where, p.message]), [[where, message]], extra);
+  }
+});
+
 test('a recursive alias or an alias bomb in a manifest is a problem with its position, not a crash', () => {
   const base = 'name: a\ndescription: d\norganization: o\nvisibility: public\nscopes: []\n';
   const recursive = parseManifest(`${base}title: &t [*t]\n`, 'm.yaml', {});

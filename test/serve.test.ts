@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCli, spawnCli, startTestServer, testConfig, tmpDir, waitFor } from './helpers/index.ts';
@@ -29,6 +29,46 @@ test('/api/v1 refuses a missing or wrong token with the JSON error shape', async
   const wrong = await server.api('GET', '/api/v1/anything', undefined, 'nope');
   assert.equal(wrong.status, 401);
   assert.match(wrong.body.error.message, /not valid/);
+});
+
+/** Send `request` on a fresh connection and read until the server closes it: what came back, and any socket error. */
+function rawExchange(url: string, request: string): Promise<{ text: string; error?: string }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname);
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d) => (text += d));
+    socket.on('error', (e) => resolve({ text, error: (e as NodeJS.ErrnoException).code ?? e.message }));
+    // The answer has come and the server ends the connection: end ours (a client done reading).
+    socket.on('end', () => socket.end());
+    socket.on('close', () => resolve({ text }));
+    socket.write(request);
+  });
+}
+
+test('a request line or headers past 16 KiB are answered 431 in the error shape, never a reset connection; garbage 400', async (t) => {
+  const server = await startTestServer(t);
+  const auth = `authorization: Bearer ${server.token}`;
+  for (const size of [100_000, 1_000_000]) {
+    const r = await rawExchange(server.url, `GET /api/v1/events?type=${'a'.repeat(size)} HTTP/1.1\r\nhost: x\r\n${auth}\r\n\r\n`);
+    assert.equal(r.error, undefined, `a ${size}-byte query: the connection was reset`);
+    assert.match(r.text, /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
+    const body = JSON.parse(r.text.slice(r.text.indexOf('\r\n\r\n') + 4));
+    assert.equal(body.error.code, 'headers_too_large');
+    assert.match(body.error.message, /the request line and headers are larger than 16384 bytes/);
+  }
+  const header = await rawExchange(server.url, `GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: ${'b'.repeat(40_000)}\r\n\r\n`);
+  assert.equal(header.error, undefined);
+  assert.match(header.text, /^HTTP\/1\.1 431 /);
+  const viaFetch = await fetch(`${server.url}/api/v1/events?type=${'a'.repeat(100_000)}`, { headers: { authorization: `Bearer ${server.token}` } });
+  assert.equal(viaFetch.status, 431);
+  assert.equal(((await viaFetch.json()) as any).error.code, 'headers_too_large');
+  const garbage = await rawExchange(server.url, 'NOT HTTP AT ALL\r\n\r\n');
+  assert.match(garbage.text, /^HTTP\/1\.1 400 Bad Request\r\n/);
+  assert.equal(JSON.parse(garbage.text.slice(garbage.text.indexOf('\r\n\r\n') + 4)).error.code, 'bad_request');
+  // Under the limit, the same route answers.
+  assert.equal((await fetch(`${server.url}/api/v1/events?type=${'a'.repeat(10_000)}`, { headers: { authorization: `Bearer ${server.token}` } })).status, 200);
 });
 
 test('--version and --help work at every level', async () => {

@@ -68,6 +68,8 @@ export interface RouteSpec<P extends string, B extends Schema<any> | undefined, 
   status?: number;
   /** A description of the main answer. */
   responseDescription?: string;
+  /** The main answer's media type when it is not JSON (`text/event-stream`): documented as text. */
+  responseMedia?: string;
   /** Other answers, by status (`'409'`); 400, 401, 403 and 404 are documented for every route. */
   responses?: Record<string, ResponseDoc>;
 }
@@ -221,6 +223,7 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
   responses[main] = {
     description: spec.responseDescription ?? 'OK',
     ...(spec.response ? { content: { 'application/json': { schema: toJsonSchema(spec.response, components, ANSWER) } } } : {}),
+    ...(spec.responseMedia ? { content: { [spec.responseMedia]: { schema: { type: 'string' } } } } : {}),
   };
   for (const [status, description] of Object.entries(COMMON)) responses[status] = { description, content: errorContent };
   for (const [status, r] of Object.entries(spec.responses ?? {}))

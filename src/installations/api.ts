@@ -28,7 +28,7 @@ export const installationSchema = named(
     urls: object({ publicEndpoint: string() }),
     connect: array(object({ property: string(), label: string(), url: string() }), { description: 'buttons of the configuration to open (OAuth and the like)' }),
     missing: array(string(), { description: 'required properties not set yet (pending installations)' }),
-    warnings: array(string(), { description: 'what will fail ahead (a webhook URL the private-address guard refuses)' }),
+    warnings: array(string(), { description: 'what will fail ahead (a webhook URL the private-address guard refuses; one installation\'s answer also resolves its host name, the list does not)' }),
   }),
 );
 

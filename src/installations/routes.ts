@@ -25,10 +25,20 @@ import type { Services, ServicesWith } from '../server/services.ts';
 import { installationEndpoint } from './urls.ts';
 import { configurationSection, type Installation } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
-import { refusedAhead } from '../net/index.ts';
+import { refusedAhead, refusedAheadResolved } from '../net/index.ts';
 import { gitbookApiRoutes } from './gitbook-api.ts';
 
-export function installationView(services: Services, inst: Installation, reveal = false): InstallationView {
+/** The URL a webhook installation delivers to, if it is one. */
+function webhookUrlOf(inst: Installation): string | undefined {
+  return inst.integration === WEBHOOK_INTEGRATION && typeof inst.configuration.webhook_url === 'string' ? inst.configuration.webhook_url : undefined;
+}
+
+/**
+ * `refusal`: what the private-address guard will refuse, found ahead (resolvedView resolves the
+ * host name; by default only an address or a localhost name is read, no lookup per installation
+ * listed).
+ */
+export function installationView(services: Services, inst: Installation, reveal = false, refusal = refusedAhead(webhookUrlOf(inst) ?? '', services.config.webhooks.allow_private_networks)): InstallationView {
   const publicEndpoint = installationEndpoint(services.config.publicUrl, inst.integration, inst.id);
   const manifest = services.registry?.get(inst.integration)?.manifest;
   const section = configurationSection(manifest, inst.target) as
@@ -40,11 +50,18 @@ export function installationView(services: Services, inst: Installation, reveal 
   // What still keeps a pending installation from becoming active.
   const missing = inst.status === 'pending' ? missingRequired(section as Parameters<typeof missingRequired>[0], inst.configuration) : [];
   // Said at install and on every view, not first in a failed delivery: a URL the SSRF guard will refuse.
-  const refusal = inst.integration === WEBHOOK_INTEGRATION && typeof inst.configuration.webhook_url === 'string'
-    ? refusedAhead(inst.configuration.webhook_url, services.config.webhooks.allow_private_networks)
-    : undefined;
   const warnings = refusal ? [`configuration.webhook_url: ${refusal}`] : [];
   return { ...inst, configuration: redactConfiguration(inst.configuration, reveal), urls: { publicEndpoint }, connect, missing, warnings };
+}
+
+/**
+ * One installation as installationView shows it, its webhook URL's host name first resolved by the
+ * delivery guard's own lookup (at most 1 s): a name that resolves to a loopback or private address
+ * is flagged at install as the guard will refuse it at send time.
+ */
+export async function resolvedView(services: Services, inst: Installation, reveal = false): Promise<InstallationView> {
+  const url = webhookUrlOf(inst);
+  return installationView(services, inst, reveal, url === undefined ? undefined : await refusedAheadResolved(url, services.config.webhooks.allow_private_networks));
 }
 
 /**
@@ -96,7 +113,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       response: installAnswer,
       responseDescription: 'Installed',
     },
-    ({ body }) => {
+    async ({ body }) => {
       const change = inst().install({
         integration: body.integration,
         target: body.target,
@@ -109,7 +126,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       services.log.info('installed', { integration: change.installation.integration, installation: change.installation.id, status: change.installation.status });
       return new Response(
         JSON.stringify({
-          installation: installationView(services, change.installation),
+          installation: await resolvedView(services, change.installation),
           token: change.token,
           ...(change.webhookSecret ? { webhookSecret: change.webhookSecret } : {}),
         }),
@@ -130,9 +147,9 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       query: showQuery,
       response: installationAnswer,
     },
-    ({ req, params, query }) => {
+    async ({ req, params, query }) => {
       const reveal = query.reveal && mayReveal(principalOf(req));
-      return { installation: installationView(services, inst().require(params.id), reveal) };
+      return { installation: await resolvedView(services, inst().require(params.id), reveal) };
     },
   );
 
@@ -149,9 +166,9 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       body: { schema: configureBody, limit },
       response: installationAnswer,
     },
-    ({ req, params, body }) => {
+    async ({ req, params, body }) => {
       const change = inst().configure(params.id, body.configuration, { byCode: isIntegrationCode(principalOf(req)), externalIds: body.externalIds });
-      return { installation: installationView(services, change.installation) };
+      return { installation: await resolvedView(services, change.installation) };
     },
   );
 

@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { extname, isAbsolute, join, relative, resolve } from 'node:path';
 import type { Problem } from '../errors.ts';
-import { ENV_REF, readDotenv } from '../config/env.ts';
+import { ENV_REF, envValue, readDotenv } from '../config/env.ts';
 import { formatPath, isPlainObject, validate, type Issue, type Path } from '../schema/index.ts';
 import { parseYaml, type YamlSource } from '../schema/yaml.ts';
 import { imageInfo, resolveInside } from './assets.ts';
@@ -103,7 +103,7 @@ function analyze(text: string, file: string, env: Record<string, string | undefi
       ENV_REF.lastIndex = 0;
       const hasRef = ENV_REF.test(value);
       const resolved = value.replace(ENV_REF, (_, v: string) => {
-        const x = env[v];
+        const x = envValue(env, v);
         if (x === undefined) missing.push(v);
         return x ?? '';
       });

@@ -5,8 +5,7 @@
  * type-check when the two drift apart.
  */
 import { array, dateTime, named, nullable, number, object, string, type Infer } from '../schema/index.ts';
-import { pageQuery, param, text } from '../http/params.ts';
-import { timeQuery } from '../webhooks/index.ts';
+import { pageQuery, param, text, timeQuery } from '../http/params.ts';
 import type { InvocationView } from './invocation-view.ts';
 
 export const invocationSchema = named(

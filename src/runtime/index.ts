@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { invocationTokenTtl } from './environment.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
-export { createInvocations, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
+export { createInvocations, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
 export { logRoutes } from './log-routes.ts';
 export { decodeEnvelope, encodeEnvelope } from './envelope.ts';
 export { buildEnvironment, installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint } from './environment.ts';

@@ -4,9 +4,7 @@
  * purged by retention. The runtime writes the rows (records.ts); this file only reads and purges.
  * Cursors are SQLite rowids, which only grow (retention never deletes the newest row).
  */
-import { SwitchyardError } from '../errors.ts';
 import type { Db } from '../store/index.ts';
-import { parseTimeParam } from '../webhooks/index.ts';
 import type { InvocationView } from './invocation-view.ts';
 
 export type { InvocationView } from './invocation-view.ts';
@@ -151,20 +149,5 @@ export function createInvocations(db: Db) {
       pending();
       return q.purge.run({ before: new Date(before).toISOString(), limit }).changes;
     },
-  };
-}
-
-/** The live feed's filters (the list's are declared in api.ts, with the same words). */
-export function invocationFilterParams(q: URLSearchParams): Omit<InvocationFilter, 'limit' | 'cursor'> {
-  const errors = q.get('errors');
-  if (errors !== null && errors !== '' && errors !== 'true' && errors !== 'false')
-    throw new SwitchyardError('bad_request', `errors must be true or false, got "${errors}"`, { where: 'errors' });
-  return {
-    integration: q.get('integration') || undefined,
-    installation: q.get('installation') || undefined,
-    event: q.get('event') || undefined,
-    errors: errors === 'true',
-    since: parseTimeParam(q.get('since'), 'since'),
-    until: parseTimeParam(q.get('until'), 'until'),
   };
 }
