@@ -24,6 +24,7 @@ export const SUITES_ON_POSTGRES = [
   'test/oauth.test.ts',
   'test/runtime-logs.test.ts',
   'test/fuzz.test.ts',
+  'test/store-database.test.ts',
 ];
 
 test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {

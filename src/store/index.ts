@@ -2,7 +2,7 @@
  * The SQLite store: one file under the data directory, WAL mode, foreign keys on, a busy timeout,
  * versioned migrations owned by modules, and a lock so one server owns the queue.
  */
-import Database from 'better-sqlite3';
+import BetterSqlite from 'better-sqlite3';
 import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
@@ -13,11 +13,13 @@ import { installTransactionHooks } from './transactions.ts';
 import { applySteps } from './migrate.ts';
 import { openPostgresStore } from './postgres/store.ts';
 import type { Engine } from './postgres/db.ts';
+import { createDatabase } from './database.ts';
+import type { Database } from './contract.ts';
 import type { Logger } from '../log/index.ts';
 
 export { afterCommit, onRollback } from './transactions.ts';
 
-export type Db = Database.Database;
+export type Db = BetterSqlite.Database;
 
 /** A module's schema: its name and its migration steps in order (never edit a landed step). */
 export interface ModuleMigrations {
@@ -29,6 +31,8 @@ export interface ModuleMigrations {
 
 export interface Store {
   db: Db;
+  /** The same database through the store's asynchronous contract (contract.ts): where modules are moving. */
+  database: Database;
   /** The SQLite file, or the PostgreSQL database as `postgres://host:port/db` (no credentials). */
   file: string;
   engine: Engine;
@@ -89,7 +93,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   let db: Db;
   try {
     if (!opts.readonly) ownerOnly(file);
-    db = new Database(file, {
+    db = new BetterSqlite(file, {
       readonly: opts.readonly ?? false,
       fileMustExist: opts.readonly ?? false,
       ...(nativeBinding ? { nativeBinding: nativeBinding as string } : {}),
@@ -117,6 +121,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   if (opts.shared && !opts.readonly) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {
     db,
+    database: createDatabase(db, 'sqlite'),
     file,
     engine: 'sqlite',
     health,
