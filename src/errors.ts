@@ -50,6 +50,8 @@ export const ERROR_CODES = {
   storage_read_only: { status: 503 },
   storage_busy: { status: 503 },
   storage_failed: { status: 503 },
+  /** The store's database cannot be reached or did not answer in time (PostgreSQL): retry later. */
+  storage_unavailable: { status: 503 },
   storage_full: { status: 507 },
   /** The CLI found no server at the configured URL. */
   server_unreachable: { status: 500 },

@@ -145,6 +145,7 @@ export function storageCode(error: unknown): StorageCode | undefined {
   if (code === '53100') return 'storage_full';
   if (code === '25006') return 'storage_read_only';
   if (code === '55P03' || code === '40001' || code === '40P01') return 'storage_busy';
+  if (code === 'storage_unavailable') return 'storage_unavailable'; // the pool's own (postgres/pool.ts)
   if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_failed';
   return undefined;
 }
@@ -162,12 +163,14 @@ export function storageError(error: unknown, store: StoreName): SwitchyardError 
           storage_read_only: `the PostgreSQL database ${store.database} cannot be written (read-only): nothing was stored`,
           storage_busy: `the PostgreSQL database ${store.database} is busy (a lock not granted, a deadlock or a serialization failure): nothing was stored`,
           storage_failed: `the PostgreSQL database ${store.database} failed to write: nothing was stored`,
+          storage_unavailable: `the PostgreSQL database ${store.database} cannot be reached or did not answer in time: nothing was stored`,
         }
       : {
           storage_full: `the data directory's disk is full (${store.dataDir}): nothing was stored`,
           storage_read_only: `the database in ${store.dataDir} cannot be written (read-only): nothing was stored`,
           storage_busy: `the database in ${store.dataDir} is locked by another process: nothing was stored`,
           storage_failed: `the database in ${store.dataDir} failed to write: nothing was stored`,
+          storage_unavailable: `the database in ${store.dataDir} cannot be reached: nothing was stored`,
         };
   const cause = String((error as { code?: unknown })?.code ?? (error as Error)?.message);
   return new SwitchyardError(code, `${what[code]} (${cause})`, {
