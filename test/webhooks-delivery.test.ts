@@ -449,7 +449,8 @@ test('an edited webhook URL takes effect for queued retries', async (t) => {
 });
 
 test('a backlog at a stalled endpoint does not hold up others: healthy deliveries go out while thousands wait', async (t) => {
-  const s = await deliveryServer(t, { webhooks: { concurrency: 8, per_endpoint_concurrency: 2, timeout: 5000 } });
+  // A time-out longer than the test: on a slow machine the stalled attempts must not end and free their slots.
+  const s = await deliveryServer(t, { webhooks: { concurrency: 8, per_endpoint_concurrency: 2, timeout: 60_000 } });
   const release: Array<() => void> = [];
   const stalled = await scriptedReceiver(t, (_n, _q, res) => void release.push(() => res.writeHead(200).end()));
   const healthy = await scriptedReceiver(t, () => 200);
