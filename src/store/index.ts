@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
-import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.ts';
+import { BACKSTOP_PAGES, WAL_BOUND_PAGES, checkpointsOnThread, startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { acquireLock, type Lock } from './lock.ts';
 import { createStoreHealth, storeHealthMigration, type StoreHealth } from './health.ts';
 import { installTransactionHooks } from './transactions.ts';
@@ -109,12 +109,16 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     // Statement and savepoint journals in memory rather than temp files (measured: a savepoint per
     // stored event cost 40 us with file journals, 9 us in memory).
     db.pragma('temp_store = MEMORY');
+    // The WAL is cut back to this size whenever it starts over, so a burst's WAL does not keep its
+    // disk space (see checkpointer.ts: the space a full disk needs to recover).
+    db.pragma(`journal_size_limit = ${WAL_BOUND_PAGES * Number(db.pragma('page_size', { simple: true }))}`);
     migrate(db, opts.migrations ?? []);
     db.exec(storeHealthMigration);
   } else db.pragma('query_only = ON');
   const health = createStoreHealth(db, dataDir);
-  const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file) : undefined;
-  if (opts.shared && !opts.readonly) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
+  const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file, { log: opts.log }) : undefined;
+  // The supervisor's thread checkpoints for its serving processes, where there is a thread.
+  if (opts.shared && !opts.readonly && checkpointsOnThread()) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {
     db,
     file,
