@@ -8,10 +8,10 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { samplePayload } from '../src/events/index.ts';
-import { spawnCli, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
+import { fillDisk, spawnCli, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, type DeliveryTestServer } from './webhooks-support.ts';
 import { openStore } from '../src/store/index.ts';
 
@@ -29,25 +29,6 @@ async function flakyReceiver(t: TestContext) {
     return 200;
   });
   return { ...r, delivered, seen };
-}
-
-/** Fill the disk that holds `dir` to the last byte with a file of its own; returns that file. */
-function fillDisk(dir: string): string {
-  const filler = join(dir, 'filler');
-  const fd = openSync(filler, 'w');
-  const chunk = Buffer.alloc(256 * 1024, 1);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (e) {
-    assert.equal((e as NodeJS.ErrnoException).code, 'ENOSPC');
-  }
-  try {
-    for (;;) writeSync(fd, chunk.subarray(0, 512));
-  } catch {
-    /* full */
-  }
-  closeSync(fd);
-  return filler;
 }
 
 async function health(s: DeliveryTestServer): Promise<{ status: number; body: any }> {
