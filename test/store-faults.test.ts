@@ -130,7 +130,7 @@ test('after a full disk under load (serve, 2 processes): the space freed goes to
     configFile,
     ['server:', '  port: 0', '  processes: 2', `data_dir: ${JSON.stringify(data)}`, `admin_token: ${token}`, 'log:', '  format: json', 'webhooks:', '  allow_private_networks: true', '  per_endpoint_concurrency: 16'].join('\n'),
   );
-  const { match } = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 30_000 });
+  const { match, output } = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 30_000 });
   const base = match[1];
   const call = (method: string, path: string, body?: unknown) =>
     fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }).then(
@@ -192,6 +192,9 @@ test('after a full disk under load (serve, 2 processes): the space freed goes to
     'every event taken once the space came back',
   );
   assert.equal((await call('GET', '/healthz')).status, 200);
+  // The supervisor's log says when the checkpoint failed and when it succeeded again (the last word).
+  const said = [...output().matchAll(/"msg":"(WAL checkpoint failed; trying again as soon as the disk has room|WAL checkpoint succeeded again)"/g)].map((m) => m[1]);
+  assert.ok(said.length >= 2 && said[0].startsWith('WAL checkpoint failed') && said.at(-1) === 'WAL checkpoint succeeded again', said.join('\n'));
   t.diagnostic(`${freed} bytes freed; taken again ${back.at - freedAt} ms later; ${later.length} events after; WAL at most ${walMax} bytes`);
   // The WAL is bounded: a small part of the space that came back, not all of it.
   assert.ok(walMax < 16 * 1024 * 1024, `WAL reached ${walMax} bytes after ${freed} bytes were freed`);
