@@ -97,11 +97,16 @@ export class SwitchyardError extends Error {
   readonly problems: Problem[];
   /** Response headers when the error crosses the management API (e.g. Retry-After). */
   readonly headers?: Record<string, string>;
+  /**
+   * The command line exits 2 for this one whatever its code's default: the operator must fix
+   * something before running the command again (`serve` on a full disk: storage_full, else 1).
+   */
+  readonly usage?: true;
 
   constructor(
     code: ErrorCode,
     message: string,
-    opts: { hint?: string; where?: string; problems?: Problem[]; cause?: unknown; headers?: Record<string, string> } = {},
+    opts: { hint?: string; where?: string; problems?: Problem[]; cause?: unknown; headers?: Record<string, string>; usage?: true } = {},
   ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'SwitchyardError';
@@ -111,6 +116,7 @@ export class SwitchyardError extends Error {
     this.status = ERROR_CODES[code].status;
     this.problems = opts.problems ?? [];
     this.headers = opts.headers;
+    if (opts.usage) this.usage = true;
   }
 
   /** The JSON error shape of the management API. */

@@ -1,9 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, createServer } from 'node:net';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runCli, spawnCli, startTestServer, testConfig, tmpDir, waitFor } from './helpers/index.ts';
+import { fillDisk, runCli, spawnCli, startTestServer, testConfig, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
+import { openStore } from '../src/store/index.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 import { gatedIntegration } from './registry-support.ts';
 import { VERSION } from '../src/version.ts';
 import { startServer } from '../src/server/server.ts';
@@ -272,4 +274,28 @@ test('serve restarts from the bundle cache when nothing changed, and serves a fi
   assert.deepEqual([loadedLine(three.output()).bundles_cached, loadedLine(three.output()).bundles_built], [0, 1], 'the edited file is bundled');
   assert.equal(await call(three.url), 'second');
   await three.stop();
+});
+
+test('serve on a full disk ends with one storage_full message and its hint, exit 2, with a database there or none', async (t) => {
+  const disk = tmpfs(t, 4);
+  if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
+  const existing = join(disk, 'existing');
+  openStore(existing, { migrations: allMigrations() }).close();
+  const dir = tmpDir(t);
+  for (const [name, dataDir] of [['no database', join(disk, 'none')], ['a database', existing]]) {
+    const config = join(dir, `${name.replace(/ /g, '-')}.yaml`);
+    writeFileSync(config, `server:\n  port: 0\ndata_dir: ${dataDir}\n`);
+    // No byte free, then 8 kB: SQLite meets the full disk in other places (the lock, the -shm, a migration).
+    for (const free of [0, 8192]) {
+      const filler = fillDisk(disk);
+      truncateSync(filler, statSync(filler).size - free);
+      for (const processes of ['1', '2']) {
+        const r = await runCli(['serve', '--config', config, '--processes', processes], { cwd: dir, timeoutMs: 20_000 });
+        const what = `${name}, ${free} bytes free, --processes ${processes}: ${r.stderr}${r.stdout}`;
+        assert.equal(r.code, 2, what);
+        assert.match(r.stderr, /^switchyard: the disk that holds \S+ is full \(\d+ kB free; [A-Z_]+\)\nhint: free space on that disk [^\n]*then try again\n$/, what);
+      }
+    }
+    rmSync(join(disk, 'filler'));
+  }
 });

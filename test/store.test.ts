@@ -8,7 +8,7 @@ import { migrate, openStore } from '../src/store/index.ts';
 import { LOCK_BUSY, isBusy, lockPatience } from '../src/store/patience.ts';
 import { SwitchyardError } from '../src/errors.ts';
 import { tmpDir, waitFor } from './helpers/index.ts';
-import { AUTOCHECKPOINT_PAGES, BACKSTOP_PAGES } from '../src/store/checkpointer.ts';
+import { AUTOCHECKPOINT_PAGES, BACKSTOP_PAGES, WAL_BOUND_PAGES } from '../src/store/checkpointer.ts';
 
 test('the store is a WAL SQLite file with foreign keys and a busy timeout', (t) => {
   const dir = tmpDir(t);
@@ -17,6 +17,8 @@ test('the store is a WAL SQLite file with foreign keys and a busy timeout', (t) 
   assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
   assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
   assert.equal(store.db.pragma('busy_timeout', { simple: true }), 5000);
+  // A WAL that starts over is cut back to the bound the checkpointer keeps it under (checkpointer.ts).
+  assert.equal(store.db.pragma('journal_size_limit', { simple: true }), WAL_BOUND_PAGES * 4096);
   assert.ok(existsSync(join(dir, 'switchyard.db')));
 });
 

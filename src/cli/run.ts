@@ -147,7 +147,7 @@ export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number>
   } catch (err) {
     if (err instanceof SwitchyardError) {
       process.stderr.write(`switchyard: ${formatError(err)}\n`);
-      return isUsageError(err.code) ? EXIT_USAGE : EXIT_FAILURE;
+      return err.usage || isUsageError(err.code) ? EXIT_USAGE : EXIT_FAILURE;
     }
     if ((err as { name?: string }).name === 'CLIError') {
       await printUsage(target, parent);
