@@ -220,6 +220,7 @@ export function storageStartError(error: unknown, dataDir: string): SwitchyardEr
     storage_read_only: [`the database in ${where} cannot be written (read-only; ${cause})`, `make ${where} and its switchyard.db* files writable by this user, then try again`],
     storage_busy: [`the database in ${where} is locked by another process (${cause})`, 'end the process that holds it (a backup tool, an sqlite3 shell), then try again'],
     storage_failed: [`the database in ${where} failed to write (${cause})`, `check the disk and file system of ${where}, then try again`],
+    storage_unavailable: [`the database in ${where} cannot be reached (${cause})`, 'check that the store is up and reachable, then try again'],
   };
   return new SwitchyardError(code, what[code][0], { hint: what[code][1], cause: error, usage: true });
 }
