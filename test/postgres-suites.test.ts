@@ -23,6 +23,7 @@ export const SUITES_ON_POSTGRES = [
   'test/retention.test.ts',
   'test/oauth.test.ts',
   'test/runtime-logs.test.ts',
+  'test/visibility.test.ts',
 ];
 
 test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {
