@@ -27,7 +27,17 @@ export const ERROR_CODES = {
   /** The webhook integration is installed into the organization, never on a space or site (spec 5.5). */
   webhook_organization_only: { status: 400, usage: true },
   unauthorized: { status: 401 },
+  /** An install link that was altered, or was not made by this server. */
+  install_link_invalid: { status: 401, usage: true },
+  /** An install link past its expiry. */
+  install_link_expired: { status: 401, usage: true },
+  /** An install link made before its integration's links were revoked. */
+  install_link_revoked: { status: 401, usage: true },
   forbidden: { status: 403 },
+  /** A private integration of another organization than the server's, installed without the admin token (spec 2.5). */
+  integration_private: { status: 403, usage: true },
+  /** An unlisted integration installed without its own install link (spec 2.5). */
+  install_link_required: { status: 403, usage: true },
   not_found: { status: 404 },
   /** No route for this method and path. */
   no_route: { status: 404 },

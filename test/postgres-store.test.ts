@@ -254,7 +254,7 @@ test('two nodes configure one installation in the same moment: neither edit is l
     return { s, inst: createInstallations({ db: s.db, manifestOf: () => manifest } as never) };
   };
   const [a, b] = [node(), node()];
-  const id = a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' } } as never).installation.id;
+  const id = a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' }, by: { kind: 'admin' } } as never).installation.id;
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(a.inst.get(id)!.configuration.event_types, 'site_view', 'node A has the row cached (as a public request leaves it)');
   b.inst.configure(id, { event_types: 'page_feedback' } as never);

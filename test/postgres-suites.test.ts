@@ -25,6 +25,7 @@ export const SUITES_ON_POSTGRES = [
   'test/runtime-logs.test.ts',
   'test/fuzz.test.ts',
   'test/store-database.test.ts',
+  'test/visibility.test.ts',
 ];
 
 test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {

@@ -94,6 +94,16 @@ export const configSchema = s.object({
   store: s.withDefault(storeUrl(), ''),
   data_dir: s.withDefault(s.string({ min: 1 }), './data'),
   integrations_dir: s.withDefault(s.string({ min: 1 }), './integrations'),
+  /**
+   * The organization this server installs for (spec 2.5): a `private` integration installs here
+   * without the admin token only when its manifest's `organization` is one of these (its id and its
+   * subdomain, say). Unset: no private integration installs without the admin token.
+   */
+  organization: s.optional(
+    s.union([s.string({ min: 1 }), s.array(s.string({ min: 1 }), { min: 1, unique: true })], {
+      description: "the organization's id or subdomain, or a list of both, as manifests name it in `organization`",
+    }),
+  ),
   admin_token: s.withDefault(
     s.string({
       pattern: /^(|\S{16,})$/,

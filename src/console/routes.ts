@@ -6,14 +6,12 @@
  *   (an <img> cannot send a bearer token), sample event payloads, a script's exported components.
  */
 import { jsonResponse } from '../http/respond.ts';
-import { readFileSync, realpathSync } from 'node:fs';
-import { isAbsolute, relative, resolve, sep } from 'node:path';
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { authenticate, isAdminToken } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
-import { pngSize } from '../manifest/index.ts';
+import { readPngInside } from '../manifest/index.ts';
 import type { Services } from '../server/services.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
@@ -36,21 +34,6 @@ const json = (body: unknown, init: ResponseInit = {}) =>
 function requireConsoleAdmin(req: Request, services: Services): void {
   if (authenticate(req, services).kind !== 'admin')
     throw new SwitchyardError('forbidden', 'the console needs the admin token', { hint: 'installation tokens cannot use the console' });
-}
-
-/** A file named by a manifest, read only when it is a PNG inside the integration's folder (fail closed). */
-function readImage(dir: string, rel: string | undefined): Buffer | undefined {
-  if (!rel || isAbsolute(rel)) return undefined;
-  try {
-    const root = realpathSync(dir);
-    const file = realpathSync(resolve(dir, rel));
-    const r = relative(root, file);
-    if (!r || r.startsWith(`..${sep}`) || r === '..' || isAbsolute(r)) return undefined;
-    if (!pngSize(file)) return undefined;
-    return readFileSync(file);
-  } catch {
-    return undefined;
-  }
 }
 
 /** The bundle, or a 503 that says why (a source error in a checkout, or a build without the console). */
@@ -178,7 +161,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     requireConsoleAdmin(req, services);
     const integration = await integrationNamed(decodeURIComponent(name));
     // A built-in integration has no folder to read from.
-    const bytes = integration && !integration.builtin ? readImage(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
+    const bytes = integration && !integration.builtin ? readPngInside(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
     if (!bytes) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
     return new Response(new Uint8Array(bytes), {
       headers: { 'content-type': 'image/png', 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=60' },

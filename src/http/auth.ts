@@ -41,6 +41,9 @@ export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(ha, hb) && a.length === b.length;
 }
 
+/** How an install link begins (src/installations/links.ts makes them; the guard tells a broken one apart to say so). */
+export const INSTALL_LINK_PREFIX = 'sy_link_';
+
 /** The token of an `Authorization: Bearer <token>` header, if any. */
 export function bearerToken(header: string | null | undefined): string | undefined {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');

@@ -57,6 +57,11 @@ export interface RouteSpec<P extends string, B extends Schema<any> | undefined, 
    * /api/v1 guard accepted; the handler decides what it may reach.
    */
   auth: 'admin' | 'token';
+  /**
+   * The holder of an install link may call it too (the handler decides what the link reaches). Every
+   * other route refuses a link before it runs (the /api/v1 guard, app.ts): a link installs, no more.
+   */
+  installLink?: true;
   /** Who may call it beyond `auth`, decided before anything is read (a token for its own installation). */
   authorize?: (req: Request, params: { [K in ParamsOf<P>]: string }) => void;
   body?: B extends Schema<any> ? BodySpec<B> : undefined;
@@ -236,6 +241,7 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
     summary: spec.summary,
     ...(spec.description ? { description: spec.description } : {}),
     ...(spec.auth === 'admin' ? { 'x-switchyard-auth': 'admin' } : {}),
+    ...(spec.installLink ? { 'x-switchyard-install-link': true } : {}),
     ...(parameters.length ? { parameters } : {}),
     ...(spec.body
       ? {
@@ -247,6 +253,11 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
       : {}),
     responses,
   };
+}
+
+/** Whether the route a request matched was declared to take an install link (see RouteSpec.installLink). */
+export function takesInstallLink(event: H3Event): boolean {
+  return Boolean((event.context.matchedRoute?.meta as { route?: RouteMeta } | undefined)?.route?.spec.installLink);
 }
 
 /** The routes an app registered through `route()`, as an OpenAPI part: their paths and the named schemas they use. */

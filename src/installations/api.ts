@@ -3,7 +3,10 @@
  * validates, the answers /openapi.json describes, and the CLI's reading of them (`InstallationView`).
  * routes.ts checks that installationView() gives the answer's shape (it fails to type-check otherwise).
  */
-import { dateTime, any, array, named, object, oneOf, optional, record, string, withDefault, type Infer } from '../schema/index.ts';
+import { dateTime, any, array, duration, formatDuration, named, nullable, object, oneOf, optional, record, string, withDefault, type Infer } from '../schema/index.ts';
+// The manifest's schema file itself, not its folder's index: the console's type-check follows these
+// imports, and nothing here may bring in Node's modules.
+import { VISIBILITIES } from '../manifest/schema.ts';
 import { flag, enumParam, text, requestBody } from '../http/params.ts';
 import { INSTALLATION_LIMITS as LIMITS } from './limits.ts';
 
@@ -91,3 +94,57 @@ export const componentAnswer = named(
   'ComponentAnswer',
   object({ type: oneOf(['element']), state: optional(any()), props: optional(any()), element: any('ContentKit markup') }, { passthrough: true }),
 );
+
+/** How long an install link lives unless asked otherwise, and the bounds of what may be asked (ms). */
+export const LINK_TTL = { default: 7 * 86_400_000, min: 60_000, max: 90 * 86_400_000 };
+
+export const linkBody = requestBody({
+  expires: withDefault(
+    duration({ min: LINK_TTL.min, max: LINK_TTL.max, description: `how long the link works (${formatDuration(LINK_TTL.min)} to ${formatDuration(LINK_TTL.max)})` }),
+    LINK_TTL.default,
+  ),
+});
+
+export const linkAnswer = object({
+  link: string({ description: 'the install link: a bearer token that installs this integration until it expires (shown once; nothing of it is stored)' }),
+  id: string({ description: "the link's id, as logs name it" }),
+  integration: string(),
+  visibility: oneOf(VISIBILITIES),
+  expiresAt: dateTime(),
+  installUrl: string({ description: 'where it installs: POST here with Authorization: Bearer <link>' }),
+});
+
+/** What POST /api/v1/integrations/<name>/links answers. */
+export type LinkAnswer = Infer<typeof linkAnswer>;
+
+export const revokeAnswer = object({
+  integration: string(),
+  revokedAt: dateTime('every link of the integration made before this stopped working'),
+});
+
+const INSTALL_TARGETS = oneOf(INSTALLATION_TARGETS);
+
+/** One integration as the catalogue shows it (spec 2.5: the public ones, for whoever installs). */
+export const catalogueEntrySchema = named(
+  'CatalogueEntry',
+  object({
+    name: string(),
+    title: string(),
+    description: string(),
+    icon: nullable(string({ description: 'URL of its PNG icon (same tokens as the catalogue), or null' })),
+    scopes: array(string()),
+    targets: array(INSTALL_TARGETS, { description: 'where it installs' }),
+    categories: array(string()),
+  }),
+);
+
+export type CatalogueEntry = Infer<typeof catalogueEntrySchema>;
+
+export const catalogueAnswer = object({ integrations: array(catalogueEntrySchema) });
+
+export const catalogueItemAnswer = object({
+  integration: catalogueEntrySchema,
+  visibility: oneOf(VISIBILITIES),
+  summary: nullable(string({ description: 'Markdown of its installation page' })),
+  configurations: record(any(), { description: 'the manifest\'s configurations (account, site, space): the properties an install sets' }),
+});

@@ -7,13 +7,15 @@ import { defineModule } from '../server/services.ts';
 import type { Subscription } from '../webhooks/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
+import { serverOrganizations } from './visibility.ts';
 
 export { createInstallations, RESERVED_CONFIGURATION_KEYS, newEventId, concerns, configurationSection } from './service.ts';
 export type { Installation, InstallationStatus, InstallationTarget, Installations, Change, InstallationChange, ChangeKind, ChangeListener } from './service.ts';
 export { scopesAllow, missingScope, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';
 export { installationsMigrations } from './schema.ts';
-export { installationSchema, type InstallationView } from './api.ts';
+export { installationSchema, type InstallationView, type CatalogueEntry, type LinkAnswer } from './api.ts';
+export { installRefusal, serverOrganizations, type Installer } from './visibility.ts';
 
 /** The webhook installations subscribed to an event type, and where each one's deliveries go now. */
 export interface Subscriptions {
@@ -40,6 +42,7 @@ export const installationsModule = defineModule({
       manifestOf: (name) => registry.get(name)?.manifest,
       dialectOf: (name) => registry.get(name)?.dialect,
       log: services.log.child({ module: 'installations' }),
+      organizations: serverOrganizations(services.config),
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;

@@ -6,27 +6,33 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf } from '../http/app.ts';
 import { route } from '../http/route.ts';
-import { isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireReach } from './access.ts';
+import { installerOf, isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import {
   componentAnswer,
   configureBody,
   installAnswer,
   installationAnswer,
   installBody,
+  linkAnswer,
+  linkBody,
   listAnswer,
+  revokeAnswer,
   listQuery,
   renderBody,
   showQuery,
   tokenAnswer,
   type InstallationView,
 } from './api.ts';
-import { missingRequired } from '../manifest/index.ts';
+import { GITBOOK_NAME_PATTERN, missingRequired, NAME_HINT } from '../manifest/index.ts';
 import type { Services, ServicesWith } from '../server/services.ts';
 import { installationEndpoint } from './urls.ts';
+import { serverOrganizations } from './visibility.ts';
 import { configurationSection, type Installation } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
 import { refusedAhead, refusedAheadResolved } from '../net/index.ts';
 import { gitbookApiRoutes } from './gitbook-api.ts';
+import { catalogueRoutes } from './catalogue.ts';
+import { installRefusal } from './visibility.ts';
 
 /** The URL a webhook installation delivers to, if it is one. */
 function webhookUrlOf(inst: Installation): string | undefined {
@@ -106,15 +112,20 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     {
       method: 'POST',
       path: '/api/v1/installations',
-      summary: 'Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site)',
-      auth: 'admin',
+      summary:
+        'Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site). With the admin token any integration; with an install link (as the bearer token) that link\'s integration, under its visibility (a private one only for the server\'s organization)',
+      auth: 'token',
+      installLink: true,
+      authorize: (req) => void installerOf(principalOf(req)),
       body: { schema: installBody, limit },
       status: 201,
       response: installAnswer,
       responseDescription: 'Installed',
     },
-    async ({ body }) => {
+    async ({ req, body }) => {
+      const by = installerOf(principalOf(req));
       const change = inst().install({
+        by,
         integration: body.integration,
         target: body.target,
         space: body.space,
@@ -123,7 +134,12 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
         externalIds: body.externalIds,
         webhookSecret: body.webhook_secret,
       });
-      services.log.info('installed', { integration: change.installation.integration, installation: change.installation.id, status: change.installation.status });
+      services.log.info('installed', {
+        integration: change.installation.integration,
+        installation: change.installation.id,
+        status: change.installation.status,
+        by: by.kind === 'link' ? `install link ${by.linkId}` : 'admin',
+      });
       return new Response(
         JSON.stringify({
           installation: await resolvedView(services, change.installation),
@@ -228,5 +244,64 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     },
   );
 
+  const integrationParam = { name: 'integration name' };
+
+  route(
+    app,
+    {
+      method: 'POST',
+      path: '/api/v1/integrations/:name/links',
+      summary: 'Make an install link: a bearer token that installs this integration (POST /api/v1/installations) until it expires, under its visibility',
+      auth: 'admin',
+      params: integrationParam,
+      body: { schema: linkBody, limit, optional: true },
+      status: 201,
+      response: linkAnswer,
+      responseDescription: 'The link, shown once',
+    },
+    ({ params, body }) => {
+      const manifest = services.registry?.get(params.name)?.manifest;
+      if (!manifest)
+        throw new SwitchyardError('not_found', `integration "${params.name}" is not loaded`, { hint: 'see `switchyard integrations list` for loaded integrations and their errors' });
+      // A link that could never install is refused now rather than by whoever is given it.
+      const refused = installRefusal(params.name, manifest, { kind: 'link', integration: params.name, linkId: '(new)' }, serverOrganizations(services.config));
+      if (refused) throw refused;
+      const { token, link } = inst().links.mint(params.name, body.expires);
+      services.log.info('install link made', { integration: params.name, link: link.id, expires_at: new Date(link.expiresAt).toISOString() });
+      return new Response(
+        JSON.stringify({
+          link: token,
+          id: link.id,
+          integration: params.name,
+          visibility: manifest.visibility,
+          expiresAt: new Date(link.expiresAt).toISOString(),
+          installUrl: `${services.config.publicUrl}/api/v1/installations`,
+        }),
+        { status: 201, headers: { 'content-type': 'application/json' } },
+      );
+    },
+  );
+
+  route(
+    app,
+    {
+      method: 'DELETE',
+      path: '/api/v1/integrations/:name/links',
+      summary: 'Revoke every install link of this integration made so far (links made afterwards work); installations made with them stay',
+      auth: 'admin',
+      params: integrationParam,
+      response: revokeAnswer,
+    },
+    ({ params }) => {
+      // Whatever state its folder is in, even gone: links made now must not work if it comes back.
+      if (!GITBOOK_NAME_PATTERN.test(params.name))
+        throw new SwitchyardError('bad_request', `"${params.name}" is not an integration name`, { where: 'name', hint: NAME_HINT });
+      const { revokedAt } = inst().links.revoke(params.name);
+      services.log.info('install links revoked', { integration: params.name });
+      return { integration: params.name, revokedAt };
+    },
+  );
+
+  catalogueRoutes(app, services);
   gitbookApiRoutes(app, services);
 }

@@ -10,7 +10,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { newEventId } from '../events/types.ts';
-import { hashToken } from '../http/auth.ts';
+import { hashToken, INSTALL_LINK_PREFIX } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
 import { afterCommit, type Db } from '../store/index.ts';
@@ -20,6 +20,8 @@ import { missingRequired, validateConfiguration, withDefaults, type Manifest, ty
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, requireOrganizationTarget, webhookConfigurationProblems } from './webhook.ts';
 import { checkExternalIds, configurationSizeProblem } from './limits.ts';
+import { createInstallLinks, linkRefusal } from './links.ts';
+import { installRefusal, type Installer } from './visibility.ts';
 import { generationsOf } from '../store/generations.ts';
 import { engineOf, sqlFor } from '../store/postgres/db.ts';
 
@@ -82,6 +84,8 @@ export interface InstallRequest {
   externalIds?: string[];
   /** The webhook signing secret to use (a webhook installation); one is made otherwise. */
   webhookSecret?: string;
+  /** Who installs: the visibility rules (visibility.ts) bind every installer but the admin. */
+  by: Installer;
 }
 
 /**
@@ -119,6 +123,8 @@ export interface InstallationsDeps {
   now?: () => Date;
   /** Where a listener told after a commit that throws is reported. */
   log?: Logger;
+  /** The organization names this server installs for (`organization:`); none when unset. */
+  organizations?: readonly string[];
 }
 
 export { newEventId };
@@ -135,6 +141,7 @@ export function createInstallations(deps: InstallationsDeps) {
   const integrationTokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
   const signingSecretKey = signingKey(db, 'gitbook-signing-secrets');
   const signingSecretCache = new Map<string, string>();
+  const links = createInstallLinks(db, () => (deps.now?.() ?? new Date()).getTime());
 
   const byId = db.prepare<[string], Row>('SELECT * FROM installations WHERE id = ?');
   const lockRows = engineOf(db) === 'postgres';
@@ -257,6 +264,8 @@ export function createInstallations(deps: InstallationsDeps) {
 
   function install(req: InstallRequest): Change & { token: string } {
     const manifest = manifestFor(req.integration);
+    const refused = installRefusal(req.integration, manifest, req.by, deps.organizations ?? []);
+    if (refused) throw refused;
     const target: InstallationTarget = req.target ?? (req.space ? 'space' : req.site ? 'site' : 'organization');
     if (req.integration === WEBHOOK_INTEGRATION) requireOrganizationTarget(target, req);
     if (target === 'space' && !req.space) throw new SwitchyardError('bad_request', 'a space installation needs a space id', { where: 'space' });
@@ -347,6 +356,15 @@ export function createInstallations(deps: InstallationsDeps) {
   }
 
   function resolveToken(token: string): Principal | undefined {
+    if (token.startsWith(INSTALL_LINK_PREFIX)) {
+      const r = links.read(token);
+      if (r.ok) return { kind: 'link', integration: r.link.integration, linkId: r.link.id };
+      // Authentic but expired or revoked: said as such. Anything else goes on to the admin-token
+      // comparison, which counts it against the throttle like any wrong token.
+      const refusal = linkRefusal(r);
+      if (refusal) throw refusal;
+      return undefined;
+    }
     if (token.startsWith('sy_int_')) {
       // Only while the integration is loaded: its scopes come from the manifest serving now.
       const name = readIntegrationToken(integrationKey, token);
@@ -459,6 +477,8 @@ export function createInstallations(deps: InstallationsDeps) {
       return () => void inTransaction.delete(listener);
     },
     resolveToken,
+    /** Install links: mint, read and revoke (links.ts). */
+    links,
     webhookSubscriptions,
     webhookUrl,
     /** A short-lived token for one invocation of the installation's code. */

@@ -3,7 +3,7 @@
  * integration's folder (no `..`, no absolute path, no symlink out of it), and images must be PNG or
  * JPEG.
  */
-import { closeSync, openSync, readSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 
 export type Resolved = { ok: true; file: string } | { ok: false; message: string; hint: string };
@@ -101,4 +101,22 @@ export function imageInfo(file: string): { format: 'png' | 'jpeg'; width: number
   if (png) return { format: 'png', ...png };
   const jpeg = jpegSize(file);
   return jpeg ? { format: 'jpeg', ...jpeg } : undefined;
+}
+
+/**
+ * The bytes of a PNG a manifest names (its icon, a preview image), read only when it is a PNG inside
+ * the integration's folder `dir` (fail closed: anything else is no image). The console and the
+ * catalogue serve them.
+ */
+export function readPngInside(dir: string, rel: string | undefined): Buffer | undefined {
+  if (!rel || isAbsolute(rel)) return undefined;
+  try {
+    const root = realpathSync(dir);
+    const file = realpathSync(resolve(dir, rel));
+    if (!inside(root, file)) return undefined;
+    if (!pngSize(file)) return undefined;
+    return readFileSync(file);
+  } catch {
+    return undefined;
+  }
 }

@@ -29,8 +29,9 @@ export {
   type ManifestDialect,
   TARGETS,
   GITBOOK_SCOPES,
+  GITBOOK_NAME_PATTERN,
   manifestSchemaOf,
 } from './schema.ts';
 export { parseManifest, loadManifest, displayPath, isError, MANIFEST_FILE, GITBOOK_MANIFEST_FILE, manifestFileOf, type ManifestResult, type LoadedManifestResult } from './parse.ts';
 export { validateConfiguration, withDefaults, missingRequired, coerceConfigurationValue, OAUTH_CREDENTIALS } from './configuration.ts';
-export { pngSize } from './assets.ts';
+export { pngSize, readPngInside } from './assets.ts';

@@ -126,6 +126,7 @@ export interface Integration {
 
 /** An installation as the API answers it: the type of the schema that documents and checks it (types only: nothing of it is bundled). */
 export type { InstallationView as Installation } from '../../installations/api.ts';
+export type { CatalogueEntry, LinkAnswer } from '../../installations/api.ts';
 
 // The server's own JSON shapes (src/webhooks/views.ts has no Node imports), so the two cannot drift.
 export type { Attempt, Delivery, DeliveryDetail } from '../../webhooks/views.ts';

@@ -2,6 +2,7 @@
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, errorText, setCsrf, whenUnauthorized } from './api.tsx';
+import { CataloguePage } from './catalogue.tsx';
 import { ChartsPage } from './charts.tsx';
 import { ConnectionBanner } from './connection.tsx';
 import { DeliveriesPage } from './deliveries.tsx';
@@ -136,6 +137,7 @@ function Login({ reason, onLoggedIn }: { reason?: string; onLoggedIn(s: { csrf: 
 
 const NAV = [
   { href: '#/integrations', label: 'Integrations', match: 'integrations' },
+  { href: '#/catalogue', label: 'Catalogue', match: 'catalogue' },
   { href: '#/installations', label: 'Installations', match: 'installations' },
   { href: '#/events', label: 'Events', match: 'events' },
   { href: '#/deliveries', label: 'Deliveries', match: 'deliveries' },
@@ -170,6 +172,7 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
   else if (section === 'deliveries') page = <DeliveriesPage openId={id} query={route.query} />;
   else if (section === 'logs') page = <LogsPage query={route.query} />;
   else if (section === 'charts') page = <ChartsPage query={route.query} />;
+  else if (section === 'catalogue') page = <CataloguePage />;
   else if (!section || section === 'integrations') page = <IntegrationsPage />;
   else page = <PageTitle>Not found: {section}</PageTitle>;
 

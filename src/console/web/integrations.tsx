@@ -4,8 +4,9 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, type Integration, type Problem } from './api.tsx';
 import { Markdown, safeUrl } from './markdown.tsx';
 import { Badge, ErrorBox, PageTitle, Section } from './ui.tsx';
+import { InstallLinks } from './catalogue.tsx';
 
-export function Icon({ integration, size = 32 }: { integration: Pick<Integration, 'name' | 'title' | 'manifest'>; size?: number }): VNode {
+export function Icon({ integration, size = 32 }: { integration: { name: string; title: string | null; manifest: { icon: string | null } | null }; size?: number }): VNode {
   const [failed, setFailed] = useState(false);
   if (integration.manifest?.icon && !failed)
     return (
@@ -154,6 +155,7 @@ export function IntegrationPage({ name }: { name: string }): VNode {
           Install {integration.title ?? integration.name}
         </a>
       </p>
+      {m ? <InstallLinks name={integration.name} visibility={m.visibility} /> : null}
       {integration.errors.length ? (
         <Section title="Errors">
           <ProblemList problems={integration.errors} kind="error" />
