@@ -77,7 +77,7 @@ test('receive --status / --fail-rate rehearse failures: the sender retries and a
   const d = await s.settled(sent.body.deliveries[0].id);
   assert.equal(d.status, 'failed');
   assert.deepEqual(d.attempts.map((a) => a.status), [503, 503, 503, 503]);
-  assert.match(output(), /answered 503 site_view evt_\w+ \(rehearsed failure\)/);
+  assert.match(output(), new RegExp(`answered 503 site_view ${d.id} \\(rehearsed failure\\)`), 'the delivery\'s own eventId');
   child.kill('SIGTERM');
 });
 

@@ -9,6 +9,7 @@ import { USER_AGENT } from '../version.ts';
 import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from './policy.ts';
 import type { AttemptRecord, Claimed, NextState } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
+import { sentEventId } from './body.ts';
 import { signatureHeader } from './signature.ts';
 import { storableText } from '../store/text.ts';
 
@@ -61,7 +62,7 @@ export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptConte
           'content-type': 'application/json',
           'user-agent': USER_AGENT,
           'x-platform-signature': header,
-          'x-platform-event-id': c.eventId,
+          'x-platform-event-id': sentEventId(c),
           'x-platform-delivery-id': c.id,
         },
         body,

@@ -48,7 +48,8 @@ export interface Subscription {
 export interface Deliveries {
   /**
    * One delivery per subscription, inside the caller's transaction: the payload is the event with
-   * that installation's `installationId`; its exact bytes are stored now and signed at each attempt.
+   * that installation's `installationId`, under the delivery's own eventId (body.ts); its exact
+   * bytes are stored now and signed at each attempt.
    * With `startAtCommit` (the default), a delivery whose endpoint has a free slot (and is not
    * paused) is stored already leased, and its first attempt starts as soon as the transaction
    * commits, without going through the scheduler. The queue hears about the commit or the rollback

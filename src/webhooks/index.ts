@@ -18,13 +18,14 @@ export { parseTimeParam, replayWindow, replaySelection, timeQuery, REPLAYABLE_ST
 export { deliverySchema, deliveryDetailSchema, attemptSchema, endpointQuery, type ReplayAnswer } from './api.ts';
 export { endpointParam, maskSecret } from './routes.ts';
 export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
-export { createQueue, originOf, type Queue } from './queue.ts';
+export { createQueue, newDeliveryId, originOf, type Queue } from './queue.ts';
 export { deliveryStats, statsQueries, MAX_STATS_DELIVERIES, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
 export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 
 export type { WebhooksService, Subscription, Deliveries, InstallationLifecycle } from './contracts.ts';
-export { createWebhooks, deliveryBody, shareOf, type WebhooksDeps } from './service.ts';
+export { createWebhooks, shareOf, type WebhooksDeps } from './service.ts';
+export { deliveryBody, sentEventId } from './body.ts';
 
 declare module '../server/services.ts' {
   interface Capabilities {

@@ -10,18 +10,13 @@ import { createObservers } from '../lib/observers.ts';
 import { hideUrlCredentials, type Logger } from '../log/index.ts';
 import { afterCommit, onRollback, type Db } from '../store/index.ts';
 import type { Deliveries, InstallationLifecycle, Subscription, WebhooksService } from './contracts.ts';
-import { createQueue, originOf, type Attempt, type AttemptRecord, type Claimed, type ReplayRefusal } from './queue.ts';
+import { createQueue, newDeliveryId, originOf, type Attempt, type AttemptRecord, type Claimed, type ReplayRefusal } from './queue.ts';
+import { deliveryBody } from './body.ts';
 import { createSecrets } from './secrets.ts';
 import { deliveryStats } from './stats.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { leftoverLeases } from '../store/lease-owner.ts';
 import { bridgeOf, engineOf } from '../store/postgres/db.ts';
-
-/** The exact body of one delivery: the event with the subscriber's installationId (common fields first). */
-export function deliveryBody(event: { eventId: string; type: string; [k: string]: unknown }, installationId: string): string {
-  const { eventId, type, installationId: _ignored, ...rest } = event;
-  return JSON.stringify({ eventId, type, installationId, ...rest });
-}
 
 function attemptView(r: AttemptRecord, number: number): Attempt {
   return {
@@ -221,8 +216,9 @@ export function createWebhooks(deps: WebhooksDeps) {
         const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
         let claimed: Claimed | null;
         try {
+          const id = newDeliveryId(now);
           claimed = queue.enqueue(
-            { eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId), now, held },
+            { id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId, id), now, held },
             lease,
           );
         } catch (e) {
