@@ -5,7 +5,7 @@
  */
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
-import { sentEventId, type Attempt, type AttemptFeedItem, type DeliveryDetail, type ReplayAnswer } from '../webhooks/index.ts';
+import { sentEventId, signatureHeaderName, type Attempt, type AttemptFeedItem, type DeliveryDetail, type ReplayAnswer } from '../webhooks/index.ts';
 import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { follow, interruptSignal } from './feed.ts';
@@ -89,7 +89,7 @@ export function printDelivery(d: DeliveryDetail): void {
       field('completed', when(d.completedAt)) +
       field('next attempt', d.held ? 'at resume' : when(d.nextAttemptAt)) +
       field('last error', d.lastError) +
-      field('signature', d.signatureHeader ? `X-Platform-Signature: ${d.signatureHeader}` : ''),
+      field('signature', d.signatureHeader ? `${signatureHeaderName(d.signatureHeader)}: ${d.signatureHeader}` : ''),
   );
   out(`\npayload\n${JSON.stringify(d.payload ?? d.body, null, 2)}\n`);
   if (!d.attempts.length) {

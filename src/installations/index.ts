@@ -4,7 +4,7 @@
  * `services.resolveToken` (installation tokens on /api/v1).
  */
 import { defineModule } from '../server/services.ts';
-import type { Subscription } from '../webhooks/index.ts';
+import type { SignatureScheme, Subscription } from '../webhooks/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
 
@@ -19,6 +19,8 @@ export { installationSchema, type InstallationView } from './api.ts';
 export interface Subscriptions {
   forEventType(type: string): Subscription[];
   urlOf?(installationId: string): string | undefined;
+  /** How the installation's deliveries are signed now (its `signature_scheme`). */
+  schemeOf?(installationId: string): SignatureScheme;
 }
 
 declare module '../server/services.ts' {
@@ -43,7 +45,7 @@ export const installationsModule = defineModule({
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;
-    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl };
+    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl, schemeOf: installations.webhookScheme };
   },
   routes(app, services) {
     installationRoutes(app, services);

@@ -4,6 +4,7 @@
  */
 import type { Delivery, DeliveryDetail, DeliveryFilter, Attempt, Queue, ReplayFilter } from './queue.ts';
 import type { DeliveryStats, StatsFilter } from './stats.ts';
+import type { SignatureScheme } from './schemes.ts';
 import type { WebhookSecrets } from './secrets.ts';
 import type { RecordedAttempt } from './worker.ts';
 
@@ -29,12 +30,13 @@ export interface WebhooksService {
 /**
  * A step of an installation's lifecycle, as the installations module tells it (its
  * InstallationChange, named here by shape so this module imports nothing of it). `endpoint` is set
- * for webhook installations only: where deliveries go now (undefined: no URL any more) and before.
+ * for webhook installations only: where deliveries go now (undefined: no URL any more) and before,
+ * and how they are signed now and before.
  */
 export interface InstallationLifecycle {
   kind: 'installed' | 'configured' | 'paused' | 'resumed' | 'uninstalled';
   installation: { id: string; status: string };
-  endpoint?: { url: string | undefined; previousUrl?: string | undefined };
+  endpoint?: { url: string | undefined; previousUrl?: string | undefined; scheme?: SignatureScheme; previousScheme?: SignatureScheme };
   /** On install: the signing secret the caller gave. */
   webhookSecret?: string;
 }

@@ -11,6 +11,8 @@ import type { Deliveries, WebhooksService } from './contracts.ts';
 
 export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
 export type { Verification } from './signature.ts';
+export { SIGNATURE_SCHEMES, DEFAULT_SIGNATURE_SCHEME, signatureSchemeOf, signatureHeaderName, type SignatureScheme } from './schemes.ts';
+export { STANDARD_HEADERS, standardKey, standardSecretProblem, signStandard, standardSignatureHeader, verifyStandardSignature } from './standard-webhooks.ts';
 export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, ATTEMPT_OUTCOMES, type AttemptOutcome, type Outcome, type RetryConfig } from './policy.ts';
 export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
 export { webhooksMigrations } from './schema.ts';

@@ -131,6 +131,7 @@ export type { InstallationView as Installation } from '../../installations/api.t
 export type { Attempt, Delivery, DeliveryDetail } from '../../webhooks/views.ts';
 export { DELIVERY_STATUSES } from '../../webhooks/views.ts';
 export { sentEventId } from '../../webhooks/body.ts';
+export { signatureHeaderName } from '../../webhooks/schemes.ts';
 export type { DeliveryStats, EndpointStats, StatsBucket, Percentiles } from '../../webhooks/views.ts';
 export type { HandlerRun } from '../../events/handler-views.ts';
 export type { InvocationView } from '../../runtime/invocation-view.ts';

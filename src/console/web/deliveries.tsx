@@ -6,7 +6,7 @@
  */
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, DELIVERY_STATUSES, errorText, sentEventId, WEBHOOK_EVENT_TYPES, type Delivery, type DeliveryDetail, type Installation } from './api.tsx';
+import { api, DELIVERY_STATUSES, errorText, sentEventId, signatureHeaderName, WEBHOOK_EVENT_TYPES, type Delivery, type DeliveryDetail, type Installation } from './api.tsx';
 import { apiQuery, FilterBar, hrefOf, navigate, Pager, SelectFilter, TimeRange, withParams } from './filters.tsx';
 import { LiveIndicator, useCoalesced, useLive } from './live.tsx';
 import { announce, Badge, ErrorBox, PageTitle, Scroll, Section, Time } from './ui.tsx';
@@ -417,7 +417,13 @@ export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id:
             <dd>{detail.held ? 'when the installation resumes' : <Time at={detail.nextAttemptAt} />}</dd>
             <dt>Signature</dt>
             <dd>
-              <code class="small">{detail.signatureHeader ?? '—'}</code>
+              {detail.signatureHeader ? (
+                <code class="small" data-testid="delivery-signature">
+                  {signatureHeaderName(detail.signatureHeader)}: {detail.signatureHeader}
+                </code>
+              ) : (
+                '—'
+              )}
             </dd>
           </dl>
           {confirming ? (
