@@ -402,13 +402,14 @@ export function createInstallations(deps: InstallationsDeps) {
   }
   /**
    * How a webhook installation signs now (read at every attempt: from memory for those that can be
-   * sent to; from the installation for another, say a pending one whose secret is rotated).
+   * sent to; from its row for another, say a pending one whose secret is rotated: read without a
+   * lock, since an attempt may ask inside the worker's own transaction).
    */
   function webhookScheme(installationId: string): SignatureScheme {
     const known = webhookEndpoints().byId.get(installationId);
     if (known) return known.scheme;
-    const i = get(installationId);
-    return i ? schemeOf(i) : signatureSchemeOf(undefined);
+    const r = byId.get(installationId);
+    return r ? schemeOf(fromRow(r)) : signatureSchemeOf(undefined);
   }
   const changed = () => {
     subscriptionCache = undefined;

@@ -74,12 +74,11 @@ export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptConte
   const startedAt = clock();
   const body = Buffer.from(c.body, 'utf8');
   const secrets = ctx.secrets.liveSecrets(c.installationId);
-  const scheme = ctx.schemeOf?.(c.installationId) ?? DEFAULT_SIGNATURE_SCHEME;
   let header: string | null = null;
   let result: HttpResult | undefined;
   let error: { code?: string; message: string } | undefined;
   const t0 = performance.now();
-  const signed = secrets.length ? sign(scheme, secrets, c, Math.floor(startedAt / 1000), body) : undefined;
+  const signed = secrets.length ? sign(ctx.schemeOf?.(c.installationId) ?? DEFAULT_SIGNATURE_SCHEME, secrets, c, Math.floor(startedAt / 1000), body) : undefined;
   if (!secrets.length) {
     error = { code: 'ENOSECRET', message: `installation ${c.installationId} has no signing secret (was it uninstalled?)` };
   } else if (!signed) {
