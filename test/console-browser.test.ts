@@ -94,7 +94,7 @@ test('configure a webhook installation through the form: a field error beside th
   const id = page.url().split('/').pop()!;
   const stored = await server.api('GET', `/api/v1/installations/${id}`);
   assert.equal(stored.body.installation.status, 'active');
-  assert.deepEqual(stored.body.installation.configuration, { webhook_url: hook.url, event_types: 'site_view' });
+  assert.deepEqual(stored.body.installation.configuration, { webhook_url: hook.url, event_types: 'site_view', signature_scheme: 'platform' });
   assert.deepEqual(pageErrors, []);
 });
 
@@ -233,13 +233,19 @@ for (const mode of ['stream', 'polling'] as const) {
     await row.locator('.badge-delivered').waitFor();
     assert.match(await row.innerText(), /\b2\s+2 of 4 automatic/);
     assert.equal(hook.bodies.length, 2);
-    assert.equal(JSON.parse(hook.bodies[1]).eventId, eventId);
+    assert.equal(JSON.parse(hook.bodies[1]).sourceEventId, eventId);
     await shot(page, `10-deliveries-${mode}`, row.locator('.badge-delivered'));
 
     // It opens beside the list on the Deliveries page, at an address of its own.
     await row.getByRole('link').first().click();
     await page.getByRole('heading', { name: /^Delivery dlv_/ }).waitFor();
     assert.match(page.url(), /#\/deliveries\/dlv_[0-9a-z]+\?event=/);
+    // Its own eventId (what the receiver got), the event it comes from, and the signature header by name.
+    const deliveryId = /dlv_[0-9a-z]+/.exec(page.url())![0];
+    assert.equal(JSON.parse(hook.bodies[1]).eventId, deliveryId);
+    assert.equal(await page.getByTestId('delivery-event-id').innerText(), deliveryId);
+    assert.equal(await page.getByTestId('delivery-source-event').innerText(), eventId);
+    assert.match(await page.getByTestId('delivery-signature').innerText(), /^X-Platform-Signature: t=\d+,v1=[0-9a-f]{64}$/);
     assert.match(await page.locator('tr[data-attempt="1"]').innerText(), /500\s+retry/);
     assert.match(await page.locator('tr[data-attempt="2"]').innerText(), /200/);
     // A retry asks first, naming where it will send.

@@ -146,11 +146,11 @@ test('events stored in one group commit: one whose fan-out fails is left out, th
   }
   assert.equal((await s.api('GET', `/api/v1/events/${bad.eventId}`)).status, 404, 'the failed event left nothing behind');
   await waitFor(() => receiver.requests.length === 2);
-  assert.deepEqual(receiver.requests.map((r) => JSON.parse(r.body).eventId).sort(), good.map((e) => e.eventId).sort());
+  assert.deepEqual(receiver.requests.map((r) => JSON.parse(r.body).sourceEventId).sort(), good.map((e) => e.eventId).sort());
   const later = samplePayload('site_view');
   assert.equal((await s.send(later)).status, 202);
   await waitFor(() => receiver.requests.length === 3);
-  assert.equal(JSON.parse(receiver.requests[2].body).eventId, later.eventId);
+  assert.equal(JSON.parse(receiver.requests[2].body).sourceEventId, later.eventId);
 });
 
 test('handler runs are stored with the event and run after the commit, without holding the answer; a failed run is retried', async (t) => {

@@ -95,7 +95,7 @@ describe('the single executable', { timeout: 240_000 }, () => {
       const sent = await runExe(pg, ['events', 'send', 'site_view', '--json'], { env });
       assert.equal(sent.code, 0, sent.stdout + sent.stderr);
       const got = await waitFor(() => receiver.requests[0], 15_000);
-      assert.equal(JSON.parse(got.body).eventId, JSON.parse(sent.stdout).eventId);
+      assert.equal(JSON.parse(got.body).sourceEventId, JSON.parse(sent.stdout).eventId);
       assert.equal(verifySignature(got.headers['x-platform-signature'] as string, got.body, webhookSecret).ok, true);
     } finally {
       const stopped = await s.stop();

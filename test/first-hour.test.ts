@@ -124,7 +124,7 @@ test('with an empty integrations folder the built-in webhook integration is ther
   const sent = await s.api('POST', '/api/v1/events', samplePayload('site_view'));
   assert.equal(sent.status, 202);
   const got = await waitFor(() => receiver.requests[0]);
-  assert.equal(JSON.parse(got.body).eventId, sent.body.eventId);
+  assert.equal(JSON.parse(got.body).sourceEventId, sent.body.eventId);
   assert.equal(JSON.parse(got.body).installationId, installation.id);
   assert.deepEqual(verifySignature(got.headers['x-platform-signature'] as string, got.body, webhookSecret).ok, true);
 

@@ -17,6 +17,8 @@ export const SUITES_ON_POSTGRES = [
   'test/webhooks-delivery.test.ts',
   'test/webhooks-held.test.ts',
   'test/webhooks-outcomes.test.ts',
+  'test/webhooks-event-ids.test.ts',
+  'test/webhooks-standard.test.ts',
   'test/inspection-deliveries.test.ts',
   'test/inspection-events.test.ts',
   'test/inspection-live.test.ts',

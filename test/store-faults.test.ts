@@ -21,7 +21,7 @@ async function flakyReceiver(t: TestContext) {
   const seen = new Map<string, number>();
   const delivered = new Set<string>();
   const r = await scriptedReceiver(t, (_n, req) => {
-    const id = JSON.parse(req.body).eventId as string;
+    const id = JSON.parse(req.body).sourceEventId as string;
     const n = (seen.get(id) ?? 0) + 1;
     seen.set(id, n);
     if (n === 1) return 500;

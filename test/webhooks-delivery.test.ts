@@ -55,11 +55,13 @@ test('each attempt is a signed JSON POST of the exact stored body with the insta
   assert.equal(q.method, 'POST');
   assert.equal(q.headers['content-type'], 'application/json');
   assert.equal(q.headers['user-agent'], USER_AGENT);
-  assert.equal(q.headers['x-platform-event-id'], event.eventId);
+  assert.equal(q.headers['x-platform-event-id'], d.id, "the delivery's own eventId");
+  assert.equal(q.headers['x-platform-delivery-id'], d.id);
   assert.equal(q.body, d.body, 'the bytes sent are the bytes stored');
   const payload = JSON.parse(q.body);
   assert.equal(payload.installationId, sub.installationId);
-  assert.equal(payload.eventId, event.eventId);
+  assert.equal(payload.eventId, d.id);
+  assert.equal(payload.sourceEventId, event.eventId);
   assert.deepEqual(payload.feedback, { rating: 'good', comment: 'ünïcödé ✓' });
   const v = verifySignature(q.headers['x-platform-signature'] as string, q.body, sub.secret);
   assert.equal(v.ok, true);
@@ -401,7 +403,9 @@ test('GET /api/v1/deliveries filters and pages; GET /api/v1/deliveries/:id shows
   assert.equal(d.status, 200);
   for (const k of ['id', 'eventId', 'eventType', 'installationId', 'url', 'status', 'attemptCount', 'scheduledAttempts', 'maxAttempts', 'nextAttemptAt', 'held', 'lastStatus', 'lastError', 'createdAt', 'updatedAt', 'completedAt', 'body', 'payload', 'signatureHeader', 'attempts'])
     assert.ok(k in d.body, `delivery detail has ${k}`);
-  assert.equal(d.body.payload.eventId, sent[0].eventId);
+  assert.equal(d.body.payload.eventId, id);
+  assert.equal(d.body.payload.sourceEventId, sent[0].eventId);
+  assert.equal(d.body.eventId, sent[0].eventId);
   assert.match(d.body.signatureHeader, /^t=\d+,v1=[0-9a-f]{64}$/);
   for (const k of ['number', 'manual', 'startedAt', 'durationMs', 'url', 'signatureHeader', 'status', 'outcome', 'error', 'errorCode', 'responseExcerpt', 'responseTruncated', 'nextAttemptAt'])
     assert.ok(k in d.body.attempts[0], `attempt has ${k}`);

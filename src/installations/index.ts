@@ -4,7 +4,7 @@
  * `services.resolveToken` (installation tokens on /api/v1).
  */
 import { defineModule } from '../server/services.ts';
-import type { Subscription } from '../webhooks/index.ts';
+import type { SignatureScheme, Subscription } from '../webhooks/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
 import { serverOrganizations } from './visibility.ts';
@@ -21,6 +21,8 @@ export { installRefusal, serverOrganizations, type Installer } from './visibilit
 export interface Subscriptions {
   forEventType(type: string): Subscription[];
   urlOf?(installationId: string): string | undefined;
+  /** How the installation's deliveries are signed now (its `signature_scheme`). */
+  schemeOf?(installationId: string): SignatureScheme;
 }
 
 declare module '../server/services.ts' {
@@ -46,7 +48,7 @@ export const installationsModule = defineModule({
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;
-    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl };
+    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl, schemeOf: installations.webhookScheme };
   },
   routes(app, services) {
     installationRoutes(app, services);

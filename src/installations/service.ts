@@ -19,6 +19,7 @@ import { createLogger, type Logger } from '../log/index.ts';
 import { missingRequired, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, requireOrganizationTarget, webhookConfigurationProblems } from './webhook.ts';
+import { signatureSchemeOf, type SignatureScheme } from '../webhooks/index.ts';
 import { checkExternalIds, configurationSizeProblem } from './limits.ts';
 import { createInstallLinks, linkRefusal } from './links.ts';
 import { installRefusal, type Installer } from './visibility.ts';
@@ -94,11 +95,13 @@ export interface InstallRequest {
  */
 export type InstallationChange =
   | { kind: 'installed'; installation: Installation; emit: Change['emit']; endpoint?: Endpoint; webhookSecret?: string }
-  | { kind: 'configured'; installation: Installation; previous: Installation; emit: Change['emit']; endpoint?: Endpoint & { previousUrl: string | undefined } }
+  | { kind: 'configured'; installation: Installation; previous: Installation; emit: Change['emit']; endpoint?: Endpoint & { previousUrl: string | undefined; previousScheme: SignatureScheme } }
   | { kind: 'paused' | 'resumed' | 'uninstalled'; installation: Installation; endpoint?: Endpoint };
 export type ChangeKind = InstallationChange['kind'];
 export interface Endpoint {
   url: string | undefined;
+  /** How its deliveries are signed (the `signature_scheme` setting). */
+  scheme: SignatureScheme;
 }
 /**
  * Told inside the step's transaction: its writes commit or roll back with the step, and one that
@@ -130,7 +133,8 @@ export interface InstallationsDeps {
 export { newEventId };
 
 const urlOf = (i: Installation): string | undefined => (typeof i.configuration.webhook_url === 'string' ? i.configuration.webhook_url : undefined);
-const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i) } : undefined);
+const schemeOf = (i: Installation): SignatureScheme => signatureSchemeOf(i.configuration.signature_scheme);
+const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i), scheme: schemeOf(i) } : undefined);
 
 export function createInstallations(deps: InstallationsDeps) {
   const { db } = deps;
@@ -389,26 +393,42 @@ export function createInstallations(deps: InstallationsDeps) {
    * the list is kept in memory and dropped whenever an installation changes here). Active ones, and
    * paused ones with a URL: their deliveries are stored held and wait for the resume.
    */
-  let subscriptionCache: Array<{ installationId: string; url: string; types: string[] }> | undefined;
+  type WebhookEndpoint = { installationId: string; url: string; types: string[]; scheme: SignatureScheme };
+  let subscriptionCache: { list: WebhookEndpoint[]; byId: Map<string, WebhookEndpoint> } | undefined;
   function webhookEndpoints() {
     freshen();
-    subscriptionCache ??= [...list({ integration: WEBHOOK_INTEGRATION, status: 'active' }), ...list({ integration: WEBHOOK_INTEGRATION, status: 'paused' })]
-      .filter((i) => i.status === 'active' || typeof i.configuration.webhook_url === 'string')
-      .map((i) => ({
-        installationId: i.id,
-        url: String(i.configuration.webhook_url),
-        types: parseEventTypes(i.configuration.event_types),
-      }));
+    if (!subscriptionCache) {
+      const endpoints = [...list({ integration: WEBHOOK_INTEGRATION, status: 'active' }), ...list({ integration: WEBHOOK_INTEGRATION, status: 'paused' })]
+        .filter((i) => i.status === 'active' || typeof i.configuration.webhook_url === 'string')
+        .map((i) => ({
+          installationId: i.id,
+          url: String(i.configuration.webhook_url),
+          types: parseEventTypes(i.configuration.event_types),
+          scheme: schemeOf(i),
+        }));
+      subscriptionCache = { list: endpoints, byId: new Map(endpoints.map((e) => [e.installationId, e])) };
+    }
     return subscriptionCache;
   }
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
     return webhookEndpoints()
-      .filter((s) => s.types.includes(type))
+      .list.filter((s) => s.types.includes(type))
       .map(({ installationId, url }) => ({ installationId, url }));
   }
   /** A webhook installation's URL now, whatever event types it takes (a replay goes there). */
   function webhookUrl(installationId: string): string | undefined {
-    return webhookEndpoints().find((s) => s.installationId === installationId)?.url;
+    return webhookEndpoints().byId.get(installationId)?.url;
+  }
+  /**
+   * How a webhook installation signs now (read at every attempt: from memory for those that can be
+   * sent to; from its row for another, say a pending one whose secret is rotated: read without a
+   * lock, since an attempt may ask inside the worker's own transaction).
+   */
+  function webhookScheme(installationId: string): SignatureScheme {
+    const known = webhookEndpoints().byId.get(installationId);
+    if (known) return known.scheme;
+    const r = byId.get(installationId);
+    return r ? schemeOf(fromRow(r)) : signatureSchemeOf(undefined);
   }
   const changed = () => {
     subscriptionCache = undefined;
@@ -440,7 +460,7 @@ export function createInstallations(deps: InstallationsDeps) {
       const c = configure(id, patch, opts);
       if (opts.externalIds) c.installation = setExternalIds(id, opts.externalIds);
       const endpoint = endpointOf(c.installation);
-      tell({ kind: 'configured', installation: c.installation, previous, emit: c.emit, endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous) } });
+      tell({ kind: 'configured', installation: c.installation, previous, emit: c.emit, endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous), previousScheme: schemeOf(previous) } });
       return c;
     }),
     pause: db.transaction((id: string): Installation => {
@@ -481,6 +501,7 @@ export function createInstallations(deps: InstallationsDeps) {
     links,
     webhookSubscriptions,
     webhookUrl,
+    webhookScheme,
     /** A short-lived token for one invocation of the installation's code. */
     invocationToken(id: string, ttlMs: number): string {
       // Minting is an HMAC per request; a token is reused while it has at least half its life left,

@@ -43,7 +43,7 @@ export const attemptSchema = named(
     startedAt: dateTime(),
     durationMs: nullable(number()),
     url: string(),
-    signatureHeader: nullable(string()),
+    signatureHeader: nullable(string({ description: 'the signature header value sent: X-Platform-Signature (t=…,v1=…) or webhook-signature (v1,…)' })),
     status: nullable(number({ integer: true })),
     outcome: oneOf(ATTEMPT_OUTCOMES, {
       description:
@@ -63,7 +63,9 @@ export const deliveryDetailSchema = named(
     ...deliveryFields,
     body: string({ description: 'the exact bytes sent' }),
     payload: any('the body, parsed'),
-    signatureHeader: nullable(string({ description: 'the X-Platform-Signature of the latest attempt' })),
+    signatureHeader: nullable(
+      string({ description: 'the signature header value of the latest attempt: X-Platform-Signature (t=…,v1=…) or, under standard-webhooks, webhook-signature (v1,…)' }),
+    ),
     attempts: array(attemptSchema),
   }),
 );

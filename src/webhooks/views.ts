@@ -58,7 +58,7 @@ export interface DeliveryDetail extends Delivery {
   /** The exact body bytes sent (UTF-8 JSON text), and the same parsed. */
   body: string;
   payload: unknown;
-  /** The X-Platform-Signature of the latest attempt. */
+  /** The signature header value of the latest attempt: X-Platform-Signature's or webhook-signature's (see signatureHeaderName in schemes.ts). */
   signatureHeader: string | null;
   attempts: Attempt[];
 }

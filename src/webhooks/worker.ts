@@ -26,6 +26,8 @@ export type WebhooksConfig = Config['webhooks'];
 export interface WorkerDeps {
   queue: Queue;
   secrets: Pick<WebhookSecrets, 'liveSecrets'>;
+  /** Each installation's signature scheme (see attempt.ts). */
+  schemeOf?: AttemptContext['schemeOf'];
   config: () => WebhooksConfig;
   log: Logger;
   send?: typeof httpRequest;
@@ -120,6 +122,7 @@ export function createWorker(deps: WorkerDeps): Worker {
   const attemptContext: AttemptContext = {
     config: () => deps.config(),
     secrets: deps.secrets,
+    schemeOf: deps.schemeOf,
     clock,
     send: deps.send ?? httpRequest,
     random: deps.random,

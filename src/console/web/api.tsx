@@ -131,6 +131,8 @@ export type { CatalogueEntry, LinkAnswer } from '../../installations/api.ts';
 // The server's own JSON shapes (src/webhooks/views.ts has no Node imports), so the two cannot drift.
 export type { Attempt, Delivery, DeliveryDetail } from '../../webhooks/views.ts';
 export { DELIVERY_STATUSES } from '../../webhooks/views.ts';
+export { sentEventId } from '../../webhooks/body.ts';
+export { signatureHeaderName } from '../../webhooks/schemes.ts';
 export type { DeliveryStats, EndpointStats, StatsBucket, Percentiles } from '../../webhooks/views.ts';
 export type { HandlerRun } from '../../events/handler-views.ts';
 export type { InvocationView } from '../../runtime/invocation-view.ts';
