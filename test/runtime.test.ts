@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { encodeEnvelope } from '../src/runtime/index.ts';
+import { buildEnvironment, encodeEnvelope } from '../src/runtime/index.ts';
 import { ROOT, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 import { openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
@@ -132,7 +132,7 @@ test('environment: spec 2.4 fields, lowercase status, secrets from the manifest,
   assert.match(env.apiTokens.installation, /^sy_inv_/);
   assert.notEqual(env.apiTokens.installation, token, 'the long-lived token never enters the isolate');
   assert.equal(env.integration.name, 'kitchen-sink');
-  assert.equal(env.integration.urls.publicEndpoint, `${s.url}/v1/integrations/kitchen-sink/integration`);
+  assert.equal(env.integration.urls.publicEndpoint, installation.urls.publicEndpoint, "spec 2.4: the installation's public endpoint");
   assert.equal(env.installation.id, installation.id);
   assert.equal(env.installation.status, 'active');
   assert.equal(env.installation.target, 'organization');
@@ -154,6 +154,40 @@ test('environment: spec 2.4 fields, lowercase status, secrets from the manifest,
   assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/resume`)).status, 200);
   const resumed = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
   assert.equal(resumed.installation.status, 'active');
+});
+
+test("spec 2.4: integration.urls.publicEndpoint is the installation's endpoint (platform-manifest.yaml); GitBook's integration-wide URL for a gitbook-manifest.yaml", async (t) => {
+  const s = await server(t);
+  const { installation } = await installSink(s);
+  const env = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
+  assert.equal(env.integration.urls.publicEndpoint, installation.urls.publicEndpoint);
+  assert.equal(env.integration.urls.publicContentEndpoint, installation.urls.publicEndpoint);
+  // It is an address the installation answers on (spec 4.2's handler).
+  const posted = await fetch(env.integration.urls.publicEndpoint, { method: 'POST', body: '{}' });
+  assert.deepEqual(await posted.json(), { received: true });
+  // With no installation (the admin's envelope naming none) there is none to point at: the
+  // integration's own endpoint.
+  const bare = await envelopeRequest(s, 'kitchen-sink', {
+    event: { type: 'fetch', request: { method: 'GET', url: `${s.url}/v1/integrations/kitchen-sink/installations/x/env`, headers: [] } },
+    environment: {},
+  });
+  const bareEnv = (await bare.json()) as any;
+  assert.equal(bareEnv.installation, undefined);
+  assert.equal(bareEnv.integration.urls.publicEndpoint, `${s.url}/v1/integrations/kitchen-sink/integration`);
+  // GitBook's dialect keeps GitBook's meaning, installation or not.
+  const manifest = { name: 'x', title: 'X', description: 'd', organization: 'o', visibility: 'private', scopes: [] };
+  for (const target of ['organization', 'space', 'site'] as const) {
+    const inst = { id: 'inst_1', integration: 'x', target, space: 'sp', site: 'si', status: 'active', configuration: {}, externalIds: [], createdAt: '', updatedAt: '' };
+    const of = (dialect: 'platform' | 'gitbook') =>
+      buildEnvironment({
+        publicUrl: 'http://127.0.0.1:1',
+        integration: { name: 'x', dir: '.', manifest, dialect, secrets: {}, warnings: [], loadedAt: 0 } as never,
+        installation: inst as never,
+        tokens: {},
+      }) as any;
+    assert.equal(of('gitbook').integration.urls.publicEndpoint, 'http://127.0.0.1:1/v1/integrations/x/integration', target);
+    assert.equal(of('platform').integration.urls.publicEndpoint, 'http://127.0.0.1:1/v1/integrations/x/installations/inst_1', target);
+  }
 });
 
 test('state machine: pending until required configuration is set; every edit validated and emits installation_setup', async (t) => {

@@ -25,6 +25,11 @@ export function buildEnvironment(opts: {
   const { publicUrl, integration, installation, tokens } = opts;
   const m = integration.manifest;
   const gitbook = integration.dialect === 'gitbook';
+  const endpoint = installation ? installationEndpoint(publicUrl, m.name, installation.id) : undefined;
+  // Spec 2.4: `integration.urls.publicEndpoint` is "the public HTTPS endpoint of the installation".
+  // GitBook's is the integration-wide one (its OAuth redirect URLs are built on it): a
+  // gitbook-manifest.yaml keeps that, and so does an invocation with no installation.
+  const integrationUrl = endpoint && !gitbook ? endpoint : integrationEndpoint(publicUrl, m.name);
   const env: Record<string, unknown> = {
     apiEndpoint: `${publicUrl}/api/v1`,
     apiTokens: { ...(tokens.installation ? { installation: tokens.installation } : {}), ...(tokens.integration ? { integration: tokens.integration } : {}) },
@@ -36,7 +41,7 @@ export function buildEnvironment(opts: {
       scopes: m.scopes,
       version: integration.script?.version ?? null,
       // No separate cookieless content origin here: content URLs are the public endpoints.
-      urls: { publicEndpoint: integrationEndpoint(publicUrl, m.name), publicContentEndpoint: integrationEndpoint(publicUrl, m.name) },
+      urls: { publicEndpoint: integrationUrl, publicContentEndpoint: integrationUrl },
     },
     secrets: { ...integration.secrets },
   };
@@ -59,8 +64,7 @@ export function buildEnvironment(opts: {
       env.signingSecrets = { integration: t.integration, ...(t.installation ? { installation: t.installation, ...forContent } : {}) };
     }
   }
-  if (!installation) return env;
-  const endpoint = installationEndpoint(publicUrl, m.name, installation.id);
+  if (!installation || !endpoint) return env;
   const location = installationLocation(publicUrl, m.name, installation.id);
   const urls = gitbook ? { location, publicEndpoint: endpoint, publicContentEndpoint: endpoint } : { publicEndpoint: endpoint };
   const common = {
