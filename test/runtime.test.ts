@@ -236,6 +236,43 @@ test('space installs emit space_installation_setup; site installs validate site 
   assert.equal(env.siteInstallation.site, 'site-1');
 });
 
+test("spec 2.4: a site installation carries the space it is in, and space_selection is an object (GitBook's shapes for a gitbook-manifest.yaml)", async (t) => {
+  const s = await server(t);
+  const envOf = async (body: Record<string, unknown>) => {
+    const r = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', ...body });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    return { installation: r.body.installation, env: (await (await fetch(`${r.body.installation.urls.publicEndpoint}/env`)).json()) as any };
+  };
+  const org = await envOf({ configuration: { channel: 'c' } });
+  assert.deepEqual(org.env.installation.space_selection, { selection: 'all', spaces: [] });
+  const space = await envOf({ space: 'space-1', configuration: { channel: 'c' } });
+  assert.deepEqual(space.env.installation.space_selection, { selection: 'selected', spaces: ['space-1'] });
+  // A site named with a space: a site installation in that space.
+  const site = await envOf({ site: 'site-1', space: 'space-7', configuration: { tracking: true } });
+  assert.equal(site.installation.target, 'site');
+  assert.equal(site.env.siteInstallation.site, 'site-1');
+  assert.equal(site.env.siteInstallation.space, 'space-7');
+  assert.deepEqual(site.env.installation.space_selection, { selection: 'selected', spaces: ['space-7'] });
+  // One that names no space still has the key: null.
+  const bare = await envOf({ site: 'site-2', configuration: { tracking: true } });
+  assert.ok(Object.hasOwn(bare.env.siteInstallation, 'space'));
+  assert.equal(bare.env.siteInstallation.space, null);
+  assert.deepEqual(bare.env.installation.space_selection, { selection: 'selected', spaces: [] });
+  // GitBook's dialect keeps GitBook's: the string, and no space on a site installation.
+  const manifest = { name: 'x', title: 'X', description: 'd', organization: 'o', visibility: 'private', scopes: [] };
+  const gitbookEnv = (target: 'organization' | 'site') =>
+    buildEnvironment({
+      publicUrl: 'http://127.0.0.1:1',
+      integration: { name: 'x', dir: '.', manifest, dialect: 'gitbook', secrets: {}, warnings: [], loadedAt: 0 } as never,
+      installation: { id: 'inst_1', integration: 'x', target, site: 'si', space: 'sp', status: 'active', configuration: {}, externalIds: [], createdAt: '', updatedAt: '' } as never,
+      tokens: {},
+    }) as any;
+  assert.equal(gitbookEnv('organization').installation.space_selection, 'all');
+  assert.equal(gitbookEnv('site').installation.space_selection, 'selected');
+  assert.equal(gitbookEnv('site').installation.site_selection, 'selected');
+  assert.ok(!Object.hasOwn(gitbookEnv('site').siteInstallation, 'space'));
+});
+
 test('pause, resume and uninstall: paused answers 503, uninstalled 410 and its token stops working', async (t) => {
   const s = await server(t);
   const { installation, token } = await installSink(s);

@@ -22,7 +22,7 @@ function printInstallation(i: InstallationView): void {
   const lines = [
     `${i.id}  ${statusColour(i.status)}`,
     `  integration     ${i.integration}`,
-    `  target          ${i.target}${i.space ? ` (space ${i.space})` : ''}${i.site ? ` (site ${i.site})` : ''}`,
+    `  target          ${i.target}${i.site ? ` (site ${i.site})` : ''}${i.space ? ` (space ${i.space})` : ''}`,
     `  public endpoint ${i.urls.publicEndpoint}`,
     `  created         ${i.createdAt}   updated ${i.updatedAt}`,
     '  configuration',
@@ -42,7 +42,7 @@ export const install = defineCommand({
   meta: { name: 'install', description: 'Install an integration (organization-wide, or on a space or site)' },
   args: {
     integration: { type: 'positional', required: true, description: 'integration name' },
-    space: { type: 'string', description: 'install on this space id' },
+    space: { type: 'string', description: 'install on this space id (with --site: the space the site installation is in)' },
     site: { type: 'string', description: 'install on this site id' },
     set: { type: 'string', description: 'configuration key=value (repeatable)' },
     secret: { type: 'string', description: 'webhook integration: use this signing secret instead of a generated one' },
@@ -51,7 +51,7 @@ export const install = defineCommand({
   },
   async run({ args, rawArgs }) {
     const client = apiClient(configFrom(args));
-    const target = args.space ? 'space' : args.site ? 'site' : 'organization';
+    const target = args.site ? 'site' : args.space ? 'space' : 'organization';
     const props = await propertiesOf(client, args.integration, target);
     const configuration = parseSets(repeated(rawArgs, 'set'), props);
     const r = await client.post('/api/v1/installations', {
@@ -97,7 +97,7 @@ export default defineCommand({
         process.stdout.write(
           `${table(
             ['id', 'integration', 'target', 'status', 'updated'],
-            list.map((i) => [i.id, i.integration, i.target + (i.space ? `:${i.space}` : i.site ? `:${i.site}` : ''), statusColour(i.status), i.updatedAt]),
+            list.map((i) => [i.id, i.integration, i.target + (i.target === 'site' && i.site ? `:${i.site}` : i.space ? `:${i.space}` : ''), statusColour(i.status), i.updatedAt]),
           )}\n`,
         );
       },

@@ -77,16 +77,35 @@ export function buildEnvironment(opts: {
     id: installation.id,
     // The spec's target is a string; GitBook's is the organization that installed it.
     target: gitbook ? { organization: opts.organization ?? 'local' } : installation.target,
-    space_selection: installation.target === 'organization' ? 'all' : 'selected',
-    ...(gitbook ? { site_selection: installation.target === 'organization' ? 'all' : 'selected' } : {}),
+    space_selection: gitbook ? selection(installation) : spaceSelection(installation),
+    ...(gitbook ? { site_selection: selection(installation) } : {}),
     ...common,
   };
   // GitBook's space and site installations name their integration and installation (a flat
   // installation here: the same id).
   const content = { ...(gitbook ? { integration: m.name, installation: installation.id } : {}), ...common, urls: { ...urls, publicContentEndpoint: endpoint } };
   if (installation.target === 'space') env.spaceInstallation = { space: installation.space, ...content };
-  if (installation.target === 'site') env.siteInstallation = { site: installation.site, ...content };
+  // Spec 2.4 gives a site installation the `space` it is installed in: the one the install named
+  // beside its site (null when it named none). GitBook's site installations carry the site only.
+  if (installation.target === 'site') env.siteInstallation = { ...(gitbook ? {} : { space: installation.space ?? null }), site: installation.site, ...content };
   return env;
+}
+
+/** GitBook's `IntegrationInstallationSpaceSelection` (and site selection): a string, `all` or `selected`. */
+function selection(installation: Installation): 'all' | 'selected' {
+  return installation.target === 'organization' ? 'all' : 'selected';
+}
+
+/**
+ * Spec 2.4's `space_selection` object ("whether all spaces or selected spaces are used"; its fields
+ * are not shown). GitBook's API defines no object: it has the string `space_selection` (`all` or
+ * `selected`) and, beside it, `spaces`, a count. The object holds both, the spaces as their ids: an
+ * organization installation uses all spaces (`spaces` empty), a space installation its space, a
+ * site installation the space it names, if any.
+ */
+export function spaceSelection(installation: Installation): { selection: 'all' | 'selected'; spaces: string[] } {
+  const mode = selection(installation);
+  return { selection: mode, spaces: mode === 'selected' && installation.space ? [installation.space] : [] };
 }
 
 /**
