@@ -13,7 +13,7 @@ import { SwitchyardError } from '../errors.ts';
 import { authenticate, isAdminToken } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
-import { pngSize } from '../manifest/index.ts';
+import { imageInfo, isSvg } from '../manifest/index.ts';
 import type { Services } from '../server/services.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
@@ -38,20 +38,36 @@ function requireConsoleAdmin(req: Request, services: Services): void {
     throw new SwitchyardError('forbidden', 'the console needs the admin token', { hint: 'installation tokens cannot use the console' });
 }
 
-/** A file named by a manifest, read only when it is a PNG inside the integration's folder (fail closed). */
-function readImage(dir: string, rel: string | undefined): Buffer | undefined {
+/**
+ * A file named by a manifest, read only when it is an image inside the integration's folder (fail
+ * closed): PNG or JPEG, or SVG when `svg` (an icon), with the type it is served as.
+ */
+function readImage(dir: string, rel: string | undefined, svg: boolean): { bytes: Buffer; type: string } | undefined {
   if (!rel || isAbsolute(rel)) return undefined;
   try {
     const root = realpathSync(dir);
     const file = realpathSync(resolve(dir, rel));
     const r = relative(root, file);
     if (!r || r.startsWith(`..${sep}`) || r === '..' || isAbsolute(r)) return undefined;
-    if (!pngSize(file)) return undefined;
-    return readFileSync(file);
+    const raster = imageInfo(file);
+    const type = raster ? `image/${raster.format}` : svg && isSvg(file) ? 'image/svg+xml' : undefined;
+    return type ? { bytes: readFileSync(file), type } : undefined;
   } catch {
     return undefined;
   }
 }
+
+/**
+ * Every integration image is served in a sandbox: an SVG is a document that may carry scripts and
+ * links, and opened on its own (a new tab, a link) it would run them with the console's origin.
+ * The CSP runs none, loads nothing and treats the document as of an opaque origin; nosniff keeps
+ * the browser to the type given.
+ */
+const IMAGE_HEADERS = {
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+  'x-content-type-options': 'nosniff',
+  'cache-control': 'private, max-age=60',
+};
 
 /** The bundle, or a 503 that says why (a source error in a checkout, or a build without the console). */
 async function assetsOrError(services: Services) {
@@ -162,10 +178,10 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return json({ loggedOut: true }, { headers: { 'set-cookie': clearedCookie(secure()) } });
   });
 
-  app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined));
+  app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined, true));
   app.get('/console/integrations/:name/preview/:n', async (event) => {
     const n = Number(event.context.params!.n);
-    return imageResponse(event.req, event.context.params!.name, (m) => (m.previewImages as string[] | undefined)?.[n]);
+    return imageResponse(event.req, event.context.params!.name, (m) => (m.previewImages as string[] | undefined)?.[n], false);
   });
 
   /** An integration, waiting for it while the server starts (see Registry.whenLoaded). */
@@ -174,15 +190,13 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return r?.get(name) ?? (await r?.whenLoaded(name));
   };
 
-  async function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined): Promise<Response> {
+  async function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined, svg: boolean): Promise<Response> {
     requireConsoleAdmin(req, services);
     const integration = await integrationNamed(decodeURIComponent(name));
     // A built-in integration has no folder to read from.
-    const bytes = integration && !integration.builtin ? readImage(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
-    if (!bytes) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
-    return new Response(new Uint8Array(bytes), {
-      headers: { 'content-type': 'image/png', 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=60' },
-    });
+    const image = integration && !integration.builtin ? readImage(integration.dir, pick(integration.manifest as Record<string, unknown>), svg) : undefined;
+    if (!image) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
+    return new Response(new Uint8Array(image.bytes), { headers: { 'content-type': image.type, ...IMAGE_HEADERS } });
   }
 
   app.get('/console/api/samples/:type', (event) => {

@@ -1,7 +1,7 @@
 /**
  * Files a manifest points at (script, icon, preview images): they must exist inside the
  * integration's folder (no `..`, no absolute path, no symlink out of it), and images must be PNG or
- * JPEG.
+ * JPEG (an icon may be SVG too).
  */
 import { closeSync, openSync, readSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
@@ -93,6 +93,27 @@ export function jpegSize(file: string): { width: number; height: number } | unde
     i += 2 + len;
   }
   return undefined;
+}
+
+/**
+ * Whether a file is an SVG image: its text (UTF-8, first 16 kB) starts, after an XML declaration,
+ * comments and a doctype, with an `<svg` element. What it draws is not read: an SVG is served only
+ * as an image in a sandbox (no script runs, nothing is fetched; console routes.ts).
+ */
+export function isSvg(file: string): boolean {
+  const head = Buffer.alloc(16 * 1024);
+  let n = 0;
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    n = readSync(fd, head, 0, head.length, 0);
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  const text = head.toString('utf8', 0, n);
+  return /^\uFEFF?\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--[\s\S]*?-->\s*|<!DOCTYPE\s+svg[^>[]*>\s*)*<svg[\s>/]/i.test(text);
 }
 
 /** An image's format and size: PNG or JPEG, whatever its file name says. */
