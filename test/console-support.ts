@@ -3,7 +3,7 @@
  * examples (hello-components, webhook) and the console's own fixture (every ContentKit element and
  * configuration type), a login through the real endpoint, and Debian's Chromium via playwright-core.
  */
-import { cpSync, existsSync, mkdirSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -168,4 +168,29 @@ export async function loginInBrowser(page: Page, server: TestServer): Promise<vo
   await page.getByLabel('Admin token').fill(server.token);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByRole('heading', { name: 'Integrations', level: 1 }).waitFor();
+}
+
+/** An SVG whose script, if it ever runs, marks the document and says so on the console. */
+export const SCRIPTED_SVG =
+  '<?xml version="1.0" encoding="UTF-8"?>\n' +
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16" width="64" height="64">' +
+  '<rect width="16" height="16" fill="#3a7"/>' +
+  '<script>document.documentElement.setAttribute("data-ran", "yes"); console.log("the svg script ran");</script>' +
+  '</svg>\n';
+
+/**
+ * The console's integrations and one more whose icon is SCRIPTED_SVG, named as GitBook's validator
+ * would not have it (`Svg_Icons.v2`: served here, with a warning).
+ */
+export function svgIconIntegrations(t: TestContext): string {
+  const dir = consoleIntegrations(t);
+  const folder = join(dir, 'svg-icons');
+  mkdirSync(join(folder, 'assets'), { recursive: true });
+  writeFileSync(
+    join(folder, 'platform-manifest.yaml'),
+    ['name: Svg_Icons.v2', 'title: SVG icons', 'description: An integration with an SVG icon.', 'organization: switchyard-tests', 'visibility: private', 'scopes: []', 'icon: assets/icon.svg', 'script: ./index.ts', ''].join('\n'),
+  );
+  writeFileSync(join(folder, 'assets/icon.svg'), SCRIPTED_SVG);
+  writeFileSync(join(folder, 'index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('svg icons here') });\n");
+  return dir;
 }

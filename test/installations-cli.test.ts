@@ -49,6 +49,19 @@ test('install, configure, pause, resume and uninstall from the real CLI', async 
   assert.match(unknown.stderr, /installation inst_nope does not exist/);
 });
 
+test('install --site with --space: a site installation in that space (spec 2.4)', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const r = await runCli(['install', 'kitchen-sink', '--site', 'site-1', '--space', 'space-7', '--set', 'tracking=true', '--json'], { env });
+  assert.equal(r.code, 0, r.stderr);
+  const installation = JSON.parse(r.stdout).installation;
+  assert.equal(installation.target, 'site');
+  assert.equal(installation.site, 'site-1');
+  assert.equal(installation.space, 'space-7');
+  const list = await runCli(['installations', 'list'], { env });
+  assert.match(list.stdout, new RegExp(`${installation.id}\\s+kitchen-sink\\s+site:site-1\\s`));
+});
+
 test('the CLI says in one line when the server is not running', async () => {
   const r = await runCli(['installations', 'list'], { env: { SWITCHYARD_URL: 'http://127.0.0.1:9', SWITCHYARD_ADMIN_TOKEN: 'x' } });
   assert.equal(r.code, 1);

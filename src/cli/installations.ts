@@ -24,7 +24,7 @@ function printInstallation(i: InstallationView): void {
   const lines = [
     `${i.id}  ${statusColour(i.status)}`,
     `  integration     ${i.integration}`,
-    `  target          ${i.target}${i.space ? ` (space ${i.space})` : ''}${i.site ? ` (site ${i.site})` : ''}`,
+    `  target          ${i.target}${i.site ? ` (site ${i.site})` : ''}${i.space ? ` (space ${i.space})` : ''}`,
     `  public endpoint ${i.urls.publicEndpoint}`,
     `  created         ${i.createdAt}   updated ${i.updatedAt}`,
     '  configuration',
@@ -44,7 +44,7 @@ export const install = defineCommand({
   meta: { name: 'install', description: 'Install an integration (organization-wide, or on a space or site)' },
   args: {
     integration: { type: 'positional', required: true, description: 'integration name' },
-    space: { type: 'string', description: 'install on this space id' },
+    space: { type: 'string', description: 'install on this space id (with --site: the space the site installation is in)' },
     site: { type: 'string', description: 'install on this site id' },
     set: { type: 'string', description: 'configuration key=value (repeatable)' },
     secret: { type: 'string', description: 'webhook integration: use this signing secret instead of a generated one' },
@@ -57,7 +57,7 @@ export const install = defineCommand({
     if (args.link !== undefined && !args.link.trim()) throw new SwitchyardError('bad_request', '--link needs the install link (sy_link_...)', { where: '--link' });
     // With a link, the link is the credential: no admin token is read or sent.
     const client = apiClient(config, args.link ? { token: args.link.trim() } : {});
-    const target = args.space ? 'space' : args.site ? 'site' : 'organization';
+    const target = args.site ? 'site' : args.space ? 'space' : 'organization';
     const props = await propertiesOf(client, args.integration, target, { link: Boolean(args.link) });
     const configuration = parseSets(repeated(rawArgs, 'set'), props);
     const r = await client.post('/api/v1/installations', {
@@ -103,7 +103,7 @@ export default defineCommand({
         process.stdout.write(
           `${table(
             ['id', 'integration', 'target', 'status', 'updated'],
-            list.map((i) => [i.id, i.integration, i.target + (i.space ? `:${i.space}` : i.site ? `:${i.site}` : ''), statusColour(i.status), i.updatedAt]),
+            list.map((i) => [i.id, i.integration, i.target + (i.target === 'site' && i.site ? `:${i.site}` : i.space ? `:${i.space}` : ''), statusColour(i.status), i.updatedAt]),
           )}\n`,
         );
       },

@@ -11,7 +11,7 @@ import { SwitchyardError } from '../errors.ts';
 import { authenticate, isAdminToken } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
-import { readPngInside } from '../manifest/index.ts';
+import { IMAGE_HEADERS, readImageInside } from '../manifest/index.ts';
 import type { Services } from '../server/services.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
@@ -145,10 +145,10 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return json({ loggedOut: true }, { headers: { 'set-cookie': clearedCookie(secure()) } });
   });
 
-  app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined));
+  app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined, true));
   app.get('/console/integrations/:name/preview/:n', async (event) => {
     const n = Number(event.context.params!.n);
-    return imageResponse(event.req, event.context.params!.name, (m) => (m.previewImages as string[] | undefined)?.[n]);
+    return imageResponse(event.req, event.context.params!.name, (m) => (m.previewImages as string[] | undefined)?.[n], false);
   });
 
   /** An integration, waiting for it while the server starts (see Registry.whenLoaded). */
@@ -157,15 +157,13 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return r?.get(name) ?? (await r?.whenLoaded(name));
   };
 
-  async function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined): Promise<Response> {
+  async function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined, svg: boolean): Promise<Response> {
     requireConsoleAdmin(req, services);
     const integration = await integrationNamed(decodeURIComponent(name));
     // A built-in integration has no folder to read from.
-    const bytes = integration && !integration.builtin ? readPngInside(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
-    if (!bytes) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
-    return new Response(new Uint8Array(bytes), {
-      headers: { 'content-type': 'image/png', 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=60' },
-    });
+    const image = integration && !integration.builtin ? readImageInside(integration.dir, pick(integration.manifest as Record<string, unknown>), svg) : undefined;
+    if (!image) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
+    return new Response(new Uint8Array(image.bytes), { headers: { 'content-type': image.type, ...IMAGE_HEADERS } });
   }
 
   app.get('/console/api/samples/:type', (event) => {

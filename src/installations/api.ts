@@ -51,7 +51,7 @@ export const listAnswer = object({ installations: array(installationSchema) });
 export const installBody = requestBody(
   {
     integration: string({ min: 1, description: 'the name of a loaded integration' }),
-    target: optional(oneOf(INSTALLATION_TARGETS, { description: 'default: space with `space`, site with `site`, else organization' })),
+    target: optional(oneOf(INSTALLATION_TARGETS, { description: 'default: site with `site` (a `space` beside it is the space the site installation is in), space with `space` alone, else organization' })),
     space: optional(string({ max: LIMITS.id })),
     site: optional(string({ max: LIMITS.id })),
     configuration: optional(record(any(), { description: `property values; the manifest's defaults fill in absent keys (at most ${LIMITS.configurationBytes / 1024} kB as JSON)` })),

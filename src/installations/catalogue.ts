@@ -9,7 +9,7 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf, type Principal } from '../http/app.ts';
 import { route } from '../http/route.ts';
-import { readPngInside, type Manifest } from '../manifest/index.ts';
+import { IMAGE_HEADERS, readImageInside, type Manifest } from '../manifest/index.ts';
 import type { LoadedIntegration } from '../registry/index.ts';
 import type { ServicesWith } from '../server/services.ts';
 import { catalogueAnswer, catalogueItemAnswer, INSTALLATION_TARGETS, type CatalogueEntry } from './api.ts';
@@ -108,19 +108,17 @@ export function catalogueRoutes(app: H3, services: ServicesWith<'installations'>
     {
       method: 'GET',
       path: '/api/v1/catalogue/:name/icon',
-      summary: "An integration's icon (PNG), for whoever may see its entry",
+      summary: "An integration's icon (PNG, JPEG or SVG, served sandboxed), for whoever may see its entry",
       auth: 'token',
       installLink: true,
       params: name,
-      responseDescription: 'The PNG icon (image/png)',
+      responseDescription: 'The icon (image/png, image/jpeg or image/svg+xml)',
     },
     ({ req, params }) => {
       const i = shown(req, params.name);
-      const bytes = i.builtin ? undefined : readPngInside(i.dir, i.manifest.icon);
-      if (!bytes) throw new SwitchyardError('not_found', `integration "${params.name}" has no icon`);
-      return new Response(new Uint8Array(bytes), {
-        headers: { 'content-type': 'image/png', 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=60' },
-      });
+      const image = i.builtin ? undefined : readImageInside(i.dir, i.manifest.icon, true);
+      if (!image) throw new SwitchyardError('not_found', `integration "${params.name}" has no icon`);
+      return new Response(new Uint8Array(image.bytes), { headers: { 'content-type': image.type, ...IMAGE_HEADERS } });
     },
   );
 }

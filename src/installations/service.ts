@@ -270,7 +270,8 @@ export function createInstallations(deps: InstallationsDeps) {
     const manifest = manifestFor(req.integration);
     const refused = installRefusal(req.integration, manifest, req.by, deps.organizations ?? []);
     if (refused) throw refused;
-    const target: InstallationTarget = req.target ?? (req.space ? 'space' : req.site ? 'site' : 'organization');
+    // A site named with a space is a site installation in that space (spec 2.4's `space`).
+    const target: InstallationTarget = req.target ?? (req.site ? 'site' : req.space ? 'space' : 'organization');
     if (req.integration === WEBHOOK_INTEGRATION) requireOrganizationTarget(target, req);
     if (target === 'space' && !req.space) throw new SwitchyardError('bad_request', 'a space installation needs a space id', { where: 'space' });
     if (target === 'site' && !req.site) throw new SwitchyardError('bad_request', 'a site installation needs a site id', { where: 'site' });

@@ -13,6 +13,8 @@ export {
   SCRIPT_EXTENSIONS,
   NAME_PATTERN,
   NAME_HINT,
+  NAME_CHARACTERS,
+  GITBOOK_NAME_PATTERN,
   NAME_MAX,
   SUMMARY_MAX,
   PROPERTY_TITLE_MAX,
@@ -29,9 +31,8 @@ export {
   type ManifestDialect,
   TARGETS,
   GITBOOK_SCOPES,
-  GITBOOK_NAME_PATTERN,
   manifestSchemaOf,
 } from './schema.ts';
 export { parseManifest, loadManifest, displayPath, isError, MANIFEST_FILE, GITBOOK_MANIFEST_FILE, manifestFileOf, type ManifestResult, type LoadedManifestResult } from './parse.ts';
 export { validateConfiguration, withDefaults, missingRequired, coerceConfigurationValue, OAUTH_CREDENTIALS } from './configuration.ts';
-export { pngSize, readPngInside } from './assets.ts';
+export { imageInfo, isSvg, pngSize, readImageInside, IMAGE_HEADERS } from './assets.ts';

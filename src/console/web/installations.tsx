@@ -96,6 +96,8 @@ function InstallForm({ integrations, preselect, onInstalled }: { integrations: I
   const [integration, setIntegration] = useState(preselect && installable.some((i) => i.name === preselect) ? preselect : (installable[0]?.name ?? ''));
   const [target, setTarget] = useState<'organization' | 'space' | 'site'>('organization');
   const [targetId, setTargetId] = useState('');
+  // A site installation may name the space it is in (spec 2.4's `space` of a site installation).
+  const [siteSpace, setSiteSpace] = useState('');
   const [error, setError] = useState('');
   const [problems, setProblems] = useState<Array<{ where: string; message: string; hint?: string }>>([]);
   const [busy, setBusy] = useState(false);
@@ -106,7 +108,7 @@ function InstallForm({ integrations, preselect, onInstalled }: { integrations: I
       const r = await api<Installed>('POST', '/api/v1/installations', {
         integration,
         target,
-        ...(target === 'space' ? { space: targetId } : target === 'site' ? { site: targetId } : {}),
+        ...(target === 'space' ? { space: targetId } : target === 'site' ? { site: targetId, ...(siteSpace.trim() ? { space: siteSpace.trim() } : {}) } : {}),
       });
       setError('');
       setProblems([]);
@@ -145,6 +147,12 @@ function InstallForm({ integrations, preselect, onInstalled }: { integrations: I
         <div class="field">
           <label for="install-target-id">{target === 'space' ? 'Space id' : 'Site id'}</label>
           <input id="install-target-id" type="text" value={targetId} required onInput={(e) => setTargetId((e.currentTarget as HTMLInputElement).value)} />
+        </div>
+      ) : null}
+      {target === 'site' ? (
+        <div class="field">
+          <label for="install-site-space">Space id (optional)</label>
+          <input id="install-site-space" type="text" value={siteSpace} onInput={(e) => setSiteSpace((e.currentTarget as HTMLInputElement).value)} />
         </div>
       ) : null}
       <div class="field">
