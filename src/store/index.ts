@@ -1,6 +1,8 @@
 /**
- * The SQLite store: one file under the data directory, WAL mode, foreign keys on, a busy timeout,
- * versioned migrations owned by modules, and a lock so one server owns the queue.
+ * The store: by default one SQLite file under the data directory (WAL mode, foreign keys on, a busy
+ * timeout), or a PostgreSQL database (`store:`; postgres/store.ts); versioned migrations owned by
+ * modules, and the data directory's lock so one server owns it. Modules reach it through its
+ * asynchronous contract (contract.ts, `Store.database`), or for now through `Store.db`.
  */
 import BetterSqlite from 'better-sqlite3';
 import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * The delivery queue in SQLite: every state change of a delivery is one statement or one
+ * The delivery queue, in the store (SQLite or PostgreSQL): every state change of a delivery is one statement or one
  * transaction here, so a crash leaves each delivery either before or after a step, never between.
  * The worker (worker.ts) decides; the queue only records. It is built of stages, each in its own
  * file: scheduling (queue-due.ts), leases (queue-leases.ts), recording outcomes (queue-outcomes.ts),
