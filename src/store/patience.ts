@@ -13,10 +13,12 @@
  * processes at 1,000 events/s: the old fallback, a full busy_timeout wait after 5 ms, blocked each
  * event loop 135 times in 15 s, 16 ms on average).
  */
-import type { Db } from './index.ts';
+import type BetterSqlite from 'better-sqlite3';
 import { engineOf } from './postgres/db.ts';
 
 /** What `run` answers when the lock was taken and nothing was done. */
+type Db = BetterSqlite.Database;
+
 export const LOCK_BUSY: unique symbol = Symbol('lock busy');
 
 export interface LockPatience {
