@@ -12,6 +12,7 @@ export const main = defineCommand({
     serve: () => import('./serve.ts').then((m) => m.default),
     new: () => import('./new.ts').then((m) => m.default),
     check: () => import('./check.ts').then((m) => m.default),
+    gitbook: () => import('./gitbook.ts').then((m) => m.default),
     integrations: () => import('./integrations.ts').then((m) => m.default),
     install: () => import('./installations.ts').then((m) => m.install),
     installations: () => import('./installations.ts').then((m) => m.default),
