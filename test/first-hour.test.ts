@@ -5,7 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { samplePayload } from '../src/events/index.ts';
 import { join } from 'node:path';
 import { verifySignature } from '../src/webhooks/index.ts';
@@ -173,4 +174,28 @@ test('the manifest `switchyard new` writes points at nothing the user lacks: no 
   const manifest = readFileSync(join(cwd, 'integrations/my-first/platform-manifest.yaml'), 'utf8');
   assert.doesNotMatch(manifest, /README/i);
   assert.match(manifest, /switchyard new --example hello-components/);
+});
+
+test('`switchyard new` prints a check command that runs from where it ran: this entry through node when no `switchyard` is on PATH, `npm run switchyard --` through npm', async (t) => {
+  const cwd = tmpDir(t);
+  writeFileSync(join(cwd, 'config.yaml'), 'sandbox:\n  cpu_time: 5s\n  startup_time: 15s\n');
+  const bin = join(cwd, 'bin');
+  const path = ['/usr/local/bin', '/usr/bin', '/bin'].join(':');
+  const created = await runCli(['new', 'printed'], { cwd, env: { PATH: path } });
+  assert.equal(created.code, 0, created.stderr);
+  const command = /Check it any time with: (.+)$/m.exec(created.stdout)?.[1];
+  assert.ok(command, created.stdout);
+  assert.doesNotMatch(command, /^switchyard /, 'no switchyard on this PATH');
+  const ran = spawnSync('bash', ['-c', command], { cwd, env: { ...process.env, PATH: path, NO_COLOR: '1' }, encoding: 'utf8' });
+  assert.equal(ran.status, 0, `${command}\n${ran.stdout}${ran.stderr}`);
+  assert.match(ran.stdout, /sandbox\s+ok/);
+  assert.match(created.stdout, new RegExp(`More complete examples: ${command.replace(/ check .*/, '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} new --example`));
+
+  // A switchyard of one's own on PATH is used by name; through npm, npm's form.
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'switchyard'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  const named = await runCli(['new', 'named'], { cwd, env: { PATH: `${bin}:${path}` } });
+  assert.match(named.stdout, /Check it any time with: switchyard check integrations\/named$/m);
+  const npm = await runCli(['new', 'through-npm'], { cwd, env: { PATH: path, npm_lifecycle_event: 'switchyard' } });
+  assert.match(npm.stdout, /Check it any time with: npm run switchyard -- check integrations\/through-npm$/m);
 });
