@@ -199,3 +199,41 @@ test('`switchyard new` prints a check command that runs from where it ran: this 
   const npm = await runCli(['new', 'through-npm'], { cwd, env: { PATH: path, npm_lifecycle_event: 'switchyard' } });
   assert.match(npm.stdout, /Check it any time with: npm run switchyard -- check integrations\/through-npm$/m);
 });
+
+test('`switchyard init` writes the shipped commented config.yaml and an integrations folder, never overwrites one (exit 2, naming it), and config errors point at it', async (t) => {
+  const cwd = tmpDir(t);
+  const shipped = readFileSync(join(ROOT, 'config.yaml'), 'utf8');
+  const r = await runCli(['init'], { cwd });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(readFileSync(join(cwd, 'config.yaml'), 'utf8'), shipped, 'the same text as the shipped config.yaml');
+  assert.match(shipped, /^store: ""/m);
+  assert.deepEqual(readdirSync(join(cwd, 'integrations')), []);
+  assert.match(r.stdout, /^wrote config\.yaml/m);
+  assert.match(r.stdout, /^made {2}integrations\//m);
+  assert.match(r.stdout, / serve$/m);
+
+  writeFileSync(join(cwd, 'config.yaml'), 'server:\n  port: 9999\n');
+  const again = await runCli(['init'], { cwd });
+  assert.equal(again.code, 2);
+  assert.match(again.stderr, new RegExp(`${join(cwd, 'config.yaml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} already exists: init never overwrites`));
+  assert.match(again.stderr, /init --print/);
+  assert.equal(readFileSync(join(cwd, 'config.yaml'), 'utf8'), 'server:\n  port: 9999\n', 'left as it was');
+
+  const printed = await runCli(['init', '--print'], { cwd });
+  assert.equal(printed.code, 0);
+  assert.equal(printed.stdout, shipped);
+  const elsewhere = await runCli(['init', 'site/one'], { cwd });
+  assert.equal(elsewhere.code, 0, elsewhere.stderr);
+  assert.equal(readFileSync(join(cwd, 'site/one/config.yaml'), 'utf8'), shipped);
+  assert.ok(existsSync(join(cwd, 'site/one/integrations')));
+  assert.match(elsewhere.stdout, /^Next: cd site\/one && .* serve$/m);
+
+  // A config error's hint fits a user without the source tree.
+  writeFileSync(join(cwd, 'config.yaml'), 'server:\n  prot: 1\n');
+  const bad = await runCli(['integrations', 'list'], { cwd });
+  assert.equal(bad.code, 2);
+  assert.doesNotMatch(bad.stderr, /top of the repository/);
+  assert.match(bad.stderr, /hint: every key with its default and what it does: `switchyard init --print`/);
+  const missing = await runCli(['integrations', 'list', '--config', 'nowhere.yaml'], { cwd });
+  assert.match(missing.stderr, /`switchyard init` writes a commented config\.yaml/);
+});
