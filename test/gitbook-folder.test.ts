@@ -83,3 +83,20 @@ test('gitbook install: a folder without package.json, or with only workspace:* p
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /nowhere is not a folder/);
 });
+
+test('a catalogue folder whose tsconfig.json extends GitBook\'s workspace config: one warning, in this program\'s words, never the bundler\'s plugin wording', async (t) => {
+  const { cwd, folder } = catalogueFolder(t);
+  writeFileSync(join(folder, 'tsconfig.json'), '{\n  "extends": "@gitbook/tsconfig/integration.json",\n  "compilerOptions": { "lib": ["ES6", "DOM"] }\n}\n');
+  mkdirSync(join(folder, 'node_modules/tiny-greeting'), { recursive: true });
+  cpSync(join(cwd, 'packages/tiny-greeting'), join(folder, 'node_modules/tiny-greeting'), { recursive: true });
+  const r = await runCli(['check', 'integrations/gb-analytics', '--json'], { cwd });
+  const j = JSON.parse(r.stdout);
+  assert.equal(r.code, 0, JSON.stringify(j.errors));
+  const about = j.warnings.filter((w: { where: string }) => w.where.includes('tsconfig.json'));
+  assert.equal(about.length, 1, JSON.stringify(about, null, 2));
+  assert.equal(about[0].where, 'integrations/gb-analytics/tsconfig.json:2:14');
+  assert.equal(about[0].message, 'extends "@gitbook/tsconfig/integration.json", which is not in the integration folder: its compiler options are not applied');
+  assert.match(about[0].hint, /JSX and the runtime are set here/);
+  const text = await runCli(['check', 'integrations/gb-analytics'], { cwd });
+  assert.doesNotMatch(text.stdout + text.stderr, /plugin|switchyard-confine|Cannot find base config/i);
+});
