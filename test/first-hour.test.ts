@@ -237,3 +237,24 @@ test('`switchyard init` writes the shipped commented config.yaml and an integrat
   const missing = await runCli(['integrations', 'list', '--config', 'nowhere.yaml'], { cwd });
   assert.match(missing.stderr, /`switchyard init` writes a commented config\.yaml/);
 });
+
+test('a refused admin token: the CLI names the server\'s URL and where it read the token (the variable, or the file), never the token', async (t) => {
+  const s = await startTestServer(t);
+  const wrong = 'sy_admin_not-this-servers-token-1234';
+  const byEnv = await runCli(['installations', 'list'], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: wrong } });
+  assert.equal(byEnv.code, 1);
+  assert.match(byEnv.stderr, new RegExp(`^switchyard: the server at ${s.url.replace(/[.]/g, '\\.')} refused the admin token read from SWITCHYARD_ADMIN_TOKEN$`, 'm'));
+  assert.doesNotMatch(byEnv.stderr, new RegExp(wrong));
+
+  // Another data directory's generated token, found through its config.yaml.
+  const cwd = tmpDir(t);
+  mkdirSync(join(cwd, 'data'));
+  writeFileSync(join(cwd, 'data/admin-token'), `${wrong}\n`);
+  writeFileSync(join(cwd, 'config.yaml'), 'data_dir: ./data\n');
+  const env: NodeJS.ProcessEnv = { SWITCHYARD_URL: s.url };
+  const byFile = await runCli(['installations', 'list'], { cwd, env: { ...env, SWITCHYARD_ADMIN_TOKEN: undefined } });
+  assert.equal(byFile.code, 1);
+  assert.match(byFile.stderr, new RegExp(`refused the admin token read from ${join(cwd, 'data/admin-token').replace(/[.]/g, '\\.')}$`, 'm'));
+  assert.match(byFile.stderr, /hint: .*--config/);
+  assert.doesNotMatch(byFile.stderr, new RegExp(wrong));
+});
