@@ -1,7 +1,7 @@
 /**
  * `switchyard deliveries list|show|retry|replay|tail`: see every webhook delivery and attempt,
  * follow them live, and act on failures. Tables for people, `--json` for scripts (the management
- * API's shapes, documented in the README).
+ * API's shapes, documented in docs/inspection.md, "JSON shapes").
  */
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';

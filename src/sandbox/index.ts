@@ -1,7 +1,7 @@
 /**
  * The sandbox: integration code runs in isolated-vm isolates, in a supervised worker process, with
  * a Workers-style API (Request/Response/fetch/URL/crypto.subtle...), the '@switchyard/runtime'
- * library, and hard limits from config.yaml's `sandbox` section. See README "Sandbox".
+ * library, and hard limits from config.yaml's `sandbox` section. See docs/sandbox.md.
  */
 import type { Logger } from '../log/index.ts';
 import { defineModule } from '../server/services.ts';
