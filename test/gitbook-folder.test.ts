@@ -6,7 +6,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, runCli, tmpDir } from './helpers/index.ts';
 
@@ -79,6 +79,21 @@ test('gitbook install: a folder without package.json, or with only workspace:* p
   const tools = await runCli(['gitbook', 'install', 'tools'], { cwd });
   assert.equal(tools.code, 0, tools.stderr);
   assert.match(tools.stdout, /no dependencies to install \(left out, GitBook's own tooling: @gitbook\/cli@workspace:\*\)/);
+  // A name is handed to npm as an argument: one that would be an option never reaches it, and the
+  // folder's node_modules is left as it was.
+  mkdirSync(join(cwd, 'tools/node_modules/kept'), { recursive: true });
+  for (const [dependencies, said] of [
+    [{ '--registry=https://evil.example/': '1' }, /dependencies: "--registry=https:\/\/evil\.example\/" is not an npm package name/],
+    ['x', /dependencies must be a map of package name to version/],
+    [{ a: 1 }, /dependencies: "a" has no version string/],
+  ] as const) {
+    writeFileSync(join(cwd, 'tools/package.json'), JSON.stringify({ dependencies }));
+    const refused = await runCli(['gitbook', 'install', 'tools'], { cwd, env: NPM_OFFLINE });
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, said);
+    assert.doesNotMatch(refused.stderr, /npm install/, 'npm never ran');
+    assert.ok(existsSync(join(cwd, 'tools/node_modules/kept')));
+  }
   const missing = await runCli(['gitbook', 'install', 'nowhere'], { cwd });
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /nowhere is not a folder/);
