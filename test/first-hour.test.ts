@@ -228,6 +228,18 @@ test('`switchyard init` writes the shipped commented config.yaml and an integrat
   assert.ok(existsSync(join(cwd, 'site/one/integrations')));
   assert.match(elsewhere.stdout, /^Next: cd site\/one && .* serve$/m);
 
+  // A file where the folder or its integrations folder would go: said in one line, nothing left half-written.
+  writeFileSync(join(cwd, 'a-file'), 'x');
+  const onFile = await runCli(['init', 'a-file'], { cwd });
+  assert.equal(onFile.code, 2);
+  assert.match(onFile.stderr, /^switchyard: cannot write .*a-file\/config\.yaml \(a file is in the way\)$/m);
+  mkdirSync(join(cwd, 'blocked'));
+  writeFileSync(join(cwd, 'blocked/integrations'), 'x');
+  const blocked = await runCli(['init', 'blocked'], { cwd });
+  assert.equal(blocked.code, 2);
+  assert.match(blocked.stderr, /cannot write .*blocked\/integrations\/ \(a file is in the way\)/);
+  assert.equal(existsSync(join(cwd, 'blocked/config.yaml')), false, 'no config.yaml without its folder');
+
   // A config error's hint fits a user without the source tree.
   writeFileSync(join(cwd, 'config.yaml'), 'server:\n  prot: 1\n');
   const bad = await runCli(['integrations', 'list'], { cwd });

@@ -5,7 +5,7 @@
  * config.yaml (no --force: a configuration is moved aside by hand); `--print` writes the text to
  * stdout instead, to compare with one already there.
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { defineCommand } from 'citty';
 import { DEFAULT_CONFIG_FILE, loadConfig } from '../config/index.ts';
@@ -34,12 +34,27 @@ export default defineCommand({
         hint: `edit it, or move it aside and run init again; \`${selfCommand()} init --print\` shows every key with its default to compare`,
         usage: true,
       });
-    mkdirSync(folder, { recursive: true });
-    writeFileSync(file, text, { flag: 'wx' });
-    // Its folder as the file names it (integrations_dir, relative to config.yaml).
-    const integrations = loadConfig({ path: file, env: {} }).integrations_dir;
-    const made = !existsSync(integrations);
-    mkdirSync(integrations, { recursive: true });
+    let made: boolean;
+    let integrations = '';
+    let wrote = false;
+    try {
+      mkdirSync(folder, { recursive: true });
+      writeFileSync(file, text, { flag: 'wx' });
+      wrote = true;
+      // Its folder as the file names it (integrations_dir, relative to config.yaml).
+      integrations = loadConfig({ path: file, env: {} }).integrations_dir;
+      made = !existsSync(integrations);
+      mkdirSync(integrations, { recursive: true });
+    } catch (e) {
+      // All or nothing: no config.yaml whose integrations folder could not be made.
+      if (wrote) rmSync(file, { force: true });
+      const code = (e as NodeJS.ErrnoException).code;
+      if (!code) throw e;
+      const what = code === 'EEXIST' || code === 'ENOTDIR' ? 'a file is in the way' : code;
+      throw new SwitchyardError('bad_request', `cannot write ${integrations ? `${integrations}/` : file} (${what})`, {
+        hint: 'name a folder you can write: switchyard init <folder>',
+      });
+    }
     const here = resolve(folder) === process.cwd();
     process.stdout.write(
       [
