@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { openStore } from '../src/store/index.ts';
 import { join } from 'node:path';
-import { defaultConfig, loadConfig, parseConfigText } from '../src/config/index.ts';
+import { configSchema, defaultConfig, loadConfig, parseConfigText } from '../src/config/index.ts';
 import { SwitchyardError } from '../src/errors.ts';
 import { parseDotenv } from '../src/config/env.ts';
 import { ROOT, tmpDir } from './helpers/index.ts';
@@ -163,4 +163,35 @@ test('--config naming a folder, and a data_dir that cannot be made, are one-line
   // Node's recursive mkdir spins forever under /proc; the store makes one level at a time.
   if (existsSync('/proc/1'))
     assert.equal(problemsOf(() => openStore('/proc/1/switchyard-nope/data')).code, 'data_dir_unwritable');
+});
+
+/** Every leaf key of the config schema, dotted (`server.port`, `store`, `gitbook.api_url`). */
+function schemaKeys(schema: unknown, prefix = ''): string[] {
+  const shape = (schema as { kind?: string; shape?: Record<string, unknown> }).shape;
+  if ((schema as { kind?: string }).kind !== 'object' || !shape) return [prefix];
+  return Object.entries(shape).flatMap(([k, sub]) => schemaKeys(sub, prefix ? `${prefix}.${k}` : k));
+}
+
+test('every key is in the shipped config.yaml (an optional one commented out, with an example) and in docs/configuration.md\'s table', () => {
+  const keys = schemaKeys(configSchema);
+  assert.ok(keys.includes('store') && keys.includes('gitbook.api_url') && keys.includes('server.port'));
+  const lines = readFileSync(join(ROOT, 'config.yaml'), 'utf8').split('\n');
+  const docs = readFileSync(join(ROOT, 'docs/configuration.md'), 'utf8');
+  const missing: string[] = [];
+  for (const key of keys) {
+    const path = key.split('.');
+    // The key's line, under its section's line when it has one (indented two spaces per level).
+    let from = 0;
+    for (let depth = 0; depth < path.length; depth++) {
+      const indent = '  '.repeat(depth);
+      const at = lines.findIndex((l, i) => i >= from && new RegExp(`^${indent}(# )?${path[depth]}:`).test(l));
+      if (at < 0) {
+        missing.push(`config.yaml: ${key}`);
+        break;
+      }
+      from = at + 1;
+    }
+    if (!docs.includes(`| \`${key}\` |`)) missing.push(`docs/configuration.md: ${key}`);
+  }
+  assert.deepEqual(missing, []);
 });

@@ -194,3 +194,14 @@ test('handler runs are stored with the event and run after the commit, without h
   const site = await s.send(samplePayload('site_view'));
   assert.deepEqual(site.body.handlers, [], 'no run where no integration handles the type');
 });
+
+test('a missing visitor or feedback says it is required and what it holds, never "got undefined undefined"', () => {
+  const { visitor: _v, ...noVisitor } = samplePayload('page_feedback') as any;
+  const { feedback: _f, ...neither } = noVisitor;
+  const problems = validateEventPayload(neither);
+  assert.deepEqual(
+    problems.map((p) => `${p.where} ${p.message}`),
+    ['feedback is required for page_feedback (an object {rating, comment})', 'visitor is required for page_feedback (an object {anonymousId, userAgent, ip, cookies})'],
+  );
+  for (const v of [undefined, 5, 'x', null]) assert.doesNotMatch(validateEventPayload({ ...noVisitor, visitor: { anonymousId: v, userAgent: 'u', ip: '1.2.3.4', cookies: {} } }).map((p) => p.message).join(), /undefined/);
+});

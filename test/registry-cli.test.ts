@@ -70,7 +70,9 @@ test('integrations list|show: tables for people, --json for scripts, errors of a
 
   const json = await runCli(['integrations', 'list', '--json'], { env: cliEnv, cwd });
   const parsed = JSON.parse(json.stdout);
-  assert.deepEqual(parsed.map((i: any) => i.name), ['hello-components', 'oauth-example', 'webhook']);
+  // Shaped as the other lists and the API: an object naming its items, not a bare array.
+  assert.deepEqual(parsed.integrations.map((i: any) => i.name), ['hello-components', 'oauth-example', 'webhook']);
+  assert.deepEqual(parsed, (await s.api('GET', '/api/v1/integrations')).body);
 
   const show = await runCli(['integrations', 'show', 'webhook'], { env: cliEnv, cwd });
   assert.equal(show.code, 0, show.stderr);

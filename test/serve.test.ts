@@ -160,7 +160,14 @@ test('bad input ends serve with one clear message and exit code 2, never a stack
   const busy = await runCli(['serve', '--config', join(dir, 'busy.yaml')], { cwd: dir });
   assert.equal(busy.code, 2);
   assert.match(busy.stderr, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
+  assert.match(busy.stderr, /hint: .*`switchyard serve --port <port>`/);
   assert.doesNotMatch(busy.stderr, /\n\s+at /);
+  // The supervisor says its first process could not start, after that process's error; it
+  // announces no replacement it will not start.
+  const said = busy.stdout + busy.stderr;
+  assert.doesNotMatch(said, /starting another/);
+  const order = ['is already in use', 'the first serving process exited before it listened', 'no serving process could start'].map((m) => said.indexOf(m));
+  assert.ok(order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1])), said);
 });
 
 test('a second serve on the same data directory is refused', async (t) => {

@@ -1,7 +1,7 @@
 /**
  * `switchyard deliveries list|show|retry|replay|tail`: see every webhook delivery and attempt,
  * follow them live, and act on failures. Tables for people, `--json` for scripts (the management
- * API's shapes, documented in the README).
+ * API's shapes, documented in docs/inspection.md, "JSON shapes").
  */
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
@@ -305,11 +305,16 @@ const tail = defineCommand({
     const signal = interruptSignal();
     let seen = 0;
     let lost = false;
+    // Where a later `tail --after` goes on from: the last attempt printed, else where this one started.
+    let last: string | undefined;
     await follow(client, '/api/v1/deliveries/stream', { installation: args.installation, type: args.type }, {
       after: args.after,
       signal,
       onReady(cursor) {
-        process.stderr.write(lost ? 'reconnected\n' : `following delivery attempts after cursor ${cursor} (Ctrl-C to stop)\n`);
+        last ??= cursor;
+        process.stderr.write(
+          lost ? 'reconnected\n' : args.after === undefined ? 'following new delivery attempts (Ctrl-C to stop)\n' : `following the delivery attempts after --after ${args.after}, then new ones (Ctrl-C to stop)\n`,
+        );
         lost = false;
       },
       onDisconnect() {
@@ -319,10 +324,11 @@ const tail = defineCommand({
       onEvent(e) {
         if (e.event !== 'attempt') return;
         seen++;
+        last = (e.data as AttemptFeedItem).cursor ?? last;
         out(args.json ? `${JSON.stringify(e.data)}\n` : `${attemptLine(e.data)}\n`);
       },
     });
-    process.stderr.write(`stopped after ${seen} attempt${seen === 1 ? '' : 's'}\n`);
+    process.stderr.write(`stopped after ${seen} attempt${seen === 1 ? '' : 's'}${last !== undefined ? `; to go on from here: switchyard deliveries tail --after ${last}` : ''}\n`);
   },
 });
 

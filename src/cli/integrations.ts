@@ -23,11 +23,13 @@ const list = defineCommand({
   args: { ...configArg, ...jsonArg },
   async run({ args }) {
     const api = apiClient(configFrom(args));
-    const { integrations } = await api.get<{ integrations: IntegrationView[] }>('/api/v1/integrations');
+    const answer = await api.get<{ integrations: IntegrationView[] }>('/api/v1/integrations');
+    // The API's answer as it is, as every other list prints ({installations}, {deliveries, nextCursor}...).
     if (args.json) {
-      printJson(integrations);
+      printJson(answer);
       return 0;
     }
+    const { integrations } = answer;
     if (!integrations.length) {
       process.stdout.write('no integrations: add a folder to integrations_dir (`switchyard new <name>` creates one)\n');
       return 0;

@@ -46,6 +46,7 @@ const MAX_ID_LENGTH = 200;
 const ID = /^[A-Za-z0-9_.:-]{1,200}$/;
 
 function kind(v: unknown): string {
+  if (v === undefined) return 'nothing';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'an object';
@@ -55,7 +56,11 @@ function kind(v: unknown): string {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function checkVisitor(v: unknown, where: string, out: Problem[]): void {
+function checkVisitor(v: unknown, where: string, type: string, out: Problem[]): void {
+  if (v === undefined) {
+    out.push({ where, message: `is required for ${type} (an object {anonymousId, userAgent, ip, cookies})` });
+    return;
+  }
   if (!isObject(v)) {
     out.push({ where, message: `must be an object {anonymousId, userAgent, ip, cookies}, got ${kind(v)}` });
     return;
@@ -74,7 +79,11 @@ function checkVisitor(v: unknown, where: string, out: Problem[]): void {
   }
 }
 
-function checkFeedback(v: unknown, where: string, out: Problem[]): void {
+function checkFeedback(v: unknown, where: string, type: string, out: Problem[]): void {
+  if (v === undefined) {
+    out.push({ where, message: `is required for ${type} (an object {rating, comment})` });
+    return;
+  }
   if (!isObject(v)) {
     out.push({ where, message: `must be an object {rating, comment}, got ${kind(v)}` });
     return;
@@ -106,8 +115,8 @@ export function validateEventPayload(payload: unknown): Problem[] {
   }
   for (const [name, f] of Object.entries(fields)) {
     const v = payload[name];
-    if (f === 'visitor') checkVisitor(v, name, out);
-    else if (f === 'feedback') checkFeedback(v, name, out);
+    if (f === 'visitor') checkVisitor(v, name, payload.type, out);
+    else if (f === 'feedback') checkFeedback(v, name, payload.type, out);
     else if (typeof v !== 'string' || (f === 'string' && !v)) {
       out.push({
         where: name,

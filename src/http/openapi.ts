@@ -36,8 +36,8 @@ const publicEndpoint = (summary: string, extra: unknown[] = []) => {
 };
 
 /**
- * GitBook's REST API shape, served for integrations that use GitBook's API client (see the README's
- * GitBook section): installation endpoints from this server's installations; content endpoints
+ * GitBook's REST API shape, served for integrations that use GitBook's API client (see
+ * docs/gitbook.md): installation endpoints from this server's installations; content endpoints
  * (spaces, orgs, urls) forwarded to gitbook.api_url, else 501.
  */
 function gitbookShapePaths(): Record<string, unknown> {

@@ -46,6 +46,7 @@ type ObjectOut<S extends Shape> = { [K in Exclude<keyof S, OptionalKeys<S>>]: In
 type Pretty<T> = { [K in keyof T]: T[K] } & {};
 
 export function typeName(v: unknown): string {
+  if (v === undefined) return 'nothing';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a map';

@@ -193,7 +193,7 @@ function listen(server: Server, host: string, port: number): Promise<void> {
       if (e.code === 'EADDRINUSE')
         reject(
           new SwitchyardError('port_in_use', `port ${port} on ${host} is already in use`, {
-            hint: 'stop whatever holds it, or set server.port in config.yaml (0 picks a free port)',
+            hint: 'stop whatever holds it, or start on another port: `switchyard serve --port <port>` (0 picks a free one), or server.port in config.yaml',
           }),
         );
       else

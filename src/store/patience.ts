@@ -16,9 +16,9 @@
 import type BetterSqlite from 'better-sqlite3';
 import { engineOf } from './postgres/db.ts';
 
-/** What `run` answers when the lock was taken and nothing was done. */
 type Db = BetterSqlite.Database;
 
+/** What `run` answers when the lock was taken and nothing was done. */
 export const LOCK_BUSY: unique symbol = Symbol('lock busy');
 
 export interface LockPatience {
