@@ -9,20 +9,23 @@
  * assertInSight.
  */
 import assert from 'node:assert/strict';
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Locator, Page } from 'playwright-core';
 import { samplePayload } from '../src/events/index.ts';
 import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import type { Delivery } from '../src/webhooks/index.ts';
-import { waitFor } from './helpers/index.ts';
+import { ROOT, waitFor } from './helpers/index.ts';
 import { assertInSight, assertNothingCutOff, hasChromium, loginInBrowser, openBrowser, shot } from './console-support.ts';
-import { inspectionServer, receiver, type InspectionServer } from './inspection-support.ts';
+import { inspectionServer, integrationsDir, receiver, type InspectionServer } from './inspection-support.ts';
 
 const skip = hasChromium() || process.env.CI ? false : 'Debian chromium is not installed (apt-get install -y chromium)';
 
 /** A server with the webhook and inspector integrations; failed attempts are final at once. */
-const server = (t: Parameters<typeof inspectionServer>[0]) => inspectionServer(t, { server: { shutdown_timeout: 300 }, webhooks: { max_retries: 0 } });
+const server = (t: Parameters<typeof inspectionServer>[0], over: Parameters<typeof inspectionServer>[1] = {}) =>
+  inspectionServer(t, { server: { shutdown_timeout: 300 }, webhooks: { max_retries: 0 }, ...over });
 
 /** `n` events of `type` in one batch; returns their event ids. */
 async function sendMany(s: InspectionServer, type: string, n: number): Promise<string[]> {
@@ -272,7 +275,10 @@ test('charts per endpoint: deliveries per minute by status and latency, in SVG, 
 });
 
 test('at 420 px every page fits the screen, dates come with times; when the server stops, a banner says so and nothing claims to be live', { skip }, async (t) => {
-  const [s, ok, { page, pageErrors }] = await Promise.all([server(t), receiver(t, 200), openBrowser(t)]);
+  // The shipped oauth-example beside them, its variables unset: its problems are long file paths.
+  const dir = integrationsDir(t);
+  cpSync(join(ROOT, 'integrations/oauth-example'), join(dir, 'oauth-example'), { recursive: true });
+  const [s, ok, { page, pageErrors }] = await Promise.all([server(t, { integrations_dir: dir }), receiver(t, 200), openBrowser(t)]);
   const hook = await s.subscribe(`${ok.url}/with/a/rather/long/path/that/must/wrap/somewhere/on/a/phone?and=a&query=string`, ['site_view']);
   const inspector = await s.install('inspector');
   await sendMany(s, 'site_view', 3);
@@ -293,7 +299,8 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
 
   // Each page, what shows it is ready, and what its screenshot is about (by default the same).
   const pages: Array<[string, string, string, string?]> = [
-    ['integrations', '#/integrations', 'tr[data-integration="webhook"]'],
+    ['integrations', '#/integrations', 'tr[data-integration="oauth-example"] .problems li', 'tr[data-integration="oauth-example"] .badge'],
+    ['integration', '#/integrations/oauth-example', '.problems li'],
     ['installations', '#/installations', `tr[data-installation="${hook}"]`, `tr[data-installation="${hook}"] .badge`],
     ['installation', `#/installations/${hook}`, '[data-testid="webhook-url"]'],
     ['events', '#/events', '#event-payload'],

@@ -3,7 +3,7 @@ import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, type Integration, type Problem } from './api.tsx';
 import { Markdown, safeUrl } from './markdown.tsx';
-import { Badge, ErrorBox, PageTitle, Section } from './ui.tsx';
+import { Badge, ErrorBox, PageTitle, Scroll, Section } from './ui.tsx';
 import { InstallLinks } from './catalogue.tsx';
 
 export function Icon({ integration, size = 32 }: { integration: { name: string; title: string | null; manifest: { icon: string | null } | null }; size?: number }): VNode {
@@ -53,50 +53,52 @@ export function IntegrationsPage(): VNode {
       <ErrorBox message={error} />
       {list ? (
         list.length ? (
-          <table class="table">
-            <caption class="sr-only">Integrations and their load status</caption>
-            <thead>
-              <tr>
-                <th scope="col">Integration</th>
-                <th scope="col">Status</th>
-                <th scope="col">Version</th>
-                <th scope="col">Problems</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((i) => (
-                <tr key={`${i.name}:${i.dir}`} data-integration={i.name}>
-                  <td>
-                    <div class="row nowrap">
-                      <Icon integration={i} />
-                      <div>
-                        <a href={`#/integrations/${encodeURIComponent(i.name)}`}>{i.title ?? i.name}</a>
-                        <div class="muted small">
-                          <code>{i.name}</code> {i.manifest?.description ?? ''}
+          <Scroll cards>
+            <table class="table cards integrations">
+              <caption class="sr-only">Integrations and their load status</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Integration</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Version</th>
+                  <th scope="col">Problems</th>
+                </tr>
+              </thead>
+              <tbody>
+                {list.map((i) => (
+                  <tr key={`${i.name}:${i.dir}`} data-integration={i.name}>
+                    <td class="card-head">
+                      <div class="row nowrap">
+                        <Icon integration={i} />
+                        <div class="shrink">
+                          <a href={`#/integrations/${encodeURIComponent(i.name)}`}>{i.title ?? i.name}</a>
+                          <div class="muted small">
+                            <code>{i.name}</code> {i.manifest?.description ?? ''}
+                          </div>
                         </div>
                       </div>
-                    </div>
-                  </td>
-                  <td>
-                    <Badge status={i.status} />
-                    {i.serving && i.status !== 'loaded' ? <span class="muted small"> (previous version serving)</span> : null}
-                  </td>
-                  <td>
-                    <code class="small">{i.version ? i.version.slice(0, 12) : '—'}</code>
-                  </td>
-                  <td>
-                    {i.errors.length ? (
-                      <ProblemList problems={i.errors} kind="error" />
-                    ) : i.warnings.length ? (
-                      <ProblemList problems={i.warnings} kind="warning" />
-                    ) : (
-                      <span class="muted">none</span>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+                    </td>
+                    <td class="card-status">
+                      <Badge status={i.status} />
+                      {i.serving && i.status !== 'loaded' ? <div class="muted small">previous version serving</div> : null}
+                    </td>
+                    <td data-label="Version">
+                      <code class="small">{i.version ? i.version.slice(0, 12) : '—'}</code>
+                    </td>
+                    <td class="card-line">
+                      {i.errors.length ? (
+                        <ProblemList problems={i.errors} kind="error" />
+                      ) : i.warnings.length ? (
+                        <ProblemList problems={i.warnings} kind="warning" />
+                      ) : (
+                        <span class="muted">no problems</span>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </Scroll>
         ) : (
           <p>No integrations yet: add a folder with a platform-manifest.yaml to the integrations directory (`switchyard new &lt;name&gt;`).</p>
         )
