@@ -92,6 +92,8 @@ export interface PropertyDef {
 }
 
 export interface ConfigurationsDef {
+  /** GitBook: the component that draws this configuration screen. */
+  componentId?: string;
   properties?: Record<string, PropertyDef>;
   required?: string[];
 }
@@ -121,7 +123,7 @@ export interface Integration {
   } | null;
   scopes: string[];
   blocks: Array<{ id: string; title: string; description: string }>;
-  configurations: { account?: ConfigurationsDef; site?: ConfigurationsDef };
+  configurations: { account?: ConfigurationsDef; space?: ConfigurationsDef; site?: ConfigurationsDef };
 }
 
 /** An installation as the API answers it: the type of the schema that documents and checks it (types only: nothing of it is bundled). */
@@ -136,5 +138,8 @@ export { signatureHeaderName } from '../../webhooks/schemes.ts';
 export type { DeliveryStats, EndpointStats, StatsBucket, Percentiles } from '../../webhooks/views.ts';
 export type { HandlerRun } from '../../events/handler-views.ts';
 export type { InvocationView } from '../../runtime/invocation-view.ts';
+
+// The server's rule for which configuration section an installation's target uses (no Node imports).
+export { CONFIGURATION_SECTIONS, sectionFor } from '../../manifest/sections.ts';
 
 export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;

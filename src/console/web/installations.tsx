@@ -1,7 +1,7 @@
 /** Installations: install, pause, resume, uninstall; one installation's configuration and components. */
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, type Installation, type Integration } from './api.tsx';
+import { api, errorText, sectionFor, type ConfigurationsDef, type Installation, type Integration } from './api.tsx';
 import type { InstallAnswer } from '../../installations/api.ts';
 import { ConfigurationForm } from './config-form.tsx';
 import { Icon, useIntegrations } from './integrations.tsx';
@@ -353,7 +353,8 @@ export function InstallationPage({ id }: { id: string }): VNode {
       <p class="muted">Loading…</p>
     );
 
-  const def = installation.target === 'site' ? integration?.configurations.site : integration?.configurations.account;
+  // The section the server checks this installation against (GitBook's configurations.space for a space).
+  const def: ConfigurationsDef | undefined = integration ? sectionFor(integration.configurations, installation.target) : undefined;
   const all = [...(components ?? []), ...tried.filter((t) => !components?.some((c) => c.id === t)).map((t) => ({ id: t, title: t }))];
   const runnable = installation.status === 'active' || installation.status === 'pending';
   return (

@@ -1,7 +1,7 @@
 /** Integrations: what the registry loaded (or could not), and each one's manifest at a glance. */
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, type Integration, type Problem } from './api.tsx';
+import { api, CONFIGURATION_SECTIONS, errorText, type Integration, type Problem } from './api.tsx';
 import { Markdown, safeUrl } from './markdown.tsx';
 import { Badge, ErrorBox, PageTitle, Scroll, Section } from './ui.tsx';
 import { InstallLinks } from './catalogue.tsx';
@@ -107,6 +107,13 @@ export function IntegrationsPage(): VNode {
       )}
     </>
   );
+}
+
+/** Which installations a section configures (the server's rule: sectionFor in manifest/sections.ts). */
+function sectionTitle(sections: Integration['configurations'], k: (typeof CONFIGURATION_SECTIONS)[number]): string {
+  if (k === 'site') return 'Site installations (configurations.site)';
+  if (k === 'space') return 'Space installations (configurations.space)';
+  return sections.space ? 'Organization installations (configurations.account)' : 'Organization and space installations (configurations.account)';
 }
 
 function ProblemList({ problems, kind }: { problems: Problem[]; kind: 'error' | 'warning' }): VNode {
@@ -248,38 +255,41 @@ export function IntegrationPage({ name }: { name: string }): VNode {
         )}
       </Section>
       <Section title="Configuration properties">
-        {(['account', 'site'] as const).map((k) => {
+        {CONFIGURATION_SECTIONS.every((k) => !Object.keys(sections[k]?.properties ?? {}).length) ? <p class="muted">No configuration properties.</p> : null}
+        {CONFIGURATION_SECTIONS.map((k) => {
           const props = Object.entries(sections[k]?.properties ?? {});
           if (!props.length) return null;
           return (
-            <div key={k}>
-              <h3>{k === 'account' ? 'Account (organization and space installations)' : 'Site installations'}</h3>
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th scope="col">Property</th>
-                    <th scope="col">Type</th>
-                    <th scope="col">Description</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {props.map(([name, p]) => (
-                    <tr key={name}>
-                      <td>
-                        <code>{name}</code>
-                        {sections[k]?.required?.includes(name) ? <span class="required"> (required)</span> : null}
-                      </td>
-                      <td>
-                        {p.type}
-                        {p.enum ? `: ${p.enum.join(' | ')}` : ''}
-                        {p.completion_url ? ` (options from ${p.completion_url})` : ''}
-                        {p.callback_url ? ` (${p.callback_url})` : ''}
-                      </td>
-                      <td>{p.description}</td>
+            <div key={k} data-section={k}>
+              <h3>{sectionTitle(sections, k)}</h3>
+              <Scroll cards>
+                <table class="table cards properties">
+                  <thead>
+                    <tr>
+                      <th scope="col">Property</th>
+                      <th scope="col">Type</th>
+                      <th scope="col">Description</th>
                     </tr>
-                  ))}
-                </tbody>
-              </table>
+                  </thead>
+                  <tbody>
+                    {props.map(([name, p]) => (
+                      <tr key={name}>
+                        <td class="card-head">
+                          <code>{name}</code>
+                          {sections[k]?.required?.includes(name) ? <span class="required"> (required)</span> : null}
+                        </td>
+                        <td class="card-status">
+                          {p.type}
+                          {p.enum ? `: ${p.enum.join(' | ')}` : ''}
+                          {p.completion_url ? ` (options from ${p.completion_url})` : ''}
+                          {p.callback_url ? ` (${p.callback_url})` : ''}
+                        </td>
+                        <td class="card-line">{p.description}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </Scroll>
             </div>
           );
         })}
