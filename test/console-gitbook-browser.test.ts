@@ -1,7 +1,9 @@
 /**
  * GitBook-manifest integrations in the console, in a real browser (Debian's Chromium) against a
  * real server: the integrations list and their pages fit a 420 px screen (a long problem too); a
- * space installation's form is the manifest's `configurations.space`. Screenshots go to test-artifacts/console-7*.png, each after the checks of
+ * space installation's form is the manifest's `configurations.space`; blocks render with the
+ * context GitBook gives a block in a document, and a render that fails shows its error and a link
+ * to its log entry. Screenshots go to test-artifacts/console-7*.png, each after the checks of
  * assertInSight.
  */
 import assert from 'node:assert/strict';
@@ -68,5 +70,40 @@ test('a GitBook space installation: the list and pages fit 420 px, the form is c
   assert.deepEqual(stored.body.installation.configuration, { form_id: 'f_123', email: 'team@example.com', subject: 'New submission', notify: true });
   await assertNothingCutOff(page, 'a GitBook space installation at 420 px');
   await shot(page, '72-gitbook-space-form-narrow', page.getByTestId('installation-status'));
+  assert.deepEqual(pageErrors, []);
+});
+
+test("GitBook blocks render with a document's context; a render that fails shows its error and a link to its log entry", { skip }, async (t) => {
+  const [s, { page, pageErrors }] = await Promise.all([consoleServer(t, { integrationsDir: gitbookIntegrations(t) }), openBrowser(t)]);
+  const installed = await s.api('POST', '/api/v1/installations', { integration: 'gb-blocks', space: 'space_docs', configuration: { form_id: 'f_1' } });
+  assert.equal(installed.body.installation.status, 'active');
+  const id: string = installed.body.installation.id;
+  await loginInBrowser(page, s);
+
+  await page.goto(`${s.consoleUrl}/console/#/installations/${id}`);
+  const diagram = page.locator('[data-component="diagram"]');
+  await diagram.getByText('Diagram (editable)').waitFor();
+  assert.match(await diagram.locator('[data-ck="codeblock"]').innerText(), /graph TD\s+A --> B/);
+  await shot(page, '73-gitbook-block', diagram.getByText('Diagram (editable)'));
+
+  // The broken block: its error, not a bare "Internal server error", and where its log is.
+  const broken = page.locator('[data-component="broken"]');
+  const error = broken.getByRole('alert');
+  await error.getByText('Error: the broken block failed on purpose').waitFor();
+  const link = error.getByRole('link', { name: /^Its log entry/ });
+  const requestId = (await link.getAttribute('href'))!.replace(/^#\/logs\//, '');
+  assert.match(requestId, /^\S+$/);
+  await shot(page, '74-gitbook-block-failed', error);
+  await page.setViewportSize({ width: 420, height: 860 });
+  await assertNothingCutOff(page, 'the GitBook blocks at 420 px');
+  await shot(page, '75-gitbook-blocks-narrow', error);
+
+  await link.click();
+  const entry = page.locator(`li.invocation[data-request-id="${requestId}"]`);
+  await entry.waitFor();
+  assert.match(await entry.innerText(), /gb-blocks[\s\S]*ui_render[\s\S]*500[\s\S]*exception[\s\S]*Error: the broken block failed on purpose/);
+  assert.equal(await page.locator('li.invocation').count(), 1, 'only that entry');
+  await assertNothingCutOff(page, 'one log entry at 420 px');
+  await shot(page, '76-log-entry-narrow', entry.locator('.badge'));
   assert.deepEqual(pageErrors, []);
 });

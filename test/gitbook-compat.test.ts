@@ -184,8 +184,11 @@ test('components: object and (props, renderContext, context) initialState, setCa
   const complete = await render({ componentId: 'counter', state: { count: 7, label: 'x' }, action: { action: 'done' } });
   assert.deepEqual(complete.body, { type: 'complete', returnValue: { count: 7 } });
 
-  const greeting = await render({ componentId: 'greeting', props: { name: 'Ada' }, context: { type: 'document' } });
-  assert.equal(greeting.body.state.greeting, 'hello Ada in document of gb-connect');
+  const greeting = await render({ componentId: 'greeting', props: { name: 'Ada' }, context: { type: 'space' } });
+  assert.equal(greeting.body.state.greeting, 'hello Ada in space of gb-connect');
+  // A render that names no context is a block's in a document, as GitBook renders blocks.
+  const unnamed = await render({ componentId: 'greeting', props: { name: 'Ada' } });
+  assert.equal(unnamed.body.state.greeting, 'hello Ada in document of gb-connect');
 });
 
 /** The invocations an event type caused, as [installation id, logs] pairs. */

@@ -17,13 +17,16 @@ export class ApiError extends Error {
   hint?: string;
   where?: string;
   problems: Problem[];
-  constructor(status: number, body: { code?: string; message?: string; hint?: string; where?: string; problems?: Problem[] } | undefined) {
+  /** The answer's x-request-id: an invocation of integration code is in the logs under it. */
+  requestId?: string;
+  constructor(status: number, body: { code?: string; message?: string; hint?: string; where?: string; problems?: Problem[] } | undefined, requestId?: string) {
     super(body?.message ?? `request failed (${status})`);
     this.status = status;
     this.code = body?.code ?? 'error';
     this.hint = body?.hint;
     this.where = body?.where;
     this.problems = body?.problems ?? [];
+    this.requestId = requestId;
   }
 }
 
@@ -67,7 +70,7 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
     if (res.status === 401) onUnauthorized();
     // Management API errors are {error: {code, message, ...}}; integration code may answer {error: "text"}.
     const err = typeof parsed?.error === 'string' ? { message: parsed.error } : parsed?.error;
-    throw new ApiError(res.status, err ?? { message: text.slice(0, 200) || res.statusText });
+    throw new ApiError(res.status, err ?? { message: text.slice(0, 200) || res.statusText }, res.headers.get('x-request-id') ?? undefined);
   }
   return parsed as T;
 }

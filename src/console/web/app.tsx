@@ -170,7 +170,7 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
   else if (section === 'installations') page = <InstallationsPage query={route.query} />;
   else if (section === 'events') page = <EventsPage eventId={id} />;
   else if (section === 'deliveries') page = <DeliveriesPage openId={id} query={route.query} />;
-  else if (section === 'logs') page = <LogsPage query={route.query} />;
+  else if (section === 'logs') page = <LogsPage query={route.query} requestId={id} />;
   else if (section === 'charts') page = <ChartsPage query={route.query} />;
   else if (section === 'catalogue') page = <CataloguePage />;
   else if (!section || section === 'integrations') page = <IntegrationsPage />;

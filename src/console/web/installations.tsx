@@ -310,7 +310,8 @@ export function InstallationsPage({ query }: { query: URLSearchParams }): VNode 
 export function InstallationPage({ id }: { id: string }): VNode {
   const [installation, setInstallation] = useState<Installation | undefined>();
   const [integration, setIntegration] = useState<Integration | undefined>();
-  const [components, setComponents] = useState<Array<{ id: string; title: string }> | undefined>();
+  const [components, setComponents] = useState<Array<{ id: string; title: string; context: Record<string, unknown> }> | undefined>();
+  const [otherContext, setOtherContext] = useState<Record<string, unknown>>({ type: 'console' });
   const [error, setError] = useState('');
   const [extra, setExtra] = useState('');
   const [tried, setTried] = useState<string[]>([]);
@@ -334,10 +335,13 @@ export function InstallationPage({ id }: { id: string }): VNode {
     api<{ integration: Integration }>('GET', `/api/v1/integrations/${encodeURIComponent(name)}`)
       .then((r) => setIntegration(r.integration))
       .catch((e) => setError(errorText(e)));
-    api<{ blocks: Array<{ id: string; title: string }>; exported: string[] | null }>('GET', `/console/api/integrations/${encodeURIComponent(name)}/components`)
+    // Each block with the context its render gets (GitBook's for a GitBook block); the other components the console's.
+    type Components = { blocks: Array<{ id: string; title: string; context: Record<string, unknown> }>; exported: string[] | null; context: Record<string, unknown> };
+    api<Components>('GET', `/console/api/integrations/${encodeURIComponent(name)}/components`)
       .then((r) => {
         const list = [...r.blocks];
-        for (const c of r.exported ?? []) if (!list.some((b) => b.id === c)) list.push({ id: c, title: c });
+        for (const c of r.exported ?? []) if (!list.some((b) => b.id === c)) list.push({ id: c, title: c, context: r.context });
+        setOtherContext(r.context);
         setComponents(list);
       })
       .catch(() => setComponents([]));
@@ -355,7 +359,7 @@ export function InstallationPage({ id }: { id: string }): VNode {
 
   // The section the server checks this installation against (GitBook's configurations.space for a space).
   const def: ConfigurationsDef | undefined = integration ? sectionFor(integration.configurations, installation.target) : undefined;
-  const all = [...(components ?? []), ...tried.filter((t) => !components?.some((c) => c.id === t)).map((t) => ({ id: t, title: t }))];
+  const all = [...(components ?? []), ...tried.filter((t) => !components?.some((c) => c.id === t)).map((t) => ({ id: t, title: t, context: otherContext }))];
   const runnable = installation.status === 'active' || installation.status === 'pending';
   return (
     <>
@@ -411,7 +415,7 @@ export function InstallationPage({ id }: { id: string }): VNode {
         {runnable ? (
           <div class="components">
             {all.map((c) => (
-              <LiveComponent key={c.id} installationId={installation.id} componentId={c.id} title={c.title} />
+              <LiveComponent key={c.id} installationId={installation.id} componentId={c.id} title={c.title} context={c.context} />
             ))}
           </div>
         ) : null}

@@ -15,7 +15,47 @@ import { formatClock } from './time.tsx';
 export const LOG_FILTERS = ['integration', 'installation', 'event', 'errors', 'since', 'until'] as const;
 const PAGE = 20;
 
-export function LogsPage({ query }: { query: URLSearchParams }): VNode {
+/** One invocation by its request id (`#/logs/<requestId>`), e.g. the render a component's error links to. */
+function LogEntry({ requestId }: { requestId: string }): VNode {
+  const [entry, setEntry] = useState<InvocationView | undefined>();
+  const [error, setError] = useState('');
+  useEffect(() => {
+    api<InvocationView>('GET', `/api/v1/logs/${encodeURIComponent(requestId)}`)
+      .then((r) => (setEntry(r), setError('')))
+      .catch((e) => setError(errorText(e)));
+  }, [requestId]);
+  return (
+    <>
+      <p>
+        <a href="#/logs">← Logs</a>
+      </p>
+      <PageTitle>
+        Log entry <code>{requestId}</code>
+      </PageTitle>
+      <ErrorBox message={error} />
+      {entry ? (
+        <>
+          <ol class="invocations">
+            <Invocation i={entry} />
+          </ol>
+          {entry.installationId ? (
+            <p>
+              <a href={hrefOf('#/logs', { installation: entry.installationId })}>Every log of this installation</a>
+            </p>
+          ) : null}
+        </>
+      ) : error ? null : (
+        <p class="muted">Loading…</p>
+      )}
+    </>
+  );
+}
+
+export function LogsPage({ query, requestId }: { query: URLSearchParams; requestId?: string }): VNode {
+  return requestId ? <LogEntry requestId={requestId} /> : <LogList query={query} />;
+}
+
+function LogList({ query }: { query: URLSearchParams }): VNode {
   const [list, setList] = useState<{ invocations: InvocationView[]; nextCursor: string | null } | undefined>();
   const [error, setError] = useState('');
   const [integrations, setIntegrations] = useState<Integration[]>([]);
