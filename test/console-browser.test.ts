@@ -261,3 +261,23 @@ for (const mode of ['stream', 'polling'] as const) {
     assert.deepEqual(pageErrors, []);
   });
 }
+
+test('an address changed while the console is first drawn (a link followed at once after logging in) is followed', { skip }, async (t) => {
+  const [server, { page, pageErrors }] = await Promise.all([consoleServer(t), openBrowser(t)]);
+  await page.goto(`${server.consoleUrl}/console/`);
+  await page.getByLabel('Admin token').fill(server.token);
+  // The moment the Integrations heading is in the document (before the page's effects have run),
+  // the address changes: the page must follow it.
+  await page.evaluate(() => {
+    const g = globalThis as any;
+    const seen = new g.MutationObserver(() => {
+      if (!g.document.querySelector('[data-page-title]')) return;
+      seen.disconnect();
+      g.location.hash = '#/catalogue';
+    });
+    seen.observe(g.document.body, { childList: true, subtree: true });
+  });
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('heading', { name: 'Catalogue', level: 1 }).waitFor();
+  assert.deepEqual(pageErrors, []);
+});
