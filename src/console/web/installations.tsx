@@ -91,9 +91,42 @@ function Endpoint({ installation }: { installation: Installation }): VNode {
   );
 }
 
+/**
+ * Why the integration an Install link names cannot be installed now (it is not loaded), with its
+ * problems: the form then chooses nothing, so one more click cannot install another one instead.
+ */
+function InstallRefused({ name, integration }: { name: string; integration: Integration | undefined }): VNode {
+  return (
+    <div class="error-box" role="alert" data-testid="install-refused">
+      <p>
+        <strong>{name}</strong> cannot be installed now:{' '}
+        {integration ? (
+          <>
+            it is not loaded (status <Badge status={integration.status} />). Fix what its <a href={`#/integrations/${encodeURIComponent(name)}`}>page</a> lists, then
+            come back.
+          </>
+        ) : (
+          'no folder of the integrations directory has that name.'
+        )}
+      </p>
+      {integration?.errors.length ? (
+        <ul>
+          {integration.errors.map((p, i) => (
+            <li key={i}>
+              {p.message}
+              {p.hint ? <span class="hint"> — {p.hint}</span> : null}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </div>
+  );
+}
+
 function InstallForm({ integrations, preselect, onInstalled }: { integrations: Integration[]; preselect?: string; onInstalled(r: Installed): void }): VNode {
   const installable = integrations.filter((i) => i.serving);
-  const [integration, setIntegration] = useState(preselect && installable.some((i) => i.name === preselect) ? preselect : (installable[0]?.name ?? ''));
+  const refused = preselect && !installable.some((i) => i.name === preselect) ? preselect : undefined;
+  const [integration, setIntegration] = useState(preselect ? (refused ? '' : preselect) : (installable[0]?.name ?? ''));
   const [target, setTarget] = useState<'organization' | 'space' | 'site'>('organization');
   const [targetId, setTargetId] = useState('');
   // A site installation may name the space it is in (spec 2.4's `space` of a site installation).
@@ -121,13 +154,22 @@ function InstallForm({ integrations, preselect, onInstalled }: { integrations: I
       setBusy(false);
     }
   }
-  if (!installable.length) return <p class="muted">No integration is loaded, so there is nothing to install.</p>;
+  const why = refused ? <InstallRefused name={refused} integration={integrations.find((i) => i.name === refused)} /> : null;
+  if (!installable.length)
+    return (
+      <>
+        {why}
+        <p class="muted">No integration is loaded, so there is nothing to install.</p>
+      </>
+    );
   return (
     <form class="inline-form" onSubmit={submit}>
+      {why}
       <ErrorBox message={error} problems={problems} />
       <div class="field">
         <label for="install-integration">Integration</label>
         <select id="install-integration" value={integration} onChange={(e) => setIntegration((e.currentTarget as HTMLSelectElement).value)}>
+          {integration ? null : <option value="">— choose one —</option>}
           {installable.map((i) => (
             <option key={i.name} value={i.name}>
               {i.title ?? i.name} ({i.name})
@@ -229,6 +271,8 @@ export function InstallationsPage({ query }: { query: URLSearchParams }): VNode 
         ) : null}
         {integrations ? (
           <InstallForm
+            // Another Install link (another ?install=) starts the form again with its integration.
+            key={query.get('install') ?? ''}
             integrations={integrations}
             preselect={query.get('install') ?? undefined}
             onInstalled={(r) => {
