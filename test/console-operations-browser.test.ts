@@ -188,11 +188,22 @@ test('logs: the filters of switchyard logs, each invocation with its lines and f
     const runs = (await s.api('GET', '/api/v1/handler-runs?limit=50')).body;
     throw new Error(`${(e as Error).message}; handler runs: ${JSON.stringify(runs)}`);
   });
+  // A render, as a console page showing a component makes one (this one names no component).
+  await s.api('POST', `/api/v1/installations/${inst}/render`, { componentId: 'panel' });
+  assert.equal((await s.api('GET', '/api/v1/logs?integration=inspector')).body.invocations[0].eventType, 'ui_render');
 
   await loginInBrowser(page, s);
   await page.getByRole('link', { name: 'Logs' }).click();
   await page.getByRole('heading', { name: 'Logs', level: 1 }).waitFor();
   const blocks = page.locator('li.invocation');
+  // Renders are left out unless asked for.
+  await waitFor(async () => (await blocks.count()) === 2);
+  await page.getByTestId('renders-hidden').waitFor();
+  await page.getByLabel('Show component renders').check();
+  await waitFor(async () => (await blocks.count()) === 3);
+  assert.match(page.url(), /renders=true/);
+  assert.match(await blocks.first().locator('.invocation-head').innerText(), /ui_render/);
+  await page.getByLabel('Show component renders').uncheck();
   await waitFor(async () => (await blocks.count()) === 2);
   const quiet = blocks.filter({ hasText: 'content quiet r1' });
   assert.match(await quiet.innerText(), new RegExp(`inspector[\\s\\S]*${inst}[\\s\\S]*space_content_updated[\\s\\S]*200[\\s\\S]*ok`));
