@@ -145,4 +145,4 @@ export type { InvocationView } from '../../runtime/invocation-view.ts';
 // The server's rule for which configuration section an installation's target uses (no Node imports).
 export { CONFIGURATION_SECTIONS, sectionFor } from '../../manifest/sections.ts';
 
-export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;
+export { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../../events/event-types.ts';

@@ -172,7 +172,7 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
   if (section === 'integrations' && id) page = <IntegrationPage key={id} name={id} />;
   else if (section === 'installations' && id) page = <InstallationPage key={id} id={id} />;
   else if (section === 'installations') page = <InstallationsPage query={route.query} />;
-  else if (section === 'events') page = <EventsPage eventId={id} />;
+  else if (section === 'events') page = <EventsPage eventId={id} query={route.query} />;
   else if (section === 'deliveries') page = <DeliveriesPage openId={id} query={route.query} />;
   else if (section === 'logs') page = <LogsPage query={route.query} requestId={id} />;
   else if (section === 'charts') page = <ChartsPage query={route.query} />;
