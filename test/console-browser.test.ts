@@ -4,10 +4,10 @@
  * a component's buttons, send an event and watch its delivery. Screenshots go to test-artifacts/.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { waitFor } from './helpers/index.ts';
+import { ROOT, waitFor } from './helpers/index.ts';
 import { consoleIntegrations, consoleServer, hasChromium, loginInBrowser, openBrowser, receiver, shot } from './console-support.ts';
 
 // On a developer machine without Chromium the browser tests are skipped with the reason; in CI
@@ -261,3 +261,57 @@ for (const mode of ['stream', 'polling'] as const) {
     assert.deepEqual(pageErrors, []);
   });
 }
+
+test('an address changed while the console is first drawn (a link followed at once after logging in) is followed', { skip }, async (t) => {
+  const [server, { page, pageErrors }] = await Promise.all([consoleServer(t), openBrowser(t)]);
+  await page.goto(`${server.consoleUrl}/console/`);
+  await page.getByLabel('Admin token').fill(server.token);
+  // The moment the Integrations heading is in the document (before the page's effects have run),
+  // the address changes: the page must follow it.
+  await page.evaluate(() => {
+    const g = globalThis as any;
+    const seen = new g.MutationObserver(() => {
+      if (!g.document.querySelector('[data-page-title]')) return;
+      seen.disconnect();
+      g.location.hash = '#/catalogue';
+    });
+    seen.observe(g.document.body, { childList: true, subtree: true });
+  });
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('heading', { name: 'Catalogue', level: 1 }).waitFor();
+  assert.deepEqual(pageErrors, []);
+});
+
+test('an Install link preselects its integration, or says why it cannot be installed and preselects nothing else', { skip }, async (t) => {
+  // oauth-example without its variables: it needs configuration, so it is not loaded.
+  const dir = consoleIntegrations(t);
+  cpSync(join(ROOT, 'integrations/oauth-example'), join(dir, 'oauth-example'), { recursive: true });
+  const [server, { page, pageErrors }] = await Promise.all([consoleServer(t, { integrationsDir: dir }), openBrowser(t)]);
+  await loginInBrowser(page, server);
+
+  await page.goto(`${server.consoleUrl}/console/#/integrations/oauth-example`);
+  await page.getByRole('link', { name: 'Install oauth-example' }).click();
+  const select = page.getByLabel('Integration', { exact: true });
+  await select.waitFor();
+  const why = page.getByTestId('install-refused');
+  await why.getByText('oauth-example cannot be installed now').waitFor();
+  assert.match(await why.innerText(), /needs_configuration[\s\S]*OAUTH_EXAMPLE_CLIENT_ID/);
+  assert.equal(await select.inputValue(), '', 'no other integration is chosen in its place');
+  assert.equal(await page.getByRole('button', { name: 'Install', exact: true }).isDisabled(), true);
+  await shot(page, '12-install-not-loaded', why);
+  const before = (await server.api('GET', '/api/v1/installations')).body.installations.length;
+  await page.getByRole('button', { name: 'Install', exact: true }).click({ force: true });
+  assert.equal((await server.api('GET', '/api/v1/installations')).body.installations.length, before, 'nothing was installed');
+
+  // A loaded one is chosen; another Install link on the same page chooses that one.
+  await page.goto(`${server.consoleUrl}/console/#/installations?install=webhook`);
+  await waitFor(async () => (await select.inputValue()) === 'webhook');
+  assert.equal(await why.count(), 0);
+  await page.goto(`${server.consoleUrl}/console/#/installations?install=console-kitchen`);
+  await waitFor(async () => (await select.inputValue()) === 'console-kitchen');
+  await page.getByRole('button', { name: 'Install', exact: true }).click();
+  await page.getByText('Copy these now').waitFor();
+  const made = (await server.api('GET', '/api/v1/installations')).body.installations;
+  assert.deepEqual(made.map((i: { integration: string }) => i.integration), ['console-kitchen']);
+  assert.deepEqual(pageErrors, []);
+});

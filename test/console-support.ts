@@ -124,7 +124,8 @@ export async function assertInSight(key: Locator, what: string): Promise<void> {
  * picture that is rendered is within the viewport's width and not cut off at the side by a box
  * around it. What is meant to be unseen is left out: the visually hidden (`.sr-only`, the
  * announcer, a table header hidden where a table is cards), the skip link until it has focus, and
- * what a closed `<details>` holds. Vertical scrolling boxes (a long response excerpt) are fine.
+ * what a closed `<details>` holds. Vertical scrolling boxes (a long response excerpt) are fine. Nor
+ * may anything be wider than its table cell (a card's item): it would be drawn over its neighbour.
  */
 export async function assertNothingCutOff(page: Page, what: string): Promise<void> {
   const r = await page.evaluate(() => {
@@ -142,10 +143,15 @@ export async function assertNothingCutOff(page: Page, what: string): Promise<voi
       let hidden = false;
       if (box.left < -1 || box.right > viewport + 1) why = `at ${Math.round(box.left)}-${Math.round(box.right)} px, outside the ${viewport} px viewport`;
       for (let a = el.parentElement; a && a !== g.document.body; a = a.parentElement) {
-        if (g.getComputedStyle(a).overflowX === 'visible') continue;
+        const outside = box.left < a.getBoundingClientRect().left - 1 || box.right > a.getBoundingClientRect().right + 1;
+        // Wider than its table cell (or a cell shown as a card's item): it runs over what is beside it.
+        if (g.getComputedStyle(a).overflowX === 'visible') {
+          if (!why && a.matches('td, th') && outside) why = `wider than its cell ${name(a)}, over what is beside it`;
+          continue;
+        }
         const around = a.getBoundingClientRect();
         if (around.width <= 1 || around.height <= 1) hidden = true; // visually hidden, on purpose
-        else if (!why && (box.left < around.left - 1 || box.right > around.right + 1)) why = `cut off at the side by ${name(a)}`;
+        else if (!why && outside) why = `cut off at the side by ${name(a)}`;
       }
       if (why && !hidden) cut.push(`${name(el)} "${String(el.innerText ?? el.textContent ?? '').trim().slice(0, 40).replace(/\s+/g, ' ')}" ${why}`);
     }

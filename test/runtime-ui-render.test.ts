@@ -143,3 +143,34 @@ test("a gitbook-manifest.yaml's ui_render handler is not called on render (GitBo
   await waitFor(async () => (await handlerRuns(s, spec)).length === 1);
   assert.equal((await handlerRuns(s, gb)).length, 0);
 });
+
+test('the logs leave out renders and their ui_render handler runs with renders=false (what a console visit causes), and keep the rest', async (t) => {
+  const { s, install } = await setUp(t);
+  const id = await install('renders');
+  assert.equal((await s.api('POST', `/api/v1/installations/${id}/render`, { componentId: 'widget', props: {} })).status, 200);
+  await waitFor(async () => (await handlerRuns(s, id)).length === 1);
+  // Something else the integration ran: a request to its public endpoint.
+  const endpoint = (await s.api('GET', `/api/v1/installations/${id}`)).body.installation.urls.publicEndpoint;
+  await (await fetch(`${endpoint}/hello`)).arrayBuffer();
+  const types = async (query: string) => {
+    const r = await s.api('GET', `/api/v1/logs?installation=${id}${query}`);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return (r.body.invocations as Array<{ eventType: string }>).map((i) => i.eventType);
+  };
+  assert.deepEqual(await types(''), ['fetch', 'ui_render', 'ui_render'], 'by default every invocation');
+  assert.deepEqual(await types('&renders=true'), ['fetch', 'ui_render', 'ui_render']);
+  assert.deepEqual(await types('&renders=false'), ['fetch']);
+  const bad = await s.api('GET', `/api/v1/logs?renders=no`);
+  assert.equal(bad.status, 400);
+  assert.match(JSON.stringify(bad.body), /must be true or false, got \\"no\\"/);
+
+  // The live feed takes the same filter: from the start, only the fetch.
+  const ac = new AbortController();
+  const res = await fetch(`${s.url}/api/v1/logs/stream?after=0&installation=${id}&renders=false`, { headers: { authorization: `Bearer ${s.token}` }, signal: ac.signal });
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  let text = '';
+  while (!text.includes('"eventType":"fetch"')) text += new TextDecoder().decode((await reader.read()).value);
+  ac.abort();
+  assert.doesNotMatch(text, /ui_render/);
+});

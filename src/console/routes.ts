@@ -13,6 +13,7 @@ import { readJson } from '../http/body.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
 import { IMAGE_HEADERS, readImageInside } from '../manifest/index.ts';
 import type { Services } from '../server/services.ts';
+import { renderContextFor } from '../runtime/render-context.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
 import { consoleUrl, onConsoleHost, requireConsolePage } from '../http/origins.ts';
@@ -26,6 +27,9 @@ import {
   withoutCookie,
   type Sessions,
 } from './session.ts';
+
+/** The render context of a component shown in the console that is not a GitBook block. */
+const CONSOLE_CONTEXT = { type: 'console' };
 
 const json = (body: unknown, init: ResponseInit = {}) =>
   jsonResponse(body, { ...init, headers: { 'cache-control': 'no-store', ...(init.headers as Record<string, string> | undefined) } });
@@ -180,10 +184,12 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     const name = decodeURIComponent(event.context.params!.name);
     const integration = await integrationNamed(name);
     if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
+    // Each with the context its render is given here: GitBook's for a GitBook block, else the console's.
     const blocks = ((integration.manifest as { blocks?: Array<{ id: string; title?: string; description?: string }> }).blocks ?? []).map((b) => ({
       id: b.id,
       title: b.title ?? b.id,
       description: b.description ?? '',
+      context: renderContextFor(integration, b.id, CONSOLE_CONTEXT),
     }));
     let exported: string[] | null = null;
     const runtime = services.runtime;
@@ -194,6 +200,6 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
         services.log.warn('console: cannot list exported components', { integration: name, error: (e as Error).message });
       }
     }
-    return json({ integration: name, blocks, exported });
+    return json({ integration: name, blocks, exported, context: CONSOLE_CONTEXT });
   });
 }

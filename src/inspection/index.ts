@@ -5,7 +5,7 @@
  * (src/runtime/log-routes.ts); the feed reads the same `services.invocations`.
  *
  * - `GET /api/v1/deliveries/stream?after=&installation=&type=`: `attempt` events (AttemptFeedItem)
- * - `GET /api/v1/logs/stream?after=&integration=&installation=&errors=`: `invocation` events
+ * - `GET /api/v1/logs/stream?after=&integration=&installation=&errors=&renders=`: `invocation` events
  *   (InvocationView) and `log` events ({requestId, line}) for lines printed after a response
  */
 import type { H3 } from 'h3';
@@ -13,6 +13,7 @@ import { SwitchyardError } from '../errors.ts';
 import { cursorParam, text } from '../http/params.ts';
 import { route } from '../http/route.ts';
 import { logsQuery } from '../runtime/api.ts';
+import { RENDER_EVENT } from '../runtime/invocations.ts';
 import { object } from '../schema/index.ts';
 import { defineModule, type ServicesWith } from '../server/services.ts';
 import { createStreamHub, resumeCursor, type FeedItem, type StreamHub } from './sse.ts';
@@ -35,7 +36,7 @@ function start(req: Request, after: string | undefined, newest: () => number): n
 
 const after = cursorParam('resume after this cursor (or send Last-Event-ID); default: from now', 'after');
 
-const { integration, installation, event: eventFilter, errors, since, until } = logsQuery.shape;
+const { integration, installation, event: eventFilter, errors, renders, since, until } = logsQuery.shape;
 
 export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): void {
   const hub = () => services.streams;
@@ -69,7 +70,7 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
       path: '/api/v1/logs/stream',
       summary: 'Invocations as they are recorded, and lines printed after their answer (server-sent `invocation` and `log` events)',
       auth: 'admin',
-      query: object({ after, integration, installation, event: eventFilter, errors, since, until }),
+      query: object({ after, integration, installation, event: eventFilter, errors, renders, since, until }),
       responseMedia: 'text/event-stream',
     },
     ({ req, query: { after, ...filter } }) => {
@@ -88,6 +89,7 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
             const inv = invocations.get(n.id);
             if (!inv || filter.errors) return;
             if ((filter.integration && inv.integration !== filter.integration) || (filter.installation && inv.installationId !== filter.installation)) return;
+            if (filter.renders === false && inv.eventType === RENDER_EVENT) return;
             const item: FeedItem = {
               cursor: Number(inv.cursor),
               event: 'log',

@@ -16,7 +16,7 @@ import { setOwn } from '../schema/index.ts';
 import { afterCommit, type Db } from '../store/index.ts';
 import { createObservers } from '../lib/observers.ts';
 import { createLogger, type Logger } from '../log/index.ts';
-import { missingRequired, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
+import { missingRequired, sectionFor, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
 import { WEBHOOK_INTEGRATION, parseEventTypes, requireOrganizationTarget, webhookConfigurationProblems } from './webhook.ts';
 import { signatureSchemeOf, type SignatureScheme } from '../webhooks/index.ts';
@@ -559,19 +559,12 @@ export function createInstallations(deps: InstallationsDeps) {
 export type Installations = ReturnType<typeof createInstallations>;
 
 /**
- * The manifest section an installation's configuration is checked against: `configurations.site`
- * for a site, `configurations.space` for a space when the manifest has one (GitBook's own
- * configuration per space), else `configurations.account`.
+ * The manifest section an installation's configuration is checked against (sectionFor in
+ * manifest/sections.ts: `configurations.site` for a site, `configurations.space` for a space when
+ * the manifest has one, else `configurations.account`).
  */
 export function configurationSection(manifest: Manifest | undefined, target: InstallationTarget): any {
-  const c = manifest?.configurations as { account?: any; site?: any; space?: any } | undefined;
-  const section = target === 'site' ? c?.site : target === 'space' ? (c?.space ?? c?.account) : c?.account;
-  if (section) return section;
-  // GitBook: an integration whose configuration screens are components (GitBook's webhook draws
-  // its account settings from the space and site screens) keeps what they store in the sections
-  // it does not declare.
-  const drawnBy = [c?.account, c?.space, c?.site].find((x) => x?.componentId)?.componentId;
-  return drawnBy ? { componentId: drawnBy } : undefined;
+  return sectionFor(manifest?.configurations as Parameters<typeof sectionFor>[0], target);
 }
 
 /**

@@ -25,6 +25,7 @@ export { decodeEnvelope, encodeEnvelope } from './envelope.ts';
 export { buildEnvironment, installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';
 export { RUNTIME_VERSIONS } from './routes.ts';
+export { renderContextFor, GITBOOK_BLOCK_CONTEXT } from './render-context.ts';
 
 declare module '../server/services.ts' {
   interface Capabilities {

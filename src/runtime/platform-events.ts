@@ -13,6 +13,7 @@ import type { LoadedIntegration } from '../registry/index.ts';
 import type { Envelope, InvocationResult } from '../sandbox/index.ts';
 import type { Invoke } from './invoke.ts';
 import { toResponse } from './public-fetch.ts';
+import { renderContextFor } from './render-context.ts';
 import { runnable } from './runnable.ts';
 import type { RuntimeDeps } from './service-deps.ts';
 
@@ -59,7 +60,7 @@ export function createPlatformEvents(
           props: input.props ?? {},
           ...(input.state !== undefined ? { state: input.state } : {}),
           ...(input.action !== undefined ? { action: input.action } : {}),
-          context: input.context ?? { type: 'api' },
+          context: input.context ?? renderContextFor(integration, input.componentId),
         },
         environment: environmentFor(integration, installation),
       };
