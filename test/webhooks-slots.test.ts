@@ -112,3 +112,13 @@ test('a delivery claimed ahead by a process whose slot hangs is given back and s
   assert.ok(performance.now() - t0 < 10_000);
   assert.deepEqual([...rx.seen.values()].filter((n) => n !== 1), [], 'each delivery arrived once');
 });
+
+test('per_endpoint_concurrency: 1 with two serving processes: one attempt at a time to the endpoint, never two', { timeout: 60_000 }, async (t) => {
+  const s = await serveDefaults(t, ['per_endpoint_concurrency: 1']);
+  const rx = await countingReceiver(t, 100);
+  await s.subscribe(rx.url, 'site_view');
+  await s.send('site_view', 20);
+  await waitFor(() => rx.seen.size === 20, 20_000);
+  assert.equal(rx.maxOpen(), 1, 'the two processes share the one slot: never two attempts in flight');
+  assert.deepEqual([...rx.seen.values()].filter((n) => n !== 1), [], 'each delivery arrived once');
+});

@@ -38,13 +38,31 @@ function attemptView(r: AttemptRecord, number: number): Attempt {
   };
 }
 
-/** One serving process's share of the delivery concurrency (at least one slot each). */
-export function shareOf(cfg: WebhooksConfig, processes: number): WebhooksConfig {
-  return {
-    ...cfg,
-    concurrency: Math.max(1, Math.ceil(cfg.concurrency / processes)),
-    per_endpoint_concurrency: Math.max(1, Math.ceil(cfg.per_endpoint_concurrency / processes)),
-  };
+/**
+ * One serving process's share of the delivery concurrency: of N processes, process `index` takes
+ * its part of `concurrency` (the remainder to the first ones), so the shares add up to the setting
+ * exactly. The per-endpoint limit is shared per origin by the worker (slotsFor).
+ */
+export function shareOf(cfg: WebhooksConfig, processes: number, index: number): WebhooksConfig {
+  return { ...cfg, concurrency: partOf(cfg.concurrency, processes, index) };
+}
+
+/** Process `index`'s part of `total` split over `count` processes, the remainder going to the first ones. */
+function partOf(total: number, count: number, index: number): number {
+  return Math.floor(total / count) + (index < total % count ? 1 : 0);
+}
+
+/**
+ * One process's slots for an origin when `limit` slots are shared by `count` processes: each origin
+ * starts at a process of its own (a hash of the origin), so with a limit under the process count
+ * the origins still spread over every process, and the parts add up to the limit exactly (with
+ * `per_endpoint_concurrency: 1` one process sends to that origin, and none other at the same time).
+ */
+export function slotsFor(origin: string, limit: number, share: { index: number; count: number }): number {
+  let h = 2166136261;
+  for (let i = 0; i < origin.length; i++) h = Math.imul(h ^ origin.charCodeAt(i), 16777619);
+  const first = (h >>> 0) % share.count;
+  return partOf(limit, share.count, (share.index - first + share.count) % share.count);
 }
 
 /** Where installations' webhooks point, and how they sign (attached by the installations module, possibly after this one starts). */
@@ -59,7 +77,7 @@ export interface WebhooksDeps {
   config: () => WebhooksConfig;
   subscriptions: () => Subscriptions;
   /** Set in a serving process beside others (process/serving.ts): concurrency is shared, due work announced. */
-  processes?: { count: number; onDue(fn: () => void): void; announceDue(): void };
+  processes?: { index: number; count: number; onDue(fn: () => void): void; announceDue(): void };
   /** Told when a write fails and when one commits again (store/health.ts). */
   health?: { failed(error: unknown): void; ok(): void };
 }
@@ -72,7 +90,7 @@ export function createWebhooks(deps: WebhooksDeps) {
   const cfg = (): WebhooksConfig => {
     const c = deps.config();
     if (!link) return c;
-    if (shared?.[0] !== c) shared = [c, shareOf(c, link.count)];
+    if (shared?.[0] !== c) shared = [c, shareOf(c, link.count, link.index)];
     return shared[1];
   };
   const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
@@ -115,7 +133,18 @@ export function createWebhooks(deps: WebhooksDeps) {
         hint: 'leave the secret out to have one generated in that form (whsec_ and 24 random bytes in base64)',
       });
   };
-  const worker: Worker = createWorker({ queue, secrets, schemeOf, config: cfg, log, currentUrl, onAttempt: attempts.notify, health: deps.health, gaveBack });
+  const worker: Worker = createWorker({
+    queue,
+    secrets,
+    schemeOf,
+    config: cfg,
+    log,
+    currentUrl,
+    onAttempt: attempts.notify,
+    health: deps.health,
+    gaveBack,
+    slotsFor: link ? (origin, limit) => slotsFor(origin, limit, link) : undefined,
+  });
   /** Due work was made here that every serving process may take (a resume, a replay). */
   // On PostgreSQL the other nodes are told too (NOTIFY, sent at COMMIT).
   const others = engineOf(db) === 'postgres' ? db.prepare("SELECT pg_notify('switchyard_due', '')") : undefined;
