@@ -187,13 +187,13 @@ test('the README walk, run as written at the default retry schedule: a delivery 
   const receive = expand(commands[5]);
   receiver = await sh.start(receive, /receiving on/);
   const first = await ok(commands[6]);
-  const firstEvent = /(evt_\w+)/.exec(first.stdout)![1];
-  await waitFor(() => receiver!.output().includes(`received site_view ${firstEvent}`), 10_000);
+  // A delivery's eventId, the one its receiver prints, is the delivery's own id.
+  const firstDelivery = /(dlv_\w+)/.exec(first.stdout)![1];
+  await waitFor(() => receiver!.output().includes(`received site_view ${firstDelivery}`), 10_000);
 
   // 6. The receiver stopped; another event is retried on its schedule...
   await stop(receiver.child);
   const second = await ok(commands[7]);
-  const secondEvent = /(evt_\w+)/.exec(second.stdout)![1];
   known['delivery id'] = /(dlv_\w+)/.exec(second.stdout)?.[1] ?? assert.fail(`no delivery id in:\n${second.stdout}`);
   const listed = await ok(commands[8]);
   assert.match(listed.stdout, new RegExp(`${known['delivery id']}\\s.*\\s(retrying|pending)\\s`), 'listed as retried on its schedule');
@@ -206,5 +206,5 @@ test('the README walk, run as written at the default retry schedule: a delivery 
   receiver = await sh.start(receive, /receiving on/);
   const retried = await ok(commands[9]);
   assert.match(retried.stdout, /delivered/);
-  await waitFor(() => receiver!.output().includes(`received site_view ${secondEvent}`), 10_000);
+  await waitFor(() => receiver!.output().includes(`received site_view ${known['delivery id']}`), 10_000);
 });
