@@ -123,7 +123,7 @@ const pathOf = (route: string, id: string) => route.replace(/:[A-Za-z0-9_]+/g, i
 type Form = 'number' | 'time' | 'duration' | 'text';
 
 /** The kinds that read text, a choice or a flag; a kind not named here or below fails the test until it is classified. */
-const TEXT_KINDS = new Set(['text-param', 'enum-param', 'flag-param', 'errors-param', 'endpoint-param', 'string', 'enum', 'boolean', 'record', 'array', 'any', 'object', 'union', 'nullable']);
+const TEXT_KINDS = new Set(['text-param', 'enum-param', 'flag-param', 'true-or-false-param', 'endpoint-param', 'string', 'enum', 'boolean', 'record', 'array', 'any', 'object', 'union', 'nullable']);
 
 function formOf(schema: Schema<unknown>): Form | undefined {
   if (schema.kind === 'time-param' || schema.kind === 'time-field') return 'time';

@@ -30,10 +30,16 @@ export const SUITES_ON_POSTGRES = [
   'test/visibility.test.ts',
 ];
 
+/**
+ * Two at a time: each test has a database of its own on the one server, and the suites spend much
+ * of their time waiting (real clocks, child processes), so two share the server well.
+ */
+const INNER_CONCURRENCY = 2;
+
 test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
-  const child = spawn(process.execPath, ['--no-node-snapshot', '--test', '--test-concurrency=1', '--test-reporter=spec', ...SUITES_ON_POSTGRES], {
+  const child = spawn(process.execPath, ['--no-node-snapshot', '--test', `--test-concurrency=${INNER_CONCURRENCY}`, '--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${ROOT}/scripts/test-durations.ts`, '--test-reporter-destination=stdout', ...SUITES_ON_POSTGRES], {
     cwd: ROOT,
     // Without NODE_TEST_CONTEXT: with it, the inner runner reports to this one in its wire format.
     env: { ...withoutTestContext(process.env), SWITCHYARD_TEST_PG_URL: pg.url },
@@ -45,6 +51,8 @@ test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_00
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   const summary = out.split('\n').filter((l) => /^ℹ (tests|pass|fail|skipped)/.test(l));
   t.diagnostic(`on PostgreSQL ${pg.version}: ${summary.join(', ')}`);
+  const durations = out.indexOf('test files by duration');
+  if (durations >= 0) t.diagnostic(out.slice(durations).split('\n\ntests:')[0].trim());
   const failures = out.slice(out.indexOf('✖ failing tests:') >= 0 ? out.indexOf('✖ failing tests:') : -6000);
   assert.equal(code, 0, `the suites failed on PostgreSQL:\n${failures.slice(0, 12000)}`);
   assert.match(summary.join(' '), /ℹ fail 0/);

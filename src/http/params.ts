@@ -41,6 +41,10 @@ export const text = (description: string) => param<string>('text-param', { type:
 /** `true` when the parameter is `true`; anything else (or nothing) is false, as it always was. */
 export const flag = (description: string) => param<boolean>('flag-param', { type: 'boolean', description }, (v) => v === 'true');
 
+/** `true` or `false` (absent: undefined); anything else is refused, by name. */
+export const trueOrFalse = (description: string) =>
+  param<boolean>('true-or-false-param', { type: 'boolean', description }, (v) => (v === 'true' ? true : v === 'false' ? false : { error: `must be true or false, got "${v}"` }));
+
 /**
  * A whole number written in decimal digits, at most `max`; undefined for anything else (a sign, a
  * fraction, an exponent, hex, or more than Number.MAX_SAFE_INTEGER: past 2^53 a number is no longer

@@ -5,7 +5,7 @@
  * type-check when the two drift apart.
  */
 import { array, dateTime, named, nullable, number, object, string, type Infer } from '../schema/index.ts';
-import { pageQuery, param, text, timeQuery } from '../http/params.ts';
+import { pageQuery, text, timeQuery, trueOrFalse } from '../http/params.ts';
 import type { InvocationView } from './invocation-view.ts';
 
 export const invocationSchema = named(
@@ -27,17 +27,8 @@ export const invocationSchema = named(
   }),
 );
 
-/** `errors`: `true` or `false` (or absent, or empty: false); anything else is refused. */
-const errorsQuery = param<boolean>('errors-param', { type: 'boolean', description: 'only invocations that failed: a fault (exception, limit, crash, load) or a 5xx answer' }, (v) =>
-  v === 'true' ? true : v === 'false' ? false : { error: `must be true or false, got "${v}"` },
-);
-
-/** `renders`: `false` leaves out `ui_render` invocations (component renders and their handler runs). */
-const rendersQuery = param<boolean>(
-  'renders-param',
-  { type: 'boolean', description: 'false: leave out ui_render invocations (each render of a component, e.g. a console page view, and the events.ui_render handler run it calls)' },
-  (v) => (v === 'true' ? true : v === 'false' ? false : { error: `must be true or false, got "${v}"` }),
-);
+const errorsQuery = trueOrFalse('only invocations that failed: a fault (exception, limit, crash, load) or a 5xx answer');
+const rendersQuery = trueOrFalse('false: leave out ui_render invocations (each render of a component, e.g. a console page view, and the events.ui_render handler run it calls)');
 
 export const logsQuery = object({
   integration: text('integration name'),
