@@ -30,7 +30,7 @@ function seam() {
 }
 
 /** A call that must be answered: a load that never settles would otherwise hang the test. */
-async function answered(p: ReturnType<typeof call>, what: string) {
+async function answered<T>(p: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const never = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`${what}: no answer within 15 s`)), 15_000);
@@ -117,6 +117,47 @@ describe('loading a script', () => {
     assert.ok(loads('always-slow') >= 2, 'the first breach is retried at once');
     assert.ok(loads('always-slow') <= bound, `${loads('always-slow')} loads for ${calls} calls in ${Math.round(elapsed)} ms`);
     assert.equal(noted, calls - loads('always-slow'), 'every call answered without a load says when the next one is');
+  });
+});
+
+describe('reading what a script exports (check)', () => {
+  it('concurrent checks of one version share one load', async (t) => {
+    const { loads } = seam();
+    const sb = testSandbox(t, { inProcess: true });
+    const s = fetchScript(`return new Response('x');`, 'shared-check');
+    const answers = await Promise.all(Array.from({ length: 16 }, () => answered(sb.check(s), 'check')));
+    for (const a of answers) assert.deepEqual(a, answers[0]);
+    assert.equal(answers[0].ok, true);
+    assert.equal(loads('shared-check'), 1, '16 checks at once: one load');
+  });
+
+  it('checks of a script that always overruns sandbox.startup_time pause like its calls, and share the pause with them', async (t) => {
+    const { loads } = seam();
+    const sb = testSandbox(t, { inProcess: true, limits: { startup_time: 50 } });
+    const slow = fixture('slow-startup.js', 'slow-check');
+    const started = performance.now();
+    let checks = 0;
+    // Sixteen at once (as many handler runs as a process runs together), every 20 ms or so, for 2.5 s.
+    while (performance.now() - started < 2_500) {
+      const answers = await Promise.all(Array.from({ length: 16 }, () => sb.check(slow)));
+      checks += answers.length;
+      for (const a of answers) {
+        assert.equal(a.ok, false);
+        assert.equal((a as { limit?: string }).limit, 'startup_time', (a as { error?: string }).error);
+      }
+      await sleep(20);
+    }
+    const elapsed = performance.now() - started;
+    const bound = 2 + Math.floor(Math.log2(elapsed / RETRY_FIRST_MS + 1));
+    t.diagnostic(`${loads('slow-check')} loads for ${checks} checks in ${Math.round(elapsed)} ms (at most ${bound})`);
+    assert.ok(loads('slow-check') >= 2, 'the first breach is retried at once');
+    assert.ok(loads('slow-check') <= bound, `${loads('slow-check')} loads for ${checks} checks`);
+    // The pause is the version's, whoever asks: a call now is answered without a load.
+    const before = loads('slow-check');
+    const r = await call(sb, slow);
+    assert.equal(r.error?.limit, 'startup_time');
+    assert.match(r.error?.message ?? '', /loads in a row stopped by a limit; the next is tried in [\d.]+ s\)$/);
+    assert.equal(loads('slow-check'), before, 'no load during the pause');
   });
 });
 
