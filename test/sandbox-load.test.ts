@@ -120,6 +120,47 @@ describe('loading a script', () => {
   });
 });
 
+describe('a fault in the code, or a limit, by the isolate and the clock', () => {
+  // The texts isolated-vm gives a memory limit and a time-out, thrown by the script itself.
+  const imitations = ['Isolate is disposed: memory limit timed out', 'Isolate was disposed during execution due to memory limit', 'Script execution timed out.'];
+
+  it('a top level that throws the text of a limit is a fault in the code: its own message and stack, kept, not retried as a limit', async (t) => {
+    const { loads } = seam();
+    const sb = testSandbox(t, { inProcess: true });
+    for (const [i, text] of imitations.entries()) {
+      const name = `imitates-${i}`;
+      const s = script(`import { createIntegration } from '@switchyard/runtime';
+function topLevel() { throw new Error(${JSON.stringify(text)}); }
+topLevel();
+export default createIntegration({ fetch: async () => new Response('x') });`, name);
+      for (let n = 0; n < 3; n++) {
+        const r = await answered(call(sb, s), text);
+        assert.equal(r.status, 500, `${text}: ${r.error?.kind}: ${r.error?.message}`);
+        assert.equal(r.error?.kind, 'load');
+        assert.equal(r.error?.limit, undefined);
+        assert.equal(r.error?.message, `the script threw while loading: ${text}`);
+        assert.match(r.error?.stack ?? '', new RegExp(`at topLevel \\(integration:${name}@`));
+      }
+      assert.equal(loads(name), 1, `${text}: loaded once for three calls (a fault is kept)`);
+      const checked = await sb.check({ ...s, version: `${s.version}-check` });
+      assert.equal(checked.ok, false);
+      assert.equal((checked as { limit?: string }).limit, undefined, text);
+      assert.equal((checked as { error: string }).error, `the script threw while loading: ${text}`);
+    }
+  });
+
+  it('a top level that runs out of memory or start-up time is still a limit', async (t) => {
+    const sb = testSandbox(t, { inProcess: true, limits: { memory_mb: 24, startup_time: 300 } });
+    const bomb = script(`import { createIntegration } from '@switchyard/runtime';
+const a = []; while (true) a.push(new Array(1e5).fill(Math.random()));
+export default createIntegration({ fetch: async () => new Response('x') });`);
+    const spent = await answered(call(sb, bomb), 'memory bomb');
+    assert.equal(spent.error?.limit, 'memory_mb', spent.error?.message);
+    const slow = await answered(call(sb, fixture('slow-startup.js', 'slow-top')), 'spin');
+    assert.equal(slow.error?.limit, 'startup_time', slow.error?.message);
+  });
+});
+
 describe('reading what a script exports (check)', () => {
   it('concurrent checks of one version share one load', async (t) => {
     const { loads } = seam();
