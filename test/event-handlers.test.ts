@@ -206,3 +206,41 @@ test('a script whose load for reading its exports hit sandbox.startup_time still
   await waitFor(() => rx.seen.has(event.eventId as string), 15_000);
   assert.equal(capabilityOf(s.services, 'runtime').handlesKnown(recorder, 'site_view'), true);
 });
+
+test('a script whose top level always overruns sandbox.startup_time costs a few loads for a burst of handler runs, not one per run and attempt', async (t) => {
+  const dir = recorderIntegration(t);
+  // Its top level spins: every load to read what it exports is stopped by the start-up time.
+  writeFileSync(
+    join(dir, 'recorder/index.ts'),
+    `import { createIntegration } from '@switchyard/runtime';
+for (;;) {}
+export default createIntegration({ events: { site_view: async () => {} } });
+`,
+  );
+  const s = await startTestServer(t, { integrations_dir: dir, sandbox: { startup_time: 100 }, webhooks: { base_delay: 50, jitter: 0, max_retries: 3 } }, { sandbox: 'in-process' });
+  let loads = 0;
+  loadSeam.at = async (step, script) => {
+    if (script.name === 'recorder' && step === 'context') loads++;
+  };
+  t.after(() => delete loadSeam.at);
+  const inst = await s.api('POST', '/api/v1/installations', { integration: 'recorder' });
+  assert.equal(inst.status, 201, JSON.stringify(inst.body));
+  const installationId = inst.body.installation.id as string;
+  const started = performance.now();
+  const events = Array.from({ length: 20 }, (_, i) => siteView('http://127.0.0.1:1/', `evt_spin_${i}`));
+  for (const e of events) assert.equal((await s.api('POST', '/api/v1/events', e)).status, 202);
+  const runs = await waitFor(async () => {
+    const page = (await s.api('GET', `/api/v1/handler-runs?installation=${installationId}&limit=500`)).body.handlerRuns as HandlerRun[];
+    return page.length === events.length && page.every((r) => r.status === 'failed') ? page : undefined;
+  }, 60_000);
+  const elapsed = performance.now() - started;
+  for (const r of runs) {
+    assert.equal(r.attemptCount, 4);
+    assert.match(r.lastError ?? '', /sandbox\.startup_time = 100 ms/);
+  }
+  // Its first load, the retry at once, then one after each pause (1 s, 2 s...), with one more for
+  // the installation's own event read before the burst.
+  const bound = 3 + Math.floor(Math.log2(elapsed / 1000 + 1));
+  t.diagnostic(`${loads} loads for ${events.length} runs of 4 attempts in ${Math.round(elapsed)} ms (at most ${bound})`);
+  assert.ok(loads <= bound, `${loads} loads for ${events.length * 4} attempts`);
+});

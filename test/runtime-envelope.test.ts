@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildEnvironment, encodeEnvelope } from '../src/runtime/index.ts';
 import { callerFields, PLATFORM_ENVIRONMENT_KEYS } from '../src/runtime/caller-environment.ts';
-import { startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
+import { startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 
 process.env.VIEWER_API_KEY = 'sk_test_viewer';
 
@@ -186,4 +186,42 @@ test('environment: every top-level key the platform builds, in either dialect an
   for (const key of seen) assert.ok(PLATFORM_ENVIRONMENT_KEYS.includes(key), `${key} is built by the platform but a caller could set it`);
   assert.deepEqual(callerFields(JSON.parse('{"__proto__":{"polluted":1},"note":1,"secrets":{}}')), JSON.parse('{"__proto__":{"polluted":1},"note":1}'));
   assert.equal(({} as any).polluted, undefined);
+});
+
+test('a paused installation runs no code at the runtime endpoint (503 paused), an uninstalled one neither (410 gone), for every token, as at its public endpoint', async (t) => {
+  const s = await server(t);
+  const { installation, token } = await install(s, 'viewer', { channel: 'general' });
+  const ran = () => (s.services.store.db.prepare('SELECT count(*) AS n FROM invocations').get() as { n: number }).n;
+  // The install's own installation_setup first (it runs in the background, never blocking the install).
+  await waitFor(() => ran() === 1, 10_000);
+  const events = [fetchEvent('https://x.test/env'), { type: 'installation_setup', installationId: installation.id }];
+  const refused = async (bearer: string, status: number, code: string, who: string) => {
+    for (const event of events) {
+      const before = ran();
+      const res = await post(s, 'viewer', event, { installation: { id: installation.id } }, bearer);
+      const body = (await res.json()) as any;
+      assert.equal(res.status, status, `${who}, ${event.type}: ${JSON.stringify(body)}`);
+      assert.equal(body.error.code, code, who);
+      assert.match(body.error.message, new RegExp(installation.id), who);
+      assert.equal(ran(), before, `${who}, ${event.type}: no code ran`);
+    }
+  };
+
+  assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/pause`)).status, 200);
+  for (const [who, bearer] of [['installation token', token], ['admin token', s.token]] as const) await refused(bearer, 503, 'paused', who);
+  // The installation token with no id in the envelope stands for its own installation: refused too.
+  const own = await post(s, 'viewer', fetchEvent('https://x.test/env'), {}, token);
+  assert.equal(own.status, 503, await own.text());
+  const pub = await fetch(installation.urls.publicEndpoint);
+  assert.equal(pub.status, 503, 'the same answer as the public endpoint');
+  assert.equal(((await pub.json()) as any).error.code, 'paused');
+
+  assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/resume`)).status, 200);
+  assert.equal((await post(s, 'viewer', fetchEvent('https://x.test/env'), {}, token)).status, 200, 'resumed: runs again');
+
+  assert.equal((await s.api('DELETE', `/api/v1/installations/${installation.id}`)).status, 200);
+  await refused(s.token, 410, 'gone', 'admin token');
+  const revoked = await post(s, 'viewer', fetchEvent('https://x.test/env'), {}, token);
+  assert.equal(revoked.status, 401, 'its token stopped working');
+  assert.equal((await fetch(installation.urls.publicEndpoint)).status, 410, 'the same answer as the public endpoint');
 });

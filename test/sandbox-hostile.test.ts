@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { InvocationResult } from '../src/sandbox/index.ts';
-import { bodyText, call, fixture, localServer, testSandbox, type TestSandbox } from './sandbox.helpers.ts';
+import { bodyText, call, fetchScript, fixture, localServer, testSandbox, type TestSandbox } from './sandbox.helpers.ts';
 
 const limits = {
   cpu_time: 100,
@@ -95,6 +95,19 @@ describe('hostile integrations', () => {
     );
     assert.notEqual(attack.error?.limit, 'wall_time');
     assert.ok(attack.logs.some((l) => l.level === 'error'));
+  });
+
+  it('a rejection left unhandled with the text of a limit is logged as such, not taken for a limit', async () => {
+    for (const text of ['Isolate was disposed during execution due to memory limit', 'Script execution timed out.']) {
+      const s = fetchScript(`Promise.reject(new Error(${JSON.stringify(text)})); await null; return new Response('answered');`);
+      for (let n = 0; n < 2; n++) {
+        const r = await call(sb, s);
+        assert.equal(r.status, 200, `${text}: ${r.error?.kind}: ${r.error?.message}`);
+        assert.equal(r.text, 'answered');
+        assert.equal(r.error, undefined);
+        assert.ok(r.logs.some((l) => l.level === 'error' && l.message.startsWith(`Uncaught (in promise) Error: ${text}`)), JSON.stringify(r.logs));
+      }
+    }
   });
 
   it('deep recursion is a caught RangeError answered 500', async (t) => {

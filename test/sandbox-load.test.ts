@@ -30,7 +30,7 @@ function seam() {
 }
 
 /** A call that must be answered: a load that never settles would otherwise hang the test. */
-async function answered(p: ReturnType<typeof call>, what: string) {
+async function answered<T>(p: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const never = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`${what}: no answer within 15 s`)), 15_000);
@@ -117,6 +117,88 @@ describe('loading a script', () => {
     assert.ok(loads('always-slow') >= 2, 'the first breach is retried at once');
     assert.ok(loads('always-slow') <= bound, `${loads('always-slow')} loads for ${calls} calls in ${Math.round(elapsed)} ms`);
     assert.equal(noted, calls - loads('always-slow'), 'every call answered without a load says when the next one is');
+  });
+});
+
+describe('a fault in the code, or a limit, by the isolate and the clock', () => {
+  // The texts isolated-vm gives a memory limit and a time-out, thrown by the script itself.
+  const imitations = ['Isolate is disposed: memory limit timed out', 'Isolate was disposed during execution due to memory limit', 'Script execution timed out.'];
+
+  it('a top level that throws the text of a limit is a fault in the code: its own message and stack, kept, not retried as a limit', async (t) => {
+    const { loads } = seam();
+    const sb = testSandbox(t, { inProcess: true });
+    for (const [i, text] of imitations.entries()) {
+      const name = `imitates-${i}`;
+      const s = script(`import { createIntegration } from '@switchyard/runtime';
+function topLevel() { throw new Error(${JSON.stringify(text)}); }
+topLevel();
+export default createIntegration({ fetch: async () => new Response('x') });`, name);
+      for (let n = 0; n < 3; n++) {
+        const r = await answered(call(sb, s), text);
+        assert.equal(r.status, 500, `${text}: ${r.error?.kind}: ${r.error?.message}`);
+        assert.equal(r.error?.kind, 'load');
+        assert.equal(r.error?.limit, undefined);
+        assert.equal(r.error?.message, `the script threw while loading: ${text}`);
+        assert.match(r.error?.stack ?? '', new RegExp(`at topLevel \\(integration:${name}@`));
+      }
+      assert.equal(loads(name), 1, `${text}: loaded once for three calls (a fault is kept)`);
+      const checked = await sb.check({ ...s, version: `${s.version}-check` });
+      assert.equal(checked.ok, false);
+      assert.equal((checked as { limit?: string }).limit, undefined, text);
+      assert.equal((checked as { error: string }).error, `the script threw while loading: ${text}`);
+    }
+  });
+
+  it('a top level that runs out of memory or start-up time is still a limit', async (t) => {
+    const sb = testSandbox(t, { inProcess: true, limits: { memory_mb: 24, startup_time: 300 } });
+    const bomb = script(`import { createIntegration } from '@switchyard/runtime';
+const a = []; while (true) a.push(new Array(1e5).fill(Math.random()));
+export default createIntegration({ fetch: async () => new Response('x') });`);
+    const spent = await answered(call(sb, bomb), 'memory bomb');
+    assert.equal(spent.error?.limit, 'memory_mb', spent.error?.message);
+    const slow = await answered(call(sb, fixture('slow-startup.js', 'slow-top')), 'spin');
+    assert.equal(slow.error?.limit, 'startup_time', slow.error?.message);
+  });
+});
+
+describe('reading what a script exports (check)', () => {
+  it('concurrent checks of one version share one load', async (t) => {
+    const { loads } = seam();
+    const sb = testSandbox(t, { inProcess: true });
+    const s = fetchScript(`return new Response('x');`, 'shared-check');
+    const answers = await Promise.all(Array.from({ length: 16 }, () => answered(sb.check(s), 'check')));
+    for (const a of answers) assert.deepEqual(a, answers[0]);
+    assert.equal(answers[0].ok, true);
+    assert.equal(loads('shared-check'), 1, '16 checks at once: one load');
+  });
+
+  it('checks of a script that always overruns sandbox.startup_time pause like its calls, and share the pause with them', async (t) => {
+    const { loads } = seam();
+    const sb = testSandbox(t, { inProcess: true, limits: { startup_time: 50 } });
+    const slow = fixture('slow-startup.js', 'slow-check');
+    const started = performance.now();
+    let checks = 0;
+    // Sixteen at once (as many handler runs as a process runs together), every 20 ms or so, for 2.5 s.
+    while (performance.now() - started < 2_500) {
+      const answers = await Promise.all(Array.from({ length: 16 }, () => sb.check(slow)));
+      checks += answers.length;
+      for (const a of answers) {
+        assert.equal(a.ok, false);
+        assert.equal((a as { limit?: string }).limit, 'startup_time', (a as { error?: string }).error);
+      }
+      await sleep(20);
+    }
+    const elapsed = performance.now() - started;
+    const bound = 2 + Math.floor(Math.log2(elapsed / RETRY_FIRST_MS + 1));
+    t.diagnostic(`${loads('slow-check')} loads for ${checks} checks in ${Math.round(elapsed)} ms (at most ${bound})`);
+    assert.ok(loads('slow-check') >= 2, 'the first breach is retried at once');
+    assert.ok(loads('slow-check') <= bound, `${loads('slow-check')} loads for ${checks} checks`);
+    // The pause is the version's, whoever asks: a call now is answered without a load.
+    const before = loads('slow-check');
+    const r = await call(sb, slow);
+    assert.equal(r.error?.limit, 'startup_time');
+    assert.match(r.error?.message ?? '', /loads in a row stopped by a limit; the next is tried in [\d.]+ s\)$/);
+    assert.equal(loads('slow-check'), before, 'no load during the pause');
   });
 });
 

@@ -134,6 +134,51 @@ describe('dispatch', () => {
     assert.equal(noFetch.status, 404);
   });
 
+  it('an event type that names a member of Object.prototype is one with no handler: 406, not taken for an unsupported or a defined one', async (t) => {
+    const sb = testSandbox(t, { inProcess: true });
+    const s = script(`
+      import { createIntegration } from '@switchyard/runtime';
+      export default createIntegration({ events: { site_view: async () => {} } });`);
+    for (const type of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf', '__defineGetter__', 'isPrototypeOf']) {
+      const r = await invokeEnvelope(sb, s, { event: { type }, environment: {} });
+      assert.equal(r.status, 406, `${type}: ${r.text}`);
+      assert.deepEqual(r.json(), { error: `this integration has no handler for event "${type}"` }, type);
+    }
+    // The table of unsupported types still answers for its own keys.
+    const task = await invokeEnvelope(sb, s, { event: { type: 'task' }, environment: {} });
+    assert.equal(task.status, 501);
+    assert.match(task.json().error, /"task" events are not supported here: integration tasks/);
+    // A handler of such a name that the integration does define runs.
+    const own = script(`
+      import { createIntegration } from '@switchyard/runtime';
+      export default createIntegration({ events: { constructor: async () => console.log('own constructor handler') } });`);
+    const ran = await invokeEnvelope(sb, own, { event: { type: 'constructor' }, environment: {} });
+    assert.equal(ran.status, 200, ran.text);
+    assert.deepEqual(ran.logs.map((l) => l.message), ['own constructor handler']);
+  });
+
+  it('the web globals look names up among their own keys: a DOMException or an Error named after an Object.prototype member', async (t) => {
+    const sb = testSandbox(t, { inProcess: true });
+    const s = fetchScript(`
+      const named = (name) => Object.assign(new Error('x'), { name });
+      const cloned = structuredClone(named('toString'));
+      return Response.json({
+        codes: ['constructor', 'toString', '__proto__', 'NotFoundError'].map((n) => new DOMException('m', n).code),
+        clone: [cloned instanceof Error, cloned.message, structuredClone(named('constructor')) instanceof Error, structuredClone(named('RangeError')) instanceof RangeError],
+      });`);
+    const r = await call(sb, s);
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json(), { codes: [0, 0, 0, 8], clone: [true, 'x', true, true] });
+  });
+
+  it("a provider's answer shown in an OAuth error keeps a `__proto__` key as a key, its secrets hidden", async () => {
+    // The guest library's own module, run here (held in a variable: guest code is outside tsconfig.json's check).
+    const guestOAuth = '../src/sandbox/guest/runtime/oauth.ts';
+    const { describeResponse } = (await import(guestOAuth)) as { describeResponse(response: unknown): string };
+    const answer = JSON.parse('{"__proto__":{"access_token":"sk_live_1","note":"n"},"error":"bad"}');
+    assert.equal(describeResponse(answer), '{"__proto__":{"access_token":"[redacted]","note":"n"},"error":"bad"}');
+  });
+
   it('keeps console lines per invocation, caps them at log_lines, and reports lines printed after the response through onLog', async (t) => {
     const sb = testSandbox(t, { limits: { log_lines: 5 } });
     const s = fetchScript(`

@@ -14,7 +14,7 @@ import { decodeEnvelope } from './envelope.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';
 import { toResponse } from './public-fetch.ts';
-import { scopeGranted } from './runnable.ts';
+import { runnable, scopeGranted } from './runnable.ts';
 import { callerFields, chosenInstallationId } from './caller-environment.ts';
 
 export const RUNTIME_VERSIONS = ['v1'] as const;
@@ -62,6 +62,8 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
           hint: `see \`switchyard installations list --integration ${name}\``,
         });
     }
+    // A paused or uninstalled installation runs no code, whoever asks (as its public endpoint and renders).
+    if (installation) runnable(installation);
     envelope.environment = { ...callerFields(envelope.environment), ...runtime().environmentFor(integration, installation) };
     const { id, result } = await runtime().invoke({ integration, installation, envelope });
     return toResponse(result, id);

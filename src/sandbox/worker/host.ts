@@ -4,7 +4,9 @@
  * further invocations wait for a free one within their wall-clock budget. A script that fails to
  * load for a reason in its code keeps failing fast until a new version arrives; a load stopped by a
  * limit (start-up time, memory) answers that call with the limit and is tried again, with a pause
- * for a script that keeps overrunning (see load-backoff.ts).
+ * for a script that keeps overrunning (see load-backoff.ts). Reading what a version exports (check)
+ * loads it too: one such load at a time per version, shared by whoever asks meanwhile, under the
+ * same pause as the version's pool.
  */
 import { describeLimit, failure } from '../limits.ts';
 import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from '../types.ts';
@@ -21,6 +23,9 @@ const QUIET_MARGIN_MS = 100;
 
 class WaitTimeout extends Error {}
 
+/** One version of one integration's script (integration names hold no `@`). */
+const versionKey = (script: Pick<GuestScript, 'name' | 'version'>) => `${script.name}@${script.version}`;
+
 class Pool {
   readonly script: GuestScript;
   private readonly host: SandboxHost;
@@ -29,8 +34,8 @@ class Pool {
   private waiters: Array<{ resolve(i: GuestInstance): void; reject(e: unknown): void; timer: NodeJS.Timeout }> = [];
   /** A fault in the code of this version: every call is answered with it, nothing is loaded again. */
   private loadError: LoadError | null = null;
-  /** Loads stopped by a limit: when the next may start. */
-  private readonly backoff = new LoadBackoff();
+  /** Loads stopped by a limit: when the next may start (shared with this version's checks). */
+  private readonly backoff: LoadBackoff;
   private retired = false;
   /** Whether this integration's calls run inline (see instance.ts); kept across its instances. */
   private readonly mode: CallMode;
@@ -39,6 +44,7 @@ class Pool {
     this.script = script;
     this.host = host;
     this.mode = mode;
+    this.backoff = host.backoffFor(script);
   }
 
   /**
@@ -183,6 +189,10 @@ export class SandboxHost {
   onDispatch?: (name: string) => void;
   private readonly send: (msg: FromWorker) => void;
   private readonly pools = new Map<string, Pool>();
+  /** Per script version: loads stopped by a limit, shared by its pool and its checks (see backoffFor). */
+  private readonly backoffs = new Map<string, LoadBackoff>();
+  /** Per script version: the check under way, which whoever asks meanwhile shares. */
+  private readonly checks = new Map<string, Promise<CheckResult>>();
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(settings: WorkerSettings, send: (msg: FromWorker) => void) {
@@ -200,7 +210,7 @@ export class SandboxHost {
     const current = this.pools.get(name);
     if (current && current.script.version === version) return current;
     if (code === undefined) return null;
-    current?.retire();
+    if (current) this.retire(current);
     const pool = new Pool({ name, version, code }, this, current?.callMode ?? new CallMode());
     this.pools.set(name, pool);
     return pool;
@@ -254,10 +264,44 @@ export class SandboxHost {
     return outcome instanceof Promise ? outcome.then(finished) : finished(outcome);
   }
 
-  async check(script: GuestScript): Promise<CheckResult> {
+  /**
+   * The back-off of this script version's loads (created on first use): its pool and its checks
+   * share it, so a version that keeps overrunning a limit costs no load during a pause, whoever asks.
+   */
+  backoffFor(script: GuestScript): LoadBackoff {
+    const key = versionKey(script);
+    let backoff = this.backoffs.get(key);
+    if (!backoff) this.backoffs.set(key, (backoff = new LoadBackoff()));
+    return backoff;
+  }
+
+  /**
+   * What a script exports, read by loading it in an isolate of its own. One check per version at a
+   * time: callers that ask while it runs (every handler run of a version not read yet) share its
+   * answer. A load stopped by a limit counts in the version's back-off; during its pause the answer
+   * is that limit, at once.
+   */
+  check(script: GuestScript): Promise<CheckResult> {
+    const key = versionKey(script);
+    const running = this.checks.get(key);
+    if (running) return running;
+    const checking = this.load(script).finally(() => {
+      this.checks.delete(key);
+      // Kept while it pauses, or while a pool of this version holds it.
+      if (this.backoffs.get(key)?.clear && this.pools.get(script.name)?.script.version !== script.version) this.backoffs.delete(key);
+    });
+    this.checks.set(key, checking);
+    return checking;
+  }
+
+  private async load(script: GuestScript): Promise<CheckResult> {
+    const backoff = this.backoffFor(script);
+    const refused = backoff.refusal();
+    if (refused) return { ok: false, error: refused.message, limit: refused.limit };
     let inst: GuestInstance | undefined;
     try {
       inst = await GuestInstance.create(script, this.settings.limits);
+      backoff.loaded();
       const exp = (await inst.describe()) as unknown as Partial<Record<string, unknown>> | undefined;
       // From the guest library, next to untrusted code: keep only well-formed names.
       const names = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
@@ -271,6 +315,7 @@ export class SandboxHost {
       };
     } catch (e) {
       const limit = e instanceof LoadError ? e.limit : undefined;
+      if (limit) backoff.breached(e as LoadError);
       return { ok: false, error: e instanceof Error ? e.message : String(e), ...(limit ? { limit } : {}) };
     } finally {
       inst?.dispose('checked');
@@ -278,8 +323,17 @@ export class SandboxHost {
   }
 
   unload(name: string): void {
-    this.pools.get(name)?.retire();
+    const pool = this.pools.get(name);
+    if (pool) this.retire(pool);
     this.pools.delete(name);
+    // Back-offs of versions only ever checked go with the integration too.
+    for (const key of this.backoffs.keys()) if (key.startsWith(`${name}@`) && !this.checks.has(key)) this.backoffs.delete(key);
+  }
+
+  private retire(pool: Pool): void {
+    pool.retire();
+    const key = versionKey(pool.script);
+    if (!this.checks.has(key)) this.backoffs.delete(key);
   }
 
   close(): void {

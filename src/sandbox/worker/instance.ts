@@ -35,12 +35,29 @@ export interface InstanceHooks {
   start(op: string, id: number, arg: unknown): void;
   cancel(id: number): void;
   log(level: string, message: string): void;
-  /** The isolate died or overran while running a continuation. */
-  died(message: string): void;
+  /** The isolate died (V8's memory limit, or an outbox that could not be read) or a call ran out of its time-out. */
+  died(why: Death, message: string): void;
   /** A dispatch or drain finished (see guest/bridge.ts respond). */
   respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void;
   /** A promise rejection nobody handled, reported by isolated-vm at the end of a call. */
   unhandled(message: string): void;
+}
+
+/**
+ * Why a call into the guest ended the invocation, read from the isolate's state and the call's clock,
+ * never from the error's text (the guest writes that: a script can throw "memory limit" or "timed
+ * out" itself): `memory` when V8 disposed the isolate (its memory limit; our own disposals are known
+ * by disposedFor), `timed-out` when the call failed after running its whole time-out, `broken` when
+ * what the guest posted could not be understood.
+ */
+export type Death = 'memory' | 'timed-out' | 'broken';
+
+/**
+ * Whether a call into the guest that failed after `elapsed` ms ran out of its time-out of `timeout`
+ * ms (isolated-vm stops it no sooner; the 1 ms is room for the two clocks' rounding).
+ */
+function ranOut(elapsed: number, timeout: number): boolean {
+  return elapsed >= timeout - 1;
 }
 
 /** An inline call that ran longer than this stalls the other integrations of the worker... */
@@ -132,6 +149,11 @@ export function guestStack(stack: string | undefined): string | undefined {
   return i < 0 ? stack : stack.slice(0, stack.lastIndexOf('\n', i)).trimEnd();
 }
 
+/** Whether a load's start-up time (its deadline on performance.now()) has run out. */
+function pastDeadline(deadline: number): boolean {
+  return performance.now() >= deadline - 1;
+}
+
 function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
@@ -198,7 +220,7 @@ export class GuestInstance {
     if (size > limits.script_size) throw new LoadError(describeLimit('script_size', limits, size), { limit: 'script_size' });
     const bundle = await guestBundle();
     const inst = new GuestInstance(script, limits, mode);
-    const deadline = Date.now() + limits.startup_time;
+    const deadline = performance.now() + limits.startup_time;
     // The start-up timer ends the load itself rather than leave it to the step it lands in: once the
     // isolate is disposed, a step fails with "Isolate is disposed" (a compile would then read as a
     // fault in the script, kept for good) or never settles (a call into a disposed isolate is not made).
@@ -215,14 +237,14 @@ export class GuestInstance {
       await Promise.race([loading, overdue]);
       return inst;
     } catch (e) {
-      // A disposed isolate is a limit whatever the step reported: ours (start-up time) or V8's (memory).
-      const reason = inst.disposedFor ?? (inst.isolate.isDisposed ? 'memory_mb' : null);
+      // A limit by the isolate's state and the clock, whatever the step reported (the script can
+      // throw any text): disposed by us (start-up time) or by V8 (memory), or a step that ran out
+      // of the start-up time it was given.
+      const reason = inst.disposedFor ?? (inst.isolate.isDisposed ? 'memory_mb' : pastDeadline(deadline) ? 'startup_time' : null);
       inst.dispose('load failed');
       if (reason === 'startup_time') throw new LoadError(describeLimit('startup_time', limits), { limit: 'startup_time' });
       if (reason === 'memory_mb') throw new LoadError(describeLimit('memory_mb', limits), { limit: 'memory_mb' });
       if (e instanceof LoadError) throw e;
-      if (/memory limit/i.test(errorMessage(e))) throw new LoadError(describeLimit('memory_mb', limits), { limit: 'memory_mb' });
-      if (/timed out/i.test(errorMessage(e))) throw new LoadError(describeLimit('startup_time', limits), { limit: 'startup_time' });
       throw new LoadError(`the script failed while loading: ${errorMessage(e)}`, { stack: guestStack((e as Error)?.stack) });
     } finally {
       clearTimeout(timer);
@@ -230,7 +252,7 @@ export class GuestInstance {
   }
 
   private async load(script: GuestScript, bundle: GuestBundle, deadline: number): Promise<void> {
-    const remaining = () => Math.max(1, deadline - Date.now());
+    const remaining = () => Math.max(1, Math.ceil(deadline - performance.now()));
     const isolate = this.isolate;
     const step = (name: LoadStep) => loadSeam.at?.(name, script, () => isolate.isDisposed);
     await step('context');
@@ -297,8 +319,7 @@ export class GuestInstance {
     try {
       await main.evaluate({ timeout: remaining() });
     } catch (e) {
-      if (this.disposedFor || isolate.isDisposed) throw e;
-      if (/timed out/i.test(errorMessage(e))) throw e;
+      if (this.disposedFor || isolate.isDisposed || pastDeadline(deadline)) throw e; // a limit (see create)
       throw new LoadError(`the script threw while loading: ${errorMessage(e)}`, { stack: guestStack((e as Error)?.stack) });
     }
     try {
@@ -324,7 +345,7 @@ export class GuestInstance {
         start: (_op, id) => this.refuseOutside(id),
         cancel() {},
         log() {},
-        died: (m) => reject(new Error(m)),
+        died: (_why, m) => reject(new Error(m)),
         unhandled() {},
         respond: (_kind, seq) => seq === 0 && resolve(),
       };
@@ -351,11 +372,12 @@ export class GuestInstance {
     const inline = this.hooks?.inline ?? false;
     if (!inline) {
       const timeout = Math.max(1, Math.ceil(this.hooks?.budget() ?? 1000));
+      const started = performance.now();
       this.inFlight++;
       fn.apply(undefined, [...args, n, false], { arguments: { copy: true }, result: { copy: true }, timeout })
         .then(
           (box) => this.deliver(box, false),
-          (e: Error) => this.failed(e, false, n),
+          (e: Error) => this.failed(e, this.failureOf(started, timeout), false, n),
         )
         .finally(() => this.landed());
       return;
@@ -383,14 +405,16 @@ export class GuestInstance {
     const hooks = this.hooks;
     const timeout = Math.max(1, Math.ceil(hooks.budget()));
     const cpu0 = process.threadCpuUsage();
+    const started = performance.now();
     let box: unknown;
     try {
       box = fn.applySync(undefined, [...args, n, true], { arguments: { copy: true }, result: { copy: true }, timeout });
     } catch (e) {
       // A rejection left unhandled also fails the call; only running out of time (or the isolate
       // dying) counts as an overrun for the call mode.
-      this.charged(hooks, cpu0, true, this.failureOf(e as Error) !== 'unhandled');
-      this.failed(e as Error, true, n);
+      const failure = this.failureOf(started, timeout);
+      this.charged(hooks, cpu0, true, failure !== 'unhandled');
+      this.failed(e as Error, failure, true, n);
       return;
     }
     this.charged(hooks, cpu0, false, false);
@@ -408,19 +432,21 @@ export class GuestInstance {
     hooks.charge?.(ms, failed);
   }
 
-  /** Why a call into the guest failed: the isolate died, the call ran out of time, or a rejection was left unhandled. */
-  private failureOf(e: Error): 'died' | 'timed-out' | 'unhandled' {
-    const message = String(e?.message ?? e);
-    if (this.isolate.isDisposed || /disposed|memory limit/i.test(message)) return 'died';
-    return /timed out/i.test(message) ? 'timed-out' : 'unhandled';
+  /**
+   * Why a call into the guest that started at `started` failed: the isolate died, the call ran out
+   * of its time-out, or else a rejection was left unhandled (see Death: never by the error's text).
+   */
+  private failureOf(started: number, timeout: number): 'died' | 'timed-out' | 'unhandled' {
+    if (this.isolate.isDisposed) return 'died';
+    return ranOut(performance.now() - started, timeout) ? 'timed-out' : 'unhandled';
   }
 
-  private failed(e: Error, inline: boolean, n: number): void {
+  private failed(e: Error, failure: 'died' | 'timed-out' | 'unhandled', inline: boolean, n: number): void {
     if (this.disposedFor) return; // our own breach: the invocation already knows
     const message = String(e?.message ?? e);
-    const failure = this.failureOf(e);
     if (failure === 'died') {
-      this.hooks?.died(message);
+      // Not disposed by us (disposedFor): V8 did, at its memory limit.
+      this.hooks?.died('memory', message);
       return;
     }
     // The call's outbox was lost with its return value; what it holds is still in the guest. After
@@ -428,7 +454,7 @@ export class GuestInstance {
     // unhandled rejection, everything (an answer of sloppy code among it).
     const timedOut = failure === 'timed-out';
     const after = () => {
-      if (timedOut) this.hooks?.died(message);
+      if (timedOut) this.hooks?.died('timed-out', message);
       else this.hooks?.unhandled(guestStack(e?.stack) ?? message);
     };
     const opts = { arguments: { copy: true as const }, result: { copy: true as const }, timeout: 100 };
@@ -493,7 +519,7 @@ export class GuestInstance {
   private broken(e: unknown): void {
     const hooks = this.hooks;
     this.dispose('malformed outbox');
-    hooks?.died(`malformed outbox: ${(e as Error)?.message ?? String(e)}`);
+    hooks?.died('broken', `malformed outbox: ${(e as Error)?.message ?? String(e)}`);
   }
 
   /**

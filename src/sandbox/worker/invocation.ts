@@ -8,7 +8,7 @@
  */
 import { describeLimit, failure, logLine } from '../limits.ts';
 import type { Envelope, InvocationResult, LimitName, LogLine, WorkerSettings } from '../types.ts';
-import type { GuestInstance, InstanceHooks } from './instance.ts';
+import type { Death, GuestInstance, InstanceHooks } from './instance.ts';
 import { ownBytes } from '../bytes.ts';
 import { isCanonicalRequest } from './incoming.ts';
 import { fetchThroughApi, InvocationTokens, OpError, parseFetchArg, performApi, performCrypto, performFetch } from './ops.ts';
@@ -68,7 +68,7 @@ export class Invocation implements InstanceHooks {
   private wallTimer?: NodeJS.Timeout;
   private cpuTimer?: NodeJS.Timeout;
   private breachInfo: { limit: LimitName; used?: number } | null = null;
-  private death: string | null = null;
+  private death: { why: Death; message: string } | null = null;
   private stop!: () => void;
   private readonly stopped = new Promise<'stopped'>((r) => (this.stop = () => r('stopped')));
   private readonly seq = ++sequence;
@@ -150,7 +150,7 @@ export class Invocation implements InstanceHooks {
       canonical: this.envelope.event.type === 'fetch' && isCanonicalRequest(this.envelope.event.request),
       toEvents: this.envelope.dispatch === 'events',
     };
-    if (inst.disposed) this.died('the isolate was disposed before the invocation started');
+    if (inst.disposed) this.died(inst.disposedFor ? 'broken' : 'memory', 'the isolate was disposed before the invocation started');
     else inst.dispatch(this.seq, input);
     if (this.hasAnswer) return this.conclude(this.answerValue);
     if (this.breachInfo || this.death) return this.conclude('stopped');
@@ -221,12 +221,14 @@ export class Invocation implements InstanceHooks {
   private stoppedError(): { kind: 'limit' | 'crash' | 'exception'; message: string; limit?: string } {
     const limits = this.limits;
     if (this.breachInfo) return { kind: 'limit', limit: this.breachInfo.limit, message: describeLimit(this.breachInfo.limit, limits, this.breachInfo.used) };
-    const msg = this.death ?? 'the isolate stopped';
-    if (/memory limit|out of memory|heap/i.test(msg) || (this.inst.disposed && !this.inst.disposedFor)) {
+    // Why, as the instance found it (see Death), never the error's text: the guest can write that.
+    const why = this.death?.why;
+    const msg = this.death?.message ?? 'the isolate stopped';
+    if (why === 'memory' || (this.inst.disposed && !this.inst.disposedFor)) {
       this.breachInfo = { limit: 'memory_mb' };
       return { kind: 'limit', limit: 'memory_mb', message: describeLimit('memory_mb', limits) };
     }
-    if (/timed out/i.test(msg)) {
+    if (why === 'timed-out') {
       this.inst.dispose('wall_time');
       return { kind: 'limit', limit: 'wall_time', message: describeLimit('wall_time', limits) };
     }
@@ -262,11 +264,11 @@ export class Invocation implements InstanceHooks {
     this.stop();
   }
 
-  /** The isolate died under us (out of memory while running a continuation), or an inline call ran out of time. */
-  died(message: string): void {
+  /** The isolate died under us (out of memory while running a continuation), or a call ran out of time. */
+  died(why: Death, message: string): void {
     if (this.finished) return;
-    if (this.inline && /timed out/i.test(message)) return this.breach(this.budgetLimit, this.budgetLimit === 'cpu_time' ? this.inlineCpu : undefined);
-    this.death ??= message;
+    if (this.inline && why === 'timed-out') return this.breach(this.budgetLimit, this.budgetLimit === 'cpu_time' ? this.inlineCpu : undefined);
+    this.death ??= { why, message };
     this.stop();
   }
 

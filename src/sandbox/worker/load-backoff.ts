@@ -43,6 +43,11 @@ export class LoadBackoff {
     this.until = this.breaches < 2 ? now : now + Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** (this.breaches - 2));
   }
 
+  /** No breach counted: as good as a new one. */
+  get clear(): boolean {
+    return this.last === null;
+  }
+
   loaded(): void {
     this.breaches = 0;
     this.last = null;

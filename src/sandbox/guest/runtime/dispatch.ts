@@ -60,7 +60,7 @@ export function describe(): { fetch: boolean; components: string[]; events: stri
     fetch: typeof d.fetch === 'function',
     components: (d.components ?? []).map((c) => String(c.componentId)),
     events: Object.keys(d.events ?? {}),
-    unsupported: (Array.isArray(d.unsupported) ? d.unsupported : []).map((handler) => ({ handler: String(handler), reason: UNSUPPORTED_HANDLERS[handler] ?? '' })),
+    unsupported: (Array.isArray(d.unsupported) ? d.unsupported : []).map((handler) => ({ handler: String(handler), reason: ownValue(UNSUPPORTED_HANDLERS, handler) ?? '' })),
   };
 }
 
@@ -87,6 +87,11 @@ function makeContext(environment: Record<string, unknown>) {
   };
 }
 
+/** `record[key]` when it is the record's own property, else undefined (never an inherited member). */
+function ownValue<T>(record: Record<string, T>, key: unknown): T | undefined {
+  return typeof key === 'string' && Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
 function json(data: unknown, status: number): Response {
   return Response.json(data, { status });
 }
@@ -108,12 +113,14 @@ async function route(input: DispatchInput, context: ReturnType<typeof makeContex
     if (!component) return json({ error: `no component with componentId "${String(event.componentId)}"` }, 404);
     return render(component, event, context);
   }
-  const unsupported = UNSUPPORTED_EVENTS[event.type];
+  // Own keys only, here and below: an event type is the caller's text, and `constructor`,
+  // `toString` or `__proto__` would otherwise find Object.prototype's members.
+  const unsupported = ownValue(UNSUPPORTED_EVENTS, event.type);
   if (unsupported) {
     const declared = Array.isArray(def.unsupported) && def.unsupported.includes(unsupported);
     return json({ error: `"${event.type}" events are not supported here${declared ? ` (the integration's ${unsupported} handler does not run)` : ''}: ${UNSUPPORTED_HANDLERS[unsupported]}` }, 501);
   }
-  const h = def.events?.[event.type];
+  const h = def.events ? ownValue(def.events, event.type) : undefined;
   if (!h) return json({ error: `this integration has no handler for event "${event.type}"` }, 406);
   const handlers: Handler[] = Array.isArray(h) ? h : [h];
   await Promise.all(handlers.map((fn) => fn(event, context)));

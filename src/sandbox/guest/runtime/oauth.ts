@@ -62,7 +62,8 @@ const SECRET_KEY = /token|secret|password|code_verifier|assertion/i;
 function redactResponse(value: unknown, depth = 0): unknown {
   if (depth > 4 || value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) return value.slice(0, 20).map((v) => redactResponse(v, depth + 1));
-  const out: Record<string, unknown> = {};
+  // No prototype: a provider's `__proto__` key is a key like any other, not the copy's prototype.
+  const out: Record<string, unknown> = Object.create(null);
   for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v !== undefined && v !== null && v !== '' ? '[redacted]' : redactResponse(v, depth + 1);
   return out;
 }

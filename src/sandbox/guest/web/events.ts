@@ -36,7 +36,8 @@ export class DOMException extends Error {
     return names.get(this) ?? 'Error';
   }
   get code(): number {
-    return legacyCodes[names.get(this) ?? ''] ?? 0;
+    const name = names.get(this) ?? '';
+    return Object.hasOwn(legacyCodes, name) ? legacyCodes[name] : 0;
   }
 }
 for (const [n, c] of Object.entries(legacyCodes)) {

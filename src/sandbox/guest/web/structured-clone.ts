@@ -69,7 +69,7 @@ function clone(v: unknown, seen: Map<unknown, unknown>): unknown {
       return out;
     }
     case '[object Error]': {
-      const Ctor = errorTypes[o.name] ?? Error;
+      const Ctor = Object.hasOwn(errorTypes, o.name) ? errorTypes[o.name] : Error;
       out = new Ctor();
       seen.set(v, out);
       if ('message' in o) Object.defineProperty(out, 'message', { value: String(o.message), writable: true, configurable: true });
