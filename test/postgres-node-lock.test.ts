@@ -6,7 +6,12 @@
  *     the running node holds is taken back by the copy and sent twice;
  *   - a node that could not take it back in time (frozen through the restart: the copy got the id
  *     first) stops serving as that id, says so naming the node-id file, and exits; the copy keeps
- *     the id; the stopped node started again is refused. Under the supervisor and alone.
+ *     the id; the stopped node started again is refused. Under the supervisor and alone;
+ *   - the lock's own backend stalls (SIGSTOP of that one backend) past the check's time-out: the
+ *     node's own earlier session still holds the lock, and is no other node: the node keeps serving,
+ *     ends that session and takes the lock back, and a copy is refused meanwhile and after;
+ *   - a node restarted at once after a crash, its old session still held by the server: it waits
+ *     for that session to end and starts.
  * Skipped where PostgreSQL cannot be started (test/helpers/postgres.ts says why).
  */
 import { test, type TestContext } from 'node:test';
@@ -267,3 +272,119 @@ for (const processes of [2, 1]) {
     assert.match(!again.served ? again.output : '', new RegExp(`already runs as node ${id}`));
   });
 }
+
+/** The backend (server process) of the session that holds the node id lock on `id`, if any. */
+async function lockBackend(c: pg.Client, id: string): Promise<number | undefined> {
+  const r = await c.query(
+    `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+       AND classid = $1::bigint::oid AND objid = (hashtext($2)::bigint & 4294967295)::oid`,
+    [NODE_LOCK, id],
+  );
+  return r.rows[0]?.pid;
+}
+
+/** SIGSTOP one backend of the server (not the server): its session stays open and holds its locks, but answers nothing. */
+function freezeBackend(t: TestContext, pid: number): () => void {
+  process.kill(pid, 'SIGSTOP');
+  let thawed = false;
+  const thaw = () => {
+    if (thawed) return;
+    thawed = true;
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+  };
+  // Before the server's own stop (a stopped backend would hold up pg_ctl stop).
+  t.after(thaw);
+  return thaw;
+}
+
+for (const thawAfter of [true, false]) {
+  test(`the node id lock's own backend stalls past the check's time-out (${thawAfter ? 'then answers again' : 'and never answers again'}): the node keeps serving as its id, takes its lock back from its own old session, and a copy is still refused`, async (t) => {
+    const server = await postgresFor(t);
+    if (!server) return;
+    const hook = await receiver(t);
+    hook.open();
+    const c = cluster(t, server);
+    const a = c.node('a', thawAfter ? 2 : 1);
+    assert.deepEqual(await c.start(a), { served: true });
+    const id = nodeIdOf(a);
+    assert.equal((await c.api(a, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status, 201);
+    const db = await look(c.url, t);
+    const old = await lockBackend(db, id);
+    assert.ok(old, 'the node holds its id lock');
+
+    const thaw = freezeBackend(t, old);
+    const frozenAt = Date.now();
+    try {
+      // The check (SELECT 1 every 5 s, 5 s time-out) gives up on the frozen session and connects again.
+      await waitFor(() => a.output.includes('the node id lock went with its connection to PostgreSQL'), 20_000, 50);
+      // A copy started meanwhile is refused: the id is this node's, whichever of its sessions holds it.
+      const b = c.node('b', 1);
+      copyNodeId(a, b);
+      const copy = await c.start(b);
+      assert.equal(copy.served, false, 'a copy started while the lock backend is frozen was let in');
+      assert.match(!copy.served ? copy.output : '', new RegExp(`already runs as node ${id}`));
+      if (thawAfter) {
+        await new Promise((r) => setTimeout(r, Math.max(0, 13_000 - (Date.now() - frozenAt))));
+        thaw();
+        await waitFor(() => a.output.includes('"msg":"node id lock taken back"'), 20_000, 50);
+        const now = await lockBackend(db, id);
+        assert.ok(now && now !== old, 'the lock is held by a new session of the node');
+      } else {
+        // Frozen for good (as long as this test looks): the node serves on, its old session holding the id.
+        await new Promise((r) => setTimeout(r, 3_000));
+        assert.equal(await lockBackend(db, id), old);
+      }
+
+      assert.equal(a.child!.exitCode, null, `node A stopped:\n${a.output.slice(-3000)}`);
+      assert.doesNotMatch(a.output, /another node took this node's id/);
+      assert.equal((await c.api(a, 'GET', '/readyz')).status, 200);
+      assert.equal((await c.api(a, 'POST', '/api/v1/events', samplePayload('site_view', { eventId: 'evt_after_stall' }))).status, 202);
+      await waitFor(() => hook.received.get('evt_after_stall') === 1, 15_000, 20);
+
+      // And a copy started now is refused as well.
+      const again = await c.start(b);
+      assert.equal(again.served, false, 'a copy started after the stall was let in');
+    } finally {
+      thaw();
+    }
+    // Answering again, the old session ends; the node's lock is its own new session's.
+    await waitFor(() => a.output.includes('"msg":"node id lock taken back"'), 20_000, 50);
+    assert.equal(a.child!.exitCode, null);
+    assert.equal(await lockHolders(db, id), 1);
+  });
+}
+
+test('a node restarted at once after a crash whose lock session the server has not ended yet: it waits for that session to end and starts; a live copy is still refused', async (t) => {
+  const server = await postgresFor(t);
+  if (!server) return;
+  const c = cluster(t, server);
+  const a = c.node('a', 1);
+  assert.deepEqual(await c.start(a), { served: true });
+  const id = nodeIdOf(a);
+  const db = await look(c.url, t);
+  const old = await lockBackend(db, id);
+  assert.ok(old);
+
+  // The node's host goes away without a word: its session lives on in the server for a while (here,
+  // a frozen backend: it cannot see that its client has gone).
+  const thaw = freezeBackend(t, old);
+  killGroup(a.child);
+  await once(a.child!, 'exit');
+  // Until the server notices (here, 3 s on), then the session ends and frees the lock.
+  const timer = setTimeout(thaw, 3_000);
+  t.after(() => clearTimeout(timer));
+  const restarted = await c.start(a);
+  assert.deepEqual(restarted, { served: true }, `the restarted node was refused:\n${a.output.slice(-2000)}`);
+  assert.equal(await lockHolders(db, id), 1);
+
+  // A copy started beside it is refused: that session is alive.
+  const b = c.node('b', 1);
+  copyNodeId(a, b);
+  const copy = await c.start(b);
+  assert.equal(copy.served, false);
+  assert.match(!copy.served ? copy.output : '', new RegExp(`already runs as node ${id}`));
+});

@@ -200,6 +200,13 @@ test('a server gone silent: the statement fails after the timeout, and the next 
   assert.throws(() => db.prepare('SELECT 2 AS x').pluck().get(), (e: Error & { code?: string }) => e.code === '08006' && /did not answer/.test(e.message));
   const waited = Date.now() - started;
   assert.ok(waited >= 1_000 && waited < 6_000, `failed after the timeout, not before or long after (${waited} ms)`);
+  // Still silent: the new connection's connect times out. The driver gives that no code; the store
+  // says 08001, which the API answers as storage_unavailable (it was an uncoded 500).
+  const { storageCode } = await import('../src/store/health.ts');
+  assert.throws(
+    () => db.prepare('SELECT 2 AS x').pluck().get(),
+    (e: Error & { code?: string }) => e.code === '08001' && /cannot connect/.test(e.message) && storageCode(e) === 'storage_unavailable',
+  );
   proxy.kill('SIGUSR2'); // forwarding again; the old connections are gone for good
   await waitFor(() => lines.includes('thawed'), 10_000);
   assert.equal(db.prepare('SELECT 3 AS x').pluck().get(), 3, 'the next statement reconnects');
@@ -355,4 +362,49 @@ test('a write the PostgreSQL store refuses is answered naming that database (pos
   assert.ok(!`${health.store_error.message} ${health.store_error.hint}`.includes(dataDir));
   assert.doesNotMatch(JSON.stringify(health), /s3cret/);
   setReadOnly(false);
+});
+
+test('PostgreSQL stopped under a running server: reads and writes are answered 503 storage_unavailable, "cannot be reached", naming the database (no credentials); /healthz says the same; back once it starts', async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const { startTestServer } = await import('./helpers/index.ts');
+  const { samplePayload } = await import('../src/events/index.ts');
+  const dataDir = tmpDir(t);
+  const base = new URL(freshPostgresDatabase(dataDir, pg.url));
+  base.password = 's3cret'; // trust authentication ignores it; no message may show it
+  const s = await startTestServer(t, { data_dir: dataDir, store: base.toString() });
+  const shown = `postgres://127.0.0.1:${pg.port}/${base.pathname.slice(1)}`;
+  assert.equal((await s.api('GET', '/api/v1/installations')).status, 200);
+
+  pg.halt();
+  try {
+    // The first statement may meet the connection the stop ended, the next ones a refused connect: both the same answer.
+    for (const [method, path, body] of [
+      ['GET', '/api/v1/installations'],
+      ['POST', '/api/v1/events', samplePayload('site_view')],
+      ['GET', '/api/v1/installations'],
+      ['POST', '/api/v1/events', samplePayload('site_view')],
+    ] as const) {
+      const r = await s.api(method, path, body);
+      assert.equal(r.status, 503, `${method} ${path}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.code, 'storage_unavailable', `${method} ${path}: ${JSON.stringify(r.body)}`);
+      const { message, hint } = r.body.error;
+      assert.ok(message.includes(shown), message);
+      assert.match(message, /cannot be reached/);
+      assert.doesNotMatch(message, /failed to write/);
+      assert.ok(r.headers.get('retry-after'));
+      for (const text of [message, hint]) {
+        assert.ok(!text.includes(dataDir), `${text} names the data directory`);
+        assert.doesNotMatch(text, /s3cret/);
+      }
+    }
+    const health = (await (await fetch(`${s.url}/healthz`)).json()) as { store: string; store_error?: { code: string; message: string } };
+    assert.equal(health.store, 'unavailable');
+    assert.equal(health.store_error?.code, 'storage_unavailable');
+    assert.doesNotMatch(JSON.stringify(health), /s3cret/);
+  } finally {
+    pg.start();
+  }
+  await waitFor(async () => (await s.api('GET', '/api/v1/installations')).status === 200, 15_000, 100);
+  assert.equal((await s.api('POST', '/api/v1/events', samplePayload('site_view'))).status, 202);
 });

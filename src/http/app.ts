@@ -114,10 +114,10 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
       const cause = (error as HTTPError).cause ?? error;
       if (cause instanceof SwitchyardError) return jsonResponse(cause.toJSON(), { status: cause.status, headers: cause.headers });
       if (storageCode(cause)) {
-        // A full disk or a read-only or locked database: say so, and what to do (never a bare 500).
+        // A full disk, a read-only or locked database, a database out of reach: say so, and what to do (never a bare 500).
         services.store.health.failed(cause);
         const e = services.store.health.storageError(cause);
-        services.log.error('a write to the store failed', { error: e.message });
+        services.log.error(e.code === 'storage_unavailable' ? 'the store cannot be reached' : 'a write to the store failed', { error: e.message });
         return jsonResponse(e.toJSON(), { status: e.status, headers: e.headers });
       }
       const status = (error as HTTPError).status ?? 500;

@@ -5,7 +5,8 @@
  * seen even when no request comes to try. A SELECT is no test: reads keep working on a full disk.
  *
  * storageError() turns SQLite's, PostgreSQL's and the file system's codes into an answer a client
- * can act on: 507 for a full disk, 503 for a store that is read-only, locked or failing, each naming
+ * can act on: 507 for a full disk, 503 for a store that is read-only, locked, failing or (PostgreSQL)
+ * cannot be reached, each naming
  * the store that failed (the data directory, or the PostgreSQL database) and saying what to do.
  */
 import type Database from 'better-sqlite3';
@@ -118,6 +119,8 @@ function hintFor(code: string, store: StoreName): string {
         return `point \`store:\` at a PostgreSQL server that takes writes (the primary, not a standby), or turn off default_transaction_read_only for ${store.database}; the server resumes by itself`;
       case 'storage_busy':
         return `if it lasts, another session holds locks on ${store.database} (a long transaction, a migration by hand): end it; the server resumes by itself`;
+      case 'storage_unavailable':
+        return `check that the PostgreSQL server of ${store.database} is up, reachable from this node and has connections to spare (max_connections); the server resumes by itself once it answers`;
       default:
         return `check that the PostgreSQL server of ${store.database} is up and reachable from this node; the server resumes by itself once writes succeed`;
     }
@@ -143,12 +146,15 @@ export function storageCode(error: unknown): StorageCode | undefined {
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'storage_busy';
   if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_CORRUPT' || code === 'EIO') return 'storage_failed';
   // PostgreSQL's SQLSTATEs: disk full; read-only (a standby, or default_transaction_read_only);
-  // a lock not granted, a serialization failure or a deadlock; a lost or refused connection, a shutdown.
+  // a lock not granted, a serialization failure or a deadlock.
   if (code === '53100') return 'storage_full';
   if (code === '25006') return 'storage_read_only';
   if (code === '55P03' || code === '40001' || code === '40P01') return 'storage_busy';
+  // The database out of reach, not a write that failed: a lost, refused or timed-out connection
+  // (class 08: the bridge gives connection failures without a SQLSTATE 08001 or 08006), a server
+  // shutting down or starting (57P), no connection slot left (53300). Reads fail alike.
   if (code === 'storage_unavailable') return 'storage_unavailable'; // the pool's own (postgres/pool.ts)
-  if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_failed';
+  if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_unavailable';
   return undefined;
 }
 

@@ -10,7 +10,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Db } from './index.ts';
 import { connectionStringOf, engineOf } from './postgres/db.ts';
-import { holdSessionLock, type SessionLock } from './postgres/session-lock.ts';
+import { holdSessionLock, type LockHolder, type LockRefused, type SessionLock } from './postgres/session-lock.ts';
+import { storageCode } from './health.ts';
 import { SwitchyardError } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
 
@@ -74,6 +75,11 @@ export interface NodeIdClaim {
  * once and takes the lock back first (session-lock.ts); should another node hold it by then,
  * `onLost` is told (the id is that node's now): the caller stops serving as this id. Fail closed:
  * of two live nodes with one id, the one that lost the lock stops, whichever it is.
+ *
+ * The lock's own earlier session is never taken for another node: a check that timed out (a
+ * stalled backend) leaves that session holding the lock on the server, and it is ended and the
+ * lock taken back. At the start, a holder that does nothing (this node's last process, on a host
+ * that went away) is waited for while the server's keepalives end it; one that acts is a live node.
  */
 export async function claimNodeId(
   db: Db,
@@ -85,7 +91,7 @@ export async function claimNodeId(
   if (!url) return { release: async () => {} };
   const file = join(dataDir, NODE_ID_FILE);
   const log = opts.log;
-  let lock: SessionLock | undefined;
+  let lock: SessionLock | LockRefused;
   try {
     lock = await holdSessionLock({
       url,
@@ -93,9 +99,11 @@ export async function claimNodeId(
       name: id,
       applicationName: `switchyard ${process.pid} (node id)`,
       dropped: (e) => log?.warn('the node id lock went with its connection to PostgreSQL; taking it back as soon as the server answers', { node: id, reason: e.message }),
+      endingOwn: (h) =>
+        log?.warn("the node id lock is still held by this node's own earlier session, which stopped answering: ending it and taking the lock back", { node: id, backend_pid: h.pid }),
       retaken: (ms) => log?.info('node id lock taken back', { node: id, after_ms: ms }),
-      lost: () => {
-        const e = new SwitchyardError('conflict', `another node took this node's id ${id} on the store while the connection to PostgreSQL was down (a database restart or failover): two nodes have this id in their data_dir (here ${file}); this node stops serving as ${id}`, {
+      lost: (h) => {
+        const e = new SwitchyardError('conflict', `another node took this node's id ${id} on the store while the connection to PostgreSQL was down (a database restart or failover): two nodes have this id in their data_dir (here ${file}); this node stops serving as ${id} (the id's lock is held by ${session(h)})`, {
           hint: `give each node its own data_dir: on the node whose data_dir was copied from another's, delete its node-id file (here ${file}) and start it again (a new id is made)`,
         });
         if (opts.onLost) opts.onLost(e);
@@ -103,13 +111,25 @@ export async function claimNodeId(
       },
     });
   } catch (e) {
-    throw new SwitchyardError('storage_failed', `cannot take the node id lock on the store: ${(e as Error).message}`, { cause: e });
+    const code = storageCode(e) === 'storage_unavailable' ? 'storage_unavailable' : 'storage_failed';
+    throw new SwitchyardError(code, `cannot take the node id lock on the store: ${(e as Error).message}`, { cause: e });
   }
-  if (!lock)
-    throw new SwitchyardError('conflict', `another node on this store already runs as node ${id} (${file})`, {
+  if ('refused' in lock) {
+    const h = lock.holder;
+    if (lock.silent && h)
+      throw new SwitchyardError('conflict', `node id ${id} (${file}) is held on the store by ${session(h)}, which has done nothing since ${h.lastActive?.toISOString()}: a node with this id whose host went away or whose process is frozen`, {
+        hint: `if it is this node's own earlier process (a crash, a host that went down), PostgreSQL ends that session once its keepalives fail (about 25 s after it went silent for a session this version opened; otherwise after tcp_keepalives_idle, 2 hours by default), or end it now with SELECT pg_terminate_backend(${h.pid}), then start again; if another node runs with this id (a copied data_dir), delete ${file} on this one and start again (a new id is made)`,
+      });
+    throw new SwitchyardError('conflict', `another node on this store already runs as node ${id} (${file})${h ? `; the id's lock is held by ${session(h)}` : ''}`, {
       hint: `give each node its own data_dir; if this one was copied from another node's, delete ${file} and start again (a new id is made)`,
     });
+  }
   return lock;
+}
+
+/** A session as a message names it: its backend's pid, its application_name and where it connects from. */
+function session(h: LockHolder): string {
+  return `the session of backend pid ${h.pid} ("${h.applicationName}"${h.clientAddr ? ` from ${h.clientAddr}` : ''})`;
 }
 
 /** pg_advisory_lock's first key for node ids ("swnd"). */

@@ -136,7 +136,15 @@ async function handle(req: Request): Promise<Answer> {
     }
     if (req.session !== undefined && (req.session !== session || !client))
       return { ok: false, message: 'the connection to PostgreSQL was lost during this transaction', code: '08006' };
-    const c = await connection();
+    let c: pg.Client;
+    try {
+      c = await connection();
+    } catch (e) {
+      // The server's own refusal (too many connections, starting up, a password) says why; anything
+      // else (refused, no route, a connect that timed out: often no code at all) is SQLSTATE 08001.
+      if (e instanceof pg.DatabaseError) throw e;
+      return { ok: false, message: `cannot connect to PostgreSQL: ${(e as Error).message ?? String(e)}`, code: '08001' };
+    }
     if (req.simple) {
       await c.query(req.text!);
       return { ok: true, rows: [], rowCount: 0, session };
@@ -151,13 +159,16 @@ async function handle(req: Request): Promise<Answer> {
     return { ok: true, rows: r.rows, rowCount: r.rowCount ?? 0, session };
   } catch (e) {
     const err = e as { message?: string; code?: string; detail?: string; where?: string };
-    // No answer in time (pg's query_timeout, which carries no SQLSTATE): the connection's state is
-    // unknown (a reply may still come), so it is dropped and the next request opens another.
-    if (!err.code && /timeout/i.test(err.message ?? '') && client) {
+    // No answer in time (pg's query_timeout), or the connection ended under the statement (a server
+    // that crashed): the driver gives no SQLSTATE. The connection's state is unknown (a reply may
+    // still come), so it is dropped and the next request opens another.
+    const timedOut = !err.code && /timeout/i.test(err.message ?? '');
+    const ended = !err.code && /Connection terminated|not queryable|Client was closed/i.test(err.message ?? '');
+    if (timedOut || ended) {
       const c = client;
       client = undefined;
-      c.end().catch(() => {});
-      return { ok: false, message: `PostgreSQL did not answer in time (${err.message})`, code: '08006' };
+      c?.end().catch(() => {});
+      return { ok: false, message: timedOut ? `PostgreSQL did not answer in time (${err.message})` : `the connection to PostgreSQL ended (${err.message})`, code: '08006' };
     }
     return { ok: false, message: err.message ?? String(e), code: err.code, detail: err.detail, where: err.where };
   }

@@ -6,7 +6,7 @@
  */
 import { SwitchyardError } from '../../errors.ts';
 import type { Lock } from '../lock.ts';
-import { createStoreHealth, storeHealthMigrationPostgres } from '../health.ts';
+import { createStoreHealth, storageCode, storeHealthMigrationPostgres } from '../health.ts';
 import type Database from 'better-sqlite3';
 import { openPostgresDb } from './db.ts';
 import { createDatabase } from '../database.ts';
@@ -38,7 +38,7 @@ export function openPostgresStore(
     db.prepare('SELECT 1').get();
   } catch (e) {
     lock?.release();
-    throw new SwitchyardError('storage_failed', `cannot reach the store at ${name}: ${(e as Error).message}`, {
+    throw new SwitchyardError(storageCode(e) === 'storage_unavailable' ? 'storage_unavailable' : 'storage_failed', `cannot reach the store at ${name}: ${(e as Error).message}`, {
       hint: `check \`store:\` in config.yaml (${STORE_URL_FORM}) and that the server is up`,
       cause: e,
     });
