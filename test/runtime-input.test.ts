@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { ROOT, startTestServer } from './helpers/index.ts';
 import { call, fetchScript, testSandbox } from './sandbox.helpers.ts';
+import { parseMultipart } from '../src/lib/multipart.ts';
+import { contentTypeParam } from '../src/lib/header-params.ts';
+import { decodeEnvelope } from '../src/runtime/envelope.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
 process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
@@ -79,6 +82,111 @@ test("integration code's request.formData() reads a body whose boundary is x the
   const r = await call(sb, s, { method: 'POST', headers: [['content-type', 'multipart/form-data; boundary=x']], body });
   assert.equal(r.status, 200, r.text);
   assert.deepEqual(r.json(), [['a', 'x'], ['b', '--x'], ['c', 'line\r\n--xy\r\nx']]);
+});
+
+/** A body's entries as Node's fetch (undici) reads them, `[name, value]` or `[name, 'file ' + file name]`; 'refused' when it throws. */
+async function undiciEntries(body: string, contentType: string): Promise<unknown> {
+  try {
+    const form = await new Response(body, { headers: { 'content-type': contentType } }).formData();
+    return [...form].map(([k, v]) => [k, typeof v === 'string' ? v : `file ${v.name}`]);
+  } catch {
+    return 'refused';
+  }
+}
+
+/** Our reading of the same body, in the same shape (the parser both the envelope and request.formData() use). */
+function ourEntries(body: string, boundary: string): unknown {
+  try {
+    return parseMultipart(Buffer.from(body), boundary, (b) => new TextDecoder().decode(b)).map((p) => [p.name, p.filename === undefined ? Buffer.from(p.content).toString() : `file ${p.filename}`]);
+  } catch {
+    return 'refused';
+  }
+}
+
+function multipartWith(parts: Array<[disposition: string, value: string]>, boundary: string): string {
+  return parts.map(([d, value]) => `--${boundary}\r\nContent-Disposition: ${d}\r\n\r\n${value}\r\n`).join('') + `--${boundary}--\r\n`;
+}
+
+const FETCH_EVENT = JSON.stringify({ type: 'fetch', request: { method: 'POST', url: 'https://x.test/form', headers: [] } });
+/** Content-Disposition parameters that are easy to misread, each read as browsers and Node's fetch read it. */
+const TRICKY_PARTS: Array<[string, string]> = [
+  // A parameter inside a quoted value is text: this is the file "other", not a field "event".
+  ['form-data; filename="a;name=event;"; name="other"', '{"type":"decoy"}'],
+  // Of a repeated parameter the last counts.
+  ['form-data; name=decoy; name=event', FETCH_EVENT],
+  ['form-data; name="environment"', '{"x":1}'],
+  // HTML's escapes in a quoted name (%22 is a quote), a backslash is itself.
+  ['form-data; name="a%22b\\c"; filename="C:\\dir\\f%0A.txt"', 'x'],
+  // filename* (RFC 5987) wins over filename, in either order.
+  ["form-data; name=f; filename*=UTF-8''%C3%A9t%C3%A9.txt; filename=\"plain.txt\"", 'y'],
+  ['form-data; NAME=tok\tFILENAME=t.txt', 'z'],
+];
+
+test("Content-Disposition parameters are read as Node's fetch reads them, by the envelope and by request.formData()", async (t) => {
+  const boundary = 'XyZbOuNdArY';
+  // The boundary parameter is read the same way: inside another parameter's quoted value it is text.
+  const contentType = `multipart/form-data; x="a;boundary=wrong"; boundary=${boundary}; boundary=later`;
+  const body = multipartWith(TRICKY_PARTS, boundary);
+  const expected = await undiciEntries(body, contentType);
+  assert.deepEqual(expected, [
+    ['other', 'file a;name=event;'],
+    ['event', FETCH_EVENT],
+    ['environment', '{"x":1}'],
+    ['a"b\\c', 'file C:\\dir\\f\n.txt'],
+    ['f', 'file été.txt'],
+    ['tok', 'file t.txt'],
+  ]);
+  assert.deepEqual(ourEntries(body, contentTypeParam(contentType, 'boundary')!), expected);
+
+  // The envelope takes its event from the part named event, not from the file whose name mentions it.
+  const envelope = await decodeEnvelope(new Request('http://h/', { method: 'POST', headers: { 'content-type': contentType }, body }), 1 << 20);
+  assert.equal(envelope.event.type, 'fetch');
+  assert.deepEqual(envelope.environment, { x: 1 });
+
+  // Integration code's request.formData() reads the same entries.
+  const sb = testSandbox(t);
+  const s = fetchScript(`const form = await request.formData(); return Response.json([...form].map(([k, v]) => [k, typeof v === 'string' ? v : 'file ' + v.name]));`);
+  const r = await call(sb, s, { method: 'POST', headers: [['content-type', contentType]], body });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json(), expected);
+});
+
+test("request.formData() reads back what integration code's FormData writes, and Node's fetch reads it the same: names with quotes, backslashes, newlines, semicolons", async (t) => {
+  const sb = testSandbox(t);
+  const names = ['a"b', 'a\\b', 'two\nlines', 'x;name=y', 'é'];
+  const s = fetchScript(`
+    const names = ${JSON.stringify(names)};
+    const form = new FormData();
+    for (const n of names) { form.append(n, 'v:' + n); form.append('file', new File(['f'], n)); }
+    const sent = new Request('http://h/', { method: 'POST', body: form });
+    const contentType = sent.headers.get('content-type');
+    const body = await sent.text();
+    const back = await new Request('http://h/', { method: 'POST', headers: { 'content-type': contentType }, body }).formData();
+    return Response.json({ contentType, body, back: [...back].map(([k, v]) => [k, typeof v === 'string' ? v : 'file ' + v.name]) });`);
+  const r = await call(sb, s);
+  assert.equal(r.status, 200, r.text);
+  const { contentType, body, back } = r.json();
+  const written = names.flatMap((n) => [[n, `v:${n}`], ['file', `file ${n}`]]);
+  assert.deepEqual(back, written.map(([k, v]) => [k.replace('two\nlines', 'two\r\nlines'), v.replace('two\nlines', 'two\r\nlines')]));
+  assert.deepEqual(await undiciEntries(body, contentType), back);
+});
+
+test("fuzz: every Content-Disposition Node's fetch reads is read the same, and what it refuses is refused", async () => {
+  const text = fc.array(fc.constantFrom('a', 'B', ' ', ';', '=', '\\', '%22', '%0A', '%0d', 'é', 'name=x', '(', '{', "'", '*', ',', '/'), { maxLength: 6 }).map((a) => a.join(''));
+  const value = fc.oneof(text.map((v) => `"${v}"`), text, fc.constant(''), fc.constantFrom("UTF-8''%C3%A9", "utf-8''a%20b", "iso-8859-1''x", "utf-8''%ZZ"));
+  const param = fc
+    .tuple(fc.constantFrom('; ', ';', ' ; ', '\t', ';;', '', ';  '), fc.constantFrom('name', 'filename', 'NAME', 'FileName', 'xname', 'foo', 'name*', 'filename*'), fc.constantFrom('=', '=', ' =', '= '), value)
+    .map((p) => p.join(''));
+  const disposition = fc
+    .tuple(fc.constantFrom('form-data', 'form-data', 'Form-Data', 'attachment', 'form-data '), fc.array(param, { maxLength: 4 }), fc.constantFrom('', ';', ' x'))
+    .map(([type, params, tail]) => type + params.join('') + tail);
+  await fc.assert(
+    fc.asyncProperty(disposition, async (d) => {
+      const body = multipartWith([[d, 'v']], 'B');
+      assert.deepEqual(ourEntries(body, 'B'), await undiciEntries(body, 'multipart/form-data; boundary=B'), JSON.stringify(d));
+    }),
+    { numRuns: 3000 },
+  );
 });
 
 test('unknown installations and bad tokens are 4xx', async (t) => {

@@ -73,6 +73,45 @@ test('a request line or headers past 16 KiB are answered 431 in the error shape,
   assert.equal((await fetch(`${server.url}/api/v1/events?type=${'a'.repeat(10_000)}`, { headers: { authorization: `Bearer ${server.token}` } })).status, 200);
 });
 
+/** The HTTP/1.1 responses in `text`, in order: status line and body of each (bodies by their content-length). */
+function responsesIn(text: string): Array<{ status: number; body: string }> {
+  const out: Array<{ status: number; body: string }> = [];
+  let at = 0;
+  while (at < text.length) {
+    const headEnd = text.indexOf('\r\n\r\n', at);
+    assert.ok(headEnd > 0, `a response is cut: ${JSON.stringify(text.slice(at, at + 200))}`);
+    const head = text.slice(at, headEnd);
+    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+    out.push({ status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)![1]), body: text.slice(headEnd + 4, headEnd + 4 + length) });
+    at = headEnd + 4 + length;
+  }
+  return out;
+}
+
+test('a malformed request pipelined after a valid one on a keep-alive connection: the valid one is answered first, then the 400 or 431', async (t) => {
+  const server = await startTestServer(t);
+  const auth = `authorization: Bearer ${server.token}`;
+  const event = JSON.stringify(samplePayload('site_view'));
+  const post = `POST /api/v1/events HTTP/1.1\r\nhost: x\r\n${auth}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(event)}\r\n\r\n${event}`;
+  const cases: Array<[string, string, number, number]> = [
+    ['an event, then garbage', `${post}GARBAGE\r\n\r\n`, 202, 400],
+    ['a GET, then a 20 kB request line', `GET /api/v1/events?limit=1 HTTP/1.1\r\nhost: x\r\n${auth}\r\n\r\nGET /healthz?${'a'.repeat(20_000)} HTTP/1.1\r\nhost: x\r\n\r\n`, 200, 431],
+  ];
+  const firstAnswers = [];
+  for (const [name, request, first, refusal] of cases) {
+    const r = await rawExchange(server.url, request);
+    assert.equal(r.error, undefined, name);
+    const answers = responsesIn(r.text);
+    assert.deepEqual(answers.map((a) => a.status), [first, refusal], `${name}: ${r.text.slice(0, 300)}`);
+    firstAnswers.push(JSON.parse(answers[0].body));
+    assert.equal(JSON.parse(answers[1].body).error.code, refusal === 431 ? 'headers_too_large' : 'bad_request', name);
+  }
+  // The client was told of the one event stored.
+  const stored = await server.api('GET', '/api/v1/events?limit=10');
+  assert.deepEqual(stored.body.events.map((e: { eventId: string }) => e.eventId), [firstAnswers[0].eventId]);
+  assert.equal(firstAnswers[1].events.length, 1, 'the GET saw it');
+});
+
 test('--version and --help work at every level', async () => {
   const v = await runCli(['--version']);
   assert.equal(v.stdout.trim(), VERSION);

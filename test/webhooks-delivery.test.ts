@@ -133,6 +133,23 @@ test('a redirect is not followed: one attempt, recorded as a failure, the target
   assert.deepEqual(r.requests.map((q) => q.url), ['/hook']);
 });
 
+test("a receiver's Location and Retry-After are quoted in the attempt's error cut to 200 characters", async (t) => {
+  const s = await deliveryServer(t, fast);
+  const long = (c: string) => c.repeat(8_000);
+  const r = await scriptedReceiver(t, (_n, q, res) => {
+    if (q.url === '/hook') res.writeHead(307, { location: `/${long('l')}` }).end();
+    else res.writeHead(429, { 'retry-after': long('9') }).end();
+  });
+  await s.subscribe(r.url, ['site_view']);
+  await s.subscribe(r.url.replace('/hook', '/limited'), ['site_view']);
+  const sent = await s.send(samplePayload('site_view'));
+  const errors = await Promise.all(sent.body.deliveries.map(async ({ id }: { id: string }) => (await s.settled(id)).attempts[0].error!));
+  const location = errors.find((e) => e.startsWith('HTTP 307'))!;
+  const retryAfter = errors.find((e) => e.startsWith('HTTP 429'))!;
+  assert.equal(retryAfter, `HTTP 429: rate limited (Retry-After: ${'9'.repeat(200)}…)`);
+  assert.equal(location, `HTTP 307: redirects are not followed (Location: /${'l'.repeat(199)}…)`);
+});
+
 test('a private address is refused when allow_private_networks is false, and the refusal is recorded on the attempt', async (t) => {
   const s = await deliveryServer(t, { webhooks: { allow_private_networks: false, base_delay: 20 } });
   const r = await scriptedReceiver(t, () => 200);

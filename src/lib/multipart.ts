@@ -9,9 +9,11 @@
  *   content holding `x`, `--x` or a line `--xy` read as sent.
  * - The CRLF before a delimiter belongs to the delimiter, not to the content before it.
  * - What precedes the first delimiter (the preamble) and follows the last (the epilogue) is ignored.
+ * - A part's name and file name are its Content-Disposition's parameters (header-params.ts).
  *
  * Malformed input throws a TypeError saying what is wrong (what `formData()` throws).
  */
+import { formDataDisposition } from './header-params.ts';
 
 export interface MultipartPart {
   /** Header names in lower case. */
@@ -28,13 +30,6 @@ export interface MultipartPart {
 const CR = 0x0d;
 const LF = 0x0a;
 const DASH = 0x2d;
-
-/** A parameter of a header value (`boundary`, `name`, `filename`), quoted or not. */
-export function headerParam(header: string, name: string): string | undefined {
-  const m = new RegExp(`(?:^|;)\\s*${name}\\s*=\\s*(?:"((?:[^"\\\\]|\\\\.)*)"|([^;\\s]*))`, 'i').exec(header);
-  if (!m) return undefined;
-  return m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : m[2];
-}
 
 function indexOf(hay: Uint8Array, needle: Uint8Array, from: number): number {
   const first = needle[0];
@@ -107,11 +102,9 @@ export function parseMultipart(body: Uint8Array, boundary: string, decode: (byte
       const colon = line.indexOf(':');
       if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
     }
-    const disposition = headers['content-disposition'] ?? '';
-    const name = headerParam(disposition, 'name');
-    if (name === undefined) throw new TypeError('a multipart/form-data part has no name in its Content-Disposition');
-    const filename = headerParam(disposition, 'filename');
-    parts.push({ headers, name, ...(filename !== undefined ? { filename } : {}), type: headers['content-type'] ?? '', content: body.slice(contentStart, next.start) });
+    const disposition = headers['content-disposition'];
+    if (disposition === undefined) throw new TypeError('a multipart/form-data part has no Content-Disposition naming its field');
+    parts.push({ headers, ...formDataDisposition(disposition), type: headers['content-type'] ?? '', content: body.slice(contentStart, next.start) });
     at = next.end;
   }
   return parts;

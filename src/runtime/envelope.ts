@@ -7,7 +7,8 @@ import { SwitchyardError } from '../errors.ts';
 import type { Envelope } from '../sandbox/index.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
-import { headerParam, parseMultipart, type MultipartPart } from '../lib/multipart.ts';
+import { contentTypeParam } from '../lib/header-params.ts';
+import { parseMultipart, type MultipartPart } from '../lib/multipart.ts';
 
 const utf8 = new TextDecoder();
 
@@ -29,7 +30,7 @@ function parseJsonField(text: string, field: string): Record<string, unknown> {
 
 export async function decodeEnvelope(req: Request, limit: number): Promise<Envelope> {
   const type = req.headers.get('content-type') ?? '';
-  const boundary = /^multipart\/form-data\s*;/i.test(type) ? headerParam(type, 'boundary') : undefined;
+  const boundary = /^multipart\/form-data\s*;/i.test(type) ? contentTypeParam(type, 'boundary') : undefined;
   if (!boundary)
     throw new SwitchyardError('unsupported_media_type', `the envelope must be multipart/form-data with a boundary, got "${type || 'no Content-Type'}"`, {
       hint: 'send fields event, environment and (for fetch events) fetch-body as multipart/form-data',
@@ -39,7 +40,7 @@ export async function decodeEnvelope(req: Request, limit: number): Promise<Envel
   try {
     parts = parseMultipart(bytes, boundary, (b) => utf8.decode(b));
   } catch (e) {
-    throw bad(`the multipart body cannot be read: ${(e as Error).message}`, undefined, 'is it truncated, or sent with another boundary than its Content-Type names?');
+    throw bad(`the multipart body cannot be read: ${(e as Error).message}`, undefined, 'is it truncated, sent with another boundary than its Content-Type names, or has a part no Content-Disposition: form-data; name="…"?');
   }
   // The first part of each name, as FormData.get would give it.
   const field = (name: string) => parts.find((p) => p.name === name)?.content;

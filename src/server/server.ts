@@ -22,7 +22,7 @@ import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
 import { checkNeeds, checkProvided } from './capabilities.ts';
 import { claimNodeId, useNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
-import { answerClientError } from '../http/client-error.ts';
+import { answerClientErrors } from '../http/client-error.ts';
 
 export interface RunningServer {
   url: string;
@@ -112,7 +112,7 @@ export async function startServer(
     }
     const app = composeApp(services, modules);
     httpServer = createServer({ requestTimeout: 120_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 }, toNodeHandler(app));
-    httpServer.on('clientError', answerClientError);
+    answerClientErrors(httpServer);
     await listen(httpServer, config.server.host, config.server.port);
   } catch (e) {
     httpServer?.close();

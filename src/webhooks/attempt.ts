@@ -36,11 +36,20 @@ export interface AttemptMade {
   ended: number;
 }
 
+/** The most of a receiver's header value an attempt's error quotes (a receiver chooses its length). */
+const QUOTED_HEADER_MAX = 200;
+
+/** ` (Name: value)` for a header the receiver sent, its value cut to QUOTED_HEADER_MAX; empty when absent. */
+function quotedHeader(r: HttpResult, name: string): string {
+  const value = r.headers[name.toLowerCase()];
+  if (!value) return '';
+  return ` (${name}: ${value.length > QUOTED_HEADER_MAX ? `${value.slice(0, QUOTED_HEADER_MAX)}…` : value})`;
+}
+
 function describeStatus(r: HttpResult, outcome: Outcome): string | null {
   if (outcome === 'success') return null;
-  if (r.status >= 300 && r.status < 400)
-    return `HTTP ${r.status}: redirects are not followed${r.headers.location ? ` (Location: ${r.headers.location.slice(0, 200)})` : ''}`;
-  if (r.status === 429) return `HTTP 429: rate limited${r.headers['retry-after'] ? ` (Retry-After: ${r.headers['retry-after']})` : ''}`;
+  if (r.status >= 300 && r.status < 400) return `HTTP ${r.status}: redirects are not followed${quotedHeader(r, 'Location')}`;
+  if (r.status === 429) return `HTTP 429: rate limited${quotedHeader(r, 'Retry-After')}`;
   if (r.status >= 500) return `HTTP ${r.status}: server error`;
   return `HTTP ${r.status}: client error, not retried`;
 }

@@ -2,7 +2,8 @@
 import { Blob, File, blobBytes, concatBytes } from './blob.ts';
 import { utf8Decode, utf8Encode } from './encoding.ts';
 import { URLSearchParams } from './url.ts';
-import { headerParam, parseMultipart } from '../../../lib/multipart.ts';
+import { contentTypeParam } from '../../../lib/header-params.ts';
+import { parseMultipart } from '../../../lib/multipart.ts';
 
 type Entry = [string, string | File];
 const entriesOf = new WeakMap<FormData, Entry[]>();
@@ -94,7 +95,7 @@ export function encodeMultipart(form: FormData): { body: Uint8Array; contentType
 
 /** Parse a multipart/form-data body (src/lib/multipart.ts: RFC 2046); throws TypeError when it is malformed. */
 export function decodeMultipart(body: Uint8Array, contentType: string): FormData {
-  const boundary = headerParam(contentType, 'boundary');
+  const boundary = contentTypeParam(contentType, 'boundary');
   if (!boundary) throw new TypeError('multipart/form-data body has no boundary in its Content-Type');
   const form = new FormData();
   for (const part of parseMultipart(body, boundary, utf8Decode)) {
