@@ -100,22 +100,13 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
     let value: T;
     try {
       value = await inside.run(tx, () => fn(tx));
+      end(depth, true);
     } catch (e) {
+      // `fn` threw, or the commit (a savepoint's release) failed: undo what is still open.
       try {
         if (db.inTransaction) end(depth, false);
       } catch {
         /* the connection is gone: the server rolled back */
-      }
-      close(false);
-      throw e;
-    }
-    try {
-      end(depth, true);
-    } catch (e) {
-      try {
-        if (db.inTransaction) end(depth, false);
-      } catch {
-        /* as above */
       }
       close(false);
       throw e;
