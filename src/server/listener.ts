@@ -1,0 +1,145 @@
+/**
+ * The server's listening socket: plain HTTP/1.1, or with `server.tls` TLS on the same port, HTTP/2
+ * for clients that offer it (ALPN h2) and HTTP/1.1 for the others. The app (h3, through srvx's node
+ * adapter) sees the same requests either way: an HTTP/2 request gets its `:authority` as `Host`, as
+ * an HTTP/1.1 gateway would give it (the console's host check, integrations' request headers), and
+ * an answer's connection-specific headers (`Connection: close` after a 413, an integration's
+ * `Keep-Alive`), which HTTP/2 forbids and Node refuses with an exception, are left out of it.
+ */
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { constants, createSecureServer, Http2ServerRequest, Http2ServerResponse, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
+import type { Socket } from 'node:net';
+import type { TlsPair } from './tls.ts';
+
+type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown;
+
+/** A client that sends nothing this long after a request (HTTP/1.1 keep-alive, an HTTP/2 session with no stream) is closed. */
+const KEEP_ALIVE_MS = 5_000;
+/** The whole of a request (HTTP/1.1), or an HTTP/2 stream's silence, may last this long. */
+const REQUEST_TIMEOUT_MS = 120_000;
+const HEADERS_TIMEOUT_MS = 30_000;
+/** Streams one HTTP/2 connection may have open at once (RFC 9113 advises no fewer than 100). */
+const MAX_CONCURRENT_STREAMS = 100;
+
+/** HTTP/1.1 hop-by-hop headers: HTTP/2 has no place for them (RFC 9113 8.2.2). */
+const CONNECTION_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+
+export interface Listener {
+  server: HttpServer | Http2SecureServer;
+  /** It speaks TLS (server.tls is set). */
+  secure: boolean;
+  /** Serve `pair` to connections from now on (TLS only; those open keep theirs). Throws when it cannot. */
+  setPair(pair: TlsPair): void;
+  /**
+   * Stop accepting and let the requests in flight finish: idle connections are closed at once
+   * (HTTP/2 sessions are told to go away), and those still open at `deadline` are cut.
+   */
+  close(deadline: number): Promise<void>;
+}
+
+export function createListener(handler: NodeHandler, tls?: TlsPair): Listener {
+  if (!tls) {
+    const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_MS }, handler);
+    return {
+      server,
+      secure: false,
+      setPair() {
+        throw new Error('the server does not speak TLS');
+      },
+      close: (deadline) => drain(server, deadline, () => server.closeIdleConnections(), () => server.closeAllConnections()),
+    };
+  }
+
+  const server = createSecureServer(
+    {
+      cert: tls.cert,
+      key: tls.key,
+      allowHTTP1: true,
+      Http2ServerRequest: Request2,
+      Http2ServerResponse: Response2,
+      settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
+    },
+    handler as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void,
+  );
+  // The HTTP/1.1 connections it takes follow the same limits as the plain server's.
+  Object.assign(server, { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_MS });
+  server.on('session', idleSessionsClose);
+  server.on('stream', (stream) => stream.setTimeout(REQUEST_TIMEOUT_MS, () => stream.close(constants.NGHTTP2_CANCEL)));
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  return {
+    server,
+    secure: true,
+    setPair(pair) {
+      server.setSecureContext({ cert: pair.cert, key: pair.key });
+    },
+    // Its close() closes the idle HTTP/1.1 connections and sends GOAWAY to every HTTP/2 session.
+    close: (deadline) =>
+      drain(server, deadline, () => {}, () => {
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}
+
+function drain(server: HttpServer | Http2SecureServer, deadline: number, closeIdle: () => void, closeAll: () => void): Promise<void> {
+  const drained = new Promise<void>((r) => server.close(() => r()));
+  closeIdle();
+  const timer = setTimeout(closeAll, Math.max(0, deadline - Date.now()));
+  return drained.finally(() => clearTimeout(timer));
+}
+
+/** An HTTP/2 session with no stream open for KEEP_ALIVE_MS is told to go away (it may finish nothing: it has nothing). */
+function idleSessionsClose(session: ServerHttp2Session): void {
+  let open = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    timer = setTimeout(() => session.close(), KEEP_ALIVE_MS);
+    timer.unref();
+  };
+  arm();
+  session.on('stream', (stream) => {
+    open++;
+    clearTimeout(timer);
+    stream.once('close', () => {
+      if (--open === 0 && !session.closed && !session.destroyed) arm();
+    });
+  });
+  session.once('close', () => clearTimeout(timer));
+}
+
+/** An HTTP/2 request with `Host` set from `:authority` when the client sent none (RFC 9113 8.3.1). */
+class Request2 extends Http2ServerRequest {
+  constructor(...args: ConstructorParameters<typeof Http2ServerRequest>) {
+    super(...args);
+    const authority = this.headers[':authority'];
+    if (typeof authority === 'string' && this.headers.host === undefined) {
+      this.headers.host = authority;
+      this.rawHeaders.push('host', authority);
+    }
+  }
+}
+
+/** An HTTP/2 answer without the HTTP/1.1 connection headers (Node throws on them, and takes the process down from inside srvx). */
+class Response2 extends Http2ServerResponse {
+  override writeHead(status: number, ...rest: unknown[]): this {
+    const i = rest.length - 1;
+    if (i >= 0 && rest[i] && typeof rest[i] === 'object') rest[i] = withoutConnectionHeaders(rest[i] as string[] | Record<string, unknown>);
+    return (super.writeHead as (status: number, ...rest: unknown[]) => this)(status, ...rest);
+  }
+}
+
+function withoutConnectionHeaders(headers: string[] | Record<string, unknown>): string[] | Record<string, unknown> {
+  if (Array.isArray(headers)) {
+    // srvx hands a flat [name, value, name, value, …] list.
+    if (!headers.some((h, i) => i % 2 === 0 && typeof h === 'string' && CONNECTION_HEADERS.has(h.toLowerCase()))) return headers;
+    const out: string[] = [];
+    for (let i = 0; i < headers.length; i += 2) if (!CONNECTION_HEADERS.has(String(headers[i]).toLowerCase())) out.push(headers[i], headers[i + 1]);
+    return out;
+  }
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(headers)) if (!CONNECTION_HEADERS.has(k.toLowerCase())) out[k] = v;
+  return out;
+}
