@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { H3 } from 'h3';
 import { toNodeHandler } from 'h3/node';
-import { ROOT, spawnCli, startTestServer, tmpDir, waitFor } from './helpers/index.ts';
+import { ROOT, runCli, spawnCli, startTestServer, tmpDir, waitFor } from './helpers/index.ts';
 import { createListener } from '../src/server/listener.ts';
 import { readTlsPair } from '../src/server/tls.ts';
 
@@ -297,7 +297,7 @@ async function allServe(url: string, ca: string[], fingerprint: string, n = 12):
   return true;
 }
 
-test('a certificate renewed while requests flow: no request fails, every serving process serves the new one, an open HTTP/2 session keeps working', async (t) => {
+test('a certificate renewed while requests flow: no request fails, every serving process serves the new one, an open HTTP/2 session keeps working, the CLI trusts it', async (t) => {
   const dir = tmpDir(t);
   const first = makePair(join(dir, 'made'), 'first');
   const second = makePair(join(dir, 'made'), 'second');
@@ -337,6 +337,16 @@ test('a certificate renewed while requests flow: no request fails, every serving
   await waitFor(() => /"msg":"serving process started"/.test(s.output()), 15_000);
   assert.ok(await allServe(url, ca, second.fingerprint));
 
+  // The CLI trusts the certificate of server.tls.cert (self-signed here) for its calls.
+  const cli = await runCli(['integrations', 'list', '--config', configFile], { env: { SWITCHYARD_URL: url } });
+  assert.equal(cli.code, 0, cli.stderr);
+  // A config that does not name it: the CLI says the certificate is the problem, not that no server runs.
+  const stranger = join(dir, 'stranger.yaml');
+  writeFileSync(stranger, `admin_token: ${TOKEN}\n`);
+  const refused = await runCli(['integrations', 'list', '--config', stranger], { env: { SWITCHYARD_URL: url } });
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /answered with a certificate this command does not trust \(DEPTH_ZERO_SELF_SIGNED_CERT/);
+  assert.match(refused.stderr, /NODE_EXTRA_CA_CERTS/);
   s.child.kill('SIGTERM');
 });
 
