@@ -190,6 +190,14 @@ test('HTTP/2 where the client offers it (ALPN h2), on the same port: API, public
   assert.equal(tooLarge.headers.connection, undefined);
   assert.equal((await h2Request(session, { ':path': '/healthz' })).status, 200, 'the session still serves');
 
+  // A live stream (server-sent events; over HTTP/1.1 it says Connection: close) streams over HTTP/2.
+  const live = session.request({ ':path': '/api/v1/logs/stream', authorization: `Bearer ${server.token}` });
+  const liveHead = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => live.once('response', resolve).once('error', reject));
+  assert.equal(liveHead[':status'], 200);
+  assert.match(String(liveHead['content-type']), /^text\/event-stream/);
+  assert.equal(liveHead.connection, undefined);
+  live.close();
+
   // The console, on its own host: recognised from :authority (no Host header in HTTP/2).
   const consoleSession = await h2Connect(t, server.url, pair.pem, 'localhost');
   const page = await h2Request(consoleSession, { ':path': '/console/', ':authority': `localhost:${port}` });
