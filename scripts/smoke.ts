@@ -156,8 +156,12 @@ function h2Healthz(url: string, ca: string[]): Promise<{ status: number; alpn: s
     const req = session.request({ ':path': '/healthz' });
     req.on('response', (h) => {
       const socket = session.socket as TLSSocket;
-      resolve({ status: Number(h[':status']), alpn: session.alpnProtocol, fingerprint: socket.getPeerCertificate().fingerprint256 });
-      session.close();
+      const answer = { status: Number(h[':status']), alpn: session.alpnProtocol, fingerprint: socket.getPeerCertificate().fingerprint256 };
+      req.resume();
+      req.on('end', () => {
+        session.close();
+        resolve(answer);
+      });
     });
     req.on('error', reject);
     req.end();

@@ -15,7 +15,7 @@ type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown;
 
 /** A client that sends nothing this long after a request (HTTP/1.1 keep-alive, an HTTP/2 session with no stream) is closed. */
 const KEEP_ALIVE_MS = 5_000;
-/** The whole of a request (HTTP/1.1), or an HTTP/2 stream's silence, may last this long. */
+/** Receiving a whole request (HTTP/1.1) may last this long. */
 const REQUEST_TIMEOUT_MS = 120_000;
 const HEADERS_TIMEOUT_MS = 30_000;
 /** Streams one HTTP/2 connection may have open at once (RFC 9113 advises no fewer than 100). */
@@ -37,7 +37,13 @@ export interface Listener {
   close(deadline: number): Promise<void>;
 }
 
-export function createListener(handler: NodeHandler, tls?: TlsPair): Listener {
+/**
+ * `silentMs` (TLS only): an HTTP/2 stream through which nothing passed either way this long is
+ * cancelled, and a connection silent this long (plus KEEP_ALIVE_MS) is cut: a client that stops
+ * sending a body, or that leaves a closed session's socket half open, cannot hold it for ever. It
+ * must outlast the longest quiet answer (an invocation's wall time): the server passes it.
+ */
+export function createListener(handler: NodeHandler, tls?: TlsPair, opts: { silentMs?: number } = {}): Listener {
   if (!tls) {
     const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_MS }, handler);
     return {
@@ -63,11 +69,13 @@ export function createListener(handler: NodeHandler, tls?: TlsPair): Listener {
   );
   // The HTTP/1.1 connections it takes follow the same limits as the plain server's.
   Object.assign(server, { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_MS });
-  server.on('session', idleSessionsClose);
-  server.on('stream', (stream) => stream.setTimeout(REQUEST_TIMEOUT_MS, () => stream.close(constants.NGHTTP2_CANCEL)));
+  const silentMs = opts.silentMs ?? REQUEST_TIMEOUT_MS;
+  const sessions = trackSessions(server);
+  server.on('stream', (stream) => stream.setTimeout(silentMs, () => stream.close(constants.NGHTTP2_CANCEL)));
   const sockets = new Set<Socket>();
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);
+    socket.setTimeout(silentMs + KEEP_ALIVE_MS, () => socket.destroy());
     socket.once('close', () => sockets.delete(socket));
   });
   return {
@@ -76,11 +84,14 @@ export function createListener(handler: NodeHandler, tls?: TlsPair): Listener {
     setPair(pair) {
       server.setSecureContext({ cert: pair.cert, key: pair.key });
     },
-    // Its close() closes the idle HTTP/1.1 connections and sends GOAWAY to every HTTP/2 session.
-    close: (deadline) =>
-      drain(server, deadline, () => {}, () => {
+    close(deadline) {
+      // Idle HTTP/2 sessions end now. Then the server's close() closes the idle HTTP/1.1
+      // connections and tells the busy sessions to go away once their streams are done.
+      sessions.drain();
+      return drain(server, deadline, () => {}, () => {
         for (const s of sockets) s.destroy();
-      }),
+      });
+    },
   };
 }
 
@@ -91,23 +102,45 @@ function drain(server: HttpServer | Http2SecureServer, deadline: number, closeId
   return drained.finally(() => clearTimeout(timer));
 }
 
-/** An HTTP/2 session with no stream open for KEEP_ALIVE_MS is told to go away (it may finish nothing: it has nothing). */
-function idleSessionsClose(session: ServerHttp2Session): void {
-  let open = 0;
-  let timer: NodeJS.Timeout | undefined;
-  const arm = () => {
-    timer = setTimeout(() => session.close(), KEEP_ALIVE_MS);
-    timer.unref();
-  };
-  arm();
-  session.on('stream', (stream) => {
-    open++;
-    clearTimeout(timer);
-    stream.once('close', () => {
-      if (--open === 0 && !session.closed && !session.destroyed) arm();
+/**
+ * HTTP/2 sessions and their open streams. A session with no stream for KEEP_ALIVE_MS, or none when
+ * the server drains, is ended at once: GOAWAY (a request the client sent meanwhile is one it knows
+ * was not taken, safe to send again) and the socket closed. A graceful close would wait for the
+ * client to close its side, and one that never does held the shutdown for its whole timeout.
+ */
+function trackSessions(server: Http2SecureServer): { drain(): void } {
+  const open = new Map<ServerHttp2Session, number>();
+  let draining = false;
+  server.on('session', (session: ServerHttp2Session) => {
+    let timer: NodeJS.Timeout | undefined;
+    const idle = () => {
+      clearTimeout(timer);
+      if (draining) return void session.destroy();
+      timer = setTimeout(() => session.destroy(), KEEP_ALIVE_MS);
+      timer.unref();
+    };
+    open.set(session, 0);
+    idle();
+    session.on('stream', (stream) => {
+      open.set(session, (open.get(session) ?? 0) + 1);
+      clearTimeout(timer);
+      stream.once('close', () => {
+        const n = (open.get(session) ?? 1) - 1;
+        open.set(session, n);
+        if (n === 0 && !session.destroyed && !session.closed) idle();
+      });
+    });
+    session.once('close', () => {
+      clearTimeout(timer);
+      open.delete(session);
     });
   });
-  session.once('close', () => clearTimeout(timer));
+  return {
+    drain() {
+      draining = true;
+      for (const [session, n] of open) if (n === 0) session.destroy();
+    },
+  };
 }
 
 /** An HTTP/2 request with `Host` set from `:authority` when the client sent none (RFC 9113 8.3.1). */

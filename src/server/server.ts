@@ -125,7 +125,8 @@ export async function startServer(
       checkProvided(m, services);
     }
     const app = composeApp(services, modules);
-    listener = createListener(toNodeHandler(app), tls?.current);
+    // A quiet answer (an invocation waiting) lasts up to the sandbox's wall time: HTTP/2 streams may stay silent that long.
+    listener = createListener(toNodeHandler(app), tls?.current, { silentMs: Math.max(120_000, config.sandbox.wall_time + 30_000) });
     await listen(listener.server, config.server.host, config.server.port);
   } catch (e) {
     listener?.server.close();

@@ -178,44 +178,66 @@ export interface TlsSource {
 }
 
 /**
- * Read the pair now (throws tls_invalid when it cannot serve) and again whenever the files change.
- * A new pair that cannot serve is logged with its reason and the one served is kept; the files'
- * next change is tried again.
+ * A renewal seldom writes both files at the same instant: a pair that cannot serve is read again
+ * this long after before it is called refused (and logged as an error).
  */
-export function fileTlsSource(files: TlsFiles, log: Logger, opts: { intervalMs?: number; settleMs?: number } = {}): TlsSource {
+const CONFIRM_MS = 2_000;
+
+/**
+ * Read the pair now (throws tls_invalid when it cannot serve) and again whenever the files change.
+ * A new pair that cannot serve, still so CONFIRM_MS later, is logged with its reason and the one
+ * served is kept; the files' next change is tried again.
+ */
+export function fileTlsSource(files: TlsFiles, log: Logger, opts: { intervalMs?: number; settleMs?: number; confirmMs?: number } = {}): TlsSource {
   const first = readTlsPair(files);
   for (const w of first.warnings) log.warn(w, { code: 'tls_invalid' });
   let current = first.pair;
+  let refused = false;
+  let confirm: NodeJS.Timeout | undefined;
   const listeners: Array<(pair: TlsPair) => void> = [];
-  const watcher = watchTlsFiles(
-    files,
-    () => {
-      let read: ReturnType<typeof readTlsPair>;
-      try {
-        read = readTlsPair(files);
-      } catch (e) {
-        const err = e as SwitchyardError;
-        log.error('the changed TLS files are refused; the previous certificate is still served', {
-          code: err.code,
-          error: err.message,
-          ...(err.hint ? { hint: err.hint } : {}),
-          served_until: current.validTo,
-        });
+
+  const reread = (confirming: boolean) => {
+    clearTimeout(confirm);
+    let read: ReturnType<typeof readTlsPair>;
+    try {
+      read = readTlsPair(files);
+    } catch (e) {
+      if (!confirming) {
+        confirm = setTimeout(() => reread(true), opts.confirmMs ?? CONFIRM_MS);
+        confirm.unref();
         return;
       }
-      if (read.pair.fingerprint === current.fingerprint && read.pair.key === current.key) return;
-      for (const w of read.warnings) log.warn(w, { code: 'tls_invalid' });
-      current = read.pair;
-      for (const fn of listeners) fn(current);
-      log.info('TLS certificate reloaded', { cert: files.cert, ...pairFields(current) });
-    },
-    opts,
-  );
+      refused = true;
+      const err = e as Partial<SwitchyardError> & Error;
+      log.error('the changed TLS files are refused; the previous certificate is still served', {
+        code: err.code ?? 'tls_invalid',
+        error: err.message,
+        ...(err.hint ? { hint: err.hint } : {}),
+        served: current.subject,
+        served_valid_to: current.validTo,
+      });
+      return;
+    }
+    if (read.pair.fingerprint === current.fingerprint && read.pair.key === current.key) {
+      if (refused) log.info('the TLS files make a pair again: the certificate served is unchanged', { cert: files.cert, ...pairFields(current) });
+      refused = false;
+      return;
+    }
+    refused = false;
+    for (const w of read.warnings) log.warn(w, { code: 'tls_invalid' });
+    current = read.pair;
+    for (const fn of listeners) fn(current);
+    log.info('TLS certificate reloaded', { cert: files.cert, ...pairFields(current) });
+  };
+  const watcher = watchTlsFiles(files, () => reread(false), opts);
   return {
     get current() {
       return current;
     },
     onPair: (fn) => void listeners.push(fn),
-    close: () => watcher.close(),
+    close() {
+      clearTimeout(confirm);
+      watcher.close();
+    },
   };
 }
