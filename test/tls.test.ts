@@ -17,7 +17,10 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { H3 } from 'h3';
 import { toNodeHandler } from 'h3/node';
-import { ROOT, runCli, spawnCli, startTestServer, tmpDir, waitFor } from './helpers/index.ts';
+import { once } from 'node:events';
+import { ROOT, runCli, spawnCli, startTestServer, testConfig, tmpDir, waitFor } from './helpers/index.ts';
+import { startServer } from '../src/server/server.ts';
+import { memoryLogger } from '../src/log/index.ts';
 import { createListener } from '../src/server/listener.ts';
 import { readTlsPair } from '../src/server/tls.ts';
 
@@ -225,6 +228,22 @@ test('an answer with HTTP/1.1 connection headers is served over HTTP/2 without t
   const h1 = await httpsRequest(`${url}/`, files.pem);
   assert.equal(h1.body, 'hop', 'HTTP/1.1 keeps its own framing');
   session.close();
+});
+
+test('a stop does not wait for an idle HTTP/2 client: its session is ended at once, not left for the client to close', async (t) => {
+  const dir = tmpDir(t);
+  const pair = makePair(join(dir, 'tls'), 'server');
+  const server = await startServer(testConfig(t, { server: { shutdown_timeout: 60_000, tls: { cert: pair.cert, key: pair.key } } }), { log: memoryLogger() });
+  const session = await h2Connect(t, server.url, pair.pem);
+  // A client that leaves an answer unread keeps its side of the connection open after a GOAWAY.
+  const req = session.request({ ':path': '/healthz' });
+  req.end();
+  await once(req, 'response');
+  const goaway = once(session, 'goaway');
+  const timer = new Promise((r) => setTimeout(r, 20_000, 'held until shutdown_timeout').unref());
+  const stop = await Promise.race([server.close().then(() => 'stopped'), timer]);
+  assert.equal(stop, 'stopped');
+  await goaway;
 });
 
 test('an expired certificate is served, with a warning at start', async (t) => {

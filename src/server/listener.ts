@@ -70,14 +70,16 @@ export function createListener(handler: NodeHandler, tls?: TlsPair, opts: { sile
   // The HTTP/1.1 connections it takes follow the same limits as the plain server's.
   Object.assign(server, { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_MS });
   const silentMs = opts.silentMs ?? REQUEST_TIMEOUT_MS;
-  const sessions = trackSessions(server);
-  server.on('stream', (stream) => stream.setTimeout(silentMs, () => stream.close(constants.NGHTTP2_CANCEL)));
-  const sockets = new Set<Socket>();
+  // The TCP connections, by peer: what ends one for good (an HTTP/2 session only half-closes it).
+  const sockets = new Map<string, Socket>();
   server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
+    const peer = peerOf(socket);
+    sockets.set(peer, socket);
     socket.setTimeout(silentMs + KEEP_ALIVE_MS, () => socket.destroy());
-    socket.once('close', () => sockets.delete(socket));
+    socket.once('close', () => sockets.delete(peer));
   });
+  const sessions = trackSessions(server, (session) => sockets.get(peerOf(session.socket)));
+  server.on('stream', (stream) => stream.setTimeout(silentMs, () => stream.close(constants.NGHTTP2_CANCEL)));
   return {
     server,
     secure: true,
@@ -89,7 +91,7 @@ export function createListener(handler: NodeHandler, tls?: TlsPair, opts: { sile
       // connections and tells the busy sessions to go away once their streams are done.
       sessions.drain();
       return drain(server, deadline, () => {}, () => {
-        for (const s of sockets) s.destroy();
+        for (const s of sockets.values()) s.destroy();
       });
     },
   };
@@ -102,32 +104,52 @@ function drain(server: HttpServer | Http2SecureServer, deadline: number, closeId
   return drained.finally(() => clearTimeout(timer));
 }
 
+function peerOf(socket: { remoteAddress?: string; remotePort?: number }): string {
+  return `${socket.remoteAddress}|${socket.remotePort}`;
+}
+
+/** After a session's GOAWAY and its last stream, the client has this long to close the connection. */
+const GOAWAY_GRACE_MS = 1_000;
+
 /**
  * HTTP/2 sessions and their open streams. A session with no stream for KEEP_ALIVE_MS, or none when
  * the server drains, is ended at once: GOAWAY (a request the client sent meanwhile is one it knows
- * was not taken, safe to send again) and the socket closed. A graceful close would wait for the
- * client to close its side, and one that never does held the shutdown for its whole timeout.
+ * was not taken, safe to send again) and the connection closed. One that was busy when the server
+ * drained is told to go away, finishes its streams, and its connection is cut GOAWAY_GRACE_MS after
+ * the last: Node only half-closes it, and a client that never closes its side held the shutdown
+ * for its whole timeout.
  */
-function trackSessions(server: Http2SecureServer): { drain(): void } {
-  const open = new Map<ServerHttp2Session, number>();
+function trackSessions(server: Http2SecureServer, socketOf: (session: ServerHttp2Session) => Socket | undefined): { drain(): void } {
+  const open = new Map<ServerHttp2Session, { streams: number; socket: Socket | undefined }>();
   let draining = false;
+  const cut = (socket: Socket | undefined) => {
+    if (!socket) return;
+    const timer = setTimeout(() => socket.destroy(), GOAWAY_GRACE_MS);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+  };
+  const end = (session: ServerHttp2Session, socket: Socket | undefined) => {
+    // Not closed yet: destroy() sends GOAWAY and closes the connection itself.
+    if (!session.closed && !session.destroyed) session.destroy();
+    else cut(socket);
+  };
   server.on('session', (session: ServerHttp2Session) => {
+    const state = { streams: 0, socket: socketOf(session) };
     let timer: NodeJS.Timeout | undefined;
     const idle = () => {
       clearTimeout(timer);
-      if (draining) return void session.destroy();
-      timer = setTimeout(() => session.destroy(), KEEP_ALIVE_MS);
+      if (draining) return end(session, state.socket);
+      if (session.closed || session.destroyed) return;
+      timer = setTimeout(() => end(session, state.socket), KEEP_ALIVE_MS);
       timer.unref();
     };
-    open.set(session, 0);
+    open.set(session, state);
     idle();
     session.on('stream', (stream) => {
-      open.set(session, (open.get(session) ?? 0) + 1);
+      state.streams++;
       clearTimeout(timer);
       stream.once('close', () => {
-        const n = (open.get(session) ?? 1) - 1;
-        open.set(session, n);
-        if (n === 0 && !session.destroyed && !session.closed) idle();
+        if (--state.streams === 0) idle();
       });
     });
     session.once('close', () => {
@@ -138,7 +160,7 @@ function trackSessions(server: Http2SecureServer): { drain(): void } {
   return {
     drain() {
       draining = true;
-      for (const [session, n] of open) if (n === 0) session.destroy();
+      for (const [session, state] of open) if (state.streams === 0) end(session, state.socket);
     },
   };
 }
