@@ -27,6 +27,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { dependencySpecs, npmInstallArgs } from '../src/cli/gitbook.ts';
 
 const ROOT = new URL('../', import.meta.url).pathname.replace(/\/$/, '');
 const MAIN = join(ROOT, 'src/main.ts');
@@ -193,12 +194,10 @@ function prepare(): string[] {
   return names;
 }
 
-/** `npm install` of the folder's dependencies, beside it (its package.json names workspace:* tools npm cannot fetch), then moved in. */
+/** The folder's dependencies installed as `switchyard gitbook install` does (src/cli/gitbook.ts), kept beside it between runs, then copied in. */
 function installDependencies(name: string, target: string): void {
-  const pkg = JSON.parse(readFileSync(join(target, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-  const deps = Object.entries(pkg.dependencies ?? {})
-    .filter(([, v]) => !String(v).startsWith('workspace:'))
-    .map(([k, v]) => `${k}@${v === '*' ? 'latest' : v}`);
+  if (!existsSync(join(target, 'package.json'))) return;
+  const deps = dependencySpecs(target).specs;
   if (!deps.length) return;
   const side = join(work, 'npm', name);
   const stamp = join(side, 'deps.txt');
@@ -207,7 +206,7 @@ function installDependencies(name: string, target: string): void {
     mkdirSync(side, { recursive: true });
     writeFileSync(join(side, 'package.json'), JSON.stringify({ name: `catalogue-${name}`, private: true }));
     say(`npm install ${name}: ${deps.join(' ')}`);
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error', ...deps], { cwd: side, stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync('npm', npmInstallArgs(deps), { cwd: side, stdio: ['ignore', 'ignore', 'inherit'] });
     writeFileSync(stamp, deps.join('\n'));
   }
   cpSync(join(side, 'node_modules'), join(target, 'node_modules'), { recursive: true, verbatimSymlinks: true });

@@ -26,8 +26,20 @@ export const ERROR_CODES = {
   capability_missing: { status: 500 },
   bad_request: { status: 400, usage: true },
   validation_failed: { status: 400, usage: true },
+  /** The webhook integration is installed into the organization, never on a space or site (spec 5.5). */
+  webhook_organization_only: { status: 400, usage: true },
   unauthorized: { status: 401 },
+  /** An install link that was altered, or was not made by this server. */
+  install_link_invalid: { status: 401, usage: true },
+  /** An install link past its expiry. */
+  install_link_expired: { status: 401, usage: true },
+  /** An install link made before its integration's links were revoked. */
+  install_link_revoked: { status: 401, usage: true },
   forbidden: { status: 403 },
+  /** A private integration of another organization than the server's, installed without the admin token (spec 2.5). */
+  integration_private: { status: 403, usage: true },
+  /** An unlisted integration installed without its own install link (spec 2.5). */
+  install_link_required: { status: 403, usage: true },
   not_found: { status: 404 },
   /** No route for this method and path. */
   no_route: { status: 404 },
@@ -35,6 +47,8 @@ export const ERROR_CODES = {
   /** The installation is uninstalled: it existed, and will not come back. */
   gone: { status: 410 },
   payload_too_large: { status: 413 },
+  /** The request line and headers are past the server's limit (Node's maxHeaderSize). */
+  headers_too_large: { status: 431 },
   unsupported_media_type: { status: 415 },
   too_many_requests: { status: 429 },
   internal: { status: 500 },
@@ -48,6 +62,8 @@ export const ERROR_CODES = {
   storage_read_only: { status: 503 },
   storage_busy: { status: 503 },
   storage_failed: { status: 503 },
+  /** The store's database cannot be reached or did not answer in time (PostgreSQL): retry later. */
+  storage_unavailable: { status: 503 },
   storage_full: { status: 507 },
   /** The CLI found no server at the configured URL. */
   server_unreachable: { status: 500 },
@@ -93,11 +109,16 @@ export class SwitchyardError extends Error {
   readonly problems: Problem[];
   /** Response headers when the error crosses the management API (e.g. Retry-After). */
   readonly headers?: Record<string, string>;
+  /**
+   * The command line exits 2 for this one whatever its code's default: the operator must fix
+   * something before running the command again (`serve` on a full disk: storage_full, else 1).
+   */
+  readonly usage?: true;
 
   constructor(
     code: ErrorCode,
     message: string,
-    opts: { hint?: string; where?: string; problems?: Problem[]; cause?: unknown; headers?: Record<string, string> } = {},
+    opts: { hint?: string; where?: string; problems?: Problem[]; cause?: unknown; headers?: Record<string, string>; usage?: true } = {},
   ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'SwitchyardError';
@@ -107,6 +128,7 @@ export class SwitchyardError extends Error {
     this.status = ERROR_CODES[code].status;
     this.problems = opts.problems ?? [];
     this.headers = opts.headers;
+    if (opts.usage) this.usage = true;
   }
 
   /** The JSON error shape of the management API. */

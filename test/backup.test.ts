@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -253,4 +253,70 @@ test('restoring a WAL database copied with its -wal keeps the rows only the -wal
     'the source and its -wal as they were, no -shm beside them',
   );
   assert.deepEqual(readdirSync(data).filter((f) => f.startsWith('switchyard.db')), ['switchyard.db'], 'one self-contained file');
+});
+
+test('backup --force replaces a regular file only: a FIFO, a device node, a folder or a symlink is refused with exit 2 and left as it was', async (t) => {
+  const dir = tmpDir(t);
+  const data = join(dir, 'data');
+  openStore(data, { migrations: allMigrations() }).close();
+  const cfg = writeConfig(dir, data);
+  const fifo = join(dir, 'pipe');
+  execFileSync('mkfifo', [fifo]);
+  const folder = join(dir, 'folder');
+  mkdirSync(folder);
+  const link = join(dir, 'link-to-pipe');
+  symlinkSync(fifo, link);
+  const targets: Array<[string, RegExp, (p: string) => boolean]> = [
+    [fifo, /is a FIFO \(named pipe\)/, (p) => lstatSync(p).isFIFO()],
+    [folder, /is a folder/, (p) => lstatSync(p).isDirectory()],
+    [link, /is a symlink/, (p) => lstatSync(p).isSymbolicLink() && lstatSync(fifo).isFIFO()],
+  ];
+  // A character device of its own, the numbers of /dev/null (1, 3): the machine's one is never a target here.
+  const device = join(dir, 'null');
+  if (spawnSync('mknod', [device, 'c', '1', '3']).status === 0) targets.push([device, /is a character device/, (p) => lstatSync(p).isCharacterDevice()]);
+  else t.diagnostic('mknod is not permitted here: no device node tried');
+  for (const [target, says, intact] of targets) {
+    const r = await runCli(['backup', target, '--force', '--config', cfg], { timeoutMs: 15_000 });
+    assert.equal(r.code, 2, `${target}: ${r.stderr}`);
+    assert.match(r.stderr, says);
+    assert.match(r.stderr, /a backup only ever replaces a regular file\nhint: give the path of/);
+    assert.ok(intact(target), `${target} is as it was`);
+  }
+  assert.deepEqual(readdirSync(dir).filter((f) => f.includes('partial')), [], 'no partial copy left');
+
+  // A regular file is still replaced with --force.
+  const earlier = join(dir, 'earlier.db');
+  writeFileSync(earlier, 'an earlier backup');
+  const r = await runCli(['backup', earlier, '--force', '--config', cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(eventsIn(earlier), 0);
+});
+
+test('restore refuses a FIFO or a device at once, before opening it (open() of a FIFO would wait for a writer), and a FIFO beside it as its -wal', async (t) => {
+  const dir = tmpDir(t);
+  const cfg = writeConfig(dir, join(dir, 'data'));
+  const fifo = join(dir, 'backup.db');
+  execFileSync('mkfifo', [fifo]);
+  const r = await runCli(['restore', fifo, '--config', cfg], { timeoutMs: 15_000 });
+  assert.equal(r.code, 2, `exits by itself: ${r.stderr}`);
+  assert.match(r.stderr, /backup\.db is a FIFO \(named pipe\), not a file written by `switchyard backup`/);
+  assert.match(r.stderr, /hint: give the path of a backup file/);
+
+  // A sound backup whose -wal is a FIFO: that too would be opened.
+  const source = join(dir, 'sound.db');
+  const made = openStore(join(dir, 'other'), { migrations: allMigrations() });
+  made.close();
+  copyFileSync(join(dir, 'other', 'switchyard.db'), source);
+  execFileSync('mkfifo', [`${source}-wal`]);
+  const wal = await runCli(['restore', source, '--config', cfg], { timeoutMs: 15_000 });
+  assert.equal(wal.code, 2, `exits by itself: ${wal.stderr}`);
+  assert.match(wal.stderr, /sound\.db-wal is a FIFO/);
+
+  const device = join(dir, 'null');
+  if (spawnSync('mknod', [device, 'c', '1', '3']).status === 0) {
+    const dev = await runCli(['restore', device, '--config', cfg], { timeoutMs: 15_000 });
+    assert.equal(dev.code, 2, dev.stderr);
+    assert.match(dev.stderr, /is a character device/);
+  }
+  assert.ok(!existsSync(join(dir, 'data', 'switchyard.db')), 'nothing was put in place');
 });

@@ -38,6 +38,9 @@ test('help text: a default said once, columns aligned, no padding after the last
   assert.match(receive.stdout, /--port=<port>\s+port to listen on \(default 9000; 0 picks a free one\)$/m);
   assert.doesNotMatch(receive.stdout, /\(Default: 9000\)|\(Default: 127\.0\.0\.1\)/);
   assert.match(list.stdout, /--json\s+print JSON for scripts instead of a table \(Default: false\)$/m, 'a default the description does not give stays');
+  // A command is named as it is typed, from the program's name down.
+  assert.match(list.stdout, /^USAGE switchyard deliveries list \[OPTIONS\]/m);
+  assert.match(receive.stdout, /^USAGE switchyard receive \[OPTIONS\]/m);
 });
 
 test('an unknown flag is exit 2 with the closest flag; a misspelt command too', async () => {
@@ -47,10 +50,16 @@ test('an unknown flag is exit 2 with the closest flag; a misspelt command too', 
   assert.match(flag.stderr, /did you mean --status\?/);
   const cmd = await runCli(['delivries', 'list']);
   assert.equal(cmd.code, 2);
-  assert.match(cmd.stderr, /unknown command "delivries"; did you mean "deliveries"\?/);
+  // The guess first, and the names in one line: not 25 lines of usage before it.
+  assert.equal(cmd.stdout, '');
+  const lines = cmd.stderr.trimEnd().split('\n');
+  assert.equal(lines[0], 'switchyard: unknown command "delivries"; did you mean "deliveries"?');
+  assert.match(lines[1], /^the commands of switchyard: init, serve, .*, deliveries, .* \(`switchyard --help` says what each does\)$/);
+  assert.equal(lines.length, 2);
   const sub = await runCli(['deliveries', 'lsit']);
   assert.equal(sub.code, 2);
   assert.match(sub.stderr, /unknown command "lsit"; did you mean "list"\?/);
+  assert.match(sub.stderr, /^the commands of switchyard deliveries: list, show, retry, replay, tail /m);
   // With --help too: the name is checked first, not answered with the parent's help and exit 0.
   const helped = [
     [['delivries', '--help'], 'delivries', 'deliveries'],

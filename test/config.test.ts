@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { openStore } from '../src/store/index.ts';
 import { join } from 'node:path';
-import { consoleUrlOf, defaultConfig, loadConfig, parseConfigText } from '../src/config/index.ts';
+import { configSchema, consoleUrlOf, defaultConfig, loadConfig, parseConfigText } from '../src/config/index.ts';
 import { SwitchyardError } from '../src/errors.ts';
 import { parseDotenv } from '../src/config/env.ts';
 import { ROOT, tmpDir } from './helpers/index.ts';
@@ -56,6 +56,27 @@ test('every problem is reported at once with key path, line and column', () => {
 test('an unknown top-level key gets a did-you-mean hint', () => {
   const err = problemsOf(() => parseConfigText('webhook:\n  timeout: 1s\n', 'c.yaml', {}));
   assert.equal(err.problems[0].hint, 'did you mean "webhooks"?');
+});
+
+test('__proto__ is refused as an unknown key like constructor, at the top level and inside a section, with its position', () => {
+  for (const [text, where, key] of [
+    ['__proto__:\n  admin_token: abcdefghijklmnopqrstuvwxyz123456\n', 'c.yaml:1:1', '__proto__'],
+    ['"__proto__": 1\n', 'c.yaml:1:1', '__proto__'],
+    ['server:\n  port: 8080\n  __proto__:\n    port: 1234\n', 'c.yaml:3:3', 'server.__proto__'],
+    ['webhooks:\n  __proto__: {timeout: 1s}\n', 'c.yaml:2:3', 'webhooks.__proto__'],
+    ['constructor: 1\n', 'c.yaml:1:1', 'constructor'],
+    ['server:\n  constructor: 1\n', 'c.yaml:2:3', 'server.constructor'],
+  ] as const) {
+    const err = problemsOf(() => parseConfigText(text, 'c.yaml', {}));
+    assert.equal(err.code, 'config_invalid', text);
+    assert.deepEqual(err.problems.map((p) => [p.where, p.message]), [[where, `${key}: unknown key "${key.split('.').pop()}"`]], text);
+  }
+});
+
+test('${{ env.NAME }} names a variable, never a member every object has: ${{ env.constructor }} is not set', () => {
+  const err = problemsOf(() => parseConfigText('admin_token: "${{ env.constructor }}"\n', 'c.yaml', {}));
+  assert.match(err.problems[0].message, /admin_token: environment variable constructor is not set/);
+  assert.equal(parseConfigText('admin_token: "${{ env.constructor }}"\n', 'c.yaml', { constructor: '0123456789012345' }).admin_token, '0123456789012345');
 });
 
 test('${{ env.NAME }} is interpolated; a missing variable names the variable and the key', () => {
@@ -156,4 +177,35 @@ test('--config naming a folder, and a data_dir that cannot be made, are one-line
   // Node's recursive mkdir spins forever under /proc; the store makes one level at a time.
   if (existsSync('/proc/1'))
     assert.equal(problemsOf(() => openStore('/proc/1/switchyard-nope/data')).code, 'data_dir_unwritable');
+});
+
+/** Every leaf key of the config schema, dotted (`server.port`, `store`, `gitbook.api_url`). */
+function schemaKeys(schema: unknown, prefix = ''): string[] {
+  const shape = (schema as { kind?: string; shape?: Record<string, unknown> }).shape;
+  if ((schema as { kind?: string }).kind !== 'object' || !shape) return [prefix];
+  return Object.entries(shape).flatMap(([k, sub]) => schemaKeys(sub, prefix ? `${prefix}.${k}` : k));
+}
+
+test('every key is in the shipped config.yaml (an optional one commented out, with an example) and in docs/configuration.md\'s table', () => {
+  const keys = schemaKeys(configSchema);
+  assert.ok(keys.includes('store') && keys.includes('gitbook.api_url') && keys.includes('server.port'));
+  const lines = readFileSync(join(ROOT, 'config.yaml'), 'utf8').split('\n');
+  const docs = readFileSync(join(ROOT, 'docs/configuration.md'), 'utf8');
+  const missing: string[] = [];
+  for (const key of keys) {
+    const path = key.split('.');
+    // The key's line, under its section's line when it has one (indented two spaces per level).
+    let from = 0;
+    for (let depth = 0; depth < path.length; depth++) {
+      const indent = '  '.repeat(depth);
+      const at = lines.findIndex((l, i) => i >= from && new RegExp(`^${indent}(# )?${path[depth]}:`).test(l));
+      if (at < 0) {
+        missing.push(`config.yaml: ${key}`);
+        break;
+      }
+      from = at + 1;
+    }
+    if (!docs.includes(`| \`${key}\` |`)) missing.push(`docs/configuration.md: ${key}`);
+  }
+  assert.deepEqual(missing, []);
 });

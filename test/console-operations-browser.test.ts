@@ -9,20 +9,23 @@
  * assertInSight.
  */
 import assert from 'node:assert/strict';
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Locator, Page } from 'playwright-core';
 import { samplePayload } from '../src/events/index.ts';
 import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import type { Delivery } from '../src/webhooks/index.ts';
-import { waitFor } from './helpers/index.ts';
+import { ROOT, waitFor } from './helpers/index.ts';
 import { assertInSight, assertNothingCutOff, hasChromium, loginInBrowser, openBrowser, shot } from './console-support.ts';
-import { inspectionServer, receiver, type InspectionServer } from './inspection-support.ts';
+import { inspectionServer, integrationsDir, receiver, type InspectionServer } from './inspection-support.ts';
 
 const skip = hasChromium() || process.env.CI ? false : 'Debian chromium is not installed (apt-get install -y chromium)';
 
 /** A server with the webhook and inspector integrations; failed attempts are final at once. */
-const server = (t: Parameters<typeof inspectionServer>[0]) => inspectionServer(t, { server: { shutdown_timeout: 300 }, webhooks: { max_retries: 0 } });
+const server = (t: Parameters<typeof inspectionServer>[0], over: Parameters<typeof inspectionServer>[1] = {}) =>
+  inspectionServer(t, { server: { shutdown_timeout: 300 }, webhooks: { max_retries: 0 }, ...over });
 
 /** `n` events of `type` in one batch; returns their event ids. */
 async function sendMany(s: InspectionServer, type: string, n: number): Promise<string[]> {
@@ -185,11 +188,22 @@ test('logs: the filters of switchyard logs, each invocation with its lines and f
     const runs = (await s.api('GET', '/api/v1/handler-runs?limit=50')).body;
     throw new Error(`${(e as Error).message}; handler runs: ${JSON.stringify(runs)}`);
   });
+  // A render, as a console page showing a component makes one (this one names no component).
+  await s.api('POST', `/api/v1/installations/${inst}/render`, { componentId: 'panel' });
+  assert.equal((await s.api('GET', '/api/v1/logs?integration=inspector')).body.invocations[0].eventType, 'ui_render');
 
   await loginInBrowser(page, s);
   await page.getByRole('link', { name: 'Logs' }).click();
   await page.getByRole('heading', { name: 'Logs', level: 1 }).waitFor();
   const blocks = page.locator('li.invocation');
+  // Renders are left out unless asked for.
+  await waitFor(async () => (await blocks.count()) === 2);
+  await page.getByTestId('renders-hidden').waitFor();
+  await page.getByLabel('Show component renders').check();
+  await waitFor(async () => (await blocks.count()) === 3);
+  assert.match(page.url(), /renders=true/);
+  assert.match(await blocks.first().locator('.invocation-head').innerText(), /ui_render/);
+  await page.getByLabel('Show component renders').uncheck();
   await waitFor(async () => (await blocks.count()) === 2);
   const quiet = blocks.filter({ hasText: 'content quiet r1' });
   assert.match(await quiet.innerText(), new RegExp(`inspector[\\s\\S]*${inst}[\\s\\S]*space_content_updated[\\s\\S]*200[\\s\\S]*ok`));
@@ -272,7 +286,10 @@ test('charts per endpoint: deliveries per minute by status and latency, in SVG, 
 });
 
 test('at 420 px every page fits the screen, dates come with times; when the server stops, a banner says so and nothing claims to be live', { skip }, async (t) => {
-  const [s, ok, { page, pageErrors }] = await Promise.all([server(t), receiver(t, 200), openBrowser(t)]);
+  // The shipped oauth-example beside them, its variables unset: its problems are long file paths.
+  const dir = integrationsDir(t);
+  cpSync(join(ROOT, 'integrations/oauth-example'), join(dir, 'oauth-example'), { recursive: true });
+  const [s, ok, { page, pageErrors }] = await Promise.all([server(t, { integrations_dir: dir }), receiver(t, 200), openBrowser(t)]);
   const hook = await s.subscribe(`${ok.url}/with/a/rather/long/path/that/must/wrap/somewhere/on/a/phone?and=a&query=string`, ['site_view']);
   const inspector = await s.install('inspector');
   await sendMany(s, 'site_view', 3);
@@ -293,7 +310,8 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
 
   // Each page, what shows it is ready, and what its screenshot is about (by default the same).
   const pages: Array<[string, string, string, string?]> = [
-    ['integrations', '#/integrations', 'tr[data-integration="webhook"]'],
+    ['integrations', '#/integrations', 'tr[data-integration="oauth-example"] .problems li', 'tr[data-integration="oauth-example"] .badge'],
+    ['integration', '#/integrations/oauth-example', '.problems li'],
     ['installations', '#/installations', `tr[data-installation="${hook}"]`, `tr[data-installation="${hook}"] .badge`],
     ['installation', `#/installations/${hook}`, '[data-testid="webhook-url"]'],
     ['events', '#/events', '#event-payload'],

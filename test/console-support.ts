@@ -3,7 +3,7 @@
  * examples (hello-components, webhook) and the console's own fixture (every ContentKit element and
  * configuration type), a login through the real endpoint, and Debian's Chromium via playwright-core.
  */
-import { cpSync, existsSync, mkdirSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -124,7 +124,8 @@ export async function assertInSight(key: Locator, what: string): Promise<void> {
  * picture that is rendered is within the viewport's width and not cut off at the side by a box
  * around it. What is meant to be unseen is left out: the visually hidden (`.sr-only`, the
  * announcer, a table header hidden where a table is cards), the skip link until it has focus, and
- * what a closed `<details>` holds. Vertical scrolling boxes (a long response excerpt) are fine.
+ * what a closed `<details>` holds. Vertical scrolling boxes (a long response excerpt) are fine. Nor
+ * may anything be wider than its table cell (a card's item): it would be drawn over its neighbour.
  */
 export async function assertNothingCutOff(page: Page, what: string): Promise<void> {
   const r = await page.evaluate(() => {
@@ -142,10 +143,15 @@ export async function assertNothingCutOff(page: Page, what: string): Promise<voi
       let hidden = false;
       if (box.left < -1 || box.right > viewport + 1) why = `at ${Math.round(box.left)}-${Math.round(box.right)} px, outside the ${viewport} px viewport`;
       for (let a = el.parentElement; a && a !== g.document.body; a = a.parentElement) {
-        if (g.getComputedStyle(a).overflowX === 'visible') continue;
+        const outside = box.left < a.getBoundingClientRect().left - 1 || box.right > a.getBoundingClientRect().right + 1;
+        // Wider than its table cell (or a cell shown as a card's item): it runs over what is beside it.
+        if (g.getComputedStyle(a).overflowX === 'visible') {
+          if (!why && a.matches('td, th') && outside) why = `wider than its cell ${name(a)}, over what is beside it`;
+          continue;
+        }
         const around = a.getBoundingClientRect();
         if (around.width <= 1 || around.height <= 1) hidden = true; // visually hidden, on purpose
-        else if (!why && (box.left < around.left - 1 || box.right > around.right + 1)) why = `cut off at the side by ${name(a)}`;
+        else if (!why && outside) why = `cut off at the side by ${name(a)}`;
       }
       if (why && !hidden) cut.push(`${name(el)} "${String(el.innerText ?? el.textContent ?? '').trim().slice(0, 40).replace(/\s+/g, ' ')}" ${why}`);
     }
@@ -168,4 +174,29 @@ export async function loginInBrowser(page: Page, server: TestServer): Promise<vo
   await page.getByLabel('Admin token').fill(server.token);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByRole('heading', { name: 'Integrations', level: 1 }).waitFor();
+}
+
+/** An SVG whose script, if it ever runs, marks the document and says so on the console. */
+export const SCRIPTED_SVG =
+  '<?xml version="1.0" encoding="UTF-8"?>\n' +
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16" width="64" height="64">' +
+  '<rect width="16" height="16" fill="#3a7"/>' +
+  '<script>document.documentElement.setAttribute("data-ran", "yes"); console.log("the svg script ran");</script>' +
+  '</svg>\n';
+
+/**
+ * The console's integrations and one more whose icon is SCRIPTED_SVG, named as GitBook's validator
+ * would not have it (`Svg_Icons.v2`: served here, with a warning).
+ */
+export function svgIconIntegrations(t: TestContext): string {
+  const dir = consoleIntegrations(t);
+  const folder = join(dir, 'svg-icons');
+  mkdirSync(join(folder, 'assets'), { recursive: true });
+  writeFileSync(
+    join(folder, 'platform-manifest.yaml'),
+    ['name: Svg_Icons.v2', 'title: SVG icons', 'description: An integration with an SVG icon.', 'organization: switchyard-tests', 'visibility: private', 'scopes: []', 'icon: assets/icon.svg', 'script: ./index.ts', ''].join('\n'),
+  );
+  writeFileSync(join(folder, 'assets/icon.svg'), SCRIPTED_SVG);
+  writeFileSync(join(folder, 'index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('svg icons here') });\n");
+  return dir;
 }

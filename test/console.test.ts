@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { consoleAssets, createSessions, SESSION_COOKIE } from '../src/console/index.ts';
 import { ROOT } from './helpers/index.ts';
-import { consoleServer, login } from './console-support.ts';
+import { consoleServer, login, SCRIPTED_SVG, svgIconIntegrations } from './console-support.ts';
 
 test('GET /console redirects to /console/, a page with a strict CSP and content-hashed assets', async (t) => {
   const server = await consoleServer(t);
@@ -164,6 +164,36 @@ test('integration code never sees the console cookie on its public endpoint', as
   assert.equal(await echo(`theme=dark; ${cookie}; lang=en`), 'theme=dark; lang=en');
   assert.equal(await echo(cookie), null);
   assert.equal(await echo('theme=dark'), 'theme=dark', 'other cookies pass untouched');
+});
+
+test('an SVG icon is served as image/svg+xml in a sandbox (no script, nothing loaded, nosniff); every image gets the same headers', async (t) => {
+  const server = await consoleServer(t, { integrationsDir: svgIconIntegrations(t) });
+  const { cookie } = await login(server);
+  const sandboxed = (res: Response) => {
+    assert.equal(res.headers.get('content-security-policy'), "default-src 'none'; style-src 'unsafe-inline'; sandbox");
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+  };
+  const icon = await fetch(`${server.consoleUrl}/console/integrations/Svg_Icons.v2/icon`, { headers: { cookie } });
+  assert.equal(icon.status, 200, await icon.clone().text());
+  assert.equal(icon.headers.get('content-type'), 'image/svg+xml');
+  sandboxed(icon);
+  assert.equal(await icon.text(), SCRIPTED_SVG);
+  const png = await fetch(`${server.consoleUrl}/console/integrations/hello-components/icon`, { headers: { cookie } });
+  assert.equal(png.headers.get('content-type'), 'image/png');
+  sandboxed(png);
+  sandboxed(await fetch(`${server.consoleUrl}/console/integrations/hello-components/preview/0`, { headers: { cookie } }));
+  // It loaded with warnings at file:line:col: the icon, and the name GitBook's validator would refuse.
+  const shown = await server.api('GET', '/api/v1/integrations/Svg_Icons.v2');
+  assert.equal(shown.status, 200, JSON.stringify(shown.body));
+  const warnings = shown.body.integration.warnings as Array<{ where: string; message: string }>;
+  assert.deepEqual(
+    warnings.map((w) => `${w.where.replace(/^.*\//, '')} ${w.message.split(';')[0]}`),
+    ['platform-manifest.yaml:1:7 name: "Svg_Icons.v2" is not a name GitBook\'s manifest validator accepts (letters and digits in words joined by single hyphens)', 'platform-manifest.yaml:7:7 icon: "assets/icon.svg" is an SVG image'],
+  );
+  // And it serves under that name.
+  const installed = await server.api('POST', '/api/v1/installations', { integration: 'Svg_Icons.v2' });
+  assert.equal(installed.status, 201, JSON.stringify(installed.body));
+  assert.equal(await (await fetch(installed.body.installation.urls.publicEndpoint)).text(), 'svg icons here');
 });
 
 test('integration icons, sample events and component ids for the console', async (t) => {

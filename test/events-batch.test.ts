@@ -71,7 +71,7 @@ test('a batch of 1,000: stored in one go with every delivery and handler run enq
   assert.equal(one.body.deliveryCount, 1);
   // And after the commit they go out, each once.
   await waitFor(() => receiver.requests.length >= 1000 && ran.length >= 1000, 60_000);
-  assert.deepEqual(new Set(receiver.requests.map((q) => JSON.parse(q.body).eventId)), new Set(ids));
+  assert.deepEqual(new Set(receiver.requests.map((q) => JSON.parse(q.body).sourceEventId)), new Set(ids));
   assert.deepEqual(new Set(ran), new Set(ids));
 });
 

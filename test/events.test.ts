@@ -146,11 +146,11 @@ test('events stored in one group commit: one whose fan-out fails is left out, th
   }
   assert.equal((await s.api('GET', `/api/v1/events/${bad.eventId}`)).status, 404, 'the failed event left nothing behind');
   await waitFor(() => receiver.requests.length === 2);
-  assert.deepEqual(receiver.requests.map((r) => JSON.parse(r.body).eventId).sort(), good.map((e) => e.eventId).sort());
+  assert.deepEqual(receiver.requests.map((r) => JSON.parse(r.body).sourceEventId).sort(), good.map((e) => e.eventId).sort());
   const later = samplePayload('site_view');
   assert.equal((await s.send(later)).status, 202);
   await waitFor(() => receiver.requests.length === 3);
-  assert.equal(JSON.parse(receiver.requests[2].body).eventId, later.eventId);
+  assert.equal(JSON.parse(receiver.requests[2].body).sourceEventId, later.eventId);
 });
 
 test('handler runs are stored with the event and run after the commit, without holding the answer; a failed run is retried', async (t) => {
@@ -193,4 +193,15 @@ test('handler runs are stored with the event and run after the commit, without h
   assert.equal(detail.handlerRuns[0].lastInvocation, 'req_2');
   const site = await s.send(samplePayload('site_view'));
   assert.deepEqual(site.body.handlers, [], 'no run where no integration handles the type');
+});
+
+test('a missing visitor or feedback says it is required and what it holds, never "got undefined undefined"', () => {
+  const { visitor: _v, ...noVisitor } = samplePayload('page_feedback') as any;
+  const { feedback: _f, ...neither } = noVisitor;
+  const problems = validateEventPayload(neither);
+  assert.deepEqual(
+    problems.map((p) => `${p.where} ${p.message}`),
+    ['feedback is required for page_feedback (an object {rating, comment})', 'visitor is required for page_feedback (an object {anonymousId, userAgent, ip, cookies})'],
+  );
+  for (const v of [undefined, 5, 'x', null]) assert.doesNotMatch(validateEventPayload({ ...noVisitor, visitor: { anonymousId: v, userAgent: 'u', ip: '1.2.3.4', cookies: {} } }).map((p) => p.message).join(), /undefined/);
 });

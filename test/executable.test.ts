@@ -6,7 +6,7 @@
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { evilPreload, nodeModulesAbove, playground, runExe, serve, type Playground } from '../scripts/sea/probe.ts';
 import type { SelfCheckReport } from '../src/native/self-check.ts';
@@ -71,6 +71,7 @@ describe('the single executable', { timeout: 240_000 }, () => {
     const pg = playground(EXE, tmpDir(t));
     const created = await runExe(pg, ['new', 'exe-hello']);
     assert.equal(created.code, 0, created.stdout + created.stderr);
+    assert.match(created.stdout, /Check it any time with: switchyard check integrations\/exe-hello$/m, 'the executable is on this PATH');
     const r = await runExe(pg, ['check', 'integrations/exe-hello', '--json']);
     assert.equal(r.code, 0, r.stdout + r.stderr);
     const report = JSON.parse(r.stdout) as { ok: boolean; sandbox?: { status: string; exports?: { fetch: boolean } } };
@@ -95,12 +96,21 @@ describe('the single executable', { timeout: 240_000 }, () => {
       const sent = await runExe(pg, ['events', 'send', 'site_view', '--json'], { env });
       assert.equal(sent.code, 0, sent.stdout + sent.stderr);
       const got = await waitFor(() => receiver.requests[0], 15_000);
-      assert.equal(JSON.parse(got.body).eventId, JSON.parse(sent.stdout).eventId);
+      assert.equal(JSON.parse(got.body).sourceEventId, JSON.parse(sent.stdout).eventId);
       assert.equal(verifySignature(got.headers['x-platform-signature'] as string, got.body, webhookSecret).ok, true);
     } finally {
       const stopped = await s.stop();
       assert.equal(stopped.code, 0, s.output());
     }
+  });
+
+  test('writes the commented config.yaml alone (`init`): the shipped text, embedded', async (t) => {
+    const pg = playground(EXE, tmpDir(t));
+    const r = await runExe(pg, ['init']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.equal(readFileSync(join(pg.dir, 'work/config.yaml'), 'utf8'), readFileSync(join(ROOT, 'config.yaml'), 'utf8'));
+    assert.ok(statSync(join(pg.dir, 'work/integrations')).isDirectory());
+    assert.match(r.stdout, /^Next: switchyard serve$/m);
   });
 
   test('writes out the shipped examples: `new --example` lists them, and hello-components passes check', async (t) => {

@@ -5,7 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { samplePayload } from '../src/events/index.ts';
 import { join } from 'node:path';
 import { verifySignature } from '../src/webhooks/index.ts';
@@ -42,6 +43,49 @@ test('a webhook URL on this machine is flagged at install (API and `switchyard i
   const quiet = await runCli(['install', 'webhook', '--set', 'webhook_url=https://hooks.example.com/y', '--set', 'event_types=site_view'], { env });
   assert.equal(quiet.code, 0, quiet.stderr);
   assert.doesNotMatch(quiet.stderr, /warning/, 'a public URL gets no warning');
+});
+
+/** Names /etc/hosts gives a loopback address (127.x, ::1), other than localhost itself. */
+function loopbackNamesInHosts(): string[] {
+  let text = '';
+  try {
+    text = readFileSync('/etc/hosts', 'utf8');
+  } catch {
+    return [];
+  }
+  const names = new Set<string>();
+  for (const line of text.split('\n')) {
+    const [address, ...rest] = line.replace(/#.*/, '').trim().split(/\s+/);
+    if (address && (/^127\./.test(address) || address === '::1')) for (const n of rest) if (n && n !== 'localhost' && /^[a-z0-9.-]+$/i.test(n)) names.add(n);
+  }
+  return [...names];
+}
+
+test('a webhook URL whose host name resolves to loopback is flagged at install as the delivery guard will refuse it (the name resolved by its own lookup)', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { allow_private_networks: false, max_retries: 0 } });
+  const names = loopbackNamesInHosts();
+  if (!names.length) t.diagnostic('no name in /etc/hosts resolves to loopback here: only localhost is tried');
+  for (const host of ['localhost', ...names]) {
+    const url = `http://${host}:9/hook`;
+    const r = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: url, event_types: 'site_view' } });
+    assert.equal(r.status, 201, host);
+    assert.equal(r.body.installation.warnings.length, 1, `${host}: ${JSON.stringify(r.body.installation.warnings)}`);
+    assert.match(r.body.installation.warnings[0], new RegExp(`^configuration\\.webhook_url: ${host.replace(/\./g, '\\.')} (is|resolves to 127\\.[\\d.]+,) a private or loopback address: deliveries to it will be refused .*set webhooks\\.allow_private_networks: true`), host);
+    const id = r.body.installation.id;
+    assert.deepEqual((await s.api('GET', `/api/v1/installations/${id}`)).body.installation.warnings, r.body.installation.warnings, `${host}: the installation's view says it too`);
+    // An edit to such a URL says it as well.
+    const edited = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { webhook_url: `${url}2` } });
+    assert.deepEqual(edited.body.installation.warnings.length, 1, host);
+  }
+  // Allowed private networks: no warning, and no lookup needed.
+  const quiet = await deliveryServer(t);
+  for (const host of ['localhost', ...names]) {
+    const r = await quiet.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: `http://${host}:9/hook`, event_types: 'site_view' } });
+    assert.deepEqual(r.body.installation.warnings, [], host);
+  }
+  // A name that does not resolve says nothing (it may resolve later; the guard decides then).
+  const unknown = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'https://no-such-host.invalid/x', event_types: 'site_view' } });
+  assert.deepEqual(unknown.body.installation.warnings, []);
 });
 
 test('a fresh start opens without errors: an example whose secrets are unset "needs configuration", in one warning line; GET / leads to the console', async (t) => {
@@ -81,7 +125,7 @@ test('with an empty integrations folder the built-in webhook integration is ther
   const sent = await s.api('POST', '/api/v1/events', samplePayload('site_view'));
   assert.equal(sent.status, 202);
   const got = await waitFor(() => receiver.requests[0]);
-  assert.equal(JSON.parse(got.body).eventId, sent.body.eventId);
+  assert.equal(JSON.parse(got.body).sourceEventId, sent.body.eventId);
   assert.equal(JSON.parse(got.body).installationId, installation.id);
   assert.deepEqual(verifySignature(got.headers['x-platform-signature'] as string, got.body, webhookSecret).ok, true);
 
@@ -130,4 +174,99 @@ test('the manifest `switchyard new` writes points at nothing the user lacks: no 
   const manifest = readFileSync(join(cwd, 'integrations/my-first/platform-manifest.yaml'), 'utf8');
   assert.doesNotMatch(manifest, /README/i);
   assert.match(manifest, /switchyard new --example hello-components/);
+});
+
+test('`switchyard new` prints a check command that runs from where it ran: this entry through node when no `switchyard` is on PATH, `npm run switchyard --` through npm', async (t) => {
+  const cwd = tmpDir(t);
+  writeFileSync(join(cwd, 'config.yaml'), 'sandbox:\n  cpu_time: 5s\n  startup_time: 15s\n');
+  const bin = join(cwd, 'bin');
+  const path = ['/usr/local/bin', '/usr/bin', '/bin'].join(':');
+  const created = await runCli(['new', 'printed'], { cwd, env: { PATH: path } });
+  assert.equal(created.code, 0, created.stderr);
+  const command = /Check it any time with: (.+)$/m.exec(created.stdout)?.[1];
+  assert.ok(command, created.stdout);
+  assert.doesNotMatch(command, /^switchyard /, 'no switchyard on this PATH');
+  const ran = spawnSync('bash', ['-c', command], { cwd, env: { ...process.env, PATH: path, NO_COLOR: '1' }, encoding: 'utf8' });
+  assert.equal(ran.status, 0, `${command}\n${ran.stdout}${ran.stderr}`);
+  assert.match(ran.stdout, /sandbox\s+ok/);
+  assert.match(created.stdout, new RegExp(`More complete examples: ${command.replace(/ check .*/, '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} new --example`));
+
+  // A switchyard of one's own on PATH is used by name; through npm, npm's form.
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'switchyard'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  const named = await runCli(['new', 'named'], { cwd, env: { PATH: `${bin}:${path}` } });
+  assert.match(named.stdout, /Check it any time with: switchyard check integrations\/named$/m);
+  const npm = await runCli(['new', 'through-npm'], { cwd, env: { PATH: path, npm_lifecycle_event: 'switchyard' } });
+  assert.match(npm.stdout, /Check it any time with: npm run switchyard -- check integrations\/through-npm$/m);
+});
+
+test('`switchyard init` writes the shipped commented config.yaml and an integrations folder, never overwrites one (exit 2, naming it), and config errors point at it', async (t) => {
+  const cwd = tmpDir(t);
+  const shipped = readFileSync(join(ROOT, 'config.yaml'), 'utf8');
+  const r = await runCli(['init'], { cwd });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(readFileSync(join(cwd, 'config.yaml'), 'utf8'), shipped, 'the same text as the shipped config.yaml');
+  assert.match(shipped, /^store: ""/m);
+  assert.deepEqual(readdirSync(join(cwd, 'integrations')), []);
+  assert.match(r.stdout, /^wrote config\.yaml/m);
+  assert.match(r.stdout, /^made {2}integrations\//m);
+  assert.match(r.stdout, / serve$/m);
+
+  writeFileSync(join(cwd, 'config.yaml'), 'server:\n  port: 9999\n');
+  const again = await runCli(['init'], { cwd });
+  assert.equal(again.code, 2);
+  assert.match(again.stderr, new RegExp(`${join(cwd, 'config.yaml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} already exists: init never overwrites`));
+  assert.match(again.stderr, /init --print/);
+  assert.equal(readFileSync(join(cwd, 'config.yaml'), 'utf8'), 'server:\n  port: 9999\n', 'left as it was');
+
+  const printed = await runCli(['init', '--print'], { cwd });
+  assert.equal(printed.code, 0);
+  assert.equal(printed.stdout, shipped);
+  const elsewhere = await runCli(['init', 'site/one'], { cwd });
+  assert.equal(elsewhere.code, 0, elsewhere.stderr);
+  assert.equal(readFileSync(join(cwd, 'site/one/config.yaml'), 'utf8'), shipped);
+  assert.ok(existsSync(join(cwd, 'site/one/integrations')));
+  assert.match(elsewhere.stdout, /^Next: cd site\/one && .* serve$/m);
+
+  // A file where the folder or its integrations folder would go: said in one line, nothing left half-written.
+  writeFileSync(join(cwd, 'a-file'), 'x');
+  const onFile = await runCli(['init', 'a-file'], { cwd });
+  assert.equal(onFile.code, 2);
+  assert.match(onFile.stderr, /^switchyard: cannot write .*a-file\/config\.yaml \(a file is in the way\)$/m);
+  mkdirSync(join(cwd, 'blocked'));
+  writeFileSync(join(cwd, 'blocked/integrations'), 'x');
+  const blocked = await runCli(['init', 'blocked'], { cwd });
+  assert.equal(blocked.code, 2);
+  assert.match(blocked.stderr, /cannot write .*blocked\/integrations\/ \(a file is in the way\)/);
+  assert.equal(existsSync(join(cwd, 'blocked/config.yaml')), false, 'no config.yaml without its folder');
+
+  // A config error's hint fits a user without the source tree.
+  writeFileSync(join(cwd, 'config.yaml'), 'server:\n  prot: 1\n');
+  const bad = await runCli(['integrations', 'list'], { cwd });
+  assert.equal(bad.code, 2);
+  assert.doesNotMatch(bad.stderr, /top of the repository/);
+  assert.match(bad.stderr, /hint: every key with its default and what it does: `switchyard init --print`/);
+  const missing = await runCli(['integrations', 'list', '--config', 'nowhere.yaml'], { cwd });
+  assert.match(missing.stderr, /`switchyard init` writes a commented config\.yaml/);
+});
+
+test('a refused admin token: the CLI names the server\'s URL and where it read the token (the variable, or the file), never the token', async (t) => {
+  const s = await startTestServer(t);
+  const wrong = 'sy_admin_not-this-servers-token-1234';
+  const byEnv = await runCli(['installations', 'list'], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: wrong } });
+  assert.equal(byEnv.code, 1);
+  assert.match(byEnv.stderr, new RegExp(`^switchyard: the server at ${s.url.replace(/[.]/g, '\\.')} refused the admin token read from SWITCHYARD_ADMIN_TOKEN$`, 'm'));
+  assert.doesNotMatch(byEnv.stderr, new RegExp(wrong));
+
+  // Another data directory's generated token, found through its config.yaml.
+  const cwd = tmpDir(t);
+  mkdirSync(join(cwd, 'data'));
+  writeFileSync(join(cwd, 'data/admin-token'), `${wrong}\n`);
+  writeFileSync(join(cwd, 'config.yaml'), 'data_dir: ./data\n');
+  const env: NodeJS.ProcessEnv = { SWITCHYARD_URL: s.url };
+  const byFile = await runCli(['installations', 'list'], { cwd, env: { ...env, SWITCHYARD_ADMIN_TOKEN: undefined } });
+  assert.equal(byFile.code, 1);
+  assert.match(byFile.stderr, new RegExp(`refused the admin token read from ${join(cwd, 'data/admin-token').replace(/[.]/g, '\\.')}$`, 'm'));
+  assert.match(byFile.stderr, /hint: .*--config/);
+  assert.doesNotMatch(byFile.stderr, new RegExp(wrong));
 });

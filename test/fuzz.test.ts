@@ -5,6 +5,11 @@
  * passes its integrity and foreign-key checks, every installation listed can be read, every webhook
  * installation has its signing secret, every delivery its event).
  *
+ * The routes are the ones the server registers (a route added later is fuzzed too), and every
+ * number, time and duration its declaration takes is given values past what a 64-bit integer, a
+ * safe integer or a date holds: each must be refused with 400 naming its field. The suite runs on
+ * PostgreSQL too (test/postgres-suites.test.ts), where such a number reaching a query would fail it.
+ *
  * The seed is fixed so a run is reproducible; FUZZ_SEED and FUZZ_RUNS explore further
  * (`FUZZ_SEED=$RANDOM FUZZ_RUNS=2000 npm test -- test/fuzz.test.ts`). A failure prints its seed and
  * the shrunk counterexample.
@@ -16,6 +21,11 @@ import { parseConfigText } from '../src/config/index.ts';
 import { parseManifest } from '../src/manifest/index.ts';
 import { SwitchyardError } from '../src/errors.ts';
 import { createAuthThrottle } from '../src/http/throttle.ts';
+import type { RouteMeta } from '../src/http/route.ts';
+import { toJsonSchema, type Schema } from '../src/schema/index.ts';
+import { modules } from '../src/server/modules.ts';
+import { composeApp } from '../src/server/server.ts';
+import type { Services } from '../src/server/services.ts';
 import { deliveryServer } from './webhooks-support.ts';
 
 const seed = Number(process.env.FUZZ_SEED ?? 20261125);
@@ -93,18 +103,178 @@ const body = fc.oneof(
   { weight: 1, arbitrary: fc.constant(undefined) },
 );
 
-const routes = [
-  'GET /healthz', 'GET /openapi.json', 'GET /metrics',
-  'GET /api/v1/integrations', 'GET /api/v1/integrations/:x',
-  'GET /api/v1/installations', 'POST /api/v1/installations', 'GET /api/v1/installations/:x', 'PATCH /api/v1/installations/:x',
-  'PUT /api/v1/installations/:x', 'DELETE /api/v1/installations/:x', 'POST /api/v1/installations/:x/render', 'POST /api/v1/installations/:x/token',
-  'GET /api/v1/events', 'POST /api/v1/events', 'GET /api/v1/events/:x',
-  'GET /api/v1/deliveries', 'GET /api/v1/deliveries/:x', 'POST /api/v1/deliveries/:x/retry', 'POST /api/v1/deliveries/:x/replay', 'POST /api/v1/deliveries/replay',
-  'GET /api/v1/logs', 'GET /api/v1/logs/:x', 'GET /api/v1/retention', 'POST /api/v1/retention/run',
-  'GET /api/v1/webhooks/:x/secret', 'POST /api/v1/webhooks/:x/secret/rotate',
-  'POST /api/v1/oauth/state', 'POST /api/v1/oauth/state/consume', 'POST /api/v1/oauth/refresh/claim', 'POST /api/v1/oauth/refresh/release',
-  'GET /console/session', 'POST /console/login', 'POST /console/logout', 'GET /console/api/samples/:x', 'GET /console/api/integrations/:x/components',
-];
+interface Registered {
+  method: string;
+  /** h3's pattern: `/api/v1/deliveries/:id`, `/api/v1/spaces/**`. */
+  route: string;
+  spec?: RouteMeta['spec'];
+}
+
+/** Every route the server registers, read from the app its modules compose (as test/openapi.test.ts does). */
+function registeredRoutes(services: Services): Registered[] {
+  const app = composeApp(services, modules) as unknown as { '~routes': Array<{ method?: string; route: string; meta?: { route?: RouteMeta } }> };
+  return app['~routes'].map((r) => ({ method: r.method || 'GET', route: r.route, spec: r.meta?.route?.spec }));
+}
+
+/** A route's pattern with every parameter given `id` (a `**` tail too). */
+const pathOf = (route: string, id: string) => route.replace(/:[A-Za-z0-9_]+/g, id).replace(/\*\*$/, id);
+
+/** What a declared field reads: a whole number, a time, a duration, or text (anything else) that the values below are not about. */
+type Form = 'number' | 'time' | 'duration' | 'text';
+
+/** The kinds that read text, a choice or a flag; a kind not named here or below fails the test until it is classified. */
+const TEXT_KINDS = new Set(['text-param', 'enum-param', 'flag-param', 'errors-param', 'endpoint-param', 'string', 'enum', 'boolean', 'record', 'array', 'any', 'object', 'union', 'nullable']);
+
+function formOf(schema: Schema<unknown>): Form | undefined {
+  if (schema.kind === 'time-param' || schema.kind === 'time-field') return 'time';
+  if (schema.kind === 'bucket-param' || schema.kind === 'duration') return 'duration';
+  const json = toJsonSchema(schema);
+  if (json.type === 'integer' || json.type === 'number' || json.pattern === '^\\d+$') return 'number';
+  return TEXT_KINDS.has(schema.kind) ? 'text' : undefined;
+}
+
+interface Target {
+  method: string;
+  route: string;
+  in: 'query' | 'body';
+  name: string;
+  form: Exclude<Form, 'text'>;
+  /** The largest number it takes, as declared (a count's bound), else the largest safe integer. */
+  max: number;
+}
+
+/** Every number, time and duration a declared route reads from its query or its body. */
+function numericFields(routes: Registered[]): { targets: Target[]; unclassified: string[] } {
+  const targets: Target[] = [];
+  const unclassified: string[] = [];
+  for (const { method, route, spec } of routes) {
+    const shapes = { query: spec?.query?.shape, body: (spec?.body?.schema as { shape?: Record<string, Schema<unknown>> } | undefined)?.shape };
+    for (const where of ['query', 'body'] as const)
+      for (const [name, schema] of Object.entries(shapes[where] ?? {})) {
+        const form = formOf(schema);
+        if (!form) unclassified.push(`${method} ${route} ${where} ${name}: ${schema.kind}`);
+        else if (form !== 'text') targets.push({ method, route, in: where, name, form, max: Number(toJsonSchema(schema).maximum ?? Number.MAX_SAFE_INTEGER) });
+      }
+  }
+  return { targets, unclassified };
+}
+
+const bigInteger = (min: bigint, max: bigint) => fc.bigInt({ min, max }).map(String);
+const units = fc.constantFrom('ms', 's', 'm', 'h', 'd');
+/** Forms no field takes for a number, with a unit or without: a sign, an exponent (1e309 is Infinity), hex, words. */
+const oddNumber = fc.oneof(
+  bigInteger(-(2n ** 70n), -1n),
+  fc.constantFrom('-0', '+1', '1e309', '-1e309', '1e3', '0x10', '0b1', '0o7', 'Infinity', 'NaN', '1_000', '١'),
+  fc.tuple(fc.integer({ min: 1, max: 9 }), fc.integer({ min: 1, max: 400 })).map(([a, e]) => `${a}e${e}`),
+  fc.bigInt({ min: 0n, max: 2n ** 80n }).map((n) => `0x${n.toString(16)}`),
+);
+/** A fraction: no count, cursor or epoch time (a duration with a unit may have one: `1.5h`). */
+const fraction = fc.tuple(fc.integer({ min: 0, max: 999 }), fc.integer({ min: 1, max: 999 })).map(([a, b]) => `${a}.${b}`);
+
+/** Values each form must refuse (400 naming the field), from the plainly wrong to one past its bound. */
+const refused: Record<Target['form'], fc.Arbitrary<string>> = {
+  // Past Number.MAX_SAFE_INTEGER (exact here), past 2^63 (a store's integer), past 2^64.
+  number: fc.oneof(bigInteger(2n ** 53n, 2n ** 63n), bigInteger(2n ** 63n - 1n, 2n ** 66n), bigInteger(2n ** 64n, 10n ** 400n), oddNumber, fraction, fc.constant(' 1')),
+  time: fc.oneof(
+    // A duration ago before year 1: 800000 days and more, in any unit.
+    fc.tuple(bigInteger(800_000n, 10n ** 30n), fc.constant('d')).map(([n, u]) => n + u),
+    fc.tuple(bigInteger(70_000_000_000_000n, 10n ** 400n), fc.constant('ms')).map(([n, u]) => n + u),
+    fc.tuple(oddNumber, fc.option(units, { nil: '' })).map(([n, u]) => n + u),
+    fraction,
+    // Neither epoch seconds (10 digits) nor milliseconds (up to 13).
+    bigInteger(10n ** 13n, 2n ** 70n),
+    fc.constantFrom('0000-12-31T23:59:59Z', '10000-01-01T00:00:00Z', '+275760-09-13T00:00:00.000Z', '-000001-01-01T00:00:00Z', '9999-12-31T23:59:59-01:00', 'yesterday', 'Jan 31 2025'),
+  ),
+  duration: fc.oneof(
+    fc.tuple(bigInteger(3_650_001n, 10n ** 30n), fc.constant('d')).map(([n, u]) => n + u),
+    fc.tuple(oddNumber, fc.option(units, { nil: '' })).map(([n, u]) => n + u),
+    fraction,
+    bigInteger(0n, 2n ** 70n),
+  ),
+};
+
+/** The same, written out: the values a defect was seen with, checked on every run. */
+const REFUSED: Record<Target['form'], string[]> = {
+  number: ['9223372036854775807', '9223372036854775808', '18446744073709551616', '9007199254740992', '1'.padEnd(400, '0'), '-1', '-0', '1.5', '1e3', '1e309', '0x10'],
+  time: ['99999999999999d', '800000d', `${'9'.repeat(400)}d`, '-1', '-0', '-1h', '1.5', '1e309', '1e3d', '0x10', '99999999999999', '10000-01-01T00:00:00Z', 'yesterday'],
+  duration: ['99999999999999d', '3650001d', `${'9'.repeat(400)}d`, '-1s', '-0', '1.5', '1e309s', '0x10s'],
+};
+
+/** The bounds themselves are read (a page past the last, a window from year 1 to 9999, the longest bucket). */
+const accepted = (target: Target): string[] => ({
+  number: [String(target.max), '0000000000000000000000001'],
+  time: ['0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999Z', '700000d', '1.5h', '9999999999999'],
+  duration: ['3650000d'],
+})[target.form];
+
+interface ApiError {
+  code: string;
+  message: string;
+  where?: string;
+  problems?: Array<{ where: string }>;
+}
+
+/** Ask `target` for `value`: the answer's status and error. */
+async function ask(s: { url: string; token: string }, target: Target, value: string): Promise<{ status: number; error?: ApiError }> {
+  const path = pathOf(target.route, 'x');
+  const res = await fetch(target.in === 'query' ? `${s.url}${path}?${target.name}=${encodeURIComponent(value)}` : `${s.url}${path}`, {
+    method: target.method,
+    headers: { authorization: `Bearer ${s.token}`, ...(target.in === 'body' ? { 'content-type': 'application/json' } : {}) },
+    body: target.in === 'body' ? JSON.stringify({ [target.name]: value }) : undefined,
+    signal: AbortSignal.timeout(10_000),
+  });
+  // A stream that was accepted stays open: its answer is its status.
+  if (res.headers.get('content-type')?.startsWith('text/event-stream')) {
+    await res.body?.cancel();
+    return { status: res.status };
+  }
+  const body = (await res.json().catch(() => undefined)) as { error?: ApiError } | undefined;
+  return { status: res.status, error: body?.error };
+}
+
+/** What is wrong with the answer to a value past its bound: not a 400 whose problems name the field (a body may have others too: a required key it lacks). */
+function notRefused(r: Awaited<ReturnType<typeof ask>>, target: Target, value: string): string | undefined {
+  const what = `${target.method} ${target.route} ${target.in} ${target.name}=${value.length > 60 ? `${value.slice(0, 60)}…` : value}`;
+  if (r.status !== 400 || r.error?.code !== 'bad_request') return `${what} answered ${r.status} ${r.error?.code ?? ''}`;
+  if (r.error.where !== target.name && !r.error.problems?.some((p) => p.where === target.name)) return `${what}: the error names ${r.error.where}`;
+  return undefined;
+}
+
+test('fuzz: every number, time and duration a route reads is refused past its bound with 400 naming it, never a 5xx', async (t) => {
+  const s = await deliveryServer(t);
+  t.diagnostic(`on ${s.services.store.engine}`);
+  const { targets, unclassified } = numericFields(registeredRoutes(s.services));
+  assert.deepEqual(unclassified, [], 'declared fields of a kind this test does not know: classify them in formOf');
+  const wrong: string[] = [];
+  for (const target of targets) {
+    for (const value of REFUSED[target.form]) {
+      const why = notRefused(await ask(s, target, value), target, value);
+      if (why) wrong.push(why);
+    }
+    // The bounds themselves: never a 5xx, and the value read (a window with until before since may still be refused).
+    if (target.in === 'query')
+      for (const value of accepted(target)) {
+        const r = await ask(s, target, value);
+        if (r.status >= 500 || r.error?.message.includes(`got "${value}"`)) wrong.push(`${target.route} ${target.name}=${value} answered ${r.status} ${JSON.stringify(r.error)}`);
+      }
+  }
+  assert.deepEqual(wrong, []);
+
+  // The list routes and the replays are all here: the declarations were read.
+  const seen = new Set(targets.map((x) => `${x.route} ${x.name}`));
+  for (const route of ['/api/v1/events', '/api/v1/deliveries', '/api/v1/handler-runs', '/api/v1/logs'])
+    for (const name of ['limit', 'cursor', 'since', 'until']) assert.ok(seen.has(`${route} ${name}`), `${route} ${name}`);
+  for (const x of ['/api/v1/deliveries/stats bucket', '/api/v1/logs/stream after', '/api/v1/deliveries/replay since', '/api/v1/handler-runs/replay until'])
+    assert.ok(seen.has(x), x);
+
+  await fc.assert(
+    fc.asyncProperty(
+      fc.constantFrom(...targets).chain((target) => fc.tuple(fc.constant(target), refused[target.form])),
+      async ([target, value]) => assert.equal(notRefused(await ask(s, target, value), target, value), undefined),
+    ),
+    { seed, numRuns: runs(600) },
+  );
+});
 
 test('fuzz: the management API answers any request without a 5xx and stores nothing half-way', async (t) => {
   const s = await deliveryServer(t);
@@ -120,12 +290,17 @@ test('fuzz: the management API answers any request without a 5xx and stores noth
   });
   const { installationId } = await s.subscribe('http://127.0.0.1:9/hook');
   const ids = fc.oneof(fc.constant(installationId), weirdSegment);
+  const routes = registeredRoutes(s.services);
+  assert.ok(routes.length > 40, 'the route table was read');
   const request = fc.record({
     route: fc.constantFrom(...routes),
     method: fc.option(fc.constantFrom('GET', 'POST', 'PATCH', 'PUT', 'DELETE', 'HEAD', 'OPTIONS'), { freq: 4 }),
     id: ids,
     query: fc.option(
-      fc.dictionary(fc.constantFrom('limit', 'status', 'since', 'until', 'cursor', 'type', 'installation', 'integration', 'event', 'level'), fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('-1', '1e309', '999999999999', '2026-13-45', 'failed', 'retrying'))),
+      fc.dictionary(
+        fc.constantFrom('limit', 'status', 'since', 'until', 'cursor', 'after', 'bucket', 'type', 'installation', 'integration', 'event', 'level', 'errors'),
+        fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('-1', '1e309', '999999999999', '9223372036854775808', '99999999999999d', '2026-13-45', 'failed', 'retrying'), refused.number, refused.time),
+      ),
       { freq: 2 },
     ),
     body,
@@ -134,9 +309,9 @@ test('fuzz: the management API answers any request without a 5xx and stores noth
   });
   await fc.assert(
     fc.asyncProperty(request, async (r) => {
-      const [routeMethod, template] = r.route.split(' ');
-      const method = r.method ?? routeMethod;
-      const path = template.replace(':x', r.id);
+      const template = r.route.route;
+      const method = r.method ?? r.route.method;
+      const path = pathOf(template, r.id);
       const qs = r.query ? `?${new URLSearchParams(r.query)}` : '';
       const headers: Record<string, string> = {};
       if (r.contentType) headers['content-type'] = r.contentType;
@@ -158,10 +333,12 @@ test('fuzz: the management API answers any request without a 5xx and stores noth
   );
   assert.deepEqual(crashes, [], 'no uncaught exception or unhandled rejection');
 
-  // Nothing half-stored.
+  // Nothing half-stored (PostgreSQL checks its own pages and keys as it writes).
   const db = s.services.store.db;
-  assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
-  assert.deepEqual(db.pragma('foreign_key_check'), []);
+  if (s.services.store.engine === 'sqlite') {
+    assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
+    assert.deepEqual(db.pragma('foreign_key_check'), []);
+  }
   const list = await s.api('GET', '/api/v1/installations');
   assert.equal(list.status, 200);
   for (const inst of list.body.installations) {

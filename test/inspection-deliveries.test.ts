@@ -52,7 +52,7 @@ test('deliveries list: filters, cursor pages, an aligned table and --json', asyn
   const people = await s.cli(['deliveries', 'list', '--limit', '4']);
   assert.equal(people.code, 0, people.stderr);
   const lines = people.stdout.trimEnd().split('\n');
-  assert.match(lines[0], /^CREATED\s+DELIVERY\s+TYPE\s+INSTALLATION\s+STATUS\s+ATTEMPTS\s+SCHEDULE\s+LAST\s+NEXT ATTEMPT$/);
+  assert.match(lines[0], /^CREATED\s+DELIVERY\s+SOURCE EVENT\s+TYPE\s+INSTALLATION\s+STATUS\s+ATTEMPTS\s+SCHEDULE\s+LAST\s+NEXT ATTEMPT$/);
   const col = lines[0].indexOf('STATUS');
   for (const row of lines.slice(1, 5)) assert.match(row.slice(col), /^(delivered|failed) /, `STATUS column aligned in:\n${people.stdout}`);
   assert.match(lines[5], /^next page: --cursor \d+$/);
@@ -82,7 +82,9 @@ test('deliveries show: payload, signature header and every attempt; retry makes 
   assert.equal(shown.code, 0, shown.stderr);
   assert.match(shown.stdout, new RegExp(`^delivery ${d1}  failed\\n`));
   assert.match(shown.stdout, /signature    X-Platform-Signature: t=\d+,v1=[0-9a-f]{64}\n/);
-  assert.match(shown.stdout, /payload\n\{\n {2}"eventId": "evt_/);
+  // The delivery's own eventId, and the event it comes from (the body's sourceEventId).
+  assert.match(shown.stdout, new RegExp(`\\n  eventId {6}${d1}\\n  source event evt_\\w+ \\(page_feedback\\)\\n`));
+  assert.match(shown.stdout, new RegExp(`payload\\n\\{\\n {2}"eventId": "${d1}",\\n {2}"type": "page_feedback",\\n {2}"installationId": "inst_\\w+",\\n {2}"sourceEventId": "evt_`));
   assert.match(shown.stdout, /"type": "page_feedback"/);
   assert.match(shown.stdout, /#\s+TIME\s+TRIGGER\s+RESULT\s+DURATION\s+OUTCOME\s+NEXT ATTEMPT\n1\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+retry\s+\S+Z\n2\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+failed\s*\n/);
   assert.match(shown.stdout, /attempts {5}2 in all; 2 of 2 automatic in this schedule\n/);

@@ -49,6 +49,19 @@ test('install, configure, pause, resume and uninstall from the real CLI', async 
   assert.match(unknown.stderr, /installation inst_nope does not exist/);
 });
 
+test('install --site with --space: a site installation in that space (spec 2.4)', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const r = await runCli(['install', 'kitchen-sink', '--site', 'site-1', '--space', 'space-7', '--set', 'tracking=true', '--json'], { env });
+  assert.equal(r.code, 0, r.stderr);
+  const installation = JSON.parse(r.stdout).installation;
+  assert.equal(installation.target, 'site');
+  assert.equal(installation.site, 'site-1');
+  assert.equal(installation.space, 'space-7');
+  const list = await runCli(['installations', 'list'], { env });
+  assert.match(list.stdout, new RegExp(`${installation.id}\\s+kitchen-sink\\s+site:site-1\\s`));
+});
+
 test('the CLI says in one line when the server is not running', async () => {
   const r = await runCli(['installations', 'list'], { env: { SWITCHYARD_URL: 'http://127.0.0.1:9', SWITCHYARD_ADMIN_TOKEN: 'x' } });
   assert.equal(r.code, 1);
@@ -117,4 +130,30 @@ test('manifest defaults are stored when an installation is created or configured
   const pending = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink' });
   assert.equal(pending.body.installation.status, 'pending');
   assert.deepEqual(pending.body.installation.configuration, { threshold: 3, mode: 'fast' });
+});
+
+test('the webhook integration installs into the organization only (spec 5.5): a space or site install is refused, by the API and the CLI', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
+  const configuration = { webhook_url: 'https://example.com/hook', event_types: 'space_content_updated' };
+  for (const where of [{ space: 'space-9' }, { target: 'space', space: 'space-9' }, { site: 'site-9' }, { target: 'site', site: 'site-9' }]) {
+    const r = await s.api('POST', '/api/v1/installations', { integration: 'webhook', ...where, configuration });
+    assert.equal(r.status, 400, `${JSON.stringify(where)}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body.error.code, 'webhook_organization_only', JSON.stringify(where));
+    assert.match(r.body.error.message, /installed into the organization/);
+    assert.match(r.body.error.hint, /without --space or --site/);
+  }
+  for (const flag of [['--space', 'space-9'], ['--site', 'site-9']]) {
+    const cli = await runCli(['install', 'webhook', ...flag, '--set', 'webhook_url=https://example.com/hook', '--set', 'event_types=space_content_updated'], { env });
+    assert.equal(cli.code, 2, cli.stderr);
+    assert.match(cli.stderr, /webhook integration is installed into the organization/);
+  }
+  const none = await s.api('GET', '/api/v1/installations?integration=webhook&all=true');
+  assert.deepEqual(none.body.installations, [], 'nothing was stored');
+  // The organization-wide install is the one that works.
+  const ok = await runCli(['install', 'webhook', '--set', 'webhook_url=https://example.com/hook', '--set', 'event_types=space_content_updated', '--json'], { env });
+  assert.equal(ok.code, 0, ok.stderr);
+  const made = JSON.parse(ok.stdout).installation;
+  assert.equal(made.target, 'organization');
+  assert.equal(made.status, 'active');
 });

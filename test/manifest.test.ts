@@ -140,7 +140,7 @@ test('the minimal manifest: the six required keys, an empty scope list allowed',
 });
 
 test('every problem is listed at once, in file order, each with file:line:col', () => {
-  const text = ['name: Bad_Name', 'title: ""', 'description: d', 'organization: o', 'visibility: hidden', 'scopes:', '  - site:script:inject', '  - nope', ''].join('\n');
+  const text = ['name: Bad Name', 'title: ""', 'description: d', 'organization: o', 'visibility: hidden', 'scopes:', '  - site:script:inject', '  - nope', ''].join('\n');
   const r = parseManifest(text, 'x/platform-manifest.yaml', {});
   assert.equal(r.manifest, undefined);
   assert.deepEqual(
@@ -148,6 +148,25 @@ test('every problem is listed at once, in file order, each with file:line:col', 
     ['x/platform-manifest.yaml:1:7', 'x/platform-manifest.yaml:2:8', 'x/platform-manifest.yaml:5:13', 'x/platform-manifest.yaml:7:5', 'x/platform-manifest.yaml:8:5'],
   );
   assert.ok(r.problems.every((p) => p.severity === 'error'));
+});
+
+test("names: the spec's \"string\", in the characters a URL keeps; GitBook's form is a warning citing its validator", () => {
+  const load = (name: string) => parseManifest(`name: "${name}"\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\n`, 'x/platform-manifest.yaml', {});
+  for (const name of ['my-integration', 'MyIntegration', 'VA-Auth0']) assert.deepEqual(load(name).problems, [], name);
+  for (const name of ['my_integration', 'my--thing', 'v1.2', '-edge-']) {
+    const r = load(name);
+    assert.equal(r.manifest?.name, name);
+    assert.equal(r.problems.length, 1, name);
+    assert.equal(r.problems[0].severity, 'warning');
+    assert.equal(r.problems[0].where, 'x/platform-manifest.yaml:1:7');
+    assert.match(r.problems[0].message, /is not a name GitBook's manifest validator accepts/);
+  }
+  // What would not survive in the integration's URLs stays an error, alone.
+  for (const name of ['my integration', 'a/b', '..', '.', 'ünï', 'a%2Fb', 'a?b', '']) {
+    const r = load(name);
+    assert.equal(r.manifest, undefined, name);
+    assert.ok(r.problems.every((p) => p.severity === 'error'), name);
+  }
 });
 
 test('a missing environment variable names the variable and the secret; others still resolve', () => {
@@ -165,12 +184,32 @@ test('the summary limit (2048) is checked here, not late', () => {
   assert.match(parseManifest(`${base}summary: ${'x'.repeat(2049)}\n`, 'm.yaml', {}).problems[0].message, /at most 2048/);
 });
 
-test('property titles up to 50 and descriptions up to 100 characters', () => {
+test('property titles past 50 and descriptions past 100 characters load, with a warning citing GitBook\'s validator', () => {
   const make = (title: string, description: string) =>
     `name: a\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\nconfigurations:\n  site:\n    properties:\n      p:\n        type: string\n        title: ${title}\n        description: ${description}\n`;
   assert.deepEqual(parseManifest(make('t'.repeat(50), 'd'.repeat(100)), 'm.yaml', {}).problems, []);
   const r = parseManifest(make('t'.repeat(51), 'd'.repeat(101)), 'm.yaml', {});
-  assert.equal(r.problems.length, 2);
+  assert.equal(r.manifest?.configurations?.site?.properties?.p.title, 't'.repeat(51));
+  assert.deepEqual(
+    r.problems.map((p) => [p.severity, p.where, p.message]),
+    [
+      ['warning', 'm.yaml:12:16', "configurations.site.properties.p.title: is 51 characters; GitBook's manifest validator allows at most 50 in a property title (@gitbook/api's INTEGRATION_PROPERTY_TITLE_MAX_LENGTH)"],
+      ['warning', 'm.yaml:13:22', "configurations.site.properties.p.description: is 101 characters; GitBook's manifest validator allows at most 100 in a property description"],
+    ],
+  );
+});
+
+test('a 60-character property title in a folder loads with a warning at platform-manifest.yaml:line:col; a long button text is fine', (t) => {
+  const title = 'A title of sixty characters, past what GitBook allows: 60 c.';
+  assert.equal(title.length, 60);
+  const dir = folder(t, `configurations:\n  account:\n    properties:\n      connect:\n        type: button\n        title: "${title}"\n        description: Connect\n        button_text: ${'Connect your account at the provider and come back here'}\n        callback_url: /oauth\n`);
+  const r = loadManifest(dir, {}, { label: 'x' });
+  assert.ok(r.manifest, JSON.stringify(r.problems));
+  assert.deepEqual(
+    r.problems.map((p) => [p.severity, p.where]),
+    [['warning', 'x/platform-manifest.yaml:12:16']],
+  );
+  assert.match(r.problems[0].message, /title: is 60 characters; GitBook's manifest validator allows at most 50/);
 });
 
 test('warnings do not fail: a secret written in plain text, an env reference outside secrets', () => {
@@ -231,7 +270,7 @@ test('script, icon and preview images must exist inside the folder; images must 
   const byLine = r.problems.map((p) => `${p.where.split(':')[1]} ${p.message}`);
   assert.deepEqual(byLine, [
     '7 script: "../escape.ts" points outside the integration folder',
-    '8 icon: "assets/icon.jpg" is not a PNG or JPEG image',
+    '8 icon: "assets/icon.jpg" is not a PNG, JPEG or SVG image',
     '10 previewImages[0]: preview image file "assets/missing.png" does not exist',
     '11 previewImages[1]: "/etc/passwd" is an absolute path',
     '12 previewImages[2]: "assets/link.png" is a link to a file outside the integration folder',
@@ -253,6 +292,25 @@ test('a preview that is not 2:1 is a warning; 1600 x 800 is fine', (t) => {
   assert.equal(r.problems.length, 1);
   assert.equal(r.problems[0].severity, 'warning');
   assert.match(r.problems[0].message, /previewImages\[1\]: "square.png" is 300 x 300, not 2:1/);
+});
+
+test('an SVG icon is accepted (spec 2.5: a local asset path), with a warning that GitBook publishes PNG only; an SVG preview is not', (t) => {
+  const svg = '<?xml version="1.0"?>\n<!-- drawn by hand -->\n<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 8 8"><rect width="8" height="8"/></svg>\n';
+  const dir = folder(t, 'icon: assets/icon.svg\npreviewImages: [assets/icon.svg]\n', { 'assets/icon.svg': svg, 'notes.svg': '<html><svg></svg></html>' });
+  const r = loadManifest(dir, {}, { label: 'x' });
+  assert.deepEqual(
+    r.problems.map((p) => `${p.severity} ${p.where} ${p.message}`),
+    [
+      'warning x/platform-manifest.yaml:7:7 icon: "assets/icon.svg" is an SVG image; GitBook\'s CLI publishes PNG icons only',
+      'error x/platform-manifest.yaml:8:17 previewImages[0]: "assets/icon.svg" is not a PNG or JPEG image',
+    ],
+  );
+  const ok = loadManifest(folder(t, 'icon: assets/icon.svg\n', { 'assets/icon.svg': svg }), {});
+  assert.equal(ok.manifest?.icon, 'assets/icon.svg');
+  // A file that only mentions svg somewhere is no SVG image.
+  const html = loadManifest(folder(t, 'icon: notes.svg\n', { 'notes.svg': '<html><svg></svg></html>' }), {});
+  assert.equal(html.manifest, undefined);
+  assert.match(html.problems[0].message, /is not a PNG, JPEG or SVG image/);
 });
 
 test('a script with an extension the bundler does not read is refused', (t) => {
@@ -339,6 +397,20 @@ test('property and secret names cannot be __proto__, constructor or prototype', 
   const text = 'name: a\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\nconfigurations:\n  site:\n    properties:\n      constructor:\n        type: string\n        title: T\n        description: D\nsecrets:\n  prototype: x\n';
   const r = parseManifest(text, 'm.yaml', {});
   assert.deepEqual(r.problems.filter((p) => p.severity === 'error').map((p) => p.where), ['m.yaml:10:7', 'm.yaml:15:3']);
+});
+
+test('__proto__ is an unknown key wherever a manifest has keys, and a secret never reads a member every object has', () => {
+  const base = 'name: a\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\n';
+  for (const [extra, where, message] of [
+    ['__proto__:\n  x: 1\n', 'm.yaml:7:1', '__proto__: unknown key "__proto__"'],
+    ['configurations:\n  account:\n    __proto__: 1\n    properties: {}\n', 'm.yaml:9:5', 'configurations.account.__proto__: unknown key "__proto__"'],
+    ['blocks:\n  - id: b\n    title: B\n    __proto__: {}\n', 'm.yaml:10:5', 'blocks[0].__proto__: unknown key "__proto__"'],
+    ['secrets:\n  TOKEN: "${{ env.toString }}"\n', 'm.yaml:8:10', 'secrets.TOKEN: environment variable toString is not set (secret TOKEN reads it)'],
+  ] as const) {
+    const r = parseManifest(base + extra, 'm.yaml', {});
+    assert.equal(r.manifest, undefined, extra);
+    assert.deepEqual(r.problems.filter((p) => p.severity === 'error').map((p) => [p.where, p.message]), [[where, message]], extra);
+  }
 });
 
 test('a recursive alias or an alias bomb in a manifest is a problem with its position, not a crash', () => {

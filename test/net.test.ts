@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { guardedLookup, httpRequest, isPrivateAddress, parseIPv4 } from '../src/net/index.ts';
+import { guardedLookup, httpRequest, isPrivateAddress, parseIPv4, refusedAheadResolved } from '../src/net/index.ts';
 
 test('private, loopback, link-local, metadata and reserved addresses are private', () => {
   for (const ip of [
@@ -47,6 +47,18 @@ test('guardedLookup refuses hosts that resolve to private addresses, with the ho
   const allowed = await new Promise<any>((resolve) => guardedLookup(true)('localhost', {}, (e, address) => resolve({ e, address })));
   assert.equal(allowed.e, null);
   assert.match(String(allowed.address), /127\.0\.0\.1|::1/);
+});
+
+test('refusedAheadResolved: a host name is resolved by the guard\'s lookup and refused as a send would be; literals, allowed networks and names that do not resolve say nothing more', async () => {
+  const { hostname } = await import('node:os');
+  // localhost is refused by its name; this machine's own name resolves to a loopback address on most systems.
+  assert.match((await refusedAheadResolved('http://localhost:9/', false)) ?? '', /localhost is a private or loopback address/);
+  const own = await new Promise<string | undefined>((resolve) => guardedLookup(true)(hostname(), {}, (e, address) => resolve(e ? undefined : String(address))));
+  if (own && isPrivateAddress(own)) assert.match((await refusedAheadResolved(`https://${hostname()}/x`, false)) ?? '', new RegExp(`^${hostname().replace(/\./g, '\\.')} resolves to .*, a private or loopback address: deliveries to it will be refused`));
+  assert.equal(await refusedAheadResolved(`http://${hostname()}/`, true), undefined);
+  assert.equal(await refusedAheadResolved('http://93.184.216.34/', false), undefined);
+  assert.equal(await refusedAheadResolved('https://no-such-host.invalid/', false), undefined);
+  assert.equal(await refusedAheadResolved('not a url', false), undefined);
 });
 
 async function listen(handler: http.RequestListener): Promise<{ url: string; close: () => void }> {
@@ -104,7 +116,11 @@ test('httpRequest reports refused, reset and timed-out connections with a code',
   const closed = await listen(() => {});
   const port = new URL(closed.url).port;
   closed.close();
-  await assert.rejects(httpRequest(`http://127.0.0.1:${port}/`, { method: 'POST', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true }), { code: 'ECONNREFUSED' });
+  // Said once: Node's own message (`connect ECONNREFUSED 127.0.0.1:<port>`) repeats the code and the address.
+  await assert.rejects(httpRequest(`http://127.0.0.1:${port}/`, { method: 'POST', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true }), {
+    code: 'ECONNREFUSED',
+    message: `http://127.0.0.1:${port}: ECONNREFUSED (connection refused)`,
+  });
 
   const resetter = net.createServer((s) => s.on('data', () => s.resetAndDestroy()));
   await new Promise<void>((r) => resetter.listen(0, '127.0.0.1', r));

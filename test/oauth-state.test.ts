@@ -19,85 +19,85 @@ function store(t: TestContext) {
   const s = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => s.close());
   let clock = 1_800_000_000_000;
-  const states = createStateStore(s.db, () => clock);
+  const states = createStateStore(s.db, s.database, () => clock);
   return { db: s.db, states, advance: (ms: number) => (clock += ms) };
 }
 
 const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 const unb64 = (s: string) => JSON.parse(Buffer.from(s, 'base64url').toString());
 
-test('a state is accepted once, for its installation, with its data', (t) => {
+test('a state is accepted once, for its installation, with its data', async (t) => {
   const { states } = store(t);
-  const { state, expiresAt } = states.issue('inst_a', { redirectUri: 'https://x.test/oauth' });
+  const { state, expiresAt } = await states.issue('inst_a', { redirectUri: 'https://x.test/oauth' });
   assert.equal(expiresAt, new Date(1_800_000_000_000 + STATE_TTL_MS).toISOString());
-  assert.deepEqual(states.consume(state, 'inst_b'), { ok: false, reason: 'wrong_installation' });
-  assert.deepEqual(states.consume(state, 'inst_a'), { ok: true, installationId: 'inst_a', data: { redirectUri: 'https://x.test/oauth' } });
-  assert.deepEqual(states.consume(state, 'inst_a'), { ok: false, reason: 'reused' });
-  assert.notEqual(states.issue('inst_a').state, states.issue('inst_a').state, 'every state carries a fresh nonce');
+  assert.deepEqual(await states.consume(state, 'inst_b'), { ok: false, reason: 'wrong_installation' });
+  assert.deepEqual(await states.consume(state, 'inst_a'), { ok: true, installationId: 'inst_a', data: { redirectUri: 'https://x.test/oauth' } });
+  assert.deepEqual(await states.consume(state, 'inst_a'), { ok: false, reason: 'reused' });
+  assert.notEqual((await states.issue('inst_a')).state, (await states.issue('inst_a')).state, 'every state carries a fresh nonce');
 });
 
-test('PKCE: a state issued with pkce carries the S256 challenge; consume hands its verifier back once', (t) => {
+test('PKCE: a state issued with pkce carries the S256 challenge; consume hands its verifier back once', async (t) => {
   const { db, states } = store(t);
-  const issued = states.issue('inst_a', {}, { pkce: true });
+  const issued = await states.issue('inst_a', {}, { pkce: true });
   assert.equal(issued.codeChallengeMethod, 'S256');
   assert.match(issued.codeChallenge!, /^[\w-]{43}$/);
   assert.ok(!issued.state.includes(issued.codeChallenge!), 'the state itself carries neither challenge nor verifier');
-  const r = states.consume(issued.state, 'inst_a');
+  const r = await states.consume(issued.state, 'inst_a');
   assert.ok(r.ok);
   assert.match(r.codeVerifier!, /^[\w-]{43}$/, 'RFC 7636: 43-128 unreserved characters');
   assert.equal(codeChallengeOf(r.codeVerifier!), issued.codeChallenge);
-  assert.deepEqual(states.consume(issued.state, 'inst_a'), { ok: false, reason: 'reused' }, 'no second verifier');
+  assert.deepEqual(await states.consume(issued.state, 'inst_a'), { ok: false, reason: 'reused' }, 'no second verifier');
   assert.deepEqual(db.prepare('SELECT verifier FROM oauth_states WHERE verifier IS NOT NULL').all(), []);
-  const plain = states.issue('inst_a');
+  const plain = await states.issue('inst_a');
   assert.equal(plain.codeChallenge, undefined);
-  assert.equal((states.consume(plain.state, 'inst_a') as { codeVerifier?: string }).codeVerifier, undefined);
+  assert.equal((await states.consume(plain.state, 'inst_a') as { codeVerifier?: string }).codeVerifier, undefined);
 });
 
-test('a state expires 10 minutes after it was issued (injected clock)', (t) => {
+test('a state expires 10 minutes after it was issued (injected clock)', async (t) => {
   const { states, advance } = store(t);
-  const a = states.issue('inst_a').state;
-  const b = states.issue('inst_a').state;
+  const a = (await states.issue('inst_a')).state;
+  const b = (await states.issue('inst_a')).state;
   advance(STATE_TTL_MS);
-  assert.equal(states.consume(a, 'inst_a').ok, true, 'still good at exactly 10 minutes');
+  assert.equal((await states.consume(a, 'inst_a')).ok, true, 'still good at exactly 10 minutes');
   advance(1);
-  assert.deepEqual(states.consume(b, 'inst_a'), { ok: false, reason: 'expired' });
+  assert.deepEqual(await states.consume(b, 'inst_a'), { ok: false, reason: 'expired' });
 });
 
-test('forged, tampered and malformed states are refused', (t) => {
+test('forged, tampered and malformed states are refused', async (t) => {
   const { states, db } = store(t);
-  const { state } = states.issue('inst_a');
+  const { state } = await states.issue('inst_a');
   const [payload, mac] = state.split('.');
   const body = unb64(payload);
   // Another installation, a later expiry, a replayed nonce: all break the signature.
   for (const edit of [{ i: 'inst_b' }, { e: body.e + 3_600_000 }, { n: 'chosen-nonce' }])
-    assert.deepEqual(states.consume(`${b64({ ...body, ...edit })}.${mac}`, 'inst_a'), { ok: false, reason: 'forged' });
+    assert.deepEqual(await states.consume(`${b64({ ...body, ...edit })}.${mac}`, 'inst_a'), { ok: false, reason: 'forged' });
   // One character changed for certain (fixed characters would leave a MAC that already ends so as it was).
-  assert.deepEqual(states.consume(`${payload}.${mac.slice(0, -1)}${mac.endsWith('A') ? 'B' : 'A'}`, 'inst_a'), { ok: false, reason: 'forged' });
+  assert.deepEqual(await states.consume(`${payload}.${mac.slice(0, -1)}${mac.endsWith('A') ? 'B' : 'A'}`, 'inst_a'), { ok: false, reason: 'forged' });
   // Signed with another server's key.
   const other = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => other.close());
-  const elsewhere = createStateStore(other.db).issue('inst_a').state;
-  assert.deepEqual(states.consume(elsewhere, 'inst_a'), { ok: false, reason: 'forged' });
+  const elsewhere = (await createStateStore(other.db, other.database).issue('inst_a')).state;
+  assert.deepEqual(await states.consume(elsewhere, 'inst_a'), { ok: false, reason: 'forged' });
   for (const bad of ['', 'abc', `${payload}.`, `.${mac}`, `${payload}.${mac}.x`, `{"i":"inst_a"}`])
-    assert.deepEqual(states.consume(bad, 'inst_a'), { ok: false, reason: 'malformed' }, JSON.stringify(bad));
+    assert.deepEqual(await states.consume(bad, 'inst_a'), { ok: false, reason: 'malformed' }, JSON.stringify(bad));
   // Nothing above burned the genuine state.
-  assert.equal(states.consume(state, 'inst_a').ok, true);
+  assert.equal((await states.consume(state, 'inst_a')).ok, true);
   assert.equal((db.prepare('SELECT COUNT(*) AS n FROM oauth_states WHERE used_at IS NOT NULL').get() as { n: number }).n, 1);
 });
 
-test('states survive a restart (key and nonces are in the database) and old rows are purged', (t) => {
+test('states survive a restart (key and nonces are in the database) and old rows are purged', async (t) => {
   const dir = tmpDir(t);
   let clock = 1_800_000_000_000;
   let s = openStore(dir, { migrations: allMigrations() });
-  const { state } = createStateStore(s.db, () => clock).issue('inst_a');
+  const { state } = await createStateStore(s.db, s.database, () => clock).issue('inst_a');
   s.close();
   s = openStore(dir, { migrations: allMigrations() });
   t.after(() => s.close());
-  const states = createStateStore(s.db, () => clock);
-  assert.equal(states.consume(state, 'inst_a').ok, true);
-  assert.deepEqual(states.consume(state, 'inst_a'), { ok: false, reason: 'reused' });
+  const states = createStateStore(s.db, s.database, () => clock);
+  assert.equal((await states.consume(state, 'inst_a')).ok, true);
+  assert.deepEqual(await states.consume(state, 'inst_a'), { ok: false, reason: 'reused' });
   clock += 2 * STATE_TTL_MS + 1;
-  states.issue('inst_a');
+  await states.issue('inst_a');
   assert.equal((s.db.prepare('SELECT COUNT(*) AS n FROM oauth_states').get() as { n: number }).n, 1, 'rows expired over 10 minutes ago are gone');
 });
 

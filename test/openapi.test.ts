@@ -16,7 +16,7 @@ const UNDOCUMENTED = /^\/console(\/|$)/;
  * The core API, declared with route(): each of these routes must carry its declaration, so its
  * operation is generated from the schemas that validate it (a route registered by hand here fails).
  */
-const DECLARED = /^\/api\/v1\/(events|handler-runs|deliveries(?!\/stream)|logs(?!\/stream)|webhooks|installations)(\/|$)/;
+const DECLARED = /^\/api\/v1\/(events|handler-runs|deliveries|logs|webhooks|installations)(\/|$)/;
 
 /** An h3 route pattern as an OpenAPI path: `:id` -> `{id}`, `**` -> `{path}`, `:version` -> each runtime version. */
 function openApiPaths(route: string): string[] {

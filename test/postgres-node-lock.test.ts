@@ -41,9 +41,11 @@ async function receiver(t: TestContext) {
   let gate!: () => void;
   const opened = new Promise<void>((r) => (gate = r));
   const server = http.createServer((req, res) => {
-    req.resume();
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (d) => (body += d));
     req.on('end', () => {
-      const id = String(req.headers['x-platform-event-id']);
+      const id = String(JSON.parse(body).sourceEventId);
       received.set(id, (received.get(id) ?? 0) + 1);
       void opened.then(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
     });

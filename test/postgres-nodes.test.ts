@@ -133,7 +133,8 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
     req.on('aborted', () => aborted++);
     req.on('end', () => {
       const at = Date.now();
-      const eventId = String(req.headers['x-platform-event-id']);
+      // The event's id (each delivery has its own eventId; this test follows events).
+      const eventId = String(JSON.parse(Buffer.concat(chunks).toString('utf8')).sourceEventId);
       const deliveryId = String(req.headers['x-platform-delivery-id']);
       const n = seen.get(eventId) ?? 0;
       seen.set(eventId, n + 1);

@@ -254,13 +254,14 @@ test('two nodes configure one installation in the same moment: neither edit is l
     return { s, inst: createInstallations({ db: s.db, manifestOf: () => manifest } as never) };
   };
   const [a, b] = [node(), node()];
-  const id = a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' } } as never).installation.id;
+  const id = a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' }, by: { kind: 'admin' } } as never).installation.id;
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(a.inst.get(id)!.configuration.event_types, 'site_view', 'node A has the row cached (as a public request leaves it)');
   b.inst.configure(id, { event_types: 'page_feedback' } as never);
   a.inst.configure(id, { webhook_url: 'https://a.example/2' } as never); // the same turn: A has not been told of B's edit yet
   const stored = JSON.parse(String(b.s.db.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(id)));
-  assert.deepEqual(stored, { webhook_url: 'https://a.example/2', event_types: 'page_feedback' });
+  // signature_scheme: the manifest's default, stored at install.
+  assert.deepEqual(stored, { webhook_url: 'https://a.example/2', event_types: 'page_feedback', signature_scheme: 'platform' });
 });
 
 test('a pause on one node while another stores a delivery for the same installation: the pause waits for that commit and holds the delivery', async (t) => {

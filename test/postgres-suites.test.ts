@@ -17,12 +17,17 @@ export const SUITES_ON_POSTGRES = [
   'test/webhooks-delivery.test.ts',
   'test/webhooks-held.test.ts',
   'test/webhooks-outcomes.test.ts',
+  'test/webhooks-event-ids.test.ts',
+  'test/webhooks-standard.test.ts',
   'test/inspection-deliveries.test.ts',
   'test/inspection-events.test.ts',
   'test/inspection-live.test.ts',
   'test/retention.test.ts',
   'test/oauth.test.ts',
   'test/runtime-logs.test.ts',
+  'test/fuzz.test.ts',
+  'test/store-database.test.ts',
+  'test/visibility.test.ts',
 ];
 
 test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {

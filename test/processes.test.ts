@@ -193,7 +193,7 @@ test('kill -9 of a serving process during a burst of 2,000 events: no acknowledg
   const { configFile } = setup(t, ['webhooks:', '  allow_private_networks: true', '  base_delay: 200ms']);
   const seen = new Map<string, number>();
   const r = await scriptedReceiver(t, (_n, q) => {
-    const id = JSON.parse(q.body).eventId as string;
+    const id = JSON.parse(q.body).sourceEventId as string;
     seen.set(id, (seen.get(id) ?? 0) + 1);
     return 200;
   });
@@ -351,7 +351,7 @@ test('pause and resume across serving processes: events either one takes are hel
     assert.equal(held.body.deliveries.length, 12);
     assert.equal((await fresh('POST', `/api/v1/installations/${id}/resume`)).status, 200);
     await waitFor(() => r.requests.length === before + 12, 15_000);
-    assert.deepEqual(new Set(r.requests.slice(before).map((q) => JSON.parse(q.body).eventId)), new Set(events));
+    assert.deepEqual(new Set(r.requests.slice(before).map((q) => JSON.parse(q.body).sourceEventId)), new Set(events));
     await waitFor(async () => (await fresh('GET', `/api/v1/deliveries?status=delivered&installation=${id}&limit=500`)).body.deliveries.length === round * 12, 5_000);
   }
 });

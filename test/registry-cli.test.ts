@@ -70,7 +70,9 @@ test('integrations list|show: tables for people, --json for scripts, errors of a
 
   const json = await runCli(['integrations', 'list', '--json'], { env: cliEnv, cwd });
   const parsed = JSON.parse(json.stdout);
-  assert.deepEqual(parsed.map((i: any) => i.name), ['hello-components', 'oauth-example', 'webhook']);
+  // Shaped as the other lists and the API: an object naming its items, not a bare array.
+  assert.deepEqual(parsed.integrations.map((i: any) => i.name), ['hello-components', 'oauth-example', 'webhook']);
+  assert.deepEqual(parsed, (await s.api('GET', '/api/v1/integrations')).body);
 
   const show = await runCli(['integrations', 'show', 'webhook'], { env: cliEnv, cwd });
   assert.equal(show.code, 0, show.stderr);
@@ -124,6 +126,21 @@ test('switchyard new creates an integration that passes check and serves as soon
   const bad = await runCli(['new', 'My_Integration', '--dir', dir], { cwd });
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /"My_Integration" is not a valid integration name/);
+});
+
+test("switchyard check: a 60-character property title passes with a warning at file:line:col citing GitBook's validator", async (t) => {
+  const cwd = roomyCwd(t);
+  await runCli(['new', 'long-title', '--dir', cwd], { cwd });
+  const file = join(cwd, 'long-title', 'platform-manifest.yaml');
+  const title = 'T'.repeat(60);
+  writeFileSync(file, `${readFileSync(file, 'utf8').replace(/\nconfigurations:[\s\S]*$/, '\n')}configurations:\n  account:\n    properties:\n      channel:\n        type: string\n        title: ${title}\n        description: Where to post\n`);
+  const r = await runCli(['check', 'long-title'], { cwd });
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  const line = readFileSync(file, 'utf8').split('\n').findIndex((l) => l.includes(title)) + 1;
+  assert.match(
+    r.stdout + r.stderr,
+    new RegExp(`warning long-title/platform-manifest\\.yaml:${line}:16: configurations\\.account\\.properties\\.channel\\.title: is 60 characters; GitBook's manifest validator allows at most 50`),
+  );
 });
 
 test('switchyard check lists every error with file:line:col and exits 1; --json for scripts', async (t) => {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { H3, type HTTPError } from 'h3';
 import { SwitchyardError } from '../src/errors.ts';
 import { route } from '../src/http/route.ts';
-import { flag, pageQuery, requestBody } from '../src/http/params.ts';
+import { flag, pageQuery, requestBody, timeQuery } from '../src/http/params.ts';
 import { array, boolean, number, object, oneOf, optional, string, toJsonSchema, withDefault, nullable, named, union } from '../src/schema/index.ts';
 import { ROOT, startTestServer } from './helpers/index.ts';
 
@@ -105,6 +105,39 @@ test('route(): a bad body or query is a 400 naming every problem by its field pa
   assert.equal(nulls.status, 400);
   assert.deepEqual(nulls.body.error.problems.map((p: any) => p.where), ['size', 'tags', 'nested']);
   assert.equal(seen.length, 0);
+});
+
+test('route(): numbers past what both stores hold and times past what a date holds are refused by the shared readers, naming the field', async () => {
+  const app = bareApp();
+  const seen: unknown[] = [];
+  route(
+    app,
+    { method: 'GET', path: '/things', summary: 'a test list', auth: 'token', query: object({ ...pageQuery, since: timeQuery('since'), count: optional(number({ integer: true })) }) },
+    ({ query }) => (seen.push(query), { ok: true }),
+  );
+  for (const [query, where, message] of [
+    ['cursor=9223372036854775807', 'cursor', /cursor must be the nextCursor of a previous page \(a whole number up to 9007199254740991\), got "9223372036854775807"/],
+    ['cursor=9007199254740992', 'cursor', /cursor must be/],
+    ['cursor=1e3', 'cursor', /cursor must be/],
+    ['limit=0x10', 'limit', /limit must be a whole number from 1 to 500, got "0x10"/],
+    ['limit=1e2', 'limit', /limit must be a whole number/],
+    ['count=99999999999999999999', 'count', /count must be a whole number from -9007199254740991 to 9007199254740991, got 100000000000000000000/],
+    ['since=99999999999999d', 'since', /since must be a time from 0001-01-01 to 9999-12-31, got "99999999999999d"/],
+    ['since=-1', 'since', /since must be a duration ago \(15m, 2h, 7d\) or a date-time/],
+    ['since=1.5', 'since', /since must be a duration ago/],
+    ['since=10000-01-01T00:00:00Z', 'since', /since must be/],
+  ] as const) {
+    const r = await send(app, 'GET', `/things?${query}`);
+    assert.equal(r.status, 400, query);
+    assert.equal(r.body.error.where, where, query);
+    assert.match(r.body.error.message, message, query);
+  }
+  assert.equal(seen.length, 0);
+  const ok = await send(app, 'GET', '/things?cursor=9007199254740991&limit=500&since=0001-01-01&count=-9007199254740991');
+  assert.equal(ok.status, 200);
+  assert.deepEqual(seen[0], { cursor: '9007199254740991', limit: 500, since: Date.parse('0001-01-01T00:00:00Z'), count: -9007199254740991 });
+  await send(app, 'GET', '/things?since=1.5h');
+  assert.ok(Number.isInteger((seen[1] as { since: number }).since), 'a time is a whole millisecond');
 });
 
 test('route(): a body declared with a plain object (null taken as absent, as in YAML) is refused when the route is registered', () => {

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { ROOT, startTestServer } from './helpers/index.ts';
+import { call, fetchScript, testSandbox } from './sandbox.helpers.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
 process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';
@@ -40,6 +41,44 @@ test('malformed envelopes get a clear 4xx with the JSON error shape and change n
   }
   const count = s.services.store.db.prepare('SELECT count(*) AS n FROM invocations').get() as { n: number };
   assert.equal(count.n, 0, 'no code ran');
+});
+
+/** Bodies a sender may send under RFC 2046 with the boundary `x`: the boundary text inside content is content. */
+const SHORT_BOUNDARY_FIELDS: Array<[string, string]> = [
+  ['event', JSON.stringify({ type: 'fetch', request: { method: 'POST', url: 'https://x.test/form', headers: [] }, note: 'x xx --x -x-' })],
+  ['environment', '{"x":"--x"}'],
+  // A line that starts like a delimiter but goes on (`--xy`) is no delimiter.
+  ['fetch-body', 'xx\r\n--xy\r\n--x-\r\nx'],
+];
+
+test('an envelope whose boundary is x and whose fields hold x, --x and a line --xy is read as sent (RFC 2046), with a preamble and padding', async (t) => {
+  const s = await startTestServer(t, { integrations_dir: FIXTURES });
+  const body = `preamble --x\r\n${multipart(SHORT_BOUNDARY_FIELDS, 'x').replace('--x\r\nContent-Disposition: form-data; name="environment"', '--x \t\r\nContent-Disposition: form-data; name="environment"')}epilogue`;
+  const res = await fetch(`${s.url}/v1/integrations/kitchen-sink`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${s.token}`, 'content-type': 'multipart/form-data; boundary=x' },
+    body,
+  });
+  const text = await res.text();
+  assert.notEqual(res.status, 400, text);
+  assert.ok(res.headers.get('x-request-id'), 'the integration ran');
+  const { decodeEnvelope } = await import('../src/runtime/envelope.ts');
+  const envelope = await decodeEnvelope(new Request('http://h/', { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=x' }, body }), 1 << 20);
+  assert.equal((envelope.event as { note?: string }).note, 'x xx --x -x-');
+  assert.deepEqual(envelope.environment, { x: '--x' });
+  assert.equal(new TextDecoder().decode(envelope.fetchBody), 'xx\r\n--xy\r\n--x-\r\nx');
+  // The boundary must still close the body: cut before it, the envelope is refused as before.
+  const cut = await decodeEnvelope(new Request('http://h/', { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=x' }, body: body.slice(0, body.lastIndexOf('--x--')) }), 1 << 20).catch((e) => e);
+  assert.match(cut.message, /ends before its closing boundary/);
+});
+
+test("integration code's request.formData() reads a body whose boundary is x the same way", async (t) => {
+  const sb = testSandbox(t);
+  const s = fetchScript(`const form = await request.formData(); return Response.json([...form].map(([k, v]) => [k, typeof v === 'string' ? v : 'file ' + v.name]));`);
+  const body = multipart([['a', 'x'], ['b', '--x'], ['c', 'line\r\n--xy\r\nx']], 'x');
+  const r = await call(sb, s, { method: 'POST', headers: [['content-type', 'multipart/form-data; boundary=x']], body });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json(), [['a', 'x'], ['b', '--x'], ['c', 'line\r\n--xy\r\nx']]);
 });
 
 test('unknown installations and bad tokens are 4xx', async (t) => {

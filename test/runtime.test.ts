@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { encodeEnvelope } from '../src/runtime/index.ts';
+import { buildEnvironment, encodeEnvelope } from '../src/runtime/index.ts';
 import { ROOT, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 import { openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
@@ -65,7 +65,8 @@ test('runtime endpoint: events go to the events map (200), unhandled types answe
   const s = await server(t);
   const handled = await envelopeRequest(s, 'kitchen-sink', { event: { type: 'space_content_updated', spaceId: 's1', revisionId: 'r1' }, environment: {} });
   assert.equal(handled.status, 200);
-  const unhandled = await envelopeRequest(s, 'kitchen-sink', { event: { type: 'space_gitsync_started' }, environment: {} });
+  // A type that needs no scope (one whose scope the manifest lacks is a 403: runtime-envelope.test.ts).
+  const unhandled = await envelopeRequest(s, 'kitchen-sink', { event: { type: 'site_installation_setup' }, environment: {} });
   assert.equal(unhandled.status, 406);
   const row = s.services.store.db.prepare("SELECT logs FROM invocations WHERE event_type = 'space_content_updated'").get() as { logs: string };
   assert.match(row.logs, /content updated s1 r1/);
@@ -131,7 +132,7 @@ test('environment: spec 2.4 fields, lowercase status, secrets from the manifest,
   assert.match(env.apiTokens.installation, /^sy_inv_/);
   assert.notEqual(env.apiTokens.installation, token, 'the long-lived token never enters the isolate');
   assert.equal(env.integration.name, 'kitchen-sink');
-  assert.equal(env.integration.urls.publicEndpoint, `${s.url}/v1/integrations/kitchen-sink/integration`);
+  assert.equal(env.integration.urls.publicEndpoint, installation.urls.publicEndpoint, "spec 2.4: the installation's public endpoint");
   assert.equal(env.installation.id, installation.id);
   assert.equal(env.installation.status, 'active');
   assert.equal(env.installation.target, 'organization');
@@ -153,6 +154,40 @@ test('environment: spec 2.4 fields, lowercase status, secrets from the manifest,
   assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/resume`)).status, 200);
   const resumed = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
   assert.equal(resumed.installation.status, 'active');
+});
+
+test("spec 2.4: integration.urls.publicEndpoint is the installation's endpoint (platform-manifest.yaml); GitBook's integration-wide URL for a gitbook-manifest.yaml", async (t) => {
+  const s = await server(t);
+  const { installation } = await installSink(s);
+  const env = (await (await fetch(`${installation.urls.publicEndpoint}/env`)).json()) as any;
+  assert.equal(env.integration.urls.publicEndpoint, installation.urls.publicEndpoint);
+  assert.equal(env.integration.urls.publicContentEndpoint, installation.urls.publicEndpoint);
+  // It is an address the installation answers on (spec 4.2's handler).
+  const posted = await fetch(env.integration.urls.publicEndpoint, { method: 'POST', body: '{}' });
+  assert.deepEqual(await posted.json(), { received: true });
+  // With no installation (the admin's envelope naming none) there is none to point at: the
+  // integration's own endpoint.
+  const bare = await envelopeRequest(s, 'kitchen-sink', {
+    event: { type: 'fetch', request: { method: 'GET', url: `${s.url}/v1/integrations/kitchen-sink/installations/x/env`, headers: [] } },
+    environment: {},
+  });
+  const bareEnv = (await bare.json()) as any;
+  assert.equal(bareEnv.installation, undefined);
+  assert.equal(bareEnv.integration.urls.publicEndpoint, `${s.url}/v1/integrations/kitchen-sink/integration`);
+  // GitBook's dialect keeps GitBook's meaning, installation or not.
+  const manifest = { name: 'x', title: 'X', description: 'd', organization: 'o', visibility: 'private', scopes: [] };
+  for (const target of ['organization', 'space', 'site'] as const) {
+    const inst = { id: 'inst_1', integration: 'x', target, space: 'sp', site: 'si', status: 'active', configuration: {}, externalIds: [], createdAt: '', updatedAt: '' };
+    const of = (dialect: 'platform' | 'gitbook') =>
+      buildEnvironment({
+        publicUrl: 'http://127.0.0.1:1',
+        integration: { name: 'x', dir: '.', manifest, dialect, secrets: {}, warnings: [], loadedAt: 0 } as never,
+        installation: inst as never,
+        tokens: {},
+      }) as any;
+    assert.equal(of('gitbook').integration.urls.publicEndpoint, 'http://127.0.0.1:1/v1/integrations/x/integration', target);
+    assert.equal(of('platform').integration.urls.publicEndpoint, 'http://127.0.0.1:1/v1/integrations/x/installations/inst_1', target);
+  }
 });
 
 test('state machine: pending until required configuration is set; every edit validated and emits installation_setup', async (t) => {
@@ -199,6 +234,43 @@ test('space installs emit space_installation_setup; site installs validate site 
   assert.equal(siteOk.body.installation.status, 'active');
   const env = (await (await fetch(`${siteOk.body.installation.urls.publicEndpoint}/env`)).json()) as any;
   assert.equal(env.siteInstallation.site, 'site-1');
+});
+
+test("spec 2.4: a site installation carries the space it is in, and space_selection is an object (GitBook's shapes for a gitbook-manifest.yaml)", async (t) => {
+  const s = await server(t);
+  const envOf = async (body: Record<string, unknown>) => {
+    const r = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', ...body });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    return { installation: r.body.installation, env: (await (await fetch(`${r.body.installation.urls.publicEndpoint}/env`)).json()) as any };
+  };
+  const org = await envOf({ configuration: { channel: 'c' } });
+  assert.deepEqual(org.env.installation.space_selection, { selection: 'all', spaces: [] });
+  const space = await envOf({ space: 'space-1', configuration: { channel: 'c' } });
+  assert.deepEqual(space.env.installation.space_selection, { selection: 'selected', spaces: ['space-1'] });
+  // A site named with a space: a site installation in that space.
+  const site = await envOf({ site: 'site-1', space: 'space-7', configuration: { tracking: true } });
+  assert.equal(site.installation.target, 'site');
+  assert.equal(site.env.siteInstallation.site, 'site-1');
+  assert.equal(site.env.siteInstallation.space, 'space-7');
+  assert.deepEqual(site.env.installation.space_selection, { selection: 'selected', spaces: ['space-7'] });
+  // One that names no space still has the key: null.
+  const bare = await envOf({ site: 'site-2', configuration: { tracking: true } });
+  assert.ok(Object.hasOwn(bare.env.siteInstallation, 'space'));
+  assert.equal(bare.env.siteInstallation.space, null);
+  assert.deepEqual(bare.env.installation.space_selection, { selection: 'selected', spaces: [] });
+  // GitBook's dialect keeps GitBook's: the string, and no space on a site installation.
+  const manifest = { name: 'x', title: 'X', description: 'd', organization: 'o', visibility: 'private', scopes: [] };
+  const gitbookEnv = (target: 'organization' | 'site') =>
+    buildEnvironment({
+      publicUrl: 'http://127.0.0.1:1',
+      integration: { name: 'x', dir: '.', manifest, dialect: 'gitbook', secrets: {}, warnings: [], loadedAt: 0 } as never,
+      installation: { id: 'inst_1', integration: 'x', target, site: 'si', space: 'sp', status: 'active', configuration: {}, externalIds: [], createdAt: '', updatedAt: '' } as never,
+      tokens: {},
+    }) as any;
+  assert.equal(gitbookEnv('organization').installation.space_selection, 'all');
+  assert.equal(gitbookEnv('site').installation.space_selection, 'selected');
+  assert.equal(gitbookEnv('site').installation.site_selection, 'selected');
+  assert.ok(!Object.hasOwn(gitbookEnv('site').siteInstallation, 'space'));
 });
 
 test('pause, resume and uninstall: paused answers 503, uninstalled 410 and its token stops working', async (t) => {

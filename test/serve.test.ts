@@ -1,9 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { mkdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runCli, spawnCli, startTestServer, testConfig, tmpDir, waitFor } from './helpers/index.ts';
+import { fillDisk, runCli, spawnCli, startTestServer, testConfig, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
+import { openStore } from '../src/store/index.ts';
+import { allMigrations } from '../src/server/migrations.ts';
 import { gatedIntegration } from './registry-support.ts';
 import { VERSION } from '../src/version.ts';
 import { startServer } from '../src/server/server.ts';
@@ -29,6 +31,46 @@ test('/api/v1 refuses a missing or wrong token with the JSON error shape', async
   const wrong = await server.api('GET', '/api/v1/anything', undefined, 'nope');
   assert.equal(wrong.status, 401);
   assert.match(wrong.body.error.message, /not valid/);
+});
+
+/** Send `request` on a fresh connection and read until the server closes it: what came back, and any socket error. */
+function rawExchange(url: string, request: string): Promise<{ text: string; error?: string }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname);
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d) => (text += d));
+    socket.on('error', (e) => resolve({ text, error: (e as NodeJS.ErrnoException).code ?? e.message }));
+    // The answer has come and the server ends the connection: end ours (a client done reading).
+    socket.on('end', () => socket.end());
+    socket.on('close', () => resolve({ text }));
+    socket.write(request);
+  });
+}
+
+test('a request line or headers past 16 KiB are answered 431 in the error shape, never a reset connection; garbage 400', async (t) => {
+  const server = await startTestServer(t);
+  const auth = `authorization: Bearer ${server.token}`;
+  for (const size of [100_000, 1_000_000]) {
+    const r = await rawExchange(server.url, `GET /api/v1/events?type=${'a'.repeat(size)} HTTP/1.1\r\nhost: x\r\n${auth}\r\n\r\n`);
+    assert.equal(r.error, undefined, `a ${size}-byte query: the connection was reset`);
+    assert.match(r.text, /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
+    const body = JSON.parse(r.text.slice(r.text.indexOf('\r\n\r\n') + 4));
+    assert.equal(body.error.code, 'headers_too_large');
+    assert.match(body.error.message, /the request line and headers are larger than 16384 bytes/);
+  }
+  const header = await rawExchange(server.url, `GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: ${'b'.repeat(40_000)}\r\n\r\n`);
+  assert.equal(header.error, undefined);
+  assert.match(header.text, /^HTTP\/1\.1 431 /);
+  const viaFetch = await fetch(`${server.url}/api/v1/events?type=${'a'.repeat(100_000)}`, { headers: { authorization: `Bearer ${server.token}` } });
+  assert.equal(viaFetch.status, 431);
+  assert.equal(((await viaFetch.json()) as any).error.code, 'headers_too_large');
+  const garbage = await rawExchange(server.url, 'NOT HTTP AT ALL\r\n\r\n');
+  assert.match(garbage.text, /^HTTP\/1\.1 400 Bad Request\r\n/);
+  assert.equal(JSON.parse(garbage.text.slice(garbage.text.indexOf('\r\n\r\n') + 4)).error.code, 'bad_request');
+  // Under the limit, the same route answers.
+  assert.equal((await fetch(`${server.url}/api/v1/events?type=${'a'.repeat(10_000)}`, { headers: { authorization: `Bearer ${server.token}` } })).status, 200);
 });
 
 test('--version and --help work at every level', async () => {
@@ -118,7 +160,14 @@ test('bad input ends serve with one clear message and exit code 2, never a stack
   const busy = await runCli(['serve', '--config', join(dir, 'busy.yaml')], { cwd: dir });
   assert.equal(busy.code, 2);
   assert.match(busy.stderr, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
+  assert.match(busy.stderr, /hint: .*`switchyard serve --port <port>`/);
   assert.doesNotMatch(busy.stderr, /\n\s+at /);
+  // The supervisor says its first process could not start, after that process's error; it
+  // announces no replacement it will not start.
+  const said = busy.stdout + busy.stderr;
+  assert.doesNotMatch(said, /starting another/);
+  const order = ['is already in use', 'the first serving process exited before it listened', 'no serving process could start'].map((m) => said.indexOf(m));
+  assert.ok(order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1])), said);
 });
 
 test('a second serve on the same data directory is refused', async (t) => {
@@ -232,4 +281,28 @@ test('serve restarts from the bundle cache when nothing changed, and serves a fi
   assert.deepEqual([loadedLine(three.output()).bundles_cached, loadedLine(three.output()).bundles_built], [0, 1], 'the edited file is bundled');
   assert.equal(await call(three.url), 'second');
   await three.stop();
+});
+
+test('serve on a full disk ends with one storage_full message and its hint, exit 2, with a database there or none', async (t) => {
+  const disk = tmpfs(t, 4);
+  if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
+  const existing = join(disk, 'existing');
+  openStore(existing, { migrations: allMigrations() }).close();
+  const dir = tmpDir(t);
+  for (const [name, dataDir] of [['no database', join(disk, 'none')], ['a database', existing]]) {
+    const config = join(dir, `${name.replace(/ /g, '-')}.yaml`);
+    writeFileSync(config, `server:\n  port: 0\ndata_dir: ${dataDir}\n`);
+    // No byte free, then 8 kB: SQLite meets the full disk in other places (the lock, the -shm, a migration).
+    for (const free of [0, 8192]) {
+      const filler = fillDisk(disk);
+      truncateSync(filler, statSync(filler).size - free);
+      for (const processes of ['1', '2']) {
+        const r = await runCli(['serve', '--config', config, '--processes', processes], { cwd: dir, timeoutMs: 20_000 });
+        const what = `${name}, ${free} bytes free, --processes ${processes}: ${r.stderr}${r.stdout}`;
+        assert.equal(r.code, 2, what);
+        assert.match(r.stderr, /^switchyard: the disk that holds \S+ is full \(\d+ kB free; [A-Z_]+\)\nhint: free space on that disk [^\n]*then try again\n$/, what);
+      }
+    }
+    rmSync(join(disk, 'filler'));
+  }
 });

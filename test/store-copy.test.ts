@@ -64,6 +64,7 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
     deliveryIds.push(...sent.body.deliveries.map((d: { id: string }) => d.id));
   }
   for (const id of deliveryIds) assert.equal((await s.settled(id)).status, 'delivered');
+  assert.equal((await s.api('DELETE', '/api/v1/integrations/hello-components/links')).status, 200, 'a revocation of install links');
   await s.close();
 
   const dataDir = s.config.data_dir;
@@ -88,12 +89,13 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
   for (const x of report.tables) assert.equal(x.mapped, 0, `${x.name}: nothing to map`);
   assert.deepEqual(
     report.tables.map((x) => x.name).sort(),
-    ['console_revocations', 'event_handler_runs', 'events', 'installations', 'invocations', 'oauth_refresh_claims', 'oauth_states', 'signing_keys', 'webhook_attempts', 'webhook_deliveries', 'webhook_endpoints', 'webhook_secrets'],
+    ['console_revocations', 'event_handler_runs', 'events', 'install_links', 'installations', 'invocations', 'oauth_refresh_claims', 'oauth_states', 'signing_keys', 'webhook_attempts', 'webhook_deliveries', 'webhook_endpoints', 'webhook_secrets'],
     'every module table, none of the bookkeeping',
   );
   const names = report.tables.map((x) => x.name);
   assert.ok(names.indexOf('webhook_deliveries') < names.indexOf('webhook_attempts'), 'a delivery before its attempts (foreign key)');
   assert.equal(count.installations, 3);
+  assert.equal(count.install_links, 1);
   assert.equal(count.events, 5);
   assert.equal(count.webhook_deliveries, deliveryIds.length);
   assert.equal(count.webhook_attempts, deliveryIds.length + 3, 'the three 500s were retried');

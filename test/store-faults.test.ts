@@ -8,11 +8,12 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, openSync, rmSync, writeSync } from 'node:fs';
+import { existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { samplePayload } from '../src/events/index.ts';
-import { tmpfs, waitFor } from './helpers/index.ts';
+import { fillDisk, spawnCli, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, type DeliveryTestServer } from './webhooks-support.ts';
+import { openStore } from '../src/store/index.ts';
 
 
 /** A receiver that answers 500 to an event's first attempt and 200 after: retries are in flight during the fault. */
@@ -20,7 +21,7 @@ async function flakyReceiver(t: TestContext) {
   const seen = new Map<string, number>();
   const delivered = new Set<string>();
   const r = await scriptedReceiver(t, (_n, req) => {
-    const id = JSON.parse(req.body).eventId as string;
+    const id = JSON.parse(req.body).sourceEventId as string;
     const n = (seen.get(id) ?? 0) + 1;
     seen.set(id, n);
     if (n === 1) return 500;
@@ -76,21 +77,7 @@ test('a full disk: events refused with 507 and a hint, /healthz failing, then th
     acknowledged.push(r.body.eventId);
   }
 
-  // Fill the disk to the last byte.
-  const filler = join(dir, 'filler');
-  const fd = openSync(filler, 'w');
-  const chunk = Buffer.alloc(256 * 1024, 1);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (e) {
-    assert.equal((e as NodeJS.ErrnoException).code, 'ENOSPC');
-  }
-  try {
-    for (;;) writeSync(fd, chunk.subarray(0, 512));
-  } catch {
-    /* full */
-  }
-  closeSync(fd);
+  const filler = fillDisk(dir);
 
   const refused = await sendUntilRefused(s, acknowledged);
   assert.equal(refused.status, 507);
@@ -130,4 +117,116 @@ test('an immutable WAL file (chattr +i): 503 with a hint while it lasts, then th
   execFileSync('chattr', ['-i', wal]);
   locked = false;
   await recovers(s, receiver, acknowledged);
+});
+
+test('after a full disk under load (serve, 2 processes): the space freed goes to a checkpoint, not the WAL; events are taken again within seconds and stay so; the WAL stays bounded', { timeout: 120_000 }, async (t) => {
+  const disk = tmpfs(t, 64);
+  if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
+  const dir = tmpDir(t);
+  const token = 'test-admin-token-disk-full';
+  const data = join(disk, 'data');
+  const configFile = join(dir, 'config.yaml');
+  writeFileSync(
+    configFile,
+    ['server:', '  port: 0', '  processes: 2', `data_dir: ${JSON.stringify(data)}`, `admin_token: ${token}`, 'log:', '  format: json', 'webhooks:', '  allow_private_networks: true', '  per_endpoint_concurrency: 16'].join('\n'),
+  );
+  const { match, output } = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 30_000 });
+  const base = match[1];
+  const call = (method: string, path: string, body?: unknown) =>
+    fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }).then(
+      async (r) => ({ status: r.status, body: (await r.json()) as any }),
+    );
+  const receiver = await scriptedReceiver(t, () => 200);
+  await waitFor(async () => (await call('GET', '/readyz')).status === 200, 15_000);
+  const installed = await call('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: receiver.url, event_types: 'site_view' } });
+  assert.equal(installed.status, 201, JSON.stringify(installed.body));
+
+  // Senders that never stop, as clients that send again after a refusal (a short pause).
+  const answers: Array<{ at: number; status: number; code?: string }> = [];
+  let sending = true;
+  const senders = Array.from({ length: 4 }, async () => {
+    while (sending) {
+      const r = await call('POST', '/api/v1/events', samplePayload('site_view')).catch((e: Error) => ({ status: 0, body: { error: { code: e.message } } }));
+      answers.push({ at: Date.now(), status: r.status, code: r.body?.error?.code });
+      if (r.status !== 202) await new Promise((res) => setTimeout(res, 20));
+    }
+  });
+  t.after(async () => {
+    sending = false;
+    await Promise.all(senders);
+  });
+  const walFile = join(data, 'switchyard.db-wal');
+  const walSize = () => (existsSync(walFile) ? statSync(walFile).size : 0);
+  await waitFor(() => answers.filter((a) => a.status === 202).length >= 200, 30_000);
+
+  // The disk filled up to the last byte, of which 24 MB are then freed: a part of the disk, as an
+  // operator deleting old logs would (the events sent meanwhile need about 10 MB of it).
+  const part = join(disk, 'part');
+  writeFileSync(part, Buffer.alloc(24 * 1024 * 1024, 1));
+  fillDisk(disk);
+  await waitFor(() => answers.some((a) => a.status === 507 && a.code === 'storage_full'), 15_000);
+  // Full for a while: every checkpoint and write meanwhile fails.
+  await new Promise((res) => setTimeout(res, 3_000));
+  const freed = statSync(part).size;
+  rmSync(part);
+  const freedAt = Date.now();
+
+  const back = await waitFor(() => answers.find((a) => a.at > freedAt && a.status === 202), 15_000).catch(() => {
+    const after = answers.filter((a) => a.at > freedAt);
+    throw new Error(`no event taken in 15 s after freeing ${freed} bytes (${after.length} refused: ${[...new Set(after.map((a) => `${a.status} ${a.code}`))].join(', ')}; WAL ${walSize()} bytes)`);
+  });
+  // It stays healthy under the same load: nothing refused from a second after the first event taken.
+  let walMax = 0;
+  const until = Date.now() + 6_000;
+  while (Date.now() < until) {
+    walMax = Math.max(walMax, walSize());
+    await new Promise((res) => setTimeout(res, 25));
+  }
+  sending = false;
+  await Promise.all(senders);
+  const later = answers.filter((a) => a.at > back.at + 1_000);
+  assert.ok(later.length > 100, `events were sent after the recovery (${later.length})`);
+  assert.deepEqual(
+    later.filter((a) => a.status !== 202).map((a) => `${a.status} ${a.code}`),
+    [],
+    'every event taken once the space came back',
+  );
+  assert.equal((await call('GET', '/healthz')).status, 200);
+  // The supervisor's log says when the checkpoint failed and when it succeeded again (the last word).
+  const said = [...output().matchAll(/"msg":"(WAL checkpoint failed; trying again as soon as the disk has room|WAL checkpoint succeeded again)"/g)].map((m) => m[1]);
+  assert.ok(said.length >= 2 && said[0].startsWith('WAL checkpoint failed') && said.at(-1) === 'WAL checkpoint succeeded again', said.join('\n'));
+  t.diagnostic(`${freed} bytes freed; taken again ${back.at - freedAt} ms later; ${later.length} events after; WAL at most ${walMax} bytes`);
+  // The WAL is bounded: a small part of the space that came back, not all of it.
+  assert.ok(walMax < 16 * 1024 * 1024, `WAL reached ${walMax} bytes after ${freed} bytes were freed`);
+});
+
+test('a checkpoint that fails on a full disk does not stop the checkpointer: once the disk has room it empties the WAL, with no write to prompt it', async (t) => {
+  const disk = tmpfs(t, 16);
+  if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
+  const store = openStore(join(disk, 'data'), { lock: true, migrations: [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT)'] }] });
+  t.after(() => store.close());
+  // Little room: the rows fill it through the WAL, so the database file has none left to take them in.
+  const filler = join(disk, 'filler');
+  writeFileSync(filler, Buffer.alloc(10 * 1024 * 1024, 1));
+  const insert = store.db.prepare('INSERT INTO things (v) VALUES (?)');
+  let full: unknown;
+  try {
+    for (;;) store.db.transaction(() => { for (let k = 0; k < 20; k++) insert.run('x'.repeat(800)); })();
+  } catch (e) {
+    full = e;
+  }
+  assert.equal((full as { code?: string }).code, 'SQLITE_FULL');
+  const wal = `${store.file}-wal`;
+  const before = { db: statSync(store.file).size, wal: statSync(wal).size };
+  assert.ok(before.wal > 1024 * 1024, `the rows are in the WAL (${before.wal} bytes)`);
+  await waitFor(() => store.checkpointer!.failing(), 5_000);
+
+  rmSync(filler);
+  // Nothing writes: only the checkpointer can move the rows into the database file and empty the WAL.
+  await waitFor(() => statSync(wal).size === 0, 5_000).catch(() => {
+    throw new Error(`the WAL was not emptied (${statSync(wal).size} bytes; database ${statSync(store.file).size} bytes, was ${before.db})`);
+  });
+  assert.ok(statSync(store.file).size > before.db, 'the rows went into the database file');
+  assert.ok(store.checkpointer!.running());
+  assert.equal(store.checkpointer!.failing(), false);
 });

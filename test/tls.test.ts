@@ -132,6 +132,11 @@ test('HTTPS on the server port: a client that checks the certificate is answered
   assert.equal(health.alpn, false, 'a client that offers no protocol (ALPN) is answered in HTTP/1.1');
   assert.equal(JSON.parse(health.body).ok, true);
 
+  // HTTP/1.1 over TLS refuses what Node's parser refuses the same way the plain port does.
+  const tooBig = await httpsRequest(`${server.url}/healthz`, pair.pem, { headers: { 'x-big': 'a'.repeat(20_000) } });
+  assert.equal(tooBig.status, 431);
+  assert.equal(JSON.parse(tooBig.body).error.code, 'headers_too_large');
+
   // The check is real: without the certificate as CA the handshake is refused by the client.
   await assert.rejects(httpsRequest(`${server.url}/healthz`, []), (e: NodeJS.ErrnoException) => e.code === 'DEPTH_ZERO_SELF_SIGNED_CERT');
   // The port speaks TLS only.

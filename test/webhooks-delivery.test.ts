@@ -55,11 +55,13 @@ test('each attempt is a signed JSON POST of the exact stored body with the insta
   assert.equal(q.method, 'POST');
   assert.equal(q.headers['content-type'], 'application/json');
   assert.equal(q.headers['user-agent'], USER_AGENT);
-  assert.equal(q.headers['x-platform-event-id'], event.eventId);
+  assert.equal(q.headers['x-platform-event-id'], d.id, "the delivery's own eventId");
+  assert.equal(q.headers['x-platform-delivery-id'], d.id);
   assert.equal(q.body, d.body, 'the bytes sent are the bytes stored');
   const payload = JSON.parse(q.body);
   assert.equal(payload.installationId, sub.installationId);
-  assert.equal(payload.eventId, event.eventId);
+  assert.equal(payload.eventId, d.id);
+  assert.equal(payload.sourceEventId, event.eventId);
   assert.deepEqual(payload.feedback, { rating: 'good', comment: 'ünïcödé ✓' });
   const v = verifySignature(q.headers['x-platform-signature'] as string, q.body, sub.secret);
   assert.equal(v.ok, true);
@@ -147,8 +149,25 @@ test('a private address is refused when allow_private_networks is false, and the
   assert.equal(r.requests.length, 0);
 });
 
-test('Retry-After is honoured within retry_after_max, and never shortens the schedule', async (t) => {
+test('by default a Retry-After changes nothing: the retries keep the spec schedule', async (t) => {
   const s = await deliveryServer(t, { webhooks: { base_delay: 50, jitter: 0, retry_after_max: 400 } });
+  assert.equal(s.config.webhooks.honor_retry_after, false);
+  const r = await scriptedReceiver(t, (n, _q, res) => {
+    if (n <= 3) res.writeHead(429, { 'retry-after': '1' }).end();
+    else res.writeHead(200).end();
+  });
+  await s.subscribe(r.url, ['site_view']);
+  const sent = await s.send(samplePayload('site_view'));
+  const d = await s.settled(sent.body.deliveries[0].id);
+  assert.equal(d.status, 'delivered');
+  assert.deepEqual(d.attempts.map((a) => a.status), [429, 429, 429, 200]);
+  // Scheduled from each attempt's end (see the next test for why the few ms of slack).
+  const waits = d.attempts.slice(0, 3).map((a) => Date.parse(a.nextAttemptAt!) - Date.parse(a.startedAt) - a.durationMs!);
+  [50, 100, 200].forEach((want, i) => assert.ok(waits[i] >= want - 10 && waits[i] <= want + 10, `retry ${i + 1}: ${want} ms on the schedule, got ${waits[i]}`));
+});
+
+test('with honor_retry_after, Retry-After is honoured within retry_after_max, and never shortens the schedule', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 50, jitter: 0, retry_after_max: 400, honor_retry_after: true } });
   const r = await scriptedReceiver(t, (n, _q, res) => {
     if (n === 1) res.writeHead(429, { 'retry-after': '1' }).end();
     else if (n === 2) res.writeHead(503, { 'retry-after': '0' }).end();
@@ -384,7 +403,9 @@ test('GET /api/v1/deliveries filters and pages; GET /api/v1/deliveries/:id shows
   assert.equal(d.status, 200);
   for (const k of ['id', 'eventId', 'eventType', 'installationId', 'url', 'status', 'attemptCount', 'scheduledAttempts', 'maxAttempts', 'nextAttemptAt', 'held', 'lastStatus', 'lastError', 'createdAt', 'updatedAt', 'completedAt', 'body', 'payload', 'signatureHeader', 'attempts'])
     assert.ok(k in d.body, `delivery detail has ${k}`);
-  assert.equal(d.body.payload.eventId, sent[0].eventId);
+  assert.equal(d.body.payload.eventId, id);
+  assert.equal(d.body.payload.sourceEventId, sent[0].eventId);
+  assert.equal(d.body.eventId, sent[0].eventId);
   assert.match(d.body.signatureHeader, /^t=\d+,v1=[0-9a-f]{64}$/);
   for (const k of ['number', 'manual', 'startedAt', 'durationMs', 'url', 'signatureHeader', 'status', 'outcome', 'error', 'errorCode', 'responseExcerpt', 'responseTruncated', 'nextAttemptAt'])
     assert.ok(k in d.body.attempts[0], `attempt has ${k}`);
@@ -432,7 +453,8 @@ test('an edited webhook URL takes effect for queued retries', async (t) => {
 });
 
 test('a backlog at a stalled endpoint does not hold up others: healthy deliveries go out while thousands wait', async (t) => {
-  const s = await deliveryServer(t, { webhooks: { concurrency: 8, per_endpoint_concurrency: 2, timeout: 5000 } });
+  // A time-out longer than the test: on a slow machine the stalled attempts must not end and free their slots.
+  const s = await deliveryServer(t, { webhooks: { concurrency: 8, per_endpoint_concurrency: 2, timeout: 60_000 } });
   const release: Array<() => void> = [];
   const stalled = await scriptedReceiver(t, (_n, _q, res) => void release.push(() => res.writeHead(200).end()));
   const healthy = await scriptedReceiver(t, () => 200);

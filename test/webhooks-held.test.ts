@@ -68,7 +68,7 @@ test('pause holds new events as held deliveries, across a restart; resume sends 
   for (const d of done) assert.deepEqual([d.attemptCount, d.scheduledAttempts, d.attempts[0].outcome], [1, 1, 'success']);
 
   // In event order, each signed with the installation's secret over the exact bytes.
-  assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).eventId), sent.map((x) => x.eventId));
+  assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).sourceEventId), sent.map((x) => x.eventId));
   for (const q of r.requests) {
     const v = verifySignature(q.headers['x-platform-signature'] as string, Buffer.from(q.body), [secret]);
     assert.equal(v.ok, true, JSON.stringify(v));

@@ -20,7 +20,7 @@ test('a delivery whose retries ran out is failed in the API, in tail --json, in 
   const s = await inspectionServer(t, { webhooks: { max_retries: 2, base_delay: 50, jitter: 0 } });
   const bad = await receiver(t, 500);
   const inst = await s.subscribe(bad.url, ['site_view']);
-  const tail = await spawnCli(t, ['deliveries', 'tail', '--json'], /following delivery attempts after cursor/, { env: s.env });
+  const tail = await spawnCli(t, ['deliveries', 'tail', '--json'], /following new delivery attempts/, { env: s.env });
 
   const [{ id }] = (await s.send('site_view')).deliveries;
   const d = await s.settled(id);

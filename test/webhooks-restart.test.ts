@@ -13,7 +13,7 @@ import { modules as defaultModules } from '../src/server/modules.ts';
 import { openStore } from '../src/store/index.ts';
 import { createQueue } from '../src/webhooks/queue.ts';
 import { createSecrets } from '../src/webhooks/secrets.ts';
-import { deliveryBody } from '../src/webhooks/index.ts';
+import { deliveryBody, newDeliveryId } from '../src/webhooks/index.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { scriptedReceiver } from './webhooks-support.ts';
 
@@ -50,7 +50,7 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
   const delivered = new Set<string>();
   const afterRestart: number[] = [];
   const r = await scriptedReceiver(t, (_n, q) => {
-    const id = JSON.parse(q.body).eventId as string;
+    const id = JSON.parse(q.body).sourceEventId as string;
     if (phase === 'after') {
       afterRestart.push(q.at);
       delivered.add(id);
@@ -85,8 +85,10 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
     const secrets = createSecrets(store.db, { overlapMs: () => 0 });
     const queue = createQueue(store.db, { maxAttempts: () => 4 });
     secrets.createSecret('inst_restart');
-    for (const e of events)
-      queue.enqueue({ eventId: e.eventId as string, eventType: 'site_view', installationId: 'inst_restart', url: r.url, body: deliveryBody(e as any, 'inst_restart'), now: Date.now() });
+    for (const e of events) {
+      const id = newDeliveryId();
+      queue.enqueue({ id, eventId: e.eventId as string, eventType: 'site_view', installationId: 'inst_restart', url: r.url, body: deliveryBody(e as any, 'inst_restart', id), now: Date.now() });
+    }
     store.close();
     first = await serve();
   }

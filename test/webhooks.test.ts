@@ -1,8 +1,11 @@
 /** Signing, verification, the retry policy and the reference receiver: the parts that are pure or local. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
 import {
@@ -102,11 +105,23 @@ test('never more than max_retries + 1 attempts, whatever the mix of failures', (
   assert.equal(nextAttemptDelay(1, 'retry', { ...cfg, max_retries: 0 }), null);
 });
 
-test('Retry-After lengthens the wait up to retry_after_max, never shortens it', () => {
+test('by default Retry-After leaves the spec schedule as it is: a 429 with Retry-After: 3 waits 1.0-1.1, 2.0-2.2, 4.0-4.4 s', () => {
+  for (const random of [() => 0, () => 1, Math.random]) {
+    const waits = [1, 2, 3].map((n) => nextAttemptDelay(n, 'retry', cfg, 3000, random)!);
+    const bands = [[1000, 1100], [2000, 2200], [4000, 4400]];
+    waits.forEach((w, i) => assert.ok(w >= bands[i][0] && w <= bands[i][1], `retry ${i + 1} waited ${w} ms`));
+    assert.equal(nextAttemptDelay(4, 'retry', cfg, 3000, random), null);
+  }
+  assert.equal(nextAttemptDelay(1, 'retry', { ...cfg, honor_retry_after: false }, 30_000, () => 0), 1000);
+});
+
+test('with honor_retry_after, Retry-After lengthens the wait up to retry_after_max, never shortens it', () => {
   const r = () => 0;
-  assert.equal(nextAttemptDelay(1, 'retry', cfg, 30_000, r), 30_000);
-  assert.equal(nextAttemptDelay(1, 'retry', cfg, 500, r), 1000);
-  assert.equal(nextAttemptDelay(1, 'retry', cfg, 3_600_000, r), 60_000);
+  const honoring = { ...cfg, honor_retry_after: true };
+  assert.equal(nextAttemptDelay(1, 'retry', honoring, 30_000, r), 30_000);
+  assert.equal(nextAttemptDelay(1, 'retry', honoring, 500, r), 1000);
+  assert.equal(nextAttemptDelay(1, 'retry', honoring, 3_600_000, r), 60_000);
+  assert.deepEqual([1, 2, 3].map((n) => nextAttemptDelay(n, 'retry', honoring, 3000, r)), [3000, 3000, 4000]);
   assert.equal(parseRetryAfter('7'), 7000);
   assert.equal(parseRetryAfter(new Date(10_000 + 5000).toUTCString(), 10_000), 5000);
   assert.equal(parseRetryAfter('soon'), undefined);
@@ -215,4 +230,43 @@ test('reference receiver: a rehearsed failure rate answers that share with the s
   } finally {
     server.close();
   }
+});
+
+test('docs/webhooks.md\'s receiver runs on Node alone (no import from this checkout): a signed delivery is taken, a tampered or stale one refused', async (t) => {
+  const doc = readFileSync(new URL('../docs/webhooks.md', import.meta.url), 'utf8');
+  const code = /```js\n(\/\/ receiver\.mjs\n[\s\S]*?)```/.exec(doc)?.[1];
+  assert.ok(code, 'docs/webhooks.md has the receiver.mjs example');
+  for (const m of code.matchAll(/from '([^']+)'/g)) assert.match(m[1], /^node:/, `imports only Node's own modules, not ${m[1]}`);
+  const dir = mkdtempSync(join(tmpdir(), 'receiver-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'receiver.mjs'), code);
+  const free = http.createServer();
+  await new Promise<void>((r) => free.listen(0, '127.0.0.1', r));
+  const port = (free.address() as AddressInfo).port;
+  await new Promise((r) => free.close(r));
+  const secret = 'whsec_doc_example_secret';
+  const child = spawn(process.execPath, [join(dir, 'receiver.mjs')], { env: { ...process.env, WEBHOOK_SECRET: secret, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const body = JSON.stringify({ eventId: 'evt_doc1', type: 'site_view' });
+  const post = async (header: string, sent = body) => {
+    for (let i = 0; ; i++) {
+      try {
+        return (await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', headers: { 'x-platform-signature': header }, body: sent })).status;
+      } catch (e) {
+        if (i > 100) throw e; // not listening yet
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  };
+  const now = Math.floor(Date.now() / 1000);
+  assert.equal(await post(signatureHeader(['an old secret', secret], now, body)), 200, 'a rotation: one v1 of two matches');
+  assert.equal(await post(signatureHeader([secret], now, body), body.replace('site_view', 'page_view')), 401, 'tampered');
+  assert.equal(await post(signatureHeader([secret], now - 3600, body)), 401, 'stale');
+  assert.equal(await post(`t=${now}`), 401, 'no v1');
+  assert.equal(await post(signatureHeader(['wrong'], now, body)), 401, 'another secret');
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(out, 'site_view evt_doc1\n');
 });

@@ -99,7 +99,9 @@ if (role === 'receiver') {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"received":true}');
       count++;
       if (sentAt.size) {
-        const t0 = sentAt.get(JSON.parse(Buffer.concat(chunks).toString()).eventId);
+        // The event a delivery comes from: Switchyard's sourceEventId (its eventId is the delivery's own), the relay's eventId.
+        const body = JSON.parse(Buffer.concat(chunks).toString());
+        const t0 = sentAt.get(body.sourceEventId ?? body.eventId);
         if (t0 !== undefined) latencies.push(performance.now() - t0);
       }
       if (count === target) onTarget?.();

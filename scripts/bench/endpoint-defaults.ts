@@ -46,7 +46,8 @@ async function receiver(): Promise<{ proc: ChildProcess; port: number }> {
 }
 
 async function round(rx: { proc: ChildProcess; port: number }) {
-  const serve = await startServe(); // the defaults, but for the settings a loopback test needs
+  // The defaults, but for the settings a loopback test needs (BENCH_PROCESSES=n: another count).
+  const serve = await startServe({ processes: process.env.BENCH_PROCESSES ?? 0 });
   try {
     await serve.api('POST', '/api/v1/installations', {
       integration: 'webhook',

@@ -70,12 +70,15 @@ let arrived = 0;
 let lastArrival = 0;
 let waiting: { n: number; resolve: () => void } | undefined;
 const receiver = http.createServer((req, res) => {
-  req.resume();
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    const t0 = sentAt.get(String(req.headers['x-platform-event-id']));
+    // The event a delivery comes from (its own eventId is the delivery's).
+    const source = String(JSON.parse(Buffer.concat(chunks).toString()).sourceEventId);
+    const t0 = sentAt.get(source);
     if (t0 === undefined) return; // a repeat (none expected: nothing is killed here) or another phase's
-    sentAt.delete(String(req.headers['x-platform-event-id']));
+    sentAt.delete(source);
     lastArrival = performance.now();
     latencies.push(lastArrival - t0);
     arrived++;

@@ -3,7 +3,7 @@
  * source checkout reads files beside itself (there are no such files inside the executable).
  * Each module declares its identifier and documents it; this is the one list the build fills in.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface Embedded {
@@ -34,6 +34,9 @@ export async function embeddedValues(root: string): Promise<Embedded[]> {
     const shipped = (await import(join(root, 'src/registry/shipped.ts'))) as { readShippedIntegrations: (root: string) => unknown };
     out.push({ name: 'SWITCHYARD_SHIPPED_INTEGRATIONS', what: 'shipped integrations (built-in webhook, examples)', value: JSON.stringify(shipped.readShippedIntegrations(root)) });
   }
+  // src/config/template.ts: the commented config.yaml `switchyard init` writes.
+  if (existsSync(join(root, 'config.yaml')))
+    out.push({ name: 'SWITCHYARD_CONFIG_TEMPLATE', what: 'commented config.yaml (switchyard init)', value: JSON.stringify(readFileSync(join(root, 'config.yaml'), 'utf8')) });
   // src/store/postgres/bridge.ts: the thread that holds the PostgreSQL connection (pg bundled in).
   if (existsSync(join(root, 'src/store/postgres/bridge-worker.ts'))) {
     const { build } = await import('esbuild');

@@ -19,10 +19,16 @@
  * (`switchyard.db.before-restore-<time>`) and puts the copy in its place. The source is never
  * opened by SQLite: a WAL database copied with its -wal is copied with it and folded there (what
  * the check counts is what is restored), and nothing is created beside the source.
+ *
+ * Both take regular files only. A backup never replaces anything else, --force or not: renamed
+ * over a device node it would become one (`backup /dev/null --force` made the machine's /dev/null
+ * a regular file holding the database), and over a symlink it would replace the link, not the file
+ * it names. A restore refuses a source that is not a regular file (a FIFO, a device) before it
+ * opens it: open() of a FIFO waits for a writer, in a call no signal interrupts.
  */
 import Database from 'better-sqlite3';
 import { defineCommand } from 'citty';
-import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, lstatSync, mkdirSync, mkdtempSync, openSync, readSync, realpathSync, renameSync, rmSync, statSync, writeSync, type Stats } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../server/migrations.ts';
@@ -103,6 +109,70 @@ function checkBackup(file: string, shown = file): Record<string, number> {
   }
 }
 
+/** What a file system entry is, for a message: "a FIFO (named pipe)", "a folder"... */
+function kindOf(st: Stats): string {
+  if (st.isFile()) return 'a regular file';
+  if (st.isDirectory()) return 'a folder';
+  if (st.isSymbolicLink()) return 'a symlink';
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isCharacterDevice()) return 'a character device';
+  if (st.isBlockDevice()) return 'a block device';
+  if (st.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+/**
+ * Where `backup` may write: a name that holds nothing, or (with --force) a regular file. The entry
+ * itself is looked at (lstat): a symlink is refused too, whatever it points to.
+ */
+function checkBackupTarget(dest: string, force: boolean): void {
+  let st: Stats;
+  try {
+    st = lstatSync(dest);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw new SwitchyardError('bad_request', `${dest} cannot be looked at: ${(e as Error).message}`, { where: dest });
+  }
+  if (!st.isFile())
+    throw new SwitchyardError('bad_request', `${dest} is ${kindOf(st)}: a backup only ever replaces a regular file`, {
+      where: dest,
+      hint: st.isSymbolicLink() ? 'give the path of the file itself (or a new name): a backup replaces no symlink' : 'give the path of a new file, or of an earlier backup to replace with --force',
+    });
+  if (!force) throw new SwitchyardError('conflict', `${dest} exists`, { where: dest, hint: 'choose another file, or pass --force to replace it' });
+}
+
+/** A file `restore` reads: a regular file (through symlinks), looked at before anything opens it. */
+function checkRestoreSource(file: string, shown: string): void {
+  const st = statSync(file);
+  if (!st.isFile())
+    throw new SwitchyardError('bad_request', `${file} is ${kindOf(st)}, not a file written by \`switchyard backup\``, {
+      where: shown,
+      hint: 'give the path of a backup file (a regular file); copy it off a pipe or device first',
+    });
+}
+
+/**
+ * A byte-for-byte copy of a regular file into a new file of mode 0600. The source is opened
+ * without waiting (O_NONBLOCK: a FIFO swapped in after the check does not hold the open) and
+ * checked again on the descriptor before a byte is read.
+ */
+function copyRegular(source: string, target: string, shown: string): void {
+  const from = openSync(source, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const st = fstatSync(from);
+    if (!st.isFile()) throw new SwitchyardError('bad_request', `${source} is ${kindOf(st)}, not a file written by \`switchyard backup\``, { where: shown });
+    const to = openSync(target, 'wx', 0o600);
+    try {
+      const buffer = Buffer.allocUnsafe(1 << 20);
+      for (let n; (n = readSync(from, buffer, 0, buffer.length, null)) > 0; ) for (let done = 0; done < n; ) done += writeSync(to, buffer, done, n - done);
+    } finally {
+      closeSync(to);
+    }
+  } finally {
+    closeSync(from);
+  }
+}
+
 /**
  * `source` as one self-contained database file at `temp` (in a private folder of `dataDir`). The file and its
  * journal, a -wal with rows not yet checkpointed or a hot -journal, are copied byte for byte and
@@ -111,12 +181,9 @@ function checkBackup(file: string, shown = file): Record<string, number> {
  */
 function copyWhole(source: string, temp: string, dataDir: string): void {
   try {
-    for (const suffix of ['', '-wal', '-journal'])
-      if (suffix === '' || existsSync(source + suffix)) {
-        copyFileSync(source + suffix, temp + suffix);
-        chmodSync(temp + suffix, 0o600);
-      }
+    for (const suffix of ['', '-wal', '-journal']) if (suffix === '' || existsSync(source + suffix)) copyRegular(source + suffix, temp + suffix, source);
   } catch (e) {
+    if (e instanceof SwitchyardError) throw e;
     throw new SwitchyardError('storage_failed', `could not copy ${source} into ${dataDir}: ${(e as Error).message}; the database is unchanged`, { where: source, cause: e });
   }
   try {
@@ -157,7 +224,7 @@ const backup = defineCommand({
     const sameFile = (a: string, b: string) => existsSync(a) && existsSync(b) && realpathSync(a) === realpathSync(b);
     if ([live, `${live}-wal`, `${live}-shm`].some((f) => f === dest || sameFile(f, dest)))
       throw new SwitchyardError('bad_request', `${dest} is the live database (or its journal)`, { where: dest, hint: 'write the backup outside the data directory' });
-    if (existsSync(dest) && !args.force) throw new SwitchyardError('conflict', `${dest} exists`, { where: dest, hint: 'choose another file, or pass --force to replace it' });
+    checkBackupTarget(dest, Boolean(args.force));
     if (!existsSync(dirname(dest))) throw new SwitchyardError('bad_request', `the folder ${dirname(dest)} does not exist`, { where: dest });
     const store = openStore(config.data_dir, { readonly: true });
     const started = performance.now();
@@ -206,6 +273,8 @@ const restore = defineCommand({
       });
     const source = resolve(String(args.file));
     if (!existsSync(source)) throw new SwitchyardError('not_found', `no file ${source}`, { where: source });
+    // Before the lock and before anything is opened: the journals beside it are copied too.
+    for (const suffix of ['', '-wal', '-journal']) if (suffix === '' || existsSync(source + suffix)) checkRestoreSource(source + suffix, source);
     mkdirSync(config.data_dir, { recursive: true, mode: 0o700 });
     const lock = acquireLock(config.data_dir); // refuses while a server holds the data directory
     let folder: string | undefined;

@@ -9,7 +9,7 @@ import { defineCommand } from 'citty';
 import type { LoadedConfig } from '../config/index.ts';
 import { readDotenv } from '../config/env.ts';
 import { formatProblems, type Problem } from '../errors.ts';
-import { displayPath, manifestFileOf } from '../manifest/index.ts';
+import { displayPath, manifestFileOf, sectionFor, type ConfigurationTarget, type Manifest } from '../manifest/index.ts';
 import { formatBytes, isIntegrationFolderName, prepareFolder, type GuestScript } from '../registry/index.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { EXIT_FAILURE, EXIT_OK } from './run.ts';
@@ -93,6 +93,29 @@ function locate(dir: string, label: string, path: (string | number)[]): string {
   }
 }
 
+/**
+ * The configuration properties an installation may be given, by where it is installed: each target
+ * is configured by the section the server picks for it (sectionFor), so GitBook's
+ * `configurations.space` counts for space installations. A section several targets use counts once.
+ */
+function configurationProperties(m: Manifest): { count: number; by: string } {
+  const targets: ConfigurationTarget[] = ['organization', 'space', 'site'];
+  const sections = new Map<object, ConfigurationTarget[]>();
+  for (const target of targets) {
+    const section = sectionFor(m.configurations as Parameters<typeof sectionFor>[0], target);
+    const n = Object.keys((section as { properties?: object } | undefined)?.properties ?? {}).length;
+    if (section && n) sections.set(section, [...(sections.get(section) ?? []), target]);
+  }
+  let count = 0;
+  const by: string[] = [];
+  for (const [section, on] of sections) {
+    const n = Object.keys((section as { properties?: object }).properties ?? {}).length;
+    count += n;
+    by.push(`${on.join(' and ')}: ${n}`);
+  }
+  return { count, by: by.join('; ') };
+}
+
 export default defineCommand({
   meta: { name: 'check', description: 'Validate an integration folder: manifest, files, bundle, and loading the script in the sandbox' },
   args: {
@@ -173,8 +196,8 @@ export default defineCommand({
     const out: string[] = [];
     out.push(`${label}: ${m ? `${m.name} (${m.title})` : (p.claimedName ?? basename(dir))}`);
     if (m) {
-      const props = Object.keys(m.configurations?.account?.properties ?? {}).length + Object.keys(m.configurations?.site?.properties ?? {}).length;
-      out.push(`  manifest  ${green('ok')}  ${m.scopes.length} scope(s), ${m.blocks?.length ?? 0} block(s), ${props} configuration propert${props === 1 ? 'y' : 'ies'}`);
+      const props = configurationProperties(m);
+      out.push(`  manifest  ${green('ok')}  ${m.scopes.length} scope(s), ${m.blocks?.length ?? 0} block(s), ${props.count} configuration propert${props.count === 1 ? 'y' : 'ies'}${props.by ? ` (${props.by})` : ''}`);
       if (script) out.push(`  bundle    ${green('ok')}  ${formatBytes(Buffer.byteLength(script.code))}, version ${script.version}`);
       else out.push(`  bundle    ${dim('no script')}`);
       if (sandbox?.status === 'ok') {

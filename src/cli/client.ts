@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { getCACertificates, setDefaultCACertificates } from 'node:tls';
 import { errorCodeOf, SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
-import { resolveAdminToken } from '../http/auth.ts';
+import { adminTokenFile, resolveAdminToken } from '../http/auth.ts';
 import { recordedServingUrl, servingUrlFile } from '../http/announce.ts';
 
 export interface ApiClient {
@@ -27,6 +27,15 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
   const recorded = portAtStart ? recordedServingUrl(config.data_dir) : undefined;
   const baseUrl = (opts.url ?? process.env.SWITCHYARD_URL ?? recorded ?? config.publicUrl).replace(/\/+$/, '');
   const token = opts.token ?? process.env.SWITCHYARD_ADMIN_TOKEN ?? resolveAdminToken(config);
+  // Where the token was read from, for a refusal (never the token itself).
+  const tokenFrom =
+    opts.token !== undefined
+      ? 'the token given to the command'
+      : process.env.SWITCHYARD_ADMIN_TOKEN !== undefined
+        ? 'SWITCHYARD_ADMIN_TOKEN'
+        : config.admin_token
+          ? `admin_token in ${config.source ?? 'the configuration'}`
+          : adminTokenFile(config.data_dir);
   if (baseUrl.startsWith('https:')) trustServerCertificate(config.server.tls.cert);
 
   async function raw(path: string, init: RequestInit = {}): Promise<Response> {
@@ -78,6 +87,13 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
     }
     if (!res.ok) {
       const err = parsed?.error;
+      if (res.status === 401 && err?.code === 'unauthorized')
+        throw new SwitchyardError('unauthorized', `the server at ${baseUrl} refused the admin token read from ${tokenFrom}`, {
+          hint:
+            tokenFrom === 'SWITCHYARD_ADMIN_TOKEN'
+              ? "set SWITCHYARD_ADMIN_TOKEN to that server's admin token (its <data_dir>/admin-token, or admin_token of its config.yaml), or unset it to read this configuration's"
+              : "this is another server's token: run the command with that server's config.yaml (--config), or set SWITCHYARD_ADMIN_TOKEN to its token (its <data_dir>/admin-token)",
+        });
       throw new SwitchyardError(errorCodeOf(err?.code, res.status), err?.message ?? `${method} ${path} answered ${res.status}`, {
         hint: err?.hint,
         where: err?.where,

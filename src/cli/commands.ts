@@ -9,9 +9,11 @@ import { VERSION } from '../version.ts';
 export const main = defineCommand({
   meta: { name: 'switchyard', version: VERSION, description: 'Integration runtime and durable webhook delivery' },
   subCommands: {
+    init: () => import('./init.ts').then((m) => m.default),
     serve: () => import('./serve.ts').then((m) => m.default),
     new: () => import('./new.ts').then((m) => m.default),
     check: () => import('./check.ts').then((m) => m.default),
+    gitbook: () => import('./gitbook.ts').then((m) => m.default),
     integrations: () => import('./integrations.ts').then((m) => m.default),
     install: () => import('./installations.ts').then((m) => m.install),
     installations: () => import('./installations.ts').then((m) => m.default),

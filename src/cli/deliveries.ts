@@ -1,11 +1,11 @@
 /**
  * `switchyard deliveries list|show|retry|replay|tail`: see every webhook delivery and attempt,
  * follow them live, and act on failures. Tables for people, `--json` for scripts (the management
- * API's shapes, documented in the README).
+ * API's shapes, documented in docs/inspection.md, "JSON shapes").
  */
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
-import type { Attempt, AttemptFeedItem, DeliveryDetail, ReplayAnswer } from '../webhooks/index.ts';
+import { sentEventId, signatureHeaderName, type Attempt, type AttemptFeedItem, type DeliveryDetail, type ReplayAnswer } from '../webhooks/index.ts';
 import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { follow, interruptSignal } from './feed.ts';
@@ -47,10 +47,11 @@ const list = defineCommand({
       else
         out(
           `${table(
-            ['created', 'delivery', 'type', 'installation', 'status', 'attempts', 'schedule', 'last', 'next attempt'],
+            ['created', 'delivery', 'source event', 'type', 'installation', 'status', 'attempts', 'schedule', 'last', 'next attempt'],
             page.deliveries.map((d) => [
               when(d.createdAt),
               d.id,
+              d.eventId,
               d.eventType,
               d.installationId,
               statusColour(d.status),
@@ -79,7 +80,8 @@ export function printDelivery(d: DeliveryDetail): void {
   const field = (k: string, v: string | number | null | undefined) => (v === null || v === undefined || v === '' ? '' : `  ${k.padEnd(13)}${v}\n`);
   out(`delivery ${d.id}  ${statusColour(d.status)}${d.held ? '  (the installation is paused: sent when it resumes)' : ''}\n`);
   out(
-    field('event', `${d.eventId} (${d.eventType})`) +
+    field('eventId', sentEventId(d)) +
+      field('source event', `${d.eventId} (${d.eventType})`) +
       field('installation', d.installationId) +
       field('url', d.url) +
       field('attempts', `${d.attemptCount} in all; ${d.scheduledAttempts} of ${d.maxAttempts} automatic in this schedule`) +
@@ -87,7 +89,7 @@ export function printDelivery(d: DeliveryDetail): void {
       field('completed', when(d.completedAt)) +
       field('next attempt', d.held ? 'at resume' : when(d.nextAttemptAt)) +
       field('last error', d.lastError) +
-      field('signature', d.signatureHeader ? `X-Platform-Signature: ${d.signatureHeader}` : ''),
+      field('signature', d.signatureHeader ? `${signatureHeaderName(d.signatureHeader)}: ${d.signatureHeader}` : ''),
   );
   out(`\npayload\n${JSON.stringify(d.payload ?? d.body, null, 2)}\n`);
   if (!d.attempts.length) {
@@ -303,11 +305,16 @@ const tail = defineCommand({
     const signal = interruptSignal();
     let seen = 0;
     let lost = false;
+    // Where a later `tail --after` goes on from: the last attempt printed, else where this one started.
+    let last: string | undefined;
     await follow(client, '/api/v1/deliveries/stream', { installation: args.installation, type: args.type }, {
       after: args.after,
       signal,
       onReady(cursor) {
-        process.stderr.write(lost ? 'reconnected\n' : `following delivery attempts after cursor ${cursor} (Ctrl-C to stop)\n`);
+        last ??= cursor;
+        process.stderr.write(
+          lost ? 'reconnected\n' : args.after === undefined ? 'following new delivery attempts (Ctrl-C to stop)\n' : `following the delivery attempts after --after ${args.after}, then new ones (Ctrl-C to stop)\n`,
+        );
         lost = false;
       },
       onDisconnect() {
@@ -317,10 +324,11 @@ const tail = defineCommand({
       onEvent(e) {
         if (e.event !== 'attempt') return;
         seen++;
+        last = (e.data as AttemptFeedItem).cursor ?? last;
         out(args.json ? `${JSON.stringify(e.data)}\n` : `${attemptLine(e.data)}\n`);
       },
     });
-    process.stderr.write(`stopped after ${seen} attempt${seen === 1 ? '' : 's'}\n`);
+    process.stderr.write(`stopped after ${seen} attempt${seen === 1 ? '' : 's'}${last !== undefined ? `; to go on from here: switchyard deliveries tail --after ${last}` : ''}\n`);
   },
 });
 

@@ -7,7 +7,8 @@ import { SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import type { InvocationView } from '../runtime/index.ts';
 import type { EventDetail, HandlerRun, StoredEvent } from '../events/index.ts';
-import { parseDuration } from '../schema/index.ts';
+import { readTime } from '../schema/time.ts';
+import { wholeNumber } from '../http/params.ts';
 import type { Attempt, Delivery, DeliveryDetail, DeliveryStatus } from '../webhooks/index.ts';
 import { apiClient, type ApiClient } from './client.ts';
 import { configFrom } from './common.ts';
@@ -121,8 +122,6 @@ const DELIVERY_STATUSES = ['pending', 'retrying', 'held', 'delivered', 'failed',
 const everyStatus: Exclude<DeliveryStatus, (typeof DELIVERY_STATUSES)[number]> extends never ? true : never = true;
 void everyStatus;
 
-/** The forms the API's `since`/`until` accept (webhooks parseTimeParam): a duration ago, epoch seconds/ms, or a date-time. */
-const validTime = (v: string) => parseDuration(v) !== undefined || /^\d{10,13}$/.test(v) || !Number.isNaN(Date.parse(v));
 
 export function checkStatus(status: string | undefined): string | undefined {
   if (status === undefined || status === '') return undefined;
@@ -132,12 +131,9 @@ export function checkStatus(status: string | undefined): string | undefined {
 }
 
 export function checkPage(args: { limit?: string; cursor?: string }): Page {
-  if (args.limit !== undefined) {
-    const n = Number(args.limit);
-    if (!Number.isInteger(n) || n < 1 || n > 500)
-      throw new SwitchyardError('bad_request', `--limit must be a whole number from 1 to 500, got "${args.limit}"`, { where: '--limit' });
-  }
-  if (args.cursor !== undefined && !/^\d+$/.test(args.cursor))
+  if (args.limit !== undefined && !((wholeNumber(args.limit, 500) ?? 0) >= 1))
+    throw new SwitchyardError('bad_request', `--limit must be a whole number from 1 to 500, got "${args.limit}"`, { where: '--limit' });
+  if (args.cursor !== undefined && wholeNumber(args.cursor) === undefined)
     throw new SwitchyardError('bad_request', `--cursor must be the next cursor printed by a previous page, got "${args.cursor}"`, { where: '--cursor' });
   return { limit: args.limit, cursor: args.cursor };
 }
@@ -145,10 +141,9 @@ export function checkPage(args: { limit?: string; cursor?: string }): Page {
 export function checkTimes(args: { since?: string; until?: string }): { since?: string; until?: string } {
   for (const name of ['since', 'until'] as const) {
     const v = args[name];
-    if (v !== undefined && v !== '' && !validTime(v))
-      throw new SwitchyardError('bad_request', `--${name} must be a duration ago (15m, 2h, 7d) or a date-time (2025-01-31T12:00:00Z), got "${v}"`, {
-        where: `--${name}`,
-      });
+    // The server reads the same forms, with the same bounds (src/schema/time.ts).
+    const at = v === undefined || v === '' ? undefined : readTime(v);
+    if (typeof at === 'object') throw new SwitchyardError('bad_request', `--${name} ${at.error}`, { where: `--${name}`, ...(at.hint ? { hint: at.hint } : {}) });
   }
   return { since: args.since, until: args.until };
 }

@@ -1,6 +1,7 @@
 /** `switchyard install` and `switchyard installations list|show|configure|pause|resume|uninstall`. */
 import { defineCommand } from 'citty';
 import type { InstallationView } from '../installations/index.ts';
+import { SwitchyardError } from '../errors.ts';
 import { apiClient, type ApiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { parseSets, repeated } from './sets.ts';
@@ -8,9 +9,10 @@ import { dim, green, printJson, table, yellow } from './table.ts';
 
 const statusColour = (s: string) => (s === 'active' ? green(s) : s === 'pending' || s === 'paused' ? yellow(s) : dim(s));
 
-async function propertiesOf(client: ApiClient, integration: string, target: string) {
+async function propertiesOf(client: ApiClient, integration: string, target: string, opts: { link?: boolean } = {}) {
   try {
-    const r = await client.get(`/api/v1/integrations/${encodeURIComponent(integration)}`);
+    // An install link reads its integration's catalogue entry (it may read nothing else).
+    const r = await client.get(`/api/v1/${opts.link ? 'catalogue' : 'integrations'}/${encodeURIComponent(integration)}`);
     const conf = r?.integration?.manifest?.configurations ?? r?.integration?.configurations ?? r?.configurations;
     return (target === 'site' ? conf?.site?.properties : conf?.account?.properties) ?? {};
   } catch {
@@ -22,7 +24,7 @@ function printInstallation(i: InstallationView): void {
   const lines = [
     `${i.id}  ${statusColour(i.status)}`,
     `  integration     ${i.integration}`,
-    `  target          ${i.target}${i.space ? ` (space ${i.space})` : ''}${i.site ? ` (site ${i.site})` : ''}`,
+    `  target          ${i.target}${i.site ? ` (site ${i.site})` : ''}${i.space ? ` (space ${i.space})` : ''}`,
     `  public endpoint ${i.urls.publicEndpoint}`,
     `  created         ${i.createdAt}   updated ${i.updatedAt}`,
     '  configuration',
@@ -42,17 +44,21 @@ export const install = defineCommand({
   meta: { name: 'install', description: 'Install an integration (organization-wide, or on a space or site)' },
   args: {
     integration: { type: 'positional', required: true, description: 'integration name' },
-    space: { type: 'string', description: 'install on this space id' },
+    space: { type: 'string', description: 'install on this space id (with --site: the space the site installation is in)' },
     site: { type: 'string', description: 'install on this site id' },
     set: { type: 'string', description: 'configuration key=value (repeatable)' },
     secret: { type: 'string', description: 'webhook integration: use this signing secret instead of a generated one' },
+    link: { type: 'string', description: 'install with this install link instead of the admin token (`switchyard integrations link <name>` makes one)', valueHint: 'sy_link_...' },
     ...configArg,
     ...jsonArg,
   },
   async run({ args, rawArgs }) {
-    const client = apiClient(configFrom(args));
-    const target = args.space ? 'space' : args.site ? 'site' : 'organization';
-    const props = await propertiesOf(client, args.integration, target);
+    const config = configFrom(args);
+    if (args.link !== undefined && !args.link.trim()) throw new SwitchyardError('bad_request', '--link needs the install link (sy_link_...)', { where: '--link' });
+    // With a link, the link is the credential: no admin token is read or sent.
+    const client = apiClient(config, args.link ? { token: args.link.trim() } : {});
+    const target = args.site ? 'site' : args.space ? 'space' : 'organization';
+    const props = await propertiesOf(client, args.integration, target, { link: Boolean(args.link) });
     const configuration = parseSets(repeated(rawArgs, 'set'), props);
     const r = await client.post('/api/v1/installations', {
       integration: args.integration,
@@ -97,7 +103,7 @@ export default defineCommand({
         process.stdout.write(
           `${table(
             ['id', 'integration', 'target', 'status', 'updated'],
-            list.map((i) => [i.id, i.integration, i.target + (i.space ? `:${i.space}` : i.site ? `:${i.site}` : ''), statusColour(i.status), i.updatedAt]),
+            list.map((i) => [i.id, i.integration, i.target + (i.target === 'site' && i.site ? `:${i.site}` : i.space ? `:${i.space}` : ''), statusColour(i.status), i.updatedAt]),
           )}\n`,
         );
       },

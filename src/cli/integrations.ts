@@ -4,6 +4,7 @@
  */
 import { defineCommand } from 'citty';
 import { formatProblems, type Problem } from '../errors.ts';
+import type { LinkAnswer } from '../installations/index.ts';
 import type { IntegrationView } from '../registry/index.ts';
 import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
@@ -22,11 +23,13 @@ const list = defineCommand({
   args: { ...configArg, ...jsonArg },
   async run({ args }) {
     const api = apiClient(configFrom(args));
-    const { integrations } = await api.get<{ integrations: IntegrationView[] }>('/api/v1/integrations');
+    const answer = await api.get<{ integrations: IntegrationView[] }>('/api/v1/integrations');
+    // The API's answer as it is, as every other list prints ({installations}, {deliveries, nextCursor}...).
     if (args.json) {
-      printJson(integrations);
+      printJson(answer);
       return 0;
     }
+    const { integrations } = answer;
     if (!integrations.length) {
       process.stdout.write('no integrations: add a folder to integrations_dir (`switchyard new <name>` creates one)\n');
       return 0;
@@ -130,7 +133,53 @@ const resume = defineCommand({
   },
 });
 
+const link = defineCommand({
+  meta: {
+    name: 'link',
+    description: "Print an install link of an integration (how an unlisted one is installed without the admin token), or --revoke every link made so far",
+  },
+  args: {
+    name: { type: 'positional', required: true, description: 'integration name' },
+    expires: { type: 'string', description: 'how long the link works: 1h, 7d (default), up to 90d', valueHint: 'duration' },
+    revoke: { type: 'boolean', description: 'end every install link of the integration made so far (installations made with them stay)', default: false },
+    ...configArg,
+    ...jsonArg,
+  },
+  async run({ args }) {
+    const config = configFrom(args);
+    const api = apiClient(config);
+    const path = `/api/v1/integrations/${encodeURIComponent(args.name)}/links`;
+    if (args.revoke) {
+      const r = await api.delete<{ integration: string; revokedAt: string }>(path);
+      if (args.json) printJson(r);
+      else process.stdout.write(`every install link of ${r.integration} made before ${r.revokedAt} is revoked; installations made with them stay\n`);
+      return 0;
+    }
+    const r = await api.post<LinkAnswer>(path, args.expires ? { expires: args.expires } : {});
+    if (args.json) {
+      printJson(r);
+      return 0;
+    }
+    // Where the link's holder reaches the server: the CLI's own URL (SWITCHYARD_URL, else public_url).
+    const url = api.baseUrl;
+    process.stdout.write(
+      [
+        `install link of ${r.integration} (${r.visibility}), works until ${r.expiresAt} (shown once):`,
+        '',
+        `  ${r.link}`,
+        '',
+        'Whoever holds it installs the integration on this server, with no admin token:',
+        `  SWITCHYARD_URL=${url} switchyard install ${r.integration} --link <link> [--space <id> | --site <id>] [--set key=value ...]`,
+        `  curl -X POST ${r.installUrl} -H 'authorization: Bearer <link>' -H 'content-type: application/json' -d '{"integration": "${r.integration}", "configuration": {}}'`,
+        dim(`revoke it (and every other link of ${r.integration}): switchyard integrations link ${r.integration} --revoke`),
+        '',
+      ].join('\n'),
+    );
+    return 0;
+  },
+});
+
 export default defineCommand({
-  meta: { name: 'integrations', description: 'Inspect the integrations the running server has loaded' },
-  subCommands: { list, show, resume },
+  meta: { name: 'integrations', description: 'Inspect the integrations the running server has loaded, and make their install links' },
+  subCommands: { list, show, resume, link },
 });

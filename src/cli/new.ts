@@ -15,6 +15,7 @@ import { BUILTIN_INTEGRATIONS, prepareFolder, SHIPPED_INTEGRATIONS, shippedFiles
 import { closest } from '../schema/suggest.ts';
 import { parseYaml } from '../schema/yaml.ts';
 import { configArg, configFrom } from './common.ts';
+import { selfCommand, shellWord } from './invocation.ts';
 import { dim, green } from './table.ts';
 
 export const TYPES_FILE = 'types/switchyard-runtime.d.ts';
@@ -198,7 +199,7 @@ async function writeExample(example: string, parent: string): Promise<number> {
   if ((BUILTIN_INTEGRATIONS as readonly string[]).includes(example))
     lines.push(`This folder now overrides the built-in ${example} integration (the server says so when it starts); remove it to go back.`);
   if (files.has('.env.example')) lines.push(`Its secrets come from the environment: copy ${shown}/.env.example to ${shown}/.env and fill it in.`);
-  lines.push(`A running server picks it up now. Check it any time with: switchyard check ${shown}`, '');
+  lines.push(`A running server picks it up now. Check it any time with: ${selfCommand()} check ${shellWord(shown)}`, '');
   process.stdout.write(lines.join('\n'));
   return 0;
 }
@@ -254,8 +255,8 @@ export default defineCommand({
         `  src/index.tsx           a component ("hello" block), an event handler and a fetch handler`,
         types ? `  ${TYPES_FILE}  the runtime library's types (tsconfig.json points editors at them)` : dim('  (this build has no type declarations of the runtime library to copy)'),
         '',
-        `A running server picks it up now. Check it any time with: switchyard check ${shown}`,
-        `More complete examples: switchyard new --example`,
+        `A running server picks it up now. Check it any time with: ${selfCommand()} check ${shellWord(shown)}`,
+        `More complete examples: ${selfCommand()} new --example`,
         '',
       ].join('\n'),
     );

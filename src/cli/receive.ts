@@ -1,7 +1,8 @@
 /**
  * `switchyard receive`: the reference receiver on a local port. Verifies each request's
- * signature on the raw body, answers at once, deduplicates by eventId for 2 minutes, and prints
- * each event (JSON lines with --json).
+ * signature on the raw body (X-Platform-Signature, or with `--scheme standard-webhooks` the
+ * webhook-* headers), answers at once, deduplicates by eventId for 2 minutes, and prints each event
+ * (JSON lines with --json).
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +11,7 @@ import { SwitchyardError } from '../errors.ts';
 import { createReceiver } from '../webhooks/index.ts';
 import { configArg, configFrom } from './common.ts';
 import { repeated } from './sets.ts';
+import { checkSecretsFor, schemeArg, schemeFrom } from './sign.ts';
 import { dim, green, red, yellow } from './table.ts';
 
 export default defineCommand({
@@ -19,6 +21,7 @@ export default defineCommand({
     port: { type: 'string', description: 'port to listen on (default 9000; 0 picks a free one)', default: '9000' },
     host: { type: 'string', description: 'interface (default 127.0.0.1)', default: '127.0.0.1' },
     secret: { type: 'string', description: 'signing secret (repeatable, for a rotation); default $SWITCHYARD_WEBHOOK_SECRET' },
+    ...schemeArg,
     json: { type: 'boolean', description: 'print each event as one JSON line', default: false },
     status: { type: 'string', description: 'rehearse failures: answer this status (e.g. 500, 429, 410) instead of 200' },
     'fail-rate': { type: 'string', description: 'rehearse failures: the fraction of events (0-1) answered with --status (default 500); 1 with --status alone' },
@@ -33,6 +36,8 @@ export default defineCommand({
       throw new SwitchyardError('bad_request', 'a signing secret is needed', {
         hint: 'pass --secret <s> (`switchyard install webhook` prints it once; `switchyard installations secret <inst_id> --reveal` shows it again) or set SWITCHYARD_WEBHOOK_SECRET',
       });
+    const scheme = schemeFrom(args.scheme);
+    checkSecretsFor(scheme, secrets);
     const fail = rehearsal(args.status, args['fail-rate']);
     // The tolerance is the one of config.yaml (webhooks.signature_tolerance), defaults when there is none.
     const toleranceSec = configFrom(args).webhooks.signature_tolerance / 1000;
@@ -40,6 +45,7 @@ export default defineCommand({
     const out = (line: string) => process.stdout.write(`${line}\n`);
     const handler = createReceiver({
       secrets,
+      scheme,
       toleranceSec,
       ...(fail ? { fail } : {}),
       onFail(status, e) {
@@ -72,7 +78,8 @@ export default defineCommand({
     });
     const bound = (server.address() as AddressInfo).port;
     const rehearsing = fail ? `; answering ${fail.status} to ${Math.round(fail.rate * 100)} % of events` : '';
-    process.stderr.write(`receiving on http://${args.host}:${bound}/ (POST, X-Platform-Signature checked, tolerance ${toleranceSec} s${rehearsing}); Ctrl-C stops\n`);
+    const checked = scheme === 'platform' ? 'X-Platform-Signature' : 'webhook-signature';
+    process.stderr.write(`receiving on http://${args.host}:${bound}/ (POST, ${checked} checked, tolerance ${toleranceSec} s${rehearsing}); Ctrl-C stops\n`);
     await new Promise<void>((resolve) => {
       const stop = () => {
         server.close(() => resolve());

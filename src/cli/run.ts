@@ -19,22 +19,28 @@ async function value<T>(v: T | (() => T | Promise<T>) | Promise<T>): Promise<T> 
   return typeof v === 'function' ? await (v as () => T | Promise<T>)() : await v;
 }
 
-/** The command argv names, its parent, and the words of argv that are not flags or its path. */
+/**
+ * The command argv names; what its usage names it under (`switchyard deliveries` for `list`: citty
+ * names a command after its direct parent alone); and the first word of argv that names no command.
+ */
 async function resolveTarget(cmd: AnyCommand, args: string[]): Promise<[AnyCommand, AnyCommand | undefined, string | undefined]> {
   let current = cmd;
-  let parent: AnyCommand | undefined;
+  const path: string[] = [];
+  const under = (): AnyCommand | undefined => (path.length ? { meta: { name: [PROGRAM, ...path.slice(0, -1)].join(' '), version: VERSION } } : undefined);
   for (const a of args) {
     if (a === '--') break;
     if (a.startsWith('-')) continue;
     const subs = await value(current.subCommands);
     if (!subs) break;
     const next = subs[a];
-    if (!next) return [current, parent, a];
-    parent = current;
+    if (!next) return [current, under(), a];
+    path.push(a);
     current = await value(next as AnyCommand);
   }
-  return [current, parent, undefined];
+  return [current, under(), undefined];
 }
+
+const PROGRAM = 'switchyard';
 
 /**
  * What a mistyped command name may have meant: the closest command at that level, else a command
@@ -125,9 +131,13 @@ export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number>
   // Checked before --help: `switchyard delivries --help` must not answer with the parent's help, exit 0.
   const subs = await value(target.subCommands);
   if (stray !== undefined && subs && !target.run) {
+    // The guess first, then the names to choose from in one line: not the whole help.
     const guesses = await commandGuesses(stray, subs);
-    await printUsage(target, parent);
-    process.stderr.write(`switchyard: unknown command "${stray}"${guesses.length ? `; did you mean ${alternatives(guesses)}?` : ''}\n`);
+    const here = [parent ? (await value(parent.meta))?.name : undefined, parent ? (await value(target.meta))?.name : PROGRAM].filter(Boolean).join(' ');
+    process.stderr.write(
+      `${PROGRAM}: unknown command "${stray}"${guesses.length ? `; did you mean ${alternatives(guesses)}?` : ''}\n` +
+        `the commands of ${here}: ${Object.keys(subs).join(', ')} (\`${here} --help\` says what each does)\n`,
+    );
     return EXIT_USAGE;
   }
   if (argv.includes('--help') || argv.includes('-h') || argv.length === 0) {
@@ -147,7 +157,7 @@ export async function run(cmd: CommandDef<any>, argv: string[]): Promise<number>
   } catch (err) {
     if (err instanceof SwitchyardError) {
       process.stderr.write(`switchyard: ${formatError(err)}\n`);
-      return isUsageError(err.code) ? EXIT_USAGE : EXIT_FAILURE;
+      return err.usage || isUsageError(err.code) ? EXIT_USAGE : EXIT_FAILURE;
     }
     if ((err as { name?: string }).name === 'CLIError') {
       await printUsage(target, parent);

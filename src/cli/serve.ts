@@ -33,22 +33,39 @@ export default defineCommand({
     }
     const { servingPlace, createServingLink } = await import('../process/serving.ts');
     const place = cluster.isWorker ? servingPlace() : undefined;
-    if (place) return serving(config, place, createServingLink);
+    if (place) return onFullDisk(config.data_dir, () => serving(config, place, createServingLink));
     if (config.server.processes !== 1) {
       const { supervise } = await import('../process/supervisor.ts');
       const { createLogger } = await import('../log/index.ts');
       // citty does not hand back a subcommand's return value (see cli/run.ts).
-      process.exitCode = await supervise(config, createLogger({ format: config.log.format, level: config.log.level }));
+      process.exitCode = await onFullDisk(config.data_dir, () => supervise(config, createLogger({ format: config.log.format, level: config.log.level })));
       return process.exitCode;
     }
     // One process, no supervisor: isolates run here, so a guest that takes V8 down takes the server.
-    const server = await startServer(config, { sandbox: 'in-process' });
+    const server = await onFullDisk(config.data_dir, () => startServer(config, { sandbox: 'in-process' }));
     // Stopped by a signal (0), or by itself: another node took its id (1; it said why).
     const code = await Promise.race([untilSignal(server, true).then(() => 0), server.halted.then(() => 1)]);
     process.exitCode = code;
     return code;
   },
 });
+
+/**
+ * A full disk met by a file the server writes as it starts (the lock's pid file, the admin token,
+ * the node id, the serving URL...) ends it with storage_full and its hint rather than a stack. The
+ * store names its own failures (store/health.ts storageStartError); other file system errors are
+ * left as they are (an EACCES on the integrations folder is no storage fault).
+ */
+async function onFullDisk<T>(dataDir: string, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (e) {
+    const { SwitchyardError } = await import('../errors.ts');
+    const { storageStartError } = await import('../store/health.ts');
+    const full = e instanceof SwitchyardError ? undefined : storageStartError(e, dataDir);
+    throw full?.code === 'storage_full' ? full : e;
+  }
+}
 
 /** A serving process under the supervisor: it stops when told (SIGTERM) or when the supervisor is gone. */
 async function serving(

@@ -2,6 +2,7 @@
  * `${{ env.NAME }}` references and `.env` files. Shared by config.yaml and manifest `secrets`.
  */
 import { readFileSync } from 'node:fs';
+import { setOwn } from '../schema/index.ts';
 
 export const ENV_REF = /\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g;
 
@@ -32,6 +33,11 @@ export function readDotenv(file: string): Record<string, string> {
   }
 }
 
+/** The variable `name` of `env`, never one its prototype has (`env.constructor` is not set unless it is). */
+export function envValue(env: Record<string, string | undefined>, name: string): string | undefined {
+  return Object.hasOwn(env, name) ? env[name] : undefined;
+}
+
 /**
  * Replace every `${{ env.NAME }}` in the strings of `value`; report each missing variable with the
  * path of the key that names it.
@@ -44,7 +50,7 @@ export function interpolate(
 ): unknown {
   if (typeof value === 'string') {
     return value.replace(ENV_REF, (_, name: string) => {
-      const v = env[name];
+      const v = envValue(env, name);
       if (v === undefined) {
         onMissing(name, path);
         return '';
@@ -55,7 +61,8 @@ export function interpolate(
   if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, onMissing, [...path, i]));
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = interpolate(v, env, onMissing, [...path, k]);
+    // setOwn: `out[k] =` with a key `__proto__` would set the prototype, and the key would pass validation unseen.
+    for (const [k, v] of Object.entries(value)) setOwn(out, k, interpolate(v, env, onMissing, [...path, k]));
     return out;
   }
   return value;

@@ -32,7 +32,7 @@ export function loadConfig(opts: { path?: string; env?: NodeJS.ProcessEnv; cwd?:
   if (!existsSync(file)) {
     if (explicit)
       throw new SwitchyardError('config_invalid', `config file ${file} does not exist`, {
-        hint: 'pass an existing file with --config, or leave it out to use ./config.yaml or the embedded defaults',
+        hint: 'pass an existing file with --config, or leave it out to use ./config.yaml or the embedded defaults; `switchyard init` writes a commented config.yaml',
       });
     return finish(parseConfig({}, null, { ...readDotenv(resolve(cwd, '.env')), ...(opts.env ?? process.env) }), cwd, null);
   }
@@ -74,7 +74,7 @@ export function parseConfigText(text: string, file: string, env: Record<string, 
   if (problems.length || !result.ok)
     throw new SwitchyardError('config_invalid', `${file} has ${problems.length} problem${problems.length === 1 ? '' : 's'}`, {
       problems,
-      hint: 'every key is in docs/configuration.md (and, commented, in the config.yaml at the top of the repository)',
+      hint: 'every key with its default and what it does: `switchyard init --print` (and docs/configuration.md)',
     });
   return result.value;
 }

@@ -110,6 +110,16 @@ export const configSchema = s.object({
   store: s.withDefault(storeUrl(), ''),
   data_dir: s.withDefault(s.string({ min: 1 }), './data'),
   integrations_dir: s.withDefault(s.string({ min: 1 }), './integrations'),
+  /**
+   * The organization this server installs for (spec 2.5): a `private` integration installs here
+   * without the admin token only when its manifest's `organization` is one of these (its id and its
+   * subdomain, say). Unset: no private integration installs without the admin token.
+   */
+  organization: s.optional(
+    s.union([s.string({ min: 1 }), s.array(s.string({ min: 1 }), { min: 1, unique: true })], {
+      description: "the organization's id or subdomain, or a list of both, as manifests name it in `organization`",
+    }),
+  ),
   admin_token: s.withDefault(
     s.string({
       pattern: /^(|\S{16,})$/,
@@ -130,6 +140,8 @@ export const configSchema = s.object({
     concurrency: s.withDefault(s.number({ integer: true, min: 1, max: 1024 }), 32),
     per_endpoint_concurrency: s.withDefault(s.number({ integer: true, min: 1, max: 256 }), 4),
     retry_after_max: s.withDefault(s.duration(), 60_000),
+    /** Off: the spec fixes the retry delays (section 8), whatever the receiver's Retry-After says. */
+    honor_retry_after: s.withDefault(s.boolean(), false),
     allow_private_networks: s.withDefault(s.boolean(), false),
     response_excerpt: s.withDefault(s.bytes({ max: 1024 * 1024 }), 20 * 1024),
     signature_tolerance: s.withDefault(s.duration({ min: 1000 }), 300_000),

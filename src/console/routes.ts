@@ -6,15 +6,14 @@
  *   (an <img> cannot send a bearer token), sample event payloads, a script's exported components.
  */
 import { jsonResponse } from '../http/respond.ts';
-import { readFileSync, realpathSync } from 'node:fs';
-import { isAbsolute, relative, resolve, sep } from 'node:path';
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { authenticate, isAdminToken } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
-import { pngSize } from '../manifest/index.ts';
+import { IMAGE_HEADERS, readImageInside } from '../manifest/index.ts';
 import type { Services } from '../server/services.ts';
+import { renderContextFor } from '../runtime/render-context.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
 import { consoleUrl, onConsoleHost, requireConsolePage } from '../http/origins.ts';
@@ -29,6 +28,9 @@ import {
   type Sessions,
 } from './session.ts';
 
+/** The render context of a component shown in the console that is not a GitBook block. */
+const CONSOLE_CONTEXT = { type: 'console' };
+
 const json = (body: unknown, init: ResponseInit = {}) =>
   jsonResponse(body, { ...init, headers: { 'cache-control': 'no-store', ...(init.headers as Record<string, string> | undefined) } });
 
@@ -36,21 +38,6 @@ const json = (body: unknown, init: ResponseInit = {}) =>
 function requireConsoleAdmin(req: Request, services: Services): void {
   if (authenticate(req, services).kind !== 'admin')
     throw new SwitchyardError('forbidden', 'the console needs the admin token', { hint: 'installation tokens cannot use the console' });
-}
-
-/** A file named by a manifest, read only when it is a PNG inside the integration's folder (fail closed). */
-function readImage(dir: string, rel: string | undefined): Buffer | undefined {
-  if (!rel || isAbsolute(rel)) return undefined;
-  try {
-    const root = realpathSync(dir);
-    const file = realpathSync(resolve(dir, rel));
-    const r = relative(root, file);
-    if (!r || r.startsWith(`..${sep}`) || r === '..' || isAbsolute(r)) return undefined;
-    if (!pngSize(file)) return undefined;
-    return readFileSync(file);
-  } catch {
-    return undefined;
-  }
 }
 
 /** The bundle, or a 503 that says why (a source error in a checkout, or a build without the console). */
@@ -165,10 +152,10 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return json({ loggedOut: true }, { headers: { 'set-cookie': clearedCookie(secure(event.req)) } });
   });
 
-  app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined));
+  app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined, true));
   app.get('/console/integrations/:name/preview/:n', async (event) => {
     const n = Number(event.context.params!.n);
-    return imageResponse(event.req, event.context.params!.name, (m) => (m.previewImages as string[] | undefined)?.[n]);
+    return imageResponse(event.req, event.context.params!.name, (m) => (m.previewImages as string[] | undefined)?.[n], false);
   });
 
   /** An integration, waiting for it while the server starts (see Registry.whenLoaded). */
@@ -177,15 +164,13 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return r?.get(name) ?? (await r?.whenLoaded(name));
   };
 
-  async function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined): Promise<Response> {
+  async function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined, svg: boolean): Promise<Response> {
     requireConsoleAdmin(req, services);
     const integration = await integrationNamed(decodeURIComponent(name));
     // A built-in integration has no folder to read from.
-    const bytes = integration && !integration.builtin ? readImage(integration.dir, pick(integration.manifest as Record<string, unknown>)) : undefined;
-    if (!bytes) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
-    return new Response(new Uint8Array(bytes), {
-      headers: { 'content-type': 'image/png', 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=60' },
-    });
+    const image = integration && !integration.builtin ? readImageInside(integration.dir, pick(integration.manifest as Record<string, unknown>), svg) : undefined;
+    if (!image) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
+    return new Response(new Uint8Array(image.bytes), { headers: { 'content-type': image.type, ...IMAGE_HEADERS } });
   }
 
   app.get('/console/api/samples/:type', (event) => {
@@ -202,10 +187,12 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     const name = decodeURIComponent(event.context.params!.name);
     const integration = await integrationNamed(name);
     if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
+    // Each with the context its render is given here: GitBook's for a GitBook block, else the console's.
     const blocks = ((integration.manifest as { blocks?: Array<{ id: string; title?: string; description?: string }> }).blocks ?? []).map((b) => ({
       id: b.id,
       title: b.title ?? b.id,
       description: b.description ?? '',
+      context: renderContextFor(integration, b.id, CONSOLE_CONTEXT),
     }));
     let exported: string[] | null = null;
     const runtime = services.runtime;
@@ -216,6 +203,6 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
         services.log.warn('console: cannot list exported components', { integration: name, error: (e as Error).message });
       }
     }
-    return json({ integration: name, blocks, exported });
+    return json({ integration: name, blocks, exported, context: CONSOLE_CONTEXT });
   });
 }

@@ -4,8 +4,8 @@
  * handler-views.ts's types; the checks at the end fail to type-check when they drift apart.
  */
 import { dateTime, any, array, boolean, named, nullable, number, object, oneOf, optional, string, union, type Infer, type Schema } from '../schema/index.ts';
-import { enumParam, pageQuery, text, requestBody } from '../http/params.ts';
-import { deliverySchema, timeQuery, DELIVERY_STATUSES } from '../webhooks/index.ts';
+import { enumParam, pageQuery, text, timeField, timeQuery, requestBody } from '../http/params.ts';
+import { deliverySchema, DELIVERY_STATUSES } from '../webhooks/index.ts';
 import { MAX_BATCH_EVENTS, type BatchResult, type IngestResult, type StoredEvent } from './service.ts';
 import type { HandlerRun } from './handler-views.ts';
 import { EVENT_TYPES } from './types.ts';
@@ -143,8 +143,8 @@ export const handlerRunListSchema = object({ handlerRuns: array(handlerRunSchema
 export const handlerReplayBody = requestBody(
   {
     failed: oneOf([true], { description: 'only failed handler runs are replayed' }),
-    since: string({ min: 1, description: 'a duration ago (2h) or a date-time' }),
-    until: optional(string({ min: 1, description: 'a duration ago or a date-time; default: now' })),
+    since: timeField('created since'),
+    until: optional(timeField('created until; default: now')),
     installation: optional(string({ min: 1, description: 'only runs of this installation' })),
   },
 );

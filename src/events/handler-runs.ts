@@ -1,5 +1,5 @@
 /**
- * Handler runs in SQLite: one row per platform event and installation whose integration handles
+ * Handler runs, in the store (SQLite or PostgreSQL): one row per platform event and installation whose integration handles
  * it, inserted in the event's own transaction, so an acknowledged event's handlers are owed even
  * if every process dies at once. The work is claimed with SQL leases like webhook deliveries: a
  * process that dies mid-run keeps its lease until it runs out, then any process sharing the store

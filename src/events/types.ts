@@ -6,20 +6,9 @@ import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Problem } from '../errors.ts';
 import { timeOrderedId } from '../ids.ts';
+import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './event-types.ts';
 
-/** Types a webhook installation can subscribe to (spec 6.2). */
-export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;
-/** Every type accepted at ingest: the webhook types and the runtime events of spec 6.1 (ui_render is a render call, not an event). */
-export const EVENT_TYPES = [
-  ...WEBHOOK_EVENT_TYPES,
-  'installation_setup',
-  'space_installation_setup',
-  'site_installation_setup',
-  'space_view',
-  'space_visibility_updated',
-  'space_gitsync_started',
-  'space_gitsync_completed',
-] as const;
+export { EVENT_TYPES, WEBHOOK_EVENT_TYPES };
 
 /** `evt_` + a time-ordered id (see src/ids.ts). */
 export const newEventId = (now = Date.now()): string => timeOrderedId('evt', now);
@@ -46,6 +35,7 @@ const MAX_ID_LENGTH = 200;
 const ID = /^[A-Za-z0-9_.:-]{1,200}$/;
 
 function kind(v: unknown): string {
+  if (v === undefined) return 'nothing';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'an object';
@@ -55,7 +45,11 @@ function kind(v: unknown): string {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function checkVisitor(v: unknown, where: string, out: Problem[]): void {
+function checkVisitor(v: unknown, where: string, type: string, out: Problem[]): void {
+  if (v === undefined) {
+    out.push({ where, message: `is required for ${type} (an object {anonymousId, userAgent, ip, cookies})` });
+    return;
+  }
   if (!isObject(v)) {
     out.push({ where, message: `must be an object {anonymousId, userAgent, ip, cookies}, got ${kind(v)}` });
     return;
@@ -74,7 +68,11 @@ function checkVisitor(v: unknown, where: string, out: Problem[]): void {
   }
 }
 
-function checkFeedback(v: unknown, where: string, out: Problem[]): void {
+function checkFeedback(v: unknown, where: string, type: string, out: Problem[]): void {
+  if (v === undefined) {
+    out.push({ where, message: `is required for ${type} (an object {rating, comment})` });
+    return;
+  }
   if (!isObject(v)) {
     out.push({ where, message: `must be an object {rating, comment}, got ${kind(v)}` });
     return;
@@ -106,8 +104,8 @@ export function validateEventPayload(payload: unknown): Problem[] {
   }
   for (const [name, f] of Object.entries(fields)) {
     const v = payload[name];
-    if (f === 'visitor') checkVisitor(v, name, out);
-    else if (f === 'feedback') checkFeedback(v, name, out);
+    if (f === 'visitor') checkVisitor(v, name, payload.type, out);
+    else if (f === 'feedback') checkFeedback(v, name, payload.type, out);
     else if (typeof v !== 'string' || (f === 'string' && !v)) {
       out.push({
         where: name,

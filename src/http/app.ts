@@ -9,13 +9,13 @@ import { ERROR_CODES, errorCodeOf, SwitchyardError, type ErrorCode } from '../er
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { Store } from '../store/index.ts';
-import { bearerToken, safeEqual } from './auth.ts';
+import { bearerToken, INSTALL_LINK_PREFIX, safeEqual } from './auth.ts';
 import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument, type OpenApiPart } from './openapi.ts';
 import { storageCode } from '../store/health.ts';
 import { setPrincipal, type Principal } from './principal.ts';
-import { routeOperations } from './route.ts';
+import { routeOperations, takesInstallLink } from './route.ts';
 
 export { principalOf, requireAdmin, type Principal } from './principal.ts';
 
@@ -79,6 +79,10 @@ export function authenticate(req: Request, services: HttpServices): Principal {
   const p = services.resolveToken?.(token);
   if (p) return p;
   if (isAdminToken(req, token, services)) return { kind: 'admin' };
+  if (token.startsWith(INSTALL_LINK_PREFIX))
+    throw new SwitchyardError('install_link_invalid', 'this install link is not valid: it was altered (cut short when copied?), or another server made it', {
+      hint: 'copy the whole link again, or ask for a new one (`switchyard integrations link <name>`)',
+    });
   throw new SwitchyardError('unauthorized', 'the token is not valid', {
     hint: 'use the admin_token from config.yaml, or the one in <data_dir>/admin-token',
   });
@@ -187,9 +191,19 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
   // While the integrations load at start, the routes that need them wait (see registry/index.ts),
   // before the caller is authenticated: an installation token's scopes come from its manifest.
   app.use('/api/v1/**', (event) => {
+    const admit = () => {
+      const p = authenticate(event.req, services);
+      // An install link installs its integration and reads its catalogue entry: every route not
+      // declared to take one refuses it here, before it runs (fail closed).
+      if (p.kind === 'link' && !takesInstallLink(event))
+        throw new SwitchyardError('forbidden', `an install link only installs its integration ("${p.integration}") and reads its catalogue entry`, {
+          hint: 'install with POST /api/v1/installations (`switchyard install <name> --link <link>`); anything else takes the admin token',
+        });
+      setPrincipal(event.req, p);
+    };
     const waiting = services.awaitIntegrations?.(event.url.pathname);
-    if (waiting) return waiting.then(() => void setPrincipal(event.req, authenticate(event.req, services)));
-    setPrincipal(event.req, authenticate(event.req, services));
+    if (waiting) return waiting.then(admit);
+    admit();
   });
 
   opts.routes(app);

@@ -3,7 +3,7 @@
  * where the CLI on the same machine finds it. Compared in constant time.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/index.ts';
 
@@ -24,7 +24,13 @@ export function resolveAdminToken(config: Pick<Config, 'admin_token' | 'data_dir
   }
   const token = `sy_admin_${randomBytes(24).toString('base64url')}`;
   mkdirSync(config.data_dir, { recursive: true });
-  writeFileSync(file, `${token}\n`, { mode: 0o600, flag: 'wx' });
+  try {
+    writeFileSync(file, `${token}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (e) {
+    // Made but not written (a full disk): an empty file would be read as the token at every start.
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') rmSync(file, { force: true });
+    throw e;
+  }
   return token;
 }
 
@@ -34,6 +40,9 @@ export function safeEqual(a: string, b: string): boolean {
   const hb = createHash('sha256').update(b).digest();
   return timingSafeEqual(ha, hb) && a.length === b.length;
 }
+
+/** How an install link begins (src/installations/links.ts makes them; the guard tells a broken one apart to say so). */
+export const INSTALL_LINK_PREFIX = 'sy_link_';
 
 /** The token of an `Authorization: Bearer <token>` header, if any. */
 export function bearerToken(header: string | null | undefined): string | undefined {

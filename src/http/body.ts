@@ -126,23 +126,3 @@ export async function readJsonObjectOrArray(req: Request, limits: { object: Body
     throw new SwitchyardError('bad_request', `the body is nested deeper than ${MAX_JSON_DEPTH} levels`, { hint: 'flatten the data' });
   return v;
 }
-
-/** A query parameter that must be one of `allowed` (400 naming the value otherwise). */
-export function oneOfParam<T extends string>(value: string | null, name: string, allowed: readonly T[]): T | undefined {
-  if (value === null || value === '') return undefined;
-  if (!(allowed as readonly string[]).includes(value))
-    throw new SwitchyardError('bad_request', `${name} must be one of ${allowed.join(', ')}, got "${value}"`, { where: name });
-  return value as T;
-}
-
-/** `limit` (1-500) and `cursor` query parameters, with errors that name them. */
-export function pageParams(q: URLSearchParams): { limit?: number; cursor?: string } {
-  const raw = q.get('limit');
-  const limit = raw === null || raw === '' ? undefined : Number(raw);
-  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 500))
-    throw new SwitchyardError('bad_request', `limit must be a whole number from 1 to 500, got "${raw}"`, { where: 'limit' });
-  const cursor = q.get('cursor') || undefined;
-  if (cursor !== undefined && !/^\d+$/.test(cursor))
-    throw new SwitchyardError('bad_request', `cursor must be the nextCursor of a previous page, got "${cursor}"`, { where: 'cursor' });
-  return { limit, cursor };
-}

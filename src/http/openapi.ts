@@ -22,20 +22,8 @@ export const errors = {
   '404': json(ref('Error'), 'Not found'),
 };
 export const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
-export const q = (name: string, description: string, schema: unknown = { type: 'string' }) => ({ name, in: 'query', required: false, description, schema });
 export const body = (schema: unknown) => ({ required: true, content: { 'application/json': { schema } } });
 export const pathParam = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } });
-export const timeParams = [q('since', 'a duration ago (2h) or a date-time'), q('until', 'a duration ago or a date-time')];
-export const pageQuery = [q('limit', '1-500, default 50', { type: 'integer' }), q('cursor', 'nextCursor of the previous page')];
-export const list = (key: string, item: unknown) => json({ type: 'object', properties: { [key]: { type: 'array', items: item }, nextCursor: { type: ['string', 'null'] } } });
-/** Server-sent events: `after` (or Last-Event-ID) resumes after a cursor without missing any. */
-const stream = (summary: string, filters: unknown[]) => ({
-  get: {
-    summary,
-    parameters: [q('after', 'resume after this cursor (or send Last-Event-ID); default: from now'), ...filters],
-    responses: { '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors },
-  },
-});
 /** An installation's public endpoint: any method, handed to the integration's `fetch`. */
 const publicEndpoint = (summary: string, extra: unknown[] = []) => {
   const op = {
@@ -48,8 +36,8 @@ const publicEndpoint = (summary: string, extra: unknown[] = []) => {
 };
 
 /**
- * GitBook's REST API shape, served for integrations that use GitBook's API client (see the README's
- * GitBook section): installation endpoints from this server's installations; content endpoints
+ * GitBook's REST API shape, served for integrations that use GitBook's API client (see
+ * docs/gitbook.md): installation endpoints from this server's installations; content endpoints
  * (spaces, orgs, urls) forwarded to gitbook.api_url, else 501.
  */
 function gitbookShapePaths(): Record<string, unknown> {
@@ -185,7 +173,7 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
                 schema: {
                   type: 'object',
                   required: ['event', 'environment'],
-                  properties: { event: { type: 'string', description: 'JSON' }, environment: { type: 'string', description: 'JSON' }, 'fetch-body': { type: 'string', format: 'binary' } },
+                  properties: { event: { type: 'string', description: 'JSON' }, environment: { type: 'string', description: 'JSON; the platform rebuilds every field it owns from the store: only installation.id (which installation) and keys the platform does not own are read' }, 'fetch-body': { type: 'string', format: 'binary' } },
                 },
               },
             },
@@ -211,13 +199,6 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
       },
       '/v1/integrations/{name}/installations/{id}': publicEndpoint('Public endpoint of an installation (no token): the request is handed to the integration\'s fetch'),
       '/v1/integrations/{name}/installations/{id}/{path}': publicEndpoint('Public endpoint of an installation, any sub-path', [{ ...pathParam('path'), description: 'the rest of the path, slashes included' }]),
-      '/api/v1/deliveries/stream': stream('Delivery attempts as they are recorded (server-sent `attempt` events)', [q('installation', 'installation id'), q('type', 'event type')]),
-      '/api/v1/logs/stream': stream('Invocations as they are recorded, and lines printed after their answer (server-sent `invocation` and `log` events)', [
-        q('integration', 'integration name'),
-        q('installation', 'installation id'),
-        q('event', 'event id'),
-        q('errors', 'only failed invocations', { type: 'boolean' }),
-      ]),
     } as Record<string, unknown>,
   };
   // Parts merge by path and method: a later part's operation replaces an earlier one's (the

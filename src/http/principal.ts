@@ -5,8 +5,10 @@
 import { SwitchyardError } from '../errors.ts';
 
 /**
- * Who is calling the management API: the admin, one installation with its own token, or (GitBook's
- * integration-wide token, handed to invocations only) an integration acting on its own installations.
+ * Who is calling the management API: the admin, one installation with its own token, (GitBook's
+ * integration-wide token, handed to invocations only) an integration acting on its own installations,
+ * or the holder of an install link, who may install that link's integration and read its catalogue
+ * entry (the /api/v1 guard refuses a link on every route not declared to take one).
  * Checks name what a kind may do; a new kind is refused wherever it is not named.
  */
 export type Principal =
@@ -24,6 +26,13 @@ export type Principal =
       integration: string;
       scopes: string[];
       via: 'invocation';
+    }
+  | {
+      kind: 'link';
+      /** The integration the link installs. */
+      integration: string;
+      /** The link's own id (in logs; never the link itself). */
+      linkId: string;
     };
 
 const principals = new WeakMap<Request, Principal>();

@@ -57,6 +57,11 @@ export interface RouteSpec<P extends string, B extends Schema<any> | undefined, 
    * /api/v1 guard accepted; the handler decides what it may reach.
    */
   auth: 'admin' | 'token';
+  /**
+   * The holder of an install link may call it too (the handler decides what the link reaches). Every
+   * other route refuses a link before it runs (the /api/v1 guard, app.ts): a link installs, no more.
+   */
+  installLink?: true;
   /** Who may call it beyond `auth`, decided before anything is read (a token for its own installation). */
   authorize?: (req: Request, params: { [K in ParamsOf<P>]: string }) => void;
   body?: B extends Schema<any> ? BodySpec<B> : undefined;
@@ -68,6 +73,8 @@ export interface RouteSpec<P extends string, B extends Schema<any> | undefined, 
   status?: number;
   /** A description of the main answer. */
   responseDescription?: string;
+  /** The main answer's media type when it is not JSON (`text/event-stream`): documented as text. */
+  responseMedia?: string;
   /** Other answers, by status (`'409'`); 400, 401, 403 and 404 are documented for every route. */
   responses?: Record<string, ResponseDoc>;
 }
@@ -221,6 +228,7 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
   responses[main] = {
     description: spec.responseDescription ?? 'OK',
     ...(spec.response ? { content: { 'application/json': { schema: toJsonSchema(spec.response, components, ANSWER) } } } : {}),
+    ...(spec.responseMedia ? { content: { [spec.responseMedia]: { schema: { type: 'string' } } } } : {}),
   };
   for (const [status, description] of Object.entries(COMMON)) responses[status] = { description, content: errorContent };
   for (const [status, r] of Object.entries(spec.responses ?? {}))
@@ -233,6 +241,7 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
     summary: spec.summary,
     ...(spec.description ? { description: spec.description } : {}),
     ...(spec.auth === 'admin' ? { 'x-switchyard-auth': 'admin' } : {}),
+    ...(spec.installLink ? { 'x-switchyard-install-link': true } : {}),
     ...(parameters.length ? { parameters } : {}),
     ...(spec.body
       ? {
@@ -244,6 +253,11 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
       : {}),
     responses,
   };
+}
+
+/** Whether the route a request matched was declared to take an install link (see RouteSpec.installLink). */
+export function takesInstallLink(event: H3Event): boolean {
+  return Boolean((event.context.matchedRoute?.meta as { route?: RouteMeta } | undefined)?.route?.spec.installLink);
 }
 
 /** The routes an app registered through `route()`, as an OpenAPI part: their paths and the named schemas they use. */

@@ -6,6 +6,7 @@
  * source of truth. Reads pause while the client is behind (back-pressure) and resume as it drains.
  */
 import { oncePerTurn } from '../lib/batch.ts';
+import { wholeNumber } from '../http/params.ts';
 
 export interface FeedItem {
   cursor: number;
@@ -186,10 +187,13 @@ export function createStreamHub(opts: {
   };
 }
 
-/** The cursor a client asks to resume after: `?after=` or the `Last-Event-ID` header; undefined for "from now". */
-export function resumeCursor(req: Request, q: URLSearchParams): number | undefined {
-  const raw = q.get('after') || req.headers.get('last-event-id') || '';
+/**
+ * The cursor a client asks to resume after: `after` (the query's, already checked) or the
+ * `Last-Event-ID` header; undefined for "from now", NaN when the header is no cursor (a whole number
+ * both stores hold, as a query's cursor must be).
+ */
+export function resumeCursor(req: Request, after: string | undefined): number | undefined {
+  const raw = after || req.headers.get('last-event-id') || '';
   if (!raw) return undefined;
-  if (!/^\d+$/.test(raw)) return Number.NaN;
-  return Number(raw);
+  return wholeNumber(raw) ?? Number.NaN;
 }

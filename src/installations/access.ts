@@ -7,6 +7,7 @@ import { SwitchyardError } from '../errors.ts';
 import type { Principal } from '../http/app.ts';
 import { hideUrlCredentials } from '../log/index.ts';
 import { setOwn } from '../schema/index.ts';
+import type { Installer } from './visibility.ts';
 
 export function mayReach(p: Principal, installation: { id: string; integration: string }): boolean {
   if (p.kind === 'admin') return true;
@@ -23,6 +24,18 @@ export function requireReach(p: Principal, installation: { id: string; integrati
   if (p.kind === 'integration')
     throw new SwitchyardError('forbidden', `this token belongs to integration "${p.integration}"; installation ${installation.id} is one of "${installation.integration}"`);
   throw new SwitchyardError('forbidden', 'this token cannot reach installations');
+}
+
+/**
+ * Who installs, for the visibility rules (visibility.ts): the admin, or an install link's holder.
+ * Installation and integration tokens install nothing (403).
+ */
+export function installerOf(p: Principal): Installer {
+  if (p.kind === 'admin') return { kind: 'admin' };
+  if (p.kind === 'link') return { kind: 'link', integration: p.integration, linkId: p.linkId };
+  throw new SwitchyardError('forbidden', `an ${p.kind} token cannot install`, {
+    hint: 'installing takes the admin token, or an install link of the integration (`switchyard integrations link <name>` makes one)',
+  });
 }
 
 /** Whether `p` may speak for integration `name` as a whole (list its installations). */

@@ -67,7 +67,7 @@ function contentReach(p: Principal, method: string, path: string, installed: (in
   if (!isIntegrationCode(p) || p.kind === 'admin')
     throw new SwitchyardError(
       'forbidden',
-      `${call} is forwarded to GitBook only for an integration's own code, with its invocation's tokens; not for ${p.kind === 'admin' ? 'the admin token' : 'a long-lived installation token'}`,
+      `${call} is forwarded to GitBook only for an integration's own code, with its invocation's tokens; not for ${p.kind === 'admin' ? 'the admin token' : p.kind === 'link' ? 'an install link' : 'a long-lived installation token'}`,
     );
   if (/%2f|%5c|%2e|\\/i.test(path)) throw new SwitchyardError('bad_request', `${call}: encoded slashes, backslashes or dots are not forwarded`);
   let parts: string[];
@@ -204,7 +204,7 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     const method = event.req.method;
     const p = principalOf(event.req);
     const needs = contentScopes(path, method);
-    if (p.kind !== 'admin' && !needs.some((s) => p.scopes.includes(s)))
+    if ((p.kind === 'installation' || p.kind === 'integration') && !needs.some((s) => p.scopes.includes(s)))
       throw new SwitchyardError('forbidden', `${method} ${path} needs one of the scopes ${needs.join(', ')}; the manifest of "${p.integration}" does not ask for it`);
     contentReach(p, method, path, (integration) => inst().list({ integration, status: 'active' }), services.config.gitbook);
     const upstream = services.config.gitbook?.api_url;

@@ -4,21 +4,25 @@
  * `services.resolveToken` (installation tokens on /api/v1).
  */
 import { defineModule } from '../server/services.ts';
-import type { Subscription } from '../webhooks/index.ts';
+import type { SignatureScheme, Subscription } from '../webhooks/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
+import { serverOrganizations } from './visibility.ts';
 
 export { createInstallations, RESERVED_CONFIGURATION_KEYS, newEventId, concerns, configurationSection } from './service.ts';
 export type { Installation, InstallationStatus, InstallationTarget, Installations, Change, InstallationChange, ChangeKind, ChangeListener } from './service.ts';
-export { scopesAllow, EVENT_SCOPES } from './scopes.ts';
+export { scopesAllow, missingScope, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';
 export { installationsMigrations } from './schema.ts';
-export { installationSchema, type InstallationView } from './api.ts';
+export { installationSchema, type InstallationView, type CatalogueEntry, type LinkAnswer } from './api.ts';
+export { installRefusal, serverOrganizations, type Installer } from './visibility.ts';
 
 /** The webhook installations subscribed to an event type, and where each one's deliveries go now. */
 export interface Subscriptions {
   forEventType(type: string): Subscription[];
   urlOf?(installationId: string): string | undefined;
+  /** How the installation's deliveries are signed now (its `signature_scheme`). */
+  schemeOf?(installationId: string): SignatureScheme;
 }
 
 declare module '../server/services.ts' {
@@ -40,10 +44,11 @@ export const installationsModule = defineModule({
       manifestOf: (name) => registry.get(name)?.manifest,
       dialectOf: (name) => registry.get(name)?.dialect,
       log: services.log.child({ module: 'installations' }),
+      organizations: serverOrganizations(services.config),
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;
-    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl };
+    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl, schemeOf: installations.webhookScheme };
   },
   routes(app, services) {
     installationRoutes(app, services);

@@ -6,29 +6,45 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf } from '../http/app.ts';
 import { route } from '../http/route.ts';
-import { isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireReach } from './access.ts';
+import { installerOf, isIntegrationCode, mayReach, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import {
   componentAnswer,
   configureBody,
   installAnswer,
   installationAnswer,
   installBody,
+  linkAnswer,
+  linkBody,
   listAnswer,
+  revokeAnswer,
   listQuery,
   renderBody,
   showQuery,
   tokenAnswer,
   type InstallationView,
 } from './api.ts';
-import { missingRequired } from '../manifest/index.ts';
+import { GITBOOK_NAME_PATTERN, missingRequired, NAME_HINT } from '../manifest/index.ts';
 import type { Services, ServicesWith } from '../server/services.ts';
 import { installationEndpoint } from './urls.ts';
+import { serverOrganizations } from './visibility.ts';
 import { configurationSection, type Installation } from './service.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
-import { refusedAhead } from '../net/index.ts';
+import { refusedAhead, refusedAheadResolved } from '../net/index.ts';
 import { gitbookApiRoutes } from './gitbook-api.ts';
+import { catalogueRoutes } from './catalogue.ts';
+import { installRefusal } from './visibility.ts';
 
-export function installationView(services: Services, inst: Installation, reveal = false): InstallationView {
+/** The URL a webhook installation delivers to, if it is one. */
+function webhookUrlOf(inst: Installation): string | undefined {
+  return inst.integration === WEBHOOK_INTEGRATION && typeof inst.configuration.webhook_url === 'string' ? inst.configuration.webhook_url : undefined;
+}
+
+/**
+ * `refusal`: what the private-address guard will refuse, found ahead (resolvedView resolves the
+ * host name; by default only an address or a localhost name is read, no lookup per installation
+ * listed).
+ */
+export function installationView(services: Services, inst: Installation, reveal = false, refusal = refusedAhead(webhookUrlOf(inst) ?? '', services.config.webhooks.allow_private_networks)): InstallationView {
   const publicEndpoint = installationEndpoint(services.config.publicUrl, inst.integration, inst.id);
   const manifest = services.registry?.get(inst.integration)?.manifest;
   const section = configurationSection(manifest, inst.target) as
@@ -40,11 +56,18 @@ export function installationView(services: Services, inst: Installation, reveal 
   // What still keeps a pending installation from becoming active.
   const missing = inst.status === 'pending' ? missingRequired(section as Parameters<typeof missingRequired>[0], inst.configuration) : [];
   // Said at install and on every view, not first in a failed delivery: a URL the SSRF guard will refuse.
-  const refusal = inst.integration === WEBHOOK_INTEGRATION && typeof inst.configuration.webhook_url === 'string'
-    ? refusedAhead(inst.configuration.webhook_url, services.config.webhooks.allow_private_networks)
-    : undefined;
   const warnings = refusal ? [`configuration.webhook_url: ${refusal}`] : [];
   return { ...inst, configuration: redactConfiguration(inst.configuration, reveal), urls: { publicEndpoint }, connect, missing, warnings };
+}
+
+/**
+ * One installation as installationView shows it, its webhook URL's host name first resolved by the
+ * delivery guard's own lookup (at most 1 s): a name that resolves to a loopback or private address
+ * is flagged at install as the guard will refuse it at send time.
+ */
+export async function resolvedView(services: Services, inst: Installation, reveal = false): Promise<InstallationView> {
+  const url = webhookUrlOf(inst);
+  return installationView(services, inst, reveal, url === undefined ? undefined : await refusedAheadResolved(url, services.config.webhooks.allow_private_networks));
 }
 
 /**
@@ -89,15 +112,20 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     {
       method: 'POST',
       path: '/api/v1/installations',
-      summary: 'Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site)',
-      auth: 'admin',
+      summary:
+        'Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site). With the admin token any integration; with an install link (as the bearer token) that link\'s integration, under its visibility (a private one only for the server\'s organization)',
+      auth: 'token',
+      installLink: true,
+      authorize: (req) => void installerOf(principalOf(req)),
       body: { schema: installBody, limit },
       status: 201,
       response: installAnswer,
       responseDescription: 'Installed',
     },
-    ({ body }) => {
+    async ({ req, body }) => {
+      const by = installerOf(principalOf(req));
       const change = inst().install({
+        by,
         integration: body.integration,
         target: body.target,
         space: body.space,
@@ -106,10 +134,15 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
         externalIds: body.externalIds,
         webhookSecret: body.webhook_secret,
       });
-      services.log.info('installed', { integration: change.installation.integration, installation: change.installation.id, status: change.installation.status });
+      services.log.info('installed', {
+        integration: change.installation.integration,
+        installation: change.installation.id,
+        status: change.installation.status,
+        by: by.kind === 'link' ? `install link ${by.linkId}` : 'admin',
+      });
       return new Response(
         JSON.stringify({
-          installation: installationView(services, change.installation),
+          installation: await resolvedView(services, change.installation),
           token: change.token,
           ...(change.webhookSecret ? { webhookSecret: change.webhookSecret } : {}),
         }),
@@ -130,9 +163,9 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       query: showQuery,
       response: installationAnswer,
     },
-    ({ req, params, query }) => {
+    async ({ req, params, query }) => {
       const reveal = query.reveal && mayReveal(principalOf(req));
-      return { installation: installationView(services, inst().require(params.id), reveal) };
+      return { installation: await resolvedView(services, inst().require(params.id), reveal) };
     },
   );
 
@@ -149,9 +182,9 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       body: { schema: configureBody, limit },
       response: installationAnswer,
     },
-    ({ req, params, body }) => {
+    async ({ req, params, body }) => {
       const change = inst().configure(params.id, body.configuration, { byCode: isIntegrationCode(principalOf(req)), externalIds: body.externalIds });
-      return { installation: installationView(services, change.installation) };
+      return { installation: await resolvedView(services, change.installation) };
     },
   );
 
@@ -211,5 +244,64 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     },
   );
 
+  const integrationParam = { name: 'integration name' };
+
+  route(
+    app,
+    {
+      method: 'POST',
+      path: '/api/v1/integrations/:name/links',
+      summary: 'Make an install link: a bearer token that installs this integration (POST /api/v1/installations) until it expires, under its visibility',
+      auth: 'admin',
+      params: integrationParam,
+      body: { schema: linkBody, limit, optional: true },
+      status: 201,
+      response: linkAnswer,
+      responseDescription: 'The link, shown once',
+    },
+    ({ params, body }) => {
+      const manifest = services.registry?.get(params.name)?.manifest;
+      if (!manifest)
+        throw new SwitchyardError('not_found', `integration "${params.name}" is not loaded`, { hint: 'see `switchyard integrations list` for loaded integrations and their errors' });
+      // A link that could never install is refused now rather than by whoever is given it.
+      const refused = installRefusal(params.name, manifest, { kind: 'link', integration: params.name, linkId: '(new)' }, serverOrganizations(services.config));
+      if (refused) throw refused;
+      const { token, link } = inst().links.mint(params.name, body.expires);
+      services.log.info('install link made', { integration: params.name, link: link.id, expires_at: new Date(link.expiresAt).toISOString() });
+      return new Response(
+        JSON.stringify({
+          link: token,
+          id: link.id,
+          integration: params.name,
+          visibility: manifest.visibility,
+          expiresAt: new Date(link.expiresAt).toISOString(),
+          installUrl: `${services.config.publicUrl}/api/v1/installations`,
+        }),
+        { status: 201, headers: { 'content-type': 'application/json' } },
+      );
+    },
+  );
+
+  route(
+    app,
+    {
+      method: 'DELETE',
+      path: '/api/v1/integrations/:name/links',
+      summary: 'Revoke every install link of this integration made so far (links made afterwards work); installations made with them stay',
+      auth: 'admin',
+      params: integrationParam,
+      response: revokeAnswer,
+    },
+    ({ params }) => {
+      // Whatever state its folder is in, even gone: links made now must not work if it comes back.
+      if (!GITBOOK_NAME_PATTERN.test(params.name))
+        throw new SwitchyardError('bad_request', `"${params.name}" is not an integration name`, { where: 'name', hint: NAME_HINT });
+      const { revokedAt } = inst().links.revoke(params.name);
+      services.log.info('install links revoked', { integration: params.name });
+      return { integration: params.name, revokedAt };
+    },
+  );
+
+  catalogueRoutes(app, services);
   gitbookApiRoutes(app, services);
 }

@@ -1,6 +1,9 @@
 import type { ModuleMigrations } from '../store/index.ts';
 
-/** Installations and the server's signing keys (short-lived invocation tokens, OAuth state). */
+/**
+ * Installations, the server's signing keys (short-lived invocation tokens, OAuth state, install
+ * links), and the generation of each integration's install links (a revocation bumps it: links.ts).
+ */
 export const installationsMigrations: ModuleMigrations = {
   module: 'installations',
   steps: [
@@ -24,8 +27,13 @@ export const installationsMigrations: ModuleMigrations = {
       key BLOB NOT NULL,
       created_at TEXT NOT NULL
     );`,
+    `CREATE TABLE install_links (
+      integration TEXT PRIMARY KEY,
+      generation INTEGER NOT NULL,
+      revoked_at TEXT NOT NULL
+    );`,
   ],
-  // PostgreSQL (docs/postgres.md): the same tables in their current shape, as one step.
+  // PostgreSQL (docs/postgres.md): the tables as they were first made in one step, then the steps after.
   postgres: [
     `CREATE TABLE installations (
       id TEXT PRIMARY KEY,
@@ -46,6 +54,11 @@ export const installationsMigrations: ModuleMigrations = {
       name TEXT PRIMARY KEY,
       key BYTEA NOT NULL,
       created_at TEXT NOT NULL
+    );`,
+    `CREATE TABLE install_links (
+      integration TEXT PRIMARY KEY,
+      generation INTEGER NOT NULL,
+      revoked_at TEXT NOT NULL
     );`,
   ],
 };

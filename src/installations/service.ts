@@ -10,16 +10,19 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { newEventId } from '../events/types.ts';
-import { hashToken } from '../http/auth.ts';
+import { hashToken, INSTALL_LINK_PREFIX } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
 import { afterCommit, type Db } from '../store/index.ts';
 import { createObservers } from '../lib/observers.ts';
 import { createLogger, type Logger } from '../log/index.ts';
-import { missingRequired, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
+import { missingRequired, sectionFor, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
-import { WEBHOOK_INTEGRATION, parseEventTypes, webhookConfigurationProblems } from './webhook.ts';
+import { WEBHOOK_INTEGRATION, parseEventTypes, requireOrganizationTarget, webhookConfigurationProblems } from './webhook.ts';
+import { signatureSchemeOf, type SignatureScheme } from '../webhooks/index.ts';
 import { checkExternalIds, configurationSizeProblem } from './limits.ts';
+import { createInstallLinks, linkRefusal } from './links.ts';
+import { installRefusal, type Installer } from './visibility.ts';
 import { generationsOf } from '../store/generations.ts';
 import { engineOf, sqlFor } from '../store/postgres/db.ts';
 
@@ -82,6 +85,8 @@ export interface InstallRequest {
   externalIds?: string[];
   /** The webhook signing secret to use (a webhook installation); one is made otherwise. */
   webhookSecret?: string;
+  /** Who installs: the visibility rules (visibility.ts) bind every installer but the admin. */
+  by: Installer;
 }
 
 /**
@@ -90,11 +95,13 @@ export interface InstallRequest {
  */
 export type InstallationChange =
   | { kind: 'installed'; installation: Installation; emit: Change['emit']; endpoint?: Endpoint; webhookSecret?: string }
-  | { kind: 'configured'; installation: Installation; previous: Installation; emit: Change['emit']; endpoint?: Endpoint & { previousUrl: string | undefined } }
+  | { kind: 'configured'; installation: Installation; previous: Installation; emit: Change['emit']; endpoint?: Endpoint & { previousUrl: string | undefined; previousScheme: SignatureScheme } }
   | { kind: 'paused' | 'resumed' | 'uninstalled'; installation: Installation; endpoint?: Endpoint };
 export type ChangeKind = InstallationChange['kind'];
 export interface Endpoint {
   url: string | undefined;
+  /** How its deliveries are signed (the `signature_scheme` setting). */
+  scheme: SignatureScheme;
 }
 /**
  * Told inside the step's transaction: its writes commit or roll back with the step, and one that
@@ -119,12 +126,15 @@ export interface InstallationsDeps {
   now?: () => Date;
   /** Where a listener told after a commit that throws is reported. */
   log?: Logger;
+  /** The organization names this server installs for (`organization:`); none when unset. */
+  organizations?: readonly string[];
 }
 
 export { newEventId };
 
 const urlOf = (i: Installation): string | undefined => (typeof i.configuration.webhook_url === 'string' ? i.configuration.webhook_url : undefined);
-const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i) } : undefined);
+const schemeOf = (i: Installation): SignatureScheme => signatureSchemeOf(i.configuration.signature_scheme);
+const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i), scheme: schemeOf(i) } : undefined);
 
 export function createInstallations(deps: InstallationsDeps) {
   const { db } = deps;
@@ -135,6 +145,7 @@ export function createInstallations(deps: InstallationsDeps) {
   const integrationTokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
   const signingSecretKey = signingKey(db, 'gitbook-signing-secrets');
   const signingSecretCache = new Map<string, string>();
+  const links = createInstallLinks(db, () => (deps.now?.() ?? new Date()).getTime());
 
   const byId = db.prepare<[string], Row>('SELECT * FROM installations WHERE id = ?');
   const lockRows = engineOf(db) === 'postgres';
@@ -257,7 +268,11 @@ export function createInstallations(deps: InstallationsDeps) {
 
   function install(req: InstallRequest): Change & { token: string } {
     const manifest = manifestFor(req.integration);
-    const target: InstallationTarget = req.target ?? (req.space ? 'space' : req.site ? 'site' : 'organization');
+    const refused = installRefusal(req.integration, manifest, req.by, deps.organizations ?? []);
+    if (refused) throw refused;
+    // A site named with a space is a site installation in that space (spec 2.4's `space`).
+    const target: InstallationTarget = req.target ?? (req.site ? 'site' : req.space ? 'space' : 'organization');
+    if (req.integration === WEBHOOK_INTEGRATION) requireOrganizationTarget(target, req);
     if (target === 'space' && !req.space) throw new SwitchyardError('bad_request', 'a space installation needs a space id', { where: 'space' });
     if (target === 'site' && !req.site) throw new SwitchyardError('bad_request', 'a site installation needs a site id', { where: 'site' });
     const { configuration, problems, missing } = settle(manifest, target, req.integration, req.configuration ?? {});
@@ -346,6 +361,15 @@ export function createInstallations(deps: InstallationsDeps) {
   }
 
   function resolveToken(token: string): Principal | undefined {
+    if (token.startsWith(INSTALL_LINK_PREFIX)) {
+      const r = links.read(token);
+      if (r.ok) return { kind: 'link', integration: r.link.integration, linkId: r.link.id };
+      // Authentic but expired or revoked: said as such. Anything else goes on to the admin-token
+      // comparison, which counts it against the throttle like any wrong token.
+      const refusal = linkRefusal(r);
+      if (refusal) throw refusal;
+      return undefined;
+    }
     if (token.startsWith('sy_int_')) {
       // Only while the integration is loaded: its scopes come from the manifest serving now.
       const name = readIntegrationToken(integrationKey, token);
@@ -370,26 +394,42 @@ export function createInstallations(deps: InstallationsDeps) {
    * the list is kept in memory and dropped whenever an installation changes here). Active ones, and
    * paused ones with a URL: their deliveries are stored held and wait for the resume.
    */
-  let subscriptionCache: Array<{ installationId: string; url: string; types: string[] }> | undefined;
+  type WebhookEndpoint = { installationId: string; url: string; types: string[]; scheme: SignatureScheme };
+  let subscriptionCache: { list: WebhookEndpoint[]; byId: Map<string, WebhookEndpoint> } | undefined;
   function webhookEndpoints() {
     freshen();
-    subscriptionCache ??= [...list({ integration: WEBHOOK_INTEGRATION, status: 'active' }), ...list({ integration: WEBHOOK_INTEGRATION, status: 'paused' })]
-      .filter((i) => i.status === 'active' || typeof i.configuration.webhook_url === 'string')
-      .map((i) => ({
-        installationId: i.id,
-        url: String(i.configuration.webhook_url),
-        types: parseEventTypes(i.configuration.event_types),
-      }));
+    if (!subscriptionCache) {
+      const endpoints = [...list({ integration: WEBHOOK_INTEGRATION, status: 'active' }), ...list({ integration: WEBHOOK_INTEGRATION, status: 'paused' })]
+        .filter((i) => i.status === 'active' || typeof i.configuration.webhook_url === 'string')
+        .map((i) => ({
+          installationId: i.id,
+          url: String(i.configuration.webhook_url),
+          types: parseEventTypes(i.configuration.event_types),
+          scheme: schemeOf(i),
+        }));
+      subscriptionCache = { list: endpoints, byId: new Map(endpoints.map((e) => [e.installationId, e])) };
+    }
     return subscriptionCache;
   }
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
     return webhookEndpoints()
-      .filter((s) => s.types.includes(type))
+      .list.filter((s) => s.types.includes(type))
       .map(({ installationId, url }) => ({ installationId, url }));
   }
   /** A webhook installation's URL now, whatever event types it takes (a replay goes there). */
   function webhookUrl(installationId: string): string | undefined {
-    return webhookEndpoints().find((s) => s.installationId === installationId)?.url;
+    return webhookEndpoints().byId.get(installationId)?.url;
+  }
+  /**
+   * How a webhook installation signs now (read at every attempt: from memory for those that can be
+   * sent to; from its row for another, say a pending one whose secret is rotated: read without a
+   * lock, since an attempt may ask inside the worker's own transaction).
+   */
+  function webhookScheme(installationId: string): SignatureScheme {
+    const known = webhookEndpoints().byId.get(installationId);
+    if (known) return known.scheme;
+    const r = byId.get(installationId);
+    return r ? schemeOf(fromRow(r)) : signatureSchemeOf(undefined);
   }
   const changed = () => {
     subscriptionCache = undefined;
@@ -421,7 +461,7 @@ export function createInstallations(deps: InstallationsDeps) {
       const c = configure(id, patch, opts);
       if (opts.externalIds) c.installation = setExternalIds(id, opts.externalIds);
       const endpoint = endpointOf(c.installation);
-      tell({ kind: 'configured', installation: c.installation, previous, emit: c.emit, endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous) } });
+      tell({ kind: 'configured', installation: c.installation, previous, emit: c.emit, endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous), previousScheme: schemeOf(previous) } });
       return c;
     }),
     pause: db.transaction((id: string): Installation => {
@@ -458,8 +498,11 @@ export function createInstallations(deps: InstallationsDeps) {
       return () => void inTransaction.delete(listener);
     },
     resolveToken,
+    /** Install links: mint, read and revoke (links.ts). */
+    links,
     webhookSubscriptions,
     webhookUrl,
+    webhookScheme,
     /** A short-lived token for one invocation of the installation's code. */
     invocationToken(id: string, ttlMs: number): string {
       // Minting is an HMAC per request; a token is reused while it has at least half its life left,
@@ -516,19 +559,12 @@ export function createInstallations(deps: InstallationsDeps) {
 export type Installations = ReturnType<typeof createInstallations>;
 
 /**
- * The manifest section an installation's configuration is checked against: `configurations.site`
- * for a site, `configurations.space` for a space when the manifest has one (GitBook's own
- * configuration per space), else `configurations.account`.
+ * The manifest section an installation's configuration is checked against (sectionFor in
+ * manifest/sections.ts: `configurations.site` for a site, `configurations.space` for a space when
+ * the manifest has one, else `configurations.account`).
  */
 export function configurationSection(manifest: Manifest | undefined, target: InstallationTarget): any {
-  const c = manifest?.configurations as { account?: any; site?: any; space?: any } | undefined;
-  const section = target === 'site' ? c?.site : target === 'space' ? (c?.space ?? c?.account) : c?.account;
-  if (section) return section;
-  // GitBook: an integration whose configuration screens are components (GitBook's webhook draws
-  // its account settings from the space and site screens) keeps what they store in the sections
-  // it does not declare.
-  const drawnBy = [c?.account, c?.space, c?.site].find((x) => x?.componentId)?.componentId;
-  return drawnBy ? { componentId: drawnBy } : undefined;
+  return sectionFor(manifest?.configurations as Parameters<typeof sectionFor>[0], target);
 }
 
 /**

@@ -2,11 +2,25 @@
  * The built-in webhook integration's own configuration rules (spec 5.5): a webhook URL (required)
  * and the event types to receive (required, several at once, comma-separated).
  */
-import type { Problem } from '../errors.ts';
+import { SwitchyardError, type Problem } from '../errors.ts';
 import { INSTALLATION_LIMITS } from './limits.ts';
 
 export const WEBHOOK_INTEGRATION = 'webhook';
 export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;
+
+/**
+ * Spec 5.5: "The webhook integration must be installed into the organization." Its subscriptions
+ * are per event type for the whole organization (which space or site an event concerns is in its
+ * payload), so a space or site installation is refused, never stored.
+ */
+export function requireOrganizationTarget(target: string, where: { space?: string; site?: string }): void {
+  if (target === 'organization') return;
+  const place = where.space ? `space ${where.space}` : where.site ? `site ${where.site}` : `a ${target}`;
+  throw new SwitchyardError('webhook_organization_only', `the webhook integration is installed into the organization, not on ${place} (spec 5.5)`, {
+    where: 'target',
+    hint: 'install it without --space or --site (API: no target, space or site); its event_types choose which space and site events it receives',
+  });
+}
 
 /** `"a, b"` or `["a","b"]` to a clean list. */
 export function parseEventTypes(value: unknown): string[] {

@@ -1,9 +1,9 @@
 /**
  * Files a manifest points at (script, icon, preview images): they must exist inside the
  * integration's folder (no `..`, no absolute path, no symlink out of it), and images must be PNG or
- * JPEG.
+ * JPEG (an icon may be SVG too).
  */
-import { closeSync, openSync, readSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 
 export type Resolved = { ok: true; file: string } | { ok: false; message: string; hint: string };
@@ -95,6 +95,27 @@ export function jpegSize(file: string): { width: number; height: number } | unde
   return undefined;
 }
 
+/**
+ * Whether a file is an SVG image: its text (UTF-8, first 16 kB) starts, after an XML declaration,
+ * comments and a doctype, with an `<svg` element. What it draws is not read: an SVG is served only
+ * as an image in a sandbox (no script runs, nothing is fetched; console routes.ts).
+ */
+export function isSvg(file: string): boolean {
+  const head = Buffer.alloc(16 * 1024);
+  let n = 0;
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    n = readSync(fd, head, 0, head.length, 0);
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  const text = head.toString('utf8', 0, n);
+  return /^\uFEFF?\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--[\s\S]*?-->\s*|<!DOCTYPE\s+svg[^>[]*>\s*)*<svg[\s>/]/i.test(text);
+}
+
 /** An image's format and size: PNG or JPEG, whatever its file name says. */
 export function imageInfo(file: string): { format: 'png' | 'jpeg'; width: number; height: number } | undefined {
   const png = pngSize(file);
@@ -102,3 +123,35 @@ export function imageInfo(file: string): { format: 'png' | 'jpeg'; width: number
   const jpeg = jpegSize(file);
   return jpeg ? { format: 'jpeg', ...jpeg } : undefined;
 }
+
+/**
+ * An image a manifest names (its icon, a preview image), read only when it is an image inside the
+ * integration's folder `dir` (fail closed: anything else is no image): PNG or JPEG, or SVG when
+ * `svg` (an icon), with the type it is served as. The console and the catalogue serve them, with
+ * IMAGE_HEADERS.
+ */
+export function readImageInside(dir: string, rel: string | undefined, svg: boolean): { bytes: Buffer; type: string } | undefined {
+  if (!rel || isAbsolute(rel)) return undefined;
+  try {
+    const root = realpathSync(dir);
+    const file = realpathSync(resolve(dir, rel));
+    if (!inside(root, file)) return undefined;
+    const raster = imageInfo(file);
+    const type = raster ? `image/${raster.format}` : svg && isSvg(file) ? 'image/svg+xml' : undefined;
+    return type ? { bytes: readFileSync(file), type } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Every integration image is served in a sandbox: an SVG is a document that may carry scripts and
+ * links, and opened on its own (a new tab, a link) it would run them with the serving origin.
+ * The CSP runs none, loads nothing and treats the document as of an opaque origin; nosniff keeps
+ * the browser to the type given.
+ */
+export const IMAGE_HEADERS = {
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+  'x-content-type-options': 'nosniff',
+  'cache-control': 'private, max-age=60',
+};

@@ -13,6 +13,8 @@ export {
   SCRIPT_EXTENSIONS,
   NAME_PATTERN,
   NAME_HINT,
+  NAME_CHARACTERS,
+  GITBOOK_NAME_PATTERN,
   NAME_MAX,
   SUMMARY_MAX,
   PROPERTY_TITLE_MAX,
@@ -33,4 +35,5 @@ export {
 } from './schema.ts';
 export { parseManifest, loadManifest, displayPath, isError, MANIFEST_FILE, GITBOOK_MANIFEST_FILE, manifestFileOf, type ManifestResult, type LoadedManifestResult } from './parse.ts';
 export { validateConfiguration, withDefaults, missingRequired, coerceConfigurationValue, OAUTH_CREDENTIALS } from './configuration.ts';
-export { pngSize } from './assets.ts';
+export { imageInfo, isSvg, pngSize, readImageInside, IMAGE_HEADERS } from './assets.ts';
+export { sectionFor, sectionNameFor, CONFIGURATION_SECTIONS, type ConfigurationTarget, type ConfigurationSectionName } from './sections.ts';

@@ -5,12 +5,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { extname, isAbsolute, join, relative, resolve } from 'node:path';
 import type { Problem } from '../errors.ts';
-import { ENV_REF, readDotenv } from '../config/env.ts';
+import { ENV_REF, envValue, readDotenv } from '../config/env.ts';
 import { formatPath, isPlainObject, validate, type Issue, type Path } from '../schema/index.ts';
 import { parseYaml, type YamlSource } from '../schema/yaml.ts';
-import { imageInfo, resolveInside } from './assets.ts';
+import { imageInfo, isSvg, resolveInside } from './assets.ts';
 import { crossFieldIssues } from './rules.ts';
-import { GITBOOK_NAME_PATTERN, manifestSchemaOf, NAME_PATTERN, SCRIPT_EXTENSIONS, type Manifest, type ManifestDialect } from './schema.ts';
+import { manifestSchemaOf, NAME_CHARACTERS, NAME_MAX, SCRIPT_EXTENSIONS, type Manifest, type ManifestDialect } from './schema.ts';
 
 export const MANIFEST_FILE = 'platform-manifest.yaml';
 /** GitBook's name for the same file: read when a folder has no platform-manifest.yaml. */
@@ -103,7 +103,7 @@ function analyze(text: string, file: string, env: Record<string, string | undefi
       ENV_REF.lastIndex = 0;
       const hasRef = ENV_REF.test(value);
       const resolved = value.replace(ENV_REF, (_, v: string) => {
-        const x = env[v];
+        const x = envValue(env, v);
         if (x === undefined) missing.push(v);
         return x ?? '';
       });
@@ -132,8 +132,7 @@ function analyze(text: string, file: string, env: Record<string, string | undefi
   }
 
   const problems = [...errors, ...warnings].sort(byPosition);
-  const namePattern = dialect === 'gitbook' ? GITBOOK_NAME_PATTERN : NAME_PATTERN;
-  const claimedName = typeof raw.name === 'string' && namePattern.test(raw.name) ? raw.name : undefined;
+  const claimedName = typeof raw.name === 'string' && NAME_CHARACTERS.test(raw.name) && raw.name.length <= NAME_MAX ? raw.name : undefined;
   const ok = result.ok && errors.length === 0;
   return { manifest: ok ? result.value : undefined, secrets: ok ? secrets : {}, problems, claimedName, dialect, src, raw };
 }
@@ -206,7 +205,10 @@ export function loadManifest(dir: string, env: Record<string, string | undefined
     const r = resolveInside(abs, rel, preview ? 'preview image' : 'icon');
     if (!r.ok) return at(path, r.message, r.hint);
     const size = imageInfo(r.file);
-    if (!size) return at(path, `"${rel}" is not a PNG or JPEG image`, 'save it as PNG');
+    // Spec 2.5: an icon is a "local asset path", of any format; GitBook's CLI publishes PNG only.
+    if (!size && !preview && isSvg(r.file))
+      return at(path, `"${rel}" is an SVG image; GitBook's CLI publishes PNG icons only`, 'it is served here as an image (scripts in it do not run); to publish the integration on GitBook too, save it as PNG', 'warning');
+    if (!size) return at(path, `"${rel}" is not a ${preview ? 'PNG or JPEG' : 'PNG, JPEG or SVG'} image`, 'save it as PNG');
     if (size.format === 'jpeg' && /\.png$/i.test(rel))
       at(path, `"${rel}" is a JPEG image with a .png name`, 'rename it to .jpg, or save it as PNG', 'warning');
     if (preview && size.width !== size.height * 2)

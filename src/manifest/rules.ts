@@ -5,12 +5,50 @@
 import { isPlainObject, type Issue } from '../schema/index.ts';
 import { didYouMean } from '../schema/suggest.ts';
 import { ENV_REF } from '../config/env.ts';
-import { INTERNAL_SCOPES, type ManifestDialect } from './schema.ts';
+import { GITBOOK_NAME_PATTERN, INTERNAL_SCOPES, NAME_CHARACTERS, PROPERTY_DESCRIPTION_MAX, PROPERTY_TITLE_MAX, type ManifestDialect } from './schema.ts';
+
+/**
+ * Limits GitBook's own manifest validator has (its CLI's `manifest.ts` schema) that the spec does
+ * not state: past one, a manifest loads here with a warning citing it, for whoever also publishes
+ * the integration there.
+ */
+function gitbookLimitIssues(raw: Record<string, unknown>): Issue[] {
+  const warnings: Issue[] = [];
+  // A name this server refuses gets that error alone (schema.ts).
+  if (typeof raw.name === 'string' && NAME_CHARACTERS.test(raw.name) && !GITBOOK_NAME_PATTERN.test(raw.name))
+    warnings.push({
+      path: ['name'],
+      message: `"${raw.name}" is not a name GitBook's manifest validator accepts (letters and digits in words joined by single hyphens)`,
+      hint: 'it loads here; to publish it on GitBook too, name it like "my-integration"',
+    });
+  const configurations = raw.configurations;
+  if (!isPlainObject(configurations)) return warnings;
+  for (const [target, def] of Object.entries(configurations)) {
+    if (!isPlainObject(def) || !isPlainObject(def.properties)) continue;
+    for (const [name, p] of Object.entries(def.properties)) {
+      if (!isPlainObject(p)) continue;
+      for (const [key, max, source] of [
+        ['title', PROPERTY_TITLE_MAX, " (@gitbook/api's INTEGRATION_PROPERTY_TITLE_MAX_LENGTH)"],
+        ['description', PROPERTY_DESCRIPTION_MAX, ''],
+      ] as const) {
+        const text = p[key];
+        if (typeof text !== 'string' || text.length <= max) continue;
+        warnings.push({
+          path: ['configurations', target, 'properties', name, key],
+          message: `is ${text.length} characters; GitBook's manifest validator allows at most ${max} in a property ${key}${source}`,
+          hint: `it loads here (the spec sets no limit); to publish it on GitBook too, keep it to ${max} characters`,
+        });
+      }
+    }
+  }
+  return warnings;
+}
 
 export function crossFieldIssues(raw: unknown, dialect: ManifestDialect = 'platform'): { errors: Issue[]; warnings: Issue[] } {
   const errors: Issue[] = [];
   const warnings: Issue[] = [];
   if (!isPlainObject(raw)) return { errors, warnings };
+  warnings.push(...gitbookLimitIssues(raw));
 
   // Every name in `required` must be a declared property.
   const configurations = raw.configurations;

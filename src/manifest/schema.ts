@@ -6,11 +6,22 @@
 import * as s from '../schema/index.ts';
 import type { Issue, Path, Schema } from '../schema/index.ts';
 
-/** Integration names: lowercase words joined by single hyphens (the leading implementation's rule). */
+/**
+ * What an integration name must be here (spec 2.5: "string", unique): it is the integration's path
+ * segment in every URL of it (`/v1/integrations/<name>/...`), written as it is, so it is made of the
+ * characters a URL path keeps unchanged (RFC 3986's unreserved ones), and is not `.` or `..`, which
+ * URL parsers fold away.
+ */
+export const NAME_CHARACTERS = /^(?!\.\.?$)[A-Za-z0-9._~-]+$/;
+export const NAME_CHARACTERS_HINT = 'a name is ASCII letters, digits, "-", "_", "." and "~" (it is part of the integration\'s URLs), like "my-integration"';
+/**
+ * The names GitBook's manifest validator accepts (its CLI's `IntegrationNameSchema`: letters and
+ * digits in words joined by single hyphens, either case). Another name loads here with a warning.
+ */
+export const GITBOOK_NAME_PATTERN = /^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$/;
+/** The form `switchyard new` writes: lowercase words joined by single hyphens (also an npm package name). */
 export const NAME_PATTERN = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 export const NAME_HINT = 'use lowercase letters and digits in words joined by single hyphens, like "my-integration"';
-/** GitBook's own catalogue has names with capitals (`VA-Auth0`): accepted in `gitbook-manifest.yaml`. */
-export const GITBOOK_NAME_PATTERN = /^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$/;
 
 /**
  * Which manifest file a folder has: `platform-manifest.yaml` (the spec's name) or
@@ -21,6 +32,11 @@ export type ManifestDialect = 'platform' | 'gitbook';
 export const NAME_MAX = 64;
 
 export const SUMMARY_MAX = 2048;
+/**
+ * GitBook's validator's limits on a configuration property's `title` (`@gitbook/api`'s
+ * INTEGRATION_PROPERTY_TITLE_MAX_LENGTH) and `description`. The spec states none: past them a
+ * manifest loads with a warning (rules.ts).
+ */
 export const PROPERTY_TITLE_MAX = 50;
 export const PROPERTY_DESCRIPTION_MAX = 100;
 
@@ -103,8 +119,9 @@ export function endpointPath(): Schema<string> {
 }
 
 
-const title = () => s.string({ min: 1, max: PROPERTY_TITLE_MAX });
-const description = () => s.string({ min: 1, max: PROPERTY_DESCRIPTION_MAX });
+// No upper bound: the spec states none (GitBook's is a warning, rules.ts).
+const title = () => s.string({ min: 1 });
+const description = () => s.string({ min: 1 });
 
 const stringProperty = s.object(
   {
@@ -141,7 +158,7 @@ const buttonProperty = s.object({
   type: s.oneOf(['button'] as const),
   title: title(),
   description: description(),
-  button_text: s.string({ min: 1, max: PROPERTY_TITLE_MAX }),
+  button_text: s.string({ min: 1 }),
   callback_url: endpointPath(),
 });
 
@@ -240,7 +257,7 @@ const cspSchema = () =>
 /** The manifest schema of one dialect; both have the same shape (one Manifest type). */
 export function manifestSchemaFor(dialect: ManifestDialect) {
   return s.object({
-    name: s.string({ min: 1, max: NAME_MAX, pattern: dialect === 'gitbook' ? GITBOOK_NAME_PATTERN : NAME_PATTERN, patternHint: NAME_HINT }),
+    name: s.string({ min: 1, max: NAME_MAX, pattern: NAME_CHARACTERS, patternHint: NAME_CHARACTERS_HINT }),
     title: s.string({ min: 1 }),
     description: s.string({ min: 1 }),
     summary: s.optional(s.string({ max: SUMMARY_MAX, description: 'Markdown shown on the installation page' })),

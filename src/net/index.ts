@@ -4,5 +4,5 @@
  * sandbox's fetch bridge.
  */
 export { canonicalIP, isLoopbackAddress, isPrivateAddress, parseIPv4 } from './address.ts';
-export { guardedLookup, refuseLiteral, refusedAhead, privateAddressError, NetError, PRIVATE_NETWORKS_HINT } from './lookup.ts';
+export { guardedLookup, refuseLiteral, refusedAhead, refusedAheadResolved, privateAddressError, NetError, PRIVATE_NETWORKS_HINT } from './lookup.ts';
 export { httpRequest, type HttpResult, type HttpRequestOptions } from './request.ts';

@@ -47,6 +47,32 @@ export function refusedAhead(url: string, allowPrivate: boolean): string | undef
   return undefined;
 }
 
+/**
+ * refusedAhead, and for a host name also what the delivery guard will see: the name resolved now
+ * by the guard's own lookup (guardedLookup), refused as a send would be (a name in /etc/hosts for
+ * 127.0.0.1, a private DNS record). A name that does not resolve within `timeoutMs` says nothing
+ * (it may resolve later, and the guard decides then).
+ */
+export async function refusedAheadResolved(url: string, allowPrivate: boolean, timeoutMs = 1000): Promise<string | undefined> {
+  const named = refusedAhead(url, allowPrivate);
+  if (named || allowPrivate) return named;
+  let host: string;
+  try {
+    host = new URL(url).hostname;
+  } catch {
+    return undefined;
+  }
+  if (!host || isIP(host.startsWith('[') ? host.slice(1, -1) : host)) return undefined;
+  const refused = await new Promise<NetError | undefined>((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), timeoutMs);
+    guardedLookup(false)(host, { all: true }, (err) => {
+      clearTimeout(timer);
+      resolve(err instanceof NetError && err.code === 'EPRIVATEADDR' ? err : undefined);
+    });
+  });
+  return refused && `${host} resolves to ${refused.address}, a private or loopback address: deliveries to it will be refused (${PRIVATE_NETWORKS_HINT})`;
+}
+
 export function privateAddressError(host: string, address: string): NetError {
   const resolved = host === address ? `${address} is` : `${host} resolves to ${address},`;
   return new NetError('EPRIVATEADDR', `refused: ${resolved} a private, loopback, link-local or reserved address (${PRIVATE_NETWORKS_HINT})`, {

@@ -48,14 +48,31 @@ const knownCodes = new Set([
   'ABORT_ERR',
 ]);
 
+/**
+ * What a socket error code means, in words. Node's own message repeats the code and the address
+ * (`connect ECONNREFUSED 127.0.0.1:9000`), which the origin before it already names.
+ */
+const meanings: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ENOTFOUND: 'no such host',
+  EAI_AGAIN: 'the host name could not be looked up for now',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  EPIPE: 'connection closed while sending',
+  ETIMEDOUT: 'connection timed out',
+};
+
 function toNetError(err: unknown, origin: string): NetError {
   if (err instanceof NetError) return err;
   const e = err as NodeJS.ErrnoException;
   const code = typeof e?.code === 'string' ? e.code : 'EREQUEST';
-  const what = knownCodes.has(code) || code.startsWith('ERR_TLS') || code.includes('CERT') ? code : 'request failed';
-  return new NetError(code, `${origin}: ${what === code ? `${code} ${e?.message ?? ''}`.trim() : e?.message ?? String(err)}`, {
-    cause: err,
-  });
+  const message = e?.message ?? String(err);
+  let what: string;
+  if (meanings[code]) what = `${code} (${meanings[code]})`;
+  else if (knownCodes.has(code) || code.startsWith('ERR_TLS') || code.includes('CERT')) what = message.includes(code) ? message : `${code} ${message}`.trim();
+  else what = message;
+  return new NetError(code, `${origin}: ${what}`, { cause: err });
 }
 
 function flattenHeaders(h: http.IncomingHttpHeaders): Record<string, string> {

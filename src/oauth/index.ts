@@ -50,8 +50,8 @@ export const oauthModule = defineModule({
   name: 'oauth',
   provides: ['oauthStates', 'oauthRefreshClaims'],
   start(services) {
-    services.oauthStates = createStateStore(services.store.db);
-    services.oauthRefreshClaims = createRefreshClaims(services.store.db);
+    services.oauthStates = createStateStore(services.store.db, services.store.database);
+    services.oauthRefreshClaims = createRefreshClaims(services.store.database);
   },
   routes(app, services) {
     // Looked up per request: tests swap in a store with another clock.
@@ -71,15 +71,15 @@ export const oauthModule = defineModule({
     // rotates refresh tokens refuses the second, some then revoke the whole grant). One claim per
     // installation at a time, in the store (every serving process sees it), for refreshClaimMs() at most.
     const claims = () => services.oauthRefreshClaims;
-    app.post('/api/v1/oauth/refresh/claim', (event) => {
+    app.post('/api/v1/oauth/refresh/claim', async (event) => {
       const id = installationOf(event.req);
-      const r = claims().take(id, Date.now(), refreshClaimMs(services.config.sandbox.subrequest_timeout));
+      const r = await claims().take(id, Date.now(), refreshClaimMs(services.config.sandbox.subrequest_timeout));
       return r.granted ? { granted: true, claim: r.claim, until: new Date(r.until).toISOString() } : { granted: false, until: new Date(r.until).toISOString() };
     });
     app.post('/api/v1/oauth/refresh/release', async (event) => {
       const id = installationOf(event.req);
       const body = await readJson<{ claim?: unknown }>(event.req, 1024);
-      return { released: typeof body.claim === 'string' && claims().release(id, body.claim) };
+      return { released: typeof body.claim === 'string' && (await claims().release(id, body.claim)) };
     });
     app.post('/api/v1/oauth/state/consume', async (event) => {
       // The installation's own callback, or (GitBook's integration-wide redirect URL) the
@@ -89,7 +89,7 @@ export const oauthModule = defineModule({
         p.kind === 'integration' ? (id: string) => services.installations?.get(id)?.integration === p.integration : installationOf(event.req);
       const body = await readJson<{ state?: unknown }>(event.req, 16 * 1024);
       if (typeof body.state !== 'string') throw new SwitchyardError('bad_request', '"state" is required', { where: 'state' });
-      const r = states().consume(body.state, caller);
+      const r = await states().consume(body.state, caller);
       if (!r.ok) {
         services.log.warn('OAuth state refused', { ...(typeof caller === 'string' ? { installation: caller } : { integration: (p as { integration: string }).integration }), reason: r.reason });
         throw new SwitchyardError('bad_request', messages[r.reason], { where: 'state', hint: r.reason });

@@ -12,6 +12,7 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { safeEqual } from '../http/auth.ts';
 import { signingKey } from '../installations/tokens.ts';
 import type { Db } from '../store/index.ts';
+import { statement, type Database } from '../store/contract.ts';
 
 export const STATE_TTL_MS = 10 * 60_000;
 
@@ -24,37 +25,42 @@ export function codeChallengeOf(verifier: string): string {
   return createHash('sha256').update(verifier).digest('base64url');
 }
 
-export function createStateStore(db: Db, now: () => number = Date.now) {
+const q = {
+  insert: statement('INSERT INTO oauth_states (nonce, installation_id, expires_at, verifier) VALUES (?, ?, ?, ?)'),
+  unused: statement<{ verifier: string | null }>('SELECT verifier FROM oauth_states WHERE nonce = ? AND used_at IS NULL'),
+  markUsed: statement('UPDATE oauth_states SET used_at = ?, verifier = NULL WHERE nonce = ? AND used_at IS NULL'),
+  purge: statement('DELETE FROM oauth_states WHERE expires_at < ?'),
+};
+
+/** `db` (the synchronous connection) only for the signing key, read once at start. */
+export function createStateStore(db: Db, database: Database, now: () => number = Date.now) {
   const key = signingKey(db, 'oauth-state');
   const sign = (payload: string) => createHmac('sha256', key).update(payload).digest('base64url');
-  const insert = db.prepare('INSERT INTO oauth_states (nonce, installation_id, expires_at, verifier) VALUES (?, ?, ?, ?)');
-  const unused = db.prepare<[string], { verifier: string | null }>('SELECT verifier FROM oauth_states WHERE nonce = ? AND used_at IS NULL');
-  const markUsed = db.prepare('UPDATE oauth_states SET used_at = ?, verifier = NULL WHERE nonce = ? AND used_at IS NULL');
   // Burn a nonce and take its verifier, atomically: a second consume finds nothing.
-  const use = db.transaction((nonce: string, at: number): { verifier: string | null } | undefined => {
-    const row = unused.get(nonce);
-    if (!row || markUsed.run(at, nonce).changes !== 1) return undefined;
-    return row;
-  });
-  const purge = db.prepare('DELETE FROM oauth_states WHERE expires_at < ?');
+  const use = (nonce: string, at: number) =>
+    database.transaction(async (tx): Promise<{ verifier: string | null } | undefined> => {
+      const row = await tx.get(q.unused, [nonce]);
+      if (!row || (await tx.run(q.markUsed, [at, nonce])).changes !== 1) return undefined;
+      return row;
+    });
 
   return {
     /**
      * A fresh state for `installationId`, carrying small extra data (e.g. a return path). With
      * `pkce`, a code_verifier is made and kept; the answer carries its S256 challenge.
      */
-    issue(
+    async issue(
       installationId: string,
       data: Record<string, unknown> = {},
       opts: { pkce?: boolean } = {},
-    ): { state: string; expiresAt: string; codeChallenge?: string; codeChallengeMethod?: 'S256' } {
-      purge.run(now() - STATE_TTL_MS);
+    ): Promise<{ state: string; expiresAt: string; codeChallenge?: string; codeChallengeMethod?: 'S256' }> {
+      await database.run(q.purge, [now() - STATE_TTL_MS]);
       const nonce = randomBytes(16).toString('base64url');
       const expires = now() + STATE_TTL_MS;
       const payload = Buffer.from(JSON.stringify({ i: installationId, n: nonce, e: expires, d: data })).toString('base64url');
       // 32 random bytes: a 43-character verifier, the shortest RFC 7636 allows, 256 bits of entropy.
       const verifier = opts.pkce ? randomBytes(32).toString('base64url') : null;
-      insert.run(nonce, installationId, expires, verifier);
+      await database.run(q.insert, [nonce, installationId, expires, verifier]);
       return {
         state: `${payload}.${sign(payload)}`,
         expiresAt: new Date(expires).toISOString(),
@@ -67,7 +73,7 @@ export function createStateStore(db: Db, now: () => number = Date.now) {
      * one only), or, for an integration-wide caller, a test of the installation the state names
      * (one of its own integration).
      */
-    consume(state: string, caller: string | ((installationId: string) => boolean)): ConsumeResult {
+    async consume(state: string, caller: string | ((installationId: string) => boolean)): Promise<ConsumeResult> {
       const parts = typeof state === 'string' ? state.split('.') : [];
       const [payload, mac] = parts;
       if (parts.length !== 2 || !payload || !mac) return { ok: false, reason: 'malformed' };
@@ -80,7 +86,7 @@ export function createStateStore(db: Db, now: () => number = Date.now) {
       }
       if (typeof body.i !== 'string' || !(typeof caller === 'string' ? body.i === caller : caller(body.i))) return { ok: false, reason: 'wrong_installation' };
       if (body.e < now()) return { ok: false, reason: 'expired' };
-      const used = use(body.n, now());
+      const used = await use(body.n, now());
       if (!used) return { ok: false, reason: 'reused' };
       return { ok: true, installationId: body.i, data: body.d ?? {}, ...(used.verifier ? { codeVerifier: used.verifier } : {}) };
     },

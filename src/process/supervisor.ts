@@ -245,6 +245,14 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       if (slots.every((s) => !s.worker)) finish();
       return;
     }
+    if (!wasReady && !everReady) {
+      // The first process cannot even start (port in use, bad config...): it said why; stop, and
+      // say so in that order rather than announce a replacement that will not come.
+      log.error('the first serving process exited before it listened (its error is above)', { process: slot.index, pid, ...(code !== null ? { code } : {}), ...(signal ? { signal } : {}) });
+      exitCode = code || 1;
+      void stop('no serving process could start');
+      return;
+    }
     const scores = suspects(record);
     const top = Math.max(0, ...scores.values());
     const blamed = [...scores].filter(([, v]) => v === top && v > 0).map(([n]) => n);
@@ -259,12 +267,6 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       ...(released ? { leases_released: released } : {}),
     });
     noteCrash(scores, record);
-    if (!wasReady && !everReady) {
-      // The first process cannot even start (port in use, bad config...): it said why; stop.
-      exitCode = code || 1;
-      void stop('no serving process could start');
-      return;
-    }
     slot.failedStarts = wasReady ? 0 : slot.failedStarts + 1;
     const delay = slot.failedStarts ? Math.min(10_000, 250 * 2 ** slot.failedStarts) : 0;
     setTimeout(() => {

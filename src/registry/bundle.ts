@@ -130,18 +130,50 @@ const rawText: Plugin = {
   },
 };
 
+/**
+ * esbuild's messages said in this program's words where a user meets them. The plugin's own
+ * resolve calls make esbuild repeat a message (the tsconfig.json one, once per import) with a note
+ * naming the plugin: that note is never a hint, and asProblems() keeps one of each.
+ */
+function ownWords(text: string): { message: string; hint?: string } | undefined {
+  const base = /^Cannot find base config file "(.+)"$/.exec(text);
+  if (base)
+    return {
+      message: `extends "${base[1]}", which is not in the integration folder: its compiler options are not applied`,
+      hint: "harmless for a folder from GitBook's catalogue (it extends GitBook's own workspace config): JSX and the runtime are set here. If the code needs those options (paths, decorators), copy them into this file",
+    };
+  return undefined;
+}
+
+const PLUGIN_NOTE = /^The plugin "switchyard-[\w-]+" was triggered by this import$/;
+
 function toProblem(m: Message, dir: string, label: string, severity: 'error' | 'warning'): Problem {
   const loc = m.location;
   const file = loc?.file ? (isAbsolute(loc.file) ? loc.file : join(dir, loc.file)) : undefined;
   const shown = file ? (within(dir, file) ? join(label, relative(dir, file)) : file) : label;
   const detail = typeof m.detail === 'string' ? m.detail : undefined;
-  const hint = detail ?? m.notes.find((n) => n.text)?.text;
+  const own = ownWords(m.text);
+  const hint = own ? own.hint : (detail ?? m.notes.find((n) => n.text && !PLUGIN_NOTE.test(n.text))?.text);
   return {
     where: loc ? `${shown}:${loc.line}:${loc.column + 1}` : shown,
-    message: m.text,
+    message: own?.message ?? m.text,
     ...(hint ? { hint } : {}),
     severity,
   };
+}
+
+/** esbuild's messages as problems, each said once. */
+function asProblems(messages: Message[], dir: string, label: string, severity: 'error' | 'warning'): Problem[] {
+  const seen = new Set<string>();
+  const out: Problem[] = [];
+  for (const m of messages) {
+    const p = toProblem(m, dir, label, severity);
+    const key = `${p.where}\0${p.message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push(p);
+  }
+  return out;
 }
 
 /**
@@ -231,13 +263,10 @@ async function build(dir: string, entry: string, label: string): Promise<CachedB
     const failure = e as Partial<BuildFailure>;
     if (!Array.isArray(failure.errors)) throw e;
     return {
-      problems: [
-        ...failure.errors.map((m) => toProblem(m, dir, label, 'error')),
-        ...(failure.warnings ?? []).map((m) => toProblem(m, dir, label, 'warning')),
-      ],
+      problems: [...asProblems(failure.errors, dir, label, 'error'), ...asProblems(failure.warnings ?? [], dir, label, 'warning')],
     };
   }
-  const warnings = result.warnings.map((m) => toProblem(m, dir, label, 'warning'));
+  const warnings = asProblems(result.warnings, dir, label, 'warning');
   const code = result.outputFiles.find((f) => !f.path.endsWith('.map'))?.text ?? '';
   let sourceMap = result.outputFiles.find((f) => f.path.endsWith('.map'))?.text;
   const size = Buffer.byteLength(code);
@@ -271,7 +300,7 @@ let identity: Promise<string> | undefined;
 export function bundlerIdentity(): Promise<string> {
   identity ??= import('esbuild').then((esbuild) =>
     createHash('sha256')
-      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, within, ...sourceMapRules].map(String).join('\0'))
+      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, ownWords, PLUGIN_NOTE, asProblems, within, ...sourceMapRules].map(String).join('\0'))
       .digest('hex')
       .slice(0, 32),
   );

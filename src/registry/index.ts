@@ -99,7 +99,7 @@ export type IntegrationView = ReturnType<typeof integrationView>;
  * While the start-up load runs, management routes that need integrations wait for them (bounded by
  * LOAD_WAIT_MS, then 503 `starting`): the per-integration API (`/api/v1/integrations/<name>/...`)
  * for that integration, installations (configuration is checked against a manifest, an
- * installation token's scopes come from it) for all of them. Everything else answers at once:
+ * installation token's scopes come from it) and the catalogue (what is public) for all of them. Everything else answers at once:
  * events are taken (handler runs for integrations not loaded yet are owed and run once they are).
  */
 export function awaitIntegrationsFor(registry: Registry): (pathname: string) => Promise<void> | undefined {
@@ -117,7 +117,7 @@ async function untilNeededLoaded(registry: Registry, pathname: string): Promise<
     await registry.whenLoaded(decodeURIComponent(own[1]));
     return;
   }
-  if (!/^\/api\/v1\/installations(\/|$)/.test(pathname)) return;
+  if (!/^\/api\/v1\/(installations|catalogue)(\/|$)/.test(pathname)) return;
   if (await registry.whenReady(LOAD_WAIT_MS)) return;
   const r = registry.readiness();
   throw new SwitchyardError('starting', `the server is starting: ${r.done} of ${r.total} integrations loaded`, {

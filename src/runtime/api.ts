@@ -5,8 +5,7 @@
  * type-check when the two drift apart.
  */
 import { array, dateTime, named, nullable, number, object, string, type Infer } from '../schema/index.ts';
-import { pageQuery, param, text } from '../http/params.ts';
-import { timeQuery } from '../webhooks/index.ts';
+import { pageQuery, param, text, timeQuery } from '../http/params.ts';
 import type { InvocationView } from './invocation-view.ts';
 
 export const invocationSchema = named(
@@ -33,11 +32,19 @@ const errorsQuery = param<boolean>('errors-param', { type: 'boolean', descriptio
   v === 'true' ? true : v === 'false' ? false : { error: `must be true or false, got "${v}"` },
 );
 
+/** `renders`: `false` leaves out `ui_render` invocations (component renders and their handler runs). */
+const rendersQuery = param<boolean>(
+  'renders-param',
+  { type: 'boolean', description: 'false: leave out ui_render invocations (each render of a component, e.g. a console page view, and the events.ui_render handler run it calls)' },
+  (v) => (v === 'true' ? true : v === 'false' ? false : { error: `must be true or false, got "${v}"` }),
+);
+
 export const logsQuery = object({
   integration: text('integration name'),
   installation: text('installation id'),
   event: text('event id: the invocations of its handlers'),
   errors: errorsQuery,
+  renders: rendersQuery,
   since: timeQuery('recorded since'),
   until: timeQuery('recorded until'),
   ...pageQuery,

@@ -7,6 +7,9 @@ import { SwitchyardError } from '../errors.ts';
 import type { Envelope } from '../sandbox/index.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
+import { headerParam, parseMultipart, type MultipartPart } from '../lib/multipart.ts';
+
+const utf8 = new TextDecoder();
 
 function bad(message: string, where?: string, hint?: string): SwitchyardError {
   return new SwitchyardError('bad_request', message, { where, hint });
@@ -26,27 +29,28 @@ function parseJsonField(text: string, field: string): Record<string, unknown> {
 
 export async function decodeEnvelope(req: Request, limit: number): Promise<Envelope> {
   const type = req.headers.get('content-type') ?? '';
-  if (!/^multipart\/form-data\s*;.*boundary=/i.test(type))
+  const boundary = /^multipart\/form-data\s*;/i.test(type) ? headerParam(type, 'boundary') : undefined;
+  if (!boundary)
     throw new SwitchyardError('unsupported_media_type', `the envelope must be multipart/form-data with a boundary, got "${type || 'no Content-Type'}"`, {
       hint: 'send fields event, environment and (for fetch events) fetch-body as multipart/form-data',
     });
   const bytes = await readBodyLimited(req, limit);
-  let form: FormData;
+  let parts: MultipartPart[];
   try {
-    form = await new Request('http://envelope.local/', { method: 'POST', headers: { 'content-type': type }, body: bytes }).formData();
+    parts = parseMultipart(bytes, boundary, (b) => utf8.decode(b));
   } catch (e) {
-    throw bad(`the multipart body cannot be read (${(e as Error).message}); is it truncated?`);
+    throw bad(`the multipart body cannot be read: ${(e as Error).message}`, undefined, 'is it truncated, or sent with another boundary than its Content-Type names?');
   }
-  const eventField = form.get('event');
-  if (eventField === null) throw bad('the envelope has no "event" field', 'event');
-  const event = parseJsonField(typeof eventField === 'string' ? eventField : await eventField.text(), 'event');
+  // The first part of each name, as FormData.get would give it.
+  const field = (name: string) => parts.find((p) => p.name === name)?.content;
+  const eventField = field('event');
+  if (eventField === undefined) throw bad('the envelope has no "event" field', 'event');
+  const event = parseJsonField(utf8.decode(eventField), 'event');
   if (typeof event.type !== 'string' || !event.type) throw bad('event.type must be a non-empty string', 'event.type');
-  const envField = form.get('environment');
-  if (envField === null) throw bad('the envelope has no "environment" field', 'environment');
-  const environment = parseJsonField(typeof envField === 'string' ? envField : await envField.text(), 'environment');
-  const bodyField = form.get('fetch-body');
-  let fetchBody: Uint8Array | undefined;
-  if (bodyField !== null) fetchBody = typeof bodyField === 'string' ? new TextEncoder().encode(bodyField) : new Uint8Array(await bodyField.arrayBuffer());
+  const envField = field('environment');
+  if (envField === undefined) throw bad('the envelope has no "environment" field', 'environment');
+  const environment = parseJsonField(utf8.decode(envField), 'environment');
+  const fetchBody = field('fetch-body');
   if (event.type === 'fetch') {
     const r = event.request as { method?: unknown; url?: unknown; headers?: unknown } | undefined;
     if (!r || typeof r !== 'object') throw bad('a fetch event needs event.request = {method, url, headers}', 'event.request');

@@ -25,6 +25,11 @@ export function buildEnvironment(opts: {
   const { publicUrl, integration, installation, tokens } = opts;
   const m = integration.manifest;
   const gitbook = integration.dialect === 'gitbook';
+  const endpoint = installation ? installationEndpoint(publicUrl, m.name, installation.id) : undefined;
+  // Spec 2.4: `integration.urls.publicEndpoint` is "the public HTTPS endpoint of the installation".
+  // GitBook's is the integration-wide one (its OAuth redirect URLs are built on it): a
+  // gitbook-manifest.yaml keeps that, and so does an invocation with no installation.
+  const integrationUrl = endpoint && !gitbook ? endpoint : integrationEndpoint(publicUrl, m.name);
   const env: Record<string, unknown> = {
     apiEndpoint: `${publicUrl}/api/v1`,
     apiTokens: { ...(tokens.installation ? { installation: tokens.installation } : {}), ...(tokens.integration ? { integration: tokens.integration } : {}) },
@@ -36,7 +41,7 @@ export function buildEnvironment(opts: {
       scopes: m.scopes,
       version: integration.script?.version ?? null,
       // No separate cookieless content origin here: content URLs are the public endpoints.
-      urls: { publicEndpoint: integrationEndpoint(publicUrl, m.name), publicContentEndpoint: integrationEndpoint(publicUrl, m.name) },
+      urls: { publicEndpoint: integrationUrl, publicContentEndpoint: integrationUrl },
     },
     secrets: { ...integration.secrets },
   };
@@ -59,8 +64,7 @@ export function buildEnvironment(opts: {
       env.signingSecrets = { integration: t.integration, ...(t.installation ? { installation: t.installation, ...forContent } : {}) };
     }
   }
-  if (!installation) return env;
-  const endpoint = installationEndpoint(publicUrl, m.name, installation.id);
+  if (!installation || !endpoint) return env;
   const location = installationLocation(publicUrl, m.name, installation.id);
   const urls = gitbook ? { location, publicEndpoint: endpoint, publicContentEndpoint: endpoint } : { publicEndpoint: endpoint };
   const common = {
@@ -73,16 +77,35 @@ export function buildEnvironment(opts: {
     id: installation.id,
     // The spec's target is a string; GitBook's is the organization that installed it.
     target: gitbook ? { organization: opts.organization ?? 'local' } : installation.target,
-    space_selection: installation.target === 'organization' ? 'all' : 'selected',
-    ...(gitbook ? { site_selection: installation.target === 'organization' ? 'all' : 'selected' } : {}),
+    space_selection: gitbook ? selection(installation) : spaceSelection(installation),
+    ...(gitbook ? { site_selection: selection(installation) } : {}),
     ...common,
   };
   // GitBook's space and site installations name their integration and installation (a flat
   // installation here: the same id).
   const content = { ...(gitbook ? { integration: m.name, installation: installation.id } : {}), ...common, urls: { ...urls, publicContentEndpoint: endpoint } };
   if (installation.target === 'space') env.spaceInstallation = { space: installation.space, ...content };
-  if (installation.target === 'site') env.siteInstallation = { site: installation.site, ...content };
+  // Spec 2.4 gives a site installation the `space` it is installed in: the one the install named
+  // beside its site (null when it named none). GitBook's site installations carry the site only.
+  if (installation.target === 'site') env.siteInstallation = { ...(gitbook ? {} : { space: installation.space ?? null }), site: installation.site, ...content };
   return env;
+}
+
+/** GitBook's `IntegrationInstallationSpaceSelection` (and site selection): a string, `all` or `selected`. */
+function selection(installation: Installation): 'all' | 'selected' {
+  return installation.target === 'organization' ? 'all' : 'selected';
+}
+
+/**
+ * Spec 2.4's `space_selection` object ("whether all spaces or selected spaces are used"; its fields
+ * are not shown). GitBook's API defines no object: it has the string `space_selection` (`all` or
+ * `selected`) and, beside it, `spaces`, a count. The object holds both, the spaces as their ids: an
+ * organization installation uses all spaces (`spaces` empty), a space installation its space, a
+ * site installation the space it names, if any.
+ */
+export function spaceSelection(installation: Installation): { selection: 'all' | 'selected'; spaces: string[] } {
+  const mode = selection(installation);
+  return { selection: mode, spaces: mode === 'selected' && installation.space ? [installation.space] : [] };
 }
 
 /**

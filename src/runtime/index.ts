@@ -19,12 +19,13 @@ import { join } from 'node:path';
 import { invocationTokenTtl } from './environment.ts';
 
 export { createRuntime, toResponse, newRequestId, type Runtime, type Invocation, type InvocationNotice } from './service.ts';
-export { createInvocations, invocationFilterParams, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
+export { createInvocations, type Invocations, type InvocationView, type InvocationFilter } from './invocations.ts';
 export { logRoutes } from './log-routes.ts';
 export { decodeEnvelope, encodeEnvelope } from './envelope.ts';
 export { buildEnvironment, installationEndpoint, installationLocation, integrationEndpoint, invocationTokenTtl, runtimeEndpoint } from './environment.ts';
 export { runtimeMigrations } from './schema.ts';
 export { RUNTIME_VERSIONS } from './routes.ts';
+export { renderContextFor, GITBOOK_BLOCK_CONTEXT } from './render-context.ts';
 
 declare module '../server/services.ts' {
   interface Capabilities {

@@ -4,9 +4,7 @@
  * purged by retention. The runtime writes the rows (records.ts); this file only reads and purges.
  * Cursors are SQLite rowids, which only grow (retention never deletes the newest row).
  */
-import { SwitchyardError } from '../errors.ts';
 import type { Db } from '../store/index.ts';
-import { parseTimeParam } from '../webhooks/index.ts';
 import type { InvocationView } from './invocation-view.ts';
 
 export type { InvocationView } from './invocation-view.ts';
@@ -17,6 +15,8 @@ export interface InvocationFilter {
   event?: string;
   /** Only invocations that failed: a fault (exception, limit, crash, load) or a 5xx answer. */
   errors?: boolean;
+  /** `false` leaves out `ui_render` invocations (renders of components, and their handler runs). */
+  renders?: boolean;
   since?: number;
   until?: number;
   limit?: number;
@@ -44,6 +44,8 @@ interface Row {
 
 const COLUMNS =
   'rowid AS cursor, id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, error_limit, logs, created_at';
+/** The event type of a component's render (and of the events.ui_render handler run it calls). */
+export const RENDER_EVENT = 'ui_render';
 const round = (n: number) => Math.round(n * 100) / 100;
 
 function parseLogs(text: string): InvocationView['logs'] {
@@ -81,6 +83,7 @@ function where(f: Omit<InvocationFilter, 'limit' | 'cursor'>, params: Record<str
   if (f.installation) (w.push('installation_id = @installation'), (params.installation = f.installation));
   if (f.event) (w.push('event_id = @event'), (params.event = f.event));
   if (f.errors) w.push('(error_kind IS NOT NULL OR status >= 500)');
+  if (f.renders === false) w.push(`event_type <> '${RENDER_EVENT}'`);
   // created_at is ISO-8601 text in UTC, so text order is time order.
   if (f.since !== undefined) (w.push('created_at >= @since'), (params.since = new Date(f.since).toISOString()));
   if (f.until !== undefined) (w.push('created_at <= @until'), (params.until = new Date(f.until).toISOString()));
@@ -151,20 +154,5 @@ export function createInvocations(db: Db) {
       pending();
       return q.purge.run({ before: new Date(before).toISOString(), limit }).changes;
     },
-  };
-}
-
-/** The live feed's filters (the list's are declared in api.ts, with the same words). */
-export function invocationFilterParams(q: URLSearchParams): Omit<InvocationFilter, 'limit' | 'cursor'> {
-  const errors = q.get('errors');
-  if (errors !== null && errors !== '' && errors !== 'true' && errors !== 'false')
-    throw new SwitchyardError('bad_request', `errors must be true or false, got "${errors}"`, { where: 'errors' });
-  return {
-    integration: q.get('integration') || undefined,
-    installation: q.get('installation') || undefined,
-    event: q.get('event') || undefined,
-    errors: errors === 'true',
-    since: parseTimeParam(q.get('since'), 'since'),
-    until: parseTimeParam(q.get('until'), 'until'),
   };
 }

@@ -19,7 +19,7 @@ export function logRoutes(app: H3, services: ServicesWith<'invocations'>): void 
       method: 'GET',
       path: '/api/v1/logs',
       summary:
-        'Invocations of integration code, newest first: what it printed, how it ended. Live: GET /api/v1/logs/stream (server-sent events, see the README).',
+        'Invocations of integration code, newest first: what it printed, how it ended. Live: GET /api/v1/logs/stream (server-sent events, see docs/inspection.md).',
       auth: 'admin',
       query: logsQuery,
       response: invocationListSchema,

@@ -1,7 +1,7 @@
 /**
  * Secret values kept out of what integration code prints and throws: the integration's manifest
  * secrets, its installation's credential-like configuration values, and every token the runtime
- * hands out (`sy_inv_...`, `sy_inst_...`, `sy_int_...`, matched by shape), and any other value the
+ * hands out (`sy_inv_...`, `sy_inst_...`, `sy_int_...`, and install links `sy_link_...`, matched by shape), and any other value the
  * runtime puts in the environment as a key (GitBook's signingSecrets). One redactor per integration version
  * and installation version (see secretRedactors), built once and used for every line.
  */
@@ -18,8 +18,8 @@ export const MIN_SECRET_LENGTH = 6;
 /** Configuration keys whose values are credentials (as the server's own logger decides for its fields). */
 const SECRET_KEY = /secret|token|password|passwd|credential|authorization|signature|api_?key|private_?key/i;
 
-/** Installation, invocation and integration tokens: whoever's they are, they never belong in a log. */
-const TOKEN_SHAPE = 'sy_(?:inv|inst|int)_[A-Za-z0-9_.-]+';
+/** Installation, invocation and integration tokens and install links: whoever's they are, they never belong in a log. */
+const TOKEN_SHAPE = 'sy_(?:inv|inst|int|link)_[A-Za-z0-9_.-]+';
 
 export type Redactor = (text: string) => string;
 

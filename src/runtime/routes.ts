@@ -14,6 +14,8 @@ import { decodeEnvelope } from './envelope.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';
 import { toResponse } from './public-fetch.ts';
+import { scopeGranted } from './runnable.ts';
+import { callerFields, chosenInstallationId } from './caller-environment.ts';
 
 export const RUNTIME_VERSIONS = ['v1'] as const;
 
@@ -28,8 +30,9 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
         hint: `POST /v1/integrations/${name}`,
       });
     const principal = authenticate(event.req, services);
-    if (principal.kind === 'integration')
-      throw new SwitchyardError('forbidden', 'an integration token cannot post envelopes; use the admin token or an installation token');
+    // Named kinds only (fail closed): the admin, or an installation of this integration.
+    if (principal.kind !== 'admin' && principal.kind !== 'installation')
+      throw new SwitchyardError('forbidden', `${principal.kind === 'link' ? 'an install link' : 'an integration token'} cannot post envelopes; use the admin token or an installation token`);
     if (principal.kind === 'installation' && principal.integration !== name)
       throw new SwitchyardError('forbidden', `this token belongs to an installation of "${principal.integration}", not "${name}"`);
     const registry = services.registry;
@@ -39,22 +42,27 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
     const envelope = await decodeEnvelope(event.req, limits.request_body + 64 * 1024);
     if (envelope.fetchBody && envelope.fetchBody.byteLength > limits.request_body)
       throw new SwitchyardError('payload_too_large', `fetch-body is larger than sandbox.request_body (${limits.request_body} bytes)`);
-    const installations = services.installations;
+    scopeGranted(integration, envelope.event.type);
+    // The caller chooses the installation (an installation token only its own); the platform
+    // builds every field it owns from the store (caller-environment.ts).
+    const chosen = chosenInstallationId(envelope.environment);
     let installation;
     if (principal.kind === 'installation') {
-      // An installation calls for itself: the platform builds its environment, whatever was sent.
-      installation = installations.require(principal.installationId);
-      envelope.environment = runtime().environmentFor(integration, installation);
-    } else {
-      // The admin may send any environment; the platform adds what only it knows.
-      const instId = (envelope.environment.installation as { id?: unknown } | undefined)?.id;
-      if (typeof instId === 'string') {
-        installation = installations.get(instId);
-        if (installation && installation.integration !== name) installation = undefined;
-      }
-      const base = runtime().environmentFor(integration, installation);
-      envelope.environment = { ...base, ...envelope.environment, secrets: base.secrets };
+      if (chosen !== undefined && chosen !== principal.installationId)
+        throw new SwitchyardError('forbidden', `this token belongs to installation ${principal.installationId}; it cannot act for installation ${chosen}`, {
+          where: 'environment.installation.id',
+          hint: "name the token's own installation, or leave environment.installation out",
+        });
+      installation = services.installations.require(principal.installationId);
+    } else if (chosen !== undefined) {
+      installation = services.installations.get(chosen);
+      if (!installation || installation.integration !== name)
+        throw new SwitchyardError('not_found', `integration "${name}" has no installation ${chosen}`, {
+          where: 'environment.installation.id',
+          hint: `see \`switchyard installations list --integration ${name}\``,
+        });
     }
+    envelope.environment = { ...callerFields(envelope.environment), ...runtime().environmentFor(integration, installation) };
     const { id, result } = await runtime().invoke({ integration, installation, envelope });
     return toResponse(result, id);
   });

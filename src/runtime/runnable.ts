@@ -1,9 +1,10 @@
 /**
  * What may run: the integration serving a name with a script to run (waiting for it while the
- * server starts, see Registry.whenLoaded), and an installation neither uninstalled nor paused.
+ * server starts, see Registry.whenLoaded), an installation neither uninstalled nor paused, and an
+ * event whose scope the integration's manifest requests.
  */
 import { SwitchyardError } from '../errors.ts';
-import type { Installation } from '../installations/index.ts';
+import { missingScope, type Installation } from '../installations/index.ts';
 import type { LoadedIntegration, Registry } from '../registry/index.ts';
 
 /** The integration to run; while the server starts, waits for it to load (see Registry.whenLoaded). */
@@ -24,4 +25,19 @@ export function runnable(installation: Installation): void {
     throw new SwitchyardError('gone', `installation ${installation.id} is uninstalled`);
   if (installation.status === 'paused')
     throw new SwitchyardError('paused', `installation ${installation.id} is paused`, { hint: 'resume it with `switchyard installations resume`' });
+}
+
+/**
+ * Refuses an event the integration's manifest does not request the scope for (spec 5.2), whoever
+ * posts it: the scope is the integration's grant, not the caller's right, so the admin is refused too.
+ * Fan-out and handler runs consult the same table (installations/scopes.ts) and skip such events.
+ */
+export function scopeGranted(integration: LoadedIntegration, eventType: string): void {
+  const missing = missingScope(integration.manifest.scopes as string[], eventType);
+  if (!missing) return;
+  const manifest = integration.dialect === 'gitbook' ? 'gitbook-manifest.yaml' : 'platform-manifest.yaml';
+  throw new SwitchyardError('forbidden', `integration "${integration.name}" does not request the scope ${missing}, which ${eventType} events need`, {
+    where: 'event.type',
+    hint: `add ${missing} to scopes in its ${manifest} if it should receive ${eventType} events`,
+  });
 }

@@ -1,7 +1,9 @@
 /**
- * The sandbox: integration code runs in isolated-vm isolates, in a supervised worker process, with
- * a Workers-style API (Request/Response/fetch/URL/crypto.subtle...), the '@switchyard/runtime'
- * library, and hard limits from config.yaml's `sandbox` section. See README "Sandbox".
+ * The sandbox: integration code runs in isolated-vm isolates, in the serving process that took the
+ * request (in-process.ts; the supervisor replaces a serving process an isolate takes down), or for
+ * tests and tools in a worker process of its own (supervisor.ts), with a Workers-style API
+ * (Request/Response/fetch/URL/crypto.subtle...), the '@switchyard/runtime' library, and hard limits
+ * from config.yaml's `sandbox` section. See docs/sandbox.md.
  */
 import type { Logger } from '../log/index.ts';
 import { defineModule } from '../server/services.ts';

@@ -25,6 +25,11 @@ export interface Envelope {
   event: { type: string; [k: string]: unknown };
   environment: Record<string, unknown>;
   fetchBody?: Uint8Array;
+  /**
+   * `events`: hand the event to the definition's `events` handlers even when its type has a path of
+   * its own (a `ui_render` event, which otherwise renders a component). Set by the platform only.
+   */
+  dispatch?: 'events';
 }
 
 export interface LogLine {

@@ -46,6 +46,7 @@ type ObjectOut<S extends Shape> = { [K in Exclude<keyof S, OptionalKeys<S>>]: In
 type Pretty<T> = { [K in keyof T]: T[K] } & {};
 
 export function typeName(v: unknown): string {
+  if (v === undefined) return 'nothing';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a map';
@@ -119,6 +120,9 @@ export function number(opts: { min?: number; max?: number; integer?: boolean; de
     check(v, path, issues) {
       if (typeof v !== 'number' || !Number.isFinite(v)) return fail(issues, path, `must be a number, got ${typeName(v)}`);
       if (opts.integer && !Number.isInteger(v)) return fail(issues, path, `must be a whole number, got ${v}`);
+      // Past 2^53 a number is no longer exact here, and past 2^63 no store column holds it.
+      if (opts.integer && !Number.isSafeInteger(v))
+        return fail(issues, path, `must be a whole number from ${-Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER}, got ${v}`);
       if (opts.min !== undefined && v < opts.min) return fail(issues, path, `must be at least ${opts.min}, got ${v}`);
       if (opts.max !== undefined && v > opts.max) return fail(issues, path, `must be at most ${opts.max}, got ${v}`);
       return v;
@@ -161,6 +165,13 @@ export function oneOf<const T extends readonly (string | number | boolean)[]>(
 
 const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
+/**
+ * The longest duration anything takes: 3650000d (about 10,000 years). A time that far from now is
+ * still a date (a Date holds 273,000 years either side of 1970), and a number of milliseconds that
+ * size is exact and fits every store's 64-bit integers.
+ */
+export const MAX_DURATION_MS = 3_650_000 * 86_400_000;
+
 /** Parse "500ms", "10s", "2m", "1h", "7d" (or a bare number of milliseconds) into milliseconds. */
 export function parseDuration(v: string): number | undefined {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(v);
@@ -182,8 +193,9 @@ export function duration(opts: { min?: number; max?: number; description?: strin
     options: opts,
     check(v, path, issues) {
       const ms = typeof v === 'number' ? v : typeof v === 'string' ? parseDuration(v) : undefined;
-      if (ms === undefined || !Number.isFinite(ms) || ms < 0)
+      if (ms === undefined || Number.isNaN(ms) || ms < 0)
         return fail(issues, path, `must be a duration, got ${typeName(v)}`, 'write it like 500ms, 10s, 2m, 1h or 7d');
+      if (ms > MAX_DURATION_MS) return fail(issues, path, `must be at most ${formatDuration(MAX_DURATION_MS)}, got ${typeName(v)}`);
       if (opts.min !== undefined && ms < opts.min) return fail(issues, path, `must be at least ${formatDuration(opts.min)}, got ${formatDuration(ms)}`);
       if (opts.max !== undefined && ms > opts.max) return fail(issues, path, `must be at most ${formatDuration(opts.max)}, got ${formatDuration(ms)}`);
       return ms;

@@ -9,6 +9,7 @@
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { constants, createSecureServer, Http2ServerRequest, Http2ServerResponse, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { TlsPair } from './tls.ts';
 
 type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown;
@@ -43,9 +44,18 @@ export interface Listener {
  * sending a body, or that leaves a closed session's socket half open, cannot hold it for ever. It
  * must outlast the longest quiet answer (an invocation's wall time): the server passes it.
  */
-export function createListener(handler: NodeHandler, tls?: TlsPair, opts: { silentMs?: number } = {}): Listener {
+export function createListener(
+  handler: NodeHandler,
+  tls?: TlsPair,
+  opts: {
+    silentMs?: number;
+    /** Answers an HTTP/1.1 request Node's parser refused (src/http/client-error.ts). */
+    clientError?: (err: NodeJS.ErrnoException, socket: Duplex) => void;
+  } = {},
+): Listener {
   if (!tls) {
     const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_MS }, handler);
+    if (opts.clientError) server.on('clientError', opts.clientError);
     return {
       server,
       secure: false,
@@ -67,8 +77,9 @@ export function createListener(handler: NodeHandler, tls?: TlsPair, opts: { sile
     },
     handler as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void,
   );
-  // The HTTP/1.1 connections it takes follow the same limits as the plain server's.
+  // The HTTP/1.1 connections it takes follow the same limits (and refusals) as the plain server's.
   Object.assign(server, { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_MS });
+  if (opts.clientError) (server as unknown as NodeJS.EventEmitter).on('clientError', opts.clientError);
   const silentMs = opts.silentMs ?? REQUEST_TIMEOUT_MS;
   // The TCP connections, by peer: what ends one for good (an HTTP/2 session only half-closes it).
   const sockets = new Map<string, Socket>();

@@ -21,6 +21,7 @@ import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
 import { checkNeeds, checkProvided } from './capabilities.ts';
 import { claimNodeId, useNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
+import { answerClientError } from '../http/client-error.ts';
 import { createListener, type Listener } from './listener.ts';
 import { fileTlsSource, type TlsSource } from './tls.ts';
 
@@ -125,8 +126,11 @@ export async function startServer(
       checkProvided(m, services);
     }
     const app = composeApp(services, modules);
-    // A quiet answer (an invocation waiting) lasts up to the sandbox's wall time: HTTP/2 streams may stay silent that long.
-    listener = createListener(toNodeHandler(app), tls?.current, { silentMs: Math.max(120_000, config.sandbox.wall_time + 30_000) });
+    listener = createListener(toNodeHandler(app), tls?.current, {
+      // A quiet answer (an invocation waiting) lasts up to the sandbox's wall time: HTTP/2 streams may stay silent that long.
+      silentMs: Math.max(120_000, config.sandbox.wall_time + 30_000),
+      clientError: answerClientError,
+    });
     await listen(listener.server, config.server.host, config.server.port);
   } catch (e) {
     listener?.server.close();
@@ -213,7 +217,7 @@ function listen(server: Server, host: string, port: number): Promise<void> {
       if (e.code === 'EADDRINUSE')
         reject(
           new SwitchyardError('port_in_use', `port ${port} on ${host} is already in use`, {
-            hint: 'stop whatever holds it, or set server.port in config.yaml (0 picks a free port)',
+            hint: 'stop whatever holds it, or start on another port: `switchyard serve --port <port>` (0 picks a free one), or server.port in config.yaml',
           }),
         );
       else

@@ -9,6 +9,8 @@
  * the store that failed (the data directory, or the PostgreSQL database) and saying what to do.
  */
 import type Database from 'better-sqlite3';
+import { existsSync, statfsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { SwitchyardError, type ErrorCode } from '../errors.ts';
 import { engineOf } from './postgres/db.ts';
 
@@ -145,6 +147,7 @@ export function storageCode(error: unknown): StorageCode | undefined {
   if (code === '53100') return 'storage_full';
   if (code === '25006') return 'storage_read_only';
   if (code === '55P03' || code === '40001' || code === '40P01') return 'storage_busy';
+  if (code === 'storage_unavailable') return 'storage_unavailable'; // the pool's own (postgres/pool.ts)
   if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_failed';
   return undefined;
 }
@@ -162,12 +165,14 @@ export function storageError(error: unknown, store: StoreName): SwitchyardError 
           storage_read_only: `the PostgreSQL database ${store.database} cannot be written (read-only): nothing was stored`,
           storage_busy: `the PostgreSQL database ${store.database} is busy (a lock not granted, a deadlock or a serialization failure): nothing was stored`,
           storage_failed: `the PostgreSQL database ${store.database} failed to write: nothing was stored`,
+          storage_unavailable: `the PostgreSQL database ${store.database} cannot be reached or did not answer in time: nothing was stored`,
         }
       : {
           storage_full: `the data directory's disk is full (${store.dataDir}): nothing was stored`,
           storage_read_only: `the database in ${store.dataDir} cannot be written (read-only): nothing was stored`,
           storage_busy: `the database in ${store.dataDir} is locked by another process: nothing was stored`,
           storage_failed: `the database in ${store.dataDir} failed to write: nothing was stored`,
+          storage_unavailable: `the database in ${store.dataDir} cannot be reached: nothing was stored`,
         };
   const cause = String((error as { code?: unknown })?.code ?? (error as Error)?.message);
   return new SwitchyardError(code, `${what[code]} (${cause})`, {
@@ -175,4 +180,47 @@ export function storageError(error: unknown, store: StoreName): SwitchyardError 
     headers: { 'retry-after': '5' },
     cause: error,
   });
+}
+
+/**
+ * Below this much room an I/O error is taken for a full disk: SQLite reports a -shm file it cannot
+ * grow as SQLITE_IOERR, not SQLITE_FULL (measured on a tmpfs with 8 to 32 kB free).
+ */
+const NEARLY_FULL_BYTES = 1024 * 1024;
+
+/** Bytes free on the disk that holds `path` (its nearest existing folder), or undefined if it cannot be read. */
+function freeBytes(path: string): number | undefined {
+  let at = resolve(path);
+  while (!existsSync(at) && dirname(at) !== at) at = dirname(at);
+  try {
+    const s = statfsSync(at);
+    return s.bavail * s.bsize;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A storage failure while the server starts (or a command opens the store), as one message with
+ * what to do before trying again: no stack, and the command line's exit code 2. `dataDir` is
+ * named unless the error names a file of its own (a file system error's path). Undefined when the
+ * error is no storage failure.
+ */
+export function storageStartError(error: unknown, dataDir: string): SwitchyardError | undefined {
+  let code = storageCode(error);
+  if (!code) return undefined;
+  const path = (error as { path?: unknown })?.path;
+  const where = typeof path === 'string' ? dirname(path) : dataDir;
+  const free = freeBytes(where);
+  if (code === 'storage_failed' && free !== undefined && free < NEARLY_FULL_BYTES) code = 'storage_full';
+  const cause = String((error as { code?: unknown })?.code ?? (error as Error)?.message);
+  const room = free === undefined ? '' : `${Math.floor(free / 1024)} kB free; `;
+  const what: Record<StorageCode, [string, string]> = {
+    storage_full: [`the disk that holds ${where} is full (${room}${cause})`, `free space on that disk (the database needs room to grow, and a few MB for its WAL), then try again`],
+    storage_read_only: [`the database in ${where} cannot be written (read-only; ${cause})`, `make ${where} and its switchyard.db* files writable by this user, then try again`],
+    storage_busy: [`the database in ${where} is locked by another process (${cause})`, 'end the process that holds it (a backup tool, an sqlite3 shell), then try again'],
+    storage_failed: [`the database in ${where} failed to write (${cause})`, `check the disk and file system of ${where}, then try again`],
+    storage_unavailable: [`the database in ${where} cannot be reached (${cause})`, 'check that the store is up and reachable, then try again'],
+  };
+  return new SwitchyardError(code, what[code][0], { hint: what[code][1], cause: error, usage: true });
 }

@@ -1,23 +1,27 @@
 /**
- * The SQLite store: one file under the data directory, WAL mode, foreign keys on, a busy timeout,
- * versioned migrations owned by modules, and a lock so one server owns the queue.
+ * The store: by default one SQLite file under the data directory (WAL mode, foreign keys on, a busy
+ * timeout), or a PostgreSQL database (`store:`; postgres/store.ts); versioned migrations owned by
+ * modules, and the data directory's lock so one server owns it. Modules reach it through its
+ * asynchronous contract (contract.ts, `Store.database`), or for now through `Store.db`.
  */
-import Database from 'better-sqlite3';
+import BetterSqlite from 'better-sqlite3';
 import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
-import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.ts';
+import { BACKSTOP_PAGES, WAL_BOUND_PAGES, checkpointsOnThread, startCheckpointer, type Checkpointer } from './checkpointer.ts';
 import { acquireLock, type Lock } from './lock.ts';
-import { createStoreHealth, storeHealthMigration, type StoreHealth } from './health.ts';
+import { createStoreHealth, storageStartError, storeHealthMigration, type StoreHealth } from './health.ts';
 import { installTransactionHooks } from './transactions.ts';
 import { applySteps } from './migrate.ts';
 import { openPostgresStore } from './postgres/store.ts';
 import type { Engine } from './postgres/db.ts';
+import { createDatabase } from './database.ts';
+import type { Database } from './contract.ts';
 import type { Logger } from '../log/index.ts';
 
 export { afterCommit, onRollback } from './transactions.ts';
 
-export type Db = Database.Database;
+export type Db = BetterSqlite.Database;
 
 /** A module's schema: its name and its migration steps in order (never edit a landed step). */
 export interface ModuleMigrations {
@@ -29,6 +33,8 @@ export interface ModuleMigrations {
 
 export interface Store {
   db: Db;
+  /** The same database through the store's asynchronous contract (contract.ts): where modules are moving. */
+  database: Database;
   /** The SQLite file, or the PostgreSQL database as `postgres://host:port/db` (no credentials). */
   file: string;
   engine: Engine;
@@ -89,7 +95,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   let db: Db;
   try {
     if (!opts.readonly) ownerOnly(file);
-    db = new Database(file, {
+    db = new BetterSqlite(file, {
       readonly: opts.readonly ?? false,
       fileMustExist: opts.readonly ?? false,
       ...(nativeBinding ? { nativeBinding: nativeBinding as string } : {}),
@@ -98,25 +104,40 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     lock?.release();
     if (opts.readonly)
       throw new SwitchyardError('not_found', `no database at ${file}`, { hint: 'start the server once with `switchyard serve`', cause: e });
+    const full = storageStartError(e, dataDir);
+    if (full?.code === 'storage_full') throw full;
     throw new SwitchyardError('data_dir_unwritable', `cannot open ${file}: ${(e as Error).message}`, { cause: e });
   }
-  db.pragma('busy_timeout = 5000');
-  if (!opts.readonly) writeTransactionsImmediate(db, opts.log);
-  if (!opts.readonly) {
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    db.pragma('foreign_keys = ON');
-    // Statement and savepoint journals in memory rather than temp files (measured: a savepoint per
-    // stored event cost 40 us with file journals, 9 us in memory).
-    db.pragma('temp_store = MEMORY');
-    migrate(db, opts.migrations ?? []);
-    db.exec(storeHealthMigration);
-  } else db.pragma('query_only = ON');
+  try {
+    db.pragma('busy_timeout = 5000');
+    if (!opts.readonly) writeTransactionsImmediate(db, opts.log);
+    if (!opts.readonly) {
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      db.pragma('foreign_keys = ON');
+      // Statement and savepoint journals in memory rather than temp files (measured: a savepoint per
+      // stored event cost 40 us with file journals, 9 us in memory).
+      db.pragma('temp_store = MEMORY');
+      // The WAL is cut back to this size whenever it starts over, so a burst's WAL does not keep its
+      // disk space (see checkpointer.ts: the space a full disk needs to recover).
+      db.pragma(`journal_size_limit = ${WAL_BOUND_PAGES * Number(db.pragma('page_size', { simple: true }))}`);
+      migrate(db, opts.migrations ?? []);
+      db.exec(storeHealthMigration);
+    } else db.pragma('query_only = ON');
+  } catch (e) {
+    // The first writes (the WAL's -shm, the migrations) meet a full or read-only disk here: one
+    // message saying so, not SQLite's error with a stack.
+    db.close();
+    lock?.release();
+    throw (!(e instanceof SwitchyardError) && storageStartError(e, dataDir)) || e;
+  }
   const health = createStoreHealth(db, { engine: 'sqlite', dataDir });
-  const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file) : undefined;
-  if (opts.shared && !opts.readonly) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
+  const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file, { log: opts.log }) : undefined;
+  // The supervisor's thread checkpoints for its serving processes, where there is a thread.
+  if (opts.shared && !opts.readonly && checkpointsOnThread()) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {
     db,
+    database: createDatabase(db, 'sqlite'),
     file,
     engine: 'sqlite',
     health,

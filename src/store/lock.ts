@@ -10,9 +10,10 @@
  * servers lock two different files.
  */
 import Database from 'better-sqlite3';
-import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
+import { storageStartError } from './health.ts';
 
 export interface Lock {
   file: string;
@@ -64,6 +65,9 @@ export function acquireLock(dataDir: string): Lock {
           { hint: 'stop that server first, or give this one its own data_dir; two servers must not share one delivery queue' },
         );
       }
+      // A full disk is no file-lock problem: SQLite could not write the lock file's header.
+      const full = storageStartError(e, dataDir);
+      if (full?.code === 'storage_full') throw full;
       throw new SwitchyardError('data_dir_locked', `could not take the lock ${file}: ${(e as Error).message}`, {
         hint: 'check that the data directory is on a local file system that supports file locks',
         cause: e,
@@ -71,8 +75,14 @@ export function acquireLock(dataDir: string): Lock {
     }
     const pidFile = join(dataDir, PID_FILE);
     const temp = `${pidFile}.${process.pid}`;
-    writeFileSync(temp, `${process.pid}\n`, { mode: 0o600 });
-    renameSync(temp, pidFile);
+    try {
+      writeFileSync(temp, `${process.pid}\n`, { mode: 0o600 });
+      renameSync(temp, pidFile);
+    } catch (e) {
+      db.close();
+      rmSync(temp, { force: true });
+      throw storageStartError(e, dataDir) ?? e;
+    }
     const held = db;
     let released = false;
     return {

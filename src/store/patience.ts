@@ -6,10 +6,17 @@
  * the whole thread, at least 1 ms and more each time (measured under a delivery burst: 236 sleeps
  * in 3 s in one process), while requests wait in the kernel. A group commit can do better: give
  * its batch back, let the event loop take more requests into it, and try again on the next turn.
- * Past `spinMs` of refusals it waits for the lock as before (busy_timeout), so it always ends.
+ * Past `spinMs` of refusals in a row it lets SQLite wait a little (a busy timeout of SHORT_WAIT_MS:
+ * one or two sleeps) before giving the batch back again: two processes writing all the time left
+ * one of them refused for good otherwise. Only past `patienceMs` of refusals does it wait as any
+ * statement does (the connection's busy_timeout), so it always ends (measured, two serving
+ * processes at 1,000 events/s: the old fallback, a full busy_timeout wait after 5 ms, blocked each
+ * event loop 135 times in 15 s, 16 ms on average).
  */
-import type { Db } from './index.ts';
+import type BetterSqlite from 'better-sqlite3';
 import { engineOf } from './postgres/db.ts';
+
+type Db = BetterSqlite.Database;
 
 /** What `run` answers when the lock was taken and nothing was done. */
 export const LOCK_BUSY: unique symbol = Symbol('lock busy');
@@ -28,10 +35,14 @@ export function isBusy(e: unknown): boolean {
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
-export function lockPatience(db: Db, opts: { spinMs?: number; clock?: () => number } = {}): LockPatience {
+/** The busy timeout of a try past spinMs: SQLite sleeps 1 ms, then 2, then gives up. */
+const SHORT_WAIT_MS = 3;
+
+export function lockPatience(db: Db, opts: { spinMs?: number; patienceMs?: number; clock?: () => number } = {}): LockPatience {
   // PostgreSQL has no file lock to be refused: writers wait on rows, never on the whole store.
   if (engineOf(db) === 'postgres') return { run: (write) => write() };
   const spinMs = opts.spinMs ?? 5;
+  const patienceMs = opts.patienceMs ?? 1_000;
   const clock = opts.clock ?? (() => performance.now());
   // SQLite applies this pragma when the statement is compiled, so it cannot be a prepared statement
   // run again: each switch is a fresh one (a few microseconds, once per group commit).
@@ -40,11 +51,12 @@ export function lockPatience(db: Db, opts: { spinMs?: number; clock?: () => numb
   return {
     run(write) {
       // Inside a caller's transaction there is no lock to wait for: a savepoint.
-      if (db.inTransaction || (refusedSince !== undefined && clock() - refusedSince > spinMs)) {
+      const refusedFor = refusedSince === undefined ? 0 : clock() - refusedSince;
+      if (db.inTransaction || refusedFor > patienceMs) {
         refusedSince = undefined;
         return write();
       }
-      db.pragma('busy_timeout = 0');
+      db.pragma(`busy_timeout = ${refusedFor > spinMs ? SHORT_WAIT_MS : 0}`);
       try {
         const value = write();
         refusedSince = undefined;

@@ -83,6 +83,30 @@ export function installTransactionHooks(db: Db, opts: { begin?: 'deferred' | 'im
   }) as unknown as Db['transaction'];
 }
 
+/**
+ * A transaction begun outside `db.transaction` (the asynchronous store, database.ts) keeps its
+ * hooks in the same frames, so `afterCommit(db, fn)` from code called inside it joins it. Returns
+ * the function that ends the frame: committed (hooks handed to the enclosing frame, or run when
+ * it is the outermost) or rolled back (its rollback hooks run, its commit hooks dropped).
+ */
+export function openFrame(db: Db): (committed: boolean) => void {
+  let state = hooksOf.get(db);
+  if (!state) hooksOf.set(db, (state = { frames: [], failed: stderr }));
+  const frame: Frame = { commit: new Set(), rollback: new Set() };
+  state.frames.push(frame);
+  const s = state;
+  return (committed) => {
+    const at = s.frames.lastIndexOf(frame);
+    if (at >= 0) s.frames.splice(at, 1);
+    if (!committed) return run(frame.rollback, 'onRollback', s.failed);
+    const parent = s.frames[at - 1];
+    if (at > 0 && parent) {
+      for (const h of frame.commit) parent.commit.add(h);
+      for (const h of frame.rollback) parent.rollback.add(h);
+    } else run(frame.commit, 'afterCommit', s.failed);
+  };
+}
+
 function current(db: Db): Frame | undefined {
   return hooksOf.get(db)?.frames.at(-1);
 }

@@ -5,9 +5,10 @@
  * file); the checks at the end fail to type-check when the two drift apart.
  */
 import { dateTime, array, boolean, named, nullable, number, object, oneOf, optional, record, string, any, withDefault, type Infer } from '../schema/index.ts';
-import { enumParam, flag, pageQuery, param, text, requestBody } from '../http/params.ts';
-import { parseDuration } from '../schema/index.ts';
-import { timeQuery, REPLAYABLE_STATUSES } from './time.ts';
+import { enumParam, flag, pageQuery, param, text, timeField, timeQuery, requestBody } from '../http/params.ts';
+import { formatDuration, MAX_DURATION_MS, parseDuration } from '../schema/index.ts';
+import { quoted } from '../schema/time.ts';
+import { REPLAYABLE_STATUSES } from './time.ts';
 import { MAX_SECRET_LENGTH } from './secrets.ts';
 import { originKey } from './queue-rows.ts';
 import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type Attempt, type Delivery, type DeliveryDetail, type DeliveryStats } from './views.ts';
@@ -42,7 +43,7 @@ export const attemptSchema = named(
     startedAt: dateTime(),
     durationMs: nullable(number()),
     url: string(),
-    signatureHeader: nullable(string()),
+    signatureHeader: nullable(string({ description: 'the signature header value sent: X-Platform-Signature (t=…,v1=…) or webhook-signature (v1,…)' })),
     status: nullable(number({ integer: true })),
     outcome: oneOf(ATTEMPT_OUTCOMES, {
       description:
@@ -62,7 +63,9 @@ export const deliveryDetailSchema = named(
     ...deliveryFields,
     body: string({ description: 'the exact bytes sent' }),
     payload: any('the body, parsed'),
-    signatureHeader: nullable(string({ description: 'the X-Platform-Signature of the latest attempt' })),
+    signatureHeader: nullable(
+      string({ description: 'the signature header value of the latest attempt: X-Platform-Signature (t=…,v1=…) or, under standard-webhooks, webhook-signature (v1,…)' }),
+    ),
     attempts: array(attemptSchema),
   }),
 );
@@ -131,8 +134,8 @@ export const replayBody = requestBody(
   {
     status: optional(oneOf(REPLAYABLE_STATUSES)),
     failed: optional(oneOf([true], { description: 'the same as status failed' })),
-    since: optional(string({ min: 1, description: 'a duration ago (2h) or a date-time; default: from the first delivery' })),
-    until: optional(string({ min: 1, description: 'a duration ago or a date-time; default: now' })),
+    since: optional(timeField('created since; default: from the first delivery')),
+    until: optional(timeField('created until; default: now')),
     installation: optional(string({ min: 1, description: 'only deliveries of this installation' })),
     type: optional(string({ min: 1, description: 'only deliveries of this event type' })),
     endpoint: optional(string({ description: 'only deliveries to this URL origin' })),
@@ -151,10 +154,12 @@ export const replayAnswer = object({
 /** The CLI's reading of a replay's answer. */
 export type ReplayAnswer = Infer<typeof replayAnswer>;
 
-/** A positive duration of at least a second (`1m`, `15m`): the stats' bucket size in ms. */
+/** A duration from a second to MAX_DURATION_MS (`1m`, `15m`): the stats' bucket size in whole ms. */
 const bucketQuery = param<number>('bucket-param', { type: 'string', description: 'bucket size: 1m (default), 15m, 1h ...; at most 1440 buckets' }, (v) => {
   const ms = parseDuration(v);
-  return ms === undefined || ms < 1000 || !Number.isFinite(ms) ? { error: `must be a duration of at least 1s (1m, 15m, 1h), got "${v}"` } : ms;
+  if (ms === undefined || Number.isNaN(ms) || ms < 1000) return { error: `must be a duration of at least 1s (1m, 15m, 1h), got ${quoted(v)}` };
+  if (ms > MAX_DURATION_MS) return { error: `must be at most ${formatDuration(MAX_DURATION_MS)}, got ${quoted(v)}` };
+  return Math.round(ms);
 });
 
 export const statsQuery = object({

@@ -1,5 +1,6 @@
 /**
- * One delivery attempt: sign the stored body with the installation's live secrets, POST it, and
+ * One delivery attempt: sign the stored body with the installation's live secrets, in the scheme
+ * it chose (X-Platform-Signature, or the Standard Webhooks headers), POST it, and
  * decide from the answer (or the error) what the delivery becomes: delivered, retried when, or
  * failed. Writes nothing: the worker records the outcome (worker.ts).
  */
@@ -9,12 +10,17 @@ import { USER_AGENT } from '../version.ts';
 import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from './policy.ts';
 import type { AttemptRecord, Claimed, NextState } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
+import { sentEventId } from './body.ts';
+import { DEFAULT_SIGNATURE_SCHEME, type SignatureScheme } from './schemes.ts';
 import { signatureHeader } from './signature.ts';
+import { STANDARD_HEADERS, standardSignatureHeader } from './standard-webhooks.ts';
 import { storableText } from '../store/text.ts';
 
 export interface AttemptContext {
   config: () => Config['webhooks'];
   secrets: Pick<WebhookSecrets, 'liveSecrets'>;
+  /** The installation's signature scheme now (its `signature_scheme`; the platform's when not told). */
+  schemeOf?: (installationId: string) => SignatureScheme;
   clock: () => number;
   send: typeof httpRequest;
   random?: () => number;
@@ -39,6 +45,28 @@ function describeStatus(r: HttpResult, outcome: Outcome): string | null {
   return `HTTP ${r.status}: client error, not retried`;
 }
 
+/**
+ * The signature headers of one attempt at unix time `t`, and the value recorded with the attempt
+ * (the header that carries the signatures). Undefined when no live secret can sign in `scheme`.
+ */
+function sign(scheme: SignatureScheme, secrets: string[], c: Claimed, t: number, body: Buffer): { headers: Record<string, string>; value: string } | undefined {
+  switch (scheme) {
+    case 'platform': {
+      const value = signatureHeader(secrets, t, body);
+      return { headers: { 'x-platform-signature': value }, value };
+    }
+    case 'standard-webhooks': {
+      // The id is the body's eventId: the same on every retry, which is what receivers deduplicate on.
+      const id = sentEventId(c);
+      const value = standardSignatureHeader(secrets, id, t, body);
+      if (!value) return undefined;
+      return { headers: { [STANDARD_HEADERS.id]: id, [STANDARD_HEADERS.timestamp]: String(t), [STANDARD_HEADERS.signature]: value }, value };
+    }
+    default:
+      return scheme satisfies never;
+  }
+}
+
 /** Sign and send; decide the next state. No database writes here. Undefined when the attempt was cut short by a stop. */
 export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptContext): Promise<AttemptMade | undefined> {
   const { clock, send } = ctx;
@@ -50,18 +78,24 @@ export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptConte
   let result: HttpResult | undefined;
   let error: { code?: string; message: string } | undefined;
   const t0 = performance.now();
+  const signed = secrets.length ? sign(ctx.schemeOf?.(c.installationId) ?? DEFAULT_SIGNATURE_SCHEME, secrets, c, Math.floor(startedAt / 1000), body) : undefined;
   if (!secrets.length) {
     error = { code: 'ENOSECRET', message: `installation ${c.installationId} has no signing secret (was it uninstalled?)` };
+  } else if (!signed) {
+    error = {
+      code: 'ENOSECRET',
+      message: `installation ${c.installationId} signs with standard-webhooks but none of its secrets is in that form (whsec_ and base64): rotate its secret`,
+    };
   } else {
-    header = signatureHeader(secrets, Math.floor(startedAt / 1000), body);
+    header = signed.value;
     try {
       result = await send(c.url, {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
           'user-agent': USER_AGENT,
-          'x-platform-signature': header,
-          'x-platform-event-id': c.eventId,
+          ...signed.headers,
+          'x-platform-event-id': sentEventId(c),
           'x-platform-delivery-id': c.id,
         },
         body,

@@ -4,6 +4,7 @@
  */
 import type { Delivery, DeliveryDetail, DeliveryFilter, Attempt, Queue, ReplayFilter } from './queue.ts';
 import type { DeliveryStats, StatsFilter } from './stats.ts';
+import type { SignatureScheme } from './schemes.ts';
 import type { WebhookSecrets } from './secrets.ts';
 import type { RecordedAttempt } from './worker.ts';
 
@@ -29,12 +30,13 @@ export interface WebhooksService {
 /**
  * A step of an installation's lifecycle, as the installations module tells it (its
  * InstallationChange, named here by shape so this module imports nothing of it). `endpoint` is set
- * for webhook installations only: where deliveries go now (undefined: no URL any more) and before.
+ * for webhook installations only: where deliveries go now (undefined: no URL any more) and before,
+ * and how they are signed now and before.
  */
 export interface InstallationLifecycle {
   kind: 'installed' | 'configured' | 'paused' | 'resumed' | 'uninstalled';
   installation: { id: string; status: string };
-  endpoint?: { url: string | undefined; previousUrl?: string | undefined };
+  endpoint?: { url: string | undefined; previousUrl?: string | undefined; scheme?: SignatureScheme; previousScheme?: SignatureScheme };
   /** On install: the signing secret the caller gave. */
   webhookSecret?: string;
 }
@@ -48,7 +50,8 @@ export interface Subscription {
 export interface Deliveries {
   /**
    * One delivery per subscription, inside the caller's transaction: the payload is the event with
-   * that installation's `installationId`; its exact bytes are stored now and signed at each attempt.
+   * that installation's `installationId`, under the delivery's own eventId (body.ts); its exact
+   * bytes are stored now and signed at each attempt.
    * With `startAtCommit` (the default), a delivery whose endpoint has a free slot (and is not
    * paused) is stored already leased, and its first attempt starts as soon as the transaction
    * commits, without going through the scheduler. The queue hears about the commit or the rollback

@@ -11,20 +11,23 @@ import type { Deliveries, WebhooksService } from './contracts.ts';
 
 export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SIGNATURE_HEADER, DEFAULT_TOLERANCE_SEC } from './signature.ts';
 export type { Verification } from './signature.ts';
+export { SIGNATURE_SCHEMES, DEFAULT_SIGNATURE_SCHEME, signatureSchemeOf, signatureHeaderName, type SignatureScheme } from './schemes.ts';
+export { STANDARD_HEADERS, standardKey, standardSecretProblem, signStandard, standardSignatureHeader, verifyStandardSignature } from './standard-webhooks.ts';
 export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, ATTEMPT_OUTCOMES, type AttemptOutcome, type Outcome, type RetryConfig } from './policy.ts';
 export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
 export { webhooksMigrations } from './schema.ts';
-export { parseTimeParam, replayWindow, replaySelection, timeQuery, REPLAYABLE_STATUSES } from './time.ts';
+export { parseTimeParam, replayWindow, replaySelection, REPLAYABLE_STATUSES } from './time.ts';
 export { deliverySchema, deliveryDetailSchema, attemptSchema, endpointQuery, type ReplayAnswer } from './api.ts';
 export { endpointParam, maskSecret } from './routes.ts';
 export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
-export { createQueue, originOf, type Queue } from './queue.ts';
+export { createQueue, newDeliveryId, originOf, type Queue } from './queue.ts';
 export { deliveryStats, statsQueries, MAX_STATS_DELIVERIES, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
 export type { RecordedAttempt } from './worker.ts';
 export { newSecret } from './secrets.ts';
 
 export type { WebhooksService, Subscription, Deliveries, InstallationLifecycle } from './contracts.ts';
-export { createWebhooks, deliveryBody, shareOf, type WebhooksDeps } from './service.ts';
+export { createWebhooks, shareOf, type WebhooksDeps } from './service.ts';
+export { deliveryBody, sentEventId } from './body.ts';
 
 declare module '../server/services.ts' {
   interface Capabilities {

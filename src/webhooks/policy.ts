@@ -2,7 +2,9 @@
  * The retry policy, exactly as the spec states it (section 7 and 8), in one place:
  *   2xx success; 429, any 5xx and network errors retried; 3xx and every other 4xx fail at once;
  *   retry n (1..max_retries) waits base*2^(n-1) plus up to jitter*base*2^(n-1): 1.0-1.1 s,
- *   2.0-2.2 s, 4.0-4.4 s by default; so never more than max_retries + 1 attempts.
+ *   2.0-2.2 s, 4.0-4.4 s by default; so never more than max_retries + 1 attempts. A receiver's
+ *   `Retry-After` changes that schedule only when `honor_retry_after` is set (off by default: the
+ *   spec fixes the delays).
  */
 
 /**
@@ -27,6 +29,8 @@ export interface RetryConfig {
   base_delay: number;
   jitter: number;
   retry_after_max: number;
+  /** Let a `Retry-After` lengthen the wait (up to retry_after_max); absent or false: the spec's schedule alone. */
+  honor_retry_after?: boolean;
 }
 
 /** Delay in ms before retry number `attempt` (1-based). */
@@ -63,8 +67,9 @@ export function parseRetryAfter(value: string | undefined, now = Date.now()): nu
 
 /**
  * When the next automatic attempt goes out after automatic attempt number `attemptsMade` ended in
- * `outcome`, or null when the delivery is finished. `Retry-After` can lengthen the wait up to
- * retry_after_max, never shorten it below the schedule.
+ * `outcome`, or null when the delivery is finished. With `honor_retry_after`, a `Retry-After` can
+ * lengthen the wait up to retry_after_max, never shorten it below the schedule; without it (the
+ * default) it is ignored and the schedule is the spec's (section 8).
  */
 export function nextAttemptDelay(
   attemptsMade: number,
@@ -75,6 +80,6 @@ export function nextAttemptDelay(
 ): number | null {
   if (outcome !== 'retry' || attemptsMade > cfg.max_retries) return null;
   const scheduled = retryDelay(attemptsMade, cfg, random);
-  if (retryAfterMs === undefined) return scheduled;
+  if (retryAfterMs === undefined || !cfg.honor_retry_after) return scheduled;
   return Math.max(scheduled, Math.min(retryAfterMs, cfg.retry_after_max));
 }

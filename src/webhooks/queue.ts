@@ -1,5 +1,5 @@
 /**
- * The delivery queue in SQLite: every state change of a delivery is one statement or one
+ * The delivery queue, in the store (SQLite or PostgreSQL): every state change of a delivery is one statement or one
  * transaction here, so a crash leaves each delivery either before or after a step, never between.
  * The worker (worker.ts) decides; the queue only records. It is built of stages, each in its own
  * file: scheduling (queue-due.ts), leases (queue-leases.ts), recording outcomes (queue-outcomes.ts),
@@ -59,10 +59,11 @@ export function createQueue(db: Db, opts: { maxAttempts: () => number; anyPaused
      * attempt, and waits for releaseHeld.
      */
     enqueue(
-      input: { eventId: string; eventType: string; installationId: string; url: string; body: string; now: number; held?: boolean },
+      input: { id?: string; eventId: string; eventType: string; installationId: string; url: string; body: string; now: number; held?: boolean },
       lease?: { owner: string; until: number },
     ): Claimed | null {
-      const id = newDeliveryId(input.now);
+      // The caller may have made the id already: the body names it (see body.ts).
+      const id = input.id ?? newDeliveryId(input.now);
       const origin = originOf(input.url);
       const now = input.now;
       const held = input.held === true && !lease;

@@ -1,11 +1,14 @@
 /**
  * The reference receiver (spec 4.2 and 7), as a Node request handler users can mount or run with
  * `switchyard receive`: verify the signature on the raw body (constant-time, with a timestamp
- * window), answer 200 `{"received": true}` at once, process after the answer, and deduplicate by
- * eventId for 2 minutes, unless processing failed, in which case a redelivery is processed again.
+ * window) in the installation's scheme, answer 200 `{"received": true}` at once, process after the
+ * answer, and deduplicate by eventId for 2 minutes, unless processing failed, in which case a
+ * redelivery is processed again.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { DEFAULT_TOLERANCE_SEC, verifySignature } from './signature.ts';
+import type { IncomingMessage, IncomingHttpHeaders, ServerResponse } from 'node:http';
+import { DEFAULT_SIGNATURE_SCHEME, type SignatureScheme } from './schemes.ts';
+import { DEFAULT_TOLERANCE_SEC, verifySignature, type Verification } from './signature.ts';
+import { STANDARD_HEADERS, verifyStandardSignature } from './standard-webhooks.ts';
 
 export interface ReceivedEvent {
   eventId?: string;
@@ -19,6 +22,12 @@ export interface ReceivedEvent {
 
 export interface ReceiverOptions {
   secrets: string | string[];
+  /**
+   * The signature scheme of the installations sending here: `platform` (X-Platform-Signature, the
+   * default) or `standard-webhooks` (webhook-id, webhook-timestamp, webhook-signature; then the
+   * webhook-id is the deduplication key, as that specification asks).
+   */
+  scheme?: SignatureScheme;
   /** Accepted clock difference, seconds (default 300). */
   toleranceSec?: number;
   /** How long an eventId is remembered, ms (default 2 minutes). */
@@ -43,10 +52,30 @@ export interface ReceiverOptions {
 
 type Seen = { state: 'processing' | 'done' | 'failed'; at: number };
 
+const one = (h: string | string[] | undefined): string | undefined => (Array.isArray(h) ? h[0] : h);
+
+/** Verify a request's signature headers in `scheme`. */
+function verifyIn(scheme: SignatureScheme, headers: IncomingHttpHeaders, raw: Buffer, secrets: string | string[], opts: { toleranceSec: number; now: number }): Verification {
+  switch (scheme) {
+    case 'platform':
+      return verifySignature(one(headers['x-platform-signature']), raw, secrets, opts);
+    case 'standard-webhooks':
+      return verifyStandardSignature(
+        { id: one(headers[STANDARD_HEADERS.id]), timestamp: one(headers[STANDARD_HEADERS.timestamp]), signature: one(headers[STANDARD_HEADERS.signature]) },
+        raw,
+        secrets,
+        opts,
+      );
+    default:
+      return scheme satisfies never;
+  }
+}
+
 export function createReceiver(opts: ReceiverOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const now = opts.now ?? Date.now;
   const dedupMs = opts.dedupMs ?? 120_000;
   const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
+  const scheme = opts.scheme ?? DEFAULT_SIGNATURE_SCHEME;
   const seen = new Map<string, Seen>();
 
   function prune(t: number): void {
@@ -81,8 +110,7 @@ export function createReceiver(opts: ReceiverOptions): (req: IncomingMessage, re
         return json(res, 413, { error: `body larger than ${maxBody} bytes` });
       }
       const raw = Buffer.concat(chunks);
-      const header = req.headers['x-platform-signature'];
-      const v = verifySignature(Array.isArray(header) ? header[0] : header, raw, opts.secrets, {
+      const v = verifyIn(scheme, req.headers, raw, opts.secrets, {
         toleranceSec: opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC,
         now: Math.floor(now() / 1000),
       });
@@ -97,7 +125,8 @@ export function createReceiver(opts: ReceiverOptions): (req: IncomingMessage, re
         opts.onReject?.(400, 'the body is not JSON', req);
         return json(res, 400, { error: 'the body is not JSON' });
       }
-      const eventId = typeof payload?.eventId === 'string' ? payload.eventId : undefined;
+      // Under standard-webhooks the signed webhook-id is the key (it is the body's eventId, for our deliveries).
+      const eventId = scheme === 'standard-webhooks' ? one(req.headers[STANDARD_HEADERS.id]) : typeof payload?.eventId === 'string' ? payload.eventId : undefined;
       const event: ReceivedEvent = { eventId, type: typeof payload?.type === 'string' ? payload.type : undefined, payload, raw, t: v.t };
       if (opts.fail && (opts.fail.random ?? Math.random)() < opts.fail.rate) {
         json(res, opts.fail.status, { error: `rehearsed failure (${opts.fail.status})` });

@@ -1,7 +1,7 @@
 /**
  * Management API of deliveries and webhook secrets (admin token), declared with route(): the
- * schemas of their requests and answers are in api.ts. JSON shapes are documented in the README
- * and used by the inspection CLI: keep them stable.
+ * schemas of their requests and answers are in api.ts. JSON shapes are documented in
+ * docs/inspection.md ("JSON shapes") and used by the inspection CLI: keep them stable.
  */
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';

@@ -77,7 +77,7 @@ export const webhooksMigrations: ModuleMigrations = {
     // Due work per endpoint origin: the worker asks each origin with free slots for its earliest
     // due deliveries, so a backlog at one endpoint is never scanned to find work for another.
     `CREATE INDEX webhook_deliveries_due_by_origin ON webhook_deliveries (origin, next_attempt_at) WHERE next_attempt_at IS NOT NULL;`,
-    // One outcome vocabulary, and held deliveries (README, "What a delivery looks like"). SQLite
+    // One outcome vocabulary, and held deliveries (docs/webhooks.md, "What a delivery looks like"). SQLite
     // cannot change a CHECK, so both tables are rebuilt (rowids kept: attempt ids are the tail's
     // cursor). Old rows are rewritten: `fail` becomes `failed`, and so does a `retry` attempt that
     // scheduled nothing (the last one of an exhausted delivery, or a manual one); a queued delivery

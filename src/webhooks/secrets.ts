@@ -35,8 +35,12 @@ export const MIN_SECRET_LENGTH = 16;
 /** An HMAC key longer than SHA-256's block (64 bytes) is hashed first anyway: 256 leaves room for any real one. */
 export const MAX_SECRET_LENGTH = 256;
 
+/**
+ * `whsec_` and 24 random bytes in base64 (standard alphabet: 32 characters, no padding): the form
+ * Standard Webhooks receivers read, so a generated secret serves either signature scheme.
+ */
 export function newSecret(): string {
-  return `whsec_${randomBytes(24).toString('base64url')}`;
+  return `whsec_${randomBytes(24).toString('base64')}`;
 }
 
 function checkGiven(given: string | undefined): string {

@@ -10,18 +10,15 @@ import { createObservers } from '../lib/observers.ts';
 import { hideUrlCredentials, type Logger } from '../log/index.ts';
 import { afterCommit, onRollback, type Db } from '../store/index.ts';
 import type { Deliveries, InstallationLifecycle, Subscription, WebhooksService } from './contracts.ts';
-import { createQueue, originOf, type Attempt, type AttemptRecord, type Claimed, type ReplayRefusal } from './queue.ts';
+import { createQueue, newDeliveryId, originOf, type Attempt, type AttemptRecord, type Claimed, type ReplayRefusal } from './queue.ts';
+import { deliveryBody } from './body.ts';
+import { DEFAULT_SIGNATURE_SCHEME, type SignatureScheme } from './schemes.ts';
 import { createSecrets } from './secrets.ts';
+import { standardSecretProblem } from './standard-webhooks.ts';
 import { deliveryStats } from './stats.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { leftoverLeases } from '../store/lease-owner.ts';
 import { bridgeOf, engineOf } from '../store/postgres/db.ts';
-
-/** The exact body of one delivery: the event with the subscriber's installationId (common fields first). */
-export function deliveryBody(event: { eventId: string; type: string; [k: string]: unknown }, installationId: string): string {
-  const { eventId, type, installationId: _ignored, ...rest } = event;
-  return JSON.stringify({ eventId, type, installationId, ...rest });
-}
 
 function attemptView(r: AttemptRecord, number: number): Attempt {
   return {
@@ -41,17 +38,37 @@ function attemptView(r: AttemptRecord, number: number): Attempt {
   };
 }
 
-/** One serving process's share of the delivery concurrency (at least one slot each). */
-export function shareOf(cfg: WebhooksConfig, processes: number): WebhooksConfig {
-  return {
-    ...cfg,
-    concurrency: Math.max(1, Math.ceil(cfg.concurrency / processes)),
-    per_endpoint_concurrency: Math.max(1, Math.ceil(cfg.per_endpoint_concurrency / processes)),
-  };
+/**
+ * One serving process's share of the delivery concurrency: of N processes, process `index` takes
+ * its part of `concurrency` (the remainder to the first ones), so the shares add up to the setting
+ * exactly. The per-endpoint limit is shared per origin by the worker (slotsFor).
+ */
+export function shareOf(cfg: WebhooksConfig, processes: number, index: number): WebhooksConfig {
+  return { ...cfg, concurrency: partOf(cfg.concurrency, processes, index) };
 }
 
-/** Where installations' webhooks point (attached by the installations module, possibly after this one starts). */
-export type Subscriptions = { forEventType(type: string): Subscription[]; urlOf?(installationId: string): string | undefined } | undefined;
+/** Process `index`'s part of `total` split over `count` processes, the remainder going to the first ones. */
+function partOf(total: number, count: number, index: number): number {
+  return Math.floor(total / count) + (index < total % count ? 1 : 0);
+}
+
+/**
+ * One process's slots for an origin when `limit` slots are shared by `count` processes: each origin
+ * starts at a process of its own (a hash of the origin), so with a limit under the process count
+ * the origins still spread over every process, and the parts add up to the limit exactly (with
+ * `per_endpoint_concurrency: 1` one process sends to that origin, and none other at the same time).
+ */
+export function slotsFor(origin: string, limit: number, share: { index: number; count: number }): number {
+  let h = 2166136261;
+  for (let i = 0; i < origin.length; i++) h = Math.imul(h ^ origin.charCodeAt(i), 16777619);
+  const first = (h >>> 0) % share.count;
+  return partOf(limit, share.count, (share.index - first + share.count) % share.count);
+}
+
+/** Where installations' webhooks point, and how they sign (attached by the installations module, possibly after this one starts). */
+export type Subscriptions =
+  | { forEventType(type: string): Subscription[]; urlOf?(installationId: string): string | undefined; schemeOf?(installationId: string): SignatureScheme }
+  | undefined;
 
 export interface WebhooksDeps {
   db: Db;
@@ -60,7 +77,7 @@ export interface WebhooksDeps {
   config: () => WebhooksConfig;
   subscriptions: () => Subscriptions;
   /** Set in a serving process beside others (process/serving.ts): concurrency is shared, due work announced. */
-  processes?: { count: number; onDue(fn: () => void): void; announceDue(): void };
+  processes?: { index: number; count: number; onDue(fn: () => void): void; announceDue(): void };
   /** Told when a write fails and when one commits again (store/health.ts). */
   health?: { failed(error: unknown): void; ok(): void };
 }
@@ -73,7 +90,7 @@ export function createWebhooks(deps: WebhooksDeps) {
   const cfg = (): WebhooksConfig => {
     const c = deps.config();
     if (!link) return c;
-    if (shared?.[0] !== c) shared = [c, shareOf(c, link.count)];
+    if (shared?.[0] !== c) shared = [c, shareOf(c, link.count, link.index)];
     return shared[1];
   };
   const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
@@ -101,7 +118,33 @@ export function createWebhooks(deps: WebhooksDeps) {
     link?.announceDue();
     others?.get();
   };
-  const worker: Worker = createWorker({ queue, secrets, config: cfg, log, currentUrl, onAttempt: attempts.notify, health: deps.health, gaveBack });
+  /** How the installation signs now: read at each attempt, so a change of scheme applies from the next one. */
+  const schemeOf = (installationId: string) => deps.subscriptions()?.schemeOf?.(installationId) ?? DEFAULT_SIGNATURE_SCHEME;
+  /**
+   * A secret given to an installation that signs with standard-webhooks must be one its receivers'
+   * libraries can read (`whsec_` and base64 of a 24- to 64-byte key). Fails closed: nothing is stored.
+   */
+  const checkGivenFor = (scheme: SignatureScheme | undefined, given: string | undefined, where: string) => {
+    if (scheme !== 'standard-webhooks' || given === undefined) return;
+    const problem = standardSecretProblem(given);
+    if (problem)
+      throw new SwitchyardError('bad_request', `this installation signs with standard-webhooks: ${problem}`, {
+        where,
+        hint: 'leave the secret out to have one generated in that form (whsec_ and 24 random bytes in base64)',
+      });
+  };
+  const worker: Worker = createWorker({
+    queue,
+    secrets,
+    schemeOf,
+    config: cfg,
+    log,
+    currentUrl,
+    onAttempt: attempts.notify,
+    health: deps.health,
+    gaveBack,
+    slotsFor: link ? (origin, limit) => slotsFor(origin, limit, link) : undefined,
+  });
   /** Due work was made here that every serving process may take (a resume, a replay). */
   // On PostgreSQL the other nodes are told too (NOTIFY, sent at COMMIT).
   const others = engineOf(db) === 'postgres' ? db.prepare("SELECT pg_notify('switchyard_due', '')") : undefined;
@@ -117,7 +160,10 @@ export function createWebhooks(deps: WebhooksDeps) {
 
   const webhooks: WebhooksService = {
     createSecret: (id, given) => secrets.createSecret(id, given),
-    rotateSecret: (id, given) => secrets.rotateSecret(id, given),
+    rotateSecret(id, given) {
+      checkGivenFor(schemeOf(id), given, 'secret');
+      return secrets.rotateSecret(id, given);
+    },
     liveSecrets: (id) => secrets.liveSecrets(id),
     describe: (id) => secrets.describe(id),
     removeInstallation(id) {
@@ -153,9 +199,21 @@ export function createWebhooks(deps: WebhooksDeps) {
     if (!endpoint) return;
     switch (change.kind) {
       case 'installed':
+        checkGivenFor(endpoint.scheme, change.webhookSecret, 'webhook_secret');
         return { webhookSecret: webhooks.createSecret(id, change.webhookSecret) };
       case 'configured': {
         const { url, previousUrl } = endpoint;
+        if (endpoint.scheme === 'standard-webhooks' && endpoint.previousScheme !== 'standard-webhooks') {
+          // Refused in the edit's transaction: a receiver could not verify with a secret it cannot read.
+          const current = secrets.describe(id)?.secret;
+          const problem = current === undefined ? undefined : standardSecretProblem(current);
+          if (problem)
+            throw new SwitchyardError('validation_failed', `installation ${id} cannot sign with standard-webhooks: its signing secret is not in that form; nothing was stored`, {
+              where: 'configuration.signature_scheme',
+              problems: [{ where: 'configuration.signature_scheme', message: problem }],
+              hint: `rotate the secret first (\`switchyard installations secret ${id} --rotate\` makes one in that form), then set signature_scheme again`,
+            });
+        }
         if (url === undefined) {
           if (previousUrl === undefined) return;
           // No URL any more: nothing is sent to the old one; held until a URL is set again.
@@ -221,8 +279,9 @@ export function createWebhooks(deps: WebhooksDeps) {
         const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
         let claimed: Claimed | null;
         try {
+          const id = newDeliveryId(now);
           claimed = queue.enqueue(
-            { eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId), now, held },
+            { id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId, id), now, held },
             lease,
           );
         } catch (e) {

@@ -1,26 +1,13 @@
-/** Time filters of the management API and the CLI: `15m`, `2h`, `7d` ago, or a date-time. */
+/** Time filters of the management API and the CLI: `15m`, `2h`, `7d` ago, or a date-time (src/schema/time.ts). */
 import { SwitchyardError } from '../errors.ts';
-import { parseDuration } from '../schema/index.ts';
-import { param } from '../http/params.ts';
+import { readTime } from '../schema/time.ts';
 
-/** Milliseconds since the epoch for a `since`/`until` value; undefined when absent; 400 naming `name` when unreadable. */
+/** Milliseconds since the epoch for a `since`/`until` value; undefined when absent; 400 naming `name` when unreadable or out of range. */
 export function parseTimeParam(value: string | null | undefined, name: string, now = Date.now()): number | undefined {
   if (value === null || value === undefined || value === '') return undefined;
-  const at = timeOf(value, now);
-  if (Number.isNaN(at)) throw new SwitchyardError('bad_request', `${name} ${unreadable(value)}`, { where: name });
+  const at = readTime(value, now);
+  if (typeof at === 'object') throw new SwitchyardError('bad_request', `${name} ${at.error}`, { where: name, ...(at.hint ? { hint: at.hint } : {}) });
   return at;
-}
-
-const TIME_FORMS = 'a duration ago (15m, 2h, 7d) or a date-time (2025-01-31T12:00:00Z)';
-
-/** What is wrong with a time that reads as none, its text cut short (it may be as long as a body). */
-const unreadable = (v: string) => `must be ${TIME_FORMS}, got "${v.length > 40 ? `${v.slice(0, 40)}…` : v}"`;
-
-/** Milliseconds since the epoch of a duration ago, epoch seconds or milliseconds, or a date-time; NaN when none. */
-function timeOf(value: string, now: number): number {
-  const ago = parseDuration(value);
-  if (ago !== undefined) return now - ago;
-  return /^\d{10,13}$/.test(value) ? Number(value) * (value.length === 10 ? 1000 : 1) : Date.parse(value);
 }
 
 /**
@@ -70,12 +57,4 @@ export function replaySelection(body: Record<string, unknown>): {
   const since = parseTimeParam(body.since as string | undefined, 'since') ?? 0;
   const until = parseTimeParam(body.until as string | undefined, 'until') ?? Date.now();
   return { status: (status ?? 'failed') as (typeof REPLAYABLE_STATUSES)[number], since, until, installation: body.installation as string | undefined };
-}
-
-/** A `since`/`until` query parameter as a schema (route()): milliseconds since the epoch. */
-export function timeQuery(description: string) {
-  return param<number>('time-param', { type: 'string', description: `${description}: ${TIME_FORMS}` }, (v) => {
-    const at = timeOf(v, Date.now());
-    return Number.isNaN(at) ? { error: unreadable(v) } : at;
-  });
 }

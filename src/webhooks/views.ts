@@ -1,6 +1,6 @@
 /**
- * The JSON shapes of deliveries and attempts as the management API shows them (documented in the
- * README). Free of Node imports so the web console's browser code shares them instead of copying.
+ * The JSON shapes of deliveries and attempts as the management API shows them (documented in
+ * docs/inspection.md, "JSON shapes"). Free of Node imports so the web console's browser code shares them instead of copying.
  */
 import type { AttemptOutcome } from './policy.ts';
 
@@ -14,7 +14,7 @@ export { ATTEMPT_OUTCOMES, type AttemptOutcome } from './policy.ts';
 export const DELIVERY_STATUSES = ['pending', 'retrying', 'held', 'delivered', 'failed', 'cancelled'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
-/** One delivery as the management API shows it (stable shape, documented in the README). */
+/** One delivery as the management API shows it (stable shape, documented in docs/inspection.md). */
 export interface Delivery {
   id: string;
   eventId: string;
@@ -58,7 +58,7 @@ export interface DeliveryDetail extends Delivery {
   /** The exact body bytes sent (UTF-8 JSON text), and the same parsed. */
   body: string;
   payload: unknown;
-  /** The X-Platform-Signature of the latest attempt. */
+  /** The signature header value of the latest attempt: X-Platform-Signature's or webhook-signature's (see signatureHeaderName in schemes.ts). */
   signatureHeader: string | null;
   attempts: Attempt[];
 }

@@ -26,6 +26,8 @@ export type WebhooksConfig = Config['webhooks'];
 export interface WorkerDeps {
   queue: Queue;
   secrets: Pick<WebhookSecrets, 'liveSecrets'>;
+  /** Each installation's signature scheme (see attempt.ts). */
+  schemeOf?: AttemptContext['schemeOf'];
   config: () => WebhooksConfig;
   log: Logger;
   send?: typeof httpRequest;
@@ -39,6 +41,8 @@ export interface WorkerDeps {
   health?: { failed(error: unknown): void; ok(): void };
   /** Deliveries were given back to the queue: other workers sharing it may take them now. */
   gaveBack?: () => void;
+  /** This worker's slots per origin of the per-endpoint limit (the serving processes share it); all of them by default. */
+  slotsFor?: (origin: string, limit: number) => number;
 }
 
 /** An attempt just recorded: its id (the feed cursor), the delivery it belongs to, and the delivery's new state. */
@@ -120,6 +124,7 @@ export function createWorker(deps: WorkerDeps): Worker {
   const attemptContext: AttemptContext = {
     config: () => deps.config(),
     secrets: deps.secrets,
+    schemeOf: deps.schemeOf,
     clock,
     send: deps.send ?? httpRequest,
     random: deps.random,
@@ -158,6 +163,8 @@ export function createWorker(deps: WorkerDeps): Worker {
   }
 
   const waitingFor = (origin: string): number => ahead.get(origin)?.length ?? 0;
+  /** This worker's slots for an origin. */
+  const limitOf = (origin: string, cfg: WebhooksConfig): number => (deps.slotsFor ? deps.slotsFor(origin, cfg.per_endpoint_concurrency) : cfg.per_endpoint_concurrency);
 
   /**
    * Lease as many due deliveries as there is room for: per origin its free slots, plus as many
@@ -178,7 +185,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     const perOriginRoom = (origin: string) => {
       const freed = lastFreed.get(origin);
       const depth = freed !== undefined && now - freed < AHEAD_WAIT_MS ? 2 : 1;
-      return depth * cfg.per_endpoint_concurrency - (perOrigin.get(origin) ?? 0) - waitingFor(origin);
+      return depth * limitOf(origin, cfg) - (perOrigin.get(origin) ?? 0) - waitingFor(origin);
     };
     return queue.due(now, room, perOriginRoom);
   }
@@ -242,7 +249,8 @@ export function createWorker(deps: WorkerDeps): Worker {
     if (!list) return;
     const cfg = deps.config();
     const now = clock();
-    while (list.length && !stopped && inflight < cfg.concurrency && (perOrigin.get(origin) ?? 0) < cfg.per_endpoint_concurrency) {
+    const limit = limitOf(origin, cfg);
+    while (list.length && !stopped && inflight < cfg.concurrency && (perOrigin.get(origin) ?? 0) < limit) {
       const a = list.shift()!;
       aheadCount--;
       // Held here past the point where its lease could run out mid-attempt (only a stalled event
@@ -393,7 +401,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     reserve(origin) {
       const cfg = deps.config();
       // Not while older deliveries of the origin wait here: they go first.
-      if (stopped || inflight >= cfg.concurrency || (perOrigin.get(origin) ?? 0) >= cfg.per_endpoint_concurrency || waitingFor(origin) > 0) return undefined;
+      if (stopped || inflight >= cfg.concurrency || (perOrigin.get(origin) ?? 0) >= limitOf(origin, cfg) || waitingFor(origin) > 0) return undefined;
       acquire(origin);
       const now = clock();
       return { owner, until: now + leaseMs(cfg) };

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { openPostgresDb } from '../../src/store/postgres/db.ts';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -219,4 +219,26 @@ export function tmpfs(t: TestContext, sizeMb: number): string | undefined {
     rmSync(parent, { recursive: true, force: true });
   });
   return r.status === 0 ? dir : undefined;
+}
+
+/**
+ * Fill the disk that holds `dir` to the last byte with a file of its own (`filler`, made anew);
+ * returns that file. Truncating it frees what it is shortened by.
+ */
+export function fillDisk(dir: string): string {
+  const filler = join(dir, 'filler');
+  const fd = openSync(filler, 'w');
+  const chunk = Buffer.alloc(256 * 1024, 1);
+  try {
+    for (;;) writeSync(fd, chunk);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
+  }
+  try {
+    for (;;) writeSync(fd, chunk.subarray(0, 512));
+  } catch {
+    /* full */
+  }
+  closeSync(fd);
+  return filler;
 }

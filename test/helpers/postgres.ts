@@ -36,6 +36,12 @@ export interface PgServer {
   log(): string;
   /** pg_ctl restart (fast): every session ends (and its advisory locks with it), the data stays. */
   restart(): void;
+  /** pg_ctl stop (fast) and start: the server is away in between, the data stays. */
+  halt(): void;
+  start(): void;
+  /** SIGSTOP (SIGCONT) to the server and every backend: connections stay open, nothing answers. */
+  freeze(): void;
+  thaw(): void;
   /** Stop (immediate) and remove the folder; safe to call twice. */
   stop(): void;
 }
@@ -160,6 +166,18 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
       restart() {
         run('pg_ctl', ['-D', data, '-l', logFile, '-m', 'fast', '-w', '-t', '30', 'restart']);
       },
+      halt() {
+        run('pg_ctl', ['-D', data, '-l', logFile, '-m', 'fast', '-w', '-t', '30', 'stop']);
+      },
+      start() {
+        run('pg_ctl', ['-D', data, '-l', logFile, '-w', '-t', '30', 'start']);
+      },
+      freeze() {
+        signalTree(Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]), 'SIGSTOP');
+      },
+      thaw() {
+        signalTree(Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]), 'SIGCONT');
+      },
       stop() {
         if (stopped) return;
         stopped = true;
@@ -171,6 +189,13 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
     running.add(server);
     return server;
   }
+}
+
+/** A process and its children (the postmaster's backends). */
+function signalTree(pid: number, signal: NodeJS.Signals): void {
+  const children = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  process.kill(pid, signal);
+  for (const c of children) process.kill(c, signal);
 }
 
 /**

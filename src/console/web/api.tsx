@@ -17,13 +17,16 @@ export class ApiError extends Error {
   hint?: string;
   where?: string;
   problems: Problem[];
-  constructor(status: number, body: { code?: string; message?: string; hint?: string; where?: string; problems?: Problem[] } | undefined) {
+  /** The answer's x-request-id: an invocation of integration code is in the logs under it. */
+  requestId?: string;
+  constructor(status: number, body: { code?: string; message?: string; hint?: string; where?: string; problems?: Problem[] } | undefined, requestId?: string) {
     super(body?.message ?? `request failed (${status})`);
     this.status = status;
     this.code = body?.code ?? 'error';
     this.hint = body?.hint;
     this.where = body?.where;
     this.problems = body?.problems ?? [];
+    this.requestId = requestId;
   }
 }
 
@@ -67,7 +70,7 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
     if (res.status === 401) onUnauthorized();
     // Management API errors are {error: {code, message, ...}}; integration code may answer {error: "text"}.
     const err = typeof parsed?.error === 'string' ? { message: parsed.error } : parsed?.error;
-    throw new ApiError(res.status, err ?? { message: text.slice(0, 200) || res.statusText });
+    throw new ApiError(res.status, err ?? { message: text.slice(0, 200) || res.statusText }, res.headers.get('x-request-id') ?? undefined);
   }
   return parsed as T;
 }
@@ -92,6 +95,8 @@ export interface PropertyDef {
 }
 
 export interface ConfigurationsDef {
+  /** GitBook: the component that draws this configuration screen. */
+  componentId?: string;
   properties?: Record<string, PropertyDef>;
   required?: string[];
 }
@@ -121,17 +126,23 @@ export interface Integration {
   } | null;
   scopes: string[];
   blocks: Array<{ id: string; title: string; description: string }>;
-  configurations: { account?: ConfigurationsDef; site?: ConfigurationsDef };
+  configurations: { account?: ConfigurationsDef; space?: ConfigurationsDef; site?: ConfigurationsDef };
 }
 
 /** An installation as the API answers it: the type of the schema that documents and checks it (types only: nothing of it is bundled). */
 export type { InstallationView as Installation } from '../../installations/api.ts';
+export type { CatalogueEntry, LinkAnswer } from '../../installations/api.ts';
 
 // The server's own JSON shapes (src/webhooks/views.ts has no Node imports), so the two cannot drift.
 export type { Attempt, Delivery, DeliveryDetail } from '../../webhooks/views.ts';
 export { DELIVERY_STATUSES } from '../../webhooks/views.ts';
+export { sentEventId } from '../../webhooks/body.ts';
+export { signatureHeaderName } from '../../webhooks/schemes.ts';
 export type { DeliveryStats, EndpointStats, StatsBucket, Percentiles } from '../../webhooks/views.ts';
 export type { HandlerRun } from '../../events/handler-views.ts';
 export type { InvocationView } from '../../runtime/invocation-view.ts';
 
-export const WEBHOOK_EVENT_TYPES = ['space_content_updated', 'site_view', 'page_feedback'] as const;
+// The server's rule for which configuration section an installation's target uses (no Node imports).
+export { CONFIGURATION_SECTIONS, sectionFor } from '../../manifest/sections.ts';
+
+export { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../../events/event-types.ts';

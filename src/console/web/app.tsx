@@ -1,7 +1,8 @@
 /** The console's shell: session check, login, navigation and the hash routes. */
 import type { VNode } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, errorText, setCsrf, whenUnauthorized } from './api.tsx';
+import { CataloguePage } from './catalogue.tsx';
 import { ChartsPage } from './charts.tsx';
 import { ConnectionBanner } from './connection.tsx';
 import { DeliveriesPage } from './deliveries.tsx';
@@ -23,13 +24,17 @@ function parseHash(): Route {
 }
 
 function useRoute(): Route {
-  const [route, setRoute] = useState(parseHash);
+  const [hash, setHash] = useState(() => location.hash);
   useEffect(() => {
-    const on = () => setRoute(parseHash());
+    const on = () => setHash(location.hash);
     window.addEventListener('hashchange', on);
+    // The address may have changed between the first render and this listener (a link followed
+    // at once after logging in): catch up with it.
+    on();
     return () => window.removeEventListener('hashchange', on);
   }, []);
-  return route;
+  // parseHash reads location.hash, which `hash` mirrors.
+  return useMemo(parseHash, [hash]);
 }
 
 type Auth = { state: 'checking' } | { state: 'out'; reason?: string } | { state: 'in'; expiresAt: string };
@@ -136,6 +141,7 @@ function Login({ reason, onLoggedIn }: { reason?: string; onLoggedIn(s: { csrf: 
 
 const NAV = [
   { href: '#/integrations', label: 'Integrations', match: 'integrations' },
+  { href: '#/catalogue', label: 'Catalogue', match: 'catalogue' },
   { href: '#/installations', label: 'Installations', match: 'installations' },
   { href: '#/events', label: 'Events', match: 'events' },
   { href: '#/deliveries', label: 'Deliveries', match: 'deliveries' },
@@ -166,10 +172,11 @@ function Shell({ onLogout }: { onLogout(): void }): VNode {
   if (section === 'integrations' && id) page = <IntegrationPage key={id} name={id} />;
   else if (section === 'installations' && id) page = <InstallationPage key={id} id={id} />;
   else if (section === 'installations') page = <InstallationsPage query={route.query} />;
-  else if (section === 'events') page = <EventsPage eventId={id} />;
+  else if (section === 'events') page = <EventsPage eventId={id} query={route.query} />;
   else if (section === 'deliveries') page = <DeliveriesPage openId={id} query={route.query} />;
-  else if (section === 'logs') page = <LogsPage query={route.query} />;
+  else if (section === 'logs') page = <LogsPage query={route.query} requestId={id} />;
   else if (section === 'charts') page = <ChartsPage query={route.query} />;
+  else if (section === 'catalogue') page = <CataloguePage />;
   else if (!section || section === 'integrations') page = <IntegrationsPage />;
   else page = <PageTitle>Not found: {section}</PageTitle>;
 

@@ -87,7 +87,14 @@ export function ConfigurationForm({
     setValues(initialValues(def ?? {}, installation.configuration));
   }, [installation.id, JSON.stringify(installation.configuration), JSON.stringify(def ?? {})]);
 
-  if (!Object.keys(properties).length) return <p class="muted">This integration has no configuration properties.</p>;
+  if (!Object.keys(properties).length)
+    return def?.componentId ? (
+      <p class="muted">
+        Its configuration screen is the component <code>{def.componentId}</code>: what it stores is kept (see Components).
+      </p>
+    ) : (
+      <p class="muted">This integration has no configuration properties for a {installation.target} installation.</p>
+    );
 
   const byField = new Map<string, Problem[]>();
   const general: Problem[] = [];

@@ -6,7 +6,7 @@
  */
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, DELIVERY_STATUSES, errorText, WEBHOOK_EVENT_TYPES, type Delivery, type DeliveryDetail, type Installation } from './api.tsx';
+import { api, DELIVERY_STATUSES, errorText, sentEventId, signatureHeaderName, WEBHOOK_EVENT_TYPES, type Delivery, type DeliveryDetail, type Installation } from './api.tsx';
 import { apiQuery, FilterBar, hrefOf, navigate, Pager, SelectFilter, TimeRange, withParams } from './filters.tsx';
 import { LiveIndicator, useCoalesced, useLive } from './live.tsx';
 import { announce, Badge, ErrorBox, PageTitle, Scroll, Section, Time } from './ui.tsx';
@@ -47,7 +47,7 @@ export function DeliveryTable({ deliveries, openId, linkQuery, highlight }: { de
         <thead>
           <tr>
             <th scope="col">Delivery</th>
-            <th scope="col">Event</th>
+            <th scope="col">Source event</th>
             <th scope="col">Status</th>
             <th scope="col">Attempts</th>
             <th scope="col">Last answer</th>
@@ -383,12 +383,17 @@ export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id:
               <Badge status={detail.status} />
               {detail.held ? <span class="muted small"> the installation is paused: sent when it resumes</span> : null}
             </dd>
-            <dt>Event</dt>
+            <dt>eventId</dt>
+            <dd>
+              <code data-testid="delivery-event-id">{sentEventId(detail)}</code> <span class="muted small">this delivery's own, as the receiver gets it</span>
+            </dd>
+            <dt>Source event</dt>
             <dd>
               {detail.eventType}{' '}
               <a href={`#/events/${encodeURIComponent(detail.eventId)}`}>
-                <code>{detail.eventId}</code>
-              </a>
+                <code data-testid="delivery-source-event">{detail.eventId}</code>
+              </a>{' '}
+              <span class="muted small">(sourceEventId in the body)</span>
             </dd>
             <dt>Installation</dt>
             <dd>
@@ -412,7 +417,13 @@ export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id:
             <dd>{detail.held ? 'when the installation resumes' : <Time at={detail.nextAttemptAt} />}</dd>
             <dt>Signature</dt>
             <dd>
-              <code class="small">{detail.signatureHeader ?? '—'}</code>
+              {detail.signatureHeader ? (
+                <code class="small" data-testid="delivery-signature">
+                  {signatureHeaderName(detail.signatureHeader)}: {detail.signatureHeader}
+                </code>
+              ) : (
+                '—'
+              )}
             </dd>
           </dl>
           {confirming ? (

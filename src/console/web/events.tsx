@@ -1,12 +1,13 @@
 /**
- * Events: send a sample event and watch the deliveries it caused and their attempts appear live;
- * open an event to see its handler runs and replay them.
+ * Events: the recent events, filtered by the server (type, installation, time) and paged by its
+ * cursor; send a sample event and watch the deliveries it caused and their attempts appear live;
+ * open an event to see its deliveries and handler runs, and replay a run.
  */
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, errorText, WEBHOOK_EVENT_TYPES, type Delivery, type HandlerRun } from './api.tsx';
+import { api, errorText, EVENT_TYPES, WEBHOOK_EVENT_TYPES, type Delivery, type HandlerRun, type Installation } from './api.tsx';
 import { DeliveryTable } from './deliveries.tsx';
-import { hrefOf } from './filters.tsx';
+import { apiQuery, FilterBar, hrefOf, navigate, Pager, SelectFilter, TimeRange, withParams } from './filters.tsx';
 import { LiveIndicator, useCoalesced, useLive } from './live.tsx';
 import { announce, Badge, ErrorBox, PageTitle, Scroll, Section, Time } from './ui.tsx';
 
@@ -23,8 +24,22 @@ interface EventDetail {
   type: string;
   receivedAt: string;
   payload: unknown;
+  deliveries: Delivery[];
   handlerRuns: HandlerRun[];
 }
+
+/** An event as GET /api/v1/events lists it. */
+interface StoredEvent {
+  eventId: string;
+  type: string;
+  installationId: string | null;
+  receivedAt: string;
+  deliveryCount: number;
+}
+
+/** The filters the events API takes, as the page's address names them (those of `switchyard events list`). */
+export const EVENT_FILTERS = ['type', 'installation', 'since', 'until'] as const;
+const PAGE = 50;
 
 function SendEvent({ onSent }: { onSent(r: IngestResult): void }): VNode {
   const [type, setType] = useState<string>(WEBHOOK_EVENT_TYPES[0]);
@@ -109,7 +124,7 @@ function SendEvent({ onSent }: { onSent(r: IngestResult): void }): VNode {
   );
 }
 
-export function EventsPage({ eventId }: { eventId?: string }): VNode {
+export function EventsPage({ eventId, query }: { eventId?: string; query: URLSearchParams }): VNode {
   const [deliveries, setDeliveries] = useState<Delivery[] | undefined>();
   const [event, setEvent] = useState<EventDetail | undefined>();
   const [replaying, setReplaying] = useState<string | undefined>();
@@ -158,19 +173,21 @@ export function EventsPage({ eventId }: { eventId?: string }): VNode {
   }
 
   const linkQuery = new URLSearchParams(lastEvent ? { event: lastEvent } : {});
+  const [sentCount, setSentCount] = useState(0);
   return (
     <>
       <PageTitle>Events</PageTitle>
-      {eventId ? <EventPanel id={eventId} detail={event} replaying={replaying} onReplay={(run) => void replay(run)} /> : null}
+      {eventId ? <EventPanel id={eventId} detail={event} closeHref={hrefOf('#/events', query)} replaying={replaying} onReplay={(run) => void replay(run)} /> : null}
+      <RecentEvents query={query} openId={eventId} sent={sentCount} />
       <Section title="Send a sample event">
         <SendEvent
           onSent={(r) => {
             lastSent = r.eventId;
             setLastEvent(r.eventId);
+            setSentCount((n) => n + 1);
           }}
         />
-      </Section>
-      <Section title="Its deliveries" id="sent-deliveries">
+        <h3 id="sent-deliveries">{lastEvent ? <>Deliveries of the event sent, <code>{lastEvent}</code></> : 'Deliveries of the event sent'}</h3>
         <div class="row">
           <LiveIndicator mode={mode} />
           {lastEvent ? (
@@ -198,11 +215,140 @@ export function EventsPage({ eventId }: { eventId?: string }): VNode {
   );
 }
 
+/**
+ * The events received, newest first, 50 to a page by the API's cursor, with its filters kept in
+ * the address (`#/events?type=&installation=&since=&until=&cursor=`). The newest page looks again
+ * after an event is sent from this page and every 10 s (events have no live stream).
+ */
+function RecentEvents({ query, openId, sent }: { query: URLSearchParams; openId?: string; sent: number }): VNode {
+  const [list, setList] = useState<{ events: StoredEvent[]; nextCursor: string | null } | undefined>();
+  const [error, setError] = useState('');
+  const [installations, setInstallations] = useState<Installation[]>([]);
+  const paged = !!query.get('cursor');
+  const listQuery = apiQuery(query, [...EVENT_FILTERS, 'cursor'], { limit: String(PAGE) });
+  const want = useRef(listQuery);
+  want.current = listQuery;
+
+  useEffect(() => {
+    api<{ installations: Installation[] }>('GET', '/api/v1/installations?all=true')
+      .then((r) => setInstallations(r.installations))
+      .catch(() => setInstallations([]));
+  }, []);
+  const load = useCoalesced(async () => {
+    try {
+      const q = want.current;
+      const r = await api<{ events: StoredEvent[]; nextCursor: string | null }>('GET', `/api/v1/events?${q}`);
+      if (want.current === q) (setList(r), setError(''));
+    } catch (e) {
+      setError(errorText(e));
+    }
+  });
+  useEffect(load, [listQuery, sent]);
+  useEffect(() => {
+    if (paged) return;
+    const t = setInterval(load, 10_000);
+    return () => clearInterval(t);
+  }, [paged]);
+
+  const path = openId ? `#/events/${encodeURIComponent(openId)}` : '#/events';
+  const set = (changes: Record<string, string | undefined>) => navigate(path, withParams(query, changes));
+  const active = EVENT_FILTERS.filter((f) => query.get(f));
+  const filters = new URLSearchParams(EVENT_FILTERS.filter((f) => query.get(f)).map((f) => [f, query.get(f)!]));
+  return (
+    <Section title="Recent events" id="recent-events">
+      <FilterBar label="Filter events">
+        <SelectFilter
+          id="f-type"
+          label="Type"
+          value={query.get('type') ?? ''}
+          options={[{ value: '', label: 'Any type' }, ...EVENT_TYPES.map((t) => ({ value: t, label: t }))]}
+          onChange={(v) => set({ type: v })}
+        />
+        <SelectFilter
+          id="f-installation"
+          label="Installation"
+          value={query.get('installation') ?? ''}
+          options={[
+            { value: '', label: 'Any installation' },
+            ...installations.map((i) => ({ value: i.id, label: `${i.id} (${i.integration}${i.status === 'uninstalled' ? ', uninstalled' : ''})` })),
+          ]}
+          onChange={(v) => set({ installation: v })}
+        />
+        <TimeRange since={query.get('since') ?? ''} until={query.get('until') ?? ''} onChange={(since, until) => set({ since, until })} />
+      </FilterBar>
+      <p class="muted small">
+        Installation: the events sent to that installation alone (an event naming its <code>installationId</code>). Newest first; the newest page looks again every 10 s.
+        {active.length ? (
+          <>
+            {' '}
+            <a href={hrefOf(openId ? path : '#/events', {})}>
+              Clear {active.length} filter{active.length === 1 ? '' : 's'}
+            </a>
+          </>
+        ) : null}
+      </p>
+      <ErrorBox message={error} />
+      {list ? (
+        list.events.length ? (
+          <Scroll cards>
+            <table class="table cards events">
+              <caption class="sr-only">Events, newest first</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Event</th>
+                  <th scope="col">Type</th>
+                  <th scope="col">Installation</th>
+                  <th scope="col">Deliveries</th>
+                  <th scope="col">Received</th>
+                </tr>
+              </thead>
+              <tbody>
+                {list.events.map((e) => (
+                  <tr key={e.eventId} data-event={e.eventId} class={e.eventId === openId ? 'selected' : ''}>
+                    <td class="card-head">
+                      <a href={hrefOf(`#/events/${encodeURIComponent(e.eventId)}`, filters)} aria-current={e.eventId === openId ? 'true' : undefined}>
+                        <code>{e.eventId}</code>
+                      </a>
+                    </td>
+                    <td class="card-line" data-label="Type">
+                      {e.type}
+                    </td>
+                    <td data-label="Installation">
+                      {e.installationId ? (
+                        <a href={`#/installations/${encodeURIComponent(e.installationId)}`}>
+                          <code>{e.installationId}</code>
+                        </a>
+                      ) : (
+                        <span class="muted">every subscriber</span>
+                      )}
+                    </td>
+                    <td data-label="Deliveries">
+                      {e.deliveryCount ? <a href={hrefOf('#/deliveries', { event: e.eventId })}>{e.deliveryCount}</a> : '0'}
+                    </td>
+                    <td data-label="Received">
+                      <Time at={e.receivedAt} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </Scroll>
+        ) : (
+          <p class="muted">{active.length || paged ? 'No event matches these filters.' : 'No events yet: send one below, or POST /api/v1/events.'}</p>
+        )
+      ) : error ? null : (
+        <p class="muted">Loading…</p>
+      )}
+      <Pager query={query} path={path} nextCursor={list?.nextCursor} />
+    </Section>
+  );
+}
+
 /** The last event sent from this page, kept while the console is open (it survives a visit elsewhere). */
 let lastSent: string | undefined;
 
 /** One event: its handler runs (one per installation whose integration handles it), each replayable once finished. */
-function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: EventDetail; replaying?: string; onReplay(runId: string): void }): VNode {
+function EventPanel({ id, detail, closeHref, replaying, onReplay }: { id: string; detail?: EventDetail; closeHref: string; replaying?: string; onReplay(runId: string): void }): VNode {
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => heading.current?.focus(), [id]);
   return (
@@ -211,10 +357,7 @@ function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: 
         <h2 id="event-h" tabIndex={-1} ref={heading}>
           Event <code>{id}</code>
         </h2>
-        <a href={hrefOf('#/deliveries', { event: id })} class="small push">
-          Its deliveries
-        </a>
-        <a href="#/events" class="small">
+        <a href={closeHref} class="small push">
           Close
         </a>
       </div>
@@ -230,6 +373,19 @@ function EventPanel({ id, detail, replaying, onReplay }: { id: string; detail?: 
               <Time at={detail.receivedAt} />
             </dd>
           </dl>
+          <div class="row">
+            <h3>Its deliveries</h3>
+            {detail.deliveries.length ? (
+              <a href={hrefOf('#/deliveries', { event: id })} class="small">
+                On the Deliveries page
+              </a>
+            ) : null}
+          </div>
+          {detail.deliveries.length ? (
+            <DeliveryTable deliveries={detail.deliveries} linkQuery={new URLSearchParams({ event: id })} />
+          ) : (
+            <p class="muted">None: no webhook installation subscribed to its type{detail.type ? ` (${detail.type})` : ''}.</p>
+          )}
           <h3>Handler runs</h3>
           {detail.handlerRuns.length ? (
             <Scroll cards>

@@ -1,7 +1,7 @@
 /** Installations: install, pause, resume, uninstall; one installation's configuration and components. */
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, type Installation, type Integration } from './api.tsx';
+import { api, errorText, sectionFor, type ConfigurationsDef, type Installation, type Integration } from './api.tsx';
 import type { InstallAnswer } from '../../installations/api.ts';
 import { ConfigurationForm } from './config-form.tsx';
 import { Icon, useIntegrations } from './integrations.tsx';
@@ -91,11 +91,46 @@ function Endpoint({ installation }: { installation: Installation }): VNode {
   );
 }
 
+/**
+ * Why the integration an Install link names cannot be installed now (it is not loaded), with its
+ * problems: the form then chooses nothing, so one more click cannot install another one instead.
+ */
+function InstallRefused({ name, integration }: { name: string; integration: Integration | undefined }): VNode {
+  return (
+    <div class="error-box" role="alert" data-testid="install-refused">
+      <p>
+        <strong>{name}</strong> cannot be installed now:{' '}
+        {integration ? (
+          <>
+            it is not loaded (status <Badge status={integration.status} />). Fix what its <a href={`#/integrations/${encodeURIComponent(name)}`}>page</a> lists, then
+            come back.
+          </>
+        ) : (
+          'no folder of the integrations directory has that name.'
+        )}
+      </p>
+      {integration?.errors.length ? (
+        <ul>
+          {integration.errors.map((p, i) => (
+            <li key={i}>
+              {p.message}
+              {p.hint ? <span class="hint"> — {p.hint}</span> : null}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </div>
+  );
+}
+
 function InstallForm({ integrations, preselect, onInstalled }: { integrations: Integration[]; preselect?: string; onInstalled(r: Installed): void }): VNode {
   const installable = integrations.filter((i) => i.serving);
-  const [integration, setIntegration] = useState(preselect && installable.some((i) => i.name === preselect) ? preselect : (installable[0]?.name ?? ''));
+  const refused = preselect && !installable.some((i) => i.name === preselect) ? preselect : undefined;
+  const [integration, setIntegration] = useState(preselect ? (refused ? '' : preselect) : (installable[0]?.name ?? ''));
   const [target, setTarget] = useState<'organization' | 'space' | 'site'>('organization');
   const [targetId, setTargetId] = useState('');
+  // A site installation may name the space it is in (spec 2.4's `space` of a site installation).
+  const [siteSpace, setSiteSpace] = useState('');
   const [error, setError] = useState('');
   const [problems, setProblems] = useState<Array<{ where: string; message: string; hint?: string }>>([]);
   const [busy, setBusy] = useState(false);
@@ -106,7 +141,7 @@ function InstallForm({ integrations, preselect, onInstalled }: { integrations: I
       const r = await api<Installed>('POST', '/api/v1/installations', {
         integration,
         target,
-        ...(target === 'space' ? { space: targetId } : target === 'site' ? { site: targetId } : {}),
+        ...(target === 'space' ? { space: targetId } : target === 'site' ? { site: targetId, ...(siteSpace.trim() ? { space: siteSpace.trim() } : {}) } : {}),
       });
       setError('');
       setProblems([]);
@@ -119,13 +154,22 @@ function InstallForm({ integrations, preselect, onInstalled }: { integrations: I
       setBusy(false);
     }
   }
-  if (!installable.length) return <p class="muted">No integration is loaded, so there is nothing to install.</p>;
+  const why = refused ? <InstallRefused name={refused} integration={integrations.find((i) => i.name === refused)} /> : null;
+  if (!installable.length)
+    return (
+      <>
+        {why}
+        <p class="muted">No integration is loaded, so there is nothing to install.</p>
+      </>
+    );
   return (
     <form class="inline-form" onSubmit={submit}>
+      {why}
       <ErrorBox message={error} problems={problems} />
       <div class="field">
         <label for="install-integration">Integration</label>
         <select id="install-integration" value={integration} onChange={(e) => setIntegration((e.currentTarget as HTMLSelectElement).value)}>
+          {integration ? null : <option value="">— choose one —</option>}
           {installable.map((i) => (
             <option key={i.name} value={i.name}>
               {i.title ?? i.name} ({i.name})
@@ -145,6 +189,12 @@ function InstallForm({ integrations, preselect, onInstalled }: { integrations: I
         <div class="field">
           <label for="install-target-id">{target === 'space' ? 'Space id' : 'Site id'}</label>
           <input id="install-target-id" type="text" value={targetId} required onInput={(e) => setTargetId((e.currentTarget as HTMLInputElement).value)} />
+        </div>
+      ) : null}
+      {target === 'site' ? (
+        <div class="field">
+          <label for="install-site-space">Space id (optional)</label>
+          <input id="install-site-space" type="text" value={siteSpace} onInput={(e) => setSiteSpace((e.currentTarget as HTMLInputElement).value)} />
         </div>
       ) : null}
       <div class="field">
@@ -221,6 +271,8 @@ export function InstallationsPage({ query }: { query: URLSearchParams }): VNode 
         ) : null}
         {integrations ? (
           <InstallForm
+            // Another Install link (another ?install=) starts the form again with its integration.
+            key={query.get('install') ?? ''}
             integrations={integrations}
             preselect={query.get('install') ?? undefined}
             onInstalled={(r) => {
@@ -302,7 +354,8 @@ export function InstallationsPage({ query }: { query: URLSearchParams }): VNode 
 export function InstallationPage({ id }: { id: string }): VNode {
   const [installation, setInstallation] = useState<Installation | undefined>();
   const [integration, setIntegration] = useState<Integration | undefined>();
-  const [components, setComponents] = useState<Array<{ id: string; title: string }> | undefined>();
+  const [components, setComponents] = useState<Array<{ id: string; title: string; context: Record<string, unknown> }> | undefined>();
+  const [otherContext, setOtherContext] = useState<Record<string, unknown>>({ type: 'console' });
   const [error, setError] = useState('');
   const [extra, setExtra] = useState('');
   const [tried, setTried] = useState<string[]>([]);
@@ -326,10 +379,13 @@ export function InstallationPage({ id }: { id: string }): VNode {
     api<{ integration: Integration }>('GET', `/api/v1/integrations/${encodeURIComponent(name)}`)
       .then((r) => setIntegration(r.integration))
       .catch((e) => setError(errorText(e)));
-    api<{ blocks: Array<{ id: string; title: string }>; exported: string[] | null }>('GET', `/console/api/integrations/${encodeURIComponent(name)}/components`)
+    // Each block with the context its render gets (GitBook's for a GitBook block); the other components the console's.
+    type Components = { blocks: Array<{ id: string; title: string; context: Record<string, unknown> }>; exported: string[] | null; context: Record<string, unknown> };
+    api<Components>('GET', `/console/api/integrations/${encodeURIComponent(name)}/components`)
       .then((r) => {
         const list = [...r.blocks];
-        for (const c of r.exported ?? []) if (!list.some((b) => b.id === c)) list.push({ id: c, title: c });
+        for (const c of r.exported ?? []) if (!list.some((b) => b.id === c)) list.push({ id: c, title: c, context: r.context });
+        setOtherContext(r.context);
         setComponents(list);
       })
       .catch(() => setComponents([]));
@@ -345,8 +401,9 @@ export function InstallationPage({ id }: { id: string }): VNode {
       <p class="muted">Loading…</p>
     );
 
-  const def = installation.target === 'site' ? integration?.configurations.site : integration?.configurations.account;
-  const all = [...(components ?? []), ...tried.filter((t) => !components?.some((c) => c.id === t)).map((t) => ({ id: t, title: t }))];
+  // The section the server checks this installation against (GitBook's configurations.space for a space).
+  const def: ConfigurationsDef | undefined = integration ? sectionFor(integration.configurations, installation.target) : undefined;
+  const all = [...(components ?? []), ...tried.filter((t) => !components?.some((c) => c.id === t)).map((t) => ({ id: t, title: t, context: otherContext }))];
   const runnable = installation.status === 'active' || installation.status === 'pending';
   return (
     <>
@@ -402,7 +459,7 @@ export function InstallationPage({ id }: { id: string }): VNode {
         {runnable ? (
           <div class="components">
             {all.map((c) => (
-              <LiveComponent key={c.id} installationId={installation.id} componentId={c.id} title={c.title} />
+              <LiveComponent key={c.id} installationId={installation.id} componentId={c.id} title={c.title} context={c.context} />
             ))}
           </div>
         ) : null}

@@ -1,11 +1,12 @@
 /** Integrations: what the registry loaded (or could not), and each one's manifest at a glance. */
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, type Integration, type Problem } from './api.tsx';
+import { api, CONFIGURATION_SECTIONS, errorText, type Integration, type Problem } from './api.tsx';
 import { Markdown, safeUrl } from './markdown.tsx';
-import { Badge, ErrorBox, PageTitle, Section } from './ui.tsx';
+import { Badge, ErrorBox, PageTitle, Scroll, Section } from './ui.tsx';
+import { InstallLinks } from './catalogue.tsx';
 
-export function Icon({ integration, size = 32 }: { integration: Pick<Integration, 'name' | 'title' | 'manifest'>; size?: number }): VNode {
+export function Icon({ integration, size = 32 }: { integration: { name: string; title: string | null; manifest: { icon: string | null } | null }; size?: number }): VNode {
   const [failed, setFailed] = useState(false);
   if (integration.manifest?.icon && !failed)
     return (
@@ -52,50 +53,52 @@ export function IntegrationsPage(): VNode {
       <ErrorBox message={error} />
       {list ? (
         list.length ? (
-          <table class="table">
-            <caption class="sr-only">Integrations and their load status</caption>
-            <thead>
-              <tr>
-                <th scope="col">Integration</th>
-                <th scope="col">Status</th>
-                <th scope="col">Version</th>
-                <th scope="col">Problems</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((i) => (
-                <tr key={`${i.name}:${i.dir}`} data-integration={i.name}>
-                  <td>
-                    <div class="row nowrap">
-                      <Icon integration={i} />
-                      <div>
-                        <a href={`#/integrations/${encodeURIComponent(i.name)}`}>{i.title ?? i.name}</a>
-                        <div class="muted small">
-                          <code>{i.name}</code> {i.manifest?.description ?? ''}
+          <Scroll cards>
+            <table class="table cards integrations">
+              <caption class="sr-only">Integrations and their load status</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Integration</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Version</th>
+                  <th scope="col">Problems</th>
+                </tr>
+              </thead>
+              <tbody>
+                {list.map((i) => (
+                  <tr key={`${i.name}:${i.dir}`} data-integration={i.name}>
+                    <td class="card-head">
+                      <div class="row nowrap">
+                        <Icon integration={i} />
+                        <div class="shrink">
+                          <a href={`#/integrations/${encodeURIComponent(i.name)}`}>{i.title ?? i.name}</a>
+                          <div class="muted small">
+                            <code>{i.name}</code> {i.manifest?.description ?? ''}
+                          </div>
                         </div>
                       </div>
-                    </div>
-                  </td>
-                  <td>
-                    <Badge status={i.status} />
-                    {i.serving && i.status !== 'loaded' ? <span class="muted small"> (previous version serving)</span> : null}
-                  </td>
-                  <td>
-                    <code class="small">{i.version ? i.version.slice(0, 12) : '—'}</code>
-                  </td>
-                  <td>
-                    {i.errors.length ? (
-                      <ProblemList problems={i.errors} kind="error" />
-                    ) : i.warnings.length ? (
-                      <ProblemList problems={i.warnings} kind="warning" />
-                    ) : (
-                      <span class="muted">none</span>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+                    </td>
+                    <td class="card-status">
+                      <Badge status={i.status} />
+                      {i.serving && i.status !== 'loaded' ? <div class="muted small">previous version serving</div> : null}
+                    </td>
+                    <td data-label="Version">
+                      <code class="small">{i.version ? i.version.slice(0, 12) : '—'}</code>
+                    </td>
+                    <td class="card-line">
+                      {i.errors.length ? (
+                        <ProblemList problems={i.errors} kind="error" />
+                      ) : i.warnings.length ? (
+                        <ProblemList problems={i.warnings} kind="warning" />
+                      ) : (
+                        <span class="muted">no problems</span>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </Scroll>
         ) : (
           <p>No integrations yet: add a folder with a platform-manifest.yaml to the integrations directory (`switchyard new &lt;name&gt;`).</p>
         )
@@ -104,6 +107,13 @@ export function IntegrationsPage(): VNode {
       )}
     </>
   );
+}
+
+/** Which installations a section configures (the server's rule: sectionFor in manifest/sections.ts). */
+function sectionTitle(sections: Integration['configurations'], k: (typeof CONFIGURATION_SECTIONS)[number]): string {
+  if (k === 'site') return 'Site installations (configurations.site)';
+  if (k === 'space') return 'Space installations (configurations.space)';
+  return sections.space ? 'Organization installations (configurations.account)' : 'Organization and space installations (configurations.account)';
 }
 
 function ProblemList({ problems, kind }: { problems: Problem[]; kind: 'error' | 'warning' }): VNode {
@@ -154,6 +164,7 @@ export function IntegrationPage({ name }: { name: string }): VNode {
           Install {integration.title ?? integration.name}
         </a>
       </p>
+      {m ? <InstallLinks name={integration.name} visibility={m.visibility} /> : null}
       {integration.errors.length ? (
         <Section title="Errors">
           <ProblemList problems={integration.errors} kind="error" />
@@ -244,38 +255,41 @@ export function IntegrationPage({ name }: { name: string }): VNode {
         )}
       </Section>
       <Section title="Configuration properties">
-        {(['account', 'site'] as const).map((k) => {
+        {CONFIGURATION_SECTIONS.every((k) => !Object.keys(sections[k]?.properties ?? {}).length) ? <p class="muted">No configuration properties.</p> : null}
+        {CONFIGURATION_SECTIONS.map((k) => {
           const props = Object.entries(sections[k]?.properties ?? {});
           if (!props.length) return null;
           return (
-            <div key={k}>
-              <h3>{k === 'account' ? 'Account (organization and space installations)' : 'Site installations'}</h3>
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th scope="col">Property</th>
-                    <th scope="col">Type</th>
-                    <th scope="col">Description</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {props.map(([name, p]) => (
-                    <tr key={name}>
-                      <td>
-                        <code>{name}</code>
-                        {sections[k]?.required?.includes(name) ? <span class="required"> (required)</span> : null}
-                      </td>
-                      <td>
-                        {p.type}
-                        {p.enum ? `: ${p.enum.join(' | ')}` : ''}
-                        {p.completion_url ? ` (options from ${p.completion_url})` : ''}
-                        {p.callback_url ? ` (${p.callback_url})` : ''}
-                      </td>
-                      <td>{p.description}</td>
+            <div key={k} data-section={k}>
+              <h3>{sectionTitle(sections, k)}</h3>
+              <Scroll cards>
+                <table class="table cards properties">
+                  <thead>
+                    <tr>
+                      <th scope="col">Property</th>
+                      <th scope="col">Type</th>
+                      <th scope="col">Description</th>
                     </tr>
-                  ))}
-                </tbody>
-              </table>
+                  </thead>
+                  <tbody>
+                    {props.map(([name, p]) => (
+                      <tr key={name}>
+                        <td class="card-head">
+                          <code>{name}</code>
+                          {sections[k]?.required?.includes(name) ? <span class="required"> (required)</span> : null}
+                        </td>
+                        <td class="card-status">
+                          {p.type}
+                          {p.enum ? `: ${p.enum.join(' | ')}` : ''}
+                          {p.completion_url ? ` (options from ${p.completion_url})` : ''}
+                          {p.callback_url ? ` (${p.callback_url})` : ''}
+                        </td>
+                        <td class="card-line">{p.description}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </Scroll>
             </div>
           );
         })}

@@ -5,7 +5,7 @@
  */
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, errorText } from './api.tsx';
+import { api, ApiError, errorText, type InvocationView } from './api.tsx';
 import { renderNode, type Element, type RenderContext } from './contentkit.tsx';
 import { announce } from './ui.tsx';
 
@@ -16,10 +16,44 @@ interface Rendered {
   element: Element;
 }
 
-export function LiveComponent({ installationId, componentId, title }: { installationId: string; componentId: string; title: string }): VNode {
+/** Why a render failed: the answer's message, and the invocation it ran as (its fault is in the logs). */
+interface RenderError {
+  message: string;
+  requestId?: string;
+}
+
+/**
+ * What to say about a failed render. Integration code that threw is answered with a bare 500
+ * ("Internal server error": its stack is for the logs only); the console is the admin's, so it reads
+ * the invocation's record and shows the fault itself.
+ */
+async function renderError(e: unknown): Promise<RenderError> {
+  const requestId = e instanceof ApiError ? e.requestId : undefined;
+  if (!requestId || (e as ApiError).status < 500) return { message: errorText(e), requestId };
+  try {
+    const inv = await api<InvocationView>('GET', `/api/v1/logs/${encodeURIComponent(requestId)}`);
+    if (inv.error) return { message: `The component failed (${inv.error.kind === 'limit' ? `limit ${inv.error.limit ?? ''}`.trim() : inv.error.kind}): ${inv.error.message}`, requestId };
+  } catch {
+    // Not recorded (or no longer kept): what the answer said is all there is.
+  }
+  return { message: errorText(e), requestId };
+}
+
+export function LiveComponent({
+  installationId,
+  componentId,
+  title,
+  context,
+}: {
+  installationId: string;
+  componentId: string;
+  title: string;
+  /** Where it is shown, as its render is told (GitBook's block context for a GitBook block). */
+  context: Record<string, unknown>;
+}): VNode {
   const [view, setView] = useState<Rendered | undefined>();
   const [state, setStateValue] = useState<Record<string, unknown>>({});
-  const [error, setError] = useState('');
+  const [error, setError] = useState<RenderError | undefined>();
   const [busy, setBusy] = useState(false);
   const [showState, setShowState] = useState(false);
   const busyRef = useRef(false);
@@ -36,15 +70,15 @@ export function LiveComponent({ installationId, componentId, title }: { installa
         props: v?.props ?? {},
         ...(v ? { state: s } : {}),
         ...(action ? { action } : {}),
-        context: { type: 'console' },
+        context,
       });
       if (!r || typeof r !== 'object' || !r.element) throw new Error('the component answered without an element');
       setView(r);
       setStateValue(r.state ?? {});
-      setError('');
+      setError(undefined);
       if (action) announce(`${title}: ${String(action.action)} done`);
     } catch (e) {
-      setError(errorText(e));
+      setError(await renderError(e));
     } finally {
       busyRef.current = false;
       setBusy(false);
@@ -84,9 +118,16 @@ export function LiveComponent({ installationId, componentId, title }: { installa
         </div>
       </header>
       {error ? (
-        <p class="error-box" role="alert">
-          {error}
-        </p>
+        <div class="error-box" role="alert">
+          <p>{error.message}</p>
+          {error.requestId ? (
+            <p>
+              <a href={`#/logs/${encodeURIComponent(error.requestId)}`}>
+                Its log entry <code>{error.requestId}</code>
+              </a>
+            </p>
+          ) : null}
+        </div>
       ) : null}
       <div class="component-view" aria-live="polite">
         {view ? renderNode(view.element, ctx) : busy ? <p class="muted">Rendering…</p> : null}

@@ -13,15 +13,62 @@ import { Badge, ErrorBox, PageTitle, Section, Time } from './ui.tsx';
 import { formatClock } from './time.tsx';
 
 export const LOG_FILTERS = ['integration', 'installation', 'event', 'errors', 'since', 'until'] as const;
+/**
+ * The renders of components (`ui_render`: each page of the console that shows one makes them) are
+ * left out unless the address says `renders=true`, so a person's own visits do not drown what the
+ * integration did: the API's `renders=false`.
+ */
+const RENDER = 'ui_render';
+const rendersParam = (query: URLSearchParams) => ({ renders: query.get('renders') === 'true' ? undefined : 'false' });
 const PAGE = 20;
 
-export function LogsPage({ query }: { query: URLSearchParams }): VNode {
+/** One invocation by its request id (`#/logs/<requestId>`), e.g. the render a component's error links to. */
+function LogEntry({ requestId }: { requestId: string }): VNode {
+  const [entry, setEntry] = useState<InvocationView | undefined>();
+  const [error, setError] = useState('');
+  useEffect(() => {
+    api<InvocationView>('GET', `/api/v1/logs/${encodeURIComponent(requestId)}`)
+      .then((r) => (setEntry(r), setError('')))
+      .catch((e) => setError(errorText(e)));
+  }, [requestId]);
+  return (
+    <>
+      <p>
+        <a href="#/logs">← Logs</a>
+      </p>
+      <PageTitle>
+        Log entry <code>{requestId}</code>
+      </PageTitle>
+      <ErrorBox message={error} />
+      {entry ? (
+        <>
+          <ol class="invocations">
+            <Invocation i={entry} />
+          </ol>
+          {entry.installationId ? (
+            <p>
+              <a href={hrefOf('#/logs', { installation: entry.installationId, renders: entry.eventType === RENDER ? 'true' : undefined })}>Every log of this installation</a>
+            </p>
+          ) : null}
+        </>
+      ) : error ? null : (
+        <p class="muted">Loading…</p>
+      )}
+    </>
+  );
+}
+
+export function LogsPage({ query, requestId }: { query: URLSearchParams; requestId?: string }): VNode {
+  return requestId ? <LogEntry requestId={requestId} /> : <LogList query={query} />;
+}
+
+function LogList({ query }: { query: URLSearchParams }): VNode {
   const [list, setList] = useState<{ invocations: InvocationView[]; nextCursor: string | null } | undefined>();
   const [error, setError] = useState('');
   const [integrations, setIntegrations] = useState<Integration[]>([]);
   const [installations, setInstallations] = useState<Installation[]>([]);
   const paged = !!query.get('cursor');
-  const listQuery = apiQuery(query, [...LOG_FILTERS, 'cursor'], { limit: String(PAGE) });
+  const listQuery = apiQuery(query, [...LOG_FILTERS, 'cursor'], { limit: String(PAGE), ...rendersParam(query) });
   const want = useRef(listQuery);
   want.current = listQuery;
 
@@ -46,14 +93,15 @@ export function LogsPage({ query }: { query: URLSearchParams }): VNode {
   useEffect(load, [listQuery]);
   // The stream takes the same filters as the list; every invocation (and every line printed after
   // an answer) refetches the newest page. An older page stays still while it is read.
-  const mode = useLive(`/api/v1/logs/stream?${apiQuery(query, LOG_FILTERS)}`, ['invocation', 'log'], () => {
+  const mode = useLive(`/api/v1/logs/stream?${apiQuery(query, LOG_FILTERS, rendersParam(query))}`, ['invocation', 'log'], () => {
     if (!paged) load();
   });
 
   const set = (changes: Record<string, string | undefined>) => navigate('#/logs', withParams(query, changes));
   const [event, setEvent] = useState(query.get('event') ?? '');
   useEffect(() => setEvent(query.get('event') ?? ''), [query.get('event')]);
-  const active = LOG_FILTERS.filter((f) => query.get(f));
+  const active = [...LOG_FILTERS, 'renders'].filter((f) => query.get(f));
+  const renders = query.get('renders') === 'true';
 
   return (
     <>
@@ -84,6 +132,12 @@ export function LogsPage({ query }: { query: URLSearchParams }): VNode {
               Only errors
             </label>
           </div>
+          <div class="field field-check">
+            <label class="row">
+              <input type="checkbox" checked={renders} onChange={(e) => set({ renders: (e.currentTarget as HTMLInputElement).checked ? 'true' : undefined })} />
+              Show component renders
+            </label>
+          </div>
         </FilterBar>
         <form
           class="row search"
@@ -99,6 +153,11 @@ export function LogsPage({ query }: { query: URLSearchParams }): VNode {
             Search
           </button>
         </form>
+        {renders ? null : (
+          <p class="muted small" data-testid="renders-hidden">
+            Component renders (<code>{RENDER}</code>: every view of a component, in this console too, and the handler it calls) are left out.
+          </p>
+        )}
         <div class="row">
           <LiveIndicator mode={mode} />
           {paged ? <span class="muted small">An older page: live updates show on the newest one.</span> : null}
@@ -119,7 +178,9 @@ export function LogsPage({ query }: { query: URLSearchParams }): VNode {
               ))}
             </ol>
           ) : (
-            <p class="muted">{active.length || paged ? 'No invocation matches these filters.' : 'No invocations yet: integration code has not run.'}</p>
+            <p class="muted">
+              {active.length || paged ? 'No invocation matches these filters.' : renders ? 'No invocations yet: integration code has not run.' : 'No invocations yet, other than any component renders.'}
+            </p>
           )
         ) : error ? null : (
           <p class="muted">Loading…</p>

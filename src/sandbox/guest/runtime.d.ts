@@ -134,7 +134,11 @@ declare module '@switchyard/runtime' {
     status: 'active' | 'pending' | 'paused' | string;
     configuration: Record<string, unknown>;
     externalIds?: unknown;
-    space_selection?: unknown;
+    /**
+     * Spec 2.4: whether all spaces or selected ones are used, and which (a gitbook-manifest.yaml
+     * gets GitBook's string, `all` or `selected`).
+     */
+    space_selection?: { selection: 'all' | 'selected'; spaces: string[] } | 'all' | 'selected';
     urls: { publicEndpoint: string; [k: string]: string };
   }
 
@@ -147,11 +151,10 @@ declare module '@switchyard/runtime' {
      */
     apiTokens: { installation?: string; integration?: string };
     integration: { name: string; urls: { publicEndpoint: string }; [k: string]: unknown };
-    /** Site installation: the space id. */
-    space?: string;
     installation?: InstallationEnvironment;
     spaceInstallation?: InstallationEnvironment & { space: string };
-    siteInstallation?: InstallationEnvironment & { site: string };
+    /** `space`: the space the site installation is in, when the install named one (spec 2.4). */
+    siteInstallation?: InstallationEnvironment & { site: string; space?: string | null };
     /** Secrets declared under `secrets` in the manifest. */
     secrets: Record<string, string>;
     [k: string]: unknown;

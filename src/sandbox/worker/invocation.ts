@@ -148,6 +148,7 @@ export class Invocation implements InstanceHooks {
       responseBodyLimit: limits.response_body,
       logLines: limits.log_lines,
       canonical: this.envelope.event.type === 'fetch' && isCanonicalRequest(this.envelope.event.request),
+      toEvents: this.envelope.dispatch === 'events',
     };
     if (inst.disposed) this.died('the isolate was disposed before the invocation started');
     else inst.dispatch(this.seq, input);

@@ -4,10 +4,9 @@
  * a module's queries run on either engine without knowing which. `engineOf(db)` tells the few
  * places that must differ (a statement written per engine, SQLite's pragmas and file checkpoints).
  */
-import { createHash } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { Bridge, type BridgeOptions } from './bridge.ts';
-import { bind, kindsOf, render, translate, type Translated } from './dialect.ts';
+import { Compiled } from './dialect.ts';
 
 type Db = Database.Database;
 
@@ -62,34 +61,25 @@ export function tableNames(db: Db): Set<string> {
 
 class PgStatement {
   private plucked = false;
-  private readonly t: Translated;
-  private readonly variants = new Map<string, { text: string; name: string }>();
+  private readonly compiled: Compiled;
   private readonly db: PgDb;
   readonly source: string;
   constructor(db: PgDb, source: string) {
     this.db = db;
     this.source = source;
-    this.t = translate(source);
+    this.compiled = new Compiled(source);
   }
   pluck(on = true): this {
     this.plucked = on;
     return this;
   }
   private exec(args: unknown[]) {
-    const values = bind(this.t.slots, args);
-    const kinds = kindsOf(values);
-    let v = this.variants.get(kinds);
-    if (!v) {
-      const text = render(this.t, kinds);
-      // Named: the connection prepares it once (per connection) and reuses the plan.
-      this.variants.set(kinds, (v = { text, name: `s${createHash('sha1').update(text).digest('hex').slice(0, 16)}` }));
-    }
-    return this.db.run(v.text, values, v.name);
+    const q = this.compiled.query(args);
+    return this.db.run(q.text, q.values, q.name);
   }
   run(...args: unknown[]): Database.RunResult {
     const r = this.exec(args);
-    const last = this.t.rowid && r.rows.length ? Number(r.rows.at(-1)!.__rowid) : 0;
-    return { changes: r.rowCount, lastInsertRowid: last };
+    return { changes: r.rowCount, lastInsertRowid: this.compiled.lastId(r.rows) };
   }
   get(...args: unknown[]): unknown {
     const row = this.exec(args).rows[0];
@@ -99,7 +89,7 @@ class PgStatement {
     return this.exec(args).rows.map((r) => this.shape(r));
   }
   private shape(row: Record<string, unknown>): unknown {
-    if (this.t.rowid) delete row.__rowid;
+    this.compiled.shape(row);
     for (const k in row) {
       const v = row[k];
       // Structured clone made bytea's Buffers into Uint8Arrays on the way from the thread.

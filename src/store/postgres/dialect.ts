@@ -6,6 +6,7 @@
  * `ON CONFLICT DO NOTHING`, and an INSERT into a table with a row number returns it (SQLite's
  * lastInsertRowid). What differs beyond that is written per engine in the module (see `sqlFor`).
  */
+import { createHash } from 'node:crypto';
 import { storableText } from '../text.ts';
 
 export type Slot = { index: number } | { name: string };
@@ -159,4 +160,37 @@ function value(v: unknown): unknown {
   if (typeof v === 'string') return storableText(v);
   if (typeof v === 'boolean') throw new TypeError('SQLite3 can only bind numbers, strings, bigints, buffers, and null');
   return v;
+}
+
+/**
+ * A statement ready to send: translated once, then per call its values bound and its text rendered
+ * for their kinds (one named, server-side prepared statement per variant, so each connection
+ * parses and plans it once). Used by the synchronous connection (db.ts) and the pool (pool.ts).
+ */
+export class Compiled {
+  private readonly t: Translated;
+  private readonly variants = new Map<string, { text: string; name: string }>();
+  constructor(source: string) {
+    this.t = translate(source);
+  }
+  /** The query to send for these arguments (better-sqlite3's argument forms). */
+  query(args: unknown[]): { text: string; values: unknown[]; name: string } {
+    const values = bind(this.t.slots, args);
+    const kinds = kindsOf(values);
+    let v = this.variants.get(kinds);
+    if (!v) {
+      const text = render(this.t, kinds);
+      this.variants.set(kinds, (v = { text, name: `s${createHash('sha1').update(text).digest('hex').slice(0, 16)}` }));
+    }
+    return { text: v.text, values, name: v.name };
+  }
+  /** The row number an INSERT returned (SQLite's lastInsertRowid), 0 where it returns none. */
+  lastId(rows: Array<Record<string, unknown>>): number {
+    return this.t.rowid && rows.length ? Number(rows.at(-1)!.__rowid) : 0;
+  }
+  /** A row as SQLite would give it: without the row-number column added for lastId. */
+  shape(row: Record<string, unknown>): Record<string, unknown> {
+    if (this.t.rowid) delete row.__rowid;
+    return row;
+  }
 }

@@ -9,6 +9,7 @@ import type { Lock } from '../lock.ts';
 import { createStoreHealth, storeHealthMigrationPostgres } from '../health.ts';
 import type Database from 'better-sqlite3';
 import { openPostgresDb } from './db.ts';
+import { createDatabase } from '../database.ts';
 import { applySteps } from '../migrate.ts';
 import { readStoreUrl, STORE_URL_FORM } from './url.ts';
 
@@ -57,6 +58,7 @@ export function openPostgresStore(
   const health = createStoreHealth(db, { engine: 'postgres', database: name });
   return {
     db,
+    database: createDatabase(db, 'postgres'),
     file: name,
     engine: 'postgres' as const,
     health,

@@ -1,8 +1,8 @@
 /**
  * Dispatch of one envelope by event type (spec 4.1): `fetch` -> the definition's fetch handler with
  * a standard Request rebuilt from event.request and the raw body; `ui_render` -> the component with
- * that componentId (404 when none); any other type -> the events map (200 "OK"; 406 when no
- * handler). Errors: ExposableError -> its status with `{ error: message }`; anything else -> 500
+ * that componentId (404 when none); any other type, and a `ui_render` the platform sends as an
+ * event (`toEvents`), -> the events map (200 "OK"; 406 when no handler). Errors: ExposableError -> its status with `{ error: message }`; anything else -> 500
  * `{"error":"Internal server error"}` with the stack reported to the host only.
  */
 import { resetPending } from '../bridge.ts';
@@ -26,6 +26,8 @@ export interface DispatchInput {
   logLines: number;
   /** The host checked event.request: canonical absolute URL, valid lower-case headers, token method. */
   canonical: boolean;
+  /** To the `events` handlers whatever the type (the platform's `ui_render` event, not a render). */
+  toEvents?: boolean;
 }
 
 export interface DispatchOutput {
@@ -101,7 +103,7 @@ async function route(input: DispatchInput, context: ReturnType<typeof makeContex
     const request = input.canonical ? incomingRequest(r.url, method, r.headers, body) : new Request(String(r.url), { method, headers: r.headers ?? [], body });
     return def.fetch(request, context);
   }
-  if (event.type === 'ui_render') {
+  if (event.type === 'ui_render' && !input.toEvents) {
     const component = (def.components ?? []).find((c: ComponentDefinition) => c.componentId === event.componentId);
     if (!component) return json({ error: `no component with componentId "${String(event.componentId)}"` }, 404);
     return render(component, event, context);

@@ -2,6 +2,7 @@
 import { Blob, File, blobBytes, concatBytes } from './blob.ts';
 import { utf8Decode, utf8Encode } from './encoding.ts';
 import { URLSearchParams } from './url.ts';
+import { headerParam, parseMultipart } from '../../../lib/multipart.ts';
 
 type Entry = [string, string | File];
 const entriesOf = new WeakMap<FormData, Entry[]>();
@@ -91,52 +92,14 @@ export function encodeMultipart(form: FormData): { body: Uint8Array; contentType
   return { body: concatBytes(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
 }
 
-function indexOf(hay: Uint8Array, needle: Uint8Array, from: number): number {
-  outer: for (let i = from; i <= hay.length - needle.length; i++) {
-    for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
-    return i;
-  }
-  return -1;
-}
-
-function param(header: string, name: string): string | undefined {
-  const m = new RegExp(`(?:^|;)\\s*${name}\\s*=\\s*(?:"((?:[^"\\\\]|\\\\.)*)"|([^;\\s]*))`, 'i').exec(header);
-  if (!m) return undefined;
-  return m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : m[2];
-}
-
-/** Parse a multipart/form-data body; throws TypeError when it is malformed. */
+/** Parse a multipart/form-data body (src/lib/multipart.ts: RFC 2046); throws TypeError when it is malformed. */
 export function decodeMultipart(body: Uint8Array, contentType: string): FormData {
-  const boundary = param(contentType, 'boundary');
+  const boundary = headerParam(contentType, 'boundary');
   if (!boundary) throw new TypeError('multipart/form-data body has no boundary in its Content-Type');
   const form = new FormData();
-  const delimiter = utf8Encode(`--${boundary}`);
-  let at = indexOf(body, delimiter, 0);
-  if (at < 0) throw new TypeError('multipart/form-data body does not contain its boundary');
-  for (;;) {
-    at += delimiter.length;
-    if (body[at] === 0x2d && body[at + 1] === 0x2d) break; // closing delimiter
-    if (body[at] === 0x0d && body[at + 1] === 0x0a) at += 2;
-    const headEnd = indexOf(body, utf8Encode('\r\n\r\n'), at);
-    if (headEnd < 0) throw new TypeError('malformed multipart/form-data part headers');
-    const headers = utf8Decode(body.subarray(at, headEnd)).split('\r\n');
-    const next = indexOf(body, utf8Encode(`\r\n--${boundary}`), headEnd + 4);
-    if (next < 0) throw new TypeError('multipart/form-data body ends before its closing boundary');
-    const content = body.slice(headEnd + 4, next);
-    let disposition = '';
-    let type = '';
-    for (const h of headers) {
-      const i = h.indexOf(':');
-      const k = h.slice(0, i).trim().toLowerCase();
-      if (k === 'content-disposition') disposition = h.slice(i + 1).trim();
-      else if (k === 'content-type') type = h.slice(i + 1).trim();
-    }
-    const name = param(disposition, 'name');
-    if (name === undefined) throw new TypeError('multipart/form-data part has no name');
-    const filename = param(disposition, 'filename');
-    if (filename !== undefined) form.append(name, new File([content], filename, { type }));
-    else form.append(name, utf8Decode(content));
-    at = next + 2;
+  for (const part of parseMultipart(body, boundary, utf8Decode)) {
+    if (part.filename !== undefined) form.append(part.name, new File([part.content], part.filename, { type: part.type }));
+    else form.append(part.name, utf8Decode(part.content));
   }
   return form;
 }

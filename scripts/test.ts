@@ -1,0 +1,52 @@
+/**
+ * The test suite, whole or by subset, on Node's test runner. `npm test` runs every file; while
+ * working, a subset:
+ *   npm run test:unit      everything but the subsets below (no PostgreSQL, no browser, no executable)
+ *   npm run test:pg        the PostgreSQL files (a throwaway server each; skipped where it is absent)
+ *   npm run test:browser   the console in Debian's Chromium
+ *   npm run test:exe       the single executable (builds it first)
+ * Extra arguments go to the runner (`npm run test:unit -- --test-name-pattern=retry`), or name files
+ * (`npm test -- test/webhooks.test.ts`). At the end, the files by duration (scripts/test-durations.ts).
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const root = new URL('..', import.meta.url).pathname;
+const all = readdirSync(join(root, 'test'))
+  .filter((f) => f.endsWith('.test.ts'))
+  .sort()
+  .map((f) => `test/${f}`);
+
+const SUBSETS: Record<string, (file: string) => boolean> = {
+  pg: (f) => f.startsWith('test/postgres-'),
+  browser: (f) => /-browser\.test\.ts$/.test(f),
+  exe: (f) => f === 'test/executable.test.ts' || f === 'test/deploy.test.ts',
+};
+SUBSETS.unit = (f) => !SUBSETS.pg(f) && !SUBSETS.browser(f) && !SUBSETS.exe(f);
+
+const [subset, ...rest] = process.argv.slice(2);
+if (subset !== 'all' && !(subset in SUBSETS)) {
+  process.stderr.write(`usage: node scripts/test.ts <all|${Object.keys(SUBSETS).join('|')}> [runner options or files]\n`);
+  process.exit(2);
+}
+const named = rest.filter((a) => !a.startsWith('-'));
+const files = named.length ? named : subset === 'all' ? all : all.filter(SUBSETS[subset]);
+const options = rest.filter((a) => a.startsWith('-'));
+
+const r = spawnSync(
+  process.execPath,
+  [
+    '--no-node-snapshot',
+    '--test',
+    '--test-concurrency=2',
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    `--test-reporter=${join(root, 'scripts/test-durations.ts')}`,
+    '--test-reporter-destination=stdout',
+    ...options,
+    ...files,
+  ],
+  { stdio: 'inherit', cwd: root, env: { ...process.env, NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? join(root, 'node_modules/.cache/node-compile-cache') } },
+);
+process.exit(r.status ?? 1);

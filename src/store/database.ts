@@ -1,0 +1,190 @@
+/**
+ * The store's contract (contract.ts) over a connection that answers synchronously: better-sqlite3,
+ * and for now PostgreSQL through its synchronous connection (postgres/db.ts), which an asynchronous
+ * pool replaces once every module runs on this contract.
+ *
+ * One connection serves the whole process, so a transaction has it to itself: statements from
+ * elsewhere wait until it ends. Its statements answer at once (a microtask each), so a transaction
+ * that awaits only the store never gives the event loop to anything else while it is open.
+ *
+ * SQLite's write lock: BEGIN IMMEDIATE is tried without SQLite's busy handler (which sleeps the
+ * whole thread, 1 ms and more per refusal); while another process holds the lock the transaction
+ * waits on timers instead, so the event loop keeps serving, up to the connection's busy timeout.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type Database from 'better-sqlite3';
+import { SwitchyardError } from '../errors.ts';
+import { isBusy, LOCK_BUSY } from './patience.ts';
+import { afterCommit, onRollback, openFrame } from './transactions.ts';
+import type { Database as StoreDatabase, Engine, Params, Queries, RunResult, Statement, Tx } from './contract.ts';
+
+type Db = Database.Database;
+type Prepared = Database.Statement;
+
+/** How long a transaction waits for SQLite's write lock before it fails busy (the connection's busy_timeout). */
+const DEFAULT_LOCK_WAIT_MS = 5_000;
+/** Refusals in a row, during which transactionUnlessBusy answers LOCK_BUSY, before it waits like transaction. */
+const SPIN_MS = 5;
+
+export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: number } = {}): StoreDatabase {
+  const prepared = new WeakMap<Statement, Prepared>();
+  const lockWaitMs = opts.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
+  /** While a transaction has the connection: a promise that settles when it ends. */
+  let holder: { ended: Promise<void> } | undefined;
+  const inside = new AsyncLocalStorage<Tx>();
+  let refusedSince: number | undefined;
+
+  const prepare = (s: Statement): Prepared => {
+    let p = prepared.get(s);
+    if (!p) {
+      p = db.prepare(typeof s.sql === 'string' ? s.sql : s.sql[engine]);
+      prepared.set(s, p);
+    }
+    return p;
+  };
+  const args = (params: Params | undefined): unknown[] => (params === undefined ? [] : Array.isArray(params) ? params : [params]);
+
+  // The statements themselves, synchronous; `direct` runs them on the connection as it is.
+  const direct = {
+    all: <R>(s: Statement<R>, params?: Params) => prepare(s).all(...args(params)) as R[],
+    get: <R>(s: Statement<R>, params?: Params) => prepare(s).get(...args(params)) as R | undefined,
+    value: <V>(s: Statement, params?: Params) => {
+      const row = prepare(s).get(...args(params)) as Record<string, unknown> | undefined;
+      return (row === undefined ? undefined : Object.values(row)[0]) as V | undefined;
+    },
+    run: (s: Statement, params?: Params): RunResult => {
+      const r = prepare(s).run(...args(params));
+      return { changes: r.changes, lastId: Number(r.lastInsertRowid) };
+    },
+  };
+
+  /** Outside a transaction: now, or once the transaction that has the connection ends. */
+  function outside<T>(work: () => T): Promise<T> {
+    if (!holder) return settle(work);
+    if (inside.getStore()) return Promise.reject(new Error('a statement on the database inside one of its transactions: use the transaction (tx) given to the callback'));
+    return (async () => {
+      while (holder) await holder.ended;
+      return work();
+    })();
+  }
+
+  const queries = (run: <T>(work: () => T) => Promise<T>): Queries => ({
+    engine,
+    all: (s, p) => run(() => direct.all(s, p)),
+    get: (s, p) => run(() => direct.get(s, p)),
+    value: (s, p) => run(() => direct.value(s, p)),
+    run: (s, p) => run(() => direct.run(s, p)),
+  });
+
+  const begin = (depth: number): void => {
+    if (engine === 'postgres') db.exec('BEGIN'); // postgres/db.ts nests it as a savepoint
+    else db.exec(depth === 0 ? 'BEGIN IMMEDIATE' : `SAVEPOINT s${depth}`);
+  };
+  const end = (depth: number, commit: boolean): void => {
+    if (engine === 'postgres') return void db.exec(commit ? 'COMMIT' : 'ROLLBACK');
+    if (depth === 0) db.exec(commit ? 'COMMIT' : 'ROLLBACK');
+    else if (commit) db.exec(`RELEASE SAVEPOINT s${depth}`);
+    else db.exec(`ROLLBACK TO SAVEPOINT s${depth}; RELEASE SAVEPOINT s${depth}`);
+  };
+
+  /** Runs `fn` in a transaction (depth 0) or a savepoint, with its hooks' frame. */
+  async function within<T>(depth: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    if (depth > 0) begin(depth);
+    const close = openFrame(db);
+    const tx: Tx = {
+      ...queries(settle),
+      afterCommit: (f) => afterCommit(db, f),
+      onRollback: (f) => onRollback(db, f),
+      transaction: (inner) => within(depth + 1, inner),
+    };
+    let value: T;
+    try {
+      value = await inside.run(tx, () => fn(tx));
+    } catch (e) {
+      try {
+        if (db.inTransaction) end(depth, false);
+      } catch {
+        /* the connection is gone: the server rolled back */
+      }
+      close(false);
+      throw e;
+    }
+    try {
+      end(depth, true);
+    } catch (e) {
+      try {
+        if (db.inTransaction) end(depth, false);
+      } catch {
+        /* as above */
+      }
+      close(false);
+      throw e;
+    }
+    close(true);
+    return value;
+  }
+
+  /** Take the connection and the write lock (waiting as the header says), then run `fn`. */
+  async function transaction<T>(fn: (tx: Tx) => Promise<T>, unlessBusy: boolean): Promise<T | typeof LOCK_BUSY> {
+    if (inside.getStore()) throw new Error('a transaction on the database inside one of its transactions: use tx.transaction for a savepoint');
+    while (holder) await holder.ended;
+    let release!: () => void;
+    const ended = new Promise<void>((r) => (release = r));
+    holder = { ended };
+    try {
+      const started = performance.now();
+      for (let wait = 0; ; ) {
+        if (tryBegin()) break;
+        if (unlessBusy) {
+          refusedSince ??= started;
+          if (performance.now() - refusedSince <= SPIN_MS) return LOCK_BUSY;
+        }
+        if (performance.now() - started > lockWaitMs)
+          throw new SwitchyardError('storage_busy', `the store's write lock stayed taken for ${lockWaitMs} ms`, {
+            hint: 'another process holds a long write transaction on the database',
+          });
+        await new Promise((r) => (wait ? setTimeout(r, wait) : setImmediate(r)));
+        wait = Math.min(Math.max(wait * 2, 1), 20);
+      }
+      refusedSince = undefined;
+      return await within(0, fn);
+    } finally {
+      holder = undefined;
+      release();
+    }
+  }
+
+  /** BEGIN IMMEDIATE without SQLite's sleeping busy handler: false when another process has the lock. */
+  function tryBegin(): boolean {
+    if (engine === 'postgres') {
+      begin(0);
+      return true;
+    }
+    const usual = db.pragma('busy_timeout', { simple: true });
+    db.pragma('busy_timeout = 0');
+    try {
+      begin(0);
+      return true;
+    } catch (e) {
+      if (isBusy(e)) return false;
+      throw e;
+    } finally {
+      db.pragma(`busy_timeout = ${usual}`);
+    }
+  }
+
+  return {
+    ...queries(outside),
+    transaction: <T>(fn: (tx: Tx) => Promise<T>) => transaction(fn, false) as Promise<T>,
+    transactionUnlessBusy: (fn) => transaction(fn, true),
+  };
+}
+
+/** A promise of `work()`'s value, or of its error (a statement that throws rejects). */
+function settle<T>(work: () => T): Promise<T> {
+  try {
+    return Promise.resolve(work());
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * The store's asynchronous contract (src/store/contract.ts) as both engines implement it: statements
+ * declared once (or per engine), transactions with their hooks and savepoints, one transaction at a
+ * time on the connection, and SQLite's write lock waited for on timers, never by blocking the event
+ * loop. Runs on PostgreSQL too (test/postgres-suites.test.ts).
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import BetterSqlite from 'better-sqlite3';
+import { afterCommit, openStore, DB_FILE } from '../src/store/index.ts';
+import { LOCK_BUSY, statement } from '../src/store/contract.ts';
+import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
+import { freshPostgresDatabase, tmpDir } from './helpers/index.ts';
+
+const pg = process.env.SWITCHYARD_TEST_PG_URL;
+/**
+ * The implementations under test: the store's connection (better-sqlite3, or PostgreSQL's
+ * synchronous one), and on PostgreSQL the asynchronous pool as well.
+ */
+const IMPLEMENTATIONS = pg ? (['connection', 'pool'] as const) : (['connection'] as const);
+type Implementation = (typeof IMPLEMENTATIONS)[number];
+function open(t: TestContext, using: Implementation) {
+  const dir = tmpDir(t);
+  const url = pg ? freshPostgresDatabase(dir) : undefined;
+  const store = openStore(dir, {
+    url,
+    migrations: [
+      {
+        module: 'things',
+        steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)'],
+        postgres: ['CREATE TABLE things (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)'],
+      },
+    ],
+  });
+  t.after(() => store.close());
+  if (using === 'pool') {
+    const pool = createPostgresDatabase({ url: url!, name: 'test' });
+    t.after(() => pool.close());
+    return { dir, store, db: pool };
+  }
+  return { dir, store, db: store.database };
+}
+
+const insert = statement<{ rowId: number }>('INSERT INTO things (v) VALUES (?) RETURNING id AS "rowId"');
+const insertNamed = statement('INSERT INTO things (v) VALUES (@v)');
+const all = statement<{ id: number; v: string }>('SELECT id, v FROM things ORDER BY id');
+const count = statement('SELECT COUNT(*) AS n FROM things');
+const byEngine = statement<{ engine: string }>({ sqlite: "SELECT 'sqlite' AS engine", postgres: "SELECT 'postgres' AS engine" });
+
+
+for (const implementation of IMPLEMENTATIONS) {
+  const title = (name: string) => (implementation === 'pool' ? `[pool] ${name}` : name);
+  test(title('statements: positional and named parameters, rows, the first column, changes and the row number'), async (t) => {
+    const { db } = open(t, implementation);
+    assert.equal((await db.get(byEngine))?.engine, pg ? 'postgres' : 'sqlite', 'a statement written per engine runs its own text');
+    const a = await db.get(insert, ['a']);
+    const b = await db.run(insertNamed, { v: 'b' });
+    assert.equal(b.changes, 1);
+    // PostgreSQL gives it for the store's row-numbered tables only (postgres/dialect.ts), not this test's.
+    if (!pg) assert.equal(b.lastId, Number(a!.rowId) + 1, 'the row number of the insert follows the first');
+    assert.deepEqual((await db.all(all)).map((r) => r.v), ['a', 'b']);
+    assert.equal(Number(await db.value(count)), 2);
+    assert.equal(await db.value(statement('SELECT v FROM things WHERE v = ?'), ['none']), undefined);
+    await assert.rejects(db.run(statement('INSERT INTO nothing VALUES (1)')), /nothing/, 'a failing statement rejects');
+  });
+
+  test(title('a transaction commits when its callback resolves and rolls back when it throws; hooks run on the outcome'), async (t) => {
+    const { db } = open(t, implementation);
+    const seen: string[] = [];
+    const value = await db.transaction(async (tx) => {
+      await tx.run(insertNamed, { v: 'kept' });
+      tx.afterCommit(() => seen.push('committed'));
+      tx.onRollback(() => seen.push('rolled back (wrong)'));
+      seen.push('inside');
+      return 42;
+    });
+    assert.equal(value, 42);
+    assert.deepEqual(seen, ['inside', 'committed'], 'afterCommit runs once the commit is done, not before');
+    seen.length = 0;
+    await assert.rejects(
+      db.transaction(async (tx) => {
+        await tx.run(insertNamed, { v: 'lost' });
+        tx.afterCommit(() => seen.push('committed (wrong)'));
+        tx.onRollback(() => seen.push('rolled back'));
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    assert.deepEqual(seen, ['rolled back']);
+    assert.deepEqual((await db.all(all)).map((r) => r.v), ['kept']);
+  });
+
+  test(title('a savepoint that throws undoes its own writes only; the outer transaction commits the rest'), async (t) => {
+    const { db } = open(t, implementation);
+    const seen: string[] = [];
+    await db.transaction(async (tx) => {
+      await tx.run(insertNamed, { v: 'outer' });
+      await assert.rejects(
+        tx.transaction(async (inner) => {
+          await inner.run(insertNamed, { v: 'inner' });
+          inner.onRollback(() => seen.push('inner rolled back'));
+          inner.afterCommit(() => seen.push('inner committed (wrong)'));
+          throw new Error('inner');
+        }),
+        /inner/,
+      );
+      await tx.transaction(async (inner) => {
+        await inner.run(insertNamed, { v: 'second' });
+        inner.afterCommit(() => seen.push('second committed'));
+      });
+      assert.deepEqual(seen, ['inner rolled back'], 'a released savepoint hands its commit hooks to the transaction');
+    });
+    assert.deepEqual(seen, ['inner rolled back', 'second committed']);
+    assert.deepEqual((await db.all(all)).map((r) => r.v), ['outer', 'second']);
+  });
+
+  // The pool gives each transaction a connection of its own (test/postgres-pool.test.ts).
+  test(title('one transaction at a time: a statement or transaction from elsewhere waits until it ends'), { skip: implementation === 'pool' ? 'one connection only' : false }, async (t) => {
+    const { db } = open(t, implementation);
+    const order: string[] = [];
+    let letGo!: () => void;
+    const gate = new Promise<void>((r) => (letGo = r));
+    const first = db.transaction(async (tx) => {
+      await tx.run(insertNamed, { v: 'first' });
+      order.push('first wrote');
+      await gate; // held open (only a test does this: see contract.ts)
+      order.push('first ends');
+    });
+    await new Promise((r) => setImmediate(r));
+    const reader = db.all(all).then((rows) => order.push(`read ${rows.length}`));
+    const second = db.transaction(async (tx) => {
+      await tx.run(insertNamed, { v: 'second' });
+      order.push('second wrote');
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(order, ['first wrote'], 'nothing else ran on the connection while the transaction was open');
+    letGo();
+    await Promise.all([first, reader, second]);
+    assert.deepEqual(order.slice(0, 2), ['first wrote', 'first ends']);
+    assert.ok(order.includes('read 1') || order.includes('read 2'));
+    assert.deepEqual((await db.all(all)).map((r) => r.v), ['first', 'second']);
+  });
+
+  test(title('the database used inside its own transaction is a clear error, not a hang'), async (t) => {
+    const { db } = open(t, implementation);
+    await assert.rejects(
+      db.transaction(async () => {
+        await db.run(insertNamed, { v: 'x' });
+      }),
+      /use the transaction \(tx\)/,
+    );
+    await assert.rejects(
+      db.transaction(async () => {
+        await db.transaction(async () => {});
+      }),
+      /tx\.transaction/,
+    );
+    assert.equal(Number(await db.value(count)), 0);
+  });
+
+  test(title('afterCommit(db, fn) from code called inside an asynchronous transaction joins it'), { skip: implementation === 'pool' ? 'the synchronous hooks are the connection\'s' : false }, async (t) => {
+    const { db, store } = open(t, implementation);
+    const seen: string[] = [];
+    await db.transaction(async (tx) => {
+      await tx.run(insertNamed, { v: 'a' });
+      afterCommit(store.db, () => seen.push('joined'));
+      assert.deepEqual(seen, []);
+    });
+    assert.deepEqual(seen, ['joined']);
+  });
+
+  test(title("SQLite: another connection's write lock is waited for on timers, the event loop keeps turning, and transactionUnlessBusy answers busy at first"), { skip: pg ? 'SQLite only' : false }, async (t) => {
+    const { dir, db } = open(t, implementation);
+    const other = new BetterSqlite(join(dir, DB_FILE));
+    t.after(() => other.close());
+    other.exec('BEGIN IMMEDIATE');
+    assert.equal(await db.transactionUnlessBusy(async () => 'ran'), LOCK_BUSY, 'refused at once while the lock is taken');
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 5);
+    const waiting = db.transaction(async (tx) => {
+      await tx.run(insertNamed, { v: 'after the lock' });
+      return ticks;
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    other.exec('COMMIT');
+    const ticksWhenItRan = await waiting;
+    clearInterval(ticker);
+    assert.ok(ticksWhenItRan >= 5, `timers kept firing while the transaction waited for the lock (${ticksWhenItRan} ticks)`);
+    assert.equal(Number(await db.value(count)), 1);
+    assert.equal(await db.transactionUnlessBusy(async () => 'ran'), 'ran');
+  });
+}
