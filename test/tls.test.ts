@@ -435,6 +435,46 @@ test('a changed pair that cannot serve is refused with the file and the reason i
   s.child.kill('SIGTERM');
 });
 
+test('the checks name what is wrong with a pair: an encrypted key, a truncated certificate, a chain in the wrong order, a directory', (t) => {
+  const dir = join(tmpDir(t), 'tls');
+  const good = makePair(dir, 'good');
+  const refusal = (files: { cert: string; key: string }) => {
+    try {
+      readTlsPair(files);
+    } catch (e) {
+      return e as { code: string; where: string; message: string; hint: string };
+    }
+    assert.fail(`${files.cert} + ${files.key} were taken`);
+  };
+  const encrypted = join(dir, 'encrypted.key');
+  execFileSync('openssl', ['pkey', '-in', good.key, '-aes256', '-passout', 'pass:secret', '-out', encrypted], { stdio: 'pipe' });
+  let r = refusal({ cert: good.cert, key: encrypted });
+  assert.equal(r.code, 'tls_invalid');
+  assert.equal(r.where, 'server.tls.key');
+  assert.match(r.message, /is encrypted \(it needs a passphrase\)/);
+
+  const truncated = join(dir, 'truncated.crt');
+  writeFileSync(truncated, good.pem.slice(0, 300));
+  r = refusal({ cert: truncated, key: good.key });
+  assert.equal(r.where, 'server.tls.cert');
+  assert.match(r.message, /cannot be read as an X\.509 certificate/);
+
+  // A leaf a CA issued, then the CA: in that order it serves; the other way round it is named.
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'ca.key'), '-out', join(dir, 'ca.crt'), '-days', '2', '-subj', '/CN=test CA'], { stdio: 'pipe' });
+  execFileSync('openssl', ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'leaf.key'), '-subj', '/CN=localhost', '-out', join(dir, 'leaf.csr')], { stdio: 'pipe' });
+  execFileSync('openssl', ['x509', '-req', '-in', join(dir, 'leaf.csr'), '-CA', join(dir, 'ca.crt'), '-CAkey', join(dir, 'ca.key'), '-CAcreateserial', '-days', '1', '-out', join(dir, 'leaf.crt')], { stdio: 'pipe' });
+  const leaf = readFileSync(join(dir, 'leaf.crt'), 'utf8');
+  const ca = readFileSync(join(dir, 'ca.crt'), 'utf8');
+  writeFileSync(join(dir, 'fullchain.pem'), leaf + ca);
+  writeFileSync(join(dir, 'backwards.pem'), ca + leaf);
+  assert.equal(readTlsPair({ cert: join(dir, 'fullchain.pem'), key: join(dir, 'leaf.key') }).pair.subject, 'CN=localhost');
+  r = refusal({ cert: join(dir, 'backwards.pem'), key: join(dir, 'leaf.key') });
+  assert.match(r.message, /holds the chain in the wrong order: the certificate of the key .* is number 2 of the file/);
+
+  r = refusal({ cert: dir, key: good.key });
+  assert.match(r.message, /is a directory, not a file/);
+});
+
 /** `serve` with this config, to its end: code, stderr. As `uid` when given (a root test reading a mode-000 file). */
 function serveOnce(configFile: string, args: string[] = [], uid?: number): { code: number | null; stderr: string } {
   const r = spawnSync(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), 'serve', '--config', configFile, ...args], {

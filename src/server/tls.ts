@@ -100,12 +100,23 @@ export function readTlsPair(files: TlsFiles, now = Date.now()): { pair: TlsPair;
     throw refuse('key', `the private key file ${files.key} cannot be read as a private key (${(e as Error).message})`, 'check the file is whole: `openssl pkey -in <file> -noout` reads it', e);
   }
 
-  if (!x509.checkPrivateKey(key))
+  if (!x509.checkPrivateKey(key)) {
+    // A chain in the wrong order: the key's certificate is further down the file.
+    const at = (certPem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).findIndex((pem, i) => {
+      try {
+        return i > 0 && new X509Certificate(pem).checkPrivateKey(key);
+      } catch {
+        return false;
+      }
+    });
+    if (at > 0)
+      throw refuse('cert', `the certificate file ${files.cert} holds the chain in the wrong order: the certificate of the key ${files.key} is number ${at + 1} of the file`, "put the server's own certificate first, then the certificates that issued it (a fullchain.pem is in that order)");
     throw refuse(
       'key',
       `the private key ${files.key} does not belong to the certificate ${files.cert}`,
-      'give the key the certificate was issued for (renewals often make a new key: use both new files); when the certificate file holds a chain, the server\'s own certificate comes first',
+      'give the key the certificate was issued for (renewals often make a new key: use both new files)',
     );
+  }
   try {
     createSecureContext({ cert: certPem, key: keyPem });
   } catch (e) {
