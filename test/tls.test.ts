@@ -347,6 +347,15 @@ async function allServe(url: string, ca: string[], fingerprint: string, n = 12):
   return true;
 }
 
+/** Wait until every fresh connection is served `pair`; the server's log in the failure. */
+async function untilServed(url: string, ca: string[], pair: Pair, output: () => string): Promise<void> {
+  try {
+    await waitFor(() => allServe(url, ca, pair.fingerprint), 15_000, 100);
+  } catch (e) {
+    throw new Error(`${(e as Error).message}: ${pair.cert} is not served on every connection; the server said:\n${output()}`);
+  }
+}
+
 test('a certificate renewed while requests flow: no request fails, every serving process serves the new one, an open HTTP/2 session keeps working, the CLI trusts it', async (t) => {
   const dir = tmpDir(t);
   const first = makePair(join(dir, 'made'), 'first');
@@ -363,13 +372,14 @@ test('a certificate renewed while requests flow: no request fails, every serving
   assert.equal((await h2Request(session, { ':path': '/healthz' })).status, 200);
 
   const flow = traffic(url, ca, session);
+  t.after(() => flow.stop()); // a failure below must not leave the loops running
   await waitFor(() => flow.seen.length >= 20, 10_000);
   // The certificate first, then its key a moment later: between the two the files are no pair
   // (refused, the first pair still served), then the pair is taken.
   replace(join(dir, 'tls', 'server.crt'), second.pem);
   await new Promise((r) => setTimeout(r, 150));
   replace(join(dir, 'tls', 'server.key'), readFileSync(second.key, 'utf8'));
-  await waitFor(() => allServe(url, ca, second.fingerprint), 15_000, 100);
+  await untilServed(url, ca, second, s.output);
   await flow.stop();
   assert.deepEqual(flow.failures, [], 'no request failed across the swap');
   assert.ok(flow.seen.includes(first.fingerprint) && flow.seen.includes(second.fingerprint));
@@ -430,7 +440,7 @@ test('a changed pair that cannot serve is refused with the file and the reason i
   assert.ok(await allServe(url, ca, first.fingerprint));
   // Its key arrives: the pair is served.
   replace(join(dir, 'tls', 'server.key'), readFileSync(third.key, 'utf8'));
-  await waitFor(() => allServe(url, ca, third.fingerprint), 15_000, 100);
+  await untilServed(url, ca, third, s.output);
   assert.doesNotMatch(s.output(), /BEGIN [A-Z ]*PRIVATE KEY/, 'no key in the log');
   s.child.kill('SIGTERM');
 });

@@ -126,6 +126,15 @@ export async function startServer(
       checkProvided(m, services);
     }
     const app = composeApp(services, modules);
+    // A renewed certificate is served to new connections from then on (those open keep theirs).
+    // Heard before the listener is made from the current one: none arrives in between unseen.
+    tls?.onPair((pair) => {
+      try {
+        listener?.setPair(pair);
+      } catch (e) {
+        log.error('the new TLS certificate cannot be served; the previous one still is', { code: 'tls_invalid', error: (e as Error).message });
+      }
+    });
     listener = createListener(toNodeHandler(app), tls?.current, {
       // A quiet answer (an invocation waiting) lasts up to the sandbox's wall time: HTTP/2 streams may stay silent that long.
       silentMs: Math.max(120_000, config.sandbox.wall_time + 30_000),
@@ -141,15 +150,6 @@ export async function startServer(
     throw e;
   }
   const served = listener;
-  // A renewed certificate is served to new connections from now on; those open keep theirs.
-  tls?.onPair((pair) => {
-    try {
-      served.setPair(pair);
-    } catch (e) {
-      log.error('the new TLS certificate cannot be served; the previous one still is', { code: 'tls_invalid', error: (e as Error).message });
-    }
-  });
-
   const port = (listener.server.address() as AddressInfo).port;
   // With port 0 the public URL learns the real port.
   const publicUrl = config.server.public_url ? config.publicUrl : publicUrlOf(config, port);
