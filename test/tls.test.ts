@@ -363,7 +363,8 @@ test('a certificate renewed while requests flow: no request fails, every serving
   mkdirSync(join(dir, 'tls'));
   writeFileSync(join(dir, 'tls', 'server.crt'), first.pem);
   writeFileSync(join(dir, 'tls', 'server.key'), readFileSync(first.key));
-  const configFile = tlsConfig(dir, 'tls/server.crt', 'tls/server.key');
+  // At debug level each serving process says when it serves a new certificate.
+  const configFile = tlsConfig(dir, 'tls/server.crt', 'tls/server.key', ['  level: debug']);
   const s = await serveTls(t, configFile);
   const url = s.match[1];
   const ca = [first.pem, second.pem];
@@ -387,6 +388,7 @@ test('a certificate renewed while requests flow: no request fails, every serving
   console.log(`  ${flow.seen.length} requests on new connections and ${flow.onSession} on an HTTP/2 session opened before, across the swap; ${flow.failures.length} failed`);
   assert.match(s.output(), /"msg":"TLS certificate reloaded","cert":"[^"]*server\.crt","subject":"CN=second"/);
   assert.doesNotMatch(s.output(), /the changed TLS files are refused/, 'the moment between the two files is no error: they are read again before that is said');
+  for (const n of [0, 1]) assert.match(s.output(), new RegExp(`"msg":"TLS certificate served from now on","subject":"CN=second",[^\n]*"process":${n}`), `serving process ${n} serves it`);
 
   // A serving process started after the swap (the other died) serves the new certificate too.
   const [victim] = servingPids(s.child.pid!);

@@ -131,6 +131,7 @@ export async function startServer(
     tls?.onPair((pair) => {
       try {
         listener?.setPair(pair);
+        log.debug('TLS certificate served from now on', { subject: pair.subject, valid_to: pair.validTo, ...(opts.link ? { process: opts.link.index } : {}) });
       } catch (e) {
         log.error('the new TLS certificate cannot be served; the previous one still is', { code: 'tls_invalid', error: (e as Error).message });
       }
