@@ -3,11 +3,17 @@
  * folder (PATH = that folder only, so no node; HOME and XDG_CACHE_HOME inside it; no node_modules
  * above it) and must: pass --self-check on Node 24 with --no-node-snapshot in force, scaffold and
  * check an integration (esbuild + the sandbox worker process), serve /healthz with 200, stop cleanly
- * on SIGTERM, and ignore NODE_OPTIONS (a --require preload never runs).
+ * on SIGTERM, ignore NODE_OPTIONS (a --require preload never runs), and serve HTTPS (server.tls):
+ * HTTP/2 with the certificate checked, a renewed certificate without a restart, a key that is not
+ * the certificate's refused with exit 2.
  * Prints one line per check; exits 1 if any fails.
  */
-import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { connect } from 'node:http2';
+import { request } from 'node:https';
+import type { TLSSocket } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { evilPreload, nodeModulesAbove, playground, runExe, serve } from './sea/probe.ts';
@@ -85,6 +91,42 @@ async function main(): Promise<void> {
       return `${s.url}/healthz in ${Math.round(s.msToHealthy)} ms, version ${s.health.version}; clean exit on SIGTERM`;
     });
 
+    await check('serve over HTTPS (server.tls): HTTP/2 with the certificate checked, a renewal served without a restart, a mismatched key refused', async () => {
+      const tls = join(dir, 'work', 'tls');
+      mkdirSync(tls);
+      const first = selfSigned(tls, 'first');
+      const second = selfSigned(tls, 'second');
+      writeFileSync(join(tls, 'server.crt'), first.pem);
+      writeFileSync(join(tls, 'server.key'), readFileSync(first.key));
+      // Relative to the config's folder (work/tls), as a user writes them.
+      writeFileSync(join(tls, 'config.yaml'), 'server:\n  tls:\n    cert: server.crt\n    key: server.key\ndata_dir: ../tls-data\nlog:\n  format: json\n');
+      const s = await serve(pg, { args: ['--config', 'tls/config.yaml'], ca: [first.pem, second.pem] });
+      try {
+        const h2 = await h2Healthz(s.url, [first.pem]);
+        assert(h2.status === 200 && h2.alpn === 'h2', `HTTP/2 /healthz: ${JSON.stringify(h2)}`);
+        assert(h2.fingerprint === first.fingerprint, 'not the configured certificate');
+        const renewedAt = performance.now();
+        for (const [from, to] of [[second.key, 'server.key'], [second.cert, 'server.crt']]) {
+          writeFileSync(join(tls, `${to}.new`), readFileSync(from));
+          renameSync(join(tls, `${to}.new`), join(tls, to));
+        }
+        while ((await fingerprintOf(s.url, [first.pem, second.pem])) !== second.fingerprint) {
+          assert(performance.now() - renewedAt < 15_000, `the renewed certificate is not served after 15 s:\n${s.output()}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        const renewedMs = Math.round(performance.now() - renewedAt);
+        const stopped = await s.stop();
+        assert(stopped.code === 0, `exit ${stopped.code} after SIGTERM`);
+        writeFileSync(join(tls, 'bad.yaml'), 'server:\n  tls:\n    cert: first.crt\n    key: second.key\ndata_dir: ../tls-data\n');
+        const bad = await runExe(pg, ['serve', '--config', 'tls/bad.yaml']);
+        assert(bad.code === 2 && bad.stderr.includes(join(tls, 'second.key')) && /does not belong/.test(bad.stderr), `mismatched pair: exit ${bad.code}\n${bad.stderr}`);
+        assert(!/\n\s+at /.test(bad.stderr), `a stack trace:\n${bad.stderr}`);
+        return `${s.url}/healthz over h2; renewed certificate served ${renewedMs} ms after the rename; a mismatched key exits 2 naming the file`;
+      } finally {
+        await s.stop();
+      }
+    });
+
     await check('--version ignores NODE_OPTIONS too', async () => {
       const r = await runExe(pg, ['--version'], { env: { NODE_OPTIONS: evil.nodeOptions } });
       assert(r.code === 0 && /^\d+\.\d+\.\d+/.test(r.stdout), `exit ${r.code}: ${r.stdout}${r.stderr}`);
@@ -96,6 +138,46 @@ async function main(): Promise<void> {
   }
   console.log(failures ? `smoke: ${failures} check(s) failed` : 'smoke: all checks passed');
   process.exitCode = failures ? 1 : 0;
+}
+
+/** A self-signed certificate for 127.0.0.1 (openssl of the machine running the smoke test). */
+function selfSigned(dir: string, name: string): { cert: string; key: string; pem: string; fingerprint: string } {
+  const cert = join(dir, `${name}.crt`);
+  const key = join(dir, `${name}.key`);
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', `/CN=${name}`, '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'pipe' });
+  const pem = readFileSync(cert, 'utf8');
+  return { cert, key, pem, fingerprint: new X509Certificate(pem).fingerprint256 };
+}
+
+function h2Healthz(url: string, ca: string[]): Promise<{ status: number; alpn: string | false | null | undefined; fingerprint: string }> {
+  return new Promise((resolve, reject) => {
+    const session = connect(url, { ca });
+    session.on('error', reject);
+    const req = session.request({ ':path': '/healthz' });
+    req.on('response', (h) => {
+      const socket = session.socket as TLSSocket;
+      const answer = { status: Number(h[':status']), alpn: session.alpnProtocol, fingerprint: socket.getPeerCertificate().fingerprint256 };
+      req.resume();
+      req.on('end', () => {
+        session.close();
+        resolve(answer);
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The certificate a fresh connection is served. */
+function fingerprintOf(url: string, ca: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    request(`${url}/healthz`, { ca, agent: false }, (res) => {
+      resolve((res.socket as TLSSocket).getPeerCertificate().fingerprint256);
+      res.resume();
+    })
+      .on('error', reject)
+      .end();
+  });
 }
 
 main().catch((e) => {

@@ -20,6 +20,8 @@ export const ERROR_CODES = {
   cache_unwritable: { status: 500, usage: true },
   port_in_use: { status: 500, usage: true },
   listen_failed: { status: 500, usage: true },
+  /** server.tls names a certificate or key that cannot serve (missing, unreadable, not PEM, not a pair). */
+  tls_invalid: { status: 500, usage: true },
   /** A module needs a capability no module of the server provides (see src/server/capabilities.ts). */
   capability_missing: { status: 500 },
   bad_request: { status: 400, usage: true },

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { openStore } from '../src/store/index.ts';
 import { join } from 'node:path';
-import { configSchema, defaultConfig, loadConfig, parseConfigText } from '../src/config/index.ts';
+import { configSchema, consoleUrlOf, defaultConfig, loadConfig, parseConfigText } from '../src/config/index.ts';
 import { SwitchyardError } from '../src/errors.ts';
 import { parseDotenv } from '../src/config/env.ts';
 import { ROOT, tmpDir } from './helpers/index.ts';
@@ -105,6 +105,20 @@ test('relative directories resolve against the config file folder', (t) => {
   assert.equal(c.data_dir, join(dir, 'd'));
   assert.equal(c.integrations_dir, join(dir, 'integrations'));
   assert.equal(c.publicUrl, 'http://127.0.0.1:8787');
+});
+
+test('server.tls: the PEM paths resolve against the config file folder (env interpolated); public_url and console_url default to https; one without the other is refused', (t) => {
+  const dir = tmpDir(t);
+  writeFileSync(join(dir, 'config.yaml'), 'server:\n  tls:\n    cert: tls/${{ env.CERT }}\n    key: /etc/keys/server.key\n');
+  const c = loadConfig({ path: join(dir, 'config.yaml'), env: { CERT: 'fullchain.pem' } });
+  assert.deepEqual(c.server.tls, { cert: join(dir, 'tls/fullchain.pem'), key: '/etc/keys/server.key' });
+  assert.equal(c.publicUrl, 'https://127.0.0.1:8787');
+  assert.equal(consoleUrlOf(c), 'https://localhost:8787');
+  assert.deepEqual(defaultConfig().server.tls, { cert: '', key: '' }, 'off by default');
+
+  const err = problemsOf(() => parseConfigText('server:\n  tls:\n    cert: a.pem\n', 'c.yaml', {}));
+  assert.equal(err.problems.length, 1);
+  assert.match(err.problems[0].message, /server\.tls\.key: is empty while server\.tls\.cert is set/);
 });
 
 test('malformed YAML is reported with its position', () => {

@@ -5,6 +5,7 @@
  * test/executable.test.ts.
  */
 import { spawn } from 'node:child_process';
+import { request } from 'node:https';
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
@@ -74,10 +75,13 @@ export interface Serving {
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** `switchyard serve --port 0` in the playground, resolved at the first 200 from /healthz. */
-export function serve(pg: Playground, opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<Serving> {
+/**
+ * `switchyard serve --port 0` in the playground (and `args`), resolved at the first 200 from
+ * /healthz; with `ca`, the server speaks HTTPS (server.tls) and /healthz is asked with `ca` trusted.
+ */
+export function serve(pg: Playground, opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; args?: string[]; ca?: string[] } = {}): Promise<Serving> {
   const started = performance.now();
-  const child = spawn(pg.exe, ['serve', '--port', '0'], { cwd: join(pg.dir, 'work'), env: { ...pg.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(pg.exe, ['serve', '--port', '0', ...(opts.args ?? [])], { cwd: join(pg.dir, 'work'), env: { ...pg.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('close', (code, signal) => r({ code, signal })));
   const stop = async () => {
@@ -99,7 +103,7 @@ export function serve(pg: Playground, opts: { env?: NodeJS.ProcessEnv; timeoutMs
     let polling = false;
     const onData = (d: Buffer) => {
       out += d;
-      const m = /http:\/\/127\.0\.0\.1:\d+/.exec(out);
+      const m = (opts.ca ? /https:\/\/127\.0\.0\.1:\d+/ : /http:\/\/127\.0\.0\.1:\d+/).exec(out);
       if (m && !polling) {
         polling = true;
         void poll(m[0]);
@@ -108,9 +112,9 @@ export function serve(pg: Playground, opts: { env?: NodeJS.ProcessEnv; timeoutMs
     const poll = async (url: string) => {
       while (!settled) {
         try {
-          const res = await fetch(`${url}/healthz`);
+          const res = opts.ca ? await getWithCa(`${url}/healthz`, opts.ca) : await fetch(`${url}/healthz`);
           if (res.status === 200) {
-            const health = (await res.json()) as Record<string, unknown>;
+            const health = JSON.parse(await res.text()) as Record<string, unknown>;
             settled = true;
             clearTimeout(timer);
             resolve({ url, msToHealthy: performance.now() - started, health, output: () => out, stop });
@@ -126,6 +130,20 @@ export function serve(pg: Playground, opts: { env?: NodeJS.ProcessEnv; timeoutMs
     child.stderr.on('data', onData);
     child.on('error', (e) => fail(`cannot start ${pg.exe}: ${e.message}`));
     void exited.then(({ code, signal }) => fail(`exited (code ${code}, signal ${signal}) before /healthz answered 200`));
+  });
+}
+
+function getWithCa(url: string, ca: string[]): Promise<{ status: number; text(): Promise<string> }> {
+  return new Promise((resolve, reject) => {
+    request(url, { ca, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, text: async () => body }));
+      res.on('error', reject);
+    })
+      .on('error', reject)
+      .end();
   });
 }
 

@@ -3,6 +3,8 @@
  * `server.port: 0` the URL the running server recorded in <data_dir>/run/server-url), admin token
  * from config or <data_dir>/admin-token. When the server is not running it says so in one line.
  */
+import { readFileSync } from 'node:fs';
+import { getCACertificates, setDefaultCACertificates } from 'node:tls';
 import { errorCodeOf, SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import { adminTokenFile, resolveAdminToken } from '../http/auth.ts';
@@ -34,6 +36,7 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
         : config.admin_token
           ? `admin_token in ${config.source ?? 'the configuration'}`
           : adminTokenFile(config.data_dir);
+  if (baseUrl.startsWith('https:')) trustServerCertificate(config.server.tls.cert);
 
   async function raw(path: string, init: RequestInit = {}): Promise<Response> {
     if (portAtStart && !recorded)
@@ -52,6 +55,12 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
         headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) },
       });
     } catch (e) {
+      const refused = certificateProblem(e);
+      if (refused)
+        throw new SwitchyardError('server_unreachable', `the server at ${baseUrl} answered with a certificate this command does not trust (${refused})`, {
+          hint: 'a certificate a private CA issued: NODE_EXTRA_CA_CERTS=<that CA\'s PEM file>; a name it does not cover: point SWITCHYARD_URL (or server.public_url) at a name it does',
+          cause: e,
+        });
       const where = recorded ? ` (the URL its last start recorded in ${servingUrlFile(config.data_dir)})` : '';
       throw new SwitchyardError('server_unreachable', `the switchyard server is not running at ${baseUrl}${where}`, {
         hint: 'start it with `switchyard serve` (or point --config / SWITCHYARD_URL at the right server)',
@@ -103,4 +112,32 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
     delete: (p) => request('DELETE', p),
     raw,
   };
+}
+
+let trusted: string | undefined;
+
+/**
+ * With server.tls the CLI also trusts the certificates in the server's own cert file: a self-signed
+ * certificate works without more setup. One a CA issued is checked against the system's CAs, as
+ * any; one a private CA issued needs that CA (NODE_EXTRA_CA_CERTS).
+ */
+function trustServerCertificate(file: string): void {
+  if (!file || trusted === file) return;
+  trusted = file;
+  let certs: string[];
+  try {
+    certs = readFileSync(file, 'utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  } catch {
+    return; // not readable by this user: the system's CAs only
+  }
+  if (certs.length) setDefaultCACertificates([...getCACertificates('default'), ...certs]);
+}
+
+/** The reason when a request failed on the server's certificate (fetch wraps it in its cause). */
+function certificateProblem(e: unknown): string | undefined {
+  for (let c = e as { code?: unknown; message?: unknown; cause?: unknown } | undefined, i = 0; c && i < 5; c = c.cause as typeof c, i++) {
+    const code = typeof c.code === 'string' ? c.code : '';
+    if (/CERT|SELF_SIGNED|ERR_TLS_|UNABLE_TO_(GET|VERIFY)/.test(code)) return `${code}: ${String(c.message)}`;
+  }
+  return undefined;
 }

@@ -79,7 +79,8 @@ async function serving(
     if (!config.server.public_url) config.publicUrl = publicUrlOf(config);
   }
   const link = createServingLink(config.data_dir, place);
-  const server = await startServer(config, { sandbox: 'in-process', link });
+  const tls = config.server.tls.cert ? await link.tls() : undefined;
+  const server = await startServer(config, { sandbox: 'in-process', link, tls });
   await untilSignal(server, false);
   link.close();
   // The cluster channel would keep the process alive.

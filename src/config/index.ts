@@ -103,14 +103,25 @@ function parseConfig(value: unknown, file: string | null, env: Record<string, st
 
 function finish(config: Config, base: string, source: string | null): LoadedConfig {
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
-  const c = { ...config, data_dir: abs(config.data_dir), integrations_dir: abs(config.integrations_dir) };
+  const tls = config.server.tls;
+  const c = {
+    ...config,
+    server: { ...config.server, tls: { cert: tls.cert && abs(tls.cert), key: tls.key && abs(tls.key) } },
+    data_dir: abs(config.data_dir),
+    integrations_dir: abs(config.integrations_dir),
+  };
   return { ...c, source, publicUrl: publicUrlOf(c) };
 }
 
 export function publicUrlOf(c: Config, port = c.server.port): string {
   if (c.server.public_url) return c.server.public_url.replace(/\/+$/, '');
   const host = c.server.host === '0.0.0.0' || c.server.host === '::' ? '127.0.0.1' : c.server.host;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return `${listenerScheme(c)}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** What the server's own port speaks: https with server.tls, else http. */
+export function listenerScheme(c: Config): 'http' | 'https' {
+  return c.server.tls.cert ? 'https' : 'http';
 }
 
 function sameOrigin(a: string, b: string): boolean {
@@ -125,7 +136,7 @@ function sameOrigin(a: string, b: string): boolean {
 export function consoleUrlOf(c: Config & { publicUrl: string }): string {
   if (c.server.console_url) return c.server.console_url.replace(/\/+$/, '');
   const publicHost = new URL(c.publicUrl).hostname;
-  return `http://${publicHost === 'localhost' ? '127.0.0.1' : 'localhost'}:${c.server.port}`;
+  return `${listenerScheme(c)}://${publicHost === 'localhost' ? '127.0.0.1' : 'localhost'}:${c.server.port}`;
 }
 
 /** The embedded defaults, as a validated config. */

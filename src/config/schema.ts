@@ -90,6 +90,22 @@ export const configSchema = s.object({
     /** A JSON array of events on POST /api/v1/events (up to 1,000 of them; each still at most body_limit). */
     batch_body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB, description: 'largest body of a batch of events (a JSON array on POST /api/v1/events)' }), 16 * 1024 * 1024),
     trust_proxy: s.withDefault(proxyHops(), 0),
+    /**
+     * HTTPS on the server's own port: PEM files, relative to the config file's folder. Both or
+     * neither; read at start (a pair that cannot serve stops it) and again whenever they change.
+     */
+    tls: s.object(
+      {
+        cert: s.withDefault(s.string({ description: 'PEM certificate (its chain after it) for HTTPS on server.port; empty means plain HTTP' }), ''),
+        key: s.withDefault(s.string({ description: "PEM private key of server.tls.cert (not encrypted)" }), ''),
+      },
+      {
+        refine(v, report) {
+          if (Boolean(v.cert) !== Boolean(v.key))
+            report([v.cert ? 'key' : 'cert'], `is empty while server.tls.${v.cert ? 'cert' : 'key'} is set`, 'HTTPS needs both PEM files (certificate and private key); leave both empty for plain HTTP');
+        },
+      },
+    ),
   }),
   store: s.withDefault(storeUrl(), ''),
   data_dir: s.withDefault(s.string({ min: 1 }), './data'),

@@ -53,7 +53,10 @@ async function assetsOrError(services: Services) {
 }
 
 export function consoleRoutes(app: H3, services: Services, sessions: Sessions): void {
-  const secure = () => services.config.publicUrl.startsWith('https:');
+  // The session cookie is `Secure` whenever the console is reached over HTTPS: the request came over
+  // TLS (server.tls), or the console's (or the public) URL says https (a TLS proxy in front).
+  const secure = (req: Request) =>
+    new URL(req.url).protocol === 'https:' || consoleUrl(services).startsWith('https:') || services.config.publicUrl.startsWith('https:');
   const registry = () => services.registry;
 
   // The console's cookie is the admin's: it must never reach integration code, which sees the
@@ -125,7 +128,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     services.log.info('console login', { expires_at: new Date(session.expiresAt).toISOString() });
     return json(
       { expiresAt: new Date(session.expiresAt).toISOString(), csrf: session.csrf },
-      { headers: { 'set-cookie': sessionCookie(value, { maxAgeMs: sessions.ttlMs, secure: secure() }) } },
+      { headers: { 'set-cookie': sessionCookie(value, { maxAgeMs: sessions.ttlMs, secure: secure(event.req) }) } },
     );
   });
 
@@ -139,14 +142,14 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
       session = undefined;
     }
     // 200 either way: "not logged in" is an answer here, not a failure.
-    if (!session) return json({ authenticated: false }, { headers: { 'set-cookie': clearedCookie(secure()) } });
+    if (!session) return json({ authenticated: false }, { headers: { 'set-cookie': clearedCookie(secure(event.req)) } });
     return json({ authenticated: true, csrf: session.csrf, expiresAt: new Date(session.expiresAt).toISOString(), publicUrl: services.config.publicUrl });
   });
 
   app.post('/console/logout', (event) => {
     const session = requestSession(event.req, sessions);
     if (session) sessions.revoke(session);
-    return json({ loggedOut: true }, { headers: { 'set-cookie': clearedCookie(secure()) } });
+    return json({ loggedOut: true }, { headers: { 'set-cookie': clearedCookie(secure(event.req)) } });
   });
 
   app.get('/console/integrations/:name/icon', (event) => imageResponse(event.req, event.context.params!.name, (m) => m.icon as string | undefined, true));

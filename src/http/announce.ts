@@ -19,6 +19,8 @@ export interface Serving {
   console: string;
   /** Serving processes under the supervisor; absent for a single process. */
   processes?: number;
+  /** The certificate served with server.tls. */
+  tls?: { names: string; subject: string; validTo: string };
 }
 
 /** Where the admin token is: a path or the config key, never the token itself. */
@@ -38,12 +40,14 @@ export function announceServing(log: Logger, config: LoadedConfig, s: Serving): 
     // Where the state is: the SQLite file under data_dir, or the PostgreSQL database (no credentials).
     store: config.store ? displayStoreUrl(config.store) : 'sqlite',
     config: config.source ?? '(embedded defaults)',
+    ...(s.tls ? { tls: { cert: config.server.tls.cert, names: s.tls.names || s.tls.subject, valid_to: s.tls.validTo } } : {}),
   };
   const token = config.admin_token ? 'the admin_token of config.yaml' : `the admin token in ${credential}`;
   const text =
     `Switchyard serving ${s.url}${s.processes ? ` (${s.processes} processes)` : ''}. ` +
     `Console: ${s.console} (log in with ${token}). Config: ${fields.config}` +
-    (config.store ? `. Store: ${fields.store}` : '');
+    (config.store ? `. Store: ${fields.store}` : '') +
+    (s.tls ? `. TLS: ${config.server.tls.cert} (${s.tls.names || s.tls.subject}, valid until ${s.tls.validTo.slice(0, 10)})` : '');
   if (log.notice) log.notice(text, 'switchyard serving', fields);
   else log.info('switchyard serving', fields);
 }

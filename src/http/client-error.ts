@@ -11,6 +11,7 @@
  * written first and the refusal after them; answering at once would put the refusal in place of a
  * response the client is owed (its event stored, the client never told).
  */
+import type { EventEmitter } from 'node:events';
 import { maxHeaderSize, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ErrorCode } from '../errors.ts';
@@ -51,7 +52,7 @@ const unanswered = new WeakMap<Duplex, Array<{ req: IncomingMessage; res: Server
 const refused = new WeakSet<Duplex>();
 
 /** Answer what Node's HTTP parser refuses on `server` in the API's error shape, after the responses each connection is owed. */
-export function answerClientErrors(server: Server): void {
+export function answerClientErrors(server: EventEmitter): void {
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     let list = unanswered.get(req.socket);
     if (!list) unanswered.set(req.socket, (list = []));

@@ -1,4 +1,5 @@
 /** What the supervisor and its serving processes say to each other (cluster IPC, JSON). */
+import type { TlsPair } from '../server/tls.ts';
 
 export interface Parking {
   name: string;
@@ -16,7 +17,9 @@ export type ToServing =
   | { t: 'collect'; id: number }
   | { t: 'collected'; id: number; snapshots: unknown[] }
   /** Whether every serving process has loaded its integrations (sent whenever that changes). */
-  | { t: 'readiness'; ready: boolean };
+  | { t: 'readiness'; ready: boolean }
+  /** The certificate to serve (server.tls): the answer to `tls`, and again whenever the supervisor accepts a new one. */
+  | { t: 'tls'; pair: TlsPair };
 
 export type ToSupervisor =
   | { t: 'pong' }
@@ -27,7 +30,9 @@ export type ToSupervisor =
   | { t: 'collect'; id: number }
   | { t: 'snapshot'; id: number; snapshot: unknown }
   /** This process has loaded its integrations (the start-up pass is over). */
-  | { t: 'loaded' };
+  | { t: 'loaded' }
+  /** Which certificate to serve (server.tls): the supervisor read the files, and watches them. */
+  | { t: 'tls' };
 
 export const SERVING_ENV = 'SWITCHYARD_SERVING';
 /** The port the first serving process listens on, for the others (when server.port is 0). */

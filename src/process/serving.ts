@@ -4,6 +4,7 @@
  * The server's modules reach it as `services.processes` (absent when the process is alone).
  */
 import type { SandboxHooks } from '../sandbox/in-process.ts';
+import type { TlsPair, TlsSource } from '../server/tls.ts';
 import { CrashRecord } from './crash-record.ts';
 import { ANNOUNCE_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
 import { crashRecordFile } from './paths.ts';
@@ -32,6 +33,11 @@ export interface ProcessLink {
   loaded(): void;
   /** Whether every serving process has loaded its integrations, as the supervisor last said. */
   allReady(): boolean;
+  /**
+   * The certificate of server.tls as the supervisor read it, then each new one it accepts: a
+   * process started while the files on disk are broken still gets the pair that serves.
+   */
+  tls(): Promise<TlsSource>;
   close(): void;
 }
 
@@ -53,6 +59,9 @@ export function createServingLink(dataDir: string, place: { index: number; count
   let snapshot: () => unknown = () => null;
   let nextId = 1;
   let allReady = false;
+  let pair: TlsPair | undefined;
+  const pairListeners: Array<(pair: TlsPair) => void> = [];
+  const pairWaiters: Array<() => void> = [];
 
   const onMessage = (msg: ToServing) => {
     switch (msg.t) {
@@ -80,6 +89,11 @@ export function createServingLink(dataDir: string, place: { index: number; count
         return;
       case 'readiness':
         allReady = msg.ready;
+        return;
+      case 'tls':
+        pair = msg.pair;
+        for (const fn of pairWaiters.splice(0)) fn();
+        for (const fn of pairListeners) fn(msg.pair);
         return;
     }
   };
@@ -127,6 +141,20 @@ export function createServingLink(dataDir: string, place: { index: number; count
       send({ t: 'loaded' });
     },
     allReady: () => allReady,
+    async tls() {
+      if (!pair) {
+        const answered = new Promise<void>((resolve) => pairWaiters.push(resolve));
+        send({ t: 'tls' });
+        await answered;
+      }
+      return {
+        get current() {
+          return pair!;
+        },
+        onPair: (fn) => void pairListeners.push(fn),
+        close: () => void pairListeners.splice(0),
+      };
+    },
     close() {
       process.off('message', onMessage);
       record.close();

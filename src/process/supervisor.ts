@@ -34,6 +34,7 @@ import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
 import { claimNodeId, leftoverLeases, processLeases, type NodeIdClaim } from '../store/lease-owner.ts';
+import { fileTlsSource } from '../server/tls.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;
@@ -62,7 +63,16 @@ interface Slot {
 export async function supervise(config: LoadedConfig, log: Logger): Promise<number> {
   const startedAt = Date.now();
   const count = processCount(config.server.processes);
-  const store: Store = openStore(config.data_dir, { lock: true, url: config.store || undefined, migrations: allMigrations(), log });
+  // The supervisor reads the certificate (a pair that cannot serve stops the start here, before any
+  // process), watches its files, and hands each serving process the pair it accepted last.
+  const tls = config.server.tls.cert ? fileTlsSource(config.server.tls, log) : undefined;
+  let store: Store;
+  try {
+    store = openStore(config.data_dir, { lock: true, url: config.store || undefined, migrations: allMigrations(), log });
+  } catch (e) {
+    tls?.close();
+    throw e;
+  }
   resolveAdminToken(config, true); // made once here, before N processes race to create it
   mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
   const queue = createQueue(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
@@ -83,6 +93,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     });
   } catch (e) {
     store.close();
+    tls?.close();
     throw e;
   }
   const interrupted = queue.recoverInterrupted(Date.now(), leftoverLeases(store.db));
@@ -176,6 +187,9 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         return;
       case 'due':
         for (const s of slots) if (s.worker !== w) send(s.worker, { t: 'due' });
+        return;
+      case 'tls':
+        if (tls) send(w, { t: 'tls', pair: tls.current });
         return;
       case 'collect': {
         // Metrics from every process, for the one answering GET /metrics.
@@ -285,6 +299,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     }
   }
 
+  tls?.onPair((pair) => broadcast({ t: 'tls', pair }));
+
   const heartbeat = setInterval(() => {
     const now = Date.now();
     for (const s of slots) {
@@ -330,6 +346,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   if (!config.server.port) port = await freePort(config.server.host);
   if (!stopping) start(slots[0]);
   await finished;
+  tls?.close();
   forgetServingUrl(config.data_dir);
   await nodeId.release();
   store.close();

@@ -3,8 +3,7 @@
  * accepting, let in-flight requests and work finish up to `server.shutdown_timeout`, stop modules in
  * reverse order, close the database cleanly.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server } from 'node:net';
 import { toNodeHandler } from 'h3/node';
 import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { SwitchyardError } from '../errors.ts';
@@ -23,6 +22,8 @@ import { allMigrations } from './migrations.ts';
 import { checkNeeds, checkProvided } from './capabilities.ts';
 import { claimNodeId, useNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
 import { answerClientErrors } from '../http/client-error.ts';
+import { createListener, type Listener } from './listener.ts';
+import { fileTlsSource, type TlsSource } from './tls.ts';
 
 export interface RunningServer {
   url: string;
@@ -46,12 +47,25 @@ export async function startServer(
     sandbox?: 'worker' | 'in-process';
     /** This process serves beside others under the supervisor, which holds the lock (src/process/). */
     link?: ProcessLink;
+    /**
+     * The certificate with server.tls: under the supervisor it hands it over (it reads and watches
+     * the files); without, the server reads and watches them itself.
+     */
+    tls?: TlsSource;
   } = {},
 ): Promise<RunningServer> {
   const modules = opts.modules ?? defaultModules;
   checkNeeds(modules, defaultModules);
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
-  const store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
+  // Before anything is opened: a pair that cannot serve stops the start with the file and the reason.
+  const tls = opts.tls ?? (config.server.tls.cert ? fileTlsSource(config.server.tls, log) : undefined);
+  let store: ReturnType<typeof openStore>;
+  try {
+    store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
+  } catch (e) {
+    tls?.close();
+    throw e;
+  }
   useNodeId(config.data_dir);
   // A server alone is its node (under the supervisor, the supervisor claimed the id). Should another
   // node take the id (this one's lock lost with a database restart), it stops serving (fail closed).
@@ -72,6 +86,7 @@ export async function startServer(
       });
     } catch (e) {
       store.close();
+      tls?.close();
       throw e;
     }
   }
@@ -92,7 +107,7 @@ export async function startServer(
   let listened!: () => void;
   services.listening = new Promise<void>((resolve) => (listened = resolve));
   const stops: Array<() => Promise<void> | void> = [];
-  let httpServer: Server | undefined;
+  let listener: Listener | undefined;
 
   const stopModules = async () => {
     for (const stop of stops.reverse()) {
@@ -111,24 +126,39 @@ export async function startServer(
       checkProvided(m, services);
     }
     const app = composeApp(services, modules);
-    httpServer = createServer({ requestTimeout: 120_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 }, toNodeHandler(app));
-    answerClientErrors(httpServer);
-    await listen(httpServer, config.server.host, config.server.port);
+    // A renewed certificate is served to new connections from then on (those open keep theirs).
+    // Heard before the listener is made from the current one: none arrives in between unseen.
+    tls?.onPair((pair) => {
+      try {
+        listener?.setPair(pair);
+        log.debug('TLS certificate served from now on', { subject: pair.subject, valid_to: pair.validTo, ...(opts.link ? { process: opts.link.index } : {}) });
+      } catch (e) {
+        log.error('the new TLS certificate cannot be served; the previous one still is', { code: 'tls_invalid', error: (e as Error).message });
+      }
+    });
+    listener = createListener(toNodeHandler(app), tls?.current, {
+      // A quiet answer (an invocation waiting) lasts up to the sandbox's wall time: HTTP/2 streams may stay silent that long.
+      silentMs: Math.max(120_000, config.sandbox.wall_time + 30_000),
+      clientErrors: answerClientErrors,
+    });
+    await listen(listener.server, config.server.host, config.server.port);
   } catch (e) {
-    httpServer?.close();
+    listener?.server.close();
+    tls?.close();
     await stopModules();
     await nodeId?.release();
     store.close();
     throw e;
   }
-
-  const port = (httpServer.address() as AddressInfo).port;
+  const served = listener;
+  const port = (listener.server.address() as AddressInfo).port;
   // With port 0 the public URL learns the real port.
   const publicUrl = config.server.public_url ? config.publicUrl : publicUrlOf(config, port);
   services.config = { ...config, publicUrl, server: { ...config.server, port } };
   const console = consoleUrl(services);
   if (new URL(console).origin === new URL(publicUrl).origin) {
-    httpServer.close();
+    listener.server.close();
+    tls?.close();
     await stopModules();
     await nodeId?.release();
     store.close();
@@ -140,13 +170,12 @@ export async function startServer(
   // supervisor, process 0 says it once for all of them.
   const announces = !opts.link || opts.link.announces;
   if (announces) {
-    announceServing(log, config, { url: publicUrl, console: `${console}/console/`, processes: opts.link?.count });
+    announceServing(log, config, { url: publicUrl, console: `${console}/console/`, processes: opts.link?.count, tls: tls?.current });
     recordServingUrl(config.data_dir, publicUrl);
   } else log.debug('switchyard serving', { url: publicUrl, process: opts.link?.index });
   listened();
 
   let closing: Promise<void> | undefined;
-  const server = httpServer;
   running = {
     url: publicUrl,
     port,
@@ -155,12 +184,8 @@ export async function startServer(
     close() {
       closing ??= (async () => {
         services.closing = true;
-        const deadline = Date.now() + config.server.shutdown_timeout;
-        const drained = new Promise<void>((r) => server.close(() => r()));
-        server.closeIdleConnections();
-        const timer = setTimeout(() => server.closeAllConnections(), Math.max(0, deadline - Date.now()));
-        await drained;
-        clearTimeout(timer);
+        tls?.close();
+        await served.close(Date.now() + config.server.shutdown_timeout);
         await stopModules();
         await nodeId?.release();
         store.close();
