@@ -12,7 +12,7 @@
  * response the client is owed (its event stored, the client never told).
  */
 import type { EventEmitter } from 'node:events';
-import { maxHeaderSize, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { maxHeaderSize, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ErrorCode } from '../errors.ts';
 

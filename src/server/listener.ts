@@ -10,7 +10,6 @@ import type { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { constants, createSecureServer, Http2ServerRequest, Http2ServerResponse, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 import type { TlsPair } from './tls.ts';
 
 type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown;
