@@ -39,7 +39,9 @@ const r = spawnSync(
   [
     '--no-node-snapshot',
     '--test',
-    '--test-concurrency=2',
+    // Three files at a time on two cores: the suites wait on real clocks and child processes much of
+    // the time (measured: 5 min 46 s at two, 4 min 54 s at three, the same CPU time).
+    '--test-concurrency=3',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     `--test-reporter=${join(root, 'scripts/test-durations.ts')}`,
