@@ -4,7 +4,7 @@
  * from another live node's says so in /healthz (`nodes.differ`) and in its log, since an event
  * handled by two nodes could otherwise run two versions of the same integration.
  */
-import type { Db } from '../store/index.ts';
+import { statement, type Queries } from '../store/contract.ts';
 import type { Logger } from '../log/index.ts';
 import type { Registry } from './registry-types.ts';
 
@@ -26,27 +26,35 @@ export interface PeersView {
   differ: Difference[];
 }
 
-export function watchPeers(db: Db, registry: Registry, node: string, log: Logger): { view(): PeersView; stop(): void } {
-  const upsert = db.prepare(
+const q = {
+  upsert: statement(
     `INSERT INTO store_nodes (node_id, integrations, seen_at) VALUES (?, ?, ?)
      ON CONFLICT (node_id) DO UPDATE SET integrations = excluded.integrations, seen_at = excluded.seen_at`,
-  );
-  const live = db.prepare('SELECT node_id, integrations FROM store_nodes WHERE seen_at > ? AND node_id != ?');
+  ),
+  live: statement<{ node_id: string; integrations: string }>('SELECT node_id, integrations FROM store_nodes WHERE seen_at > ? AND node_id != ?'),
+};
+
+export function watchPeers(db: Queries, registry: Registry, node: string, log: Logger): { view(): PeersView; stop(): void } {
   let view: PeersView = { node, count: 1, differ: [] };
   let said = '';
 
-  const beat = () => {
+  let beating = false;
+  const beat = async () => {
     // A node still loading its folder would look like one missing integrations: it says nothing yet.
-    if (!registry.readiness().ready) return;
+    // One beat at a time: a slow store must not pile them up.
+    if (!registry.readiness().ready || beating) return;
+    beating = true;
     const mine: Record<string, string> = {};
     for (const s of registry.list()) if (s.current) mine[s.name] = s.current.script?.version ?? 'manifest only';
     const now = Date.now();
     try {
-      upsert.run(node, JSON.stringify(mine), now);
-      const rows = live.all(now - LIVE_MS, node) as Array<{ node_id: string; integrations: string }>;
+      await db.run(q.upsert, [node, JSON.stringify(mine), now]);
+      const rows = await db.all(q.live, [now - LIVE_MS, node]);
       view = { node, count: rows.length + 1, differ: differences(mine, rows) };
     } catch {
       return; // the store's health reports a failing store; the view keeps its last answer
+    } finally {
+      beating = false;
     }
     const text = JSON.stringify(view.differ);
     if (text !== said) {
@@ -60,9 +68,9 @@ export function watchPeers(db: Db, registry: Registry, node: string, log: Logger
       said = text;
     }
   };
-  const timer = setInterval(beat, BEAT_MS);
+  const timer = setInterval(() => void beat(), BEAT_MS);
   timer.unref();
-  const unwatch = registry.onChange(() => setImmediate(beat));
+  const unwatch = registry.onChange(() => setImmediate(() => void beat()));
   void registry.whenReady().then(() => beat());
   return {
     view: () => view,
