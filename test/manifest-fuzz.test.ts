@@ -40,7 +40,11 @@ function paths(v: unknown, prefix: (string | number)[] = []): (string | number)[
 
 type Mutation = { kind: 'delete' | 'replace' | 'add'; at: number; value: unknown; key: string };
 
-function mutate(doc: unknown, m: Mutation): unknown {
+function mutate(doc: unknown, mutation: Mutation): unknown {
+  // A copy of the value: fast-check hands the same `[]` and `{}` constants to every run, and adding
+  // one into a tree that already holds it made the tree contain itself (a cycle this harness, not
+  // any YAML, made: paths() then recursed without end).
+  const m = { ...mutation, value: structuredClone(mutation.value) };
   const all = paths(doc);
   const path = all[m.at % all.length];
   if (path.length === 0) return m.kind === 'replace' ? m.value : doc;
