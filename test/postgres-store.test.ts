@@ -3,13 +3,14 @@
  * transactions (savepoints, hooks, a connection lost mid-transaction), types as SQLite gives them,
  * migrations under the advisory lock, and a `store:` value that is refused without repeating it.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { bind, translate } from '../src/store/postgres/dialect.ts';
 import { openPostgresDb } from '../src/store/postgres/db.ts';
 import { afterCommit, onRollback, openStore } from '../src/store/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
-import { postgresFor } from './helpers/postgres.ts';
+import { postgresFor, type PgServer } from './helpers/postgres.ts';
+import { samplePayload } from '../src/events/index.ts';
 import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 import { configSchema } from '../src/config/schema.ts';
 import { validate } from '../src/schema/index.ts';
@@ -324,15 +325,23 @@ test('on SQLite too, claiming the node id sets the lease owners, so the supervis
   assert.ok(leaseOwner().startsWith(processLeases(process.pid)), 'a worker\'s owner falls under its process\'s prefix');
 });
 
+/**
+ * A server on its own database of `pg`, its store URL carrying a password that trust
+ * authentication ignores (no message may show it).
+ */
+async function serverWithPassword(t: TestContext, pg: PgServer) {
+  const { startTestServer } = await import('./helpers/index.ts');
+  const dataDir = tmpDir(t);
+  const base = new URL(freshPostgresDatabase(dataDir, pg.url));
+  base.password = 's3cret';
+  const s = await startTestServer(t, { data_dir: dataDir, store: base.toString() });
+  return { dataDir, base, s };
+}
+
 test('a write the PostgreSQL store refuses is answered naming that database (postgres://host:port/db, no credentials), never the data directory; /healthz says the same', async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
-  const { startTestServer } = await import('./helpers/index.ts');
-  const { samplePayload } = await import('../src/events/index.ts');
-  const dataDir = tmpDir(t);
-  const base = new URL(freshPostgresDatabase(dataDir, pg.url));
-  base.password = 's3cret'; // trust authentication ignores it; no message may show it
-  const s = await startTestServer(t, { data_dir: dataDir, store: base.toString() });
+  const { dataDir, base, s } = await serverWithPassword(t, pg);
   const database = base.pathname.slice(1);
   const shown = `postgres://127.0.0.1:${pg.port}/${database}`;
   // The database turned read-only (as a standby is): sessions opened from now on cannot write.
@@ -367,12 +376,7 @@ test('a write the PostgreSQL store refuses is answered naming that database (pos
 test('PostgreSQL stopped under a running server: reads and writes are answered 503 storage_unavailable, "cannot be reached", naming the database (no credentials); /healthz says the same; back once it starts', async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
-  const { startTestServer } = await import('./helpers/index.ts');
-  const { samplePayload } = await import('../src/events/index.ts');
-  const dataDir = tmpDir(t);
-  const base = new URL(freshPostgresDatabase(dataDir, pg.url));
-  base.password = 's3cret'; // trust authentication ignores it; no message may show it
-  const s = await startTestServer(t, { data_dir: dataDir, store: base.toString() });
+  const { dataDir, base, s } = await serverWithPassword(t, pg);
   const shown = `postgres://127.0.0.1:${pg.port}/${base.pathname.slice(1)}`;
   assert.equal((await s.api('GET', '/api/v1/installations')).status, 200);
 

@@ -72,8 +72,6 @@ export interface Worker {
   attemptNow(id: string): Promise<AttemptRecord | 'busy'>;
   /** Attempts in flight. */
   inFlight(): number;
-  /** Deliveries claimed ahead, waiting here for a slot of their origin. */
-  claimedAhead(): number;
   /** Stop taking work; wait up to `graceMs` for attempts in flight, then abandon them (their leases are recovered at next start). */
   stop(graceMs: number): Promise<void>;
 }
@@ -426,7 +424,6 @@ export function createWorker(deps: WorkerDeps): Worker {
       return record;
     },
     inFlight: () => inflight,
-    claimedAhead: () => aheadCount,
     async stop(graceMs) {
       stopped = true;
       if (timer) clearTimeout(timer);
