@@ -42,6 +42,16 @@ export interface PostgresDatabase extends Database {
   close(): Promise<void>;
   /** Connections open and idle, and callers waiting for one. */
   stats(): { total: number; idle: number; waiting: number };
+  /**
+   * One connection held for `fn`, for what needs a session of its own: session-level advisory
+   * locks, multi-statement scripts (migrations). The store's own business, not the modules'.
+   */
+  withSession<T>(fn: (session: Session) => Promise<T>): Promise<T>;
+}
+
+/** A connection held by withSession: plain text in, rows out (several statements allowed without values). */
+export interface Session {
+  query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<R[]>;
 }
 
 /** SQLSTATE classes and codes that mean the database, not the statement, failed. */
@@ -218,6 +228,34 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
       await pool.end();
     },
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    async withSession(fn) {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (e) {
+        throw failure(e);
+      }
+      const quiet = () => {};
+      client.on('error', quiet);
+      let broken: unknown;
+      try {
+        return await fn({
+          async query<R>(text: string, values?: unknown[]) {
+            try {
+              return (await client.query(text, values)).rows as R[];
+            } catch (e) {
+              const f = failure(e);
+              if (f !== e) broken = f;
+              throw f;
+            }
+          },
+        });
+      } finally {
+        client.off('error', quiet);
+        // A session may leave state behind (locks, a failed transaction): not given back for reuse.
+        client.release(broken instanceof Error ? broken : true);
+      }
+    },
   };
 }
 

@@ -10,7 +10,8 @@ import { createStoreHealth, storageCode, storeHealthMigrationPostgres } from '..
 import type Database from 'better-sqlite3';
 import { openPostgresDb } from './db.ts';
 import { createDatabase } from '../database.ts';
-import { applySteps } from '../migrate.ts';
+import { applySteps, applyStepsOn } from '../migrate.ts';
+import { createPostgresDatabase, type PostgresDatabase } from './pool.ts';
 import { readStoreUrl, STORE_URL_FORM } from './url.ts';
 
 // Shapes of store/index.ts's, restated: that file opens this one (an import back would be a circle).
@@ -86,4 +87,49 @@ export function migratePostgres(db: Db, modules: Migrations): void {
   } finally {
     db.prepare('SELECT pg_advisory_unlock(?)').get(MIGRATION_LOCK);
   }
+}
+
+/**
+ * The store in PostgreSQL on the serving process's own event loop (pool.ts): migrations on one
+ * session under the nodes' advisory lock, then the pool for everything else.
+ */
+export async function connectPostgresStore(
+  url: string,
+  opts: { readonly?: boolean; migrations?: Migrations; applicationName?: string },
+  lock: Lock | undefined,
+): Promise<{ database: PostgresDatabase; file: string; engine: 'postgres' }> {
+  const read = readStoreUrl(url);
+  if (!read.ok) {
+    lock?.release();
+    throw new SwitchyardError('config_invalid', `the store URL ${read.problem} (the value is not repeated here: it may hold a password)`, { hint: read.hint });
+  }
+  const name = read.url.display;
+  const database = createPostgresDatabase({ url, name, readonly: opts.readonly, applicationName: opts.applicationName ?? `switchyard ${process.pid}` });
+  try {
+    await database.withSession(async (s) => {
+      if (opts.readonly) {
+        const [row] = await s.query<{ present: boolean }>('SELECT to_regclass($1) IS NOT NULL AS present', ['schema_migrations']);
+        if (!row?.present) throw new SwitchyardError('not_found', `no Switchyard tables at ${name}`, { hint: 'start the server once with `switchyard serve`' });
+        return;
+      }
+      await s.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+      try {
+        await s.query(storeHealthMigrationPostgres);
+        // The nodes on this store and the integration versions each serves (registry/peers.ts).
+        await s.query('CREATE TABLE IF NOT EXISTS store_nodes (node_id TEXT PRIMARY KEY, integrations TEXT NOT NULL, seen_at BIGINT NOT NULL)');
+        await applyStepsOn(s, opts.migrations ?? [], (m) => m.postgres ?? [], 'run the newer switchyard version on every node');
+      } finally {
+        await s.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
+      }
+    });
+  } catch (e) {
+    await database.close().catch(() => {});
+    lock?.release();
+    if (e instanceof SwitchyardError && e.code !== 'storage_unavailable') throw e;
+    throw new SwitchyardError(e instanceof SwitchyardError || storageCode(e) === 'storage_unavailable' ? 'storage_unavailable' : 'storage_failed', `cannot reach the store at ${name}: ${(e as Error).message}`, {
+      hint: `check \`store:\` in config.yaml (${STORE_URL_FORM}) and that the server is up`,
+      cause: e,
+    });
+  }
+  return { database, file: name, engine: 'postgres' };
 }
