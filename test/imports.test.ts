@@ -10,7 +10,8 @@ import { dirname, join, relative, resolve } from 'node:path';
  * a module is a dependency on it), finds the import circles, and fails on any circle that is not
  * one of the known ones below, or that grew. The known ones are debts: fix them, then remove them
  * from the list (the test says when one is gone). None is left. It also checks the layering: the
- * low layers (LOW_LAYERS) never import a module or the composition root.
+ * low layers (LOW_LAYERS) never import a module or the composition root, and the guest library
+ * imports nothing of the host's.
  */
 const KNOWN_CIRCLES: string[][] = [];
 
@@ -35,6 +36,28 @@ function upwardImports(graph: Map<string, string[]>): string[] {
     for (const target of targets) {
       const to = relative(SRC, target);
       if (!to.startsWith('..') && !inLowLayer(to)) out.push(`${from} -> ${to}`);
+    }
+  }
+  return out.sort();
+}
+
+/**
+ * The guest library runs inside the isolate, bundled: of src/ it imports only its own files and
+ * src/lib/ (plain code, held to the isolate's environment by the guest's type-check,
+ * tsconfig.guest.json). A type-only import counts too: it would bring the host's modules, and
+ * Node's types, into that type-check. The host may import the guest's leaf files (names.ts, fetch-result.ts).
+ */
+const GUEST = 'sandbox/guest/';
+
+/** `from -> to` for every import of a guest file that reaches host code. */
+function guestImportsOfHost(graph: Map<string, string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = relative(SRC, file);
+    if (!from.startsWith(GUEST)) continue;
+    for (const target of targets) {
+      const to = relative(SRC, target);
+      if (!to.startsWith('..') && !to.startsWith(GUEST) && !to.startsWith('lib/')) out.push(`${from} -> ${to}`);
     }
   }
   return out.sort();
@@ -129,4 +152,16 @@ test('the reader counts type-only imports and re-exports, not dynamic import(); 
   assert.deepEqual(circles(new Map([[a, [b]], [b, []]])), []);
   const text = `import type { Db } from './store/index.ts';\nexport { x } from './webhooks/policy.ts';\nconst lazy = await import('./events/index.ts');\n`;
   assert.deepEqual(importsOf(join(SRC, 'main.ts'), text), [join(SRC, 'store/index.ts'), join(SRC, 'webhooks/policy.ts')]);
+});
+
+test('the guest library imports only its own files and src/lib/, nothing of the host\'s', () => {
+  const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
+  assert.ok([...graph.keys()].some((f) => relative(SRC, f).startsWith(GUEST)), 'the guest\'s files are read');
+  assert.deepEqual(guestImportsOfHost(graph), [], 'a guest file imports host code: declare what crosses the bridge in a guest leaf file the host imports (as web/fetch-result.ts)');
+  const file = (path: string) => join(SRC, path);
+  const made = new Map([
+    [file('sandbox/guest/web/fetch.ts'), [file('sandbox/worker/ops.ts'), file('sandbox/guest/web/fetch-result.ts'), file('lib/multipart.ts')]],
+    [file('sandbox/worker/ops.ts'), [file('sandbox/guest/web/fetch-result.ts')]],
+  ]);
+  assert.deepEqual(guestImportsOfHost(made), ['sandbox/guest/web/fetch.ts -> sandbox/worker/ops.ts']);
 });
