@@ -132,11 +132,11 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     );
   });
 
-  app.get('/console/session', (event) => {
+  app.get('/console/session', async (event) => {
     requireConsolePage(event.req); // it answers the CSRF value
     let session;
     try {
-      session = requestSession(event.req, sessions);
+      session = await requestSession(event.req, sessions);
     } catch (e) {
       if (!(e instanceof SwitchyardError)) throw e;
       session = undefined;
@@ -146,9 +146,9 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return json({ authenticated: true, csrf: session.csrf, expiresAt: new Date(session.expiresAt).toISOString(), publicUrl: services.config.publicUrl });
   });
 
-  app.post('/console/logout', (event) => {
-    const session = requestSession(event.req, sessions);
-    if (session) sessions.revoke(session);
+  app.post('/console/logout', async (event) => {
+    const session = await requestSession(event.req, sessions);
+    if (session) await sessions.revoke(session);
     return json({ loggedOut: true }, { headers: { 'set-cookie': clearedCookie(secure(event.req)) } });
   });
 

@@ -1,11 +1,17 @@
 /**
- * Caches kept in memory over rows that several processes write (installations, webhook secrets):
- * a writer bumps the generation of what it changed, in the store; a reader asks `changed()` before
- * trusting its copy. The question costs one `PRAGMA data_version` (it moves only when another
- * connection committed, and reads no page) and, only then, one indexed read of the generation.
+ * Caches kept in memory over rows that several processes write (installations, webhook secrets,
+ * console revocations): a writer bumps the generation of what it changed, in its transaction; a
+ * reader asks its watch before trusting its copy. On SQLite the question costs one
+ * `PRAGMA data_version` per event-loop turn (it moves only when another connection committed, and
+ * reads no page) and, only then, one indexed read of the generation. On PostgreSQL a bump is a
+ * NOTIFY sent at the writer's COMMIT, and a question costs nothing until one arrives.
  * Within one process the writers drop their own copies as before; this is what tells the others.
+ *
+ * `generationsFor(store)` answers through the store's contract (asynchronously);
+ * `generationsOf(db)` over the synchronous connection, for the modules not on it yet.
  */
 import type { Db } from './index.ts';
+import { randomUUID } from 'node:crypto';
 import { oncePerTurn } from '../lib/batch.ts';
 import { bridgeOf, engineOf } from './postgres/db.ts';
 import { statement, type Database, type Queries } from './contract.ts';
@@ -44,7 +50,7 @@ const q = {
   // On PostgreSQL a NOTIFY, sent when the writer's transaction commits (see createNotified).
   bump: statement({
     sqlite: 'INSERT INTO store_generations (name, gen) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET gen = gen + 1',
-    postgres: `SELECT pg_notify('switchyard_generations', ?)`,
+    postgres: `SELECT pg_notify('switchyard_generations', CAST(? AS text) || ' ' || CAST(? AS text))`,
   }),
 };
 
@@ -66,10 +72,10 @@ function createAsync(db: Db, database: Database): Generations {
   if (db.readonly) return { bump: async () => {}, watch: () => async () => false };
   if (database.engine === 'postgres')
     return {
-      bump: async (tx, name) => void (await tx.get(q.bump, [name])),
+      bump: async (tx, name) => void (await tx.get(q.bump, [name, origins.get(db)])),
       watch(name) {
         const changed = core.watch(name);
-        return async () => changed();
+        return shared(async () => changed());
       },
     };
   // SQLite: `PRAGMA data_version` once per event-loop turn, however many caches ask in it.
@@ -93,8 +99,7 @@ function createAsync(db: Db, database: Database): Generations {
         const v = await version();
         seen = { version: v, gen: await gen(name) };
       })().catch(() => {});
-      let asking: Promise<boolean> | undefined;
-      const ask = async (): Promise<boolean> => {
+      return shared(async (): Promise<boolean> => {
         await start;
         const v = await version();
         if (seen && v === seen.version) return false;
@@ -103,10 +108,15 @@ function createAsync(db: Db, database: Database): Generations {
         const moved = !seen || g !== seen.gen;
         seen = { version: v, gen: g };
         return moved;
-      };
-      return () => (asking ??= ask().finally(() => (asking = undefined)));
+      });
     },
   };
+}
+
+/** Callers asking while an answer is on the way get that answer. */
+function shared(ask: () => Promise<boolean>): () => Promise<boolean> {
+  let asking: Promise<boolean> | undefined;
+  return () => (asking ??= ask().finally(() => (asking = undefined)));
 }
 
 function create(db: Db): SyncGenerations {
@@ -155,14 +165,22 @@ function create(db: Db): SyncGenerations {
  */
 const CHANNEL = 'switchyard_generations';
 
+/** Which store sent a notification (`<name> <origin>`): a store's own bumps are not news to it. */
+const origins = new WeakMap<Db, string>();
+
 function createNotified(db: Db): SyncGenerations {
   const bridge = bridgeOf(db)!;
   const notify = db.prepare('SELECT pg_notify(?, ?)');
+  const origin = randomUUID();
+  origins.set(db, origin);
   const watchers = new Map<string, Set<{ changed: boolean }>>();
   const mark = (name: string | undefined) => {
     for (const [n, set] of watchers) if (name === undefined || n === name) for (const w of set) w.changed = true;
   };
-  bridge.listen(CHANNEL, (name) => mark(name));
+  bridge.listen(CHANNEL, (payload) => {
+    const [name, from] = payload.split(' ');
+    if (from !== origin) mark(name);
+  });
   bridge.onReconnect(() => mark(undefined));
   return {
     bump(name) {
