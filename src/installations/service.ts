@@ -7,6 +7,7 @@
  *                  └──────(a required key removed)───────┘
  *   any state ──uninstall──> uninstalled (final: token revoked, no code runs)
  */
+import { AsyncResource } from 'node:async_hooks';
 import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { newEventId } from '../events/types.ts';
@@ -203,8 +204,11 @@ export async function createInstallations(deps: InstallationsDeps) {
     epoch++;
     await reloadLive();
   }
-  // What answers synchronously (cached, the webhook endpoints) asks too, for the next caller.
-  const freshSoon = oncePerTurn(() => void fresh().catch(() => {}));
+  // What answers synchronously (cached, the webhook endpoints) asks too, for the next caller: in the
+  // context this service was made in, never in that of a transaction the caller may be in (its
+  // statements would be refused there).
+  const outsideAny = new AsyncResource('installations.fresh');
+  const freshSoon = oncePerTurn(() => outsideAny.runInAsyncScope(() => void fresh().catch(() => {})));
 
   /** The installation, read through the cache (fresh: another process's change is seen). */
   async function find(id: string): Promise<Installation | undefined> {
