@@ -256,17 +256,19 @@ test('two nodes configure one installation in the same moment: neither edit is l
   const parsed = parseManifest(builtinManifest('webhook'), 'webhook', {}) as { manifest?: unknown };
   const manifest = (parsed.manifest ?? parsed) as never;
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
-  const node = () => {
+  const { generationsFor } = await import('../src/store/generations.ts');
+  const node = async () => {
     const s = openStore(tmpDir(t), { url, migrations: allMigrations() });
     t.after(() => s.close());
-    return { s, inst: createInstallations({ db: s.db, manifestOf: () => manifest } as never) };
+    return { s, inst: await createInstallations({ database: s.database, generations: generationsFor(s), manifestOf: () => manifest } as never) };
   };
-  const [a, b] = [node(), node()];
-  const id = a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' }, by: { kind: 'admin' } } as never).installation.id;
+  const [a, b] = [await node(), await node()];
+  const id = (await a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' }, by: { kind: 'admin' } } as never)).installation.id;
   await new Promise((r) => setTimeout(r, 100));
-  assert.equal(a.inst.get(id)!.configuration.event_types, 'site_view', 'node A has the row cached (as a public request leaves it)');
-  b.inst.configure(id, { event_types: 'page_feedback' } as never);
-  a.inst.configure(id, { webhook_url: 'https://a.example/2' } as never); // the same turn: A has not been told of B's edit yet
+  assert.equal((await a.inst.find(id))!.configuration.event_types, 'site_view', 'node A has the row in memory (as a public request leaves it)');
+  await b.inst.configure(id, { event_types: 'page_feedback' } as never);
+  // At once: A has not been told of B's edit yet (its notification is still on the way).
+  await a.inst.configure(id, { webhook_url: 'https://a.example/2' } as never);
   const stored = JSON.parse(String(b.s.db.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(id)));
   // signature_scheme: the manifest's default, stored at install.
   assert.deepEqual(stored, { webhook_url: 'https://a.example/2', event_types: 'page_feedback', signature_scheme: 'platform' });

@@ -401,7 +401,7 @@ test('a late line that arrives before its invocation is recorded is kept for the
   const integration = capabilityOf(s.services, 'registry').get('kitchen-sink')!;
   await runtime.invoke({
     integration,
-    installation: capabilityOf(s.services, 'installations').get(installation.id)!,
+    installation: (await capabilityOf(s.services, 'installations').find(installation.id))!,
     envelope: { event: { type: 'fetch', request: { method: 'GET', url: `${installation.urls.publicEndpoint}/env`, headers: [] } }, environment: {} },
     requestId,
   });

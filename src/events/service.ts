@@ -53,7 +53,7 @@ export const MAX_BATCH_EVENTS = 1000;
 export interface EventsDeps {
   db: Db;
   log: Logger;
-  subscriptions: () => { forEventType(type: string): Subscription[] } | undefined;
+  subscriptions: () => { forEventType(type: string): Subscription[]; fresh?(): Promise<void> } | undefined;
   deliveries: () => Deliveries | undefined;
   handlerRuns: () => HandlerQueue | undefined;
   now?: () => number;
@@ -152,7 +152,9 @@ export function createEvents(deps: EventsDeps) {
     },
   });
 
-  function enqueue(unit: Unit): Promise<Stored[]> {
+  async function enqueue(unit: Unit): Promise<Stored[]> {
+    // What another process subscribed (or paused) until now is what this event fans out to.
+    await deps.subscriptions()?.fresh?.();
     return new Promise<Stored[]>((resolve, reject) => pending.push({ ...unit, resolve, reject }));
   }
 

@@ -108,13 +108,13 @@ export const runtimeModule = defineModule({
         if (!integrations.size && !starting) return [];
         const only = typeof event.installationId === 'string' && event.installationId ? event.installationId : undefined;
         return installations
-          .list({ status: 'active' })
+          .active()
           .filter((i) => (integrations.has(i.integration) || (starting && i.integration !== WEBHOOK_INTEGRATION && !registry.get(i.integration))) && (only === undefined ? concerns(i, event) : i.id === only))
           .map((i) => ({ installationId: i.id, integration: i.integration }));
       },
       /** Run one installation's handler; outcomes are recorded as invocations carrying the eventId. */
       async run(installationId, event): Promise<RunOutcome> {
-        const installation = installations.get(installationId);
+        const installation = await installations.find(installationId);
         if (!installation || installation.status === 'uninstalled') return { kind: 'gone', reason: `installation ${installationId} was uninstalled` };
         const r = await runtime.emit(installation, event);
         if (r.skipped) return { kind: 'skip', reason: r.skipped };

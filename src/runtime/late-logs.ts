@@ -74,7 +74,8 @@ export function createLateLogs(
         return;
       }
       const integration = deps.registry.get(target.integration);
-      const installation = target.installationId ? deps.installations.get(target.installationId) : undefined;
+      // Synchronous: the cached copy (its invocation read it a moment ago through find).
+      const installation = target.installationId ? deps.installations.cached(target.installationId) : undefined;
       const line = redactLine(integration ? mapLogLine(raw, integration) : raw, integration ? redactorFor(integration, installation) : tokensOnly);
       let dropped: Dropped | undefined;
       if (target.dropped) {

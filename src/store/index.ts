@@ -38,6 +38,8 @@ export interface Store {
   /** The SQLite file, or the PostgreSQL database as `postgres://host:port/db` (no credentials). */
   file: string;
   engine: Engine;
+  /** Other nodes (machines) may use this store at the same time: PostgreSQL (a SQLite file is one machine's). */
+  shared: boolean;
   /** Whether writes succeed (health.ts); the server's /healthz reports it. */
   health: StoreHealth;
   /** The thread that checkpoints the WAL, when the store has one (the server's). */
@@ -140,6 +142,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     database: createDatabase(db, 'sqlite'),
     file,
     engine: 'sqlite',
+    shared: false,
     health,
     checkpointer,
     close() {

@@ -62,6 +62,7 @@ export function openPostgresStore(
     database: createDatabase(db, 'postgres'),
     file: name,
     engine: 'postgres' as const,
+    shared: true,
     health,
     close() {
       health.close();
