@@ -7,7 +7,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { memoryLogger } from '../src/log/index.ts';
+import { memoryLogger, type Logger } from '../src/log/index.ts';
+import type { Database, Queries, Statement } from '../src/store/contract.ts';
 import { createHandlerQueue, type EventHandlers, type HandlerQueue, type RunOutcome } from '../src/events/index.ts';
 import { openStore, type Store } from '../src/store/index.ts';
 import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
@@ -20,13 +21,20 @@ const storeOf = (dir: string): Store =>
 const RETRY = { max_retries: 3, base_delay: 1000, jitter: 0.1, retry_after_max: 60_000 };
 const LEASE_MS = 40_000;
 
-function queueOn(store: Store, clock: { now: number }, run: EventHandlers['run'], recorded: string[]): HandlerQueue {
+function queueOn(
+  store: Store,
+  clock: { now: number },
+  run: EventHandlers['run'],
+  recorded: string[],
+  opts: { installations?: number; database?: Database; log?: Logger } = {},
+): HandlerQueue {
   const event = { eventId: 'evt_1', type: 'site_view' };
+  const targets = Array.from({ length: opts.installations ?? 1 }, (_, i) => ({ installationId: `inst_${i + 1}`, integration: 'recorder' }));
   return createHandlerQueue({
-    database: store.database,
+    database: opts.database ?? store.database,
     db: store.db,
-    log: memoryLogger(),
-    handlers: () => ({ targets: () => [{ installationId: 'inst_1', integration: 'recorder' }], run }),
+    log: opts.log ?? memoryLogger(),
+    handlers: () => ({ targets: () => targets, run }),
     event: (id) => (id === event.eventId ? event : undefined),
     config: () => ({ ...RETRY, concurrency: 4, leaseMs: LEASE_MS }),
     now: () => clock.now,
@@ -149,4 +157,180 @@ test('a run claimed by a process that died is taken by another process once its 
   assert.equal((await b.ofEvent('evt_1'))[0].lastInvocation, 'req_b');
   assert.equal((await b.ofEvent('evt_1'))[0].attemptCount, 1);
   await a.stop(0);
+});
+
+/**
+ * The store as the queue sees it, watched: the statements it runs (their SQLite text) and its
+ * commits; `refuse` transactions in a row fail as a store that went away would.
+ */
+function watched(database: Database) {
+  const seen = { statements: [] as Array<{ sql: string; inTransaction: boolean }>, commits: 0, refuse: 0 };
+  const text = (s: Statement) => (typeof s.sql === 'string' ? s.sql : s.sql.sqlite);
+  const wrap = <Q extends Queries>(q: Q, inTransaction: boolean): Q => ({
+    ...q,
+    all: (s, p) => (seen.statements.push({ sql: text(s), inTransaction }), q.all(s, p)),
+    get: (s, p) => (seen.statements.push({ sql: text(s), inTransaction }), q.get(s, p)),
+    value: (s, p) => (seen.statements.push({ sql: text(s), inTransaction }), q.value(s, p)),
+    run: (s, p) => (seen.statements.push({ sql: text(s), inTransaction }), q.run(s, p)),
+  });
+  const transaction: Database['transaction'] = async (fn) => {
+    if (seen.refuse > 0) {
+      seen.refuse--;
+      throw new Error('the store went away');
+    }
+    const value = await database.transaction((tx) => fn(wrap(tx, true)));
+    seen.commits++;
+    return value;
+  };
+  return { seen, database: { ...wrap(database, false), transaction, transactionUnlessBusy: transaction } as Database };
+}
+
+const isOutcomes = (sql: string) => /json_extract\(o\.value/.test(sql);
+
+test('runs that end in the same turn have their outcomes recorded together: one statement, one commit', async (t) => {
+  const store = storeOf(tmpDir(t));
+  t.after(() => store.close());
+  const w = watched(store.database);
+  const clock = { now: 2_000_000 };
+  const recorded: string[] = [];
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  let started = 0;
+  const q = queueOn(
+    store,
+    clock,
+    async (installationId): Promise<RunOutcome> => {
+      started++;
+      await gate;
+      return { kind: 'ran', ok: true, invocationId: `req_${installationId}` };
+    },
+    recorded,
+    { installations: 4, database: w.database },
+  );
+  t.after(() => q.stop(0));
+  await ingest(store, q, clock.now);
+  await waitFor(() => started === 4);
+  const before = w.seen.statements.length;
+  const commits = w.seen.commits;
+  open();
+  await waitFor(() => recorded.length === 4);
+  const turn = w.seen.statements.slice(before);
+  assert.equal(turn.filter((s) => isOutcomes(s.sql)).length, 1, 'four outcomes, one statement');
+  assert.ok(turn.filter((s) => isOutcomes(s.sql)).every((s) => s.inTransaction));
+  assert.equal(w.seen.commits - commits, 1, 'one commit');
+  const runs = await q.ofEvent('evt_1');
+  assert.deepEqual(
+    runs.map((r) => [r.installationId, r.status, r.attemptCount, r.lastInvocation, r.running]),
+    [1, 2, 3, 4].map((i) => [`inst_${i}`, 'delivered', 1, `req_inst_${i}`, false]),
+  );
+});
+
+test('outcomes the store refused to record are recorded by a later turn, not lost until their lease runs out', async (t) => {
+  const store = storeOf(tmpDir(t));
+  t.after(() => store.close());
+  const w = watched(store.database);
+  const log = memoryLogger();
+  const clock = { now: 3_000_000 };
+  const recorded: string[] = [];
+  let finish!: () => void;
+  let ran = 0;
+  const q = queueOn(
+    store,
+    clock,
+    () =>
+      new Promise<RunOutcome>((resolve) => {
+        ran++;
+        finish = () => resolve({ kind: 'ran', ok: true, invocationId: 'req_1' });
+      }),
+    recorded,
+    { database: w.database, log },
+  );
+  t.after(() => q.stop(0));
+  await ingest(store, q, clock.now);
+  await waitFor(() => ran === 1);
+  w.seen.refuse = 1;
+  finish();
+  await waitFor(() => log.lines.some((l) => l.msg === 'handler scheduler failed; retrying in 1 s'));
+  assert.deepEqual(recorded, []);
+  assert.equal((await q.ofEvent('evt_1'))[0].running, true, 'still leased to this worker');
+  await waitFor(() => recorded.length === 1, 5000);
+  const run = (await q.ofEvent('evt_1'))[0];
+  assert.deepEqual([run.status, run.lastInvocation, run.running, ran], ['delivered', 'req_1', false, 1]);
+});
+
+test("enqueue joins the caller's transaction: rolled back, nothing is stored or run and the reserved slots come back", async (t) => {
+  const store = storeOf(tmpDir(t));
+  t.after(() => store.close());
+  const clock = { now: 4_000_000 };
+  const recorded: string[] = [];
+  const ran: string[] = [];
+  const q = queueOn(
+    store,
+    clock,
+    async (installationId): Promise<RunOutcome> => {
+      ran.push(installationId);
+      return { kind: 'ran', ok: true, invocationId: null };
+    },
+    recorded,
+    { installations: 2 },
+  );
+  t.after(() => q.stop(0));
+  const event = { eventId: 'evt_1', type: 'site_view' };
+  await assert.rejects(
+    store.database.transaction(async (tx) => {
+      assert.equal((await q.enqueue(tx, event, clock.now)).length, 2);
+      assert.equal(q.inFlight(), 2, 'both slots reserved: the runs start at commit');
+      throw new Error('ingest failed after the enqueue');
+    }),
+    /ingest failed/,
+  );
+  assert.equal(q.inFlight(), 0);
+  assert.deepEqual(await q.ofEvent('evt_1'), []);
+  q.wake();
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(ran, []);
+
+  // A savepoint that rolls back alone gives its slots back; the enclosing transaction commits what it stored.
+  await store.database.transaction(async (tx) => {
+    await assert.rejects(
+      tx.transaction(async (inner) => {
+        await q.enqueue(inner, { eventId: 'evt_2', type: 'site_view' }, clock.now);
+        throw new Error('this one fails');
+      }),
+    );
+    assert.equal(q.inFlight(), 0);
+    await q.enqueue(tx, event, clock.now);
+  });
+  await waitFor(() => recorded.length === 2);
+  assert.deepEqual(ran.sort(), ['inst_1', 'inst_2']);
+  assert.deepEqual(await q.ofEvent('evt_2'), []);
+  assert.equal(q.inFlight(), 0);
+});
+
+test('stop: an outcome that comes in during the grace is recorded, a run still in flight after it is given back (due at once)', async (t) => {
+  const store = storeOf(tmpDir(t));
+  t.after(() => store.close());
+  const clock = { now: 6_000_000 };
+  const recorded: string[] = [];
+  const finish = new Map<string, () => void>();
+  const q = queueOn(
+    store,
+    clock,
+    (installationId) =>
+      new Promise<RunOutcome>((resolve) => finish.set(installationId, () => resolve({ kind: 'ran', ok: true, invocationId: `req_${installationId}` }))),
+    recorded,
+    { installations: 2 },
+  );
+  await ingest(store, q, clock.now);
+  await waitFor(() => finish.size === 2);
+  const stopped = q.stop(200);
+  finish.get('inst_1')!();
+  await stopped;
+  const [one, two] = await q.ofEvent('evt_1');
+  assert.deepEqual([one.status, one.lastInvocation, one.running], ['delivered', 'req_inst_1', false]);
+  assert.deepEqual([two.status, two.attemptCount, two.running], ['pending', 0, false]);
+  assert.ok(Date.parse(two.nextAttemptAt!) <= clock.now, 'due again at once');
+  finish.get('inst_2')!(); // too late: nothing is recorded over the given-back run
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual((await q.ofEvent('evt_1'))[1].status, 'pending');
 });
