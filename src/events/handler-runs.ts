@@ -275,17 +275,20 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
       return stored(r.changes, r.lastId);
     },
 
+    /** Up to `limit` due runs (earliest first): a read, so a turn with nothing to write takes no write lock. */
+    async due(now: number, limit: number): Promise<number[]> {
+      return limit > 0 ? (await database.all(queue.due, { now, limit })).map((r) => Number(r.seq)) : [];
+    },
+
     /**
      * One turn of a worker, one commit: record `done` (only what `owner` still leases), then lease
-     * up to `limit` due runs (earliest first) to `owner` until `until`. The due runs are looked up
-     * before the transaction (a read), so a turn with nothing to write takes no write lock.
+     * the runs `seqs` (from due()) to `owner` until `until`, those still due and unleased, earliest first.
      */
-    async turn(t: { done: readonly RunOutcomeRecord[]; owner: string; now: number; limit: number; until: number }): Promise<ClaimedRun[]> {
-      const seqs = t.limit > 0 ? (await database.all(queue.due, { now: t.now, limit: t.limit })).map((r) => Number(r.seq)) : [];
-      if (!t.done.length && !seqs.length) return [];
+    async turn(t: { done: readonly RunOutcomeRecord[]; seqs: number[]; owner: string; now: number; until: number }): Promise<ClaimedRun[]> {
+      if (!t.done.length && !t.seqs.length) return [];
       return database.transaction(async (tx) => {
         await record(tx, t.done, t.owner, t.now);
-        return seqs.length ? claim(tx, seqs, t.owner, t.now, t.until) : [];
+        return t.seqs.length ? claim(tx, t.seqs, t.owner, t.now, t.until) : [];
       });
     },
 

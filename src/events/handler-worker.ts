@@ -92,14 +92,16 @@ export function createHandlerWorker(deps: HandlerWorkerDeps) {
     const now = clock();
     const done = ended;
     ended = [];
-    // The free slots are taken now, so a reserve() while the turn is in the store finds them taken.
-    const free = stopped ? 0 : Math.max(cfg.concurrency - inflight, 0);
-    inflight += free;
     let claimed: ClaimedRun[];
+    let taken = 0;
     try {
-      claimed = await runs.turn({ done: done.map((d) => ({ seq: d.c.seq, next: d.next })), owner, now, limit: free, until: now + cfg.leaseMs });
+      const seqs = stopped ? [] : await runs.due(now, cfg.concurrency - inflight);
+      // The slots are taken before the commit, so a reserve() (an ingest) meanwhile finds them taken.
+      taken = Math.min(seqs.length, Math.max(cfg.concurrency - inflight, 0));
+      inflight += taken;
+      claimed = await runs.turn({ done: done.map((d) => ({ seq: d.c.seq, next: d.next })), seqs: seqs.slice(0, taken), owner, now, until: now + cfg.leaseMs });
     } catch (e) {
-      inflight -= free;
+      inflight -= taken;
       ended = [...done, ...ended]; // recorded by a later turn (still ours unless the lease ran out)
       // A database hiccup must not stop the handlers for good: look again shortly.
       if (!stopped) {
@@ -108,7 +110,7 @@ export function createHandlerWorker(deps: HandlerWorkerDeps) {
       }
       return false;
     }
-    inflight -= free - claimed.length;
+    inflight -= taken - claimed.length;
     for (const c of claimed) start(c);
     for (const { c, next } of done) {
       if (next !== 'dropped' && next.status === 'failed')
