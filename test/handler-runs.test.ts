@@ -223,6 +223,15 @@ test('runs that end in the same turn have their outcomes recorded together: one 
     runs.map((r) => [r.installationId, r.status, r.attemptCount, r.lastInvocation, r.running]),
     [1, 2, 3, 4].map((i) => [`inst_${i}`, 'delivered', 1, `req_inst_${i}`, false]),
   );
+  assert.deepEqual(await q.counts(), { pending: 0, retrying: 0, held: 0, delivered: 4, failed: 0, cancelled: 0 });
+
+  // A delivered run runs again when replayed alone; one still scheduled is refused, naming its status.
+  const again = await q.replayOne(runs[0].id);
+  assert.equal(again.status, 'pending');
+  await assert.rejects(q.replayOne(runs[0].id), (e: Error & { code?: string }) => e.code === 'conflict' && /is pending/.test(e.message));
+  await waitFor(() => recorded.length === 5);
+  assert.equal((await q.get(runs[0].id))?.status, 'delivered');
+  await assert.rejects(q.replayOne('hdl_none'), (e: Error & { code?: string }) => e.code === 'not_found');
 });
 
 test('outcomes the store refused to record are recorded by a later turn, not lost until their lease runs out', async (t) => {
