@@ -28,7 +28,7 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
   const events = createEvents({ db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
   const invocations = createInvocations(db);
   // A database from before handler runs existed has none to show.
-  const runs = tables.has('event_handler_runs') ? createHandlerRuns(db, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
+  const runs = tables.has('event_handler_runs') ? createHandlerRuns(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
   const time = (v: string | undefined, name: string) => parseTimeParam(v, name);
   const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
 
@@ -49,7 +49,7 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
     async event(id) {
       const e = events.get(id);
       if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with `switchyard events list --offline`' });
-      return { ...e, deliveries: queue.list({ event: id, limit: 500 }).deliveries, handlerRuns: runs?.ofEvent(id) ?? [] };
+      return { ...e, deliveries: queue.list({ event: id, limit: 500 }).deliveries, handlerRuns: (await runs?.ofEvent(id)) ?? [] };
     },
     async invocations(f) {
       return invocations.list({ ...f, errors: f.errors, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
