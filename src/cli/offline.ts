@@ -26,7 +26,7 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
     }
   const queue = createQueue(db, { maxAttempts: () => config.webhooks.max_retries + 1 });
   const events = createEvents({ db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
-  const invocations = createInvocations(db);
+  const invocations = createInvocations(store.database);
   // A database from before handler runs existed has none to show.
   const runs = tables.has('event_handler_runs') ? createHandlerRuns(db, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
   const time = (v: string | undefined, name: string) => parseTimeParam(v, name);
@@ -55,7 +55,7 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
       return invocations.list({ ...f, errors: f.errors, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
     },
     async invocation(id) {
-      const i = invocations.get(id);
+      const i = await invocations.get(id);
       if (!i) throw new SwitchyardError('not_found', `no invocation ${id}`);
       return i;
     },

@@ -89,7 +89,7 @@ export const retentionModule = defineModule({
       log,
       stopping: () => services.closing,
       // SQLite only: PostgreSQL's own checkpointer and autovacuum do this job.
-      checkpoint: services.store.engine === 'sqlite' ? () => services.store.db.pragma('wal_checkpoint(PASSIVE)') : undefined,
+      checkpoint: services.store.engine === 'sqlite' ? () => void services.store.db.pragma('wal_checkpoint(PASSIVE)') : undefined,
     });
     services.retention = retention;
     // Every serving process knows the schedule (GET /api/v1/retention answers it); the first one runs it.
