@@ -5,7 +5,7 @@
  * of the source and a failure leaves the target as empty as it was.
  *
  * - Tables: those of the SQLite file, less the store's bookkeeping (schema_migrations,
- *   store_probe, store_generations), parents before the tables that refer to them (foreign keys).
+ *   store_probe, store_locks, store_generations), parents before the tables that refer to them (foreign keys).
  * - Columns: SQLite's (PRAGMA table_info), each of which PostgreSQL must have; SQLite's implicit
  *   rowid goes into a PostgreSQL column named `rowid` where the table has one (invocations).
  * - Rows: one INSERT per batch of rows (`batchRows`, or fewer once their text passes `batchBytes`),
@@ -28,7 +28,7 @@ import { storableText } from './text.ts';
 type Db = Database.Database;
 
 /** The store's own tables: made by whoever opens a store, never copied. */
-export const BOOKKEEPING_TABLES = ['schema_migrations', 'store_probe', 'store_generations'];
+export const BOOKKEEPING_TABLES = ['schema_migrations', 'store_probe', 'store_locks', 'store_generations'];
 
 export interface CopiedTable {
   name: string;

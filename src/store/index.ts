@@ -9,7 +9,7 @@ import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, ope
 import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { BACKSTOP_PAGES, WAL_BOUND_PAGES, checkpointsOnThread, startCheckpointer, type Checkpointer } from './checkpointer.ts';
-import { acquireLock, type Lock } from './lock.ts';
+import { acquireLock, storeLocksMigration, type Lock } from './lock.ts';
 import { createStoreHealth, storageStartError, storeHealthMigration, type StoreHealth } from './health.ts';
 import { installTransactionHooks } from './transactions.ts';
 import { applySteps } from './migrate.ts';
@@ -42,6 +42,12 @@ export interface Store {
   health: StoreHealth;
   /** The thread that checkpoints the WAL, when the store has one (the server's). */
   checkpointer?: Checkpointer;
+  /**
+   * After a batch of deletes (retention): SQLite writes the pages it freed back a little at a time
+   * (a passive WAL checkpoint), rather than one batch paying for a whole automatic checkpoint;
+   * nothing on PostgreSQL, whose own checkpointer and autovacuum do this.
+   */
+  checkpointPassive(): Promise<void>;
   close(): void;
 }
 
@@ -123,6 +129,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
       db.pragma(`journal_size_limit = ${WAL_BOUND_PAGES * Number(db.pragma('page_size', { simple: true }))}`);
       migrate(db, opts.migrations ?? []);
       db.exec(storeHealthMigration);
+      db.exec(storeLocksMigration);
     } else db.pragma('query_only = ON');
   } catch (e) {
     // The first writes (the WAL's -shm, the migrations) meet a full or read-only disk here: one
@@ -142,6 +149,9 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     engine: 'sqlite',
     health,
     checkpointer,
+    async checkpointPassive() {
+      if (!opts.readonly) db.pragma('wal_checkpoint(PASSIVE)');
+    },
     close() {
       health.close();
       checkpointer?.stop();

@@ -5,7 +5,7 @@
  * caches; everything the nodes share is in the database.
  */
 import { SwitchyardError } from '../../errors.ts';
-import type { Lock } from '../lock.ts';
+import { storeLocksMigrationPostgres, type Lock } from '../lock.ts';
 import { createStoreHealth, storageCode, storeHealthMigrationPostgres } from '../health.ts';
 import type Database from 'better-sqlite3';
 import { openPostgresDb } from './db.ts';
@@ -62,6 +62,8 @@ export function openPostgresStore(
     file: name,
     engine: 'postgres' as const,
     health,
+    /** PostgreSQL's own checkpointer and autovacuum do this job. */
+    checkpointPassive: async () => {},
     close() {
       health.close();
       db.close();
@@ -79,6 +81,7 @@ export function migratePostgres(db: Db, modules: Migrations): void {
   db.prepare('SELECT pg_advisory_lock(?)').get(MIGRATION_LOCK);
   try {
     db.exec(storeHealthMigrationPostgres);
+    db.exec(storeLocksMigrationPostgres);
     // No store_generations here: on PostgreSQL a change is announced by NOTIFY (generations.ts).
     // The nodes on this store and the integration versions each serves (registry/peers.ts).
     db.exec('CREATE TABLE IF NOT EXISTS store_nodes (node_id TEXT PRIMARY KEY, integrations TEXT NOT NULL, seen_at BIGINT NOT NULL)');
