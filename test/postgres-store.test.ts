@@ -246,13 +246,13 @@ test('two live nodes may not share a node id (a copied data_dir): the second is 
   t.after(() => (a.close(), b.close()));
   const id = useNodeId(dirA);
   copyFileSync(join(dirA, 'node-id'), join(dirB, 'node-id'));
-  const held = await claimNodeId(a.db, dirA);
+  const held = await claimNodeId(a, dirA);
   await assert.rejects(
-    claimNodeId(b.db, dirB),
+    claimNodeId(b, dirB),
     (e: Error & { code?: string; hint?: string }) => e.code === 'conflict' && e.message.includes(id) && e.message.includes(join(dirB, 'node-id')) && /delete/.test(String(e.hint)),
   );
   await held.release();
-  await (await claimNodeId(b.db, dirB)).release();
+  await (await claimNodeId(b, dirB)).release();
 });
 
 test('two nodes configure one installation in the same moment: neither edit is lost (the row is read locked, not from a cache)', async (t) => {
@@ -326,7 +326,7 @@ test('on SQLite too, claiming the node id sets the lease owners, so the supervis
   const dir = tmpDir(t);
   const store = openStore(dir, { migrations: allMigrations() });
   t.after(() => store.close());
-  await claimNodeId(store.db, dir);
+  await claimNodeId(store, dir);
   const id = readFileSync(join(dir, 'node-id'), 'utf8').trim();
   assert.match(id, /^[0-9a-f]{12}$/);
   assert.equal(processLeases(process.pid), `${id}.${process.pid}.`);

@@ -138,13 +138,14 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     lock?.release();
     throw (!(e instanceof SwitchyardError) && storageStartError(e, dataDir)) || e;
   }
-  const health = createStoreHealth(db, { engine: 'sqlite', dataDir });
+  const database = createDatabase(db, 'sqlite');
+  const health = createStoreHealth(database, { engine: 'sqlite', dataDir });
   const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file, { log: opts.log }) : undefined;
   // The supervisor's thread checkpoints for its serving processes, where there is a thread.
   if (opts.shared && !opts.readonly && checkpointsOnThread()) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {
     db,
-    database: createDatabase(db, 'sqlite'),
+    database,
     file,
     engine: 'sqlite',
     health,

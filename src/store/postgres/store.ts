@@ -55,10 +55,11 @@ export function openPostgresStore(
     lock?.release();
     throw e;
   }
-  const health = createStoreHealth(db, { engine: 'postgres', database: name });
+  const database = createDatabase(db, 'postgres');
+  const health = createStoreHealth(database, { engine: 'postgres', database: name });
   return {
     db,
-    database: createDatabase(db, 'postgres'),
+    database,
     file: name,
     engine: 'postgres' as const,
     health,
