@@ -21,7 +21,7 @@
  */
 import type Database from 'better-sqlite3';
 import { SwitchyardError } from '../errors.ts';
-import type { ModuleMigrations } from './index.ts';
+import type { ModuleMigrations, Store } from './index.ts';
 import { bridgeOf, engineOf } from './postgres/db.ts';
 import { storableText } from './text.ts';
 
@@ -70,6 +70,11 @@ interface Plan {
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /** Copy `source` (SQLite, opened read-only) into `target` (PostgreSQL, migrated, empty). */
+/** The CLI's entry: a SQLite store into a PostgreSQL one (their connections stay the store's business). */
+export function copyStore(source: Store, target: Store, opts: CopyOptions): CopyReport {
+  return copySqliteToPostgres(source.db, target.db, opts);
+}
+
 export function copySqliteToPostgres(source: Db, target: Db, opts: CopyOptions): CopyReport {
   if (engineOf(source) !== 'sqlite' || engineOf(target) !== 'postgres') throw new Error('copySqliteToPostgres copies a SQLite store into a PostgreSQL one');
   const bridge = bridgeOf(target)!;
