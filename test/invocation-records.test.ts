@@ -1,0 +1,96 @@
+/**
+ * Invocation records on the store's contract (src/runtime/records.ts): the records of one turn
+ * are one statement in one commit, in the order they came; a bad row does not lose the others;
+ * readers see what was answered. On SQLite, and on PostgreSQL (SWITCHYARD_TEST_PG_URL) through the
+ * store's connection and through the asynchronous pool.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { openStore } from '../src/store/index.ts';
+import type { Database, Params, Statement, Tx } from '../src/store/contract.ts';
+import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
+import { allMigrations } from '../src/server/migrations.ts';
+import { createInvocationRecords } from '../src/runtime/records.ts';
+import { createInvocations } from '../src/runtime/invocations.ts';
+import { memoryLogger } from '../src/log/index.ts';
+import { freshPostgresDatabase, tmpDir } from './helpers/index.ts';
+
+const pg = process.env.SWITCHYARD_TEST_PG_URL;
+const IMPLEMENTATIONS = pg ? (['connection', 'pool'] as const) : (['connection'] as const);
+
+function open(t: TestContext, using: (typeof IMPLEMENTATIONS)[number]): Database {
+  const dir = tmpDir(t);
+  const url = pg ? freshPostgresDatabase(dir) : undefined;
+  const store = openStore(dir, { url, migrations: allMigrations() });
+  t.after(() => store.close());
+  if (using === 'connection') return store.database;
+  const pool = createPostgresDatabase({ url: url!, name: 'test' });
+  t.after(() => pool.close());
+  return pool;
+}
+
+/** The database, counting the commits and statements that go through it. */
+function counting(db: Database) {
+  const n = { commits: 0, statements: 0 };
+  const count = <T>(p: Promise<T>) => (n.statements++, p);
+  const queries = (q: Pick<Database, 'all' | 'get' | 'value' | 'run'>) => ({
+    all: <R>(s: Statement<R>, p?: Params) => count(q.all(s, p)),
+    get: <R>(s: Statement<R>, p?: Params) => count(q.get(s, p)),
+    value: <V>(s: Statement, p?: Params) => count(q.value<V>(s, p)),
+    run: (s: Statement, p?: Params) => count(q.run(s, p)),
+  });
+  const inTx = (tx: Tx): Tx => ({ ...queries(tx), engine: tx.engine, afterCommit: (f) => tx.afterCommit(f), onRollback: (f) => tx.onRollback(f), transaction: (f) => tx.transaction((inner) => f(inTx(inner))) });
+  const database: Database = {
+    ...queries(db),
+    engine: db.engine,
+    transaction: (fn) => (n.commits++, db.transaction((tx) => fn(inTx(tx)))),
+    transactionUnlessBusy: (fn) => (n.commits++, db.transactionUnlessBusy((tx) => fn(inTx(tx)))),
+  };
+  return { n, database };
+}
+
+const row = (id: string, i: number) => [id, 'hello', null, 'fetch', null, 200, 1.25 + i, 0.5, null, null, null, null, JSON.stringify([{ time: i, level: 'log', message: `line ${i}` }]), new Date(1_700_000_000_000 + i).toISOString()];
+const notice = (id: string) => ({ kind: 'recorded' as const, id, integration: 'hello', installationId: null, status: 200 });
+
+for (const using of IMPLEMENTATIONS) {
+  test(`the records of one turn are one statement and one commit, in the order they came (${using})`, async (t) => {
+    const { n, database } = counting(open(t, using));
+    const records = createInvocationRecords(database, memoryLogger());
+    const heard: string[] = [];
+    records.observe((x) => heard.push(x.id));
+    const ids = Array.from({ length: 100 }, (_, i) => `req_turn_${String(i).padStart(3, '0')}`);
+    ids.forEach((id, i) => records.record(row(id, i), notice(id), false));
+    await records.flushRecords();
+    assert.deepEqual(n, { commits: 1, statements: 1 });
+    assert.deepEqual(heard, ids, 'observers hear each record once it is committed, in order');
+    const page = await createInvocations(database).list({ limit: 500 });
+    assert.deepEqual(page.invocations.map((i) => i.requestId), [...ids].reverse(), 'newest first: the rows went in in the order they came');
+    const first = page.invocations.at(-1)!;
+    assert.equal(first.status, 200);
+    assert.equal(first.durationMs, 1.25);
+    assert.equal(first.installationId, null);
+    assert.deepEqual(first.logs.map((l) => l.message), ['line 0']);
+    assert.equal(first.createdAt, new Date(1_700_000_000_000).toISOString());
+    await records.close();
+  });
+
+  test(`a record that cannot be stored does not lose the others of its turn (${using})`, async (t) => {
+    const database = open(t, using);
+    const log = memoryLogger();
+    const records = createInvocationRecords(database, log);
+    records.record(row('req_dup', 0), notice('req_dup'), false);
+    await records.flushRecords();
+    // The same id again (its primary key) between two good ones, all waited for.
+    await Promise.all([
+      records.record(row('req_a', 1), notice('req_a'), true),
+      records.record(row('req_dup', 2), notice('req_dup'), true),
+      records.record(row('req_b', 3), notice('req_b'), true),
+    ]);
+    const invocations = createInvocations(database);
+    assert.ok(await invocations.get('req_a'));
+    assert.ok(await invocations.get('req_b'));
+    assert.equal((await invocations.get('req_dup'))!.durationMs, 1.25, 'the first one stays as it was');
+    assert.ok(log.lines.some((l) => l.msg === 'recording an invocation failed' && l.request_id === 'req_dup'));
+    await records.close();
+  });
+}
