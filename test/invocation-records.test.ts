@@ -12,6 +12,8 @@ import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { createInvocationRecords } from '../src/runtime/records.ts';
 import { createInvocations } from '../src/runtime/invocations.ts';
+import { createLateLogs } from '../src/runtime/late-logs.ts';
+import { createOutputPolicy } from '../src/runtime/output.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { freshPostgresDatabase, tmpDir } from './helpers/index.ts';
 
@@ -91,6 +93,45 @@ for (const using of IMPLEMENTATIONS) {
     assert.ok(await invocations.get('req_b'));
     assert.equal((await invocations.get('req_dup'))!.durationMs, 1.25, 'the first one stays as it was');
     assert.ok(log.lines.some((l) => l.msg === 'recording an invocation failed' && l.request_id === 'req_dup'));
+    await records.close();
+  });
+
+  test(`a line printed after the answer that is handed over as its result comes joins the record (${using})`, async (t) => {
+    const database = open(t, using);
+    const log = memoryLogger();
+    const records = createInvocationRecords(database, log);
+    const deps = {
+      log,
+      registry: { get: () => undefined } as never,
+      installations: { get: () => undefined, signingSecret: () => 'secret' } as never,
+      logBudget: { perInvocation: 1 << 16, perMinute: 1 << 20, diskReserve: 0, dataDir: tmpDir(t), freeBytes: () => Infinity },
+    };
+    const id = 'req_late_race';
+    let committed: Promise<void> | undefined;
+    // The result comes just as the line's store looks for its record (after it flushed the records
+    // waiting): nothing waits for the line in `early` yet, and the record is queued, not committed.
+    const looking: Database = {
+      ...database,
+      engine: database.engine,
+      all: (st, p) => database.all(st, p),
+      value: (st, p) => database.value(st, p),
+      run: (st, p) => database.run(st, p),
+      transaction: (fn) => database.transaction(fn),
+      transactionUnlessBusy: (fn) => database.transactionUnlessBusy(fn),
+      get: (st, p) => {
+        if (!committed) {
+          assert.deepEqual(late.takeEarly(id, [], { name: 'hello' } as never), []);
+          committed = records.record(row(id, 0), notice(id), true);
+        }
+        return database.get(st, p);
+      },
+    };
+    const late = createLateLogs(looking, deps, createOutputPolicy(deps), records);
+    late.appendLateLog(id, { time: 1, level: 'log', message: 'printed after' });
+    await late.settled();
+    await committed;
+    const inv = await createInvocations(database).get(id);
+    assert.deepEqual(inv!.logs.map((l) => l.message), ['line 0', 'printed after']);
     await records.close();
   });
 }

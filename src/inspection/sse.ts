@@ -38,7 +38,8 @@ const frame = (event: string, data: unknown, id?: number) =>
 /** The open streams of one server: heartbeats, and closing them all when shutdown begins. */
 export interface StreamHub {
   readonly size: number;
-  response(req: Request, feed: Feed): Response;
+  /** The stream's answer; once its start is read, when that comes from the store. */
+  response(req: Request, feed: Feed): Response | Promise<Response>;
   closeAll(): void;
 }
 
@@ -85,8 +86,13 @@ export function createStreamHub(opts: {
     unwatch();
   }
 
-  function response(req: Request, feed: Feed): Response {
-    let cursor = 0;
+  function response(req: Request, feed: Feed): Response | Promise<Response> {
+    // A start read from the store is read before the answer: a store that fails says so (503), not a broken stream.
+    return typeof feed.start === 'number' ? stream(req, feed, feed.start) : feed.start.then((start) => stream(req, feed, start));
+  }
+
+  function stream(req: Request, feed: Feed, start: number): Response {
+    let cursor = start;
     let behind = false;
     let done = false;
     let unsubscribe: (() => void) | undefined;
@@ -155,15 +161,8 @@ export function createStreamHub(opts: {
 
     const body = new ReadableStream<Uint8Array>(
       {
-        async start(c) {
+        start(c) {
           controller = c;
-          try {
-            cursor = await feed.start;
-          } catch (e) {
-            c.error(e);
-            return;
-          }
-          if (done) return; // cancelled while the start was read
           c.enqueue(enc.encode('retry: 1000\n\n'));
           c.enqueue(frame('ready', { cursor: String(cursor) }));
           unsubscribe = feed.subscribe(schedule, (item) => {

@@ -14,6 +14,8 @@ import { mapLogLine } from './stack-trace.ts';
 
 /** Results remembered as having come (see `taken`): far more than invocations in flight. */
 const TAKEN_KEPT = 10_000;
+/** Lines waiting for the store, at most (each up to 16 kB). */
+const QUEUED_KEPT = 5_000;
 
 const q = {
   appendLog: statement({
@@ -55,6 +57,7 @@ export function createLateLogs(
   const taken = new Set<string>();
   const queue: Array<{ requestId: string; raw: LogLine }> = [];
   let draining: Promise<void> | undefined;
+  let gaveWay = 0;
   const drain = () =>
     (draining = (async () => {
       try {
@@ -67,6 +70,8 @@ export function createLateLogs(
         }
       } finally {
         draining = undefined;
+        if (gaveWay) deps.log.warn('lines printed after the answer were not stored: too many waited for a slow store', { lines: gaveWay });
+        gaveWay = 0;
       }
     })());
 
@@ -123,6 +128,11 @@ export function createLateLogs(
      * other (a line's update reads what the one before it wrote).
      */
     appendLateLog(requestId: string, raw: LogLine): void {
+      if (queue.length >= QUEUED_KEPT) {
+        // A store that does not keep up (or is away): the oldest line waiting gives way.
+        queue.shift();
+        gaveWay++;
+      }
       queue.push({ requestId, raw });
       if (!draining) void drain();
     },

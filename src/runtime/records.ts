@@ -11,6 +11,7 @@
  */
 import type { Logger } from '../log/index.ts';
 import { LOCK_BUSY, statement, type Database, type Tx } from '../store/contract.ts';
+import { storageCode } from '../store/health.ts';
 import { batchPerTurn } from '../lib/batch.ts';
 import { createObservers } from '../lib/observers.ts';
 import { beforeInvocationsRead } from './invocations.ts';
@@ -58,19 +59,27 @@ export function createInvocationRecords(database: Database, log: Logger) {
     try {
       if (!scheduled || closing) await database.transaction(write);
       else if ((await database.transactionUnlessBusy(write)) === LOCK_BUSY) return records.putBack(batch);
-    } catch {
-      // One bad row must not lose the others: record them one by one.
-      for (const p of batch) {
-        try {
-          await database.run(q.insert, p.row);
-        } catch (e) {
-          log.error('recording an invocation failed', { request_id: p.row[0] as string, error: e as Error });
-        }
+    } catch (e) {
+      if (storageCode(e)) {
+        // The store failed, not a row (away, full, read-only): trying each row would only wait for it again.
+        log.error('recording invocations failed', { count: batch.length, error: e as Error });
+      } else {
+        // One bad row must not lose the others: record them one by one.
+        await oneByOne(batch);
       }
     }
     for (const p of batch) {
       notify(p.notice);
       p.done?.();
+    }
+  }
+  async function oneByOne(batch: Pending[]): Promise<void> {
+    for (const p of batch) {
+      try {
+        await database.run(q.insert, p.row);
+      } catch (e) {
+        log.error('recording an invocation failed', { request_id: p.row[0] as string, error: e as Error });
+      }
     }
   }
   /** Commit what is pending now: resolves once it (and every commit under way) is in the store. */
