@@ -7,7 +7,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { openStore } from '../src/store/index.ts';
-import type { Database, Params, Statement, Tx } from '../src/store/contract.ts';
+import { statement, type Database, type Params, type Statement, type Tx } from '../src/store/contract.ts';
 import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { createInvocationRecords } from '../src/runtime/records.ts';
@@ -16,6 +16,7 @@ import { createLateLogs } from '../src/runtime/late-logs.ts';
 import { createOutputPolicy } from '../src/runtime/output.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { freshPostgresDatabase, tmpDir } from './helpers/index.ts';
+import { postgresFor } from './helpers/postgres.ts';
 
 const pg = process.env.SWITCHYARD_TEST_PG_URL;
 const IMPLEMENTATIONS = pg ? (['connection', 'pool'] as const) : (['connection'] as const);
@@ -135,3 +136,42 @@ for (const using of IMPLEMENTATIONS) {
     await records.close();
   });
 }
+
+test('PostgreSQL frozen: records and late lines that cannot be stored are given up on after one wait, not one per row or line', async (t) => {
+  const server = await postgresFor(t);
+  if (!server) return;
+  t.after(() => {
+    try {
+      server.thaw();
+    } catch {
+      /* not frozen */
+    }
+  });
+  const dir = tmpDir(t);
+  const url = freshPostgresDatabase(dir, server.url);
+  const store = openStore(dir, { url, migrations: allMigrations() });
+  t.after(() => store.close());
+  const database = createPostgresDatabase({ url, name: 'test', queryTimeoutMs: 300 });
+  t.after(() => database.close());
+  const log = memoryLogger();
+  const records = createInvocationRecords(database, log);
+  const deps = {
+    log,
+    registry: { get: () => undefined } as never,
+    installations: { get: () => undefined, signingSecret: () => 'secret' } as never,
+    logBudget: { perInvocation: 1 << 16, perMinute: 1 << 20, diskReserve: 0, dataDir: tmpDir(t), freeBytes: () => Infinity },
+  };
+  const late = createLateLogs(database, deps, createOutputPolicy(deps), records);
+  await database.value(statement('SELECT 1')); // connected before the freeze
+  server.freeze();
+  for (let i = 0; i < 20; i++) records.record(row(`req_frozen_${i}`, i), notice(`req_frozen_${i}`), false);
+  await records.flushRecords();
+  for (let i = 0; i < 20; i++) late.appendLateLog(`req_frozen_${i}`, { time: i, level: 'log', message: `late ${i}` });
+  await late.settled();
+  const failures = (msg: string) => log.lines.filter((l) => l.msg === msg).length;
+  assert.equal(failures('recording invocations failed'), 1, 'the batch is given up on once');
+  assert.equal(failures('recording an invocation failed'), 0, 'not row by row');
+  assert.equal(failures('storing a line printed after the answer failed'), 1, 'the first line waits; the others give way');
+  assert.ok(log.lines.some((l) => l.msg === 'lines printed after the answer were not stored: too many waited for a slow store' && l.lines === 19));
+  server.thaw();
+});

@@ -6,6 +6,7 @@
 import type { LoadedIntegration } from '../registry/index.ts';
 import type { LogLine } from '../sandbox/index.ts';
 import { statement, type Database } from '../store/contract.ts';
+import { storageCode } from '../store/health.ts';
 import type { Dropped } from './log-budget.ts';
 import type { OutputPolicy } from './output.ts';
 import { redactLine } from './redact.ts';
@@ -66,6 +67,8 @@ export function createLateLogs(
             await store(next.requestId, next.raw);
           } catch (e) {
             deps.log.error('storing a line printed after the answer failed', { request_id: next.requestId, error: e as Error });
+            // The store failed, not the line: those waiting would each wait for it again.
+            if (storageCode(e)) gaveWay += queue.splice(0).length;
           }
         }
       } finally {
