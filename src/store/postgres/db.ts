@@ -33,15 +33,6 @@ export function sqlFor(db: Db, sql: { sqlite: string; postgres: string }): strin
   return engineOf(db) === 'postgres' ? sql.postgres : sql.sqlite;
 }
 
-/** The tables of the database, on either engine. */
-export function tableNames(db: Db): Set<string> {
-  const sql = sqlFor(db, {
-    sqlite: "SELECT name FROM sqlite_master WHERE type = 'table'",
-    postgres: 'SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema()',
-  });
-  return new Set((db.prepare(sql).all() as Array<{ name: string }>).map((r) => r.name));
-}
-
 class PgStatement {
   private plucked = false;
   private readonly compiled: Compiled;
