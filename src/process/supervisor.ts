@@ -82,7 +82,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   let idTaken = false;
   let nodeId: NodeIdClaim;
   try {
-    nodeId = await claimNodeId(store.db, config.data_dir, {
+    nodeId = await claimNodeId(store, config.data_dir, {
       log,
       onLost(e) {
         idTaken = true;
@@ -96,8 +96,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     tls?.close();
     throw e;
   }
-  const interrupted = queue.recoverInterrupted(Date.now(), leftoverLeases(store.db));
-  await runs.releaseOwnedBy(leftoverLeases(store.db));
+  const interrupted = queue.recoverInterrupted(Date.now(), leftoverLeases(store));
+  await runs.releaseOwnedBy(leftoverLeases(store));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
   const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0, loaded: false }));
