@@ -25,6 +25,7 @@ export const SUITES_ON_POSTGRES = [
   'test/retention.test.ts',
   'test/oauth.test.ts',
   'test/runtime-logs.test.ts',
+  'test/invocation-records.test.ts',
   'test/fuzz.test.ts',
   'test/store-database.test.ts',
   'test/generations.test.ts',

@@ -152,10 +152,11 @@ export function createEvents(deps: EventsDeps) {
     },
   });
 
-  async function enqueue(unit: Unit): Promise<Stored[]> {
+  function enqueue(unit: Unit): Promise<Stored[]> {
+    const push = () => new Promise<Stored[]>((resolve, reject) => pending.push({ ...unit, resolve, reject }));
     // What another process subscribed (or paused) until now is what this event fans out to.
-    await deps.subscriptions()?.fresh?.();
-    return new Promise<Stored[]>((resolve, reject) => pending.push({ ...unit, resolve, reject }));
+    const fresh = deps.subscriptions()?.fresh?.();
+    return fresh ? fresh.then(push) : push();
   }
 
   // The queues hear about the commit (first attempts start) or the rollback (reserved slots given

@@ -24,7 +24,7 @@ export interface Purger {
   name: 'deliveries' | 'failedDeliveries' | 'handlerRuns' | 'failedHandlerRuns' | 'events' | 'invocations';
   /** Which setting gives its cutoff (default `keep`). */
   keep?: 'keep' | 'keep_failed';
-  purge(before: number, limit: number): number;
+  purge(before: number, limit: number): number | Promise<number>;
 }
 
 export interface RetentionReport {
@@ -60,7 +60,7 @@ export interface RetentionDeps {
    * batch freed are written back a little at a time; otherwise every ~1000 pages one batch pays
    * for a whole automatic checkpoint (measured: worst batch ~50 ms instead of ~10 ms).
    */
-  checkpoint?: () => void;
+  checkpoint?: () => void | Promise<void>;
   /** Checked between batches: stop early when it turns true. */
   stopping?: () => boolean;
 }
@@ -108,8 +108,8 @@ export function createRetention(deps: RetentionDeps): Retention {
           break outer;
         }
         const b0 = performance.now();
-        const n = p.purge(p.keep === 'keep_failed' ? failedCutoff : cutoff, batch_size);
-        if (n) deps.checkpoint?.();
+        const n = await p.purge(p.keep === 'keep_failed' ? failedCutoff : cutoff, batch_size);
+        if (n) await deps.checkpoint?.();
         report.longestBatchMs = Math.max(report.longestBatchMs, performance.now() - b0);
         report.batches++;
         report[p.name] += n;
