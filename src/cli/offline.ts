@@ -9,7 +9,7 @@ import type { LoadedConfig } from '../config/index.ts';
 import { createEvents, createHandlerRuns } from '../events/index.ts';
 import { memoryLogger } from '../log/index.ts';
 import { createInvocations } from '../runtime/index.ts';
-import { openStore } from '../store/index.ts';
+import { connectStore } from '../store/index.ts';
 import { statement } from '../store/contract.ts';
 import { createQueue, endpointParam, parseTimeParam } from '../webhooks/index.ts';
 import { SwitchyardError } from '../errors.ts';
@@ -21,7 +21,7 @@ const tableNames = statement<{ name: string }>({
 });
 
 export async function offlineSource(config: LoadedConfig): Promise<InspectionSource> {
-  const store = openStore(config.data_dir, { readonly: true, url: config.store || undefined });
+  const store = await connectStore(config.data_dir, { readonly: true, url: config.store || undefined });
   let tables: Set<string>;
   try {
     tables = new Set((await store.database.all(tableNames)).map((r) => r.name));

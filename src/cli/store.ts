@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../server/migrations.ts';
 import { copyStore, type CopyReport } from '../store/copy.ts';
-import { DB_FILE, openStore, type Store } from '../store/index.ts';
+import { DB_FILE, openStore, connectStore, type Store } from '../store/index.ts';
 import { displayStoreUrl, readStoreUrl } from '../store/postgres/url.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { createProgress, type Progress } from './progress.ts';
@@ -62,9 +62,9 @@ const copy = defineCommand({
     let bar: Progress | undefined;
     let report: CopyReport;
     try {
-      target = openStore(scratch, { url, migrations: allMigrations() });
+      target = await connectStore(scratch, { url, migrations: allMigrations() });
       let current = '';
-      report = copyStore(source, target, {
+      report = await copyStore(source, target, {
         migrations: allMigrations(),
         targetName: name,
         progress: args.json
@@ -80,8 +80,8 @@ const copy = defineCommand({
       });
     } finally {
       bar?.end();
-      target?.close();
-      source.close();
+      await target?.close();
+      await source.close();
       rmSync(scratch, { recursive: true, force: true });
     }
     if (args.json) return printJson({ tables: report.tables.map((t) => ({ name: t.name, source: t.source, copied: t.copied, mapped: t.mapped })), ms: report.ms });

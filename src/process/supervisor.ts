@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { mkdirSync } from 'node:fs';
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
-import { openStore, type Store } from '../store/index.ts';
+import { connectStore, type Store } from '../store/index.ts';
 import { isExecutable } from '../native/index.ts';
 import { createQueue } from '../webhooks/queue.ts';
 import { createHandlerRuns } from '../events/handler-runs.ts';
@@ -68,7 +68,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const tls = config.server.tls.cert ? fileTlsSource(config.server.tls, log) : undefined;
   let store: Store;
   try {
-    store = openStore(config.data_dir, { lock: true, url: config.store || undefined, migrations: allMigrations(), log });
+    store = await connectStore(config.data_dir, { lock: true, url: config.store || undefined, migrations: allMigrations(), log });
   } catch (e) {
     tls?.close();
     throw e;
@@ -354,7 +354,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   tls?.close();
   forgetServingUrl(config.data_dir);
   await nodeId.release();
-  store.close();
+  await store.close();
   log.info('switchyard stopped');
   return exitCode;
 }

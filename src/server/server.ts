@@ -11,7 +11,7 @@ import { createLogger, type Logger } from '../log/index.ts';
 import { modules as defaultModules } from './modules.ts';
 import type { Module, Services } from './services.ts';
 import type { ProcessLink } from '../process/serving.ts';
-import { openStore } from '../store/index.ts';
+import { connectStore, type Store } from '../store/index.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { announceServing, forgetServingUrl, recordServingUrl } from '../http/announce.ts';
 import { consoleUrl } from '../http/origins.ts';
@@ -59,9 +59,9 @@ export async function startServer(
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
   // Before anything is opened: a pair that cannot serve stops the start with the file and the reason.
   const tls = opts.tls ?? (config.server.tls.cert ? fileTlsSource(config.server.tls, log) : undefined);
-  let store: ReturnType<typeof openStore>;
+  let store: Store;
   try {
-    store = openStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
+    store = await connectStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
   } catch (e) {
     tls?.close();
     throw e;
@@ -188,7 +188,7 @@ export async function startServer(
         await served.close(Date.now() + config.server.shutdown_timeout);
         await stopModules();
         await nodeId?.release();
-        store.close();
+        await store.close();
         // Under the supervisor the URL stays while it serves: it forgets it when it stops.
         if (!opts.link) forgetServingUrl(config.data_dir);
         (opts.link ? log.debug : log.info).call(log, 'switchyard stopped');

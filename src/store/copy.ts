@@ -22,7 +22,7 @@
 import type Database from 'better-sqlite3';
 import { SwitchyardError } from '../errors.ts';
 import type { ModuleMigrations, Store } from './index.ts';
-import { bridgeOf, engineOf } from './postgres/db.ts';
+import type { PostgresDatabase, Session } from './postgres/pool.ts';
 import { storableText } from './text.ts';
 
 type Db = Database.Database;
@@ -69,15 +69,14 @@ interface Plan {
 
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
-/** Copy `source` (SQLite, opened read-only) into `target` (PostgreSQL, migrated, empty). */
 /** The CLI's entry: a SQLite store into a PostgreSQL one (their connections stay the store's business). */
-export function copyStore(source: Store, target: Store, opts: CopyOptions): CopyReport {
-  return copySqliteToPostgres(source.db, target.db, opts);
+export function copyStore(source: Store, target: Store, opts: CopyOptions): Promise<CopyReport> {
+  if (!source.sqlite || !target.postgres) throw new Error('copyStore copies a SQLite store into a PostgreSQL one');
+  return copySqliteToPostgres(source.sqlite, target.postgres, opts);
 }
 
-export function copySqliteToPostgres(source: Db, target: Db, opts: CopyOptions): CopyReport {
-  if (engineOf(source) !== 'sqlite' || engineOf(target) !== 'postgres') throw new Error('copySqliteToPostgres copies a SQLite store into a PostgreSQL one');
-  const bridge = bridgeOf(target)!;
+/** Copy `source` (SQLite, opened read-only) into `target` (PostgreSQL, migrated, empty). */
+export async function copySqliteToPostgres(source: Db, target: PostgresDatabase, opts: CopyOptions): Promise<CopyReport> {
   const started = performance.now();
   const batchRows = opts.batchRows ?? 200;
   const batchBytes = opts.batchBytes ?? 4 * 1024 * 1024;
@@ -85,75 +84,90 @@ export function copySqliteToPostgres(source: Db, target: Db, opts: CopyOptions):
 
   const counts = new Map<string, number>();
   const mapped = new Map<string, number>();
-  const plans = source.transaction(() => {
-    checkSourceSchema(source, opts.migrations);
-    const plans = plan(source, target);
-    // Counted in the same snapshot the rows are read from.
-    for (const p of plans) counts.set(p.table, Number(source.prepare(`SELECT count(*) FROM ${quote(p.table)}`).pluck().get()));
+  // One read transaction on the source for the whole copy (one snapshot), one transaction on the
+  // target's session: the copy commits whole or not at all.
+  source.exec('BEGIN');
+  let plans: Plan[];
+  try {
+    plans = await target.withSession(async (session) => {
+      checkSourceSchema(source, opts.migrations);
+      const plans = plan(source, await targetColumns(session));
+      // Counted in the same snapshot the rows are read from.
+      for (const p of plans) counts.set(p.table, Number(source.prepare(`SELECT count(*) FROM ${quote(p.table)}`).pluck().get()));
+      const count = async (table: string) => Number((await session.query<{ n: number }>(`SELECT count(*) AS n FROM ${quote(table)}`))[0]!.n);
 
-    target.transaction(() => {
-      const session = bridge.session;
-      const tables = plans.map((p) => quote(p.table)).join(', ');
-      // Nobody writes to these tables until the copy commits: the emptiness seen here holds.
-      if (plans.length) target.exec(`LOCK TABLE ${tables} IN EXCLUSIVE MODE`);
-      refuseUnlessEmpty(target, plans.map((p) => p.table), name);
+      await session.query('BEGIN');
+      try {
+        const tables = plans.map((p) => quote(p.table)).join(', ');
+        // Nobody writes to these tables until the copy commits: the emptiness seen here holds.
+        if (plans.length) await session.query(`LOCK TABLE ${tables} IN EXCLUSIVE MODE`);
+        await refuseUnlessEmpty(session, plans.map((p) => p.table), name);
 
-      for (const p of plans) {
-        const total = counts.get(p.table)!;
-        opts.progress?.(p.table, 0, total);
-        const columns = p.columns.map(quote).join(', ');
-        const insert = `INSERT INTO ${quote(p.table)} (${columns}) SELECT ${columns} FROM json_populate_recordset(NULL::${quote(p.table)}, $1::text::json)`;
-        let batch: Record<string, unknown>[] = [];
-        let bytes = 0;
-        let done = 0;
-        const flush = () => {
-          if (!batch.length) return;
-          try {
-            bridge.query(insert, [JSON.stringify(batch)], `swyd_copy_${p.table}`, session);
-          } catch (e) {
-            throw new SwitchyardError('storage_failed', `copying ${p.table} into ${name} failed after ${done} rows: ${(e as Error).message}; nothing was copied (the transaction rolled back)`, {
+        for (const p of plans) {
+          const total = counts.get(p.table)!;
+          opts.progress?.(p.table, 0, total);
+          const columns = p.columns.map(quote).join(', ');
+          const insert = `INSERT INTO ${quote(p.table)} (${columns}) SELECT ${columns} FROM json_populate_recordset(NULL::${quote(p.table)}, $1::text::json)`;
+          let batch: Record<string, unknown>[] = [];
+          let bytes = 0;
+          let done = 0;
+          const flush = async () => {
+            if (!batch.length) return;
+            try {
+              await session.query(insert, [JSON.stringify(batch)]);
+            } catch (e) {
+              throw new SwitchyardError('storage_failed', `copying ${p.table} into ${name} failed after ${done} rows: ${(e as Error).message}; nothing was copied (the transaction rolled back)`, {
+                where: p.table,
+                cause: e,
+              });
+            }
+            done += batch.length;
+            opts.progress?.(p.table, done, total);
+            batch = [];
+            bytes = 0;
+          };
+          let changed = 0;
+          for (const row of source.prepare(p.select).raw(true).safeIntegers(true).iterate() as Iterable<unknown[]>) {
+            const record: Record<string, unknown> = {};
+            for (let c = 0; c < row.length; c++) {
+              const v = convert(row[c], p, c, row);
+              if (typeof row[c] === 'string' && v !== row[c]) changed++;
+              if (typeof v === 'string') bytes += v.length;
+              record[p.columns[c]] = v;
+            }
+            batch.push(record);
+            if (batch.length === batchRows || bytes >= batchBytes) await flush();
+          }
+          await flush();
+          mapped.set(p.table, changed);
+          const inTarget = await count(p.table);
+          if (done !== total || inTarget !== total)
+            throw new SwitchyardError('storage_failed', `${p.table}: ${total} rows in the SQLite database, ${done} read and ${inTarget} in ${name}; nothing was copied (the transaction rolled back)`, {
               where: p.table,
-              cause: e,
+              hint: 'run the copy again; if the counts differ again, report it as a bug',
             });
-          }
-          done += batch.length;
-          opts.progress?.(p.table, done, total);
-          batch = [];
-          bytes = 0;
-        };
-        let changed = 0;
-        for (const row of source.prepare(p.select).raw(true).safeIntegers(true).iterate() as Iterable<unknown[]>) {
-          const record: Record<string, unknown> = {};
-          for (let c = 0; c < row.length; c++) {
-            const v = convert(row[c], p, c, row);
-            if (typeof row[c] === 'string' && v !== row[c]) changed++;
-            if (typeof v === 'string') bytes += v.length;
-            record[p.columns[c]] = v;
-          }
-          batch.push(record);
-          if (batch.length === batchRows || bytes >= batchBytes) flush();
         }
-        flush();
-        mapped.set(p.table, changed);
-        const inTarget = Number(target.prepare(`SELECT count(*) AS n FROM ${quote(p.table)}`).pluck().get());
-        if (done !== total || inTarget !== total)
-          throw new SwitchyardError('storage_failed', `${p.table}: ${total} rows in the SQLite database, ${done} read and ${inTarget} in ${name}; nothing was copied (the transaction rolled back)`, {
-            where: p.table,
-            hint: 'run the copy again; if the counts differ again, report it as a bug',
-          });
+        await setSequences(session, plans.map((p) => p.table));
+        await session.query('COMMIT');
+      } catch (e) {
+        await session.query('ROLLBACK').catch(() => {});
+        throw e;
       }
-      setSequences(target, plans.map((p) => p.table));
-    })();
-    return plans;
-  })();
+      return plans;
+    });
+  } finally {
+    if (source.inTransaction) source.exec('COMMIT');
+  }
 
   // The commit's result, counted anew.
-  const tables: CopiedTable[] = plans.map((p) => ({
-    name: p.table,
-    source: counts.get(p.table)!,
-    copied: Number(target.prepare(`SELECT count(*) AS n FROM ${quote(p.table)}`).pluck().get()),
-    mapped: mapped.get(p.table) ?? 0,
-  }));
+  const tables: CopiedTable[] = [];
+  for (const p of plans)
+    tables.push({
+      name: p.table,
+      source: counts.get(p.table)!,
+      copied: Number((await target.withSession((s) => s.query<{ n: number }>(`SELECT count(*) AS n FROM ${quote(p.table)}`)))[0]!.n),
+      mapped: mapped.get(p.table) ?? 0,
+    });
   const differ = tables.filter((t) => t.source !== t.copied);
   if (differ.length)
     throw new SwitchyardError('storage_failed', `after the copy, ${name} holds other counts than the SQLite database: ${differ.map((t) => `${t.name} ${t.copied} of ${t.source}`).join(', ')}`, {
@@ -182,19 +196,24 @@ function checkSourceSchema(source: Db, migrations: ModuleMigrations[]): void {
   }
 }
 
-/** The tables to copy, parents first, each with its SELECT and its PostgreSQL columns. */
-function plan(source: Db, target: Db): Plan[] {
-  const names = (
-    source.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid").pluck().all() as string[]
-  ).filter((n) => !BOOKKEEPING_TABLES.includes(n));
+/** PostgreSQL's tables, each with its columns and their types. */
+async function targetColumns(session: Session): Promise<Map<string, Map<string, string>>> {
   const pgColumns = new Map<string, Map<string, string>>();
-  for (const r of target
-    .prepare('SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position')
-    .all() as Array<{ table_name: string; column_name: string; data_type: string }>) {
+  for (const r of await session.query<{ table_name: string; column_name: string; data_type: string }>(
+    'SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position',
+  )) {
     let m = pgColumns.get(r.table_name);
     if (!m) pgColumns.set(r.table_name, (m = new Map()));
     m.set(r.column_name, r.data_type);
   }
+  return pgColumns;
+}
+
+/** The tables to copy, parents first, each with its SELECT and its PostgreSQL columns. */
+function plan(source: Db, pgColumns: Map<string, Map<string, string>>): Plan[] {
+  const names = (
+    source.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid").pluck().all() as string[]
+  ).filter((n) => !BOOKKEEPING_TABLES.includes(n));
   const drift = (what: string) =>
     new SwitchyardError('internal', `${what}: the SQLite and PostgreSQL schemas differ, which is a bug in Switchyard's schemas`, {
       hint: 'report it; nothing was copied',
@@ -241,11 +260,11 @@ function parentsFirst(source: Db, names: string[]): string[] {
   return out;
 }
 
-function refuseUnlessEmpty(target: Db, tables: string[], name: string): void {
+async function refuseUnlessEmpty(session: Session, tables: string[], name: string): Promise<void> {
   const filled: string[] = [];
   for (const t of tables) {
-    if (!target.prepare(`SELECT EXISTS (SELECT 1 FROM ${quote(t)}) AS filled`).pluck().get()) continue;
-    const n = Number(target.prepare(`SELECT count(*) AS n FROM ${quote(t)}`).pluck().get());
+    if (!(await session.query<{ filled: boolean }>(`SELECT EXISTS (SELECT 1 FROM ${quote(t)}) AS filled`))[0]!.filled) continue;
+    const n = Number((await session.query<{ n: number }>(`SELECT count(*) AS n FROM ${quote(t)}`))[0]!.n);
     filled.push(`${t} (${n} row${n === 1 ? '' : 's'})`);
   }
   if (filled.length)
@@ -284,17 +303,16 @@ function convert(v: unknown, p: Plan, c: number, row: unknown[]): unknown {
 }
 
 /** Each serial column's sequence continues after the largest copied value. */
-function setSequences(target: Db, tables: string[]): void {
-  const serials = target
-    .prepare(
-      `SELECT table_name, column_name FROM information_schema.columns
-       WHERE table_schema = current_schema() AND column_default LIKE 'nextval(%' ORDER BY table_name, column_name`,
-    )
-    .all() as Array<{ table_name: string; column_name: string }>;
+async function setSequences(session: Session, tables: string[]): Promise<void> {
+  const serials = await session.query<{ table_name: string; column_name: string }>(
+    `SELECT table_name, column_name FROM information_schema.columns
+     WHERE table_schema = current_schema() AND column_default LIKE 'nextval(%' ORDER BY table_name, column_name`,
+  );
   for (const s of serials) {
     if (!tables.includes(s.table_name)) continue;
-    target
-      .prepare(`SELECT setval(pg_get_serial_sequence(?, ?), (SELECT COALESCE(MAX(${quote(s.column_name)}), 0) + 1 FROM ${quote(s.table_name)}), false) AS v`)
-      .get(quote(s.table_name), s.column_name);
+    await session.query(`SELECT setval(pg_get_serial_sequence($1, $2), (SELECT COALESCE(MAX(${quote(s.column_name)}), 0) + 1 FROM ${quote(s.table_name)}), false) AS v`, [
+      quote(s.table_name),
+      s.column_name,
+    ]);
   }
 }

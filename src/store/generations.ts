@@ -4,21 +4,17 @@
  * reader asks its watch before trusting its copy. On SQLite the question costs one
  * `PRAGMA data_version` per event-loop turn (it moves only when another connection committed, and
  * reads no page) and, only then, one indexed read of the generation. On PostgreSQL a bump is a
- * NOTIFY sent at the writer's COMMIT, and a question costs nothing until one arrives.
+ * NOTIFY sent at the writer's COMMIT (the store's notifications, contract.ts), and a question costs
+ * nothing until one arrives; when the listening connection was lost and came back, every cache is
+ * dropped once (what it missed is unknown).
  * Within one process the writers drop their own copies as before; this is what tells the others.
- *
- * `generationsFor(store)` answers through the store's contract (asynchronously);
- * `generationsOf(db)` over the synchronous connection, for the modules not on it yet.
  */
-import type { Db } from './index.ts';
 import { randomUUID } from 'node:crypto';
 import { oncePerTurn } from '../lib/batch.ts';
-import { bridgeOf, engineOf } from './postgres/db.ts';
 import { statement, type Database, type Queries } from './contract.ts';
 
 export const generationsMigration = 'CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen INTEGER NOT NULL)';
 
-/** The generations through the store's contract (contract.ts): see generationsFor. */
 export interface Generations {
   /** What `name` covers was changed: said in the writer's transaction (`tx`), so it counts once that commits. */
   bump(tx: Queries, name: string): Promise<void>;
@@ -29,55 +25,25 @@ export interface Generations {
   watch(name: string): () => Promise<boolean>;
 }
 
-/** The same over the synchronous connection, for the modules not on the contract yet. */
-export interface SyncGenerations {
-  bump(name: string): void;
-  watch(name: string): () => boolean;
-}
-
-const byDb = new WeakMap<Db, SyncGenerations>();
-
-/** The generations of this store's connection, synchronously (one set of statements per connection). */
-export function generationsOf(db: Db): SyncGenerations {
-  let g = byDb.get(db);
-  if (!g) byDb.set(db, (g = create(db)));
-  return g;
-}
+const CHANNEL = 'switchyard_generations';
 
 const q = {
   dataVersion: statement<{ data_version: number }>('PRAGMA data_version'),
   read: statement<{ gen: number }>('SELECT gen FROM store_generations WHERE name = ?'),
-  // On PostgreSQL a NOTIFY, sent when the writer's transaction commits (see createNotified).
-  bump: statement({
-    sqlite: 'INSERT INTO store_generations (name, gen) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET gen = gen + 1',
-    postgres: `SELECT pg_notify('switchyard_generations', CAST(? AS text) || ' ' || CAST(? AS text))`,
-  }),
+  bump: statement('INSERT INTO store_generations (name, gen) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET gen = gen + 1'),
 };
 
 const byDatabase = new WeakMap<Database, Generations>();
 
-/**
- * The generations of a store, through its contract. `db` is the store's synchronous connection,
- * used here only to listen for PostgreSQL's notifications (and to make SQLite's table at once),
- * until the pool listens itself.
- */
-export function generationsFor(store: { db: Db; database: Database }): Generations {
+/** The generations of a store (one set per store; a read-only store has nothing to tell or hear). */
+export function generationsFor(store: { database: Database; readonly?: boolean }): Generations {
   let g = byDatabase.get(store.database);
-  if (!g) byDatabase.set(store.database, (g = createAsync(store.db, store.database)));
+  if (!g) byDatabase.set(store.database, (g = store.readonly ? { bump: async () => {}, watch: () => async () => false } : create(store.database)));
   return g;
 }
 
-function createAsync(db: Db, database: Database): Generations {
-  const core = generationsOf(db);
-  if (db.readonly) return { bump: async () => {}, watch: () => async () => false };
-  if (database.engine === 'postgres')
-    return {
-      bump: async (tx, name) => void (await tx.get(q.bump, [name, origins.get(db)])),
-      watch(name) {
-        const changed = core.watch(name);
-        return shared(async () => changed());
-      },
-    };
+function create(database: Database): Generations {
+  if (database.notifications) return notified(database.notifications);
   // SQLite: `PRAGMA data_version` once per event-loop turn, however many caches ask in it.
   let known: Promise<number> | undefined;
   const forget = oncePerTurn(() => (known = undefined));
@@ -119,79 +85,32 @@ function shared(ask: () => Promise<boolean>): () => Promise<boolean> {
   return () => (asking ??= ask().finally(() => (asking = undefined)));
 }
 
-function create(db: Db): SyncGenerations {
-  // A read-only connection (the CLI's --offline) has no table to read, and nothing of its own to drop.
-  if (db.readonly) return { bump() {}, watch: () => () => false };
-  if (engineOf(db) === 'postgres') return createNotified(db);
-  db.exec(generationsMigration);
-  const pragma = db.prepare('PRAGMA data_version').pluck();
-  // Asked once per event-loop turn, however many caches check in it (several per public request):
-  // another process's commit is seen from the next turn on, as it would be a moment later anyway.
-  let known: number | undefined;
-  const forget = oncePerTurn(() => (known = undefined));
-  const version = () => {
-    if (known === undefined) {
-      known = pragma.get() as number;
-      forget();
-    }
-    return known;
-  };
-  const read = db.prepare<[string], number>('SELECT gen FROM store_generations WHERE name = ?').pluck();
-  const bump = db.prepare('INSERT INTO store_generations (name, gen) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET gen = gen + 1');
-  return {
-    bump(name) {
-      bump.run(name);
-    },
-    watch(name) {
-      let seenVersion = version();
-      let seenGen = read.get(name) ?? 0;
-      return () => {
-        const v = version();
-        if (v === seenVersion) return false;
-        seenVersion = v;
-        const g = read.get(name) ?? 0;
-        if (g === seenGen) return false;
-        seenGen = g;
-        return true;
-      };
-    },
-  };
-}
-
 /**
- * On PostgreSQL the other writers are other nodes as well as other processes, and a bump is a
- * NOTIFY (sent at the writer's COMMIT): a check costs nothing until one arrives. When the
- * listening connection was lost and came back, every cache is dropped once (what it missed is unknown).
+ * Between nodes: a bump is a notification `<name> <origin>` (which store sent it: a store's own
+ * bumps are not news to it); a watch is a flag its notifications set.
  */
-const CHANNEL = 'switchyard_generations';
-
-/** Which store sent a notification (`<name> <origin>`): a store's own bumps are not news to it. */
-const origins = new WeakMap<Db, string>();
-
-function createNotified(db: Db): SyncGenerations {
-  const bridge = bridgeOf(db)!;
-  const notify = db.prepare('SELECT pg_notify(?, ?)');
+function notified(notifications: NonNullable<Database['notifications']>): Generations {
   const origin = randomUUID();
-  origins.set(db, origin);
   const watchers = new Map<string, Set<{ changed: boolean }>>();
   const mark = (name: string | undefined) => {
     for (const [n, set] of watchers) if (name === undefined || n === name) for (const w of set) w.changed = true;
   };
-  bridge.listen(CHANNEL, (payload) => {
-    const [name, from] = payload.split(' ');
-    if (from !== origin) mark(name);
-  });
-  bridge.onReconnect(() => mark(undefined));
+  let listening: (() => void) | undefined;
+  const listen = () =>
+    (listening ??= notifications.listen(CHANNEL, (payload) => {
+      if (payload === undefined) return mark(undefined);
+      const [name, from] = payload.split(' ');
+      if (from !== origin) mark(name);
+    }));
   return {
-    bump(name) {
-      notify.get(CHANNEL, name);
-    },
+    bump: (tx, name) => notifications.notify(tx, CHANNEL, `${name} ${origin}`),
     watch(name) {
+      listen();
       const w = { changed: false };
       let set = watchers.get(name);
       if (!set) watchers.set(name, (set = new Set()));
       set.add(w);
-      return () => {
+      return async () => {
         if (!w.changed) return false;
         w.changed = false;
         return true;

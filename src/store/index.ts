@@ -2,7 +2,8 @@
  * The store: by default one SQLite file under the data directory (WAL mode, foreign keys on, a busy
  * timeout), or a PostgreSQL database (`store:`; postgres/store.ts); versioned migrations owned by
  * modules, and the data directory's lock so one server owns it. Modules reach it through its
- * asynchronous contract (contract.ts, `Store.database`), or for now through `Store.db`.
+ * asynchronous contract (contract.ts, `Store.database`) alone; what only one engine has (SQLite's
+ * backup and checkpoints, PostgreSQL's sessions) stays inside src/store/.
  */
 import BetterSqlite from 'better-sqlite3';
 import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
@@ -13,7 +14,9 @@ import { acquireLock, storeLocksMigration, type Lock } from './lock.ts';
 import { createStoreHealth, storageStartError, storeHealthMigration, type StoreHealth } from './health.ts';
 import { installTransactionHooks } from './transactions.ts';
 import { applySteps } from './migrate.ts';
-import { openPostgresStore } from './postgres/store.ts';
+import { connectPostgresStore } from './postgres/store.ts';
+import type { PostgresDatabase } from './postgres/pool.ts';
+import { generationsMigration } from './generations.ts';
 import type { Engine } from './postgres/db.ts';
 import { createDatabase } from './database.ts';
 import type { Database } from './contract.ts';
@@ -32,8 +35,7 @@ export interface ModuleMigrations {
 }
 
 export interface Store {
-  db: Db;
-  /** The same database through the store's asynchronous contract (contract.ts): where modules are moving. */
+  /** The database through the store's asynchronous contract (contract.ts): how modules reach it. */
   database: Database;
   /** The SQLite file, or the PostgreSQL database as `postgres://host:port/db` (no credentials). */
   file: string;
@@ -50,7 +52,13 @@ export interface Store {
    * nothing on PostgreSQL, whose own checkpointer and autovacuum do this.
    */
   checkpointPassive(): Promise<void>;
-  close(): void;
+  /** Opened read-only (the CLI's --offline): nothing is written, nothing migrated. */
+  readonly: boolean;
+  /** SQLite's own connection, for what only SQLite has (backup's VACUUM INTO, a copy's source): the store's business, absent on PostgreSQL. */
+  sqlite?: Db;
+  /** PostgreSQL's pool, for what needs a session of its own (a copy's target): the store's business, absent on SQLite. */
+  postgres?: PostgresDatabase;
+  close(): Promise<void>;
 }
 
 export const DB_FILE = 'switchyard.db';
@@ -81,25 +89,40 @@ export function setNativeBinding(addon: unknown): void {
   nativeBinding = addon;
 }
 
-export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
-  const file = join(dataDir, DB_FILE);
-  let lock: Lock | undefined;
-  if (!opts.readonly) {
-    try {
-      // The folder holds webhook secrets, the invocation-token key and OAuth tokens: only its owner
-      // may enter it. An existing folder is narrowed too; its files are created 0600 (below).
-      makeDirectory(dataDir);
-      if ((statSync(dataDir).mode & 0o077) !== 0 && statSync(dataDir).uid === process.getuid?.()) chmodSync(dataDir, 0o700);
-      accessSync(dataDir, constants.W_OK);
-    } catch (e) {
-      throw new SwitchyardError('data_dir_unwritable', `data directory ${dataDir} cannot be written (${(e as NodeJS.ErrnoException).code})`, {
-        hint: 'set data_dir in config.yaml to a folder this user can write, or fix its permissions',
-        cause: e,
-      });
-    }
-    if (opts.lock) lock = acquireLock(dataDir);
+/**
+ * The store of the configuration: the SQLite file under `dataDir`, or PostgreSQL when `opts.url`
+ * is set (migrated, then served by a pool on this process's event loop).
+ */
+export async function connectStore(dataDir: string, opts: OpenOptions = {}): Promise<Store> {
+  if (!opts.url) return openStore(dataDir, opts);
+  const lock = prepareDataDir(dataDir, opts);
+  const pg = await connectPostgresStore(opts.url, { readonly: opts.readonly, migrations: opts.migrations, log: opts.log }, lock);
+  return { ...pg, readonly: opts.readonly ?? false };
+}
+
+/** The data directory made (owner-only) and writable, and its lock taken when asked. */
+function prepareDataDir(dataDir: string, opts: OpenOptions): Lock | undefined {
+  if (opts.readonly) return undefined;
+  try {
+    // The folder holds webhook secrets, the invocation-token key and OAuth tokens: only its owner
+    // may enter it. An existing folder is narrowed too; its files are created 0600 (below).
+    makeDirectory(dataDir);
+    if ((statSync(dataDir).mode & 0o077) !== 0 && statSync(dataDir).uid === process.getuid?.()) chmodSync(dataDir, 0o700);
+    accessSync(dataDir, constants.W_OK);
+  } catch (e) {
+    throw new SwitchyardError('data_dir_unwritable', `data directory ${dataDir} cannot be written (${(e as NodeJS.ErrnoException).code})`, {
+      hint: 'set data_dir in config.yaml to a folder this user can write, or fix its permissions',
+      cause: e,
+    });
   }
-  if (opts.url) return openPostgresStore(opts.url, { readonly: opts.readonly, migrations: opts.migrations, hooks: (db) => writeTransactionsImmediate(db, opts.log) }, lock);
+  return opts.lock ? acquireLock(dataDir) : undefined;
+}
+
+/** The SQLite store, synchronously (tests and tools that know they have one; connectStore for the configuration's). */
+export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
+  if (opts.url) throw new Error('a PostgreSQL store is opened with connectStore');
+  const file = join(dataDir, DB_FILE);
+  const lock = prepareDataDir(dataDir, opts);
   let db: Db;
   try {
     if (!opts.readonly) ownerOnly(file);
@@ -132,6 +155,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
       migrate(db, opts.migrations ?? []);
       db.exec(storeHealthMigration);
       db.exec(storeLocksMigration);
+      db.exec(generationsMigration);
     } else db.pragma('query_only = ON');
   } catch (e) {
     // The first writes (the WAL's -shm, the migrations) meet a full or read-only disk here: one
@@ -146,17 +170,18 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   // The supervisor's thread checkpoints for its serving processes, where there is a thread.
   if (opts.shared && !opts.readonly && checkpointsOnThread()) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {
-    db,
     database,
+    sqlite: db,
     file,
     engine: 'sqlite',
     shared: false,
+    readonly: opts.readonly ?? false,
     health,
     checkpointer,
     async checkpointPassive() {
       if (!opts.readonly) db.pragma('wal_checkpoint(PASSIVE)');
     },
-    close() {
+    async close() {
       health.close();
       checkpointer?.stop();
       if (db.open) {

@@ -8,9 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Db, Store } from './index.ts';
+import type { Store } from './index.ts';
 import type { Queries } from './contract.ts';
-import { connectionStringOf, engineOf } from './postgres/db.ts';
 import { holdSessionLock, type LockHolder, type LockRefused, type SessionLock } from './postgres/session-lock.ts';
 import { storageCode } from './health.ts';
 import { SwitchyardError } from '../errors.ts';
@@ -55,12 +54,10 @@ export function processLeases(pid: number | undefined): string {
 
 /**
  * At start, the leases left by the last stop: every lease on SQLite, this node's on PostgreSQL.
- * Given the store, or its contract (`Queries`); a synchronous connection still works while the
- * queues move onto the contract.
+ * Given the store, or its contract (`Queries`).
  */
-export function leftoverLeases(of: Store | Queries | Db): string {
-  const engine = 'engine' in of && typeof of.engine === 'string' ? of.engine : engineOf(of as Db);
-  if (engine === 'sqlite') return '';
+export function leftoverLeases(of: Store | Queries): string {
+  if (of.engine === 'sqlite') return '';
   // An empty prefix would take back every node's leases.
   if (!prefix) throw new Error('leftoverLeases before useNodeId: the node id is not known yet');
   return prefix;
@@ -94,7 +91,7 @@ export async function claimNodeId(
 ): Promise<NodeIdClaim> {
   const id = useNodeId(dataDir);
   // The lock's own connection (session-lock.ts) is opened with the store's connection string.
-  const url = store.engine === 'postgres' ? connectionStringOf(store.db) : undefined;
+  const url = store.postgres?.url;
   if (!url) return { release: async () => {} };
   const file = join(dataDir, NODE_ID_FILE);
   const log = opts.log;

@@ -14,6 +14,7 @@ export function vacuumInto(store: Store, file: string): void {
     throw new SwitchyardError('bad_request', 'a backup copies the SQLite file; this store is in PostgreSQL', { hint: "use PostgreSQL's own tools: pg_dump -Fc (docs/postgres.md, Backups)" });
   // query_only would refuse that write; the connection is opened read-only, so the database itself
   // stays out of reach.
-  store.db.pragma('query_only = OFF');
-  store.db.prepare('VACUUM INTO ?').run(file);
+  const db = store.sqlite!;
+  db.pragma('query_only = OFF');
+  db.prepare('VACUUM INTO ?').run(file);
 }

@@ -38,6 +38,8 @@ export interface PoolOptions {
 }
 
 export interface PostgresDatabase extends Database {
+  /** The connection string (it may hold a password: never shown; a session lock opens its own connection with it). */
+  readonly url: string;
   /** Ends every connection (waits for those in use to be given back). */
   close(): Promise<void>;
   /** Connections open and idle, and callers waiting for one. */
@@ -223,6 +225,7 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
     transaction,
     transactionUnlessBusy: transaction,
     notifications,
+    url: opts.url,
     async close() {
       await listener?.close();
       await pool.end();
