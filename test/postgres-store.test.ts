@@ -1,15 +1,15 @@
 /**
- * The PostgreSQL store under the modules: SQLite's SQL translated, the synchronous bridge's
- * transactions (savepoints, hooks, a connection lost mid-transaction), types as SQLite gives them,
- * migrations under the advisory lock, and a `store:` value that is refused without repeating it.
+ * The PostgreSQL store under the modules: SQLite's SQL translated, the pool's transactions
+ * (savepoints, hooks, a connection lost mid-transaction), types as SQLite gives them, migrations
+ * under the advisory lock, and a `store:` value that is refused without repeating it.
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { bind, translate } from '../src/store/postgres/dialect.ts';
-import { openPostgresDb } from '../src/store/postgres/db.ts';
-import { afterCommit, onRollback, openStore } from '../src/store/index.ts';
+import { connectStore, openStore } from '../src/store/index.ts';
+import { statement } from '../src/store/contract.ts';
 import { allMigrations } from '../src/server/migrations.ts';
-import { postgresFor, type PgServer } from './helpers/postgres.ts';
+import { adminSql, postgresFor, type PgServer } from './helpers/postgres.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 import { configSchema } from '../src/config/schema.ts';
@@ -43,64 +43,67 @@ test('store: a value that is not a postgres:// URL is refused by its field, and 
   assert.equal(none.ok && none.value.store, '', 'absent: the SQLite file');
 });
 
-test('the bridge on a real server: types as SQLite gives them, savepoints, hooks, and a lost connection fails the transaction instead of autocommitting the rest', async (t) => {
+test('the pool behind the store on a real server: types as SQLite gives them, savepoints, hooks, and a lost connection fails the transaction instead of autocommitting the rest', async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
-  const store = openStore(tmpDir(t), { url, migrations: allMigrations() });
+  const store = await connectStore(tmpDir(t), { url, migrations: allMigrations() });
   t.after(() => store.close());
-  const db = store.db;
+  const db = store.database;
   assert.equal(store.engine, 'postgres');
   assert.doesNotMatch(store.file, /@/, 'no credentials in what is shown');
 
-  db.exec('CREATE TABLE things (id BIGSERIAL PRIMARY KEY, n BIGINT, f DOUBLE PRECISION, b BYTEA, s TEXT)');
-  const ins = db.prepare('INSERT INTO things (n, f, b, s) VALUES (@n, @f, @b, @s)');
-  assert.deepEqual(ins.run({ n: 2 ** 40, f: 1.5, b: Buffer.from([0, 1, 255]), s: 'x' }), { changes: 1, lastInsertRowid: 0 }, 'a table with no known row number');
-  const event = db.prepare("INSERT INTO events (id, type, payload, received_at) VALUES (?, 'site_view', '{}', 1)");
-  assert.deepEqual(event.run('evt_1'), { changes: 1, lastInsertRowid: 1 });
-  assert.deepEqual(event.run('evt_2'), { changes: 1, lastInsertRowid: 2 }, 'lastInsertRowid is the new seq');
-  const row = db.prepare('SELECT id, n, f, b, s, COUNT(*) OVER () AS total FROM things').get() as Record<string, unknown>;
+  await db.run(statement('CREATE TABLE things (id BIGSERIAL PRIMARY KEY, n BIGINT, f DOUBLE PRECISION, b BYTEA, s TEXT)'));
+  const ins = statement('INSERT INTO things (n, f, b, s) VALUES (@n, @f, @b, @s)');
+  assert.deepEqual(await db.run(ins, { n: 2 ** 40, f: 1.5, b: Buffer.from([0, 1, 255]), s: 'x' }), { changes: 1, lastId: 0 }, 'a table with no known row number');
+  const event = statement("INSERT INTO events (id, type, payload, received_at) VALUES (?, 'site_view', '{}', 1)");
+  assert.deepEqual(await db.run(event, ['evt_1']), { changes: 1, lastId: 1 });
+  assert.deepEqual(await db.run(event, ['evt_2']), { changes: 1, lastId: 2 }, 'lastId is the new seq');
+  const row = (await db.get(statement('SELECT id, n, f, b, s, COUNT(*) OVER () AS total FROM things'))) as Record<string, unknown>;
   assert.deepEqual(row, { id: 1, n: 2 ** 40, f: 1.5, b: Buffer.from([0, 1, 255]), s: 'x', total: 1 });
   assert.ok(Buffer.isBuffer(row.b));
-  assert.equal(db.prepare('SELECT COALESCE(?, n) AS v FROM things').pluck().get(null), 2 ** 40, 'a null parameter in COALESCE takes the column type');
+  assert.equal(await db.value(statement('SELECT COALESCE(?, n) AS v FROM things'), [null]), 2 ** 40, 'a null parameter in COALESCE takes the column type');
+  const texts = statement<{ s: string }>('SELECT s FROM things ORDER BY id');
+  const count = (where: string) => db.value<number>(statement(`SELECT COUNT(*) FROM things WHERE ${where}`));
 
   // A nested transaction is a savepoint: its failure undoes only its own writes and runs its rollback hooks.
   const seen: string[] = [];
-  db.transaction(() => {
-    ins.run({ n: 1, f: 0, b: null, s: 'kept' });
-    afterCommit(db, () => seen.push('committed'));
-    assert.throws(() =>
-      db.transaction(() => {
-        ins.run({ n: 1, f: 0, b: null, s: 'undone' });
-        onRollback(db, () => seen.push('inner rolled back'));
+  await db.transaction(async (tx) => {
+    await tx.run(ins, { n: 1, f: 0, b: null, s: 'kept' });
+    tx.afterCommit(() => seen.push('committed'));
+    await assert.rejects(
+      tx.transaction(async (inner) => {
+        await inner.run(ins, { n: 1, f: 0, b: null, s: 'undone' });
+        inner.onRollback(() => seen.push('inner rolled back'));
         throw new Error('inner');
-      })(),
+      }),
     );
-    ins.run({ n: 1, f: 0, b: null, s: 'after' });
-  })();
+    await tx.run(ins, { n: 1, f: 0, b: null, s: 'after' });
+  });
   assert.deepEqual(seen, ['inner rolled back', 'committed']);
-  assert.deepEqual(db.prepare('SELECT s FROM things ORDER BY id').pluck().all(), ['x', 'kept', 'after']);
+  assert.deepEqual((await db.all(texts)).map((r) => r.s), ['x', 'kept', 'after']);
 
   // A statement error inside a transaction rolls the whole of it back, as the caller sees it.
-  assert.throws(() => db.transaction(() => {
-    ins.run({ n: 9, f: 0, b: null, s: 'lost' });
-    db.prepare('SELECT * FROM no_such_table').all();
-  })(), /no_such_table/);
-  assert.equal(db.prepare("SELECT COUNT(*) FROM things WHERE s = 'lost'").pluck().get(), 0);
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      await tx.run(ins, { n: 9, f: 0, b: null, s: 'lost' });
+      await tx.all(statement('SELECT * FROM no_such_table'));
+    }),
+    /no_such_table/,
+  );
+  assert.equal(await count("s = 'lost'"), 0);
 
   // The connection dies mid-transaction: the next statements fail; nothing after the loss commits.
-  const admin = openPostgresDb({ url, name: 'admin' });
-  t.after(() => admin.close());
-  assert.throws(() =>
-    db.transaction(() => {
-      ins.run({ n: 5, f: 0, b: null, s: 'before loss' });
-      const pid = db.prepare('SELECT pg_backend_pid() AS pid').pluck().get();
-      admin.prepare('SELECT pg_terminate_backend(?)').get(pid);
-      ins.run({ n: 5, f: 0, b: null, s: 'after loss' });
-    })(),
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      await tx.run(ins, { n: 5, f: 0, b: null, s: 'before loss' });
+      const pid = await tx.value<number>(statement('SELECT pg_backend_pid() AS pid'));
+      adminSql(url, `SELECT pg_terminate_backend(${pid})`);
+      await tx.run(ins, { n: 5, f: 0, b: null, s: 'after loss' });
+    }),
   );
-  assert.equal(db.prepare("SELECT COUNT(*) FROM things WHERE n = 5").pluck().get(), 0, 'neither half of the broken transaction is stored');
-  assert.equal(db.prepare('SELECT COUNT(*) FROM things').pluck().get(), 3, 'the store reconnects for the next statement');
+  assert.equal(await count('n = 5'), 0, 'neither half of the broken transaction is stored');
+  assert.equal(await count('TRUE'), 3, 'the store reconnects for the next statement');
 });
 
 test('migrations: two stores opening one empty database at once migrate it once', async (t) => {
@@ -108,18 +111,18 @@ test('migrations: two stores opening one empty database at once migrate it once'
   if (!pg) return;
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
   const { spawn } = await import('node:child_process');
-  const script = `import { openStore } from ${JSON.stringify(new URL('../src/store/index.ts', import.meta.url).pathname)};
+  const script = `import { connectStore } from ${JSON.stringify(new URL('../src/store/index.ts', import.meta.url).pathname)};
 import { allMigrations } from ${JSON.stringify(new URL('../src/server/migrations.ts', import.meta.url).pathname)};
-openStore(process.argv[1], { url: process.argv[2], migrations: allMigrations() }).close();`;
+await (await connectStore(process.argv[1], { url: process.argv[2], migrations: allMigrations() })).close();`;
   const run = (dir: string) =>
     new Promise<number | null>((resolve) => {
       const c = spawn(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script, dir, url], { stdio: 'inherit' });
       c.on('close', resolve);
     });
   assert.deepEqual(await Promise.all([run(tmpDir(t)), run(tmpDir(t)), run(tmpDir(t))]), [0, 0, 0]);
-  const db = openPostgresDb({ url, name: 'check' });
-  t.after(() => db.close());
-  const versions = db.prepare('SELECT module, version FROM schema_migrations ORDER BY module').all() as Array<{ module: string; version: number }>;
+  const versions = adminSql(url, 'SELECT module, version FROM schema_migrations ORDER BY module')
+    .split('\n')
+    .map((l) => ({ module: l.split('|')[0]!, version: Number(l.split('|')[1]) }));
   assert.deepEqual(versions.map((v) => v.module), ['console', 'events', 'installations', 'oauth', 'runtime', 'webhooks']);
   const steps = new Map(allMigrations().map((m) => [m.module, m.postgres?.length ?? 0]));
   for (const v of versions) assert.equal(Number(v.version), steps.get(v.module), `${v.module}: each PostgreSQL step once`);
@@ -168,68 +171,17 @@ test('a store-wide job (retention) runs on one node at a time: the second node i
   assert.ok((await tryStoreWideLock(sqlite.database, 'job')) && (await tryStoreWideLock(sqlite.database, 'job')), 'SQLite: one node owns the file, always this one');
 });
 
-test('a server gone silent: the statement fails after the timeout, and the next one works on a new connection (the store is never left closed)', async (t) => {
-  const pg = await postgresFor(t);
-  if (!pg) return;
-  // A proxy that can stop forwarding without closing anything: a network that drops packets. In a
-  // process of its own, since this one's thread waits inside each statement.
-  const { spawn } = await import('node:child_process');
-  const proxy = spawn(
-    process.execPath,
-    [
-      '-e',
-      `const net = require('node:net'); let frozen = false; const pairs = [];
-       process.on('SIGUSR1', () => { frozen = true; });
-       process.on('SIGUSR2', () => { frozen = false; for (const [a, b] of pairs.splice(0)) { a.destroy(); b.destroy(); } process.stdout.write('thawed\\n'); });
-       const s = net.createServer((c) => { const u = net.connect(${pg.port}, '127.0.0.1'); pairs.push([c, u]);
-         c.on('data', (d) => !frozen && u.write(d)); u.on('data', (d) => !frozen && c.write(d));
-         c.on('error', () => u.destroy()); u.on('error', () => c.destroy()); });
-       s.listen(0, '127.0.0.1', () => process.stdout.write(s.address().port + '\\n'));`,
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  t.after(() => proxy.kill());
-  const lines: string[] = [];
-  let buffered = '';
-  proxy.stdout.on('data', (d) => {
-    buffered += d;
-    const parts = buffered.split('\n');
-    buffered = parts.pop()!;
-    lines.push(...parts);
-  });
-  const port = await waitFor(() => lines[0], 10_000);
-  const url = new URL(pg.url);
-  url.port = port;
-  const db = openPostgresDb({ url: url.toString(), name: 'silent', timeoutMs: 3_000 });
-  t.after(() => db.close());
-  assert.equal(db.prepare('SELECT 1 AS x').pluck().get(), 1);
-  proxy.kill('SIGUSR1');
-  await new Promise((r) => setTimeout(r, 200));
-  const started = Date.now();
-  assert.throws(() => db.prepare('SELECT 2 AS x').pluck().get(), (e: Error & { code?: string }) => e.code === '08006' && /did not answer/.test(e.message));
-  const waited = Date.now() - started;
-  assert.ok(waited >= 1_000 && waited < 6_000, `failed after the timeout, not before or long after (${waited} ms)`);
-  // Still silent: the new connection's connect times out. The driver gives that no code; the store
-  // says 08001, which the API answers as storage_unavailable (it was an uncoded 500).
-  const { storageCode } = await import('../src/store/health.ts');
-  assert.throws(
-    () => db.prepare('SELECT 2 AS x').pluck().get(),
-    (e: Error & { code?: string }) => e.code === '08001' && /cannot connect/.test(e.message) && storageCode(e) === 'storage_unavailable',
-  );
-  proxy.kill('SIGUSR2'); // forwarding again; the old connections are gone for good
-  await waitFor(() => lines.includes('thawed'), 10_000);
-  assert.equal(db.prepare('SELECT 3 AS x').pluck().get(), 3, 'the next statement reconnects');
-});
-
-test('a process that opened a PostgreSQL store and forgot to close it still ends (the connection thread does not hold it)', async (t) => {
+test('a process that opened a PostgreSQL store and forgot to close it still ends (idle connections do not hold it)', async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
   const { spawnSync } = await import('node:child_process');
-  const script = `import { openPostgresDb } from ${JSON.stringify(new URL('../src/store/postgres/db.ts', import.meta.url).pathname)};
-const db = openPostgresDb({ url: process.argv[1], name: 'x' });
-console.log(db.prepare('SELECT 41 + 1 AS n').pluck().get());`;
-  const r = spawnSync(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script, pg.url], { encoding: 'utf8', timeout: 15_000 });
-  assert.equal(r.stdout.trim(), '42');
+  const url = freshPostgresDatabase(tmpDir(t), pg.url);
+  const script = `import { connectStore } from ${JSON.stringify(new URL('../src/store/index.ts', import.meta.url).pathname)};
+import { statement } from ${JSON.stringify(new URL('../src/store/contract.ts', import.meta.url).pathname)};
+const store = await connectStore(process.argv[1], { url: process.argv[2] });
+console.log(await store.database.value(statement('SELECT 41 + 1 AS n')));`;
+  const r = spawnSync(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script, tmpDir(t), url], { encoding: 'utf8', timeout: 15_000 });
+  assert.equal(r.stdout.trim(), '42', r.stderr);
   assert.equal(r.status, 0, `ended by itself (signal ${r.signal}): ${r.stderr}`);
 });
 
@@ -241,8 +193,8 @@ test('two live nodes may not share a node id (a copied data_dir): the second is 
   const { join } = await import('node:path');
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
   const [dirA, dirB] = [tmpDir(t), tmpDir(t)];
-  const a = openStore(dirA, { url, migrations: allMigrations() });
-  const b = openStore(dirB, { url, migrations: allMigrations() });
+  const a = await connectStore(dirA, { url, migrations: allMigrations() });
+  const b = await connectStore(dirB, { url, migrations: allMigrations() });
   t.after(() => (a.close(), b.close()));
   const id = useNodeId(dirA);
   copyFileSync(join(dirA, 'node-id'), join(dirB, 'node-id'));
@@ -266,7 +218,7 @@ test('two nodes configure one installation in the same moment: neither edit is l
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
   const { generationsFor } = await import('../src/store/generations.ts');
   const node = async () => {
-    const s = openStore(tmpDir(t), { url, migrations: allMigrations() });
+    const s = await connectStore(tmpDir(t), { url, migrations: allMigrations() });
     t.after(() => s.close());
     return { s, inst: await createInstallations({ database: s.database, generations: generationsFor(s), manifestOf: () => manifest } as never) };
   };
@@ -277,7 +229,7 @@ test('two nodes configure one installation in the same moment: neither edit is l
   await b.inst.configure(id, { event_types: 'page_feedback' } as never);
   // At once: A has not been told of B's edit yet (its notification is still on the way).
   await a.inst.configure(id, { webhook_url: 'https://a.example/2' } as never);
-  const stored = JSON.parse(String(b.s.db.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(id)));
+  const stored = JSON.parse(String(await b.s.database.value(statement('SELECT configuration FROM installations WHERE id = ?'), [id])));
   // signature_scheme: the manifest's default, stored at install.
   assert.deepEqual(stored, { webhook_url: 'https://a.example/2', event_types: 'page_feedback', signature_scheme: 'platform' });
 });
@@ -355,11 +307,9 @@ test('a write the PostgreSQL store refuses is answered naming that database (pos
   const database = base.pathname.slice(1);
   const shown = `postgres://127.0.0.1:${pg.port}/${database}`;
   // The database turned read-only (as a standby is): sessions opened from now on cannot write.
-  const admin = openPostgresDb({ url: pg.url, name: 'admin' });
-  t.after(() => admin.close());
   const setReadOnly = (on: boolean) => {
-    admin.exec(`ALTER DATABASE ${database} SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
-    admin.prepare('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ? AND pid != pg_backend_pid()').all(database);
+    adminSql(pg.url, `ALTER DATABASE ${database} SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
+    adminSql(pg.url, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}' AND pid != pg_backend_pid()`);
   };
   setReadOnly(true);
   let refused: { status: number; body: any } | undefined;

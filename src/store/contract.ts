@@ -12,11 +12,12 @@
  * serving (HTTP, isolates, heartbeats) while it waits. SQLite keeps its synchronous driver inside:
  * its statements answer at once, and a transaction never waits on anything but the store.
  */
-import type { Engine } from './postgres/db.ts';
 import { LOCK_BUSY } from './patience.ts';
 
-export type { Engine };
 export { LOCK_BUSY };
+
+/** The two engines a store may be on. */
+export type Engine = 'sqlite' | 'postgres';
 
 /** Positional (`?`) or named (`@name`) parameters. */
 export type Params = readonly unknown[] | Readonly<Record<string, unknown>>;

@@ -1,7 +1,6 @@
 /**
- * The store's contract (contract.ts) over a connection that answers synchronously: better-sqlite3,
- * and for now PostgreSQL through its synchronous connection (postgres/db.ts), which an asynchronous
- * pool replaces once every module runs on this contract.
+ * The store's contract (contract.ts) on SQLite: better-sqlite3, whose statements answer
+ * synchronously (PostgreSQL's side is postgres/pool.ts).
  *
  * One connection serves the whole process, so a transaction has it to itself: statements from
  * elsewhere wait until it ends. Its statements answer at once (a microtask each), so a transaction
@@ -16,9 +15,7 @@ import type Database from 'better-sqlite3';
 import { SwitchyardError } from '../errors.ts';
 import { isBusy, LOCK_BUSY } from './patience.ts';
 import { afterCommit, onRollback, openFrame } from './transactions.ts';
-import type { Database as StoreDatabase, Engine, Notifications, Params, Queries, RunResult, Statement, Tx } from './contract.ts';
-import { bridgeOf } from './postgres/db.ts';
-import { NOTIFY } from './postgres/pool.ts';
+import type { Database as StoreDatabase, Params, Queries, RunResult, Statement, Tx } from './contract.ts';
 
 type Db = Database.Database;
 type Prepared = Database.Statement;
@@ -28,7 +25,7 @@ const DEFAULT_LOCK_WAIT_MS = 5_000;
 /** Refusals in a row, during which transactionUnlessBusy answers LOCK_BUSY, before it waits like transaction. */
 const SPIN_MS = 5;
 
-export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: number } = {}): StoreDatabase {
+export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): StoreDatabase {
   const prepared = new WeakMap<Statement, Prepared>();
   const lockWaitMs = opts.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
   /** While a transaction has the connection: a promise that settles when it ends. */
@@ -39,7 +36,7 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
   const prepare = (s: Statement): Prepared => {
     let p = prepared.get(s);
     if (!p) {
-      p = db.prepare(typeof s.sql === 'string' ? s.sql : s.sql[engine]);
+      p = db.prepare(typeof s.sql === 'string' ? s.sql : s.sql.sqlite);
       prepared.set(s, p);
     }
     return p;
@@ -71,7 +68,7 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
   }
 
   const queries = (run: <T>(work: () => T) => Promise<T>): Queries => ({
-    engine,
+    engine: 'sqlite',
     all: (s, p) => run(() => direct.all(s, p)),
     get: (s, p) => run(() => direct.get(s, p)),
     value: (s, p) => run(() => direct.value(s, p)),
@@ -79,11 +76,9 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
   });
 
   const begin = (depth: number): void => {
-    if (engine === 'postgres') db.exec('BEGIN'); // postgres/db.ts nests it as a savepoint
-    else db.exec(depth === 0 ? 'BEGIN IMMEDIATE' : `SAVEPOINT s${depth}`);
+    db.exec(depth === 0 ? 'BEGIN IMMEDIATE' : `SAVEPOINT s${depth}`);
   };
   const end = (depth: number, commit: boolean): void => {
-    if (engine === 'postgres') return void db.exec(commit ? 'COMMIT' : 'ROLLBACK');
     if (depth === 0) db.exec(commit ? 'COMMIT' : 'ROLLBACK');
     else if (commit) db.exec(`RELEASE SAVEPOINT s${depth}`);
     else db.exec(`ROLLBACK TO SAVEPOINT s${depth}; RELEASE SAVEPOINT s${depth}`);
@@ -149,10 +144,6 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
 
   /** BEGIN IMMEDIATE without SQLite's sleeping busy handler: false when another process has the lock. */
   function tryBegin(): boolean {
-    if (engine === 'postgres') {
-      begin(0);
-      return true;
-    }
     const usual = db.pragma('busy_timeout', { simple: true });
     db.pragma('busy_timeout = 0');
     try {
@@ -166,22 +157,10 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
     }
   }
 
-  const bridge = engine === 'postgres' ? bridgeOf(db) : undefined;
-  const notifications: Notifications | undefined = bridge && {
-    listen(channel, fn) {
-      const stop = bridge.listen(channel, fn);
-      const lost = () => fn(undefined);
-      bridge.onReconnect(lost);
-      return stop;
-    },
-    notify: async (on, channel, payload = '') => void (await on.get(NOTIFY, [channel, payload])),
-  };
-
   return {
     ...queries(outside),
     transaction: <T>(fn: (tx: Tx) => Promise<T>) => transaction(fn, false) as Promise<T>,
     transactionUnlessBusy: (fn) => transaction(fn, true),
-    ...(notifications ? { notifications } : {}),
   };
 }
 

@@ -17,9 +17,8 @@ import { applySteps } from './migrate.ts';
 import { connectPostgresStore } from './postgres/store.ts';
 import type { PostgresDatabase } from './postgres/pool.ts';
 import { generationsMigration } from './generations.ts';
-import type { Engine } from './postgres/db.ts';
 import { createDatabase } from './database.ts';
-import type { Database } from './contract.ts';
+import type { Database, Engine } from './contract.ts';
 import type { Logger } from '../log/index.ts';
 
 export { afterCommit, onRollback } from './transactions.ts';
@@ -164,7 +163,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     lock?.release();
     throw (!(e instanceof SwitchyardError) && storageStartError(e, dataDir)) || e;
   }
-  const database = createDatabase(db, 'sqlite');
+  const database = createDatabase(db);
   const health = createStoreHealth(database, { engine: 'sqlite', dataDir });
   const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file, { log: opts.log }) : undefined;
   // The supervisor's thread checkpoints for its serving processes, where there is a thread.

@@ -14,7 +14,6 @@
  * event loop 135 times in 15 s, 16 ms on average).
  */
 import type BetterSqlite from 'better-sqlite3';
-import { engineOf } from './postgres/db.ts';
 
 type Db = BetterSqlite.Database;
 
@@ -39,8 +38,6 @@ export function isBusy(e: unknown): boolean {
 const SHORT_WAIT_MS = 3;
 
 export function lockPatience(db: Db, opts: { spinMs?: number; patienceMs?: number; clock?: () => number } = {}): LockPatience {
-  // PostgreSQL has no file lock to be refused: writers wait on rows, never on the whole store.
-  if (engineOf(db) === 'postgres') return { run: (write) => write() };
   const spinMs = opts.spinMs ?? 5;
   const patienceMs = opts.patienceMs ?? 1_000;
   const clock = opts.clock ?? (() => performance.now());

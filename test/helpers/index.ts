@@ -3,7 +3,7 @@
  * directory, and a client for its management API. Everything is cleaned up by `t.after`.
  */
 import { createHash } from 'node:crypto';
-import { openPostgresDb } from '../../src/store/postgres/db.ts';
+import { adminSql } from './postgres.ts';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -63,14 +63,8 @@ export function testConfig(t: TestContext | undefined, over?: DeepPartial<Loaded
  */
 export function freshPostgresDatabase(dataDir: string, base = process.env.SWITCHYARD_TEST_PG_URL!): string {
   const name = `t_${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`;
-  const admin = openPostgresDb({ url: base, name: 'test admin' });
-  try {
-    const exists = admin.prepare('SELECT 1 FROM pg_database WHERE datname = ?').get(name);
-    // Left for the throwaway server to take with it (a test's after-hooks may outlive its server's close).
-    if (!exists) admin.exec(`CREATE DATABASE ${name}`);
-  } finally {
-    admin.close();
-  }
+  // Left for the throwaway server to take with it (a test's after-hooks may outlive its server's close).
+  if (!adminSql(base, `SELECT 1 FROM pg_database WHERE datname = '${name}'`)) adminSql(base, `CREATE DATABASE ${name}`);
   const url = new URL(base);
   url.pathname = `/${name}`;
   return url.toString();

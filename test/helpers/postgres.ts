@@ -212,3 +212,15 @@ export async function postgresFor(t: TestContext, opts?: Parameters<typeof start
   t.after(() => server.stop());
   return server;
 }
+
+/**
+ * One SQL text run synchronously with psql (tests' set-up that cannot wait: a database per test,
+ * made where a configuration is made); answers the rows as psql's unaligned text.
+ */
+export function adminSql(url: string, sql: string): string {
+  const b = postgresBinaries();
+  const psql = 'bin' in b ? join(b.bin, 'psql') : 'psql';
+  const r = spawnSync(psql, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', sql], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`psql failed on ${sql.slice(0, 60)}: ${r.stderr || r.error?.message}`);
+  return r.stdout.trim();
+}

@@ -72,6 +72,8 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
     statement_timeout: Math.max(500, queryTimeoutMs - 500),
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    // Idle connections do not keep the process alive: a command that forgot to close still ends.
+    allowExitOnIdle: true,
     ...(opts.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
   });
   // An idle connection that breaks (a restart, a network cut) is dropped by the pool: not fatal.
