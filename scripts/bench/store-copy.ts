@@ -13,9 +13,8 @@
  * Then the user's path: `switchyard store copy --json` (src/main.ts, a process per round) into a fresh
  * database, timed from start to exit, with the copy's own time as it reports it.
  *
- * Beside it, the shape the copy did not take: multi-row INSERT … VALUES ($1::bigint, $2::text, …)
- * with a parameter per value (one named statement per table and batch size), the same four tables
- * in one transaction through the same bridge, without the counts and sequences.
+ * (The shape the copy did not take, multi-row INSERT … VALUES with a parameter per value, was
+ * measured here until the synchronous PostgreSQL connection went: docs/postgres.md, "Moving up".)
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,71 +24,35 @@ import { median, setting } from './common.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 import { startPostgres } from '../../test/helpers/postgres.ts';
-import { openStore } from '../../src/store/index.ts';
+import { connectStore, openStore } from '../../src/store/index.ts';
 import { allMigrations } from '../../src/server/migrations.ts';
-import { copySqliteToPostgres } from '../../src/store/copy.ts';
-import { bridgeOf, openPostgresDb } from '../../src/store/postgres/db.ts';
-import type { Db } from '../../src/store/index.ts';
-
-/** The four tables by multi-row VALUES, a parameter per value (the alternative measured). */
-function copyWithValues(source: Db, target: Db, batchRows: number): number {
-  const started = performance.now();
-  const bridge = bridgeOf(target)!;
-  const types = new Map<string, string>();
-  for (const r of target.prepare('SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema()').all() as Array<Record<string, string>>)
-    types.set(`${r.table_name}.${r.column_name}`, r.data_type);
-  target.transaction(() => {
-    const session = bridge.session;
-    for (const table of ['events', 'webhook_deliveries', 'webhook_attempts', 'invocations']) {
-      const columns = [...(table === 'invocations' ? ['rowid'] : []), ...(source.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name)];
-      const rows = Math.min(batchRows, Math.floor(65_535 / columns.length));
-      const text = (n: number) => {
-        let k = 0;
-        const tuple = () => `(${columns.map((c) => `$${++k}::${types.get(`${table}.${c}`)}`).join(', ')})`;
-        return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${Array.from({ length: n }, tuple).join(', ')}`;
-      };
-      const full = text(rows);
-      let values: unknown[] = [];
-      let n = 0;
-      const flush = () => {
-        if (n) bridge.query(n === rows ? full : text(n), values, n === rows ? `bench_values_${table}_${rows}` : undefined, session);
-        values = [];
-        n = 0;
-      };
-      for (const row of source.prepare(`SELECT ${columns.join(', ')} FROM ${table} ORDER BY rowid`).raw(true).iterate() as Iterable<unknown[]>) {
-        values.push(...row);
-        if (++n === rows) flush();
-      }
-      flush();
-    }
-  })();
-  return performance.now() - started;
-}
+import { copyStore } from '../../src/store/copy.ts';
+import { adminSql } from '../../test/helpers/postgres.ts';
 
 const EVENTS = setting('BENCH_EVENTS', 10_000);
 const ROUNDS = setting('BENCH_ROUNDS', 3);
 const BATCHES = [1, 100, 200, 500, 1000];
-const VALUES_BATCHES = [100, 200, 500];
 
 const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-copy-'));
 const server = await startPostgres();
 try {
   const sqlite = openStore(join(dir, 'data'), { migrations: allMigrations() });
   const now = Date.now();
-  const event = sqlite.db.prepare('INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, ?, 1)');
-  const delivery = sqlite.db.prepare(
+  const sdb = sqlite.sqlite!;
+  const event = sdb.prepare('INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, ?, 1)');
+  const delivery = sdb.prepare(
     `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, attempts, created_at, updated_at, completed_at, last_status)
      VALUES (?, ?, 'site_view', 'inst_1', 'https://hooks.example.com/in', 'https://hooks.example.com', ?, 'delivered', 1, ?, ?, ?, 200)`,
   );
-  const attempt = sqlite.db.prepare(
+  const attempt = sdb.prepare(
     `INSERT INTO webhook_attempts (delivery_seq, number, started_at, duration_ms, url, signature, status, outcome, response_excerpt)
      VALUES (?, 1, ?, ?, 'https://hooks.example.com/in', ?, 200, 'success', '{"ok":true}')`,
   );
-  const invocation = sqlite.db.prepare(
+  const invocation = sdb.prepare(
     `INSERT INTO invocations (id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, logs, created_at)
      VALUES (?, 'greeter', 'inst_1', 'site_view', ?, 200, ?, ?, ?, ?)`,
   );
-  sqlite.db.transaction(() => {
+  sdb.transaction(() => {
     for (let i = 0; i < EVENTS; i++) {
       const at = now + i;
       const payload = JSON.stringify({ type: 'site_view', siteId: 'site_1', visitor: { anonymousId: `anon_${i}`, userAgent: 'Mozilla/5.0 (X11; Linux x86_64)' }, url: `https://docs.example.com/page/${i}` });
@@ -102,28 +65,26 @@ try {
   const rows = EVENTS * 4;
   process.stdout.write(`${rows} rows (${EVENTS} events, deliveries, attempts, invocations), ${ROUNDS} rounds; ${server.version}\n`);
   process.stdout.write('rows/INSERT      ms   rows/s\n');
-  const admin = openPostgresDb({ url: server.url, name: 'admin' });
   let n = 0;
-  for (const [shape, batchRows] of [...BATCHES.map((b) => ['json', b] as const), ...VALUES_BATCHES.map((b) => ['values', b] as const)]) {
+  for (const batchRows of BATCHES) {
     const times: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       const db = `copy_${++n}`;
-      admin.exec(`CREATE DATABASE ${db}`);
+      adminSql(server.url, `CREATE DATABASE ${db}`);
       const url = new URL(server.url);
       url.pathname = `/${db}`;
       const scratch = mkdtempSync(join(dir, 'scratch-'));
-      const target = openStore(scratch, { url: url.toString(), migrations: allMigrations() });
+      const target = await connectStore(scratch, { url: url.toString(), migrations: allMigrations() });
       const source = openStore(join(dir, 'data'), { readonly: true });
       try {
-        if (shape === 'json') times.push(copySqliteToPostgres(source.db, target.db, { migrations: allMigrations(), targetName: db, batchRows }).ms);
-        else times.push(copyWithValues(source.db, target.db, batchRows));
+        times.push((await copyStore(source, target, { migrations: allMigrations(), targetName: db, batchRows })).ms);
       } finally {
-        source.close();
-        target.close();
+        await source.close();
+        await target.close();
       }
     }
     const ms = median(times);
-    process.stdout.write(`${shape === 'json' ? '' : 'VALUES '}${String(batchRows).padStart(shape === 'json' ? 11 : 4)} ${String(Math.round(ms)).padStart(7)} ${String(Math.round((rows * 1000) / ms)).padStart(8)}\n`);
+    process.stdout.write(`${String(batchRows).padStart(11)} ${String(Math.round(ms)).padStart(7)} ${String(Math.round((rows * 1000) / ms)).padStart(8)}\n`);
   }
   // The user's path: the command itself (src/main.ts store copy), a process per round, timed from
   // its start to its exit (start-up and the target's migrations included), with the copy's own ms.
@@ -134,7 +95,7 @@ try {
   const copyMs: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const db = `copy_${++n}`;
-    admin.exec(`CREATE DATABASE ${db}`);
+    adminSql(server.url, `CREATE DATABASE ${db}`);
     const url = new URL(server.url);
     url.pathname = `/${db}`;
     const started = performance.now();
@@ -148,7 +109,6 @@ try {
     `switchyard store copy (the command, default batches): ${Math.round(median(whole))} ms start to exit, ${perSecond(median(whole))} rows/s; ` +
       `the copy itself ${Math.round(median(copyMs))} ms, ${perSecond(median(copyMs))} rows/s\n`,
   );
-  admin.close();
 } finally {
   server.stop();
   rmSync(dir, { recursive: true, force: true });

@@ -37,25 +37,5 @@ export async function embeddedValues(root: string): Promise<Embedded[]> {
   // src/config/template.ts: the commented config.yaml `switchyard init` writes.
   if (existsSync(join(root, 'config.yaml')))
     out.push({ name: 'SWITCHYARD_CONFIG_TEMPLATE', what: 'commented config.yaml (switchyard init)', value: JSON.stringify(readFileSync(join(root, 'config.yaml'), 'utf8')) });
-  // src/store/postgres/bridge.ts: the thread that holds the PostgreSQL connection (pg bundled in).
-  if (existsSync(join(root, 'src/store/postgres/bridge-worker.ts'))) {
-    const { build } = await import('esbuild');
-    const r = await build({
-      absWorkingDir: root,
-      entryPoints: [join(root, 'src/store/postgres/bridge-worker.ts')],
-      bundle: true,
-      platform: 'node',
-      format: 'cjs',
-      target: 'node24',
-      write: false,
-      minifyWhitespace: true,
-      minifySyntax: true,
-      legalComments: 'none',
-      logLevel: 'silent',
-      // pg's optional native binding is never used (pg loads it only when asked for `pg.native`).
-      external: ['pg-native'],
-    });
-    out.push({ name: 'SWITCHYARD_PG_WORKER', what: 'PostgreSQL connection thread', value: JSON.stringify(r.outputFiles[0]!.text) });
-  }
   return out;
 }
