@@ -72,7 +72,7 @@ test('restore refuses what is not a sound Switchyard database, naming the file',
   assert.notEqual(a.code, 0);
   assert.match(a.stderr, /notes\.txt/);
 
-  const other = join(dir, 'other.db');
+  const other = join(dir, 'other.sqlite!');
   const db = new Database(other);
   db.exec('CREATE TABLE t (x)');
   db.close();
@@ -91,7 +91,7 @@ test('a restore that the disk cannot hold leaves the database as it was; a backu
   if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
   const data = join(disk, 'data');
   const live = openStore(data, { migrations: allMigrations() });
-  live.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)').run('evt_kept', 'site_view', '{}', Date.now());
+  live.sqlite!.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)').run('evt_kept', 'site_view', '{}', Date.now());
   live.close();
   const dir = tmpDir(t);
   const cfg = join(dir, 'config.yaml');
@@ -100,8 +100,8 @@ test('a restore that the disk cannot hold leaves the database as it was; a backu
   // A sound backup larger than the disk's room.
   const big = join(dir, 'big.db');
   const other = openStore(join(dir, 'other'), { migrations: allMigrations() });
-  const insert = other.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
-  other.db.transaction(() => {
+  const insert = other.sqlite!.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
+  other.sqlite!.transaction(() => {
     for (let i = 0; i < 400; i++) insert.run(`evt_${i}`, 'site_view', JSON.stringify({ pad: 'x'.repeat(10_000) }), Date.now());
   })();
   other.close();
@@ -134,9 +134,9 @@ function bigDatabase(t: import('node:test').TestContext): { dir: string; cfg: st
   const dir = tmpDir(t);
   const store = openStore(join(dir, 'data'), { migrations: allMigrations() });
   t.after(() => store.close());
-  const statement = store.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
+  const statement = store.sqlite!.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
   const insert = (id: string) => void statement.run(id, 'site_view', JSON.stringify({ pad: 'x'.repeat(10_000) }), Date.now());
-  store.db.transaction(() => {
+  store.sqlite!.transaction(() => {
     for (let i = 0; i < 3000; i++) insert(`evt_${i}`);
   })();
   return { dir, cfg: writeConfig(dir, join(dir, 'data')), store, insert };
@@ -230,20 +230,20 @@ test('restoring a WAL database copied with its -wal keeps the rows only the -wal
   const dir = tmpDir(t);
   // A database whose last rows are committed to its -wal and not yet checkpointed into the file.
   const origin = openStore(join(dir, 'origin'), { migrations: allMigrations() });
-  origin.db.pragma('wal_checkpoint(TRUNCATE)');
-  origin.db.pragma('wal_autocheckpoint = 0');
-  const insert = origin.db.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
+  origin.sqlite!.pragma('wal_checkpoint(TRUNCATE)');
+  origin.sqlite!.pragma('wal_autocheckpoint = 0');
+  const insert = origin.sqlite!.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)');
   for (let i = 0; i < 5; i++) insert.run(`evt_wal_${i}`, 'site_view', '{}', Date.now());
   const copied = join(dir, 'copied');
   mkdirSync(copied);
-  for (const suffix of ['', '-wal']) copyFileSync(join(dir, 'origin/switchyard.db') + suffix, join(copied, 'b.db') + suffix);
+  for (const suffix of ['', '-wal']) copyFileSync(join(dir, 'origin/switchyard.db') + suffix, join(copied, 'b.sqlite!') + suffix);
   origin.close();
-  assert.ok(statSync(join(copied, 'b.db-wal')).size > 0, 'the rows are in the -wal');
+  assert.ok(statSync(join(copied, 'b.sqlite!-wal')).size > 0, 'the rows are in the -wal');
   const before = readdirSync(copied).map((f) => [f, readFileSync(join(copied, f)).toString('base64')]);
 
   const data = join(dir, 'data');
   mkdirSync(data);
-  const r = await runCli(['restore', join(copied, 'b.db'), '--config', writeConfig(dir, data), '--json']);
+  const r = await runCli(['restore', join(copied, 'b.sqlite!'), '--config', writeConfig(dir, data), '--json']);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(JSON.parse(r.stdout).rows.events, 5);
   assert.equal(eventsIn(join(data, 'switchyard.db')), 5, 'what restore reports is what was put in place');

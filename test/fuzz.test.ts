@@ -15,6 +15,7 @@
  * the shrunk counterexample.
  */
 import { test } from 'node:test';
+import { sql } from './helpers/index.ts';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { parseConfigText } from '../src/config/index.ts';
@@ -334,10 +335,10 @@ test('fuzz: the management API answers any request without a 5xx and stores noth
   assert.deepEqual(crashes, [], 'no uncaught exception or unhandled rejection');
 
   // Nothing half-stored (PostgreSQL checks its own pages and keys as it writes).
-  const db = s.services.store.db;
-  if (s.services.store.engine === 'sqlite') {
-    assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
-    assert.deepEqual(db.pragma('foreign_key_check'), []);
+  const store = s.services.store;
+  if (store.engine === 'sqlite') {
+    assert.equal(await sql.value(store, 'PRAGMA integrity_check'), 'ok');
+    assert.deepEqual(await sql.all(store, 'PRAGMA foreign_key_check'), []);
   }
   const list = await s.api('GET', '/api/v1/installations');
   assert.equal(list.status, 200);
@@ -346,7 +347,7 @@ test('fuzz: the management API answers any request without a 5xx and stores noth
     if (inst.integration === 'webhook' && inst.status !== 'uninstalled')
       assert.equal((await s.api('GET', `/api/v1/webhooks/${inst.id}/secret`)).status, 200, `the secret of ${inst.id}`);
   }
-  const orphans = db.prepare('SELECT COUNT(*) AS n FROM webhook_deliveries d WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)').get() as { n: number };
+  const orphans = (await sql.get<{ n: number }>(store, 'SELECT COUNT(*) AS n FROM webhook_deliveries d WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)'))!;
   assert.equal(orphans.n, 0, 'every delivery has its event');
   assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
 });

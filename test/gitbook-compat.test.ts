@@ -10,7 +10,7 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { encodeEnvelope } from '../src/runtime/index.ts';
 import { samplePayload } from '../src/events/index.ts';
-import { ROOT, runCli, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
+import { ROOT, runCli, startTestServer, tmpDir, type TestServer, sql } from './helpers/index.ts';
 import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
 import { capabilityOf } from '../src/server/capabilities.ts';
 
@@ -195,7 +195,7 @@ test('components: object and (props, renderContext, context) initialState, setCa
 async function invocationsOf(s: TestServer, type: string): Promise<Array<[string, string]>> {
   // A read of the log API first: it flushes the records still waiting for their group commit.
   assert.equal((await s.api('GET', '/api/v1/logs')).status, 200);
-  const rows = s.services.store.db.prepare('SELECT installation_id, logs FROM invocations WHERE event_type = ? ORDER BY created_at').all(type) as Array<{ installation_id: string; logs: string }>;
+  const rows = await sql.all<{ installation_id: string; logs: string }>(s.services.store, 'SELECT installation_id, logs FROM invocations WHERE event_type = ? ORDER BY created_at', [type]);
   return rows.map((row) => [row.installation_id, row.logs]);
 }
 
@@ -360,7 +360,7 @@ test('integration-wide token: at the integration endpoint context.api lists and 
   // An installation's own token cannot mint tokens for its siblings.
   assert.equal((await s.api('POST', `/api/v1/integrations/gb-team/installations/${red.id}/tokens`, undefined, minted.body.token)).status, 403);
   // What the code printed keeps no token.
-  const logs = s.services.store.db.prepare("SELECT logs FROM invocations WHERE integration = 'gb-team'").all() as Array<{ logs: string }>;
+  const logs = await sql.all<{ logs: string }>(s.services.store, "SELECT logs FROM invocations WHERE integration = 'gb-team'");
   assert.ok(logs.some((l) => l.logs.includes('routed to 2 installation(s)')));
   assert.ok(!logs.some((l) => /sy_int_[A-Za-z0-9]/.test(l.logs)));
 });
@@ -452,7 +452,7 @@ test('OAuth as the catalogue writes it: authorizeURL and accessTokenURL as funct
   assert.equal(bad.status, 500);
   assert.match(bad.text, /`authorizeURL` must be an absolute http\(s\) URL, got &quot;ftp:\/\/nowhere\/authorize\?audience=gb-provider&quot;/);
   // The client secret reached no log.
-  const logs = (s.services.store.db.prepare("SELECT logs FROM invocations WHERE integration = 'gb-provider'").all() as Array<{ logs: string }>).map((l) => l.logs).join('\n');
+  const logs = (await sql.all<{ logs: string }>(s.services.store, "SELECT logs FROM invocations WHERE integration = 'gb-provider'")).map((l) => l.logs).join('\n');
   assert.ok(!logs.includes('gb-provider-secret-8e1d'));
 });
 

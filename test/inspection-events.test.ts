@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { InvocationView } from '../src/runtime/index.ts';
-import { runCli, waitFor } from './helpers/index.ts';
+import { runCli, waitFor, sql } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
 
 test('events show: the payload, each installation handler with its outcome, and the deliveries it produced', async (t) => {
@@ -77,7 +77,7 @@ test('logs: per invocation, what the code printed and every error or limit breac
   const errors = await s.cliJson<{ invocations: InvocationView[] }>(['logs', '--errors']);
   assert.deepEqual(errors.invocations.map((i) => i.outcome), ['limit', 'exception'], 'newest first in JSON');
   assert.equal(errors.invocations[0].error!.limit, 'cpu_time');
-  const stored = s.services.store.db.prepare('SELECT error_limit FROM invocations WHERE id = ?').get(errors.invocations[0].requestId) as { error_limit: string };
+  const stored = (await sql.get<{ error_limit: string }>(s.services.store, 'SELECT error_limit FROM invocations WHERE id = ?', [errors.invocations[0].requestId]))!;
   assert.equal(stored.error_limit, 'cpu_time', 'the breached limit is a column, not parsed from the message');
   const one = await s.cliJson<InvocationView>(['logs', '--installation', inst, '--limit', '1']);
   assert.equal((one as any).invocations.length, 1);

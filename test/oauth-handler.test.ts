@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { Events } from 'oauth2-mock-server';
-import { ROOT, startTestServer } from './helpers/index.ts';
+import { ROOT, startTestServer, sql } from './helpers/index.ts';
 import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
 
 const CLIENT_SECRET = 'fixture-secret-77c1d0';
@@ -121,8 +121,8 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     assert.match(await r.text(), /createOAuthHandler\(\): `clientSecret` is required \(a non-empty string\); it usually comes from environment.secrets/);
   });
 
-  await t.test('no secret reached the logs', () => {
-    const rows = s.services.store.db.prepare('SELECT logs, error_message, error_stack FROM invocations').all() as Array<Record<string, string | null>>;
+  await t.test('no secret reached the logs', async () => {
+    const rows = await sql.all<Record<string, string | null>>(s.services.store, 'SELECT logs, error_message, error_stack FROM invocations');
     const text = rows.map((r) => `${r.logs} ${r.error_message ?? ''} ${r.error_stack ?? ''}`).join('\n') + JSON.stringify(s.logs);
     assert.match(text, /OAuth: .*account_inactive/);
     const tokens = provider.tokenCalls.flatMap((c) => [c.answer.body?.access_token, c.answer.body?.refresh_token]).filter((x): x is string => typeof x === 'string');

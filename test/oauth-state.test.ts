@@ -9,7 +9,7 @@ import { openStore } from '../src/store/index.ts';
 import { installationsModule } from '../src/installations/index.ts';
 import { oauthModule } from '../src/oauth/index.ts';
 import { registryModule } from '../src/registry/index.ts';
-import { startTestServer, tmpDir } from './helpers/index.ts';
+import { sql, startTestServer, tmpDir } from './helpers/index.ts';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import type { TestContext } from 'node:test';
@@ -20,7 +20,7 @@ async function store(t: TestContext) {
   t.after(() => s.close());
   let clock = 1_800_000_000_000;
   const states = await createStateStore(s.database, () => clock);
-  return { db: s.db, states, advance: (ms: number) => (clock += ms) };
+  return { store: s, states, advance: (ms: number) => (clock += ms) };
 }
 
 const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -37,7 +37,7 @@ test('a state is accepted once, for its installation, with its data', async (t) 
 });
 
 test('PKCE: a state issued with pkce carries the S256 challenge; consume hands its verifier back once', async (t) => {
-  const { db, states } = await store(t);
+  const { store: db, states } = await store(t);
   const issued = await states.issue('inst_a', {}, { pkce: true });
   assert.equal(issued.codeChallengeMethod, 'S256');
   assert.match(issued.codeChallenge!, /^[\w-]{43}$/);
@@ -47,7 +47,7 @@ test('PKCE: a state issued with pkce carries the S256 challenge; consume hands i
   assert.match(r.codeVerifier!, /^[\w-]{43}$/, 'RFC 7636: 43-128 unreserved characters');
   assert.equal(codeChallengeOf(r.codeVerifier!), issued.codeChallenge);
   assert.deepEqual(await states.consume(issued.state, 'inst_a'), { ok: false, reason: 'reused' }, 'no second verifier');
-  assert.deepEqual(db.prepare('SELECT verifier FROM oauth_states WHERE verifier IS NOT NULL').all(), []);
+  assert.deepEqual(await sql.all(db, 'SELECT verifier FROM oauth_states WHERE verifier IS NOT NULL'), []);
   const plain = await states.issue('inst_a');
   assert.equal(plain.codeChallenge, undefined);
   assert.equal((await states.consume(plain.state, 'inst_a') as { codeVerifier?: string }).codeVerifier, undefined);
@@ -64,7 +64,7 @@ test('a state expires 10 minutes after it was issued (injected clock)', async (t
 });
 
 test('forged, tampered and malformed states are refused', async (t) => {
-  const { states, db } = await store(t);
+  const { states, store: db } = await store(t);
   const { state } = await states.issue('inst_a');
   const [payload, mac] = state.split('.');
   const body = unb64(payload);
@@ -82,7 +82,7 @@ test('forged, tampered and malformed states are refused', async (t) => {
     assert.deepEqual(await states.consume(bad, 'inst_a'), { ok: false, reason: 'malformed' }, JSON.stringify(bad));
   // Nothing above burned the genuine state.
   assert.equal((await states.consume(state, 'inst_a')).ok, true);
-  assert.equal((db.prepare('SELECT COUNT(*) AS n FROM oauth_states WHERE used_at IS NOT NULL').get() as { n: number }).n, 1);
+  assert.equal(await sql.value(db, 'SELECT COUNT(*) AS n FROM oauth_states WHERE used_at IS NOT NULL'), 1);
 });
 
 test('states survive a restart (key and nonces are in the database) and old rows are purged', async (t) => {
@@ -98,7 +98,7 @@ test('states survive a restart (key and nonces are in the database) and old rows
   assert.deepEqual(await states.consume(state, 'inst_a'), { ok: false, reason: 'reused' });
   clock += 2 * STATE_TTL_MS + 1;
   await states.issue('inst_a');
-  assert.equal((s.db.prepare('SELECT COUNT(*) AS n FROM oauth_states').get() as { n: number }).n, 1, 'rows expired over 10 minutes ago are gone');
+  assert.equal(await sql.value(s, 'SELECT COUNT(*) AS n FROM oauth_states'), 1, 'rows expired over 10 minutes ago are gone');
 });
 
 test('API: states are issued to and consumed by an installation token only, with clear refusals', async (t) => {

@@ -10,7 +10,7 @@ import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { Events } from 'oauth2-mock-server';
 import { createStateStore, STATE_TTL_MS } from '../src/oauth/index.ts';
-import { ROOT, runCli, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
+import { ROOT, runCli, startTestServer, tmpDir, type TestServer, sql } from './helpers/index.ts';
 import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
 
 const CLIENT_ID = 'switchyard-example-client';
@@ -24,7 +24,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
   process.env.OAUTH_EXAMPLE_CLIENT_SECRET = CLIENT_SECRET;
   process.env.OAUTH_EXAMPLE_PROVIDER_URL = provider.url;
   const s = await startTestServer(t, { integrations_dir: dir, sandbox: RELAXED_SANDBOX });
-  const db = s.services.store.db;
+  const store = s.services.store;
 
   async function install() {
     const r = await s.api('POST', '/api/v1/installations', { integration: 'oauth-example' });
@@ -97,7 +97,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     });
     // The provider checked it too (oauth2-mock-server refuses a verifier that does not match).
     assert.equal(createHash('sha256').update(verifier).digest('base64url'), q.get('code_challenge'));
-    assert.deepEqual(db.prepare('SELECT verifier FROM oauth_states WHERE verifier IS NOT NULL').all(), [], 'the verifier is forgotten once used');
+    assert.deepEqual(await sql.all(store, 'SELECT verifier FROM oauth_states WHERE verifier IS NOT NULL'), [], 'the verifier is forgotten once used');
     const issued = call.answer.body;
     const creds = (await configuration(inst.id)).oauth_credentials;
     assert.equal(creds.access_token, issued.access_token);
@@ -305,7 +305,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
   });
 
   await t.test('the client secret and the tokens are in no invocation log and no server log', async (t) => {
-    const rows = db.prepare('SELECT logs, error_message, error_stack FROM invocations').all() as Array<Record<string, string | null>>;
+    const rows = await sql.all<Record<string, string | null>>(store, 'SELECT logs, error_message, error_stack FROM invocations');
     assert.ok(rows.length > 10);
     const invocationText = rows.map((r) => `${r.logs} ${r.error_message ?? ''} ${r.error_stack ?? ''}`).join('\n');
     assert.match(invocationText, /OAuth: installation inst_\w+ connected/, 'the flow does log');

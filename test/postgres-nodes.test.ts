@@ -28,8 +28,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
 import { ROOT, tmpDir, waitFor } from './helpers/index.ts';
-import { postgresFor } from './helpers/postgres.ts';
-import { openPostgresDb } from '../src/store/postgres/db.ts';
+import { adminSql, postgresFor } from './helpers/postgres.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { retryDelay } from '../src/webhooks/policy.ts';
 
@@ -105,9 +104,7 @@ interface Kill {
 test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: every acknowledged event delivered, retries in their windows, duplicates only after a kill', async (t) => {
   const server = await postgresFor(t);
   if (!server) return;
-  const admin = openPostgresDb({ url: server.url, name: 'admin' });
-  admin.exec('CREATE DATABASE nodes');
-  admin.close();
+  adminSql(server.url, 'CREATE DATABASE nodes');
   const url = new URL(server.url);
   url.pathname = '/nodes';
   const db = new pg.Client({ connectionString: url.toString() });

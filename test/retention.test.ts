@@ -3,12 +3,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRetention, serverPurgers, type RetentionReport } from '../src/retention/index.ts';
 import { memoryLogger } from '../src/log/index.ts';
-import { startTestServer, waitFor } from './helpers/index.ts';
+import { sql, startTestServer, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver, type InspectionServer } from './inspection-support.ts';
 import { capabilityOf } from '../src/server/capabilities.ts';
 
 const DAY = 86_400_000;
-const count = (s: InspectionServer, sql: string, ...params: unknown[]) => (s.services.store.db.prepare(sql).get(...params) as { n: number }).n;
+const count = async (s: InspectionServer, text: string, ...params: unknown[]) => (await sql.get<{ n: number }>(s.services.store, text, params))!.n;
 
 test('retention purges delivered and cancelled deliveries with their attempts, orphaned events and old logs; keeps failed, queued and recent', async (t) => {
   // A 400 fails at once; a 500 waits a minute for its retry.
@@ -26,24 +26,22 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   for (let i = 0; i < 5; i++) sent.push(...(await s.send('site_view')).deliveries);
   for (const d of sent) await s.settled(d.id);
   const held = await s.send('page_feedback');
-  await waitFor(() => count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying'") === 2, 20_000);
+  await waitFor(async () => (await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying'")) === 2, 20_000);
   assert.equal((await s.api('POST', `/api/v1/installations/${paused}/pause`)).status, 200);
   assert.equal((await s.api('DELETE', `/api/v1/installations/${gone}`)).status, 200);
   for (let i = 0; i < 3; i++) {
     await s.send('space_content_updated', { spaceId: 'fine', revisionId: `r${i}` });
     // Generous: the first one builds the integration's isolate, on a machine busy with other suites.
-    await waitFor(() => count(s, 'SELECT COUNT(*) AS n FROM invocations') === i + 1, 30_000);
+    await waitFor(async () => (await count(s, 'SELECT COUNT(*) AS n FROM invocations')) === i + 1, 30_000);
   }
   const before = {
-    delivered: count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'delivered'"),
-    cancelled: count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'cancelled'"),
-    maxAttempt: count(s, 'SELECT MAX(id) AS n FROM webhook_attempts'),
+    delivered: await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'delivered'"),
+    cancelled: await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'cancelled'"),
+    maxAttempt: await count(s, 'SELECT MAX(id) AS n FROM webhook_attempts'),
   };
   assert.deepEqual([before.delivered, before.cancelled], [5, 1]);
   // The delivery holding the newest attempt is kept, so attempt ids (the tail's cursor) are never reused.
-  const newest = s.services.store.db
-    .prepare('SELECT d.id, d.status FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq ORDER BY a.id DESC LIMIT 1')
-    .get() as { id: string; status: string };
+  const newest = (await sql.get<{ id: string; status: string }>(s.services.store, 'SELECT d.id, d.status FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq ORDER BY a.id DESC LIMIT 1'))!;
   const keptForCursor = newest.status === 'delivered' || newest.status === 'cancelled' ? 1 : 0;
 
   const retention = capabilityOf(s.services, 'retention');
@@ -63,14 +61,14 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   assert.ok(report.longestBatchMs >= 0 && report.durationMs >= report.longestBatchMs);
   assert.equal(report.interrupted, false);
 
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), 5);
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'held'"), 1, 'the held retry waits for its installation');
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status IN ('delivered', 'cancelled')"), keptForCursor);
-  assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0, 'attempts went with their deliveries');
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.status = 'failed'"), 5);
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM events WHERE type = 'site_view'"), 5, 'events of failed deliveries stay');
-  assert.equal(count(s, 'SELECT COUNT(*) AS n FROM events WHERE id = ?', held.eventId), 1);
-  assert.equal(count(s, 'SELECT COUNT(*) AS n FROM invocations'), 1);
+  assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), 5);
+  assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'held'"), 1, 'the held retry waits for its installation');
+  assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status IN ('delivered', 'cancelled')"), keptForCursor);
+  assert.equal(await count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0, 'attempts went with their deliveries');
+  assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.status = 'failed'"), 5);
+  assert.equal(await count(s, "SELECT COUNT(*) AS n FROM events WHERE type = 'site_view'"), 5, 'events of failed deliveries stay');
+  assert.equal(await count(s, 'SELECT COUNT(*) AS n FROM events WHERE id = ?', held.eventId), 1);
+  assert.equal(await count(s, 'SELECT COUNT(*) AS n FROM invocations'), 1);
   if (keptForCursor) assert.equal((await s.api('GET', `/api/v1/deliveries/${newest.id}`)).status, 200);
 
   const again = await retention.run({ now: Date.now() + 31 * DAY });
@@ -78,22 +76,22 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
 
   // After retention.keep_failed, failed deliveries go too (with their attempts), then their events;
   // one being retried by hand right now (leased) is left alone.
-  const db = s.services.store.db;
+  const store = s.services.store;
   const failedKeptForCursor = newest.status === 'failed' ? 1 : 0;
-  const retried = db.prepare("SELECT seq FROM webhook_deliveries WHERE status = 'failed' AND id != ? LIMIT 1").get(newest.id) as { seq: number };
-  db.prepare('UPDATE webhook_deliveries SET lease_until = ? WHERE seq = ?').run(Date.now() + 91 * DAY + 60_000, retried.seq);
+  const retried = (await sql.get<{ seq: number }>(store, "SELECT seq FROM webhook_deliveries WHERE status = 'failed' AND id != ? LIMIT 1", [newest.id]))!;
+  await sql.run(store, 'UPDATE webhook_deliveries SET lease_until = ? WHERE seq = ?', [Date.now() + 91 * DAY + 60_000, retried.seq]);
   const late = await retention.run({ now: Date.now() + 91 * DAY });
   assert.equal(late.failedDeliveries, 4 - failedKeptForCursor);
   assert.equal(late.events, 4 - failedKeptForCursor, 'the failed deliveries\' events are orphans now');
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), failedKeptForCursor + 1);
-  assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_deliveries WHERE seq = ?', retried.seq), 1, 'an attempt in flight is never purged under it');
-  db.prepare('UPDATE webhook_deliveries SET lease_until = NULL WHERE seq = ?').run(retried.seq);
-  assert.equal(count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0);
-  assert.equal(count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'held'"), 1, 'the held retry still waits');
+  assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), failedKeptForCursor + 1);
+  assert.equal(await count(s, 'SELECT COUNT(*) AS n FROM webhook_deliveries WHERE seq = ?', retried.seq), 1, 'an attempt in flight is never purged under it');
+  await sql.run(store, 'UPDATE webhook_deliveries SET lease_until = NULL WHERE seq = ?', [retried.seq]);
+  assert.equal(await count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0);
+  assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'held'"), 1, 'the held retry still waits');
   // New attempts continue after the old ids.
   const next = await s.send('site_view');
   await s.settled(next.deliveries[0].id);
-  assert.ok(count(s, 'SELECT MIN(id) AS n FROM webhook_attempts WHERE id > ?', before.maxAttempt) > before.maxAttempt);
+  assert.ok(await count(s, 'SELECT MIN(id) AS n FROM webhook_attempts WHERE id > ?', before.maxAttempt) > before.maxAttempt);
   assert.equal((await s.api('GET', '/api/v1/retention')).body.lastRun.startedAt, late.startedAt);
 });
 

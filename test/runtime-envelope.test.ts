@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildEnvironment, encodeEnvelope } from '../src/runtime/index.ts';
 import { callerFields, PLATFORM_ENVIRONMENT_KEYS } from '../src/runtime/caller-environment.ts';
-import { startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
+import { sql, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 
 process.env.VIEWER_API_KEY = 'sk_test_viewer';
 
@@ -74,7 +74,7 @@ test('scopes: an event whose scope the manifest does not request is refused 403 
     assert.match(body.error.message, /space_view/, who);
     assert.match(body.error.hint, /scopes/, who);
   }
-  const ran = s.services.store.db.prepare("SELECT count(*) AS n FROM invocations WHERE event_type = 'space_view'").get() as { n: number };
+  const ran = (await sql.get<{ n: number }>(s.services.store, "SELECT count(*) AS n FROM invocations WHERE event_type = 'space_view'"))!;
   assert.equal(ran.n, 0, 'the handler never ran');
   // Ingest decides the same from the same table: the event is owed to no handler of viewer.
   const ingested = await s.api('POST', '/api/v1/events', { ...view, eventId: 'evt_view_2' });
@@ -164,7 +164,7 @@ test('environment: choosing another installation by id needs a token that may ac
     assert.equal(res.status, 400, JSON.stringify(bad));
     assert.match(((await res.json()) as any).error.where, /^environment\.installation/);
   }
-  const ran = s.services.store.db.prepare("SELECT count(*) AS n FROM invocations WHERE event_type = 'fetch'").get() as { n: number };
+  const ran = (await sql.get<{ n: number }>(s.services.store, "SELECT count(*) AS n FROM invocations WHERE event_type = 'fetch'"))!;
   assert.equal(ran.n, 4, 'only the allowed calls ran');
 });
 
@@ -191,19 +191,19 @@ test('environment: every top-level key the platform builds, in either dialect an
 test('a paused installation runs no code at the runtime endpoint (503 paused), an uninstalled one neither (410 gone), for every token, as at its public endpoint', async (t) => {
   const s = await server(t);
   const { installation, token } = await install(s, 'viewer', { channel: 'general' });
-  const ran = () => (s.services.store.db.prepare('SELECT count(*) AS n FROM invocations').get() as { n: number }).n;
+  const ran = async () => (await sql.get<{ n: number }>(s.services.store, 'SELECT count(*) AS n FROM invocations'))!.n;
   // The install's own installation_setup first (it runs in the background, never blocking the install).
-  await waitFor(() => ran() === 1, 10_000);
+  await waitFor(async () => (await ran()) === 1, 10_000);
   const events = [fetchEvent('https://x.test/env'), { type: 'installation_setup', installationId: installation.id }];
   const refused = async (bearer: string, status: number, code: string, who: string) => {
     for (const event of events) {
-      const before = ran();
+      const before = await ran();
       const res = await post(s, 'viewer', event, { installation: { id: installation.id } }, bearer);
       const body = (await res.json()) as any;
       assert.equal(res.status, status, `${who}, ${event.type}: ${JSON.stringify(body)}`);
       assert.equal(body.error.code, code, who);
       assert.match(body.error.message, new RegExp(installation.id), who);
-      assert.equal(ran(), before, `${who}, ${event.type}: no code ran`);
+      assert.equal(await ran(), before, `${who}, ${event.type}: no code ran`);
     }
   };
 

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { ROOT, startTestServer } from './helpers/index.ts';
+import { ROOT, sql, startTestServer } from './helpers/index.ts';
 import { call, fetchScript, testSandbox } from './sandbox.helpers.ts';
 import { parseMultipart } from '../src/lib/multipart.ts';
 import { contentTypeParam } from '../src/lib/header-params.ts';
@@ -42,7 +42,7 @@ test('malformed envelopes get a clear 4xx with the JSON error shape and change n
     assert.equal(typeof body.error.code, 'string', name);
     assert.match(body.error.message, message, name);
   }
-  const count = s.services.store.db.prepare('SELECT count(*) AS n FROM invocations').get() as { n: number };
+  const count = (await sql.get<{ n: number }>(s.services.store, 'SELECT count(*) AS n FROM invocations'))!;
   assert.equal(count.n, 0, 'no code ran');
 });
 
@@ -262,7 +262,7 @@ test('__proto__, constructor and prototype in a configuration are refused like a
     assert.deepEqual(body.error.problems.map((p: any) => p.where), [`configuration.${key}`], key);
     assert.match(body.error.problems[0].message, new RegExp(`"${key}" is not a property`));
   }
-  const n = s.services.store.db.prepare('SELECT count(*) AS n FROM installations').get() as { n: number };
+  const n = (await sql.get<{ n: number }>(s.services.store, 'SELECT count(*) AS n FROM installations'))!;
   assert.equal(n.n, 0, 'nothing was stored');
 
   const ok = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', configuration: { channel: 'c' } });
@@ -270,7 +270,7 @@ test('__proto__, constructor and prototype in a configuration are refused like a
   const id = ok.body.installation.id;
   const patched = await raw('PATCH', `/api/v1/installations/${id}`, '{"configuration":{"__proto__":{"channel":42}}}');
   assert.equal(patched.status, 400, 'an edit is refused too');
-  const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
+  const stored = (await sql.get<{ configuration: string }>(s.services.store, 'SELECT configuration FROM installations WHERE id = ?', [id]))!;
   assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c', threshold: 3, mode: 'fast' });
 });
 
@@ -296,7 +296,7 @@ test('a deeply nested environment or event is a 400 naming the field, never a sa
   }
   const ok = await post(fetchEvent, nested(40));
   assert.notEqual(ok.status, 400, 'ordinary nesting passes');
-  const n = s.services.store.db.prepare('SELECT count(*) AS n FROM invocations').get() as { n: number };
+  const n = (await sql.get<{ n: number }>(s.services.store, 'SELECT count(*) AS n FROM invocations'))!;
   assert.equal(n.n, 1, 'only the ordinary envelope ran');
 });
 
@@ -316,8 +316,8 @@ test('a deeply nested JSON body is a 400 at every management route: render props
     assert.equal(res.status, 400, `${method} ${path}: ${JSON.stringify(body)}`);
     assert.match(body.error.message, /nested deeper than 64 levels/);
   }
-  const n = s.services.store.db.prepare("SELECT count(*) AS n FROM invocations WHERE event_type != 'installation_setup'").get() as { n: number };
+  const n = (await sql.get<{ n: number }>(s.services.store, "SELECT count(*) AS n FROM invocations WHERE event_type != 'installation_setup'"))!;
   assert.equal(n.n, 0, 'no code ran for them');
-  const stored = s.services.store.db.prepare('SELECT configuration FROM installations WHERE id = ?').get(id) as { configuration: string };
+  const stored = (await sql.get<{ configuration: string }>(s.services.store, 'SELECT configuration FROM installations WHERE id = ?', [id]))!;
   assert.deepEqual(JSON.parse(stored.configuration), { channel: 'c', threshold: 3, mode: 'fast' });
 });

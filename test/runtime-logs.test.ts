@@ -6,7 +6,7 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
+import { startTestServer, tmpDir, type TestServer, sql } from './helpers/index.ts';
 import { createLogBudget } from '../src/runtime/log-budget.ts';
 import { createRedactor } from '../src/runtime/redact.ts';
 
@@ -162,7 +162,7 @@ test('a NUL (or a lone surrogate) in a printed line is stored as U+FFFD on eithe
     ['before\uFFFDanswer', 'late\uFFFDone', 'late two \uFFFD', 'late three'],
     'a lone surrogate, which PostgreSQL\'s json refuses as a NUL, too',
   );
-  const stored = JSON.parse(String(s.services.store.db.prepare('SELECT logs FROM invocations WHERE id = ?').pluck().get(id))) as Array<{ message: string }>;
+  const stored = JSON.parse(String(await sql.value(s.services.store, 'SELECT logs FROM invocations WHERE id = ?', [id]))) as Array<{ message: string }>;
   assert.deepEqual(stored.map((l) => l.message), r.logs.map((l: { message: string }) => l.message), 'the record holds what the API shows');
   assert.ok(!s.logs.some((l) => /unsupported Unicode escape/.test(JSON.stringify(l))), 'no write failed');
 });

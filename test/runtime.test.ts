@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { buildEnvironment, encodeEnvelope } from '../src/runtime/index.ts';
-import { ROOT, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
-import { openStore } from '../src/store/index.ts';
+import { ROOT, sql, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
+import { connectStore, openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
 import { allMigrations } from '../src/server/migrations.ts';
 import { capabilityOf } from '../src/server/capabilities.ts';
@@ -68,7 +68,7 @@ test('runtime endpoint: events go to the events map (200), unhandled types answe
   // A type that needs no scope (one whose scope the manifest lacks is a 403: runtime-envelope.test.ts).
   const unhandled = await envelopeRequest(s, 'kitchen-sink', { event: { type: 'site_installation_setup' }, environment: {} });
   assert.equal(unhandled.status, 406);
-  const row = s.services.store.db.prepare("SELECT logs FROM invocations WHERE event_type = 'space_content_updated'").get() as { logs: string };
+  const row = (await sql.get<{ logs: string }>(s.services.store, "SELECT logs FROM invocations WHERE event_type = 'space_content_updated'"))!;
   assert.match(row.logs, /content updated s1 r1/);
 });
 
@@ -195,10 +195,9 @@ test('state machine: pending until required configuration is set; every edit val
   const created = await installSink(s, {});
   const id = created.installation.id;
   assert.equal(created.installation.status, 'pending');
-  const setupRuns = () =>
-    s.services.store.db.prepare("SELECT logs FROM invocations WHERE installation_id = ? AND event_type = 'installation_setup' ORDER BY created_at").all(id) as any[];
-  await waitFor(() => setupRuns().length === 1);
-  assert.match(setupRuns()[0].logs, /status=pending/);
+  const setupRuns = () => sql.all(s.services.store, "SELECT logs FROM invocations WHERE installation_id = ? AND event_type = 'installation_setup' ORDER BY created_at", [id]);
+  await waitFor(async () => (await setupRuns()).length === 1);
+  assert.match((await setupRuns())[0]!.logs, /status=pending/);
 
   const bad = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { threshold: 'high', mode: 'medium', chanel: 'x' } });
   assert.equal(bad.status, 400);
@@ -212,8 +211,8 @@ test('state machine: pending until required configuration is set; every edit val
   const good = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { channel: 'ops' } });
   assert.equal(good.status, 200);
   assert.equal(good.body.installation.status, 'active');
-  await waitFor(() => setupRuns().length === 2);
-  assert.match(setupRuns()[1].logs, /status=active/);
+  await waitFor(async () => (await setupRuns()).length === 2);
+  assert.match((await setupRuns())[1]!.logs, /status=active/);
 
   const removed = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { channel: null } });
   assert.equal(removed.body.installation.status, 'pending');
@@ -225,7 +224,7 @@ test('space installs emit space_installation_setup; site installs validate site 
   assert.equal(space.status, 201);
   assert.equal(space.body.installation.target, 'space');
   await waitFor(
-    () => s.services.store.db.prepare("SELECT logs FROM invocations WHERE event_type = 'space_installation_setup'").get() as any,
+    () => sql.get<any>(s.services.store, "SELECT logs FROM invocations WHERE event_type = 'space_installation_setup'"),
   ).then((row: any) => assert.match(row.logs, /space setup space-1/));
   const site = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', site: 'site-1', configuration: { tracking: 'yes' } });
   assert.equal(site.status, 400);
@@ -294,9 +293,9 @@ test('tokens: stored hashed; an installation reads and configures itself, never 
   const s = await server(t);
   const a = await installSink(s);
   const b = await installSink(s);
-  const rows = s.services.store.db.prepare('SELECT token_hash FROM installations').all() as any[];
+  const rows = (await sql.all(s.services.store, 'SELECT token_hash FROM installations'));
   assert.ok(rows.every((r) => /^[0-9a-f]{64}$/.test(r.token_hash)));
-  const dump = JSON.stringify(s.services.store.db.prepare('SELECT * FROM installations').all());
+  const dump = JSON.stringify((await sql.all(s.services.store, 'SELECT * FROM installations')));
   assert.ok(!dump.includes(a.token) && !dump.includes(b.token), 'no plaintext token in the database');
   assert.equal((await s.api('GET', `/api/v1/installations/${a.installation.id}`, undefined, a.token)).status, 200);
   const cross = await s.api('GET', `/api/v1/installations/${b.installation.id}`, undefined, a.token);
@@ -373,9 +372,9 @@ test("a public-endpoint answer does not wait for its invocation's record, which 
     assert.equal(seen?.status, 200, `invocation ${i} is readable right after its answer`);
   }
   await s.close();
-  const db = openStore(s.config.data_dir, { url: s.config.store || undefined, migrations: allMigrations() }).db;
-  t.after(() => db.close());
-  assert.equal((db.prepare("SELECT COUNT(*) AS n FROM invocations WHERE event_type = 'fetch'").get() as { n: number }).n, 5, 'all recorded by shutdown');
+  const store = await connectStore(s.config.data_dir, { url: s.config.store || undefined, migrations: allMigrations() });
+  t.after(() => store.close());
+  assert.equal(await sql.value(store, "SELECT COUNT(*) AS n FROM invocations WHERE event_type = 'fetch'"), 5, 'all recorded by shutdown');
 });
 
 test('a line printed after the answer (waitUntil) joins its invocation record', async (t) => {
@@ -442,5 +441,5 @@ test("invocation records: while another connection holds the write lock, the gro
   const { id } = await runtime.invoke({ integration: integration as never, envelope: { event: { type: 'ping' }, environment: {} }, requestId: 'req_patient' });
   assert.ok(performance.now() - started < 1_000, 'no busy_timeout sleep');
   assert.deepEqual(heard, ['recorded']);
-  assert.equal((store.db.prepare('SELECT count(*) AS n FROM invocations WHERE id = ?').get(id) as { n: number }).n, 1);
+  assert.equal(await sql.value(store, 'SELECT count(*) AS n FROM invocations WHERE id = ?', [id]), 1);
 });

@@ -13,7 +13,9 @@ import { join } from 'node:path';
 import { samplePayload } from '../src/events/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { openStore } from '../src/store/index.ts';
-import { openPostgresDb } from '../src/store/postgres/db.ts';
+import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
+import { statement } from '../src/store/contract.ts';
+import { adminSql } from './helpers/postgres.ts';
 import { runCli, tmpDir, waitFor } from './helpers/index.ts';
 import { postgresFor, type PgServer } from './helpers/postgres.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
@@ -23,12 +25,7 @@ const settings = { sandbox: { cpu_time: 5_000, startup_time: 15_000, wall_time: 
 
 /** A new empty database on `pg`, its URL given a password (trust authentication ignores it; no message may show it). */
 function emptyDatabase(pg: PgServer, name: string): string {
-  const admin = openPostgresDb({ url: pg.url, name: 'admin' });
-  try {
-    admin.exec(`CREATE DATABASE ${name}`);
-  } finally {
-    admin.close();
-  }
+  adminSql(pg.url, `CREATE DATABASE ${name}`);
   const url = new URL(pg.url);
   url.password = 's3cret';
   url.pathname = `/${name}`;
@@ -107,29 +104,29 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
   // Every row, field by field (bytes, doubles, NULLs, rowids), on both sides.
   const lite = new Database(sqliteFile, { readonly: true });
   t.after(() => lite.close());
-  const target = openPostgresDb({ url, name: 'moved' });
+  const target = createPostgresDatabase({ url, name: 'moved' });
   t.after(() => target.close());
   for (const table of names) {
     const fromSqlite = lite.prepare(`SELECT ${table === 'invocations' ? 'rowid, ' : ''}* FROM ${table}`).all() as Row[];
-    const fromPg = target.prepare(`SELECT * FROM ${table}`).all() as Row[];
+    const fromPg = (await target.all(statement(`SELECT * FROM ${table}`))) as Row[];
     assert.deepEqual(sorted(fromPg), sorted(fromSqlite), table);
   }
   // The same, spelt out for a retried delivery, the signing key's bytes and an installation's configuration.
   const retried = lite.prepare('SELECT * FROM webhook_deliveries WHERE attempts > 1 ORDER BY seq LIMIT 1').get() as Row;
-  assert.deepEqual(target.prepare('SELECT * FROM webhook_deliveries WHERE id = ?').get(retried.id), retried);
+  assert.deepEqual((await target.get(statement('SELECT * FROM webhook_deliveries WHERE id = ?'), [retried.id])), retried);
   const attempts = lite.prepare('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY id').all(retried.seq) as Row[];
   assert.ok(attempts.length > 1);
-  assert.deepEqual(target.prepare('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY id').all(retried.seq), attempts);
+  assert.deepEqual((await target.all(statement('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY id'), [retried.seq])), attempts);
   for (const key of lite.prepare('SELECT name, key FROM signing_keys').all() as Array<{ name: string; key: Buffer }>) {
-    const got = target.prepare('SELECT key FROM signing_keys WHERE name = ?').pluck().get(key.name) as Buffer;
+    const got = (await target.value(statement('SELECT key FROM signing_keys WHERE name = ?'), [key.name])) as Buffer;
     assert.ok(Buffer.isBuffer(got) && got.equals(key.key), `signing key ${key.name}`);
   }
-  const installation = target.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(hook.installationId) as string;
+  const installation = (await target.value(statement('SELECT configuration FROM installations WHERE id = ?'), [hook.installationId])) as string;
   assert.deepEqual(JSON.parse(installation), JSON.parse(lite.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(hook.installationId) as string));
 
   // A server on the copy: the installations deliver, and every sequence continues past the copied rows.
-  const max = (table: string, column: string) => Number(target.prepare(`SELECT MAX(${column}) FROM ${table}`).pluck().get());
-  const last = { events: max('events', 'seq'), deliveries: max('webhook_deliveries', 'seq'), attempts: max('webhook_attempts', 'id'), invocations: max('invocations', 'rowid') };
+  const max = async (table: string, column: string) => Number(await target.value(statement(`SELECT MAX(${column}) FROM ${table}`)));
+  const last = { events: await max('events', 'seq'), deliveries: await max('webhook_deliveries', 'seq'), attempts: await max('webhook_attempts', 'id'), invocations: await max('invocations', 'rowid') };
   const p = await deliveryServer(t, { ...settings, store: url });
   const more = await p.send(samplePayload('site_view'));
   assert.equal(more.status, 202, JSON.stringify(more.body));
@@ -137,10 +134,10 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
   const delivered = await p.settled(more.body.deliveries[0].id);
   assert.equal(delivered.status, 'delivered');
   assert.equal((await fetch(hello.body.installation.urls.publicEndpoint.replace(s.url, p.url), { method: 'POST', body: 'after' })).status, 200);
-  assert.ok(Number(target.prepare('SELECT seq FROM events WHERE id = ?').pluck().get(more.body.eventId)) > last.events);
-  assert.ok(Number(target.prepare('SELECT seq FROM webhook_deliveries WHERE id = ?').pluck().get(delivered.id)) > last.deliveries);
-  assert.ok(max('webhook_attempts', 'id') > last.attempts);
-  await waitFor(() => max('invocations', 'rowid') > last.invocations);
+  assert.ok(Number((await target.value(statement('SELECT seq FROM events WHERE id = ?'), [more.body.eventId]))) > last.events);
+  assert.ok(Number((await target.value(statement('SELECT seq FROM webhook_deliveries WHERE id = ?'), [delivered.id]))) > last.deliveries);
+  assert.ok((await max('webhook_attempts', 'id')) > last.attempts);
+  await waitFor(async () => (await max('invocations', 'rowid')) > last.invocations);
   await p.close();
 
   // Into a database that holds data: refused, naming what it holds, never showing the password.
@@ -158,7 +155,7 @@ test('store copy: a row PostgreSQL cannot hold stops the copy with the row named
   const dir = tmpDir(t);
   const dataDir = join(dir, 'data');
   const store = openStore(dataDir, { migrations: allMigrations() });
-  const insert = store.db.prepare('INSERT INTO events (id, type, installation_id, payload, received_at) VALUES (?, ?, ?, ?, ?)');
+  const insert = store.sqlite!.prepare('INSERT INTO events (id, type, installation_id, payload, received_at) VALUES (?, ?, ?, ?, ?)');
   insert.run('evt_fine', 'site_view', null, '{}', Date.now());
   // As older versions stored them on SQLite (a receiver's answer, a printed line): a NUL as it came.
   insert.run('evt_nul', 'site_view', 'inst_\u0000x', '{"a":"x\u0000y"}', Date.now());
@@ -171,10 +168,10 @@ test('store copy: a row PostgreSQL cannot hold stops the copy with the row named
   assert.equal(failed.code, 2, failed.stderr);
   assert.match(failed.stderr, /events \(id evt_half\), column received_at: 1\.5 is not a whole number, and the PostgreSQL column is bigint/);
   assert.match(failed.stderr, /nothing was copied/);
-  const target = openPostgresDb({ url, name: 'atomic' });
+  const target = createPostgresDatabase({ url, name: 'atomic' });
   t.after(() => target.close());
-  assert.equal(Number(target.prepare('SELECT count(*) FROM events').pluck().get()), 0, 'the transaction rolled back');
-  assert.equal(Number(target.prepare('SELECT count(*) FROM signing_keys').pluck().get()), 0);
+  assert.equal(Number((await target.value(statement('SELECT count(*) FROM events')))), 0, 'the transaction rolled back');
+  assert.equal(Number((await target.value(statement('SELECT count(*) FROM signing_keys')))), 0);
 
   // Mended, the same database takes the copy: the failed one left nothing behind.
   const mend = new Database(join(dataDir, 'switchyard.db'));
@@ -187,7 +184,7 @@ test('store copy: a row PostgreSQL cannot hold stops the copy with the row named
   assert.match(ok.stdout, /^events: 2 text values held a NUL character, which PostgreSQL cannot store: copied with U\+FFFD in its place/m);
   assert.doesNotMatch(ok.stdout, /^(?!events)\w+: \d+ text values? held a NUL/m, 'only the table that had them');
   assert.match(ok.stdout, /stop the server before the copy you switch over with/);
-  assert.deepEqual(target.prepare("SELECT installation_id, payload FROM events WHERE id = 'evt_nul'").get(), { installation_id: 'inst_\uFFFDx', payload: '{"a":"x\uFFFDy"}' });
+  assert.deepEqual((await target.get(statement("SELECT installation_id, payload FROM events WHERE id = 'evt_nul'"))), { installation_id: 'inst_\uFFFDx', payload: '{"a":"x\uFFFDy"}' });
   // The same count in --json, per table.
   const json = await runCli(['store', 'copy', '--to', emptyDatabase(pg, 'atomic_json'), '--config', cfg, '--json']);
   assert.equal(json.code, 0, json.stderr);

@@ -164,7 +164,7 @@ for (const implementation of IMPLEMENTATIONS) {
     const seen: string[] = [];
     await db.transaction(async (tx) => {
       await tx.run(insertNamed, { v: 'a' });
-      afterCommit(store.db, () => seen.push('joined'));
+      afterCommit(store.sqlite!, () => seen.push('joined'));
       assert.deepEqual(seen, []);
     });
     assert.deepEqual(seen, ['joined']);

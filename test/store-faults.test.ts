@@ -56,7 +56,7 @@ async function recovers(s: DeliveryTestServer, receiver: Awaited<ReturnType<type
     throw new Error(`undelivered after recovery: ${acknowledged.filter((id) => !receiver.delivered.has(id)).join(', ')}`);
   });
   await waitFor(() => s.deliveries.inFlight() === 0, 5_000);
-  const notDelivered = s.services.store.db
+  const notDelivered = s.services.store.sqlite!
     .prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status != 'delivered'")
     .get() as { n: number };
   assert.equal(notDelivered.n, 0, 'every stored delivery ends delivered');
@@ -208,10 +208,10 @@ test('a checkpoint that fails on a full disk does not stop the checkpointer: onc
   // Little room: the rows fill it through the WAL, so the database file has none left to take them in.
   const filler = join(disk, 'filler');
   writeFileSync(filler, Buffer.alloc(10 * 1024 * 1024, 1));
-  const insert = store.db.prepare('INSERT INTO things (v) VALUES (?)');
+  const insert = store.sqlite!.prepare('INSERT INTO things (v) VALUES (?)');
   let full: unknown;
   try {
-    for (;;) store.db.transaction(() => { for (let k = 0; k < 20; k++) insert.run('x'.repeat(800)); })();
+    for (;;) store.sqlite!.transaction(() => { for (let k = 0; k < 20; k++) insert.run('x'.repeat(800)); })();
   } catch (e) {
     full = e;
   }

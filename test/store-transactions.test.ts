@@ -16,17 +16,17 @@ function storeOf(t: TestContext, log = memoryLogger()): Store {
   return store;
 }
 
-const count = (s: Store) => (s.db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n;
+const count = (s: Store) => (s.sqlite!.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n;
 
 test('after-commit hooks run once the transaction has committed, in order, and never on rollback', (t) => {
   const s = storeOf(t);
   const seen: string[] = [];
-  const insert = s.db.prepare('INSERT INTO things (v) VALUES (?)');
-  s.db.transaction(() => {
+  const insert = s.sqlite!.prepare('INSERT INTO things (v) VALUES (?)');
+  s.sqlite!.transaction(() => {
     insert.run('a');
-    afterCommit(s.db, () => seen.push(`first, in transaction: ${s.db.inTransaction}, stored: ${count(s)}`));
-    afterCommit(s.db, () => seen.push('second'));
-    onRollback(s.db, () => seen.push('rolled back'));
+    afterCommit(s.sqlite!, () => seen.push(`first, in transaction: ${s.sqlite!.inTransaction}, stored: ${count(s)}`));
+    afterCommit(s.sqlite!, () => seen.push('second'));
+    onRollback(s.sqlite!, () => seen.push('rolled back'));
     seen.push('body done');
   })();
   assert.deepEqual(seen, ['body done', 'first, in transaction: false, stored: 1', 'second']);
@@ -34,11 +34,11 @@ test('after-commit hooks run once the transaction has committed, in order, and n
   seen.length = 0;
   assert.throws(
     () =>
-      s.db.transaction(() => {
+      s.sqlite!.transaction(() => {
         insert.run('b');
-        afterCommit(s.db, () => seen.push('committed'));
-        onRollback(s.db, () => seen.push(`rolled back, stored: ${count(s)}`));
-        onRollback(s.db, () => seen.push('second rollback hook'));
+        afterCommit(s.sqlite!, () => seen.push('committed'));
+        onRollback(s.sqlite!, () => seen.push(`rolled back, stored: ${count(s)}`));
+        onRollback(s.sqlite!, () => seen.push('second rollback hook'));
         throw new Error('no');
       })(),
     /no/,
@@ -49,23 +49,23 @@ test('after-commit hooks run once the transaction has committed, in order, and n
 test('outside a transaction afterCommit runs at once and onRollback does nothing', (t) => {
   const s = storeOf(t);
   const seen: string[] = [];
-  afterCommit(s.db, () => seen.push('now'));
-  onRollback(s.db, () => seen.push('never'));
+  afterCommit(s.sqlite!, () => seen.push('now'));
+  onRollback(s.sqlite!, () => seen.push('never'));
   assert.deepEqual(seen, ['now']);
 });
 
 test('a released savepoint hands its hooks to the outer transaction; a rolled-back one gives back at once and drops its commit hooks', (t) => {
   const s = storeOf(t);
   const seen: string[] = [];
-  const insert = s.db.prepare('INSERT INTO things (v) VALUES (?)');
-  const inner = s.db.transaction((name: string, fail: boolean) => {
+  const insert = s.sqlite!.prepare('INSERT INTO things (v) VALUES (?)');
+  const inner = s.sqlite!.transaction((name: string, fail: boolean) => {
     insert.run(name);
-    afterCommit(s.db, () => seen.push(`commit ${name}`));
-    onRollback(s.db, () => seen.push(`rollback ${name}`));
+    afterCommit(s.sqlite!, () => seen.push(`commit ${name}`));
+    onRollback(s.sqlite!, () => seen.push(`rollback ${name}`));
     if (fail) throw new Error(name);
   });
-  s.db.transaction(() => {
-    afterCommit(s.db, () => seen.push('commit outer'));
+  s.sqlite!.transaction(() => {
+    afterCommit(s.sqlite!, () => seen.push('commit outer'));
     inner('kept', false);
     assert.deepEqual(seen, [], 'a released savepoint runs nothing yet');
     assert.throws(() => inner('undone', true), /undone/);
@@ -78,8 +78,8 @@ test('a released savepoint hands its hooks to the outer transaction; a rolled-ba
   // The outer transaction rolls back: the released savepoints' rollback hooks run with its own.
   seen.length = 0;
   assert.throws(() =>
-    s.db.transaction(() => {
-      onRollback(s.db, () => seen.push('rollback outer'));
+    s.sqlite!.transaction(() => {
+      onRollback(s.sqlite!, () => seen.push('rollback outer'));
       inner('a', false);
       inner('b', false);
       throw new Error('outer');
@@ -93,13 +93,13 @@ test('the same function registered twice in one transaction runs once', (t) => {
   const s = storeOf(t);
   let woken = 0;
   const wake = () => woken++;
-  s.db.transaction(() => {
-    afterCommit(s.db, wake);
-    s.db.transaction(() => afterCommit(s.db, wake))();
-    afterCommit(s.db, wake);
+  s.sqlite!.transaction(() => {
+    afterCommit(s.sqlite!, wake);
+    s.sqlite!.transaction(() => afterCommit(s.sqlite!, wake))();
+    afterCommit(s.sqlite!, wake);
   })();
   assert.equal(woken, 1);
-  s.db.transaction(() => afterCommit(s.db, wake))();
+  s.sqlite!.transaction(() => afterCommit(s.sqlite!, wake))();
   assert.equal(woken, 2, 'once per transaction, not once ever');
 });
 
@@ -107,12 +107,12 @@ test('a hook that throws is logged; the others run and the commit stands', (t) =
   const log = memoryLogger();
   const s = storeOf(t, log);
   const seen: string[] = [];
-  const value = s.db.transaction(() => {
-    s.db.prepare("INSERT INTO things (v) VALUES ('x')").run();
-    afterCommit(s.db, () => {
+  const value = s.sqlite!.transaction(() => {
+    s.sqlite!.prepare("INSERT INTO things (v) VALUES ('x')").run();
+    afterCommit(s.sqlite!, () => {
       throw new Error('hook bug');
     });
-    afterCommit(s.db, () => seen.push('still runs'));
+    afterCommit(s.sqlite!, () => seen.push('still runs'));
     return 42;
   })();
   assert.equal(value, 42);
@@ -122,11 +122,11 @@ test('a hook that throws is logged; the others run and the commit stands', (t) =
   assert.ok(line, 'the failure is logged');
 
   assert.throws(() =>
-    s.db.transaction(() => {
-      onRollback(s.db, () => {
+    s.sqlite!.transaction(() => {
+      onRollback(s.sqlite!, () => {
         throw new Error('rollback hook bug');
       });
-      onRollback(s.db, () => seen.push('rollback still runs'));
+      onRollback(s.sqlite!, () => seen.push('rollback still runs'));
       throw new Error('original');
     })(),
     /original/, 'the transaction\'s own error is what the caller sees',
@@ -137,7 +137,7 @@ test('a hook that throws is logged; the others run and the commit stands', (t) =
 test('the variants (deferred, exclusive) keep hooks too', (t) => {
   const s = storeOf(t);
   const seen: string[] = [];
-  s.db.transaction(() => afterCommit(s.db, () => seen.push('deferred'))).deferred();
-  s.db.transaction(() => afterCommit(s.db, () => seen.push('exclusive'))).exclusive();
+  s.sqlite!.transaction(() => afterCommit(s.sqlite!, () => seen.push('deferred'))).deferred();
+  s.sqlite!.transaction(() => afterCommit(s.sqlite!, () => seen.push('exclusive'))).exclusive();
   assert.deepEqual(seen, ['deferred', 'exclusive']);
 });

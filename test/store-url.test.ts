@@ -10,11 +10,11 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseConfigText } from '../src/config/index.ts';
 import { SwitchyardError } from '../src/errors.ts';
-import { openStore } from '../src/store/index.ts';
+import { connectStore } from '../src/store/index.ts';
 import { displayStoreUrl, readStoreUrl } from '../src/store/postgres/url.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { postgresFor } from './helpers/postgres.ts';
-import { runCli, tmpDir } from './helpers/index.ts';
+import { runCli, sql, tmpDir } from './helpers/index.ts';
 
 /** Every piece of `secret` 3 characters long or more that `text` holds (none, or it leaked). */
 function pieces(secret: string, text: string): string[] {
@@ -132,7 +132,7 @@ test('passwords with @ : / ? # % and spaces, written raw, half encoded and encod
     // The store's own message when the server is not there: shown without a piece of the password.
     if (i < 12) {
       try {
-        openStore(tmpDir(undefined), { url: spellings.encoded, migrations: allMigrations() }).close();
+        await (await connectStore(tmpDir(undefined), { url: spellings.encoded, migrations: allMigrations() })).close();
         assert.fail('nothing listens there');
       } catch (e) {
         const text = `${(e as Error).message} ${(e as SwitchyardError).hint ?? ''}`;
@@ -194,22 +194,22 @@ test('libpq\'s Unix-socket form reaches a real PostgreSQL on its socket (no TCP)
     `postgres://postgres:Zk9Wq2Lp@${encodeURIComponent(dir)}:${pg.port}/postgres`,
   ]) {
     assert.equal(load(url).refused, false, 'the configuration takes it');
-    const store = openStore(tmpDir(t), { url, migrations: allMigrations() });
+    const store = await connectStore(tmpDir(t), { url, migrations: allMigrations() });
     try {
       assert.equal(store.engine, 'postgres');
       assert.equal(store.file, `postgres:///postgres?host=${dir}&port=${pg.port}`);
       assert.doesNotMatch(store.file, /Zk9Wq2Lp|postgres:Zk/);
-      const conn = store.db.prepare('SELECT client_addr IS NULL AS local, client_port FROM pg_stat_activity WHERE pid = pg_backend_pid()').get() as { local: boolean; client_port: number };
+      const conn = (await sql.get<{ local: boolean; client_port: number }>(store, 'SELECT client_addr IS NULL AS local, client_port FROM pg_stat_activity WHERE pid = pg_backend_pid()'))!;
       assert.equal(conn.local, true, 'the connection came over the socket');
       assert.equal(conn.client_port, -1, 'a Unix socket has no client port');
-      assert.equal(store.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get(), 6, 'migrated through it');
+      assert.equal(await sql.value(store, 'SELECT count(*) FROM schema_migrations'), 6, 'migrated through it');
     } finally {
-      store.close();
+      await store.close();
     }
   }
   // Nothing listens on that socket directory at another port: the message shows the socket form.
   try {
-    openStore(tmpDir(t), { url: `postgres://postgres:Zk9Wq2Lp@/postgres?host=${dir}&port=1` }).close();
+    await (await connectStore(tmpDir(t), { url: `postgres://postgres:Zk9Wq2Lp@/postgres?host=${dir}&port=1` })).close();
     assert.fail('no socket for port 1');
   } catch (e) {
     assert.match((e as Error).message, new RegExp(`cannot reach the store at postgres:///postgres\\?host=${dir}&port=1`));

@@ -14,11 +14,11 @@ test('the store is a WAL SQLite file with foreign keys and a busy timeout', (t) 
   const dir = tmpDir(t);
   const store = openStore(dir);
   t.after(() => store.close());
-  assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
-  assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
-  assert.equal(store.db.pragma('busy_timeout', { simple: true }), 5000);
+  assert.equal(store.sqlite!.pragma('journal_mode', { simple: true }), 'wal');
+  assert.equal(store.sqlite!.pragma('foreign_keys', { simple: true }), 1);
+  assert.equal(store.sqlite!.pragma('busy_timeout', { simple: true }), 5000);
   // A WAL that starts over is cut back to the bound the checkpointer keeps it under (checkpointer.ts).
-  assert.equal(store.db.pragma('journal_size_limit', { simple: true }), WAL_BOUND_PAGES * 4096);
+  assert.equal(store.sqlite!.pragma('journal_size_limit', { simple: true }), WAL_BOUND_PAGES * 4096);
   assert.ok(existsSync(join(dir, 'switchyard.db')));
 });
 
@@ -28,10 +28,10 @@ test('the server\'s store checkpoints the WAL from a thread of its own; its conn
   let closed = false;
   t.after(() => closed || store.close());
   assert.ok(store.checkpointer?.running());
-  assert.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), BACKSTOP_PAGES);
-  const insert = store.db.prepare('INSERT INTO things (v) VALUES (?)');
+  assert.equal(store.sqlite!.pragma('wal_autocheckpoint', { simple: true }), BACKSTOP_PAGES);
+  const insert = store.sqlite!.prepare('INSERT INTO things (v) VALUES (?)');
   // About 500 pages, well under the backstop: only the thread can have copied them.
-  for (let i = 0; i < 20; i++) store.db.transaction(() => { for (let k = 0; k < 100; k++) insert.run('x'.repeat(800)); })();
+  for (let i = 0; i < 20; i++) store.sqlite!.transaction(() => { for (let k = 0; k < 100; k++) insert.run('x'.repeat(800)); })();
   await waitFor(() => store.checkpointer!.checkpointed() > 0);
   store.close();
   closed = true;
@@ -40,34 +40,34 @@ test('the server\'s store checkpoints the WAL from a thread of its own; its conn
   assert.ok(!existsSync(wal) || statSync(wal).size === 0);
   const again = openStore(dir, { readonly: true });
   t.after(() => again.close());
-  assert.equal((again.db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 2000);
+  assert.equal((again.sqlite!.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 2000);
   // Stores without the lock (tests of single modules, the CLI) checkpoint as SQLite does by default.
   const plain = openStore(tmpDir(t));
   t.after(() => plain.close());
   assert.equal(plain.checkpointer, undefined);
-  assert.equal(plain.db.pragma('wal_autocheckpoint', { simple: true }), AUTOCHECKPOINT_PAGES);
+  assert.equal(plain.sqlite!.pragma('wal_autocheckpoint', { simple: true }), AUTOCHECKPOINT_PAGES);
 });
 
 test('migrations apply once, in order, per module, and survive reopening', (t) => {
   const dir = tmpDir(t);
   const mods = [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY)', 'ALTER TABLE things ADD COLUMN name TEXT'] }];
   let store = openStore(dir, { migrations: mods });
-  store.db.prepare('INSERT INTO things (name) VALUES (?)').run('a');
+  store.sqlite!.prepare('INSERT INTO things (name) VALUES (?)').run('a');
   store.close();
   store = openStore(dir, { migrations: mods });
   t.after(() => store.close());
-  assert.deepEqual(store.db.prepare('SELECT name FROM things').all(), [{ name: 'a' }]);
-  const row = store.db.prepare("SELECT version FROM schema_migrations WHERE module = 'things'").get() as { version: number };
+  assert.deepEqual(store.sqlite!.prepare('SELECT name FROM things').all(), [{ name: 'a' }]);
+  const row = store.sqlite!.prepare("SELECT version FROM schema_migrations WHERE module = 'things'").get() as { version: number };
   assert.equal(row.version, 2);
-  assert.throws(() => migrate(store.db, [{ module: 'things', steps: ['SELECT 1'] }]), /newer than this program knows/);
+  assert.throws(() => migrate(store.sqlite!, [{ module: 'things', steps: ['SELECT 1'] }]), /newer than this program knows/);
 });
 
 test('a failing migration step leaves the module at its old version', (t) => {
   const dir = tmpDir(t);
   const store = openStore(dir, { migrations: [] });
   t.after(() => store.close());
-  assert.throws(() => migrate(store.db, [{ module: 'm', steps: ['CREATE TABLE a (x)', 'NOT SQL'] }]));
-  assert.equal((store.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'a'").get() as any).n, 0);
+  assert.throws(() => migrate(store.sqlite!, [{ module: 'm', steps: ['CREATE TABLE a (x)', 'NOT SQL'] }]));
+  assert.equal((store.sqlite!.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'a'").get() as any).n, 0);
 });
 
 test('a second owner of the data directory is refused while the first is alive', (t) => {
@@ -118,7 +118,7 @@ test('the data directory is 0700 and the database files 0600, an older 0644 set 
   const parent = tmpDir(t);
   const dir = join(parent, 'data');
   const store = openStore(dir, { lock: true });
-  store.db.exec('CREATE TABLE t (x); INSERT INTO t VALUES (1)');
+  store.sqlite!.exec('CREATE TABLE t (x); INSERT INTO t VALUES (1)');
   const mode = (f: string) => (statSync(f).mode & 0o777).toString(8);
   assert.equal(mode(dir), '700');
   for (const f of ['switchyard.db', 'switchyard.db-wal', 'switchyard.db-shm', 'switchyard.lock']) assert.equal(mode(join(dir, f)), '600', f);
@@ -150,16 +150,16 @@ test('a group commit does not sleep on another connection\'s write lock: LOCK_BU
   const other = new Database(join(dir, 'switchyard.db'));
   t.after(() => other.close());
   let now = 0;
-  store.db.pragma('busy_timeout = 20'); // the connection's usual wait, cut short for the test
-  const patience = lockPatience(store.db, { spinMs: 5, patienceMs: 100, clock: () => now });
-  const insert = store.db.prepare('INSERT INTO things (v) VALUES (?)');
-  const count = () => (store.db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n;
-  const write = (v: string) => store.db.transaction(() => insert.run(v))();
+  store.sqlite!.pragma('busy_timeout = 20'); // the connection's usual wait, cut short for the test
+  const patience = lockPatience(store.sqlite!, { spinMs: 5, patienceMs: 100, clock: () => now });
+  const insert = store.sqlite!.prepare('INSERT INTO things (v) VALUES (?)');
+  const count = () => (store.sqlite!.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n;
+  const write = (v: string) => store.sqlite!.transaction(() => insert.run(v))();
 
   other.exec('BEGIN IMMEDIATE');
   assert.equal(patience.run(() => write('a')), LOCK_BUSY);
   assert.equal(count(), 0);
-  assert.equal(store.db.pragma('busy_timeout', { simple: true }), 20, 'the usual wait is back for every other statement');
+  assert.equal(store.sqlite!.pragma('busy_timeout', { simple: true }), 20, 'the usual wait is back for every other statement');
   now = 4;
   assert.equal(patience.run(() => write('b')), LOCK_BUSY, 'still within spinMs');
   now = 6;
@@ -178,6 +178,6 @@ test('a group commit does not sleep on another connection\'s write lock: LOCK_BU
   // Inside a caller's transaction there is no lock to wait for: it runs as a savepoint.
   other.exec('BEGIN IMMEDIATE');
   other.exec('ROLLBACK');
-  store.db.transaction(() => assert.notEqual(patience.run(() => insert.run('e')), LOCK_BUSY))();
+  store.sqlite!.transaction(() => assert.notEqual(patience.run(() => insert.run('e')), LOCK_BUSY))();
   assert.equal(count(), 2);
 });

@@ -17,6 +17,7 @@ import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/
 import { startServer } from '../../src/server/server.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { median } from './common.ts';
+import { sql } from '../../test/helpers/index.ts';
 
 const RUNS = 30;
 const CALLBACK_GOAL_MS = 200;
@@ -80,9 +81,7 @@ try {
       callback.push(c.ms);
     }
   }
-  const rows = server.services.store.db
-    .prepare("SELECT status, cpu_ms FROM invocations WHERE integration = 'oauth-example' ORDER BY created_at")
-    .all() as Array<{ status: number; cpu_ms: number }>;
+  const rows = await sql.all<{ status: number; cpu_ms: number }>(server.services.store, "SELECT status, cpu_ms FROM invocations WHERE integration = 'oauth-example' ORDER BY created_at");
   const warm = rows.slice(6);
   const budget = config.sandbox.cpu_time;
   console.log(`OAuth connect against oauth2-mock-server, ${RUNS} connections after 3 warm-up ones`);

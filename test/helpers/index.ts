@@ -14,6 +14,7 @@ import { startServer, type RunningServer } from '../../src/server/server.ts';
 import { memoryLogger } from '../../src/log/index.ts';
 import { consoleUrl } from '../../src/http/origins.ts';
 import type { Module } from '../../src/server/services.ts';
+import { statement, type Database } from '../../src/store/contract.ts';
 
 export const ROOT = new URL('../../', import.meta.url).pathname.replace(/\/$/, '');
 
@@ -236,3 +237,14 @@ export function fillDisk(dir: string): string {
   closeSync(fd);
   return filler;
 }
+
+/**
+ * A test's own look at the store, on either engine (SQLite's dialect, translated for PostgreSQL as
+ * the modules' statements are): the rows, the first row, or its first column.
+ */
+export const sql = {
+  all: <R = Record<string, any>>(store: { database: Database }, text: string, params: unknown[] = []) => store.database.all<R>(statement<R>(text), params),
+  get: <R = Record<string, any>>(store: { database: Database }, text: string, params: unknown[] = []) => store.database.get<R>(statement<R>(text), params),
+  value: <V = any>(store: { database: Database }, text: string, params: unknown[] = []) => store.database.value<V>(statement(text), params),
+  run: (store: { database: Database }, text: string, params: unknown[] = []) => store.database.run(statement(text), params),
+};
