@@ -86,7 +86,7 @@ async function main(): Promise<void> {
     client.kill();
   };
   const store = openStore(join(dir, 'data'), { readonly: true });
-  const count = (table: string) => (store.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+  const count = (table: string) => (store.sqlite!.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
   let subscribers = 0;
 
   const perRound = BATCH * BATCHES;

@@ -30,7 +30,7 @@ const GOAL_STALL_MS = 50;
 const DAY = 86_400_000;
 
 
-function fill(db: ReturnType<typeof openStore>['db'], old: number): void {
+function fill(db: NonNullable<ReturnType<typeof openStore>['sqlite']>, old: number): void {
   const delivery = db.prepare(
     `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, attempts, created_at, updated_at, completed_at)
      VALUES (?, ?, 'site_view', 'inst_bench', 'http://127.0.0.1/hook', 'http://127.0.0.1', ?, 'delivered', 1, ?, ?, ?)`,
@@ -62,7 +62,7 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
   const store = openStore(dir, { migrations: allMigrations() });
   try {
     const now = Date.now();
-    fill(store.db, now - 40 * DAY);
+    fill(store.sqlite!, now - 40 * DAY);
     const queue = createQueue(store.db, { maxAttempts: () => 4 });
     const events = createEvents({ db: store.db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
     const invocations = createInvocations(store.database);
@@ -84,7 +84,7 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
     // As the server runs it: a passive checkpoint after each batch, timed as part of the batch.
     const checkpoint = () => {
       const t0 = performance.now();
-      store.db.pragma('wal_checkpoint(PASSIVE)');
+      store.sqlite!.pragma('wal_checkpoint(PASSIVE)');
       batches[batches.length - 1] += performance.now() - t0;
     };
     const retention = createRetention({ purgers: () => purgers, settings: () => ({ keep: 30 * DAY, keep_failed: 90 * DAY, batch_size: BATCH }), log: memoryLogger(), checkpoint });
