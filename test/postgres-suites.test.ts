@@ -27,6 +27,7 @@ export const SUITES_ON_POSTGRES = [
   'test/runtime-logs.test.ts',
   'test/fuzz.test.ts',
   'test/store-database.test.ts',
+  'test/leased-queue.test.ts',
   'test/visibility.test.ts',
 ];
 
