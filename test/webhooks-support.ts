@@ -115,8 +115,8 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
     },
     send: (event) => server.api('POST', '/api/v1/events', event),
     async settled(id, timeoutMs = 10_000) {
-      return waitFor(() => {
-        const d = deliveries.get(id);
+      return waitFor(async () => {
+        const d = await deliveries.get(id);
         return d && (d.status === 'delivered' || d.status === 'failed' || d.status === 'cancelled') ? d : undefined;
       }, timeoutMs);
     },

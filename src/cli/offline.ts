@@ -24,8 +24,8 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
       store.close(); // a PostgreSQL store's connection thread would keep the command from ending
       throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, { hint: 'start this version of the server once with `switchyard serve` (it creates the tables)' });
     }
-  const queue = createQueue(db, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  const events = createEvents({ db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
+  const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
+  const events = createEvents({ database: store.database, db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
   const invocations = createInvocations(db);
   // A database from before handler runs existed has none to show.
   const runs = tables.has('event_handler_runs') ? createHandlerRuns(db, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
@@ -39,7 +39,7 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
       return queue.list({ ...rest, origin: endpointParam(endpoint, '--endpoint'), status: f.status as never, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
     },
     async delivery(id) {
-      const d = queue.get(id);
+      const d = await queue.get(id);
       if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with `switchyard deliveries list --offline`' });
       return d;
     },
@@ -49,7 +49,7 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
     async event(id) {
       const e = events.get(id);
       if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with `switchyard events list --offline`' });
-      return { ...e, deliveries: queue.list({ event: id, limit: 500 }).deliveries, handlerRuns: runs?.ofEvent(id) ?? [] };
+      return { ...e, deliveries: (await queue.list({ event: id, limit: 500 })).deliveries, handlerRuns: runs?.ofEvent(id) ?? [] };
     },
     async invocations(f) {
       return invocations.list({ ...f, errors: f.errors, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });

@@ -47,6 +47,7 @@ export const eventsModule = defineModule({
       },
     });
     const events = createEvents({
+      database: services.store.database,
       db: services.store.db,
       log,
       // Read at each ingest: modules may attach these after us.

@@ -84,10 +84,10 @@ export function eventRoutes(app: H3, services: ServicesWith<'events' | 'handlerR
       params: { id: 'the eventId' },
       response: eventDetailSchema,
     },
-    ({ params: { id } }) => {
+    async ({ params: { id } }) => {
       const e = events().get(id);
       if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with GET /api/v1/events' });
-      const deliveries = services.deliveries?.list({ event: id, limit: 500 }).deliveries ?? [];
+      const deliveries = (await services.deliveries?.list({ event: id, limit: 500 }))?.deliveries ?? [];
       return { ...e, deliveries, handlerRuns: runs().ofEvent(id) };
     },
   );

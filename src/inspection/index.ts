@@ -27,7 +27,7 @@ declare module '../server/services.ts' {
 }
 
 /** Where a feed starts: after `?after=` or the Last-Event-ID header (checked as `after` is), else the newest item. */
-function start(req: Request, after: string | undefined, newest: () => number): number {
+async function start(req: Request, after: string | undefined, newest: () => number | Promise<number>): Promise<number> {
   const c = resumeCursor(req, after);
   if (c !== undefined && Number.isNaN(c))
     throw new SwitchyardError('bad_request', `Last-Event-ID must be the cursor of an item already received (a whole number up to ${Number.MAX_SAFE_INTEGER})`, { where: 'after' });
@@ -51,13 +51,13 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
       query: object({ after, installation: text('installation id'), type: text('event type') }),
       responseMedia: 'text/event-stream',
     },
-    ({ req, query }) => {
+    async ({ req, query }) => {
       const deliveries = services.deliveries;
       if (!deliveries) throw new SwitchyardError('not_found', 'webhook delivery is not running on this server');
       const filter = { installation: query.installation, type: query.type };
       return hub().response(req, {
-        start: start(req, query.after, () => deliveries.lastAttemptId()),
-        read: (after, limit) => deliveries.attemptsAfter(after, limit, filter).map((a) => ({ cursor: Number(a.cursor), event: 'attempt', data: a })),
+        start: await start(req, query.after, () => deliveries.lastAttemptId()),
+        read: async (after, limit) => (await deliveries.attemptsAfter(after, limit, filter)).map((a) => ({ cursor: Number(a.cursor), event: 'attempt', data: a })),
         subscribe: (changed) => deliveries.onAttempt(changed),
       });
     },
@@ -73,12 +73,12 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
       query: object({ after, integration, installation, event: eventFilter, errors, renders, since, until }),
       responseMedia: 'text/event-stream',
     },
-    ({ req, query: { after, ...filter } }) => {
+    async ({ req, query: { after, ...filter } }) => {
       const invocations = services.invocations;
       if (!invocations) throw new SwitchyardError('not_found', 'the runtime is not running on this server');
       const runtime = services.runtime;
       return hub().response(req, {
-        start: start(req, after, () => invocations.lastCursor()),
+        start: await start(req, after, () => invocations.lastCursor()),
         read: (after, limit) => invocations.after(after, limit, filter).map((i) => ({ cursor: Number(i.cursor), event: 'invocation', data: i })),
         subscribe(changed, push) {
           if (!runtime) return () => {};

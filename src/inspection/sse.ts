@@ -18,7 +18,7 @@ export interface Feed {
   /** Where the stream starts: items after this cursor are sent. */
   start: number;
   /** Items after `after`, oldest first, at most `limit`. */
-  read(after: number, limit: number): FeedItem[];
+  read(after: number, limit: number): FeedItem[] | Promise<FeedItem[]>;
   /**
    * Subscribe to changes: `changed()` when rows may have been added; `push(item)` for an event
    * that is not a row (sent without an id; `item.cursor` says which row it belongs to, and it is
@@ -113,7 +113,10 @@ export function createStreamHub(opts: {
       },
     };
 
-    function pump(): void {
+    /** One read at a time (a read may wait on the store): a signal meanwhile reads again after it. */
+    let reading = false;
+    let readAgain = false;
+    async function pump(): Promise<void> {
       if (done) return;
       behind = false;
       for (;;) {
@@ -123,7 +126,8 @@ export function createStreamHub(opts: {
           behind = true; // the client's pull resumes us
           return;
         }
-        const items = feed.read(cursor, room);
+        const items = await feed.read(cursor, room);
+        if (done) return;
         for (const it of items) {
           controller.enqueue(frame(it.event, it.data, it.cursor));
           cursor = it.cursor;
@@ -133,11 +137,17 @@ export function createStreamHub(opts: {
     }
 
     const pumpSoon = oncePerTurn(() => {
-      try {
-        pump();
-      } catch {
-        handle.close(); // the store closed under us (shutdown): end the stream, the client resumes
-      }
+      if (reading) return void (readAgain = true);
+      reading = true;
+      pump()
+        .catch(() => handle.close()) // the store closed under us (shutdown): end the stream, the client resumes
+        .finally(() => {
+          reading = false;
+          if (readAgain) {
+            readAgain = false;
+            schedule();
+          }
+        });
     });
     const schedule = () => {
       if (!done) pumpSoon();

@@ -24,7 +24,7 @@ export interface Purger {
   name: 'deliveries' | 'failedDeliveries' | 'handlerRuns' | 'failedHandlerRuns' | 'events' | 'invocations';
   /** Which setting gives its cutoff (default `keep`). */
   keep?: 'keep' | 'keep_failed';
-  purge(before: number, limit: number): number;
+  purge(before: number, limit: number): number | Promise<number>;
 }
 
 export interface RetentionReport {
@@ -108,7 +108,7 @@ export function createRetention(deps: RetentionDeps): Retention {
           break outer;
         }
         const b0 = performance.now();
-        const n = p.purge(p.keep === 'keep_failed' ? failedCutoff : cutoff, batch_size);
+        const n = await p.purge(p.keep === 'keep_failed' ? failedCutoff : cutoff, batch_size);
         if (n) deps.checkpoint?.();
         report.longestBatchMs = Math.max(report.longestBatchMs, performance.now() - b0);
         report.batches++;

@@ -5,6 +5,7 @@
  * management API); both are built in service.ts.
  */
 import { defineModule } from '../server/services.ts';
+import { bridgeOf } from '../store/postgres/db.ts';
 import { createWebhooks } from './service.ts';
 import { webhookRoutes } from './routes.ts';
 import type { Deliveries, WebhooksService } from './contracts.ts';
@@ -40,8 +41,11 @@ export const webhooksModule = defineModule({
   name: 'webhooks',
   provides: ['webhooks', 'deliveries'],
   async start(services) {
-    const service = createWebhooks({
+    const service = await createWebhooks({
+      database: services.store.database,
       db: services.store.db,
+      // LISTEN is not in the store's contract yet: the PostgreSQL connection's own, until it is.
+      nodes: bridgeOf(services.store.db),
       log: services.log.child({ module: 'webhooks' }),
       config: () => services.config.webhooks,
       // Read at each use: attached by the installations module (absent in a server without it).

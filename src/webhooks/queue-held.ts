@@ -9,31 +9,35 @@
  * database too) spares the check when none is.
  */
 import type { Db } from '../store/index.ts';
-import { PAUSED } from './queue-rows.ts';
-import { sqlFor } from '../store/postgres/db.ts';
+import { statement, type Queries } from '../store/contract.ts';
+
+const q = {
+  // The endpoints' rows read, and on PostgreSQL share-locked: a pause (an UPDATE of one) waits for
+  // the caller's commit, then holds what it stored.
+  pausedOf: statement<{ installation_id: string }>({
+    sqlite: `SELECT installation_id FROM webhook_endpoints WHERE installation_id IN (SELECT value FROM json_each(@ids)) AND paused = 1`,
+    postgres: `SELECT installation_id, paused FROM webhook_endpoints
+      WHERE installation_id IN (SELECT value FROM json_array_elements_text(CAST(@ids AS json))) FOR SHARE`,
+  }),
+};
 
 /**
- * Holds one delivery if its installation is paused (a write that could make it due again); true
- * when it did.
+ * Which of these installations are paused, read in the caller's transaction (exact, unlike a copy
+ * in memory); on PostgreSQL a pause by another node waits until the caller's transaction ends.
  */
-export function holdIfPausedOf(db: Db): (seq: number, now: number) => boolean {
-  const hold = db.prepare<{ seq: number; now: number }>(
-    `UPDATE webhook_deliveries SET status = 'held', next_attempt_at = NULL, updated_at = @now
-     WHERE seq = @seq AND status IN ('pending', 'retrying') AND ${PAUSED}`,
-  );
-  return (seq, now) => hold.run({ seq, now }).changes > 0;
+export async function pausedAmong(tx: Queries, installationIds: readonly string[]): Promise<Set<string>> {
+  if (!installationIds.length) return new Set();
+  const rows = (await tx.all(q.pausedOf, { ids: JSON.stringify(installationIds) })) as Array<{ installation_id: string; paused?: number }>;
+  return new Set(rows.filter((r) => r.paused === undefined || Number(r.paused) === 1).map((r) => r.installation_id));
 }
 
+/**
+ * The installation's lifecycle in the queue, told inside the installations module's (synchronous)
+ * transactions: it stays on the synchronous connection until that module's lifecycle observers
+ * take a transaction of the store's contract.
+ */
 export function createHeldDeliveries(db: Db, noteDue: (origin: string, at: number) => void) {
-  const q = {
-    pausedInstallation: db.prepare<[string], { n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ? AND paused = 1'),
-    // The endpoint's row read and share-locked: a pause (an UPDATE of it) waits for the caller's commit.
-    pausedLocked: db.prepare<[string], number>(
-      sqlFor(db, {
-        sqlite: 'SELECT paused FROM webhook_endpoints WHERE installation_id = ?',
-        postgres: 'SELECT paused FROM webhook_endpoints WHERE installation_id = ? FOR SHARE',
-      }),
-    ).pluck(),
+  const s = {
     // Only queued deliveries have a next attempt: the due index finds them without reading history.
     hold: db.prepare<{ installationId: string; now: number }>(
       `UPDATE webhook_deliveries INDEXED BY webhook_deliveries_due SET status = 'held', next_attempt_at = NULL, updated_at = @now
@@ -52,19 +56,9 @@ export function createHeldDeliveries(db: Db, noteDue: (origin: string, at: numbe
   };
 
   return {
-    /** Whether the installation is paused, read in the caller's transaction (exact, unlike a copy in memory). */
-    isPaused(installationId: string): boolean {
-      return q.pausedInstallation.get(installationId) !== undefined;
-    },
-
-    /** As isPaused, and a pause by another node waits until the caller's transaction ends (PostgreSQL). */
-    isPausedLocked(installationId: string): boolean {
-      return q.pausedLocked.get(installationId) === 1;
-    },
-
     /** Pause (in the caller's transaction): the installation's queued deliveries become `held`. Returns how many. */
     holdInstallation(installationId: string, now: number): number {
-      return q.hold.run({ installationId, now }).changes;
+      return s.hold.run({ installationId, now }).changes;
     },
 
     /**
@@ -72,14 +66,14 @@ export function createHeldDeliveries(db: Db, noteDue: (origin: string, at: numbe
      * installation is due now, pending again (retrying if it had attempts). Returns how many.
      */
     releaseHeld(installationId: string, now: number): number {
-      const origins = q.releaseHeld.all({ installationId, now });
+      const origins = s.releaseHeld.all({ installationId, now });
       for (const o of new Set(origins.map((r) => r.origin))) noteDue(o, now);
       return origins.length;
     },
 
     /** Uninstall: queued deliveries of the installation will never go out. */
     cancelInstallation(installationId: string, now: number): number {
-      return q.cancel.run({ installationId, now }).changes;
+      return s.cancel.run({ installationId, now }).changes;
     },
   };
 }
