@@ -13,6 +13,7 @@ import { batchPerTurn } from '../lib/batch.ts';
 import type { Logger } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
 import { LOCK_BUSY, statement, type Database, type Tx } from '../store/contract.ts';
+import { jsonRows } from '../store/leased-queue.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
 import type { HandlerQueue } from './handlers.ts';
 import { newEventId, validateEventPayload } from './types.ts';
@@ -154,7 +155,7 @@ export function createEvents(deps: EventsDeps) {
       payload: json ?? JSON.stringify(event),
       count: subsOf[i].length,
     }));
-    const inserted = new Set((await tx.all(ingest.insert, { items: JSON.stringify(items), at })).map((r) => r.id));
+    const inserted = new Set((await tx.all(ingest.insert, { items: jsonRows(items), at })).map((r) => r.id));
     // The first of an id in the batch is the one stored; the others are duplicates.
     const isNew = events.map(({ event }) => inserted.delete(event.eventId));
     const fresh = events.map((e, i) => ({ ...e, subs: subsOf[i], i })).filter((e) => isNew[e.i]);

@@ -27,6 +27,17 @@
  * postgres })`; lists of row numbers travel as one JSON array parameter.
  */
 import { statement, type Queries } from './contract.ts';
+import { storableText } from './text.ts';
+
+/**
+ * Rows as one JSON array parameter (a turn's writes in one statement). Each string is stored as a
+ * text parameter would be (store/text.ts): PostgreSQL's json refuses the `\u0000` and lone
+ * surrogate escapes JSON.stringify writes for a NUL and a lone surrogate, and SQLite's json
+ * functions would turn a lone surrogate into bytes that are not UTF-8.
+ */
+export function jsonRows(rows: readonly unknown[]): string {
+  return JSON.stringify(rows, (_key, value) => (typeof value === 'string' ? storableText(value) : value));
+}
 
 export interface QueueTable {
   table: string;

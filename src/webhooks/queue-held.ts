@@ -10,6 +10,7 @@
  */
 import type { Db } from '../store/index.ts';
 import { statement, type Queries } from '../store/contract.ts';
+import { jsonRows } from '../store/leased-queue.ts';
 
 const q = {
   // The endpoints' rows read, and on PostgreSQL share-locked: a pause (an UPDATE of one) waits for
@@ -27,7 +28,7 @@ const q = {
  */
 export async function pausedAmong(tx: Queries, installationIds: readonly string[]): Promise<Set<string>> {
   if (!installationIds.length) return new Set();
-  const rows = (await tx.all(q.pausedOf, { ids: JSON.stringify(installationIds) })) as Array<{ installation_id: string; paused?: number }>;
+  const rows = (await tx.all(q.pausedOf, { ids: jsonRows(installationIds) })) as Array<{ installation_id: string; paused?: number }>;
   return new Set(rows.filter((r) => r.paused === undefined || Number(r.paused) === 1).map((r) => r.installation_id));
 }
 

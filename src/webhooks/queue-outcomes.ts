@@ -9,6 +9,7 @@
  */
 import { statement, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';
+import { jsonRows } from '../store/leased-queue.ts';
 import { originOf, PAUSED, type AttemptRecord, type NextState } from './queue-rows.ts';
 
 /** One attempt's row as the JSON array carries it (k: its place in the turn). */
@@ -116,7 +117,7 @@ async function insertAttempts(tx: Queries, attempts: Array<{ seq: number; attemp
     truncated: a.responseTruncated ? 1 : 0,
     next: a.nextAttemptAt,
   }));
-  const rows = await tx.all(q.insertAttempts, { items: JSON.stringify(items) });
+  const rows = await tx.all(q.insertAttempts, { items: jsonRows(items) });
   // Matched by delivery and number (attempts of one delivery were numbered in turn order).
   const bySeq = new Map<number, number[]>();
   for (const r of [...rows].sort((a, b) => Number(a.number) - Number(b.number))) {
@@ -158,7 +159,7 @@ export function createOutcomes({ anyPaused, noteDue }: OutcomeDeps) {
         lastError: attempt.error,
         owner: owner ?? null,
       }));
-      const done = new Set((await tx.all(q.complete, { items: JSON.stringify(states) })).map((r) => Number(r.seq)));
+      const done = new Set((await tx.all(q.complete, { items: jsonRows(states) })).map((r) => Number(r.seq)));
       const stale = items.filter((i) => !done.has(i.seq)).map((i) => i.seq);
       const retries: number[] = [];
       for (const { seq, origin, next } of items) {

@@ -10,6 +10,7 @@
 import { timeOrderedId } from '../ids.ts';
 import type { Db } from '../store/index.ts';
 import { statement, type Database, type Queries } from '../store/contract.ts';
+import { jsonRows } from '../store/leased-queue.ts';
 import { createDueHints } from './queue-due.ts';
 import { createHeldDeliveries } from './queue-held.ts';
 import { leases } from './queue-leases.ts';
@@ -103,7 +104,7 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
           held,
         };
       });
-      const stored = new Map((await tx.all(q.insert, { items: JSON.stringify(rows) })).map((r) => [r.id, Number(r.seq)]));
+      const stored = new Map((await tx.all(q.insert, { items: jsonRows(rows) })).map((r) => [r.id, Number(r.seq)]));
       return rows.map((r, i): Claimed | null => {
         const seq = stored.get(r.id);
         if (seq === undefined) return null;
