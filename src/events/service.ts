@@ -12,7 +12,7 @@ import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
 import { batchPerTurn } from '../lib/batch.ts';
 import type { Logger } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
-import { LOCK_BUSY, statement, type Database, type Tx } from '../store/contract.ts';
+import { LOCK_BUSY, statement, type Database, type Statement, type Tx } from '../store/contract.ts';
 import { jsonRows } from '../store/leased-queue.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
 import type { HandlerQueue } from './handlers.ts';
@@ -118,20 +118,29 @@ const ingest = {
   }),
   setCount: statement('UPDATE events SET delivery_count = ? WHERE id = ?'),
 };
+const reads = {
+  purgeOrphans: statement(
+    `DELETE FROM events WHERE seq IN (
+       SELECT e.seq FROM events e
+       WHERE e.received_at < @before AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+         AND NOT EXISTS (SELECT 1 FROM event_handler_runs h WHERE h.event_id = e.id)
+       LIMIT @limit)`,
+  ),
+};
+/** A page of events: the statement for each set of filters (at most 2^5) is made once and kept. */
+const lists = new Map<string, Statement<Row>>();
+function listStatement(where: string[]): Statement<Row> {
+  const sql = `SELECT * FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT @limit`;
+  let s = lists.get(sql);
+  if (!s) lists.set(sql, (s = statement<Row>(sql)));
+  return s;
+}
 
 export function createEvents(deps: EventsDeps) {
   const { db, database } = deps;
   const now = deps.now ?? Date.now;
-  const q = {
-    byId: db.prepare<[string], Row>('SELECT * FROM events WHERE id = ?'),
-    purgeOrphans: db.prepare<{ before: number; limit: number }>(
-      `DELETE FROM events WHERE seq IN (
-         SELECT e.seq FROM events e
-         WHERE e.received_at < @before AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
-           AND NOT EXISTS (SELECT 1 FROM event_handler_runs h WHERE h.event_id = e.id)
-         LIMIT @limit)`,
-    ),
-  };
+  // Read synchronously by the handler worker (events/handlers.ts) until it awaits the store.
+  const byId = db.prepare<[string], Row>('SELECT * FROM events WHERE id = ?');
 
   /**
    * Store units' events in the caller's transaction: the events in one INSERT, their deliveries in
@@ -326,19 +335,19 @@ export function createEvents(deps: EventsDeps) {
     },
 
     /** Retention: delete up to `limit` events received before `before` that no delivery refers to any more. */
-    purgeOrphans(before: number, limit: number): number {
-      return q.purgeOrphans.run({ before, limit }).changes;
+    async purgeOrphans(before: number, limit: number): Promise<number> {
+      return (await database.run(reads.purgeOrphans, { before, limit })).changes;
     },
 
     get(id: string): (StoredEvent & { payload: unknown }) | undefined {
-      const r = q.byId.get(id);
+      const r = byId.get(id);
       return r && { ...view(r), payload: JSON.parse(r.payload) };
     },
 
-    list(f: { type?: string; installation?: string; since?: number; until?: number; limit?: number; cursor?: string }): {
+    async list(f: { type?: string; installation?: string; since?: number; until?: number; limit?: number; cursor?: string }): Promise<{
       events: StoredEvent[];
       nextCursor: string | null;
-    } {
+    }> {
       const where: string[] = [];
       const params: Record<string, unknown> = {};
       if (f.type) (where.push('type = @type'), (params.type = f.type));
@@ -347,9 +356,7 @@ export function createEvents(deps: EventsDeps) {
       if (f.until !== undefined) (where.push('received_at <= @until'), (params.until = f.until));
       if (f.cursor) (where.push('seq < @cursor'), (params.cursor = Number(f.cursor)));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
-      const rows = db
-        .prepare<Record<string, unknown>, Row>(`SELECT * FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ${limit}`)
-        .all(params);
+      const rows = await database.all(listStatement(where), { ...params, limit });
       return { events: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
     },
   };
