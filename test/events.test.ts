@@ -178,7 +178,7 @@ test('handler runs are stored with the event and run after the commit, without h
           targets: (event: { type: string }) => (event.type === 'page_feedback' ? [{ installationId: 'inst_fake', integration: 'fake' }] : []),
           async run(installationId: string, event: any) {
             const stored = capabilityOf(services, 'events').get(event.eventId) !== undefined;
-            const runStored = capabilityOf(services, 'handlerRuns').ofEvent(event.eventId).length === 1;
+            const runStored = (await capabilityOf(services, 'handlerRuns').ofEvent(event.eventId)).length === 1;
             calls.push({ event, installationId, storedAtCall: stored, runStored });
             if (calls.length > 1) return { kind: 'ran', ok: true, invocationId: 'req_2' };
             await new Promise<void>((r) => (release = r));

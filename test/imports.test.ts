@@ -5,11 +5,13 @@ import { dirname, join, relative, resolve } from 'node:path';
 
 /**
  * Imports run one way: a module may lean on the layers below it, never on one that leans on it.
- * This reads every static import and re-export under src/ (type-only ones too: a type drawn from
+ * This reads every static import and re-export under src/, in .ts and .tsx files (the console's
+ * browser code is .tsx) and type-only ones too (a type drawn from
  * a module is a dependency on it), finds the import circles, and fails on any circle that is not
  * one of the known ones below, or that grew. The known ones are debts: fix them, then remove them
  * from the list (the test says when one is gone). None is left. It also checks the layering: the
- * low layers (LOW_LAYERS) never import a module or the composition root.
+ * low layers (LOW_LAYERS) never import a module or the composition root, and the guest library
+ * imports nothing of the host's.
  */
 const KNOWN_CIRCLES: string[][] = [];
 
@@ -39,11 +41,33 @@ function upwardImports(graph: Map<string, string[]>): string[] {
   return out.sort();
 }
 
+/**
+ * The guest library runs inside the isolate, bundled: of src/ it imports only its own files and
+ * src/lib/ (plain code, held to the isolate's environment by the guest's type-check,
+ * tsconfig.guest.json). A type-only import counts too: it would bring the host's modules, and
+ * Node's types, into that type-check. The host may import the guest's leaf files (names.ts, fetch-result.ts).
+ */
+const GUEST = 'sandbox/guest/';
+
+/** `from -> to` for every import of a guest file that reaches host code. */
+function guestImportsOfHost(graph: Map<string, string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = relative(SRC, file);
+    if (!from.startsWith(GUEST)) continue;
+    for (const target of targets) {
+      const to = relative(SRC, target);
+      if (!to.startsWith('..') && !to.startsWith(GUEST) && !to.startsWith('lib/')) out.push(`${from} -> ${to}`);
+    }
+  }
+  return out.sort();
+}
+
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
     if (statSync(path).isDirectory()) return sources(path);
-    return name.endsWith('.ts') && !name.endsWith('.d.ts') ? [path] : [];
+    return (name.endsWith('.ts') || name.endsWith('.tsx')) && !name.endsWith('.d.ts') ? [path] : [];
   });
 }
 
@@ -94,6 +118,7 @@ function circles(graph: Map<string, string[]>): string[][] {
 test('the import graph of src/ has no circle beyond the known ones, and none of those grew', () => {
   const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
   assert.ok(graph.size > 100, `read ${graph.size} files`);
+  assert.ok([...graph.keys()].some((f) => f.endsWith('.tsx')), 'the console\'s .tsx files are read');
   const found = circles(graph);
   const known = new Set(KNOWN_CIRCLES.map((c) => [...c].sort().join(' ')));
   const unknown = found.filter((c) => !known.has(c.join(' ')));
@@ -127,4 +152,16 @@ test('the reader counts type-only imports and re-exports, not dynamic import(); 
   assert.deepEqual(circles(new Map([[a, [b]], [b, []]])), []);
   const text = `import type { Db } from './store/index.ts';\nexport { x } from './webhooks/policy.ts';\nconst lazy = await import('./events/index.ts');\n`;
   assert.deepEqual(importsOf(join(SRC, 'main.ts'), text), [join(SRC, 'store/index.ts'), join(SRC, 'webhooks/policy.ts')]);
+});
+
+test('the guest library imports only its own files and src/lib/, nothing of the host\'s', () => {
+  const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
+  assert.ok([...graph.keys()].some((f) => relative(SRC, f).startsWith(GUEST)), 'the guest\'s files are read');
+  assert.deepEqual(guestImportsOfHost(graph), [], 'a guest file imports host code: declare what crosses the bridge in a guest leaf file the host imports (as web/fetch-result.ts)');
+  const file = (path: string) => join(SRC, path);
+  const made = new Map([
+    [file('sandbox/guest/web/fetch.ts'), [file('sandbox/worker/ops.ts'), file('sandbox/guest/web/fetch-result.ts'), file('lib/multipart.ts')]],
+    [file('sandbox/worker/ops.ts'), [file('sandbox/guest/web/fetch-result.ts')]],
+  ]);
+  assert.deepEqual(guestImportsOfHost(made), ['sandbox/guest/web/fetch.ts -> sandbox/worker/ops.ts']);
 });

@@ -15,11 +15,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import type { TestContext } from 'node:test';
 import { allMigrations } from '../src/server/migrations.ts';
 
-function store(t: TestContext) {
+async function store(t: TestContext) {
   const s = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => s.close());
   let clock = 1_800_000_000_000;
-  const states = createStateStore(s.db, s.database, () => clock);
+  const states = await createStateStore(s.database, () => clock);
   return { db: s.db, states, advance: (ms: number) => (clock += ms) };
 }
 
@@ -27,7 +27,7 @@ const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url')
 const unb64 = (s: string) => JSON.parse(Buffer.from(s, 'base64url').toString());
 
 test('a state is accepted once, for its installation, with its data', async (t) => {
-  const { states } = store(t);
+  const { states } = await store(t);
   const { state, expiresAt } = await states.issue('inst_a', { redirectUri: 'https://x.test/oauth' });
   assert.equal(expiresAt, new Date(1_800_000_000_000 + STATE_TTL_MS).toISOString());
   assert.deepEqual(await states.consume(state, 'inst_b'), { ok: false, reason: 'wrong_installation' });
@@ -37,7 +37,7 @@ test('a state is accepted once, for its installation, with its data', async (t) 
 });
 
 test('PKCE: a state issued with pkce carries the S256 challenge; consume hands its verifier back once', async (t) => {
-  const { db, states } = store(t);
+  const { db, states } = await store(t);
   const issued = await states.issue('inst_a', {}, { pkce: true });
   assert.equal(issued.codeChallengeMethod, 'S256');
   assert.match(issued.codeChallenge!, /^[\w-]{43}$/);
@@ -54,7 +54,7 @@ test('PKCE: a state issued with pkce carries the S256 challenge; consume hands i
 });
 
 test('a state expires 10 minutes after it was issued (injected clock)', async (t) => {
-  const { states, advance } = store(t);
+  const { states, advance } = await store(t);
   const a = (await states.issue('inst_a')).state;
   const b = (await states.issue('inst_a')).state;
   advance(STATE_TTL_MS);
@@ -64,7 +64,7 @@ test('a state expires 10 minutes after it was issued (injected clock)', async (t
 });
 
 test('forged, tampered and malformed states are refused', async (t) => {
-  const { states, db } = store(t);
+  const { states, db } = await store(t);
   const { state } = await states.issue('inst_a');
   const [payload, mac] = state.split('.');
   const body = unb64(payload);
@@ -76,7 +76,7 @@ test('forged, tampered and malformed states are refused', async (t) => {
   // Signed with another server's key.
   const other = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => other.close());
-  const elsewhere = (await createStateStore(other.db, other.database).issue('inst_a')).state;
+  const elsewhere = (await (await createStateStore(other.database)).issue('inst_a')).state;
   assert.deepEqual(await states.consume(elsewhere, 'inst_a'), { ok: false, reason: 'forged' });
   for (const bad of ['', 'abc', `${payload}.`, `.${mac}`, `${payload}.${mac}.x`, `{"i":"inst_a"}`])
     assert.deepEqual(await states.consume(bad, 'inst_a'), { ok: false, reason: 'malformed' }, JSON.stringify(bad));
@@ -89,11 +89,11 @@ test('states survive a restart (key and nonces are in the database) and old rows
   const dir = tmpDir(t);
   let clock = 1_800_000_000_000;
   let s = openStore(dir, { migrations: allMigrations() });
-  const { state } = await createStateStore(s.db, s.database, () => clock).issue('inst_a');
+  const { state } = await (await createStateStore(s.database, () => clock)).issue('inst_a');
   s.close();
   s = openStore(dir, { migrations: allMigrations() });
   t.after(() => s.close());
-  const states = createStateStore(s.db, s.database, () => clock);
+  const states = await createStateStore(s.database, () => clock);
   assert.equal((await states.consume(state, 'inst_a')).ok, true);
   assert.deepEqual(await states.consume(state, 'inst_a'), { ok: false, reason: 'reused' });
   clock += 2 * STATE_TTL_MS + 1;

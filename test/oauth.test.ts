@@ -178,7 +178,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     const inst = await install();
     const { callback } = await authorize(inst.connect[0].url);
     const real = s.services.oauthStates;
-    s.services.oauthStates = createStateStore(db, s.services.store.database, () => Date.now() + STATE_TTL_MS + 1000);
+    s.services.oauthStates = await createStateStore(s.services.store.database, () => Date.now() + STATE_TTL_MS + 1000);
     try {
       const r = await visit(callback.href);
       assert.equal(r.status, 400);

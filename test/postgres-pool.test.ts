@@ -123,3 +123,56 @@ test('a restart in the middle of a transaction: it fails as storage_unavailable,
   });
   assert.deepEqual((await s.db.all(values)).map((r) => r.v), ['whole']);
 });
+
+/** The next payload `listen` hands `fn` (undefined: look again), or 'none' after `ms`. */
+function nextOn(seen: Array<string | undefined>, from: number, ms: number): Promise<string | undefined | 'none'> {
+  const until = Date.now() + ms;
+  return new Promise((resolve) => {
+    const look = () => {
+      if (seen.length > from) return resolve(seen[from]);
+      if (Date.now() > until) return resolve('none');
+      setTimeout(look, 10);
+    };
+    look();
+  });
+}
+
+test('notifications: a NOTIFY sent in a transaction arrives when it commits, never when it rolls back; after a restart listeners are told to look again and hear later ones', { timeout: 60_000 }, async (t) => {
+  const s = await setup(t);
+  if (!s) return;
+  const seen: Array<string | undefined> = [];
+  const stop = s.db.notifications!.listen('things_changed', (p) => seen.push(p));
+  t.after(stop);
+  // The listening connection opens with the first listener: wait until a notification gets through.
+  for (let i = 0; seen.length === 0 && i < 100; i++) {
+    await s.db.notifications!.notify(s.db, 'things_changed', 'ready');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(seen[0], 'ready');
+  seen.length = 0;
+
+  let letGo!: () => void;
+  const gate = new Promise<void>((r) => (letGo = r));
+  const open = s.db.transaction(async (tx) => {
+    await s.db.notifications!.notify(tx, 'things_changed', 'committed');
+    await gate;
+  });
+  assert.equal(await nextOn(seen, 0, 300), 'none', 'nothing arrives while the transaction is open');
+  letGo();
+  await open;
+  assert.equal(await nextOn(seen, 0, 5_000), 'committed');
+
+  await assert.rejects(
+    s.db.transaction(async (tx) => {
+      await s.db.notifications!.notify(tx, 'things_changed', 'rolled back');
+      throw new Error('undo');
+    }),
+    /undo/,
+  );
+  assert.equal(await nextOn(seen, 1, 300), 'none', 'a rolled-back NOTIFY is never sent');
+
+  s.server.restart();
+  assert.equal(await nextOn(seen, 1, 15_000), undefined, 'listeners are told to look again once the listening connection is back');
+  await s.db.notifications!.notify(s.db, 'things_changed', 'after').catch(() => s.db.notifications!.notify(s.db, 'things_changed', 'after'));
+  assert.equal(await nextOn(seen, 2, 5_000), 'after');
+});

@@ -141,23 +141,31 @@ test('backup and restore refuse a PostgreSQL store and name its tools; no passwo
   }
 });
 
-test('a store-wide job (retention) runs on one node at a time: the second node is refused until the first releases', async (t) => {
+test('a store-wide job (retention) runs on one node at a time: the second node is refused until the first releases, or its lease runs out', async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
-  const { tryStoreWideLock } = await import('../src/store/postgres/db.ts');
+  const { tryStoreWideLock, STORE_WIDE_LEASE_MS } = await import('../src/store/lock.ts');
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
-  const [a, b] = [openPostgresDb({ url, name: 'a' }), openPostgresDb({ url, name: 'b' })];
+  const [a, b] = [openStore(tmpDir(t), { url, migrations: allMigrations() }), openStore(tmpDir(t), { url, migrations: allMigrations() })];
   t.after(() => (a.close(), b.close()));
-  const releaseA = tryStoreWideLock(a, 42);
-  assert.ok(releaseA, 'the first node takes it');
-  assert.equal(tryStoreWideLock(b, 42), undefined, 'the second is refused, without waiting');
-  releaseA!();
-  const releaseB = tryStoreWideLock(b, 42);
-  assert.ok(releaseB, 'free again once released');
-  releaseB!();
+  const lockA = await tryStoreWideLock(a.database, 'job');
+  assert.ok(lockA, 'the first node takes it');
+  assert.equal(await tryStoreWideLock(b.database, 'job'), undefined, 'the second is refused, without waiting');
+  assert.ok(await tryStoreWideLock(b.database, 'another job'), 'another job is another lock');
+  await lockA!.release();
+  const lockB = await tryStoreWideLock(b.database, 'job');
+  assert.ok(lockB, 'free again once released');
+  // A holder that died: its lease runs out, then another node takes it.
+  const later = () => Date.now() + STORE_WIDE_LEASE_MS + 1;
+  assert.equal(await tryStoreWideLock(a.database, 'job'), undefined, 'held while its lease runs');
+  const lockA2 = await tryStoreWideLock(a.database, 'job', later);
+  assert.ok(lockA2, 'taken once the lease ran out');
+  await lockB!.release();
+  assert.equal(await tryStoreWideLock(b.database, 'job'), undefined, "the old holder's release does not free the new holder's lease");
+  await lockA2!.release();
   const sqlite = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => sqlite.close());
-  assert.ok(tryStoreWideLock(sqlite.db, 42) && tryStoreWideLock(sqlite.db, 42), 'SQLite: one node owns the file, always this one');
+  assert.ok((await tryStoreWideLock(sqlite.database, 'job')) && (await tryStoreWideLock(sqlite.database, 'job')), 'SQLite: one node owns the file, always this one');
 });
 
 test('a server gone silent: the statement fails after the timeout, and the next one works on a new connection (the store is never left closed)', async (t) => {
@@ -238,13 +246,13 @@ test('two live nodes may not share a node id (a copied data_dir): the second is 
   t.after(() => (a.close(), b.close()));
   const id = useNodeId(dirA);
   copyFileSync(join(dirA, 'node-id'), join(dirB, 'node-id'));
-  const held = await claimNodeId(a.db, dirA);
+  const held = await claimNodeId(a, dirA);
   await assert.rejects(
-    claimNodeId(b.db, dirB),
+    claimNodeId(b, dirB),
     (e: Error & { code?: string; hint?: string }) => e.code === 'conflict' && e.message.includes(id) && e.message.includes(join(dirB, 'node-id')) && /delete/.test(String(e.hint)),
   );
   await held.release();
-  await (await claimNodeId(b.db, dirB)).release();
+  await (await claimNodeId(b, dirB)).release();
 });
 
 test('two nodes configure one installation in the same moment: neither edit is lost (the row is read locked, not from a cache)', async (t) => {
@@ -256,17 +264,19 @@ test('two nodes configure one installation in the same moment: neither edit is l
   const parsed = parseManifest(builtinManifest('webhook'), 'webhook', {}) as { manifest?: unknown };
   const manifest = (parsed.manifest ?? parsed) as never;
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
-  const node = () => {
+  const { generationsFor } = await import('../src/store/generations.ts');
+  const node = async () => {
     const s = openStore(tmpDir(t), { url, migrations: allMigrations() });
     t.after(() => s.close());
-    return { s, inst: createInstallations({ db: s.db, manifestOf: () => manifest } as never) };
+    return { s, inst: await createInstallations({ database: s.database, generations: generationsFor(s), manifestOf: () => manifest } as never) };
   };
-  const [a, b] = [node(), node()];
-  const id = a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' }, by: { kind: 'admin' } } as never).installation.id;
+  const [a, b] = [await node(), await node()];
+  const id = (await a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' }, by: { kind: 'admin' } } as never)).installation.id;
   await new Promise((r) => setTimeout(r, 100));
-  assert.equal(a.inst.get(id)!.configuration.event_types, 'site_view', 'node A has the row cached (as a public request leaves it)');
-  b.inst.configure(id, { event_types: 'page_feedback' } as never);
-  a.inst.configure(id, { webhook_url: 'https://a.example/2' } as never); // the same turn: A has not been told of B's edit yet
+  assert.equal((await a.inst.find(id))!.configuration.event_types, 'site_view', 'node A has the row in memory (as a public request leaves it)');
+  await b.inst.configure(id, { event_types: 'page_feedback' } as never);
+  // At once: A has not been told of B's edit yet (its notification is still on the way).
+  await a.inst.configure(id, { webhook_url: 'https://a.example/2' } as never);
   const stored = JSON.parse(String(b.s.db.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(id)));
   // signature_scheme: the manifest's default, stored at install.
   assert.deepEqual(stored, { webhook_url: 'https://a.example/2', event_types: 'page_feedback', signature_scheme: 'platform' });
@@ -318,7 +328,7 @@ test('on SQLite too, claiming the node id sets the lease owners, so the supervis
   const dir = tmpDir(t);
   const store = openStore(dir, { migrations: allMigrations() });
   t.after(() => store.close());
-  await claimNodeId(store.db, dir);
+  await claimNodeId(store, dir);
   const id = readFileSync(join(dir, 'node-id'), 'utf8').trim();
   assert.match(id, /^[0-9a-f]{12}$/);
   assert.equal(processLeases(process.pid), `${id}.${process.pid}.`);

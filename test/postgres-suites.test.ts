@@ -25,9 +25,11 @@ export const SUITES_ON_POSTGRES = [
   'test/retention.test.ts',
   'test/oauth.test.ts',
   'test/runtime-logs.test.ts',
+  'test/invocation-records.test.ts',
   'test/fuzz.test.ts',
   'test/store-database.test.ts',
   'test/leased-queue.test.ts',
+  'test/generations.test.ts',
   'test/visibility.test.ts',
 ];
 

@@ -120,7 +120,7 @@ test('public endpoint: any method and sub-path reaches fetch; spec 4.2 answers; 
   assert.doesNotMatch(boomText, /internal detail/);
   const requestId = boom.headers.get('x-request-id')!;
   // Read through the invocations API, which commits records still waiting for their group commit.
-  const row = capabilityOf(s.services, 'invocations').get(requestId)!;
+  const row = (await capabilityOf(s.services, 'invocations').get(requestId))!;
   assert.match(row.error!.message, /internal detail that must not leak/);
 });
 
@@ -369,7 +369,7 @@ test("a public-endpoint answer does not wait for its invocation's record, which 
     assert.equal(res.status, 200);
     await res.arrayBuffer();
     // Read in the same turn the answer arrived in: a record still waiting for its group commit is committed first.
-    const seen = invocations.get(res.headers.get('x-request-id')!);
+    const seen = await invocations.get(res.headers.get('x-request-id')!);
     assert.equal(seen?.status, 200, `invocation ${i} is readable right after its answer`);
   }
   await s.close();
@@ -386,8 +386,8 @@ test('a line printed after the answer (waitUntil) joins its invocation record', 
     const res = await fetch(`${installation.urls.publicEndpoint}/later`);
     assert.equal(await res.text(), 'answered');
     const id = res.headers.get('x-request-id')!;
-    await waitFor(() => invocations.get(id)?.logs.some((l) => l.message === 'printed after the answer') === true, 5_000);
-    assert.deepEqual(invocations.get(id)!.logs.map((l) => l.message), ['printed before the answer', 'printed after the answer']);
+    await waitFor(async () => (await invocations.get(id))?.logs.some((l) => l.message === 'printed after the answer') === true, 5_000);
+    assert.deepEqual((await invocations.get(id))!.logs.map((l) => l.message), ['printed before the answer', 'printed after the answer']);
   }
 });
 
@@ -401,11 +401,11 @@ test('a late line that arrives before its invocation is recorded is kept for the
   const integration = capabilityOf(s.services, 'registry').get('kitchen-sink')!;
   await runtime.invoke({
     integration,
-    installation: capabilityOf(s.services, 'installations').get(installation.id)!,
+    installation: (await capabilityOf(s.services, 'installations').find(installation.id))!,
     envelope: { event: { type: 'fetch', request: { method: 'GET', url: `${installation.urls.publicEndpoint}/env`, headers: [] } }, environment: {} },
     requestId,
   });
-  assert.deepEqual(invocations.get(requestId)!.logs.map((l) => l.message), ['came first']);
+  assert.deepEqual((await invocations.get(requestId))!.logs.map((l) => l.message), ['came first']);
 });
 
 test("invocation records: while another connection holds the write lock, the group commit waits a turn (the loop not blocked); observers hear once it commits", async (t) => {
@@ -419,7 +419,7 @@ test("invocation records: while another connection holds the write lock, the gro
   const log = { debug() {}, info() {}, warn() {}, error() {}, child: () => log };
   const result = { status: 200, headers: [], body: new Uint8Array(0), logs: [], durationMs: 1, cpuMs: 1 };
   const runtime = createRuntime({
-    db: store.db,
+    database: store.database,
     log,
     publicUrl: () => 'http://localhost',
     registry: {} as never,

@@ -74,11 +74,11 @@ test('a private integration installs through a link for the server\'s own organi
   assert.match(mint.body.error.hint, /the admin token installs it/);
 
   // A link made while it was installable (the server's organization changed since): refused at use.
-  const { token } = s.services.installations!.links.mint('theirs', 60_000);
+  const { token } = await s.services.installations!.links.mint('theirs', 60_000);
   const refused = await s.api('POST', '/api/v1/installations', { integration: 'theirs' }, token);
   assert.equal(refused.status, 403);
   assert.equal(refused.body.error.code, 'integration_private');
-  assert.deepEqual(installations(s, 'theirs'), [], 'nothing stored');
+  assert.deepEqual(await installations(s, 'theirs'), [], 'nothing stored');
 });
 
 test('with no organization set, no private integration installs through a link; the rule reads the manifest\'s organization and the server\'s list', async (t) => {
@@ -119,7 +119,7 @@ test('an unlisted integration installs only with its own valid link: refused wit
   assert.ok(!JSON.stringify(s.logs).includes(link), 'the link itself is never logged');
 
   // Expired: authentic, but past its expiry.
-  const expired = s.services.installations!.links.mint('hidden', 60_000, Date.now() - 120_000).token;
+  const expired = (await s.services.installations!.links.mint('hidden', 60_000, Date.now() - 120_000)).token;
   const late = await s.api('POST', '/api/v1/installations', body, expired);
   assert.equal(late.status, 401);
   assert.equal(late.body.error.code, 'install_link_expired');
@@ -141,7 +141,7 @@ test('an unlisted integration installs only with its own valid link: refused wit
   assert.equal(gone.status, 401);
   assert.equal(gone.body.error.code, 'install_link_revoked');
   assert.equal((await s.api('POST', '/api/v1/installations', body, await linkOf(s, 'hidden'))).status, 201);
-  assert.equal(installations(s, 'hidden').length, 2, 'only the two valid links installed');
+  assert.equal((await installations(s, 'hidden')).length, 2, 'only the two valid links installed');
 
   // The installation made with the revoked link stays, listed and configurable as before.
   const kept = await s.api('PATCH', `/api/v1/installations/${ok.body.installation.id}`, { configuration: { label: 'still here' } }, ok.body.token);
@@ -230,7 +230,7 @@ test('the admin token installs any visibility without a link: private to another
     body: JSON.stringify({ integration: 'theirs' }),
   });
   assert.equal(r.status, 201);
-  assert.equal(installations(s, 'theirs').length, 2);
+  assert.equal((await installations(s, 'theirs')).length, 2);
 });
 
 test('the CLI prints an install link, installs with it (exit 0) and says why it cannot (exit 2)', async (t) => {

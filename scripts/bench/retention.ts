@@ -65,13 +65,13 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
     fill(store.db, now - 40 * DAY);
     const queue = createQueue(store.database, { maxAttempts: () => 4 });
     const events = createEvents({ database: store.database, db: store.db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
-    const invocations = createInvocations(store.db);
+    const invocations = createInvocations(store.database);
     const batches: number[] = [];
     const timed = (p: Purger): Purger => ({
       name: p.name,
-      purge(before, limit) {
+      async purge(before, limit) {
         const t0 = performance.now();
-        const n = p.purge(before, limit);
+        const n = await p.purge(before, limit);
         batches.push(performance.now() - t0);
         return n;
       },

@@ -34,6 +34,7 @@ import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../server/migrations.ts';
 import { DB_FILE, openStore } from '../store/index.ts';
 import { acquireLock } from '../store/lock.ts';
+import { vacuumInto } from '../store/sqlite-backup.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { printJson } from './table.ts';
 
@@ -236,10 +237,8 @@ const backup = defineCommand({
       const temp = join(folder, 'backup.db');
       closeSync(openSync(temp, 'wx', 0o600));
       // VACUUM INTO writes into an empty file, and writes it out of WAL mode: one self-contained
-      // file, which opening makes no -wal/-shm beside. query_only would refuse that write; the
-      // connection is opened read-only, so the database itself stays out of reach.
-      store.db.pragma('query_only = OFF');
-      store.db.prepare('VACUUM INTO ?').run(temp);
+      // file, which opening makes no -wal/-shm beside (store/sqlite-backup.ts).
+      vacuumInto(store, temp);
       await signals.between();
       renameSync(temp, dest); // a reader never sees half a backup under the final name
     } catch (e) {

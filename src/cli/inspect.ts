@@ -109,7 +109,7 @@ export async function sourceFrom(args: { config?: string; offline?: boolean }): 
   const config = configFrom(args);
   if (args.offline) {
     const { offlineSource } = await import('./offline.ts');
-    return { source: offlineSource(config), config };
+    return { source: await offlineSource(config), config };
   }
   return { source: onlineSource(apiClient(config)), config };
 }

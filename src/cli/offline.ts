@@ -10,15 +10,28 @@ import { createEvents, createHandlerRuns } from '../events/index.ts';
 import { memoryLogger } from '../log/index.ts';
 import { createInvocations } from '../runtime/index.ts';
 import { openStore } from '../store/index.ts';
-import { tableNames } from '../store/postgres/db.ts';
+import { statement } from '../store/contract.ts';
 import { createQueue, endpointParam, parseTimeParam } from '../webhooks/index.ts';
 import { SwitchyardError } from '../errors.ts';
 import type { InspectionSource } from './inspect.ts';
 
-export function offlineSource(config: LoadedConfig): InspectionSource {
+const tableNames = statement<{ name: string }>({
+  sqlite: "SELECT name FROM sqlite_master WHERE type = 'table'",
+  postgres: 'SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema()',
+});
+
+export async function offlineSource(config: LoadedConfig): Promise<InspectionSource> {
   const store = openStore(config.data_dir, { readonly: true, url: config.store || undefined });
+  let tables: Set<string>;
+  try {
+    tables = new Set((await store.database.all(tableNames)).map((r) => r.name));
+  } catch (e) {
+    store.close();
+    throw e;
+  }
+  // The delivery queue, events and handler runs are read through their modules' synchronous
+  // connection until those modules move onto the store's contract.
   const db = store.db;
-  const tables = tableNames(db);
   for (const t of ['webhook_deliveries', 'events', 'invocations'])
     if (!tables.has(t)) {
       store.close(); // a PostgreSQL store's connection thread would keep the command from ending
@@ -26,9 +39,9 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
     }
   const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
   const events = createEvents({ database: store.database, db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
-  const invocations = createInvocations(db);
+  const invocations = createInvocations(store.database);
   // A database from before handler runs existed has none to show.
-  const runs = tables.has('event_handler_runs') ? createHandlerRuns(db, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
+  const runs = tables.has('event_handler_runs') ? createHandlerRuns(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
   const time = (v: string | undefined, name: string) => parseTimeParam(v, name);
   const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
 
@@ -49,13 +62,13 @@ export function offlineSource(config: LoadedConfig): InspectionSource {
     async event(id) {
       const e = events.get(id);
       if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with `switchyard events list --offline`' });
-      return { ...e, deliveries: (await queue.list({ event: id, limit: 500 })).deliveries, handlerRuns: runs?.ofEvent(id) ?? [] };
+      return { ...e, deliveries: (await queue.list({ event: id, limit: 500 })).deliveries, handlerRuns: (await runs?.ofEvent(id)) ?? [] };
     },
     async invocations(f) {
       return invocations.list({ ...f, errors: f.errors, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
     },
     async invocation(id) {
-      const i = invocations.get(id);
+      const i = await invocations.get(id);
       if (!i) throw new SwitchyardError('not_found', `no invocation ${id}`);
       return i;
     },

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../server/migrations.ts';
-import { copySqliteToPostgres, type CopyReport } from '../store/copy.ts';
+import { copyStore, type CopyReport } from '../store/copy.ts';
 import { DB_FILE, openStore, type Store } from '../store/index.ts';
 import { displayStoreUrl, readStoreUrl } from '../store/postgres/url.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
@@ -64,7 +64,7 @@ const copy = defineCommand({
     try {
       target = openStore(scratch, { url, migrations: allMigrations() });
       let current = '';
-      report = copySqliteToPostgres(source.db, target.db, {
+      report = copyStore(source, target, {
         migrations: allMigrations(),
         targetName: name,
         progress: args.json

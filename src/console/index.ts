@@ -7,6 +7,7 @@
 import { defineModule } from '../server/services.ts';
 import { consoleRoutes } from './routes.ts';
 import { createSessions, requestSession, type Sessions } from './session.ts';
+import { generationsFor } from '../store/generations.ts';
 
 export { consoleAssets, CONSOLE_ASSETS_DEFINE, type ConsoleAssets } from './assets.ts';
 export { createSessions, requestSession, SESSION_COOKIE, CSRF_HEADER, LOGIN_HEADER, SESSION_TTL_MS, type Session, type Sessions } from './session.ts';
@@ -20,10 +21,10 @@ declare module '../server/services.ts' {
 export const consoleModule = defineModule({
   name: 'console',
   provides: ['consoleSessions'],
-  start(services) {
-    const sessions = createSessions({ adminToken: services.adminToken, db: services.store.db });
+  async start(services) {
+    const sessions = await createSessions({ adminToken: services.adminToken, store: { database: services.store.database, generations: generationsFor(services.store) } });
     services.consoleSessions = sessions;
-    services.resolveSession = (req: Request) => (requestSession(req, sessions) ? ({ kind: 'admin' } as const) : undefined);
+    services.resolveSession = async (req: Request) => ((await requestSession(req, sessions)) ? ({ kind: 'admin' } as const) : undefined);
   },
   routes(app, services) {
     consoleRoutes(app, services, services.consoleSessions);

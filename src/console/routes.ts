@@ -35,8 +35,8 @@ const json = (body: unknown, init: ResponseInit = {}) =>
   jsonResponse(body, { ...init, headers: { 'cache-control': 'no-store', ...(init.headers as Record<string, string> | undefined) } });
 
 /** Admin only: a bearer admin token or a console session (with CSRF for writes). */
-function requireConsoleAdmin(req: Request, services: Services): void {
-  if (authenticate(req, services).kind !== 'admin')
+async function requireConsoleAdmin(req: Request, services: Services): Promise<void> {
+  if ((await authenticate(req, services)).kind !== 'admin')
     throw new SwitchyardError('forbidden', 'the console needs the admin token', { hint: 'installation tokens cannot use the console' });
 }
 
@@ -132,11 +132,11 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     );
   });
 
-  app.get('/console/session', (event) => {
+  app.get('/console/session', async (event) => {
     requireConsolePage(event.req); // it answers the CSRF value
     let session;
     try {
-      session = requestSession(event.req, sessions);
+      session = await requestSession(event.req, sessions);
     } catch (e) {
       if (!(e instanceof SwitchyardError)) throw e;
       session = undefined;
@@ -146,9 +146,9 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return json({ authenticated: true, csrf: session.csrf, expiresAt: new Date(session.expiresAt).toISOString(), publicUrl: services.config.publicUrl });
   });
 
-  app.post('/console/logout', (event) => {
-    const session = requestSession(event.req, sessions);
-    if (session) sessions.revoke(session);
+  app.post('/console/logout', async (event) => {
+    const session = await requestSession(event.req, sessions);
+    if (session) await sessions.revoke(session);
     return json({ loggedOut: true }, { headers: { 'set-cookie': clearedCookie(secure(event.req)) } });
   });
 
@@ -165,7 +165,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
   };
 
   async function imageResponse(req: Request, name: string, pick: (manifest: Record<string, unknown>) => string | undefined, svg: boolean): Promise<Response> {
-    requireConsoleAdmin(req, services);
+    await requireConsoleAdmin(req, services);
     const integration = await integrationNamed(decodeURIComponent(name));
     // A built-in integration has no folder to read from.
     const image = integration && !integration.builtin ? readImageInside(integration.dir, pick(integration.manifest as Record<string, unknown>), svg) : undefined;
@@ -173,8 +173,8 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     return new Response(new Uint8Array(image.bytes), { headers: { 'content-type': image.type, ...IMAGE_HEADERS } });
   }
 
-  app.get('/console/api/samples/:type', (event) => {
-    requireConsoleAdmin(event.req, services);
+  app.get('/console/api/samples/:type', async (event) => {
+    await requireConsoleAdmin(event.req, services);
     const type = event.context.params!.type;
     if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(type))
       throw new SwitchyardError('bad_request', `no sample for "${type}"`, { where: 'type', hint: `types: ${WEBHOOK_EVENT_TYPES.join(', ')}` });
@@ -183,7 +183,7 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
 
   /** Component ids of an integration: its manifest's blocks and what its script exports. */
   app.get('/console/api/integrations/:name/components', async (event) => {
-    requireConsoleAdmin(event.req, services);
+    await requireConsoleAdmin(event.req, services);
     const name = decodeURIComponent(event.context.params!.name);
     const integration = await integrationNamed(name);
     if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);

@@ -8,8 +8,8 @@
  * header: a page on another origin can neither read it nor send a custom header without a CORS
  * preflight that this server never grants.
  */
-import type { Db } from '../store/index.ts';
-import { generationsOf } from '../store/generations.ts';
+import { statement, type Database } from '../store/contract.ts';
+import type { Generations } from '../store/generations.ts';
 import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError } from '../errors.ts';
 import { safeEqual } from '../http/auth.ts';
@@ -35,30 +35,31 @@ export interface Session {
 export interface Sessions {
   /** A new session and the cookie value that carries it. */
   issue(): { session: Session; value: string };
-  /** The session a cookie value carries, when it is authentic, unexpired and not revoked. */
-  verify(value: string | undefined): Session | undefined;
-  revoke(session: Session): void;
+  /** The session a cookie value carries, when it is authentic, unexpired and not revoked (another process's logout included). */
+  verify(value: string | undefined): Promise<Session | undefined>;
+  revoke(session: Session): Promise<void>;
   ttlMs: number;
 }
 
-export function createSessions(opts: {
+/** The sessions of this server; with a store, reads the revocations kept there (awaited at start). */
+export async function createSessions(opts: {
   adminToken: string;
   ttlMs?: number;
   now?: () => number;
   /**
-   * Where revocations are kept: without a store they live in this process only (a logout would
-   * not reach the other serving processes, nor outlive a restart).
+   * Where revocations are kept, and how other processes' are seen: without a store they live in
+   * this process only (a logout would not reach the other serving processes, nor outlive a restart).
    */
-  db?: Db;
-}): Sessions {
+  store?: { database: Database; generations: Generations };
+}): Promise<Sessions> {
   const ttlMs = opts.ttlMs ?? SESSION_TTL_MS;
   const now = opts.now ?? Date.now;
   // Derived, never the token itself: a leaked signature reveals nothing about the token.
   const key = createHmac('sha256', opts.adminToken).update('switchyard console session key').digest();
   const mac = (text: string) => createHmac('sha256', key).update(text).digest('base64url');
   const revoked = new Map<string, number>();
-  const stored = opts.db && revocationStore(opts.db);
-  stored?.load(revoked);
+  const stored = opts.store && revocationStore(opts.store.database, opts.store.generations);
+  await stored?.load(revoked);
 
   const sessionOf = (id: string, expiresAt: number): Session => ({ id, expiresAt, csrf: mac(`csrf.${id}`) });
 
@@ -75,7 +76,7 @@ export function createSessions(opts: {
       const body = `${VERSION}.${id}.${expiresAt}`;
       return { session: sessionOf(id, expiresAt), value: `${body}.${mac(body)}` };
     },
-    verify(value) {
+    async verify(value) {
       if (!value) return undefined;
       const parts = value.split('.');
       if (parts.length !== 4 || parts[0] !== VERSION) return undefined;
@@ -83,14 +84,14 @@ export function createSessions(opts: {
       // Fail closed: anything that does not verify is no session at all.
       if (!safeEqual(sig, mac(`${VERSION}.${id}.${exp}`))) return undefined;
       const expiresAt = Number(exp);
-      if (stored?.othersChanged()) stored.load(revoked);
+      if (await stored?.othersChanged()) await stored!.load(revoked);
       if (!Number.isSafeInteger(expiresAt) || expiresAt <= now() || revoked.has(id)) return undefined;
       return sessionOf(id, expiresAt);
     },
-    revoke(session) {
+    async revoke(session) {
       prune();
       revoked.set(session.id, session.expiresAt);
-      stored?.add(session.id, session.expiresAt, now());
+      await stored?.add(session.id, session.expiresAt, now());
     },
   };
 }
@@ -133,11 +134,11 @@ export function clearedCookie(secure: boolean): string {
  * methods. Undefined when there is no cookie; throws when there is one that is not acceptable, so
  * the caller says why instead of "missing token".
  */
-export function requestSession(req: Request, sessions: Sessions): Session | undefined {
+export async function requestSession(req: Request, sessions: Sessions): Promise<Session | undefined> {
   const value = cookieValue(req.headers.get('cookie'), SESSION_COOKIE);
   if (value === undefined || value === '') return undefined;
   requireConsolePage(req);
-  const session = sessions.verify(value);
+  const session = await sessions.verify(value);
   if (!session)
     throw new SwitchyardError('unauthorized', 'the console session has expired or was ended', {
       hint: 'log in again at /console/ with the admin token',
@@ -152,23 +153,24 @@ export function requestSession(req: Request, sessions: Sessions): Session | unde
   return session;
 }
 
+const q = {
+  all: statement<{ id: string; expires_at: number }>('SELECT id, expires_at FROM console_revocations WHERE expires_at > ?'),
+  insert: statement('INSERT INTO console_revocations (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at'),
+  purge: statement('DELETE FROM console_revocations WHERE expires_at <= ?'),
+};
+
 /** Revocations in the store, read again when another process revoked one (store/generations.ts). */
-function revocationStore(db: Db) {
-  const generations = generationsOf(db);
-  const all = db.prepare<[number], { id: string; expires_at: number }>('SELECT id, expires_at FROM console_revocations WHERE expires_at > ?');
-  const insert = db.prepare('INSERT INTO console_revocations (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at');
-  const purge = db.prepare('DELETE FROM console_revocations WHERE expires_at <= ?');
+function revocationStore(database: Database, generations: Generations) {
   return {
     othersChanged: generations.watch('console_revocations'),
-    load(into: Map<string, number>) {
-      for (const r of all.all(Date.now())) into.set(r.id, r.expires_at);
+    async load(into: Map<string, number>) {
+      for (const r of await database.all(q.all, [Date.now()])) into.set(r.id, Number(r.expires_at));
     },
-    add(id: string, expiresAt: number, at: number) {
-      db.transaction(() => {
-        purge.run(at);
-        insert.run(id, expiresAt);
-        generations.bump('console_revocations');
-      })();
-    },
+    add: (id: string, expiresAt: number, at: number) =>
+      database.transaction(async (tx) => {
+        await tx.run(q.purge, [at]);
+        await tx.run(q.insert, [id, expiresAt]);
+        await generations.bump(tx, 'console_revocations');
+      }),
   };
 }

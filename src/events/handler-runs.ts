@@ -5,13 +5,17 @@
  * process that dies mid-run keeps its lease until it runs out, then any process sharing the store
  * takes the run again. Statuses and the retry schedule are the webhook deliveries' own
  * (webhooks/policy.ts). This file only records; handler-worker.ts decides.
+ *
+ * The statements run through the store's contract (store/contract.ts). A worker's turn is one
+ * commit: the outcomes it records (one statement per kind, over a JSON array) and the runs it
+ * claims.
  */
 import { timeOrderedId } from '../ids.ts';
 import type { Db } from '../store/index.ts';
+import { statement, type Database, type Queries, type Statement } from '../store/contract.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 import type { HandlerRun } from './handler-views.ts';
 import type { DeliveryFilter } from '../webhooks/queue.ts';
-import { sqlFor } from '../store/postgres/db.ts';
 
 export type { HandlerRun } from './handler-views.ts';
 
@@ -35,6 +39,21 @@ export interface RunNext {
   completedAt: number | null;
   lastError: string | null;
   lastInvocation: string | null;
+}
+
+/** An attempt's outcome to record: the run's next state, or 'dropped' (nothing is owed: the row goes). */
+export interface RunOutcomeRecord {
+  seq: number;
+  next: RunNext | 'dropped';
+}
+
+/** What one enqueue stores: the event and the installation whose handler is owed it. */
+export interface RunInput {
+  eventId: string;
+  eventType: string;
+  installationId: string;
+  integration: string;
+  now: number;
 }
 
 /** Handler runs are listed with the filters of deliveries (status, type, installation, event, time, page). */
@@ -61,88 +80,152 @@ interface Row {
 /** `hdl_` + a time-ordered id (see src/ids.ts). */
 export const newHandlerRunId = (now = Date.now()): string => timeOrderedId('hdl', now);
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 const CLAIMED = 'seq, id, event_id, event_type, installation_id, integration, status, attempts';
+type ClaimedRow = Pick<Row, 'seq' | 'id' | 'event_id' | 'event_type' | 'installation_id' | 'integration' | 'status' | 'attempts'>;
+
+/** One statement's text per engine, built from one template. */
+const perEngine = (build: (e: 'sqlite' | 'postgres') => string) => ({ sqlite: build('sqlite'), postgres: build('postgres') });
+/** A list of row numbers as one JSON array parameter, per engine. */
+const seqsIn = {
+  sqlite: (p: string) => `SELECT value FROM json_each(${p})`,
+  postgres: (p: string) => `SELECT value::bigint FROM json_array_elements_text(CAST(${p} AS json))`,
+};
+
+/*
+ * The queue: due runs, claim with a lease, release (by owner, by owner prefix), next wake. Kept
+ * together here, with the statements of webhook deliveries' queue as their model, so handler runs
+ * move onto the store's one leased queue (store/leased-queue.ts) in one step.
+ */
+const queue = {
+  due: statement<{ seq: number }>(
+    `SELECT seq FROM event_handler_runs INDEXED BY event_handler_runs_due
+     WHERE next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
+     ORDER BY next_attempt_at, seq LIMIT @limit`,
+  ),
+  // Each run is checked again as it is claimed. On PostgreSQL, rows another node is claiming this
+  // instant are skipped, not waited for (and one just leased elsewhere is seen leased).
+  claim: statement<ClaimedRow>(
+    perEngine(
+      (e) => `UPDATE event_handler_runs SET lease_until = @until, lease_owner = @owner
+       WHERE seq IN (SELECT seq FROM event_handler_runs
+         WHERE seq IN (${seqsIn[e]('@seqs')}) AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now
+           AND (lease_until IS NULL OR lease_until <= @now)${e === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : ''})
+       RETURNING ${CLAIMED}`,
+    ),
+  ),
+  release: statement('UPDATE event_handler_runs SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = ?'),
+  releasePrefix: statement(
+    'UPDATE event_handler_runs SET lease_until = NULL, lease_owner = NULL WHERE lease_until IS NOT NULL AND substr(lease_owner, 1, length(@owner)) = @owner',
+  ),
+  // A scheduled run under a lease wakes nobody: its lease's end does.
+  nextWake: statement<{ at: number | null }>(
+    `SELECT MIN(at) AS at FROM (
+       SELECT MIN(next_attempt_at) AS at FROM event_handler_runs WHERE next_attempt_at > @now AND lease_until IS NULL
+       UNION ALL SELECT MIN(lease_until) FROM event_handler_runs WHERE lease_until > @now) AS soonest`,
+  ),
+};
+
+const q = {
+  // Ingest's enqueue, in the event's transaction (also prepared by the synchronous path: its `.sql`).
+  insert: statement(
+    `INSERT INTO event_handler_runs (id, event_id, event_type, installation_id, integration, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
+     ON CONFLICT (event_id, installation_id) DO NOTHING`,
+  ),
+  // A turn's outcomes, one statement: only the lease's owner records one (a run whose lease ran out
+  // and was taken by another process is that process's to finish).
+  complete: statement({
+    sqlite: `UPDATE event_handler_runs SET status = json_extract(o.value, '$.status'), attempts = json_extract(o.value, '$.attempts'),
+       next_attempt_at = json_extract(o.value, '$.next_at'), completed_at = json_extract(o.value, '$.completed_at'),
+       last_error = json_extract(o.value, '$.error'), last_invocation = COALESCE(json_extract(o.value, '$.invocation'), last_invocation),
+       lease_until = NULL, lease_owner = NULL, updated_at = @now
+     FROM json_each(@outcomes) AS o
+     WHERE event_handler_runs.seq = json_extract(o.value, '$.run') AND event_handler_runs.lease_owner = @owner`,
+    postgres: `UPDATE event_handler_runs SET status = o.status, attempts = o.attempts, next_attempt_at = o.next_at, completed_at = o.completed_at,
+       last_error = o.error, last_invocation = COALESCE(o.invocation, event_handler_runs.last_invocation),
+       lease_until = NULL, lease_owner = NULL, updated_at = @now
+     FROM json_to_recordset(CAST(@outcomes AS json))
+       AS o(run bigint, status text, attempts integer, next_at bigint, completed_at bigint, error text, invocation text)
+     WHERE event_handler_runs.seq = o.run AND event_handler_runs.lease_owner = @owner`,
+  }),
+  drop: statement(perEngine((e) => `DELETE FROM event_handler_runs WHERE seq IN (${seqsIn[e]('@seqs')}) AND lease_owner = @owner`)),
+  byId: statement<Row>('SELECT * FROM event_handler_runs WHERE id = ?'),
+  byEvent: statement<Row>('SELECT * FROM event_handler_runs WHERE event_id = ? ORDER BY seq'),
+  replayFailed: statement<{ seq: number; id: string }>(
+    `UPDATE event_handler_runs SET status = 'pending', attempts = 0, next_attempt_at = @now, completed_at = NULL, updated_at = @now
+     WHERE status = 'failed' AND created_at >= @since AND created_at <= @until AND (CAST(@installation AS TEXT) IS NULL OR installation_id = @installation)
+     RETURNING seq, id`,
+  ),
+  replayOne: statement(
+    `UPDATE event_handler_runs SET status = 'pending', attempts = 0, next_attempt_at = @now, completed_at = NULL, updated_at = @now
+     WHERE id = @id AND status IN ('failed', 'delivered')`,
+  ),
+  counts: statement<{ status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM event_handler_runs GROUP BY status'),
+  purge: statement(
+    `DELETE FROM event_handler_runs WHERE seq IN (
+       SELECT seq FROM event_handler_runs
+       WHERE ((@failed = 0 AND status IN ('delivered', 'cancelled')) OR (@failed = 1 AND status = 'failed'))
+         AND completed_at < @before AND lease_until IS NULL
+       LIMIT @limit)`,
+  ),
+};
+
+/** The list's statements, one per combination of filters (made on first use, then kept). */
+const listings = new Map<string, Statement<Row>>();
+function listing(where: string[]): Statement<Row> {
+  const key = where.join(' AND ');
+  let s = listings.get(key);
+  if (!s) listings.set(key, (s = statement<Row>(`SELECT * FROM event_handler_runs ${key ? `WHERE ${key}` : ''} ORDER BY seq DESC LIMIT @limit`)));
+  return s;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(Number(ms)).toISOString());
+const num = (v: number | null) => (v === null ? null : Number(v));
+
+const claimed = (r: ClaimedRow): ClaimedRun => ({
+  seq: Number(r.seq),
+  id: r.id,
+  eventId: r.event_id,
+  eventType: r.event_type,
+  installationId: r.installation_id,
+  integration: r.integration,
+  status: r.status,
+  attempts: Number(r.attempts),
+});
+
+/** The insert's parameters (both enqueue paths), and the run it stored given its row number. */
+function insertion(input: RunInput, lease: { owner: string; until: number } | undefined): { params: unknown[]; stored: (changes: number, seq: number) => ClaimedRun | null } {
+  const id = newHandlerRunId(input.now);
+  return {
+    params: [id, input.eventId, input.eventType, input.installationId, input.integration, input.now, lease?.until ?? null, lease?.owner ?? null, input.now, input.now],
+    stored: (changes: number, seq: number): ClaimedRun | null =>
+      changes
+        ? { seq, id, eventId: input.eventId, eventType: input.eventType, installationId: input.installationId, integration: input.integration, status: 'pending', attempts: 0 }
+        : null,
+  };
+}
+
+/** The insert prepared on a synchronous connection, once per connection. */
+const prepareInsert = (db: Db) => db.prepare<unknown[]>(q.insert.sql as string);
+const preparedInsert = new WeakMap<Db, ReturnType<typeof prepareInsert>>();
+
+/**
+ * Inside the event's transaction on the synchronous connection (ingest's, today): as
+ * HandlerRuns.enqueue, the same statement.
+ */
+// synchronous until ingest is on the contract (merge)
+export function enqueueSync(db: Db, input: RunInput, lease?: { owner: string; until: number }): ClaimedRun | null {
+  let p = preparedInsert.get(db);
+  if (!p) preparedInsert.set(db, (p = prepareInsert(db)));
+  const { params, stored } = insertion(input, lease);
+  const r = p.run(...params);
+  return stored(r.changes, Number(r.lastInsertRowid));
+}
 
 export type HandlerRuns = ReturnType<typeof createHandlerRuns>;
 
 /** Works on a read-only connection too (the CLI's --offline) for the reads. */
-export function createHandlerRuns(db: Db, opts: { maxAttempts: () => number }) {
-  const q = {
-    insert: db.prepare(
-      `INSERT INTO event_handler_runs (id, event_id, event_type, installation_id, integration, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
-       ON CONFLICT (event_id, installation_id) DO NOTHING`,
-    ),
-    due: db.prepare<{ now: number; limit: number }, { seq: number }>(
-      `SELECT seq FROM event_handler_runs INDEXED BY event_handler_runs_due
-       WHERE next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
-       ORDER BY next_attempt_at LIMIT @limit`,
-    ),
-    // On PostgreSQL, rows another node is claiming this instant are skipped, not waited for.
-    claimMany: db.prepare<{ seqs: string; owner: string; now: number; until: number }, Row>(
-      sqlFor(db, {
-        sqlite: `UPDATE event_handler_runs SET lease_until = @until, lease_owner = @owner
-       WHERE seq IN (SELECT value FROM json_each(@seqs)) AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now
-         AND (lease_until IS NULL OR lease_until <= @now)
-       RETURNING ${CLAIMED}`,
-        postgres: `UPDATE event_handler_runs SET lease_until = @until, lease_owner = @owner
-       WHERE seq IN (SELECT seq FROM event_handler_runs
-         WHERE seq IN (SELECT value::bigint FROM json_array_elements_text(CAST(@seqs AS json))) AND next_attempt_at IS NOT NULL
-           AND next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
-         FOR UPDATE SKIP LOCKED)
-       RETURNING ${CLAIMED}`,
-      }),
-    ),
-    // Only the lease's owner records the outcome: a run whose lease ran out and was taken by
-    // another process is that process's to finish.
-    complete: db.prepare(
-      `UPDATE event_handler_runs SET status = ?, attempts = ?, next_attempt_at = ?, completed_at = ?, last_error = ?,
-         last_invocation = COALESCE(?, last_invocation), lease_until = NULL, lease_owner = NULL, updated_at = ?
-       WHERE seq = ? AND lease_owner = ?`,
-    ),
-    drop: db.prepare('DELETE FROM event_handler_runs WHERE seq = ? AND lease_owner = ?'),
-    release: db.prepare('UPDATE event_handler_runs SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = ?'),
-    releasePrefix: db.prepare(
-      'UPDATE event_handler_runs SET lease_until = NULL, lease_owner = NULL WHERE lease_until IS NOT NULL AND substr(lease_owner, 1, length(@owner)) = @owner',
-    ),
-    nextDue: db.prepare<{ now: number }, { at: number | null }>(
-      `SELECT MIN(at) AS at FROM (
-         SELECT MIN(next_attempt_at) AS at FROM event_handler_runs WHERE next_attempt_at > @now AND lease_until IS NULL
-         UNION ALL SELECT MIN(lease_until) FROM event_handler_runs WHERE lease_until > @now) AS soonest`,
-    ),
-    byId: db.prepare<[string], Row>('SELECT * FROM event_handler_runs WHERE id = ?'),
-    byEvent: db.prepare<[string], Row>('SELECT * FROM event_handler_runs WHERE event_id = ? ORDER BY seq'),
-    replayable: db.prepare<{ since: number; until: number; installation: string | null }, { seq: number; id: string }>(
-      `SELECT seq, id FROM event_handler_runs INDEXED BY event_handler_runs_by_status
-       WHERE status = 'failed' AND created_at >= @since AND created_at <= @until AND (CAST(@installation AS TEXT) IS NULL OR installation_id = @installation)
-       ORDER BY seq`,
-    ),
-    requeue: db.prepare(
-      `UPDATE event_handler_runs SET status = 'pending', attempts = 0, next_attempt_at = @now, completed_at = NULL, updated_at = @now
-       WHERE seq = @seq AND status IN ('failed', 'delivered')`,
-    ),
-    counts: db.prepare<[], { status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM event_handler_runs GROUP BY status'),
-    purge: db.prepare<{ before: number; limit: number; failed: number }>(
-      `DELETE FROM event_handler_runs WHERE seq IN (
-         SELECT seq FROM event_handler_runs
-         WHERE ((@failed = 0 AND status IN ('delivered', 'cancelled')) OR (@failed = 1 AND status = 'failed'))
-           AND completed_at < @before AND lease_until IS NULL
-         LIMIT @limit)`,
-    ),
-  };
-
-  const claimed = (r: Row): ClaimedRun => ({
-    seq: r.seq,
-    id: r.id,
-    eventId: r.event_id,
-    eventType: r.event_type,
-    installationId: r.installation_id,
-    integration: r.integration,
-    status: r.status,
-    attempts: r.attempts,
-  });
-
+export function createHandlerRuns(database: Database, opts: { maxAttempts: () => number }) {
   const view = (r: Row): HandlerRun => ({
     id: r.id,
     eventId: r.event_id,
@@ -150,7 +233,7 @@ export function createHandlerRuns(db: Db, opts: { maxAttempts: () => number }) {
     installationId: r.installation_id,
     integration: r.integration,
     status: r.status,
-    attemptCount: r.attempts,
+    attemptCount: Number(r.attempts),
     maxAttempts: opts.maxAttempts(),
     nextAttemptAt: iso(r.next_attempt_at),
     running: r.lease_until !== null,
@@ -161,67 +244,79 @@ export function createHandlerRuns(db: Db, opts: { maxAttempts: () => number }) {
     completedAt: iso(r.completed_at),
   });
 
+  /** Record a turn's outcomes in `tx`: one statement for the completed, one for the dropped. */
+  async function record(tx: Queries, done: readonly RunOutcomeRecord[], owner: string, now: number): Promise<void> {
+    const completed = done.flatMap(({ seq, next }) =>
+      next === 'dropped'
+        ? []
+        : [{ run: seq, status: next.status, attempts: next.attempts, next_at: next.nextAttemptAt, completed_at: next.completedAt, error: next.lastError, invocation: next.lastInvocation }],
+    );
+    const dropped = done.filter((d) => d.next === 'dropped').map((d) => d.seq);
+    if (completed.length) await tx.run(q.complete, { outcomes: JSON.stringify(completed), owner, now });
+    if (dropped.length) await tx.run(q.drop, { seqs: JSON.stringify(dropped), owner });
+  }
+
+  /** Lease these runs to `owner` if they are still due and unleased (earliest first). */
+  async function claim(tx: Queries, seqs: number[], owner: string, now: number, until: number): Promise<ClaimedRun[]> {
+    const rows = await tx.all(queue.claim, { seqs: JSON.stringify(seqs), owner, now, until });
+    const order = new Map(seqs.map((s, i) => [s, i]));
+    return rows.map(claimed).sort((a, b) => order.get(a.seq)! - order.get(b.seq)!);
+  }
+
   return {
     /**
      * Inside the event's transaction: one run owed to this installation's handler. With `lease`,
      * it is stored already claimed (its first attempt starts at commit, without a claim of its
      * own). Null when this event already has a run for this installation.
      */
-    enqueue(
-      input: { eventId: string; eventType: string; installationId: string; integration: string; now: number },
-      lease?: { owner: string; until: number },
-    ): ClaimedRun | null {
-      const id = newHandlerRunId(input.now);
-      const r = q.insert.run(id, input.eventId, input.eventType, input.installationId, input.integration, input.now, lease?.until ?? null, lease?.owner ?? null, input.now, input.now);
-      if (!r.changes) return null;
-      return { seq: Number(r.lastInsertRowid), id, eventId: input.eventId, eventType: input.eventType, installationId: input.installationId, integration: input.integration, status: 'pending', attempts: 0 };
+    async enqueue(tx: Queries, input: RunInput, lease?: { owner: string; until: number }): Promise<ClaimedRun | null> {
+      const { params, stored } = insertion(input, lease);
+      const r = await tx.run(q.insert, params);
+      return stored(r.changes, r.lastId);
     },
 
-    /** Lease up to `limit` due runs (earliest first) for `owner` until `until`; one transaction. */
-    claimDue: db.transaction((now: number, limit: number, owner: string, until: number): ClaimedRun[] => {
-      if (limit <= 0) return [];
-      const seqs = q.due.all({ now, limit }).map((r) => r.seq);
-      if (!seqs.length) return [];
-      return q.claimMany.all({ seqs: JSON.stringify(seqs), owner, now, until }).map(claimed);
-    }),
-
-    /** Record an attempt's outcome and release the lease; false when the lease was no longer ours. */
-    complete(seq: number, owner: string, next: RunNext, now: number): boolean {
-      return (
-        q.complete.run(next.status, next.attempts, next.nextAttemptAt, next.completedAt, next.lastError, next.lastInvocation, now, seq, owner).changes === 1
-      );
+    /** Up to `limit` due runs (earliest first): a read, so a turn with nothing to write takes no write lock. */
+    async due(now: number, limit: number): Promise<number[]> {
+      return limit > 0 ? (await database.all(queue.due, { now, limit })).map((r) => Number(r.seq)) : [];
     },
 
-    /** The installation's integration does not handle this event after all: nothing is owed. */
-    drop(seq: number, owner: string): void {
-      q.drop.run(seq, owner);
+    /**
+     * One turn of a worker, one commit: record `done` (only what `owner` still leases), then lease
+     * the runs `seqs` (from due()) to `owner` until `until`, those still due and unleased, earliest first.
+     */
+    async turn(t: { done: readonly RunOutcomeRecord[]; seqs: number[]; owner: string; now: number; until: number }): Promise<ClaimedRun[]> {
+      if (!t.done.length && !t.seqs.length) return [];
+      return database.transaction(async (tx) => {
+        await record(tx, t.done, t.owner, t.now);
+        return t.seqs.length ? claim(tx, t.seqs, t.owner, t.now, t.until) : [];
+      });
     },
 
     /** Shutdown: give back every lease of `owner` (runs abandoned in flight are due again at once). */
-    releaseAll(owner: string): number {
-      return q.release.run(owner).changes;
+    async releaseAll(owner: string): Promise<number> {
+      return (await database.run(queue.release, [owner])).changes;
     },
 
     /** A serving process died (`<pid>.`), or none serves yet (''): its leases are given back at once rather than left to run out. */
-    releaseOwnedBy(ownerPrefix: string): number {
-      return q.releasePrefix.run({ owner: ownerPrefix }).changes;
+    async releaseOwnedBy(ownerPrefix: string): Promise<number> {
+      return (await database.run(queue.releasePrefix, { owner: ownerPrefix })).changes;
     },
 
     /** The next scheduled attempt or lease running out after `now` (the worker's next wake-up). */
-    nextDueAfter(now: number): number | undefined {
-      return q.nextDue.get({ now })?.at ?? undefined;
+    async nextDueAfter(now: number): Promise<number | undefined> {
+      return num((await database.get(queue.nextWake, { now }))?.at ?? null) ?? undefined;
     },
 
-    get(id: string): HandlerRun | undefined {
-      const r = q.byId.get(id);
+    async get(id: string): Promise<HandlerRun | undefined> {
+      const r = await database.get(q.byId, [id]);
       return r && view(r);
     },
 
-    ofEvent(eventId: string): HandlerRun[] {
-      return q.byEvent.all(eventId).map(view);
+    async ofEvent(eventId: string): Promise<HandlerRun[]> {
+      return (await database.all(q.byEvent, [eventId])).map(view);
     },
 
-    list(f: HandlerRunFilter): { handlerRuns: HandlerRun[]; nextCursor: string | null } {
+    async list(f: HandlerRunFilter): Promise<{ handlerRuns: HandlerRun[]; nextCursor: string | null }> {
       const where: string[] = [];
       const params: Record<string, unknown> = {};
       if (f.status) (where.push('status = @status'), (params.status = f.status));
@@ -232,40 +327,35 @@ export function createHandlerRuns(db: Db, opts: { maxAttempts: () => number }) {
       if (f.until !== undefined) (where.push('created_at <= @until'), (params.until = f.until));
       if (f.cursor) (where.push('seq < @cursor'), (params.cursor = Number(f.cursor)));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
-      const rows = db
-        .prepare<Record<string, unknown>, Row>(`SELECT * FROM event_handler_runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ${limit}`)
-        .all(params);
+      const rows = await database.all(listing(where), { ...params, limit });
       return { handlerRuns: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
     },
 
-    /** Failed runs created in the window back to pending with a fresh schedule; ids replayed. */
-    replayFailed: db.transaction((f: { since: number; until: number; installation?: string }, now: number): string[] => {
-      const ids: string[] = [];
-      for (const r of q.replayable.all({ since: f.since, until: f.until, installation: f.installation ?? null }))
-        if (q.requeue.run({ seq: r.seq, now }).changes) ids.push(r.id);
-      return ids;
-    }),
-
-    /** One finished run (failed, or delivered: run it again) back to pending; false when it is not finished. */
-    replayOne(id: string, now: number): boolean {
-      const r = q.byId.get(id);
-      return Boolean(r && q.requeue.run({ seq: r.seq, now }).changes);
+    /** Failed runs created in the window back to pending with a fresh schedule (one statement); ids replayed. */
+    async replayFailed(f: { since: number; until: number; installation?: string }, now: number): Promise<string[]> {
+      const rows = await database.all(q.replayFailed, { since: f.since, until: f.until, installation: f.installation ?? null, now });
+      return rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((r) => r.id);
     },
 
-    counts(): Record<DeliveryStatus, number> {
+    /** One finished run (failed, or delivered: run it again) back to pending; false when it is not finished. */
+    async replayOne(id: string, now: number): Promise<boolean> {
+      return (await database.run(q.replayOne, { id, now })).changes === 1;
+    },
+
+    async counts(): Promise<Record<DeliveryStatus, number>> {
       const out = Object.fromEntries(DELIVERY_STATUSES.map((s) => [s, 0])) as Record<DeliveryStatus, number>;
-      for (const r of q.counts.all()) out[r.status] = r.n;
+      for (const r of await database.all(q.counts)) out[r.status] = Number(r.n);
       return out;
     },
 
     /** Retention: delete up to `limit` delivered/cancelled runs completed before `before`. */
-    purgeFinished(before: number, limit: number): number {
-      return q.purge.run({ before, limit, failed: 0 }).changes;
+    async purgeFinished(before: number, limit: number): Promise<number> {
+      return (await database.run(q.purge, { before, limit, failed: 0 })).changes;
     },
 
     /** Retention: the same for failed runs (kept as long as failed deliveries: replayable until then). */
-    purgeFailed(before: number, limit: number): number {
-      return q.purge.run({ before, limit, failed: 1 }).changes;
+    async purgeFailed(before: number, limit: number): Promise<number> {
+      return (await database.run(q.purge, { before, limit, failed: 1 })).changes;
     },
   };
 }

@@ -5,11 +5,16 @@
  * unavailable, hit a limit or whose handler threw is retried like a 5xx; after max_retries it is
  * `failed` and replayable. No polling: it runs at wake(), when a run ends, and on one timer armed for
  * the earliest retry or lease expiry.
+ *
+ * It works in turns, one at a time: a turn records the outcomes of the runs that ended since the
+ * last one and claims due runs for the free slots, in one commit (handler-runs.ts). Runs that end
+ * while a turn is in the store are recorded by the next.
  */
 import type { Logger } from '../log/index.ts';
 import { nextAttemptDelay, type RetryConfig } from '../webhooks/policy.ts';
 import type { ClaimedRun, HandlerRuns, RunNext } from './handler-runs.ts';
 import { leaseOwner } from '../store/lease-owner.ts';
+import { oncePerTurn } from '../lib/batch.ts';
 
 /** What running one handler came to. */
 export type RunOutcome =
@@ -35,43 +40,98 @@ export interface HandlerWorkerDeps {
 export type HandlerWorker = ReturnType<typeof createHandlerWorker>;
 
 const MAX_TIMER = 60 * 60_000;
+/** After a turn the store refused: the next one, that long after. */
+const RETRY_MS = 1000;
 
 export function createHandlerWorker(deps: HandlerWorkerDeps) {
   const { runs, log } = deps;
   const clock = deps.now ?? Date.now;
   const owner = leaseOwner();
   const running = new Set<Promise<void>>();
+  /** Outcomes of runs that ended, not recorded yet (the next turn records them). */
+  let ended: Array<{ c: ClaimedRun; next: RunNext | 'dropped' }> = [];
   let inflight = 0;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+  /** The turns in progress (one at a time), and whether another was asked for meanwhile. */
+  let turning: Promise<void> | undefined;
+  let again = false;
 
-  function arm(now: number): void {
+  function later(ms: number): void {
     if (timer) clearTimeout(timer);
-    timer = undefined;
-    if (stopped || inflight >= deps.config().concurrency) return; // a run ending will pump
-    const next = runs.nextDueAfter(now);
-    if (next === undefined) return;
-    timer = setTimeout(pump, Math.min(Math.max(next - now, 0), MAX_TIMER));
+    timer = setTimeout(pump, Math.min(Math.max(ms, 0), MAX_TIMER));
     timer.unref();
   }
 
+  /** Look for work now: a turn, or another right after the one in progress. */
   function pump(): void {
-    if (stopped) return;
+    if (stopped) return; // stop() records what ended itself
+    if (turning) {
+      again = true;
+      return;
+    }
+    turning = (async () => {
+      try {
+        do {
+          again = false;
+          if (!(await turn())) break; // the store refused: its retry timer is armed
+        } while (again);
+      } catch (e) {
+        log.error('handler scheduler failed', { error: e as Error });
+      }
+    })().finally(() => (turning = undefined));
+  }
+  /** Runs ending in one event-loop turn share one turn of the worker. */
+  const pumpSoon = oncePerTurn(pump);
+
+  /** One turn: record what ended, claim due runs for the free slots, arm the timer. False when the store failed. */
+  async function turn(): Promise<boolean> {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
     const cfg = deps.config();
     const now = clock();
+    const done = ended;
+    ended = [];
+    let claimed: ClaimedRun[];
+    let taken = 0;
     try {
-      for (const c of runs.claimDue(now, cfg.concurrency - inflight, owner, now + cfg.leaseMs)) {
-        inflight++;
-        start(c);
-      }
-      arm(now);
+      const seqs = stopped ? [] : await runs.due(now, cfg.concurrency - inflight);
+      // The slots are taken before the commit, so a reserve() (an ingest) meanwhile finds them taken.
+      taken = Math.min(seqs.length, Math.max(cfg.concurrency - inflight, 0));
+      inflight += taken;
+      claimed = await runs.turn({ done: done.map((d) => ({ seq: d.c.seq, next: d.next })), seqs: seqs.slice(0, taken), owner, now, until: now + cfg.leaseMs });
     } catch (e) {
+      inflight -= taken;
+      ended = [...done, ...ended]; // recorded by a later turn (still ours unless the lease ran out)
       // A database hiccup must not stop the handlers for good: look again shortly.
-      log.error('handler scheduler failed; retrying in 1 s', { error: e as Error });
-      if (timer) clearTimeout(timer);
-      timer = setTimeout(pump, 1000);
-      timer.unref();
+      if (!stopped) {
+        log.error('handler scheduler failed; retrying in 1 s', { error: e as Error });
+        later(RETRY_MS);
+      }
+      return false;
     }
+    inflight -= taken - claimed.length;
+    for (const c of claimed) start(c);
+    for (const { c, next } of done) {
+      if (next !== 'dropped' && next.status === 'failed')
+        log.warn('event handler failed for good', { run: c.id, event: c.eventId, installation: c.installationId, attempts: next.attempts, reason: next.lastError });
+      try {
+        deps.onRecorded?.(c, next);
+      } catch (e) {
+        log.error('handler run observer failed', { error: e as Error });
+      }
+    }
+    if (stopped || inflight >= cfg.concurrency) return true; // a run ending will pump
+    let next: number | undefined;
+    try {
+      next = await runs.nextDueAfter(now);
+    } catch (e) {
+      log.error('handler scheduler failed; retrying in 1 s', { error: e as Error });
+      later(RETRY_MS);
+      return false;
+    }
+    if (next !== undefined && !stopped && !again) later(next - now);
+    return true;
   }
 
   function decide(c: ClaimedRun, o: RunOutcome & { kind: 'ran' }, endedAt: number): RunNext {
@@ -83,6 +143,7 @@ export function createHandlerWorker(deps: HandlerWorkerDeps) {
     return { status: 'retrying', attempts: made, nextAttemptAt: Math.round(endedAt + delay), completedAt: null, lastError: error, lastInvocation: o.invocationId };
   }
 
+  /** Run a claimed handler (its slot is counted already); its outcome waits for the next turn. */
   function start(c: ClaimedRun): void {
     const p = (async () => {
       let outcome: RunOutcome;
@@ -92,33 +153,18 @@ export function createHandlerWorker(deps: HandlerWorkerDeps) {
         outcome = { kind: 'ran', ok: false, invocationId: null, error: `the handler could not be run: ${(e as Error).message}` };
       }
       const now = clock();
-      let next: RunNext | 'dropped';
-      try {
-        if (outcome.kind === 'skip') {
-          runs.drop(c.seq, owner);
-          next = 'dropped';
-        } else {
-          next =
-            outcome.kind === 'gone'
-              ? { status: 'cancelled', attempts: c.attempts, nextAttemptAt: null, completedAt: now, lastError: `cancelled: ${outcome.reason}`, lastInvocation: null }
-              : decide(c, outcome, now);
-          runs.complete(c.seq, owner, next, now);
-          if (next.status === 'failed') log.warn('event handler failed for good', { run: c.id, event: c.eventId, installation: c.installationId, attempts: next.attempts, reason: next.lastError });
-        }
-      } catch (e) {
-        // Not recorded: the lease stays and runs out, then the run is due again (at-least-once).
-        if (!stopped) log.error('recording a handler run failed', { run: c.id, error: e as Error });
-        return;
-      }
-      try {
-        deps.onRecorded?.(c, next);
-      } catch (e) {
-        log.error('handler run observer failed', { error: e as Error });
-      }
+      const next: RunNext | 'dropped' =
+        outcome.kind === 'skip'
+          ? 'dropped'
+          : outcome.kind === 'gone'
+            ? { status: 'cancelled', attempts: c.attempts, nextAttemptAt: null, completedAt: now, lastError: `cancelled: ${outcome.reason}`, lastInvocation: null }
+            : decide(c, outcome, now);
+      // Not recorded if the process stops first: the lease is given back (or runs out), and the run is due again (at-least-once).
+      ended.push({ c, next });
     })().finally(() => {
       inflight--;
       running.delete(p);
-      if (!stopped) pump();
+      if (!stopped) pumpSoon();
     });
     running.add(p);
   }
@@ -150,7 +196,10 @@ export function createHandlerWorker(deps: HandlerWorkerDeps) {
       inflight--;
     },
     inFlight: () => inflight,
-    /** Stop taking work; wait up to `graceMs` for runs in flight, then give their leases back (due again at once). */
+    /**
+     * Stop taking work; wait up to `graceMs` for runs in flight, record the outcomes of those that
+     * ended, then give the other leases back (due again at once).
+     */
     async stop(graceMs: number): Promise<void> {
       stopped = true;
       if (timer) clearTimeout(timer);
@@ -159,8 +208,10 @@ export function createHandlerWorker(deps: HandlerWorkerDeps) {
         await Promise.race([Promise.allSettled([...running]), new Promise((r) => (t = setTimeout(r, graceMs)))]);
         clearTimeout(t);
       }
+      await turning;
+      if (ended.length) await turn(); // claims nothing now: records what ended
       try {
-        const n = runs.releaseAll(owner);
+        const n = await runs.releaseAll(owner);
         if (n) log.warn('handler runs still in flight at shutdown are due again', { runs: n });
       } catch {
         // The store is already closed: the leases run out instead.

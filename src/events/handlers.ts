@@ -1,13 +1,14 @@
 /**
  * `services.handlerRuns`: platform events owed to integrations' event handlers, at least once.
- * Ingest calls enqueueEvent inside the event's transaction (one INSERT per handling installation);
+ * Ingest calls enqueue inside the event's transaction (one INSERT per handling installation);
  * the runs start when that commits (an after-commit hook); the worker runs them through `services.eventHandlers` (the runtime).
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
 import { afterCommit, onRollback, type Db } from '../store/index.ts';
+import type { Database, Tx } from '../store/contract.ts';
 import type { RetryConfig } from '../webhooks/policy.ts';
-import { createHandlerRuns, type ClaimedRun, type HandlerRunFilter, type RunNext } from './handler-runs.ts';
+import { createHandlerRuns, enqueueSync, type ClaimedRun, type HandlerRunFilter, type RunNext } from './handler-runs.ts';
 import { createHandlerWorker, type RunOutcome } from './handler-worker.ts';
 import type { HandlerRun } from './handler-views.ts';
 
@@ -19,45 +20,55 @@ export interface EventHandlers {
   run(installationId: string, event: Record<string, unknown> & { eventId: string; type: string }): Promise<RunOutcome>;
 }
 
+type Fanned = Array<{ id: string; installationId: string }>;
+type StoredEvent = Record<string, unknown> & { eventId: string; type: string };
+
 export interface HandlerQueue {
   /**
    * Inside the event's transaction: one run per installation that handles it. The runs start once
    * that transaction commits, and their reserved slots are given back if it rolls back (store
-   * hooks: store/transactions.ts); the caller tells nothing afterwards.
+   * hooks: `tx.afterCommit`, `tx.onRollback`); the caller tells nothing afterwards.
    */
-  enqueueEvent(event: { eventId: string; type: string; installationId?: unknown }, now: number, opts?: { startAtCommit?: boolean }): Array<{ id: string; installationId: string }>;
+  enqueue(tx: Tx, event: { eventId: string; type: string; installationId?: unknown }, now: number, opts?: { startAtCommit?: boolean }): Promise<Fanned>;
+  /** As enqueue, in a transaction of the synchronous connection (ingest's, today). */
+  // synchronous until ingest is on the contract (merge)
+  enqueueEvent(event: { eventId: string; type: string; installationId?: unknown }, now: number, opts?: { startAtCommit?: boolean }): Fanned;
+  /** Give back the leases the last stop left (when told to), then look for due runs: once, at start. */
+  start(): Promise<void>;
   /** The worker looks for due work now (a clock moved, another process made work due). */
   wake(): void;
-  list(f: HandlerRunFilter): { handlerRuns: HandlerRun[]; nextCursor: string | null };
-  get(id: string): HandlerRun | undefined;
-  ofEvent(eventId: string): HandlerRun[];
+  list(f: HandlerRunFilter): Promise<{ handlerRuns: HandlerRun[]; nextCursor: string | null }>;
+  get(id: string): Promise<HandlerRun | undefined>;
+  ofEvent(eventId: string): Promise<HandlerRun[]>;
   /** Failed runs created in the window go back to pending with a fresh schedule; ids replayed. */
-  replay(f: { since: number; until: number; installation?: string }): string[];
+  replay(f: { since: number; until: number; installation?: string }): Promise<string[]>;
   /** One finished run (failed or delivered) runs again with a fresh schedule. */
-  replayOne(id: string): HandlerRun;
-  counts(): Record<string, number>;
+  replayOne(id: string): Promise<HandlerRun>;
+  counts(): Promise<Record<string, number>>;
   inFlight(): number;
-  purgeFinished(before: number, limit: number): number;
-  purgeFailed(before: number, limit: number): number;
+  purgeFinished(before: number, limit: number): Promise<number>;
+  purgeFailed(before: number, limit: number): Promise<number>;
   stop(graceMs: number): Promise<void>;
 }
 
 export function createHandlerQueue(deps: {
+  database: Database;
+  /** The synchronous connection, for enqueueEvent alone. */
+  // synchronous until ingest is on the contract (merge)
   db: Db;
   log: Logger;
   handlers: () => EventHandlers | undefined;
   /** The stored event (its payload), by eventId. */
-  event: (eventId: string) => (Record<string, unknown> & { eventId: string; type: string }) | undefined;
+  event: (eventId: string) => StoredEvent | undefined | Promise<StoredEvent | undefined>;
   config: () => RetryConfig & { concurrency: number; leaseMs: number };
   now?: () => number;
   random?: () => number;
   onRecorded?: (c: ClaimedRun, next: RunNext | 'dropped') => void;
-  /** Leases left by the last stop to take back at once (a server alone; under the supervisor it does this). */
+  /** Leases left by the last stop to take back at start (a server alone; under the supervisor it does this). */
   leftovers?: string;
 }): HandlerQueue {
   const now = deps.now ?? Date.now;
-  const runs = createHandlerRuns(deps.db, { maxAttempts: () => deps.config().max_retries + 1 });
-  if (deps.leftovers !== undefined) runs.releaseOwnedBy(deps.leftovers);
+  const runs = createHandlerRuns(deps.database, { maxAttempts: () => deps.config().max_retries + 1 });
   const worker = createHandlerWorker({
     runs,
     config: deps.config,
@@ -68,7 +79,7 @@ export function createHandlerQueue(deps: {
     async run(c) {
       const handlers = deps.handlers();
       if (!handlers) throw new Error('the runtime is not running');
-      const event = deps.event(c.eventId);
+      const event = await deps.event(c.eventId);
       if (!event) return { kind: 'skip', reason: 'the event is no longer stored' };
       return handlers.run(c.installationId, event);
     },
@@ -76,54 +87,100 @@ export function createHandlerQueue(deps: {
   /** After an enqueue's commit: the worker looks for what was not started at commit (one hook per transaction). */
   const wakeWorker = () => worker.wake();
 
+  /** The installations owed a run, each with a reserved slot when its run starts at commit. */
+  const plan = (event: { type: string; installationId?: unknown }, opts: { startAtCommit?: boolean }) =>
+    (deps.handlers()?.targets(event) ?? []).map((t) => ({ ...t, lease: opts.startAtCommit !== false ? worker.reserve() : undefined }));
+  type Planned = ReturnType<typeof plan>[number];
+  /** Slots reserved for runs not stored (a failure, or nothing stored) go back. */
+  const cancel = (planned: Planned[]) => {
+    for (const p of planned) if (p.lease) worker.cancelReserved();
+  };
+  /**
+   * What one stored run asks of its transaction's hooks: leased in the caller's transaction, it
+   * runs once that commits, and its slot is given back if it (or the savepoint it is in) rolls back.
+   */
+  const hook = (
+    hooks: { afterCommit(fn: () => void): void; onRollback(fn: () => void): void },
+    p: Planned,
+    claimed: ClaimedRun | null,
+    out: Fanned,
+  ): void => {
+    if (p.lease) {
+      if (claimed) {
+        hooks.afterCommit(() => worker.startReserved(claimed));
+        hooks.onRollback(() => worker.cancelReserved());
+      } else worker.cancelReserved();
+    }
+    if (claimed) out.push({ id: claimed.id, installationId: p.installationId });
+  };
+  const input = (event: { eventId: string; type: string }, p: Planned, at: number) => ({
+    eventId: event.eventId,
+    eventType: event.type,
+    installationId: p.installationId,
+    integration: p.integration,
+    now: at,
+  });
+
   return {
-    enqueueEvent(event, at, opts = {}) {
-      const targets = deps.handlers()?.targets(event) ?? [];
-      const out: Array<{ id: string; installationId: string }> = [];
-      for (const t of targets) {
-        const lease = opts.startAtCommit !== false ? worker.reserve() : undefined;
+    async enqueue(tx, event, at, opts = {}) {
+      const planned = plan(event, opts);
+      const out: Fanned = [];
+      for (const [i, p] of planned.entries()) {
         let claimed: ClaimedRun | null;
         try {
-          claimed = runs.enqueue({ eventId: event.eventId, eventType: event.type, installationId: t.installationId, integration: t.integration, now: at }, lease);
+          claimed = await runs.enqueue(tx, input(event, p, at), p.lease);
         } catch (e) {
-          if (lease) worker.cancelReserved();
+          cancel(planned.slice(i));
           throw e;
         }
-        if (lease) {
-          if (claimed) {
-            // Leased in the caller's transaction: it runs once that commits; the slot is given
-            // back if it (or the savepoint it is in) rolls back.
-            const started = claimed;
-            afterCommit(deps.db, () => worker.startReserved(started));
-            onRollback(deps.db, () => worker.cancelReserved());
-          } else worker.cancelReserved();
+        hook(tx, p, claimed, out);
+      }
+      if (out.length) tx.afterCommit(wakeWorker);
+      return out;
+    },
+    // synchronous until ingest is on the contract (merge)
+    enqueueEvent(event, at, opts = {}) {
+      const planned = plan(event, opts);
+      const out: Fanned = [];
+      const hooks = { afterCommit: (fn: () => void) => afterCommit(deps.db, fn), onRollback: (fn: () => void) => onRollback(deps.db, fn) };
+      for (const [i, p] of planned.entries()) {
+        let claimed: ClaimedRun | null;
+        try {
+          claimed = enqueueSync(deps.db, input(event, p, at), p.lease);
+        } catch (e) {
+          cancel(planned.slice(i));
+          throw e;
         }
-        if (claimed) out.push({ id: claimed.id, installationId: t.installationId });
+        hook(hooks, p, claimed, out);
       }
       if (out.length) afterCommit(deps.db, wakeWorker);
       return out;
+    },
+    async start() {
+      if (deps.leftovers !== undefined) await runs.releaseOwnedBy(deps.leftovers);
+      worker.wake();
     },
     wake: wakeWorker,
     list: (f) => runs.list(f),
     get: (id) => runs.get(id),
     ofEvent: (eventId) => runs.ofEvent(eventId),
-    replay(f) {
-      const ids = runs.replayFailed(f, now());
+    async replay(f) {
+      const ids = await runs.replayFailed(f, now());
       if (ids.length) {
         deps.log.info('failed event handler runs replayed', { runs: ids.length });
         worker.wake();
       }
       return ids;
     },
-    replayOne(id) {
-      const found = runs.get(id);
+    async replayOne(id) {
+      const found = await runs.get(id);
       if (!found) throw new SwitchyardError('not_found', `no handler run ${id}`, { hint: 'list them with `switchyard events handlers`' });
-      if (!runs.replayOne(id, now()))
+      if (!(await runs.replayOne(id, now())))
         throw new SwitchyardError('conflict', `handler run ${id} is ${found.status}: only failed or delivered runs are replayed`, {
           hint: found.status === 'cancelled' ? 'its installation was uninstalled' : 'it is still scheduled; wait for its outcome',
         });
       worker.wake();
-      return runs.get(id)!;
+      return (await runs.get(id))!;
     },
     counts: () => runs.counts(),
     inFlight: () => worker.inFlight(),

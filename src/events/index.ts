@@ -7,7 +7,6 @@ import { defineModule } from '../server/services.ts';
 import { createEvents, type Events } from './service.ts';
 import { createHandlerQueue, type HandlerQueue } from './handlers.ts';
 import { eventRoutes } from './routes.ts';
-import { bridgeOf } from '../store/postgres/db.ts';
 import { leftoverLeases } from '../store/lease-owner.ts';
 
 export { validateEventPayload, samplePayload, setPath, newEventId, EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './types.ts';
@@ -35,7 +34,8 @@ export const eventsModule = defineModule({
   async start(services) {
     const log = services.log.child({ module: 'events' });
     const handlerRuns = createHandlerQueue({
-      db: services.store.db,
+      database: services.store.database,
+      db: services.store.db, // synchronous until ingest is on the contract (merge)
       log,
       handlers: () => services.eventHandlers,
       leftovers: services.processes ? undefined : leftoverLeases(services.store.db),
@@ -57,17 +57,14 @@ export const eventsModule = defineModule({
     });
     services.events = events;
     services.handlerRuns = handlerRuns;
-    // Runs owed from before this start (retries due, leases of a process that died) go out now.
-    handlerRuns.wake();
+    // The last stop's leases back; runs owed from before this start (retries due, leases of a process that died) go out now.
+    await handlerRuns.start();
     services.processes?.onDue(() => handlerRuns.wake());
-    // On PostgreSQL other nodes schedule runs and leave leases to run out: look every second, and when told.
-    const nodes = bridgeOf(services.store.db);
-    let poll: NodeJS.Timeout | undefined;
-    if (nodes) {
-      nodes.listen('switchyard_due', () => handlerRuns.wake());
-      poll = setInterval(() => handlerRuns.wake(), 1_000);
-      poll.unref();
-    }
+    // Several nodes may share a PostgreSQL store: the others schedule runs and leave leases to run
+    // out, and nothing tells this node; it looks every second. (On SQLite one node owns the store
+    // and its supervisor tells its processes: processes.onDue.)
+    const poll = services.store.engine === 'postgres' ? setInterval(() => handlerRuns.wake(), 1_000) : undefined;
+    poll?.unref();
     return () => {
       if (poll) clearInterval(poll);
       return handlerRuns.stop(services.config.server.shutdown_timeout);

@@ -88,7 +88,7 @@ export function eventRoutes(app: H3, services: ServicesWith<'events' | 'handlerR
       const e = events().get(id);
       if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with GET /api/v1/events' });
       const deliveries = (await services.deliveries?.list({ event: id, limit: 500 }))?.deliveries ?? [];
-      return { ...e, deliveries, handlerRuns: runs().ofEvent(id) };
+      return { ...e, deliveries, handlerRuns: await runs().ofEvent(id) };
     },
   );
 
@@ -115,8 +115,8 @@ export function eventRoutes(app: H3, services: ServicesWith<'events' | 'handlerR
       body: { schema: handlerReplayBody, limit },
       response: handlerReplayAnswer,
     },
-    ({ body }) => {
-      const ids = runs().replay(replayWindow(body, 'handler runs'));
+    async ({ body }) => {
+      const ids = await runs().replay(replayWindow(body, 'handler runs'));
       return { replayed: ids.length, handlerRuns: ids };
     },
   );
@@ -124,8 +124,8 @@ export function eventRoutes(app: H3, services: ServicesWith<'events' | 'handlerR
   route(
     app,
     { method: 'GET', path: '/api/v1/handler-runs/:id', summary: 'One handler run', auth: 'admin', params: { id: 'handler run id' }, response: handlerRunSchema },
-    ({ params: { id } }) => {
-      const run = runs().get(id);
+    async ({ params: { id } }) => {
+      const run = await runs().get(id);
       if (!run) throw new SwitchyardError('not_found', `no handler run ${id}`, { hint: 'list them with GET /api/v1/handler-runs' });
       return run;
     },

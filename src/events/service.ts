@@ -56,7 +56,7 @@ export interface EventsDeps {
   /** The synchronous connection, for the reads not moved onto the store's contract yet. */
   db: Db;
   log: Logger;
-  subscriptions: () => { forEventType(type: string): Subscription[] } | undefined;
+  subscriptions: () => { forEventType(type: string): Subscription[]; fresh?(): Promise<void> } | undefined;
   deliveries: () => Deliveries | undefined;
   handlerRuns: () => HandlerQueue | undefined;
   now?: () => number;
@@ -212,7 +212,10 @@ export function createEvents(deps: EventsDeps) {
   });
 
   function enqueue(unit: Unit): Promise<Stored[]> {
-    return new Promise<Stored[]>((resolve, reject) => pending.push({ ...unit, resolve, reject }));
+    const push = () => new Promise<Stored[]>((resolve, reject) => pending.push({ ...unit, resolve, reject }));
+    // What another process subscribed (or paused) until now is what this event fans out to.
+    const fresh = deps.subscriptions()?.fresh?.();
+    return fresh ? fresh.then(push) : push();
   }
 
   // The queues hear about the commit (first attempts start) or the rollback (reserved slots given

@@ -25,13 +25,13 @@ export function jsonError(code: ErrorCode, message: string, extra: Record<string
 }
 
 /** Installation tokens are resolved by the installations module when it is loaded. */
-export type TokenResolver = (token: string) => Principal | undefined;
+export type TokenResolver = (token: string) => Promise<Principal | undefined> | Principal | undefined;
 
 /**
  * The web console's session cookie (src/console): the admin principal, or undefined without the
  * cookie; throws when the cookie is stale or a write lacks its CSRF header.
  */
-export type SessionResolver = (req: Request) => Principal | undefined;
+export type SessionResolver = (req: Request) => Promise<Principal | undefined> | Principal | undefined;
 
 /**
  * What the HTTP layer reads of the running server. The server's services object is one (it has more);
@@ -64,10 +64,10 @@ export interface HttpServices {
   onHttpResponse?: (method: string, route: string | null, status: number) => void;
 }
 
-export function authenticate(req: Request, services: HttpServices): Principal {
+export async function authenticate(req: Request, services: HttpServices): Promise<Principal> {
   const token = bearerToken(req.headers.get('authorization'));
   if (!token && !req.headers.get('authorization')) {
-    const session = services.resolveSession?.(req);
+    const session = await services.resolveSession?.(req);
     if (session) return session;
   }
   if (!token)
@@ -76,7 +76,7 @@ export function authenticate(req: Request, services: HttpServices): Principal {
     });
   // Installation and invocation tokens first: they cannot be guessed, so the throttle below (which
   // guards the admin token) never stands between an integration and the API.
-  const p = services.resolveToken?.(token);
+  const p = await services.resolveToken?.(token);
   if (p) return p;
   if (isAdminToken(req, token, services)) return { kind: 'admin' };
   if (token.startsWith(INSTALL_LINK_PREFIX))
@@ -137,16 +137,9 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
     },
   });
 
-  // Prepared once: preparing it per request cost more than the rest of the route.
-  let probe: { get(): unknown } | undefined;
-  const health = () => {
-    let readable = false;
-    try {
-      probe ??= services.store.db.prepare('SELECT 1 AS ok');
-      readable = probe.get() !== undefined;
-    } catch {
-      readable = false;
-    }
+  // The store's read answers within a bound (store/health.ts): a store that is away is said so at once.
+  const health = async () => {
+    const readable = await services.store.health.readable();
     const writes = services.store.health.status();
     const ok = readable && writes.ok && !services.closing;
     const r = services.readiness?.();
@@ -171,13 +164,13 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
     };
   };
   // Liveness: answers as soon as the server listens, while the integrations still load.
-  app.get('/healthz', () => {
-    const h = health();
+  app.get('/healthz', async () => {
+    const h = await health();
     return jsonResponse(h.body, { status: h.ok ? 200 : 503 });
   });
   // Readiness: 200 once every integration is loaded (in every serving process) and the store works.
-  app.get('/readyz', () => {
-    const h = health();
+  app.get('/readyz', async () => {
+    const h = await health();
     return jsonResponse(h.body, { status: h.ready ? 200 : 503, ...(h.ready ? {} : { headers: { 'retry-after': '1' } }) });
   });
 
@@ -191,8 +184,8 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
   // While the integrations load at start, the routes that need them wait (see registry/index.ts),
   // before the caller is authenticated: an installation token's scopes come from its manifest.
   app.use('/api/v1/**', (event) => {
-    const admit = () => {
-      const p = authenticate(event.req, services);
+    const admit = async () => {
+      const p = await authenticate(event.req, services);
       // An install link installs its integration and reads its catalogue entry: every route not
       // declared to take one refuses it here, before it runs (fail closed).
       if (p.kind === 'link' && !takesInstallLink(event))
@@ -203,7 +196,7 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
     };
     const waiting = services.awaitIntegrations?.(event.url.pathname);
     if (waiting) return waiting.then(admit);
-    admit();
+    return admit();
   });
 
   opts.routes(app);

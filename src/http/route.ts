@@ -63,7 +63,7 @@ export interface RouteSpec<P extends string, B extends Schema<any> | undefined, 
    */
   installLink?: true;
   /** Who may call it beyond `auth`, decided before anything is read (a token for its own installation). */
-  authorize?: (req: Request, params: { [K in ParamsOf<P>]: string }) => void;
+  authorize?: (req: Request, params: { [K in ParamsOf<P>]: string }) => void | Promise<void>;
   body?: B extends Schema<any> ? BodySpec<B> : undefined;
   query?: Q;
   /** What each path parameter is (documented; every one is a non-empty string). */
@@ -129,7 +129,7 @@ export function route<
       const req = event.req;
       if (spec.auth === 'admin') requireAdmin(req);
       const params = (event.context.params ?? {}) as RouteInput<P, unknown, unknown>['params'];
-      spec.authorize?.(req, params);
+      await spec.authorize?.(req, params);
       let q: unknown;
       if (query) {
         const issues: Issue[] = [];

@@ -27,7 +27,7 @@ declare module '../server/services.ts' {
 }
 
 /** Where a feed starts: after `?after=` or the Last-Event-ID header (checked as `after` is), else the newest item. */
-async function start(req: Request, after: string | undefined, newest: () => number | Promise<number>): Promise<number> {
+function start(req: Request, after: string | undefined, newest: () => number | Promise<number>): number | Promise<number> {
   const c = resumeCursor(req, after);
   if (c !== undefined && Number.isNaN(c))
     throw new SwitchyardError('bad_request', `Last-Event-ID must be the cursor of an item already received (a whole number up to ${Number.MAX_SAFE_INTEGER})`, { where: 'after' });
@@ -51,12 +51,12 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
       query: object({ after, installation: text('installation id'), type: text('event type') }),
       responseMedia: 'text/event-stream',
     },
-    async ({ req, query }) => {
+    ({ req, query }) => {
       const deliveries = services.deliveries;
       if (!deliveries) throw new SwitchyardError('not_found', 'webhook delivery is not running on this server');
       const filter = { installation: query.installation, type: query.type };
       return hub().response(req, {
-        start: await start(req, query.after, () => deliveries.lastAttemptId()),
+        start: start(req, query.after, () => deliveries.lastAttemptId()),
         read: async (after, limit) => (await deliveries.attemptsAfter(after, limit, filter)).map((a) => ({ cursor: Number(a.cursor), event: 'attempt', data: a })),
         subscribe: (changed) => deliveries.onAttempt(changed),
       });
@@ -73,29 +73,35 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
       query: object({ after, integration, installation, event: eventFilter, errors, renders, since, until }),
       responseMedia: 'text/event-stream',
     },
-    async ({ req, query: { after, ...filter } }) => {
+    ({ req, query: { after, ...filter } }) => {
       const invocations = services.invocations;
       if (!invocations) throw new SwitchyardError('not_found', 'the runtime is not running on this server');
       const runtime = services.runtime;
       return hub().response(req, {
-        start: await start(req, after, () => invocations.lastCursor()),
-        read: (after, limit) => invocations.after(after, limit, filter).map((i) => ({ cursor: Number(i.cursor), event: 'invocation', data: i })),
+        start: start(req, after, () => invocations.lastCursor()),
+        read: async (after, limit) => (await invocations.after(after, limit, filter)).map((i) => ({ cursor: Number(i.cursor), event: 'invocation', data: i })),
         subscribe(changed, push) {
           if (!runtime) return () => {};
           return runtime.observe((n) => {
             if (n.kind === 'recorded') return changed();
             if (n.kind !== 'log') return;
             // A line printed after the response (waitUntil): the row is updated, so send the line itself.
-            const inv = invocations.get(n.id);
-            if (!inv || filter.errors) return;
-            if ((filter.integration && inv.integration !== filter.integration) || (filter.installation && inv.installationId !== filter.installation)) return;
-            if (filter.renders === false && inv.eventType === RENDER_EVENT) return;
-            const item: FeedItem = {
-              cursor: Number(inv.cursor),
-              event: 'log',
-              data: { requestId: n.id, integration: inv.integration, installationId: inv.installationId, line: { ...n.line, time: new Date(n.line.time).toISOString() } },
-            };
-            push(item);
+            if (filter.errors) return;
+            const line = n.line;
+            void invocations.get(n.id).then(
+              (inv) => {
+                if (!inv) return;
+                if ((filter.integration && inv.integration !== filter.integration) || (filter.installation && inv.installationId !== filter.installation)) return;
+                if (filter.renders === false && inv.eventType === RENDER_EVENT) return;
+                const item: FeedItem = {
+                  cursor: Number(inv.cursor),
+                  event: 'log',
+                  data: { requestId: n.id, integration: inv.integration, installationId: inv.installationId, line: { ...line, time: new Date(line.time).toISOString() } },
+                };
+                push(item);
+              },
+              () => undefined, // the store closed under us: the row itself carries the line
+            );
           });
         },
       });

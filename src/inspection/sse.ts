@@ -16,8 +16,8 @@ export interface FeedItem {
 
 export interface Feed {
   /** Where the stream starts: items after this cursor are sent. */
-  start: number;
-  /** Items after `after`, oldest first, at most `limit`. */
+  start: number | Promise<number>;
+  /** Items after `after`, oldest first, at most `limit` (read from the store: may answer later). */
   read(after: number, limit: number): FeedItem[] | Promise<FeedItem[]>;
   /**
    * Subscribe to changes: `changed()` when rows may have been added; `push(item)` for an event
@@ -38,7 +38,8 @@ const frame = (event: string, data: unknown, id?: number) =>
 /** The open streams of one server: heartbeats, and closing them all when shutdown begins. */
 export interface StreamHub {
   readonly size: number;
-  response(req: Request, feed: Feed): Response;
+  /** The stream's answer; once its start is read, when that comes from the store. */
+  response(req: Request, feed: Feed): Response | Promise<Response>;
   closeAll(): void;
 }
 
@@ -85,8 +86,13 @@ export function createStreamHub(opts: {
     unwatch();
   }
 
-  function response(req: Request, feed: Feed): Response {
-    let cursor = feed.start;
+  function response(req: Request, feed: Feed): Response | Promise<Response> {
+    // A start read from the store is read before the answer: a store that fails says so (503), not a broken stream.
+    return typeof feed.start === 'number' ? stream(req, feed, feed.start) : feed.start.then((start) => stream(req, feed, start));
+  }
+
+  function stream(req: Request, feed: Feed, start: number): Response {
+    let cursor = start;
     let behind = false;
     let done = false;
     let unsubscribe: (() => void) | undefined;
@@ -113,41 +119,41 @@ export function createStreamHub(opts: {
       },
     };
 
-    /** One read at a time (a read may wait on the store): a signal meanwhile reads again after it. */
-    let reading = false;
-    let readAgain = false;
+    let pumping = false;
+    let again = false;
+    /** Reads and sends until the client is behind or nothing is left; one read at a time. */
     async function pump(): Promise<void> {
       if (done) return;
-      behind = false;
-      for (;;) {
-        // Read no more than the stream has room for: a slow client holds at most HIGH_WATER items.
-        const room = Math.min(READ_BATCH, controller.desiredSize ?? 1);
-        if (room <= 0) {
-          behind = true; // the client's pull resumes us
-          return;
-        }
-        const items = await feed.read(cursor, room);
-        if (done) return;
-        for (const it of items) {
-          controller.enqueue(frame(it.event, it.data, it.cursor));
-          cursor = it.cursor;
-        }
-        if (items.length < room) return;
+      if (pumping) return void (again = true);
+      pumping = true;
+      try {
+        do {
+          again = false;
+          behind = false;
+          for (;;) {
+            // Read no more than the stream has room for: a slow client holds at most HIGH_WATER items.
+            const room = Math.min(READ_BATCH, controller.desiredSize ?? 1);
+            if (room <= 0) {
+              behind = true; // the client's pull resumes us
+              return;
+            }
+            const items = await feed.read(cursor, room);
+            if (done) return;
+            for (const it of items) {
+              controller.enqueue(frame(it.event, it.data, it.cursor));
+              cursor = it.cursor;
+            }
+            if (items.length < room) break;
+          }
+        } while (again && !done);
+      } finally {
+        pumping = false;
       }
     }
 
     const pumpSoon = oncePerTurn(() => {
-      if (reading) return void (readAgain = true);
-      reading = true;
-      pump()
-        .catch(() => handle.close()) // the store closed under us (shutdown): end the stream, the client resumes
-        .finally(() => {
-          reading = false;
-          if (readAgain) {
-            readAgain = false;
-            schedule();
-          }
-        });
+      // The store closed under us (shutdown): end the stream, the client resumes.
+      pump().catch(() => handle.close());
     });
     const schedule = () => {
       if (!done) pumpSoon();

@@ -108,30 +108,30 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
   const limit = services.config.server.body_limit;
 
   /** The installations the caller may see of integration `name`: all for the admin and the integration, else its own. */
-  function visible(p: Principal, name: string): Installation[] {
+  async function visible(p: Principal, name: string): Promise<Installation[]> {
     const scope = mayListFor(p, name);
     if (!scope) throw new SwitchyardError('forbidden', `this token belongs to ${p.kind === 'admin' ? 'the admin' : `"${(p as { integration: string }).integration}"`}, not "${name}"`);
-    const all = inst().list({ integration: name });
+    const all = await inst().list({ integration: name });
     return scope === 'all' ? all : all.filter((i) => p.kind === 'installation' && i.id === p.installationId);
   }
 
-  function one(p: Principal, name: string, id: string): Installation {
+  async function one(p: Principal, name: string, id: string): Promise<Installation> {
     if (p.kind === 'installation' && (p.integration !== name || p.installationId !== id))
       throw new SwitchyardError('forbidden', `this token belongs to installation ${p.installationId} of "${p.integration}", not ${id} of "${name}"`);
     if (p.kind === 'integration' && p.integration !== name) throw new SwitchyardError('forbidden', `this token belongs to integration "${p.integration}", not "${name}"`);
-    const i = inst().get(id);
+    const i = await inst().find(id);
     if (!i || i.integration !== name) throw new SwitchyardError('not_found', `no installation ${id} of integration "${name}"`);
     requireReach(p, i);
     return i;
   }
 
   /** The space or site installation `which` under installation `id` (itself, when it is that one). */
-  function child(p: Principal, name: string, id: string, kind: 'space' | 'site', which: string): Installation {
-    const parent = one(p, name, id);
+  async function child(p: Principal, name: string, id: string, kind: 'space' | 'site', which: string): Promise<Installation> {
+    const parent = await one(p, name, id);
     if (parent.target === kind && parent[kind] === which) return parent;
     // Under an organization installation: the integration's installation on that space or site
     // (installations are flat here), for who may reach every installation of the integration.
-    const found = parent.target === 'organization' && mayListFor(p, name) === 'all' ? inst().list({ integration: name }).find((i) => i.target === kind && i[kind] === which) : undefined;
+    const found = parent.target === 'organization' && mayListFor(p, name) === 'all' ? (await inst().list({ integration: name })).find((i) => i.target === kind && i[kind] === which) : undefined;
     if (!found) throw new SwitchyardError('not_found', `integration "${name}" has no installation on ${kind} "${which}" under installation ${id}`);
     return found;
   }
@@ -152,45 +152,45 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
       // keeps two, updated by separate calls), so one call's keys must not erase the other's.
       const patch: Record<string, unknown> = { ...(configuration as Record<string, unknown>) };
       if (target.target === 'organization') for (const k of Object.keys(target.configuration)) if (!(k in patch)) patch[k] = null;
-      updated = inst().configure(target.id, patch, { byCode: isIntegrationCode(principalOf(event.req)), externalIds: externalIds as string[] | undefined }).installation;
-    } else if (externalIds) updated = inst().setExternalIds(target.id, externalIds as string[]);
+      updated = (await inst().configure(target.id, patch, { byCode: isIntegrationCode(principalOf(event.req)), externalIds: externalIds as string[] | undefined })).installation;
+    } else if (externalIds) updated = await inst().setExternalIds(target.id, externalIds as string[]);
     return view(services, updated, mayReveal(principalOf(event.req)));
   }
 
   const base = '/api/v1/integrations/:name';
   /** Filters GitBook's list calls take: `externalId` (one of an installation's externalIds). */
-  const listed = (event: H3Event, kind?: 'space' | 'site') => {
+  const listed = async (event: H3Event, kind?: 'space' | 'site') => {
     const q = new URL(event.req.url).searchParams;
     const p = principalOf(event.req);
     const externalId = q.get('externalId');
-    const items = visible(p, event.context.params!.name).filter((i) => (!kind || i.target === kind) && (!externalId || i.externalIds.includes(externalId)));
+    const items = (await visible(p, event.context.params!.name)).filter((i) => (!kind || i.target === kind) && (!externalId || i.externalIds.includes(externalId)));
     return page(items.map((i) => view(services, i, mayReveal(p))), q);
   };
   app.get(`${base}/installations`, (event) => listed(event));
   for (const kind of ['space', 'site'] as const) {
     app.get(`${base}/${kind}s`, (event) => listed(event, kind));
-    app.get(`${base}/installations/:id/${kind}s/:which`, (event) => {
+    app.get(`${base}/installations/:id/${kind}s/:which`, async (event) => {
       const { name, id, which } = event.context.params!;
       const p = principalOf(event.req);
-      return view(services, child(p, name, id, kind, which), mayReveal(p));
+      return view(services, await child(p, name, id, kind, which), mayReveal(p));
     });
-    app.patch(`${base}/installations/:id/${kind}s/:which`, (event) => {
+    app.patch(`${base}/installations/:id/${kind}s/:which`, async (event) => {
       const { name, id, which } = event.context.params!;
-      return update(event, child(principalOf(event.req), name, id, kind, which));
+      return update(event, await child(principalOf(event.req), name, id, kind, which));
     });
   }
-  app.get(`${base}/installations/:id`, (event) => {
+  app.get(`${base}/installations/:id`, async (event) => {
     const p = principalOf(event.req);
-    return view(services, one(p, event.context.params!.name, event.context.params!.id), mayReveal(p));
+    return view(services, await one(p, event.context.params!.name, event.context.params!.id), mayReveal(p));
   });
-  app.patch(`${base}/installations/:id`, (event) => update(event, one(principalOf(event.req), event.context.params!.name, event.context.params!.id)));
+  app.patch(`${base}/installations/:id`, async (event) => update(event, await one(principalOf(event.req), event.context.params!.name, event.context.params!.id)));
 
   // GitBook's createIntegrationInstallationToken (api.createInstallationClient): the integration
   // acting as one of its installations. A short-lived invocation token, never the long-lived one.
-  app.post(`${base}/installations/:id/tokens`, (event) => {
+  app.post(`${base}/installations/:id/tokens`, async (event) => {
     const p = principalOf(event.req);
     if (p.kind === 'installation') throw new SwitchyardError('forbidden', 'installation tokens are minted with the integration token (or the admin token)');
-    const i = one(p, event.context.params!.name, event.context.params!.id);
+    const i = await one(p, event.context.params!.name, event.context.params!.id);
     if (i.status === 'uninstalled') throw new SwitchyardError('gone', `installation ${i.id} is uninstalled`);
     if (i.status === 'paused') throw new SwitchyardError('conflict', `installation ${i.id} is paused`);
     const ttl = invocationTokenTtl(services.config.sandbox);
@@ -206,7 +206,8 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     const needs = contentScopes(path, method);
     if ((p.kind === 'installation' || p.kind === 'integration') && !needs.some((s) => p.scopes.includes(s)))
       throw new SwitchyardError('forbidden', `${method} ${path} needs one of the scopes ${needs.join(', ')}; the manifest of "${p.integration}" does not ask for it`);
-    contentReach(p, method, path, (integration) => inst().list({ integration, status: 'active' }), services.config.gitbook);
+    await inst().fresh();
+    contentReach(p, method, path, (integration) => inst().active().filter((i) => i.integration === integration), services.config.gitbook);
     const upstream = services.config.gitbook?.api_url;
     if (!upstream)
       throw new SwitchyardError(

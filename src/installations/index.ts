@@ -8,9 +8,10 @@ import type { SignatureScheme, Subscription } from '../webhooks/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
 import { serverOrganizations } from './visibility.ts';
+import { generationsFor } from '../store/generations.ts';
 
 export { createInstallations, RESERVED_CONFIGURATION_KEYS, newEventId, concerns, configurationSection } from './service.ts';
-export type { Installation, InstallationStatus, InstallationTarget, Installations, Change, InstallationChange, ChangeKind, ChangeListener } from './service.ts';
+export type { Installation, InstallationStatus, InstallationTarget, Installations, Change, InstallationChange, ChangeKind, ChangeListener, CommittedListener } from './service.ts';
 export { scopesAllow, missingScope, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';
 export { installationsMigrations } from './schema.ts';
@@ -23,6 +24,11 @@ export interface Subscriptions {
   urlOf?(installationId: string): string | undefined;
   /** How the installation's deliveries are signed now (its `signature_scheme`). */
   schemeOf?(installationId: string): SignatureScheme;
+  /**
+   * Resolves once the answers above include what other processes changed until now (they are kept
+   * in memory and answer synchronously): awaited before an event's fan-out.
+   */
+  fresh?(): Promise<void>;
 }
 
 declare module '../server/services.ts' {
@@ -37,10 +43,11 @@ export const installationsModule = defineModule({
   name: 'installations',
   provides: ['installations', 'subscriptions'],
   needs: ['registry'],
-  start(services) {
+  async start(services) {
     const registry = services.registry;
-    const installations = createInstallations({
-      db: services.store.db,
+    const installations = await createInstallations({
+      database: services.store.database,
+      generations: generationsFor(services.store),
       manifestOf: (name) => registry.get(name)?.manifest,
       dialectOf: (name) => registry.get(name)?.dialect,
       log: services.log.child({ module: 'installations' }),
@@ -48,7 +55,7 @@ export const installationsModule = defineModule({
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;
-    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl, schemeOf: installations.webhookScheme };
+    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl, schemeOf: installations.webhookScheme, fresh: installations.fresh };
   },
   routes(app, services) {
     installationRoutes(app, services);

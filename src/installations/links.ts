@@ -12,7 +12,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError } from '../errors.ts';
 import { INSTALL_LINK_PREFIX, safeEqual } from '../http/auth.ts';
-import type { Db } from '../store/index.ts';
+import { statement, type Database } from '../store/contract.ts';
 import { signingKey } from './tokens.ts';
 
 /** What a link says, once its signature is checked. */
@@ -26,15 +26,19 @@ export interface InstallLink {
 
 export type LinkReading = { ok: true; link: InstallLink } | { ok: false; reason: 'invalid' | 'expired' | 'revoked'; link?: InstallLink };
 
-export function createInstallLinks(db: Db, now: () => number = Date.now) {
-  const key = signingKey(db, 'install-link');
-  const mac = (payload: string) => createHmac('sha256', key).update(payload).digest('base64url');
-  const current = db.prepare<[string], { generation: number }>('SELECT generation FROM install_links WHERE integration = ?');
-  const bump = db.prepare(
+const q = {
+  generation: statement<{ generation: number }>('SELECT generation FROM install_links WHERE integration = ?'),
+  bump: statement(
     `INSERT INTO install_links (integration, generation, revoked_at) VALUES (?, 1, ?)
      ON CONFLICT (integration) DO UPDATE SET generation = install_links.generation + 1, revoked_at = excluded.revoked_at`,
-  );
-  const generationOf = (integration: string) => current.get(integration)?.generation ?? 0;
+  ),
+};
+
+/** The links of this server (reads its signing key: awaited at start). */
+export async function createInstallLinks(database: Database, now: () => number = Date.now) {
+  const key = await signingKey(database, 'install-link');
+  const mac = (payload: string) => createHmac('sha256', key).update(payload).digest('base64url');
+  const generationOf = async (integration: string) => Number((await database.get(q.generation, [integration]))?.generation ?? 0);
 
   /** The link's fields when its signature holds (fail closed: anything else is no link). */
   function verify(token: string): InstallLink | undefined {
@@ -50,31 +54,31 @@ export function createInstallLinks(db: Db, now: () => number = Date.now) {
 
   return {
     /** A new link for `integration`, valid `ttlMs` from `at` (now). */
-    mint(integration: string, ttlMs: number, at = now()): { token: string; link: InstallLink } {
-      const link: InstallLink = { id: `lnk_${randomBytes(8).toString('hex')}`, integration, generation: generationOf(integration), expiresAt: Math.ceil((at + ttlMs) / 1000) * 1000 };
+    async mint(integration: string, ttlMs: number, at = now()): Promise<{ token: string; link: InstallLink }> {
+      const link: InstallLink = { id: `lnk_${randomBytes(8).toString('hex')}`, integration, generation: await generationOf(integration), expiresAt: Math.ceil((at + ttlMs) / 1000) * 1000 };
       const payload = `${integration}.${link.generation}.${link.expiresAt / 1000}.${link.id}`;
       return { token: `${INSTALL_LINK_PREFIX}${Buffer.from(payload).toString('base64url')}.${mac(payload)}`, link };
     },
 
     /** Whether `token` is a link of this server that still works, and if not, why. */
-    read(token: string): LinkReading {
+    async read(token: string): Promise<LinkReading> {
       const link = verify(token);
       if (!link) return { ok: false, reason: 'invalid' };
       if (link.expiresAt <= now()) return { ok: false, reason: 'expired', link };
-      if (link.generation !== generationOf(link.integration)) return { ok: false, reason: 'revoked', link };
+      if (link.generation !== (await generationOf(link.integration))) return { ok: false, reason: 'revoked', link };
       return { ok: true, link };
     },
 
     /** End every link of `integration` made so far; links made afterwards work. */
-    revoke(integration: string): { revokedAt: string } {
+    async revoke(integration: string): Promise<{ revokedAt: string }> {
       const revokedAt = new Date(now()).toISOString();
-      bump.run(integration, revokedAt);
+      await database.run(q.bump, [integration, revokedAt]);
       return { revokedAt };
     },
   };
 }
 
-export type InstallLinks = ReturnType<typeof createInstallLinks>;
+export type InstallLinks = Awaited<ReturnType<typeof createInstallLinks>>;
 
 /**
  * The error for a link that is authentic but no longer works (an altered or foreign one is not

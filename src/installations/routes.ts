@@ -84,11 +84,11 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
    * The admin, an installation for itself, or an integration's token for its own installations
    * (`integration: false` leaves those out: rendering is the installation's own business).
    */
-  function own(req: Request, id: string, opts: { integration?: boolean } = {}): void {
+  async function own(req: Request, id: string, opts: { integration?: boolean } = {}): Promise<void> {
     const p = principalOf(req);
     if (p.kind === 'admin') return;
     if (p.kind === 'integration' && opts.integration === false) throw new SwitchyardError('forbidden', 'an integration token cannot do this; use the installation\'s own token');
-    const found = inst().get(id);
+    const found = await inst().find(id);
     if (found) return requireReach(p, found);
     // A missing installation: 404 for its own token (the route says so), 403 for anyone else, as
     // for an installation they may not reach.
@@ -99,9 +99,9 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
   route(
     app,
     { method: 'GET', path: '/api/v1/installations', summary: 'List installations (an installation token sees only its own)', auth: 'token', query: listQuery, response: listAnswer },
-    ({ req, query }) => {
+    async ({ req, query }) => {
       const p = principalOf(req);
-      let list = inst().list({ integration: query.integration, status: query.status, includeUninstalled: query.all });
+      let list = await inst().list({ integration: query.integration, status: query.status, includeUninstalled: query.all });
       if (p.kind !== 'admin') list = list.filter((i) => mayReach(p, i));
       return { installations: list.map((i) => installationView(services, i)) };
     },
@@ -124,7 +124,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     },
     async ({ req, body }) => {
       const by = installerOf(principalOf(req));
-      const change = inst().install({
+      const change = await inst().install({
         by,
         integration: body.integration,
         target: body.target,
@@ -165,7 +165,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     },
     async ({ req, params, query }) => {
       const reveal = query.reveal && mayReveal(principalOf(req));
-      return { installation: await resolvedView(services, inst().require(params.id), reveal) };
+      return { installation: await resolvedView(services, await inst().require(params.id), reveal) };
     },
   );
 
@@ -183,7 +183,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       response: installationAnswer,
     },
     async ({ req, params, body }) => {
-      const change = inst().configure(params.id, body.configuration, { byCode: isIntegrationCode(principalOf(req)), externalIds: body.externalIds });
+      const change = await inst().configure(params.id, body.configuration, { byCode: isIntegrationCode(principalOf(req)), externalIds: body.externalIds });
       return { installation: await resolvedView(services, change.installation) };
     },
   );
@@ -200,8 +200,8 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
         response: installationAnswer,
         responses: { '409': { description: action === 'pause' ? 'Not active' : 'Not paused' } },
       },
-      ({ params }) => {
-        const updated = inst()[action](params.id);
+      async ({ params }) => {
+        const updated = await inst()[action](params.id);
         services.log.info(`installation ${action === 'pause' ? 'paused' : 'resumed'}`, { installation: updated.id, status: updated.status });
         return { installation: installationView(services, updated) };
       },
@@ -211,8 +211,8 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
   route(
     app,
     { method: 'DELETE', path: '/api/v1/installations/:id', summary: 'Uninstall (final)', auth: 'admin', params: id, response: installationAnswer },
-    ({ params }) => {
-      const updated = inst().uninstall(params.id);
+    async ({ params }) => {
+      const updated = await inst().uninstall(params.id);
       services.log.info('uninstalled', { installation: updated.id });
       return { installation: installationView(services, updated) };
     },
@@ -221,7 +221,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
   route(
     app,
     { method: 'POST', path: '/api/v1/installations/:id/token', summary: 'Mint a new installation token (the old one stops working)', auth: 'admin', params: id, response: tokenAnswer },
-    ({ params }) => ({ token: inst().rotateToken(params.id) }),
+    async ({ params }) => ({ token: await inst().rotateToken(params.id) }),
   );
 
   route(
@@ -259,14 +259,14 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       response: linkAnswer,
       responseDescription: 'The link, shown once',
     },
-    ({ params, body }) => {
+    async ({ params, body }) => {
       const manifest = services.registry?.get(params.name)?.manifest;
       if (!manifest)
         throw new SwitchyardError('not_found', `integration "${params.name}" is not loaded`, { hint: 'see `switchyard integrations list` for loaded integrations and their errors' });
       // A link that could never install is refused now rather than by whoever is given it.
       const refused = installRefusal(params.name, manifest, { kind: 'link', integration: params.name, linkId: '(new)' }, serverOrganizations(services.config));
       if (refused) throw refused;
-      const { token, link } = inst().links.mint(params.name, body.expires);
+      const { token, link } = await inst().links.mint(params.name, body.expires);
       services.log.info('install link made', { integration: params.name, link: link.id, expires_at: new Date(link.expiresAt).toISOString() });
       return new Response(
         JSON.stringify({
@@ -292,11 +292,11 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       params: integrationParam,
       response: revokeAnswer,
     },
-    ({ params }) => {
+    async ({ params }) => {
       // Whatever state its folder is in, even gone: links made now must not work if it comes back.
       if (!GITBOOK_NAME_PATTERN.test(params.name))
         throw new SwitchyardError('bad_request', `"${params.name}" is not an integration name`, { where: 'name', hint: NAME_HINT });
-      const { revokedAt } = inst().links.revoke(params.name);
+      const { revokedAt } = await inst().links.revoke(params.name);
       services.log.info('install links revoked', { integration: params.name });
       return { integration: params.name, revokedAt };
     },

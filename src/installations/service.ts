@@ -7,14 +7,17 @@
  *                  └──────(a required key removed)───────┘
  *   any state ──uninstall──> uninstalled (final: token revoked, no code runs)
  */
+import { AsyncResource } from 'node:async_hooks';
 import { createHmac, randomBytes } from 'node:crypto';
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { newEventId } from '../events/types.ts';
 import { hashToken, INSTALL_LINK_PREFIX } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
-import { afterCommit, type Db } from '../store/index.ts';
+import { statement, type Database, type Queries, type Tx } from '../store/contract.ts';
+import type { Generations } from '../store/generations.ts';
 import { createObservers } from '../lib/observers.ts';
+import { oncePerTurn } from '../lib/batch.ts';
 import { createLogger, type Logger } from '../log/index.ts';
 import { missingRequired, sectionFor, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
@@ -23,8 +26,6 @@ import { signatureSchemeOf, type SignatureScheme } from '../webhooks/index.ts';
 import { checkExternalIds, configurationSizeProblem } from './limits.ts';
 import { createInstallLinks, linkRefusal } from './links.ts';
 import { installRefusal, type Installer } from './visibility.ts';
-import { generationsOf } from '../store/generations.ts';
-import { engineOf, sqlFor } from '../store/postgres/db.ts';
 
 export type InstallationStatus = 'pending' | 'active' | 'paused' | 'uninstalled';
 export type InstallationTarget = 'organization' | 'space' | 'site';
@@ -104,11 +105,13 @@ export interface Endpoint {
   scheme: SignatureScheme;
 }
 /**
- * Told inside the step's transaction: its writes commit or roll back with the step, and one that
- * throws rolls the step back (a webhook installation without its secret is never stored). It may
- * answer what it made for the step's caller (the webhook signing secret).
+ * Told inside the step's transaction (`tx`, awaited with it): its writes commit or roll back with
+ * the step, and one that throws rolls the step back (a webhook installation without its secret is
+ * never stored). It may answer what it made for the step's caller (the webhook signing secret).
  */
-export type ChangeListener = (change: InstallationChange) => { webhookSecret?: string } | void;
+export type ChangeListener = (tx: Tx, change: InstallationChange) => Promise<{ webhookSecret?: string } | void> | { webhookSecret?: string } | void;
+/** Told once the step has committed. */
+export type CommittedListener = (change: InstallationChange) => void;
 
 /** What happened, for the caller to act on after the transaction (events, secrets). */
 export interface Change {
@@ -118,7 +121,9 @@ export interface Change {
 }
 
 export interface InstallationsDeps {
-  db: Db;
+  database: Database;
+  /** Where changes made by other processes are seen (store/generations.ts, generationsFor). */
+  generations: Generations;
   /** The manifest of a loaded integration, or undefined when it is not loaded. */
   manifestOf(name: string): Manifest | undefined;
   /** Which manifest file it came from (GitBook's keeps its JSON Schema's open configurations for its code). */
@@ -136,60 +141,114 @@ const urlOf = (i: Installation): string | undefined => (typeof i.configuration.w
 const schemeOf = (i: Installation): SignatureScheme => signatureSchemeOf(i.configuration.signature_scheme);
 const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i), scheme: schemeOf(i) } : undefined);
 
-export function createInstallations(deps: InstallationsDeps) {
-  const { db } = deps;
+const q = {
+  byId: statement<Row>('SELECT * FROM installations WHERE id = ?'),
+  // A lifecycle step reads its row locked on PostgreSQL (nodes write at once: read then write must
+  // not lose another node's change); SQLite's one writer at a time needs no lock.
+  byIdLocked: statement<Row>({ sqlite: 'SELECT * FROM installations WHERE id = ?', postgres: 'SELECT * FROM installations WHERE id = ? FOR UPDATE' }),
+  byTokenHash: statement<Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'"),
+  insert: statement(
+    `INSERT INTO installations (id, integration, target, space_id, site_id, status, configuration, external_ids, token_hash, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ),
+  configure: statement('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?'),
+  externalIds: statement('UPDATE installations SET external_ids = ?, updated_at = ? WHERE id = ?'),
+  status: statement('UPDATE installations SET status = ?, updated_at = ?, uninstalled_at = ? WHERE id = ?'),
+  token: statement('UPDATE installations SET token_hash = ?, updated_at = ? WHERE id = ?'),
+};
+
+/** The listings `list` answers, one statement per filter. */
+const listing = (where: string) => statement<Row>(`SELECT * FROM installations ${where} ORDER BY created_at, id`);
+const lists = {
+  all: listing(''),
+  live: listing("WHERE status != 'uninstalled'"),
+  status: listing('WHERE status = ?'),
+  integrationAll: listing('WHERE integration = ?'),
+  integrationLive: listing("WHERE integration = ? AND status != 'uninstalled'"),
+  integrationStatus: listing('WHERE integration = ? AND status = ?'),
+};
+
+/** How many rows the by-id cache keeps (the oldest go first). */
+const CACHED_ROWS = 10_000;
+
+/** The installations service; reads the server's signing keys, so it is awaited at start. */
+export async function createInstallations(deps: InstallationsDeps) {
+  const { database, generations } = deps;
   const now = () => (deps.now?.() ?? new Date()).toISOString();
-  const tokenKey = signingKey(db, 'invocation-token');
-  const integrationKey = signingKey(db, 'integration-token');
+  const [tokenKey, integrationKey, signingSecretKey] = [
+    await signingKey(database, 'invocation-token'),
+    await signingKey(database, 'integration-token'),
+    await signingKey(database, 'gitbook-signing-secrets'),
+  ];
   const tokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
   const integrationTokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
-  const signingSecretKey = signingKey(db, 'gitbook-signing-secrets');
   const signingSecretCache = new Map<string, string>();
-  const links = createInstallLinks(db, () => (deps.now?.() ?? new Date()).getTime());
-
-  const byId = db.prepare<[string], Row>('SELECT * FROM installations WHERE id = ?');
-  const lockRows = engineOf(db) === 'postgres';
-  const byIdLocked = db.prepare<[string], Row>(sqlFor(db, { sqlite: 'SELECT * FROM installations WHERE id = ?', postgres: 'SELECT * FROM installations WHERE id = ? FOR UPDATE' }));
-  const byTokenHash = db.prepare<[string], Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'");
+  const links = await createInstallLinks(database, () => (deps.now?.() ?? new Date()).getTime());
 
   // Rows read outside any transaction, by id: every request to a public endpoint looks its
-  // installation up. Writes (all in this file) drop the entry; a read inside a transaction is not
-  // kept, since that transaction may still roll back.
+  // installation up. A step drops its row when it writes it and again once it commits; a read
+  // inside a transaction is not kept (it may still roll back), nor one that began before a write
+  // here or a change seen from elsewhere (`epoch` moved: it may hold the row as it was).
   const rows = new Map<string, Row>();
-  const forget = (id: string) => rows.delete(id);
-  // Other serving processes write installations too (see store/generations.ts): their changes
-  // drop these copies before the next read.
-  const generations = generationsOf(db);
-  const othersChanged = generations.watch('installations');
-  const freshen = () => {
-    if (!othersChanged()) return;
-    rows.clear();
-    subscriptionCache = undefined;
+  let epoch = 0;
+  const forget = (id: string) => {
+    rows.delete(id);
+    epoch++;
   };
+  // Other serving processes (and nodes) write installations too (see store/generations.ts): their
+  // changes drop these copies, and read the webhook endpoints again, before the next answer.
+  const othersChanged = generations.watch('installations');
+  async function fresh(): Promise<void> {
+    if (!(await othersChanged())) return;
+    rows.clear();
+    epoch++;
+    await reloadLive();
+  }
+  // What answers synchronously (cached, the webhook endpoints) asks too, for the next caller: in the
+  // context this service was made in, never in that of a transaction the caller may be in (its
+  // statements would be refused there).
+  const outsideAny = new AsyncResource('installations.fresh');
+  const freshSoon = oncePerTurn(() => outsideAny.runInAsyncScope(() => void fresh().catch(() => {})));
 
-  function get(id: string): Installation | undefined {
-    // On PostgreSQL a write transaction reads the row itself, locked (nodes write at once: read
-    // then write must not lose another node's change; SQLite's one writer at a time needs no lock).
-    if (lockRows && db.inTransaction) {
-      const locked = byIdLocked.get(id);
-      return locked ? fromRow(locked) : undefined;
-    }
-    freshen();
-    let r = rows.get(id);
-    if (!r) {
-      r = byId.get(id);
-      if (r && !db.inTransaction) {
-        if (rows.size >= 10_000) rows.clear();
-        rows.set(id, r);
-      }
+  /** The installation, read through the cache (fresh: another process's change is seen). */
+  async function find(id: string): Promise<Installation | undefined> {
+    await fresh();
+    const known = live.get(id);
+    if (known) return known;
+    const hit = rows.get(id);
+    if (hit) return fromRow(hit);
+    const at = epoch;
+    const r = await database.get(q.byId, [id]);
+    if (r && at === epoch) {
+      if (rows.size >= CACHED_ROWS) rows.delete(rows.keys().next().value!);
+      rows.set(id, r);
     }
     return r ? fromRow(r) : undefined;
   }
 
-  function require(id: string): Installation {
-    const inst = get(id);
-    if (!inst) throw new SwitchyardError('not_found', `installation ${id} does not exist`, { hint: 'list them with `switchyard installations list`' });
+  /**
+   * The cached copy only, for synchronous code that cannot wait for the store (undefined when it
+   * is not in memory: use find). As fresh as the last find or fresh() of this process.
+   */
+  function cached(id: string): Installation | undefined {
+    freshSoon();
+    const hit = rows.get(id);
+    return live.get(id) ?? (hit ? fromRow(hit) : undefined);
+  }
+
+  const missing = (id: string) => new SwitchyardError('not_found', `installation ${id} does not exist`, { hint: 'list them with `switchyard installations list`' });
+
+  async function require(id: string): Promise<Installation> {
+    const inst = await find(id);
+    if (!inst) throw missing(id);
     return inst;
+  }
+
+  /** The installation as `tx` sees it, locked for the rest of the step on PostgreSQL. */
+  async function requireIn(tx: Queries, id: string): Promise<Installation> {
+    const r = await tx.get(q.byIdLocked, [id]);
+    if (!r) throw missing(id);
+    return fromRow(r);
   }
 
   function manifestFor(name: string): Manifest {
@@ -251,22 +310,26 @@ export function createInstallations(deps: InstallationsDeps) {
     });
   }
 
-  function list(filter: { integration?: string; status?: string; includeUninstalled?: boolean } = {}): Installation[] {
-    const where: string[] = [];
-    const args: string[] = [];
-    if (filter.integration) {
-      where.push('integration = ?');
-      args.push(filter.integration);
-    }
-    if (filter.status) {
-      where.push('status = ?');
-      args.push(filter.status);
-    } else if (!filter.includeUninstalled) where.push("status != 'uninstalled'");
-    const sql = `SELECT * FROM installations ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
-    return db.prepare<string[], Row>(sql).all(...args).map(fromRow);
+  async function list(filter: { integration?: string; status?: string; includeUninstalled?: boolean } = {}): Promise<Installation[]> {
+    const { integration, status } = filter;
+    const rows = integration
+      ? status
+        ? await database.all(lists.integrationStatus, [integration, status])
+        : await database.all(filter.includeUninstalled ? lists.integrationAll : lists.integrationLive, [integration])
+      : status
+        ? await database.all(lists.status, [status])
+        : await database.all(filter.includeUninstalled ? lists.all : lists.live);
+    return rows.map(fromRow);
   }
 
-  function install(req: InstallRequest): Change & { token: string } {
+  /** After a write of `id` in `tx`: its cached row goes (now, and once the step commits), and the other processes are told. */
+  async function changed(tx: Tx, id: string): Promise<void> {
+    forget(id);
+    tx.afterCommit(() => forget(id));
+    await generations.bump(tx, 'installations');
+  }
+
+  async function install(tx: Tx, req: InstallRequest): Promise<Change & { token: string }> {
     const manifest = manifestFor(req.integration);
     const refused = installRefusal(req.integration, manifest, req.by, deps.organizations ?? []);
     if (refused) throw refused;
@@ -282,12 +345,9 @@ export function createInstallations(deps: InstallationsDeps) {
     const token = newInstallationToken();
     const at = now();
     const status: InstallationStatus = missing.length ? 'pending' : 'active';
-    db.prepare(
-      `INSERT INTO installations (id, integration, target, space_id, site_id, status, configuration, external_ids, token_hash, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(id, req.integration, target, req.space ?? null, req.site ?? null, status, JSON.stringify(configuration), JSON.stringify(req.externalIds ?? []), hashToken(token), at, at);
-    changed();
-    const installation = get(id)!;
+    await tx.run(q.insert, [id, req.integration, target, req.space ?? null, req.site ?? null, status, JSON.stringify(configuration), JSON.stringify(req.externalIds ?? []), hashToken(token), at, at]);
+    await changed(tx, id);
+    const installation = await requireIn(tx, id);
     return { installation, token, emit: setupEvents(installation) };
   }
 
@@ -296,8 +356,8 @@ export function createInstallations(deps: InstallationsDeps) {
    * validated against the manifest (nothing is stored on failure) and emits installation_setup.
    * `byCode`: the integration's own code writes it (an invocation's token).
    */
-  function configure(id: string, patch: Record<string, unknown>, opts: { byCode?: boolean } = {}): Change {
-    const current = require(id);
+  async function configure(tx: Tx, current: Installation, patch: Record<string, unknown>, opts: { byCode?: boolean } = {}): Promise<Change> {
+    const { id } = current;
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
     const manifest = manifestFor(current.integration);
     const edited: Record<string, unknown> = { ...current.configuration };
@@ -308,10 +368,9 @@ export function createInstallations(deps: InstallationsDeps) {
     const { configuration: next, problems, missing } = settle(manifest, current.target, current.integration, edited, { byCode: opts.byCode, changed: new Set(Object.keys(patch)) });
     if (problems.length) fail(problems);
     const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
-    db.prepare('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(next), status, now(), id);
-    forget(id);
-    changed();
-    const installation = get(id)!;
+    await tx.run(q.configure, [JSON.stringify(next), status, now(), id]);
+    await changed(tx, id);
+    const installation = await requireIn(tx, id);
     return { installation, emit: setupEvents(installation, { status: current.status, configuration: current.configuration }) };
   }
 
@@ -330,18 +389,17 @@ export function createInstallations(deps: InstallationsDeps) {
   }
 
   /** Replace the external ids an integration keeps on its installation (GitBook's externalIds). */
-  function setExternalIds(id: string, externalIds: string[]): Installation {
+  async function setExternalIds(tx: Tx, id: string, externalIds: string[]): Promise<Installation> {
     checkExternalIds(externalIds);
-    const current = require(id);
+    const current = await requireIn(tx, id);
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
-    db.prepare('UPDATE installations SET external_ids = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(externalIds), now(), id);
-    forget(id);
-    changed();
-    return get(id)!;
+    await tx.run(q.externalIds, [JSON.stringify(externalIds), now(), id]);
+    await changed(tx, id);
+    return requireIn(tx, id);
   }
 
-  function setStatus(id: string, to: 'paused' | 'resume' | 'uninstalled'): Installation {
-    const current = require(id);
+  async function setStatus(tx: Tx, id: string, to: 'paused' | 'resume' | 'uninstalled'): Promise<Installation> {
+    const current = await requireIn(tx, id);
     if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
     let status: InstallationStatus;
     if (to === 'resume') {
@@ -354,15 +412,14 @@ export function createInstallations(deps: InstallationsDeps) {
       status = 'paused';
     } else status = 'uninstalled';
     const at = now();
-    db.prepare('UPDATE installations SET status = ?, updated_at = ?, uninstalled_at = ? WHERE id = ?').run(status, at, status === 'uninstalled' ? at : null, id);
-    forget(id);
-    changed();
-    return get(id)!;
+    await tx.run(q.status, [status, at, status === 'uninstalled' ? at : null, id]);
+    await changed(tx, id);
+    return requireIn(tx, id);
   }
 
-  function resolveToken(token: string): Principal | undefined {
+  async function resolveToken(token: string): Promise<Principal | undefined> {
     if (token.startsWith(INSTALL_LINK_PREFIX)) {
-      const r = links.read(token);
+      const r = await links.read(token);
       if (r.ok) return { kind: 'link', integration: r.link.integration, linkId: r.link.id };
       // Authentic but expired or revoked: said as such. Anything else goes on to the admin-token
       // comparison, which counts it against the throttle like any wrong token.
@@ -379,9 +436,9 @@ export function createInstallations(deps: InstallationsDeps) {
     }
     let inst: Installation | undefined;
     const invId = readInvocationToken(tokenKey, token);
-    if (invId) inst = get(invId);
+    if (invId) inst = await find(invId);
     else if (token.startsWith('sy_inst_')) {
-      const r = byTokenHash.get(hashToken(token));
+      const r = await database.get(q.byTokenHash, [hashToken(token)]);
       inst = r ? fromRow(r) : undefined;
     }
     if (!inst || inst.status === 'uninstalled') return undefined;
@@ -390,113 +447,147 @@ export function createInstallations(deps: InstallationsDeps) {
   }
 
   /**
-   * Webhook installations subscribed to `type`, for event fan-out (read on every ingested event, so
-   * the list is kept in memory and dropped whenever an installation changes here). Active ones, and
-   * paused ones with a URL: their deliveries are stored held and wait for the resume.
+   * The installations not uninstalled, in memory: what ingest reads synchronously for every event
+   * (the webhook installations subscribed to its type, the active installations whose handlers it
+   * may be owed) and every attempt (a webhook's URL and scheme). Read at start; a step here sets its
+   * installation once it commits; another process's change reads them all again (fresh()).
    */
+  let live = new Map<string, Installation>();
+  /** What is derived from `live`, made again on the first use after it changed. */
+  let derived: { endpoints: WebhookEndpoint[]; byId: Map<string, WebhookEndpoint>; active: Installation[] } | undefined;
+  /** Moves with every installation set here: a reading of them all that began before it is read again. */
+  let liveEpoch = 0;
   type WebhookEndpoint = { installationId: string; url: string; types: string[]; scheme: SignatureScheme };
-  let subscriptionCache: { list: WebhookEndpoint[]; byId: Map<string, WebhookEndpoint> } | undefined;
-  function webhookEndpoints() {
-    freshen();
-    if (!subscriptionCache) {
-      const endpoints = [...list({ integration: WEBHOOK_INTEGRATION, status: 'active' }), ...list({ integration: WEBHOOK_INTEGRATION, status: 'paused' })]
-        .filter((i) => i.status === 'active' || typeof i.configuration.webhook_url === 'string')
-        .map((i) => ({
-          installationId: i.id,
-          url: String(i.configuration.webhook_url),
-          types: parseEventTypes(i.configuration.event_types),
-          scheme: schemeOf(i),
-        }));
-      subscriptionCache = { list: endpoints, byId: new Map(endpoints.map((e) => [e.installationId, e])) };
+  // Active ones, and paused ones with a URL: their deliveries are stored held and wait for the resume.
+  const webhookEndpointOf = (i: Installation): WebhookEndpoint | undefined =>
+    i.integration === WEBHOOK_INTEGRATION && (i.status === 'active' || (i.status === 'paused' && typeof i.configuration.webhook_url === 'string'))
+      ? { installationId: i.id, url: String(i.configuration.webhook_url), types: parseEventTypes(i.configuration.event_types), scheme: schemeOf(i) }
+      : undefined;
+  const byAge = (a: Installation, b: Installation) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  function derive() {
+    if (!derived) {
+      const all = [...live.values()].sort(byAge);
+      const active = all.filter((i) => i.status === 'active');
+      // Active ones first, then paused ones, each in the order they were made.
+      const endpoints = [...active, ...all.filter((i) => i.status === 'paused')].map(webhookEndpointOf).filter((e) => e !== undefined);
+      derived = { endpoints, byId: new Map(endpoints.map((e) => [e.installationId, e])), active };
     }
-    return subscriptionCache;
+    return derived;
   }
+  /** One installation as a committed step left it. */
+  function setLive(i: Installation): void {
+    liveEpoch++;
+    if (i.status === 'uninstalled') live.delete(i.id);
+    else live.set(i.id, i);
+    derived = undefined;
+  }
+  let reloading: Promise<void> | undefined;
+  function reloadLive(): Promise<void> {
+    return (reloading ??= (async () => {
+      for (;;) {
+        const at = liveEpoch;
+        const rows = await database.all(lists.live);
+        if (at !== liveEpoch) continue; // a step committed meanwhile: read again
+        live = new Map(rows.map((r) => [r.id, fromRow(r)]));
+        derived = undefined;
+        return;
+      }
+    })().finally(() => (reloading = undefined)));
+  }
+  await reloadLive();
+
+  /** The active installations, oldest first (synchronous: from memory; see fresh). */
+  function active(): Installation[] {
+    freshSoon();
+    return derive().active;
+  }
+
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
-    return webhookEndpoints()
-      .list.filter((s) => s.types.includes(type))
-      .map(({ installationId, url }) => ({ installationId, url }));
+    freshSoon();
+    return derive().endpoints.filter((s) => s.types.includes(type)).map(({ installationId, url }) => ({ installationId, url }));
   }
   /** A webhook installation's URL now, whatever event types it takes (a replay goes there). */
   function webhookUrl(installationId: string): string | undefined {
-    return webhookEndpoints().byId.get(installationId)?.url;
+    freshSoon();
+    return derive().byId.get(installationId)?.url;
   }
-  /**
-   * How a webhook installation signs now (read at every attempt: from memory for those that can be
-   * sent to; from its row for another, say a pending one whose secret is rotated: read without a
-   * lock, since an attempt may ask inside the worker's own transaction).
-   */
+  /** How a webhook installation signs now (read at every attempt, and when its secret is rotated: a pending one's too). */
   function webhookScheme(installationId: string): SignatureScheme {
-    const known = webhookEndpoints().byId.get(installationId);
-    if (known) return known.scheme;
-    const r = byId.get(installationId);
-    return r ? schemeOf(fromRow(r)) : signatureSchemeOf(undefined);
+    freshSoon();
+    const i = live.get(installationId);
+    return i ? schemeOf(i) : signatureSchemeOf(undefined);
   }
-  const changed = () => {
-    subscriptionCache = undefined;
-    generations.bump('installations');
-  };
 
   // The lifecycle: each step is one transaction that tells the modules following installations
   // (the webhooks' secrets and queue) inside it, and the others (the runtime's events) once it
   // has committed. Routes only parse, authorize, call a step and answer.
-  const inTransaction = new Set<ChangeListener>();
+  const inStep = new Set<ChangeListener>();
   const committed = createObservers<[InstallationChange]>(deps.log ?? createLogger(), 'installation change listener failed', (c) => ({ installation: c.installation.id, kind: c.kind }));
-  function tell(change: InstallationChange): { webhookSecret?: string } {
+  async function tell(tx: Tx, change: InstallationChange): Promise<{ webhookSecret?: string }> {
     const out: { webhookSecret?: string } = {};
-    for (const listener of inTransaction) Object.assign(out, listener(change) ?? {});
-    afterCommit(db, () => committed.notify(change));
+    for (const listener of inStep) Object.assign(out, (await listener(tx, change)) ?? {});
+    tx.afterCommit(() => {
+      setLive(change.installation);
+      committed.notify(change);
+    });
     return out;
   }
+  const step = <A extends unknown[], T>(fn: (tx: Tx, ...args: A) => Promise<T>) => (...args: A): Promise<T> => database.transaction((tx) => fn(tx, ...args));
+  const statusStep = (to: 'paused' | 'resume' | 'uninstalled', kind: 'paused' | 'resumed' | 'uninstalled') =>
+    step(async (tx, id: string): Promise<Installation> => {
+      const u = await setStatus(tx, id, to);
+      await tell(tx, { kind, installation: u, endpoint: endpointOf(u) });
+      return u;
+    });
   const lifecycle = {
     /** Install (with its webhook signing secret, for a webhook installation). */
-    install: db.transaction((req: InstallRequest): Change & { token: string; webhookSecret?: string } => {
-      const c = install(req);
-      const told = tell({ kind: 'installed', installation: c.installation, emit: c.emit, endpoint: endpointOf(c.installation), webhookSecret: req.webhookSecret });
+    install: step(async (tx, req: InstallRequest): Promise<Change & { token: string; webhookSecret?: string }> => {
+      const c = await install(tx, req);
+      const told = await tell(tx, { kind: 'installed', installation: c.installation, emit: c.emit, endpoint: endpointOf(c.installation), webhookSecret: req.webhookSecret });
       return { ...c, ...(told.webhookSecret ? { webhookSecret: told.webhookSecret } : {}) };
     }),
     /** A configuration edit (and the externalIds, when given): queued deliveries follow the webhook URL. */
-    configure: db.transaction((id: string, patch: Record<string, unknown>, opts: { byCode?: boolean; externalIds?: string[] } = {}): Change => {
+    configure: step(async (tx, id: string, patch: Record<string, unknown>, opts: { byCode?: boolean; externalIds?: string[] } = {}): Promise<Change> => {
       if (opts.externalIds) checkExternalIds(opts.externalIds);
-      const previous = require(id);
-      const c = configure(id, patch, opts);
-      if (opts.externalIds) c.installation = setExternalIds(id, opts.externalIds);
+      const previous = await requireIn(tx, id);
+      const c = await configure(tx, previous, patch, opts);
+      if (opts.externalIds) c.installation = await setExternalIds(tx, id, opts.externalIds);
       const endpoint = endpointOf(c.installation);
-      tell({ kind: 'configured', installation: c.installation, previous, emit: c.emit, endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous), previousScheme: schemeOf(previous) } });
+      await tell(tx, { kind: 'configured', installation: c.installation, previous, emit: c.emit, endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous), previousScheme: schemeOf(previous) } });
       return c;
     }),
-    pause: db.transaction((id: string): Installation => {
-      const u = setStatus(id, 'paused');
-      tell({ kind: 'paused', installation: u, endpoint: endpointOf(u) });
-      return u;
-    }),
-    resume: db.transaction((id: string): Installation => {
-      const u = setStatus(id, 'resume');
-      tell({ kind: 'resumed', installation: u, endpoint: endpointOf(u) });
-      return u;
-    }),
-    uninstall: db.transaction((id: string): Installation => {
-      const u = setStatus(id, 'uninstalled');
-      tell({ kind: 'uninstalled', installation: u, endpoint: endpointOf(u) });
-      return u;
-    }),
+    pause: statusStep('paused', 'paused'),
+    resume: statusStep('resume', 'resumed'),
+    uninstall: statusStep('uninstalled', 'uninstalled'),
   };
 
+  // Follow the lifecycle: told each step inside its transaction (see ChangeListener), or with
+  // `{ afterCommit: true }` once the step has committed (a listener that throws then is logged).
+  function onChange(listener: ChangeListener): () => void;
+  function onChange(listener: CommittedListener, opts: { afterCommit: true }): () => void;
+  function onChange(listener: ChangeListener | CommittedListener, opts: { afterCommit?: boolean } = {}): () => void {
+    if (opts.afterCommit) return committed.add((c) => void (listener as CommittedListener)(c));
+    inStep.add(listener as ChangeListener);
+    return () => void inStep.delete(listener as ChangeListener);
+  }
+
   return {
-    get,
+    find,
+    cached,
     require,
     list,
+    /** Let what answers from memory (cached, the webhook endpoints) see other processes' changes now. */
+    fresh,
     ...lifecycle,
-    setExternalIds,
-    /**
-     * Follow the lifecycle: `listener` is told each step inside its transaction (see
-     * ChangeListener); with `{ afterCommit: true }`, once the step has committed (a listener that
-     * throws then is logged). Returns what removes it.
-     */
-    onChange(listener: ChangeListener, opts: { afterCommit?: boolean } = {}): () => void {
-      if (opts.afterCommit) return committed.add((c) => void listener(c));
-      inTransaction.add(listener);
-      return () => void inTransaction.delete(listener);
-    },
+    active,
+    /** Replace the external ids alone (the integration's own API call). */
+    setExternalIds: step(async (tx, id: string, externalIds: string[]) => {
+      const i = await setExternalIds(tx, id, externalIds);
+      tx.afterCommit(() => setLive(i));
+      return i;
+    }),
+    /** Returns what removes the listener. */
+    onChange,
     resolveToken,
     /** Install links: mint, read and revoke (links.ts). */
     links,
@@ -545,18 +636,17 @@ export function createInstallations(deps: InstallationsDeps) {
       return secret;
     },
     /** Mint a new long-lived token (the old one stops working). */
-    rotateToken(id: string): string {
-      require(id);
+    rotateToken: step(async (tx, id: string): Promise<string> => {
+      await requireIn(tx, id);
       const token = newInstallationToken();
-      db.prepare('UPDATE installations SET token_hash = ?, updated_at = ? WHERE id = ?').run(hashToken(token), now(), id);
-      forget(id);
-      generations.bump('installations');
+      await tx.run(q.token, [hashToken(token), now(), id]);
+      await changed(tx, id);
       return token;
-    },
+    }),
   };
 }
 
-export type Installations = ReturnType<typeof createInstallations>;
+export type Installations = Awaited<ReturnType<typeof createInstallations>>;
 
 /**
  * The manifest section an installation's configuration is checked against (sectionFor in

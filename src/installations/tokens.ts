@@ -7,20 +7,27 @@
  * short-lived too, signed with a key of its own, naming an integration instead of an installation.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import type { Db } from '../store/index.ts';
 import { safeEqual } from '../http/auth.ts';
+import { statement, type Queries } from '../store/contract.ts';
 
 export function newInstallationToken(): string {
   return `sy_inst_${randomBytes(24).toString('base64url')}`;
 }
 
-/** A named 32-byte server key, created on first use and kept in the database. */
-export function signingKey(db: Db, name: string): Buffer {
-  const row = db.prepare<[string], { key: Buffer }>('SELECT key FROM signing_keys WHERE name = ?').get(name);
-  if (row) return row.key;
-  const key = randomBytes(32);
-  db.prepare('INSERT OR IGNORE INTO signing_keys (name, key, created_at) VALUES (?, ?, ?)').run(name, key, new Date().toISOString());
-  return db.prepare<[string], { key: Buffer }>('SELECT key FROM signing_keys WHERE name = ?').get(name)!.key;
+const q = {
+  key: statement<{ key: Buffer }>('SELECT key FROM signing_keys WHERE name = ?'),
+  insert: statement('INSERT OR IGNORE INTO signing_keys (name, key, created_at) VALUES (?, ?, ?)'),
+};
+
+/**
+ * A named 32-byte server key, created on first use and kept in the database (read once, at start,
+ * by those that use it: the first of several processes or nodes to insert it gives it to all).
+ */
+export async function signingKey(db: Queries, name: string): Promise<Buffer> {
+  const row = await db.get(q.key, [name]);
+  if (row) return Buffer.from(row.key);
+  await db.run(q.insert, [name, randomBytes(32), new Date().toISOString()]);
+  return Buffer.from((await db.get(q.key, [name]))!.key);
 }
 
 /** `<prefix><base64url(subject.expiry)>.<HMAC>`: a subject (installation id, integration name) until an expiry. */

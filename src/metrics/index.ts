@@ -145,7 +145,7 @@ export function metricsRoutes(app: H3, services: ServicesWith<'metrics'>): void 
     const token = scrapeToken ? bearerToken(event.req.headers.get('authorization')) : undefined;
     const throttle = services.authThrottle;
     if (token) throttle?.check(clientAddress(event.req, services.config.server.trust_proxy));
-    if (!(token && safeEqual(token, scrapeToken)) && authenticate(event.req, services).kind !== 'admin')
+    if (!(token && safeEqual(token, scrapeToken)) && (await authenticate(event.req, services)).kind !== 'admin')
       throw new SwitchyardError('forbidden', 'GET /metrics needs the admin token or metrics.token', {
         hint: 'scrape with Authorization: Bearer <metrics.token from config.yaml>',
       });

@@ -49,8 +49,8 @@ declare module '../server/services.ts' {
 export const oauthModule = defineModule({
   name: 'oauth',
   provides: ['oauthStates', 'oauthRefreshClaims'],
-  start(services) {
-    services.oauthStates = createStateStore(services.store.db, services.store.database);
+  async start(services) {
+    services.oauthStates = await createStateStore(services.store.database);
     services.oauthRefreshClaims = createRefreshClaims(services.store.database);
   },
   routes(app, services) {
@@ -86,7 +86,7 @@ export const oauthModule = defineModule({
       // integration's callback with no installation: then a state of any of its installations.
       const p = principalOf(event.req);
       const caller =
-        p.kind === 'integration' ? (id: string) => services.installations?.get(id)?.integration === p.integration : installationOf(event.req);
+        p.kind === 'integration' ? async (id: string) => (await services.installations?.find(id))?.integration === p.integration : installationOf(event.req);
       const body = await readJson<{ state?: unknown }>(event.req, 16 * 1024);
       if (typeof body.state !== 'string') throw new SwitchyardError('bad_request', '"state" is required', { where: 'state' });
       const r = await states().consume(body.state, caller);

@@ -11,7 +11,6 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { safeEqual } from '../http/auth.ts';
 import { signingKey } from '../installations/tokens.ts';
-import type { Db } from '../store/index.ts';
 import { statement, type Database } from '../store/contract.ts';
 
 export const STATE_TTL_MS = 10 * 60_000;
@@ -32,9 +31,9 @@ const q = {
   purge: statement('DELETE FROM oauth_states WHERE expires_at < ?'),
 };
 
-/** `db` (the synchronous connection) only for the signing key, read once at start. */
-export function createStateStore(db: Db, database: Database, now: () => number = Date.now) {
-  const key = signingKey(db, 'oauth-state');
+/** The states of this server (reads its signing key: awaited at start). */
+export async function createStateStore(database: Database, now: () => number = Date.now) {
+  const key = await signingKey(database, 'oauth-state');
   const sign = (payload: string) => createHmac('sha256', key).update(payload).digest('base64url');
   // Burn a nonce and take its verifier, atomically: a second consume finds nothing.
   const use = (nonce: string, at: number) =>
@@ -73,7 +72,7 @@ export function createStateStore(db: Db, database: Database, now: () => number =
      * one only), or, for an integration-wide caller, a test of the installation the state names
      * (one of its own integration).
      */
-    async consume(state: string, caller: string | ((installationId: string) => boolean)): Promise<ConsumeResult> {
+    async consume(state: string, caller: string | ((installationId: string) => boolean | Promise<boolean>)): Promise<ConsumeResult> {
       const parts = typeof state === 'string' ? state.split('.') : [];
       const [payload, mac] = parts;
       if (parts.length !== 2 || !payload || !mac) return { ok: false, reason: 'malformed' };
@@ -84,7 +83,7 @@ export function createStateStore(db: Db, database: Database, now: () => number =
       } catch {
         return { ok: false, reason: 'malformed' };
       }
-      if (typeof body.i !== 'string' || !(typeof caller === 'string' ? body.i === caller : caller(body.i))) return { ok: false, reason: 'wrong_installation' };
+      if (typeof body.i !== 'string' || !(typeof caller === 'string' ? body.i === caller : await caller(body.i))) return { ok: false, reason: 'wrong_installation' };
       if (body.e < now()) return { ok: false, reason: 'expired' };
       const used = await use(body.n, now());
       if (!used) return { ok: false, reason: 'reused' };
@@ -93,4 +92,4 @@ export function createStateStore(db: Db, database: Database, now: () => number =
   };
 }
 
-export type StateStore = ReturnType<typeof createStateStore>;
+export type StateStore = Awaited<ReturnType<typeof createStateStore>>;

@@ -76,13 +76,13 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   resolveAdminToken(config, true); // made once here, before N processes race to create it
   mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
   const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  const runs = createHandlerRuns(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
+  const runs = createHandlerRuns(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
   // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
   /** Another node took this node's id (its lock was lost with a database restart): nothing more is done as this id. */
   let idTaken = false;
   let nodeId: NodeIdClaim;
   try {
-    nodeId = await claimNodeId(store.db, config.data_dir, {
+    nodeId = await claimNodeId(store, config.data_dir, {
       log,
       onLost(e) {
         idTaken = true;
@@ -96,8 +96,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     tls?.close();
     throw e;
   }
-  const interrupted = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), leftoverLeases(store.db)));
-  runs.releaseOwnedBy(leftoverLeases(store.db));
+  const interrupted = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), leftoverLeases(store)));
+  await runs.releaseOwnedBy(leftoverLeases(store));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
   const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0, loaded: false }));
@@ -235,7 +235,12 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     try {
       if (!idTaken) {
         released = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), processLeases(pid)));
-        released += runs.releaseOwnedBy(processLeases(pid));
+        void runs.releaseOwnedBy(processLeases(pid)).then(
+          (n) => {
+            if (n && !released) broadcast({ t: 'due' });
+          },
+          (e) => log.error('could not give back the handler run leases of a dead serving process; they run out instead', { error: e as Error }),
+        );
       }
     } catch (e) {
       log.error('could not give back the leases of a dead serving process; they run out instead', { error: e as Error });

@@ -151,7 +151,7 @@ export const registryModule = defineModule({
     const link = services.processes;
     if (link) void registry.whenReady().then((ready) => ready && link.loaded());
     // On PostgreSQL, other nodes may serve other versions of the same integrations: said in /healthz.
-    const peers = services.store.engine === 'postgres' ? watchPeers(services.store.database, registry, useNodeId(services.config.data_dir), services.log.child({ module: 'registry' })) : undefined;
+    const peers = services.store.shared ? watchPeers(services.store.database, registry, useNodeId(services.config.data_dir), services.log.child({ module: 'registry' })) : undefined;
     if (peers) services.peers = peers.view;
     return () => {
       peers?.stop();

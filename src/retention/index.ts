@@ -10,10 +10,10 @@ import { CRON_HINT } from '../config/index.ts';
 import { requireAdmin } from '../http/app.ts';
 import { defineModule, type Services, type ServicesWith } from '../server/services.ts';
 import { createRetention, type Purger, type Retention } from './retention.ts';
-import { tryStoreWideLock } from '../store/postgres/db.ts';
+import { tryStoreWideLock, type StoreWideLock } from '../store/lock.ts';
 
-/** The advisory lock of the scheduled retention run on a PostgreSQL store (any constant the nodes share). */
-const RETENTION_LOCK = 0x72657465;
+/** The store-wide lock of the scheduled retention run (the nodes on one PostgreSQL store share it). */
+const RETENTION_LOCK = 'retention';
 
 declare module '../server/services.ts' {
   interface Capabilities {
@@ -88,25 +88,29 @@ export const retentionModule = defineModule({
       settings: () => services.config.retention,
       log,
       stopping: () => services.closing,
-      // SQLite only: PostgreSQL's own checkpointer and autovacuum do this job.
-      checkpoint: services.store.engine === 'sqlite' ? () => services.store.db.pragma('wal_checkpoint(PASSIVE)') : undefined,
+      checkpoint: () => services.store.checkpointPassive(),
     });
     services.retention = retention;
     // Every serving process knows the schedule (GET /api/v1/retention answers it); the first one runs it.
     // On PostgreSQL the first process of every node gets here: one of them runs it, the others skip.
     const job = schedule(services.config.retention.schedule, () => {
       if (services.processes?.index) return;
-      let release: (() => void) | undefined;
-      try {
-        release = tryStoreWideLock(services.store.db, RETENTION_LOCK);
-      } catch (e) {
-        return log.error('retention run failed', { error: e as Error });
-      }
-      if (!release) return log.debug('retention: another node is running it');
-      retention
-        .run()
-        .catch((e: Error) => log.error('retention run failed', { error: e }))
-        .finally(release);
+      void (async () => {
+        let lock: StoreWideLock | undefined;
+        try {
+          lock = await tryStoreWideLock(services.store.database, RETENTION_LOCK);
+        } catch (e) {
+          return log.error('retention run failed', { error: e as Error });
+        }
+        if (!lock) return log.debug('retention: another node is running it');
+        try {
+          await retention.run();
+        } catch (e) {
+          log.error('retention run failed', { error: e as Error });
+        } finally {
+          await lock.release();
+        }
+      })();
     });
     services.retentionCron = job;
     return () => job.stop();

@@ -60,7 +60,7 @@ export interface RetentionDeps {
    * batch freed are written back a little at a time; otherwise every ~1000 pages one batch pays
    * for a whole automatic checkpoint (measured: worst batch ~50 ms instead of ~10 ms).
    */
-  checkpoint?: () => void;
+  checkpoint?: () => void | Promise<void>;
   /** Checked between batches: stop early when it turns true. */
   stopping?: () => boolean;
 }
@@ -109,7 +109,7 @@ export function createRetention(deps: RetentionDeps): Retention {
         }
         const b0 = performance.now();
         const n = await p.purge(p.keep === 'keep_failed' ? failedCutoff : cutoff, batch_size);
-        if (n) deps.checkpoint?.();
+        if (n) await deps.checkpoint?.();
         report.longestBatchMs = Math.max(report.longestBatchMs, performance.now() - b0);
         report.batches++;
         report[p.name] += n;

@@ -49,7 +49,7 @@ export const runtimeModule = defineModule({
       services.log.warn('the exports cache cannot be used', { error: e.message }),
     );
     const runtime = createRuntime({
-      db: services.store.db,
+      database: services.store.database,
       log: services.log,
       publicUrl: () => services.config.publicUrl,
       registry,
@@ -67,7 +67,7 @@ export const runtimeModule = defineModule({
       exportsCache,
     });
     services.runtime = runtime;
-    services.invocations = createInvocations(services.store.db);
+    services.invocations = createInvocations(services.store.database);
     services.onSandboxLog = (e) => runtime.appendLateLog(e.requestId, e.line);
     // The installation's lifecycle events (installation_setup and the like) once the step has
     // committed: recorded per installation, never blocking the step's caller.
@@ -108,13 +108,13 @@ export const runtimeModule = defineModule({
         if (!integrations.size && !starting) return [];
         const only = typeof event.installationId === 'string' && event.installationId ? event.installationId : undefined;
         return installations
-          .list({ status: 'active' })
+          .active()
           .filter((i) => (integrations.has(i.integration) || (starting && i.integration !== WEBHOOK_INTEGRATION && !registry.get(i.integration))) && (only === undefined ? concerns(i, event) : i.id === only))
           .map((i) => ({ installationId: i.id, integration: i.integration }));
       },
       /** Run one installation's handler; outcomes are recorded as invocations carrying the eventId. */
       async run(installationId, event): Promise<RunOutcome> {
-        const installation = installations.get(installationId);
+        const installation = await installations.find(installationId);
         if (!installation || installation.status === 'uninstalled') return { kind: 'gone', reason: `installation ${installationId} was uninstalled` };
         const r = await runtime.emit(installation, event);
         if (r.skipped) return { kind: 'skip', reason: r.skipped };
@@ -148,9 +148,9 @@ export const runtimeModule = defineModule({
       stops.push(() => (clearTimeout(first), clearInterval(every)));
     }
     // Records answered but not yet committed are written before the database closes.
-    return () => {
+    return async () => {
       for (const stop of stops) stop();
-      runtime.flush();
+      await runtime.flush();
     };
   },
   routes(app, services) {

@@ -4,7 +4,7 @@
  * purged by retention. The runtime writes the rows (records.ts); this file only reads and purges.
  * Cursors are SQLite rowids, which only grow (retention never deletes the newest row).
  */
-import type { Db } from '../store/index.ts';
+import { statement, type Queries, type Statement } from '../store/contract.ts';
 import type { InvocationView } from './invocation-view.ts';
 
 export type { InvocationView } from './invocation-view.ts';
@@ -95,64 +95,70 @@ export type Invocations = ReturnType<typeof createInvocations>;
 // Records the runtime has answered but not yet committed (see RECORD_DELAY_MS in records.ts) are
 // committed before any read of the same database, so a request's invocation can be read back as
 // soon as its answer arrived.
-const flushers = new WeakMap<object, () => void>();
-export function beforeInvocationsRead(db: Db, flush: () => void): void {
-  flushers.set(db, flush);
+const flushers = new WeakMap<object, () => Promise<void>>();
+export function beforeInvocationsRead(database: Queries, flush: () => Promise<void>): void {
+  flushers.set(database, flush);
+}
+
+const q = {
+  byId: statement<Row>(`SELECT ${COLUMNS} FROM invocations WHERE id = ?`),
+  last: statement<{ n: number | null }>('SELECT MAX(rowid) AS n FROM invocations'),
+  purge: statement(
+    `DELETE FROM invocations WHERE rowid IN (
+       SELECT rowid FROM invocations WHERE created_at < @before AND rowid < (SELECT MAX(rowid) FROM invocations) LIMIT @limit)`,
+  ),
+};
+
+/** The page and feed reads, one statement per combination of filters (a handful), declared on first use. */
+const shapes = new Map<string, Statement<Row>>();
+function shaped(sql: string): Statement<Row> {
+  let s = shapes.get(sql);
+  if (!s) shapes.set(sql, (s = statement<Row>(sql)));
+  return s;
 }
 
 /** Works on a read-only connection too (the CLI's --offline): only `purgeBefore` writes. */
-export function createInvocations(db: Db) {
-  const pending = () => flushers.get(db)?.();
-  const q = {
-    byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM invocations WHERE id = ?`),
-    last: db.prepare<[], { n: number | null }>('SELECT MAX(rowid) AS n FROM invocations'),
-    purge: db.prepare<{ before: string; limit: number }>(
-      `DELETE FROM invocations WHERE rowid IN (
-         SELECT rowid FROM invocations WHERE created_at < @before AND rowid < (SELECT MAX(rowid) FROM invocations) LIMIT @limit)`,
-    ),
-  };
+export function createInvocations(database: Queries) {
+  const pending = async () => flushers.get(database)?.();
 
   return {
     /** Newest first, `limit` (1-500, default 50) at a time; `nextCursor` pages on. */
-    list(f: InvocationFilter = {}): { invocations: InvocationView[]; nextCursor: string | null } {
-      pending();
+    async list(f: InvocationFilter = {}): Promise<{ invocations: InvocationView[]; nextCursor: string | null }> {
+      await pending();
       const params: Record<string, unknown> = {};
       const w = where(f, params);
       if (f.cursor) (w.push('rowid < @cursor'), (params.cursor = Number(f.cursor)));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
-      const rows = db
-        .prepare<Record<string, unknown>, Row>(`SELECT ${COLUMNS} FROM invocations ${w.length ? `WHERE ${w.join(' AND ')}` : ''} ORDER BY rowid DESC LIMIT ${limit}`)
-        .all(params);
+      params.limit = limit;
+      const rows = await database.all(shaped(`SELECT ${COLUMNS} FROM invocations ${w.length ? `WHERE ${w.join(' AND ')}` : ''} ORDER BY rowid DESC LIMIT @limit`), params);
       return { invocations: rows.map(invocationView), nextCursor: rows.length === limit ? String(rows[rows.length - 1].cursor) : null };
     },
 
     /** Oldest first, after `cursor`: the live feed's read (nothing recorded after the cursor is skipped). */
-    after(cursor: number, limit: number, f: Omit<InvocationFilter, 'limit' | 'cursor'> = {}): InvocationView[] {
-      pending();
-      const params: Record<string, unknown> = { after: cursor };
+    async after(cursor: number, limit: number, f: Omit<InvocationFilter, 'limit' | 'cursor'> = {}): Promise<InvocationView[]> {
+      await pending();
+      const params: Record<string, unknown> = { after: cursor, limit: Math.max(1, limit) };
       const w = ['rowid > @after', ...where(f, params)];
-      return db
-        .prepare<Record<string, unknown>, Row>(`SELECT ${COLUMNS} FROM invocations WHERE ${w.join(' AND ')} ORDER BY rowid LIMIT ${Math.max(1, limit)}`)
-        .all(params)
-        .map(invocationView);
+      const rows = await database.all(shaped(`SELECT ${COLUMNS} FROM invocations WHERE ${w.join(' AND ')} ORDER BY rowid LIMIT @limit`), params);
+      return rows.map(invocationView);
     },
 
-    get(requestId: string): InvocationView | undefined {
-      pending();
-      const r = q.byId.get(requestId);
+    async get(requestId: string): Promise<InvocationView | undefined> {
+      await pending();
+      const r = await database.get(q.byId, [requestId]);
       return r && invocationView(r);
     },
 
     /** The newest invocation's cursor (0 when none): where a live feed starts. */
-    lastCursor(): number {
-      pending();
-      return q.last.get()?.n ?? 0;
+    async lastCursor(): Promise<number> {
+      await pending();
+      return Number((await database.get(q.last))?.n ?? 0);
     },
 
     /** Retention: delete up to `limit` invocations recorded before `before` (the newest row always stays). */
-    purgeBefore(before: number, limit: number): number {
-      pending();
-      return q.purge.run({ before: new Date(before).toISOString(), limit }).changes;
+    async purgeBefore(before: number, limit: number): Promise<number> {
+      await pending();
+      return (await database.run(q.purge, { before: new Date(before).toISOString(), limit })).changes;
     },
   };
 }

@@ -38,9 +38,9 @@ export function logRoutes(app: H3, services: ServicesWith<'invocations'>): void 
       response: invocationSchema,
       responses: { '404': { description: 'no such invocation' } },
     },
-    ({ params }) => {
+    async ({ params }) => {
       const id = params.requestId;
-      const found = invocations().get(id);
+      const found = await invocations().get(id);
       if (!found) throw new SwitchyardError('not_found', `no invocation ${id}`, { hint: 'request ids are in the x-request-id header of each answer and in `switchyard logs`' });
       return found;
     },

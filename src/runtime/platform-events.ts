@@ -50,7 +50,7 @@ export function createPlatformEvents(
       installationId: string,
       input: { componentId: string; props?: unknown; state?: unknown; action?: unknown; context?: unknown },
     ): Promise<Response> {
-      const installation = deps.installations.require(installationId);
+      const installation = await deps.installations.require(installationId);
       runnable(installation);
       const integration = await loaded(installation.integration);
       const envelope: Envelope = {
@@ -84,7 +84,7 @@ export function createPlatformEvents(
       if (!scopesAllow(integration.manifest.scopes as string[], event.type)) return { skipped: 'scope' };
       const exp = await exportsOf(integration);
       if (!exp.events.includes(event.type)) return { skipped: 'no handler' };
-      const current = deps.installations.get(installation.id) ?? installation;
+      const current = (await deps.installations.find(installation.id)) ?? installation;
       const { id, result } = await invoke({
         integration,
         installation: current,

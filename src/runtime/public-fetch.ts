@@ -51,7 +51,7 @@ export function createPublicFetch(
   return {
     /** A public-endpoint request: any method and sub-path, handed to the integration's fetch. */
     async fetchPublic(integrationName: string, installationId: string, req: Request, body: Uint8Array): Promise<Response> {
-      const installation = deps.installations.get(installationId);
+      const installation = await deps.installations.find(installationId);
       if (!installation || installation.integration !== integrationName)
         throw new SwitchyardError('not_found', `no installation ${installationId} of integration "${integrationName}"`);
       runnable(installation);

@@ -4,13 +4,14 @@
  * Group commit. A caller that waits for its record (events, renders, the runtime endpoint) has it
  * committed at the end of this event-loop turn with whatever else is pending; a public-endpoint
  * answer goes out at once and its record joins the next commit, at most RECORD_DELAY_MS later
- * (under load, one commit per tens of requests instead of one per few). Readers of invocations
- * flush first (see beforeInvocationsRead), so what was answered can always be read back; a crash
- * can lose the records of the last few milliseconds, never an event or a delivery.
+ * (under load, one commit per tens of requests instead of one per few). A commit is one statement
+ * whatever the number of records (the rows go as one JSON array). Readers of invocations flush
+ * first (see beforeInvocationsRead), so what was answered can always be read back; a crash can lose
+ * the records of the last few milliseconds, never an event or a delivery.
  */
 import type { Logger } from '../log/index.ts';
-import type { Db } from '../store/index.ts';
-import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
+import { LOCK_BUSY, statement, type Database, type Tx } from '../store/contract.ts';
+import { storageCode } from '../store/health.ts';
 import { batchPerTurn } from '../lib/batch.ts';
 import { createObservers } from '../lib/observers.ts';
 import { beforeInvocationsRead } from './invocations.ts';
@@ -20,36 +21,51 @@ import type { InvocationNotice } from './service-deps.ts';
 const RECORD_DELAY_MS = 10;
 const RECORD_BATCH = 256;
 
-export function createInvocationRecords(db: Db, log: Logger) {
-  const insert = db.prepare(
-    `INSERT INTO invocations (id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, error_limit, logs, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
+const COLUMNS = 'id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, error_limit, logs, created_at';
+
+const q = {
+  /** A turn's records: one JSON array of rows, each an array in COLUMNS' order. */
+  insertAll: statement({
+    sqlite: `INSERT INTO invocations (${COLUMNS})
+     SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7,
+            value ->> 8, value ->> 9, value ->> 10, value ->> 11, value ->> 12, value ->> 13
+     FROM json_each(?) ORDER BY key`,
+    postgres: `INSERT INTO invocations (${COLUMNS})
+     SELECT r ->> 0, r ->> 1, r ->> 2, r ->> 3, r ->> 4, CAST(r ->> 5 AS integer), CAST(r ->> 6 AS double precision), CAST(r ->> 7 AS double precision),
+            r ->> 8, r ->> 9, r ->> 10, r ->> 11, r ->> 12, r ->> 13
+     FROM json_array_elements(CAST(? AS json)) WITH ORDINALITY AS rows (r, n) ORDER BY n`,
+  }),
+  insert: statement(`INSERT INTO invocations (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+};
+
+export function createInvocationRecords(database: Database, log: Logger) {
   type Pending = { row: unknown[]; notice: InvocationNotice; done?: () => void };
-  const records = batchPerTurn<Pending>(writeRecords);
-  const insertAll = db.transaction((rows: unknown[][]) => {
-    for (const row of rows) insert.run(...row);
-  });
-  const patience = lockPatience(db);
+  const records = batchPerTurn<Pending>((batch, scheduled) => void track(writeRecords(batch, scheduled)));
+  /** Commits under way: a reader's flush waits for them too. */
+  const writing = new Set<Promise<void>>();
+  const track = (p: Promise<void>) => {
+    writing.add(p);
+    void p.finally(() => writing.delete(p));
+  };
+
   /**
    * A scheduled flush (a turn's or RECORD_DELAY_MS's) is patient: while another serving process
-   * holds the write lock, the records wait a turn rather than the thread sleeping (see
-   * store/patience.ts). A reader's flush and the last ones at close write at once, waiting for the
-   * lock if they must.
+   * holds SQLite's write lock, the records wait a turn (see store/patience.ts). A reader's flush and
+   * the last ones at close wait for the lock if they must (on timers: the event loop keeps serving).
    */
-  function writeRecords(batch: Pending[], scheduled: boolean): void {
+  async function writeRecords(batch: Pending[], scheduled: boolean): Promise<void> {
+    const rows = JSON.stringify(batch.map((p) => p.row));
+    const write = async (tx: Tx) => void (await tx.run(q.insertAll, [rows]));
     try {
-      const rows = batch.map((p) => p.row);
-      if (!scheduled || closing) insertAll(rows);
-      else if (patience.run(() => insertAll(rows)) === LOCK_BUSY) return records.putBack(batch);
-    } catch {
-      // One bad row must not lose the others: record them one by one.
-      for (const p of batch) {
-        try {
-          insert.run(...p.row);
-        } catch (e) {
-          log.error('recording an invocation failed', { request_id: p.row[0] as string, error: e as Error });
-        }
+      if (!scheduled || closing) await database.transaction(write);
+      else if ((await database.transactionUnlessBusy(write)) === LOCK_BUSY) return records.putBack(batch);
+    } catch (e) {
+      if (storageCode(e)) {
+        // The store failed, not a row (away, full, read-only): trying each row would only wait for it again.
+        log.error('recording invocations failed', { count: batch.length, error: e as Error });
+      } else {
+        // One bad row must not lose the others: record them one by one.
+        await oneByOne(batch);
       }
     }
     for (const p of batch) {
@@ -57,16 +73,34 @@ export function createInvocationRecords(db: Db, log: Logger) {
       p.done?.();
     }
   }
-  const flushRecords = () => records.flush();
-  beforeInvocationsRead(db, flushRecords);
-  /** Queue one record; with `wait`, a promise of its commit (none while closing: it is written at once). */
+  async function oneByOne(batch: Pending[]): Promise<void> {
+    for (const p of batch) {
+      try {
+        await database.run(q.insert, p.row);
+      } catch (e) {
+        log.error('recording an invocation failed', { request_id: p.row[0] as string, error: e as Error });
+      }
+    }
+  }
+  /** Commit what is pending now: resolves once it (and every commit under way) is in the store. */
+  async function flushRecords(): Promise<void> {
+    // This flush writes without giving back; a scheduled one under way may give its batch back
+    // (a busy lock), which the second round then writes.
+    for (let round = 0; round < 2; round++) {
+      records.flush();
+      await Promise.all(writing);
+    }
+  }
+  beforeInvocationsRead(database, flushRecords);
+  /** Queue one record; with `wait`, a promise of its commit. */
   function record(row: unknown[], notice: InvocationNotice, wait: boolean): Promise<void> | undefined {
     const p: Pending = { row, notice };
+    const committed = wait ? new Promise<void>((done) => (p.done = done)) : undefined;
     records.add(p);
-    if (closing) flushRecords(); // shutting down: the database closes soon
+    if (closing) void flushRecords(); // shutting down: the database closes soon
     else if (wait || records.size >= RECORD_BATCH) records.soon();
     else records.within(RECORD_DELAY_MS);
-    if (wait && !closing) return new Promise((done) => (p.done = done));
+    return committed;
   }
   let closing = false;
   const observers = createObservers<[InvocationNotice]>(log, 'invocation observer failed');
@@ -74,15 +108,14 @@ export function createInvocationRecords(db: Db, log: Logger) {
 
   return {
     record,
-    /** Commit what is pending now. */
     flushRecords,
     notify,
     /** Observe each notice; returns the unsubscribe function. */
     observe: observers.add,
     /** Shutdown: commit the records still pending, and from now on each one as it comes. */
-    close(): void {
+    close(): Promise<void> {
       closing = true;
-      flushRecords();
+      return flushRecords();
     },
   };
 }

@@ -29,7 +29,7 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
       throw new SwitchyardError('bad_request', `unknown runtime API version "${version}"; versions: ${RUNTIME_VERSIONS.join(', ')}`, {
         hint: `POST /v1/integrations/${name}`,
       });
-    const principal = authenticate(event.req, services);
+    const principal = await authenticate(event.req, services);
     // Named kinds only (fail closed): the admin, or an installation of this integration.
     if (principal.kind !== 'admin' && principal.kind !== 'installation')
       throw new SwitchyardError('forbidden', `${principal.kind === 'link' ? 'an install link' : 'an integration token'} cannot post envelopes; use the admin token or an installation token`);
@@ -53,9 +53,9 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
           where: 'environment.installation.id',
           hint: "name the token's own installation, or leave environment.installation out",
         });
-      installation = services.installations.require(principal.installationId);
+      installation = await services.installations.require(principal.installationId);
     } else if (chosen !== undefined) {
-      installation = services.installations.get(chosen);
+      installation = await services.installations.find(chosen);
       if (!installation || installation.integration !== name)
         throw new SwitchyardError('not_found', `integration "${name}" has no installation ${chosen}`, {
           where: 'environment.installation.id',

@@ -6,12 +6,12 @@ import type { Logger } from '../log/index.ts';
 import type { Installations } from '../installations/index.ts';
 import type { Registry } from '../registry/index.ts';
 import type { InvocationResult, LogLine, Sandbox } from '../sandbox/index.ts';
-import type { Db } from '../store/index.ts';
+import type { Database } from '../store/contract.ts';
 import type { DropReason, LogBudgetOptions } from './log-budget.ts';
 import type { ExportsCache } from './exports-cache.ts';
 
 export interface RuntimeDeps {
-  db: Db;
+  database: Database;
   log: Logger;
   publicUrl: () => string;
   registry: Registry;

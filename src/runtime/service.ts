@@ -26,9 +26,9 @@ export { newRequestId } from './invoke.ts';
 export { toResponse } from './public-fetch.ts';
 
 export function createRuntime(deps: RuntimeDeps) {
-  const records = createInvocationRecords(deps.db, deps.log);
+  const records = createInvocationRecords(deps.database, deps.log);
   const output = createOutputPolicy(deps);
-  const lateLogs = createLateLogs(deps.db, deps, output, records);
+  const lateLogs = createLateLogs(deps.database, deps, output, records);
   const invoke = createInvoke(deps, output, records, lateLogs.takeEarly);
   const environmentFor = environmentOf(deps);
   const loaded = loadedOf(deps.registry);
@@ -50,9 +50,14 @@ export function createRuntime(deps: RuntimeDeps) {
       return records.observe(observer);
     },
 
-    /** Shutdown: commit the records still pending, and from now on each one as it comes. */
-    flush(): void {
-      records.close();
+    /**
+     * Shutdown: commit the records still pending, and from now on each one as it comes; resolves
+     * once they and the lines printed after answers handed over so far are stored.
+     */
+    async flush(): Promise<void> {
+      await lateLogs.settled();
+      await records.close();
+      await lateLogs.settled();
     },
 
     forgetVersion: known.forgetVersion,

@@ -76,7 +76,7 @@ export async function startServer(
   let running: RunningServer | undefined;
   if (!opts.link) {
     try {
-      nodeId = await claimNodeId(store.db, config.data_dir, {
+      nodeId = await claimNodeId(store, config.data_dir, {
         log,
         onLost(e) {
           log.error(e.message, { code: e.code, hint: e.hint });

@@ -75,4 +75,20 @@ export interface Database extends Queries {
    * PostgreSQL has no such lock: there it is transaction.
    */
   transactionUnlessBusy<T>(fn: (tx: Tx) => Promise<T>): Promise<T | typeof LOCK_BUSY>;
+  /**
+   * Messages between the nodes that share the database (PostgreSQL's LISTEN/NOTIFY). Absent on
+   * SQLite: one machine's processes tell each other directly (src/process/).
+   */
+  readonly notifications?: Notifications;
+}
+
+export interface Notifications {
+  /**
+   * `fn` runs, between turns, for every notification on `channel` by any node (this one's too),
+   * and with `undefined` when some may have been missed (the listening connection was replaced):
+   * then look again. Returns the function that stops listening.
+   */
+  listen(channel: string, fn: (payload: string | undefined) => void): () => void;
+  /** Tell every listener of `channel`, once the transaction it is sent in commits (now outside one). */
+  notify(on: Queries, channel: string, payload?: string): Promise<void>;
 }

@@ -5,7 +5,7 @@
  * of the source and a failure leaves the target as empty as it was.
  *
  * - Tables: those of the SQLite file, less the store's bookkeeping (schema_migrations,
- *   store_probe, store_generations), parents before the tables that refer to them (foreign keys).
+ *   store_probe, store_locks, store_generations), parents before the tables that refer to them (foreign keys).
  * - Columns: SQLite's (PRAGMA table_info), each of which PostgreSQL must have; SQLite's implicit
  *   rowid goes into a PostgreSQL column named `rowid` where the table has one (invocations).
  * - Rows: one INSERT per batch of rows (`batchRows`, or fewer once their text passes `batchBytes`),
@@ -21,14 +21,14 @@
  */
 import type Database from 'better-sqlite3';
 import { SwitchyardError } from '../errors.ts';
-import type { ModuleMigrations } from './index.ts';
+import type { ModuleMigrations, Store } from './index.ts';
 import { bridgeOf, engineOf } from './postgres/db.ts';
 import { storableText } from './text.ts';
 
 type Db = Database.Database;
 
 /** The store's own tables: made by whoever opens a store, never copied. */
-export const BOOKKEEPING_TABLES = ['schema_migrations', 'store_probe', 'store_generations'];
+export const BOOKKEEPING_TABLES = ['schema_migrations', 'store_probe', 'store_locks', 'store_generations'];
 
 export interface CopiedTable {
   name: string;
@@ -70,6 +70,11 @@ interface Plan {
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /** Copy `source` (SQLite, opened read-only) into `target` (PostgreSQL, migrated, empty). */
+/** The CLI's entry: a SQLite store into a PostgreSQL one (their connections stay the store's business). */
+export function copyStore(source: Store, target: Store, opts: CopyOptions): CopyReport {
+  return copySqliteToPostgres(source.db, target.db, opts);
+}
+
 export function copySqliteToPostgres(source: Db, target: Db, opts: CopyOptions): CopyReport {
   if (engineOf(source) !== 'sqlite' || engineOf(target) !== 'postgres') throw new Error('copySqliteToPostgres copies a SQLite store into a PostgreSQL one');
   const bridge = bridgeOf(target)!;

@@ -16,7 +16,9 @@ import type Database from 'better-sqlite3';
 import { SwitchyardError } from '../errors.ts';
 import { isBusy, LOCK_BUSY } from './patience.ts';
 import { afterCommit, onRollback, openFrame } from './transactions.ts';
-import type { Database as StoreDatabase, Engine, Params, Queries, RunResult, Statement, Tx } from './contract.ts';
+import type { Database as StoreDatabase, Engine, Notifications, Params, Queries, RunResult, Statement, Tx } from './contract.ts';
+import { bridgeOf } from './postgres/db.ts';
+import { NOTIFY } from './postgres/pool.ts';
 
 type Db = Database.Database;
 type Prepared = Database.Statement;
@@ -164,10 +166,22 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
     }
   }
 
+  const bridge = engine === 'postgres' ? bridgeOf(db) : undefined;
+  const notifications: Notifications | undefined = bridge && {
+    listen(channel, fn) {
+      const stop = bridge.listen(channel, fn);
+      const lost = () => fn(undefined);
+      bridge.onReconnect(lost);
+      return stop;
+    },
+    notify: async (on, channel, payload = '') => void (await on.get(NOTIFY, [channel, payload])),
+  };
+
   return {
     ...queries(outside),
     transaction: <T>(fn: (tx: Tx) => Promise<T>) => transaction(fn, false) as Promise<T>,
     transactionUnlessBusy: (fn) => transaction(fn, true),
+    ...(notifications ? { notifications } : {}),
   };
 }
 

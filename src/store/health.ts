@@ -9,11 +9,10 @@
  * cannot be reached, each naming
  * the store that failed (the data directory, or the PostgreSQL database) and saying what to do.
  */
-import type Database from 'better-sqlite3';
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { SwitchyardError, type ErrorCode } from '../errors.ts';
-import { engineOf } from './postgres/db.ts';
+import { LOCK_BUSY, statement, type Database } from './contract.ts';
 
 /**
  * The store a message names: SQLite's data directory, or the PostgreSQL database as
@@ -29,42 +28,60 @@ export interface StoreHealth {
   /** A write committed (cheap: callers may report every commit). */
   ok(): void;
   status(): { ok: true } | { ok: false; code: string; message: string; since: string; hint: string };
+  /**
+   * Whether the store answers a read: false when it fails or has not answered within READ_WAIT_MS
+   * (a PostgreSQL server that is frozen or away), so /healthz answers at once whatever the store
+   * does. One read at a time: callers while it is out share it.
+   */
+  readable(): Promise<boolean>;
   close(): void;
 }
 
-export function createStoreHealth(db: Database.Database, store: StoreName, opts: { probeEveryMs?: number; now?: () => number } = {}): StoreHealth {
+/** How long /healthz waits for the store to answer a read before it says the store is away. */
+const READ_WAIT_MS = 500;
+
+const q = {
+  probe: statement('INSERT INTO store_probe (id, at) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET at = excluded.at'),
+  read: statement('SELECT 1 AS ok'),
+};
+
+export function createStoreHealth(database: Database, store: StoreName, opts: { probeEveryMs?: number; now?: () => number } = {}): StoreHealth {
   const now = opts.now ?? Date.now;
   let failure: { code: string; message: string; since: number } | undefined;
   let probe: NodeJS.Timeout | undefined;
+  let closed = false;
 
-  function tryWrite(): void {
-    if (engineOf(db) === 'postgres') {
-      try {
-        db.prepare('INSERT INTO store_probe (id, at) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET at = excluded.at').run(now());
-        health.ok();
-      } catch {
-        /* still failing */
-      }
-      return;
-    }
-    // busy_timeout would block the event loop for 5 s on a held lock: the probe does not wait.
-    const wait = db.pragma('busy_timeout', { simple: true }) as number;
+  /**
+   * One write, in a transaction of its own. On SQLite it does not wait for a write lock another
+   * process holds (the probe tries again a second later); on PostgreSQL the store bounds it.
+   */
+  async function tryWrite(): Promise<void> {
     try {
-      db.pragma('busy_timeout = 0');
-      db.exec('BEGIN IMMEDIATE');
-      try {
-        db.prepare('INSERT INTO store_probe (id, at) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET at = excluded.at').run(now());
-        db.exec('COMMIT');
-      } catch (e) {
-        if (db.inTransaction) db.exec('ROLLBACK');
-        throw e;
-      }
-      health.ok();
+      const done = await database.transactionUnlessBusy(async (tx) => void (await tx.run(q.probe, [now()])));
+      if (done !== LOCK_BUSY) health.ok();
     } catch {
       /* still failing */
-    } finally {
-      db.pragma(`busy_timeout = ${wait}`);
     }
+  }
+
+  let reading: Promise<boolean> | undefined;
+  function readable(): Promise<boolean> {
+    reading ??= database.value(q.read).then(
+      (v) => v !== undefined,
+      () => false,
+    );
+    const read = reading;
+    void read.finally(() => {
+      if (reading === read) reading = undefined;
+    });
+    return new Promise((answer) => {
+      const late = setTimeout(() => answer(false), READ_WAIT_MS);
+      late.unref();
+      void read.then((ok) => {
+        clearTimeout(late);
+        answer(ok);
+      });
+    });
   }
 
   const health: StoreHealth = {
@@ -74,10 +91,10 @@ export function createStoreHealth(db: Database.Database, store: StoreName, opts:
       // The probe runs a while after the latest failure, not on a fixed beat: a small write may
       // fit where the one that failed did not, and must not hide a failure reported just now.
       if (probe) clearTimeout(probe);
-      if (db.open) {
-        probe = setTimeout(function tick() {
-          tryWrite();
-          if (failure && db.open) {
+      if (!closed) {
+        probe = setTimeout(async function tick() {
+          await tryWrite();
+          if (failure && !closed) {
             probe = setTimeout(tick, opts.probeEveryMs ?? 1000);
             probe.unref();
           }
@@ -96,7 +113,9 @@ export function createStoreHealth(db: Database.Database, store: StoreName, opts:
       if (!failure) return { ok: true };
       return { ok: false, code: failure.code, message: failure.message, since: new Date(failure.since).toISOString(), hint: hintFor(failure.code, store) };
     },
+    readable,
     close() {
+      closed = true;
       if (probe) clearTimeout(probe);
       probe = undefined;
     },

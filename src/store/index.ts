@@ -9,7 +9,7 @@ import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, ope
 import { dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { BACKSTOP_PAGES, WAL_BOUND_PAGES, checkpointsOnThread, startCheckpointer, type Checkpointer } from './checkpointer.ts';
-import { acquireLock, type Lock } from './lock.ts';
+import { acquireLock, storeLocksMigration, type Lock } from './lock.ts';
 import { createStoreHealth, storageStartError, storeHealthMigration, type StoreHealth } from './health.ts';
 import { installTransactionHooks } from './transactions.ts';
 import { applySteps } from './migrate.ts';
@@ -38,10 +38,18 @@ export interface Store {
   /** The SQLite file, or the PostgreSQL database as `postgres://host:port/db` (no credentials). */
   file: string;
   engine: Engine;
+  /** Other nodes (machines) may use this store at the same time: PostgreSQL (a SQLite file is one machine's). */
+  shared: boolean;
   /** Whether writes succeed (health.ts); the server's /healthz reports it. */
   health: StoreHealth;
   /** The thread that checkpoints the WAL, when the store has one (the server's). */
   checkpointer?: Checkpointer;
+  /**
+   * After a batch of deletes (retention): SQLite writes the pages it freed back a little at a time
+   * (a passive WAL checkpoint), rather than one batch paying for a whole automatic checkpoint;
+   * nothing on PostgreSQL, whose own checkpointer and autovacuum do this.
+   */
+  checkpointPassive(): Promise<void>;
   close(): void;
 }
 
@@ -123,6 +131,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
       db.pragma(`journal_size_limit = ${WAL_BOUND_PAGES * Number(db.pragma('page_size', { simple: true }))}`);
       migrate(db, opts.migrations ?? []);
       db.exec(storeHealthMigration);
+      db.exec(storeLocksMigration);
     } else db.pragma('query_only = ON');
   } catch (e) {
     // The first writes (the WAL's -shm, the migrations) meet a full or read-only disk here: one
@@ -131,17 +140,22 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     lock?.release();
     throw (!(e instanceof SwitchyardError) && storageStartError(e, dataDir)) || e;
   }
-  const health = createStoreHealth(db, { engine: 'sqlite', dataDir });
+  const database = createDatabase(db, 'sqlite');
+  const health = createStoreHealth(database, { engine: 'sqlite', dataDir });
   const checkpointer = opts.lock && !opts.readonly ? startCheckpointer(db, file, { log: opts.log }) : undefined;
   // The supervisor's thread checkpoints for its serving processes, where there is a thread.
   if (opts.shared && !opts.readonly && checkpointsOnThread()) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {
     db,
-    database: createDatabase(db, 'sqlite'),
+    database,
     file,
     engine: 'sqlite',
+    shared: false,
     health,
     checkpointer,
+    async checkpointPassive() {
+      if (!opts.readonly) db.pragma('wal_checkpoint(PASSIVE)');
+    },
     close() {
       health.close();
       checkpointer?.stop();

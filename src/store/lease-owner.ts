@@ -8,7 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Db } from './index.ts';
+import type { Db, Store } from './index.ts';
+import type { Queries } from './contract.ts';
 import { connectionStringOf, engineOf } from './postgres/db.ts';
 import { holdSessionLock, type LockHolder, type LockRefused, type SessionLock } from './postgres/session-lock.ts';
 import { storageCode } from './health.ts';
@@ -52,9 +53,14 @@ export function processLeases(pid: number | undefined): string {
   return `${prefix}${pid}.`;
 }
 
-/** At start, the leases left by the last stop: every lease on SQLite, this node's on PostgreSQL. */
-export function leftoverLeases(db: Db): string {
-  if (engineOf(db) === 'sqlite') return '';
+/**
+ * At start, the leases left by the last stop: every lease on SQLite, this node's on PostgreSQL.
+ * Given the store, or its contract (`Queries`); a synchronous connection still works while the
+ * queues move onto the contract.
+ */
+export function leftoverLeases(of: Store | Queries | Db): string {
+  const engine = 'engine' in of && typeof of.engine === 'string' ? of.engine : engineOf(of as Db);
+  if (engine === 'sqlite') return '';
   // An empty prefix would take back every node's leases.
   if (!prefix) throw new Error('leftoverLeases before useNodeId: the node id is not known yet');
   return prefix;
@@ -82,12 +88,13 @@ export interface NodeIdClaim {
  * that went away) is waited for while the server's keepalives end it; one that acts is a live node.
  */
 export async function claimNodeId(
-  db: Db,
+  store: Store,
   dataDir: string,
   opts: { log?: Logger; onLost?: (e: SwitchyardError) => void } = {},
 ): Promise<NodeIdClaim> {
   const id = useNodeId(dataDir);
-  const url = connectionStringOf(db);
+  // The lock's own connection (session-lock.ts) is opened with the store's connection string.
+  const url = store.engine === 'postgres' ? connectionStringOf(store.db) : undefined;
   if (!url) return { release: async () => {} };
   const file = join(dataDir, NODE_ID_FILE);
   const log = opts.log;

@@ -10,10 +10,12 @@
  * servers lock two different files.
  */
 import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { storageStartError } from './health.ts';
+import { statement, type Queries } from './contract.ts';
 
 export interface Lock {
   file: string;
@@ -99,4 +101,56 @@ export function acquireLock(dataDir: string): Lock {
       },
     };
   }
+}
+
+/**
+ * A job that must run once per store, not once per node (retention): a lease row in `store_locks`,
+ * taken without waiting, through the store's contract. Undefined when another node holds it. The
+ * lease lasts STORE_WIDE_LEASE_MS and is renewed while held, so a node that dies holding it holds
+ * it no longer than that. Node clocks decide its expiry: a skew of seconds is harmless next to it,
+ * and two runs that overlap anyway (a renewal that failed while the store was away) do the same
+ * idempotent work twice, nothing worse. On SQLite one node owns the file, so the lease is always
+ * this one's: the statement takes it whatever the row says.
+ */
+export interface StoreWideLock {
+  release(): Promise<void>;
+}
+
+export const STORE_WIDE_LEASE_MS = 60_000;
+
+const lease = {
+  take: statement({
+    sqlite: `INSERT INTO store_locks (name, owner, expires_at) VALUES (@name, @owner, @until)
+      ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at`,
+    postgres: `INSERT INTO store_locks (name, owner, expires_at) VALUES (@name, @owner, @until)
+      ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE store_locks.expires_at < @now`,
+  }),
+  renew: statement('UPDATE store_locks SET expires_at = @until WHERE name = @name AND owner = @owner'),
+  release: statement('DELETE FROM store_locks WHERE name = @name AND owner = @owner'),
+};
+
+export const storeLocksMigration = 'CREATE TABLE IF NOT EXISTS store_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at INTEGER NOT NULL)';
+export const storeLocksMigrationPostgres = 'CREATE TABLE IF NOT EXISTS store_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at BIGINT NOT NULL)';
+
+export async function tryStoreWideLock(database: Queries, name: string, now: () => number = Date.now): Promise<StoreWideLock | undefined> {
+  const owner = `${process.pid}.${randomBytes(6).toString('hex')}`;
+  const at = now();
+  if ((await database.run(lease.take, { name, owner, until: at + STORE_WIDE_LEASE_MS, now: at })).changes !== 1) return undefined;
+  const renewal = setInterval(() => {
+    database.run(lease.renew, { name, owner, until: now() + STORE_WIDE_LEASE_MS }).catch(() => undefined); // the store away: it runs out, harmlessly
+  }, STORE_WIDE_LEASE_MS / 3);
+  renewal.unref();
+  let released = false;
+  return {
+    async release() {
+      if (released) return;
+      released = true;
+      clearInterval(renewal);
+      try {
+        await database.run(lease.release, { name, owner });
+      } catch {
+        /* the store away: the lease runs out */
+      }
+    },
+  };
 }

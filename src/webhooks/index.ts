@@ -56,7 +56,7 @@ export const webhooksModule = defineModule({
     services.webhooks = service.webhooks;
     services.deliveries = service.deliveries;
     // Secrets, endpoint URL, hold/release and cancel follow the installations' lifecycle, in each step's transaction.
-    const unfollow = services.installations?.onChange(service.follow);
+    const unfollow = services.installations?.onChange(async (_tx, change) => service.follow(change));
     service.start();
     return () => {
       unfollow?.();

@@ -117,7 +117,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
       timeout_ms: cfg().timeout,
     });
   // Under the supervisor, it recovers leases (at its start, and of each process that dies).
-  const interrupted = link ? 0 : await database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), leftoverLeases(db)));
+  const interrupted = link ? 0 : await database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), leftoverLeases(database)));
   await queue.refreshDue(database);
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 

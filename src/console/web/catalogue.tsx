@@ -6,8 +6,7 @@
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, type CatalogueEntry, type LinkAnswer } from './api.tsx';
-import { Icon } from './integrations.tsx';
-import { announce, ErrorBox, PageTitle, Section } from './ui.tsx';
+import { announce, ErrorBox, Icon, PageTitle, Section } from './ui.tsx';
 
 export function CataloguePage(): VNode {
   const [list, setList] = useState<CatalogueEntry[] | undefined>();

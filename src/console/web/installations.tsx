@@ -4,9 +4,9 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, sectionFor, type ConfigurationsDef, type Installation, type Integration } from './api.tsx';
 import type { InstallAnswer } from '../../installations/api.ts';
 import { ConfigurationForm } from './config-form.tsx';
-import { Icon, useIntegrations } from './integrations.tsx';
+import { useIntegrations } from './integrations.tsx';
 import { LiveComponent } from './live-component.tsx';
-import { announce, Badge, ErrorBox, PageTitle, Scroll, Section, Time } from './ui.tsx';
+import { announce, Badge, ErrorBox, Icon, PageTitle, Scroll, Section, Time } from './ui.tsx';
 import { hrefOf } from './filters.tsx';
 
 const path = (id: string) => `/api/v1/installations/${encodeURIComponent(id)}`;

@@ -3,28 +3,8 @@ import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, CONFIGURATION_SECTIONS, errorText, type Integration, type Problem } from './api.tsx';
 import { Markdown, safeUrl } from './markdown.tsx';
-import { Badge, ErrorBox, PageTitle, Scroll, Section } from './ui.tsx';
+import { Badge, ErrorBox, Icon, PageTitle, Scroll, Section } from './ui.tsx';
 import { InstallLinks } from './catalogue.tsx';
-
-export function Icon({ integration, size = 32 }: { integration: { name: string; title: string | null; manifest: { icon: string | null } | null }; size?: number }): VNode {
-  const [failed, setFailed] = useState(false);
-  if (integration.manifest?.icon && !failed)
-    return (
-      <img
-        class="icon"
-        src={`/console/integrations/${encodeURIComponent(integration.name)}/icon`}
-        alt=""
-        width={size}
-        height={size}
-        onError={() => setFailed(true)}
-      />
-    );
-  return (
-    <span class="icon icon-letter" aria-hidden="true" style={{ width: `${size}px`, height: `${size}px` }}>
-      {(integration.title ?? integration.name).slice(0, 1).toUpperCase()}
-    </span>
-  );
-}
 
 function useIntegrations(): { list?: Integration[]; error: string; reload(): void } {
   const [list, setList] = useState<Integration[] | undefined>();

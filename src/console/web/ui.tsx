@@ -1,4 +1,4 @@
-/** Small pieces every page uses: status badges, error boxes, times, the announcer for live updates. */
+/** Small pieces every page uses: status badges, error boxes, times, integration icons, the announcer for live updates. */
 import type { ComponentChildren, VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { Problem } from './api.tsx';
@@ -96,5 +96,26 @@ export function PageTitle({ children }: { children: ComponentChildren }): VNode 
     <h1 tabIndex={-1} class="page-title" data-page-title>
       {children}
     </h1>
+  );
+}
+
+/** An integration's icon (from its manifest), or its initial when it has none or the icon fails to load. */
+export function Icon({ integration, size = 32 }: { integration: { name: string; title: string | null; manifest: { icon: string | null } | null }; size?: number }): VNode {
+  const [failed, setFailed] = useState(false);
+  if (integration.manifest?.icon && !failed)
+    return (
+      <img
+        class="icon"
+        src={`/console/integrations/${encodeURIComponent(integration.name)}/icon`}
+        alt=""
+        width={size}
+        height={size}
+        onError={() => setFailed(true)}
+      />
+    );
+  return (
+    <span class="icon icon-letter" aria-hidden="true" style={{ width: `${size}px`, height: `${size}px` }}>
+      {(integration.title ?? integration.name).slice(0, 1).toUpperCase()}
+    </span>
   );
 }

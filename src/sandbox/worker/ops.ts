@@ -10,6 +10,8 @@ import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { canonicalIP, httpRequest, isLoopbackAddress, NetError } from '../../net/index.ts';
 import { ownBytes } from '../bytes.ts';
+// The answer's shape is declared once, on the guest's side of the bridge (a leaf both sides import).
+import type { FetchResult } from '../guest/web/fetch-result.ts';
 import type { Limits } from '../types.ts';
 
 export class OpError extends Error {
@@ -25,15 +27,6 @@ export interface FetchArg {
   headers: Array<[string, string]>;
   body: Uint8Array | null;
   redirect: 'follow' | 'error' | 'manual';
-}
-
-export interface FetchResult {
-  status: number;
-  statusText: string;
-  headers: Array<[string, string]>;
-  body: Uint8Array;
-  url: string;
-  redirected: boolean;
 }
 
 export interface NetPolicy {

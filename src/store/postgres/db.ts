@@ -33,32 +33,6 @@ export function sqlFor(db: Db, sql: { sqlite: string; postgres: string }): strin
   return engineOf(db) === 'postgres' ? sql.postgres : sql.sqlite;
 }
 
-/**
- * A job that must run once per store, not once per node (retention): on PostgreSQL a session
- * advisory lock, taken without waiting; undefined when another node holds it. On SQLite one node
- * owns the file, so it is always this one's. Call the answer to release it.
- */
-export function tryStoreWideLock(db: Db, key: number): (() => void) | undefined {
-  if (engineOf(db) === 'sqlite') return () => {};
-  if (db.prepare('SELECT pg_try_advisory_lock(?) AS got').pluck().get(key) !== true) return undefined;
-  return () => {
-    try {
-      db.prepare('SELECT pg_advisory_unlock(?)').get(key);
-    } catch {
-      /* a lost connection released it */
-    }
-  };
-}
-
-/** The tables of the database, on either engine. */
-export function tableNames(db: Db): Set<string> {
-  const sql = sqlFor(db, {
-    sqlite: "SELECT name FROM sqlite_master WHERE type = 'table'",
-    postgres: 'SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema()',
-  });
-  return new Set((db.prepare(sql).all() as Array<{ name: string }>).map((r) => r.name));
-}
-
 class PgStatement {
   private plucked = false;
   private readonly compiled: Compiled;

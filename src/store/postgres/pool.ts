@@ -15,8 +15,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { SwitchyardError } from '../../errors.ts';
-import type { Database, Params, Queries, RunResult, Statement, Tx } from '../contract.ts';
+import { statement, type Database, type Notifications, type Params, type Queries, type RunResult, type Statement, type Tx } from '../contract.ts';
 import { Compiled } from './dialect.ts';
+import { createListener } from './listener.ts';
 
 // Integers as numbers, as SQLite hands them (as the synchronous connection's thread does):
 // BIGINT columns hold ms timestamps and row numbers, COUNT(*) is BIGINT, SUM/AVG are NUMERIC.
@@ -198,16 +199,30 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
     }
   }
 
+  let listener: ReturnType<typeof createListener> | undefined;
+  const notifications: Notifications = {
+    listen(channel, fn) {
+      listener ??= createListener({ url: opts.url, applicationName: opts.applicationName ?? `switchyard ${process.pid}`, connectTimeoutMs: opts.connectTimeoutMs ?? queryTimeoutMs });
+      return listener.listen(channel, fn);
+    },
+    notify: async (on, channel, payload = '') => void (await on.get(NOTIFY, [channel, payload])),
+  };
+
   return {
     ...queriesOn(pool, outsideOnly),
     transaction,
     transactionUnlessBusy: transaction,
+    notifications,
     async close() {
+      await listener?.close();
       await pool.end();
     },
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
   };
 }
+
+/** PostgreSQL's NOTIFY as a statement: sent when the transaction it runs in commits. */
+export const NOTIFY = statement('SELECT pg_notify(?, ?)');
 
 /** BEGIN failed: nothing of the transaction ran (transaction() may try another connection). */
 class BeginFailed extends Error {

@@ -5,7 +5,7 @@
  * caches; everything the nodes share is in the database.
  */
 import { SwitchyardError } from '../../errors.ts';
-import type { Lock } from '../lock.ts';
+import { storeLocksMigrationPostgres, type Lock } from '../lock.ts';
 import { createStoreHealth, storageCode, storeHealthMigrationPostgres } from '../health.ts';
 import type Database from 'better-sqlite3';
 import { openPostgresDb } from './db.ts';
@@ -55,13 +55,17 @@ export function openPostgresStore(
     lock?.release();
     throw e;
   }
-  const health = createStoreHealth(db, { engine: 'postgres', database: name });
+  const database = createDatabase(db, 'postgres');
+  const health = createStoreHealth(database, { engine: 'postgres', database: name });
   return {
     db,
-    database: createDatabase(db, 'postgres'),
+    database,
     file: name,
     engine: 'postgres' as const,
+    shared: true,
     health,
+    /** PostgreSQL's own checkpointer and autovacuum do this job. */
+    checkpointPassive: async () => {},
     close() {
       health.close();
       db.close();
@@ -79,6 +83,7 @@ export function migratePostgres(db: Db, modules: Migrations): void {
   db.prepare('SELECT pg_advisory_lock(?)').get(MIGRATION_LOCK);
   try {
     db.exec(storeHealthMigrationPostgres);
+    db.exec(storeLocksMigrationPostgres);
     // No store_generations here: on PostgreSQL a change is announced by NOTIFY (generations.ts).
     // The nodes on this store and the integration versions each serves (registry/peers.ts).
     db.exec('CREATE TABLE IF NOT EXISTS store_nodes (node_id TEXT PRIMARY KEY, integrations TEXT NOT NULL, seen_at BIGINT NOT NULL)');

@@ -13,6 +13,7 @@ import { utf8Encode } from '../web/encoding.ts';
 import { Request, incomingRequest } from '../web/request.ts';
 import { Response, responseParts } from '../web/response.ts';
 import { resetTimers } from '../web/timers.ts';
+import { URL } from '../web/url.ts';
 import { createAPIClient } from './api.ts';
 import { ExposableError } from './errors.ts';
 import { integrationContext, UNSUPPORTED_EVENTS, UNSUPPORTED_HANDLERS, type ComponentDefinition, type Handler, type IntegrationDefinition } from './integration.ts';

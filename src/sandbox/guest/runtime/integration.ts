@@ -1,4 +1,6 @@
 /** createIntegration and createComponent: declare what an integration handles (spec 2.1, 2.2). */
+import type { Request } from '../web/request.ts';
+
 export type Handler = (...args: any[]) => unknown;
 
 export interface ComponentDefinition {

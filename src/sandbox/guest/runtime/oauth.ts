@@ -130,21 +130,23 @@ function checkUrl(where: string, k: UrlKey, v: unknown): string {
  * (a provider whose host each installation configures); they are called with it here, and what
  * they return is held to the same rules as a string.
  */
-function resolveUrls(config: OAuthConfig, installation: unknown, where: string): OAuthConfig {
-  const out = { ...config } as OAuthConfig;
-  for (const k of ['authorizeURL', 'accessTokenURL'] as const) {
-    const v = config[k] as unknown;
-    if (typeof v !== 'function') continue;
+function resolveUrls(config: OAuthConfig, installation: unknown, where: string): ResolvedConfig {
+  const resolve = (k: 'authorizeURL' | 'accessTokenURL'): string => {
+    const v = config[k];
+    if (typeof v !== 'function') return v;
     let got: unknown;
     try {
-      got = (v as (i: unknown) => unknown)(installation);
+      got = v(installation);
     } catch (e) {
       throw new OAuthError(`${where}: \`${k}\`(installation) threw: ${(e as Error)?.message ?? e}`);
     }
-    (out as unknown as Record<string, string>)[k] = checkUrl(`${where}: the function`, k, got);
-  }
-  return out;
+    return checkUrl(`${where}: the function`, k, got);
+  };
+  return { ...config, authorizeURL: resolve('authorizeURL'), accessTokenURL: resolve('accessTokenURL') };
 }
+
+/** A configuration whose URLs are strings: what resolveUrls returns. */
+type ResolvedConfig = Omit<OAuthConfig, 'authorizeURL' | 'accessTokenURL'> & { authorizeURL: string; accessTokenURL: string };
 
 function checkConfig(config: OAuthConfig, where: string): void {
   if (!config || typeof config !== 'object') throw new TypeError(`${where}: expects an object { clientId, clientSecret, authorizeURL, accessTokenURL, ... }`);
@@ -242,20 +244,19 @@ function parseTokenBody(text: string, contentType: string): unknown {
 }
 
 /** POST a form to the token endpoint through the sandbox's fetch; throws OAuthError on an HTTP or OAuth error. */
-async function tokenRequest(config: OAuthConfig, form: Record<string, string>, what: string): Promise<any> {
+async function tokenRequest(accessTokenURL: string, form: Record<string, string>, what: string): Promise<any> {
   let res: Response;
   try {
-    res = await fetch(config.accessTokenURL, {
+    res = await fetch(accessTokenURL, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
       body: new URLSearchParams(form),
       redirect: 'error',
     });
   } catch (e) {
-    throw new OAuthError(`${what} could not reach ${config.accessTokenURL}: ${(e as Error)?.message ?? e}`);
+    throw new OAuthError(`${what} could not reach ${accessTokenURL}: ${(e as Error)?.message ?? e}`);
   }
-  // text() comes from the body mixin, which the class's declared type does not show.
-  const text = await (res as unknown as { text(): Promise<string> }).text();
+  const text = await res.text();
   const body = parseTokenBody(text, res.headers.get('content-type') ?? '');
   if (!res.ok) throw providerRefusal(what, body, res.status);
   return body;
@@ -309,7 +310,7 @@ export async function refreshCredentials(context: any, config: OAuthConfig, opti
   const env = envOf(context);
   const installationId = env.installation?.id;
   if (!installationId) throw new OAuthError('refreshCredentials() needs an installation: context.environment.installation is not set');
-  config = resolveUrls(config, env.installation, 'refreshCredentials()');
+  const resolved = resolveUrls(config, env.installation, 'refreshCredentials()');
   let current = env.installation?.configuration?.oauth_credentials;
   if (!current || typeof current !== 'object') throw new OAuthError(`installation ${installationId} is not connected yet (no oauth_credentials): connect it first`);
   const within = (options.withinSeconds ?? 60) * 1000;
@@ -332,7 +333,7 @@ export async function refreshCredentials(context: any, config: OAuthConfig, opti
           const latest = await storedCredentials(context, installationId);
           if (renewedMeanwhile(latest)) return adopt(context, latest);
           if (latest && typeof latest === 'object') current = latest;
-          return await renew(context, config, installationId, current);
+          return await renew(context, resolved, installationId, current);
         } finally {
           await context.api.request('POST', 'oauth/refresh/release', { claim: claim.claim }).catch(() => undefined);
         }
@@ -369,14 +370,14 @@ function expiresAtMs(v: unknown): number {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** grant_type=refresh_token with the stored refresh token; the answer is extracted and stored. */
-async function renew(context: any, config: OAuthConfig, installationId: string, current: Record<string, any>): Promise<Record<string, any>> {
+async function renew(context: any, config: ResolvedConfig, installationId: string, current: Record<string, any>): Promise<Record<string, any>> {
   const expiresAt = expiresAtMs(current.expires_at);
   if (typeof current.refresh_token !== 'string' || !current.refresh_token)
     throw new OAuthError(`the access token of installation ${installationId} expires at ${new Date(expiresAt).toISOString()} and no refresh_token is stored: connect again`);
   const secrets = [config.clientSecret, current.refresh_token, current.access_token];
   try {
     const response = await tokenRequest(
-      config,
+      config.accessTokenURL,
       { grant_type: 'refresh_token', refresh_token: current.refresh_token, client_id: config.clientId, client_secret: config.clientSecret },
       'the token refresh',
     );
@@ -440,7 +441,7 @@ export function createOAuthHandler(config: OAuthConfig, options: OAuthHandlerOpt
       if (!installationId) return fail(400, 'This address belongs to no installation: open the connect link of an installation (`switchyard installations show <id>`).');
       let authorizeURL: string;
       try {
-        authorizeURL = resolveUrls(cfg, env.installation, 'createOAuthHandler()').authorizeURL as string;
+        authorizeURL = resolveUrls(cfg, env.installation, 'createOAuthHandler()').authorizeURL;
       } catch (e) {
         return fail(500, `Could not start the connection: ${String((e as Error)?.message ?? e)}`);
       }
@@ -487,11 +488,11 @@ export function createOAuthHandler(config: OAuthConfig, options: OAuthHandlerOpt
       const form: Record<string, string> = { client_id: cfg.clientId, client_secret: cfg.clientSecret, code, redirect_uri: redirectUri, grant_type: 'authorization_code' };
       if (codeVerifier) form.code_verifier = codeVerifier;
       // accessTokenURL as a function: of the installation the state names, as GitBook's API shows it.
-      const exchange =
+      const accessTokenURL =
         typeof cfg.accessTokenURL === 'function'
-          ? resolveUrls(cfg, await installationOf(context, installationId), 'createOAuthHandler()')
-          : cfg;
-      response = await tokenRequest(exchange, form, 'the token exchange');
+          ? resolveUrls(cfg, await installationOf(context, installationId), 'createOAuthHandler()').accessTokenURL
+          : cfg.accessTokenURL;
+      response = await tokenRequest(accessTokenURL, form, 'the token exchange');
       credentials = await extract(cfg, response);
     } catch (e) {
       const err = e as Error;

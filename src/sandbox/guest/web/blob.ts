@@ -1,6 +1,6 @@
 /** Blob and File over in-memory bytes. */
 import { utf8Decode, utf8Encode } from './encoding.ts';
-import { readableFromBytes } from './streams.ts';
+import { readableFromBytes, type ReadableStream } from './streams.ts';
 
 const bytesOf = new WeakMap<Blob, Uint8Array>();
 

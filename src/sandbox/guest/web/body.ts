@@ -2,7 +2,7 @@
 import { Blob, blobBytes } from './blob.ts';
 import { utf8Decode, utf8DecodeKeepBOM, utf8Encode } from './encoding.ts';
 import { FormData, decodeMultipart, decodeUrlEncoded, encodeMultipart } from './formdata.ts';
-import { isReadableStream, readAll, streamsLib } from './streams.ts';
+import { isReadableStream, readAll, streamsLib, type ReadableStream } from './streams.ts';
 import { URLSearchParams } from './url.ts';
 
 export type BodyInit = string | ArrayBuffer | ArrayBufferView | Blob | FormData | URLSearchParams | ReadableStream<Uint8Array>;
@@ -33,7 +33,7 @@ export function extractBody(init: unknown): Extracted {
     return { body: state(m.body), contentType: m.contentType };
   }
   if (isReadableStream(init)) {
-    if ((init as any).locked) throw new TypeError('the body stream is locked');
+    if (init.locked) throw new TypeError('the body stream is locked');
     return { body: state(null, init), contentType: null };
   }
   return { body: state(utf8Encode(String(init))), contentType: 'text/plain;charset=UTF-8' };
@@ -65,7 +65,7 @@ export function bodyStream(owner: object): ReadableStream<Uint8Array> | null {
         },
       },
       { highWaterMark: 0 },
-    ) as unknown as ReadableStream<Uint8Array>;
+    );
     b.bytes = null;
     b.text = undefined;
   }
@@ -94,7 +94,7 @@ export async function consume(owner: object, limit = Infinity): Promise<Uint8Arr
   const b = getBody(owner);
   if (!b) return new Uint8Array(0);
   if (b.used) throw new TypeError('Body has already been used');
-  if (b.stream && (b.stream as any).locked) throw new TypeError('Body stream is locked');
+  if (b.stream?.locked) throw new TypeError('Body stream is locked');
   b.used = true;
   if (b.bytes) {
     if (b.bytes.byteLength > limit) throw new TypeError(`body is larger than ${limit} bytes`);
@@ -109,7 +109,7 @@ export function cloneBody(owner: object): BodyState | null {
   if (!b) return null;
   if (b.used) throw new TypeError('cannot clone: Body has already been used');
   if (b.bytes) return { bytes: b.bytes, stream: null, used: false };
-  const [a, c] = (b.stream as any).tee();
+  const [a, c] = b.stream!.tee();
   b.stream = a;
   return { bytes: null, stream: c, used: false };
 }
@@ -146,6 +146,16 @@ export const bodyMethods = {
     throw new TypeError(`cannot parse a body of type ${JSON.stringify(type ?? '')} as FormData`);
   },
 };
+
+/**
+ * What installBodyMixin adds to a prototype: Request and Response declare it by merging this
+ * interface into their classes (`interface Request extends Body {}`).
+ */
+export interface Body extends BodyMethods {
+  readonly body: ReadableStream<Uint8Array> | null;
+  readonly bodyUsed: boolean;
+}
+type BodyMethods = { [K in keyof typeof bodyMethods]: OmitThisParameter<(typeof bodyMethods)[K]> };
 
 export function installBodyMixin(proto: object): void {
   for (const [name, fn] of Object.entries(bodyMethods)) {

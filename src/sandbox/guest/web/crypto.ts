@@ -8,7 +8,7 @@ import { callHost, hostFns } from '../bridge.ts';
 import { DOMException } from './events.ts';
 import { atob, btoa } from './base64.ts';
 
-let pool = new Uint8Array(0);
+let pool: Uint8Array = new Uint8Array(0);
 let poolAt = 0;
 
 /**

@@ -9,7 +9,7 @@ import { loadExtra } from '../bridge.ts';
 
 interface Encodings {
   createMultibyteDecoder(enc: string, loose?: boolean): (u: Uint8Array, stream?: boolean) => string;
-  multibyteEncoder(enc: string, onError?: unknown): unknown;
+  multibyteEncoder(enc: string, onError?: unknown): (s: string) => Uint8Array;
 }
 
 setMultibyte(

@@ -4,16 +4,14 @@
  */
 import { callHost, forget } from '../bridge.ts';
 import { consume, getBody } from './body.ts';
+import type { FetchResult } from './fetch-result.ts';
 import { headerList } from './headers.ts';
 import { Request, type RequestInit } from './request.ts';
 import { fetchedResponse, type Response } from './response.ts';
-
-// The host's answer: one declaration for both sides of the bridge (a type import, erased from the guest bundle).
-import type { FetchResult } from '../../worker/ops.ts';
-export type { FetchResult };
+import type { URL } from './url.ts';
 
 export async function fetch(input: Request | string | URL, init?: RequestInit): Promise<Response> {
-  const request = new Request(input as any, init);
+  const request = new Request(input, init);
   const signal = request.signal;
   signal.throwIfAborted();
   const body = getBody(request) ? await consume(request) : null;

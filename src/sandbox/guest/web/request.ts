@@ -1,6 +1,6 @@
 /** Request per the Fetch standard, as a server runtime sees it (absolute URLs only, no CORS). */
 import { AbortSignal, newSignal, signalAbort } from './abort.ts';
-import { cloneBody, extractBody, getBody, installBodyMixin, setBody, type BodyInit } from './body.ts';
+import { cloneBody, extractBody, getBody, installBodyMixin, setBody, type Body, type BodyInit } from './body.ts';
 import { Headers, headersFrom, type HeadersInit } from './headers.ts';
 import { URL } from './url.ts';
 
@@ -140,7 +140,7 @@ export class Request {
       if (ex.contentType && !s.headers.has('content-type')) s.headers.set('content-type', ex.contentType);
       setBody(this, ex.body);
     } else if (inputBody && init.body === undefined) {
-      if (inputBody.used || ((inputBody.stream as any)?.locked ?? false)) throw new TypeError("Failed to construct 'Request': Cannot construct a Request with a Request object that has already been used.");
+      if (inputBody.used || (inputBody.stream?.locked ?? false)) throw new TypeError("Failed to construct 'Request': Cannot construct a Request with a Request object that has already been used.");
       setBody(this, { ...inputBody });
       inputBody.used = true; // the body moves to the new request
     } else setBody(this, null);
@@ -211,6 +211,8 @@ export class Request {
   }
 }
 installBodyMixin(Request.prototype);
+// The mixin's members, as the class's type (installBodyMixin adds them to the prototype above).
+export interface Request extends Body {}
 
 /**
  * Internal: the incoming request of a fetch event, from values the host already validated (a URL

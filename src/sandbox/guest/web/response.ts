@@ -1,5 +1,5 @@
 /** Response per the Fetch standard, including Response.json / redirect / error. */
-import { cloneBody, extractBody, getBody, installBodyMixin, setBody, type BodyInit } from './body.ts';
+import { cloneBody, extractBody, getBody, installBodyMixin, setBody, type Body, type BodyInit } from './body.ts';
 import { Headers, headerList, setGuard, type HeadersInit } from './headers.ts';
 import { URL } from './url.ts';
 
@@ -105,6 +105,8 @@ export class Response {
   }
 }
 installBodyMixin(Response.prototype);
+// The mixin's members, as the class's type (installBodyMixin adds them to the prototype above).
+export interface Response extends Body {}
 
 /** Internal: a response received by fetch (any status the host saw, immutable headers, url). */
 export function fetchedResponse(r: { status: number; statusText: string; headers: Array<[string, string]>; body: Uint8Array; url: string; redirected: boolean }): Response {

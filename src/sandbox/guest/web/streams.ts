@@ -4,11 +4,16 @@
  */
 type Ponyfill = typeof import('web-streams-polyfill');
 
+/** The guest's ReadableStream (the global one is the library's, installed on first use by index.ts). */
+export type ReadableStream<R = unknown> = import('web-streams-polyfill').ReadableStream<R>;
+
+// esbuild turns this require into a lazily run module initialiser (the isolate has no require).
+declare const require: (id: 'web-streams-polyfill') => Ponyfill;
+
 let streams: Ponyfill | undefined;
 
 export function streamsLib(): Ponyfill {
-  // esbuild turns this require into a lazily run module initialiser.
-  streams ??= require('web-streams-polyfill') as Ponyfill;
+  streams ??= require('web-streams-polyfill');
   return streams;
 }
 
@@ -25,7 +30,7 @@ export function readableFromBytes(bytes: Uint8Array): ReadableStream<Uint8Array>
       if (bytes.byteLength) controller.enqueue(bytes);
       controller.close();
     },
-  }) as unknown as ReadableStream<Uint8Array>;
+  });
 }
 
 /** Read a byte stream to the end; throws a TypeError past `limit` bytes. */

@@ -1,0 +1,76 @@
+/**
+ * Change counters shared by the serving processes (src/store/generations.ts), through the store's
+ * contract: a process's cache learns that another one changed what it holds, once, and not from its
+ * own writes; a write rolled back tells no one. Two stores opened on one database stand for two
+ * processes. Runs on PostgreSQL too (SWITCHYARD_TEST_PG_URL: notifications instead of a table).
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { openStore } from '../src/store/index.ts';
+import { generationsFor } from '../src/store/generations.ts';
+import { createSessions } from '../src/console/index.ts';
+import { allMigrations } from '../src/server/migrations.ts';
+import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
+
+/** Two stores on one database, as two serving processes have. */
+function twoProcesses(t: TestContext) {
+  const dir = tmpDir(t);
+  const url = process.env.SWITCHYARD_TEST_PG_URL ? freshPostgresDatabase(dir) : undefined;
+  const open = () => {
+    const s = openStore(dir, { url, migrations: allMigrations() });
+    t.after(() => s.close());
+    return s;
+  };
+  return [open(), open()] as const;
+}
+
+/** A check's answer once a notification had time to arrive (at once on SQLite). */
+const settled = async (check: () => Promise<boolean>) => {
+  await new Promise((r) => setTimeout(r, 150));
+  return check();
+};
+
+test("another process's bump is seen once; one's own bumps and rolled-back ones are not", async (t) => {
+  const [a, b] = twoProcesses(t);
+  const ga = generationsFor(a);
+  const gb = generationsFor(b);
+  const seen = ga.watch('things');
+  const other = ga.watch('other things');
+  assert.equal(await settled(seen), false, 'nothing changed yet');
+
+  await b.database.transaction((tx) => gb.bump(tx, 'things'));
+  assert.equal(await waitFor(() => seen(), 3000), true, "B's commit is seen by A");
+  assert.equal(await seen(), false, 'once');
+  assert.equal(await settled(other), false, 'a watch of another name hears nothing of it');
+
+  await a.database.transaction((tx) => ga.bump(tx, 'things'));
+  assert.equal(await settled(seen), false, "A's own bump: A dropped its own copies already");
+
+  await assert.rejects(
+    b.database.transaction(async (tx) => {
+      await gb.bump(tx, 'things');
+      throw new Error('rolled back');
+    }),
+    /rolled back/,
+  );
+  assert.equal(await settled(seen), false, 'a bump rolled back tells no one');
+
+  // Checks asked at the same moment share one answer.
+  await b.database.transaction((tx) => gb.bump(tx, 'things'));
+  await new Promise((r) => setTimeout(r, 150));
+  assert.deepEqual(await Promise.all([seen(), seen()]), [true, true]);
+  assert.equal(await seen(), false);
+});
+
+test("a console logout in one process ends the session in every other one", async (t) => {
+  const [a, b] = twoProcesses(t);
+  const sessionsOf = (s: typeof a) => createSessions({ adminToken: 'the-token', store: { database: s.database, generations: generationsFor(s) } });
+  const [sa, sb] = [await sessionsOf(a), await sessionsOf(b)];
+  const { value, session } = sa.issue();
+  assert.equal((await sb.verify(value))?.id, session.id, 'the other process accepts it');
+  await sa.revoke(session);
+  assert.equal(await sa.verify(value), undefined);
+  await waitFor(async () => (await sb.verify(value)) === undefined, 3000);
+  // And a process started afterwards reads the revocation at start.
+  assert.equal(await (await sessionsOf(b)).verify(value), undefined);
+});
