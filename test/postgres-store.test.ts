@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { bind, translate } from '../src/store/postgres/dialect.ts';
 import { openPostgresDb } from '../src/store/postgres/db.ts';
 import { afterCommit, onRollback, openStore } from '../src/store/index.ts';
+import { statement } from '../src/store/contract.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { postgresFor, type PgServer } from './helpers/postgres.ts';
 import { samplePayload } from '../src/events/index.ts';
@@ -312,11 +313,11 @@ store.close();`;
   const ended = new Promise((resolve) => other.on('close', resolve));
   await waitFor(() => out.includes('read false'), 15_000);
   // This node pauses now, as the installations service does: the flag, then the queued deliveries held.
-  const queue = createQueue(store.database, { maxAttempts: () => 4, db });
-  db.transaction(() => {
-    db.prepare('UPDATE webhook_endpoints SET paused = 1 WHERE installation_id = ?').run('inst_race');
-    queue.lifecycle().holdInstallation('inst_race', Date.now());
-  })();
+  const queue = createQueue(store.database, { maxAttempts: () => 4 });
+  await store.database.transaction(async (tx) => {
+    await tx.run(statement('UPDATE webhook_endpoints SET paused = 1 WHERE installation_id = ?'), ['inst_race']);
+    await queue.holdInstallation(tx, 'inst_race', Date.now());
+  });
   assert.equal(await ended, 0);
   assert.equal(db.prepare("SELECT status FROM webhook_deliveries WHERE event_id = 'evt_race'").pluck().get(), 'held', 'stored while the pause was being made, and held by it');
 });

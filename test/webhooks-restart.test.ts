@@ -82,9 +82,9 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
   } else {
     // Until the installations module is wired in: enqueue as ingest would, then start.
     const store = openStore(dataDir);
-    const secrets = createSecrets(store.database, store.db, { overlapMs: () => 0 });
+    const secrets = createSecrets(store, { overlapMs: () => 0 });
     const queue = createQueue(store.database, { maxAttempts: () => 4 });
-    secrets.createSecret('inst_restart');
+    await store.database.transaction((tx) => secrets.createSecret(tx, 'inst_restart'));
     for (const e of events) {
       const id = newDeliveryId();
       await queue.enqueue(store.database, { id, eventId: e.eventId as string, eventType: 'site_view', installationId: 'inst_restart', url: r.url, body: deliveryBody(e as any, 'inst_restart', id), now: Date.now() });

@@ -10,27 +10,25 @@ import type { Tx } from '../store/contract.ts';
 import type { RecordedAttempt } from './worker.ts';
 
 /**
- * `services.webhooks`: signing secrets and the lifecycle hooks the installations module calls. The
- * lifecycle's steps (createSecret, removeInstallation, pause, resume, setEndpointUrl) are told
- * inside that module's transactions and stay synchronous until its observers take a transaction
- * of the store's contract.
+ * `services.webhooks`: signing secrets and the lifecycle steps the installations module's change
+ * hook tells (each inside that module's transaction, `tx`).
  */
 export interface WebhooksService {
-  createSecret(installationId: string, given?: string): string;
+  createSecret(tx: Tx, installationId: string, given?: string): Promise<string>;
   rotateSecret(installationId: string, given?: string): Promise<{ secret: string; previousExpiresAt: string }>;
   liveSecrets(installationId: string): Promise<string[]>;
   describe(installationId: string): Promise<SecretsView | undefined>;
   /** Uninstall: queued deliveries become `cancelled`, secrets are deleted. */
-  removeInstallation(installationId: string): void;
+  removeInstallation(tx: Tx, installationId: string): Promise<void>;
   /**
-   * Pause (in the caller's transaction): the installation's queued deliveries become `held`, and so
-   * does every delivery enqueued for it until resume. Resume makes every held one due at once, in
-   * event order, on a fresh start of its schedule.
+   * Pause: the installation's queued deliveries become `held`, and so does every delivery enqueued
+   * for it until resume. Resume makes every held one due at once, in event order, on a fresh start
+   * of its schedule.
    */
-  pauseInstallation(installationId: string): void;
-  resumeInstallation(installationId: string): void;
+  pauseInstallation(tx: Tx, installationId: string): Promise<void>;
+  resumeInstallation(tx: Tx, installationId: string): Promise<void>;
   /** The webhook URL was edited: queued deliveries (pending, retrying) go to the new URL. Returns how many moved. */
-  setEndpointUrl(installationId: string, url: string): number;
+  setEndpointUrl(tx: Tx, installationId: string, url: string): Promise<number>;
 }
 
 /**

@@ -5,7 +5,6 @@
  * management API); both are built in service.ts.
  */
 import { defineModule } from '../server/services.ts';
-import { bridgeOf } from '../store/postgres/db.ts';
 import { createWebhooks } from './service.ts';
 import { webhookRoutes } from './routes.ts';
 import type { Deliveries, WebhooksService } from './contracts.ts';
@@ -44,8 +43,6 @@ export const webhooksModule = defineModule({
     const service = await createWebhooks({
       database: services.store.database,
       db: services.store.db,
-      // LISTEN is not in the store's contract yet: the PostgreSQL connection's own, until it is.
-      nodes: bridgeOf(services.store.db),
       log: services.log.child({ module: 'webhooks' }),
       config: () => services.config.webhooks,
       // Read at each use: attached by the installations module (absent in a server without it).
@@ -56,7 +53,7 @@ export const webhooksModule = defineModule({
     services.webhooks = service.webhooks;
     services.deliveries = service.deliveries;
     // Secrets, endpoint URL, hold/release and cancel follow the installations' lifecycle, in each step's transaction.
-    const unfollow = services.installations?.onChange(async (_tx, change) => service.follow(change));
+    const unfollow = services.installations?.onChange(service.follow);
     service.start();
     return () => {
       unfollow?.();

@@ -129,14 +129,12 @@ async function insertAttempts(tx: Queries, attempts: Array<{ seq: number; attemp
 }
 
 export interface OutcomeDeps {
-  /** False only when no installation is paused: spares the hold on every retry. */
-  anyPaused: () => boolean;
   noteDue: (origin: string, at: number) => void;
 }
 
 export type OutcomeItem = { seq: number; origin?: string; owner?: string; attempt: AttemptRecord; next: NextState; now: number };
 
-export function createOutcomes({ anyPaused, noteDue }: OutcomeDeps) {
+export function createOutcomes({ noteDue }: OutcomeDeps) {
   return {
     /**
      * Record attempts and their deliveries' next states in the caller's transaction (group commit:
@@ -167,8 +165,9 @@ export function createOutcomes({ anyPaused, noteDue }: OutcomeDeps) {
         if (origin !== undefined) noteDue(origin, next.nextAttemptAt);
         retries.push(seq);
       }
-      // Paused while these attempts were in flight: their retries wait for the resume.
-      if (anyPaused() && retries.length) await holdIfPaused(tx, retries, Math.max(...items.map((i) => i.now)));
+      // Paused while these attempts were in flight: their retries wait for the resume (asked of the
+      // store, in this transaction: a pause by another process or node counts at once).
+      if (retries.length) await holdIfPaused(tx, retries, Math.max(...items.map((i) => i.now)));
       return { ids, stale };
     },
 

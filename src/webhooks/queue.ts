@@ -8,7 +8,6 @@
  * (queue-reads.ts); enqueueing is here.
  */
 import { timeOrderedId } from '../ids.ts';
-import type { Db } from '../store/index.ts';
 import { statement, type Database, type Queries } from '../store/contract.ts';
 import { jsonRows } from '../store/leased-queue.ts';
 import { createDueHints } from './queue-due.ts';
@@ -63,17 +62,9 @@ const q = {
 
 export type Queue = ReturnType<typeof createQueue>;
 
-/**
- * `anyPaused` is false only when no installation is paused, in the database too: it spares the
- * check that holds a retry of a paused installation (see queue-outcomes.ts). `db` (the synchronous
- * connection) serves the installation's lifecycle alone (queue-held.ts); without it (a CLI's
- * reads, the supervisor's recovery) those steps are not offered.
- */
-export function createQueue(database: Database, opts: { maxAttempts: () => number; anyPaused?: () => boolean; db?: Db }) {
-  const anyPaused = opts.anyPaused ?? (() => true);
+export function createQueue(database: Database, opts: { maxAttempts: () => number }) {
   const due = createDueHints();
   const { noteDue } = due;
-  const lifecycle = opts.db ? lifecycleOf(opts.db, noteDue) : undefined;
 
   const queue = {
     /**
@@ -136,33 +127,12 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
       noteDue(originOf(url), 0);
     },
 
-    /** The installation's lifecycle (on the synchronous connection: see queue-held.ts). */
-    lifecycle: () => {
-      if (!lifecycle) throw new Error('this queue was made without the synchronous connection the installation lifecycle needs');
-      return lifecycle;
-    },
-
     ...due,
     ...leases,
-    ...createOutcomes({ anyPaused, noteDue }),
+    ...createHeldDeliveries(noteDue),
+    ...createOutcomes({ noteDue }),
     ...createReplays(database, { noteDue }),
     ...createQueueReads(database, opts.maxAttempts),
   };
   return queue;
-}
-
-/** The installation's lifecycle in the queue, on the synchronous connection (queue-held.ts). */
-function lifecycleOf(db: Db, noteDue: (origin: string, at: number) => void) {
-  const setInstallationUrl = db.prepare(
-    `UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status IN ('pending', 'retrying', 'held') AND url != ?`,
-  );
-  return {
-    ...createHeldDeliveries(db, noteDue),
-    /** The installation's URL changed: its queued deliveries go to the new one. Returns how many. */
-    setInstallationUrl(installationId: string, url: string): number {
-      const n = setInstallationUrl.run(url, originOf(url), installationId, url).changes;
-      if (n) noteDue(originOf(url), 0);
-      return n;
-    },
-  };
 }

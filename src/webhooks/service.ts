@@ -9,7 +9,7 @@ import { oncePerTurn } from '../lib/batch.ts';
 import { createObservers } from '../lib/observers.ts';
 import { hideUrlCredentials, type Logger } from '../log/index.ts';
 import type { Db } from '../store/index.ts';
-import { statement, type Database, type Tx } from '../store/contract.ts';
+import type { Database, Tx } from '../store/contract.ts';
 import type { Deliveries, InstallationLifecycle, Subscription, WebhooksService } from './contracts.ts';
 import { createQueue, newDeliveryId, originOf, pausedAmong, type Attempt, type AttemptRecord, type EnqueueInput, type ReplayRefusal } from './queue.ts';
 import { deliveryBody } from './body.ts';
@@ -72,10 +72,8 @@ export type Subscriptions =
 
 export interface WebhooksDeps {
   database: Database;
-  /** The synchronous connection: the installations' lifecycle (told inside that module's transactions) and the store's generations. */
+  /** The synchronous connection, for the store's generations alone (store/generations.ts listens on it on PostgreSQL). */
   db: Db;
-  /** The other nodes sharing the store (PostgreSQL): their due work is announced on a channel. */
-  nodes?: { listen(channel: string, fn: () => void): () => void };
   log: Logger;
   /** The service's webhooks config, read at each use (it may be reloaded). */
   config: () => WebhooksConfig;
@@ -86,8 +84,8 @@ export interface WebhooksDeps {
   health?: { failed(error: unknown): void; ok(): void };
 }
 
-/** Other nodes are told of due work they may take (NOTIFY, sent at COMMIT). */
-const notifyDue = statement("SELECT pg_notify('switchyard_due', '')");
+/** Where other nodes are told of due work they may take (PostgreSQL's notifications). */
+const DUE_CHANNEL = 'switchyard_due';
 
 /** Builds the service; its start steps (reading the store) are awaited here. */
 export async function createWebhooks(deps: WebhooksDeps) {
@@ -101,9 +99,8 @@ export async function createWebhooks(deps: WebhooksDeps) {
     if (shared?.[0] !== c) shared = [c, shareOf(c, link.count, link.index)];
     return shared[1];
   };
-  const secrets = createSecrets(database, db, { overlapMs: () => cfg().secret_rotation_overlap });
-  await secrets.load();
-  const queue = createQueue(database, { maxAttempts: () => cfg().max_retries + 1, anyPaused: () => secrets.anyPaused(), db });
+  const secrets = createSecrets({ database, db }, { overlapMs: () => cfg().secret_rotation_overlap });
+  const queue = createQueue(database, { maxAttempts: () => cfg().max_retries + 1 });
   // The installation's URL now, whether or not it still takes this event type: a replay or a
   // manual retry the person asked for goes where the installation points today.
   const currentUrl = (d: { eventType: string; installationId: string }) => {
@@ -158,68 +155,67 @@ export async function createWebhooks(deps: WebhooksDeps) {
   });
   /** Due work was made here that every serving process may take (a resume, a replay). */
   // On PostgreSQL the other nodes are told too.
-  const others = deps.nodes
-    ? { get: () => void database.get(notifyDue).catch((e: unknown) => deps.health?.failed(e)) }
-    : undefined;
+  const nodes = database.notifications;
+  const others = nodes ? { get: () => void nodes.notify(database, DUE_CHANNEL).catch((e: unknown) => deps.health?.failed(e)) } : undefined;
   const dueEverywhere = () => {
     worker.wake();
     link?.announceDue();
     others?.get();
   };
-  /** The same, once the caller's transaction has committed (once a turn, however many resumes). */
+  /** The same, once the caller's transaction (`tx`) has committed (once a turn, however many resumes). */
   const dueEverywhereSoon = oncePerTurn(dueEverywhere);
+  const dueEverywhereAfter = (tx: Tx) => tx.afterCommit(dueEverywhereSoon);
   /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
   const wakeWorker = () => worker.wake();
 
-  const held = () => queue.lifecycle();
   const webhooks: WebhooksService = {
-    createSecret: (id, given) => secrets.createSecret(id, given),
-    rotateSecret(id, given) {
+    async createSecret(tx, id, given) {
+      return secrets.createSecret(tx, id, given);
+    },
+    async rotateSecret(id, given) {
       checkGivenFor(schemeOf(id), given, 'secret');
       return secrets.rotateSecret(id, given);
     },
     liveSecrets: (id) => secrets.liveSecrets(id),
     describe: (id) => secrets.describe(id),
-    removeInstallation(id) {
-      db.transaction(() => {
-        const n = held().cancelInstallation(id, Date.now());
-        secrets.forget(id);
-        if (n) log.info('queued deliveries cancelled: installation removed', { installation: id, deliveries: n });
-      })();
+    async removeInstallation(tx, id) {
+      const n = await queue.cancelInstallation(tx, id, Date.now());
+      await secrets.forget(tx, id);
+      if (n) log.info('queued deliveries cancelled: installation removed', { installation: id, deliveries: n });
     },
-    pauseInstallation(id) {
-      secrets.setPaused(id, true);
-      const n = held().holdInstallation(id, Date.now());
+    async pauseInstallation(tx, id) {
+      await secrets.setPaused(tx, id, true);
+      const n = await queue.holdInstallation(tx, id, Date.now());
       if (n) log.info('queued deliveries held: installation paused', { installation: id, deliveries: n });
     },
-    setEndpointUrl: (id, url) => held().setInstallationUrl(id, url),
-    resumeInstallation(id) {
-      secrets.setPaused(id, false);
-      const n = held().releaseHeld(id, Date.now());
+    setEndpointUrl: (tx, id, url) => queue.setInstallationUrl(tx, id, url),
+    async resumeInstallation(tx, id) {
+      await secrets.setPaused(tx, id, false);
+      const n = await queue.releaseHeld(tx, id, Date.now());
       if (!n) return;
       log.info('held deliveries due: installation resumed', { installation: id, deliveries: n });
       // After the caller's transaction commits: this process starts its share, the others theirs.
-      dueEverywhereSoon();
+      dueEverywhereAfter(tx);
     },
   };
   /**
-   * The installations' lifecycle, told inside each step's transaction (subscribed at start, see
-   * index.ts): a webhook installation gets its signing secret, its queued deliveries follow its URL,
-   * are held while it is paused or has no URL, and are cancelled when it is uninstalled.
+   * The installations' lifecycle, told inside each step's transaction (`tx`; subscribed at start,
+   * see index.ts): a webhook installation gets its signing secret, its queued deliveries follow its
+   * URL, are held while it is paused or has no URL, and are cancelled when it is uninstalled.
    */
-  function follow(change: InstallationLifecycle): { webhookSecret?: string } | void {
+  async function follow(tx: Tx, change: InstallationLifecycle): Promise<{ webhookSecret?: string } | void> {
     const { endpoint } = change;
     const id = change.installation.id;
     if (!endpoint) return;
     switch (change.kind) {
       case 'installed':
         checkGivenFor(endpoint.scheme, change.webhookSecret, 'webhook_secret');
-        return { webhookSecret: webhooks.createSecret(id, change.webhookSecret) };
+        return { webhookSecret: await webhooks.createSecret(tx, id, change.webhookSecret) };
       case 'configured': {
         const { url, previousUrl } = endpoint;
         if (endpoint.scheme === 'standard-webhooks' && endpoint.previousScheme !== 'standard-webhooks') {
           // Refused in the edit's transaction: a receiver could not verify with a secret it cannot read.
-          const current = secrets.describeNow(id)?.secret;
+          const current = (await secrets.describe(id, tx))?.secret;
           const problem = current === undefined ? undefined : standardSecretProblem(current);
           if (problem)
             throw new SwitchyardError('validation_failed', `installation ${id} cannot sign with standard-webhooks: its signing secret is not in that form; nothing was stored`, {
@@ -231,22 +227,22 @@ export async function createWebhooks(deps: WebhooksDeps) {
         if (url === undefined) {
           if (previousUrl === undefined) return;
           // No URL any more: nothing is sent to the old one; held until a URL is set again.
-          const n = held().holdInstallation(id, Date.now());
+          const n = await queue.holdInstallation(tx, id, Date.now());
           if (n) log.info('queued deliveries held: the installation has no webhook URL', { installation: id, deliveries: n });
           return;
         }
-        if (url !== previousUrl) webhooks.setEndpointUrl(id, url);
-        if (previousUrl === undefined && change.installation.status !== 'paused' && held().releaseHeld(id, Date.now())) dueEverywhereSoon();
+        if (url !== previousUrl) await webhooks.setEndpointUrl(tx, id, url);
+        if (previousUrl === undefined && change.installation.status !== 'paused' && (await queue.releaseHeld(tx, id, Date.now()))) dueEverywhereAfter(tx);
         return;
       }
       case 'paused':
-        return webhooks.pauseInstallation(id);
+        return webhooks.pauseInstallation(tx, id);
       case 'resumed':
         // Without a URL the held deliveries stay held: a URL set later releases them.
-        if (endpoint.url === undefined) return secrets.setPaused(id, false);
-        return webhooks.resumeInstallation(id);
+        if (endpoint.url === undefined) return secrets.setPaused(tx, id, false);
+        return webhooks.resumeInstallation(tx, id);
       case 'uninstalled':
-        return webhooks.removeInstallation(id);
+        return webhooks.removeInstallation(tx, id);
     }
   }
   /** Whether the installation has no URL any more (the installations module knows; without it, nothing is refused). */
@@ -389,7 +385,6 @@ export async function createWebhooks(deps: WebhooksDeps) {
     /** Overdue work (retries due while the server was down) goes out now, and what other processes make due. */
     start(): void {
       worker.wake();
-      const { nodes } = deps;
       if (!link && !nodes) return;
       // Deliveries other processes (or nodes) made due (retries they scheduled, a dead process's
       // leases) are not in this process's per-origin hints: look them up when told, and every second.
@@ -403,7 +398,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
           .finally(() => (refreshing = false));
       };
       link?.onDue(dueSafely);
-      nodes?.listen('switchyard_due', dueSafely);
+      nodes?.listen(DUE_CHANNEL, dueSafely);
       refresh = setInterval(dueSafely, 1_000);
       refresh.unref();
     },
