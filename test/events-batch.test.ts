@@ -319,7 +319,6 @@ test('group commit: while another connection holds the write lock, the batch wai
   const log = { debug() {}, info() {}, warn() {}, error() {}, child: () => log };
   const events = createEvents({
     database: store.database,
-    db: store.db,
     log,
     subscriptions: () => undefined,
     deliveries: () => undefined,
@@ -334,5 +333,5 @@ test('group commit: while another connection holds the write lock, the batch wai
   assert.equal(r.duplicate, false);
   assert.equal(refused, 1, 'refused once');
   assert.ok(performance.now() - started < 1_000, 'no busy_timeout sleep');
-  assert.ok(events.get('evt_patient_1'));
+  assert.ok(await events.get('evt_patient_1'));
 });

@@ -64,7 +64,7 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
     const now = Date.now();
     fill(store.db, now - 40 * DAY);
     const queue = createQueue(store.database, { maxAttempts: () => 4 });
-    const events = createEvents({ database: store.database, db: store.db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
+    const events = createEvents({ database: store.database, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
     const invocations = createInvocations(store.database);
     const batches: number[] = [];
     const timed = (p: Purger): Purger => ({

@@ -39,7 +39,7 @@ export const eventsModule = defineModule({
       log,
       handlers: () => services.eventHandlers,
       leftovers: services.processes ? undefined : leftoverLeases(services.store.db),
-      event: (id) => events.get(id)?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
+      event: async (id) => (await events.get(id))?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
       config: () => {
         const { webhooks, sandbox } = services.config;
         // A lease outlives the longest invocation (its start-up, its wall time, the supervisor's grace).
@@ -48,7 +48,6 @@ export const eventsModule = defineModule({
     });
     const events = createEvents({
       database: services.store.database,
-      db: services.store.db,
       log,
       // Read at each ingest: modules may attach these after us.
       subscriptions: () => services.subscriptions,

@@ -11,7 +11,6 @@ import { SwitchyardError, type Problem } from '../errors.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
 import { batchPerTurn } from '../lib/batch.ts';
 import type { Logger } from '../log/index.ts';
-import type { Db } from '../store/index.ts';
 import { LOCK_BUSY, statement, type Database, type Statement, type Tx } from '../store/contract.ts';
 import { jsonRows } from '../store/leased-queue.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
@@ -53,8 +52,6 @@ export const MAX_BATCH_EVENTS = 1000;
 
 export interface EventsDeps {
   database: Database;
-  /** The synchronous connection, for the reads not moved onto the store's contract yet. */
-  db: Db;
   log: Logger;
   subscriptions: () => { forEventType(type: string): Subscription[]; fresh?(): Promise<void> } | undefined;
   deliveries: () => Deliveries | undefined;
@@ -119,6 +116,7 @@ const ingest = {
   setCount: statement('UPDATE events SET delivery_count = ? WHERE id = ?'),
 };
 const reads = {
+  byId: statement<Row>('SELECT * FROM events WHERE id = ?'),
   purgeOrphans: statement(
     `DELETE FROM events WHERE seq IN (
        SELECT e.seq FROM events e
@@ -137,10 +135,8 @@ function listStatement(where: string[]): Statement<Row> {
 }
 
 export function createEvents(deps: EventsDeps) {
-  const { db, database } = deps;
+  const { database } = deps;
   const now = deps.now ?? Date.now;
-  // Read synchronously by the handler worker (events/handlers.ts) until it awaits the store.
-  const byId = db.prepare<[string], Row>('SELECT * FROM events WHERE id = ?');
 
   /**
    * Store units' events in the caller's transaction: the events in one INSERT, their deliveries in
@@ -183,7 +179,7 @@ export function createEvents(deps: EventsDeps) {
       const { event } = events[i];
       const deliveries = deliveriesOf.get(i) ?? [];
       if (deliveries.length !== subsOf[i].length) await tx.run(ingest.setCount, [deliveries.length, event.eventId]);
-      const handlers = deps.handlerRuns()?.enqueueEvent(event, at, { startAtCommit }) ?? [];
+      const handlers = (await deps.handlerRuns()?.enqueue(tx, event, at, { startAtCommit })) ?? [];
       stored.push({ deliveries, handlers });
     }
     // Back into units.
@@ -342,8 +338,8 @@ export function createEvents(deps: EventsDeps) {
       return (await database.run(reads.purgeOrphans, { before, limit })).changes;
     },
 
-    get(id: string): (StoredEvent & { payload: unknown }) | undefined {
-      const r = byId.get(id);
+    async get(id: string): Promise<(StoredEvent & { payload: unknown }) | undefined> {
+      const r = await database.get(reads.byId, [id]);
       return r && { ...view(r), payload: JSON.parse(r.payload) };
     },
 
