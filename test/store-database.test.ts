@@ -159,6 +159,27 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(Number(await db.value(count)), 0);
   });
 
+  test(title('work scheduled inside a transaction (a timer, setImmediate) that runs once it has ended uses the database freely'), async (t) => {
+    const { db } = open(t, implementation);
+    let later!: Promise<number>;
+    await db.transaction(async (tx) => {
+      await tx.run(insertNamed, { v: 'inside' });
+      // What a hook's oncePerTurn or a retry timer does: the callback carries this transaction's context.
+      later = new Promise<number>((resolve, reject) =>
+        setImmediate(() =>
+          db
+            .transaction(async (tx2) => {
+              await tx2.run(insertNamed, { v: 'after' });
+              return Number(await db.value(count).catch(() => -1)) + Number(await tx2.value(count));
+            })
+            .then(resolve, reject),
+        ),
+      );
+    });
+    assert.equal(await later, -1 + 2, 'its own statements run; the database inside the new transaction is still refused');
+    assert.equal(Number(await db.value(count)), 2);
+  });
+
   test(title('afterCommit(db, fn) from code called inside an asynchronous transaction joins it'), { skip: implementation === 'pool' ? 'the synchronous hooks are the connection\'s' : false }, async (t) => {
     const { db, store } = open(t, implementation);
     const seen: string[] = [];
