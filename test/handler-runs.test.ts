@@ -10,13 +10,13 @@ import assert from 'node:assert/strict';
 import { memoryLogger, type Logger } from '../src/log/index.ts';
 import type { Database, Queries, Statement } from '../src/store/contract.ts';
 import { createHandlerQueue, type EventHandlers, type HandlerQueue, type RunOutcome } from '../src/events/index.ts';
-import { openStore, type Store } from '../src/store/index.ts';
+import { connectStore, type Store } from '../src/store/index.ts';
 import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 
 /** The store of a test's data directory: its SQLite file, or its database on the suites' PostgreSQL. */
-const storeOf = (dir: string): Store =>
-  openStore(dir, { migrations: allMigrations(), url: process.env.SWITCHYARD_TEST_PG_URL ? freshPostgresDatabase(dir) : undefined });
+const storeOf = (dir: string): Promise<Store> =>
+  connectStore(dir, { migrations: allMigrations(), url: process.env.SWITCHYARD_TEST_PG_URL ? freshPostgresDatabase(dir) : undefined });
 
 const RETRY = { max_retries: 3, base_delay: 1000, jitter: 0.1, retry_after_max: 60_000 };
 const LEASE_MS = 40_000;
@@ -32,7 +32,6 @@ function queueOn(
   const targets = Array.from({ length: opts.installations ?? 1 }, (_, i) => ({ installationId: `inst_${i + 1}`, integration: 'recorder' }));
   return createHandlerQueue({
     database: opts.database ?? store.database,
-    db: store.db,
     log: opts.log ?? memoryLogger(),
     handlers: () => ({ targets: () => targets, run }),
     event: (id) => (id === event.eventId ? event : undefined),
@@ -43,19 +42,15 @@ function queueOn(
   });
 }
 
-/**
- * Enqueue the event's runs in a transaction, as ingest does, then wake the worker: through the
- * store's contract, or (`sync`) on the synchronous connection ingest still uses.
- */
-async function ingest(store: Store, q: HandlerQueue, at: number, sync = false): Promise<void> {
+/** Enqueue the event's runs in a transaction, as ingest does, then wake the worker. */
+async function ingest(store: Store, q: HandlerQueue, at: number): Promise<void> {
   const event = { eventId: 'evt_1', type: 'site_view' };
-  if (sync) store.db.transaction(() => q.enqueueEvent(event, at))();
-  else await store.database.transaction((tx) => q.enqueue(tx, event, at));
+  await store.database.transaction((tx) => q.enqueue(tx, event, at));
   q.wake();
 }
 
 test('a handler that keeps failing is retried on the webhook schedule, then failed and replayable', async (t) => {
-  const store = storeOf(tmpDir(t));
+  const store = await storeOf(tmpDir(t));
   t.after(() => store.close());
   const clock = { now: 1_000_000 };
   const attemptsAt: number[] = [];
@@ -106,8 +101,8 @@ test('a handler that keeps failing is retried on the webhook schedule, then fail
 
 test('a run claimed by a process that died is taken by another process once its lease runs out', async (t) => {
   const dir = tmpDir(t);
-  const storeA = storeOf(dir);
-  const storeB = storeOf(dir); // a second process on the same store
+  const storeA = await storeOf(dir);
+  const storeB = await storeOf(dir); // a second process on the same store
   t.after(() => (storeA.close(), storeB.close()));
   const clock = { now: 5_000_000 };
   const ranBy: string[] = [];
@@ -134,7 +129,7 @@ test('a run claimed by a process that died is taken by another process once its 
     recordedB,
   );
   t.after(() => b.stop(0));
-  await ingest(storeA, a, clock.now, true);
+  await ingest(storeA, a, clock.now);
   await waitFor(() => ranBy.length === 1);
   assert.equal((await b.ofEvent('evt_1'))[0].running, true, 'the run is leased, in the store');
 
@@ -188,7 +183,7 @@ function watched(database: Database) {
 const isOutcomes = (sql: string) => /json_extract\(o\.value/.test(sql);
 
 test('runs that end in the same turn have their outcomes recorded together: one statement, one commit', async (t) => {
-  const store = storeOf(tmpDir(t));
+  const store = await storeOf(tmpDir(t));
   t.after(() => store.close());
   const w = watched(store.database);
   const clock = { now: 2_000_000 };
@@ -235,7 +230,7 @@ test('runs that end in the same turn have their outcomes recorded together: one 
 });
 
 test('outcomes the store refused to record are recorded by a later turn, not lost until their lease runs out', async (t) => {
-  const store = storeOf(tmpDir(t));
+  const store = await storeOf(tmpDir(t));
   t.after(() => store.close());
   const w = watched(store.database);
   const log = memoryLogger();
@@ -267,7 +262,7 @@ test('outcomes the store refused to record are recorded by a later turn, not los
 });
 
 test("enqueue joins the caller's transaction: rolled back, nothing is stored or run and the reserved slots come back", async (t) => {
-  const store = storeOf(tmpDir(t));
+  const store = await storeOf(tmpDir(t));
   t.after(() => store.close());
   const clock = { now: 4_000_000 };
   const recorded: string[] = [];
@@ -316,7 +311,7 @@ test("enqueue joins the caller's transaction: rolled back, nothing is stored or 
 });
 
 test('stop: an outcome that comes in during the grace is recorded, a run still in flight after it is given back (due at once)', async (t) => {
-  const store = storeOf(tmpDir(t));
+  const store = await storeOf(tmpDir(t));
   t.after(() => store.close());
   const clock = { now: 6_000_000 };
   const recorded: string[] = [];

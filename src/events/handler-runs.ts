@@ -11,7 +11,6 @@
  * claims.
  */
 import { timeOrderedId } from '../ids.ts';
-import type { Db } from '../store/index.ts';
 import { statement, type Database, type Queries, type Statement } from '../store/contract.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 import type { HandlerRun } from './handler-views.ts';
@@ -203,23 +202,6 @@ function insertion(input: RunInput, lease: { owner: string; until: number } | un
         ? { seq, id, eventId: input.eventId, eventType: input.eventType, installationId: input.installationId, integration: input.integration, status: 'pending', attempts: 0 }
         : null,
   };
-}
-
-/** The insert prepared on a synchronous connection, once per connection. */
-const prepareInsert = (db: Db) => db.prepare<unknown[]>(q.insert.sql as string);
-const preparedInsert = new WeakMap<Db, ReturnType<typeof prepareInsert>>();
-
-/**
- * Inside the event's transaction on the synchronous connection (ingest's, today): as
- * HandlerRuns.enqueue, the same statement.
- */
-// synchronous until ingest is on the contract (merge)
-export function enqueueSync(db: Db, input: RunInput, lease?: { owner: string; until: number }): ClaimedRun | null {
-  let p = preparedInsert.get(db);
-  if (!p) preparedInsert.set(db, (p = prepareInsert(db)));
-  const { params, stored } = insertion(input, lease);
-  const r = p.run(...params);
-  return stored(r.changes, Number(r.lastInsertRowid));
 }
 
 export type HandlerRuns = ReturnType<typeof createHandlerRuns>;

@@ -5,10 +5,9 @@
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
-import { afterCommit, onRollback, type Db } from '../store/index.ts';
 import type { Database, Tx } from '../store/contract.ts';
 import type { RetryConfig } from '../webhooks/policy.ts';
-import { createHandlerRuns, enqueueSync, type ClaimedRun, type HandlerRunFilter, type RunNext } from './handler-runs.ts';
+import { createHandlerRuns, type ClaimedRun, type HandlerRunFilter, type RunNext } from './handler-runs.ts';
 import { createHandlerWorker, type RunOutcome } from './handler-worker.ts';
 import type { HandlerRun } from './handler-views.ts';
 
@@ -30,9 +29,6 @@ export interface HandlerQueue {
    * hooks: `tx.afterCommit`, `tx.onRollback`); the caller tells nothing afterwards.
    */
   enqueue(tx: Tx, event: { eventId: string; type: string; installationId?: unknown }, now: number, opts?: { startAtCommit?: boolean }): Promise<Fanned>;
-  /** As enqueue, in a transaction of the synchronous connection (ingest's, today). */
-  // synchronous until ingest is on the contract (merge)
-  enqueueEvent(event: { eventId: string; type: string; installationId?: unknown }, now: number, opts?: { startAtCommit?: boolean }): Fanned;
   /** Give back the leases the last stop left (when told to), then look for due runs: once, at start. */
   start(): Promise<void>;
   /** The worker looks for due work now (a clock moved, another process made work due). */
@@ -53,9 +49,6 @@ export interface HandlerQueue {
 
 export function createHandlerQueue(deps: {
   database: Database;
-  /** The synchronous connection, for enqueueEvent alone. */
-  // synchronous until ingest is on the contract (merge)
-  db: Db;
   log: Logger;
   handlers: () => EventHandlers | undefined;
   /** The stored event (its payload), by eventId. */
@@ -136,24 +129,6 @@ export function createHandlerQueue(deps: {
         hook(tx, p, claimed, out);
       }
       if (out.length) tx.afterCommit(wakeWorker);
-      return out;
-    },
-    // synchronous until ingest is on the contract (merge)
-    enqueueEvent(event, at, opts = {}) {
-      const planned = plan(event, opts);
-      const out: Fanned = [];
-      const hooks = { afterCommit: (fn: () => void) => afterCommit(deps.db, fn), onRollback: (fn: () => void) => onRollback(deps.db, fn) };
-      for (const [i, p] of planned.entries()) {
-        let claimed: ClaimedRun | null;
-        try {
-          claimed = enqueueSync(deps.db, input(event, p, at), p.lease);
-        } catch (e) {
-          cancel(planned.slice(i));
-          throw e;
-        }
-        hook(hooks, p, claimed, out);
-      }
-      if (out.length) afterCommit(deps.db, wakeWorker);
       return out;
     },
     async start() {

@@ -35,10 +35,9 @@ export const eventsModule = defineModule({
     const log = services.log.child({ module: 'events' });
     const handlerRuns = createHandlerQueue({
       database: services.store.database,
-      db: services.store.db, // synchronous until ingest is on the contract (merge)
       log,
       handlers: () => services.eventHandlers,
-      leftovers: services.processes ? undefined : leftoverLeases(services.store.db),
+      leftovers: services.processes ? undefined : leftoverLeases(services.store),
       event: async (id) => (await events.get(id))?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
       config: () => {
         const { webhooks, sandbox } = services.config;
