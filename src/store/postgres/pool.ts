@@ -119,6 +119,8 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
       const r = await on.query({ text: q.text, values: q.values, name: q.name });
       return { c, rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
     } catch (e) {
+      // The statement's text only, never its values (they may hold tokens and secrets).
+      if (process.env.SWITCHYARD_PG_DEBUG) process.stderr.write(`PG ERROR ${(e as Error).message}\n  in: ${q.text}\n`);
       throw failure(e);
     }
   }
