@@ -149,7 +149,7 @@ test('a store-wide job (retention) runs on one node at a time: the second node i
   if (!pg) return;
   const { tryStoreWideLock, STORE_WIDE_LEASE_MS } = await import('../src/store/lock.ts');
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
-  const [a, b] = [openStore(tmpDir(t), { url, migrations: allMigrations() }), openStore(tmpDir(t), { url, migrations: allMigrations() })];
+  const [a, b] = [await connectStore(tmpDir(t), { url, migrations: allMigrations() }), await connectStore(tmpDir(t), { url, migrations: allMigrations() })];
   t.after(() => (a.close(), b.close()));
   const lockA = await tryStoreWideLock(a.database, 'job');
   assert.ok(lockA, 'the first node takes it');
