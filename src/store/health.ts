@@ -68,7 +68,11 @@ export function createStoreHealth(database: Database, store: StoreName, opts: { 
   function readable(): Promise<boolean> {
     reading ??= database.value(q.read).then(
       (v) => v !== undefined,
-      () => false,
+      (e) => {
+        // The store out of reach is a failure as a write's would be: said with its reason, and probed.
+        if (storageCode(e)) health.failed(e);
+        return false;
+      },
     );
     const read = reading;
     void read.finally(() => {
