@@ -33,3 +33,29 @@ test('context.api and context.integration can be replaced, spread, redefined and
     redefined: 'mine',
   });
 });
+
+test("context.environment is the invocation's own, whenever its code first reads it (handed over on first read): after an await, changed in place, replaced, and never another invocation's", async (t) => {
+  for (const inProcess of [false, true]) {
+    const sb = testSandbox(t, { inProcess });
+    const s = fetchScript(`
+      const url = new URL(request.url);
+      if (url.searchParams.has('wait')) await new Promise((r) => setTimeout(r, 5));
+      const out = { id: context.environment.installation.id, same: context.environment === context.environment, marked: context.environment.marked ?? null };
+      context.environment.marked = out.id;
+      out.kept = context.environment.marked;
+      out.keys = Object.keys({ ...context }).sort().join(',');
+      if (url.searchParams.has('replace')) { context.environment = { installation: { id: 'replaced' } }; out.replaced = context.environment.installation.id; }
+      return Response.json(out);`);
+    const env = (id: string) => ({ installation: { id } });
+    const first = await call(sb, s, { url: 'https://integration.test/?wait', environment: env('inst_a') });
+    assert.equal(first.status, 200, first.text);
+    assert.deepEqual(first.json(), { id: 'inst_a', same: true, marked: null, kept: 'inst_a', keys: 'api,environment,integration,log,waitUntil' });
+    // The same isolate, another installation: its own environment, without the first one's change.
+    const [second, third] = await Promise.all([
+      call(sb, s, { environment: env('inst_b') }),
+      call(sb, s, { url: 'https://integration.test/?replace', environment: env('inst_c') }),
+    ]);
+    assert.deepEqual(second.json(), { id: 'inst_b', same: true, marked: null, kept: 'inst_b', keys: 'api,environment,integration,log,waitUntil' });
+    assert.deepEqual(third.json(), { id: 'inst_c', same: true, marked: null, kept: 'inst_c', keys: 'api,environment,integration,log,waitUntil', replaced: 'replaced' });
+  }
+});
