@@ -24,6 +24,8 @@ import { describe, dispatch, drain, register, warm, type DispatchInput } from '.
 import * as runtime from './runtime/index.ts';
 
 const g = globalThis as any;
+// Taken before any integration code runs (it could replace the global).
+const parseJSON = JSON.parse;
 
 function define(name: string, value: unknown): void {
   Object.defineProperty(g, name, { value, writable: true, configurable: true, enumerable: false });
@@ -115,10 +117,12 @@ function boot(log: HostFunctions['log'], load: HostFunctions['load'], random: Ho
       );
       return box;
     },
-    dispatch(seq: number, input: DispatchInput, call: number, inlineLogs: boolean) {
+    dispatch(seq: number, input: DispatchInput | string, call: number, inlineLogs: boolean) {
       const box = beginCall(call, inlineLogs);
+      // A plain request comes as JSON text (see the host's Invocation.run).
+      const given: DispatchInput = typeof input === 'string' ? parseJSON(input) : input;
       // dispatch() turns every throw into an answer; should describing one throw as well, still answer.
-      dispatch(input, seq).then((out) => respond('dispatch', seq, out), failed(seq));
+      dispatch(given, seq).then((out) => respond('dispatch', seq, out), failed(seq));
       return box;
     },
     complete(id: number, ok: boolean, value: unknown, call: number, inlineLogs: boolean) {

@@ -28,7 +28,6 @@ function entropy(): Uint8Array {
   }
   return pool.slice(poolAt, (poolAt += 256));
 }
-const NO_ENTROPY = new Uint8Array(0);
 // Added to an inline call's time-out (see budget): room for a call that was preempted.
 const INLINE_GRACE_MS = 10;
 const levels = new Set(['debug', 'info', 'log', 'warn', 'error']);
@@ -147,14 +146,18 @@ export class Invocation implements InstanceHooks {
       // thread on this one's event loop: it goes with the input.
       ...(this.inline ? {} : { environment: this.envelope.environment }),
       body: this.envelope.fetchBody ? ownBytes(this.envelope.fetchBody) : null,
-      entropy: this.inline ? NO_ENTROPY : entropy(),
+      // Inline, random bytes come from the host when the guest needs them (see guest crypto.ts).
+      ...(this.inline ? {} : { entropy: entropy() }),
       responseBodyLimit: limits.response_body,
       logLines: limits.log_lines,
       canonical: this.envelope.event.type === 'fetch' && isCanonicalRequest(this.envelope.event.request),
       toEvents: this.envelope.dispatch === 'events',
     };
     if (inst.disposed) this.died(inst.disposedFor ? 'broken' : 'memory', 'the isolate was disposed before the invocation started');
-    else inst.dispatch(this.seq, input);
+    // A canonical request without a body (the usual public request) crosses as JSON text: one string
+    // copied in, where the tree of objects and arrays cost isolated-vm's serializer more than
+    // JSON.stringify here and JSON.parse there. Canonical means strings only (see incoming.ts).
+    else inst.dispatch(this.seq, input.canonical && !input.body ? JSON.stringify(input) : input);
     if (this.hasAnswer) return this.conclude(this.answerValue);
     if (this.breachInfo || this.death) return this.conclude('stopped');
     if (this.inline) this.armWallTimer('wall_time', limits.wall_time);

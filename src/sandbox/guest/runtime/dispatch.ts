@@ -23,7 +23,8 @@ export interface DispatchInput {
   /** Absent when the host hands it over on first read (see HostFunctions.environment). */
   environment?: Record<string, unknown>;
   body: Uint8Array | null;
-  entropy: Uint8Array;
+  /** Random bytes for crypto (absent inline: then they come from the host when needed). */
+  entropy?: Uint8Array;
   responseBodyLimit: number;
   logLines: number;
   /** The host checked event.request: canonical absolute URL, valid lower-case headers, token method. */
@@ -245,7 +246,7 @@ export async function warm(): Promise<void> {
 export async function dispatch(input: DispatchInput, seq: number): Promise<DispatchOutput> {
   resetPending(input.logLines);
   resetTimers();
-  addEntropy(input.entropy);
+  if (input.entropy) addEntropy(input.entropy);
   waitUntils = [];
   let out: DispatchOutput;
   try {
