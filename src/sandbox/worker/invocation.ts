@@ -132,7 +132,8 @@ export class Invocation implements InstanceHooks {
     const inst = this.inst;
     inst.hooks = this;
     for (const l of inst.startupLogs.splice(0)) this.log(l.level, `(top level) ${l.message}`);
-    this.cpuStart = inst.cpuMs();
+    // Inline, CPU time is the thread's inside the calls (see charge): the isolate's clock is not read.
+    if (!this.inline) this.cpuStart = inst.cpuMs();
     this.deadline = Date.now() + limits.wall_time;
     // Inline, the guest runs only inside calls bounded by budget(): no timers unless it waits.
     if (!this.inline) {
@@ -169,7 +170,7 @@ export class Invocation implements InstanceHooks {
     const limits = this.limits;
     const inst = this.inst;
     // Console lines reach the host before the answer: both are callbacks queued in call order.
-    this.cpuAtEnd = inst.disposed ? this.cpuAtEnd : inst.cpuMs();
+    if (!this.inline && !inst.disposed) this.cpuAtEnd = inst.cpuMs();
     const duration = () => performance.now() - this.started;
     const cpu = () => (this.inline ? this.inlineCpu : Math.max(0, (inst.disposed ? this.cpuAtEnd : inst.cpuMs()) - this.cpuStart));
 
