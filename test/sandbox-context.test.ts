@@ -59,3 +59,22 @@ test("context.environment is the invocation's own, whenever its code first reads
     assert.deepEqual(third.json(), { id: 'inst_c', same: true, marked: null, kept: 'inst_c', keys: 'api,environment,integration,log,waitUntil', replaced: 'replaced' });
   }
 });
+
+test("the state the guest's Request, Response, Headers and bodies keep is out of integration code's reach: no own keys, brand checks throw, frozen objects still work", async (t) => {
+  const sb = testSandbox(t, { inProcess: true });
+  const s = fetchScript(`
+    const out = {};
+    const h = new Headers({ 'x-a': '1' });
+    out.keys = [request, request.headers, h, new Response('x')].map((o) => Reflect.ownKeys(o).length);
+    for (const [name, fn] of [['get', () => Headers.prototype.get.call({}, 'x')], ['url', () => Object.getOwnPropertyDescriptor(Request.prototype, 'url').get.call({})], ['status', () => Object.getOwnPropertyDescriptor(Response.prototype, 'status').get.call(Object.create(Response.prototype))]]) {
+      try { const r = fn(); out[name] = r instanceof Promise ? await r.then(() => 'resolved', (e) => e.name) : 'returned ' + r; } catch (e) { out[name] = e.name; }
+    }
+    Object.freeze(h);
+    const res = new Response('frozen ' + h.get('x-a') + ' ' + (await request.text()), { headers: h });
+    Object.freeze(res);
+    out.body = await res.clone().text();
+    return new Response(JSON.stringify(out), { headers: Object.freeze(new Headers({ 'content-type': 'application/json' })) });`);
+  const r = await call(sb, s, { method: 'POST', body: 'payload' });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json(), { keys: [0, 0, 0, 0], get: 'TypeError', url: 'TypeError', status: 'TypeError', body: 'frozen 1 payload' });
+});
