@@ -78,3 +78,15 @@ test("the state the guest's Request, Response, Headers and bodies keep is out of
   assert.equal(r.status, 200, r.text);
   assert.deepEqual(r.json(), { keys: [0, 0, 0, 0], get: 'TypeError', url: 'TypeError', status: 'TypeError', body: 'frozen 1 payload' });
 });
+
+test('a context kept from an earlier invocation does not hand over that invocation\'s environment later: reading it says the invocation is over', async (t) => {
+  const sb = testSandbox(t, { inProcess: true });
+  const s = fetchScript(`
+    if (!globalThis.kept) { globalThis.kept = context; return new Response('kept'); }
+    try { return new Response('read ' + JSON.stringify(globalThis.kept.environment)); } catch (e) { return new Response(e.message); }`);
+  assert.equal((await call(sb, s, { environment: { installation: { id: 'inst_a' } } })).text, 'kept');
+  const later = await call(sb, s, { environment: { installation: { id: 'inst_b' } } });
+  assert.equal(later.status, 200, later.text);
+  assert.match(later.text, /this invocation is over: its environment is no longer available/);
+  assert.doesNotMatch(later.text, /inst_/);
+});
