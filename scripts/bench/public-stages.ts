@@ -24,10 +24,10 @@
  * The guest runs in another isolate, invisible to the serving process's profile: its time lands on
  * the synchronous call into it (`applySync`). That bucket is split by a third measure, in this
  * process: the same hello invocation through the sandbox host (as the serving process runs it,
- * no HTTP), with isolated-vm's profiler on the guest isolate: the guest's own work by stage (the
- * dispatch, building the Request, the handler, the Response read back) in µs per invocation, and
- * the crossing (isolated-vm's copies, its time-out, entering the isolate) as what the call costs
- * beyond them.
+ * no HTTP): the share of the call that the guest isolate's cpuTime counts (its code, and the
+ * copies in and out, which isolated-vm counts there too: a rough split), and the rest (entering,
+ * the time-out, the clocks). isolated-vm's own profiler does not help here: it makes one profile
+ * per activation of the isolate, one or two samples each for a call of tens of µs.
  *
  * On a shared machine req/s mean little; CPU per request and its split hold up better. Compare
  * runs made in the same conditions, never figures across days.
@@ -299,8 +299,8 @@ async function wrk(s: Serve, seconds: number): Promise<Load> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The guest's side, in this process: the sandbox host running the hello invocation, with
-// isolated-vm's profiler on the guest isolate.
+// The guest's side, in this process: the sandbox host running the hello invocation, the guest
+// isolate's cpuTime read around the run.
 
 async function guestSplit(): Promise<{ perInvocation: number; guestUs: number; callUs: number }> {
   const { defaultConfig } = await import('../../src/config/index.ts');
