@@ -1,13 +1,19 @@
 /**
- * Durable delivery through the HTTP API, against a hand-written relay, in the same run.
+ * Durable delivery through the HTTP API, against two hand-written relays, in the same run.
  * Run: PATH=node_modules/.bin:$PATH node --no-node-snapshot scripts/bench/delivery.ts
  *
- * Three processes besides this one, all on the same machine, none pinned:
+ * Four processes besides this one, all on the same machine, none pinned:
  * - `switchyard serve` as a user starts it (its default serving processes; BENCH_PROCESSES=n for
  *   another count) with a webhook installation made through the API whose URL is the receiver;
  * - the relay: a plain Node HTTP server written here, the least a sender could do over the same two
  *   hops: it checks the bearer token, parses the event, signs the body with the same scheme and
  *   POSTs it to the receiver, then answers 202. Nothing is stored: a crash loses what is in flight;
+ * - the durable relay (issue 29's fair peer: it persists what it accepts): the same checks, but the
+ *   events of one event-loop turn are committed to SQLite (better-sqlite3, WAL, synchronous=NORMAL)
+ *   before their 202s, then signed and POSTed; the attempts of one turn are recorded in one
+ *   transaction (an attempt row each, the event delivered or retried a second later); at start it
+ *   re-queues the events its file holds undelivered. One process, one connection; its file in a
+ *   temp folder removed when it stops, or in BENCH_RELAY_DIR, kept (to try its restart by hand);
  * - the receiver, which answers every POST at once with 200 and is also the load generator, so
  *   that latency is measured on one clock (from the start of the ingest request to the arrival).
  *
@@ -16,15 +22,20 @@
  *    webhooks.per_endpoint_concurrency is raised to BENCH_PER_ENDPOINT (default: the connections),
  *    and the relay keeps to the same bound of POSTs in flight to the receiver, so at the product's
  *    default (BENCH_PER_ENDPOINT=4) both senders are held to four at once.
- *    Goal: Switchyard >= 0.8x the relay.
+ *    Goal: Switchyard >= 0.8x the durable relay; its ratio to the relay that stores nothing is
+ *    printed beside it.
  * 2. Latency at 1,000 events/s (open loop, BENCH_LATENCY_SECONDS long): ingest-to-receiver p99.
- *    Goal: p99 < 25 ms. Also the relay's figure in the same run, and an idle pace (20/s).
- * Rounds alternate between the two senders; medians of BENCH_ROUNDS (5) are printed.
+ *    Goal: p99 < 25 ms. Also both relays' figures in the same run, and an idle pace (20/s).
+ * Rounds alternate between the three senders; medians of BENCH_ROUNDS (5) are printed.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { timingSafeEqual } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { samplePayload } from '../../src/events/index.ts';
 import { signatureHeader } from '../../src/webhooks/signature.ts';
 import { ask, median, percentile, setting, startServe } from './common.ts';
@@ -83,6 +94,113 @@ if (role === 'relay') {
   process.on('disconnect', () => process.exit(0));
   process.on('message', (m: any) => {
     if (m.target) target = m.target;
+  });
+  server.listen(0, '127.0.0.1', () => process.send!({ port: (server.address() as AddressInfo).port }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The durable relay: what it accepts is committed first, once per turn; attempts recorded once per
+// turn; at start, what its file holds undelivered is sent again.
+if (role === 'durable-relay') {
+  const expected = Buffer.from(`Bearer ${TOKEN}`);
+  const secret = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: setting('BENCH_PER_ENDPOINT', CONNECTIONS) });
+  let target = '';
+  const dir = process.env.BENCH_RELAY_DIR ?? mkdtempSync(join(tmpdir(), 'switchyard-bench-relay-'));
+  const db = new Database(join(dir, 'relay.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, event_id TEXT NOT NULL, body TEXT NOT NULL,
+      delivered INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0);
+    CREATE INDEX IF NOT EXISTS events_undelivered ON events (id) WHERE delivered = 0;
+    CREATE TABLE IF NOT EXISTS attempts (id INTEGER PRIMARY KEY, event INTEGER NOT NULL, status INTEGER NOT NULL, at INTEGER NOT NULL);
+  `);
+  const insertEvent = db.prepare('INSERT INTO events (event_id, body) VALUES (?, ?)');
+  const insertAttempt = db.prepare('INSERT INTO attempts (event, status, at) VALUES (?, ?, ?)');
+  const delivered = db.prepare('UPDATE events SET delivered = 1, attempts = attempts + 1 WHERE id = ?');
+  const retried = db.prepare('UPDATE events SET attempts = attempts + 1 WHERE id = ?');
+  const store = db.transaction((batch: Array<{ eventId: string; body: string }>) => batch.map((b) => Number(insertEvent.run(b.eventId, b.body).lastInsertRowid)));
+  const record = db.transaction((outcomes: Array<{ id: number; status: number }>) => {
+    const at = Date.now();
+    for (const o of outcomes) {
+      insertAttempt.run(o.id, o.status, at);
+      (o.status >= 200 && o.status < 300 ? delivered : retried).run(o.id);
+    }
+  });
+
+  let outcomes: Array<{ id: number; status: number }> = [];
+  const recordTurn = () => {
+    const turn = outcomes;
+    outcomes = [];
+    record(turn);
+  };
+  const send = (id: number, body: string) => {
+    const bytes = Buffer.from(body);
+    const out = http.request(target, {
+      method: 'POST',
+      agent,
+      headers: { 'content-type': 'application/json', 'content-length': bytes.length, 'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), bytes) },
+    });
+    const outcome = (status: number) => {
+      if (!outcomes.length) setImmediate(recordTurn);
+      outcomes.push({ id, status });
+      // A failed attempt is tried again a second later (from the file again after a restart).
+      if (status < 200 || status >= 300) setTimeout(() => send(id, body), 1000);
+    };
+    out.on('response', (r) => {
+      r.resume();
+      r.on('end', () => outcome(r.statusCode ?? 0));
+    });
+    out.on('error', () => outcome(0));
+    out.end(bytes);
+  };
+
+  let accepted: Array<{ eventId: string; body: string; res: http.ServerResponse }> = [];
+  const storeTurn = () => {
+    const turn = accepted;
+    accepted = [];
+    let ids: number[];
+    try {
+      ids = store(turn);
+    } catch {
+      for (const a of turn) a.res.writeHead(503).end();
+      return;
+    }
+    turn.forEach((a, i) => {
+      a.res.writeHead(202, { 'content-type': 'application/json' }).end(`{"id":"${a.eventId}"}`);
+      send(ids[i], a.body);
+    });
+  };
+  const server = http.createServer((req, res) => {
+    const auth = Buffer.from(req.headers.authorization ?? '');
+    if (auth.length !== expected.length || !timingSafeEqual(auth, expected)) return void res.writeHead(401).end();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let event: { eventId?: string; type?: unknown };
+      try {
+        event = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        return void res.writeHead(400).end();
+      }
+      if (typeof event.type !== 'string') return void res.writeHead(400).end();
+      if (!accepted.length) setImmediate(storeTurn);
+      accepted.push({ eventId: String(event.eventId), body: JSON.stringify({ ...event, installationId: 'inst_relay' }), res });
+    });
+  });
+  const quit = () => {
+    db.close();
+    if (!process.env.BENCH_RELAY_DIR) rmSync(dir, { recursive: true, force: true });
+    process.exit(0);
+  };
+  process.on('disconnect', quit);
+  process.on('SIGTERM', quit);
+  process.on('message', (m: any) => {
+    if (!m.target) return;
+    target = m.target;
+    // What a previous run accepted and did not deliver goes out again, once there is somewhere to send it.
+    for (const r of db.prepare('SELECT id, body FROM events WHERE delivered = 0 ORDER BY id').all() as Array<{ id: number; body: string }>) send(r.id, r.body);
   });
   server.listen(0, '127.0.0.1', () => process.send!({ port: (server.address() as AddressInfo).port }));
 }
@@ -182,19 +300,21 @@ async function child(name: string): Promise<{ proc: ChildProcess; port: number }
 async function main(): Promise<void> {
   const receiver = await child('receiver');
   const relay = await child('relay');
+  const durable = await child('durable-relay');
   const hook = `http://127.0.0.1:${receiver.port}/hook`;
   relay.proc.send({ target: hook });
+  durable.proc.send({ target: hook });
   // The relay has as many POSTs in flight to the receiver as it has clients (64); the product's
   // default per-endpoint cap (4, politeness toward one receiver) would measure that cap, not the engine.
   const perEndpoint = setting('BENCH_PER_ENDPOINT', CONNECTIONS);
   const serve = await startServe({ processes: process.env.BENCH_PROCESSES ?? 0, webhooks: { per_endpoint_concurrency: perEndpoint, concurrency: Math.max(32, perEndpoint) } });
   if (serve.token !== TOKEN) throw new Error('the benchmark and startServe disagree on the admin token');
   await serve.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook, event_types: 'site_view' } });
-  const senders = { switchyard: serve.url, relay: `http://127.0.0.1:${relay.port}` };
+  const senders = { switchyard: serve.url, relay: `http://127.0.0.1:${relay.port}`, durable: `http://127.0.0.1:${durable.port}` };
   type Sender = keyof typeof senders;
 
   console.log(
-    `durable delivery benchmark: switchyard serve (processes ${process.env.BENCH_PROCESSES ?? 'default'}, webhooks.per_endpoint_concurrency ${perEndpoint}) vs a hand-written relay; ` +
+    `durable delivery benchmark: switchyard serve (processes ${process.env.BENCH_PROCESSES ?? 'default'}, webhooks.per_endpoint_concurrency ${perEndpoint}) vs a hand-written relay, durable (SQLite) and not; ` +
       `${N} single-event POSTs over ${CONNECTIONS} connections per round, ${ROUNDS} rounds, Node ${process.version}`,
   );
 
@@ -211,30 +331,43 @@ async function main(): Promise<void> {
 
   // --- 1. throughput --------------------------------------------------------------------------
   await blast('relay'); // warm-up (JIT, sockets, SQLite pages)
+  await blast('durable');
   await blast('switchyard');
-  const rates: Record<Sender, number[]> = { switchyard: [], relay: [] };
-  const acks: number[] = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    rates.relay.push((await blast('relay')).rate);
-    const r = await blast('switchyard');
-    rates.switchyard.push(r.rate);
-    acks.push(r.ackRate);
-  }
-  const ratio = median(rates.switchyard) / median(rates.relay);
+  const rates: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
+  const acks: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
+  for (let i = 0; i < ROUNDS; i++)
+    for (const s of ['relay', 'durable', 'switchyard'] as const) {
+      const r = await blast(s);
+      rates[s].push(r.rate);
+      acks[s].push(r.ackRate);
+    }
+  const rate = (s: Sender) => median(rates[s]);
+  const ratio = rate('switchyard') / rate('durable');
   console.log(
-    `throughput  switchyard ${median(rates.switchyard).toFixed(0)} events/s delivered, relay ${median(rates.relay).toFixed(0)}/s: ratio ${ratio.toFixed(2)} ` +
+    `throughput  switchyard ${rate('switchyard').toFixed(0)} events/s delivered, durable relay ${rate('durable').toFixed(0)}/s: ratio ${ratio.toFixed(2)} ` +
       `(goal >= ${GOAL_RATIO}: ${ratio >= GOAL_RATIO ? 'met' : 'NOT met'})`,
   );
-  console.log(`            switchyard ingest alone (all 202s answered, stored) ${median(acks).toFixed(0)} events/s`);
-  console.log(`            rounds switchyard [${rates.switchyard.map((x) => x.toFixed(0)).join(', ')}]  relay [${rates.relay.map((x) => x.toFixed(0)).join(', ')}]`);
+  console.log(
+    `            relay storing nothing ${rate('relay').toFixed(0)}/s: switchyard / relay ${(rate('switchyard') / rate('relay')).toFixed(2)}, ` +
+      `durable relay / relay ${(rate('durable') / rate('relay')).toFixed(2)} (what persisting costs the hand-written relay)`,
+  );
+  console.log(
+    `            ingest alone (all 202s answered): switchyard ${median(acks.switchyard).toFixed(0)} events/s (stored), durable relay ${median(acks.durable).toFixed(0)} (committed), ` +
+      `relay ${median(acks.relay).toFixed(0)} (answers after its POST)`,
+  );
+  console.log(
+    `            rounds switchyard [${rates.switchyard.map((x) => x.toFixed(0)).join(', ')}]  durable relay [${rates.durable.map((x) => x.toFixed(0)).join(', ')}]  ` +
+      `relay [${rates.relay.map((x) => x.toFixed(0)).join(', ')}]`,
+  );
 
   // --- 2. latency -------------------------------------------------------------------------------
   await load('switchyard', 200, 1); // warm-up
   type Lat = Awaited<ReturnType<typeof load>>;
-  const lat: Record<Sender, Lat[]> = { switchyard: [], relay: [] };
+  const lat: Record<Sender, Lat[]> = { switchyard: [], relay: [], durable: [] };
   const idle: Lat[] = [];
   for (let i = 0; i < ROUNDS; i++) {
     lat.relay.push(await load('relay', RATE, LATENCY_SECONDS));
+    lat.durable.push(await load('durable', RATE, LATENCY_SECONDS));
     lat.switchyard.push(await load('switchyard', RATE, LATENCY_SECONDS));
     idle.push(await load('switchyard', 20, 2));
   }
@@ -242,16 +375,21 @@ async function main(): Promise<void> {
   const p99 = med(lat.switchyard, 'p99');
   console.log(
     `latency     ingest-to-receiver at ${RATE}/s: switchyard p50 ${med(lat.switchyard, 'p50').toFixed(2)} ms, p99 ${p99.toFixed(2)} ms ` +
-      `(goal p99 < ${GOAL_P99} ms: ${p99 < GOAL_P99 ? 'met' : 'NOT met'}; ratio to the goal ${(p99 / GOAL_P99).toFixed(2)}); relay p50 ${med(lat.relay, 'p50').toFixed(2)} ms, p99 ${med(lat.relay, 'p99').toFixed(2)} ms`,
+      `(goal p99 < ${GOAL_P99} ms: ${p99 < GOAL_P99 ? 'met' : 'NOT met'}; ratio to the goal ${(p99 / GOAL_P99).toFixed(2)}); durable relay p50 ${med(lat.durable, 'p50').toFixed(2)} ms, p99 ${med(lat.durable, 'p99').toFixed(2)} ms; ` +
+      `relay p50 ${med(lat.relay, 'p50').toFixed(2)} ms, p99 ${med(lat.relay, 'p99').toFixed(2)} ms`,
   );
   console.log(`            switchyard idle (20/s): p50 ${med(idle, 'p50').toFixed(2)} ms, p99 ${med(idle, 'p99').toFixed(2)} ms`);
-  console.log(`            p99 per round: switchyard [${lat.switchyard.map((x) => x.p99.toFixed(1)).join(', ')}]  relay [${lat.relay.map((x) => x.p99.toFixed(1)).join(', ')}]`);
-  const lost = [...lat.switchyard, ...lat.relay, ...idle].reduce((a, x) => a + x.lost, 0);
+  console.log(
+    `            p99 per round: switchyard [${lat.switchyard.map((x) => x.p99.toFixed(1)).join(', ')}]  durable relay [${lat.durable.map((x) => x.p99.toFixed(1)).join(', ')}]  ` +
+      `relay [${lat.relay.map((x) => x.p99.toFixed(1)).join(', ')}]`,
+  );
+  const lost = [...lat.switchyard, ...lat.relay, ...lat.durable, ...idle].reduce((a, x) => a + x.lost, 0);
   if (lost) console.log(`            WARNING: ${lost} events not received within 5 s of the last send`);
 
   serve.stop();
   receiver.proc.kill();
   relay.proc.kill();
+  durable.proc.kill();
 }
 
-if (role !== 'receiver' && role !== 'relay') await main();
+if (role !== 'receiver' && role !== 'relay' && role !== 'durable-relay') await main();
