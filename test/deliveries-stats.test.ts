@@ -17,16 +17,16 @@ const MIN = 60_000;
 /** A minute boundary, so buckets are predictable. */
 const T0 = Date.UTC(2025, 0, 31, 12, 0, 0);
 
-test('statistics per endpoint and minute: counts by status now, p50/p95/max of latency and response time, in SQL', (t) => {
+test('statistics per endpoint and minute: counts by status now, p50/p95/max of latency and response time, in SQL', async (t) => {
   const store = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => store.close());
-  const queue = createQueue(store.db, { maxAttempts: () => 4 });
+  const queue = createQueue(store.database, { maxAttempts: () => 4 });
   let n = 0;
   /** One delivery created at `at`, with one attempt of `durationMs`, ending in `status` at `at + latencyMs`. */
-  const delivery = (url: string, at: number, status: 'delivered' | 'failed' | 'pending', latencyMs = 0, durationMs = 0, installationId = 'ins_a') => {
-    const c = queue.enqueue({ eventId: `evt_${n++}`, eventType: 'site_view', installationId, url, body: '{}', now: at })!;
+  const delivery = async (url: string, at: number, status: 'delivered' | 'failed' | 'pending', latencyMs = 0, durationMs = 0, installationId = 'ins_a') => {
+    const c = (await queue.enqueue(store.database, { eventId: `evt_${n++}`, eventType: 'site_view', installationId, url, body: '{}', now: at }))!;
     if (status === 'pending') return;
-    queue.completeMany([
+    await queue.completeMany(store.database, [
       {
         seq: c.seq,
         attempt: {
@@ -49,16 +49,16 @@ test('statistics per endpoint and minute: counts by status now, p50/p95/max of l
     ]);
   };
   // Endpoint A, minute 0: ten delivered (latency 100..1000 ms, attempts 10..100 ms) and one failed (5 ms).
-  for (let i = 1; i <= 10; i++) delivery('https://a.example/hooks', T0 + i * 1000, 'delivered', 100 * i, 10 * i);
-  delivery('https://a.example/other', T0 + 30_000, 'failed', 5, 5);
+  for (let i = 1; i <= 10; i++) await delivery('https://a.example/hooks', T0 + i * 1000, 'delivered', 100 * i, 10 * i);
+  await delivery('https://a.example/other', T0 + 30_000, 'failed', 5, 5);
   // Minute 2: two more delivered (50 and 70 ms).
-  delivery('https://a.example/hooks', T0 + 2 * MIN, 'delivered', 50, 20);
-  delivery('https://a.example/hooks', T0 + 2 * MIN + 1, 'delivered', 70, 30);
+  await delivery('https://a.example/hooks', T0 + 2 * MIN, 'delivered', 50, 20);
+  await delivery('https://a.example/hooks', T0 + 2 * MIN + 1, 'delivered', 70, 30);
   // Endpoint B, minute 1: one still pending; and one long before the window.
-  delivery('https://b.example:8443/x', T0 + MIN + 5, 'pending', 0, 0, 'ins_b');
-  delivery('https://b.example:8443/x', T0 - 10 * MIN, 'delivered', 10, 10, 'ins_b');
+  await delivery('https://b.example:8443/x', T0 + MIN + 5, 'pending', 0, 0, 'ins_b');
+  await delivery('https://b.example:8443/x', T0 - 10 * MIN, 'delivered', 10, 10, 'ins_b');
 
-  const stats = deliveryStats(store.db, { since: T0 + 20_000, until: T0 + 5 * MIN, bucketMs: MIN });
+  const stats = await deliveryStats(store.database, { since: T0 + 20_000, until: T0 + 5 * MIN, bucketMs: MIN });
   assert.equal(stats.since, new Date(T0).toISOString(), 'the window starts on a bucket boundary');
   assert.deepEqual(
     stats.endpoints.map((e) => [e.endpoint, e.total, e.byStatus]),
@@ -86,7 +86,7 @@ test('statistics per endpoint and minute: counts by status now, p50/p95/max of l
   ]);
   assert.deepEqual(b.buckets, [{ at: new Date(T0 + MIN).toISOString(), counts: { pending: 1 }, latency: null, response: null }]);
 
-  const onlyB = deliveryStats(store.db, { since: T0 - 20 * MIN, until: T0 + 5 * MIN, bucketMs: 5 * MIN, origin: 'https://b.example:8443' });
+  const onlyB = await deliveryStats(store.database, { since: T0 - 20 * MIN, until: T0 + 5 * MIN, bucketMs: 5 * MIN, origin: 'https://b.example:8443' });
   assert.deepEqual(
     onlyB.endpoints.map((e) => e.buckets.map((x) => [x.at, x.counts])),
     [
@@ -96,8 +96,8 @@ test('statistics per endpoint and minute: counts by status now, p50/p95/max of l
       ],
     ],
   );
-  assert.equal(deliveryStats(store.db, { since: T0, until: T0 + 5 * MIN, bucketMs: MIN, installation: 'ins_b' }).endpoints[0].endpoint, 'https://b.example:8443');
-  assert.deepEqual(deliveryStats(store.db, { since: T0 + 10 * MIN, until: T0 + 20 * MIN, bucketMs: MIN }).endpoints, []);
+  assert.equal((await deliveryStats(store.database, { since: T0, until: T0 + 5 * MIN, bucketMs: MIN, installation: 'ins_b' })).endpoints[0].endpoint, 'https://b.example:8443');
+  assert.deepEqual((await deliveryStats(store.database, { since: T0 + 10 * MIN, until: T0 + 20 * MIN, bucketMs: MIN })).endpoints, []);
 });
 
 test('the endpoint filter, a replay dry run narrowed by type and endpoint, and GET /api/v1/deliveries/stats', async (t) => {
@@ -195,18 +195,18 @@ test('statistics read the window through the creation-time index, whatever the f
   }
 });
 
-test('a window holding more deliveries than one answer may read is refused, saying how to narrow it', (t) => {
+test('a window holding more deliveries than one answer may read is refused, saying how to narrow it', async (t) => {
   const store = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => store.close());
-  const queue = createQueue(store.db, { maxAttempts: () => 4 });
-  for (let i = 0; i < 6; i++) queue.enqueue({ eventId: `evt_${i}`, eventType: 'site_view', installationId: 'ins_a', url: 'https://a.example/h', body: '{}', now: T0 + i * MIN });
+  const queue = createQueue(store.database, { maxAttempts: () => 4 });
+  for (let i = 0; i < 6; i++) await queue.enqueue(store.database, { eventId: `evt_${i}`, eventType: 'site_view', installationId: 'ins_a', url: 'https://a.example/h', body: '{}', now: T0 + i * MIN });
   const window = { since: T0, until: T0 + 10 * MIN, bucketMs: MIN };
-  assert.equal(deliveryStats(store.db, window, { maxDeliveries: 6 }).endpoints[0].total, 6);
-  assert.throws(
-    () => deliveryStats(store.db, window, { maxDeliveries: 5 }),
+  assert.equal((await deliveryStats(store.database, window, { maxDeliveries: 6 })).endpoints[0].total, 6);
+  await assert.rejects(
+    () => deliveryStats(store.database, window, { maxDeliveries: 5 }),
     (e: unknown) => e instanceof SwitchyardError && e.code === 'bad_request' && e.where === 'since' && /more than 5 deliveries/.test(e.message) && /shorter window/.test(e.hint ?? ''),
   );
   // The bound is on the window's deliveries, filters or not: a filter does not make the read smaller.
-  assert.throws(() => deliveryStats(store.db, { ...window, origin: 'https://elsewhere.example' }, { maxDeliveries: 5 }), SwitchyardError);
-  assert.equal(deliveryStats(store.db, { ...window, until: T0 + 5 * MIN }, { maxDeliveries: 5 }).endpoints[0].total, 5);
+  await assert.rejects(() => deliveryStats(store.database, { ...window, origin: 'https://elsewhere.example' }, { maxDeliveries: 5 }), SwitchyardError);
+  assert.equal((await deliveryStats(store.database, { ...window, until: T0 + 5 * MIN }, { maxDeliveries: 5 })).endpoints[0].total, 5);
 });

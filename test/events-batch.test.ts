@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openStore, type Db } from '../src/store/index.ts';
-import { isBusy } from '../src/store/patience.ts';
+import { LOCK_BUSY } from '../src/store/patience.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { createEvents } from '../src/events/service.ts';
 import { samplePayload, type Events } from '../src/events/index.ts';
@@ -310,21 +310,15 @@ test('group commit: while another connection holds the write lock, the batch wai
   // Count the group commit's transactions that the lock refused (the queues' reservations are
   // given back by the store's rollback hooks: store-transactions.test.ts).
   let refused = 0;
-  const transaction = store.db.transaction.bind(store.db);
-  store.db.transaction = ((fn: () => unknown) => {
-    const t = transaction(fn);
-    return () => {
-      try {
-        return t();
-      } catch (e) {
-        if (isBusy(e)) refused++;
-        throw e;
-      }
-    };
-  }) as never;
+  const unlessBusy = store.database.transactionUnlessBusy.bind(store.database);
+  (store.database as { transactionUnlessBusy: typeof unlessBusy }).transactionUnlessBusy = async (fn) => {
+    const r = await unlessBusy(fn);
+    if (r === LOCK_BUSY) refused++;
+    return r;
+  };
   const log = { debug() {}, info() {}, warn() {}, error() {}, child: () => log };
   const events = createEvents({
-    db: store.db,
+    database: store.database,
     log,
     subscriptions: () => undefined,
     deliveries: () => undefined,
@@ -339,5 +333,5 @@ test('group commit: while another connection holds the write lock, the batch wai
   assert.equal(r.duplicate, false);
   assert.equal(refused, 1, 'refused once');
   assert.ok(performance.now() - started < 1_000, 'no busy_timeout sleep');
-  assert.ok(events.get('evt_patient_1'));
+  assert.ok(await events.get('evt_patient_1'));
 });

@@ -96,6 +96,20 @@ test('an event is stored and enqueued in one go, acknowledged with its deliverie
   assert.deepEqual(next.body.events.map((e: any) => e.eventId), [event.eventId]);
 });
 
+test('an event whose installationId holds a NUL or a lone surrogate is stored, as each engine stores text (U+FFFD for them), in a batch with others', async (t) => {
+  const s = await deliveryServer(t);
+  // Its payload keeps what was sent (JSON text); the column the store filters on holds the replacement.
+  const odd = { ...samplePayload('site_view'), installationId: 'ins_\u0000_\ud800_x' } as Record<string, unknown>;
+  const plain = samplePayload('site_view');
+  const r = await s.api('POST', '/api/v1/events', [odd, plain]);
+  assert.equal(r.status, 202, JSON.stringify(r.body));
+  assert.deepEqual(r.body.results.map((x: any) => x.duplicate), [false, false]);
+  const stored = await s.api('GET', `/api/v1/events/${odd.eventId}`);
+  assert.equal(stored.status, 200);
+  assert.equal(stored.body.installationId, 'ins_\ufffd_\ufffd_x');
+  assert.deepEqual(stored.body.payload, odd);
+});
+
 test('enqueue is in the same transaction: if fan-out fails, the event is not stored', async (t) => {
   let explode = true;
   const s = await deliveryServer(t, {}, [

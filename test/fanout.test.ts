@@ -133,7 +133,7 @@ test("stored texts have limits, answered 400 naming the field: a webhook install
   assert.equal(sent.status, 202, JSON.stringify(sent.body).slice(0, 400));
   assert.deepEqual(new Set(sent.body.deliveries.map((d: { installationId: string }) => d.installationId)), new Set([a.body.installation.id, b.body.installation.id]));
   const deliveries = capabilityOf(s.services, 'deliveries');
-  for (const { id } of sent.body.deliveries) await waitFor(() => deliveries.get(id)?.status === 'delivered');
+  for (const { id } of sent.body.deliveries) await waitFor(async () => (await deliveries.get(id))?.status === 'delivered');
 });
 
 test('a webhook URL stored before the limits (a 3.5 kB host) cannot fail anyone\'s ingest on either engine: origins are kept to 300 characters, older ones cut when the store opens', async (t) => {
@@ -177,7 +177,7 @@ test('a webhook URL stored before the limits (a 3.5 kB host) cannot fail anyone\
   const deliveries = capabilityOf(s.services, 'deliveries');
   const toA = [one.body, ...batch.body.results].flatMap((r: { deliveries: Array<{ id: string; installationId: string }> }) => r.deliveries).filter((d) => d.installationId === a);
   assert.equal(toA.length, 3);
-  for (const { id } of toA) await waitFor(() => deliveries.get(id)?.status === 'delivered');
+  for (const { id } of toA) await waitFor(async () => (await deliveries.get(id))?.status === 'delivered');
   assert.ok(origins().length === 4 && origins().every((o) => o.length === 300), 'every origin of its deliveries is held to 300 characters');
   assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
 });

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { bind, translate } from '../src/store/postgres/dialect.ts';
 import { openPostgresDb } from '../src/store/postgres/db.ts';
 import { afterCommit, onRollback, openStore } from '../src/store/index.ts';
+import { statement } from '../src/store/contract.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { postgresFor, type PgServer } from './helpers/postgres.ts';
 import { samplePayload } from '../src/events/index.ts';
@@ -296,15 +297,15 @@ test('a pause on one node while another stores a delivery for the same installat
   const src = (f: string) => JSON.stringify(new URL(`../src/${f}`, import.meta.url).pathname);
   const script = `import { openStore } from ${src('store/index.ts')};
 import { allMigrations } from ${src('server/migrations.ts')};
-import { createQueue } from ${src('webhooks/queue.ts')};
+import { createQueue, pausedAmong } from ${src('webhooks/queue.ts')};
 const store = openStore(process.argv[2], { url: process.argv[1], migrations: allMigrations() });
-const queue = createQueue(store.db, { maxAttempts: () => 4 });
-store.db.transaction(() => {
-  const held = queue.isPausedLocked('inst_race');
+const queue = createQueue(store.database, { maxAttempts: () => 4 });
+await store.database.transaction(async (tx) => {
+  const held = (await pausedAmong(tx, ['inst_race'])).has('inst_race');
   process.stdout.write('read ' + held + '\\n');
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);
-  queue.enqueue({ eventId: 'evt_race', eventType: 'site_view', installationId: 'inst_race', url: 'http://127.0.0.1:9/hook', body: '{}', now: Date.now(), held });
-})();
+  await queue.enqueue(tx, { eventId: 'evt_race', eventType: 'site_view', installationId: 'inst_race', url: 'http://127.0.0.1:9/hook', body: '{}', now: Date.now(), held });
+});
 store.close();`;
   const other = spawn(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script, url, tmpDir(t)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
@@ -312,11 +313,11 @@ store.close();`;
   const ended = new Promise((resolve) => other.on('close', resolve));
   await waitFor(() => out.includes('read false'), 15_000);
   // This node pauses now, as the installations service does: the flag, then the queued deliveries held.
-  const queue = createQueue(db, { maxAttempts: () => 4 });
-  db.transaction(() => {
-    db.prepare('UPDATE webhook_endpoints SET paused = 1 WHERE installation_id = ?').run('inst_race');
-    queue.holdInstallation('inst_race', Date.now());
-  })();
+  const queue = createQueue(store.database, { maxAttempts: () => 4 });
+  await store.database.transaction(async (tx) => {
+    await tx.run(statement('UPDATE webhook_endpoints SET paused = 1 WHERE installation_id = ?'), ['inst_race']);
+    await queue.holdInstallation(tx, 'inst_race', Date.now());
+  });
   assert.equal(await ended, 0);
   assert.equal(db.prepare("SELECT status FROM webhook_deliveries WHERE event_id = 'evt_race'").pluck().get(), 'held', 'stored while the pause was being made, and held by it');
 });

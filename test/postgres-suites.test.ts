@@ -28,6 +28,7 @@ export const SUITES_ON_POSTGRES = [
   'test/invocation-records.test.ts',
   'test/fuzz.test.ts',
   'test/store-database.test.ts',
+  'test/leased-queue.test.ts',
   'test/generations.test.ts',
   'test/visibility.test.ts',
 ];

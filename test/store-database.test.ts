@@ -159,6 +159,31 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(Number(await db.value(count)), 0);
   });
 
+  test(title('work scheduled inside a transaction (a timer, setImmediate) that runs once it has ended uses the database freely'), async (t) => {
+    const { db } = open(t, implementation);
+    let later!: Promise<boolean>;
+    await db.transaction(async (tx) => {
+      await tx.run(insertNamed, { v: 'inside' });
+      // What a hook's oncePerTurn or a retry timer does: the callback carries this transaction's context.
+      later = new Promise<boolean>((resolve, reject) =>
+        setImmediate(() =>
+          db
+            .transaction(async (tx2) => {
+              await tx2.run(insertNamed, { v: 'after' });
+              // Inside the new transaction, the database itself is still refused.
+              return db.value(count).then(
+                () => false,
+                () => true,
+              );
+            })
+            .then(resolve, reject),
+        ),
+      );
+    });
+    assert.equal(await later, true, 'its own transaction runs; the database inside that one is still refused');
+    assert.equal(Number(await db.value(count)), 2);
+  });
+
   test(title('afterCommit(db, fn) from code called inside an asynchronous transaction joins it'), { skip: implementation === 'pool' ? 'the synchronous hooks are the connection\'s' : false }, async (t) => {
     const { db, store } = open(t, implementation);
     const seen: string[] = [];

@@ -226,12 +226,12 @@ test('a slow endpoint cannot starve a healthy one (per-endpoint concurrency)', a
   assert.equal(slow.requests.length, 2, 'the slow endpoint holds only its own 2 slots');
   assert.equal(maxOpen, 2);
   // Let the slow endpoint drain: everything is delivered in the end.
-  while (s.deliveries.counts().delivered < 11) {
+  while ((await s.deliveries.counts()).delivered < 11) {
     release.splice(0).forEach((f) => f());
     await new Promise((r) => setTimeout(r, 10));
   }
   assert.equal(maxOpen, 2);
-  assert.equal(s.deliveries.list({ installation: slowSub.installationId }).deliveries.every((d) => d.status === 'delivered'), true);
+  assert.equal((await s.deliveries.list({ installation: slowSub.installationId })).deliveries.every((d) => d.status === 'delivered'), true);
 });
 
 test('secret rotation: the old secret keeps signing during the overlap, one v1 per live secret; secrets are hidden unless asked', async (t) => {
@@ -275,10 +275,10 @@ test('an expired previous secret stops signing', async (t) => {
   const s = await deliveryServer(t, { webhooks: { base_delay: 20, secret_rotation_overlap: 100 } });
   const r = await scriptedReceiver(t, () => 200);
   const sub = await s.subscribe(r.url, ['site_view']);
-  const { secret } = s.webhooks.rotateSecret(sub.installationId);
-  assert.deepEqual(s.webhooks.liveSecrets(sub.installationId), [secret, sub.secret]);
-  await waitFor(() => s.webhooks.liveSecrets(sub.installationId).length === 1, 2000);
-  assert.deepEqual(s.webhooks.liveSecrets(sub.installationId), [secret]);
+  const { secret } = await s.webhooks.rotateSecret(sub.installationId);
+  assert.deepEqual(await s.webhooks.liveSecrets(sub.installationId), [secret, sub.secret]);
+  await waitFor(async () => (await s.webhooks.liveSecrets(sub.installationId)).length === 1, 2000);
+  assert.deepEqual(await s.webhooks.liveSecrets(sub.installationId), [secret]);
 });
 
 test('manual retry makes one attempt now; replay re-enqueues failed deliveries once (idempotent)', async (t) => {
@@ -328,52 +328,52 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   const b = await s.subscribe(r.url, ['page_feedback']);
   const da = (await s.send(samplePayload('site_view'))).body.deliveries[0].id;
   const db = (await s.send(samplePayload('page_feedback'))).body.deliveries[0].id;
-  await waitFor(() => s.deliveries.get(da)!.status === 'retrying' && s.deliveries.get(db)!.status === 'retrying');
+  await waitFor(async () => (await s.deliveries.get(da))!.status === 'retrying' && (await s.deliveries.get(db))!.status === 'retrying');
 
   assert.equal((await s.api('POST', `/api/v1/installations/${b.installationId}/pause`)).status, 200);
   await s.uninstall(a.installationId);
-  assert.equal(s.deliveries.get(da)!.status, 'cancelled');
+  assert.equal((await s.deliveries.get(da))!.status, 'cancelled');
   answer = 200;
   const before = r.requests.length;
   await new Promise((res) => setTimeout(res, 400)); // both retries were due by now
   assert.equal(r.requests.length, before, 'nothing sent: one cancelled, one held');
-  const held = s.deliveries.get(db)!;
+  const held = (await s.deliveries.get(db))!;
   assert.equal(held.status, 'held', 'a queued retry is held by the pause');
   assert.equal(held.held, true);
   assert.equal(held.nextAttemptAt, null);
   // A delivery enqueued for it during the pause is held too: it does not start at commit.
   const store = s.services.store;
-  const [{ id: dc }] = store.db.transaction(() => s.deliveries.enqueueEvent(samplePayload('page_feedback') as { eventId: string; type: string }, [{ installationId: b.installationId, url: r.url }]))();
+  const [{ id: dc }] = await store.database.transaction((tx) => s.deliveries.enqueueEvent(tx, samplePayload('page_feedback') as { eventId: string; type: string }, [{ installationId: b.installationId, url: r.url }]));
   s.deliveries.wake();
   await new Promise((res) => setTimeout(res, 200));
   assert.equal(r.requests.length, before, 'the new delivery is held as well');
-  assert.equal(s.deliveries.get(dc)!.held, true);
+  assert.equal((await s.deliveries.get(dc))!.held, true);
 
   assert.equal((await s.api('POST', `/api/v1/installations/${b.installationId}/resume`)).status, 200);
   assert.equal((await s.settled(db)).status, 'delivered');
   assert.equal((await s.settled(dc)).status, 'delivered');
-  assert.equal(s.deliveries.get(da)!.status, 'cancelled');
+  assert.equal((await s.deliveries.get(da))!.status, 'cancelled');
   const retry = await s.api('POST', `/api/v1/deliveries/${da}/retry`);
   assert.equal(retry.status, 409);
 });
 
-test('a delivery enqueued while a pause is still counted in memory is sent once the pause turns out rolled back', async (t) => {
+test('a delivery enqueued right after a pause that rolled back is not held, and is sent', async (t) => {
   const s = await deliveryServer(t, fast);
   const r = await scriptedReceiver(t, () => 200);
   const sub = await s.subscribe(r.url, ['site_view']);
   const store = s.services.store;
   const webhooks = s.webhooks;
-  // The pause counts at once (never less paused than the database) but its transaction rolls back.
-  assert.throws(() =>
-    store.db.transaction(() => {
-      webhooks.pauseInstallation(sub.installationId);
+  // The pause's transaction rolls back ...
+  await assert.rejects(
+    store.database.transaction(async (tx) => {
+      await webhooks.pauseInstallation(tx, sub.installationId);
       throw new Error('rolled back');
-    })(),
+    }),
+    /rolled back/,
   );
-  // In the same synchronous work, a delivery is enqueued: the copy in memory still counts the
-  // pause, but the store (which has the last word) does not, so it is not held ...
-  const [{ id }] = store.db.transaction(() => s.deliveries.enqueueEvent(samplePayload('site_view') as { eventId: string; type: string }, [{ installationId: sub.installationId, url: r.url }]))();
-  assert.equal(s.deliveries.get(id)!.status, 'pending');
+  // ... and a delivery enqueued at once asks the store (which has the last word), so it is not held ...
+  const [{ id }] = await store.database.transaction((tx) => s.deliveries.enqueueEvent(tx, samplePayload('site_view') as { eventId: string; type: string }, [{ installationId: sub.installationId, url: r.url }]));
+  assert.equal((await s.deliveries.get(id))!.status, 'pending');
   s.deliveries.wake();
   // ... and it is sent.
   assert.equal((await s.settled(id)).status, 'delivered');
@@ -460,7 +460,7 @@ test('an edited webhook URL takes effect for queued retries', async (t) => {
   const fresh = await scriptedReceiver(t, () => 200);
   const sub = await s.subscribe(old.url, ['site_view']);
   const id = (await s.send(samplePayload('site_view'))).body.deliveries[0].id;
-  await waitFor(() => s.deliveries.get(id)!.status === 'retrying');
+  await waitFor(async () => (await s.deliveries.get(id))!.status === 'retrying');
   const edit = await s.api('PATCH', `/api/v1/installations/${sub.installationId}`, { configuration: { webhook_url: fresh.url } });
   assert.equal(edit.status, 200, JSON.stringify(edit.body));
   const d = await s.settled(id);
@@ -484,6 +484,6 @@ test('a backlog at a stalled endpoint does not hold up others: healthy deliverie
   for (let i = 0; i < 20; i++) ids.push((await s.send(samplePayload('page_feedback'))).body.deliveries[0].id);
   for (const id of ids) assert.equal((await s.settled(id)).status, 'delivered');
   assert.equal(stalled.requests.length, 2, 'the stalled endpoint still holds only its 2 slots');
-  assert.ok(s.deliveries.list({ installation: slowSub.installationId, status: 'pending', limit: 500 }).deliveries.length === 500);
+  assert.ok((await s.deliveries.list({ installation: slowSub.installationId, status: 'pending', limit: 500 })).deliveries.length === 500);
   release.splice(0).forEach((f) => f());
 });

@@ -119,26 +119,27 @@ test('a store written with the old vocabulary is migrated: fail and a last retry
   assert.equal((s.services.store.db.prepare('SELECT MAX(id) AS n FROM webhook_attempts').get() as { n: number }).n, 6);
 });
 
-test('an attempt that ends after its lease expired and another worker took the delivery is recorded, and leaves the delivery to that worker', (t) => {
+test('an attempt that ends after its lease expired and another worker took the delivery is recorded, and leaves the delivery to that worker', async (t) => {
   const store = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => store.close());
-  const queue = createQueue(store.db, { maxAttempts: () => 4 });
+  const queue = createQueue(store.database, { maxAttempts: () => 4 });
+  const db = store.database;
   const T = Date.UTC(2026, 0, 1);
-  const c = queue.enqueue({ eventId: 'evt_stale', eventType: 'site_view', installationId: 'ins_a', url: 'http://127.0.0.1:9/hook', body: '{}', now: T })!;
+  const c = (await queue.enqueue(db, { eventId: 'evt_stale', eventType: 'site_view', installationId: 'ins_a', url: 'http://127.0.0.1:9/hook', body: '{}', now: T }))!;
   const attempt = (status: number, outcome: 'success' | 'retry') => ({
     manual: false, startedAt: T, durationMs: 5, url: 'http://127.0.0.1:9/hook', signatureHeader: null, status, outcome,
     error: null, errorCode: null, responseExcerpt: null, responseTruncated: false, nextAttemptAt: outcome === 'retry' ? T + 70_000 : null,
   });
-  assert.ok(queue.claim(c.seq, 'worker-a', T, T + 30_000), 'A takes the lease');
-  assert.equal(queue.claim(c.seq, 'worker-b', T + 1_000, T + 31_000), undefined, 'B cannot while it holds');
+  assert.equal((await queue.claimMany(db, [c.seq], 'worker-a', T, T + 30_000)).length, 1, 'A takes the lease');
+  assert.deepEqual(await queue.claimMany(db, [c.seq], 'worker-b', T + 1_000, T + 31_000), [], 'B cannot while it holds');
   // A is held past its lease (a stopped process); B takes the delivery and delivers it.
-  assert.ok(queue.claim(c.seq, 'worker-b', T + 31_000, T + 61_000), 'B takes the expired lease');
-  const b = queue.completeMany([{ seq: c.seq, owner: 'worker-b', attempt: attempt(200, 'success'), next: { status: 'delivered', attempts: 1, nextAttemptAt: null, completedAt: T + 32_000 }, now: T + 32_000 }]);
+  assert.equal((await queue.claimMany(db, [c.seq], 'worker-b', T + 31_000, T + 61_000)).length, 1, 'B takes the expired lease');
+  const b = await queue.completeMany(db, [{ seq: c.seq, owner: 'worker-b', attempt: attempt(200, 'success'), next: { status: 'delivered', attempts: 1, nextAttemptAt: null, completedAt: T + 32_000 }, now: T + 32_000 }]);
   assert.deepEqual(b.stale, []);
   // A's answer comes in last: a 500, which would make the delivered delivery retrying again.
-  const a = queue.completeMany([{ seq: c.seq, owner: 'worker-a', attempt: attempt(500, 'retry'), next: { status: 'retrying', attempts: 1, nextAttemptAt: T + 70_000, completedAt: null }, now: T + 40_000 }]);
+  const a = await queue.completeMany(db, [{ seq: c.seq, owner: 'worker-a', attempt: attempt(500, 'retry'), next: { status: 'retrying', attempts: 1, nextAttemptAt: T + 70_000, completedAt: null }, now: T + 40_000 }]);
   assert.deepEqual(a.stale, [c.seq]);
-  const d = queue.get(c.id)!;
+  const d = (await queue.get(c.id))!;
   assert.equal(d.status, 'delivered', 'the late outcome does not undo the delivery');
   assert.equal(d.nextAttemptAt, null);
   assert.deepEqual(d.attempts.map((x) => x.status), [200, 500], 'both attempts were made, and both are on record');

@@ -82,12 +82,12 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
   } else {
     // Until the installations module is wired in: enqueue as ingest would, then start.
     const store = openStore(dataDir);
-    const secrets = createSecrets(store.db, { overlapMs: () => 0 });
-    const queue = createQueue(store.db, { maxAttempts: () => 4 });
-    secrets.createSecret('inst_restart');
+    const secrets = createSecrets(store, { overlapMs: () => 0 });
+    const queue = createQueue(store.database, { maxAttempts: () => 4 });
+    await store.database.transaction((tx) => secrets.createSecret(tx, 'inst_restart'));
     for (const e of events) {
       const id = newDeliveryId();
-      queue.enqueue({ id, eventId: e.eventId as string, eventType: 'site_view', installationId: 'inst_restart', url: r.url, body: deliveryBody(e as any, 'inst_restart', id), now: Date.now() });
+      await queue.enqueue(store.database, { id, eventId: e.eventId as string, eventType: 'site_view', installationId: 'inst_restart', url: r.url, body: deliveryBody(e as any, 'inst_restart', id), now: Date.now() });
     }
     store.close();
     first = await serve();

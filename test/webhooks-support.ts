@@ -102,7 +102,7 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
       }
       const installationId = `inst_test_${++n}`;
       fake.push({ installationId, url, types });
-      return { installationId, secret: webhooks.createSecret(installationId) };
+      return { installationId, secret: await server.services.store.database.transaction((tx) => webhooks.createSecret(tx, installationId)) };
     },
     async uninstall(installationId) {
       if (real) {
@@ -111,12 +111,12 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
         return;
       }
       fake.splice(fake.findIndex((f) => f.installationId === installationId), 1);
-      webhooks.removeInstallation(installationId);
+      await server.services.store.database.transaction((tx) => webhooks.removeInstallation(tx, installationId));
     },
     send: (event) => server.api('POST', '/api/v1/events', event),
     async settled(id, timeoutMs = 10_000) {
-      return waitFor(() => {
-        const d = deliveries.get(id);
+      return waitFor(async () => {
+        const d = await deliveries.get(id);
         return d && (d.status === 'delivered' || d.status === 'failed' || d.status === 'cancelled') ? d : undefined;
       }, timeoutMs);
     },

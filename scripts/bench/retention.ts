@@ -63,8 +63,8 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
   try {
     const now = Date.now();
     fill(store.db, now - 40 * DAY);
-    const queue = createQueue(store.db, { maxAttempts: () => 4 });
-    const events = createEvents({ db: store.db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
+    const queue = createQueue(store.database, { maxAttempts: () => 4 });
+    const events = createEvents({ database: store.database, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
     const invocations = createInvocations(store.database);
     const batches: number[] = [];
     const timed = (p: Purger): Purger => ({

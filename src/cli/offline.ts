@@ -37,8 +37,8 @@ export async function offlineSource(config: LoadedConfig): Promise<InspectionSou
       store.close(); // a PostgreSQL store's connection thread would keep the command from ending
       throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, { hint: 'start this version of the server once with `switchyard serve` (it creates the tables)' });
     }
-  const queue = createQueue(db, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  const events = createEvents({ db, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
+  const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
+  const events = createEvents({ database: store.database, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
   const invocations = createInvocations(store.database);
   // A database from before handler runs existed has none to show.
   const runs = tables.has('event_handler_runs') ? createHandlerRuns(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
@@ -52,7 +52,7 @@ export async function offlineSource(config: LoadedConfig): Promise<InspectionSou
       return queue.list({ ...rest, origin: endpointParam(endpoint, '--endpoint'), status: f.status as never, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
     },
     async delivery(id) {
-      const d = queue.get(id);
+      const d = await queue.get(id);
       if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with `switchyard deliveries list --offline`' });
       return d;
     },
@@ -60,9 +60,9 @@ export async function offlineSource(config: LoadedConfig): Promise<InspectionSou
       return events.list({ ...f, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
     },
     async event(id) {
-      const e = events.get(id);
+      const e = await events.get(id);
       if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with `switchyard events list --offline`' });
-      return { ...e, deliveries: queue.list({ event: id, limit: 500 }).deliveries, handlerRuns: (await runs?.ofEvent(id)) ?? [] };
+      return { ...e, deliveries: (await queue.list({ event: id, limit: 500 })).deliveries, handlerRuns: (await runs?.ofEvent(id)) ?? [] };
     },
     async invocations(f) {
       return invocations.list({ ...f, errors: f.errors, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });

@@ -39,7 +39,7 @@ export const eventsModule = defineModule({
       log,
       handlers: () => services.eventHandlers,
       leftovers: services.processes ? undefined : leftoverLeases(services.store.db),
-      event: (id) => events.get(id)?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
+      event: async (id) => (await events.get(id))?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
       config: () => {
         const { webhooks, sandbox } = services.config;
         // A lease outlives the longest invocation (its start-up, its wall time, the supervisor's grace).
@@ -47,7 +47,7 @@ export const eventsModule = defineModule({
       },
     });
     const events = createEvents({
-      db: services.store.db,
+      database: services.store.database,
       log,
       // Read at each ingest: modules may attach these after us.
       subscriptions: () => services.subscriptions,

@@ -85,9 +85,9 @@ export function eventRoutes(app: H3, services: ServicesWith<'events' | 'handlerR
       response: eventDetailSchema,
     },
     async ({ params: { id } }) => {
-      const e = events().get(id);
+      const e = await events().get(id);
       if (!e) throw new SwitchyardError('not_found', `no event ${id}`, { hint: 'list events with GET /api/v1/events' });
-      const deliveries = services.deliveries?.list({ event: id, limit: 500 }).deliveries ?? [];
+      const deliveries = (await services.deliveries?.list({ event: id, limit: 500 }))?.deliveries ?? [];
       return { ...e, deliveries, handlerRuns: await runs().ofEvent(id) };
     },
   );

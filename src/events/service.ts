@@ -10,9 +10,9 @@
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
 import { batchPerTurn } from '../lib/batch.ts';
-import { LOCK_BUSY, lockPatience } from '../store/patience.ts';
 import type { Logger } from '../log/index.ts';
-import type { Db } from '../store/index.ts';
+import { LOCK_BUSY, statement, type Database, type Statement, type Tx } from '../store/contract.ts';
+import { jsonRows } from '../store/leased-queue.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
 import type { HandlerQueue } from './handlers.ts';
 import { newEventId, validateEventPayload } from './types.ts';
@@ -51,7 +51,7 @@ export interface BatchResult {
 export const MAX_BATCH_EVENTS = 1000;
 
 export interface EventsDeps {
-  db: Db;
+  database: Database;
   log: Logger;
   subscriptions: () => { forEventType(type: string): Subscription[]; fresh?(): Promise<void> } | undefined;
   deliveries: () => Deliveries | undefined;
@@ -98,44 +98,99 @@ function prepare(payload: unknown, prefix?: string): { event: Event } | { error:
   return { event: { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() } };
 }
 
-export function createEvents(deps: EventsDeps) {
-  const { db } = deps;
-  const now = deps.now ?? Date.now;
-  const q = {
-    insert: db.prepare(
-      `INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-    ),
-    setCount: db.prepare('UPDATE events SET delivery_count = ? WHERE id = ?'),
-    byId: db.prepare<[string], Row>('SELECT * FROM events WHERE id = ?'),
-    purgeOrphans: db.prepare<{ before: number; limit: number }>(
-      `DELETE FROM events WHERE seq IN (
-         SELECT e.seq FROM events e
-         WHERE e.received_at < @before AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
-           AND NOT EXISTS (SELECT 1 FROM event_handler_runs h WHERE h.event_id = e.id)
-         LIMIT @limit)`,
-    ),
-  };
+// A batch's events in one INSERT, as one JSON array; those whose id is stored already come back
+// out (an id twice in the batch: the first one is stored).
+const ingest = {
+  insert: statement<{ id: string }>({
+    sqlite: `INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count)
+      SELECT value ->> 'id', value ->> 'type', value ->> 'installationId', value ->> 'payload', @at, value ->> 'count'
+      FROM json_each(@items) WHERE true ORDER BY key
+      ON CONFLICT (id) DO NOTHING
+      RETURNING id`,
+    postgres: `INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count)
+      SELECT v ->> 'id', v ->> 'type', v ->> 'installationId', v ->> 'payload', @at, (v ->> 'count')::int
+      FROM json_array_elements(CAST(@items AS json)) WITH ORDINALITY AS j(v, k) ORDER BY k
+      ON CONFLICT (id) DO NOTHING
+      RETURNING id`,
+  }),
+  setCount: statement('UPDATE events SET delivery_count = ? WHERE id = ?'),
+};
+const reads = {
+  byId: statement<Row>('SELECT * FROM events WHERE id = ?'),
+  purgeOrphans: statement(
+    `DELETE FROM events WHERE seq IN (
+       SELECT e.seq FROM events e
+       WHERE e.received_at < @before AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+         AND NOT EXISTS (SELECT 1 FROM event_handler_runs h WHERE h.event_id = e.id)
+       LIMIT @limit)`,
+  ),
+};
+/** A page of events: the statement for each set of filters (at most 2^5) is made once and kept. */
+const lists = new Map<string, Statement<Row>>();
+function listStatement(where: string[]): Statement<Row> {
+  const sql = `SELECT * FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT @limit`;
+  let s = lists.get(sql);
+  if (!s) lists.set(sql, (s = statement<Row>(sql)));
+  return s;
+}
 
-  function store(event: Event, at: number, startAtCommit = true, json = JSON.stringify(event)) {
+export function createEvents(deps: EventsDeps) {
+  const { database } = deps;
+  const now = deps.now ?? Date.now;
+
+  /**
+   * Store units' events in the caller's transaction: the events in one INSERT, their deliveries in
+   * one more (deliveries.enqueueEvents), and each new event's handler runs. A unit's answer per
+   * event: null for an event seen before (nothing enqueued twice).
+   */
+  async function storeUnits(tx: Tx, units: Unit[], at: number, startAtCommit: boolean): Promise<Stored[][]> {
     const queue = deps.deliveries();
-    const subscribed = queue ? (deps.subscriptions()?.forEventType(event.type) ?? []) : [];
-    // An event that names its installation is that installation's alone (as its handler run is).
-    const only = typeof event.installationId === 'string' && event.installationId ? event.installationId : undefined;
-    const subs = only === undefined ? subscribed : subscribed.filter((s) => s.installationId === only);
-    const inserted = q.insert.run(event.eventId, event.type, (event.installationId as string | undefined) ?? null, json, at, subs.length).changes;
-    if (!inserted) return null; // seen before: nothing enqueued twice
-    const deliveries = subs.length ? queue!.enqueueEvent(event, subs, at, { startAtCommit }) : [];
-    if (deliveries.length !== subs.length) q.setCount.run(deliveries.length, event.eventId);
-    const handlers = deps.handlerRuns()?.enqueueEvent(event, at, { startAtCommit }) ?? [];
-    return { deliveries, handlers };
+    const subscriptions = deps.subscriptions();
+    const events = units.flatMap((u) => u.events.map((event, i) => ({ event, json: u.json?.[i] })));
+    const subsOf = events.map(({ event }) => {
+      const subscribed = queue ? (subscriptions?.forEventType(event.type) ?? []) : [];
+      // An event that names its installation is that installation's alone (as its handler run is).
+      const only = typeof event.installationId === 'string' && event.installationId ? event.installationId : undefined;
+      return only === undefined ? subscribed : subscribed.filter((s) => s.installationId === only);
+    });
+    const items = events.map(({ event, json }, i) => ({
+      id: event.eventId,
+      type: event.type,
+      installationId: (event.installationId as string | undefined) ?? null,
+      payload: json ?? JSON.stringify(event),
+      count: subsOf[i].length,
+    }));
+    const inserted = new Set((await tx.all(ingest.insert, { items: jsonRows(items), at })).map((r) => r.id));
+    // The first of an id in the batch is the one stored; the others are duplicates.
+    const isNew = events.map(({ event }) => inserted.delete(event.eventId));
+    const fresh = events.map((e, i) => ({ ...e, subs: subsOf[i], i })).filter((e) => isNew[e.i]);
+    const withSubs = fresh.filter((e) => e.subs.length);
+    const enqueued = withSubs.length
+      ? await queue!.enqueueEvents(tx, withSubs.map((e) => ({ event: e.event, subscriptions: e.subs })), at, { startAtCommit })
+      : [];
+    const deliveriesOf = new Map<number, Array<{ id: string; installationId: string }>>();
+    withSubs.forEach((e, k) => deliveriesOf.set(e.i, enqueued[k]));
+    const stored: Stored[] = [];
+    for (let i = 0; i < events.length; i++) {
+      if (!isNew[i]) {
+        stored.push(null); // seen before: nothing enqueued twice
+        continue;
+      }
+      const { event } = events[i];
+      const deliveries = deliveriesOf.get(i) ?? [];
+      if (deliveries.length !== subsOf[i].length) await tx.run(ingest.setCount, [deliveries.length, event.eventId]);
+      const handlers = (await deps.handlerRuns()?.enqueue(tx, event, at, { startAtCommit })) ?? [];
+      stored.push({ deliveries, handlers });
+    }
+    // Back into units.
+    const out: Stored[][] = [];
+    let k = 0;
+    for (const u of units) out.push(stored.slice(k, (k += u.events.length)));
+    return out;
   }
-  type Stored = ReturnType<typeof store>;
+  type Stored = { deliveries: Array<{ id: string; installationId: string }>; handlers: Array<{ id: string; installationId: string }> } | null;
   /** What is stored together: one event of a single POST, or the valid events of a batch (with their JSON when already made). */
   type Unit = { events: Event[]; json?: string[] };
-  const storeUnit = (u: Unit, at: number, startAtCommit: boolean): Stored[] => u.events.map((e, i) => store(e, at, startAtCommit, u.json?.[i]));
-  /** A unit in a savepoint of its own: a failure leaves nothing of it behind. */
-  const patience = lockPatience(db);
-  const storeAlone = db.transaction((u: Unit, at: number) => storeUnit(u, at, false));
 
   // Group commit: units validated in the same event-loop turn are stored in one transaction
   // (one failure does not sink the others: see flush), and each caller is
@@ -143,7 +198,7 @@ export function createEvents(deps: EventsDeps) {
   // batch is one event and costs one loop turn. A unit (a batch request) is never split: all of it
   // is stored, or none.
   type Pending = Unit & { resolve: (r: Stored[]) => void; reject: (e: unknown) => void };
-  const pending = batchPerTurn<Pending>(flush, {
+  const pending = batchPerTurn<Pending>((batch) => void flush(batch), {
     // Whole units, at least one, up to MAX_BATCH events (one batch request may be more on its own).
     take(waiting) {
       let take = 0;
@@ -162,23 +217,21 @@ export function createEvents(deps: EventsDeps) {
   // The queues hear about the commit (first attempts start) or the rollback (reserved slots given
   // back) from the store's transaction hooks, registered by their enqueueEvent: nothing here calls
   // back into them.
-  function flush(batch: Pending[]): void {
+  async function flush(batch: Pending[]): Promise<void> {
     const at = now();
     let outcomes: Array<{ stored: Stored[] } | { error: unknown }> = [];
     try {
       try {
         // Fast path: the whole batch in one transaction without a savepoint per unit (a savepoint
-        // costs as much as the two inserts). Any failure rolls the batch back ...
-        const done = patience.run(() =>
-          db.transaction(() => {
-            outcomes = batch.map((p) => ({ stored: storeUnit(p, at, true) }));
-          })(),
-        );
+        // costs as much as the inserts), its events in one INSERT and their deliveries in one
+        // more. Any failure rolls the batch back ...
+        const done = await database.transactionUnlessBusy((tx) => storeUnits(tx, batch, at, true));
         if (done === LOCK_BUSY) {
           // Another process is committing: this batch waits a turn (and takes in what arrives).
           pending.putBack(batch);
           return;
         }
+        outcomes = done.map((stored) => ({ stored }));
       } catch (error) {
         // (One unit alone: its failure is its answer.)
         if (batch.length === 1) throw error;
@@ -186,15 +239,15 @@ export function createEvents(deps: EventsDeps) {
         // does not sink the others (without starting deliveries at commit: first attempts go
         // through the scheduler, woken once this commits).
         outcomes = [];
-        db.transaction(() => {
+        await database.transaction(async (tx) => {
           for (const p of batch) {
             try {
-              outcomes.push({ stored: storeAlone(p, at) });
+              outcomes.push({ stored: (await tx.transaction((sp) => storeUnits(sp, [p], at, false)))[0] });
             } catch (error) {
               outcomes.push({ error });
             }
           }
-        })();
+        });
       }
     } catch (error) {
       for (const p of batch) p.reject(error); // the commit itself failed: nothing was stored
@@ -281,19 +334,19 @@ export function createEvents(deps: EventsDeps) {
     },
 
     /** Retention: delete up to `limit` events received before `before` that no delivery refers to any more. */
-    purgeOrphans(before: number, limit: number): number {
-      return q.purgeOrphans.run({ before, limit }).changes;
+    async purgeOrphans(before: number, limit: number): Promise<number> {
+      return (await database.run(reads.purgeOrphans, { before, limit })).changes;
     },
 
-    get(id: string): (StoredEvent & { payload: unknown }) | undefined {
-      const r = q.byId.get(id);
+    async get(id: string): Promise<(StoredEvent & { payload: unknown }) | undefined> {
+      const r = await database.get(reads.byId, [id]);
       return r && { ...view(r), payload: JSON.parse(r.payload) };
     },
 
-    list(f: { type?: string; installation?: string; since?: number; until?: number; limit?: number; cursor?: string }): {
+    async list(f: { type?: string; installation?: string; since?: number; until?: number; limit?: number; cursor?: string }): Promise<{
       events: StoredEvent[];
       nextCursor: string | null;
-    } {
+    }> {
       const where: string[] = [];
       const params: Record<string, unknown> = {};
       if (f.type) (where.push('type = @type'), (params.type = f.type));
@@ -302,9 +355,7 @@ export function createEvents(deps: EventsDeps) {
       if (f.until !== undefined) (where.push('received_at <= @until'), (params.until = f.until));
       if (f.cursor) (where.push('seq < @cursor'), (params.cursor = Number(f.cursor)));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
-      const rows = db
-        .prepare<Record<string, unknown>, Row>(`SELECT * FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ${limit}`)
-        .all(params);
+      const rows = await database.all(listStatement(where), { ...params, limit });
       return { events: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
     },
   };

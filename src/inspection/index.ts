@@ -57,7 +57,7 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
       const filter = { installation: query.installation, type: query.type };
       return hub().response(req, {
         start: start(req, query.after, () => deliveries.lastAttemptId()),
-        read: (after, limit) => deliveries.attemptsAfter(after, limit, filter).map((a) => ({ cursor: Number(a.cursor), event: 'attempt', data: a })),
+        read: async (after, limit) => (await deliveries.attemptsAfter(after, limit, filter)).map((a) => ({ cursor: Number(a.cursor), event: 'attempt', data: a })),
         subscribe: (changed) => deliveries.onAttempt(changed),
       });
     },

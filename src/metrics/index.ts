@@ -42,6 +42,16 @@ const SLOT_SECONDS = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 const LATENCY_SECONDS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
 
 /** Build the registry and wire its sources; returns the registry and the unsubscribe function. */
+/**
+ * The queue's gauges read the store, asynchronously: a scrape reads them first (readQueue) and the
+ * gauges answer from that reading.
+ */
+const queueReadings = new WeakMap<object, { counts: Record<string, number>; retriesDue: number }>();
+async function readQueue(services: Services): Promise<void> {
+  const d = services.deliveries;
+  if (d) queueReadings.set(services, { counts: await d.counts(), retriesDue: await d.retriesDue(Date.now()) });
+}
+
 export function createServerMetrics(services: Services): { registry: Registry; stop(): void } {
   const r = createRegistry();
   const deliveries = () => services.deliveries;
@@ -52,14 +62,14 @@ export function createServerMetrics(services: Services): { registry: Registry; s
 
   // Queue: read at scrape time, so they are right after a restart too.
   r.gauge('switchyard_webhook_deliveries', 'Webhook deliveries by state (queue depth: pending, retrying; waiting for a resume: held; history: delivered, failed, cancelled)', () => {
-    const d = deliveries();
-    if (!d) return [];
-    const counts = d.counts();
+    const reading = queueReadings.get(services);
+    if (!deliveries() || !reading) return [];
+    const counts = reading.counts;
     return DELIVERY_STATUSES.map((s) => [{ state: s }, counts[s] ?? 0]);
   });
   r.gauge('switchyard_webhook_retries_due', 'Retries whose time has come but that have not started yet (waiting for a slot; held deliveries are not due)', () => {
-    const d = deliveries();
-    return d ? [[{}, d.retriesDue(Date.now())]] : [];
+    const reading = queueReadings.get(services);
+    return deliveries() && reading ? [[{}, reading.retriesDue]] : [];
   });
   r.gauge('switchyard_webhook_attempts_in_flight', 'Webhook attempts being sent now', () => {
     const d = deliveries();
@@ -140,6 +150,7 @@ export function metricsRoutes(app: H3, services: ServicesWith<'metrics'>): void 
         hint: 'scrape with Authorization: Bearer <metrics.token from config.yaml>',
       });
     const registry = services.metrics;
+    await readQueue(services);
     // Under the supervisor, counters and histograms are summed over every serving process.
     const link = services.processes;
     const others = link && link.count > 1 ? (await link.collect()).filter((s): s is ProcessSnapshot => isSnapshot(s) && s.pid !== process.pid) : [];

@@ -75,7 +75,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   }
   resolveAdminToken(config, true); // made once here, before N processes race to create it
   mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
-  const queue = createQueue(store.db, { maxAttempts: () => config.webhooks.max_retries + 1 });
+  const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
   const runs = createHandlerRuns(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
   // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
   /** Another node took this node's id (its lock was lost with a database restart): nothing more is done as this id. */
@@ -96,7 +96,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     tls?.close();
     throw e;
   }
-  const interrupted = queue.recoverInterrupted(Date.now(), leftoverLeases(store));
+  const interrupted = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), leftoverLeases(store)));
   await runs.releaseOwnedBy(leftoverLeases(store));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
@@ -166,7 +166,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       if (slots.every((s) => s.ready)) allStarted = true;
     });
     w.on('message', (msg: ToSupervisor) => onMessage(slot, w, msg));
-    w.on('exit', (code, signal) => onExit(slot, w, code, signal));
+    w.on('exit', (code, signal) => void onExit(slot, w, code, signal));
   }
 
   function onMessage(slot: Slot, w: Worker, msg: ToSupervisor): void {
@@ -220,7 +220,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     send(c.from, { t: 'collected', id: c.replyId, snapshots: c.snapshots });
   }
 
-  function onExit(slot: Slot, w: Worker, code: number | null, signal: string | null): void {
+  async function onExit(slot: Slot, w: Worker, code: number | null, signal: string | null): Promise<void> {
     if (slot.worker !== w) return;
     slot.worker = null;
     const wasReady = slot.ready;
@@ -234,7 +234,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     let released = 0;
     try {
       if (!idTaken) {
-        released = queue.recoverInterrupted(Date.now(), processLeases(pid));
+        released = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), processLeases(pid)));
         void runs.releaseOwnedBy(processLeases(pid)).then(
           (n) => {
             if (n && !released) broadcast({ t: 'due' });

@@ -34,6 +34,15 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
   /** While a transaction has the connection: a promise that settles when it ends. */
   let holder: { ended: Promise<void> } | undefined;
   const inside = new AsyncLocalStorage<Tx>();
+  /**
+   * Transactions that have ended. Work scheduled inside one (a timer, setImmediate, a hook's
+   * oncePerTurn) carries it in its async context: once it has ended, that work is not inside it.
+   */
+  const finished = new WeakSet<Tx>();
+  const insideOpen = (): boolean => {
+    const tx = inside.getStore();
+    return tx !== undefined && !finished.has(tx);
+  };
   let refusedSince: number | undefined;
 
   const prepare = (s: Statement): Prepared => {
@@ -63,7 +72,7 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
   /** Outside a transaction: now, or once the transaction that has the connection ends. */
   function outside<T>(work: () => T): Promise<T> {
     if (!holder) return settle(work);
-    if (inside.getStore()) return Promise.reject(new Error('a statement on the database inside one of its transactions: use the transaction (tx) given to the callback'));
+    if (insideOpen()) return Promise.reject(new Error('a statement on the database inside one of its transactions: use the transaction (tx) given to the callback'));
     return (async () => {
       while (holder) await holder.ended;
       return work();
@@ -101,7 +110,7 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
     };
     let value: T;
     try {
-      value = await inside.run(tx, () => fn(tx));
+      value = await inside.run(tx, () => fn(tx)).finally(() => finished.add(tx));
       end(depth, true);
     } catch (e) {
       // `fn` threw, or the commit (a savepoint's release) failed: undo what is still open.
@@ -119,7 +128,7 @@ export function createDatabase(db: Db, engine: Engine, opts: { lockWaitMs?: numb
 
   /** Take the connection and the write lock (waiting as the header says), then run `fn`. */
   async function transaction<T>(fn: (tx: Tx) => Promise<T>, unlessBusy: boolean): Promise<T | typeof LOCK_BUSY> {
-    if (inside.getStore()) throw new Error('a transaction on the database inside one of its transactions: use tx.transaction for a savepoint');
+    if (insideOpen()) throw new Error('a transaction on the database inside one of its transactions: use tx.transaction for a savepoint');
     while (holder) await holder.ended;
     let release!: () => void;
     const ended = new Promise<void>((r) => (release = r));

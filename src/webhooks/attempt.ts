@@ -82,7 +82,7 @@ export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptConte
   const cfg = ctx.config();
   const startedAt = clock();
   const body = Buffer.from(c.body, 'utf8');
-  const secrets = ctx.secrets.liveSecrets(c.installationId);
+  const secrets = await ctx.secrets.liveSecrets(c.installationId);
   let header: string | null = null;
   let result: HttpResult | undefined;
   let error: { code?: string; message: string } | undefined;

@@ -5,26 +5,30 @@
 import type { Delivery, DeliveryDetail, DeliveryFilter, Attempt, Queue, ReplayFilter } from './queue.ts';
 import type { DeliveryStats, StatsFilter } from './stats.ts';
 import type { SignatureScheme } from './schemes.ts';
-import type { WebhookSecrets } from './secrets.ts';
+import type { SecretsView } from './secrets.ts';
+import type { Tx } from '../store/contract.ts';
 import type { RecordedAttempt } from './worker.ts';
 
-/** `services.webhooks`: signing secrets and the lifecycle hooks the installations module calls. */
+/**
+ * `services.webhooks`: signing secrets and the lifecycle steps the installations module's change
+ * hook tells (each inside that module's transaction, `tx`).
+ */
 export interface WebhooksService {
-  createSecret(installationId: string, given?: string): string;
-  rotateSecret(installationId: string, given?: string): { secret: string; previousExpiresAt: string };
-  liveSecrets(installationId: string): string[];
-  describe: WebhookSecrets['describe'];
+  createSecret(tx: Tx, installationId: string, given?: string): Promise<string>;
+  rotateSecret(installationId: string, given?: string): Promise<{ secret: string; previousExpiresAt: string }>;
+  liveSecrets(installationId: string): Promise<string[]>;
+  describe(installationId: string): Promise<SecretsView | undefined>;
   /** Uninstall: queued deliveries become `cancelled`, secrets are deleted. */
-  removeInstallation(installationId: string): void;
+  removeInstallation(tx: Tx, installationId: string): Promise<void>;
   /**
-   * Pause (in the caller's transaction): the installation's queued deliveries become `held`, and so
-   * does every delivery enqueued for it until resume. Resume makes every held one due at once, in
-   * event order, on a fresh start of its schedule.
+   * Pause: the installation's queued deliveries become `held`, and so does every delivery enqueued
+   * for it until resume. Resume makes every held one due at once, in event order, on a fresh start
+   * of its schedule.
    */
-  pauseInstallation(installationId: string): void;
-  resumeInstallation(installationId: string): void;
+  pauseInstallation(tx: Tx, installationId: string): Promise<void>;
+  resumeInstallation(tx: Tx, installationId: string): Promise<void>;
   /** The webhook URL was edited: queued deliveries (pending, retrying) go to the new URL. Returns how many moved. */
-  setEndpointUrl(installationId: string, url: string): number;
+  setEndpointUrl(tx: Tx, installationId: string, url: string): Promise<number>;
 }
 
 /**
@@ -59,38 +63,46 @@ export interface Deliveries {
    * afterwards.
    */
   enqueueEvent(
+    tx: Tx,
     event: { eventId: string; type: string; [k: string]: unknown },
     subscriptions: Subscription[],
     now?: number,
     opts?: { startAtCommit?: boolean },
-  ): Array<{ id: string; installationId: string }>;
+  ): Promise<Array<{ id: string; installationId: string }>>;
+  /** As enqueueEvent for several events at once (a batch's): one INSERT for all their deliveries. */
+  enqueueEvents(
+    tx: Tx,
+    events: Array<{ event: { eventId: string; type: string; [k: string]: unknown }; subscriptions: Subscription[] }>,
+    now?: number,
+    opts?: { startAtCommit?: boolean },
+  ): Promise<Array<Array<{ id: string; installationId: string }>>>;
   /** The scheduler looks for due work now. */
   wake(): void;
-  list(filter: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null };
-  get(id: string): DeliveryDetail | undefined;
+  list(filter: DeliveryFilter): Promise<{ deliveries: Delivery[]; nextCursor: string | null }>;
+  get(id: string): Promise<DeliveryDetail | undefined>;
   /** A manual attempt now (whatever the state, except cancelled); resolves with the recorded attempt. */
   retry(id: string): Promise<Attempt>;
   /**
    * Deliveries of `status` (failed or delivered) created in the window go back to the queue with a
    * fresh schedule (held when their installation is paused); the ids replayed, in event order.
    */
-  replay(f: ReplayFilter): Array<{ id: string; held: boolean }>;
+  replay(f: ReplayFilter): Promise<Array<{ id: string; held: boolean }>>;
   /** The ids `replay(f)` would take now, changing nothing (a dry run, for a confirmation). */
-  replayable(f: ReplayFilter): string[];
+  replayable(f: ReplayFilter): Promise<string[]>;
   /** One failed or delivered delivery back to the queue with a fresh schedule (409 otherwise). */
-  replayOne(id: string): DeliveryDetail;
+  replayOne(id: string): Promise<DeliveryDetail>;
   /** Per endpoint origin and time bucket: deliveries by status, delivery latency and response times (see stats.ts). */
-  stats(f: StatsFilter): DeliveryStats;
-  counts(): Record<string, number>;
+  stats(f: StatsFilter): Promise<DeliveryStats>;
+  counts(): Promise<Record<string, number>>;
   inFlight(): number;
   /** Observe every recorded attempt (live tail, metrics); returns the unsubscribe function. */
   onAttempt(listener: (e: RecordedAttempt) => void): () => void;
   /** Attempts after a cursor, oldest first (the live tail's read; see AttemptFeedItem). */
   attemptsAfter: Queue['attemptsAfter'];
-  lastAttemptId(): number;
-  retriesDue(now?: number): number;
+  lastAttemptId(): Promise<number>;
+  retriesDue(now?: number): Promise<number>;
   /** Retention: delete up to `limit` delivered/cancelled deliveries completed before `before`, with their attempts. */
-  purgeFinished(before: number, limit: number): number;
+  purgeFinished(before: number, limit: number): Promise<number>;
   /** Retention: the same for failed deliveries (kept longer: `retention.keep_failed`, for replays). */
-  purgeFailed(before: number, limit: number): number;
+  purgeFailed(before: number, limit: number): Promise<number>;
 }

@@ -40,7 +40,8 @@ export const webhooksModule = defineModule({
   name: 'webhooks',
   provides: ['webhooks', 'deliveries'],
   async start(services) {
-    const service = createWebhooks({
+    const service = await createWebhooks({
+      database: services.store.database,
       db: services.store.db,
       log: services.log.child({ module: 'webhooks' }),
       config: () => services.config.webhooks,
@@ -52,7 +53,7 @@ export const webhooksModule = defineModule({
     services.webhooks = service.webhooks;
     services.deliveries = service.deliveries;
     // Secrets, endpoint URL, hold/release and cancel follow the installations' lifecycle, in each step's transaction.
-    const unfollow = services.installations?.onChange(async (_tx, change) => service.follow(change));
+    const unfollow = services.installations?.onChange(service.follow);
     service.start();
     return () => {
       unfollow?.();

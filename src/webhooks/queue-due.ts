@@ -1,42 +1,30 @@
 /**
  * Scheduling: which deliveries are due, found without scanning a backlog. Per endpoint origin the
- * queue keeps a hint of when it next has due work, takes origins in turn, and tells the worker
- * when to look next.
+ * queue keeps a hint of when it next has due work, takes origins in turn (leasing each one's due
+ * deliveries in one statement: queue-leases.ts), and tells the worker when to look next.
  */
-import type { Db } from '../store/index.ts';
+import { statement, type Queries } from '../store/contract.ts';
+import { deliveryLeases } from './queue-leases.ts';
+import { claimedOf, type Claimed } from './queue-rows.ts';
+
+const q = {
+  nextForOrigin: statement<{ at: number | null }>(
+    `SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
+     WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
+  ),
+  liveOrigins: statement<{ origin: string; at: number }>(
+    `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
+  ),
+};
 
 export type DueHints = ReturnType<typeof createDueHints>;
 
-export function createDueHints(db: Db) {
-  const q = {
-    // Ties (a resume makes a whole backlog due at the same ms) come in rowid order, the index's
-    // last column: event order.
-    dueForOrigin: db.prepare<{ origin: string; now: number; limit: number }, { seq: number; origin: string }>(
-      `SELECT d.seq, d.origin FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
-       WHERE d.origin = @origin AND d.next_attempt_at <= @now AND (d.lease_until IS NULL OR d.lease_until <= @now)
-       ORDER BY d.next_attempt_at, d.seq LIMIT @limit`,
-    ),
-    nextForOrigin: db.prepare<{ origin: string; now: number }, { at: number | null }>(
-      `SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
-       WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
-    ),
-    liveOrigins: db.prepare<[], { origin: string; at: number }>(
-      `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
-    ),
-    // The next scheduled attempt, or a lease running out (an attempt whose outcome was never
-    // recorded becomes due again then), whichever comes first.
-    nextDue: db.prepare<{ now: number }, { at: number | null }>(
-      `SELECT MIN(at) AS at FROM (
-         SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at > @now
-         UNION ALL SELECT MIN(lease_until) FROM webhook_deliveries WHERE lease_until > @now) AS soonest`,
-    ),
-  };
-
+/** The hints start empty: `refreshDue` (awaited at start) fills them from the store. */
+export function createDueHints() {
   // Per origin, a lower bound of the earliest time it has a due, unleased, not-held delivery
   // (absent: nothing live). A hint, kept conservative (too early only costs one indexed query):
-  // every place that sets next_attempt_at lowers it; a query that finds nothing raises or drops it.
+  // every place that sets next_attempt_at lowers it; a claim that finds nothing raises or drops it.
   const originDue = new Map<string, number>();
-  for (const r of q.liveOrigins.all()) originDue.set(r.origin, r.at);
   const noteDue = (origin: string, at: number): void => {
     const cur = originDue.get(origin);
     if (cur === undefined || at < cur) originDue.set(origin, at);
@@ -44,26 +32,33 @@ export function createDueHints(db: Db) {
   let rotation = 0;
 
   return {
+    /** Whether some origin with room may have due work now (a claim is worth the write lock). */
+    mayHaveDue(now: number, roomOf: (origin: string) => number): boolean {
+      for (const [origin, at] of originDue) if (at <= now && roomOf(origin) > 0) return true;
+      return false;
+    },
+
     /**
-     * Up to `limit` due, unleased deliveries, at most `roomOf(origin)` per origin, each origin's
-     * earliest first (ties in the order they were stored), origins taken in turn. Cost grows with
+     * Lease up to `limit` due deliveries to `owner` until `until`, at most `roomOf(origin)` per
+     * origin, each origin's earliest first (ties in the order they were stored), origins taken in
+     * turn: one statement per origin with due work, in the caller's transaction. Cost grows with
      * the origins that have due work, never with the size of a backlog (held ones are not due).
      */
-    due(now: number, limit: number, roomOf: (origin: string) => number = () => limit): Array<{ seq: number; origin: string }> {
+    async claimDue(tx: Queries, now: number, limit: number, roomOf: (origin: string) => number, owner: string, until: number): Promise<Claimed[]> {
       const origins = [...originDue.keys()];
-      const out: Array<{ seq: number; origin: string }> = [];
+      const out: Claimed[] = [];
       // Round-robin over origins (a different first one each time): every endpoint gets its turn.
       rotation = origins.length ? (rotation + 1) % origins.length : 0;
       for (let i = 0; i < origins.length && out.length < limit; i++) {
         const origin = origins[(rotation + i) % origins.length];
         const room = roomOf(origin);
         if (room <= 0 || originDue.get(origin)! > now) continue;
-        const rows = q.dueForOrigin.all({ origin, now, limit: Math.min(room, limit - out.length) });
+        const rows = await deliveryLeases.claimDue(tx, { group: origin, now, limit: Math.min(room, limit - out.length), owner, until });
         if (rows.length) {
-          out.push(...rows);
+          for (const r of rows) out.push(claimedOf(r)!);
           continue;
         }
-        const at = q.nextForOrigin.get({ origin, now })?.at ?? null;
+        const at = (await tx.get(q.nextForOrigin, { origin, now }))?.at ?? null;
         if (at === null) originDue.delete(origin);
         else originDue.set(origin, at > now ? at : now + 1); // leased or just claimed: look again next time
       }
@@ -74,16 +69,14 @@ export function createDueHints(db: Db) {
      * Learn the origins other processes sharing the store have made due (their retries, the leases
      * of a process that died): the per-origin hint only sees this process's own writes.
      */
-    refreshDue(): void {
-      for (const r of q.liveOrigins.all()) noteDue(r.origin, r.at);
+    async refreshDue(db: Queries): Promise<void> {
+      for (const r of await db.all(q.liveOrigins)) noteDue(r.origin, Number(r.at));
     },
 
     /** A delivery of `origin` becomes due at `at` (a retry scheduled, a manual attempt that kept its schedule). */
     noteDue,
 
-    /** The earliest scheduled attempt after `now`, if any (the scheduler's next wake-up). */
-    nextDueAfter(now: number): number | undefined {
-      return q.nextDue.get({ now })?.at ?? undefined;
-    },
+    /** The earliest scheduled attempt, or lease running out, after `now`, if any (the scheduler's next wake-up). */
+    nextDueAfter: (db: Queries, now: number): Promise<number | undefined> => deliveryLeases.nextWake(db, now),
   };
 }

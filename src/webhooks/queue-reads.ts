@@ -3,7 +3,7 @@
  * deletes): deliveries with their attempts, as views.ts shapes them.
  */
 import { hideUrlCredentials } from '../log/index.ts';
-import type { Db } from '../store/index.ts';
+import { statement, type Database, type Statement } from '../store/contract.ts';
 import { COLUMNS, iso, type AttemptRow, type Row } from './queue-rows.ts';
 import { DELIVERY_STATUSES, type Attempt, type Delivery, type DeliveryDetail, type DeliveryStatus } from './views.ts';
 
@@ -41,37 +41,46 @@ interface FeedRow extends AttemptRow {
   delivery_status: DeliveryStatus;
 }
 
-export function createQueueReads(db: Db, maxAttempts: () => number) {
-  const q = {
-    byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
-    attemptsOf: db.prepare<[number], AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
-    counts: db.prepare<[], { status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM webhook_deliveries GROUP BY status'),
-    attemptsAfter: db.prepare<{ after: number; limit: number; installation: string | null; type: string | null }, FeedRow>(
+const q = {
+    byId: statement<Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
+    attemptsOf: statement<AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
+    counts: statement<{ status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM webhook_deliveries GROUP BY status'),
+    attemptsAfter: statement<FeedRow>(
       `SELECT a.*, d.id AS delivery_id, d.event_id, d.event_type, d.installation_id, d.status AS delivery_status
        FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq
        WHERE a.id > @after AND (CAST(@installation AS TEXT) IS NULL OR d.installation_id = @installation) AND (CAST(@type AS TEXT) IS NULL OR d.event_type = @type)
        ORDER BY a.id LIMIT @limit`,
     ),
-    lastAttempt: db.prepare<[], { id: number }>('SELECT MAX(id) AS id FROM webhook_attempts'),
-    retriesDue: db.prepare<[number], { n: number }>(
+    lastAttempt: statement<{ id: number }>('SELECT MAX(id) AS id FROM webhook_attempts'),
+    retriesDue: statement<{ n: number }>(
       `SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying' AND next_attempt_at <= ? AND lease_until IS NULL`,
     ),
-    purgeFinished: db.prepare<{ before: number; limit: number }>(
+    purgeFinished: statement(
       `DELETE FROM webhook_deliveries WHERE seq IN (
          SELECT seq FROM webhook_deliveries
          WHERE status IN ('delivered', 'cancelled') AND completed_at < @before AND lease_until IS NULL
            AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
          LIMIT @limit)`,
     ),
-    purgeFailed: db.prepare<{ before: number; limit: number }>(
+    purgeFailed: statement(
       `DELETE FROM webhook_deliveries WHERE seq IN (
          SELECT seq FROM webhook_deliveries
          WHERE status = 'failed' AND completed_at < @before AND lease_until IS NULL
            AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
          LIMIT @limit)`,
     ),
-  };
+};
 
+/** A page of deliveries: the statement for each set of filters (at most 2^7) is made once and kept. */
+const lists = new Map<string, Statement<Row>>();
+function listStatement(where: string[]): Statement<Row> {
+  const sql = `SELECT ${COLUMNS} FROM webhook_deliveries d ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY d.seq DESC LIMIT @limit`;
+  let s = lists.get(sql);
+  if (!s) lists.set(sql, (s = statement<Row>(sql)));
+  return s;
+}
+
+export function createQueueReads(database: Database, maxAttempts: () => number) {
   function view(r: Row): Delivery {
     return {
       id: r.id,
@@ -112,10 +121,10 @@ export function createQueueReads(db: Db, maxAttempts: () => number) {
   }
 
   return {
-    get(id: string): DeliveryDetail | undefined {
-      const r = q.byId.get(id);
+    async get(id: string): Promise<DeliveryDetail | undefined> {
+      const r = await database.get(q.byId, [id]);
       if (!r) return undefined;
-      const attempts = q.attemptsOf.all(r.seq).map(attemptView);
+      const attempts = (await database.all(q.attemptsOf, [r.seq])).map(attemptView);
       let payload: unknown;
       try {
         payload = JSON.parse(r.body);
@@ -126,7 +135,7 @@ export function createQueueReads(db: Db, maxAttempts: () => number) {
       return { ...view(r), body: r.body, payload, signatureHeader: signed?.signatureHeader ?? null, attempts };
     },
 
-    list(f: DeliveryFilter): { deliveries: Delivery[]; nextCursor: string | null } {
+    async list(f: DeliveryFilter): Promise<{ deliveries: Delivery[]; nextCursor: string | null }> {
       const where: string[] = [];
       const params: Record<string, unknown> = {};
       if (f.status) (where.push('d.status = @status'), (params.status = f.status));
@@ -138,27 +147,21 @@ export function createQueueReads(db: Db, maxAttempts: () => number) {
       if (f.until !== undefined) (where.push('d.created_at <= @until'), (params.until = f.until));
       if (f.cursor) (where.push('d.seq < @cursor'), (params.cursor = Number(f.cursor)));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
-      const rows = db
-        .prepare<Record<string, unknown>, Row>(
-          `SELECT ${COLUMNS} FROM webhook_deliveries d ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY d.seq DESC LIMIT ${limit}`,
-        )
-        .all(params);
+      const rows = await database.all(listStatement(where), { ...params, limit });
       return { deliveries: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
     },
 
-    counts(): Record<DeliveryStatus, number> {
+    async counts(): Promise<Record<DeliveryStatus, number>> {
       const out = Object.fromEntries(DELIVERY_STATUSES.map((s) => [s, 0])) as Record<DeliveryStatus, number>;
-      for (const r of q.counts.all()) out[r.status] = r.n;
+      for (const r of await database.all(q.counts)) out[r.status] = Number(r.n);
       return out;
     },
 
     // --- Inspection (live tail, metrics) and retention; see src/inspection and src/retention. ---
 
     /** Attempts recorded after `afterId` (ascending; ids only grow), with their delivery: the tail's cursor read. */
-    attemptsAfter(afterId: number, limit: number, f: { installation?: string; type?: string } = {}): AttemptFeedItem[] {
-      return q.attemptsAfter
-        .all({ after: afterId, limit, installation: f.installation ?? null, type: f.type ?? null })
-        .map((r) => ({
+    async attemptsAfter(afterId: number, limit: number, f: { installation?: string; type?: string } = {}): Promise<AttemptFeedItem[]> {
+      return (await database.all(q.attemptsAfter, { after: afterId, limit, installation: f.installation ?? null, type: f.type ?? null })).map((r) => ({
           cursor: String(r.id),
           deliveryId: r.delivery_id,
           eventId: r.event_id,
@@ -170,13 +173,13 @@ export function createQueueReads(db: Db, maxAttempts: () => number) {
     },
 
     /** The newest attempt's id (0 when none): where a live tail starts. */
-    lastAttemptId(): number {
-      return q.lastAttempt.get()?.id ?? 0;
+    async lastAttemptId(): Promise<number> {
+      return Number((await database.get(q.lastAttempt))?.id ?? 0);
     },
 
     /** Retries whose time has come but that have not started (waiting for a slot; held ones are not due). */
-    retriesDue(now: number): number {
-      return q.retriesDue.get(now)?.n ?? 0;
+    async retriesDue(now: number): Promise<number> {
+      return Number((await database.get(q.retriesDue, [now]))?.n ?? 0);
     },
 
     /**
@@ -184,13 +187,13 @@ export function createQueueReads(db: Db, maxAttempts: () => number) {
      * attempts (ON DELETE CASCADE). Failed ones stay: they can still be replayed. The delivery that
      * holds the newest attempt is kept so attempt ids are never reused (a tail's cursor stays valid).
      */
-    purgeFinished(before: number, limit: number): number {
-      return q.purgeFinished.run({ before, limit }).changes;
+    async purgeFinished(before: number, limit: number): Promise<number> {
+      return (await database.run(q.purgeFinished, { before, limit })).changes;
     },
 
     /** Delete up to `limit` failed deliveries that failed before `before` (no longer replayable), with their attempts; same cursor rule. */
-    purgeFailed(before: number, limit: number): number {
-      return q.purgeFailed.run({ before, limit }).changes;
+    async purgeFailed(before: number, limit: number): Promise<number> {
+      return (await database.run(q.purgeFailed, { before, limit })).changes;
     },
   };
 }

@@ -2,15 +2,17 @@
  * The delivery queue, in the store (SQLite or PostgreSQL): every state change of a delivery is one statement or one
  * transaction here, so a crash leaves each delivery either before or after a step, never between.
  * The worker (worker.ts) decides; the queue only records. It is built of stages, each in its own
- * file: scheduling (queue-due.ts), leases (queue-leases.ts), recording outcomes (queue-outcomes.ts),
- * held deliveries and the installation's lifecycle (queue-held.ts), replays (queue-replay.ts), and
- * what the API, the live tail and retention read (queue-reads.ts); enqueueing is here.
+ * file: scheduling (queue-due.ts), leases (queue-leases.ts, over the store's leased queue),
+ * recording outcomes (queue-outcomes.ts), held deliveries and the installation's lifecycle
+ * (queue-held.ts), replays (queue-replay.ts), and what the API, the live tail and retention read
+ * (queue-reads.ts); enqueueing is here.
  */
 import { timeOrderedId } from '../ids.ts';
-import type { Db } from '../store/index.ts';
+import { statement, type Database, type Queries } from '../store/contract.ts';
+import { jsonRows } from '../store/leased-queue.ts';
 import { createDueHints } from './queue-due.ts';
-import { createHeldDeliveries, holdIfPausedOf } from './queue-held.ts';
-import { createLeases } from './queue-leases.ts';
+import { createHeldDeliveries } from './queue-held.ts';
+import { leases } from './queue-leases.ts';
 import { createOutcomes } from './queue-outcomes.ts';
 import { createQueueReads } from './queue-reads.ts';
 import { createReplays } from './queue-replay.ts';
@@ -20,92 +22,117 @@ export { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, ty
 export { originOf, originKey, MAX_ORIGIN_LENGTH, type Claimed, type AttemptRecord, type NextState } from './queue-rows.ts';
 export type { DeliveryFilter, AttemptFeedItem } from './queue-reads.ts';
 export type { ReplayFilter, ReplayRefusal } from './queue-replay.ts';
+export { pausedAmong } from './queue-held.ts';
 
 /** `dlv_` + a time-ordered id (see src/ids.ts). */
 export const newDeliveryId = (now = Date.now()): string => timeOrderedId('dlv', now);
 
+/** One delivery to enqueue. With `lease`, stored already claimed by that owner; with `held`, stored held. */
+export interface EnqueueInput {
+  id?: string;
+  eventId: string;
+  eventType: string;
+  installationId: string;
+  url: string;
+  body: string;
+  now: number;
+  held?: boolean;
+  lease?: { owner: string; until: number };
+}
+
+// A batch's deliveries in one INSERT, as one JSON array (k: the place in the batch).
+const COLUMNS = 'id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at';
+const q = {
+  insert: statement<{ seq: number; id: string }>({
+    sqlite: `INSERT INTO webhook_deliveries (${COLUMNS})
+      SELECT value ->> 'id', value ->> 'eventId', value ->> 'eventType', value ->> 'installationId', value ->> 'url', value ->> 'origin', value ->> 'body',
+        value ->> 'status', value ->> 'next', value ->> 'leaseUntil', value ->> 'leaseOwner', value ->> 'now', value ->> 'now'
+      FROM json_each(@items) WHERE true ORDER BY key
+      ON CONFLICT (event_id, installation_id) DO NOTHING
+      RETURNING seq, id`,
+    postgres: `INSERT INTO webhook_deliveries (${COLUMNS})
+      SELECT v ->> 'id', v ->> 'eventId', v ->> 'eventType', v ->> 'installationId', v ->> 'url', v ->> 'origin', v ->> 'body',
+        v ->> 'status', (v ->> 'next')::bigint, (v ->> 'leaseUntil')::bigint, v ->> 'leaseOwner', (v ->> 'now')::bigint, (v ->> 'now')::bigint
+      FROM json_array_elements(CAST(@items AS json)) WITH ORDINALITY AS j(v, k) ORDER BY k
+      ON CONFLICT (event_id, installation_id) DO NOTHING
+      RETURNING seq, id`,
+  }),
+  setUrl: statement('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
+};
+
 export type Queue = ReturnType<typeof createQueue>;
 
-/**
- * `anyPaused` is false only when no installation is paused, in the database too: it spares the
- * check that holds a retry of a paused installation (see queue-held.ts).
- */
-export function createQueue(db: Db, opts: { maxAttempts: () => number; anyPaused?: () => boolean }) {
-  const anyPaused = opts.anyPaused ?? (() => true);
-  const due = createDueHints(db);
+export function createQueue(database: Database, opts: { maxAttempts: () => number }) {
+  const due = createDueHints();
   const { noteDue } = due;
-  const holdIfPaused = holdIfPausedOf(db);
-  // The statements run for every delivery (insert here, insertAttempt and complete in
-  // queue-outcomes.ts) take positional parameters: binding by name costs about 1 us more per
-  // statement (measured, 11 columns).
-  const q = {
-    insert: db.prepare(
-      `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (event_id, installation_id) DO NOTHING`,
-    ),
-    setUrl: db.prepare('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
-    setInstallationUrl: db.prepare(
-      `UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status IN ('pending', 'retrying', 'held') AND url != ?`,
-    ),
-  };
 
-  return {
+  const queue = {
     /**
-     * Enqueue one delivery (inside the caller's transaction). Null when this event already has one
-     * for this installation. With `lease`, the delivery is stored already claimed by that owner
-     * (its first attempt starts as soon as the transaction commits, without a claim of its own).
-     * With `held` (its installation is paused: see isPaused), it is stored `held`, with no next
-     * attempt, and waits for releaseHeld.
+     * Enqueue deliveries in the caller's transaction, in one statement. Each is null when its event
+     * already has one for its installation. One with a `lease` is stored already claimed by that
+     * owner (its first attempt starts as soon as the transaction commits, without a claim of its
+     * own). One `held` (its installation is paused) is stored `held`, with no next attempt, and
+     * waits for releaseHeld.
      */
-    enqueue(
-      input: { id?: string; eventId: string; eventType: string; installationId: string; url: string; body: string; now: number; held?: boolean },
-      lease?: { owner: string; until: number },
-    ): Claimed | null {
-      // The caller may have made the id already: the body names it (see body.ts).
-      const id = input.id ?? newDeliveryId(input.now);
-      const origin = originOf(input.url);
-      const now = input.now;
-      const held = input.held === true && !lease;
-      const r = q.insert.run(
-        id, input.eventId, input.eventType, input.installationId, input.url, origin, input.body,
-        held ? 'held' : 'pending', held ? null : now, lease?.until ?? null, lease?.owner ?? null, now, now,
-      );
-      if (!r.changes) return null;
-      if (!lease && !held) noteDue(origin, input.now);
-      return {
-        seq: Number(r.lastInsertRowid),
-        id,
-        url: input.url,
-        origin,
-        body: input.body,
-        eventId: input.eventId,
-        installationId: input.installationId,
-        eventType: input.eventType,
-        status: held ? 'held' : 'pending',
-        attempts: 0,
-        nextAttemptAt: held ? null : input.now,
-        createdAt: input.now,
-      };
+    async enqueueMany(tx: Queries, inputs: EnqueueInput[]): Promise<Array<Claimed | null>> {
+      if (!inputs.length) return [];
+      const rows = inputs.map((input) => {
+        // The caller may have made the id already: the body names it (see body.ts).
+        const held = input.held === true && !input.lease;
+        return {
+          id: input.id ?? newDeliveryId(input.now),
+          eventId: input.eventId,
+          eventType: input.eventType,
+          installationId: input.installationId,
+          url: input.url,
+          origin: originOf(input.url),
+          body: input.body,
+          status: held ? 'held' : 'pending',
+          next: held ? null : input.now,
+          leaseUntil: input.lease?.until ?? null,
+          leaseOwner: input.lease?.owner ?? null,
+          now: input.now,
+          held,
+        };
+      });
+      const stored = new Map((await tx.all(q.insert, { items: jsonRows(rows) })).map((r) => [r.id, Number(r.seq)]));
+      return rows.map((r, i): Claimed | null => {
+        const seq = stored.get(r.id);
+        if (seq === undefined) return null;
+        if (!inputs[i].lease && !r.held) noteDue(r.origin, r.now);
+        return {
+          seq,
+          id: r.id,
+          url: r.url,
+          origin: r.origin,
+          body: r.body,
+          eventId: r.eventId,
+          installationId: r.installationId,
+          eventType: r.eventType,
+          status: r.held ? 'held' : 'pending',
+          attempts: 0,
+          nextAttemptAt: r.next,
+          createdAt: r.now,
+        };
+      });
     },
 
-    setUrl(seq: number, url: string): void {
-      q.setUrl.run(url, originOf(url), seq);
+    /** Enqueue one delivery (see enqueueMany). */
+    async enqueue(tx: Queries, input: EnqueueInput): Promise<Claimed | null> {
+      return (await queue.enqueueMany(tx, [input]))[0];
+    },
+
+    async setUrl(q2: Queries, seq: number, url: string): Promise<void> {
+      await q2.run(q.setUrl, [url, originOf(url), seq]);
       noteDue(originOf(url), 0);
     },
 
-    /** The installation's URL changed: its queued deliveries go to the new one. Returns how many. */
-    setInstallationUrl(installationId: string, url: string): number {
-      const n = q.setInstallationUrl.run(url, originOf(url), installationId, url).changes;
-      if (n) noteDue(originOf(url), 0);
-      return n;
-    },
-
     ...due,
-    ...createLeases(db),
-    ...createOutcomes(db, { anyPaused, holdIfPaused, noteDue }),
-    ...createHeldDeliveries(db, noteDue),
-    ...createReplays(db, { holdIfPaused, noteDue }),
-    ...createQueueReads(db, opts.maxAttempts),
+    ...leases,
+    ...createHeldDeliveries(noteDue),
+    ...createOutcomes({ noteDue }),
+    ...createReplays(database, { noteDue }),
+    ...createQueueReads(database, opts.maxAttempts),
   };
+  return queue;
 }

@@ -73,14 +73,14 @@ export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deli
       body: { schema: replayBody, limit },
       response: replayAnswer,
     },
-    ({ body }) => {
+    async ({ body }) => {
       const filter = { ...replaySelection(body), type: body.type, origin: endpointParam(body.endpoint, 'endpoint') };
       if (body.dryRun) {
         // What a replay would take now, for a confirmation: nothing changes.
-        const ids = deliveries().replayable(filter);
+        const ids = await deliveries().replayable(filter);
         return { dryRun: true, replayed: 0, matched: ids.length, deliveries: ids };
       }
-      const replayed = deliveries().replay(filter);
+      const replayed = await deliveries().replay(filter);
       return { replayed: replayed.length, deliveries: replayed.map((r) => r.id), held: replayed.filter((r) => r.held).map((r) => r.id) };
     },
   );
@@ -116,8 +116,8 @@ export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deli
   route(
     app,
     { method: 'GET', path: '/api/v1/deliveries/:id', summary: 'One delivery: the body sent and every attempt', auth: 'admin', params: id, response: deliveryDetailSchema },
-    ({ params }) => {
-      const d = deliveries().get(params.id);
+    async ({ params }) => {
+      const d = await deliveries().get(params.id);
       if (!d) throw new SwitchyardError('not_found', `no delivery ${params.id}`, { hint: 'list them with GET /api/v1/deliveries' });
       return d;
     },
@@ -150,7 +150,7 @@ export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deli
     },
     async ({ params }) => {
       const attempt = await deliveries().retry(params.id);
-      return { attempt, delivery: deliveries().get(params.id) };
+      return { attempt, delivery: await deliveries().get(params.id) };
     },
   );
 
@@ -165,10 +165,10 @@ export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deli
       query: secretQuery,
       response: secretAnswer,
     },
-    ({ params, query }) => {
+    async ({ params, query }) => {
       const id = params.installationId;
       const reveal = query.reveal;
-      const d = webhooks().describe(id);
+      const d = await webhooks().describe(id);
       if (!d)
         throw new SwitchyardError('not_found', `installation ${id} has no webhook signing secret`, {
           hint: 'secrets belong to installations of the built-in webhook integration',
@@ -195,13 +195,13 @@ export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deli
       body: { schema: rotateBody, limit, optional: true },
       response: rotateAnswer,
     },
-    ({ params, body }) => {
+    async ({ params, body }) => {
       const id = params.installationId;
-      if (!webhooks().describe(id))
+      if (!(await webhooks().describe(id)))
         throw new SwitchyardError('not_found', `installation ${id} has no webhook signing secret`, {
           hint: 'secrets belong to installations of the built-in webhook integration',
         });
-      const r = webhooks().rotateSecret(id, body.secret);
+      const r = await webhooks().rotateSecret(id, body.secret);
       services.log.info('webhook secret rotated', { installation: id, previous_expires_at: r.previousExpiresAt });
       // The new secret is shown once here, to the admin who asked for it.
       return { installationId: id, secret: r.secret, previousExpiresAt: r.previousExpiresAt };

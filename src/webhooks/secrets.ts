@@ -4,31 +4,35 @@
  * over without losing a delivery (one `v1=` per live secret is sent meanwhile).
  * Secrets are stored as given (they must be: HMAC needs the key); they never reach logs.
  */
-import { oncePerTurn } from '../lib/batch.ts';
-import { generationsOf } from '../store/generations.ts';
 import { randomBytes } from 'node:crypto';
+import { generationsFor } from '../store/generations.ts';
 import { SwitchyardError } from '../errors.ts';
 import type { Db } from '../store/index.ts';
+import { statement, type Database, type Queries, type Tx } from '../store/contract.ts';
 
 export interface WebhookSecrets {
-  /** Set the current secret (generated when not given) and return it. Replaces any current one at once. */
-  createSecret(installationId: string, given?: string): string;
+  /** Set the current secret (generated when not given), in the caller's transaction, and return it. Replaces any current one at once. */
+  createSecret(tx: Tx, installationId: string, given?: string): Promise<string>;
   /** A new current secret; the old one keeps signing until `previousExpiresAt` (ISO). */
-  rotateSecret(installationId: string, given?: string): { secret: string; previousExpiresAt: string };
-  /** Secrets that sign now, current first. */
-  liveSecrets(installationId: string): string[];
-  /** The current secret and the still-live previous ones, with their expiry (for the admin). */
-  describe(installationId: string): { secret: string; createdAt: string; previous: Array<{ secret: string; expiresAt: string }> } | undefined;
-  /** Ensure a current secret exists (deliveries enqueued for an installation that never got one). */
-  ensureSecret(installationId: string): void;
+  rotateSecret(installationId: string, given?: string): Promise<{ secret: string; previousExpiresAt: string }>;
+  /** Secrets that sign now, current first (from a cache, read again when a secret changes or expires). */
+  liveSecrets(installationId: string): Promise<string[]>;
+  /** The current secret and the still-live previous ones, with their expiry (for the admin); in `q` when given (a caller's transaction). */
+  describe(installationId: string, q?: Queries): Promise<SecretsView | undefined>;
+  /** Ensure a current secret exists, in the caller's transaction (deliveries enqueued for an installation that never got one). */
+  ensureSecrets(tx: Tx, installationIds: Iterable<string>): Promise<void>;
   /** Whether an installation has (had) a webhook endpoint here. */
-  has(installationId: string): boolean;
-  setPaused(installationId: string, paused: boolean): void;
-  /** Whether deliveries to this installation are held (answered from memory: never less paused than the store). */
-  isPaused(installationId: string): boolean;
-  /** Whether any installation is paused (false means none is, in the database too). */
-  anyPaused(): boolean;
-  forget(installationId: string): void;
+  has(installationId: string): Promise<boolean>;
+  /** Pause or resume its deliveries (the endpoint's flag), in the caller's transaction. */
+  setPaused(tx: Queries, installationId: string, paused: boolean): Promise<void>;
+  /** Uninstall: its secrets and endpoint go, in the caller's transaction. */
+  forget(tx: Tx, installationId: string): Promise<void>;
+}
+
+export interface SecretsView {
+  secret: string;
+  createdAt: string;
+  previous: Array<{ secret: string; expiresAt: string }>;
 }
 
 export const MIN_SECRET_LENGTH = 16;
@@ -52,129 +56,128 @@ function checkGiven(given: string | undefined): string {
   return given;
 }
 
+const q = {
+  endpoint: statement('INSERT INTO webhook_endpoints (installation_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
+  hasEndpoint: statement<{ n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ?'),
+  current: statement<CurrentRow>('SELECT id, secret, created_at FROM webhook_secrets WHERE installation_id = ? AND expires_at IS NULL ORDER BY id DESC LIMIT 1'),
+  expire: statement('UPDATE webhook_secrets SET expires_at = ? WHERE installation_id = ? AND expires_at IS NULL'),
+  insert: statement('INSERT INTO webhook_secrets (installation_id, secret, created_at) VALUES (?, ?, ?)'),
+  live: statement<LiveRow>(
+    `SELECT secret, expires_at FROM webhook_secrets WHERE installation_id = ? AND (expires_at IS NULL OR expires_at > ?)
+     ORDER BY expires_at IS NOT NULL, id DESC`,
+  ),
+  purge: statement('DELETE FROM webhook_secrets WHERE installation_id = ? AND expires_at IS NOT NULL AND expires_at <= ?'),
+  pause: statement('UPDATE webhook_endpoints SET paused = ? WHERE installation_id = ?'),
+  forgetSecrets: statement('DELETE FROM webhook_secrets WHERE installation_id = ?'),
+  forgetEndpoint: statement('DELETE FROM webhook_endpoints WHERE installation_id = ?'),
+};
+type CurrentRow = { id: number; secret: string; created_at: number };
+type LiveRow = { secret: string; expires_at: number | null };
+
+function view(current: CurrentRow | undefined, live: LiveRow[]): SecretsView | undefined {
+  if (!current) return undefined;
+  return {
+    secret: current.secret,
+    createdAt: new Date(Number(current.created_at)).toISOString(),
+    previous: live.filter((r) => r.expires_at !== null).map((r) => ({ secret: r.secret, expiresAt: new Date(Number(r.expires_at)).toISOString() })),
+  };
+}
+
+/** `store.db` is there for the store's generations alone (store/generations.ts listens on it on PostgreSQL). */
 export function createSecrets(
-  db: Db,
+  store: { database: Database; db: Db },
   opts: {
     overlapMs: () => number;
     now?: () => number;
   },
 ): WebhookSecrets {
+  const { database } = store;
   const now = opts.now ?? Date.now;
-  const q = {
-    endpoint: db.prepare('INSERT INTO webhook_endpoints (installation_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
-    hasEndpoint: db.prepare<[string], { n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ?'),
-    current: db.prepare<[string], { id: number; secret: string; created_at: number }>(
-      'SELECT id, secret, created_at FROM webhook_secrets WHERE installation_id = ? AND expires_at IS NULL ORDER BY id DESC LIMIT 1',
-    ),
-    expire: db.prepare('UPDATE webhook_secrets SET expires_at = ? WHERE installation_id = ? AND expires_at IS NULL'),
-    insert: db.prepare('INSERT INTO webhook_secrets (installation_id, secret, created_at) VALUES (?, ?, ?)'),
-    live: db.prepare<[string, number], { secret: string; expires_at: number | null }>(
-      `SELECT secret, expires_at FROM webhook_secrets WHERE installation_id = ? AND (expires_at IS NULL OR expires_at > ?)
-       ORDER BY expires_at IS NOT NULL, id DESC`,
-    ),
-    purge: db.prepare('DELETE FROM webhook_secrets WHERE installation_id = ? AND expires_at IS NOT NULL AND expires_at <= ?'),
-    pause: db.prepare('UPDATE webhook_endpoints SET paused = ? WHERE installation_id = ?'),
-    forgetSecrets: db.prepare('DELETE FROM webhook_secrets WHERE installation_id = ?'),
-    forgetEndpoint: db.prepare('DELETE FROM webhook_endpoints WHERE installation_id = ?'),
-    pausedAll: db.prepare<[], { installation_id: string }>('SELECT installation_id FROM webhook_endpoints WHERE paused = 1'),
-  };
-
   // Secrets change only through this object (here or in another serving process, which bumps the
   // generation: see store/generations.ts), so a cache is exact: dropped on every change, and
   // refreshed when the first previous secret expires. It keeps a query off every attempt.
   const cache = new Map<string, { secrets: string[]; until: number }>();
-  // Installations seen with a current secret: ensureSecret (on every enqueue) skips its query.
+  // Installations seen with a current secret: ensureSecrets (on every enqueue) skips its query.
   const known = new Set<string>();
-  // Paused installations, for deciding in memory whether a new delivery may start at once. They
-  // change only through setPaused/forget below, which may run inside a caller's transaction that
-  // could still roll back: a pause counts at once, and the copy is reloaded after the caller's
-  // synchronous work is over, so it is never less paused than the database.
-  let paused = new Set<string>();
-  const reloadPaused = () => {
-    if (!db.open) return;
-    paused = new Set(q.pausedAll.all().map((r) => r.installation_id));
-  };
-  const reloadSoon = oncePerTurn(reloadPaused);
-  reloadPaused();
-  const generations = generationsOf(db);
+  const generations = generationsFor(store);
   const othersChanged = generations.watch('webhook_secrets');
-  const freshen = () => {
-    if (!othersChanged()) return;
+  const freshen = async () => {
+    if (!(await othersChanged())) return;
     cache.clear();
     known.clear();
-    reloadPaused();
+  };
+  /** A change here, in `tx`: the caches forget the installation now, and again once `tx` ends (a read meanwhile may have cached the old). */
+  const changed = async (tx: Tx, installationId: string) => {
+    await generations.bump(tx, 'webhook_secrets');
+    const forget = () => {
+      cache.delete(installationId);
+      known.delete(installationId);
+    };
+    forget();
+    tx.afterCommit(forget);
+    tx.onRollback(forget);
   };
 
-  const setCurrent = db.transaction((installationId: string, secret: string, expireAt: number) => {
-    generations.bump('webhook_secrets');
-    cache.delete(installationId);
-    known.delete(installationId);
-    q.endpoint.run(installationId, now());
-    q.purge.run(installationId, now());
-    q.expire.run(expireAt, installationId);
-    q.insert.run(installationId, secret, now());
-  });
+  /** The installation's current secret becomes `secret`; the previous one expires at `expireAt`. */
+  const setCurrent = async (tx: Tx, installationId: string, secret: string, expireAt: number) => {
+    await changed(tx, installationId);
+    const t = now();
+    await tx.run(q.endpoint, [installationId, t]);
+    await tx.run(q.purge, [installationId, t]);
+    await tx.run(q.expire, [expireAt, installationId]);
+    await tx.run(q.insert, [installationId, secret, t]);
+  };
 
   return {
-    createSecret(installationId, given) {
+    async createSecret(tx, installationId, given) {
       const secret = checkGiven(given);
-      setCurrent(installationId, secret, now());
+      await setCurrent(tx, installationId, secret, now());
       return secret;
     },
-    rotateSecret(installationId, given) {
+    async rotateSecret(installationId, given) {
       const secret = checkGiven(given);
       const previousExpiresAt = now() + opts.overlapMs();
-      setCurrent(installationId, secret, previousExpiresAt);
+      await database.transaction((tx) => setCurrent(tx, installationId, secret, previousExpiresAt));
       return { secret, previousExpiresAt: new Date(previousExpiresAt).toISOString() };
     },
-    liveSecrets(installationId) {
-      freshen();
+    async liveSecrets(installationId) {
+      await freshen();
       const t = now();
       const hit = cache.get(installationId);
       if (hit && t < hit.until) return hit.secrets;
-      const rows = q.live.all(installationId, t);
-      const until = Math.min(Infinity, ...rows.filter((r) => r.expires_at !== null).map((r) => r.expires_at!));
+      const rows = await database.all(q.live, [installationId, t]);
+      const until = Math.min(Infinity, ...rows.filter((r) => r.expires_at !== null).map((r) => Number(r.expires_at)));
       const secrets = rows.map((r) => r.secret);
       cache.set(installationId, { secrets, until });
       return secrets;
     },
-    describe(installationId) {
-      const rows = q.live.all(installationId, now());
-      const current = q.current.get(installationId);
-      if (!current) return undefined;
-      return {
-        secret: current.secret,
-        createdAt: new Date(current.created_at).toISOString(),
-        previous: rows.filter((r) => r.expires_at !== null).map((r) => ({ secret: r.secret, expiresAt: new Date(r.expires_at!).toISOString() })),
-      };
+    async describe(installationId, on = database) {
+      const live = await on.all(q.live, [installationId, now()]);
+      return view(await on.get(q.current, [installationId]), live);
     },
-    ensureSecret(installationId) {
-      freshen();
-      if (known.has(installationId)) return;
-      // Only a secret found already stored is remembered: one created here belongs to the caller's
-      // transaction, which may still roll back.
-      if (q.current.get(installationId)) known.add(installationId);
-      else setCurrent(installationId, newSecret(), now());
+    async ensureSecrets(tx, installationIds) {
+      // Not freshened here (the generations are read outside transactions): liveSecrets does, at
+      // the next attempt. A secret another process deleted since means its installation was
+      // uninstalled, and nothing is enqueued for it then.
+      for (const id of new Set(installationIds)) {
+        if (known.has(id)) continue;
+        // Only a secret found already stored is remembered: one created here belongs to the
+        // caller's transaction, which may still roll back.
+        if (await tx.get(q.current, [id])) known.add(id);
+        else await setCurrent(tx, id, newSecret(), now());
+      }
     },
-    has(installationId) {
-      return q.hasEndpoint.get(installationId) !== undefined;
+    async has(installationId) {
+      return (await database.get(q.hasEndpoint, [installationId])) !== undefined;
     },
-    setPaused(installationId, pause) {
-      q.endpoint.run(installationId, now());
-      q.pause.run(pause ? 1 : 0, installationId);
-      generations.bump('webhook_secrets');
-      if (pause) paused.add(installationId);
-      reloadSoon();
+    async setPaused(tx, installationId, pause) {
+      await tx.run(q.endpoint, [installationId, now()]);
+      await tx.run(q.pause, [pause ? 1 : 0, installationId]);
     },
-    isPaused: (installationId) => (freshen(), paused.has(installationId)),
-    anyPaused: () => (freshen(), paused.size > 0),
-    forget(installationId) {
-      cache.delete(installationId);
-      known.delete(installationId);
-      q.forgetSecrets.run(installationId);
-      q.forgetEndpoint.run(installationId);
-      generations.bump('webhook_secrets');
-      reloadSoon();
+    async forget(tx, installationId) {
+      await changed(tx, installationId);
+      await tx.run(q.forgetSecrets, [installationId]);
+      await tx.run(q.forgetEndpoint, [installationId]);
     },
   };
 }

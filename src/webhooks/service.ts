@@ -8,9 +8,10 @@ import { SwitchyardError } from '../errors.ts';
 import { oncePerTurn } from '../lib/batch.ts';
 import { createObservers } from '../lib/observers.ts';
 import { hideUrlCredentials, type Logger } from '../log/index.ts';
-import { afterCommit, onRollback, type Db } from '../store/index.ts';
+import type { Db } from '../store/index.ts';
+import type { Database, Tx } from '../store/contract.ts';
 import type { Deliveries, InstallationLifecycle, Subscription, WebhooksService } from './contracts.ts';
-import { createQueue, newDeliveryId, originOf, type Attempt, type AttemptRecord, type Claimed, type ReplayRefusal } from './queue.ts';
+import { createQueue, newDeliveryId, originOf, pausedAmong, type Attempt, type AttemptRecord, type EnqueueInput, type ReplayRefusal } from './queue.ts';
 import { deliveryBody } from './body.ts';
 import { DEFAULT_SIGNATURE_SCHEME, type SignatureScheme } from './schemes.ts';
 import { createSecrets } from './secrets.ts';
@@ -18,7 +19,6 @@ import { standardSecretProblem } from './standard-webhooks.ts';
 import { deliveryStats } from './stats.ts';
 import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
 import { leftoverLeases } from '../store/lease-owner.ts';
-import { bridgeOf, engineOf } from '../store/postgres/db.ts';
 
 function attemptView(r: AttemptRecord, number: number): Attempt {
   return {
@@ -71,6 +71,8 @@ export type Subscriptions =
   | undefined;
 
 export interface WebhooksDeps {
+  database: Database;
+  /** The synchronous connection, for the store's generations alone (store/generations.ts listens on it on PostgreSQL). */
   db: Db;
   log: Logger;
   /** The service's webhooks config, read at each use (it may be reloaded). */
@@ -82,8 +84,12 @@ export interface WebhooksDeps {
   health?: { failed(error: unknown): void; ok(): void };
 }
 
-export function createWebhooks(deps: WebhooksDeps) {
-  const { db, log } = deps;
+/** Where other nodes are told of due work they may take (PostgreSQL's notifications). */
+const DUE_CHANNEL = 'switchyard_due';
+
+/** Builds the service; its start steps (reading the store) are awaited here. */
+export async function createWebhooks(deps: WebhooksDeps) {
+  const { database, db, log } = deps;
   const link = deps.processes;
   // Concurrency is the service's: each of N serving processes takes its share.
   let shared: [WebhooksConfig, WebhooksConfig] | undefined;
@@ -93,8 +99,8 @@ export function createWebhooks(deps: WebhooksDeps) {
     if (shared?.[0] !== c) shared = [c, shareOf(c, link.count, link.index)];
     return shared[1];
   };
-  const secrets = createSecrets(db, { overlapMs: () => cfg().secret_rotation_overlap });
-  const queue = createQueue(db, { maxAttempts: () => cfg().max_retries + 1, anyPaused: () => secrets.anyPaused() });
+  const secrets = createSecrets({ database, db }, { overlapMs: () => cfg().secret_rotation_overlap });
+  const queue = createQueue(database, { maxAttempts: () => cfg().max_retries + 1 });
   // The installation's URL now, whether or not it still takes this event type: a replay or a
   // manual retry the person asked for goes where the installation points today.
   const currentUrl = (d: { eventType: string; installationId: string }) => {
@@ -108,7 +114,8 @@ export function createWebhooks(deps: WebhooksDeps) {
       timeout_ms: cfg().timeout,
     });
   // Under the supervisor, it recovers leases (at its start, and of each process that dies).
-  const interrupted = link ? 0 : queue.recoverInterrupted(Date.now(), leftoverLeases(db));
+  const interrupted = link ? 0 : await database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), leftoverLeases(database)));
+  await queue.refreshDue(database);
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
   const attempts = createObservers<[RecordedAttempt]>(log, 'attempt listener failed');
@@ -135,6 +142,7 @@ export function createWebhooks(deps: WebhooksDeps) {
   };
   const worker: Worker = createWorker({
     queue,
+    database,
     secrets,
     schemeOf,
     config: cfg,
@@ -146,66 +154,68 @@ export function createWebhooks(deps: WebhooksDeps) {
     slotsFor: link ? (origin, limit) => slotsFor(origin, limit, link) : undefined,
   });
   /** Due work was made here that every serving process may take (a resume, a replay). */
-  // On PostgreSQL the other nodes are told too (NOTIFY, sent at COMMIT).
-  const others = engineOf(db) === 'postgres' ? db.prepare("SELECT pg_notify('switchyard_due', '')") : undefined;
+  // On PostgreSQL the other nodes are told too.
+  const nodes = database.notifications;
+  const others = nodes ? { get: () => void nodes.notify(database, DUE_CHANNEL).catch((e: unknown) => deps.health?.failed(e)) } : undefined;
   const dueEverywhere = () => {
     worker.wake();
     link?.announceDue();
     others?.get();
   };
-  /** The same, once the caller's transaction has committed (once a turn, however many resumes). */
+  /** The same, once the caller's transaction (`tx`) has committed (once a turn, however many resumes). */
   const dueEverywhereSoon = oncePerTurn(dueEverywhere);
+  const dueEverywhereAfter = (tx: Tx) => tx.afterCommit(dueEverywhereSoon);
   /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
   const wakeWorker = () => worker.wake();
 
   const webhooks: WebhooksService = {
-    createSecret: (id, given) => secrets.createSecret(id, given),
-    rotateSecret(id, given) {
+    async createSecret(tx, id, given) {
+      return secrets.createSecret(tx, id, given);
+    },
+    async rotateSecret(id, given) {
       checkGivenFor(schemeOf(id), given, 'secret');
       return secrets.rotateSecret(id, given);
     },
     liveSecrets: (id) => secrets.liveSecrets(id),
     describe: (id) => secrets.describe(id),
-    removeInstallation(id) {
-      db.transaction(() => {
-        const n = queue.cancelInstallation(id, Date.now());
-        secrets.forget(id);
-        if (n) log.info('queued deliveries cancelled: installation removed', { installation: id, deliveries: n });
-      })();
+    async removeInstallation(tx, id) {
+      const n = await queue.cancelInstallation(tx, id, Date.now());
+      await secrets.forget(tx, id);
+      if (n) log.info('queued deliveries cancelled: installation removed', { installation: id, deliveries: n });
     },
-    pauseInstallation(id) {
-      secrets.setPaused(id, true);
-      const n = queue.holdInstallation(id, Date.now());
+    async pauseInstallation(tx, id) {
+      await secrets.setPaused(tx, id, true);
+      const n = await queue.holdInstallation(tx, id, Date.now());
       if (n) log.info('queued deliveries held: installation paused', { installation: id, deliveries: n });
     },
-    setEndpointUrl: (id, url) => queue.setInstallationUrl(id, url),
-    resumeInstallation(id) {
-      secrets.setPaused(id, false);
-      const n = queue.releaseHeld(id, Date.now());
+    setEndpointUrl: (tx, id, url) => queue.setInstallationUrl(tx, id, url),
+    async resumeInstallation(tx, id) {
+      await secrets.setPaused(tx, id, false);
+      const n = await queue.releaseHeld(tx, id, Date.now());
       if (!n) return;
       log.info('held deliveries due: installation resumed', { installation: id, deliveries: n });
       // After the caller's transaction commits: this process starts its share, the others theirs.
-      dueEverywhereSoon();
+      dueEverywhereAfter(tx);
     },
   };
   /**
-   * The installations' lifecycle, told inside each step's transaction (subscribed at start, see
-   * index.ts): a webhook installation gets its signing secret, its queued deliveries follow its URL,
-   * are held while it is paused or has no URL, and are cancelled when it is uninstalled.
+   * The installations' lifecycle, told inside each step's transaction (`tx`; subscribed at start,
+   * see index.ts): a webhook installation gets its signing secret, its queued deliveries follow its
+   * URL, are held while it is paused or has no URL, and are cancelled when it is uninstalled.
    */
-  function follow(change: InstallationLifecycle): { webhookSecret?: string } | void {
+  async function follow(tx: Tx, change: InstallationLifecycle): Promise<{ webhookSecret?: string } | void> {
     const { endpoint } = change;
     const id = change.installation.id;
     if (!endpoint) return;
     switch (change.kind) {
       case 'installed':
         checkGivenFor(endpoint.scheme, change.webhookSecret, 'webhook_secret');
-        return { webhookSecret: webhooks.createSecret(id, change.webhookSecret) };
+        return { webhookSecret: await webhooks.createSecret(tx, id, change.webhookSecret) };
       case 'configured': {
         const { url, previousUrl } = endpoint;
         if (endpoint.scheme === 'standard-webhooks' && endpoint.previousScheme !== 'standard-webhooks') {
           // Refused in the edit's transaction: a receiver could not verify with a secret it cannot read.
-          const current = secrets.describe(id)?.secret;
+          const current = (await secrets.describe(id, tx))?.secret;
           const problem = current === undefined ? undefined : standardSecretProblem(current);
           if (problem)
             throw new SwitchyardError('validation_failed', `installation ${id} cannot sign with standard-webhooks: its signing secret is not in that form; nothing was stored`, {
@@ -217,22 +227,22 @@ export function createWebhooks(deps: WebhooksDeps) {
         if (url === undefined) {
           if (previousUrl === undefined) return;
           // No URL any more: nothing is sent to the old one; held until a URL is set again.
-          const n = queue.holdInstallation(id, Date.now());
+          const n = await queue.holdInstallation(tx, id, Date.now());
           if (n) log.info('queued deliveries held: the installation has no webhook URL', { installation: id, deliveries: n });
           return;
         }
-        if (url !== previousUrl) webhooks.setEndpointUrl(id, url);
-        if (previousUrl === undefined && change.installation.status !== 'paused' && queue.releaseHeld(id, Date.now())) dueEverywhereSoon();
+        if (url !== previousUrl) await webhooks.setEndpointUrl(tx, id, url);
+        if (previousUrl === undefined && change.installation.status !== 'paused' && (await queue.releaseHeld(tx, id, Date.now()))) dueEverywhereAfter(tx);
         return;
       }
       case 'paused':
-        return webhooks.pauseInstallation(id);
+        return webhooks.pauseInstallation(tx, id);
       case 'resumed':
         // Without a URL the held deliveries stay held: a URL set later releases them.
-        if (endpoint.url === undefined) return secrets.setPaused(id, false);
-        return webhooks.resumeInstallation(id);
+        if (endpoint.url === undefined) return secrets.setPaused(tx, id, false);
+        return webhooks.resumeInstallation(tx, id);
       case 'uninstalled':
-        return webhooks.removeInstallation(id);
+        return webhooks.removeInstallation(tx, id);
     }
   }
   /** Whether the installation has no URL any more (the installations module knows; without it, nothing is refused). */
@@ -264,76 +274,99 @@ export function createWebhooks(deps: WebhooksDeps) {
     throw new SwitchyardError(why === 'not_found' ? 'not_found' : 'conflict', message, { hint });
   };
 
-  const sharedQueue = engineOf(db) === 'postgres';
-  const deliveries: Deliveries = {
-    enqueueEvent(event, subscriptions, now = Date.now(), opts = {}) {
-      const out: Array<{ id: string; installationId: string }> = [];
-      for (const s of subscriptions) {
-        secrets.ensureSecret(s.installationId);
-        const origin = originOf(s.url);
-        // The copy in memory is never less paused than the store; the store has the last word
-        // (a pause whose transaction rolled back is still in the copy for a moment). On PostgreSQL
-        // another node may pause this instant and this copy not know yet: the store is asked, and
-        // a pause waits for this transaction (then holds what it stored).
-        const held = sharedQueue ? queue.isPausedLocked(s.installationId) : secrets.isPaused(s.installationId) && queue.isPaused(s.installationId);
-        const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
-        let claimed: Claimed | null;
-        try {
+  /**
+   * A batch's deliveries in the caller's transaction: the paused installations read once (the copy
+   * in memory may be behind the store: a pause whose transaction rolled back is still in it, and on
+   * PostgreSQL another node may pause this instant; the store is asked, and on PostgreSQL a pause
+   * waits for this transaction, then holds what it stored), their secrets ensured, and one INSERT.
+   */
+  async function enqueueEvents(
+    tx: Tx,
+    events: Array<{ event: { eventId: string; type: string; [k: string]: unknown }; subscriptions: Array<{ installationId: string; url: string }> }>,
+    now = Date.now(),
+    opts: { startAtCommit?: boolean } = {},
+  ): Promise<Array<Array<{ id: string; installationId: string }>>> {
+    const installations = [...new Set(events.flatMap((e) => e.subscriptions.map((s) => s.installationId)))];
+    if (!installations.length) return events.map(() => []);
+    await secrets.ensureSecrets(tx, installations);
+    const paused = await pausedAmong(tx, installations);
+    const inputs: Array<EnqueueInput & { origin: string }> = [];
+    let claimed;
+    try {
+      for (const { event, subscriptions } of events)
+        for (const s of subscriptions) {
+          const held = paused.has(s.installationId);
+          const url = s.url;
+          const origin = originOf(url);
           const id = newDeliveryId(now);
-          claimed = queue.enqueue(
-            { id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url: s.url, body: deliveryBody(event, s.installationId, id), now, held },
-            lease,
-          );
-        } catch (e) {
-          if (lease) worker.cancelReserved(origin);
-          throw e;
+          const body = deliveryBody(event, s.installationId, id);
+          const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
+          inputs.push({ id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url, origin, body, now, held, lease });
         }
-        if (lease) {
-          if (claimed) {
+      claimed = await queue.enqueueMany(tx, inputs);
+    } catch (e) {
+      // Nothing stored: the slots reserved so far are given back.
+      for (const input of inputs) if (input.lease) worker.cancelReserved(input.origin);
+      throw e;
+    }
+    const out = events.map(() => [] as Array<{ id: string; installationId: string }>);
+    let i = 0;
+    events.forEach(({ subscriptions }, e) => {
+      for (const s of subscriptions) {
+        const input = inputs[i];
+        const c = claimed[i++];
+        if (input.lease) {
+          if (c) {
             // Leased in the caller's transaction: its first attempt starts once that commits, and
             // the slot is given back if it (or the savepoint it is in) rolls back.
-            const started = claimed;
-            afterCommit(db, () => worker.startReserved(started));
-            onRollback(db, () => worker.cancelReserved(origin));
-          } else worker.cancelReserved(origin);
+            tx.afterCommit(() => worker.startReserved(c));
+            tx.onRollback(() => worker.cancelReserved(c.origin));
+          } else worker.cancelReserved(input.origin);
         }
-        if (claimed) out.push({ id: claimed.id, installationId: s.installationId });
+        if (c) out[e].push({ id: c.id, installationId: s.installationId });
       }
-      if (out.length) afterCommit(db, wakeWorker);
-      return out;
+    });
+    if (out.some((o) => o.length)) tx.afterCommit(wakeWorker);
+    return out;
+  }
+
+  const deliveries: Deliveries = {
+    enqueueEvents,
+    async enqueueEvent(tx, event, subscriptions, now, opts) {
+      return (await enqueueEvents(tx, [{ event, subscriptions }], now, opts))[0];
     },
     wake: wakeWorker,
     list: (f) => queue.list(f),
     get: (id) => queue.get(id),
     async retry(id) {
-      const found = queue.get(id);
+      const found = await queue.get(id);
       if (found && found.status !== 'cancelled' && urlGone(found.installationId)) noUrl(id, found.installationId, 'retried');
       const record = await worker.attemptNow(id);
       if (record === 'busy') {
-        const d = queue.get(id);
+        const d = await queue.get(id);
         if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with GET /api/v1/deliveries' });
         if (d.status === 'cancelled')
           throw new SwitchyardError('conflict', `delivery ${id} was cancelled (its installation was uninstalled)`, { hint: 'install the webhook again and replay' });
         throw new SwitchyardError('conflict', `delivery ${id} has an attempt in flight`, { hint: 'wait for it to finish, then retry' });
       }
-      return attemptView(record, queue.get(id)!.attempts.length);
+      return attemptView(record, (await queue.get(id))!.attempts.length);
     },
-    replay(f) {
-      const replayed = queue.replay(f, Date.now(), replayUrl);
+    async replay(f) {
+      const replayed = await queue.replay(f, Date.now(), replayUrl);
       if (replayed.length) {
         log.info(`${f.status} deliveries replayed`, { deliveries: replayed.length, held: replayed.filter((r) => r.held).length });
         dueEverywhere();
       }
       return replayed;
     },
-    replayOne(id) {
-      const r = queue.replayOne(id, Date.now(), (d) => replayUrl({ ...d, id }));
+    async replayOne(id) {
+      const r = await queue.replayOne(id, Date.now(), (d) => replayUrl({ ...d, id }));
       if (typeof r === 'string') refused(id, r);
       dueEverywhere();
-      return queue.get(id)!;
+      return (await queue.get(id))!;
     },
     replayable: (f) => queue.replayable(f),
-    stats: (f) => deliveryStats(db, f),
+    stats: (f) => deliveryStats(database, f),
     counts: () => queue.counts(),
     inFlight: () => worker.inFlight(),
     onAttempt: (listener) => attempts.add(listener),
@@ -352,23 +385,20 @@ export function createWebhooks(deps: WebhooksDeps) {
     /** Overdue work (retries due while the server was down) goes out now, and what other processes make due. */
     start(): void {
       worker.wake();
-      const nodes = bridgeOf(db);
       if (!link && !nodes) return;
       // Deliveries other processes (or nodes) made due (retries they scheduled, a dead process's
       // leases) are not in this process's per-origin hints: look them up when told, and every second.
-      const due = () => {
-        queue.refreshDue();
-        worker.wake();
-      };
+      let refreshing = false;
       const dueSafely = () => {
-        try {
-          due();
-        } catch (e) {
-          deps.health?.failed(e);
-        }
+        if (refreshing) return; // one look at a time: a slow store does not pile them up
+        refreshing = true;
+        queue
+          .refreshDue(database)
+          .then(() => worker.wake(), (e: unknown) => deps.health?.failed(e))
+          .finally(() => (refreshing = false));
       };
-      link?.onDue(due);
-      nodes?.listen('switchyard_due', dueSafely);
+      link?.onDue(dueSafely);
+      nodes?.listen(DUE_CHANNEL, dueSafely);
       refresh = setInterval(dueSafely, 1_000);
       refresh.unref();
     },

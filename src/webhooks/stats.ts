@@ -11,7 +11,7 @@
  * buckets are listed; the caller fills the gaps with zeros.
  */
 import { SwitchyardError } from '../errors.ts';
-import type { Db } from '../store/index.ts';
+import { statement, type Database, type Statement } from '../store/contract.ts';
 import type { DeliveryStats, Percentiles, StatsBucket } from './views.ts';
 
 export type { DeliveryStats, EndpointStats, Percentiles, StatsBucket } from './views.ts';
@@ -101,26 +101,33 @@ export function statsQueries(f: StatsFilter): { counts: StatsQuery; latency: Sta
   };
 }
 
-export function deliveryStats(db: Db, f: StatsFilter, opts: { maxDeliveries?: number } = {}): DeliveryStats {
+const held = statement<{ n: number }>(
+  'SELECT COUNT(*) AS n FROM (SELECT 1 FROM webhook_deliveries WHERE created_at >= @from AND created_at < @until LIMIT @max + 1) AS capped',
+);
+/** The statements statsQueries makes (one per filter combination and kind: at most 12), each declared once. */
+const made = new Map<string, Statement>();
+const statementOf = <R>(sql: string): Statement<R> => {
+  let s = made.get(sql);
+  if (!s) made.set(sql, (s = statement(sql)));
+  return s as Statement<R>;
+};
+
+export async function deliveryStats(database: Database, f: StatsFilter, opts: { maxDeliveries?: number } = {}): Promise<DeliveryStats> {
   const from = Math.floor(f.since / f.bucketMs) * f.bucketMs;
   const max = opts.maxDeliveries ?? MAX_STATS_DELIVERIES;
   // Failure policy: refuse, before any work, a window that holds more than `max` deliveries (the
   // count itself stops at max + 1). A filter does not help: it is checked on each row read.
-  const held = db
-    .prepare<{ from: number; until: number; max: number }, { n: number }>(
-      'SELECT COUNT(*) AS n FROM (SELECT 1 FROM webhook_deliveries WHERE created_at >= @from AND created_at < @until LIMIT @max + 1) AS capped',
-    )
-    .get({ from, until: f.until, max })!.n;
-  if (held > max)
+  const count = Number((await database.get(held, { from, until: f.until, max }))!.n);
+  if (count > max)
     throw new SwitchyardError('bad_request', `the window holds more than ${max} deliveries; statistics read at most ${max} at once`, {
       where: 'since',
       hint: 'ask for a shorter window (since, until)',
     });
 
   const q = statsQueries(f);
-  const counts = db.prepare<Record<string, unknown>, { origin: string; b: number; status: string; n: number }>(q.counts.sql).all(q.counts.params);
-  const latency = db.prepare<Record<string, unknown>, PercentileRow>(q.latency.sql).all(q.latency.params);
-  const response = db.prepare<Record<string, unknown>, PercentileRow>(q.response.sql).all(q.response.params);
+  const counts = await database.all(statementOf<{ origin: string; b: number; status: string; n: number }>(q.counts.sql), q.counts.params);
+  const latency = await database.all(statementOf<PercentileRow>(q.latency.sql), q.latency.params);
+  const response = await database.all(statementOf<PercentileRow>(q.response.sql), q.response.params);
 
   const endpoints = new Map<string, { total: number; byStatus: Record<string, number>; buckets: Map<number, StatsBucket> }>();
   const bucketOf = (origin: string, b: number): StatsBucket => {

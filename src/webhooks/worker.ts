@@ -15,7 +15,7 @@ import type { Config } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { httpRequest } from '../net/index.ts';
 import { makeAttempt, type AttemptContext } from './attempt.ts';
-import { LOCK_BUSY } from '../store/patience.ts';
+import { LOCK_BUSY, type Database, type Queries } from '../store/contract.ts';
 import { batchPerTurn } from '../lib/batch.ts';
 import type { AttemptRecord, Claimed, NextState, Queue } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
@@ -25,6 +25,7 @@ export type WebhooksConfig = Config['webhooks'];
 
 export interface WorkerDeps {
   queue: Queue;
+  database: Database;
   secrets: Pick<WebhookSecrets, 'liveSecrets'>;
   /** Each installation's signature scheme (see attempt.ts). */
   schemeOf?: AttemptContext['schemeOf'];
@@ -100,7 +101,7 @@ export function aheadLeaseMs(cfg: WebhooksConfig): number {
 }
 
 export function createWorker(deps: WorkerDeps): Worker {
-  const { queue, log } = deps;
+  const { queue, log, database } = deps;
   const clock = deps.now ?? Date.now;
   const owner = leaseOwner();
   /** HTTP exchanges in flight, in all and per origin: the slots. */
@@ -134,16 +135,29 @@ export function createWorker(deps: WorkerDeps): Worker {
   // (group commit). Their slots are free already; their leases hold until the write, so a crash
   // before it leaves the delivery leased, recovered as interrupted and sent again (at-least-once).
   type Ended = { c: Claimed; record: AttemptRecord; next: NextState; ended: number; slotMs: number; done: (r: AttemptRecord | undefined) => void };
-  const ended = batchPerTurn<Ended>(recordEnded);
+  const ended = batchPerTurn<Ended>((batch) => void recordEnded(batch));
   /** While recording fails: the wait before the next try (ms), doubling to 2 s. */
   let recordRetry = 0;
+  /** The turn's record being written (one at a time: what ends meanwhile waits for the next turn). */
+  let recording: Promise<void> | undefined;
+  /** Arms asked; only the latest one sets the timer. */
+  let arming = 0;
 
-  function arm(now: number): void {
+  async function arm(now: number): Promise<void> {
+    const mine = ++arming;
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (stopped || inflight + aheadCount >= 2 * deps.config().concurrency) return; // a completion will pump
-    const next = queue.nextDueAfter(now);
-    if (next === undefined) return;
+    let next: number | undefined;
+    try {
+      next = await queue.nextDueAfter(database, now);
+    } catch (e) {
+      // The store did not answer: look again in a second (as a failed pump does).
+      deps.health?.failed(e);
+      next = now + 1_000;
+    }
+    if (next === undefined || mine !== arming || stopped) return;
+    if (timer) clearTimeout(timer);
     timer = setTimeout(pump, Math.min(Math.max(next - now, 0), MAX_TIMER));
     timer.unref();
   }
@@ -164,34 +178,36 @@ export function createWorker(deps: WorkerDeps): Worker {
   /** This worker's slots for an origin. */
   const limitOf = (origin: string, cfg: WebhooksConfig): number => (deps.slotsFor ? deps.slotsFor(origin, cfg.per_endpoint_concurrency) : cfg.per_endpoint_concurrency);
 
-  /**
-   * Lease as many due deliveries as there is room for: per origin its free slots, plus as many
-   * again to wait here while the origin answers fast (a slot freed within AHEAD_WAIT_MS); in all
-   * twice the worker's concurrency less what is taken. Runs inside the caller's transaction when
-   * there is one; the caller queues them (queueAhead) once it commits.
-   */
-  function claimDue(now: number): Ahead[] {
-    const rows = dueRows(now);
-    return rows.length ? claimRows(rows, now) : [];
-  }
-
-  /** The due deliveries there is room for (reads only). */
-  function dueRows(now: number): Array<{ seq: number; origin: string }> {
+  /** Room for more: in all (twice the worker's concurrency less what is taken), and per origin. */
+  function roomAt(now: number): { room: number; perOriginRoom: (origin: string) => number } {
     const cfg = deps.config();
     const room = 2 * cfg.concurrency - inflight - aheadCount;
-    if (room <= 0) return [];
+    // Per origin its free slots, plus as many again to wait here while the origin answers fast (a
+    // slot freed within AHEAD_WAIT_MS).
     const perOriginRoom = (origin: string) => {
       const freed = lastFreed.get(origin);
       const depth = freed !== undefined && now - freed < AHEAD_WAIT_MS ? 2 : 1;
       return depth * limitOf(origin, cfg) - (perOrigin.get(origin) ?? 0) - waitingFor(origin);
     };
-    return queue.due(now, room, perOriginRoom);
+    return { room, perOriginRoom };
   }
 
-  /** Lease them, in one statement (those another worker took meanwhile are left out). */
-  function claimRows(rows: Array<{ seq: number }>, now: number): Ahead[] {
+  /** Whether a claim may find something (the hints say an origin with room has due work). */
+  function worthClaiming(now: number): boolean {
+    const { room, perOriginRoom } = roomAt(now);
+    return room > 0 && queue.mayHaveDue(now, perOriginRoom);
+  }
+
+  /**
+   * Lease as many due deliveries as there is room for, in the caller's transaction (one statement
+   * per origin with due work; those another worker took meanwhile are left out). The caller
+   * queues them (queueAhead) once it commits.
+   */
+  async function claimDue(tx: Queries, now: number): Promise<Ahead[]> {
+    const { room, perOriginRoom } = roomAt(now);
+    if (room <= 0) return [];
     const until = now + aheadLeaseMs(deps.config());
-    return queue.claimMany(rows.map((r) => r.seq), owner, now, until).map((c) => ({ c, until, since: now }));
+    return (await queue.claimDue(tx, now, room, perOriginRoom, owner, until)).map((c) => ({ c, until, since: now }));
   }
 
   function queueAhead(claimed: Ahead[]): void {
@@ -212,7 +228,7 @@ export function createWorker(deps: WorkerDeps): Worker {
    * or hanging attempts) go back to the queue, and the workers beside this one are told: one with
    * a free slot sends them. Until a slot of that origin frees, this worker claims no more ahead.
    */
-  function giveBackStale(): void {
+  async function giveBackStale(): Promise<void> {
     staleTimer = undefined;
     const now = clock();
     for (const [origin, at] of lastFreed) if (now - at >= AHEAD_WAIT_MS) lastFreed.delete(origin);
@@ -228,7 +244,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       aheadCount -= stale.length;
       let given: unknown;
       try {
-        given = queue.atomicallyUnlessBusy(() => queue.giveBack(stale.map((a) => a.c.seq), owner, now));
+        given = await database.transactionUnlessBusy((tx) => queue.giveBack(tx, stale.map((a) => a.c.seq), owner, now));
       } catch (e) {
         deps.health?.failed(e);
       }
@@ -271,14 +287,17 @@ export function createWorker(deps: WorkerDeps): Worker {
       return;
     }
     pumping = true;
+    void pumpNow();
+  }
+
+  async function pumpNow(): Promise<void> {
     try {
       do {
         again = false;
         const now = clock();
-        // The write lock only when there is something to claim (a wake after every ingest commit
-        // would otherwise take it for nothing); queued only once committed.
-        const rows = dueRows(now);
-        const claimed = rows.length ? queue.atomicallyUnlessBusy(() => claimRows(rows, now)) : [];
+        // The write lock only when there may be something to claim (a wake after every ingest
+        // commit would otherwise take it for nothing); queued only once committed.
+        const claimed = worthClaiming(now) ? await database.transactionUnlessBusy((tx) => claimDue(tx, now)) : [];
         if (claimed === LOCK_BUSY) {
           // Another process is committing: try again next turn, without waiting for its lock here.
           setImmediate(pump);
@@ -286,7 +305,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         }
         queueAhead(claimed);
         drainAll();
-        arm(now);
+        await arm(now);
       } while (again && !stopped);
     } catch (e) {
       // Fail safe: a database hiccup must not stop delivery for good; try again shortly.
@@ -304,18 +323,28 @@ export function createWorker(deps: WorkerDeps): Worker {
    * Record the attempts that ended and lease the next due deliveries, in one transaction (one
    * commit per event-loop turn, however many attempts ended in it).
    */
-  function recordEnded(batch: Ended[]): void {
+  function recordEnded(batch: Ended[]): Promise<void> {
+    // One record at a time: what ended meanwhile waits a turn behind the one being written.
+    if (recording) {
+      ended.putBack(batch);
+      return recording;
+    }
+    const p = (recording = record(batch).finally(() => (recording = undefined)));
+    return p;
+  }
+
+  async function record(batch: Ended[]): Promise<void> {
     const now = clock();
     let ok = true;
     let ids: number[] = [];
     let next: Ahead[] = [];
     try {
-      const done = queue.atomicallyUnlessBusy(() => {
-        const recorded = queue.completeMany(batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended })));
+      const done = await database.transactionUnlessBusy(async (tx) => {
+        const recorded = await queue.completeMany(tx, batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended })));
         ids = recorded.ids;
         // Only when this process was held past its lease (the supervisor kills a silent one first).
         if (recorded.stale.length) log.warn('attempts ended after their lease had expired; the delivery was left to the worker that took it', { deliveries: recorded.stale.length });
-        if (!stopped) next = claimDue(now);
+        if (!stopped && worthClaiming(now)) next = await claimDue(tx, now);
       });
       // Another process is committing: these outcomes wait a turn (the claims were rolled back).
       if (done === LOCK_BUSY) return ended.putBack(batch);
@@ -352,7 +381,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     queueAhead(next);
     drainAll();
     if (stopped) return;
-    if (ok) arm(now);
+    if (ok) await arm(now);
     else pump();
   }
 
@@ -411,11 +440,11 @@ export function createWorker(deps: WorkerDeps): Worker {
     cancelReserved: release,
     async attemptNow(id) {
       const now = clock();
-      const claimed = queue.claimById(id, owner, now, now + leaseMs(deps.config()));
+      const claimed = await queue.claimById(database, id, owner, now, now + leaseMs(deps.config()));
       if (!claimed) return 'busy';
       const current = deps.currentUrl?.(claimed);
       if (current && current !== claimed.url) {
-        queue.setUrl(claimed.seq, current);
+        await queue.setUrl(database, claimed.seq, current);
         claimed.url = current;
       }
       acquire(claimed.origin);
@@ -435,7 +464,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       aheadCount = 0;
       if (waiting.length) {
         try {
-          queue.giveBack(waiting, owner, clock());
+          await queue.giveBack(database, waiting, owner, clock());
         } catch (e) {
           log.warn('could not give back the deliveries claimed ahead; their leases run out instead', { error: e as Error, deliveries: waiting.length });
         }
@@ -447,7 +476,10 @@ export function createWorker(deps: WorkerDeps): Worker {
       }
       abort.abort();
       await Promise.allSettled([...running]);
-      ended.flush(); // anything ended but not yet written
+      // Anything ended but not yet written.
+      await recording;
+      ended.flush();
+      await recording;
     },
   };
 }

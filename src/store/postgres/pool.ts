@@ -66,6 +66,15 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
   pool.on('error', () => {});
   const compiled = new WeakMap<Statement, Compiled>();
   const inside = new AsyncLocalStorage<Tx>();
+  /**
+   * Transactions that have ended. Work scheduled inside one (a timer, setImmediate, a hook's
+   * oncePerTurn) carries it in its async context: once it has ended, that work is not inside it.
+   */
+  const finished = new WeakSet<Tx>();
+  const insideOpen = (): boolean => {
+    const tx = inside.getStore();
+    return tx !== undefined && !finished.has(tx);
+  };
 
   const compile = (s: Statement): Compiled => {
     let c = compiled.get(s);
@@ -125,7 +134,7 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
   });
 
   const outsideOnly = () => {
-    if (inside.getStore()) throw new Error('a statement on the database inside one of its transactions: use the transaction (tx) given to the callback');
+    if (insideOpen()) throw new Error('a statement on the database inside one of its transactions: use the transaction (tx) given to the callback');
   };
 
   /** `fn` at `depth` (0: the transaction, then savepoints) on `client`, with its own hooks. */
@@ -151,7 +160,7 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
     };
     let value: T;
     try {
-      value = await inside.run(tx, () => fn(tx));
+      value = await inside.run(tx, () => fn(tx)).finally(() => finished.add(tx));
       await exec(depth === 0 ? 'COMMIT' : `RELEASE SAVEPOINT s${depth}`);
     } catch (e) {
       // A connection that failed has rolled back on the server; one that works is told to.
@@ -167,7 +176,7 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
   }
 
   async function transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    if (inside.getStore()) throw new Error('a transaction on the database inside one of its transactions: use tx.transaction for a savepoint');
+    if (insideOpen()) throw new Error('a transaction on the database inside one of its transactions: use tx.transaction for a savepoint');
     // A connection the pool kept idle may have died since (a restart): a BEGIN that fails on one is
     // tried once more on a new connection, as nothing was done yet.
     for (let attempt = 0; ; attempt++) {
