@@ -38,7 +38,7 @@ const redirectUrlEncoding = {
   },
 };
 
-async function buildOne(entry: string, opts: { globalName?: string; alias?: boolean }): Promise<string> {
+async function buildOne(entry: string, opts: { globalName?: string; alias?: boolean; minify: boolean }): Promise<string> {
   const esbuild = await import('esbuild');
   const out = await esbuild.build({
     entryPoints: [entry],
@@ -49,7 +49,7 @@ async function buildOne(entry: string, opts: { globalName?: string; alias?: bool
     platform: 'neutral',
     mainFields: ['module', 'main'],
     target: 'es2022',
-    minify: true,
+    minify: opts.minify,
     legalComments: 'none',
     absWorkingDir: root,
     alias: opts.alias ? aliases : undefined,
@@ -59,12 +59,16 @@ async function buildOne(entry: string, opts: { globalName?: string; alias?: bool
   return out.outputFiles[0].text;
 }
 
-/** Build the guest library from source (about 0.2 s). */
-export async function buildGuestBundle(): Promise<GuestBundle> {
+/**
+ * Build the guest library from source (about 0.2 s). `minify: false` keeps its names, for
+ * a profile (scripts/bench/guest-dispatch.ts); isolates always run the minified build.
+ */
+export async function buildGuestBundle(opts: { minify?: boolean } = {}): Promise<GuestBundle> {
+  const minify = opts.minify ?? true;
   const [core, idna, encodings] = await Promise.all([
-    buildOne(join(guestDir, 'index.ts'), { alias: true }),
-    buildOne(join(guestDir, 'vendor', 'extra-idna.ts'), { globalName: '__extra' }),
-    buildOne(join(guestDir, 'vendor', 'extra-encodings.ts'), { globalName: '__extra' }),
+    buildOne(join(guestDir, 'index.ts'), { alias: true, minify }),
+    buildOne(join(guestDir, 'vendor', 'extra-idna.ts'), { globalName: '__extra', minify }),
+    buildOne(join(guestDir, 'vendor', 'extra-encodings.ts'), { globalName: '__extra', minify }),
   ]);
   // Extras are evaluated with an indirect eval whose value is the module's exports.
   const wrap = (code: string) => `(function(){${code};return __extra;})()`;

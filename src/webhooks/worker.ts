@@ -148,7 +148,14 @@ export function createWorker(deps: WorkerDeps): Worker {
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (stopped || inflight + aheadCount >= 2 * deps.config().concurrency) return; // a completion will pump
-    const next = await queue.nextDueAfter(database, now);
+    let next: number | undefined;
+    try {
+      next = await queue.nextDueAfter(database, now);
+    } catch (e) {
+      // The store did not answer: look again in a second (as a failed pump does).
+      deps.health?.failed(e);
+      next = now + 1_000;
+    }
     if (next === undefined || mine !== arming || stopped) return;
     if (timer) clearTimeout(timer);
     timer = setTimeout(pump, Math.min(Math.max(next - now, 0), MAX_TIMER));

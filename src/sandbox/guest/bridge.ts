@@ -23,6 +23,12 @@ export interface HostFunctions {
   load(name: string): string;
   /** Cryptographically strong random bytes. */
   random(n: number): Uint8Array;
+  /**
+   * The environment of invocation `seq` (the dispatch's sequence number), copied in when its code
+   * first reads it: most public requests are answered without, and the copy was a sixth of the call.
+   * Throws once that invocation is over.
+   */
+  environment(seq: number): Record<string, unknown>;
 }
 
 /** What the guest hands back at the end of each call, in the order it happened. */

@@ -24,6 +24,8 @@ import { describe, dispatch, drain, register, warm, type DispatchInput } from '.
 import * as runtime from './runtime/index.ts';
 
 const g = globalThis as any;
+// Taken before any integration code runs (it could replace the global).
+const parseJSON = JSON.parse;
 
 function define(name: string, value: unknown): void {
   Object.defineProperty(g, name, { value, writable: true, configurable: true, enumerable: false });
@@ -100,8 +102,8 @@ Object.defineProperty(g, Symbol.for('switchyard.runtime'), { value: Object.freez
  * returns the outbox of that call (see bridge.ts); `inlineLogs` says whether console lines go
  * there too (the host runs the call on its own thread) or through the log callback.
  */
-function boot(log: HostFunctions['log'], load: HostFunctions['load'], random: HostFunctions['random']) {
-  setHost({ log, load, random });
+function boot(log: HostFunctions['log'], load: HostFunctions['load'], random: HostFunctions['random'], environment: HostFunctions['environment']) {
+  setHost({ log, load, random, environment });
   const failed = (seq: number) => () => respond('dispatch', seq, { status: 500, headers: [], body: new Uint8Array(0), error: { message: 'the integration\'s failure could not be described' }, waitUntil: 0 });
   return {
     register,
@@ -115,10 +117,12 @@ function boot(log: HostFunctions['log'], load: HostFunctions['load'], random: Ho
       );
       return box;
     },
-    dispatch(seq: number, input: DispatchInput, call: number, inlineLogs: boolean) {
+    dispatch(seq: number, input: DispatchInput | string, call: number, inlineLogs: boolean) {
       const box = beginCall(call, inlineLogs);
+      // A plain request comes as JSON text (see the host's Invocation.run).
+      const given: DispatchInput = typeof input === 'string' ? parseJSON(input) : input;
       // dispatch() turns every throw into an answer; should describing one throw as well, still answer.
-      dispatch(input).then((out) => respond('dispatch', seq, out), failed(seq));
+      dispatch(given, seq).then((out) => respond('dispatch', seq, out), failed(seq));
       return box;
     },
     complete(id: number, ok: boolean, value: unknown, call: number, inlineLogs: boolean) {

@@ -41,6 +41,8 @@ export interface InstanceHooks {
   respond(kind: 'dispatch' | 'drain', seq: number, value: unknown): void;
   /** A promise rejection nobody handled, reported by isolated-vm at the end of a call. */
   unhandled(message: string): void;
+  /** The environment of invocation `seq`, when its code first reads it (throws for any other invocation). */
+  environment(seq: number): unknown;
 }
 
 /**
@@ -282,6 +284,11 @@ export class GuestInstance {
         return src;
       }),
       new ivm.Callback(random),
+      // Copied in on first read, and only for the invocation running now (see Invocation.environment).
+      new ivm.Callback((seq: number) => {
+        if (!this.hooks) throw new Error('the environment is only available while handling a request');
+        return this.hooks.environment(Number(seq));
+      }),
     ];
     const api = (await boot.apply(undefined, callbacks, { result: { reference: true }, timeout: remaining() })) as ivm.Reference;
     boot.release();
@@ -348,6 +355,9 @@ export class GuestInstance {
         died: (_why, m) => reject(new Error(m)),
         unhandled() {},
         respond: (_kind, seq) => seq === 0 && resolve(),
+        environment() {
+          throw new Error('the environment is only available while handling a request');
+        },
       };
       this.call(this.fns.warm, []);
     }).finally(() => {

@@ -5,7 +5,7 @@
  * event (`toEvents`), -> the events map (200 "OK"; 406 when no handler). Errors: ExposableError -> its status with `{ error: message }`; anything else -> 500
  * `{"error":"Internal server error"}` with the stack reported to the host only.
  */
-import { resetPending } from '../bridge.ts';
+import { hostFns, resetPending } from '../bridge.ts';
 import { console } from '../web/console.ts';
 import { addEntropy } from '../web/crypto.ts';
 import { consume, consumeText } from '../web/body.ts';
@@ -20,9 +20,11 @@ import { integrationContext, UNSUPPORTED_EVENTS, UNSUPPORTED_HANDLERS, type Comp
 
 export interface DispatchInput {
   event: { type: string; [k: string]: any };
-  environment: Record<string, unknown>;
+  /** Absent when the host hands it over on first read (see HostFunctions.environment). */
+  environment?: Record<string, unknown>;
   body: Uint8Array | null;
-  entropy: Uint8Array;
+  /** Random bytes for crypto (absent inline: then they come from the host when needed). */
+  entropy?: Uint8Array;
   responseBodyLimit: number;
   logLines: number;
   /** The host checked event.request: canonical absolute URL, valid lower-case headers, token method. */
@@ -65,20 +67,26 @@ export function describe(): { fetch: boolean; components: string[]; events: stri
   };
 }
 
-function makeContext(environment: Record<string, unknown>) {
+function makeContext(given: Record<string, unknown> | undefined, seq: number) {
   // context.api acts as the installation (else the integration); context.integration.api always as
   // the integration, as GitBook's runtime has them. Each is made on first use: a client is dozens
-  // of objects, and most invocations (a public request answered at once) never touch one.
+  // of objects, and most invocations (a public request answered at once) never touch one. So is
+  // the environment when the host did not send it: asked of the host once, on first read.
   let api: ReturnType<typeof createAPIClient> | undefined;
   let integration: ReturnType<typeof integrationContext> | undefined;
+  let environment = given;
+  const env = () => (environment ??= hostFns().environment(seq));
   return {
-    environment,
+    get environment() {
+      return env();
+    },
+    set environment(v) { environment = v; },
     get api() {
-      return (api ??= createAPIClient({ environment }));
+      return (api ??= createAPIClient({ environment: env() }));
     },
     set api(v) { api = v; },
     get integration() {
-      return (integration ??= integrationContext(createAPIClient({ as: 'integration', environment })));
+      return (integration ??= integrationContext(createAPIClient({ as: 'integration', environment: env() })));
     },
     set integration(v) { integration = v; },
     waitUntil(promise: unknown): void {
@@ -234,16 +242,16 @@ export async function warm(): Promise<void> {
   errorOutput(new ExposableError('warm'));
 }
 
-/** Run one invocation. Never rejects: a throw becomes an error output. */
-export async function dispatch(input: DispatchInput): Promise<DispatchOutput> {
+/** Run one invocation (the host's number `seq`). Never rejects: a throw becomes an error output. */
+export async function dispatch(input: DispatchInput, seq: number): Promise<DispatchOutput> {
   resetPending(input.logLines);
   resetTimers();
-  addEntropy(input.entropy);
+  if (input.entropy) addEntropy(input.entropy);
   waitUntils = [];
   let out: DispatchOutput;
   try {
     if (!definition) throw new Error('the integration is not loaded');
-    const context = makeContext(input.environment);
+    const context = makeContext(input.environment, seq);
     const res = await route(input, context);
     if (!(res instanceof Response)) {
       const got = res === null ? 'null' : typeof res === 'object' ? (res as object).constructor?.name ?? 'object' : typeof res;

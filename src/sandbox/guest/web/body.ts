@@ -3,6 +3,7 @@ import { Blob, blobBytes } from './blob.ts';
 import { utf8Decode, utf8DecodeKeepBOM, utf8Encode } from './encoding.ts';
 import { FormData, decodeMultipart, decodeUrlEncoded, encodeMultipart } from './formdata.ts';
 import { isReadableStream, readAll, streamsLib, type ReadableStream } from './streams.ts';
+import { slot } from './slot.ts';
 import { URLSearchParams } from './url.ts';
 
 export type BodyInit = string | ArrayBuffer | ArrayBufferView | Blob | FormData | URLSearchParams | ReadableStream<Uint8Array>;
@@ -39,7 +40,7 @@ export function extractBody(init: unknown): Extracted {
   return { body: state(utf8Encode(String(init))), contentType: 'text/plain;charset=UTF-8' };
 }
 
-const bodies = new WeakMap<object, BodyState | null>();
+const bodies = slot<BodyState | null>();
 
 export function setBody(owner: object, body: BodyState | null): void {
   bodies.set(owner, body);

@@ -1,12 +1,14 @@
 /** Headers per the Fetch standard (no forbidden names: this is a server runtime, like Workers). */
+import { slot } from './slot.ts';
+
 export type HeadersInit = Headers | Array<[string, string]> | Record<string, string>;
 export type Guard = 'none' | 'immutable';
 
 const token = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const httpWhitespace = /^[\t\n\r ]+|[\t\n\r ]+$/g;
 
-const listOf = new WeakMap<Headers, Array<[string, string]>>();
-const guardOf = new WeakMap<Headers, Guard>();
+const listOf = slot<Array<[string, string]>>();
+const guardOf = slot<Guard>();
 
 function byteString(v: unknown, what: string): string {
   const s = String(v);

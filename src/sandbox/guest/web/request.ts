@@ -2,6 +2,7 @@
 import { AbortSignal, newSignal, signalAbort } from './abort.ts';
 import { cloneBody, extractBody, getBody, installBodyMixin, setBody, type Body, type BodyInit } from './body.ts';
 import { Headers, headersFrom, type HeadersInit } from './headers.ts';
+import { slot } from './slot.ts';
 import { URL } from './url.ts';
 
 export interface RequestInit {
@@ -48,7 +49,7 @@ interface State {
   integrity: string;
   keepalive: boolean;
 }
-const states = new WeakMap<Request, State>();
+const states = slot<State>();
 
 function enumValue(name: string, v: unknown): string {
   const s = String(v);

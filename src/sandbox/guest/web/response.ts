@@ -1,6 +1,7 @@
 /** Response per the Fetch standard, including Response.json / redirect / error. */
 import { cloneBody, extractBody, getBody, installBodyMixin, setBody, type Body, type BodyInit } from './body.ts';
 import { Headers, headerList, setGuard, type HeadersInit } from './headers.ts';
+import { slot } from './slot.ts';
 import { URL } from './url.ts';
 
 export interface ResponseInit {
@@ -17,7 +18,7 @@ interface State {
   url: string;
   redirected: boolean;
 }
-const states = new WeakMap<Response, State>();
+const states = slot<State>();
 const nullBodyStatus = new Set([101, 103, 204, 205, 304]);
 const redirectStatus = new Set([301, 302, 303, 307, 308]);
 
