@@ -184,7 +184,7 @@ test('statistics read the window through the creation-time index, whatever the f
   t.after(() => store.close());
   for (const f of [{}, { origin: 'https://a.example' }, { installation: 'ins_a' }, { origin: 'https://a.example', installation: 'ins_a' }]) {
     for (const [name, q] of Object.entries(statsQueries({ since: T0, until: T0 + 5 * MIN, bucketMs: MIN, ...f }))) {
-      const plan = store.db
+      const plan = store.sqlite!
         .prepare(`EXPLAIN QUERY PLAN ${q.sql}`)
         .all(q.params)
         .map((r) => (r as { detail: string }).detail);

@@ -2,11 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { ROOT, startTestServer, waitFor } from './helpers/index.ts';
+import { ROOT, sql, startTestServer, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
 import { capabilityOf } from '../src/server/capabilities.ts';
 import { samplePayload } from '../src/events/index.ts';
-import { openStore } from '../src/store/index.ts';
+import { connectStore } from '../src/store/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
@@ -22,12 +22,11 @@ test('platform events reach the handlers of active installations whose scopes al
 
   const content = await s.api('POST', '/api/v1/events', { eventId: 'evt-content-1', type: 'space_content_updated', spaceId: 'sp1', revisionId: 'rev9' });
   assert.ok(content.status === 200 || content.status === 201 || content.status === 202, JSON.stringify(content.body));
-  const runs = (eventId: string) =>
-    s.services.store.db.prepare('SELECT installation_id, status, logs FROM invocations WHERE event_id = ? ORDER BY installation_id').all(eventId) as any[];
-  await waitFor(() => runs('evt-content-1').length >= 1);
+  const runs = (eventId: string) => sql.all(s.services.store, 'SELECT installation_id, status, logs FROM invocations WHERE event_id = ? ORDER BY installation_id', [eventId]);
+  await waitFor(async () => (await runs('evt-content-1')).length >= 1);
   // give any wrong extra dispatch a moment to show up before asserting there is none
   await new Promise((r) => setTimeout(r, 300));
-  const contentRuns = runs('evt-content-1');
+  const contentRuns = await runs('evt-content-1');
   assert.deepEqual(contentRuns.map((r) => r.installation_id), [sink.body.installation.id], 'only the active installation with the scope ran');
   assert.match(contentRuns[0].logs, /content updated sp1 rev9/);
   assert.ok(!contentRuns.some((r) => r.installation_id === pendingSink.body.installation.id));
@@ -43,8 +42,8 @@ test('platform events reach the handlers of active installations whose scopes al
     referrer: '',
   };
   await s.api('POST', '/api/v1/events', { ...feedback, eventId: 'evt-feedback-1' });
-  await waitFor(() => runs('evt-feedback-1').length === 1);
-  const [failed] = runs('evt-feedback-1');
+  await waitFor(async () => (await runs('evt-feedback-1')).length === 1);
+  const [failed] = await runs('evt-feedback-1');
   assert.equal(failed.installation_id, scopeless.body.installation.id);
   assert.equal(failed.status, 500, 'a throwing handler is recorded as a failed outcome');
   assert.match(failed.logs, /feedback bad/);
@@ -156,16 +155,16 @@ test('a webhook URL stored before the limits (a 3.5 kB host) cannot fail anyone\
   // origin is the whole host (held: outside the due index, so PostgreSQL took it), in a store whose
   // webhooks schema predates the step that cuts origins.
   const huge = hugeUrl();
-  const store = openStore(first.config.data_dir, { url: first.config.store || undefined, migrations: allMigrations() });
-  store.db.prepare('UPDATE installations SET configuration = ? WHERE id = ?').run(JSON.stringify({ webhook_url: huge, event_types: 'site_view' }), b);
-  assert.equal(store.db.prepare("UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status = 'held'").run(huge, new URL(huge).origin, b).changes, 1);
-  store.db.prepare("UPDATE schema_migrations SET version = version - 1 WHERE module = 'webhooks'").run();
-  store.close();
+  const store = await connectStore(first.config.data_dir, { url: first.config.store || undefined, migrations: allMigrations() });
+  await sql.run(store, 'UPDATE installations SET configuration = ? WHERE id = ?', [JSON.stringify({ webhook_url: huge, event_types: 'site_view' }), b]);
+  assert.equal((await sql.run(store, "UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status = 'held'", [huge, new URL(huge).origin, b])).changes, 1);
+  await sql.run(store, "UPDATE schema_migrations SET version = version - 1 WHERE module = 'webhooks'");
+  await store.close();
 
   const s = await startTestServer(t, { ...over, data_dir: first.config.data_dir, store: first.config.store });
-  const origins = () => s.services.store.db.prepare('SELECT origin FROM webhook_deliveries WHERE installation_id = ?').pluck().all(b) as string[];
-  assert.deepEqual(origins().map((o) => o.length), [300], 'the held delivery\'s origin was cut when the store opened');
-  assert.ok(new URL(huge).origin.startsWith(origins()[0]));
+  const origins = async () => (await sql.all<{ origin: string }>(s.services.store, 'SELECT origin FROM webhook_deliveries WHERE installation_id = ?', [b])).map((r) => r.origin);
+  assert.deepEqual((await origins()).map((o) => o.length), [300], 'the held delivery\'s origin was cut when the store opened');
+  assert.ok(new URL(huge).origin.startsWith((await origins())[0]!));
   // Resumed: its held delivery becomes due (enters the due index).
   assert.equal((await s.api('POST', `/api/v1/installations/${b}/resume`)).status, 200);
   // Every ingest of the type it takes still succeeds, single and batched, and the others are delivered.
@@ -178,6 +177,7 @@ test('a webhook URL stored before the limits (a 3.5 kB host) cannot fail anyone\
   const toA = [one.body, ...batch.body.results].flatMap((r: { deliveries: Array<{ id: string; installationId: string }> }) => r.deliveries).filter((d) => d.installationId === a);
   assert.equal(toA.length, 3);
   for (const { id } of toA) await waitFor(async () => (await deliveries.get(id))?.status === 'delivered');
-  assert.ok(origins().length === 4 && origins().every((o) => o.length === 300), 'every origin of its deliveries is held to 300 characters');
+  const cut = await origins();
+  assert.ok(cut.length === 4 && cut.every((o) => o.length === 300), 'every origin of its deliveries is held to 300 characters');
   assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
 });

@@ -240,16 +240,15 @@ test('a pause on one node while another stores a delivery for the same installat
   const { spawn } = await import('node:child_process');
   const { createQueue } = await import('../src/webhooks/queue.ts');
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
-  const store = openStore(tmpDir(t), { url, migrations: allMigrations() });
+  const store = await connectStore(tmpDir(t), { url, migrations: allMigrations() });
   t.after(() => store.close());
-  const db = store.db;
-  db.prepare('INSERT INTO webhook_endpoints (installation_id, created_at) VALUES (?, ?)').run('inst_race', Date.now());
+  await store.database.run(statement('INSERT INTO webhook_endpoints (installation_id, created_at) VALUES (?, ?)'), ['inst_race', Date.now()]);
   // The other node: reads the flag as ingest does, keeps its transaction open a moment, then stores.
   const src = (f: string) => JSON.stringify(new URL(`../src/${f}`, import.meta.url).pathname);
-  const script = `import { openStore } from ${src('store/index.ts')};
+  const script = `import { connectStore } from ${src('store/index.ts')};
 import { allMigrations } from ${src('server/migrations.ts')};
 import { createQueue, pausedAmong } from ${src('webhooks/queue.ts')};
-const store = openStore(process.argv[2], { url: process.argv[1], migrations: allMigrations() });
+const store = await connectStore(process.argv[2], { url: process.argv[1], migrations: allMigrations() });
 const queue = createQueue(store.database, { maxAttempts: () => 4 });
 await store.database.transaction(async (tx) => {
   const held = (await pausedAmong(tx, ['inst_race'])).has('inst_race');
@@ -257,7 +256,7 @@ await store.database.transaction(async (tx) => {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);
   await queue.enqueue(tx, { eventId: 'evt_race', eventType: 'site_view', installationId: 'inst_race', url: 'http://127.0.0.1:9/hook', body: '{}', now: Date.now(), held });
 });
-store.close();`;
+await store.close();`;
   const other = spawn(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script, url, tmpDir(t)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   other.stdout.on('data', (d) => (out += d));
@@ -270,7 +269,7 @@ store.close();`;
     await queue.holdInstallation(tx, 'inst_race', Date.now());
   });
   assert.equal(await ended, 0);
-  assert.equal(db.prepare("SELECT status FROM webhook_deliveries WHERE event_id = 'evt_race'").pluck().get(), 'held', 'stored while the pause was being made, and held by it');
+  assert.equal(await store.database.value(statement("SELECT status FROM webhook_deliveries WHERE event_id = 'evt_race'")), 'held', 'stored while the pause was being made, and held by it');
 });
 
 test('on SQLite too, claiming the node id sets the lease owners, so the supervisor gives back a dead process\'s leases by their prefix', async (t) => {

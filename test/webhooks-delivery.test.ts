@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { waitFor } from './helpers/index.ts';
+import { sql, waitFor } from './helpers/index.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { verifySignature, type DeliveryDetail } from '../src/webhooks/index.ts';
 import { USER_AGENT } from '../src/version.ts';
@@ -448,7 +448,7 @@ test("a NUL in a receiver's answer is stored and shown as U+FFFD on either engin
   const d = await s.settled((await s.send(samplePayload('site_view'))).body.deliveries[0].id);
   assert.equal(d.status, 'delivered');
   assert.equal(d.attempts[0].responseExcerpt, 'ok\uFFFDtail');
-  const stored = s.services.store.db.prepare('SELECT a.response_excerpt FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.id = ?').pluck().get(d.id);
+  const stored = await sql.value(s.services.store, 'SELECT a.response_excerpt FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.id = ?', [d.id]);
   assert.equal(stored, 'ok\uFFFDtail', 'the row holds what the API shows');
   const retried = await s.deliveries.retry(d.id);
   assert.equal(retried.responseExcerpt, 'ok\uFFFDtail', 'and so does the answer to a manual retry');

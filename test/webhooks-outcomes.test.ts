@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { openStore } from '../src/store/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { createQueue, type AttemptFeedItem, type Delivery, type DeliveryDetail } from '../src/webhooks/index.ts';
-import { spawnCli, tmpDir, waitFor } from './helpers/index.ts';
+import { spawnCli, sql, tmpDir, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
 
 /** `name{labels} value` lines of a Prometheus page. */
@@ -74,7 +74,7 @@ test('a store written with the old vocabulary is migrated: fail and a last retry
   // The store as the previous version left it: the webhooks schema at its second step.
   const old = openStore(dataDir, { migrations: allMigrations().map((m) => (m.module === 'webhooks' ? { ...m, steps: m.steps.slice(0, 2) } : m)) });
   const now = Date.now();
-  old.db.exec(`
+  old.sqlite!.exec(`
     INSERT INTO webhook_endpoints (installation_id, paused, created_at) VALUES ('inst_live', 0, ${now}), ('inst_paused', 1, ${now});
     INSERT INTO webhook_deliveries (seq, id, event_id, event_type, installation_id, url, origin, body, status, attempts, next_attempt_at, created_at, updated_at, completed_at, last_status) VALUES
       (1, 'dlv_exhausted', 'evt_1', 'site_view', 'inst_live', 'http://127.0.0.1:9/h', 'http://127.0.0.1:9', '{}', 'failed', 2, NULL, ${now}, ${now}, ${now}, 500),
@@ -89,7 +89,7 @@ test('a store written with the old vocabulary is migrated: fail and a last retry
       (3, 1, 0, ${now}, 'http://127.0.0.1:9/h', 500, 'retry', ${now + 3_600_000}),
       (4, 1, 0, ${now}, 'http://127.0.0.1:9/h', 500, 'retry', ${now + 3_600_000});
   `);
-  assert.throws(() => old.db.exec(`UPDATE webhook_deliveries SET status = 'held' WHERE seq = 3`), /CHECK constraint failed/, 'the old schema has no held');
+  assert.throws(() => old.sqlite!.exec(`UPDATE webhook_deliveries SET status = 'held' WHERE seq = 3`), /CHECK constraint failed/, 'the old schema has no held');
   old.close();
 
   // This version opens it (the server does) and answers in the new vocabulary.
@@ -110,13 +110,13 @@ test('a store written with the old vocabulary is migrated: fail and a last retry
   assert.deepEqual(failed.deliveries.map((d) => d.id).sort(), ['dlv_exhausted', 'dlv_refused']);
   const held = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--status', 'held']);
   assert.deepEqual(held.deliveries.map((d) => d.id), ['dlv_waiting']);
-  const rows = s.services.store.db.prepare('SELECT outcome, COUNT(*) AS n FROM webhook_attempts GROUP BY outcome ORDER BY outcome').all();
+  const rows = await sql.all(s.services.store, 'SELECT outcome, COUNT(*) AS n FROM webhook_attempts GROUP BY outcome ORDER BY outcome');
   assert.deepEqual(rows, [
     { outcome: 'failed', n: 3 },
     { outcome: 'retry', n: 3 },
   ]);
   // Attempt ids (the tail's cursor) and rowids are kept; new attempts number on.
-  assert.equal((s.services.store.db.prepare('SELECT MAX(id) AS n FROM webhook_attempts').get() as { n: number }).n, 6);
+  assert.equal(await sql.value(s.services.store, 'SELECT MAX(id) AS n FROM webhook_attempts'), 6);
 });
 
 test('an attempt that ends after its lease expired and another worker took the delivery is recorded, and leaves the delivery to that worker', async (t) => {

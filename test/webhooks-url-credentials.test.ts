@@ -1,5 +1,6 @@
 /** A webhook URL with credentials (`https://user:pw@host/`): sent with them, shown without them. */
 import { test } from 'node:test';
+import { sql } from './helpers/index.ts';
 import assert from 'node:assert/strict';
 import { hideUrlCredentials } from '../src/log/index.ts';
 import { inspectionServer } from './inspection-support.ts';
@@ -42,6 +43,6 @@ test('credentials in a webhook URL are sent as Basic auth and shown nowhere: API
 
   const revealed = await s.api('GET', `/api/v1/installations/${inst}?reveal=true`);
   assert.equal(revealed.body.installation.configuration.webhook_url, url, 'the admin may still read it whole');
-  const stored = s.services.store.db.prepare('SELECT url FROM webhook_deliveries WHERE id = ?').get(id) as { url: string };
+  const stored = (await sql.get<{ url: string }>(s.services.store, 'SELECT url FROM webhook_deliveries WHERE id = ?', [id]))!;
   assert.equal(stored.url, url, 'the stored URL keeps them for sending');
 });

@@ -29,12 +29,9 @@ export async function offlineSource(config: LoadedConfig): Promise<InspectionSou
     store.close();
     throw e;
   }
-  // The delivery queue, events and handler runs are read through their modules' synchronous
-  // connection until those modules move onto the store's contract.
-  const db = store.db;
   for (const t of ['webhook_deliveries', 'events', 'invocations'])
     if (!tables.has(t)) {
-      store.close(); // a PostgreSQL store's connection thread would keep the command from ending
+      void store.close();
       throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, { hint: 'start this version of the server once with `switchyard serve` (it creates the tables)' });
     }
   const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });

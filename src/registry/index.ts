@@ -11,7 +11,7 @@ import { readDotenv } from '../config/env.ts';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
 import { defineModule, type Services } from '../server/services.ts';
-import { createRegistry, LOAD_WAIT_MS, type GuestScript, type IntegrationState, type Readiness, type Registry } from './registry.ts';
+import { createRegistry, LOAD_WAIT_MS, type GuestScript, type IntegrationState, type Registry } from './registry.ts';
 import { BUILTIN_INTEGRATIONS, builtinManifest } from './shipped.ts';
 
 export { BUILTIN_DIR, createRegistry, isIntegrationFolderName, LOAD_WAIT_MS } from './registry.ts';

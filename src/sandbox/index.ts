@@ -5,7 +5,6 @@
  * (Request/Response/fetch/URL/crypto.subtle...), the '@switchyard/runtime' library, and hard limits
  * from config.yaml's `sandbox` section. See docs/sandbox.md.
  */
-import type { Logger } from '../log/index.ts';
 import { defineModule } from '../server/services.ts';
 import { createSandbox as create, type Sandbox, type SandboxOptions } from './supervisor.ts';
 import type { GuestScript, LogLine } from './types.ts';

@@ -42,7 +42,6 @@ export const webhooksModule = defineModule({
   async start(services) {
     const service = await createWebhooks({
       database: services.store.database,
-      db: services.store.db,
       log: services.log.child({ module: 'webhooks' }),
       config: () => services.config.webhooks,
       // Read at each use: attached by the installations module (absent in a server without it).

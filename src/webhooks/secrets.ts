@@ -7,7 +7,6 @@
 import { randomBytes } from 'node:crypto';
 import { generationsFor } from '../store/generations.ts';
 import { SwitchyardError } from '../errors.ts';
-import type { Db } from '../store/index.ts';
 import { statement, type Database, type Queries, type Tx } from '../store/contract.ts';
 
 export interface WebhookSecrets {
@@ -83,9 +82,8 @@ function view(current: CurrentRow | undefined, live: LiveRow[]): SecretsView | u
   };
 }
 
-/** `store.db` is there for the store's generations alone (store/generations.ts listens on it on PostgreSQL). */
 export function createSecrets(
-  store: { database: Database; db: Db },
+  store: { database: Database },
   opts: {
     overlapMs: () => number;
     now?: () => number;

@@ -8,7 +8,6 @@ import { SwitchyardError } from '../errors.ts';
 import { oncePerTurn } from '../lib/batch.ts';
 import { createObservers } from '../lib/observers.ts';
 import { hideUrlCredentials, type Logger } from '../log/index.ts';
-import type { Db } from '../store/index.ts';
 import type { Database, Tx } from '../store/contract.ts';
 import type { Deliveries, InstallationLifecycle, Subscription, WebhooksService } from './contracts.ts';
 import { createQueue, newDeliveryId, originOf, pausedAmong, type Attempt, type AttemptRecord, type EnqueueInput, type ReplayRefusal } from './queue.ts';
@@ -72,8 +71,6 @@ export type Subscriptions =
 
 export interface WebhooksDeps {
   database: Database;
-  /** The synchronous connection, for the store's generations alone (store/generations.ts listens on it on PostgreSQL). */
-  db: Db;
   log: Logger;
   /** The service's webhooks config, read at each use (it may be reloaded). */
   config: () => WebhooksConfig;
@@ -89,7 +86,7 @@ const DUE_CHANNEL = 'switchyard_due';
 
 /** Builds the service; its start steps (reading the store) are awaited here. */
 export async function createWebhooks(deps: WebhooksDeps) {
-  const { database, db, log } = deps;
+  const { database, log } = deps;
   const link = deps.processes;
   // Concurrency is the service's: each of N serving processes takes its share.
   let shared: [WebhooksConfig, WebhooksConfig] | undefined;
@@ -99,7 +96,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     if (shared?.[0] !== c) shared = [c, shareOf(c, link.count, link.index)];
     return shared[1];
   };
-  const secrets = createSecrets({ database, db }, { overlapMs: () => cfg().secret_rotation_overlap });
+  const secrets = createSecrets({ database }, { overlapMs: () => cfg().secret_rotation_overlap });
   const queue = createQueue(database, { maxAttempts: () => cfg().max_retries + 1 });
   // The installation's URL now, whether or not it still takes this event type: a replay or a
   // manual retry the person asked for goes where the installation points today.
