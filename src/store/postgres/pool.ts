@@ -214,7 +214,8 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
         if (e instanceof SwitchyardError && e.code === 'storage_unavailable') broken = e;
         if (e instanceof BeginFailed) {
           broken = e;
-          if (attempt === 0) continue;
+          // Only a connection found dead is worth another try; one that timed out would time out again.
+          if (attempt === 0 && !e.timedOut) continue;
           throw e.cause;
         }
         throw e;
@@ -281,8 +282,12 @@ export const NOTIFY = statement('SELECT pg_notify(?, ?)');
 
 /** BEGIN failed: nothing of the transaction ran (transaction() may try another connection). */
 class BeginFailed extends Error {
+  /** The server did not answer in time (as against a connection that had died while idle). */
+  readonly timedOut: boolean;
   constructor(cause: unknown) {
     super('BEGIN failed', { cause });
+    const inner = (cause as { cause?: { message?: string; code?: string } })?.cause;
+    this.timedOut = !inner?.code && /timeout|timed out/i.test(inner?.message ?? '');
   }
 }
 
