@@ -6,22 +6,22 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { openStore } from '../src/store/index.ts';
+import { connectStore } from '../src/store/index.ts';
 import { generationsFor } from '../src/store/generations.ts';
 import { createSessions } from '../src/console/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 
 /** Two stores on one database, as two serving processes have. */
-function twoProcesses(t: TestContext) {
+async function twoProcesses(t: TestContext) {
   const dir = tmpDir(t);
   const url = process.env.SWITCHYARD_TEST_PG_URL ? freshPostgresDatabase(dir) : undefined;
-  const open = () => {
-    const s = openStore(dir, { url, migrations: allMigrations() });
+  const open = async () => {
+    const s = await connectStore(dir, { url, migrations: allMigrations() });
     t.after(() => s.close());
     return s;
   };
-  return [open(), open()] as const;
+  return [await open(), await open()] as const;
 }
 
 /** A check's answer once a notification had time to arrive (at once on SQLite). */
@@ -31,7 +31,7 @@ const settled = async (check: () => Promise<boolean>) => {
 };
 
 test("another process's bump is seen once; one's own bumps and rolled-back ones are not", async (t) => {
-  const [a, b] = twoProcesses(t);
+  const [a, b] = await twoProcesses(t);
   const ga = generationsFor(a);
   const gb = generationsFor(b);
   const seen = ga.watch('things');
@@ -63,7 +63,7 @@ test("another process's bump is seen once; one's own bumps and rolled-back ones 
 });
 
 test("a console logout in one process ends the session in every other one", async (t) => {
-  const [a, b] = twoProcesses(t);
+  const [a, b] = await twoProcesses(t);
   const sessionsOf = (s: typeof a) => createSessions({ adminToken: 'the-token', store: { database: s.database, generations: generationsFor(s) } });
   const [sa, sb] = [await sessionsOf(a), await sessionsOf(b)];
   const { value, session } = sa.issue();

@@ -6,7 +6,7 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { openStore } from '../src/store/index.ts';
+import { connectStore } from '../src/store/index.ts';
 import { statement, type Database, type Params, type Statement, type Tx } from '../src/store/contract.ts';
 import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
 import { allMigrations } from '../src/server/migrations.ts';
@@ -21,10 +21,10 @@ import { postgresFor } from './helpers/postgres.ts';
 const pg = process.env.SWITCHYARD_TEST_PG_URL;
 const IMPLEMENTATIONS = pg ? (['connection', 'pool'] as const) : (['connection'] as const);
 
-function open(t: TestContext, using: (typeof IMPLEMENTATIONS)[number]): Database {
+async function open(t: TestContext, using: (typeof IMPLEMENTATIONS)[number]): Promise<Database> {
   const dir = tmpDir(t);
   const url = pg ? freshPostgresDatabase(dir) : undefined;
-  const store = openStore(dir, { url, migrations: allMigrations() });
+  const store = await connectStore(dir, { url, migrations: allMigrations() });
   t.after(() => store.close());
   if (using === 'connection') return store.database;
   const pool = createPostgresDatabase({ url: url!, name: 'test' });
@@ -57,7 +57,7 @@ const notice = (id: string) => ({ kind: 'recorded' as const, id, integration: 'h
 
 for (const using of IMPLEMENTATIONS) {
   test(`the records of one turn are one statement and one commit, in the order they came (${using})`, async (t) => {
-    const { n, database } = counting(open(t, using));
+    const { n, database } = counting(await open(t, using));
     const records = createInvocationRecords(database, memoryLogger());
     const heard: string[] = [];
     records.observe((x) => heard.push(x.id));
@@ -78,7 +78,7 @@ for (const using of IMPLEMENTATIONS) {
   });
 
   test(`a record that cannot be stored does not lose the others of its turn (${using})`, async (t) => {
-    const database = open(t, using);
+    const database = await open(t, using);
     const log = memoryLogger();
     const records = createInvocationRecords(database, log);
     records.record(row('req_dup', 0), notice('req_dup'), false);
@@ -98,7 +98,7 @@ for (const using of IMPLEMENTATIONS) {
   });
 
   test(`a line printed after the answer that is handed over as its result comes joins the record (${using})`, async (t) => {
-    const database = open(t, using);
+    const database = await open(t, using);
     const log = memoryLogger();
     const records = createInvocationRecords(database, log);
     const deps = {
@@ -149,7 +149,7 @@ test('PostgreSQL frozen: records and late lines that cannot be stored are given 
   });
   const dir = tmpDir(t);
   const url = freshPostgresDatabase(dir, server.url);
-  const store = openStore(dir, { url, migrations: allMigrations() });
+  const store = await connectStore(dir, { url, migrations: allMigrations() });
   t.after(() => store.close());
   const database = createPostgresDatabase({ url, name: 'test', queryTimeoutMs: 300 });
   t.after(() => database.close());

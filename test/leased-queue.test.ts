@@ -8,7 +8,7 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { openStore } from '../src/store/index.ts';
+import { connectStore, openStore } from '../src/store/index.ts';
 import { statement, type Database, type Queries } from '../src/store/contract.ts';
 import { leasedQueue } from '../src/store/leased-queue.ts';
 import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
@@ -51,10 +51,10 @@ const row = statement<{ lease_owner: string | null; lease_until: number | null; 
 );
 
 /** A store with the jobs table; `connections` more connections to it (another process's, on SQLite). */
-function open(t: TestContext) {
+async function open(t: TestContext) {
   const dir = tmpDir(t);
   const url = pg ? freshPostgresDatabase(dir) : undefined;
-  const store = openStore(dir, { url, migrations: [jobs] });
+  const store = await connectStore(dir, { url, migrations: [jobs] });
   t.after(() => store.close());
   const another = (): Database => {
     if (pg) {
@@ -77,7 +77,7 @@ const T = 1_000_000;
 const ids = (rows: Job[]) => rows.map((r) => r.id);
 
 test('claimDue: due rows earliest first (ties in row order), up to the limit, leased; a lease that holds keeps them, one that ran out frees them', async (t) => {
-  const { db } = open(t);
+  const { db } = await open(t);
   await fill(db, [
     ['c', 'a', T + 30],
     ['a', 'a', T + 10],
@@ -97,7 +97,7 @@ test('claimDue: due rows earliest first (ties in row order), up to the limit, le
 });
 
 test('claimDue of one group takes that group\'s rows alone', async (t) => {
-  const { db } = open(t);
+  const { db } = await open(t);
   await fill(db, [
     ['x1', 'x', T],
     ['y1', 'y', T - 5],
@@ -108,7 +108,7 @@ test('claimDue of one group takes that group\'s rows alone', async (t) => {
 });
 
 test('claim by row numbers: those still due and unleased, in the order given; claimById whatever the schedule, unless leased or refused', async (t) => {
-  const { db } = open(t);
+  const { db } = await open(t);
   await fill(db, [
     ['a', 'k', T],
     ['b', 'k', T],
@@ -129,7 +129,7 @@ test('claim by row numbers: those still due and unleased, in the order given; cl
 });
 
 test('give-back by owner only: a lease that ran out and was taken since stays with its new owner', async (t) => {
-  const { db } = open(t);
+  const { db } = await open(t);
   await fill(db, [
     ['a', 'k', T],
     ['b', 'k', T],
@@ -145,7 +145,7 @@ test('give-back by owner only: a lease that ran out and was taken since stays wi
 });
 
 test('releaseOwnedBy: the leases of a prefix (a dead process) or of everyone, returning the rows; dueNow makes queued ones due at once', async (t) => {
-  const { db } = open(t);
+  const { db } = await open(t);
   await fill(db, [
     ['a', 'k', T],
     ['b', 'k', T],
@@ -167,7 +167,7 @@ test('releaseOwnedBy: the leases of a prefix (a dead process) or of everyone, re
 });
 
 test('nextWake: the earliest scheduled row after now, or a lease running out, whichever comes first', async (t) => {
-  const { db } = open(t);
+  const { db } = await open(t);
   assert.equal(await queue.nextWake(db, T), undefined, 'an empty queue wakes nobody');
   await fill(db, [
     ['soon', 'k', T + 500],
@@ -183,7 +183,7 @@ test('nextWake: the earliest scheduled row after now, or a lease running out, wh
 });
 
 test('concurrent claimers on several connections never take a row twice while its lease holds', async (t) => {
-  const { db, another } = open(t);
+  const { db, another } = await open(t);
   const N = 300;
   await db.transaction(async (tx) => {
     for (let i = 0; i < N; i++) await tx.run(insert, [`j${i}`, i % 3 ? 'k' : 'l', 'pending', T + (i % 17)]);
@@ -209,7 +209,7 @@ test('concurrent claimers on several connections never take a row twice while it
 });
 
 test('PostgreSQL: a claimer skips the rows another is claiming in an open transaction (SKIP LOCKED), without waiting for it', { skip: !pg && 'PostgreSQL only' }, async (t) => {
-  const { db, another } = open(t);
+  const { db, another } = await open(t);
   await fill(db, [
     ['a', 'k', T],
     ['b', 'k', T],

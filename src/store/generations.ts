@@ -110,11 +110,11 @@ function notified(notifications: NonNullable<Database['notifications']>): Genera
       let set = watchers.get(name);
       if (!set) watchers.set(name, (set = new Set()));
       set.add(w);
-      return async () => {
+      return shared(async () => {
         if (!w.changed) return false;
         w.changed = false;
         return true;
-      };
+      });
     },
   };
 }
