@@ -8,22 +8,22 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import BetterSqlite from 'better-sqlite3';
-import { afterCommit, openStore, DB_FILE } from '../src/store/index.ts';
+import { afterCommit, connectStore, DB_FILE } from '../src/store/index.ts';
 import { LOCK_BUSY, statement } from '../src/store/contract.ts';
 import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
 import { freshPostgresDatabase, tmpDir } from './helpers/index.ts';
 
 const pg = process.env.SWITCHYARD_TEST_PG_URL;
 /**
- * The implementations under test: the store's connection (better-sqlite3, or PostgreSQL's
- * synchronous one), and on PostgreSQL the asynchronous pool as well.
+ * The implementations under test: the store's own database (better-sqlite3, or on PostgreSQL its
+ * pool), and on PostgreSQL a second pool of the test's own as well.
  */
 const IMPLEMENTATIONS = pg ? (['connection', 'pool'] as const) : (['connection'] as const);
 type Implementation = (typeof IMPLEMENTATIONS)[number];
-function open(t: TestContext, using: Implementation) {
+async function open(t: TestContext, using: Implementation) {
   const dir = tmpDir(t);
   const url = pg ? freshPostgresDatabase(dir) : undefined;
-  const store = openStore(dir, {
+  const store = await connectStore(dir, {
     url,
     migrations: [
       {
@@ -52,7 +52,7 @@ const byEngine = statement<{ engine: string }>({ sqlite: "SELECT 'sqlite' AS eng
 for (const implementation of IMPLEMENTATIONS) {
   const title = (name: string) => (implementation === 'pool' ? `[pool] ${name}` : name);
   test(title('statements: positional and named parameters, rows, the first column, changes and the row number'), async (t) => {
-    const { db } = open(t, implementation);
+    const { db } = await open(t, implementation);
     assert.equal((await db.get(byEngine))?.engine, pg ? 'postgres' : 'sqlite', 'a statement written per engine runs its own text');
     const a = await db.get(insert, ['a']);
     const b = await db.run(insertNamed, { v: 'b' });
@@ -66,7 +66,7 @@ for (const implementation of IMPLEMENTATIONS) {
   });
 
   test(title('a transaction commits when its callback resolves and rolls back when it throws; hooks run on the outcome'), async (t) => {
-    const { db } = open(t, implementation);
+    const { db } = await open(t, implementation);
     const seen: string[] = [];
     const value = await db.transaction(async (tx) => {
       await tx.run(insertNamed, { v: 'kept' });
@@ -92,7 +92,7 @@ for (const implementation of IMPLEMENTATIONS) {
   });
 
   test(title('a savepoint that throws undoes its own writes only; the outer transaction commits the rest'), async (t) => {
-    const { db } = open(t, implementation);
+    const { db } = await open(t, implementation);
     const seen: string[] = [];
     await db.transaction(async (tx) => {
       await tx.run(insertNamed, { v: 'outer' });
@@ -117,7 +117,7 @@ for (const implementation of IMPLEMENTATIONS) {
 
   // The pool gives each transaction a connection of its own (test/postgres-pool.test.ts).
   test(title('one transaction at a time: a statement or transaction from elsewhere waits until it ends'), { skip: implementation === 'pool' ? 'one connection only' : false }, async (t) => {
-    const { db } = open(t, implementation);
+    const { db } = await open(t, implementation);
     const order: string[] = [];
     let letGo!: () => void;
     const gate = new Promise<void>((r) => (letGo = r));
@@ -143,7 +143,7 @@ for (const implementation of IMPLEMENTATIONS) {
   });
 
   test(title('the database used inside its own transaction is a clear error, not a hang'), async (t) => {
-    const { db } = open(t, implementation);
+    const { db } = await open(t, implementation);
     await assert.rejects(
       db.transaction(async () => {
         await db.run(insertNamed, { v: 'x' });
@@ -160,7 +160,7 @@ for (const implementation of IMPLEMENTATIONS) {
   });
 
   test(title('work scheduled inside a transaction (a timer, setImmediate) that runs once it has ended uses the database freely'), async (t) => {
-    const { db } = open(t, implementation);
+    const { db } = await open(t, implementation);
     let later!: Promise<boolean>;
     await db.transaction(async (tx) => {
       await tx.run(insertNamed, { v: 'inside' });
@@ -184,8 +184,8 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(Number(await db.value(count)), 2);
   });
 
-  test(title('afterCommit(db, fn) from code called inside an asynchronous transaction joins it'), { skip: implementation === 'pool' ? 'the synchronous hooks are the connection\'s' : false }, async (t) => {
-    const { db, store } = open(t, implementation);
+  test(title('afterCommit(db, fn) from code called inside an asynchronous transaction joins it'), { skip: pg ? 'the synchronous hooks are SQLite\'s connection\'s' : false }, async (t) => {
+    const { db, store } = await open(t, implementation);
     const seen: string[] = [];
     await db.transaction(async (tx) => {
       await tx.run(insertNamed, { v: 'a' });
@@ -196,7 +196,7 @@ for (const implementation of IMPLEMENTATIONS) {
   });
 
   test(title("SQLite: another connection's write lock is waited for on timers, the event loop keeps turning, and transactionUnlessBusy answers busy at first"), { skip: pg ? 'SQLite only' : false }, async (t) => {
-    const { dir, db } = open(t, implementation);
+    const { dir, db } = await open(t, implementation);
     const other = new BetterSqlite(join(dir, DB_FILE));
     t.after(() => other.close());
     other.exec('BEGIN IMMEDIATE');

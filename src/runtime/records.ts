@@ -10,6 +10,7 @@
  * the records of the last few milliseconds, never an event or a delivery.
  */
 import type { Logger } from '../log/index.ts';
+import { appendInOrder } from '../store/feed-order.ts';
 import { LOCK_BUSY, statement, type Database, type Tx } from '../store/contract.ts';
 import { storageCode } from '../store/health.ts';
 import { batchPerTurn } from '../lib/batch.ts';
@@ -55,7 +56,11 @@ export function createInvocationRecords(database: Database, log: Logger) {
    */
   async function writeRecords(batch: Pending[], scheduled: boolean): Promise<void> {
     const rows = JSON.stringify(batch.map((p) => p.row));
-    const write = async (tx: Tx) => void (await tx.run(q.insertAll, [rows]));
+    // The records are `logs --follow`'s feed: numbered and committed in one order (store/feed-order.ts).
+    const write = async (tx: Tx) => {
+      await appendInOrder(tx, 'invocations');
+      await tx.run(q.insertAll, [rows]);
+    };
     try {
       if (!scheduled || closing) await database.transaction(write);
       else if ((await database.transactionUnlessBusy(write)) === LOCK_BUSY) return records.putBack(batch);
@@ -76,7 +81,10 @@ export function createInvocationRecords(database: Database, log: Logger) {
   async function oneByOne(batch: Pending[]): Promise<void> {
     for (const p of batch) {
       try {
-        await database.run(q.insert, p.row);
+        await database.transaction(async (tx) => {
+          await appendInOrder(tx, 'invocations');
+          await tx.run(q.insert, p.row);
+        });
       } catch (e) {
         log.error('recording an invocation failed', { request_id: p.row[0] as string, error: e as Error });
       }

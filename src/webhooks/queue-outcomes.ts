@@ -7,6 +7,7 @@
  * A turn's rows travel as one JSON array parameter (json_each on SQLite, json_array_elements on
  * PostgreSQL), so a turn costs the same few statements however many attempts ended in it.
  */
+import { appendInOrder } from '../store/feed-order.ts';
 import { statement, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';
 import { jsonRows } from '../store/leased-queue.ts';
@@ -145,7 +146,6 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
      */
     async completeMany(tx: Queries, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] }> {
       if (!items.length) return { ids: [], stale: [] };
-      const ids = await insertAttempts(tx, items);
       const states = items.map(({ seq, owner, attempt, next, now }) => ({
         seq,
         status: next.status,
@@ -168,6 +168,9 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
       // Paused while these attempts were in flight: their retries wait for the resume (asked of the
       // store, in this transaction: a pause by another process or node counts at once).
       if (retries.length) await holdIfPaused(tx, retries, Math.max(...items.map((i) => i.now)));
+      // Last: the attempts are the live tail's feed, numbered and committed in one order (feed-order.ts).
+      await appendInOrder(tx, 'attempts');
+      const ids = await insertAttempts(tx, items);
       return { ids, stale };
     },
 
@@ -181,6 +184,7 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
     async recoverInterrupted(tx: Queries, now: number, ownerPrefix = ''): Promise<number> {
       const rows = (await deliveryLeases.releaseOwnedBy(tx, ownerPrefix, now, { dueNow: true })) as Array<{ seq: number; url: string; status: string }>;
       if (!rows.length) return 0;
+      await appendInOrder(tx, 'attempts');
       await insertAttempts(
         tx,
         rows.map((r) => ({
