@@ -314,7 +314,11 @@ test('group commit: while another connection holds the write lock, the batch wai
   const unlessBusy = store.database.transactionUnlessBusy.bind(store.database);
   (store.database as { transactionUnlessBusy: typeof unlessBusy }).transactionUnlessBusy = async (fn) => {
     const r = await unlessBusy(fn);
-    if (r === LOCK_BUSY) refused++;
+    if (r === LOCK_BUSY) {
+      refused++;
+      // The lock is let go once the group commit was refused (whenever its turn came).
+      if (other.inTransaction) other.exec('COMMIT');
+    }
     return r;
   };
   const log = { debug() {}, info() {}, warn() {}, error() {}, child: () => log };
@@ -327,10 +331,7 @@ test('group commit: while another connection holds the write lock, the batch wai
   });
   other.exec('BEGIN IMMEDIATE');
   const started = performance.now();
-  const stored = events.ingest(samplePayload('space_content_updated', { eventId: 'evt_patient_1' }));
-  // Queued after the group commit's turn: the lock is let go once that commit was refused.
-  setImmediate(() => other.exec('COMMIT'));
-  const r = await stored;
+  const r = await events.ingest(samplePayload('space_content_updated', { eventId: 'evt_patient_1' }));
   assert.equal(r.duplicate, false);
   assert.equal(refused, 1, 'refused once');
   assert.ok(performance.now() - started < 1_000, 'no busy_timeout sleep');
