@@ -80,12 +80,14 @@ function sign(scheme: SignatureScheme, secrets: string[], c: Claimed, t: number,
 export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptContext): Promise<AttemptMade | undefined> {
   const { clock, send } = ctx;
   const cfg = ctx.config();
-  const startedAt = clock();
   const body = Buffer.from(c.body, 'utf8');
   const secrets = await ctx.secrets.liveSecrets(c.installationId);
   let header: string | null = null;
   let result: HttpResult | undefined;
   let error: { code?: string; message: string } | undefined;
+  // The attempt starts once its secrets are read (a read of the store on a cache miss): its start
+  // plus its duration is when it ended, which the retry's schedule counts from.
+  const startedAt = clock();
   const t0 = performance.now();
   const signed = secrets.length ? sign(ctx.schemeOf?.(c.installationId) ?? DEFAULT_SIGNATURE_SCHEME, secrets, c, Math.floor(startedAt / 1000), body) : undefined;
   if (!secrets.length) {
