@@ -189,7 +189,7 @@ test('runs that end in the same turn have their outcomes recorded together: one 
   const clock = { now: 2_000_000 };
   const recorded: string[] = [];
   let open!: () => void;
-  const gate = new Promise<void>((r) => (open = r));
+  let gate = new Promise<void>((r) => (open = r));
   let started = 0;
   const q = queueOn(
     store,
@@ -220,10 +220,13 @@ test('runs that end in the same turn have their outcomes recorded together: one 
   );
   assert.deepEqual(await q.counts(), { pending: 0, retrying: 0, held: 0, delivered: 4, failed: 0, cancelled: 0 });
 
-  // A delivered run runs again when replayed alone; one still scheduled is refused, naming its status.
+  // A delivered run runs again when replayed alone; one still scheduled (or running: held at the
+  // gate here, so the worker cannot finish it first) is refused, naming its status.
+  gate = new Promise<void>((r) => (open = r));
   const again = await q.replayOne(runs[0].id);
   assert.equal(again.status, 'pending');
   await assert.rejects(q.replayOne(runs[0].id), (e: Error & { code?: string }) => e.code === 'conflict' && /is pending/.test(e.message));
+  open();
   await waitFor(() => recorded.length === 5);
   assert.equal((await q.get(runs[0].id))?.status, 'delivered');
   await assert.rejects(q.replayOne('hdl_none'), (e: Error & { code?: string }) => e.code === 'not_found');
