@@ -192,7 +192,7 @@ const claimed = (r: ClaimedRow): ClaimedRun => ({
   attempts: Number(r.attempts),
 });
 
-/** The insert's parameters (both enqueue paths), and the run it stored given its row number. */
+/** The insert's parameters, and the run it stored given its row number. */
 function insertion(input: RunInput, lease: { owner: string; until: number } | undefined): { params: unknown[]; stored: (changes: number, seq: number) => ClaimedRun | null } {
   const id = newHandlerRunId(input.now);
   return {

@@ -192,20 +192,25 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
     return value;
   }
 
+  /** A connection of the pool's, ours until released; one that breaks meanwhile says so to `quiet` (the statement in flight fails by itself). */
+  async function connect(): Promise<{ client: pg.PoolClient; quiet: () => void }> {
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (e) {
+      throw failure(e);
+    }
+    const quiet = () => {};
+    client.on('error', quiet);
+    return { client, quiet };
+  }
+
   async function transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     if (insideOpen()) throw new Error('a transaction on the database inside one of its transactions: use tx.transaction for a savepoint');
     // A connection the pool kept idle may have died since (a restart): a BEGIN that fails on one is
     // tried once more on a new connection, as nothing was done yet.
     for (let attempt = 0; ; attempt++) {
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (e) {
-        throw failure(e);
-      }
-      // A connection that breaks while it is ours says so here too; the statement in flight fails by itself.
-      const quiet = () => {};
-      client.on('error', quiet);
+      const { client, quiet } = await connect();
       let broken: Error | undefined;
       try {
         return await within(client, 0, fn);
@@ -247,14 +252,7 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
     },
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async withSession(fn) {
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (e) {
-        throw failure(e);
-      }
-      const quiet = () => {};
-      client.on('error', quiet);
+      const { client, quiet } = await connect();
       let broken: unknown;
       try {
         return await fn({
