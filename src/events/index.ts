@@ -61,7 +61,7 @@ export const eventsModule = defineModule({
     // Several nodes may share a PostgreSQL store: the others schedule runs and leave leases to run
     // out, and nothing tells this node; it looks every second. (On SQLite one node owns the store
     // and its supervisor tells its processes: processes.onDue.)
-    const poll = services.store.engine === 'postgres' ? setInterval(() => handlerRuns.wake(), 1_000) : undefined;
+    const poll = services.store.shared ? setInterval(() => handlerRuns.wake(), 1_000) : undefined;
     poll?.unref();
     return () => {
       if (poll) clearInterval(poll);

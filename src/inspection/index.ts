@@ -114,7 +114,7 @@ export const inspectionModule = defineModule({
   provides: ['streams'],
   async start(services) {
     // Other processes' (and, on PostgreSQL, other nodes') work is seen by looking, not by being told.
-    const hub = createStreamHub({ closing: () => services.closing, poll: (services.processes?.count ?? 1) > 1 || services.store.engine === 'postgres' });
+    const hub = createStreamHub({ closing: () => services.closing, poll: (services.processes?.count ?? 1) > 1 || services.store.shared });
     services.streams = hub;
     return () => hub.closeAll();
   },
