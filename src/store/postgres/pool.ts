@@ -34,6 +34,7 @@ export interface PoolOptions {
   max?: number;
   /** Default 3 s: under the serving process's heartbeat (5 s), so nothing waits on the store longer. */
   queryTimeoutMs?: number;
+  /** Default half of queryTimeoutMs: a connection waited for, then a statement, stay under the heartbeat. */
   connectTimeoutMs?: number;
 }
 
@@ -65,7 +66,9 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
     connectionString: opts.url,
     application_name: opts.applicationName ?? `switchyard ${process.pid}`,
     max: opts.max ?? 10,
-    connectionTimeoutMillis: opts.connectTimeoutMs ?? queryTimeoutMs,
+    // Half the statement's bound: waiting for a connection (queued behind others, or a new one's
+    // handshake) and then a statement that gets no answer stay under the heartbeat together.
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? Math.floor(queryTimeoutMs / 2),
     query_timeout: queryTimeoutMs,
     // The server cancels a statement a little before the driver gives up waiting, so the usual
     // answer is the server's own (57014), and the connection stays usable.
@@ -180,8 +183,11 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
       value = await inside.run(tx, () => fn(tx)).finally(() => finished.add(tx));
       await exec(depth === 0 ? 'COMMIT' : `RELEASE SAVEPOINT s${depth}`);
     } catch (e) {
-      // A connection that failed has rolled back on the server; one that works is told to.
-      await client.query(depth === 0 ? 'ROLLBACK' : `ROLLBACK TO SAVEPOINT s${depth}`).catch(() => {});
+      // A connection that failed (broken, or a server that stopped answering) is dropped, and the
+      // server rolls back what it had begun; only one that works is told to (a ROLLBACK sent to a
+      // silent server would wait out a second time-out).
+      if (!(e instanceof SwitchyardError && e.code === 'storage_unavailable'))
+        await client.query(depth === 0 ? 'ROLLBACK' : `ROLLBACK TO SAVEPOINT s${depth}`).catch(() => {});
       runAll(hooks.rollback);
       throw e;
     }
