@@ -1,7 +1,7 @@
 /**
  * Handler runs, in the store (SQLite or PostgreSQL): one row per platform event and installation whose integration handles
  * it, inserted in the event's own transaction, so an acknowledged event's handlers are owed even
- * if every process dies at once. The work is claimed with SQL leases like webhook deliveries: a
+ * if every process dies at once. The work is claimed through the store's one leased queue (store/leased-queue.ts), as webhook deliveries are: a
  * process that dies mid-run keeps its lease until it runs out, then any process sharing the store
  * takes the run again. Statuses and the retry schedule are the webhook deliveries' own
  * (webhooks/policy.ts). This file only records; handler-worker.ts decides.
@@ -11,6 +11,7 @@
  * claims.
  */
 import { timeOrderedId } from '../ids.ts';
+import { leasedQueue } from '../store/leased-queue.ts';
 import { statement, type Database, type Queries, type Statement } from '../store/contract.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 import type { HandlerRun } from './handler-views.ts';
@@ -90,37 +91,25 @@ const seqsIn = {
   postgres: (p: string) => `SELECT value::bigint FROM json_array_elements_text(CAST(${p} AS json))`,
 };
 
-/*
- * The queue: due runs, claim with a lease, release (by owner, by owner prefix), next wake. Kept
- * together here, with the statements of webhook deliveries' queue as their model, so handler runs
- * move onto the store's one leased queue (store/leased-queue.ts) in one step.
+/**
+ * The queue of handler runs: the store's one leased queue (store/leased-queue.ts) over this table
+ * (claim with a lease, release by owner prefix, next wake), beside webhook deliveries'. The read of
+ * due runs stays here: a worker turn reads first, so a turn with nothing to do takes no write lock.
  */
+const runLeases = leasedQueue<Record<string, unknown>>({
+  table: 'event_handler_runs',
+  seq: 'seq',
+  nextAt: 'next_attempt_at',
+  leaseOwner: 'lease_owner',
+  leaseUntil: 'lease_until',
+  returning: CLAIMED,
+});
+
 const queue = {
   due: statement<{ seq: number }>(
     `SELECT seq FROM event_handler_runs INDEXED BY event_handler_runs_due
      WHERE next_attempt_at <= @now AND (lease_until IS NULL OR lease_until <= @now)
      ORDER BY next_attempt_at, seq LIMIT @limit`,
-  ),
-  // Each run is checked again as it is claimed. On PostgreSQL, rows another node is claiming this
-  // instant are skipped, not waited for (and one just leased elsewhere is seen leased).
-  claim: statement<ClaimedRow>(
-    perEngine(
-      (e) => `UPDATE event_handler_runs SET lease_until = @until, lease_owner = @owner
-       WHERE seq IN (SELECT seq FROM event_handler_runs
-         WHERE seq IN (${seqsIn[e]('@seqs')}) AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now
-           AND (lease_until IS NULL OR lease_until <= @now)${e === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : ''})
-       RETURNING ${CLAIMED}`,
-    ),
-  ),
-  release: statement('UPDATE event_handler_runs SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = ?'),
-  releasePrefix: statement(
-    'UPDATE event_handler_runs SET lease_until = NULL, lease_owner = NULL WHERE lease_until IS NOT NULL AND substr(lease_owner, 1, length(@owner)) = @owner',
-  ),
-  // A scheduled run under a lease wakes nobody: its lease's end does.
-  nextWake: statement<{ at: number | null }>(
-    `SELECT MIN(at) AS at FROM (
-       SELECT MIN(next_attempt_at) AS at FROM event_handler_runs WHERE next_attempt_at > @now AND lease_until IS NULL
-       UNION ALL SELECT MIN(lease_until) FROM event_handler_runs WHERE lease_until > @now) AS soonest`,
   ),
 };
 
@@ -179,7 +168,6 @@ function listing(where: string[]): Statement<Row> {
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(Number(ms)).toISOString());
-const num = (v: number | null) => (v === null ? null : Number(v));
 
 const claimed = (r: ClaimedRow): ClaimedRun => ({
   seq: Number(r.seq),
@@ -240,9 +228,7 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
 
   /** Lease these runs to `owner` if they are still due and unleased (earliest first). */
   async function claim(tx: Queries, seqs: number[], owner: string, now: number, until: number): Promise<ClaimedRun[]> {
-    const rows = await tx.all(queue.claim, { seqs: JSON.stringify(seqs), owner, now, until });
-    const order = new Map(seqs.map((s, i) => [s, i]));
-    return rows.map(claimed).sort((a, b) => order.get(a.seq)! - order.get(b.seq)!);
+    return (await runLeases.claim(tx, seqs, { now, owner, until })).map((r) => claimed(r as unknown as ClaimedRow));
   }
 
   return {
@@ -276,17 +262,17 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
 
     /** Shutdown: give back every lease of `owner` (runs abandoned in flight are due again at once). */
     async releaseAll(owner: string): Promise<number> {
-      return (await database.run(queue.release, [owner])).changes;
+      return (await runLeases.releaseOwnedBy(database, owner, Date.now())).length;
     },
 
     /** A serving process died (`<pid>.`), or none serves yet (''): its leases are given back at once rather than left to run out. */
     async releaseOwnedBy(ownerPrefix: string): Promise<number> {
-      return (await database.run(queue.releasePrefix, { owner: ownerPrefix })).changes;
+      return (await runLeases.releaseOwnedBy(database, ownerPrefix, Date.now())).length;
     },
 
     /** The next scheduled attempt or lease running out after `now` (the worker's next wake-up). */
     async nextDueAfter(now: number): Promise<number | undefined> {
-      return num((await database.get(queue.nextWake, { now }))?.at ?? null) ?? undefined;
+      return runLeases.nextWake(database, now);
     },
 
     async get(id: string): Promise<HandlerRun | undefined> {
