@@ -17,6 +17,8 @@
  *   a. node:http answering "hello" (a tiny script written to a temp dir);
  *   b. workerd running `export default { fetch() { return new Response('hello') } }` (a capnp
  *      config in a temp dir; workerd serves on one event-loop thread, there is no thread setting);
+ *   b2. edge-runtime (devDependency) running the same hello as a fetch event listener, on its own
+ *      runServer (Node's HTTP server, the handler in a Node vm context, no isolation);
  *   c. Switchyard as a user starts it: `node --no-node-snapshot src/main.ts serve --config
  *      <tmp>/config.yaml` (temp data_dir, an integrations folder holding a hello integration that
  *      answers the same "hello"), the installation made with `switchyard install hello --json`,
@@ -37,7 +39,8 @@
  * the share of CPU 0 (both CPUs, less wrk, in the two-core run) that other processes took meanwhile.
  * On a shared machine that share disturbs req/s much more than CPU per request, so each ratio is
  * also printed from CPU per request.
- * Goals: Switchyard public endpoint / workerd >= 1.0; two cores / one core >= 1.6.
+ * Goals (issue 31): Switchyard public endpoint / edge-runtime >= 1.0 and / workerd >= 0.65; two cores /
+ * one core >= 1.7 (1.6 before).
  * Informational: healthz / plain h3 GET, events POST / plain h3 GET (and / plain h3 POST).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -432,6 +435,20 @@ const hello :Workerd.Worker = (
   );
   const workerdServer = startServer('workerd', workerdBin, ['serve', join(tmp, 'workerd/config.capnp')]);
 
+  // b2. edge-runtime (devDependency): Workers-style fetch handlers in Node vm contexts, without
+  // isolation, on Node's HTTP server: the peer that runs the same kind of code on the same platform.
+  const edgePort = await freePort();
+  writeFileSync(
+    join(tmp, 'edge-hello.mjs'),
+    `import { createRequire } from 'node:module';
+const require = createRequire(${JSON.stringify(join(process.cwd(), 'package.json'))});
+const { EdgeRuntime, runServer } = require('edge-runtime');
+const runtime = new EdgeRuntime({ initialCode: "addEventListener('fetch', (event) => event.respondWith(new Response('hello')));" });
+await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
+`,
+  );
+  const edgeServer = startServer('edge-runtime', node, [join(tmp, 'edge-hello.mjs')]);
+
   // c/d. Plain h3 (GET hello, POST events), one process.
   const h3Port = await freePort();
   const h3Server = startServer('plain h3', node, ['--no-node-snapshot', new URL(import.meta.url).pathname, 'plain-h3', String(h3Port)]);
@@ -490,6 +507,7 @@ const hello :Workerd.Worker = (
   const targets: Target[] = [
     { name: 'node:http hello', url: `http://127.0.0.1:${nodePort}/`, server: nodeServer, pinned: true },
     { name: 'workerd hello module worker', url: `http://127.0.0.1:${workerdPort}/`, server: workerdServer, pinned: true },
+    { name: 'edge-runtime hello', url: `http://127.0.0.1:${edgePort}/`, server: edgeServer, pinned: true },
     { name: 'switchyard public endpoint', url: sy1.endpoint, server: sy1.server, pinned: true },
     { name: 'plain h3 GET hello', url: `http://127.0.0.1:${h3Port}/hello`, server: h3Server, pinned: true },
     { name: 'switchyard GET /healthz', url: `${sy1.base}/healthz`, server: sy1.server, pinned: true },
@@ -548,13 +566,15 @@ const hello :Workerd.Worker = (
     );
   };
   console.log('Ratios of median req/s (and of CPU per request, inverted: what the req/s ratio would be if both were CPU-bound on one core):');
-  ratio('switchyard public endpoint / workerd', 'switchyard public endpoint', 'workerd hello module worker', 1.0);
+  ratio('switchyard public endpoint / workerd', 'switchyard public endpoint', 'workerd hello module worker', 0.65);
+  ratio('switchyard public endpoint / edge-runtime', 'switchyard public endpoint', 'edge-runtime hello', 1.0);
+  ratio('edge-runtime / workerd', 'edge-runtime hello', 'workerd hello module worker');
   ratio('switchyard public endpoint / node:http', 'switchyard public endpoint', 'node:http hello');
   ratio('workerd / node:http', 'workerd hello module worker', 'node:http hello');
   ratio('switchyard GET /healthz / plain h3 GET', 'switchyard GET /healthz', 'plain h3 GET hello');
   ratio('switchyard POST /api/v1/events / plain h3 GET', 'switchyard POST /api/v1/events', 'plain h3 GET hello');
   ratio('switchyard POST /api/v1/events / plain h3 POST', 'switchyard POST /api/v1/events', 'plain h3 POST (JSON body)');
-  if (sy2) ratio('switchyard public endpoint, 2 cores / 1 core', 'switchyard public endpoint, 2 cores', 'switchyard public endpoint', 1.6, false);
+  if (sy2) ratio('switchyard public endpoint, 2 cores / 1 core', 'switchyard public endpoint, 2 cores', 'switchyard public endpoint', 1.7, false);
 }
 
 // ---------------------------------------------------------------------------------------------
