@@ -11,6 +11,7 @@ import { SwitchyardError, type Problem } from '../errors.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
 import { batchPerTurn } from '../lib/batch.ts';
 import type { Logger } from '../log/index.ts';
+import { storageCode } from '../store/health.ts';
 import { LOCK_BUSY, statement, type Database, type Statement, type Tx } from '../store/contract.ts';
 import { jsonRows } from '../store/leased-queue.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
@@ -233,8 +234,10 @@ export function createEvents(deps: EventsDeps) {
         }
         outcomes = done.map((stored) => ({ stored }));
       } catch (error) {
-        // (One unit alone: its failure is its answer.)
-        if (batch.length === 1) throw error;
+        // (One unit alone: its failure is its answer. The store itself failing (away, full,
+        // read-only) is every unit's answer: trying them one by one would only wait for it again.)
+        const failed = storageCode(error);
+        if (batch.length === 1 || (failed && failed !== 'storage_busy')) throw error;
         // ... and it is stored again unit by unit, each in its own savepoint, so one bad event
         // does not sink the others (without starting deliveries at commit: first attempts go
         // through the scheduler, woken once this commits).
