@@ -34,6 +34,7 @@ test("another process's bump is seen once; one's own bumps and rolled-back ones 
   const [a, b] = await twoProcesses(t);
   const ga = generationsFor(a);
   const gb = generationsFor(b);
+  await ga.ready();
   const seen = ga.watch('things');
   const other = ga.watch('other things');
   assert.equal(await settled(seen), false, 'nothing changed yet');
@@ -60,6 +61,16 @@ test("another process's bump is seen once; one's own bumps and rolled-back ones 
   await new Promise((r) => setTimeout(r, 150));
   assert.deepEqual(await Promise.all([seen(), seen()]), [true, true]);
   assert.equal(await seen(), false);
+});
+
+test('a bump sent while the other process is still opening its listening connection is not missed', async (t) => {
+  const [a, b] = await twoProcesses(t);
+  const gb = generationsFor(b);
+  await b.database.transaction((tx) => gb.bump(tx, 'warm')); // B's connection is open: its commit is quick
+  const seen = generationsFor(a).watch('things');
+  // No wait for A to hear: on PostgreSQL its LISTEN is still being opened while B commits.
+  await b.database.transaction((tx) => gb.bump(tx, 'things'));
+  assert.equal(await waitFor(() => seen(), 3000), true, "B's commit is seen by A");
 });
 
 test("a console logout in one process ends the session in every other one", async (t) => {

@@ -90,6 +90,8 @@ export interface Notifications {
    * then look again. Returns the function that stops listening.
    */
   listen(channel: string, fn: (payload: string | undefined) => void): () => void;
+  /** Resolves once notifications on `channel` are heard (listened to, and that in effect on the server). */
+  ready(channel: string): Promise<void>;
   /** Tell every listener of `channel`, once the transaction it is sent in commits (now outside one). */
   notify(on: Queries, channel: string, payload?: string): Promise<void>;
 }

@@ -23,6 +23,11 @@ export interface Generations {
    * (callers asking at the same moment share one answer).
    */
   watch(name: string): () => Promise<boolean>;
+  /**
+   * Resolves once bumps by others are heard: a watch made before then counts its opening as a
+   * change (what was bumped while the listening connection opened is unknown).
+   */
+  ready(): Promise<void>;
 }
 
 const CHANNEL = 'switchyard_generations';
@@ -38,7 +43,7 @@ const byDatabase = new WeakMap<Database, Generations>();
 /** The generations of a store (one set per store; a read-only store has nothing to tell or hear). */
 export function generationsFor(store: { database: Database; readonly?: boolean }): Generations {
   let g = byDatabase.get(store.database);
-  if (!g) byDatabase.set(store.database, (g = store.readonly ? { bump: async () => {}, watch: () => async () => false } : create(store.database)));
+  if (!g) byDatabase.set(store.database, (g = store.readonly ? { bump: async () => {}, watch: () => async () => false, ready: async () => {} } : create(store.database)));
   return g;
 }
 
@@ -76,6 +81,7 @@ function create(database: Database): Generations {
         return moved;
       });
     },
+    ready: async () => {},
   };
 }
 
@@ -115,6 +121,10 @@ function notified(notifications: NonNullable<Database['notifications']>): Genera
         w.changed = false;
         return true;
       });
+    },
+    ready() {
+      listen();
+      return notifications.ready(CHANNEL);
     },
   };
 }

@@ -2,7 +2,9 @@
  * LISTEN on a connection of its own (a pooled connection goes back to the pool between statements,
  * and its LISTENs with it). Opened by the first listener; when it breaks (a restart, a cut, keepalive
  * finding a silent server), it is opened again with back-off, every channel listened to again, and
- * every listener told to look again (`undefined`): what was notified meanwhile is unknown.
+ * every listener told to look again (`undefined`): what was notified meanwhile is unknown. The same
+ * is said when a channel's LISTEN first takes effect: a listener added before then (while the
+ * connection opened) may have missed a notification sent in between.
  */
 import pg from 'pg';
 
@@ -18,6 +20,9 @@ const MAX_BACKOFF_MS = 5_000;
 
 export function createListener(opts: ListenerOptions) {
   const channels = new Map<string, Set<Listener>>();
+  /** Channels whose LISTEN is in effect on the current connection, and who waits for one to be. */
+  const active = new Set<string>();
+  const waiting = new Map<string, Array<() => void>>();
   let client: pg.Client | undefined;
   let connecting: Promise<void> | undefined;
   let retry: NodeJS.Timeout | undefined;
@@ -33,6 +38,13 @@ export function createListener(opts: ListenerOptions) {
     }
   };
   const quote = (channel: string) => `"${channel.replace(/"/g, '""')}"`;
+  /** `channel`'s LISTEN took effect: whoever listened before may have missed something, so look again. */
+  const listening = (channel: string) => {
+    active.add(channel);
+    for (const fn of channels.get(channel) ?? []) safely(fn, undefined);
+    for (const resolve of waiting.get(channel) ?? []) resolve();
+    waiting.delete(channel);
+  };
 
   async function connect(): Promise<void> {
     const c = new pg.Client({
@@ -55,17 +67,17 @@ export function createListener(opts: ListenerOptions) {
       return schedule();
     }
     if (closed) return void c.end().catch(() => {});
-    const first = client === undefined && backoff === 100;
     client = c;
     backoff = 100;
     holdProcess();
-    // Reconnected: what was sent while no connection listened is unknown.
-    if (!first) for (const set of channels.values()) for (const fn of set) safely(fn, undefined);
+    // (Re)connected: what was sent while no connection listened is unknown.
+    for (const channel of channels.keys()) listening(channel);
   }
 
   function lost(c: pg.Client): void {
     if (client !== c) return;
     client = undefined;
+    active.clear();
     void c.end().catch(() => {});
     schedule();
   }
@@ -94,7 +106,12 @@ export function createListener(opts: ListenerOptions) {
       let set = channels.get(channel);
       if (!set) {
         channels.set(channel, (set = new Set()));
-        if (client) void client.query(`LISTEN ${quote(channel)}`).catch(() => client && lost(client));
+        const c = client;
+        if (c)
+          c.query(`LISTEN ${quote(channel)}`).then(
+            () => client === c && listening(channel),
+            () => lost(c),
+          );
         else if (!connecting && !retry) connecting = connect().finally(() => (connecting = undefined));
       }
       set.add(fn);
@@ -103,6 +120,15 @@ export function createListener(opts: ListenerOptions) {
         set.delete(fn);
         holdProcess();
       };
+    },
+    /** Resolves once `channel`'s LISTEN is in effect (notifications sent from then on are heard). */
+    ready(channel: string): Promise<void> {
+      if (active.has(channel)) return Promise.resolve();
+      return new Promise((resolve) => {
+        let list = waiting.get(channel);
+        if (!list) waiting.set(channel, (list = []));
+        list.push(resolve);
+      });
     },
     async close(): Promise<void> {
       closed = true;

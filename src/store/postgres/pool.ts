@@ -238,11 +238,11 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
   }
 
   let listener: ReturnType<typeof createListener> | undefined;
+  const listenerOf = () =>
+    (listener ??= createListener({ url: opts.url, applicationName: opts.applicationName ?? `switchyard ${process.pid}`, connectTimeoutMs: opts.connectTimeoutMs ?? queryTimeoutMs }));
   const notifications: Notifications = {
-    listen(channel, fn) {
-      listener ??= createListener({ url: opts.url, applicationName: opts.applicationName ?? `switchyard ${process.pid}`, connectTimeoutMs: opts.connectTimeoutMs ?? queryTimeoutMs });
-      return listener.listen(channel, fn);
-    },
+    listen: (channel, fn) => listenerOf().listen(channel, fn),
+    ready: (channel) => listenerOf().ready(channel),
     notify: async (on, channel, payload = '') => void (await on.get(NOTIFY, [channel, payload])),
   };
 
