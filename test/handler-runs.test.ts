@@ -99,6 +99,40 @@ test('a handler that keeps failing is retried on the webhook schedule, then fail
   await waitFor(async () => (await run()).attemptCount === 1 && (await run()).status === 'retrying');
 });
 
+test('a retry already due when its failure is recorded (the turn began after its delay) is run, not left for the lease timer', async (t) => {
+  const store = await storeOf(tmpDir(t));
+  t.after(() => store.close());
+  // The clock jumps past the retry's delay (1,050 ms) right after the failed run's end is read:
+  // as when a loaded process starts the recording turn late.
+  const clock = {
+    at: 1_000_000,
+    jump: 0,
+    get now() {
+      const v = this.at;
+      this.at += this.jump;
+      this.jump = 0;
+      return v;
+    },
+  };
+  const attemptsAt: number[] = [];
+  const q = queueOn(
+    store,
+    clock,
+    async (): Promise<RunOutcome> => {
+      attemptsAt.push(clock.at);
+      if (attemptsAt.length > 1) return { kind: 'ran', ok: true, invocationId: 'req_2' };
+      clock.jump = 5_000;
+      return { kind: 'ran', ok: false, invocationId: 'req_1', error: 'exception: boom' };
+    },
+    [],
+  );
+  t.after(() => q.stop(0));
+  // Enqueued as ingest does, woken only by its commit (no extra wake that could find the retry).
+  await store.database.transaction((tx) => q.enqueue(tx, { eventId: 'evt_1', type: 'site_view' }, clock.at));
+  await waitFor(() => attemptsAt.length === 2, 5_000);
+  await waitFor(async () => (await q.ofEvent('evt_1'))[0].status === 'delivered');
+});
+
 test('a run claimed by a process that died is taken by another process once its lease runs out', async (t) => {
   const dir = tmpDir(t);
   const storeA = await storeOf(dir);

@@ -130,6 +130,10 @@ export function createHandlerWorker(deps: HandlerWorkerDeps) {
       later(RETRY_MS);
       return false;
     }
+    // A retry this turn recorded may be due already (the run ended more than its delay before the
+    // turn began): the due read above came before the record, and the store's next wake looks
+    // only past `now`, so the turn's own records count here.
+    for (const { next: n } of done) if (n !== 'dropped' && n.nextAttemptAt !== null && (next === undefined || n.nextAttemptAt < next)) next = n.nextAttemptAt;
     if (next !== undefined && !stopped && !again) later(next - now);
     return true;
   }
