@@ -215,4 +215,24 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(Number(await db.value(count)), 1);
     assert.equal(await db.transactionUnlessBusy(async () => 'ran'), 'ran');
   });
+
+  test(title("SQLite: a statement outside a transaction waits for another connection's write lock on timers, not in SQLite's sleeping busy handler"), { skip: pg ? 'SQLite only' : false }, async (t) => {
+    const { dir, db, store } = await open(t, implementation);
+    const other = new BetterSqlite(join(dir, DB_FILE));
+    t.after(() => other.close());
+    other.exec('BEGIN IMMEDIATE');
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 5);
+    const started = performance.now();
+    const written = db.run(insertNamed, { v: 'outside' }).then(() => ({ ticks, ms: performance.now() - started }));
+    await new Promise((r) => setTimeout(r, 100));
+    other.exec('COMMIT');
+    const when = await written;
+    clearInterval(ticker);
+    assert.ok(when.ticks >= 5, `timers kept firing while the statement waited for the lock (${when.ticks} ticks)`);
+    assert.ok(when.ms >= 90, 'it ran once the lock was released');
+    assert.equal(Number(await db.value(count)), 1);
+    // Who takes the connection itself (a backup, a copy) gets its usual busy timeout.
+    assert.equal(store.sqlite!.pragma('busy_timeout', { simple: true }), 5000);
+  });
 }

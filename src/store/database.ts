@@ -25,7 +25,12 @@ const DEFAULT_LOCK_WAIT_MS = 5_000;
 /** Refusals in a row, during which transactionUnlessBusy answers LOCK_BUSY, before it waits like transaction. */
 const SPIN_MS = 5;
 
-export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): StoreDatabase {
+export interface SqliteDatabase extends StoreDatabase {
+  /** The connection itself, its usual busy timeout back (for what SQLite alone does: a backup, a copy's reads). */
+  connection(): Db;
+}
+
+export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): SqliteDatabase {
   const prepared = new WeakMap<Statement, Prepared>();
   const lockWaitMs = opts.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
   /** While a transaction has the connection: a promise that settles when it ends. */
@@ -68,12 +73,57 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Stor
 
   /** Outside a transaction: now, or once the transaction that has the connection ends. */
   function outside<T>(work: () => T): Promise<T> {
-    if (!holder) return settle(work);
+    if (!holder) return unlessBusy(work);
     if (insideOpen()) return Promise.reject(new Error('a statement on the database inside one of its transactions: use the transaction (tx) given to the callback'));
     return (async () => {
       while (holder) await holder.ended;
-      return work();
+      return unlessBusy(work);
     })();
+  }
+
+  /**
+   * The store's own statements never let SQLite's busy handler sleep the thread: the connection's
+   * busy timeout is 0 while they use it (switching it costs a statement compiled each time, ~9 us,
+   * more than a commit, so it is not switched per transaction). A statement refused by
+   * another process's write lock is tried again on timers, as a transaction's BEGIN is, up to
+   * the lock wait. Who takes the connection itself (a backup, a copy) gets the usual timeout back.
+   */
+  let usualBusyTimeout: number | undefined;
+  let busyWaitOff = false;
+  function noBusyWait(): void {
+    if (busyWaitOff) return;
+    usualBusyTimeout ??= Number(db.pragma('busy_timeout', { simple: true }));
+    db.pragma('busy_timeout = 0');
+    busyWaitOff = true;
+  }
+  function usualBusyWait(): Db {
+    if (busyWaitOff) {
+      db.pragma(`busy_timeout = ${usualBusyTimeout}`);
+      busyWaitOff = false;
+    }
+    return db;
+  }
+  noBusyWait();
+
+  function unlessBusy<T>(work: () => T): Promise<T> {
+    try {
+      return Promise.resolve(work());
+    } catch (e) {
+      return isBusy(e) ? whenFree(work) : Promise.reject(e);
+    }
+  }
+  async function whenFree<T>(work: () => T): Promise<T> {
+    const started = performance.now();
+    for (let wait = 0; ; ) {
+      await new Promise((r) => (wait ? setTimeout(r, wait) : setImmediate(r)));
+      wait = Math.min(Math.max(wait * 2, 1), 20);
+      while (holder) await holder.ended;
+      try {
+        return work();
+      } catch (e) {
+        if (!isBusy(e) || performance.now() - started > lockWaitMs) throw e;
+      }
+    }
   }
 
   const queries = (run: <T>(work: () => T) => Promise<T>): Queries => ({
@@ -151,10 +201,16 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Stor
     }
   }
 
-  /** BEGIN IMMEDIATE without SQLite's sleeping busy handler: false when another process has the lock. */
+  /**
+   * BEGIN IMMEDIATE without SQLite's sleeping busy handler: false when another process has the lock.
+   * With several serving processes most tries under load are refused (measured in a delivery burst:
+   * 24,000 of 41,000), so a refusal is kept cheap: no busy timeout to switch, and its error built
+   * without a stack trace (nobody reads it).
+   */
   function tryBegin(): boolean {
-    const usual = db.pragma('busy_timeout', { simple: true });
-    db.pragma('busy_timeout = 0');
+    noBusyWait();
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     try {
       begin(0);
       return true;
@@ -162,12 +218,13 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Stor
       if (isBusy(e)) return false;
       throw e;
     } finally {
-      db.pragma(`busy_timeout = ${usual}`);
+      Error.stackTraceLimit = stackTraceLimit;
     }
   }
 
   return {
     ...queries(outside),
+    connection: usualBusyWait,
     transaction: <T>(fn: (tx: Tx) => Promise<T>) => transaction(fn, false) as Promise<T>,
     transactionUnlessBusy: (fn) => transaction(fn, true),
   };

@@ -170,7 +170,9 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
   if (opts.shared && !opts.readonly && checkpointsOnThread()) db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   return {
     database,
-    sqlite: db,
+    get sqlite() {
+      return database.connection();
+    },
     file,
     engine: 'sqlite',
     shared: false,
@@ -186,7 +188,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
       if (db.open) {
         if (!opts.readonly && !opts.shared) {
           try {
-            db.pragma('wal_checkpoint(TRUNCATE)');
+            database.connection().pragma('wal_checkpoint(TRUNCATE)');
           } catch {
             /* another reader may hold the WAL; a checkpoint is an optimisation only */
           }
