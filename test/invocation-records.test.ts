@@ -7,7 +7,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { connectStore } from '../src/store/index.ts';
-import { statement, type Database, type Params, type Statement, type Tx } from '../src/store/contract.ts';
+import { statement, type Database } from '../src/store/contract.ts';
 import { createPostgresDatabase } from '../src/store/postgres/pool.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { createInvocationRecords } from '../src/runtime/records.ts';
@@ -16,6 +16,7 @@ import { createLateLogs } from '../src/runtime/late-logs.ts';
 import { createOutputPolicy } from '../src/runtime/output.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { freshPostgresDatabase, tmpDir } from './helpers/index.ts';
+import { counting } from './helpers/counting.ts';
 import { postgresFor } from './helpers/postgres.ts';
 
 const pg = process.env.SWITCHYARD_TEST_PG_URL;
@@ -30,26 +31,6 @@ async function open(t: TestContext, using: (typeof IMPLEMENTATIONS)[number]): Pr
   const pool = createPostgresDatabase({ url: url!, name: 'test' });
   t.after(() => pool.close());
   return pool;
-}
-
-/** The database, counting the commits and statements that go through it. */
-function counting(db: Database) {
-  const n = { commits: 0, statements: 0 };
-  const count = <T>(p: Promise<T>) => (n.statements++, p);
-  const queries = (q: Pick<Database, 'all' | 'get' | 'value' | 'run'>) => ({
-    all: <R>(s: Statement<R>, p?: Params) => count(q.all(s, p)),
-    get: <R>(s: Statement<R>, p?: Params) => count(q.get(s, p)),
-    value: <V>(s: Statement, p?: Params) => count(q.value<V>(s, p)),
-    run: (s: Statement, p?: Params) => count(q.run(s, p)),
-  });
-  const inTx = (tx: Tx): Tx => ({ ...queries(tx), engine: tx.engine, afterCommit: (f) => tx.afterCommit(f), onRollback: (f) => tx.onRollback(f), transaction: (f) => tx.transaction((inner) => f(inTx(inner))) });
-  const database: Database = {
-    ...queries(db),
-    engine: db.engine,
-    transaction: (fn) => (n.commits++, db.transaction((tx) => fn(inTx(tx)))),
-    transactionUnlessBusy: (fn) => (n.commits++, db.transactionUnlessBusy((tx) => fn(inTx(tx)))),
-  };
-  return { n, database };
 }
 
 const row = (id: string, i: number) => [id, 'hello', null, 'fetch', null, 200, 1.25 + i, 0.5, null, null, null, null, JSON.stringify([{ time: i, level: 'log', message: `line ${i}` }]), new Date(1_700_000_000_000 + i).toISOString()];

@@ -19,6 +19,7 @@ export const SUITES_ON_POSTGRES = [
   'test/webhooks-outcomes.test.ts',
   'test/webhooks-event-ids.test.ts',
   'test/webhooks-standard.test.ts',
+  'test/webhooks-statements.test.ts',
   'test/inspection-deliveries.test.ts',
   'test/inspection-events.test.ts',
   'test/inspection-live.test.ts',

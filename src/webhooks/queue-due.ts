@@ -76,7 +76,17 @@ export function createDueHints() {
     /** A delivery of `origin` becomes due at `at` (a retry scheduled, a manual attempt that kept its schedule). */
     noteDue,
 
-    /** The earliest scheduled attempt, or lease running out, after `now`, if any (the scheduler's next wake-up). */
-    nextDueAfter: (db: Queries, now: number): Promise<number | undefined> => deliveryLeases.nextWake(db, now),
+    /**
+     * The scheduler's next wake-up: the earliest time after `now` some origin has work due, as the
+     * hints know it, without asking the store (it was a read per attempt and per ingest commit, two
+     * of a single event's twelve statements on PostgreSQL). The hints hold this process's own
+     * writes (retries, holds, replays, leases it let run out); what other processes and nodes make
+     * due arrives with their announcements and the once-a-second refresh (refreshDue).
+     */
+    nextDueAfter(now: number): number | undefined {
+      let next: number | undefined;
+      for (const at of originDue.values()) if (at > now && (next === undefined || at < next)) next = at;
+      return next;
+    },
   };
 }

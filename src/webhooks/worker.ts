@@ -140,24 +140,13 @@ export function createWorker(deps: WorkerDeps): Worker {
   let recordRetry = 0;
   /** The turn's record being written (one at a time: what ends meanwhile waits for the next turn). */
   let recording: Promise<void> | undefined;
-  /** Arms asked; only the latest one sets the timer. */
-  let arming = 0;
 
-  async function arm(now: number): Promise<void> {
-    const mine = ++arming;
+  function arm(now: number): void {
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (stopped || inflight + aheadCount >= 2 * deps.config().concurrency) return; // a completion will pump
-    let next: number | undefined;
-    try {
-      next = await queue.nextDueAfter(database, now);
-    } catch (e) {
-      // The store did not answer: look again in a second (as a failed pump does).
-      deps.health?.failed(e);
-      next = now + 1_000;
-    }
-    if (next === undefined || mine !== arming || stopped) return;
-    if (timer) clearTimeout(timer);
+    const next = queue.nextDueAfter(now);
+    if (next === undefined) return;
     timer = setTimeout(pump, Math.min(Math.max(next - now, 0), MAX_TIMER));
     timer.unref();
   }
@@ -268,8 +257,11 @@ export function createWorker(deps: WorkerDeps): Worker {
       const a = list.shift()!;
       aheadCount--;
       // Held here past the point where its lease could run out mid-attempt (only a stalled event
-      // loop does that): leave it; the lease runs out and the delivery is due again.
-      if (a.until - now < leaseMs(cfg)) continue;
+      // loop does that): leave it; the lease runs out and the delivery is due again then.
+      if (a.until - now < leaseMs(cfg)) {
+        queue.noteDue(origin, a.until);
+        continue;
+      }
       acquire(origin);
       start(a.c, false);
     }
@@ -305,7 +297,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         }
         queueAhead(claimed);
         drainAll();
-        await arm(now);
+        arm(now);
       } while (again && !stopped);
     } catch (e) {
       // Fail safe: a database hiccup must not stop delivery for good; try again shortly.
@@ -381,7 +373,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     queueAhead(next);
     drainAll();
     if (stopped) return;
-    if (ok) await arm(now);
+    if (ok) arm(now);
     else pump();
   }
 
