@@ -46,7 +46,7 @@ for (const using of IMPLEMENTATIONS) {
     ids.forEach((id, i) => records.record(row(id, i), notice(id), false));
     await records.flushRecords();
     // On PostgreSQL the feed's order lock is one statement more (store/feed-order.ts).
-    assert.deepEqual(n, { commits: 1, statements: database.engine === 'postgres' ? 2 : 1 });
+    assert.deepEqual({ commits: n.commits, statements: n.statements }, { commits: 1, statements: database.engine === 'postgres' ? 2 : 1 });
     assert.deepEqual(heard, ids, 'observers hear each record once it is committed, in order');
     const page = await createInvocations(database).list({ limit: 500 });
     assert.deepEqual(page.invocations.map((i) => i.requestId), [...ids].reverse(), 'newest first: the rows went in in the order they came');
