@@ -22,8 +22,8 @@ import { allMigrations } from './migrations.ts';
 import { checkNeeds, checkProvided } from '../module/capabilities.ts';
 import { claimNodeId, useNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
 import { answerClientErrors } from '../http/client-error.ts';
-import { createListener, type Listener } from './listener.ts';
-import { fileTlsSource, type TlsSource } from './tls.ts';
+import { createListener, type Listener } from '../http/listener.ts';
+import { fileTlsSource, type TlsSource } from '../http/tls.ts';
 
 export interface RunningServer {
   url: string;
