@@ -2,7 +2,7 @@
  * The module contract: what a module is (Module, defineModule) and the services it is handed and
  * attaches capabilities to. Every module imports it; it imports no module and not the composition
  * root (src/server/), which starts the modules in order (startServer, server/modules.ts) and stops
- * them in reverse.
+ * them in reverse. test/imports.test.ts holds it to that (docs/architecture.md, "Layers").
  */
 import type { H3 } from 'h3';
 import type { HttpServices } from '../http/app.ts';
