@@ -22,7 +22,7 @@ export const ERROR_CODES = {
   listen_failed: { status: 500, usage: true },
   /** server.tls names a certificate or key that cannot serve (missing, unreadable, not PEM, not a pair). */
   tls_invalid: { status: 500, usage: true },
-  /** A module needs a capability no module of the server provides (see src/server/capabilities.ts). */
+  /** A module needs a capability no module of the server provides (see src/module/capabilities.ts). */
   capability_missing: { status: 500 },
   bad_request: { status: 400, usage: true },
   validation_failed: { status: 400, usage: true },

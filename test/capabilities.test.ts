@@ -3,10 +3,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SwitchyardError } from '../src/errors.ts';
 import { runtimeModule } from '../src/runtime/index.ts';
-import { checkNeeds, capabilityOf } from '../src/server/capabilities.ts';
+import { checkNeeds, capabilityOf } from '../src/module/capabilities.ts';
 import { modules } from '../src/server/modules.ts';
 import { startServer } from '../src/server/server.ts';
-import { defineModule } from '../src/server/services.ts';
+import { defineModule } from '../src/module/contract.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { startTestServer, testConfig } from './helpers/index.ts';
 

@@ -13,9 +13,9 @@ import { runCli, startTestServer, testConfig, waitFor } from './helpers/index.ts
 import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { modules } from '../src/server/modules.ts';
-import type { Module } from '../src/server/services.ts';
+import type { Module } from '../src/module/contract.ts';
 import { receiver, recorderIntegration, siteView } from './handler-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 import { loadSeam } from '../src/sandbox/worker/instance.ts';
 
 test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is handled, the crashed ones on retry', async (t) => {

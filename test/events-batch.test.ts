@@ -11,7 +11,7 @@ import { createEvents } from '../src/events/service.ts';
 import { samplePayload, type Events } from '../src/events/index.ts';
 import { runCli, tmpDir, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, subscriptionsFailingFor } from './webhooks-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 /** SQLite's own handle: this suite runs on SQLite (its counts use json_each). */
 const db = (s: { services: { store: { sqlite?: Db } } }) => s.services.store.sqlite!;

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { EVENT_TYPES, samplePayload, validateEventPayload } from '../src/events/index.ts';
 import { waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, subscriptionsFailingFor } from './webhooks-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 test('every sample payload is valid, with a fresh eventId', () => {
   for (const type of EVENT_TYPES) {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ROOT, sql, startTestServer, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { connectStore } from '../src/store/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';

@@ -26,7 +26,7 @@ import type { RouteMeta } from '../src/http/route.ts';
 import { toJsonSchema, type Schema } from '../src/schema/index.ts';
 import { modules } from '../src/server/modules.ts';
 import { composeApp } from '../src/server/server.ts';
-import type { Services } from '../src/server/services.ts';
+import type { Services } from '../src/module/contract.ts';
 import { deliveryServer } from './webhooks-support.ts';
 
 const seed = Number(process.env.FUZZ_SEED ?? 20261125);

@@ -12,7 +12,7 @@ import { encodeEnvelope } from '../src/runtime/index.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { ROOT, runCli, startTestServer, tmpDir, type TestServer, sql } from './helpers/index.ts';
 import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/gitbook');
 

@@ -10,8 +10,9 @@ import { dirname, join, relative, resolve } from 'node:path';
  * a module is a dependency on it), finds the import circles, and fails on any circle that is not
  * one of the known ones below, or that grew. The known ones are debts: fix them, then remove them
  * from the list (the test says when one is gone). None is left. It also checks the layering: the
- * low layers (LOW_LAYERS) never import a module or the composition root, and the guest library
- * imports nothing of the host's.
+ * low layers (LOW_LAYERS) never import a module or the composition root, the module contract
+ * (src/module/) imports nothing above the low layers, nothing but the composition root imports
+ * src/server/, and the guest library imports nothing of the host's.
  */
 const KNOWN_CIRCLES: string[][] = [];
 
@@ -36,6 +37,56 @@ function upwardImports(graph: Map<string, string[]>): string[] {
     for (const target of targets) {
       const to = relative(SRC, target);
       if (!to.startsWith('..') && !inLowLayer(to)) out.push(`${from} -> ${to}`);
+    }
+  }
+  return out.sort();
+}
+
+/**
+ * The module contract every module imports (src/module/: Module, defineModule, Services, Capabilities,
+ * the needs/provides checks) sits just above the low layers: it imports them, its own files, and of
+ * src/process/ the serving process's link (ProcessLink, the type of services.processes), never a
+ * module nor the composition root, so that no module reaches the others or the root through it.
+ */
+const CONTRACT = 'module/';
+const CONTRACT_MAY_IMPORT = [CONTRACT, 'process/serving.ts'];
+
+/** `from -> to` for every import of a contract file that reaches past the low layers and CONTRACT_MAY_IMPORT. */
+function contractImportsAbove(graph: Map<string, string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = relative(SRC, file);
+    if (!from.startsWith(CONTRACT)) continue;
+    for (const target of targets) {
+      const to = relative(SRC, target);
+      const allowed = inLowLayer(to) || CONTRACT_MAY_IMPORT.some((a) => (a.endsWith('/') ? to.startsWith(a) : to === a));
+      if (!to.startsWith('..') && !allowed) out.push(`${from} -> ${to}`);
+    }
+  }
+  return out.sort();
+}
+
+/**
+ * The composition root: src/server/ composes the modules (startServer, the module list, every
+ * module's migrations), and on top of it sit the entry points that run the composed whole: main.ts,
+ * `serve` (cli/serve.ts, which starts the server), the supervisor (process/supervisor.ts: it migrates
+ * the store and gives back a dead serving process's webhook and handler leases), `store` and `backup`
+ * (cli/store.ts, cli/backup.ts: they migrate, copy and restore a store with every module's schema).
+ * Nothing else under src/ imports src/server/: what a module needs of it is handed to it as services,
+ * or moves down (the module contract is src/module/, the listener and the certificate pair src/http/).
+ */
+const SERVER = 'server/';
+const COMPOSITION_ROOT = [SERVER, 'main.ts', 'cli/serve.ts', 'cli/store.ts', 'cli/backup.ts', 'process/supervisor.ts'];
+
+/** `from -> to` for every import of src/server/ from outside the composition root. */
+function importsOfTheRoot(graph: Map<string, string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = relative(SRC, file);
+    if (COMPOSITION_ROOT.some((r) => (r.endsWith('/') ? from.startsWith(r) : from === r))) continue;
+    for (const target of targets) {
+      const to = relative(SRC, target);
+      if (to.startsWith(SERVER)) out.push(`${from} -> ${to}`);
     }
   }
   return out.sort();
@@ -139,9 +190,36 @@ test('the layer rule catches a low file importing a module or the composition ro
     [file('http/app.ts'), [file('registry/readiness.ts'), file('store/health.ts'), file('errors.ts')]],
     [file('store/index.ts'), [file('server/migrations.ts'), file('native/index.ts')]],
     [file('version.ts'), [resolve(SRC, '../package.json')]],
-    [file('webhooks/index.ts'), [file('server/services.ts'), file('http/app.ts')]],
+    [file('webhooks/index.ts'), [file('module/contract.ts'), file('http/app.ts')]],
   ]);
   assert.deepEqual(upwardImports(graph), ['http/app.ts -> registry/readiness.ts', 'store/index.ts -> server/migrations.ts']);
+});
+
+test('nothing under src/ but the composition root imports src/server/, and the module contract imports nothing above the low layers', () => {
+  const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
+  for (const path of [CONTRACT, ...CONTRACT_MAY_IMPORT, ...COMPOSITION_ROOT])
+    assert.ok(existsSync(join(SRC, path)), `${path} exists (a file of the root or the contract renamed or gone: update COMPOSITION_ROOT or CONTRACT_MAY_IMPORT)`);
+  assert.deepEqual(importsOfTheRoot(graph), [], 'a file outside the composition root imports src/server/: hand it what it needs as services, or move the shared piece down (the module contract is src/module/, shared helpers src/lib/)');
+  assert.deepEqual(contractImportsAbove(graph), [], 'the module contract imports a module or the composition root: every module imports the contract, so it must know none of them');
+});
+
+test('the root and contract rules catch a module importing src/server/ and the contract importing a module, and let the entry points and the modules be', () => {
+  const file = (path: string) => join(SRC, path);
+  const graph = new Map([
+    [file('webhooks/index.ts'), [file('module/contract.ts'), file('server/modules.ts')]],
+    [file('process/serving.ts'), [file('server/server.ts')]],
+    [file('cli/serve.ts'), [file('server/server.ts')]],
+    [file('process/supervisor.ts'), [file('server/migrations.ts'), file('webhooks/queue.ts')]],
+    [file('server/server.ts'), [file('server/modules.ts'), file('module/capabilities.ts')]],
+    [file('module/contract.ts'), [file('http/app.ts'), file('process/serving.ts'), file('events/index.ts'), file('server/modules.ts')]],
+    [file('module/capabilities.ts'), [file('module/contract.ts'), file('errors.ts'), file('process/supervisor.ts')]],
+  ]);
+  assert.deepEqual(importsOfTheRoot(graph), ['module/contract.ts -> server/modules.ts', 'process/serving.ts -> server/server.ts', 'webhooks/index.ts -> server/modules.ts']);
+  assert.deepEqual(contractImportsAbove(graph), [
+    'module/capabilities.ts -> process/supervisor.ts',
+    'module/contract.ts -> events/index.ts',
+    'module/contract.ts -> server/modules.ts',
+  ]);
 });
 
 test('the reader counts type-only imports and re-exports, not dynamic import(); the finder finds a circle', () => {

@@ -9,7 +9,7 @@ import type { AttemptFeedItem } from '../src/webhooks/index.ts';
 import { createSseParser } from '../src/cli/feed.ts';
 import { spawnCli, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 /** Read `count` events of `type` from an SSE endpoint, then hang up. */
 async function readStream(url: string, token: string, type: string, count: number, headers: Record<string, string> = {}) {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { cpSync, existsSync, lstatSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { registryModule } from '../src/registry/index.ts';
-import { defineModule } from '../src/server/services.ts';
+import { defineModule } from '../src/module/contract.ts';
 import { ROOT, runCli, startTestServer, tmpDir, waitFor } from './helpers/index.ts';
 
 async function server(t: Parameters<typeof startTestServer>[0]) {

@@ -5,7 +5,7 @@ import { createRetention, serverPurgers, type RetentionReport } from '../src/ret
 import { memoryLogger } from '../src/log/index.ts';
 import { sql, startTestServer, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver, type InspectionServer } from './inspection-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 const DAY = 86_400_000;
 const count = async (s: InspectionServer, text: string, ...params: unknown[]) => (await sql.get<{ n: number }>(s.services.store, text, params))!.n;

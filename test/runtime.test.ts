@@ -6,7 +6,7 @@ import { ROOT, sql, startTestServer, tmpDir, waitFor, type TestServer } from './
 import { connectStore, openStore } from '../src/store/index.ts';
 import type { TestContext } from 'node:test';
 import { allMigrations } from '../src/server/migrations.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 const FIXTURES = join(ROOT, 'test/fixtures/integrations');
 process.env.KITCHEN_SINK_API_KEY = 'sk_test_kitchen';

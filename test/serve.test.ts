@@ -11,7 +11,7 @@ import { VERSION } from '../src/version.ts';
 import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { samplePayload } from '../src/events/index.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 test('GET /healthz reports version, uptime and store', async (t) => {
   const server = await startTestServer(t);

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { runCli, startTestServer, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
 import { mapStackTrace } from '../src/runtime/stack-trace.ts';
 import { bundleScript } from '../src/registry/index.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 const MANIFEST = `name: thrower
 title: Thrower

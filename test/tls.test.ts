@@ -21,8 +21,8 @@ import { once } from 'node:events';
 import { ROOT, runCli, spawnCli, startTestServer, testConfig, tmpDir, waitFor } from './helpers/index.ts';
 import { startServer } from '../src/server/server.ts';
 import { memoryLogger } from '../src/log/index.ts';
-import { createListener } from '../src/server/listener.ts';
-import { readTlsPair } from '../src/server/tls.ts';
+import { createListener } from '../src/http/listener.ts';
+import { readTlsPair } from '../src/http/tls.ts';
 
 const TOKEN = 'test-admin-token-tls';
 

@@ -8,7 +8,7 @@ import { samplePayload } from '../src/events/index.ts';
 import { verifySignature, type DeliveryDetail } from '../src/webhooks/index.ts';
 import { USER_AGENT } from '../src/version.ts';
 import { deliveryServer, scriptedReceiver } from './webhooks-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 const fast = { webhooks: { base_delay: 20, jitter: 0.1 } } as const;
 

@@ -10,7 +10,7 @@ import { verifySignature, type Delivery, type DeliveryDetail } from '../src/webh
 import { tmpDir, waitFor } from './helpers/index.ts';
 import { inspectionServer } from './inspection-support.ts';
 import { scriptedReceiver } from './webhooks-support.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 const DAY = 86_400_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

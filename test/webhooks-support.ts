@@ -12,8 +12,8 @@ import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index
 import { modules as defaultModules } from '../src/server/modules.ts';
 import { webhooksModule, type Deliveries, type DeliveryDetail, type WebhooksService } from '../src/webhooks/index.ts';
 import { eventsModule } from '../src/events/index.ts';
-import type { Module } from '../src/server/services.ts';
-import { capabilityOf } from '../src/server/capabilities.ts';
+import type { Module } from '../src/module/contract.ts';
+import { capabilityOf } from '../src/module/capabilities.ts';
 
 /** The real installations module when src/server/modules.ts has it (or SWITCHYARD_TEST_REAL_INSTALLATIONS=1 forces it in). */
 async function realModules(): Promise<Module[] | undefined> {

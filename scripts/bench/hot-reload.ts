@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/index.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { createRegistry, type Registry } from '../../src/registry/index.ts';
-import type { Module } from '../../src/server/services.ts';
+import type { Module } from '../../src/module/contract.ts';
 import { median } from './common.ts';
 
 const RUNS = 20;

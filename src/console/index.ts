@@ -4,7 +4,7 @@
  * to the same management API as the CLI, with a session cookie in place of the bearer token.
  * Attaches `services.resolveSession` (read by authenticate() in src/http/app.ts).
  */
-import { defineModule } from '../server/services.ts';
+import { defineModule } from '../module/contract.ts';
 import { consoleRoutes } from './routes.ts';
 import { createSessions, requestSession, type Sessions } from './session.ts';
 import { generationsFor } from '../store/generations.ts';
@@ -12,7 +12,7 @@ import { generationsFor } from '../store/generations.ts';
 export { consoleAssets, CONSOLE_ASSETS_DEFINE, type ConsoleAssets } from './assets.ts';
 export { createSessions, requestSession, SESSION_COOKIE, CSRF_HEADER, LOGIN_HEADER, SESSION_TTL_MS, type Session, type Sessions } from './session.ts';
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     consoleSessions?: Sessions;
   }

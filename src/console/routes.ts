@@ -12,7 +12,7 @@ import { authenticate, isAdminToken } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
 import { IMAGE_HEADERS, readImageInside } from '../manifest/index.ts';
-import type { Services } from '../server/services.ts';
+import type { Services } from '../module/contract.ts';
 import { renderContextFor } from '../runtime/render-context.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';

@@ -3,7 +3,7 @@
  * deliveries and to handler runs of integrations' event handlers (both in the event's transaction,
  * both retried on the webhook schedule). Attaches `services.events` and `services.handlerRuns`.
  */
-import { defineModule } from '../server/services.ts';
+import { defineModule } from '../module/contract.ts';
 import { createEvents, type Events } from './service.ts';
 import { createHandlerQueue, type HandlerQueue } from './handlers.ts';
 import { eventRoutes } from './routes.ts';
@@ -21,7 +21,7 @@ export { eventSchema, storedEventSchema, handlerRunSchema, type EventDetail } fr
 /** Handler runs in flight per process (each is one sandbox invocation). */
 const HANDLER_CONCURRENCY = 16;
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     events?: Events;
     handlerRuns?: HandlerQueue;

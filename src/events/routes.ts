@@ -8,7 +8,7 @@ import { SwitchyardError } from '../errors.ts';
 import { jsonResponse } from '../http/respond.ts';
 import { readJsonObjectOrArray } from '../http/body.ts';
 import { route } from '../http/route.ts';
-import type { ServicesWith } from '../server/services.ts';
+import type { ServicesWith } from '../module/contract.ts';
 import { replayWindow } from '../webhooks/index.ts';
 import {
   batchResultSchema,

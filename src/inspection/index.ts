@@ -15,12 +15,12 @@ import { route } from '../http/route.ts';
 import { logsQuery } from '../runtime/api.ts';
 import { RENDER_EVENT } from '../runtime/invocations.ts';
 import { object } from '../schema/index.ts';
-import { defineModule, type ServicesWith } from '../server/services.ts';
+import { defineModule, type ServicesWith } from '../module/contract.ts';
 import { createStreamHub, resumeCursor, type FeedItem, type StreamHub } from './sse.ts';
 
 export { createStreamHub, resumeCursor, type Feed, type FeedItem, type StreamHub } from './sse.ts';
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     streams?: StreamHub;
   }

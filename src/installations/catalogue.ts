@@ -11,7 +11,7 @@ import { principalOf, type Principal } from '../http/app.ts';
 import { route } from '../http/route.ts';
 import { IMAGE_HEADERS, readImageInside, type Manifest } from '../manifest/index.ts';
 import type { LoadedIntegration } from '../registry/index.ts';
-import type { ServicesWith } from '../server/services.ts';
+import type { ServicesWith } from '../module/contract.ts';
 import { catalogueAnswer, catalogueItemAnswer, INSTALLATION_TARGETS, type CatalogueEntry } from './api.ts';
 import { WEBHOOK_INTEGRATION } from './webhook.ts';
 

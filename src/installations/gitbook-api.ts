@@ -16,7 +16,7 @@ import { principalOf, type Principal } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
 import { installationEndpoint, installationLocation } from './urls.ts';
 import { invocationTokenTtl } from './tokens.ts';
-import type { Services, ServicesWith } from '../server/services.ts';
+import type { Services, ServicesWith } from '../module/contract.ts';
 import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import type { Config } from '../config/index.ts';
 import type { Installation } from './service.ts';

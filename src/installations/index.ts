@@ -3,7 +3,7 @@
  * scopes. Attaches `services.installations`, `services.subscriptions` (webhook fan-out) and
  * `services.resolveToken` (installation tokens on /api/v1).
  */
-import { defineModule } from '../server/services.ts';
+import { defineModule } from '../module/contract.ts';
 import type { SignatureScheme, Subscription } from '../webhooks/index.ts';
 import { createInstallations, type Installations } from './service.ts';
 import { installationRoutes } from './routes.ts';
@@ -31,7 +31,7 @@ export interface Subscriptions {
   fresh?(): Promise<void>;
 }
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     installations?: Installations;
     /** The webhook fan-out reads the subscriptions here (the installations module, or a test's stand-in). */

@@ -24,7 +24,7 @@ import {
   type InstallationView,
 } from './api.ts';
 import { GITBOOK_NAME_PATTERN, missingRequired, NAME_HINT } from '../manifest/index.ts';
-import type { Services, ServicesWith } from '../server/services.ts';
+import type { Services, ServicesWith } from '../module/contract.ts';
 import { installationEndpoint } from './urls.ts';
 import { serverOrganizations } from './visibility.ts';
 import { configurationSection, type Installation } from './service.ts';

@@ -9,12 +9,12 @@ import { SwitchyardError } from '../errors.ts';
 import { authenticate } from '../http/app.ts';
 import { bearerToken, safeEqual } from '../http/auth.ts';
 import { clientAddress } from '../http/throttle.ts';
-import { defineModule, type Services, type ServicesWith } from '../server/services.ts';
+import { defineModule, type Services, type ServicesWith } from '../module/contract.ts';
 import { VERSION } from '../version.ts';
 import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type RecordedAttempt } from '../webhooks/index.ts';
 import { createRegistry, type Registry, type Snapshot } from './prometheus.ts';
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     /** The metrics this process exposes on GET /metrics. */
     metrics?: Registry;

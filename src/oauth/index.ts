@@ -7,7 +7,7 @@ import { createRefreshClaims, type RefreshClaims } from './claims.ts';
 import { SwitchyardError } from '../errors.ts';
 import { principalOf } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
-import { defineModule } from '../server/services.ts';
+import { defineModule } from '../module/contract.ts';
 import { createStateStore, type StateStore } from './state.ts';
 
 export { createStateStore, codeChallengeOf, STATE_TTL_MS, type StateStore, type ConsumeResult } from './state.ts';
@@ -39,7 +39,7 @@ export function refreshClaimMs(subrequestTimeoutMs: number): number {
   return 3 * subrequestTimeoutMs + 5_000;
 }
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     oauthStates?: StateStore;
     oauthRefreshClaims?: RefreshClaims;

@@ -1,5 +1,5 @@
 /** What the supervisor and its serving processes say to each other (cluster IPC, JSON). */
-import type { TlsPair } from '../server/tls.ts';
+import type { TlsPair } from '../http/tls.ts';
 
 export interface Parking {
   name: string;

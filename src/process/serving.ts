@@ -4,7 +4,7 @@
  * The server's modules reach it as `services.processes` (absent when the process is alone).
  */
 import type { SandboxHooks } from '../sandbox/in-process.ts';
-import type { TlsPair, TlsSource } from '../server/tls.ts';
+import type { TlsPair, TlsSource } from '../http/tls.ts';
 import { CrashRecord } from './crash-record.ts';
 import { ANNOUNCE_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
 import { crashRecordFile } from './paths.ts';

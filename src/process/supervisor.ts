@@ -34,7 +34,7 @@ import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
 import { claimNodeId, leftoverLeases, processLeases, type NodeIdClaim } from '../store/lease-owner.ts';
-import { fileTlsSource } from '../server/tls.ts';
+import { fileTlsSource } from '../http/tls.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;

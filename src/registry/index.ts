@@ -10,7 +10,7 @@ import type { H3 } from 'h3';
 import { readDotenv } from '../config/env.ts';
 import { SwitchyardError } from '../errors.ts';
 import { requireAdmin } from '../http/app.ts';
-import { defineModule, type Services } from '../server/services.ts';
+import { defineModule, type Services } from '../module/contract.ts';
 import { createRegistry, LOAD_WAIT_MS, type GuestScript, type IntegrationState, type Registry } from './registry.ts';
 import { BUILTIN_INTEGRATIONS, builtinManifest } from './shipped.ts';
 
@@ -29,7 +29,7 @@ export { prepareFolder, type Preparation, type PreparedIntegration } from './pre
 /** Load a script (in the sandbox); an error message when it fails. */
 export type VerifyScript = (script: GuestScript) => Promise<string | undefined>;
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     registry?: Registry;
   }

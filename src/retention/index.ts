@@ -8,14 +8,14 @@ import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { CRON_HINT } from '../config/index.ts';
 import { requireAdmin } from '../http/app.ts';
-import { defineModule, type Services, type ServicesWith } from '../server/services.ts';
+import { defineModule, type Services, type ServicesWith } from '../module/contract.ts';
 import { createRetention, type Purger, type Retention } from './retention.ts';
 import { tryStoreWideLock, type StoreWideLock } from '../store/lock.ts';
 
 /** The store-wide lock of the scheduled retention run (the nodes on one PostgreSQL store share it). */
 const RETENTION_LOCK = 'retention';
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     retention?: Retention;
     /** The scheduled job (its next run is shown); absent while no schedule runs. */

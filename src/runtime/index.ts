@@ -7,7 +7,7 @@
 import { concerns, WEBHOOK_INTEGRATION } from '../installations/index.ts';
 import type { EventHandlers, RunOutcome } from '../events/index.ts';
 import type { LoadedIntegration } from '../registry/index.ts';
-import { defineModule } from '../server/services.ts';
+import { defineModule } from '../module/contract.ts';
 import { createRuntime, type Runtime } from './service.ts';
 import { runtimeRoutes } from './routes.ts';
 import { logRoutes } from './log-routes.ts';
@@ -27,7 +27,7 @@ export { runtimeMigrations } from './schema.ts';
 export { RUNTIME_VERSIONS } from './routes.ts';
 export { renderContextFor, GITBOOK_BLOCK_CONTEXT } from './render-context.ts';
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     runtime?: Runtime;
     /** Reads of the invocations table (the runtime writes it; the log API, the live feed and retention read it). */

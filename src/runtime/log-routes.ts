@@ -7,7 +7,7 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { route } from '../http/route.ts';
-import type { ServicesWith } from '../server/services.ts';
+import type { ServicesWith } from '../module/contract.ts';
 import { invocationListSchema, invocationSchema, logsQuery } from './api.ts';
 
 export function logRoutes(app: H3, services: ServicesWith<'invocations'>): void {

@@ -9,7 +9,7 @@
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { authenticate } from '../http/app.ts';
-import type { ServicesWith } from '../server/services.ts';
+import type { ServicesWith } from '../module/contract.ts';
 import { decodeEnvelope } from './envelope.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';

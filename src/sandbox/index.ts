@@ -5,7 +5,7 @@
  * (Request/Response/fetch/URL/crypto.subtle...), the '@switchyard/runtime' library, and hard limits
  * from config.yaml's `sandbox` section. See docs/sandbox.md.
  */
-import { defineModule } from '../server/services.ts';
+import { defineModule } from '../module/contract.ts';
 import { createSandbox as create, type Sandbox, type SandboxOptions } from './supervisor.ts';
 import type { GuestScript, LogLine } from './types.ts';
 import { createInProcessSandbox } from './in-process.ts';
@@ -35,7 +35,7 @@ export interface LateLogLine {
   line: LogLine;
 }
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     sandbox?: Sandbox;
     /** Load a script in an isolate: an error message when it fails (the registry checks new versions with it). */

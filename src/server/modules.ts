@@ -1,8 +1,8 @@
 /**
- * The server's modules, in start order. A module adds routes and background work; see Module in
- * services.ts.
+ * The server's modules, in start order (the composition root). A module adds routes and background
+ * work; see Module in src/module/contract.ts.
  */
-import type { Module } from './services.ts';
+import type { Module } from '../module/contract.ts';
 import { sandboxModule } from '../sandbox/index.ts';
 import { registryModule } from '../registry/index.ts';
 import { installationsModule } from '../installations/index.ts';

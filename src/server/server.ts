@@ -9,7 +9,7 @@ import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { SwitchyardError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/index.ts';
 import { modules as defaultModules } from './modules.ts';
-import type { Module, Services } from './services.ts';
+import type { Module, Services } from '../module/contract.ts';
 import type { ProcessLink } from '../process/serving.ts';
 import { connectStore, type Store } from '../store/index.ts';
 import { resolveAdminToken } from '../http/auth.ts';
@@ -19,11 +19,11 @@ import type { H3 } from 'h3';
 import { createApp } from '../http/app.ts';
 import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
-import { checkNeeds, checkProvided } from './capabilities.ts';
+import { checkNeeds, checkProvided } from '../module/capabilities.ts';
 import { claimNodeId, useNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
 import { answerClientErrors } from '../http/client-error.ts';
-import { createListener, type Listener } from './listener.ts';
-import { fileTlsSource, type TlsSource } from './tls.ts';
+import { createListener, type Listener } from '../http/listener.ts';
+import { fileTlsSource, type TlsSource } from '../http/tls.ts';
 
 export interface RunningServer {
   url: string;

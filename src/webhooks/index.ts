@@ -4,7 +4,7 @@
  * the installations module) and `services.deliveries` (the queue, called by events ingest and the
  * management API); both are built in service.ts.
  */
-import { defineModule } from '../server/services.ts';
+import { defineModule } from '../module/contract.ts';
 import { createWebhooks } from './service.ts';
 import { webhookRoutes } from './routes.ts';
 import type { Deliveries, WebhooksService } from './contracts.ts';
@@ -29,7 +29,7 @@ export type { WebhooksService, Subscription, Deliveries, InstallationLifecycle }
 export { createWebhooks, shareOf, type WebhooksDeps } from './service.ts';
 export { deliveryBody, sentEventId } from './body.ts';
 
-declare module '../server/services.ts' {
+declare module '../module/contract.ts' {
   interface Capabilities {
     webhooks?: WebhooksService;
     deliveries?: Deliveries;

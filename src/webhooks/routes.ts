@@ -6,7 +6,7 @@
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { route } from '../http/route.ts';
-import type { ServicesWith } from '../server/services.ts';
+import type { ServicesWith } from '../module/contract.ts';
 import { replaySelection } from './time.ts';
 import { originKey } from './queue-rows.ts';
 import {

@@ -13,7 +13,7 @@ import { defaultConfig, publicUrlOf, type LoadedConfig } from '../../src/config/
 import { startServer, type RunningServer } from '../../src/server/server.ts';
 import { memoryLogger } from '../../src/log/index.ts';
 import { consoleUrl } from '../../src/http/origins.ts';
-import type { Module } from '../../src/server/services.ts';
+import type { Module } from '../../src/module/contract.ts';
 import { statement, type Database } from '../../src/store/contract.ts';
 
 export const ROOT = new URL('../../', import.meta.url).pathname.replace(/\/$/, '');

@@ -1,6 +1,8 @@
 /**
- * What the running server is made of. Modules are started in order by startServer (server.ts) and
- * stopped in reverse; each may add routes and attach capabilities to the services object.
+ * The module contract: what a module is (Module, defineModule) and the services it is handed and
+ * attaches capabilities to. Every module imports it; it imports no module and not the composition
+ * root (src/server/), which starts the modules in order (startServer, server/modules.ts) and stops
+ * them in reverse. test/imports.test.ts holds it to that (docs/architecture.md, "Layers").
  */
 import type { H3 } from 'h3';
 import type { HttpServices } from '../http/app.ts';
@@ -12,7 +14,7 @@ import type { ProcessLink } from '../process/serving.ts';
  * provides by augmenting this interface from its index.ts (declaration merging, the pattern of
  * Hono's ContextVariableMap):
  *
- *     declare module '../server/services.ts' {
+ *     declare module '../module/contract.ts' {
  *       interface Capabilities { webhooks?: WebhooksService }
  *     }
  *

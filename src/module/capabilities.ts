@@ -1,10 +1,11 @@
 /**
- * The start-time check of capabilities: every module's needs have a provider among the modules of
- * this server (before anything starts), and each module attached what it said it provides (after
- * its start). A missing one fails the start with its name and who needs it, not a TypeError later.
+ * The module contract's check of capabilities, run by the composition root as it starts a server:
+ * every module's needs have a provider among the modules of this server (before anything starts),
+ * and each module attached what it said it provides (after its start). A missing one fails the
+ * start with its name and who needs it, not a TypeError later.
  */
 import { SwitchyardError } from '../errors.ts';
-import type { Capabilities, Capability, Module, Services } from './services.ts';
+import type { Capabilities, Capability, Module, Services } from './contract.ts';
 
 /** Throws naming the first need of `modules` that none of them provides; `known` names where one could come from. */
 export function checkNeeds(modules: readonly Module[], known: readonly Module[] = []): void {
