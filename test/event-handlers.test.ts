@@ -3,7 +3,7 @@
  * its event, claimed by SQL leases, retried on the webhook schedule after a sandbox crash or a
  * throwing handler, and replayable from the CLI.
  */
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import type { HandlerRun } from '../src/events/index.ts';

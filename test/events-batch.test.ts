@@ -8,7 +8,7 @@ import { openStore, type Db } from '../src/store/index.ts';
 import { LOCK_BUSY } from '../src/store/patience.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { createEvents } from '../src/events/service.ts';
-import { samplePayload, type Events } from '../src/events/index.ts';
+import { samplePayload } from '../src/events/index.ts';
 import { runCli, tmpDir, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, subscriptionsFailingFor } from './webhooks-support.ts';
 import { capabilityOf } from '../src/module/capabilities.ts';

@@ -142,7 +142,7 @@ test('observers: every listener hears; one that throws is logged with the fields
   assert.equal(logged.length, 1);
   assert.equal(logged[0][0], 'a listener failed');
   assert.equal(logged[0][1]?.integration, 'hello');
-  assert.equal((logged[0][1]?.error as Error).message, 'boom');
+  assert.equal((logged[0][1]!.error as Error).message, 'boom');
   off();
   o.notify('again', 2);
   assert.deepEqual(heard, ['hello:1']);

@@ -10,7 +10,7 @@ import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { Events } from 'oauth2-mock-server';
 import { createStateStore, STATE_TTL_MS } from '../src/oauth/index.ts';
-import { ROOT, runCli, startTestServer, tmpDir, type TestServer, sql } from './helpers/index.ts';
+import { ROOT, runCli, startTestServer, tmpDir, sql } from './helpers/index.ts';
 import { RELAXED_SANDBOX, startProvider, visit } from './oauth-support.ts';
 
 const CLIENT_ID = 'switchyard-example-client';

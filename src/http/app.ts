@@ -4,7 +4,7 @@
  * them (token and session resolvers, readiness, a response observer) arrives on HttpServices.
  */
 import { jsonResponse } from './respond.ts';
-import { H3, HTTPError } from 'h3';
+import { H3, type HTTPError } from 'h3';
 import { ERROR_CODES, errorCodeOf, SwitchyardError, type ErrorCode } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';

@@ -69,7 +69,7 @@ export interface FormDataDisposition {
 /** A `filename*` (or `name*`) value: `charset'language'percent-encoded` (RFC 5987), in UTF-8. */
 function extendedValue(raw: string, param: string): string {
   const m = /^([^']*)'[^']*'(.*)$/s.exec(raw);
-  if (!m || m[1].toLowerCase() !== 'utf-8')
+  if (m?.[1].toLowerCase() !== 'utf-8')
     throw new TypeError(`the ${param}* of a multipart/form-data part must be written UTF-8''percent-encoded text, got ${JSON.stringify(raw)}`);
   try {
     return decodeURIComponent(m[2]);

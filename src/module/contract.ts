@@ -23,6 +23,7 @@ import type { ProcessLink } from '../process/serving.ts';
  * services with that capability present (ServicesWith), and startServer refuses to start a set of
  * modules in which a need has no provider (checkNeeds).
  */
+// biome-ignore lint/suspicious/noEmptyInterface: empty here, filled by each module's declaration merging
 export interface Capabilities {}
 
 /** A capability's name. */

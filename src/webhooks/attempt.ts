@@ -5,7 +5,7 @@
  * failed. Writes nothing: the worker records the outcome (worker.ts).
  */
 import type { Config } from '../config/index.ts';
-import { httpRequest, type HttpResult } from '../net/index.ts';
+import type { httpRequest, HttpResult } from '../net/index.ts';
 import { USER_AGENT } from '../version.ts';
 import { classifyOutcome, nextAttemptDelay, parseRetryAfter, type Outcome } from './policy.ts';
 import type { AttemptRecord, Claimed, NextState } from './queue.ts';

@@ -261,6 +261,7 @@ export function renderNode(node: unknown, ctx: RenderContext, path = '0', contro
         />
       );
       return label ? (
+        // biome-ignore lint/a11y/noLabelWithoutControl: the control is `box`, the checkbox above
         <label key={path} class="ck-check-label">
           {box} {label}
         </label>

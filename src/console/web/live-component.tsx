@@ -133,6 +133,7 @@ export function LiveComponent({
         {view ? renderNode(view.element, ctx) : busy ? <p class="muted">Rendering…</p> : null}
       </div>
       {showState ? (
+        // biome-ignore lint/a11y/useAriaPropsSupportedByRole: a label on a pre is not announced; kept until the console's markup is reviewed for it
         <pre class="state" aria-label={`state of ${componentId}`}>
           {JSON.stringify(state, null, 2)}
         </pre>

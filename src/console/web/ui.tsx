@@ -20,6 +20,7 @@ export function Badge({ status }: { status: string }): VNode {
  */
 export function Scroll({ children, label, cards }: { children: ComponentChildren; label?: string; cards?: boolean }): VNode {
   const scroll = (
+    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: aria-label is set only with the region role
     <div class="scroll" role={label ? 'region' : undefined} aria-label={label} tabIndex={label ? 0 : undefined}>
       {children}
     </div>

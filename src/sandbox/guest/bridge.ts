@@ -118,6 +118,7 @@ export const MAX_OPS = 10_000;
 let opsStarted = 0;
 let logLines = 0;
 let maxLogLines = 256;
+// biome-ignore lint/security/noGlobalEval: the guest evaluates code the host hands it, in the isolate's global scope
 const indirectEval = eval;
 
 export function setHost(fns: HostFunctions): void {

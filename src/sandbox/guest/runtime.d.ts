@@ -245,6 +245,7 @@ declare module '@switchyard/runtime/jsx-runtime' {
   export namespace JSX {
     type Element = ContentKitElement;
     interface ElementChildrenAttribute {
+      // biome-ignore lint/complexity/noBannedTypes: TypeScript's JSX convention names the children prop with an empty type
       children: {};
     }
     /** Every ContentKit element, with its props typed. */

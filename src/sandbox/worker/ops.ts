@@ -8,7 +8,7 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { canonicalIP, httpRequest, isLoopbackAddress, NetError } from '../../net/index.ts';
+import { canonicalIP, httpRequest, isLoopbackAddress, type NetError } from '../../net/index.ts';
 import { ownBytes } from '../bytes.ts';
 // The answer's shape is declared once, on the guest's side of the bridge (a leaf both sides import).
 import type { FetchResult } from '../guest/web/fetch-result.ts';
@@ -319,7 +319,7 @@ export async function fetchThroughApi(
   const token = /^Bearer\s+(\S+)$/i.exec(auth.trim())?.[1];
   if (!token || !tokens.has(token)) return undefined;
   const rest = url.pathname.slice(basePath.length).replace(/^\/v1(?=\/)/, '');
-  const body = req.body && req.body.byteLength ? new TextDecoder().decode(req.body) : null;
+  const body = req.body?.byteLength ? new TextDecoder().decode(req.body) : null;
   const r = await performApi({ method: req.method.toUpperCase(), path: `${basePath}${rest}${url.search}`, body, token }, environment, limits, signal, tokens);
   return {
     status: r.status,

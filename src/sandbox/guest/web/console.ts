@@ -14,7 +14,7 @@ function inspect(v: unknown, depth: number, seen: Set<unknown>): string {
   if (v === null || typeof v !== 'object') return String(v);
   if (seen.has(v)) return '[Circular]';
   if (v instanceof Error) return v.stack ?? `${v.name}: ${v.message}`;
-  if (v instanceof Date) return isNaN(v.getTime()) ? 'Invalid Date' : v.toISOString();
+  if (v instanceof Date) return Number.isNaN(v.getTime()) ? 'Invalid Date' : v.toISOString();
   if (v instanceof RegExp) return String(v);
   if (depth > 2) return Array.isArray(v) ? '[Array]' : '[Object]';
   seen.add(v);

@@ -68,6 +68,7 @@ function parseUrl(input: unknown): string {
   return url.href;
 }
 
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the interface at the end types the Body mixin installBodyMixin adds
 export class Request {
   constructor(input: Request | string | URL, init: RequestInit = {}) {
     if (arguments.length === 0) throw new TypeError("Failed to construct 'Request': 1 argument required");

@@ -30,13 +30,14 @@ function initialise(r: Response, init: ResponseInit | undefined, body: ReturnTyp
   if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(statusText)) throw new TypeError("Failed to construct 'Response': Invalid statusText");
   const headers = new Headers(init?.headers);
   states.set(r, { type: 'default', status, statusText, headers, url: '', redirected: false });
-  if (body && body.body) {
+  if (body?.body) {
     if (nullBodyStatus.has(status)) throw new TypeError(`Failed to construct 'Response': Response with null body status (${status}) cannot have body`);
     if (body.contentType && !headers.has('content-type')) headers.set('content-type', body.contentType);
   }
   setBody(r, body?.body ?? null);
 }
 
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the interface at the end types the Body mixin installBodyMixin adds
 export class Response {
   constructor(body: BodyInit | null = null, init: ResponseInit = {}) {
     initialise(this, init, body === null || body === undefined ? null : extractBody(body));

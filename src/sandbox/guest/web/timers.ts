@@ -32,6 +32,7 @@ function arm(handle: number, fn: (...a: unknown[]) => unknown, ms: number, args:
 }
 
 function make(repeat: boolean) {
+  // biome-ignore lint/complexity/useArrowFunction: kept as written: this is the function integration code gets as setTimeout and setInterval
   return function (fn: unknown, ms?: unknown, ...args: unknown[]): number {
     if (typeof fn !== 'function') throw new TypeError('timer callback must be a function (string callbacks are not supported)');
     const handle = nextTimer++;
