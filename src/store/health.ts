@@ -174,7 +174,7 @@ export function storageCode(error: unknown): StorageCode | undefined {
   if (code === '25006') return 'storage_read_only';
   if (code === '55P03' || code === '40001' || code === '40P01') return 'storage_busy';
   // The database out of reach, not a write that failed: a lost, refused or timed-out connection
-  // (class 08: the bridge gives connection failures without a SQLSTATE 08001 or 08006), a server
+  // (class 08, or the socket's own error when there is no SQLSTATE to give), a server
   // shutting down or starting (57P), no connection slot left (53300). Reads fail alike.
   if (code === 'storage_unavailable') return 'storage_unavailable'; // the pool's own (postgres/pool.ts)
   if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_unavailable';
