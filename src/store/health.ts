@@ -1,7 +1,8 @@
 /**
  * Whether the store can take writes, as the server last saw it. Writers report their failures
- * (a full disk, a read-only file, a lock held too long); /healthz says "failing" from the first
- * failure until a write succeeds again. While failing, a probe writes a second after the latest failure, and each second after, so recovery is
+ * (a full disk, a read-only file, a lock held too long, PostgreSQL out of reach); /healthz says
+ * "failing" from the first failure until a write succeeds again, and "unavailable" while the store
+ * does not answer a read within READ_WAIT_MS (readable). While failing, a probe writes a second after the latest failure, and each second after, so recovery is
  * seen even when no request comes to try. A SELECT is no test: reads keep working on a full disk.
  *
  * storageError() turns SQLite's, PostgreSQL's and the file system's codes into an answer a client
