@@ -1,6 +1,7 @@
 /**
  * `switchyard backup <file>` and `switchyard restore <file>`: the data directory's database as one
- * consistent file, taken while the server runs, and put back while it is stopped.
+ * consistent file, taken while the server runs, and put back while it is stopped. SQLite's alone:
+ * with `store:` naming PostgreSQL both refuse and point at PostgreSQL's own tools.
  *
  * The backup is `VACUUM INTO` from a read-only connection: one read transaction, so the copy is
  * one snapshot (every event with its deliveries, every attempt with its delivery's state) while WAL

@@ -1,7 +1,8 @@
 /**
  * What the inspection commands (deliveries, events, logs) share: one source of data, either the
- * running server's management API or, with `--offline`, the SQLite file; argument checks that
- * fail before anything is contacted (exit 2); and the few formats every table uses.
+ * running server's management API or, with `--offline`, the store itself (the SQLite file, or
+ * PostgreSQL when `store:` names it), read-only; argument checks that fail before anything is
+ * contacted (exit 2); and the few formats every table uses.
  */
 import { SwitchyardError } from '../errors.ts';
 import type { LoadedConfig } from '../config/index.ts';

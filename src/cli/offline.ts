@@ -1,9 +1,10 @@
 /**
  * `--offline`: the read-only inspection commands read the database directly (the SQLite file, or
- * PostgreSQL read-only when `store:` names it), with the same
- * query code and the same JSON shapes as the management API. The connection is read-only
- * (`query_only`), takes no lock and runs no migration; SQLite's WAL mode lets the server keep
- * writing while we read, so it works whether the server is running, stopped or hung.
+ * PostgreSQL when `store:` names it), with the same query code and the same JSON shapes as the
+ * management API. The connection is read-only (`query_only` on SQLite,
+ * `default_transaction_read_only` on PostgreSQL), takes no lock and runs no migration; a server
+ * keeps writing while we read (SQLite's WAL mode; PostgreSQL's own concurrency), so it works
+ * whether the server is running, stopped or hung.
  */
 import type { LoadedConfig } from '../config/index.ts';
 import { createEvents, createHandlerRuns } from '../events/index.ts';

@@ -1,8 +1,10 @@
 /**
  * Console sessions: after the admin token is checked once at login, the browser holds a signed,
  * expiring session in an HttpOnly cookie instead of the token itself. The signing key is derived
- * from the admin token, so changing the token ends every session; logout revokes one session (kept
- * in memory until it would have expired anyway).
+ * from the admin token, so changing the token ends every session; logout revokes one session
+ * (stored until it would have expired anyway, so every serving process and node refuses it: each
+ * keeps the revocations in memory and reads them again when another one revokes, as
+ * store/generations.ts tells it).
  *
  * State-changing requests made with the cookie must also carry the session's CSRF value in a custom
  * header: a page on another origin can neither read it nor send a custom header without a CORS

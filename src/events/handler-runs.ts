@@ -1,9 +1,10 @@
 /**
- * Handler runs, in the store (SQLite or PostgreSQL): one row per platform event and installation whose integration handles
- * it, inserted in the event's own transaction, so an acknowledged event's handlers are owed even
- * if every process dies at once. The work is claimed through the store's one leased queue (store/leased-queue.ts), as webhook deliveries are: a
- * process that dies mid-run keeps its lease until it runs out, then any process sharing the store
- * takes the run again. Statuses and the retry schedule are the webhook deliveries' own
+ * Handler runs, in the store (SQLite or PostgreSQL): one row per platform event and installation
+ * whose integration handles it, inserted in the event's own transaction, so an acknowledged event's
+ * handlers are owed even if every process dies at once. The work is claimed through the store's one
+ * leased queue (store/leased-queue.ts), as webhook deliveries are: the leases of a serving process
+ * that dies mid-run are given back by its supervisor (another node's run out), and any process
+ * sharing the store takes the run again. Statuses and the retry schedule are the webhook deliveries' own
  * (webhooks/policy.ts). This file only records; handler-worker.ts decides.
  *
  * The statements run through the store's contract (store/contract.ts). A worker's turn is one
@@ -114,7 +115,7 @@ const queue = {
 };
 
 const q = {
-  // Ingest's enqueue, in the event's transaction (also prepared by the synchronous path: its `.sql`).
+  // Ingest's enqueue, in the event's transaction.
   insert: statement(
     `INSERT INTO event_handler_runs (id, event_id, event_type, installation_id, integration, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at)
      VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)

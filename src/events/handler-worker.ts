@@ -3,8 +3,9 @@
  * share one store), runs each through the runtime, and records the outcome on the webhook retry
  * schedule (webhooks.max_retries / base_delay / jitter). A run that crashed the sandbox, found it
  * unavailable, hit a limit or whose handler threw is retried like a 5xx; after max_retries it is
- * `failed` and replayable. No polling: it runs at wake(), when a run ends, and on one timer armed for
- * the earliest retry or lease expiry.
+ * `failed` and replayable. It runs at wake(), when a run ends, and on one timer armed for the
+ * earliest retry or lease expiry; on PostgreSQL it is also woken every second (index.ts), since
+ * other nodes schedule runs and leave leases to run out without telling this one.
  *
  * It works in turns, one at a time: a turn records the outcomes of the runs that ended since the
  * last one and claims due runs for the free slots, in one commit (handler-runs.ts). Runs that end

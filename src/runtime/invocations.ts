@@ -2,7 +2,9 @@
  * Reading the invocations table: what integration code printed and how each invocation ended,
  * filtered and paged (newest first), read after a cursor (oldest first, for `logs --follow`), and
  * purged by retention. The runtime writes the rows (records.ts); this file only reads and purges.
- * Cursors are SQLite rowids, which only grow (retention never deletes the newest row).
+ * Cursors are row numbers (SQLite's rowid; on PostgreSQL a `rowid` column of its own, whose rows
+ * commit in number order: store/feed-order.ts), which only grow (retention never deletes the
+ * newest row).
  */
 import { statement, type Queries, type Statement } from '../store/contract.ts';
 import type { InvocationView } from './invocation-view.ts';

@@ -4,10 +4,12 @@
  * Group commit. A caller that waits for its record (events, renders, the runtime endpoint) has it
  * committed at the end of this event-loop turn with whatever else is pending; a public-endpoint
  * answer goes out at once and its record joins the next commit, at most RECORD_DELAY_MS later
- * (under load, one commit per tens of requests instead of one per few). A commit is one statement
- * whatever the number of records (the rows go as one JSON array). Readers of invocations flush
- * first (see beforeInvocationsRead), so what was answered can always be read back; a crash can lose
- * the records of the last few milliseconds, never an event or a delivery.
+ * (under load, one commit per tens of requests instead of one per few). A commit is one INSERT
+ * whatever the number of records (the rows go as one JSON array), after the feed's order lock on
+ * PostgreSQL (store/feed-order.ts). Readers of invocations flush first (see beforeInvocationsRead),
+ * so what was answered can always be read back; a crash can lose the records of the last few
+ * milliseconds, and a store that fails the commit those of that commit (logged), never an event
+ * or a delivery.
  */
 import type { Logger } from '../log/index.ts';
 import { appendInOrder } from '../store/feed-order.ts';

@@ -5,7 +5,8 @@
  *
  * What this trades: an isolate that takes V8 down takes this process with it. That is acceptable
  * only under the process supervisor (src/process/), which replaces a dead serving process and parks
- * the integration that keeps killing them; `hooks` tells it who was running.
+ * the integration that keeps killing them; `hooks` tells it who was running. (`serve --processes 1`
+ * runs it with no supervisor, giving that up for a debugger or a profiler.)
  */
 import { batchPerTurn } from '../lib/batch.ts';
 import { failure } from './limits.ts';

@@ -1,5 +1,7 @@
 /**
- * The server's side of the sandbox: starts the worker process (see workerCommand), sends it
+ * The sandbox in a worker process of its own, for tests (startServer's default) and `switchyard
+ * check`; `switchyard serve` runs isolates in its serving processes instead (in-process.ts). This is
+ * the server's side: it starts the worker process (see workerCommand), sends it
  * invocations over IPC (JSON: bodies travel as base64, see ipc.ts), restarts it when it dies and
  * answers that worker's pending invocations with a 503 `crash` result. A worker that does not
  * answer an invocation well past its limits is presumed wedged and killed (a last resort behind the

@@ -1,6 +1,8 @@
 /**
  * The sandbox's data shapes: its public face (scripts, envelopes, results) and the messages that
- * cross between the server and the supervised worker process (JSON over IPC, bytes as base64).
+ * cross between the server and a sandbox worker process (supervisor.ts, for tests and `switchyard
+ * check`: JSON over IPC, bytes as base64). A serving process runs its isolates in-process and
+ * passes the same shapes without IPC (in-process.ts).
  */
 import type { Config } from '../config/index.ts';
 

@@ -11,8 +11,8 @@
  * - Rows: one INSERT per batch of rows (`batchRows`, or fewer once their text passes `batchBytes`),
  *   the batch handed over as one JSON parameter that json_populate_recordset turns into the table's
  *   rows, each value read by its PostgreSQL column's type. Measured against multi-row VALUES with
- *   a parameter per value (docs/postgres.md, "Moving up"): as fast through the bridge, faster
- *   straight through pg, and no limit of 65,535 parameters to mind. Integers are read as BigInt
+ *   a parameter per value (docs/benchmarks.md, "store copy"): as fast or faster through pg, and no
+ *   limit of 65,535 parameters to mind. Integers are read as BigInt
  *   (safeIntegers), so no 64-bit value is rounded on the way; bytes go as bytea's hex text. Text
  *   with a NUL (which older versions stored on SQLite, and PostgreSQL's text cannot hold) is copied
  *   with U+FFFD in its place, as the server now stores it on both engines (text.ts), and counted.

@@ -1,7 +1,8 @@
 /**
  * Whether the store can take writes, as the server last saw it. Writers report their failures
- * (a full disk, a read-only file, a lock held too long); /healthz says "failing" from the first
- * failure until a write succeeds again. While failing, a probe writes a second after the latest failure, and each second after, so recovery is
+ * (a full disk, a read-only file, a lock held too long, PostgreSQL out of reach); /healthz says
+ * "failing" from the first failure until a write succeeds again, and "unavailable" while the store
+ * does not answer a read within READ_WAIT_MS (readable). While failing, a probe writes a second after the latest failure, and each second after, so recovery is
  * seen even when no request comes to try. A SELECT is no test: reads keep working on a full disk.
  *
  * storageError() turns SQLite's, PostgreSQL's and the file system's codes into an answer a client
@@ -174,7 +175,7 @@ export function storageCode(error: unknown): StorageCode | undefined {
   if (code === '25006') return 'storage_read_only';
   if (code === '55P03' || code === '40001' || code === '40P01') return 'storage_busy';
   // The database out of reach, not a write that failed: a lost, refused or timed-out connection
-  // (class 08: the bridge gives connection failures without a SQLSTATE 08001 or 08006), a server
+  // (class 08, or the socket's own error when there is no SQLSTATE to give), a server
   // shutting down or starting (57P), no connection slot left (53300). Reads fail alike.
   if (code === 'storage_unavailable') return 'storage_unavailable'; // the pool's own (postgres/pool.ts)
   if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_unavailable';

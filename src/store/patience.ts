@@ -1,5 +1,10 @@
 /**
- * Group commits that wait for another process's write lock without blocking the event loop.
+ * Group commits that wait for another process's write lock without blocking the event loop:
+ * LOCK_BUSY and isBusy, which the store's transactions use (database.ts: transactionUnlessBusy
+ * answers LOCK_BUSY for the first SPIN_MS of refusals in a row, then waits for the lock on timers,
+ * never in SQLite's busy handler), and lockPatience, the synchronous form the store used before it
+ * was asynchronous. No module uses lockPatience now (test/store.test.ts alone); what follows is its
+ * reasoning, which database.ts keeps with timers in place of SQLite's short sleeps.
  *
  * With several serving processes on one file, a BEGIN IMMEDIATE often finds the write lock taken
  * for the few hundred microseconds of another process's commit. SQLite's busy handler then sleeps

@@ -3,6 +3,9 @@
  * the transaction, wake a worker, tell listeners) or undo something kept in memory when the
  * transaction rolls back (give a reserved slot back). Whoever does the write registers them, so a
  * caller that opens the transaction need not know who to tell afterwards (as Django's on_commit).
+ * Modules register them as `tx.afterCommit(fn)` and `tx.onRollback(fn)` (contract.ts); this file
+ * keeps them for SQLite's connection (database.ts), and PostgreSQL's transactions keep their own
+ * (postgres/pool.ts: there a function registered twice runs twice).
  *
  * `afterCommit(db, fn)` runs `fn` once the OUTERMOST transaction commits; `onRollback(db, fn)` runs
  * `fn` when the transaction (or savepoint) it was registered in rolls back. A nested transaction (a

@@ -12,7 +12,7 @@
  * the fast path, several times cheaper per call), each call under a time-out of what the
  * invocation has left, and since all guest code runs inside such calls (microtasks included) that
  * time-out bounds it. On isolated-vm's threads: asynchronously, with the host's CPU watchdog. An
- * inline call blocks every other integration in this worker while it runs, so an integration
+ * inline call blocks every other integration in this process while it runs, so an integration
  * whose calls run longer than SLOW_CALL_MS, beyond a small allowance (see CallMode), is moved off
  * the inline path for a while: the slow calls of a hostile or heavy script stall the others for at
  * most STALL_BURST_MS plus one call (about twice its CPU limit at most, see Invocation.budget), and a

@@ -4,7 +4,8 @@
  * `?` and `@name`/`:name`/`$name` become `$1…`, camelCase aliases are quoted (PostgreSQL folds
  * unquoted names to lower case), `INDEXED BY` hints go, `INSERT OR IGNORE` becomes
  * `ON CONFLICT DO NOTHING`, and an INSERT into a table with a row number returns it (SQLite's
- * lastInsertRowid). What differs beyond that is written per engine in the module (see `sqlFor`).
+ * lastInsertRowid). What differs beyond that is written per engine in the module's statement
+ * (`statement({ sqlite, postgres })`, ../contract.ts).
  */
 import { createHash } from 'node:crypto';
 import { storableText } from '../text.ts';
@@ -165,7 +166,7 @@ function value(v: unknown): unknown {
 /**
  * A statement ready to send: translated once, then per call its values bound and its text rendered
  * for their kinds (one named, server-side prepared statement per variant, so each connection
- * parses and plans it once). Used by the synchronous connection (db.ts) and the pool (pool.ts).
+ * parses and plans it once). Used by the pool (pool.ts).
  */
 export class Compiled {
   private readonly t: Translated;

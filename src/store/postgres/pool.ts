@@ -19,7 +19,7 @@ import { statement, type Database, type Notifications, type Params, type Queries
 import { Compiled } from './dialect.ts';
 import { createListener } from './listener.ts';
 
-// Integers as numbers, as SQLite hands them (as the synchronous connection's thread does):
+// Integers as numbers, as SQLite hands them:
 // BIGINT columns hold ms timestamps and row numbers, COUNT(*) is BIGINT, SUM/AVG are NUMERIC.
 pg.types.setTypeParser(20, (v) => Number(v));
 pg.types.setTypeParser(1700, (v) => Number(v));

@@ -20,9 +20,9 @@
  * as the server's keepalives need to end it, and the lock is taken if it ends; it is never ended
  * from here (a frozen node is alive, and its id is its own).
  *
- * Asynchronous, on the calling thread, with the driver (not the store's synchronous bridge): it
- * must notice a dropped connection when nothing else runs a statement, and take the lock back in
- * the moment the server answers again, whatever the store is doing.
+ * Asynchronous, on the calling process's event loop, with the driver on a connection of its own
+ * (not the store's pool): it must notice a dropped connection when nothing else runs a statement,
+ * and take the lock back in the moment the server answers again, whatever the store is doing.
  */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
