@@ -128,6 +128,28 @@ await (await connectStore(process.argv[1], { url: process.argv[2], migrations: a
   for (const v of versions) assert.equal(Number(v.version), steps.get(v.module), `${v.module}: each PostgreSQL step once`);
 });
 
+test("migrations are not bound by the serving statements' time-out: a step that takes longer, and the wait for another node's migrations, end in a started store", { timeout: 60_000 }, async (t) => {
+  const pg = await postgresFor(t);
+  if (!pg) return;
+  const url = freshPostgresDatabase(tmpDir(t), pg.url);
+  // A step over a large table, stood for by a sleep past the 3 s statement time-out.
+  const slow = { module: 'slow', steps: [], postgres: ['SELECT pg_sleep(3.5)', 'CREATE TABLE slow_done (x INT)'] };
+  const store = await connectStore(tmpDir(t), { url, migrations: [slow] });
+  await store.close();
+  assert.match(adminSql(url, "SELECT to_regclass('slow_done') IS NOT NULL"), /t/);
+  // Another node holds the migration lock for 3.5 s (as while it migrates): this one waits for it.
+  const holder = new (await import('pg')).default.Client({ connectionString: url });
+  await holder.connect();
+  t.after(() => holder.end());
+  await holder.query("SELECT pg_advisory_lock(1937209700)");
+  const released = setTimeout(() => void holder.query("SELECT pg_advisory_unlock(1937209700)"), 3_500);
+  t.after(() => clearTimeout(released));
+  const started = performance.now();
+  const second = await connectStore(tmpDir(t), { url, migrations: [slow] });
+  await second.close();
+  assert.ok(performance.now() - started >= 3_000, 'it waited for the lock');
+});
+
 test('backup and restore refuse a PostgreSQL store and name its tools; no password in what they print', async (t) => {
   const { runCli } = await import('./helpers/index.ts');
   const { writeFileSync } = await import('node:fs');

@@ -48,8 +48,10 @@ export interface PostgresDatabase extends Database {
   /**
    * One connection held for `fn`, for what needs a session of its own: session-level advisory
    * locks, multi-statement scripts (migrations). The store's own business, not the modules'.
+   * `unbounded`: its statements have no time-out (a migration step over a large table, or the wait
+   * for another node's migrations, may take minutes; the serving statements' bound is for serving).
    */
-  withSession<T>(fn: (session: Session) => Promise<T>): Promise<T>;
+  withSession<T>(fn: (session: Session) => Promise<T>, opts?: { unbounded?: boolean }): Promise<T>;
 }
 
 /** A connection held by withSession: plain text in, rows out (several statements allowed without values). */
@@ -257,14 +259,17 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
       await pool.end();
     },
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    async withSession(fn) {
+    async withSession(fn, sessionOpts = {}) {
       const { client, quiet } = await connect();
       let broken: unknown;
+      // (pg reads a per-query time-out of 0 as "the client's": the longest a timer takes instead.)
+      const bound = sessionOpts.unbounded ? { query_timeout: 2 ** 31 - 1 } : {};
       try {
+        if (sessionOpts.unbounded) await client.query({ text: 'SET statement_timeout = 0', ...bound });
         return await fn({
           async query<R>(text: string, values?: unknown[]) {
             try {
-              return (await client.query(text, values)).rows as R[];
+              return (await client.query({ text, values, ...bound })).rows as R[];
             } catch (e) {
               const f = failure(e);
               if (f !== e) broken = f;

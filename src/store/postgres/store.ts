@@ -52,7 +52,7 @@ export async function connectPostgresStore(
       } finally {
         await s.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
       }
-    });
+    }, { unbounded: !opts.readonly });
   } catch (e) {
     await database.close().catch(() => {});
     lock?.release();
