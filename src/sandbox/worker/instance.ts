@@ -207,8 +207,9 @@ export class GuestInstance {
     this.isolate = new ivm.Isolate({
       memoryLimit: limits.memory_mb,
       onCatastrophicError: (message) => {
-        // V8 lost control of an isolate: this process cannot be trusted any more. The supervisor
-        // answers the pending invocations and starts a fresh worker.
+        // V8 lost control of an isolate: this process cannot be trusted any more. The server's side
+        // (worker-process.ts) answers the pending invocations and starts a fresh worker (in a serving
+        // process: the process supervisor replaces the process).
         process.stderr.write(`sandbox: catastrophic isolate error in integration ${script.name} (${message}); exiting\n`);
         catastropheListener?.(script.name);
         process.exit(70);
