@@ -14,7 +14,7 @@
  */
 import ivm from 'isolated-vm';
 import { defaultConfig } from '../../src/config/index.ts';
-import { SandboxHost } from '../../src/sandbox/worker/host.ts';
+import { SandboxHost } from '../../src/sandbox/host/host.ts';
 import { median, setting } from './common.ts';
 
 const ISOLATES = 4;

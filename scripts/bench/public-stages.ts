@@ -304,8 +304,8 @@ async function wrk(s: Serve, seconds: number): Promise<Load> {
 
 async function guestSplit(): Promise<{ perInvocation: number; guestUs: number; callUs: number }> {
   const { defaultConfig } = await import('../../src/config/index.ts');
-  const { SandboxHost } = await import('../../src/sandbox/worker/host.ts');
-  const { GuestInstance } = await import('../../src/sandbox/worker/instance.ts');
+  const { SandboxHost } = await import('../../src/sandbox/host/host.ts');
+  const { GuestInstance } = await import('../../src/sandbox/host/instance.ts');
   const profiled: Array<Awaited<ReturnType<typeof GuestInstance.create>>> = [];
   const create = GuestInstance.create.bind(GuestInstance);
   GuestInstance.create = async (...args: Parameters<typeof GuestInstance.create>) => {

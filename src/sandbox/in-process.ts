@@ -12,8 +12,8 @@ import { batchPerTurn } from '../lib/batch.ts';
 import { failure } from './limits.ts';
 import type { Sandbox, SandboxOptions } from './worker-process.ts';
 import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from './types.ts';
-import { onCatastrophe } from './worker/instance.ts';
-import { SandboxHost } from './worker/host.ts';
+import { onCatastrophe } from './host/instance.ts';
+import { SandboxHost } from './host/host.ts';
 
 /** What the process supervisor learns from the sandbox (all optional: a lone process has no supervisor). */
 export interface SandboxHooks {

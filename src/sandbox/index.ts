@@ -24,7 +24,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
 
 /** The worker's main, for a build that re-runs its own executable with `--sandbox-worker`. */
 export async function runSandboxWorker(): Promise<void> {
-  const { runWorker } = await import('./worker/main.ts');
+  const { runWorker } = await import('./worker-main.ts');
   runWorker();
 }
 
