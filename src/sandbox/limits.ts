@@ -25,7 +25,7 @@ export function describeLimit(limit: LimitName, limits: Limits, used?: number): 
       // An inline call's time-out runs on the clock (see host/invocation.ts budget): on a machine
       // short of CPU it can end before the CPU time is spent, and the message says so.
       if (used !== undefined && used < limits.cpu_time) {
-        return `exceeded its CPU time limit, sandbox.cpu_time = ${ms(limits.cpu_time)} (used ${Math.round(used)} ms of CPU, but its call ran twice the time it had left on the clock: the worker was short of CPU); the invocation was stopped`;
+        return `exceeded its CPU time limit, sandbox.cpu_time = ${ms(limits.cpu_time)} (used ${Math.round(used)} ms of CPU, but its call ran twice the time it had left on the clock: the process was short of CPU); the invocation was stopped`;
       }
       return `exceeded its CPU time limit, sandbox.cpu_time = ${ms(limits.cpu_time)}${u}; the invocation was stopped`;
     case 'wall_time':
