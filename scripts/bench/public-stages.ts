@@ -61,7 +61,7 @@ interface Rule {
 const CALL = 'the call into the isolate (applySync: crossing + guest)';
 const RULES: Rule[] = [
   // applySync is a native: its samples land on the JS frame that called it.
-  { stage: CALL, url: /src\/sandbox\/worker\/instance\.ts$/, fn: /^(applySync|callInline)$/ },
+  { stage: CALL, url: /src\/sandbox\/host\/instance\.ts$/, fn: /^(applySync|callInline)$/ },
   { stage: 'response back (toResponse, srvx FastResponse to the socket)', url: /src\/runtime\/public-fetch\.ts$/, fn: /^toResponse$/ },
   { stage: 'invocation record and output (invoke.ts, records, redaction)', url: /src\/runtime\/(invoke|records|redact|stack-trace|output|log-budget|late-logs|invocations)\.ts$/ },
   { stage: 'envelope (headers, environment, tokens)', url: /src\/runtime\/(public-fetch|environment|caller-environment)\.ts$|src\/installations\/(tokens|urls)\.ts$/ },
