@@ -16,7 +16,7 @@ import { modules } from '../src/server/modules.ts';
 import type { Module } from '../src/module/contract.ts';
 import { receiver, recorderIntegration, siteView } from './handler-support.ts';
 import { capabilityOf } from '../src/module/capabilities.ts';
-import { loadSeam } from '../src/sandbox/worker/instance.ts';
+import { loadSeam } from '../src/sandbox/host/instance.ts';
 
 test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is handled, the crashed ones on retry', async (t) => {
   const rx = await receiver(t);

@@ -42,7 +42,7 @@ function queueOn(
   });
 }
 
-/** Enqueue the event's runs in a transaction, as ingest does, then wake the worker. */
+/** Enqueue the event's runs in a transaction, as ingest does, then wake the runner. */
 async function ingest(store: Store, q: HandlerQueue, at: number): Promise<void> {
   const event = { eventId: 'evt_1', type: 'site_view' };
   await store.database.transaction((tx) => q.enqueue(tx, event, at));
@@ -256,7 +256,7 @@ test('runs that end in the same turn have their outcomes recorded together: one 
   assert.deepEqual(await q.counts(), { pending: 0, retrying: 0, held: 0, delivered: 4, failed: 0, cancelled: 0 });
 
   // A delivered run runs again when replayed alone; one still scheduled (or running: held at the
-  // gate here, so the worker cannot finish it first) is refused, naming its status.
+  // gate here, so the runner cannot finish it first) is refused, naming its status.
   gate = new Promise<void>((r) => (open = r));
   const again = await q.replayOne(runs[0].id);
   assert.equal(again.status, 'pending');

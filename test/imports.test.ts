@@ -238,8 +238,8 @@ test('the guest library imports only its own files and src/lib/, nothing of the 
   assert.deepEqual(guestImportsOfHost(graph), [], 'a guest file imports host code: declare what crosses the bridge in a guest leaf file the host imports (as web/fetch-result.ts)');
   const file = (path: string) => join(SRC, path);
   const made = new Map([
-    [file('sandbox/guest/web/fetch.ts'), [file('sandbox/worker/ops.ts'), file('sandbox/guest/web/fetch-result.ts'), file('lib/multipart.ts')]],
-    [file('sandbox/worker/ops.ts'), [file('sandbox/guest/web/fetch-result.ts')]],
+    [file('sandbox/guest/web/fetch.ts'), [file('sandbox/host/ops.ts'), file('sandbox/guest/web/fetch-result.ts'), file('lib/multipart.ts')]],
+    [file('sandbox/host/ops.ts'), [file('sandbox/guest/web/fetch-result.ts')]],
   ]);
-  assert.deepEqual(guestImportsOfHost(made), ['sandbox/guest/web/fetch.ts -> sandbox/worker/ops.ts']);
+  assert.deepEqual(guestImportsOfHost(made), ['sandbox/guest/web/fetch.ts -> sandbox/host/ops.ts']);
 });

@@ -1,12 +1,12 @@
 /**
  * When an integration's guest calls stop running inline on the worker's thread (see CallMode in
- * src/sandbox/worker/instance.ts): calls over SLOW_CALL_MS draw on an allowance of STALL_BURST_MS
+ * src/sandbox/host/instance.ts): calls over SLOW_CALL_MS draw on an allowance of STALL_BURST_MS
  * refilled at 1 % of the clock; overdrawing it moves the integration off for five minutes. The
  * clock is injected: the refill takes seconds and the time apart minutes.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CallMode, SLOW_CALL_MS, STALL_BURST_MS } from '../src/sandbox/worker/instance.ts';
+import { CallMode, SLOW_CALL_MS, STALL_BURST_MS } from '../src/sandbox/host/instance.ts';
 
 function clocked() {
   let now = 1_000;

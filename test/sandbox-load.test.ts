@@ -5,15 +5,15 @@
  * syntax error) is kept for the version and answered without loading again.
  *
  * The sandbox runs in the test's own process (as under `serve`), where a test can hold a step of a
- * load (loadSeam in src/sandbox/worker/instance.ts) until the start-up timer has disposed the
+ * load (loadSeam in src/sandbox/host/instance.ts) until the start-up timer has disposed the
  * isolate: what a busy machine does to a load, made certain. The seam also counts the loads.
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadSeam, type LoadStep } from '../src/sandbox/worker/instance.ts';
-import { LoadBackoff, RETRY_FIRST_MS, RETRY_MAX_MS } from '../src/sandbox/worker/load-backoff.ts';
-import { LoadError } from '../src/sandbox/worker/instance.ts';
+import { loadSeam, type LoadStep } from '../src/sandbox/host/instance.ts';
+import { LoadBackoff, RETRY_FIRST_MS, RETRY_MAX_MS } from '../src/sandbox/host/load-backoff.ts';
+import { LoadError } from '../src/sandbox/host/instance.ts';
 import { call, fetchScript, fixture, script, testSandbox } from './sandbox.helpers.ts';
 
 /** Loads started per integration name, and the steps to hold once (until the isolate is disposed). */

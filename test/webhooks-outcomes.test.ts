@@ -119,7 +119,7 @@ test('a store written with the old vocabulary is migrated: fail and a last retry
   assert.equal(await sql.value(s.services.store, 'SELECT MAX(id) AS n FROM webhook_attempts'), 6);
 });
 
-test('an attempt that ends after its lease expired and another worker took the delivery is recorded, and leaves the delivery to that worker', async (t) => {
+test('an attempt that ends after its lease expired and another sender took the delivery is recorded, and leaves the delivery to that sender', async (t) => {
   const store = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => store.close());
   const queue = createQueue(store.database, { maxAttempts: () => 4 });
@@ -130,14 +130,14 @@ test('an attempt that ends after its lease expired and another worker took the d
     manual: false, startedAt: T, durationMs: 5, url: 'http://127.0.0.1:9/hook', signatureHeader: null, status, outcome,
     error: null, errorCode: null, responseExcerpt: null, responseTruncated: false, nextAttemptAt: outcome === 'retry' ? T + 70_000 : null,
   });
-  assert.equal((await queue.claimMany(db, [c.seq], 'worker-a', T, T + 30_000)).length, 1, 'A takes the lease');
-  assert.deepEqual(await queue.claimMany(db, [c.seq], 'worker-b', T + 1_000, T + 31_000), [], 'B cannot while it holds');
+  assert.equal((await queue.claimMany(db, [c.seq], 'sender-a', T, T + 30_000)).length, 1, 'A takes the lease');
+  assert.deepEqual(await queue.claimMany(db, [c.seq], 'sender-b', T + 1_000, T + 31_000), [], 'B cannot while it holds');
   // A is held past its lease (a stopped process); B takes the delivery and delivers it.
-  assert.equal((await queue.claimMany(db, [c.seq], 'worker-b', T + 31_000, T + 61_000)).length, 1, 'B takes the expired lease');
-  const b = await queue.completeMany(db, [{ seq: c.seq, owner: 'worker-b', attempt: attempt(200, 'success'), next: { status: 'delivered', attempts: 1, nextAttemptAt: null, completedAt: T + 32_000 }, now: T + 32_000 }]);
+  assert.equal((await queue.claimMany(db, [c.seq], 'sender-b', T + 31_000, T + 61_000)).length, 1, 'B takes the expired lease');
+  const b = await queue.completeMany(db, [{ seq: c.seq, owner: 'sender-b', attempt: attempt(200, 'success'), next: { status: 'delivered', attempts: 1, nextAttemptAt: null, completedAt: T + 32_000 }, now: T + 32_000 }]);
   assert.deepEqual(b.stale, []);
   // A's answer comes in last: a 500, which would make the delivered delivery retrying again.
-  const a = await queue.completeMany(db, [{ seq: c.seq, owner: 'worker-a', attempt: attempt(500, 'retry'), next: { status: 'retrying', attempts: 1, nextAttemptAt: T + 70_000, completedAt: null }, now: T + 40_000 }]);
+  const a = await queue.completeMany(db, [{ seq: c.seq, owner: 'sender-a', attempt: attempt(500, 'retry'), next: { status: 'retrying', attempts: 1, nextAttemptAt: T + 70_000, completedAt: null }, now: T + 40_000 }]);
   assert.deepEqual(a.stale, [c.seq]);
   const d = (await queue.get(c.id))!;
   assert.equal(d.status, 'delivered', 'the late outcome does not undo the delivery');

@@ -58,7 +58,7 @@ test('a delivered event costs one commit and a fixed few statements after its in
   const EVENTS = 20;
   for (let i = 1; i <= EVENTS; i++) {
     await send(i);
-    reset(); // from here: what the worker does for it
+    reset(); // from here: what the sender does for it
     await waitFor(() => recorded === i + 1);
     await new Promise((r) => setTimeout(r, 20)); // and anything it does after its record
     const budget = store.database.engine === 'postgres' ? 3 : 2;

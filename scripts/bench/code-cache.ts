@@ -17,7 +17,7 @@
 import ivm from 'isolated-vm';
 import { defaultConfig } from '../../src/config/index.ts';
 import { guestBundle } from '../../src/sandbox/guest-bundle.ts';
-import { SandboxHost } from '../../src/sandbox/worker/host.ts';
+import { SandboxHost } from '../../src/sandbox/host/host.ts';
 import { median, setting } from './common.ts';
 
 const ROUNDS = setting('BENCH_ROUNDS', 20);

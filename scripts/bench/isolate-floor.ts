@@ -1,12 +1,12 @@
 /**
  * The floor under every sandbox invocation: isolated-vm alone, an empty guest function, no guest
- * library, no IPC, no HTTP, with the worker's two call patterns: inline (applySync on this thread,
+ * library, no IPC, no HTTP, with the host's two call patterns: inline (applySync on this thread,
  * the answer copied out as the call's return value after its microtasks: the default) and apart
  * (an async apply on isolated-vm's threads answered through an ignored callback: integrations moved
- * off the inline path). Inline calls go one after another to the same warm isolate, as the worker
+ * off the inline path). Inline calls go one after another to the same warm isolate, as the host
  * runs quick invocations; the async pattern spreads 32 calls in flight over 4 isolates, like the
  * sandbox's defaults under the sandbox benchmark's load. Then one step up: a whole hello invocation
- * through the worker's SandboxHost in this process (guest library, Request, URL, Response, limits;
+ * through the SandboxHost in this process (guest library, Request, URL, Response, limits;
  * still no IPC and no HTTP), which is what the sandbox worker spends per request before its IPC.
  * Run: PATH=node_modules/.bin:$PATH node --no-node-snapshot scripts/bench/isolate-floor.ts
  * Prints calls/s and CPU per call (median of ROUNDS rounds), and how much of the sandbox's own
@@ -14,7 +14,7 @@
  */
 import ivm from 'isolated-vm';
 import { defaultConfig } from '../../src/config/index.ts';
-import { SandboxHost } from '../../src/sandbox/worker/host.ts';
+import { SandboxHost } from '../../src/sandbox/host/host.ts';
 import { median, setting } from './common.ts';
 
 const ISOLATES = 4;
@@ -56,7 +56,7 @@ for (let i = 0; i < ISOLATES; i++) {
   slots.push(slot);
 }
 
-// What the worker copies in for a hello request.
+// What the host copies in for a hello request.
 const input = {
   event: { type: 'fetch', request: { method: 'GET', url: 'http://127.0.0.1:4000/world', headers: [['host', '127.0.0.1:4000'], ['connection', 'keep-alive']] } },
   environment: { installation: { id: 'inst_x', configuration: {} } },
@@ -139,7 +139,7 @@ for (let round = 0; round < ROUNDS; round++) {
   rates.push(n / ((performance.now() - t0) / 1000));
   cpu.push((c.user + c.system) / n);
 }
-// A hello invocation through the worker's host, with an environment of the size the runtime builds.
+// A hello invocation through the sandbox host, with an environment of the size the runtime builds.
 const host = new SandboxHost({ limits: defaultConfig().sandbox, allowPrivateNetworks: false, serverOrigin: 'http://127.0.0.1:1', concurrency: 4 }, () => {});
 const publicEndpoint = 'http://127.0.0.1:4000/v1/integrations/hello/installations/inst_f14dbd8b24f97380985d';
 const invoke = {
@@ -159,7 +159,7 @@ export default createIntegration({ async fetch(request) { return new Response('H
     },
   },
 };
-// As the worker does: an invocation answered during its dispatch comes back synchronously.
+// As the host does: an invocation answered during its dispatch comes back synchronously.
 function invokeHello(): void | Promise<void> {
   const check = (result: Awaited<ReturnType<SandboxHost['invoke']>>) => {
     if (result === 'need-code' || result.status !== 200) throw new Error(`the hello invocation failed: ${JSON.stringify(result)}`);
@@ -178,5 +178,5 @@ const BUDGET_US = 2e6 / 25_000;
 console.log(`isolated-vm floor: ${ISOLATES} isolates, ${ROUNDS} rounds of ${SECONDS}s (medians)`);
 console.log(`  inline (the default):            ${median(inlineRates).toFixed(0).padStart(7)} calls/s, ${median(inlineCpu).toFixed(1).padStart(5)} us CPU per call, share of the ~${BUDGET_US.toFixed(0)} us per-request budget at the public-endpoint goal: ${(median(inlineCpu) / BUDGET_US).toFixed(2)}`);
 console.log(`  apart, ${IN_FLIGHT} in flight (moved off): ${median(rates).toFixed(0).padStart(7)} calls/s, ${median(cpu).toFixed(1).padStart(5)} us CPU per call, share: ${(median(cpu) / BUDGET_US).toFixed(2)}`);
-console.log(`  a hello invocation, worker host:  ${median(hostRates).toFixed(0).padStart(7)} invocations/s, ${median(hostCpu).toFixed(1).padStart(5)} us CPU each, share: ${(median(hostCpu) / BUDGET_US).toFixed(2)}`);
+console.log(`  a hello invocation, sandbox host: ${median(hostRates).toFixed(0).padStart(7)} invocations/s, ${median(hostCpu).toFixed(1).padStart(5)} us CPU each, share: ${(median(hostCpu) / BUDGET_US).toFixed(2)}`);
 process.exit(0);

@@ -9,7 +9,7 @@
  *      events (multi-row inserts);
  *  (b) claim: 1, 2 and 3 claimer processes, each a loop of "claim one due delivery with a lease
  *      (UPDATE … WHERE seq IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING …), then complete
- *      it" — the worker's two statements per delivery — until the queue is empty;
+ *      it" — the sender's two statements per delivery — until the queue is empty;
  *  (c) the claim statement's round trip p50/p99 (from the claimers' own timings);
  *  (d) SQLite (better-sqlite3, WAL, synchronous=NORMAL, BEGIN IMMEDIATE, as src/store does).
  * Every claim is checked: a delivery claimed twice while its lease holds is a duplicate (must be 0).

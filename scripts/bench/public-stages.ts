@@ -61,7 +61,7 @@ interface Rule {
 const CALL = 'the call into the isolate (applySync: crossing + guest)';
 const RULES: Rule[] = [
   // applySync is a native: its samples land on the JS frame that called it.
-  { stage: CALL, url: /src\/sandbox\/worker\/instance\.ts$/, fn: /^(applySync|callInline)$/ },
+  { stage: CALL, url: /src\/sandbox\/host\/instance\.ts$/, fn: /^(applySync|callInline)$/ },
   { stage: 'response back (toResponse, srvx FastResponse to the socket)', url: /src\/runtime\/public-fetch\.ts$/, fn: /^toResponse$/ },
   { stage: 'invocation record and output (invoke.ts, records, redaction)', url: /src\/runtime\/(invoke|records|redact|stack-trace|output|log-budget|late-logs|invocations)\.ts$/ },
   { stage: 'envelope (headers, environment, tokens)', url: /src\/runtime\/(public-fetch|environment|caller-environment)\.ts$|src\/installations\/(tokens|urls)\.ts$/ },
@@ -304,8 +304,8 @@ async function wrk(s: Serve, seconds: number): Promise<Load> {
 
 async function guestSplit(): Promise<{ perInvocation: number; guestUs: number; callUs: number }> {
   const { defaultConfig } = await import('../../src/config/index.ts');
-  const { SandboxHost } = await import('../../src/sandbox/worker/host.ts');
-  const { GuestInstance } = await import('../../src/sandbox/worker/instance.ts');
+  const { SandboxHost } = await import('../../src/sandbox/host/host.ts');
+  const { GuestInstance } = await import('../../src/sandbox/host/instance.ts');
   const profiled: Array<Awaited<ReturnType<typeof GuestInstance.create>>> = [];
   const create = GuestInstance.create.bind(GuestInstance);
   GuestInstance.create = async (...args: Parameters<typeof GuestInstance.create>) => {

@@ -5,9 +5,9 @@
  * leased queue (store/leased-queue.ts), as webhook deliveries are: the leases of a serving process
  * that dies mid-run are given back by its supervisor (another node's run out), and any process
  * sharing the store takes the run again. Statuses and the retry schedule are the webhook deliveries' own
- * (webhooks/policy.ts). This file only records; handler-worker.ts decides.
+ * (webhooks/policy.ts). This file only records; handler-runner.ts decides.
  *
- * The statements run through the store's contract (store/contract.ts). A worker's turn is one
+ * The statements run through the store's contract (store/contract.ts). A runner's turn is one
  * commit: the outcomes it records (one statement per kind, over a JSON array) and the runs it
  * claims.
  */
@@ -20,7 +20,7 @@ import type { DeliveryFilter } from '../webhooks/queue.ts';
 
 export type { HandlerRun } from './handler-views.ts';
 
-/** What the worker needs to run one claimed handler. */
+/** What the runner needs to run one claimed handler. */
 export interface ClaimedRun {
   seq: number;
   id: string;
@@ -95,7 +95,7 @@ const seqsIn = {
 /**
  * The queue of handler runs: the store's one leased queue (store/leased-queue.ts) over this table
  * (claim with a lease, release by owner prefix, next wake), beside webhook deliveries'. The read of
- * due runs stays here: a worker turn reads first, so a turn with nothing to do takes no write lock.
+ * due runs stays here: a runner turn reads first, so a turn with nothing to do takes no write lock.
  */
 const runLeases = leasedQueue<Record<string, unknown>>({
   table: 'event_handler_runs',
@@ -250,7 +250,7 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
     },
 
     /**
-     * One turn of a worker, one commit: record `done` (only what `owner` still leases), then lease
+     * One turn of a runner, one commit: record `done` (only what `owner` still leases), then lease
      * the runs `seqs` (from due()) to `owner` until `until`, those still due and unleased, earliest first.
      */
     async turn(t: { done: readonly RunOutcomeRecord[]; seqs: number[]; owner: string; now: number; until: number }): Promise<ClaimedRun[]> {
@@ -271,7 +271,7 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
       return (await runLeases.releaseOwnedBy(database, ownerPrefix, Date.now())).length;
     },
 
-    /** The next scheduled attempt or lease running out after `now` (the worker's next wake-up). */
+    /** The next scheduled attempt or lease running out after `now` (the runner's next wake-up). */
     async nextDueAfter(now: number): Promise<number | undefined> {
       return runLeases.nextWake(database, now);
     },

@@ -1,14 +1,14 @@
 /**
  * `services.handlerRuns`: platform events owed to integrations' event handlers, at least once.
  * Ingest calls enqueue inside the event's transaction (one INSERT per handling installation);
- * the runs start when that commits (an after-commit hook); the worker runs them through `services.eventHandlers` (the runtime).
+ * the runs start when that commits (an after-commit hook); the runner runs them through `services.eventHandlers` (the runtime).
  */
 import { SwitchyardError } from '../errors.ts';
 import type { Logger } from '../log/index.ts';
 import type { Database, Tx } from '../store/contract.ts';
 import type { RetryConfig } from '../webhooks/policy.ts';
 import { createHandlerRuns, type ClaimedRun, type HandlerRunFilter, type RunNext } from './handler-runs.ts';
-import { createHandlerWorker, type RunOutcome } from './handler-worker.ts';
+import { createHandlerRunner, type RunOutcome } from './handler-runner.ts';
 import type { HandlerRun } from './handler-views.ts';
 
 /** What the runtime offers the handler queue (`services.eventHandlers`). */
@@ -31,7 +31,7 @@ export interface HandlerQueue {
   enqueue(tx: Tx, event: { eventId: string; type: string; installationId?: unknown }, now: number, opts?: { startAtCommit?: boolean }): Promise<Fanned>;
   /** Give back the leases the last stop left (when told to), then look for due runs: once, at start. */
   start(): Promise<void>;
-  /** The worker looks for due work now (a clock moved, another process made work due). */
+  /** The runner looks for due work now (a clock moved, another process made work due). */
   wake(): void;
   list(f: HandlerRunFilter): Promise<{ handlerRuns: HandlerRun[]; nextCursor: string | null }>;
   get(id: string): Promise<HandlerRun | undefined>;
@@ -62,7 +62,7 @@ export function createHandlerQueue(deps: {
 }): HandlerQueue {
   const now = deps.now ?? Date.now;
   const runs = createHandlerRuns(deps.database, { maxAttempts: () => deps.config().max_retries + 1 });
-  const worker = createHandlerWorker({
+  const runner = createHandlerRunner({
     runs,
     config: deps.config,
     log: deps.log,
@@ -77,16 +77,16 @@ export function createHandlerQueue(deps: {
       return handlers.run(c.installationId, event);
     },
   });
-  /** After an enqueue's commit: the worker looks for what was not started at commit (one hook per transaction). */
-  const wakeWorker = () => worker.wake();
+  /** After an enqueue's commit: the runner looks for what was not started at commit (one hook per transaction). */
+  const wakeRunner = () => runner.wake();
 
   /** The installations owed a run, each with a reserved slot when its run starts at commit. */
   const plan = (event: { type: string; installationId?: unknown }, opts: { startAtCommit?: boolean }) =>
-    (deps.handlers()?.targets(event) ?? []).map((t) => ({ ...t, lease: opts.startAtCommit !== false ? worker.reserve() : undefined }));
+    (deps.handlers()?.targets(event) ?? []).map((t) => ({ ...t, lease: opts.startAtCommit !== false ? runner.reserve() : undefined }));
   type Planned = ReturnType<typeof plan>[number];
   /** Slots reserved for runs not stored (a failure, or nothing stored) go back. */
   const cancel = (planned: Planned[]) => {
-    for (const p of planned) if (p.lease) worker.cancelReserved();
+    for (const p of planned) if (p.lease) runner.cancelReserved();
   };
   /**
    * What one stored run asks of its transaction's hooks: leased in the caller's transaction, it
@@ -100,9 +100,9 @@ export function createHandlerQueue(deps: {
   ): void => {
     if (p.lease) {
       if (claimed) {
-        hooks.afterCommit(() => worker.startReserved(claimed));
-        hooks.onRollback(() => worker.cancelReserved());
-      } else worker.cancelReserved();
+        hooks.afterCommit(() => runner.startReserved(claimed));
+        hooks.onRollback(() => runner.cancelReserved());
+      } else runner.cancelReserved();
     }
     if (claimed) out.push({ id: claimed.id, installationId: p.installationId });
   };
@@ -128,14 +128,14 @@ export function createHandlerQueue(deps: {
         }
         hook(tx, p, claimed, out);
       }
-      if (out.length) tx.afterCommit(wakeWorker);
+      if (out.length) tx.afterCommit(wakeRunner);
       return out;
     },
     async start() {
       if (deps.leftovers !== undefined) await runs.releaseOwnedBy(deps.leftovers);
-      worker.wake();
+      runner.wake();
     },
-    wake: wakeWorker,
+    wake: wakeRunner,
     list: (f) => runs.list(f),
     get: (id) => runs.get(id),
     ofEvent: (eventId) => runs.ofEvent(eventId),
@@ -143,7 +143,7 @@ export function createHandlerQueue(deps: {
       const ids = await runs.replayFailed(f, now());
       if (ids.length) {
         deps.log.info('failed event handler runs replayed', { runs: ids.length });
-        worker.wake();
+        runner.wake();
       }
       return ids;
     },
@@ -154,13 +154,13 @@ export function createHandlerQueue(deps: {
         throw new SwitchyardError('conflict', `handler run ${id} is ${found.status}: only failed or delivered runs are replayed`, {
           hint: found.status === 'cancelled' ? 'its installation was uninstalled' : 'it is still scheduled; wait for its outcome',
         });
-      worker.wake();
+      runner.wake();
       return (await runs.get(id))!;
     },
     counts: () => runs.counts(),
-    inFlight: () => worker.inFlight(),
+    inFlight: () => runner.inFlight(),
     purgeFinished: (before, limit) => runs.purgeFinished(before, limit),
     purgeFailed: (before, limit) => runs.purgeFailed(before, limit),
-    stop: (graceMs) => worker.stop(graceMs),
+    stop: (graceMs) => runner.stop(graceMs),
   };
 }

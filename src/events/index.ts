@@ -14,7 +14,7 @@ export { createEvents, MAX_BATCH_EVENTS, type Events, type StoredEvent, type Ing
 export { createHandlerQueue, type EventHandlers, type HandlerQueue } from './handlers.ts';
 export { createHandlerRuns, type HandlerRuns, type HandlerRunFilter } from './handler-runs.ts';
 export type { HandlerRun } from './handler-views.ts';
-export type { RunOutcome } from './handler-worker.ts';
+export type { RunOutcome } from './handler-runner.ts';
 export { eventsMigrations } from './schema.ts';
 export { eventSchema, storedEventSchema, handlerRunSchema, type EventDetail } from './api.ts';
 

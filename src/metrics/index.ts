@@ -1,7 +1,7 @@
 /**
  * `GET /metrics` in the Prometheus text format (admin token required: the server listens on its
  * public port). Counters and histograms count from the process start; queue gauges are read from
- * the database at each scrape. Fed by the webhook worker's attempt hook, the runtime's invocation
+ * the database at each scrape. Fed by the delivery sender's attempt hook, the runtime's invocation
  * observer and the HTTP app's response hook (`services.onHttpResponse`).
  */
 import type { H3 } from 'h3';

@@ -1,7 +1,7 @@
 /**
  * Outbound networking with the safety every caller needs: the private-address guard (checked
  * after DNS resolution), deadlines, body caps, no redirects. Used by webhook delivery and by the
- * sandbox's fetch bridge.
+ * sandbox's guest fetch (its host side, sandbox/host/ops.ts).
  */
 export { canonicalIP, isLoopbackAddress, isPrivateAddress, parseIPv4 } from './address.ts';
 export { guardedLookup, refuseLiteral, refusedAhead, refusedAheadResolved, privateAddressError, NetError, PRIVATE_NETWORKS_HINT } from './lookup.ts';

@@ -1,7 +1,7 @@
 /**
  * One outbound HTTP request with the limits every caller needs: a wall-clock deadline covering
  * connect, headers and body; a cap on the body kept; the SSRF guard; never following redirects.
- * Used by webhook delivery and by the sandbox's fetch bridge.
+ * Used by webhook delivery and by the sandbox's guest fetch (its host side, sandbox/host/ops.ts).
  */
 import http from 'node:http';
 import https from 'node:https';

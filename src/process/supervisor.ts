@@ -16,7 +16,7 @@
  * Why several processes and not one: isolated-vm can abort or wedge its whole process on a V8
  * out-of-memory, and the isolates run in the process that took the request (no IPC hop).
  */
-import cluster, { type Worker } from 'node:cluster';
+import cluster, { type Worker as ServingProcess } from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -49,7 +49,7 @@ export function processCount(configured: number): number {
 
 interface Slot {
   index: number;
-  worker: Worker | null;
+  serving: ServingProcess | null;
   lastPong: number;
   ready: boolean;
   /** Killed for not answering the heartbeat. */
@@ -100,10 +100,10 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   await runs.releaseOwnedBy(leftoverLeases(store));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
-  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0, loaded: false }));
+  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, serving: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0, loaded: false }));
   const crashes = new Map<string, Array<{ at: number; score: number }>>();
   const parked = new Map<string, Parking>();
-  type Collecting = { from: Worker; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
+  type Collecting = { from: ServingProcess; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
   const collecting = new Map<number, Collecting>();
   let collectSeq = 0;
   let stopping = false;
@@ -123,16 +123,16 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   // The single executable carries its Node options inside (and takes every argument as its own).
   cluster.setupPrimary({ serialization: 'json', ...(isExecutable() ? { exec: process.execPath, execArgv: [] } : {}) });
 
-  const send = (w: Worker | null, msg: ToServing) => {
+  const send = (w: ServingProcess | null, msg: ToServing) => {
     if (w?.isConnected()) w.send(msg, () => {});
   };
   const broadcast = (msg: ToServing) => {
-    for (const s of slots) send(s.worker, msg);
+    for (const s of slots) send(s.serving, msg);
   };
   /** Tell every process whether all of them have loaded their integrations, when that changes. */
   let allLoaded = false;
   const readinessChanged = () => {
-    const now = slots.every((s) => s.worker && s.loaded);
+    const now = slots.every((s) => s.serving && s.loaded);
     if (now === allLoaded) return;
     allLoaded = now;
     broadcast({ t: 'readiness', ready: now });
@@ -148,7 +148,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     const first = slot.index === 0 && !startedOnce;
     startedOnce = true;
     const w = cluster.fork({ [SERVING_ENV]: `${slot.index}/${count}`, ...(port ? { [PORT_ENV]: String(port) } : {}), ...(first ? { [ANNOUNCE_ENV]: '1' } : {}) });
-    slot.worker = w;
+    slot.serving = w;
     slot.ready = false;
     slot.loaded = false;
     slot.unresponsive = false;
@@ -161,7 +161,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       send(w, { t: 'parked', parked: [...parked.values()] });
       send(w, { t: 'readiness', ready: allLoaded });
       // The first process to listen shows the port and the config work; the others follow it.
-      for (const s of slots) if (!s.worker && !stopping && !allStarted) start(s);
+      for (const s of slots) if (!s.serving && !stopping && !allStarted) start(s);
       if (allStarted) log.info('serving process started', { process: slot.index, pid: w.process.pid });
       if (slots.every((s) => s.ready)) allStarted = true;
     });
@@ -169,7 +169,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     w.on('exit', (code, signal) => void onExit(slot, w, code, signal));
   }
 
-  function onMessage(slot: Slot, w: Worker, msg: ToSupervisor): void {
+  function onMessage(slot: Slot, w: ServingProcess, msg: ToSupervisor): void {
     switch (msg.t) {
       case 'pong':
         slot.lastPong = Date.now();
@@ -186,18 +186,18 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         }
         return;
       case 'due':
-        for (const s of slots) if (s.worker !== w) send(s.worker, { t: 'due' });
+        for (const s of slots) if (s.serving !== w) send(s.serving, { t: 'due' });
         return;
       case 'tls':
         if (tls) send(w, { t: 'tls', pair: tls.current });
         return;
       case 'collect': {
         // Metrics from every process, for the one answering GET /metrics.
-        const live = slots.filter((s) => s.ready && s.worker?.isConnected());
+        const live = slots.filter((s) => s.ready && s.serving?.isConnected());
         const key = ++collectSeq;
         const c: Collecting = { from: w, replyId: msg.id, want: live.length, snapshots: [], timer: setTimeout(() => collected(key), 2_000) };
         collecting.set(key, c);
-        for (const s of live) send(s.worker, { t: 'collect', id: key });
+        for (const s of live) send(s.serving, { t: 'collect', id: key });
         if (!live.length) collected(key);
         return;
       }
@@ -220,9 +220,9 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     send(c.from, { t: 'collected', id: c.replyId, snapshots: c.snapshots });
   }
 
-  async function onExit(slot: Slot, w: Worker, code: number | null, signal: string | null): Promise<void> {
-    if (slot.worker !== w) return;
-    slot.worker = null;
+  async function onExit(slot: Slot, w: ServingProcess, code: number | null, signal: string | null): Promise<void> {
+    if (slot.serving !== w) return;
+    slot.serving = null;
     const wasReady = slot.ready;
     slot.ready = false;
     slot.loaded = false;
@@ -247,7 +247,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     }
     if (released) broadcast({ t: 'due' });
     if (stopping) {
-      if (slots.every((s) => !s.worker)) finish();
+      if (slots.every((s) => !s.serving)) finish();
       return;
     }
     if (!wasReady && !everReady) {
@@ -275,7 +275,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     slot.failedStarts = wasReady ? 0 : slot.failedStarts + 1;
     const delay = slot.failedStarts ? Math.min(10_000, 250 * 2 ** slot.failedStarts) : 0;
     setTimeout(() => {
-      if (!stopping && !slot.worker) start(slot);
+      if (!stopping && !slot.serving) start(slot);
     }, delay).unref();
   }
 
@@ -309,13 +309,13 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const heartbeat = setInterval(() => {
     const now = Date.now();
     for (const s of slots) {
-      if (!s.worker || !s.ready) continue;
+      if (!s.serving || !s.ready) continue;
       if (now - s.lastPong > config.server.heartbeat_timeout && !s.unresponsive) {
         s.unresponsive = true;
-        s.worker.process.kill('SIGKILL');
+        s.serving.process.kill('SIGKILL');
         continue;
       }
-      send(s.worker, { t: 'ping' });
+      send(s.serving, { t: 'ping' });
     }
   }, HEARTBEAT_MS);
 
@@ -324,12 +324,12 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     stopping = true;
     clearInterval(heartbeat);
     log.info('shutting down', { reason: why });
-    const live = slots.filter((s) => s.worker);
+    const live = slots.filter((s) => s.serving);
     if (!live.length) return finish();
-    for (const s of live) s.worker!.process.kill('SIGTERM');
+    for (const s of live) s.serving!.process.kill('SIGTERM');
     // Each process drains within shutdown_timeout; one that does not is killed a little later.
     const timer = setTimeout(() => {
-      for (const s of slots) s.worker?.process.kill('SIGKILL');
+      for (const s of slots) s.serving?.process.kill('SIGKILL');
     }, config.server.shutdown_timeout + 3_000);
     timer.unref();
   }
@@ -338,7 +338,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const onSignal = (sig: string) => {
     if (++signals > 1) {
       log.warn('second signal: stopping now', { signal: sig });
-      for (const s of slots) s.worker?.process.kill('SIGKILL');
+      for (const s of slots) s.serving?.process.kill('SIGKILL');
       return;
     }
     void stop(sig);

@@ -1,7 +1,7 @@
 /**
  * The retention job: delete history older than `retention.keep` in small batches. Each batch is one
  * DELETE statement (one transaction of at most `batch_size` rows), and the job yields to the event
- * loop between batches, so the delivery worker's own statements run in between: a purge of a
+ * loop between batches, so the delivery sender's own statements run in between: a purge of a
  * million rows is a few hundred short steps, never one long lock. Purged, in order:
  * 1. delivered and cancelled deliveries completed before the cutoff, with their attempts;
  * 2. failed deliveries that failed before `retention.keep_failed` ago (kept longer, since they can

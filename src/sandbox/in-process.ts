@@ -1,7 +1,7 @@
 /**
  * The sandbox run in the serving process itself: the process that takes a request runs its isolate,
  * with no IPC hop (see docs/architecture.md, Processes). Same interface as the worker-process
- * sandbox (supervisor.ts), so the runtime does not know which one it has.
+ * sandbox (worker-process.ts), so the runtime does not know which one it has.
  *
  * What this trades: an isolate that takes V8 down takes this process with it. That is acceptable
  * only under the process supervisor (src/process/), which replaces a dead serving process and parks
@@ -10,10 +10,10 @@
  */
 import { batchPerTurn } from '../lib/batch.ts';
 import { failure } from './limits.ts';
-import type { Sandbox, SandboxOptions } from './supervisor.ts';
+import type { Sandbox, SandboxOptions } from './worker-process.ts';
 import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from './types.ts';
-import { onCatastrophe } from './worker/instance.ts';
-import { SandboxHost } from './worker/host.ts';
+import { onCatastrophe } from './host/instance.ts';
+import { SandboxHost } from './host/host.ts';
 
 /** What the process supervisor learns from the sandbox (all optional: a lone process has no supervisor). */
 export interface SandboxHooks {
@@ -33,7 +33,7 @@ export interface SandboxHooks {
 
 export type InProcessOptions = SandboxOptions & { hooks?: SandboxHooks };
 
-// Extra time past an invocation's own limits before it is presumed wedged (as in supervisor.ts).
+// Extra time past an invocation's own limits before it is presumed wedged (as in worker-process.ts).
 const WEDGED_GRACE_MS = 5_000;
 
 export function createInProcessSandbox(opts: InProcessOptions): Sandbox {

@@ -1,16 +1,16 @@
 /**
  * The sandbox: integration code runs in isolated-vm isolates, in the serving process that took the
  * request (in-process.ts; the supervisor replaces a serving process an isolate takes down), or for
- * tests and tools in a worker process of its own (supervisor.ts), with a Workers-style API
+ * tests and tools in a worker process of its own (worker-process.ts), with a Workers-style API
  * (Request/Response/fetch/URL/crypto.subtle...), the '@switchyard/runtime' library, and hard limits
  * from config.yaml's `sandbox` section. See docs/sandbox.md.
  */
 import { defineModule } from '../module/contract.ts';
-import { createSandbox as create, type Sandbox, type SandboxOptions } from './supervisor.ts';
+import { createWorkerProcessSandbox, type Sandbox, type SandboxOptions } from './worker-process.ts';
 import type { GuestScript, LogLine } from './types.ts';
 import { createInProcessSandbox } from './in-process.ts';
 
-export type { Sandbox, SandboxOptions } from './supervisor.ts';
+export type { Sandbox, SandboxOptions } from './worker-process.ts';
 export type { Envelope, GuestScript, InvocationError, InvocationResult, LogLine, ScriptExports, CheckResult, Limits } from './types.ts';
 export { scriptFileName } from './types.ts';
 export { workerCommand, WORKER_FLAG } from './worker-command.ts';
@@ -19,12 +19,12 @@ export { runtimeTypes } from './runtime-types.ts';
 
 /** Start the sandbox (its worker process starts at once, in the background). */
 export function createSandbox(opts: SandboxOptions): Sandbox {
-  return create(opts);
+  return createWorkerProcessSandbox(opts);
 }
 
 /** The worker's main, for a build that re-runs its own executable with `--sandbox-worker`. */
 export async function runSandboxWorker(): Promise<void> {
-  const { runWorker } = await import('./worker/main.ts');
+  const { runWorker } = await import('./worker-main.ts');
   runWorker();
 }
 

@@ -22,10 +22,10 @@ export function describeLimit(limit: LimitName, limits: Limits, used?: number): 
   const u = used === undefined ? '' : ` (used ${limit.endsWith('_body') || limit === 'script_size' ? size(used) : limit === 'subrequests' ? used : ms(used)})`;
   switch (limit) {
     case 'cpu_time':
-      // An inline call's time-out runs on the clock (see worker/invocation.ts budget): on a machine
+      // An inline call's time-out runs on the clock (see host/invocation.ts budget): on a machine
       // short of CPU it can end before the CPU time is spent, and the message says so.
       if (used !== undefined && used < limits.cpu_time) {
-        return `exceeded its CPU time limit, sandbox.cpu_time = ${ms(limits.cpu_time)} (used ${Math.round(used)} ms of CPU, but its call ran twice the time it had left on the clock: the worker was short of CPU); the invocation was stopped`;
+        return `exceeded its CPU time limit, sandbox.cpu_time = ${ms(limits.cpu_time)} (used ${Math.round(used)} ms of CPU, but its call ran twice the time it had left on the clock: the process was short of CPU); the invocation was stopped`;
       }
       return `exceeded its CPU time limit, sandbox.cpu_time = ${ms(limits.cpu_time)}${u}; the invocation was stopped`;
     case 'wall_time':

@@ -1,6 +1,6 @@
 /**
  * The sandbox's data shapes: its public face (scripts, envelopes, results) and the messages that
- * cross between the server and a sandbox worker process (supervisor.ts, for tests and `switchyard
+ * cross between the server and a sandbox worker process (worker-process.ts, for tests and `switchyard
  * check`: JSON over IPC, bytes as base64). A serving process runs its isolates in-process and
  * passes the same shapes without IPC (in-process.ts).
  */

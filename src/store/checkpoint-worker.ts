@@ -1,6 +1,7 @@
 /**
  * The checkpointer thread (see checkpointer.ts): copies the WAL back into the database file from
- * a connection of its own, so that the server's event loop does not stop for it.
+ * a connection of its own, so that the server's event loop does not stop for it. This file is
+ * the entry of that node:worker_threads Worker (hence "worker" in its name).
  *
  * Each turn is PASSIVE: it never waits for, nor blocks, the server's readers and writers; what it
  * cannot copy yet is copied on a later turn. A PASSIVE checkpoint never starts the WAL over, and

@@ -2,7 +2,7 @@
  * WAL checkpoints on a thread of their own. Every commit appends pages to the WAL; a checkpoint
  * copies them into the database file and syncs it. Run automatically by the committing
  * connection, that cost lands on the server's event loop inside a commit: about 6 us per webhook
- * delivery (half of an ingest commit, a third of the worker's), measured. Here a second
+ * delivery (half of an ingest commit, a third of the delivery sender's), measured. Here a second
  * connection does it every `intervalMs` (`idleIntervalMs` while little is written), and the
  * server's own automatic checkpoint stays on with a higher threshold, as a backstop should this
  * thread fall behind or be restarting. Durability is the same:

@@ -42,7 +42,7 @@ export function useNodeId(dataDir: string): string {
   return id;
 }
 
-/** A new lease owner for a worker of this process. */
+/** A new lease owner for a delivery sender or handler runner of this process. */
 export function leaseOwner(): string {
   return `${prefix}${process.pid}.${randomBytes(4).toString('hex')}`;
 }

@@ -1,11 +1,12 @@
 /**
  * A leased queue, written once for every queue table the store has (webhook deliveries, handler
- * runs): rows become due at a time, a worker takes due rows by setting their lease (owner and
- * expiry) in one statement, gives back what it never used, and after a crash the leases of a
- * process that is gone are released; a lease that runs out makes its row due again by itself.
+ * runs): rows become due at a time, a consumer (the delivery sender, the handler runner) takes due
+ * rows by setting their lease (owner and expiry) in one statement, gives back what it never used,
+ * and after a crash the leases of a process that is gone are released; a lease that runs out makes
+ * its row due again by itself.
  * Recording an outcome stays the module's own statement (its columns differ), but it must release
  * the lease the same way: `lease_until = NULL, lease_owner = NULL ... WHERE <seq> = ? AND
- * lease_owner = ?` (a worker whose lease ran out and was taken since records nothing over it).
+ * lease_owner = ?` (a consumer whose lease ran out and was taken since records nothing over it).
  *
  * What a queue table must have (names given to leasedQueue):
  *   - `seq`: an integer row number (the order of ties, what claims and give-backs name);
@@ -54,7 +55,7 @@ export interface QueueTable {
   group?: string;
   /** SQLite's index for due rows (of a group when `group` is set): named, so a backlog is never scanned. */
   dueIndex?: string;
-  /** The columns a claim returns (the row the worker needs). */
+  /** The columns a claim returns (the row the consumer needs). */
   returning: string;
 }
 
@@ -73,7 +74,7 @@ export interface LeasedQueue<R> {
   giveBack(q: Queries, seqs: readonly number[], owner: string, now: number): Promise<number>;
   /**
    * Release every lease whose owner starts with `ownerPrefix` ('' for all: at start, before any
-   * worker of the store runs), returning the rows released; with `dueNow`, those still queued are
+   * consumer of the store runs), returning the rows released; with `dueNow`, those still queued are
    * due at once (instead of at their schedule).
    */
   releaseOwnedBy(q: Queries, ownerPrefix: string, now: number, opts?: { dueNow?: boolean }): Promise<R[]>;

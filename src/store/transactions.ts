@@ -1,6 +1,6 @@
 /**
  * Hooks on the store's transactions: work that must wait for a commit (start a delivery leased in
- * the transaction, wake a worker, tell listeners) or undo something kept in memory when the
+ * the transaction, wake a consumer, tell listeners) or undo something kept in memory when the
  * transaction rolls back (give a reserved slot back). Whoever does the write registers them, so a
  * caller that opens the transaction need not know who to tell afterwards (as Django's on_commit).
  * Modules register them as `tx.afterCommit(fn)` and `tx.onRollback(fn)` (contract.ts); this file

@@ -2,7 +2,7 @@
  * One delivery attempt: sign the stored body with the installation's live secrets, in the scheme
  * it chose (X-Platform-Signature, or the Standard Webhooks headers), POST it, and
  * decide from the answer (or the error) what the delivery becomes: delivered, retried when, or
- * failed. Writes nothing: the worker records the outcome (worker.ts).
+ * failed. Writes nothing: the sender records the outcome (sender.ts).
  */
 import type { Config } from '../config/index.ts';
 import type { httpRequest, HttpResult } from '../net/index.ts';
@@ -24,7 +24,7 @@ export interface AttemptContext {
   clock: () => number;
   send: typeof httpRequest;
   random?: () => number;
-  /** Aborted when the worker gives up on attempts in flight (stop). */
+  /** Aborted when the sender gives up on attempts in flight (stop). */
   signal: AbortSignal;
   stopped: () => boolean;
 }

@@ -1,5 +1,5 @@
 /**
- * Webhook delivery: signing and verification, the retry policy, the durable queue and its worker,
+ * Webhook delivery: signing and verification, the retry policy, the durable queue and its sender,
  * signing secrets, and the reference receiver. Attaches `services.webhooks` (secrets, called by
  * the installations module) and `services.deliveries` (the queue, called by events ingest and the
  * management API); both are built in service.ts.
@@ -22,7 +22,7 @@ export { endpointParam, maskSecret } from './routes.ts';
 export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
 export { createQueue, newDeliveryId, originOf, type Queue } from './queue.ts';
 export { deliveryStats, statsQueries, MAX_STATS_DELIVERIES, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
-export type { RecordedAttempt } from './worker.ts';
+export type { RecordedAttempt } from './sender.ts';
 export { newSecret } from './secrets.ts';
 
 export type { WebhooksService, Subscription, Deliveries, InstallationLifecycle } from './contracts.ts';

@@ -1,7 +1,7 @@
 /**
  * Scheduling: which deliveries are due, found without scanning a backlog. Per endpoint origin the
  * queue keeps a hint of when it next has due work, takes origins in turn (leasing each one's due
- * deliveries in one statement: queue-leases.ts), and tells the worker when to look next.
+ * deliveries in one statement: queue-leases.ts), and tells the sender when to look next.
  */
 import { statement, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';

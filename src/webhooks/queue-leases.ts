@@ -1,7 +1,7 @@
 /**
  * Leases of webhook deliveries: the store's leased queue (store/leased-queue.ts) over the
- * webhook_deliveries table. A worker takes due deliveries by setting their lease (owner and expiry)
- * in one statement, so an attempt is owned by exactly one worker; an expired lease makes the
+ * webhook_deliveries table. A sender takes due deliveries by setting their lease (owner and expiry)
+ * in one statement, so an attempt is owned by exactly one sender; an expired lease makes the
  * delivery due again. Due deliveries are taken per endpoint origin (queue-due.ts decides which).
  */
 import { leasedQueue } from '../store/leased-queue.ts';
@@ -30,7 +30,7 @@ export const leases = {
     return (await deliveryLeases.claim(q, seqs, { now, owner, until })).map((r) => claimedOf(r)!);
   },
 
-  /** Give back leases never used (deliveries claimed ahead, not sent): due again at once for any worker. */
+  /** Give back leases never used (deliveries claimed ahead, not sent): due again at once for any sender. */
   giveBack: (q: Queries, seqs: number[], owner: string, now: number): Promise<number> => deliveryLeases.giveBack(q, seqs, owner, now),
 
   /** Take the lease of any delivery by id (manual attempt), whatever its schedule. */

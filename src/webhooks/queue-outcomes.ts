@@ -141,7 +141,7 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
      * Record attempts and their deliveries' next states in the caller's transaction (group commit:
      * three statements at most, whatever the batch); releases the leases. Returns each attempt's id
      * (its feed cursor), in order, and the deliveries whose state was left alone: given an `owner`,
-     * a delivery whose lease that owner no longer holds (it expired and another worker took it)
+     * a delivery whose lease that owner no longer holds (it expired and another sender took it)
      * gets the attempt recorded (it was made) but keeps the state the new holder gives it.
      */
     async completeMany(tx: Queries, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] }> {

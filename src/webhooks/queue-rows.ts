@@ -1,11 +1,11 @@
 /**
- * The delivery queue's rows and what the worker gets of them (a claimed delivery, the attempt it
+ * The delivery queue's rows and what the sender gets of them (a claimed delivery, the attempt it
  * records, the state it moves the delivery to), with the SQL the queue's stages share.
  */
 import type { AttemptOutcome } from './policy.ts';
 import type { DeliveryStatus } from './views.ts';
 
-/** What the worker needs to make one attempt. */
+/** What the sender needs to make one attempt. */
 export interface Claimed {
   seq: number;
   id: string;
@@ -125,7 +125,7 @@ export const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id
 /** The delivery's installation is paused (its webhook endpoint row says so). */
 export const PAUSED = `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = webhook_deliveries.installation_id AND e.paused = 1)`;
 
-/** A claim's RETURNING row as the worker takes it. */
+/** A claim's RETURNING row as the sender takes it. */
 export const claimedOf = (r: any): Claimed | undefined =>
   r && {
     seq: r.seq,

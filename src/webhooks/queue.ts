@@ -1,7 +1,7 @@
 /**
  * The delivery queue, in the store (SQLite or PostgreSQL): every state change of a delivery is one statement or one
  * transaction here, so a crash leaves each delivery either before or after a step, never between.
- * The worker (worker.ts) decides; the queue only records. It is built of stages, each in its own
+ * The sender (sender.ts) decides; the queue only records. It is built of stages, each in its own
  * file: scheduling (queue-due.ts), leases (queue-leases.ts, over the store's leased queue),
  * recording outcomes (queue-outcomes.ts), held deliveries and the installation's lifecycle
  * (queue-held.ts), replays (queue-replay.ts), and what the API, the live tail and retention read

@@ -74,7 +74,7 @@ export const webhooksMigrations: ModuleMigrations = {
       next_attempt_at INTEGER
     );
     CREATE INDEX webhook_attempts_by_delivery ON webhook_attempts (delivery_seq, number);`,
-    // Due work per endpoint origin: the worker asks each origin with free slots for its earliest
+    // Due work per endpoint origin: the sender asks each origin with free slots for its earliest
     // due deliveries, so a backlog at one endpoint is never scanned to find work for another.
     `CREATE INDEX webhook_deliveries_due_by_origin ON webhook_deliveries (origin, next_attempt_at) WHERE next_attempt_at IS NOT NULL;`,
     // One outcome vocabulary, and held deliveries (docs/webhooks.md, "What a delivery looks like"). SQLite

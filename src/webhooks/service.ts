@@ -1,5 +1,5 @@
 /**
- * The webhooks service: signing secrets, the durable queue and the worker that sends from it,
+ * The webhooks service: signing secrets, the durable queue and the sender that sends from it,
  * built from the store and this process's share of the config. It answers as `WebhooksService`
  * (secrets and the installation lifecycle, called by the installations module) and `Deliveries`
  * (the queue, called by events ingest and the management API); see contracts.ts.
@@ -16,7 +16,7 @@ import { DEFAULT_SIGNATURE_SCHEME, type SignatureScheme } from './schemes.ts';
 import { createSecrets } from './secrets.ts';
 import { standardSecretProblem } from './standard-webhooks.ts';
 import { deliveryStats } from './stats.ts';
-import { createWorker, type RecordedAttempt, type WebhooksConfig, type Worker } from './worker.ts';
+import { createSender, type RecordedAttempt, type WebhooksConfig, type Sender } from './sender.ts';
 import { leftoverLeases } from '../store/lease-owner.ts';
 
 function attemptView(r: AttemptRecord, number: number): Attempt {
@@ -40,7 +40,7 @@ function attemptView(r: AttemptRecord, number: number): Attempt {
 /**
  * One serving process's share of the delivery concurrency: of N processes, process `index` takes
  * its part of `concurrency` (the remainder to the first ones), so the shares add up to the setting
- * exactly. The per-endpoint limit is shared per origin by the worker (slotsFor).
+ * exactly. The per-endpoint limit is shared per origin by the sender (slotsFor).
  */
 export function shareOf(cfg: WebhooksConfig, processes: number, index: number): WebhooksConfig {
   return { ...cfg, concurrency: partOf(cfg.concurrency, processes, index) };
@@ -137,7 +137,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
         hint: 'leave the secret out to have one generated in that form (whsec_ and 24 random bytes in base64)',
       });
   };
-  const worker: Worker = createWorker({
+  const sender: Sender = createSender({
     queue,
     database,
     secrets,
@@ -155,7 +155,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
   const nodes = database.notifications;
   const others = nodes ? { get: () => void nodes.notify(database, DUE_CHANNEL).catch((e: unknown) => deps.health?.failed(e)) } : undefined;
   const dueEverywhere = () => {
-    worker.wake();
+    sender.wake();
     link?.announceDue();
     others?.get();
   };
@@ -163,7 +163,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
   const dueEverywhereSoon = oncePerTurn(dueEverywhere);
   const dueEverywhereAfter = (tx: Tx) => tx.afterCommit(dueEverywhereSoon);
   /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
-  const wakeWorker = () => worker.wake();
+  const wakeSender = () => sender.wake();
 
   const webhooks: WebhooksService = {
     async createSecret(tx, id, given) {
@@ -297,13 +297,13 @@ export async function createWebhooks(deps: WebhooksDeps) {
           const origin = originOf(url);
           const id = newDeliveryId(now);
           const body = deliveryBody(event, s.installationId, id);
-          const lease = opts.startAtCommit !== false && !held ? worker.reserve(origin) : undefined;
+          const lease = opts.startAtCommit !== false && !held ? sender.reserve(origin) : undefined;
           inputs.push({ id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url, origin, body, now, held, lease });
         }
       claimed = await queue.enqueueMany(tx, inputs);
     } catch (e) {
       // Nothing stored: the slots reserved so far are given back.
-      for (const input of inputs) if (input.lease) worker.cancelReserved(input.origin);
+      for (const input of inputs) if (input.lease) sender.cancelReserved(input.origin);
       throw e;
     }
     const out = events.map(() => [] as Array<{ id: string; installationId: string }>);
@@ -316,14 +316,14 @@ export async function createWebhooks(deps: WebhooksDeps) {
           if (c) {
             // Leased in the caller's transaction: its first attempt starts once that commits, and
             // the slot is given back if it (or the savepoint it is in) rolls back.
-            tx.afterCommit(() => worker.startReserved(c));
-            tx.onRollback(() => worker.cancelReserved(c.origin));
-          } else worker.cancelReserved(input.origin);
+            tx.afterCommit(() => sender.startReserved(c));
+            tx.onRollback(() => sender.cancelReserved(c.origin));
+          } else sender.cancelReserved(input.origin);
         }
         if (c) out[e].push({ id: c.id, installationId: s.installationId });
       }
     });
-    if (out.some((o) => o.length)) tx.afterCommit(wakeWorker);
+    if (out.some((o) => o.length)) tx.afterCommit(wakeSender);
     return out;
   }
 
@@ -332,13 +332,13 @@ export async function createWebhooks(deps: WebhooksDeps) {
     async enqueueEvent(tx, event, subscriptions, now, opts) {
       return (await enqueueEvents(tx, [{ event, subscriptions }], now, opts))[0];
     },
-    wake: wakeWorker,
+    wake: wakeSender,
     list: (f) => queue.list(f),
     get: (id) => queue.get(id),
     async retry(id) {
       const found = await queue.get(id);
       if (found && found.status !== 'cancelled' && urlGone(found.installationId)) noUrl(id, found.installationId, 'retried');
-      const record = await worker.attemptNow(id);
+      const record = await sender.attemptNow(id);
       if (record === 'busy') {
         const d = await queue.get(id);
         if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with GET /api/v1/deliveries' });
@@ -365,7 +365,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     replayable: (f) => queue.replayable(f),
     stats: (f) => deliveryStats(database, f),
     counts: () => queue.counts(),
-    inFlight: () => worker.inFlight(),
+    inFlight: () => sender.inFlight(),
     onAttempt: (listener) => attempts.add(listener),
     attemptsAfter: (after, limit, f) => queue.attemptsAfter(after, limit, f),
     lastAttemptId: () => queue.lastAttemptId(),
@@ -381,7 +381,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     follow,
     /** Overdue work (retries due while the server was down) goes out now, and what other processes make due. */
     start(): void {
-      worker.wake();
+      sender.wake();
       if (!link && !nodes) return;
       // Deliveries other processes (or nodes) made due (retries they scheduled, a dead process's
       // leases) are not in this process's per-origin hints: look them up when told, and every second.
@@ -391,7 +391,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
         refreshing = true;
         queue
           .refreshDue(database)
-          .then(() => worker.wake(), (e: unknown) => deps.health?.failed(e))
+          .then(() => sender.wake(), (e: unknown) => deps.health?.failed(e))
           .finally(() => (refreshing = false));
       };
       link?.onDue(dueSafely);
@@ -402,7 +402,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     /** Stop taking work; attempts in flight get up to `graceMs` (at most the attempt time-out). */
     stop(graceMs: number): Promise<void> {
       clearInterval(refresh);
-      return worker.stop(Math.min(graceMs, cfg().timeout));
+      return sender.stop(Math.min(graceMs, cfg().timeout));
     },
   };
 }

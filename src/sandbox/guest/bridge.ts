@@ -112,7 +112,7 @@ const pending = new Map<number, { resolve(v: unknown): void; reject(e: unknown):
 let nextId = 1;
 
 // Per-invocation caps on calls that cross to the host without waiting for it. They keep a guest
-// from flooding the worker's event loop faster than it can answer (which would also delay the
+// from flooding the host's event loop faster than it can answer (which would also delay the
 // watchdog); the host enforces its own caps behind these.
 export const MAX_OPS = 10_000;
 let opsStarted = 0;

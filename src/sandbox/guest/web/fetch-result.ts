@@ -1,5 +1,5 @@
 /**
- * The host's answer to a guest fetch (worker/ops.ts performFetch): one declaration for both sides
+ * The host's answer to a guest fetch (host/ops.ts performFetch): one declaration for both sides
  * of the bridge. A leaf that imports nothing, so the host's type-check does not take in the guest
  * library and the guest's does not take in the host's Node modules.
  */

@@ -30,7 +30,7 @@ export interface InstanceHooks {
   readonly inline: boolean;
   /** Time-out of the next call into the guest, in ms (what the invocation has left). */
   budget(): number;
-  /** An inline call used this much CPU time of the worker's thread (ms); `failed` when it did not return. */
+  /** An inline call used this much CPU time of the host's thread (ms); `failed` when it did not return. */
   charge?(ms: number, failed: boolean): void;
   start(op: string, id: number, arg: unknown): void;
   cancel(id: number): void;
@@ -62,7 +62,7 @@ function ranOut(elapsed: number, timeout: number): boolean {
   return elapsed >= timeout - 1;
 }
 
-/** An inline call that ran longer than this stalls the other integrations of the worker... */
+/** An inline call that ran longer than this stalls the other integrations of the process... */
 export const SLOW_CALL_MS = 10;
 /**
  * ...which an integration may do for this long in all (its allowance, refilled at STALL_REFILL ms
@@ -207,8 +207,9 @@ export class GuestInstance {
     this.isolate = new ivm.Isolate({
       memoryLimit: limits.memory_mb,
       onCatastrophicError: (message) => {
-        // V8 lost control of an isolate: this process cannot be trusted any more. The supervisor
-        // answers the pending invocations and starts a fresh worker.
+        // V8 lost control of an isolate: this process cannot be trusted any more. The server's side
+        // (worker-process.ts) answers the pending invocations and starts a fresh worker (in a serving
+        // process: the process supervisor replaces the process).
         process.stderr.write(`sandbox: catastrophic isolate error in integration ${script.name} (${message}); exiting\n`);
         catastropheListener?.(script.name);
         process.exit(70);

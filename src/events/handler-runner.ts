@@ -1,5 +1,5 @@
 /**
- * The handler worker: takes due handler runs from the store (SQL leases, so several processes can
+ * The handler runner: takes due handler runs from the store (SQL leases, so several processes can
  * share one store), runs each through the runtime, and records the outcome on the webhook retry
  * schedule (webhooks.max_retries / base_delay / jitter). A run that crashed the sandbox, found it
  * unavailable, hit a limit or whose handler threw is retried like a 5xx; after max_retries it is
@@ -26,7 +26,7 @@ export type RunOutcome =
   /** The installation is gone (uninstalled): the run is cancelled. */
   | { kind: 'gone'; reason: string };
 
-export interface HandlerWorkerDeps {
+export interface HandlerRunnerDeps {
   runs: HandlerRuns;
   /** Run one claimed handler; a throw counts as a failed attempt. */
   run: (c: ClaimedRun) => Promise<RunOutcome>;
@@ -38,13 +38,13 @@ export interface HandlerWorkerDeps {
   onRecorded?: (c: ClaimedRun, next: RunNext | 'dropped') => void;
 }
 
-export type HandlerWorker = ReturnType<typeof createHandlerWorker>;
+export type HandlerRunner = ReturnType<typeof createHandlerRunner>;
 
 const MAX_TIMER = 60 * 60_000;
 /** After a turn the store refused: the next one, that long after. */
 const RETRY_MS = 1000;
 
-export function createHandlerWorker(deps: HandlerWorkerDeps) {
+export function createHandlerRunner(deps: HandlerRunnerDeps) {
   const { runs, log } = deps;
   const clock = deps.now ?? Date.now;
   const owner = leaseOwner();
@@ -82,7 +82,7 @@ export function createHandlerWorker(deps: HandlerWorkerDeps) {
       }
     })().finally(() => (turning = undefined));
   }
-  /** Runs ending in one event-loop turn share one turn of the worker. */
+  /** Runs ending in one event-loop turn share one turn of the runner. */
   const pumpSoon = oncePerTurn(pump);
 
   /** One turn: record what ended, claim due runs for the free slots, arm the timer. False when the store failed. */

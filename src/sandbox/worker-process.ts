@@ -62,7 +62,7 @@ interface Pending {
 // Extra time the worker gets past an invocation's own limits before it is presumed wedged.
 const WEDGED_GRACE_MS = 5_000;
 
-export function createSandbox(opts: SandboxOptions): Sandbox {
+export function createWorkerProcessSandbox(opts: SandboxOptions): Sandbox {
   const log = opts.log;
   const settings = (): WorkerSettings => ({
     limits: opts.limits,

@@ -2,14 +2,14 @@
  * The sandbox worker process (tests and `switchyard check`; `switchyard serve` runs isolates in
  * its serving processes, in-process.ts): isolates live here, apart from the HTTP server and the
  * delivery queue, so a guest that takes V8 down (out of memory, a catastrophic error) costs only
- * this process; the sandbox supervisor (../supervisor.ts) answers its pending invocations and
+ * this process; the server's side (worker-process.ts) answers its pending invocations and
  * starts another.
  */
-import { guestBundle } from '../guest-bundle.ts';
-import { batcher, envelopeFromWire, resultToWire } from '../ipc.ts';
-import { failure } from '../limits.ts';
-import type { FromWorker, InvocationResult, ToWorker } from '../types.ts';
-import { SandboxHost } from './host.ts';
+import { guestBundle } from './guest-bundle.ts';
+import { batcher, envelopeFromWire, resultToWire } from './ipc.ts';
+import { failure } from './limits.ts';
+import type { FromWorker, InvocationResult, ToWorker } from './types.ts';
+import { SandboxHost } from './host/host.ts';
 
 export function runWorker(): void {
   if (!process.send) throw new Error('the sandbox worker must be started by the server (it talks over an IPC channel)');

@@ -1,6 +1,6 @@
 /**
  * The isolates' side of the sandbox, wherever they run (a serving process: ../in-process.ts; the
- * sandbox worker process: main.ts): one pool of instances per integration (the latest script
+ * sandbox worker process: ../worker-main.ts): one pool of instances per integration (the latest script
  * version), each instance serving one invocation at a time, at most `concurrency` per integration;
  * further invocations wait for a free one within their wall-clock budget. A script that fails to
  * load for a reason in its code keeps failing fast until a new version arrives; a load stopped by a

@@ -1,10 +1,10 @@
 /**
- * The delivery worker: takes due deliveries from the queue, makes their attempts (attempt.ts: sign,
+ * The delivery sender: takes due deliveries from the queue, makes their attempts (attempt.ts: sign,
  * POST, decide) and records the outcomes. It does not poll: it runs when a delivery is enqueued
  * (wake), when an attempt ends, on one timer armed for the earliest scheduled retry, and when the
  * service learns of work other processes or nodes made due (service.ts: their announcements, and a
  * look every second). Leases make an
- * attempt owned by exactly one worker; concurrency is bounded in all and per endpoint origin, so a
+ * attempt owned by exactly one sender; concurrency is bounded in all and per endpoint origin, so a
  * slow endpoint occupies at most `per_endpoint_concurrency` slots and cannot starve healthy ones.
  *
  * A slot is held for the HTTP exchange and nothing else. Deliveries are claimed ahead (leased,
@@ -25,7 +25,7 @@ import { leaseOwner } from '../store/lease-owner.ts';
 
 export type WebhooksConfig = Config['webhooks'];
 
-export interface WorkerDeps {
+export interface SenderDeps {
   queue: Queue;
   database: Database;
   secrets: Pick<WebhookSecrets, 'liveSecrets'>;
@@ -42,9 +42,9 @@ export interface WorkerDeps {
   onAttempt?: (e: RecordedAttempt) => void;
   /** Told when a write fails and when one commits again (store/health.ts). */
   health?: { failed(error: unknown): void; ok(): void };
-  /** Deliveries were given back to the queue: other workers sharing it may take them now. */
+  /** Deliveries were given back to the queue: other senders sharing it may take them now. */
   gaveBack?: () => void;
-  /** This worker's slots per origin of the per-endpoint limit (the serving processes share it); all of them by default. */
+  /** This sender's slots per origin of the per-endpoint limit (the serving processes share it); all of them by default. */
   slotsFor?: (origin: string, limit: number) => number;
 }
 
@@ -58,7 +58,7 @@ export interface RecordedAttempt {
   slotMs: number;
 }
 
-export interface Worker {
+export interface Sender {
   /** Look for due work now (after an enqueue, a resume, a replay). */
   wake(): void;
   /**
@@ -83,7 +83,7 @@ const MAX_TIMER = 60 * 60_000;
 
 /**
  * How long a delivery claimed ahead may wait for a slot of its origin before it is given back to
- * the queue for another worker (a process beside this one whose slots are free); and how recently
+ * the queue for another sender (a process beside this one whose slots are free); and how recently
  * a slot of the origin must have freed for more to be claimed ahead. An endpoint that answers in
  * milliseconds frees a slot every few ms; one whose attempts hang gets nothing claimed ahead.
  */
@@ -102,14 +102,14 @@ export function aheadLeaseMs(cfg: WebhooksConfig): number {
   return leaseMs(cfg) + cfg.timeout;
 }
 
-export function createWorker(deps: WorkerDeps): Worker {
+export function createSender(deps: SenderDeps): Sender {
   const { queue, log, database } = deps;
   const clock = deps.now ?? Date.now;
   const owner = leaseOwner();
   /** HTTP exchanges in flight, in all and per origin: the slots. */
   const perOrigin = new Map<string, number>();
   let inflight = 0;
-  /** Deliveries leased to this worker and waiting for a slot of their origin, oldest first. */
+  /** Deliveries leased to this sender and waiting for a slot of their origin, oldest first. */
   type Ahead = { c: Claimed; until: number; since: number };
   const ahead = new Map<string, Ahead[]>();
   let aheadCount = 0;
@@ -166,10 +166,10 @@ export function createWorker(deps: WorkerDeps): Worker {
   }
 
   const waitingFor = (origin: string): number => ahead.get(origin)?.length ?? 0;
-  /** This worker's slots for an origin. */
+  /** This sender's slots for an origin. */
   const limitOf = (origin: string, cfg: WebhooksConfig): number => (deps.slotsFor ? deps.slotsFor(origin, cfg.per_endpoint_concurrency) : cfg.per_endpoint_concurrency);
 
-  /** Room for more: in all (twice the worker's concurrency less what is taken), and per origin. */
+  /** Room for more: in all (twice the sender's concurrency less what is taken), and per origin. */
   function roomAt(now: number): { room: number; perOriginRoom: (origin: string) => number } {
     const cfg = deps.config();
     const room = 2 * cfg.concurrency - inflight - aheadCount;
@@ -191,7 +191,7 @@ export function createWorker(deps: WorkerDeps): Worker {
 
   /**
    * Lease as many due deliveries as there is room for, in the caller's transaction (one statement
-   * per origin with due work; those another worker took meanwhile are left out). The caller
+   * per origin with due work; those another sender took meanwhile are left out). The caller
    * queues them (queueAhead) once it commits.
    */
   async function claimDue(tx: Queries, now: number): Promise<Ahead[]> {
@@ -216,8 +216,8 @@ export function createWorker(deps: WorkerDeps): Worker {
 
   /**
    * Deliveries that waited here longer than AHEAD_WAIT_MS (their origin's slots are taken by slow
-   * or hanging attempts) go back to the queue, and the workers beside this one are told: one with
-   * a free slot sends them. Until a slot of that origin frees, this worker claims no more ahead.
+   * or hanging attempts) go back to the queue, and the senders beside this one are told: one with
+   * a free slot sends them. Until a slot of that origin frees, this sender claims no more ahead.
    */
   async function giveBackStale(): Promise<void> {
     staleTimer = undefined;
@@ -248,7 +248,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     }
   }
 
-  /** Start what waits for `origin` while it has free slots (and the worker has room in all). */
+  /** Start what waits for `origin` while it has free slots (and the sender has room in all). */
   function drainOrigin(origin: string): void {
     const list = ahead.get(origin);
     if (!list) return;
@@ -337,7 +337,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         const recorded = await queue.completeMany(tx, batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended })));
         ids = recorded.ids;
         // Only when this process was held past its lease (the supervisor kills a silent one first).
-        if (recorded.stale.length) log.warn('attempts ended after their lease had expired; the delivery was left to the worker that took it', { deliveries: recorded.stale.length });
+        if (recorded.stale.length) log.warn('attempts ended after their lease had expired; the delivery was left to the sender that took it', { deliveries: recorded.stale.length });
         if (!stopped && worthClaiming(now)) next = await claimDue(tx, now);
       });
       // Another process is committing: these outcomes wait a turn (the claims were rolled back).
@@ -451,7 +451,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       stopped = true;
       if (timer) clearTimeout(timer);
       if (staleTimer) clearTimeout(staleTimer);
-      // What waits here was never sent: its leases go back, so another worker (or the next start)
+      // What waits here was never sent: its leases go back, so another sender (or the next start)
       // takes it at once, without an interrupted attempt on record.
       const waiting = [...ahead.values()].flat().map((a) => a.c.seq);
       ahead.clear();

@@ -81,7 +81,7 @@ export class Invocation implements InstanceHooks {
   private readonly drained = new Promise<'drained'>((r) => (this.drainedResolve = () => r('drained')));
   /** Which limit the time-out of the current inline call stands for. */
   private budgetLimit: 'cpu_time' | 'wall_time' | 'wait_until' = 'cpu_time';
-  /** CPU time of this invocation's inline calls, in ms (the worker thread's own clock). */
+  /** CPU time of this invocation's inline calls, in ms (the host thread's own clock). */
   private inlineCpu = 0;
 
   constructor(inst: GuestInstance, envelope: Envelope, settings: WorkerSettings, onLateLog: (line: LogLine) => void) {
@@ -94,7 +94,7 @@ export class Invocation implements InstanceHooks {
 
   /**
    * Time-out of the next call into the guest. Inline: twice what is left of the CPU limit (counted
-   * in CPU time of the worker's thread, see charge) plus INLINE_GRACE_MS, since the time-out runs on
+   * in CPU time of the host's thread, see charge) plus INLINE_GRACE_MS, since the time-out runs on
    * the clock and a call can be preempted (a call that returns is charged its real CPU time, and
    * stopped past the limit); or the wall-clock deadline when that is nearer. (Calls on
    * isolated-vm's threads get the deadline; the CPU watchdog covers them.)
@@ -123,7 +123,7 @@ export class Invocation implements InstanceHooks {
 
   /**
    * Run the invocation. Inline, a handler that answers without waiting for anything answers during
-   * the dispatch call itself, and its outcome comes back synchronously (so the worker can hand the
+   * the dispatch call itself, and its outcome comes back synchronously (so the host can hand the
    * same instance to the next invocation of its batch: see SandboxHost.invoke); otherwise a promise.
    */
   run(): RunOutcome | Promise<RunOutcome> {
