@@ -36,7 +36,8 @@ function step<T>(label: string, fn: () => T): T {
 async function main(): Promise<void> {
   const measure = !process.argv.includes('--no-measure');
   const started = performance.now();
-  if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`the executable is built for linux-x64 only (this is ${process.platform}-${process.arch})`);
+  if (process.platform !== 'linux' || process.arch !== 'x64')
+    throw new Error(`the executable is built for linux-x64 only (this is ${process.platform}-${process.arch})`);
   const [nodeVersion, abi] = execFileSync(NODE, ['-p', 'process.version + " " + process.versions.modules'], { encoding: 'utf8' }).trim().split(' ');
   if (!nodeVersion?.startsWith('v24.')) throw new Error(`${NODE} is ${nodeVersion}, expected Node 24; run \`npm ci\``);
   console.log(`building dist/switchyard (Node ${nodeVersion}, linux-x64)`);

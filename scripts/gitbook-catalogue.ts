@@ -79,7 +79,10 @@ interface Plan {
 
 const PLANS: Record<string, Plan> = {
   arcade: { unfurl: { embed: 'https://app.arcade.software/share/catalogueFlow1' } },
-  figma: { unfurl: { embed: 'https://www.figma.com/file/AbCdEf123/Catalogue?node-id=1-2' }, props: { previewModal: { url: 'https://www.figma.com/file/AbCdEf123/Catalogue' } } },
+  figma: {
+    unfurl: { embed: 'https://www.figma.com/file/AbCdEf123/Catalogue?node-id=1-2' },
+    props: { previewModal: { url: 'https://www.figma.com/file/AbCdEf123/Catalogue' } },
+  },
   'github-copilot': { oauthPaths: ['/oauth'] },
   'github-files': { unfurl: { 'github-code-block': 'https://github.com/octo-org/octo-repo/blob/main/README.md#L1-L5' } },
   'gitlab-files': { unfurl: { 'gitlab-code-block': 'https://gitlab.com/octo-org/octo-repo/-/blob/main/README.md' } },
@@ -90,7 +93,10 @@ const PLANS: Record<string, Plan> = {
   webhook: {
     target: 'space',
     actions: {
-      config: { action: { action: 'save.config' }, state: { webhookUrl: '$receiver', secret: 'catalogue-webhook-secret-0123456789', space_content_updated: true } },
+      config: {
+        action: { action: 'save.config' },
+        state: { webhookUrl: '$receiver', secret: 'catalogue-webhook-secret-0123456789', space_content_updated: true },
+      },
     },
     expectsDelivery: true,
   },
@@ -119,14 +125,30 @@ const PLANS: Record<string, Plan> = {
         on: 'integration',
         method: 'POST',
         path: '/hooks/github',
-        body: JSON.stringify({ ref: 'refs/heads/main', installation: { id: 4242 }, repository: { id: 77 }, head_commit: { timestamp: '2026-01-01T00:00:00Z' } }),
+        body: JSON.stringify({
+          ref: 'refs/heads/main',
+          installation: { id: 4242 },
+          repository: { id: 77 },
+          head_commit: { timestamp: '2026-01-01T00:00:00Z' },
+        }),
         headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-github-delivery': 'catalogue-1' },
         githubSigned: true,
         what: 'a signed GitHub push webhook at the integration endpoint (space installations looked up with the integration token)',
       },
     ],
   },
-  gitlab: { requests: [{ on: 'installation', method: 'POST', path: '/hooks/gitlab', body: '{}', headers: { 'content-type': 'application/json', 'x-gitlab-event': 'Push Hook' }, what: 'a GitLab webhook reached the installation endpoint' }] },
+  gitlab: {
+    requests: [
+      {
+        on: 'installation',
+        method: 'POST',
+        path: '/hooks/gitlab',
+        body: '{}',
+        headers: { 'content-type': 'application/json', 'x-gitlab-event': 'Push Hook' },
+        what: 'a GitLab webhook reached the installation endpoint',
+      },
+    ],
+  },
   mermaid: { requests: [{ on: 'integration', method: 'GET', path: '/?v=1', what: 'the webframe page the block embeds' }] },
   plantuml: { requests: [{ on: 'integration', method: 'GET', path: '/?v=1', what: 'the webframe page the block embeds' }] },
 };
@@ -158,7 +180,9 @@ const flag = (name: string) => {
 };
 const checkout = args.find((a, i) => !a.startsWith('--') && !['--only', '--work'].includes(args[i - 1] ?? ''));
 if (!checkout || !existsSync(join(checkout, 'integrations'))) {
-  process.stderr.write('usage: node --no-node-snapshot scripts/gitbook-catalogue.ts <checkout of GitbookIO/integrations> [--only a,b] [--work <dir>] [--json]\n');
+  process.stderr.write(
+    'usage: node --no-node-snapshot scripts/gitbook-catalogue.ts <checkout of GitbookIO/integrations> [--only a,b] [--work <dir>] [--json]\n',
+  );
   process.exit(2);
 }
 const only = flag('--only')?.split(',').filter(Boolean);
@@ -243,7 +267,11 @@ function readManifest(dir: string): Record<string, any> {
 
 function cli(argv: string[], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--no-node-snapshot', MAIN, ...argv], { cwd: work, env: { ...process.env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--no-node-snapshot', MAIN, ...argv], {
+      cwd: work,
+      env: { ...process.env, NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -278,7 +306,11 @@ async function startReceiver(): Promise<() => void> {
     let body = '';
     req.on('data', (d) => (body += d));
     req.on('end', () => {
-      receiver.received.push(`${req.method} ${req.url} ${Object.keys(req.headers).filter((h) => h.startsWith('x-')).join(',')} ${body.slice(0, 80)}`);
+      receiver.received.push(
+        `${req.method} ${req.url} ${Object.keys(req.headers)
+          .filter((h) => h.startsWith('x-'))
+          .join(',')} ${body.slice(0, 80)}`,
+      );
       res.end('ok');
     });
   });
@@ -330,7 +362,11 @@ async function serve(): Promise<() => void> {
       '',
     ].join('\n'),
   );
-  const child = spawn(process.execPath, ['--no-node-snapshot', MAIN, 'serve'], { cwd: work, env: { ...process.env, NO_COLOR: '1' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, ['--no-node-snapshot', MAIN, 'serve'], {
+    cwd: work,
+    env: { ...process.env, NO_COLOR: '1' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let log = '';
   child.stderr.on('data', (d) => (log += d));
   for (let i = 0; i < 600; i++) {
@@ -348,7 +384,8 @@ async function serve(): Promise<() => void> {
 // ---------------------------------------------------------------------------------------------
 // Reading what happened.
 
-const UNREACHABLE = /ENOTFOUND|EAI_AGAIN|getaddrinfo|could not resolve|Could not resolve host|ECONNREFUSED|ENETUNREACH|EHOSTUNREACH|fetch failed|network error|could not reach/i;
+const UNREACHABLE =
+  /ENOTFOUND|EAI_AGAIN|getaddrinfo|could not resolve|Could not resolve host|ECONNREFUSED|ENETUNREACH|EHOSTUNREACH|fetch failed|network error|could not reach/i;
 
 /** The invocation behind an answer (its x-request-id), as the logs API shows it. */
 async function invocation(requestId: string | null): Promise<any | undefined> {
@@ -383,11 +420,20 @@ function judge(what: string, status: number, answer: unknown, inv: any, expectOk
   if (status === 501) return { what, outcome: 'not run here', detail: firstLine(String((answer as any)?.error ?? answer)) };
   const fault = inv?.error && inv.error.kind !== 'http_error';
   if (fault || status >= 500 || (expectOk && status >= 400))
-    return { what, outcome: 'failed', detail: firstLine(inv?.error?.message ?? `answered ${status}: ${typeof answer === 'string' ? answer : JSON.stringify(answer)}`) };
+    return {
+      what,
+      outcome: 'failed',
+      detail: firstLine(inv?.error?.message ?? `answered ${status}: ${typeof answer === 'string' ? answer : JSON.stringify(answer)}`),
+    };
   return { what, outcome: 'ran', detail: `answered ${status}` };
 }
 
-const firstLine = (s: string) => s.split('\n').find((l) => l.trim())?.trim().slice(0, 300) ?? '';
+const firstLine = (s: string) =>
+  s
+    .split('\n')
+    .find((l) => l.trim())
+    ?.trim()
+    .slice(0, 300) ?? '';
 
 // ---------------------------------------------------------------------------------------------
 // The main path of one integration.
@@ -467,7 +513,9 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
   const endpoint: string = inst.urls.publicEndpoint;
   const integrationEndpoint = `${base}/v1/integrations/${encodeURIComponent(manifestName)}/integration`;
   const context =
-    target === 'site' ? { type: 'configuration_site', siteId: 'site_catalogue', theme: 'light' } : { type: 'document', spaceId: 'space_catalogue', editable: true, theme: 'light' };
+    target === 'site'
+      ? { type: 'configuration_site', siteId: 'site_catalogue', theme: 'light' }
+      : { type: 'document', spaceId: 'space_catalogue', editable: true, theme: 'light' };
 
   // OAuth: the button's callback starts the flow; this script plays the provider sending the
   // browser back. The providers' token endpoints are out of reach here, so the rest of the path
@@ -493,14 +541,27 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
   }
 
   // Components: the first render, then the action a user would press.
-  const configComponent = (manifest.configurations?.[target === 'organization' ? 'account' : target]?.componentId ?? manifest.configurations?.account?.componentId) as string | undefined;
+  const configComponent = (manifest.configurations?.[target === 'organization' ? 'account' : target]?.componentId ??
+    manifest.configurations?.account?.componentId) as string | undefined;
   for (const componentId of exports.components) {
     const isConfig = componentId === configComponent;
-    const ctx = isConfig ? { type: `configuration_${target === 'organization' ? 'account' : target}`, spaceId: 'space_catalogue', siteId: 'site_catalogue', organizationId: 'org_catalogue', theme: 'light' } : context;
+    const ctx = isConfig
+      ? {
+          type: `configuration_${target === 'organization' ? 'account' : target}`,
+          spaceId: 'space_catalogue',
+          siteId: 'site_catalogue',
+          organizationId: 'org_catalogue',
+          theme: 'light',
+        }
+      : context;
     const props =
       plan.props?.[componentId] ??
       (isConfig
-        ? { installation: { configuration: inst.configuration }, ...(target === 'space' ? { spaceInstallation: { configuration: inst.configuration } } : {}), ...(target === 'site' ? { siteInstallation: { configuration: inst.configuration } } : {}) }
+        ? {
+            installation: { configuration: inst.configuration },
+            ...(target === 'space' ? { spaceInstallation: { configuration: inst.configuration } } : {}),
+            ...(target === 'site' ? { siteInstallation: { configuration: inst.configuration } } : {}),
+          }
         : {});
     const unfurl = plan.unfurl?.[componentId];
     const body = unfurl ? { componentId, props, context: ctx, action: { action: '@link.unfurl', url: unfurl } } : { componentId, props, context: ctx };
@@ -527,11 +588,15 @@ async function runMainPath(name: string, dir: string, exports: Exports): Promise
       const ts = String(Math.floor(Date.now() / 1000));
       const secret = env.match(/SIGNING_SECRET=(.*)/)?.[1] ?? '';
       headers['x-slack-request-timestamp'] = ts;
-      headers['x-slack-signature'] = `v0=${createHmac('sha256', secret).update(`v0:${ts}:${q.body ?? ''}`).digest('hex')}`;
+      headers['x-slack-signature'] = `v0=${createHmac('sha256', secret)
+        .update(`v0:${ts}:${q.body ?? ''}`)
+        .digest('hex')}`;
     }
     if (q.githubSigned) {
       const secret = env.match(/WEBHOOK_SECRET=(.*)/)?.[1] ?? '';
-      headers['x-hub-signature-256'] = `sha256=${createHmac('sha256', secret).update(q.body ?? '').digest('hex')}`;
+      headers['x-hub-signature-256'] = `sha256=${createHmac('sha256', secret)
+        .update(q.body ?? '')
+        .digest('hex')}`;
     }
     tried.push(`${q.method ?? 'GET'} ${q.on ?? 'installation'} endpoint ${q.path}`);
     const res = await fetch(url, { method: q.method ?? 'GET', headers, body: q.body, redirect: 'manual' });
@@ -575,7 +640,11 @@ async function oauthRoundTrip(start: string): Promise<Step[]> {
   const authorize = new URL(location);
   const redirectUri = authorize.searchParams.get('redirect_uri');
   const state = authorize.searchParams.get('state');
-  steps.push({ what: 'OAuth start', outcome: 'ran', detail: `302 to ${authorize.origin}${authorize.pathname} (client_id, redirect_uri, state${authorize.searchParams.has('scope') ? ', scope' : ''})` });
+  steps.push({
+    what: 'OAuth start',
+    outcome: 'ran',
+    detail: `302 to ${authorize.origin}${authorize.pathname} (client_id, redirect_uri, state${authorize.searchParams.has('scope') ? ', scope' : ''})`,
+  });
   if (!redirectUri || !state) {
     steps.push({ what: 'OAuth authorize URL', outcome: 'failed', detail: `no ${redirectUri ? 'state' : 'redirect_uri'} in ${location}` });
     return steps;
@@ -607,7 +676,11 @@ async function sendEvent(type: string, inst: any): Promise<Step> {
     /* below */
   }
   if (sent.code !== 0 && /is not a platform event type/.test(sent.stderr))
-    return { what: `event ${type}`, outcome: 'not run here', detail: 'Switchyard does not emit this GitBook event (an uninstall ends an installation\'s code for good)' };
+    return {
+      what: `event ${type}`,
+      outcome: 'not run here',
+      detail: "Switchyard does not emit this GitBook event (an uninstall ends an installation's code for good)",
+    };
   if (sent.code !== 0 || !eventId) return { what: `event ${type}`, outcome: 'failed', detail: firstLine(sent.stderr || sent.stdout) };
   for (let i = 0; i < 300; i++) {
     const e = await api('GET', `/api/v1/events/${eventId}`);
@@ -652,7 +725,15 @@ async function main(): Promise<void> {
       j = { ok: false, errors: [{ message: firstLine(r.stderr) || 'check printed no JSON' }] };
     }
     say(`check ${name}: ${j.ok ? 'pass' : 'fail'}`);
-    const row: Row = { name, check: j.ok ? 'pass' : 'fail', checkErrors: (j.errors ?? []).map((e: any) => e.message), mainPath: '', outcome: 'not run: check failed', reason: '', steps: [] };
+    const row: Row = {
+      name,
+      check: j.ok ? 'pass' : 'fail',
+      checkErrors: (j.errors ?? []).map((e: any) => e.message),
+      mainPath: '',
+      outcome: 'not run: check failed',
+      reason: '',
+      steps: [],
+    };
     if (!j.ok) row.reason = row.checkErrors[0] ?? '';
     else checked.set(name, { ...(j.sandbox.exports as Exports), unsupported: j.sandbox.exports.unsupported ?? [] });
     rows.push(row);
@@ -677,7 +758,12 @@ async function main(): Promise<void> {
         row.mainPath = r.mainPath;
         row.steps = r.steps;
         Object.assign(row, overall(r.steps));
-        if (exports.unsupported.length) row.steps.push({ what: exports.unsupported.map((u) => u.handler).join(', '), outcome: 'not run here', detail: exports.unsupported.map((u) => u.reason).join('; ') });
+        if (exports.unsupported.length)
+          row.steps.push({
+            what: exports.unsupported.map((u) => u.handler).join(', '),
+            outcome: 'not run here',
+            detail: exports.unsupported.map((u) => u.reason).join('; '),
+          });
       } catch (e) {
         row.outcome = 'failed';
         row.reason = `the script itself failed: ${(e as Error).message}`;
@@ -710,7 +796,10 @@ function report(rows: Row[]): void {
       `handlers the spec allows: ${allowed.length} (the others only inject scripts into published sites)`,
       `main path ran through Switchyard: ${count((r) => r.outcome === 'ran' || r.outcome === 'stopped at a third party')} (ran to the end: ${count((r) => r.outcome === 'ran')}; stopped at an unreachable third party: ${count((r) => r.outcome === 'stopped at a third party')})`,
       `needs GitBook's content API (gitbook.api_url): ${count((r) => r.outcome === 'needs GitBook content')}`,
-      `failed: ${count((r) => r.outcome === 'failed')}${rows.filter((r) => r.outcome === 'failed').map((r) => `\n  ${r.name}: ${r.reason}`).join('')}`,
+      `failed: ${count((r) => r.outcome === 'failed')}${rows
+        .filter((r) => r.outcome === 'failed')
+        .map((r) => `\n  ${r.name}: ${r.reason}`)
+        .join('')}`,
       '',
     ].join('\n'),
   );

@@ -62,7 +62,9 @@ async function main(): Promise<void> {
       assert(report.nativeDir.startsWith(join(pg.cacheHome, 'switchyard') + '/'), `native files unpacked to ${report.nativeDir}, not under XDG_CACHE_HOME`);
       const esbuild = statSync(join(report.nativeDir, 'esbuild'));
       assert((esbuild.mode & 0o777) === 0o755, `esbuild unpacked with mode ${(esbuild.mode & 0o777).toString(8)}`);
-      return `${report.node}, execArgv ${report.execArgv.join(' ')}; ${Object.values(report.checks).map((c) => c.detail).join('; ')}`;
+      return `${report.node}, execArgv ${report.execArgv.join(' ')}; ${Object.values(report.checks)
+        .map((c) => c.detail)
+        .join('; ')}`;
     });
 
     await check('new + check: an integration bundles with the embedded esbuild and loads in the sandbox worker', async () => {
@@ -91,41 +93,50 @@ async function main(): Promise<void> {
       return `${s.url}/healthz in ${Math.round(s.msToHealthy)} ms, version ${s.health.version}; clean exit on SIGTERM`;
     });
 
-    await check('serve over HTTPS (server.tls): HTTP/2 with the certificate checked, a renewal served without a restart, a mismatched key refused', async () => {
-      const tls = join(dir, 'work', 'tls');
-      mkdirSync(tls);
-      const first = selfSigned(tls, 'first');
-      const second = selfSigned(tls, 'second');
-      writeFileSync(join(tls, 'server.crt'), first.pem);
-      writeFileSync(join(tls, 'server.key'), readFileSync(first.key));
-      // Relative to the config's folder (work/tls), as a user writes them.
-      writeFileSync(join(tls, 'config.yaml'), 'server:\n  tls:\n    cert: server.crt\n    key: server.key\ndata_dir: ../tls-data\nlog:\n  format: json\n');
-      const s = await serve(pg, { args: ['--config', 'tls/config.yaml'], ca: [first.pem, second.pem] });
-      try {
-        const h2 = await h2Healthz(s.url, [first.pem]);
-        assert(h2.status === 200 && h2.alpn === 'h2', `HTTP/2 /healthz: ${JSON.stringify(h2)}`);
-        assert(h2.fingerprint === first.fingerprint, 'not the configured certificate');
-        const renewedAt = performance.now();
-        for (const [from, to] of [[second.key, 'server.key'], [second.cert, 'server.crt']]) {
-          writeFileSync(join(tls, `${to}.new`), readFileSync(from));
-          renameSync(join(tls, `${to}.new`), join(tls, to));
+    await check(
+      'serve over HTTPS (server.tls): HTTP/2 with the certificate checked, a renewal served without a restart, a mismatched key refused',
+      async () => {
+        const tls = join(dir, 'work', 'tls');
+        mkdirSync(tls);
+        const first = selfSigned(tls, 'first');
+        const second = selfSigned(tls, 'second');
+        writeFileSync(join(tls, 'server.crt'), first.pem);
+        writeFileSync(join(tls, 'server.key'), readFileSync(first.key));
+        // Relative to the config's folder (work/tls), as a user writes them.
+        writeFileSync(join(tls, 'config.yaml'), 'server:\n  tls:\n    cert: server.crt\n    key: server.key\ndata_dir: ../tls-data\nlog:\n  format: json\n');
+        const s = await serve(pg, { args: ['--config', 'tls/config.yaml'], ca: [first.pem, second.pem] });
+        try {
+          const h2 = await h2Healthz(s.url, [first.pem]);
+          assert(h2.status === 200 && h2.alpn === 'h2', `HTTP/2 /healthz: ${JSON.stringify(h2)}`);
+          assert(h2.fingerprint === first.fingerprint, 'not the configured certificate');
+          const renewedAt = performance.now();
+          for (const [from, to] of [
+            [second.key, 'server.key'],
+            [second.cert, 'server.crt'],
+          ]) {
+            writeFileSync(join(tls, `${to}.new`), readFileSync(from));
+            renameSync(join(tls, `${to}.new`), join(tls, to));
+          }
+          while ((await fingerprintOf(s.url, [first.pem, second.pem])) !== second.fingerprint) {
+            assert(performance.now() - renewedAt < 15_000, `the renewed certificate is not served after 15 s:\n${s.output()}`);
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          const renewedMs = Math.round(performance.now() - renewedAt);
+          const stopped = await s.stop();
+          assert(stopped.code === 0, `exit ${stopped.code} after SIGTERM`);
+          writeFileSync(join(tls, 'bad.yaml'), 'server:\n  tls:\n    cert: first.crt\n    key: second.key\ndata_dir: ../tls-data\n');
+          const bad = await runExe(pg, ['serve', '--config', 'tls/bad.yaml']);
+          assert(
+            bad.code === 2 && bad.stderr.includes(join(tls, 'second.key')) && /does not belong/.test(bad.stderr),
+            `mismatched pair: exit ${bad.code}\n${bad.stderr}`,
+          );
+          assert(!/\n\s+at /.test(bad.stderr), `a stack trace:\n${bad.stderr}`);
+          return `${s.url}/healthz over h2; renewed certificate served ${renewedMs} ms after the rename; a mismatched key exits 2 naming the file`;
+        } finally {
+          await s.stop();
         }
-        while ((await fingerprintOf(s.url, [first.pem, second.pem])) !== second.fingerprint) {
-          assert(performance.now() - renewedAt < 15_000, `the renewed certificate is not served after 15 s:\n${s.output()}`);
-          await new Promise((r) => setTimeout(r, 100));
-        }
-        const renewedMs = Math.round(performance.now() - renewedAt);
-        const stopped = await s.stop();
-        assert(stopped.code === 0, `exit ${stopped.code} after SIGTERM`);
-        writeFileSync(join(tls, 'bad.yaml'), 'server:\n  tls:\n    cert: first.crt\n    key: second.key\ndata_dir: ../tls-data\n');
-        const bad = await runExe(pg, ['serve', '--config', 'tls/bad.yaml']);
-        assert(bad.code === 2 && bad.stderr.includes(join(tls, 'second.key')) && /does not belong/.test(bad.stderr), `mismatched pair: exit ${bad.code}\n${bad.stderr}`);
-        assert(!/\n\s+at /.test(bad.stderr), `a stack trace:\n${bad.stderr}`);
-        return `${s.url}/healthz over h2; renewed certificate served ${renewedMs} ms after the rename; a mismatched key exits 2 naming the file`;
-      } finally {
-        await s.stop();
-      }
-    });
+      },
+    );
 
     await check('--version ignores NODE_OPTIONS too', async () => {
       const r = await runExe(pg, ['--version'], { env: { NODE_OPTIONS: evil.nodeOptions } });
@@ -144,7 +155,29 @@ async function main(): Promise<void> {
 function selfSigned(dir: string, name: string): { cert: string; key: string; pem: string; fingerprint: string } {
   const cert = join(dir, `${name}.crt`);
   const key = join(dir, `${name}.key`);
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', `/CN=${name}`, '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'pipe' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${name}`,
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'pipe' },
+  );
   const pem = readFileSync(cert, 'utf8');
   return { cert, key, pem, fingerprint: new X509Certificate(pem).fingerprint256 };
 }

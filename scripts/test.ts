@@ -49,6 +49,10 @@ const r = spawnSync(
     ...options,
     ...files,
   ],
-  { stdio: 'inherit', cwd: root, env: { ...process.env, NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? join(root, 'node_modules/.cache/node-compile-cache') } },
+  {
+    stdio: 'inherit',
+    cwd: root,
+    env: { ...process.env, NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? join(root, 'node_modules/.cache/node-compile-cache') },
+  },
 );
 process.exit(r.status ?? 1);

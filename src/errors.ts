@@ -147,9 +147,7 @@ export class SwitchyardError extends Error {
 
 /** One line per problem, for terminals: `where: message (hint)`. */
 export function formatProblems(problems: Problem[]): string {
-  return problems
-    .map((p) => `  ${p.severity === 'warning' ? 'warning' : 'error'} ${p.where}: ${p.message}${p.hint ? `\n    hint: ${p.hint}` : ''}`)
-    .join('\n');
+  return problems.map((p) => `  ${p.severity === 'warning' ? 'warning' : 'error'} ${p.where}: ${p.message}${p.hint ? `\n    hint: ${p.hint}` : ''}`).join('\n');
 }
 
 /** The message a terminal user sees for an error: what, where, what to do. */

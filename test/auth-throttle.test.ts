@@ -34,7 +34,10 @@ test('wrong tokens from one address: 401 ten times, then 429 with Retry-After un
   const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
   let clock = 1_800_000_000_000;
   s.services.authThrottle = createAuthThrottle({ now: () => clock });
-  const created = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'https://hooks.example.test/x', event_types: 'site_view' } });
+  const created = await s.api('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: 'https://hooks.example.test/x', event_types: 'site_view' },
+  });
   assert.equal(created.status, 201, JSON.stringify(created.body));
   for (let i = 0; i < 10; i++) assert.equal((await get(s.url, 'wrong-token')).status, 401, `attempt ${i + 1}`);
   const blocked = await get(s.url, s.token);
@@ -47,7 +50,10 @@ test('wrong tokens from one address: 401 ten times, then 429 with Retry-After un
   // throttled, so integrations calling the API from the server's own address keep working.
   const own = await get(s.url, created.body.token, '127.0.0.1', {}, `/api/v1/installations/${created.body.installation.id}`);
   assert.equal(own.status, 200, 'an installation token passes while the address is blocked');
-  assert.ok(s.logs.some((l) => /too many wrong tokens/.test(String(l.msg ?? l.message))), 'the block is logged');
+  assert.ok(
+    s.logs.some((l) => /too many wrong tokens/.test(String(l.msg ?? l.message))),
+    'the block is logged',
+  );
   assert.ok(!JSON.stringify(s.logs).includes('wrong-token'), 'the tokens tried are not logged');
 
   clock += 30_000;
@@ -61,8 +67,7 @@ test('wrong tokens from one address: 401 ten times, then 429 with Retry-After un
 test('behind a proxy (server.trust_proxy) the client is the X-Forwarded-For entry the proxy added (counted from the right); IPv6 counts by /64', async (t) => {
   const s = await startTestServer(t, { server: { trust_proxy: 1 } });
   // nginx appends the peer it heard from: the rightmost entry is its word, the rest the client's.
-  for (let i = 0; i < 10; i++)
-    assert.equal((await get(s.url, 'wrong-token', '127.0.0.1', { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` })).status, 401);
+  for (let i = 0; i < 10; i++) assert.equal((await get(s.url, 'wrong-token', '127.0.0.1', { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` })).status, 401);
   assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '203.0.113.7' })).status, 429, 'a spoofed first entry does not escape the block');
   assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '203.0.113.7, 203.0.113.8' })).status, 200, 'another client behind the same proxy');
   assert.equal((await get(s.url, s.token, '127.0.0.1', { 'x-forwarded-for': '198.51.100.1' })).status, 200, 'a client cannot lock out an address it names');
@@ -84,7 +89,10 @@ test('server.trust_proxy takes true, false or a number of proxies, and refuses a
   assert.equal(load('true').server.trust_proxy, 1);
   assert.equal(load('false').server.trust_proxy, 0);
   assert.equal(load('2').server.trust_proxy, 2);
-  assert.throws(() => load('-1'), (e: any) => /c\.yaml:2:16/.test(JSON.stringify(e.problems)) && /server\.trust_proxy: must be true, false or a number/.test(JSON.stringify(e.problems)));
+  assert.throws(
+    () => load('-1'),
+    (e: any) => /c\.yaml:2:16/.test(JSON.stringify(e.problems)) && /server\.trust_proxy: must be true, false or a number/.test(JSON.stringify(e.problems)),
+  );
   assert.throws(() => load('"all"'));
 });
 
@@ -92,7 +100,11 @@ test('the console login counts against the same budget', async (t) => {
   const s = await startTestServer(t);
   s.services.authThrottle = createAuthThrottle({ max: 3 });
   const login = (token: string) =>
-    fetch(`${s.consoleUrl}/console/login`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-switchyard-console': 'login' }, body: JSON.stringify({ token }) });
+    fetch(`${s.consoleUrl}/console/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-switchyard-console': 'login' },
+      body: JSON.stringify({ token }),
+    });
   for (let i = 0; i < 2; i++) assert.equal((await login('nope')).status, 401);
   assert.equal((await get(s.url, 'nope')).status, 401);
   const refused = await login(s.token);
@@ -123,6 +135,7 @@ test('N serving processes, each with its share: a guesser who always finds a pro
     // In the long run: the budget per minute, never N times it or a rounded-up share of it.
     assert.ok(answered.length <= AUTH_FAILURES_ALLOWED * minutes + n, `${n} processes: ${answered.length} wrong tokens answered in ${minutes} minutes`);
     // At first: the whole budget at most, as long as each process can be given a whole guess.
-    if (n <= AUTH_FAILURES_ALLOWED) assert.ok(answered.filter((s) => s < 60).length <= AUTH_FAILURES_ALLOWED, `${n} processes, first minute: ${answered.filter((s) => s < 60).length}`);
+    if (n <= AUTH_FAILURES_ALLOWED)
+      assert.ok(answered.filter((s) => s < 60).length <= AUTH_FAILURES_ALLOWED, `${n} processes, first minute: ${answered.filter((s) => s < 60).length}`);
   }
 });

@@ -91,7 +91,9 @@ test('a restore that the disk cannot hold leaves the database as it was; a backu
   if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
   const data = join(disk, 'data');
   const live = openStore(data, { migrations: allMigrations() });
-  live.sqlite!.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)').run('evt_kept', 'site_view', '{}', Date.now());
+  live
+    .sqlite!.prepare('INSERT INTO events (id, type, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, 0)')
+    .run('evt_kept', 'site_view', '{}', Date.now());
   live.close();
   const dir = tmpDir(t);
   const cfg = join(dir, 'config.yaml');
@@ -112,7 +114,11 @@ test('a restore that the disk cannot hold leaves the database as it was; a backu
   assert.notEqual(r.code, 0);
   assert.match(r.stderr, /the database is unchanged/);
   assert.equal(eventsIn(join(data, 'switchyard.db')), 1, 'the live database is whole, in place');
-  assert.deepEqual(readdirSync(data).filter((f) => /restoring|before-restore/.test(f)), [], 'no half copy, nothing moved aside');
+  assert.deepEqual(
+    readdirSync(data).filter((f) => /restoring|before-restore/.test(f)),
+    [],
+    'no half copy, nothing moved aside',
+  );
 
   // --force or not, the live database is never the backup's destination.
   for (const target of [join(data, 'switchyard.db'), join(data, 'switchyard.db-wal')]) {
@@ -216,7 +222,9 @@ test('a backup stopped by SIGTERM or Ctrl-C leaves nothing behind', { timeout: 1
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     const out = join(dir, `out-${signal}`);
     mkdirSync(out);
-    const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), 'backup', join(out, 'stopped.db'), '--config', cfg], { stdio: 'ignore' });
+    const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), 'backup', join(out, 'stopped.db'), '--config', cfg], {
+      stdio: 'ignore',
+    });
     t.after(() => child.kill('SIGKILL'));
     const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
     await waitFor(() => readdirSync(out).length > 0, 30_000, 1);
@@ -252,7 +260,11 @@ test('restoring a WAL database copied with its -wal keeps the rows only the -wal
     before,
     'the source and its -wal as they were, no -shm beside them',
   );
-  assert.deepEqual(readdirSync(data).filter((f) => f.startsWith('switchyard.db')), ['switchyard.db'], 'one self-contained file');
+  assert.deepEqual(
+    readdirSync(data).filter((f) => f.startsWith('switchyard.db')),
+    ['switchyard.db'],
+    'one self-contained file',
+  );
 });
 
 test('backup --force replaces a regular file only: a FIFO, a device node, a folder or a symlink is refused with exit 2 and left as it was', async (t) => {
@@ -282,7 +294,11 @@ test('backup --force replaces a regular file only: a FIFO, a device node, a fold
     assert.match(r.stderr, /a backup only ever replaces a regular file\nhint: give the path of/);
     assert.ok(intact(target), `${target} is as it was`);
   }
-  assert.deepEqual(readdirSync(dir).filter((f) => f.includes('partial')), [], 'no partial copy left');
+  assert.deepEqual(
+    readdirSync(dir).filter((f) => f.includes('partial')),
+    [],
+    'no partial copy left',
+  );
 
   // A regular file is still replaced with --force.
   const earlier = join(dir, 'earlier.db');

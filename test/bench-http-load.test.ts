@@ -10,7 +10,7 @@ import { parseAnswer, runLoad } from '../scripts/bench/http-load.ts';
 
 const b = (s: string) => Buffer.from(s, 'latin1');
 
-describe('the benchmarks\' load client', () => {
+describe("the benchmarks' load client", () => {
   it('finds the end of an answer by Content-Length, by chunks, or at its head, and waits for the rest', () => {
     const sized = 'HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello';
     assert.deepEqual(parseAnswer(b(sized + 'HTTP/1.1 ...')), { end: sized.length, status: 200 });
@@ -34,8 +34,7 @@ describe('the benchmarks\' load client', () => {
       else if (served % 3 === 0) {
         res.write('chu'); // no length known: chunked
         res.end('nk');
-      }
-      else res.writeHead(200, { 'content-length': '2' }).end('ok');
+      } else res.writeHead(200, { 'content-length': '2' }).end('ok');
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     t.after(() => server.close());

@@ -12,7 +12,12 @@ import { startTestServer, testConfig } from './helpers/index.ts';
 
 test("the server's own modules provide every capability one of them needs", () => {
   assert.doesNotThrow(() => checkNeeds(modules));
-  for (const m of modules) for (const need of m.needs ?? []) assert.ok(modules.some((p) => p.provides?.includes(need)), `${m.name} needs ${need}`);
+  for (const m of modules)
+    for (const need of m.needs ?? [])
+      assert.ok(
+        modules.some((p) => p.provides?.includes(need)),
+        `${m.name} needs ${need}`,
+      );
 });
 
 test('a module whose need no module provides stops the start, naming the capability, who needs it and where it comes from', async (t) => {

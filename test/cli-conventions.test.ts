@@ -32,7 +32,12 @@ test('help text: a default said once, columns aligned, no padding after the last
     assert.equal(r.code, 0);
     assert.doesNotMatch(r.stdout, /[ \t]$/m, 'no line ends in padding');
     // Every option's description starts in the same column, "(Default: false)" lines too.
-    const starts = new Set(r.stdout.split('\n').filter((l) => /^\s+-/.test(l)).map((l) => /^\s*\S+\s+/.exec(l)![0].length));
+    const starts = new Set(
+      r.stdout
+        .split('\n')
+        .filter((l) => /^\s+-/.test(l))
+        .map((l) => /^\s*\S+\s+/.exec(l)![0].length),
+    );
     assert.equal(starts.size, 1, r.stdout);
   }
   assert.match(receive.stdout, /--port=<port>\s+port to listen on \(default 9000; 0 picks a free one\)$/m);
@@ -111,7 +116,16 @@ test('`deliveries list --offline --json | head`: a real listing longer than the 
   });
   assert.equal(made.status, 201, JSON.stringify(made.body));
   assert.equal((await s.api('POST', `/api/v1/installations/${made.body.installation.id}/pause`)).status, 200);
-  assert.equal((await s.api('POST', '/api/v1/events', Array.from({ length: 500 }, () => samplePayload('site_view')))).status, 202);
+  assert.equal(
+    (
+      await s.api(
+        'POST',
+        '/api/v1/events',
+        Array.from({ length: 500 }, () => samplePayload('site_view')),
+      )
+    ).status,
+    202,
+  );
   const config = join(tmpDir(t), 'config.yaml');
   writeFileSync(config, `data_dir: ${JSON.stringify(s.config.data_dir)}\n`);
   // --json: the table of 500 rows is about 64 KiB, what a pipe holds; the JSON is several times that.
@@ -123,7 +137,10 @@ test('`deliveries list --offline --json | head`: a real listing longer than the 
   assert.ok(whole.stdout.length > 128 * 1024, `${whole.stdout.length} bytes: more than a pipe holds, so writing outlives the reader`);
 
   // The reader takes the first chunk and leaves, as `head` does.
-  const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   let stderr = '';
   let read = 0;
   child.stderr.on('data', (d) => (stderr += d));
@@ -137,7 +154,7 @@ test('`deliveries list --offline --json | head`: a real listing longer than the 
   assert.equal(code, 0);
 });
 
-test('a stranger\'s text reaches the terminal with its control characters shown, not obeyed', () => {
+test("a stranger's text reaches the terminal with its control characters shown, not obeyed", () => {
   const attack = 'ok\x1b]0;owned\x07\x1b[2J\x9b31m\x7f done';
   const line = logLine({ time: '2026-11-25T10:00:00.000Z', level: 'info', message: `${attack}\nsecond line` });
   assert.doesNotMatch(line.replace(/\x1b\[\d+m/g, ''), /[\x00-\x08\x0b-\x1f\x7f-\x9f]/, 'only our own colour codes may remain');

@@ -19,7 +19,9 @@ function run(env: NodeJS.ProcessEnv, script?: string) {
 /** Files under `dir`, recursively. */
 function files(dir: string): string[] {
   if (!existsSync(dir)) return [];
-  return readdirSync(dir, { recursive: true, withFileTypes: true }).filter((d) => d.isFile()).map((d) => join(d.parentPath, d.name));
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => join(d.parentPath, d.name));
 }
 
 test('a command run from source keeps compiled modules in $XDG_CACHE_HOME/switchyard/node-compile-cache, private to this user', (t) => {
@@ -34,7 +36,10 @@ test('a command run from source keeps compiled modules in $XDG_CACHE_HOME/switch
 test('the cache is handed to the processes it starts, and NODE_COMPILE_CACHE or NODE_DISABLE_COMPILE_CACHE keep their meaning', (t) => {
   const xdg = tmpDir(t);
   const mod = JSON.stringify(new URL('../src/native/compile-cache.ts', import.meta.url).href);
-  const inherited = run({ XDG_CACHE_HOME: xdg }, `const { enableCompileCache } = await import(${mod}); enableCompileCache(); console.log(process.env.NODE_COMPILE_CACHE);`);
+  const inherited = run(
+    { XDG_CACHE_HOME: xdg },
+    `const { enableCompileCache } = await import(${mod}); enableCompileCache(); console.log(process.env.NODE_COMPILE_CACHE);`,
+  );
   assert.equal(inherited.trim(), join(xdg, 'switchyard', 'node-compile-cache'));
 
   const chosen = tmpDir(t);

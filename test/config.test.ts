@@ -69,7 +69,11 @@ test('__proto__ is refused as an unknown key like constructor, at the top level 
   ] as const) {
     const err = problemsOf(() => parseConfigText(text, 'c.yaml', {}));
     assert.equal(err.code, 'config_invalid', text);
-    assert.deepEqual(err.problems.map((p) => [p.where, p.message]), [[where, `${key}: unknown key "${key.split('.').pop()}"`]], text);
+    assert.deepEqual(
+      err.problems.map((p) => [p.where, p.message]),
+      [[where, `${key}: unknown key "${key.split('.').pop()}"`]],
+      text,
+    );
   }
 });
 
@@ -149,11 +153,18 @@ test('values that would start a broken server are refused with their path: short
 });
 
 test('numbers and booleans may come from the environment, as the README says', () => {
-  const c = parseConfigText('server:\n  port: "${{ env.P }}"\n  trust_proxy: ${{ env.T }}\nwebhooks:\n  allow_private_networks: "${{ env.A }}"\n', 'c.yaml', { P: '8080', T: 'true', A: 'false' });
+  const c = parseConfigText('server:\n  port: "${{ env.P }}"\n  trust_proxy: ${{ env.T }}\nwebhooks:\n  allow_private_networks: "${{ env.A }}"\n', 'c.yaml', {
+    P: '8080',
+    T: 'true',
+    A: 'false',
+  });
   assert.equal(c.server.port, 8080);
   assert.equal(c.server.trust_proxy, 1);
   assert.equal(c.webhooks.allow_private_networks, false);
-  assert.match(problemsOf(() => parseConfigText('server:\n  port: "${{ env.P }}"\n', 'c.yaml', { P: 'eighty' })).problems![0].message, /server\.port: must be a number, got the string "eighty"/);
+  assert.match(
+    problemsOf(() => parseConfigText('server:\n  port: "${{ env.P }}"\n', 'c.yaml', { P: 'eighty' })).problems![0].message,
+    /server\.port: must be a number, got the string "eighty"/,
+  );
 });
 
 test('hostile YAML is a clear error with a position, never a crash: recursive aliases and alias bombs', () => {
@@ -175,8 +186,7 @@ test('--config naming a folder, and a data_dir that cannot be made, are one-line
   const dir = tmpDir(t);
   assert.match(problemsOf(() => loadConfig({ path: dir })).message, /config path .* is not a file/);
   // Node's recursive mkdir spins forever under /proc; the store makes one level at a time.
-  if (existsSync('/proc/1'))
-    assert.equal(problemsOf(() => openStore('/proc/1/switchyard-nope/data')).code, 'data_dir_unwritable');
+  if (existsSync('/proc/1')) assert.equal(problemsOf(() => openStore('/proc/1/switchyard-nope/data')).code, 'data_dir_unwritable');
 });
 
 /** Every leaf key of the config schema, dotted (`server.port`, `store`, `gitbook.api_url`). */
@@ -186,7 +196,7 @@ function schemaKeys(schema: unknown, prefix = ''): string[] {
   return Object.entries(shape).flatMap(([k, sub]) => schemaKeys(sub, prefix ? `${prefix}.${k}` : k));
 }
 
-test('every key is in the shipped config.yaml (an optional one commented out, with an example) and in docs/configuration.md\'s table', () => {
+test("every key is in the shipped config.yaml (an optional one commented out, with an example) and in docs/configuration.md's table", () => {
   const keys = schemaKeys(configSchema);
   assert.ok(keys.includes('store') && keys.includes('gitbook.api_url') && keys.includes('server.port'));
   const lines = readFileSync(join(ROOT, 'config.yaml'), 'utf8').split('\n');

@@ -79,7 +79,11 @@ test('configure a webhook installation through the form: a field error beside th
   const urlField = page.locator('[data-field="webhook_url"]');
   await urlField.locator('.field-error').getByText('"not a url" is not an http(s) URL').waitFor();
   assert.equal(await page.getByLabel('Webhook URL').getAttribute('aria-invalid'), 'true');
-  assert.equal(await page.getByLabel('Webhook URL').evaluate((el) => el === (globalThis as any).document.activeElement), true, 'focus moves to the refused field');
+  assert.equal(
+    await page.getByLabel('Webhook URL').evaluate((el) => el === (globalThis as any).document.activeElement),
+    true,
+    'focus moves to the refused field',
+  );
   assert.equal(await page.locator('[data-field="event_types"] .field-error').count(), 0, 'only the bad field is marked');
   assert.equal(await status.innerText(), 'pending');
   await shot(page, '04-config-field-error', urlField.locator('.field-error'));
@@ -167,7 +171,25 @@ test("a component's buttons send their action and re-render with the new state; 
   // Nothing is left over from the previous installation's page: this form is the kitchen's own.
   assert.equal(await page.getByLabel('Limit').inputValue(), '3');
   assert.equal(await page.getByLabel('Greeting').count(), 0);
-  for (const type of ['block', 'markdown', 'hstack', 'vstack', 'box', 'divider', 'card', 'image', 'link', 'input', 'textinput', 'select', 'switch', 'checkbox', 'hint', 'text', 'button'])
+  for (const type of [
+    'block',
+    'markdown',
+    'hstack',
+    'vstack',
+    'box',
+    'divider',
+    'card',
+    'image',
+    'link',
+    'input',
+    'textinput',
+    'select',
+    'switch',
+    'checkbox',
+    'hint',
+    'text',
+    'button',
+  ])
     assert.ok((await sink.locator(`[data-ck="${type}"], .ck-${type}`).count()) > 0, `${type} is rendered`);
   const unknown = sink.locator('[data-ck="unknown"]');
   assert.match(await unknown.innerText(), /Unsupported element stepper[\s\S]*inside an unknown element/);
@@ -214,7 +236,10 @@ for (const mode of ['stream', 'polling'] as const) {
     const [server, hook, { page, pageErrors }] = await Promise.all([consoleServer(t, { retryDelayMs: 300 }), receiver(t, 1), openBrowser(t)]);
     // Without the server's event stream the page polls.
     if (mode === 'polling') await page.route('**/api/v1/deliveries/stream*', (r) => r.fulfill({ status: 404, body: '' }));
-    const sub = await server.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view,page_feedback' } });
+    const sub = await server.api('POST', '/api/v1/installations', {
+      integration: 'webhook',
+      configuration: { webhook_url: hook.url, event_types: 'site_view,page_feedback' },
+    });
     assert.equal(sub.status, 201);
     await loginInBrowser(page, server);
     await page.getByRole('link', { name: 'Events', exact: true }).click();
@@ -312,6 +337,9 @@ test('an Install link preselects its integration, or says why it cannot be insta
   await page.getByRole('button', { name: 'Install', exact: true }).click();
   await page.getByText('Copy these now').waitFor();
   const made = (await server.api('GET', '/api/v1/installations')).body.installations;
-  assert.deepEqual(made.map((i: { integration: string }) => i.integration), ['console-kitchen']);
+  assert.deepEqual(
+    made.map((i: { integration: string }) => i.integration),
+    ['console-kitchen'],
+  );
   assert.deepEqual(pageErrors, []);
 });

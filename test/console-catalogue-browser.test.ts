@@ -33,7 +33,10 @@ test('the Catalogue page lists the public integrations only, fits 420 px; an int
   );
   copyFileSync(join(ROOT, 'integrations/hello-components/assets/icon.png'), join(dir, 'storefront-analytics-connector', 'icon.png'));
   mkdirSync(join(dir, 'hidden'));
-  writeFileSync(join(dir, 'hidden', 'platform-manifest.yaml'), 'name: hidden\ntitle: Hidden\ndescription: Installed through its link\norganization: acme\nvisibility: unlisted\nscopes: []\n');
+  writeFileSync(
+    join(dir, 'hidden', 'platform-manifest.yaml'),
+    'name: hidden\ntitle: Hidden\ndescription: Installed through its link\norganization: acme\nvisibility: unlisted\nscopes: []\n',
+  );
   const [s, { page, pageErrors }] = await Promise.all([consoleServer(t, { integrationsDir: dir }), openBrowser(t)]);
 
   await loginInBrowser(page, s);

@@ -16,7 +16,8 @@ import { inspectionServer, receiver, type InspectionServer } from './inspection-
 const skip = hasChromium() || process.env.CI ? false : 'Debian chromium is not installed (apt-get install -y chromium)';
 
 const rowIds = (page: Page) => page.locator('tr[data-event]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-event')));
-const apiIds = async (s: InspectionServer, query: string) => ((await s.api('GET', `/api/v1/events?limit=50&${query}`)).body.events as Array<{ eventId: string }>).map((e) => e.eventId);
+const apiIds = async (s: InspectionServer, query: string) =>
+  ((await s.api('GET', `/api/v1/events?limit=50&${query}`)).body.events as Array<{ eventId: string }>).map((e) => e.eventId);
 
 test('events: the recent ones filtered by type, installation and time, paged by cursor; an opened event shows its own deliveries', { skip }, async (t) => {
   const [s, ok, { page, pageErrors }] = await Promise.all([inspectionServer(t, { server: { shutdown_timeout: 300 } }), receiver(t, 200), openBrowser(t)]);

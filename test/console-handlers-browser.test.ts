@@ -13,7 +13,11 @@ const skip = hasChromium() || process.env.CI ? false : 'Debian chromium is not i
 test('an event shows its failed handler run; Replay runs it again until it is delivered', { skip }, async (t) => {
   const rx = await receiver(t);
   const [server, { page, pageErrors }] = await Promise.all([
-    startTestServer(t, { integrations_dir: recorderIntegration(t), server: { shutdown_timeout: 300 }, webhooks: { base_delay: 20, jitter: 0, max_retries: 1 } }),
+    startTestServer(t, {
+      integrations_dir: recorderIntegration(t),
+      server: { shutdown_timeout: 300 },
+      webhooks: { base_delay: 20, jitter: 0, max_retries: 1 },
+    }),
     openBrowser(t),
   ]);
   const inst = await server.api('POST', '/api/v1/installations', { integration: 'recorder' });

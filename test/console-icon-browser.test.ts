@@ -17,7 +17,12 @@ test('a script inside an SVG icon does not run when the icon is opened from the 
   // The icon shows in the list, as an image.
   const icon = page.locator('tr[data-integration="Svg_Icons.v2"] img.icon');
   await icon.waitFor();
-  assert.equal(await icon.evaluate((img: any) => new Promise((r) => (img.complete ? r(img.naturalWidth > 0) : img.addEventListener('load', () => r(img.naturalWidth > 0))))), true);
+  assert.equal(
+    await icon.evaluate(
+      (img: any) => new Promise((r) => (img.complete ? r(img.naturalWidth > 0) : img.addEventListener('load', () => r(img.naturalWidth > 0)))),
+    ),
+    true,
+  );
 
   const said: string[] = [];
   const opened = await context.newPage();

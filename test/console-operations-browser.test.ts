@@ -50,7 +50,8 @@ async function assertInstallationInSight(row: Locator, where: string): Promise<v
 }
 
 const rowIds = (page: Page) => page.locator('tr[data-delivery]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-delivery')));
-const apiIds = async (s: InspectionServer, query: string) => ((await s.api('GET', `/api/v1/deliveries?limit=50&${query}`)).body.deliveries as Delivery[]).map((d) => d.id);
+const apiIds = async (s: InspectionServer, query: string) =>
+  ((await s.api('GET', `/api/v1/deliveries?limit=50&${query}`)).body.deliveries as Delivery[]).map((d) => d.id);
 
 /** A local date-time as a datetime-local field takes it. */
 const localInput = (ms: number) => {
@@ -59,7 +60,9 @@ const localInput = (ms: number) => {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
 };
 
-test('deliveries: server-side filters, search, cursor pages, the delivery beside the list at its own address, replay after a confirmation', { skip }, async (t) => {
+test('deliveries: server-side filters, search, cursor pages, the delivery beside the list at its own address, replay after a confirmation', {
+  skip,
+}, async (t) => {
   const [s, ok, bad, { page, pageErrors }] = await Promise.all([server(t), receiver(t, 200), receiver(t, 400), openBrowser(t)]);
   const good = await s.subscribe(ok.url, ['site_view', 'page_feedback']);
   const failing = await s.subscribe(bad.url, ['site_view']);
@@ -163,7 +166,10 @@ test('deliveries: server-side filters, search, cursor pages, the delivery beside
   await page.getByRole('button', { name: 'Replay failed…' }).click();
   const dialog = page.locator('.confirm');
   await dialog.getByText('30 failed deliveries match.').waitFor();
-  assert.match(await dialog.innerText(), new RegExp(`Every failed delivery created in the last 24h to ${badOrigin.replace(/[.]/g, '\\.')} goes back to pending`));
+  assert.match(
+    await dialog.innerText(),
+    new RegExp(`Every failed delivery created in the last 24h to ${badOrigin.replace(/[.]/g, '\\.')} goes back to pending`),
+  );
   await shot(page, '33-replay-confirm', dialog.getByRole('button', { name: 'Replay 30 deliveries' }));
   assert.equal(bad.answered.get(200) ?? 0, 0, 'nothing is sent before the confirmation');
   await dialog.getByRole('button', { name: 'Replay 30 deliveries' }).click();
@@ -250,7 +256,9 @@ test('charts per endpoint: deliveries per minute by status and latency, in SVG, 
   const badCard = page.locator(`section[data-endpoint="${new URL(bad.url).origin}"]`);
   /** What the bars' tooltips add up to, per status. */
   const barTotal = (card: typeof okCard, status: string) =>
-    card.locator(`rect[data-status="${status}"] title`).evaluateAll((ts, st) => ts.reduce((sum, t) => sum + Number(new RegExp(`: (\\d+) ${st}$`).exec(t.textContent ?? '')?.[1] ?? 0), 0), status);
+    card
+      .locator(`rect[data-status="${status}"] title`)
+      .evaluateAll((ts, st) => ts.reduce((sum, t) => sum + Number(new RegExp(`: (\\d+) ${st}$`).exec(t.textContent ?? '')?.[1] ?? 0), 0), status);
 
   await loginInBrowser(page, s);
   await page.getByRole('link', { name: 'Charts' }).click();
@@ -264,11 +272,17 @@ test('charts per endpoint: deliveries per minute by status and latency, in SVG, 
   assert.ok((await okCard.locator('g[data-series="response"] circle').count()) >= 1);
   assert.equal(await badCard.locator('g[data-series="p50"] circle').count(), 0);
   assert.ok((await badCard.locator('g[data-series="response"] circle').count()) >= 1);
-  assert.match((await okCard.locator('svg[role="img"]').first().getAttribute('aria-label'))!, /Deliveries per minute to http:\/\/127\.0\.0\.1:\d+, by status: 5 in all/);
+  assert.match(
+    (await okCard.locator('svg[role="img"]').first().getAttribute('aria-label'))!,
+    /Deliveries per minute to http:\/\/127\.0\.0\.1:\d+, by status: 5 in all/,
+  );
   // The numbers under the chart are the same.
   await okCard.getByText('The numbers').click();
   const cells = await okCard.locator('table.numbers td[data-status="delivered"]').allInnerTexts();
-  assert.equal(cells.reduce((a, c) => a + Number(c), 0), 5);
+  assert.equal(
+    cells.reduce((a, c) => a + Number(c), 0),
+    5,
+  );
   await shot(page, '36-charts-hour', okCard.locator('svg[role="img"]').first());
 
   // New deliveries move the bars without a reload.
@@ -276,7 +290,9 @@ test('charts per endpoint: deliveries per minute by status and latency, in SVG, 
   await sendMany(s, 'site_view', 3);
   await waitFor(async () => (await barTotal(okCard, 'delivered')) === 8, 10_000);
   await page.getByLabel('Window').selectOption('24h');
-  await waitFor(async () => page.url().includes('window=24h') && (await okCard.locator('svg[role="img"]').first().getAttribute('aria-label'))!.includes('per 15 minutes'));
+  await waitFor(
+    async () => page.url().includes('window=24h') && (await okCard.locator('svg[role="img"]').first().getAttribute('aria-label'))!.includes('per 15 minutes'),
+  );
   assert.equal(await barTotal(okCard, 'delivered'), 8);
   await shot(page, '37-charts-day', okCard.locator('svg[role="img"]').first());
   await page.getByLabel('Endpoint', { exact: true }).selectOption(new URL(bad.url).origin);
@@ -285,7 +301,9 @@ test('charts per endpoint: deliveries per minute by status and latency, in SVG, 
   assert.deepEqual(pageErrors, []);
 });
 
-test('at 420 px every page fits the screen, dates come with times; when the server stops, a banner says so and nothing claims to be live', { skip }, async (t) => {
+test('at 420 px every page fits the screen, dates come with times; when the server stops, a banner says so and nothing claims to be live', {
+  skip,
+}, async (t) => {
   // The shipped oauth-example beside them, its variables unset: its problems are long file paths.
   const dir = integrationsDir(t);
   cpSync(join(ROOT, 'integrations/oauth-example'), join(dir, 'oauth-example'), { recursive: true });
@@ -356,11 +374,14 @@ test('at 420 px every page fits the screen, dates come with times; when the serv
   const started = page.locator('tr[data-attempt="1"] time');
   assert.match(await started.innerText(), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
   const iso = (await started.getAttribute('datetime'))!;
-  assert.equal(await started.innerText(), await page.evaluate((at) => {
-    const d = new Date(at);
-    const p = (n: number) => String(n).padStart(2, '0');
-    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
-  }, iso));
+  assert.equal(
+    await started.innerText(),
+    await page.evaluate((at) => {
+      const d = new Date(at);
+      const p = (n: number) => String(n).padStart(2, '0');
+      return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+    }, iso),
+  );
   const side = (await page.locator('aside.side').boundingBox())!;
   assert.ok(side.x === 0 && side.width === 420, 'the delivery covers the screen');
 

@@ -132,7 +132,8 @@ export async function assertNothingCutOff(page: Page, what: string): Promise<voi
     const g = globalThis as any;
     const viewport = g.innerWidth as number;
     const cut: string[] = [];
-    const name = (el: any) => `${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? `.${el.className.trim().split(/\s+/).join('.')}` : ''}`;
+    const name = (el: any) =>
+      `${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? `.${el.className.trim().split(/\s+/).join('.')}` : ''}`;
     for (const el of g.document.body.querySelectorAll('*')) {
       const own = [...el.childNodes].some((n: any) => n.nodeType === 3 && n.textContent.trim());
       if (!own && !el.matches('a, button, input, select, textarea, img, svg, .badge')) continue;
@@ -150,10 +151,17 @@ export async function assertNothingCutOff(page: Page, what: string): Promise<voi
           continue;
         }
         const around = a.getBoundingClientRect();
-        if (around.width <= 1 || around.height <= 1) hidden = true; // visually hidden, on purpose
+        if (around.width <= 1 || around.height <= 1)
+          hidden = true; // visually hidden, on purpose
         else if (!why && outside) why = `cut off at the side by ${name(a)}`;
       }
-      if (why && !hidden) cut.push(`${name(el)} "${String(el.innerText ?? el.textContent ?? '').trim().slice(0, 40).replace(/\s+/g, ' ')}" ${why}`);
+      if (why && !hidden)
+        cut.push(
+          `${name(el)} "${String(el.innerText ?? el.textContent ?? '')
+            .trim()
+            .slice(0, 40)
+            .replace(/\s+/g, ' ')}" ${why}`,
+        );
     }
     return { page: g.document.documentElement.scrollWidth as number, viewport, cut };
   });
@@ -194,9 +202,22 @@ export function svgIconIntegrations(t: TestContext): string {
   mkdirSync(join(folder, 'assets'), { recursive: true });
   writeFileSync(
     join(folder, 'platform-manifest.yaml'),
-    ['name: Svg_Icons.v2', 'title: SVG icons', 'description: An integration with an SVG icon.', 'organization: switchyard-tests', 'visibility: private', 'scopes: []', 'icon: assets/icon.svg', 'script: ./index.ts', ''].join('\n'),
+    [
+      'name: Svg_Icons.v2',
+      'title: SVG icons',
+      'description: An integration with an SVG icon.',
+      'organization: switchyard-tests',
+      'visibility: private',
+      'scopes: []',
+      'icon: assets/icon.svg',
+      'script: ./index.ts',
+      '',
+    ].join('\n'),
   );
   writeFileSync(join(folder, 'assets/icon.svg'), SCRIPTED_SVG);
-  writeFileSync(join(folder, 'index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('svg icons here') });\n");
+  writeFileSync(
+    join(folder, 'index.ts'),
+    "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('svg icons here') });\n",
+  );
   return dir;
 }

@@ -188,7 +188,10 @@ test('an SVG icon is served as image/svg+xml in a sandbox (no script, nothing lo
   const warnings = shown.body.integration.warnings as Array<{ where: string; message: string }>;
   assert.deepEqual(
     warnings.map((w) => `${w.where.replace(/^.*\//, '')} ${w.message.split(';')[0]}`),
-    ['platform-manifest.yaml:1:7 name: "Svg_Icons.v2" is not a name GitBook\'s manifest validator accepts (letters and digits in words joined by single hyphens)', 'platform-manifest.yaml:7:7 icon: "assets/icon.svg" is an SVG image'],
+    [
+      'platform-manifest.yaml:1:7 name: "Svg_Icons.v2" is not a name GitBook\'s manifest validator accepts (letters and digits in words joined by single hyphens)',
+      'platform-manifest.yaml:7:7 icon: "assets/icon.svg" is an SVG image',
+    ],
   );
   // And it serves under that name.
   const installed = await server.api('POST', '/api/v1/installations', { integration: 'Svg_Icons.v2' });
@@ -217,6 +220,9 @@ test('integration icons, sample events and component ids for the console', async
 
   const components = await fetch(`${server.consoleUrl}/console/api/integrations/console-kitchen/components`, { headers: { cookie } });
   const c = (await components.json()) as { blocks: Array<{ id: string }>; exported: string[] | null };
-  assert.deepEqual(c.blocks.map((b) => b.id), ['kitchen']);
+  assert.deepEqual(
+    c.blocks.map((b) => b.id),
+    ['kitchen'],
+  );
   assert.deepEqual(c.exported, ['kitchen']);
 });

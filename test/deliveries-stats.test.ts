@@ -96,7 +96,10 @@ test('statistics per endpoint and minute: counts by status now, p50/p95/max of l
       ],
     ],
   );
-  assert.equal((await deliveryStats(store.database, { since: T0, until: T0 + 5 * MIN, bucketMs: MIN, installation: 'ins_b' })).endpoints[0].endpoint, 'https://b.example:8443');
+  assert.equal(
+    (await deliveryStats(store.database, { since: T0, until: T0 + 5 * MIN, bucketMs: MIN, installation: 'ins_b' })).endpoints[0].endpoint,
+    'https://b.example:8443',
+  );
   assert.deepEqual((await deliveryStats(store.database, { since: T0 + 10 * MIN, until: T0 + 20 * MIN, bucketMs: MIN })).endpoints, []);
 });
 
@@ -152,16 +155,17 @@ test('the endpoint filter, a replay dry run narrowed by type and endpoint, and G
   assert.deepEqual(byEndpoint[badOrigin].byStatus, { delivered: 2, failed: 1 });
   assert.deepEqual(byEndpoint[new URL(worse.url).origin].byStatus, { failed: 2 });
   for (const e of body.endpoints)
-    for (const b of e.buckets)
-      for (const p of [b.latency, b.response])
-        if (p) assert.ok(p.count > 0 && p.p50 <= p.p95 && p.p95 <= p.max, JSON.stringify(p));
+    for (const b of e.buckets) for (const p of [b.latency, b.response]) if (p) assert.ok(p.count > 0 && p.p50 <= p.p95 && p.p95 <= p.max, JSON.stringify(p));
   // Every attempt of the window was timed: the failed endpoint's two and the replayed ones' four.
   const responses = (e: string) => byEndpoint[e].buckets.reduce((sum, b) => sum + (b.response?.count ?? 0), 0);
   assert.equal(responses(badOrigin), 5);
   assert.equal(responses(new URL(worse.url).origin), 2);
 
   const only = await s.api('GET', `/api/v1/deliveries/stats?endpoint=${encodeURIComponent(ok.url)}`);
-  assert.deepEqual(only.body.endpoints.map((e: { endpoint: string }) => e.endpoint), [new URL(ok.url).origin]);
+  assert.deepEqual(
+    only.body.endpoints.map((e: { endpoint: string }) => e.endpoint),
+    [new URL(ok.url).origin],
+  );
   for (const [query, where, message] of [
     ['since=30d&bucket=1m', 'bucket', /the window holds \d+ buckets of 1m; at most 1440/],
     ['bucket=10ms', 'bucket', /bucket must be a duration of at least 1s/],
@@ -184,13 +188,17 @@ test('statistics read the window through the creation-time index, whatever the f
   t.after(() => store.close());
   for (const f of [{}, { origin: 'https://a.example' }, { installation: 'ins_a' }, { origin: 'https://a.example', installation: 'ins_a' }]) {
     for (const [name, q] of Object.entries(statsQueries({ since: T0, until: T0 + 5 * MIN, bucketMs: MIN, ...f }))) {
-      const plan = store.sqlite!
-        .prepare(`EXPLAIN QUERY PLAN ${q.sql}`)
+      const plan = store
+        .sqlite!.prepare(`EXPLAIN QUERY PLAN ${q.sql}`)
         .all(q.params)
         .map((r) => (r as { detail: string }).detail);
       const deliveries = plan.filter((d) => / d( |$)/.test(d));
       assert.deepEqual(deliveries.length, 1, `${name} ${JSON.stringify(f)}: ${plan.join(' | ')}`);
-      assert.match(deliveries[0], /^SEARCH d USING (COVERING )?INDEX webhook_deliveries_by_time \(created_at>\? AND created_at<\?\)$/, `${name} ${JSON.stringify(f)}: ${plan.join(' | ')}`);
+      assert.match(
+        deliveries[0],
+        /^SEARCH d USING (COVERING )?INDEX webhook_deliveries_by_time \(created_at>\? AND created_at<\?\)$/,
+        `${name} ${JSON.stringify(f)}: ${plan.join(' | ')}`,
+      );
     }
   }
 });
@@ -199,12 +207,25 @@ test('a window holding more deliveries than one answer may read is refused, sayi
   const store = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => store.close());
   const queue = createQueue(store.database, { maxAttempts: () => 4 });
-  for (let i = 0; i < 6; i++) await queue.enqueue(store.database, { eventId: `evt_${i}`, eventType: 'site_view', installationId: 'ins_a', url: 'https://a.example/h', body: '{}', now: T0 + i * MIN });
+  for (let i = 0; i < 6; i++)
+    await queue.enqueue(store.database, {
+      eventId: `evt_${i}`,
+      eventType: 'site_view',
+      installationId: 'ins_a',
+      url: 'https://a.example/h',
+      body: '{}',
+      now: T0 + i * MIN,
+    });
   const window = { since: T0, until: T0 + 10 * MIN, bucketMs: MIN };
   assert.equal((await deliveryStats(store.database, window, { maxDeliveries: 6 })).endpoints[0].total, 6);
   await assert.rejects(
     () => deliveryStats(store.database, window, { maxDeliveries: 5 }),
-    (e: unknown) => e instanceof SwitchyardError && e.code === 'bad_request' && e.where === 'since' && /more than 5 deliveries/.test(e.message) && /shorter window/.test(e.hint ?? ''),
+    (e: unknown) =>
+      e instanceof SwitchyardError &&
+      e.code === 'bad_request' &&
+      e.where === 'since' &&
+      /more than 5 deliveries/.test(e.message) &&
+      /shorter window/.test(e.hint ?? ''),
   );
   // The bound is on the window's deliveries, filters or not: a filter does not make the read smaller.
   await assert.rejects(() => deliveryStats(store.database, { ...window, origin: 'https://elsewhere.example' }, { maxDeliveries: 5 }), SwitchyardError);

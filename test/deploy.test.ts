@@ -37,8 +37,14 @@ test('the Dockerfile lints clean, and the linter does catch a broken one', () =>
   // The same linter on the Dockerfile with its COPY of the executable cut short and USER emptied.
   const broken = dockerfile.replace(/^COPY dist\/switchyard .*$/m, 'COPY dist/switchyard').replace(/^USER switchyard$/m, 'USER');
   const found = lintDockerfile(broken).map((d) => messageOf(d));
-  assert.ok(found.some((m) => /COPY requires at least two arguments/.test(m)), JSON.stringify(found));
-  assert.ok(found.some((m) => /no arguments/.test(m)), JSON.stringify(found));
+  assert.ok(
+    found.some((m) => /COPY requires at least two arguments/.test(m)),
+    JSON.stringify(found),
+  );
+  assert.ok(
+    found.some((m) => /no arguments/.test(m)),
+    JSON.stringify(found),
+  );
 });
 
 test('the container image: its config loads with the ENV it sets, and data lands on the volume', () => {

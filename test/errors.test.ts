@@ -17,7 +17,8 @@ function sources(dir: string): string[] {
 /** Codes written as literals where an error is made or answered, or compared with an error's code. */
 function codesUsed(text: string): string[] {
   const out: string[] = [];
-  for (const re of [/SwitchyardError\(\s*'([a-z_]+)'/g, /jsonError\(\s*'([a-z_]+)'/g, /(?<!typeof [\w.?]*)\.code [!=]== '([a-z]+(?:_[a-z]+)*)'/g]) for (const m of text.matchAll(re)) out.push(m[1]);
+  for (const re of [/SwitchyardError\(\s*'([a-z_]+)'/g, /jsonError\(\s*'([a-z_]+)'/g, /(?<!typeof [\w.?]*)\.code [!=]== '([a-z]+(?:_[a-z]+)*)'/g])
+    for (const m of text.matchAll(re)) out.push(m[1]);
   return out;
 }
 

@@ -40,7 +40,9 @@ test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is
   }
   // Handlers are inside their fetch, held by the receiver: kill the sandbox worker under them.
   await waitFor(() => rx.held.length >= 3, 15_000);
-  const pid = execFileSync('pgrep', ['-P', String(process.pid), '-f', 'sandbox-worker'], { encoding: 'utf8' }).trim().split('\n')[0];
+  const pid = execFileSync('pgrep', ['-P', String(process.pid), '-f', 'sandbox-worker'], { encoding: 'utf8' })
+    .trim()
+    .split('\n')[0];
   process.kill(Number(pid), 'SIGKILL');
   rx.state.hold = false;
   for (const res of rx.held.splice(0)) res.destroy();
@@ -127,7 +129,10 @@ test('what scripts export is remembered across starts: after a restart events go
     join(dir, 'quiet/platform-manifest.yaml'),
     'name: quiet\ntitle: Quiet\ndescription: Answers its public endpoint, handles no event.\norganization: o\nvisibility: private\nscopes:\n  - site:views:read\nscript: index.ts\n',
   );
-  writeFileSync(join(dir, 'quiet/index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('quiet') });\n");
+  writeFileSync(
+    join(dir, 'quiet/index.ts'),
+    "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('quiet') });\n",
+  );
   const config = testConfig(t, { integrations_dir: dir });
   const auth = { authorization: `Bearer ${config.admin_token}`, 'content-type': 'application/json' };
   // Counts what is loaded in the sandbox to be described (placed right after the sandbox module).
@@ -163,7 +168,10 @@ test('what scripts export is remembered across starts: after a restart events go
   // Scripts are read (and what they export remembered) when a run first needs them: here the
   // installation_setup events of the installs, and this event.
   assert.ok((await send(first.url)).includes(ids.recorder));
-  await waitFor(() => capabilityOf(first.services, 'runtime').handlesKnown(capabilityOf(first.services, 'registry').get('quiet')!, 'site_view') === false, 10_000);
+  await waitFor(
+    () => capabilityOf(first.services, 'runtime').handlesKnown(capabilityOf(first.services, 'registry').get('quiet')!, 'site_view') === false,
+    10_000,
+  );
   assert.ok(checks >= 2);
   await first.close();
 
@@ -172,7 +180,10 @@ test('what scripts export is remembered across starts: after a restart events go
   assert.equal(checks, 0, 'nothing was loaded in the sandbox at start');
   const runtime = capabilityOf(second.services, 'runtime');
   const registry = capabilityOf(second.services, 'registry');
-  await waitFor(() => runtime.handlesKnown(registry.get('quiet')!, 'site_view') === false && runtime.handlesKnown(registry.get('recorder')!, 'site_view') === true, 10_000);
+  await waitFor(
+    () => runtime.handlesKnown(registry.get('quiet')!, 'site_view') === false && runtime.handlesKnown(registry.get('recorder')!, 'site_view') === true,
+    10_000,
+  );
   assert.deepEqual(await send(second.url), [ids.recorder], 'only the installation that handles site_view is owed a run');
   await waitFor(() => rx.seen.size === 2, 10_000);
   assert.equal(checks, 0, 'known without loading either script to read its exports');
@@ -181,7 +192,11 @@ test('what scripts export is remembered across starts: after a restart events go
 
 test('a script whose load for reading its exports hit sandbox.startup_time still gets its events: it is read again, not taken to handle none', async (t) => {
   const rx = await receiver(t);
-  const s = await startTestServer(t, { integrations_dir: recorderIntegration(t), sandbox: { startup_time: 1000 }, webhooks: { base_delay: 50, jitter: 0, max_retries: 4 } }, { sandbox: 'in-process' });
+  const s = await startTestServer(
+    t,
+    { integrations_dir: recorderIntegration(t), sandbox: { startup_time: 1000 }, webhooks: { base_delay: 50, jitter: 0, max_retries: 4 } },
+    { sandbox: 'in-process' },
+  );
   // The first load of the recorder (reading what it exports, for its installation's lifecycle
   // event) is held until the start-up timer disposes its isolate, as a busy machine can slow a
   // compile past sandbox.startup_time. Its check is answered by then (in the timer's own turn).
@@ -217,7 +232,11 @@ for (;;) {}
 export default createIntegration({ events: { site_view: async () => {} } });
 `,
   );
-  const s = await startTestServer(t, { integrations_dir: dir, sandbox: { startup_time: 100 }, webhooks: { base_delay: 50, jitter: 0, max_retries: 3 } }, { sandbox: 'in-process' });
+  const s = await startTestServer(
+    t,
+    { integrations_dir: dir, sandbox: { startup_time: 100 }, webhooks: { base_delay: 50, jitter: 0, max_retries: 3 } },
+    { sandbox: 'in-process' },
+  );
   let loads = 0;
   loadSeam.at = async (step, script) => {
     if (script.name === 'recorder' && step === 'context') loads++;

@@ -15,13 +15,22 @@ import { capabilityOf } from '../src/module/capabilities.ts';
 
 /** SQLite's own handle: this suite runs on SQLite (its counts use json_each). */
 const db = (s: { services: { store: { sqlite?: Db } } }) => s.services.store.sqlite!;
-const count = (s: Parameters<typeof db>[0], sql: string, ...params: unknown[]) => (db(s).prepare(sql).get(...params) as { n: number }).n;
+const count = (s: Parameters<typeof db>[0], sql: string, ...params: unknown[]) =>
+  (
+    db(s)
+      .prepare(sql)
+      .get(...params) as { n: number }
+  ).n;
 const storedOf = (s: Parameters<typeof db>[0], ids: unknown[]) =>
   count(s, `SELECT count(*) AS n FROM events WHERE id IN (SELECT value FROM json_each(?))`, JSON.stringify(ids));
 
 /** Raw POST of a body as written (the test server's api() always stringifies). */
 async function post(url: string, token: string, body: string, headers: Record<string, string> = {}) {
-  const res = await fetch(`${url}/api/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers }, body });
+  const res = await fetch(`${url}/api/v1/events`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+    body,
+  });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
@@ -56,8 +65,14 @@ test('a batch of 1,000: stored in one go with every delivery and handler run enq
     assert.equal(x.duplicate, false);
     assert.equal(x.type, 'site_view');
     if (i !== 10) assert.equal(x.eventId, batch[i].eventId);
-    assert.deepEqual(x.deliveries.map((d: any) => d.installationId), [sub.installationId]);
-    assert.deepEqual(x.handlers.map((h: any) => h.installationId), ['inst_fake']);
+    assert.deepEqual(
+      x.deliveries.map((d: any) => d.installationId),
+      [sub.installationId],
+    );
+    assert.deepEqual(
+      x.handlers.map((h: any) => h.installationId),
+      ['inst_fake'],
+    );
   });
   assert.match(r.body.results[10].eventId, /^evt_/);
   const ids = r.body.results.map((x: any) => x.eventId);
@@ -78,29 +93,49 @@ test('a batch of 1,000: stored in one go with every delivery and handler run enq
 
 test('a batch is atomic: if storing one of its valid events fails, none is stored (and a single event stored alongside is not affected)', async (t) => {
   let explode = true;
-  const s = await deliveryServer(t, {}, [
-    subscriptionsFailingFor('page_feedback', () => explode),
-  ]);
+  const s = await deliveryServer(t, {}, [subscriptionsFailingFor('page_feedback', () => explode)]);
   const receiver = await scriptedReceiver(t, () => 200);
   await s.subscribe(receiver.url, ['site_view']);
   const batch = [...Array.from({ length: 20 }, () => samplePayload('site_view')), samplePayload('page_feedback'), samplePayload('site_view')];
   const failed = await s.api('POST', '/api/v1/events', batch);
   assert.equal(failed.status, 500);
-  assert.equal(storedOf(s, batch.map((e) => e.eventId)), 0, 'nothing of the batch is stored');
+  assert.equal(
+    storedOf(
+      s,
+      batch.map((e) => e.eventId),
+    ),
+    0,
+    'nothing of the batch is stored',
+  );
 
   // In-process, a single event in the same group commit as the failing batch is stored all the same.
   const events = capabilityOf(s.services, 'events');
   const single = samplePayload('site_view');
   const outcomes = await Promise.allSettled([events.ingestBatch(batch), events.ingest(single)]);
-  assert.deepEqual(outcomes.map((o) => o.status), ['rejected', 'fulfilled']);
-  assert.equal(storedOf(s, batch.map((e) => e.eventId)), 0);
+  assert.deepEqual(
+    outcomes.map((o) => o.status),
+    ['rejected', 'fulfilled'],
+  );
+  assert.equal(
+    storedOf(
+      s,
+      batch.map((e) => e.eventId),
+    ),
+    0,
+  );
   assert.equal(storedOf(s, [single.eventId]), 1);
 
   explode = false;
   const retried = await s.api('POST', '/api/v1/events', batch);
   assert.equal(retried.status, 202, 'nothing was left behind: the retry is not a duplicate');
   assert.equal(retried.body.stored, batch.length);
-  assert.equal(storedOf(s, batch.map((e) => e.eventId)), batch.length);
+  assert.equal(
+    storedOf(
+      s,
+      batch.map((e) => e.eventId),
+    ),
+    batch.length,
+  );
   await waitFor(() => receiver.requests.length === 22, 20_000); // 21 site_view of the batch + the single one
 });
 
@@ -117,8 +152,14 @@ test('mixed valid and invalid items: 207, each invalid one refused with its inde
   const r = await s.api('POST', '/api/v1/events', batch);
   assert.equal(r.status, 207);
   assert.deepEqual([r.body.stored, r.body.duplicates, r.body.rejected], [3, 0, 8]);
-  assert.deepEqual(r.body.results.map((x: any) => x.index), batch.map((_, i) => i));
-  assert.deepEqual(r.body.results.map((x: any) => x.status), [202, 400, 400, 400, 400, 400, 202, 400, 400, 400, 202]);
+  assert.deepEqual(
+    r.body.results.map((x: any) => x.index),
+    batch.map((_, i) => i),
+  );
+  assert.deepEqual(
+    r.body.results.map((x: any) => x.status),
+    [202, 400, 400, 400, 400, 400, 202, 400, 400, 400, 202],
+  );
   const wheres = (i: number) => r.body.results[i].error.problems?.map((p: any) => p.where) ?? [r.body.results[i].error.where];
   assert.deepEqual(wheres(1), ['[1].type']);
   assert.deepEqual(wheres(2), ['[2].visitor.ip', '[2].url']);
@@ -138,7 +179,13 @@ test('mixed valid and invalid items: 207, each invalid one refused with its inde
   assert.equal(r.body.results[1].error.message, single.body.error.message.replace('type', '[1].type'));
   assert.equal(r.body.results[1].error.problems[0].hint, single.body.error.problems[0].hint);
   for (const i of [0, 6, 10]) assert.equal(r.body.results[i].eventId, batch[i] && (batch[i] as any).eventId);
-  assert.equal(storedOf(s, good.map((e) => e.eventId)), 3);
+  assert.equal(
+    storedOf(
+      s,
+      good.map((e) => e.eventId),
+    ),
+    3,
+  );
   assert.equal(storedOf(s, [badIp.eventId, deepEvent.eventId]), 0);
 
   // Every item refused: still 207 with the items, nothing stored.
@@ -159,7 +206,13 @@ test('an empty batch and one of 1,001 events are refused whole, naming the limit
   assert.equal(big.status, 400);
   assert.equal(big.body.error.code, 'bad_request');
   assert.match(big.body.error.message, /at most 1000 events, got 1001/);
-  assert.equal(storedOf(s, batch.map((e) => e.eventId)), 0);
+  assert.equal(
+    storedOf(
+      s,
+      batch.map((e) => e.eventId),
+    ),
+    0,
+  );
   const ok = await s.api('POST', '/api/v1/events', batch.slice(0, 1000));
   assert.equal(ok.status, 202);
   assert.equal(ok.body.stored, 1000);
@@ -177,13 +230,16 @@ test('eventIds dedupe per item: seen before, or twice in the same batch (the fir
   const r = await s.api('POST', '/api/v1/events', [a, aAgain, earlier, b, a]);
   assert.equal(r.status, 202, 'duplicates are not refusals');
   assert.deepEqual([r.body.stored, r.body.duplicates, r.body.rejected], [2, 3, 0]);
-  assert.deepEqual(r.body.results.map((x: any) => [x.status, x.duplicate, x.eventId]), [
-    [202, false, a.eventId],
-    [200, true, a.eventId],
-    [200, true, earlier.eventId],
-    [202, false, b.eventId],
-    [200, true, a.eventId],
-  ]);
+  assert.deepEqual(
+    r.body.results.map((x: any) => [x.status, x.duplicate, x.eventId]),
+    [
+      [202, false, a.eventId],
+      [200, true, a.eventId],
+      [200, true, earlier.eventId],
+      [202, false, b.eventId],
+      [200, true, a.eventId],
+    ],
+  );
   for (const i of [1, 2, 4]) assert.deepEqual([r.body.results[i].deliveries, r.body.results[i].handlers], [[], []]);
   assert.equal((await s.api('GET', `/api/v1/events/${a.eventId}`)).body.payload.revisionId, a.revisionId, 'the first of the batch is kept');
   assert.equal(count(s, 'SELECT count(*) AS n FROM webhook_deliveries WHERE event_id = ?', a.eventId), 1);
@@ -233,7 +289,13 @@ test('body limits: a batch may be larger than one event (server.batch_body_limit
   } as RequestInit);
   assert.equal(streamed.status, 413);
   assert.match(((await streamed.json()) as any).error.message, /the batch \(a JSON array\) is larger than server\.batch_body_limit/);
-  assert.equal(storedOf(s, huge.map((e) => e.eventId)), 0);
+  assert.equal(
+    storedOf(
+      s,
+      huge.map((e) => e.eventId),
+    ),
+    0,
+  );
   // Leading blanks do not hide an array; a body that is neither an object nor an array is a 400.
   const blank = await post(s.url, s.token, `  \n[${JSON.stringify(padded(10))}]`);
   assert.equal(blank.status, 202);
@@ -251,7 +313,10 @@ test('a single event object is answered exactly as before: no per-item wrapping'
   const first = await s.send(event);
   assert.equal(first.status, 202);
   assert.deepEqual(Object.keys(first.body).sort(), ['deliveries', 'duplicate', 'eventId', 'handlers', 'type']);
-  assert.deepEqual(first.body.deliveries.map((d: any) => d.installationId), [sub.installationId]);
+  assert.deepEqual(
+    first.body.deliveries.map((d: any) => d.installationId),
+    [sub.installationId],
+  );
   const again = await s.send(event);
   assert.deepEqual([again.status, again.body.duplicate], [200, true]);
   const bad = await s.send({ type: 'site_view' });
@@ -270,7 +335,13 @@ test('events send --file: NDJSON or a JSON array (stdin with -) sent in batches 
   assert.equal(sent.code, 2, 'a refused event is bad input');
   assert.match(sent.stdout, /sent 2500 events in 3 batches: 2499 stored, 0 duplicates \(already received\), 1 refused/);
   assert.match(sent.stdout, /\[1700\] line 1702 the event is not valid: \[1700\]\.url "not a url" is not an absolute http\(s\) URL/);
-  assert.equal(storedOf(s, events.map((e) => e.eventId)), 2499);
+  assert.equal(
+    storedOf(
+      s,
+      events.map((e) => e.eventId),
+    ),
+    2499,
+  );
 
   // A JSON array from a file, the positional type for items without one, --set on each, --json.
   const dir = tmpDir(t);
@@ -280,7 +351,14 @@ test('events send --file: NDJSON or a JSON array (stdin with -) sent in batches 
   assert.equal(json.code, 0, json.stderr);
   const answer = JSON.parse(json.stdout);
   assert.deepEqual([answer.stored, answer.duplicates, answer.rejected], [2, 1, 0]);
-  assert.deepEqual(answer.results.map((r: any) => [r.index, r.type]), [[0, 'space_gitsync_started'], [1, 'space_view'], [2, 'site_view']]);
+  assert.deepEqual(
+    answer.results.map((r: any) => [r.index, r.type]),
+    [
+      [0, 'space_gitsync_started'],
+      [1, 'space_view'],
+      [2, 'site_view'],
+    ],
+  );
   const first = await s.api('GET', `/api/v1/events/${answer.results[0].eventId}`);
   assert.equal(first.body.installationId, 'inst_x');
   const printed = await runCli(['events', 'send', '--file', file, '--print']);
@@ -298,8 +376,14 @@ test('events send --file halves its batches when they are over server.batch_body
   writeFileSync(file, JSON.stringify(events));
   const sent = await runCli(['events', 'send', '--file', file], { env });
   assert.equal(sent.code, 0, sent.stderr);
-  assert.match(sent.stdout, /sent 300 events in 10 batches: 300 stored/, "1,000 -> 500 -> 250 -> 125 -> 63 -> 32 events of 1 kB each: under 64 kB");
-  assert.equal(storedOf(s, events.map((e) => e.eventId)), 300);
+  assert.match(sent.stdout, /sent 300 events in 10 batches: 300 stored/, '1,000 -> 500 -> 250 -> 125 -> 63 -> 32 events of 1 kB each: under 64 kB');
+  assert.equal(
+    storedOf(
+      s,
+      events.map((e) => e.eventId),
+    ),
+    300,
+  );
 });
 
 test('group commit: while another connection holds the write lock, the batch waits a turn (the loop not blocked), then commits', async (t) => {

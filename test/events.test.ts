@@ -41,17 +41,35 @@ test('validation names every bad field by its path', () => {
   fb.visitor = 'someone';
   assert.deepEqual(wheres(fb), ['pageId', 'feedback.rating', 'feedback.comment', 'visitor']);
   assert.deepEqual(wheres({ ...samplePayload('site_view'), referrer: '' }), [], 'an empty referrer is a direct visit');
-  const msg = validateEventPayload({ type: 'site_view', siteId: 's', url: 'https://x', referrer: '', visitor: { anonymousId: 'a', userAgent: 'u', ip: '1.2.3.4' } });
+  const msg = validateEventPayload({
+    type: 'site_view',
+    siteId: 's',
+    url: 'https://x',
+    referrer: '',
+    visitor: { anonymousId: 'a', userAgent: 'u', ip: '1.2.3.4' },
+  });
   assert.match(msg[0].message, /cookies|required/);
 });
 
 test('POST /api/v1/events: 400 naming each bad field; nothing stored', async (t) => {
   const s = await deliveryServer(t);
-  const bad = { eventId: 'evt_bad_1', type: 'page_feedback', siteId: 's', spaceId: 'p', feedback: { rating: 'good' }, visitor: { anonymousId: 'a', userAgent: 'u', ip: '1.1.1.1', cookies: { a: 1 } }, url: 'https://d.example.com/x', referrer: '' };
+  const bad = {
+    eventId: 'evt_bad_1',
+    type: 'page_feedback',
+    siteId: 's',
+    spaceId: 'p',
+    feedback: { rating: 'good' },
+    visitor: { anonymousId: 'a', userAgent: 'u', ip: '1.1.1.1', cookies: { a: 1 } },
+    url: 'https://d.example.com/x',
+    referrer: '',
+  };
   const r = await s.send(bad);
   assert.equal(r.status, 400);
   assert.equal(r.body.error.code, 'validation_failed');
-  assert.deepEqual(r.body.error.problems.map((p: any) => p.where), ['pageId', 'feedback.comment', 'visitor.cookies.a']);
+  assert.deepEqual(
+    r.body.error.problems.map((p: any) => p.where),
+    ['pageId', 'feedback.comment', 'visitor.cookies.a'],
+  );
   assert.match(r.body.error.message, /pageId/);
   assert.equal((await s.api('GET', '/api/v1/events/evt_bad_1')).status, 404);
   const notJson = await s.api('POST', '/api/v1/events', undefined);
@@ -70,7 +88,10 @@ test('an event is stored and enqueued in one go, acknowledged with its deliverie
   assert.equal(first.status, 202);
   assert.equal(first.body.duplicate, false);
   assert.equal(first.body.eventId, event.eventId);
-  assert.deepEqual(first.body.deliveries.map((d: any) => d.installationId), [sub.installationId]);
+  assert.deepEqual(
+    first.body.deliveries.map((d: any) => d.installationId),
+    [sub.installationId],
+  );
   const stored = await s.api('GET', `/api/v1/events/${event.eventId}`);
   assert.equal(stored.status, 200);
   assert.deepEqual(stored.body.payload, event);
@@ -93,7 +114,10 @@ test('an event is stored and enqueued in one go, acknowledged with its deliverie
   assert.equal(list.body.events[0].eventId, generated.body.eventId);
   assert.ok(list.body.nextCursor);
   const next = await s.api('GET', `/api/v1/events?type=space_content_updated&cursor=${list.body.nextCursor}`);
-  assert.deepEqual(next.body.events.map((e: any) => e.eventId), [event.eventId]);
+  assert.deepEqual(
+    next.body.events.map((e: any) => e.eventId),
+    [event.eventId],
+  );
 });
 
 test('an event whose installationId holds a NUL or a lone surrogate is stored, as each engine stores text (U+FFFD for them), in a batch with others', async (t) => {
@@ -103,7 +127,10 @@ test('an event whose installationId holds a NUL or a lone surrogate is stored, a
   const plain = samplePayload('site_view');
   const r = await s.api('POST', '/api/v1/events', [odd, plain]);
   assert.equal(r.status, 202, JSON.stringify(r.body));
-  assert.deepEqual(r.body.results.map((x: any) => x.duplicate), [false, false]);
+  assert.deepEqual(
+    r.body.results.map((x: any) => x.duplicate),
+    [false, false],
+  );
   const stored = await s.api('GET', `/api/v1/events/${odd.eventId}`);
   assert.equal(stored.status, 200);
   assert.equal(stored.body.installationId, 'ins_\ufffd_\ufffd_x');
@@ -138,9 +165,7 @@ test('enqueue is in the same transaction: if fan-out fails, the event is not sto
 test('events stored in one group commit: one whose fan-out fails is left out, the others are stored with their deliveries', async (t) => {
   // Two delivery slots: the good events take both at enqueue (to start at commit); the rollback
   // must give them back, or nothing could ever be sent again.
-  const s = await deliveryServer(t, { webhooks: { concurrency: 2, per_endpoint_concurrency: 2 } }, [
-    subscriptionsFailingFor('page_feedback'),
-  ]);
+  const s = await deliveryServer(t, { webhooks: { concurrency: 2, per_endpoint_concurrency: 2 } }, [subscriptionsFailingFor('page_feedback')]);
   const receiver = await scriptedReceiver(t, () => 200);
   await s.subscribe(receiver.url, ['site_view']);
   const events = capabilityOf(s.services, 'events');
@@ -191,7 +216,10 @@ test('handler runs are stored with the event and run after the commit, without h
   const event = samplePayload('page_feedback');
   const r = await s.send(event);
   assert.equal(r.status, 202, 'answered while the handler is still running');
-  assert.deepEqual(r.body.handlers.map((h: any) => h.installationId), ['inst_fake']);
+  assert.deepEqual(
+    r.body.handlers.map((h: any) => h.installationId),
+    ['inst_fake'],
+  );
   await waitFor(() => calls.length === 1);
   assert.deepEqual(calls[0].event, event);
   assert.equal(calls[0].installationId, 'inst_fake');
@@ -215,7 +243,16 @@ test('a missing visitor or feedback says it is required and what it holds, never
   const problems = validateEventPayload(neither);
   assert.deepEqual(
     problems.map((p) => `${p.where} ${p.message}`),
-    ['feedback is required for page_feedback (an object {rating, comment})', 'visitor is required for page_feedback (an object {anonymousId, userAgent, ip, cookies})'],
+    [
+      'feedback is required for page_feedback (an object {rating, comment})',
+      'visitor is required for page_feedback (an object {anonymousId, userAgent, ip, cookies})',
+    ],
   );
-  for (const v of [undefined, 5, 'x', null]) assert.doesNotMatch(validateEventPayload({ ...noVisitor, visitor: { anonymousId: v, userAgent: 'u', ip: '1.2.3.4', cookies: {} } }).map((p) => p.message).join(), /undefined/);
+  for (const v of [undefined, 5, 'x', null])
+    assert.doesNotMatch(
+      validateEventPayload({ ...noVisitor, visitor: { anonymousId: v, userAgent: 'u', ip: '1.2.3.4', cookies: {} } })
+        .map((p) => p.message)
+        .join(),
+      /undefined/,
+    );
 });

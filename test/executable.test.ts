@@ -157,7 +157,11 @@ describe('the single executable', { timeout: 240_000 }, () => {
     const mtimes = files.map((f) => statSync(join(first.nativeDir!, f)).mtimeMs);
     const second = await selfCheck(pg);
     assert.equal(second.nativeDir, first.nativeDir);
-    assert.deepEqual(files.map((f) => statSync(join(first.nativeDir!, f)).mtimeMs), mtimes, 'files were rewritten');
+    assert.deepEqual(
+      files.map((f) => statSync(join(first.nativeDir!, f)).mtimeMs),
+      mtimes,
+      'files were rewritten',
+    );
   });
 
   test('replaces a damaged cached addon on the next start', async (t) => {

@@ -22,12 +22,17 @@ test('platform events reach the handlers of active installations whose scopes al
 
   const content = await s.api('POST', '/api/v1/events', { eventId: 'evt-content-1', type: 'space_content_updated', spaceId: 'sp1', revisionId: 'rev9' });
   assert.ok(content.status === 200 || content.status === 201 || content.status === 202, JSON.stringify(content.body));
-  const runs = (eventId: string) => sql.all(s.services.store, 'SELECT installation_id, status, logs FROM invocations WHERE event_id = ? ORDER BY installation_id', [eventId]);
+  const runs = (eventId: string) =>
+    sql.all(s.services.store, 'SELECT installation_id, status, logs FROM invocations WHERE event_id = ? ORDER BY installation_id', [eventId]);
   await waitFor(async () => (await runs('evt-content-1')).length >= 1);
   // give any wrong extra dispatch a moment to show up before asserting there is none
   await new Promise((r) => setTimeout(r, 300));
   const contentRuns = await runs('evt-content-1');
-  assert.deepEqual(contentRuns.map((r) => r.installation_id), [sink.body.installation.id], 'only the active installation with the scope ran');
+  assert.deepEqual(
+    contentRuns.map((r) => r.installation_id),
+    [sink.body.installation.id],
+    'only the active installation with the scope ran',
+  );
   assert.match(contentRuns[0].logs, /content updated sp1 rev9/);
   assert.ok(!contentRuns.some((r) => r.installation_id === pendingSink.body.installation.id));
 
@@ -84,7 +89,10 @@ test('an event that names its installation is delivered to that webhook installa
   const everyone = await s.send('site_view');
   assert.deepEqual(new Set(everyone.deliveries.map((d) => d.installationId)), new Set([a, b]));
   const forA = await s.send('site_view', { installationId: a });
-  assert.deepEqual(forA.deliveries.map((d) => d.installationId), [a]);
+  assert.deepEqual(
+    forA.deliveries.map((d) => d.installationId),
+    [a],
+  );
   const settled = await s.settled(forA.deliveries[0].id);
   assert.equal(JSON.parse(settled.body).installationId, a, 'the delivered body names it');
   const nobody = await s.send('site_view', { installationId: 'inst_nobody' });
@@ -92,7 +100,12 @@ test('an event that names its installation is delivered to that webhook installa
 });
 
 /** A URL whose host is `length` random characters (no DNS name is longer than 253). */
-const hugeUrl = (length = 3500) => `https://${randomBytes(length).toString('base64url').slice(0, length).toLowerCase().replace(/[^a-z0-9]/g, 'x')}.example/hook`;
+const hugeUrl = (length = 3500) =>
+  `https://${randomBytes(length)
+    .toString('base64url')
+    .slice(0, length)
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, 'x')}.example/hook`;
 
 test("stored texts have limits, answered 400 naming the field: a webhook installation's own token cannot store a 3.5 kB URL, and every subscriber keeps receiving", async (t) => {
   const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
@@ -114,13 +127,37 @@ test("stored texts have limits, answered 400 naming the field: a webhook install
   const own = await s.api('PATCH', `/api/v1/installations/${b.body.installation.id}`, { configuration: { webhook_url: huge } }, b.body.token);
   refused(own, 'configuration.webhook_url', /at most 2048 characters/);
   refused(await install({ configuration: { webhook_url: huge, event_types: 'site_view' } }), 'configuration.webhook_url', /at most 2048 characters/);
-  refused(await install({ configuration: { webhook_url: 'https://hooks.example/a\u0000b', event_types: 'site_view' } }), 'configuration.webhook_url', /control character/);
+  refused(
+    await install({ configuration: { webhook_url: 'https://hooks.example/a\u0000b', event_types: 'site_view' } }),
+    'configuration.webhook_url',
+    /control character/,
+  );
   refused(await install({ configuration: { webhook_url: rx.url, event_types: Array(8000).fill('site_view').join(',') } }), 'configuration', /at most 64 kB/);
-  refused(await install({ target: 'space', space: 's'.repeat(201), configuration: { webhook_url: rx.url, event_types: 'site_view' } }), 'space', /at most 200 characters/);
-  refused(await install({ target: 'site', site: 's'.repeat(201), configuration: { webhook_url: rx.url, event_types: 'site_view' } }), 'site', /at most 200 characters/);
-  refused(await install({ configuration: { webhook_url: rx.url, event_types: 'site_view' }, externalIds: ['e'.repeat(201)] }), 'externalIds[0]', /at most 200 characters/);
-  refused(await install({ configuration: { webhook_url: rx.url, event_types: 'site_view' }, externalIds: Array.from({ length: 101 }, (_, i) => `e${i}`) }), 'externalIds', /at most 100 items/);
-  refused(await install({ configuration: { webhook_url: rx.url, event_types: 'site_view' }, webhook_secret: 'w'.repeat(257) }), 'webhook_secret', /at most 256 characters/);
+  refused(
+    await install({ target: 'space', space: 's'.repeat(201), configuration: { webhook_url: rx.url, event_types: 'site_view' } }),
+    'space',
+    /at most 200 characters/,
+  );
+  refused(
+    await install({ target: 'site', site: 's'.repeat(201), configuration: { webhook_url: rx.url, event_types: 'site_view' } }),
+    'site',
+    /at most 200 characters/,
+  );
+  refused(
+    await install({ configuration: { webhook_url: rx.url, event_types: 'site_view' }, externalIds: ['e'.repeat(201)] }),
+    'externalIds[0]',
+    /at most 200 characters/,
+  );
+  refused(
+    await install({ configuration: { webhook_url: rx.url, event_types: 'site_view' }, externalIds: Array.from({ length: 101 }, (_, i) => `e${i}`) }),
+    'externalIds',
+    /at most 100 items/,
+  );
+  refused(
+    await install({ configuration: { webhook_url: rx.url, event_types: 'site_view' }, webhook_secret: 'w'.repeat(257) }),
+    'webhook_secret',
+    /at most 256 characters/,
+  );
   refused(await s.api('POST', `/api/v1/webhooks/${a.body.installation.id}/secret/rotate`, { secret: 'w'.repeat(257) }), 'secret', /at most 256 characters/);
   refused(await s.api('POST', '/api/v1/events', samplePayload('site_view', { installationId: 'i'.repeat(201) })), 'installationId', /at most 200 characters/);
   // The GitBook-style route an integration's code updates its installation with: the same limits.
@@ -130,12 +167,15 @@ test("stored texts have limits, answered 400 naming the field: a webhook install
   // Nothing of it was stored; every subscriber still gets its delivery.
   const sent = await s.api('POST', '/api/v1/events', samplePayload('site_view'));
   assert.equal(sent.status, 202, JSON.stringify(sent.body).slice(0, 400));
-  assert.deepEqual(new Set(sent.body.deliveries.map((d: { installationId: string }) => d.installationId)), new Set([a.body.installation.id, b.body.installation.id]));
+  assert.deepEqual(
+    new Set(sent.body.deliveries.map((d: { installationId: string }) => d.installationId)),
+    new Set([a.body.installation.id, b.body.installation.id]),
+  );
   const deliveries = capabilityOf(s.services, 'deliveries');
   for (const { id } of sent.body.deliveries) await waitFor(async () => (await deliveries.get(id))?.status === 'delivered');
 });
 
-test('a webhook URL stored before the limits (a 3.5 kB host) cannot fail anyone\'s ingest on either engine: origins are kept to 300 characters, older ones cut when the store opens', async (t) => {
+test("a webhook URL stored before the limits (a 3.5 kB host) cannot fail anyone's ingest on either engine: origins are kept to 300 characters, older ones cut when the store opens", async (t) => {
   const over = { integrations_dir: join(ROOT, 'integrations') };
   const first = await startTestServer(t, over);
   const rx = await receiver(t, 200);
@@ -157,13 +197,22 @@ test('a webhook URL stored before the limits (a 3.5 kB host) cannot fail anyone\
   const huge = hugeUrl();
   const store = await connectStore(first.config.data_dir, { url: first.config.store || undefined, migrations: allMigrations() });
   await sql.run(store, 'UPDATE installations SET configuration = ? WHERE id = ?', [JSON.stringify({ webhook_url: huge, event_types: 'site_view' }), b]);
-  assert.equal((await sql.run(store, "UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status = 'held'", [huge, new URL(huge).origin, b])).changes, 1);
+  assert.equal(
+    (await sql.run(store, "UPDATE webhook_deliveries SET url = ?, origin = ? WHERE installation_id = ? AND status = 'held'", [huge, new URL(huge).origin, b]))
+      .changes,
+    1,
+  );
   await sql.run(store, "UPDATE schema_migrations SET version = version - 1 WHERE module = 'webhooks'");
   await store.close();
 
   const s = await startTestServer(t, { ...over, data_dir: first.config.data_dir, store: first.config.store });
-  const origins = async () => (await sql.all<{ origin: string }>(s.services.store, 'SELECT origin FROM webhook_deliveries WHERE installation_id = ?', [b])).map((r) => r.origin);
-  assert.deepEqual((await origins()).map((o) => o.length), [300], 'the held delivery\'s origin was cut when the store opened');
+  const origins = async () =>
+    (await sql.all<{ origin: string }>(s.services.store, 'SELECT origin FROM webhook_deliveries WHERE installation_id = ?', [b])).map((r) => r.origin);
+  assert.deepEqual(
+    (await origins()).map((o) => o.length),
+    [300],
+    "the held delivery's origin was cut when the store opened",
+  );
   assert.ok(new URL(huge).origin.startsWith((await origins())[0]!));
   // Resumed: its held delivery becomes due (enters the due index).
   assert.equal((await s.api('POST', `/api/v1/installations/${b}/resume`)).status, 200);
@@ -174,7 +223,9 @@ test('a webhook URL stored before the limits (a 3.5 kB host) cannot fail anyone\
   assert.equal(batch.status, 202, JSON.stringify(batch.body).slice(0, 400));
   assert.equal(batch.body.stored, 2);
   const deliveries = capabilityOf(s.services, 'deliveries');
-  const toA = [one.body, ...batch.body.results].flatMap((r: { deliveries: Array<{ id: string; installationId: string }> }) => r.deliveries).filter((d) => d.installationId === a);
+  const toA = [one.body, ...batch.body.results]
+    .flatMap((r: { deliveries: Array<{ id: string; installationId: string }> }) => r.deliveries)
+    .filter((d) => d.installationId === a);
   assert.equal(toA.length, 3);
   for (const { id } of toA) await waitFor(async () => (await deliveries.get(id))?.status === 'delivered');
   const cut = await origins();

@@ -19,7 +19,10 @@ test('a webhook URL on this machine is flagged at install (API and `switchyard i
   const r = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: receiver.url, event_types: 'site_view' } });
   assert.equal(r.status, 201);
   assert.equal(r.body.installation.warnings.length, 1);
-  assert.match(r.body.installation.warnings[0], /^configuration\.webhook_url: 127\.0\.0\.1 is a private or loopback address: deliveries to it will be refused .*set webhooks\.allow_private_networks: true/);
+  assert.match(
+    r.body.installation.warnings[0],
+    /^configuration\.webhook_url: 127\.0\.0\.1 is a private or loopback address: deliveries to it will be refused .*set webhooks\.allow_private_networks: true/,
+  );
   const shown = await s.api('GET', `/api/v1/installations/${r.body.installation.id}`);
   assert.deepEqual(shown.body.installation.warnings, r.body.installation.warnings, 'every view says it');
 
@@ -31,14 +34,20 @@ test('a webhook URL on this machine is flagged at install (API and `switchyard i
   assert.match(d.attempts.at(-1)!.error ?? '', /set webhooks\.allow_private_networks: true in config\.yaml/);
   assert.equal(receiver.requests.length, 0);
 
-  const publicUrl = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'https://hooks.example.com/x', event_types: 'site_view' } });
+  const publicUrl = await s.api('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: 'https://hooks.example.com/x', event_types: 'site_view' },
+  });
   assert.deepEqual(publicUrl.body.installation.warnings, []);
 
   // `switchyard install` says it at once, naming the setting; the installation is made all the same.
   const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
   const cli = await runCli(['install', 'webhook', '--set', `webhook_url=${receiver.url}`, '--set', 'event_types=site_view'], { env });
   assert.equal(cli.code, 0, cli.stderr);
-  assert.match(cli.stderr, /^warning: configuration\.webhook_url: 127\.0\.0\.1 is a private or loopback address: deliveries to it will be refused .*set webhooks\.allow_private_networks: true/m);
+  assert.match(
+    cli.stderr,
+    /^warning: configuration\.webhook_url: 127\.0\.0\.1 is a private or loopback address: deliveries to it will be refused .*set webhooks\.allow_private_networks: true/m,
+  );
   assert.match(cli.stdout, /^inst_\w+ {2}active/m);
   const quiet = await runCli(['install', 'webhook', '--set', 'webhook_url=https://hooks.example.com/y', '--set', 'event_types=site_view'], { env });
   assert.equal(quiet.code, 0, quiet.stderr);
@@ -70,9 +79,19 @@ test('a webhook URL whose host name resolves to loopback is flagged at install a
     const r = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: url, event_types: 'site_view' } });
     assert.equal(r.status, 201, host);
     assert.equal(r.body.installation.warnings.length, 1, `${host}: ${JSON.stringify(r.body.installation.warnings)}`);
-    assert.match(r.body.installation.warnings[0], new RegExp(`^configuration\\.webhook_url: ${host.replace(/\./g, '\\.')} (is|resolves to 127\\.[\\d.]+,) a private or loopback address: deliveries to it will be refused .*set webhooks\\.allow_private_networks: true`), host);
+    assert.match(
+      r.body.installation.warnings[0],
+      new RegExp(
+        `^configuration\\.webhook_url: ${host.replace(/\./g, '\\.')} (is|resolves to 127\\.[\\d.]+,) a private or loopback address: deliveries to it will be refused .*set webhooks\\.allow_private_networks: true`,
+      ),
+      host,
+    );
     const id = r.body.installation.id;
-    assert.deepEqual((await s.api('GET', `/api/v1/installations/${id}`)).body.installation.warnings, r.body.installation.warnings, `${host}: the installation's view says it too`);
+    assert.deepEqual(
+      (await s.api('GET', `/api/v1/installations/${id}`)).body.installation.warnings,
+      r.body.installation.warnings,
+      `${host}: the installation's view says it too`,
+    );
     // An edit to such a URL says it as well.
     const edited = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { webhook_url: `${url}2` } });
     assert.deepEqual(edited.body.installation.warnings.length, 1, host);
@@ -80,11 +99,17 @@ test('a webhook URL whose host name resolves to loopback is flagged at install a
   // Allowed private networks: no warning, and no lookup needed.
   const quiet = await deliveryServer(t);
   for (const host of ['localhost', ...names]) {
-    const r = await quiet.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: `http://${host}:9/hook`, event_types: 'site_view' } });
+    const r = await quiet.api('POST', '/api/v1/installations', {
+      integration: 'webhook',
+      configuration: { webhook_url: `http://${host}:9/hook`, event_types: 'site_view' },
+    });
     assert.deepEqual(r.body.installation.warnings, [], host);
   }
   // A name that does not resolve says nothing (it may resolve later; the guard decides then).
-  const unknown = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'https://no-such-host.invalid/x', event_types: 'site_view' } });
+  const unknown = await s.api('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: 'https://no-such-host.invalid/x', event_types: 'site_view' },
+  });
   assert.deepEqual(unknown.body.installation.warnings, []);
 });
 
@@ -96,7 +121,10 @@ test('a fresh start opens without errors: an example whose secrets are unset "ne
   assert.equal(notes.length, 1);
   assert.equal(notes[0].integration, 'oauth-example');
   assert.equal(notes[0].level, 'warn');
-  assert.match(String(notes[0].set), /^OAUTH_EXAMPLE_CLIENT_ID, OAUTH_EXAMPLE_CLIENT_SECRET, OAUTH_EXAMPLE_PROVIDER_URL in the environment or in .*oauth-example\/\.env \(copy .*\.env\.example/);
+  assert.match(
+    String(notes[0].set),
+    /^OAUTH_EXAMPLE_CLIENT_ID, OAUTH_EXAMPLE_CLIENT_SECRET, OAUTH_EXAMPLE_PROVIDER_URL in the environment or in .*oauth-example\/\.env \(copy .*\.env\.example/,
+  );
   const list = await s.api('GET', '/api/v1/integrations');
   const byName = Object.fromEntries(list.body.integrations.map((i: { name: string; status: string }) => [i.name, i.status]));
   assert.deepEqual(byName, { 'hello-components': 'loaded', 'oauth-example': 'needs_configuration', webhook: 'loaded' });
@@ -114,7 +142,10 @@ test('a fresh start opens without errors: an example whose secrets are unset "ne
 test('with an empty integrations folder the built-in webhook integration is there: `install webhook` from the CLI, and a signed delivery arrives', async (t) => {
   const s = await startTestServer(t);
   assert.deepEqual(readdirSync(s.config.integrations_dir), [], 'no folder at all');
-  assert.ok(s.logs.some((l) => l.msg === 'built-in integration serving' && l.integration === 'webhook'), 'the log says the built-in one serves');
+  assert.ok(
+    s.logs.some((l) => l.msg === 'built-in integration serving' && l.integration === 'webhook'),
+    'the log says the built-in one serves',
+  );
   const receiver = await scriptedReceiver(t, () => 200);
   const env = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
   const installed = await runCli(['install', 'webhook', '--set', `webhook_url=${receiver.url}`, '--set', 'event_types=site_view', '--json'], { env });
@@ -250,12 +281,15 @@ test('`switchyard init` writes the shipped commented config.yaml and an integrat
   assert.match(missing.stderr, /`switchyard init` writes a commented config\.yaml/);
 });
 
-test('a refused admin token: the CLI names the server\'s URL and where it read the token (the variable, or the file), never the token', async (t) => {
+test("a refused admin token: the CLI names the server's URL and where it read the token (the variable, or the file), never the token", async (t) => {
   const s = await startTestServer(t);
   const wrong = 'sy_admin_not-this-servers-token-1234';
   const byEnv = await runCli(['installations', 'list'], { env: { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: wrong } });
   assert.equal(byEnv.code, 1);
-  assert.match(byEnv.stderr, new RegExp(`^switchyard: the server at ${s.url.replace(/[.]/g, '\\.')} refused the admin token read from SWITCHYARD_ADMIN_TOKEN$`, 'm'));
+  assert.match(
+    byEnv.stderr,
+    new RegExp(`^switchyard: the server at ${s.url.replace(/[.]/g, '\\.')} refused the admin token read from SWITCHYARD_ADMIN_TOKEN$`, 'm'),
+  );
   assert.doesNotMatch(byEnv.stderr, new RegExp(wrong));
 
   // Another data directory's generated token, found through its config.yaml.

@@ -36,8 +36,61 @@ const runs = (n: number) => Number(process.env.FUZZ_RUNS ?? n);
 const yamlText = fc
   .array(
     fc.oneof(
-      fc.constantFrom('server', 'port', 'public_url', 'webhooks', 'sandbox', 'admin_token', 'name', 'title', 'scopes', 'configurations', 'secrets', 'blocks', '__proto__', 'constructor'),
-      fc.constantFrom(':', ': ', '\n', '\n  ', '- ', '&a ', '*a', '&b ', '*b', '[', ']', '{', '}', ',', '"', "'", '!!', '!!binary ', '!!js/function ', '? ', '|', '>', '#', '%YAML 1.2\n', '---\n', '...\n', '<<: ', '${{ env.X }}', '\t', '\u0000', '\uFEFF', '1e999', '0x1F', '-1', 'true', 'null', '~'),
+      fc.constantFrom(
+        'server',
+        'port',
+        'public_url',
+        'webhooks',
+        'sandbox',
+        'admin_token',
+        'name',
+        'title',
+        'scopes',
+        'configurations',
+        'secrets',
+        'blocks',
+        '__proto__',
+        'constructor',
+      ),
+      fc.constantFrom(
+        ':',
+        ': ',
+        '\n',
+        '\n  ',
+        '- ',
+        '&a ',
+        '*a',
+        '&b ',
+        '*b',
+        '[',
+        ']',
+        '{',
+        '}',
+        ',',
+        '"',
+        "'",
+        '!!',
+        '!!binary ',
+        '!!js/function ',
+        '? ',
+        '|',
+        '>',
+        '#',
+        '%YAML 1.2\n',
+        '---\n',
+        '...\n',
+        '<<: ',
+        '${{ env.X }}',
+        '\t',
+        '\u0000',
+        '\uFEFF',
+        '1e999',
+        '0x1F',
+        '-1',
+        'true',
+        'null',
+        '~',
+      ),
       fc.string({ maxLength: 12 }),
     ),
     { maxLength: 60 },
@@ -72,7 +125,25 @@ test('fuzz: manifest text never throws; problems say file:line:col', () => {
 });
 
 const weirdSegment = fc.oneof(
-  fc.constantFrom('..', '%2e%2e', '%00', '%ff', '%', '__proto__', 'constructor', 'a'.repeat(400), 'inst_', 'evt_', 'dlv_', '0', '-1', ' ', '😀', 'webhook', 'hello-components'),
+  fc.constantFrom(
+    '..',
+    '%2e%2e',
+    '%00',
+    '%ff',
+    '%',
+    '__proto__',
+    'constructor',
+    'a'.repeat(400),
+    'inst_',
+    'evt_',
+    'dlv_',
+    '0',
+    '-1',
+    ' ',
+    '😀',
+    'webhook',
+    'hello-components',
+  ),
   fc.string({ maxLength: 20 }).map(encodeURIComponent),
 );
 
@@ -87,7 +158,10 @@ const body = fc.oneof(
           integration: fc.constantFrom('webhook', 'hello-components', 'oauth-example', 'nope', ''),
           configuration: fc.dictionary(
             fc.constantFrom('webhook_url', 'event_types', 'greeting', '__proto__', 'constructor', 'x'),
-            fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constantFrom('http://127.0.0.1:9/hook', 'site_view', 'javascript:alert(1)', 'http://user:pw@127.0.0.1:9/')),
+            fc.oneof(
+              fc.jsonValue({ maxDepth: 2 }),
+              fc.constantFrom('http://127.0.0.1:9/hook', 'site_view', 'javascript:alert(1)', 'http://user:pw@127.0.0.1:9/'),
+            ),
           ),
           space: fc.oneof(fc.string({ maxLength: 10 }), fc.integer()),
           site: fc.string({ maxLength: 10 }),
@@ -100,7 +174,19 @@ const body = fc.oneof(
       )
       .map((v) => JSON.stringify(v)),
   },
-  { weight: 1, arbitrary: fc.constantFrom('{', '[]', 'null', '"x"', '{"a":' + '['.repeat(3000), '\u0000', '{"__proto__":{"polluted":1}}', '[' + '{},'.repeat(2000) + '{}]') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '{',
+      '[]',
+      'null',
+      '"x"',
+      '{"a":' + '['.repeat(3000),
+      '\u0000',
+      '{"__proto__":{"polluted":1}}',
+      '[' + '{},'.repeat(2000) + '{}]',
+    ),
+  },
   { weight: 1, arbitrary: fc.constant(undefined) },
 );
 
@@ -124,7 +210,22 @@ const pathOf = (route: string, id: string) => route.replace(/:[A-Za-z0-9_]+/g, i
 type Form = 'number' | 'time' | 'duration' | 'text';
 
 /** The kinds that read text, a choice or a flag; a kind not named here or below fails the test until it is classified. */
-const TEXT_KINDS = new Set(['text-param', 'enum-param', 'flag-param', 'true-or-false-param', 'endpoint-param', 'string', 'enum', 'boolean', 'record', 'array', 'any', 'object', 'union', 'nullable']);
+const TEXT_KINDS = new Set([
+  'text-param',
+  'enum-param',
+  'flag-param',
+  'true-or-false-param',
+  'endpoint-param',
+  'string',
+  'enum',
+  'boolean',
+  'record',
+  'array',
+  'any',
+  'object',
+  'union',
+  'nullable',
+]);
 
 function formOf(schema: Schema<unknown>): Form | undefined {
   if (schema.kind === 'time-param' || schema.kind === 'time-field') return 'time';
@@ -175,7 +276,14 @@ const fraction = fc.tuple(fc.integer({ min: 0, max: 999 }), fc.integer({ min: 1,
 /** Values each form must refuse (400 naming the field), from the plainly wrong to one past its bound. */
 const refused: Record<Target['form'], fc.Arbitrary<string>> = {
   // Past Number.MAX_SAFE_INTEGER (exact here), past 2^63 (a store's integer), past 2^64.
-  number: fc.oneof(bigInteger(2n ** 53n, 2n ** 63n), bigInteger(2n ** 63n - 1n, 2n ** 66n), bigInteger(2n ** 64n, 10n ** 400n), oddNumber, fraction, fc.constant(' 1')),
+  number: fc.oneof(
+    bigInteger(2n ** 53n, 2n ** 63n),
+    bigInteger(2n ** 63n - 1n, 2n ** 66n),
+    bigInteger(2n ** 64n, 10n ** 400n),
+    oddNumber,
+    fraction,
+    fc.constant(' 1'),
+  ),
   time: fc.oneof(
     // A duration ago before year 1: 800000 days and more, in any unit.
     fc.tuple(bigInteger(800_000n, 10n ** 30n), fc.constant('d')).map(([n, u]) => n + u),
@@ -184,7 +292,15 @@ const refused: Record<Target['form'], fc.Arbitrary<string>> = {
     fraction,
     // Neither epoch seconds (10 digits) nor milliseconds (up to 13).
     bigInteger(10n ** 13n, 2n ** 70n),
-    fc.constantFrom('0000-12-31T23:59:59Z', '10000-01-01T00:00:00Z', '+275760-09-13T00:00:00.000Z', '-000001-01-01T00:00:00Z', '9999-12-31T23:59:59-01:00', 'yesterday', 'Jan 31 2025'),
+    fc.constantFrom(
+      '0000-12-31T23:59:59Z',
+      '10000-01-01T00:00:00Z',
+      '+275760-09-13T00:00:00.000Z',
+      '-000001-01-01T00:00:00Z',
+      '9999-12-31T23:59:59-01:00',
+      'yesterday',
+      'Jan 31 2025',
+    ),
   ),
   duration: fc.oneof(
     fc.tuple(bigInteger(3_650_001n, 10n ** 30n), fc.constant('d')).map(([n, u]) => n + u),
@@ -196,17 +312,44 @@ const refused: Record<Target['form'], fc.Arbitrary<string>> = {
 
 /** The same, written out: the values a defect was seen with, checked on every run. */
 const REFUSED: Record<Target['form'], string[]> = {
-  number: ['9223372036854775807', '9223372036854775808', '18446744073709551616', '9007199254740992', '1'.padEnd(400, '0'), '-1', '-0', '1.5', '1e3', '1e309', '0x10'],
-  time: ['99999999999999d', '800000d', `${'9'.repeat(400)}d`, '-1', '-0', '-1h', '1.5', '1e309', '1e3d', '0x10', '99999999999999', '10000-01-01T00:00:00Z', 'yesterday'],
+  number: [
+    '9223372036854775807',
+    '9223372036854775808',
+    '18446744073709551616',
+    '9007199254740992',
+    '1'.padEnd(400, '0'),
+    '-1',
+    '-0',
+    '1.5',
+    '1e3',
+    '1e309',
+    '0x10',
+  ],
+  time: [
+    '99999999999999d',
+    '800000d',
+    `${'9'.repeat(400)}d`,
+    '-1',
+    '-0',
+    '-1h',
+    '1.5',
+    '1e309',
+    '1e3d',
+    '0x10',
+    '99999999999999',
+    '10000-01-01T00:00:00Z',
+    'yesterday',
+  ],
   duration: ['99999999999999d', '3650001d', `${'9'.repeat(400)}d`, '-1s', '-0', '1.5', '1e309s', '0x10s'],
 };
 
 /** The bounds themselves are read (a page past the last, a window from year 1 to 9999, the longest bucket). */
-const accepted = (target: Target): string[] => ({
-  number: [String(target.max), '0000000000000000000000001'],
-  time: ['0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999Z', '700000d', '1.5h', '9999999999999'],
-  duration: ['3650000d'],
-})[target.form];
+const accepted = (target: Target): string[] =>
+  ({
+    number: [String(target.max), '0000000000000000000000001'],
+    time: ['0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999Z', '700000d', '1.5h', '9999999999999'],
+    duration: ['3650000d'],
+  })[target.form];
 
 interface ApiError {
   code: string;
@@ -256,7 +399,8 @@ test('fuzz: every number, time and duration a route reads is refused past its bo
     if (target.in === 'query')
       for (const value of accepted(target)) {
         const r = await ask(s, target, value);
-        if (r.status >= 500 || r.error?.message.includes(`got "${value}"`)) wrong.push(`${target.route} ${target.name}=${value} answered ${r.status} ${JSON.stringify(r.error)}`);
+        if (r.status >= 500 || r.error?.message.includes(`got "${value}"`))
+          wrong.push(`${target.route} ${target.name}=${value} answered ${r.status} ${JSON.stringify(r.error)}`);
       }
   }
   assert.deepEqual(wrong, []);
@@ -300,12 +444,24 @@ test('fuzz: the management API answers any request without a 5xx and stores noth
     query: fc.option(
       fc.dictionary(
         fc.constantFrom('limit', 'status', 'since', 'until', 'cursor', 'after', 'bucket', 'type', 'installation', 'integration', 'event', 'level', 'errors'),
-        fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('-1', '1e309', '999999999999', '9223372036854775808', '99999999999999d', '2026-13-45', 'failed', 'retrying'), refused.number, refused.time),
+        fc.oneof(
+          fc.string({ maxLength: 12 }),
+          fc.constantFrom('-1', '1e309', '999999999999', '9223372036854775808', '99999999999999d', '2026-13-45', 'failed', 'retrying'),
+          refused.number,
+          refused.time,
+        ),
       ),
       { freq: 2 },
     ),
     body,
-    contentType: fc.constantFrom('application/json', 'application/json', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', ''),
+    contentType: fc.constantFrom(
+      'application/json',
+      'application/json',
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      '',
+    ),
     auth: fc.constantFrom('admin', 'admin', 'admin', 'none', 'wrong'),
   });
   await fc.assert(
@@ -347,7 +503,10 @@ test('fuzz: the management API answers any request without a 5xx and stores noth
     if (inst.integration === 'webhook' && inst.status !== 'uninstalled')
       assert.equal((await s.api('GET', `/api/v1/webhooks/${inst.id}/secret`)).status, 200, `the secret of ${inst.id}`);
   }
-  const orphans = (await sql.get<{ n: number }>(store, 'SELECT COUNT(*) AS n FROM webhook_deliveries d WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)'))!;
+  const orphans = (await sql.get<{ n: number }>(
+    store,
+    'SELECT COUNT(*) AS n FROM webhook_deliveries d WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)',
+  ))!;
   assert.equal(orphans.n, 0, 'every delivery has its event');
   assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
 });

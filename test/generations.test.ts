@@ -73,7 +73,7 @@ test('a bump sent while the other process is still opening its listening connect
   assert.equal(await waitFor(() => seen(), 3000), true, "B's commit is seen by A");
 });
 
-test("a console logout in one process ends the session in every other one", async (t) => {
+test('a console logout in one process ends the session in every other one', async (t) => {
   const [a, b] = await twoProcesses(t);
   const sessionsOf = (s: typeof a) => createSessions({ adminToken: 'the-token', store: { database: s.database, generations: generationsFor(s) } });
   const [sa, sb] = [await sessionsOf(a), await sessionsOf(b)];

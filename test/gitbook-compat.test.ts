@@ -25,7 +25,10 @@ function gitbookFolder(t: TestContext): string {
     // ReferenceError. This stand-in fails louder; the bundler must never pick it up.
     const pkg = join(dir, name, 'node_modules/@gitbook/runtime');
     mkdirSync(pkg, { recursive: true });
-    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: '@gitbook/runtime', type: 'module', exports: { '.': './index.js', './jsx-runtime': './index.js' } }));
+    writeFileSync(
+      join(pkg, 'package.json'),
+      JSON.stringify({ name: '@gitbook/runtime', type: 'module', exports: { '.': './index.js', './jsx-runtime': './index.js' } }),
+    );
     writeFileSync(join(pkg, 'index.js'), "throw new Error('the npm @gitbook/runtime package was bundled');\n");
   }
   return dir;
@@ -49,14 +52,17 @@ test('check: a gitbook-manifest.yaml folder importing @gitbook/runtime passes un
   assert.equal(r.code, 0, JSON.stringify(j.errors));
   assert.equal(j.ok, true);
   assert.equal(j.name, 'GB-Analytics');
-  assert.deepEqual(j.sandbox.exports.unsupported.map((u: any) => u.handler), ['fetch_published_script']);
+  assert.deepEqual(
+    j.sandbox.exports.unsupported.map((u: any) => u.handler),
+    ['fetch_published_script'],
+  );
   const warnings = j.warnings.map((w: any) => `${w.where.split('/').pop()} ${w.message}`).join('\n');
   assert.match(warnings, /gitbook-manifest\.yaml:\d+:\d+ scopes\[1\]: "site:script:inject" is an internal scope here/);
   assert.match(warnings, /gitbook-manifest\.yaml:\d+:\d+ icon: "\.\/assets\/icon\.png" is a JPEG image with a \.png name/);
   assert.match(warnings, /fetch_published_script: not supported here, its invocations are answered 501: injecting scripts/);
 });
 
-test('check: the spec\'s platform-manifest.yaml keeps its stricter rule on internal scopes; a GitBook-form name (capitals) is a name there too', async (t) => {
+test("check: the spec's platform-manifest.yaml keeps its stricter rule on internal scopes; a GitBook-form name (capitals) is a name there too", async (t) => {
   const dir = gitbookFolder(t);
   const folder = join(dir, 'gb-analytics');
   const { readFileSync, renameSync } = await import('node:fs');
@@ -97,7 +103,11 @@ test('createIntegration: an unknown key is a load error naming it and the neares
 test('serve: the GitBook-shaped integration runs (MODE, .raw.js as text, ExposableError codes) and its script-injection handler answers 501', async (t) => {
   const dir = gitbookFolder(t);
   const s = await startTestServer(t, { integrations_dir: dir });
-  const inst = await s.api('POST', '/api/v1/installations', { integration: 'GB-Analytics', site: 'site_a', configuration: { collector_url: 'https://collector.example/a', label: '' } });
+  const inst = await s.api('POST', '/api/v1/installations', {
+    integration: 'GB-Analytics',
+    site: 'site_a',
+    configuration: { collector_url: 'https://collector.example/a', label: '' },
+  });
   assert.equal(inst.status, 201, JSON.stringify(inst.body));
   const endpoint = inst.body.installation.urls.publicEndpoint;
   const res = await fetch(`${endpoint}/info`);
@@ -111,9 +121,15 @@ test('serve: the GitBook-shaped integration runs (MODE, .raw.js as text, Exposab
   assert.equal(fail.status, 409);
   assert.deepEqual(await fail.json(), { error: 'asked to fail' });
 
-  const script = await envelope(s, 'GB-Analytics', { event: { type: 'fetch_published_script' }, environment: { installation: { id: inst.body.installation.id } } });
+  const script = await envelope(s, 'GB-Analytics', {
+    event: { type: 'fetch_published_script' },
+    environment: { installation: { id: inst.body.installation.id } },
+  });
   assert.equal(script.status, 501);
-  assert.match(((await script.json()) as any).error, /"fetch_published_script" events are not supported here \(the integration's fetch_published_script handler does not run\): injecting scripts/);
+  assert.match(
+    ((await script.json()) as any).error,
+    /"fetch_published_script" events are not supported here \(the integration's fetch_published_script handler does not run\): injecting scripts/,
+  );
 });
 
 test('integration public endpoint: reaches fetch with no installation; an OAuth redirect built from it finds its installation from the signed state', async (t) => {
@@ -195,7 +211,11 @@ test('components: object and (props, renderContext, context) initialState, setCa
 async function invocationsOf(s: TestServer, type: string): Promise<Array<[string, string]>> {
   // A read of the log API first: it flushes the records still waiting for their group commit.
   assert.equal((await s.api('GET', '/api/v1/logs')).status, 200);
-  const rows = await sql.all<{ installation_id: string; logs: string }>(s.services.store, 'SELECT installation_id, logs FROM invocations WHERE event_type = ? ORDER BY created_at', [type]);
+  const rows = await sql.all<{ installation_id: string; logs: string }>(
+    s.services.store,
+    'SELECT installation_id, logs FROM invocations WHERE event_type = ? ORDER BY created_at',
+    [type],
+  );
   return rows.map((row) => [row.installation_id, row.logs]);
 }
 
@@ -212,15 +232,29 @@ test('space and site installations: a configuration of their own per space, and 
   const sent = await s.api('POST', '/api/v1/events', samplePayload('space_content_updated', { spaceId: 'space_b' }));
   assert.ok(sent.status < 300, JSON.stringify(sent.body));
   const ran = await waitForRows(() => invocationsOf(s, 'space_content_updated'));
-  assert.deepEqual(ran.map(([id]) => id), [b.body.installation.id]);
+  assert.deepEqual(
+    ran.map(([id]) => id),
+    [b.body.installation.id],
+  );
   assert.match(ran[0][1], /\[gb-spaces\] space space_b changed: announce in #b/);
 
-  const siteA = await s.api('POST', '/api/v1/installations', { integration: 'GB-Analytics', site: 'site_a', configuration: { collector_url: 'https://c.example/a' } });
-  const siteB = await s.api('POST', '/api/v1/installations', { integration: 'GB-Analytics', site: 'site_b', configuration: { collector_url: 'https://c.example/b' } });
+  const siteA = await s.api('POST', '/api/v1/installations', {
+    integration: 'GB-Analytics',
+    site: 'site_a',
+    configuration: { collector_url: 'https://c.example/a' },
+  });
+  const siteB = await s.api('POST', '/api/v1/installations', {
+    integration: 'GB-Analytics',
+    site: 'site_b',
+    configuration: { collector_url: 'https://c.example/b' },
+  });
   assert.equal(siteB.status, 201, JSON.stringify(siteB.body));
   await s.api('POST', '/api/v1/events', samplePayload('site_view', { siteId: 'site_a' }));
   const views = await waitForRows(() => invocationsOf(s, 'site_view'));
-  assert.deepEqual(views.map(([id]) => id), [siteA.body.installation.id]);
+  assert.deepEqual(
+    views.map(([id]) => id),
+    [siteA.body.installation.id],
+  );
   assert.match(views[0][1], /view of site_a for https:\/\/c\.example\/a/);
 });
 
@@ -233,7 +267,7 @@ async function waitForRows<T>(fn: () => Promise<T[]>): Promise<T[]> {
   return fn();
 }
 
-test('context.api as GitBook\'s client: installation endpoints served here, content endpoints 501 until an upstream is configured, then forwarded', async (t) => {
+test("context.api as GitBook's client: installation endpoints served here, content endpoints 501 until an upstream is configured, then forwarded", async (t) => {
   const seen: Array<{ url: string; auth: string | undefined }> = [];
   const upstream = createServer((req, res) => {
     seen.push({ url: req.url ?? '', auth: req.headers.authorization });
@@ -283,14 +317,18 @@ test('the importable runtime module exports every name the runtime library expor
   const exported = new Set<string>();
   for (const m of index.matchAll(/export \{([^}]*)\}/g))
     for (const part of m[1].split(',')) {
-      const name = part.trim().split(/\s+as\s+/).pop()!.trim();
+      const name = part
+        .trim()
+        .split(/\s+as\s+/)
+        .pop()!
+        .trim();
       if (name) exported.add(name);
     }
   for (const jsx of ['jsx', 'jsxs', 'jsxDEV', 'Fragment']) exported.delete(jsx);
   assert.deepEqual([...RUNTIME_EXPORTS].sort(), [...exported].sort());
 });
 
-test('integration-wide token: at the integration endpoint context.api lists and updates the integration\'s own installations, mints installation clients, and reaches nothing else', async (t) => {
+test("integration-wide token: at the integration endpoint context.api lists and updates the integration's own installations, mints installation clients, and reaches nothing else", async (t) => {
   const s = await startTestServer(t, { integrations_dir: gitbookFolder(t), sandbox: RELAXED_SANDBOX });
   const install = async (externalIds: string[]) => {
     const r = await s.api('POST', '/api/v1/installations', { integration: 'gb-team', externalIds });
@@ -300,9 +338,11 @@ test('integration-wide token: at the integration endpoint context.api lists and 
   const red = await install(['team:red']);
   const blue = await install(['team:blue']);
   const alsoRed = await install(['team:red', 'team:green']);
-  const foreign = (await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_f', configuration: { channel: '#f' } })).body.installation;
+  const foreign = (await s.api('POST', '/api/v1/installations', { integration: 'gb-spaces', space: 'space_f', configuration: { channel: '#f' } })).body
+    .installation;
   const endpoint = `${s.url}/v1/integrations/gb-team/integration`;
-  const post = (path: string, body: unknown) => fetch(`${endpoint}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const post = (path: string, body: unknown) =>
+    fetch(`${endpoint}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
   // A provider's event for team red reaches both red installations, and only them.
   const routed = await post('/hooks/team', { team: 'team:red', event: 'deploy' });
@@ -348,7 +388,11 @@ test('integration-wide token: at the integration endpoint context.api lists and 
   assert.equal((await s.api('POST', '/api/v1/installations', { integration: 'gb-team' }, token)).status, 403);
   assert.equal((await s.api('DELETE', `/api/v1/installations/${red.id}`, undefined, token)).status, 403);
   assert.equal((await s.api('POST', '/api/v1/oauth/state', {}, token)).status, 403);
-  const envelope = await fetch(`${s.url}/v1/integrations/gb-team`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: encodeEnvelope({ event: { type: 'fetch' }, environment: {} }) });
+  const envelope = await fetch(`${s.url}/v1/integrations/gb-team`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+    body: encodeEnvelope({ event: { type: 'fetch' }, environment: {} }),
+  });
   assert.equal(envelope.status, 403);
   // Its signature under the invocation-token prefix is checked with that kind's key: refused.
   assert.equal((await s.api('GET', '/api/v1/installations', undefined, token.replace('sy_int_', 'sy_inv_'))).status, 401);
@@ -424,7 +468,10 @@ test('OAuth as the catalogue writes it: authorizeURL and accessTokenURL as funct
   // A person setting an undeclared key still gets it refused.
   const typo = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { provider_ur: 'x' } });
   assert.equal(typo.status, 400);
-  assert.deepEqual(typo.body.error.problems.map((p: { message: string }) => p.message), ['"provider_ur" is not a property of this integration']);
+  assert.deepEqual(
+    typo.body.error.problems.map((p: { message: string }) => p.message),
+    ['"provider_ur" is not a property of this integration'],
+  );
   // ...while what the code kept stays through a person's edit of another key.
   assert.equal((await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { provider_url: provider.url } })).status, 200);
   assert.equal(stored.status, 'active');
@@ -452,11 +499,13 @@ test('OAuth as the catalogue writes it: authorizeURL and accessTokenURL as funct
   assert.equal(bad.status, 500);
   assert.match(bad.text, /`authorizeURL` must be an absolute http\(s\) URL, got &quot;ftp:\/\/nowhere\/authorize\?audience=gb-provider&quot;/);
   // The client secret reached no log.
-  const logs = (await sql.all<{ logs: string }>(s.services.store, "SELECT logs FROM invocations WHERE integration = 'gb-provider'")).map((l) => l.logs).join('\n');
+  const logs = (await sql.all<{ logs: string }>(s.services.store, "SELECT logs FROM invocations WHERE integration = 'gb-provider'"))
+    .map((l) => l.logs)
+    .join('\n');
   assert.ok(!logs.includes('gb-provider-secret-8e1d'));
 });
 
-test('a settings screen drawn by a component: the site installation stores what the component decides, named GitBook\'s way, and site_installation_setup follows', async (t) => {
+test("a settings screen drawn by a component: the site installation stores what the component decides, named GitBook's way, and site_installation_setup follows", async (t) => {
   const s = await startTestServer(t, { integrations_dir: gitbookFolder(t), sandbox: RELAXED_SANDBOX, gitbook: { organization: 'org_catalogue' } } as never);
   const installed = await s.api('POST', '/api/v1/installations', { integration: 'gb-settings', site: 'site_docs' });
   assert.equal(installed.status, 201, JSON.stringify(installed.body));
@@ -486,7 +535,10 @@ test('a settings screen drawn by a component: the site installation stores what 
   assert.match(configuration.signature, /^[0-9a-f]{64}$/);
   assert.equal(configuration.legacy, 'kept');
   const setups = await setupLogs(3);
-  assert.ok(setups.some(([, logs]) => /\[gb-settings\] site site_docs set up \(active\): theme dark/.test(logs)), JSON.stringify(setups));
+  assert.ok(
+    setups.some(([, logs]) => /\[gb-settings\] site site_docs set up \(active\): theme dark/.test(logs)),
+    JSON.stringify(setups),
+  );
 
   // Keys no manifest declares are the component's; keys that reach prototypes are refused all the same.
   const proto = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: JSON.parse('{"__proto__": {"x": 1}}') });
@@ -497,10 +549,13 @@ test('a settings screen drawn by a component: the site installation stores what 
   assert.equal((await s.api('GET', `/api/v1/installations/${id}`)).body.installation.configuration.signature, configuration.signature);
 });
 
-test('check: secrets declared only under GitBook\'s envs are named, with the line that would supply them', async (t) => {
+test("check: secrets declared only under GitBook's envs are named, with the line that would supply them", async (t) => {
   const dir = gitbookFolder(t);
   const { appendFileSync } = await import('node:fs');
-  appendFileSync(join(dir, 'gb-spaces/gitbook-manifest.yaml'), 'envs:\n    production:\n        secrets:\n            API_KEY: ${{ "op://vault/gb-spaces/API_KEY" }}\n');
+  appendFileSync(
+    join(dir, 'gb-spaces/gitbook-manifest.yaml'),
+    'envs:\n    production:\n        secrets:\n            API_KEY: ${{ "op://vault/gb-spaces/API_KEY" }}\n',
+  );
   const r = await runCli(['check', join(dir, 'gb-spaces'), '--json'], { cwd: roomyCwd(t) });
   const j = JSON.parse(r.stdout);
   assert.equal(r.code, 0, JSON.stringify(j.errors));

@@ -58,7 +58,11 @@ test('content forwarding: a space, site or the organization the integration is n
     admin: s.token,
   };
   const call = async (who: keyof typeof tokens, method: string, path: string) => {
-    const res = await fetch(`${s.url}/api/v1${path}`, { method, headers: { authorization: `Bearer ${tokens[who]}` }, ...(method === 'GET' ? {} : { body: '{}' }) });
+    const res = await fetch(`${s.url}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${tokens[who]}` },
+      ...(method === 'GET' ? {} : { body: '{}' }),
+    });
     return { status: res.status, body: await res.text() };
   };
 

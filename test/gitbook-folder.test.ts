@@ -52,10 +52,17 @@ test('a GitBook catalogue folder: plain `npm install` fails on workspace:*, the 
   const installed = await runCli([...documented[1].split(' '), 'integrations/gb-analytics'], { cwd, env: NPM_OFFLINE, timeoutMs: 120_000 });
   assert.equal(installed.code, 0, installed.stderr);
   assert.match(installed.stdout, /installed into .*gb-analytics\/node_modules: tiny-greeting@file:/);
-  assert.match(installed.stdout, /left out, GitBook's own tooling: @gitbook\/runtime@workspace:\*, @gitbook\/cli@workspace:\*, @gitbook\/tsconfig@workspace:\*/);
+  assert.match(
+    installed.stdout,
+    /left out, GitBook's own tooling: @gitbook\/runtime@workspace:\*, @gitbook\/cli@workspace:\*, @gitbook\/tsconfig@workspace:\*/,
+  );
   const file = join(folder, 'node_modules/tiny-greeting/index.js');
   assert.ok(lstatSync(file).isFile(), 'a copy in the folder, not a link out of it');
-  assert.deepEqual(readdirSync(folder).filter((f) => f.startsWith('.switchyard')), [], 'nothing left beside it');
+  assert.deepEqual(
+    readdirSync(folder).filter((f) => f.startsWith('.switchyard')),
+    [],
+    'nothing left beside it',
+  );
 
   const check = await runCli(['check', 'integrations/gb-analytics', '--json'], { cwd });
   const j = JSON.parse(check.stdout);
@@ -99,7 +106,7 @@ test('gitbook install: a folder without package.json, or with only workspace:* p
   assert.match(missing.stderr, /nowhere is not a folder/);
 });
 
-test('a catalogue folder whose tsconfig.json extends GitBook\'s workspace config: one warning, in this program\'s words, never the bundler\'s plugin wording', async (t) => {
+test("a catalogue folder whose tsconfig.json extends GitBook's workspace config: one warning, in this program's words, never the bundler's plugin wording", async (t) => {
   const { cwd, folder } = catalogueFolder(t);
   writeFileSync(join(folder, 'tsconfig.json'), '{\n  "extends": "@gitbook/tsconfig/integration.json",\n  "compilerOptions": { "lib": ["ES6", "DOM"] }\n}\n');
   mkdirSync(join(folder, 'node_modules/tiny-greeting'), { recursive: true });

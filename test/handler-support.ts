@@ -14,7 +14,17 @@ export function recorderIntegration(t: TestContext): string {
   mkdirSync(folder);
   writeFileSync(
     join(folder, 'platform-manifest.yaml'),
-    ['name: recorder', 'title: Recorder', 'description: Reports every site view it handles.', 'organization: switchyard-tests', 'visibility: private', 'scopes:', '  - site:views:read', 'script: ./index.ts', ''].join('\n'),
+    [
+      'name: recorder',
+      'title: Recorder',
+      'description: Reports every site view it handles.',
+      'organization: switchyard-tests',
+      'visibility: private',
+      'scopes:',
+      '  - site:views:read',
+      'script: ./index.ts',
+      '',
+    ].join('\n'),
   );
   writeFileSync(
     join(folder, 'index.ts'),
@@ -55,4 +65,3 @@ export async function receiver(t: TestContext) {
 }
 
 export const siteView = (url: string, eventId?: string) => samplePayload('site_view', { url, ...(eventId ? { eventId } : {}) });
-

@@ -169,7 +169,10 @@ function circles(graph: Map<string, string[]>): string[][] {
 test('the import graph of src/ has no circle beyond the known ones, and none of those grew', () => {
   const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
   assert.ok(graph.size > 100, `read ${graph.size} files`);
-  assert.ok([...graph.keys()].some((f) => f.endsWith('.tsx')), 'the console\'s .tsx files are read');
+  assert.ok(
+    [...graph.keys()].some((f) => f.endsWith('.tsx')),
+    "the console's .tsx files are read",
+  );
   const found = circles(graph);
   const known = new Set(KNOWN_CIRCLES.map((c) => [...c].sort().join(' ')));
   const unknown = found.filter((c) => !known.has(c.join(' ')));
@@ -181,7 +184,11 @@ test('the import graph of src/ has no circle beyond the known ones, and none of 
 test('the low layers (http, store, log, schema, config, net, native, cache, lib, errors, ids, version) import no module and not the composition root', () => {
   const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
   for (const layer of LOW_LAYERS) assert.ok(existsSync(join(SRC, layer)), `${layer} exists (a layer renamed or gone: update LOW_LAYERS)`);
-  assert.deepEqual(upwardImports(graph), [], 'a low layer imports a module or src/server/: hand it what it needs from the composition root instead, or move the shared piece down (src/lib/)');
+  assert.deepEqual(
+    upwardImports(graph),
+    [],
+    'a low layer imports a module or src/server/: hand it what it needs from the composition root instead, or move the shared piece down (src/lib/)',
+  );
 });
 
 test('the layer rule catches a low file importing a module or the composition root, and lets low files import each other', () => {
@@ -198,9 +205,20 @@ test('the layer rule catches a low file importing a module or the composition ro
 test('nothing under src/ but the composition root imports src/server/, and the module contract imports nothing above the low layers', () => {
   const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
   for (const path of [CONTRACT, ...CONTRACT_MAY_IMPORT, ...COMPOSITION_ROOT])
-    assert.ok(existsSync(join(SRC, path)), `${path} exists (a file of the root or the contract renamed or gone: update COMPOSITION_ROOT or CONTRACT_MAY_IMPORT)`);
-  assert.deepEqual(importsOfTheRoot(graph), [], 'a file outside the composition root imports src/server/: hand it what it needs as services, or move the shared piece down (the module contract is src/module/, shared helpers src/lib/)');
-  assert.deepEqual(contractImportsAbove(graph), [], 'the module contract imports a module or the composition root: every module imports the contract, so it must know none of them');
+    assert.ok(
+      existsSync(join(SRC, path)),
+      `${path} exists (a file of the root or the contract renamed or gone: update COMPOSITION_ROOT or CONTRACT_MAY_IMPORT)`,
+    );
+  assert.deepEqual(
+    importsOfTheRoot(graph),
+    [],
+    'a file outside the composition root imports src/server/: hand it what it needs as services, or move the shared piece down (the module contract is src/module/, shared helpers src/lib/)',
+  );
+  assert.deepEqual(
+    contractImportsAbove(graph),
+    [],
+    'the module contract imports a module or the composition root: every module imports the contract, so it must know none of them',
+  );
 });
 
 test('the root and contract rules catch a module importing src/server/ and the contract importing a module, and let the entry points and the modules be', () => {
@@ -214,7 +232,11 @@ test('the root and contract rules catch a module importing src/server/ and the c
     [file('module/contract.ts'), [file('http/app.ts'), file('process/serving.ts'), file('events/index.ts'), file('server/modules.ts')]],
     [file('module/capabilities.ts'), [file('module/contract.ts'), file('errors.ts'), file('process/supervisor.ts')]],
   ]);
-  assert.deepEqual(importsOfTheRoot(graph), ['module/contract.ts -> server/modules.ts', 'process/serving.ts -> server/server.ts', 'webhooks/index.ts -> server/modules.ts']);
+  assert.deepEqual(importsOfTheRoot(graph), [
+    'module/contract.ts -> server/modules.ts',
+    'process/serving.ts -> server/server.ts',
+    'webhooks/index.ts -> server/modules.ts',
+  ]);
   assert.deepEqual(contractImportsAbove(graph), [
     'module/capabilities.ts -> process/supervisor.ts',
     'module/contract.ts -> events/index.ts',
@@ -226,16 +248,40 @@ test('the reader counts type-only imports and re-exports, not dynamic import(); 
   const a = join(SRC, 'a.ts');
   const b = join(SRC, 'b.ts');
   const c = join(SRC, 'c.ts');
-  assert.deepEqual(circles(new Map([[a, [b]], [b, [c]], [c, [a]]])), [['a.ts', 'b.ts', 'c.ts']]);
-  assert.deepEqual(circles(new Map([[a, [b]], [b, []]])), []);
+  assert.deepEqual(
+    circles(
+      new Map([
+        [a, [b]],
+        [b, [c]],
+        [c, [a]],
+      ]),
+    ),
+    [['a.ts', 'b.ts', 'c.ts']],
+  );
+  assert.deepEqual(
+    circles(
+      new Map([
+        [a, [b]],
+        [b, []],
+      ]),
+    ),
+    [],
+  );
   const text = `import type { Db } from './store/index.ts';\nexport { x } from './webhooks/policy.ts';\nconst lazy = await import('./events/index.ts');\n`;
   assert.deepEqual(importsOf(join(SRC, 'main.ts'), text), [join(SRC, 'store/index.ts'), join(SRC, 'webhooks/policy.ts')]);
 });
 
-test('the guest library imports only its own files and src/lib/, nothing of the host\'s', () => {
+test("the guest library imports only its own files and src/lib/, nothing of the host's", () => {
   const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
-  assert.ok([...graph.keys()].some((f) => relative(SRC, f).startsWith(GUEST)), 'the guest\'s files are read');
-  assert.deepEqual(guestImportsOfHost(graph), [], 'a guest file imports host code: declare what crosses the bridge in a guest leaf file the host imports (as web/fetch-result.ts)');
+  assert.ok(
+    [...graph.keys()].some((f) => relative(SRC, f).startsWith(GUEST)),
+    "the guest's files are read",
+  );
+  assert.deepEqual(
+    guestImportsOfHost(graph),
+    [],
+    'a guest file imports host code: declare what crosses the bridge in a guest leaf file the host imports (as web/fetch-result.ts)',
+  );
   const file = (path: string) => join(SRC, path);
   const made = new Map([
     [file('sandbox/guest/web/fetch.ts'), [file('sandbox/host/ops.ts'), file('sandbox/guest/web/fetch-result.ts'), file('lib/multipart.ts')]],

@@ -26,8 +26,22 @@ test('deliveries list: filters, cursor pages, an aligned table and --json', asyn
   assert.equal(all.nextCursor, null);
   assert.deepEqual(new Set(all.deliveries.map((d) => d.id)), new Set(ids));
   assert.deepEqual(Object.keys(all.deliveries[0]).sort(), [
-    'attemptCount', 'completedAt', 'createdAt', 'eventId', 'eventType', 'held', 'id', 'installationId',
-    'lastError', 'lastStatus', 'maxAttempts', 'nextAttemptAt', 'scheduledAttempts', 'status', 'updatedAt', 'url',
+    'attemptCount',
+    'completedAt',
+    'createdAt',
+    'eventId',
+    'eventType',
+    'held',
+    'id',
+    'installationId',
+    'lastError',
+    'lastStatus',
+    'maxAttempts',
+    'nextAttemptAt',
+    'scheduledAttempts',
+    'status',
+    'updatedAt',
+    'url',
   ]);
 
   const failed = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--status', 'failed']);
@@ -43,11 +57,20 @@ test('deliveries list: filters, cursor pages, an aligned table and --json', asyn
   const seen: string[] = [];
   let cursor: string | null = null;
   do {
-    const page: { deliveries: Delivery[]; nextCursor: string | null } = await s.cliJson(['deliveries', 'list', '--limit', '4', ...(cursor ? ['--cursor', cursor] : [])]);
+    const page: { deliveries: Delivery[]; nextCursor: string | null } = await s.cliJson([
+      'deliveries',
+      'list',
+      '--limit',
+      '4',
+      ...(cursor ? ['--cursor', cursor] : []),
+    ]);
     seen.push(...page.deliveries.map((d) => d.id));
     cursor = page.nextCursor;
   } while (cursor);
-  assert.deepEqual(seen, all.deliveries.map((d) => d.id));
+  assert.deepEqual(
+    seen,
+    all.deliveries.map((d) => d.id),
+  );
 
   const people = await s.cli(['deliveries', 'list', '--limit', '4']);
   assert.equal(people.code, 0, people.stderr);
@@ -84,9 +107,15 @@ test('deliveries show: payload, signature header and every attempt; retry makes 
   assert.match(shown.stdout, /signature    X-Platform-Signature: t=\d+,v1=[0-9a-f]{64}\n/);
   // The delivery's own eventId, and the event it comes from (the body's sourceEventId).
   assert.match(shown.stdout, new RegExp(`\\n  eventId {6}${d1}\\n  source event evt_\\w+ \\(page_feedback\\)\\n`));
-  assert.match(shown.stdout, new RegExp(`payload\\n\\{\\n {2}"eventId": "${d1}",\\n {2}"type": "page_feedback",\\n {2}"installationId": "inst_\\w+",\\n {2}"sourceEventId": "evt_`));
+  assert.match(
+    shown.stdout,
+    new RegExp(`payload\\n\\{\\n {2}"eventId": "${d1}",\\n {2}"type": "page_feedback",\\n {2}"installationId": "inst_\\w+",\\n {2}"sourceEventId": "evt_`),
+  );
   assert.match(shown.stdout, /"type": "page_feedback"/);
-  assert.match(shown.stdout, /#\s+TIME\s+TRIGGER\s+RESULT\s+DURATION\s+OUTCOME\s+NEXT ATTEMPT\n1\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+retry\s+\S+Z\n2\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+failed\s*\n/);
+  assert.match(
+    shown.stdout,
+    /#\s+TIME\s+TRIGGER\s+RESULT\s+DURATION\s+OUTCOME\s+NEXT ATTEMPT\n1\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+retry\s+\S+Z\n2\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+failed\s*\n/,
+  );
   assert.match(shown.stdout, /attempts {5}2 in all; 2 of 2 automatic in this schedule\n/);
   assert.match(shown.stdout, /error {5}HTTP 500: server error\n {2}response {2}\{"status":500\}/);
   const detail = await s.cliJson<DeliveryDetail>(['deliveries', 'show', d1]);
@@ -104,7 +133,14 @@ test('deliveries show: payload, signature header and every attempt; retry makes 
   assert.match(fixed.stdout, /attempt #3 \(manual\): 200 in [\d.]+ ms, success; delivery \S+ is delivered/);
   const after = await s.cliJson<DeliveryDetail>(['deliveries', 'show', d1]);
   assert.equal(after.status, 'delivered');
-  assert.deepEqual(after.attempts.map((a) => [a.manual, a.status]), [[false, 500], [false, 500], [true, 200]]);
+  assert.deepEqual(
+    after.attempts.map((a) => [a.manual, a.status]),
+    [
+      [false, 500],
+      [false, 500],
+      [true, 200],
+    ],
+  );
 
   const missing = await s.cli(['deliveries', 'show', 'dlv_nope']);
   assert.equal(missing.code, 1);
@@ -173,13 +209,27 @@ test('deliveries replay <id> sends one delivery again; --status delivered replay
   assert.equal(fixed.code, 0, fixed.stderr);
   assert.equal(fixed.stdout, `replayed ${bad.id}: delivered\n`);
   const shown = await s.cliJson<DeliveryDetail>(['deliveries', 'show', bad.id]);
-  assert.deepEqual(shown.attempts.map((a) => [a.number, a.status, a.outcome]), [[1, 503, 'failed'], [2, 503, 'failed'], [3, 200, 'success']]);
+  assert.deepEqual(
+    shown.attempts.map((a) => [a.number, a.status, a.outcome]),
+    [
+      [1, 503, 'failed'],
+      [2, 503, 'failed'],
+      [3, 200, 'success'],
+    ],
+  );
   assert.deepEqual([shown.attemptCount, shown.scheduledAttempts], [3, 1], 'every attempt counts, across replays; the schedule is the last one');
   const listed = await s.cli(['deliveries', 'list', '--installation', failing]);
   assert.match(listed.stdout, /delivered\s+3\s+1\/1\s+200\s/);
 
   // Delivered ones too, with no --since (every one), and only those of the status asked for.
-  const delivered = await s.cliJson<{ replayed: number; deliveries: string[]; delivered: number; failed: number }>(['deliveries', 'replay', '--status', 'delivered', '--installation', fine]);
+  const delivered = await s.cliJson<{ replayed: number; deliveries: string[]; delivered: number; failed: number }>([
+    'deliveries',
+    'replay',
+    '--status',
+    'delivered',
+    '--installation',
+    fine,
+  ]);
   assert.deepEqual([delivered.replayed, delivered.deliveries, delivered.delivered, delivered.failed], [1, [good.id], 1, 0]);
   assert.equal(ok.answered.get(200), 2, 'sent again');
   const none = await s.cli(['deliveries', 'replay', '--failed']);
@@ -211,7 +261,10 @@ function runOnTerminal(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: 
   const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
   const command = [process.execPath, '--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args].map(quote).join(' ');
   return new Promise((resolve, reject) => {
-    const child = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], { env: { ...process.env, TERM: 'xterm', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], {
+      env: { ...process.env, TERM: 'xterm', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (d) => (output += d));
     child.stderr.on('data', (d) => (output += d));
@@ -220,7 +273,9 @@ function runOnTerminal(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: 
   });
 }
 
-test('on a terminal: colour unless NO_COLOR, and replay draws a progress bar', { skip: !existsSync('/usr/bin/script') && 'needs util-linux script' }, async (t) => {
+test('on a terminal: colour unless NO_COLOR, and replay draws a progress bar', {
+  skip: !existsSync('/usr/bin/script') && 'needs util-linux script',
+}, async (t) => {
   const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
   const r = await receiver(t, 500);
   await s.subscribe(r.url, ['site_view']);
@@ -241,7 +296,7 @@ test('on a terminal: colour unless NO_COLOR, and replay draws a progress bar', {
   assert.match(replayed.output, /replayed 3 deliveries: 3 delivered, 0 failed again/);
 });
 
-test('deliveries list --endpoint (online and --offline) and replay --dry-run --endpoint --type: the CLI reaches the console\'s filters', async (t) => {
+test("deliveries list --endpoint (online and --offline) and replay --dry-run --endpoint --type: the CLI reaches the console's filters", async (t) => {
   const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
   const a = await receiver(t, 503);
   const b = await receiver(t, 503);
@@ -272,7 +327,7 @@ test('deliveries list --endpoint (online and --offline) and replay --dry-run --e
   assert.equal(listedAfter.deliveries.length, 7, 'every failed delivery is still failed');
 });
 
-test('a replay goes to the installation\'s URL now, even once it no longer takes that event type', async (t) => {
+test("a replay goes to the installation's URL now, even once it no longer takes that event type", async (t) => {
   const s = await inspectionServer(t, { webhooks: { max_retries: 0 } });
   const old = await receiver(t, 503);
   const now = await receiver(t, 200);

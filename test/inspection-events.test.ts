@@ -18,7 +18,10 @@ test('events show: the payload, each installation handler with its outcome, and 
   const report = await s.cliJson(['events', 'show', sent.eventId]);
   assert.equal(report.eventId, sent.eventId);
   assert.equal(report.payload.revisionId, 'rev_9');
-  assert.deepEqual(report.deliveries.map((d: any) => [d.installationId, d.status]), [[hook, 'delivered']]);
+  assert.deepEqual(
+    report.deliveries.map((d: any) => [d.installationId, d.status]),
+    [[hook, 'delivered']],
+  );
   assert.equal(report.handlers.length, 1);
   const h: InvocationView = report.handlers[0];
   assert.equal(h.installationId, inspector);
@@ -32,17 +35,28 @@ test('events show: the payload, each installation handler with its outcome, and 
   assert.equal(people.code, 0, people.stderr);
   assert.match(people.stdout, new RegExp(`^event ${sent.eventId}  space_content_updated  received \\S+Z\\n\\npayload\\n\\{`));
   assert.match(people.stdout, /handler runs\nRUN\s+INSTALLATION\s+INTEGRATION\s+STATUS\s+ATTEMPTS\s+NEXT ATTEMPT\s+LAST ERROR\n/);
-  assert.match(people.stdout, new RegExp(`hdl_[0-9a-f]+\\s+${inspector}\\s+inspector\\s+retrying\\s+1/4\\s+\\S+Z\\s+exception: .*the handler broke on purpose`));
+  assert.match(
+    people.stdout,
+    new RegExp(`hdl_[0-9a-f]+\\s+${inspector}\\s+inspector\\s+retrying\\s+1/4\\s+\\S+Z\\s+exception: .*the handler broke on purpose`),
+  );
   assert.match(people.stdout, /handler attempts\nINSTALLATION\s+INTEGRATION\s+OUTCOME\s+STATUS\s+DURATION\s+REQUEST\s+ERROR\n/);
   assert.match(people.stdout, new RegExp(`${inspector}\\s+inspector\\s+exception\\s+500\\s+\\S+ ms\\s+req_[0-9a-f]+\\s+.*the handler broke on purpose`));
-  assert.match(people.stdout, new RegExp(`deliveries\\nDELIVERY\\s+INSTALLATION\\s+STATUS\\s+ATTEMPTS\\s+LAST\\s+URL\\ndlv_\\S+\\s+${hook}\\s+delivered\\s+1/4\\s+200\\s+http://127\\.0\\.0\\.1`));
+  assert.match(
+    people.stdout,
+    new RegExp(
+      `deliveries\\nDELIVERY\\s+INSTALLATION\\s+STATUS\\s+ATTEMPTS\\s+LAST\\s+URL\\ndlv_\\S+\\s+${hook}\\s+delivered\\s+1/4\\s+200\\s+http://127\\.0\\.0\\.1`,
+    ),
+  );
 
   const quiet = await s.send('page_feedback');
   const none = await s.cli(['events', 'show', quiet.eventId]);
   assert.match(none.stdout, /no integration handles this event\n\nno webhook deliveries\n$/);
 
   const listed = await s.cliJson(['events', 'list', '--type', 'space_content_updated']);
-  assert.deepEqual(listed.events.map((e: any) => e.eventId), [sent.eventId]);
+  assert.deepEqual(
+    listed.events.map((e: any) => e.eventId),
+    [sent.eventId],
+  );
   const table = await s.cli(['events', 'list']);
   assert.match(table.stdout, /^RECEIVED\s+EVENT\s+TYPE\s+INSTALLATION\s+DELIVERIES\n/);
   assert.equal(table.stdout.trimEnd().split('\n').length, 3);
@@ -75,9 +89,15 @@ test('logs: per invocation, what the code printed and every error or limit breac
   assert.match(all.stdout, /limit breached \(cpu_time\): exceeded its CPU time limit/);
 
   const errors = await s.cliJson<{ invocations: InvocationView[] }>(['logs', '--errors']);
-  assert.deepEqual(errors.invocations.map((i) => i.outcome), ['limit', 'exception'], 'newest first in JSON');
+  assert.deepEqual(
+    errors.invocations.map((i) => i.outcome),
+    ['limit', 'exception'],
+    'newest first in JSON',
+  );
   assert.equal(errors.invocations[0].error!.limit, 'cpu_time');
-  const stored = (await sql.get<{ error_limit: string }>(s.services.store, 'SELECT error_limit FROM invocations WHERE id = ?', [errors.invocations[0].requestId]))!;
+  const stored = (await sql.get<{ error_limit: string }>(s.services.store, 'SELECT error_limit FROM invocations WHERE id = ?', [
+    errors.invocations[0].requestId,
+  ]))!;
   assert.equal(stored.error_limit, 'cpu_time', 'the breached limit is a column, not parsed from the message');
   const one = await s.cliJson<InvocationView>(['logs', '--installation', inst, '--limit', '1']);
   assert.equal((one as any).invocations.length, 1);
@@ -103,7 +123,10 @@ test('--offline reads the SQLite file directly, read-only, while the server runs
   const dir = (await import('./helpers/index.ts')).tmpDir(t);
   const { writeFileSync } = await import('node:fs');
   const config = `${dir}/config.yaml`;
-  writeFileSync(config, `${s.config.store ? `store: ${s.config.store}\n` : ''}data_dir: ${s.config.data_dir}\nserver:\n  port: 9\nwebhooks:\n  max_retries: 0\n`);
+  writeFileSync(
+    config,
+    `${s.config.store ? `store: ${s.config.store}\n` : ''}data_dir: ${s.config.data_dir}\nserver:\n  port: 9\nwebhooks:\n  max_retries: 0\n`,
+  );
   const offline = (args: string[]) => runCli([...args, '--config', config, '--offline'], { env: { SWITCHYARD_URL: '', SWITCHYARD_ADMIN_TOKEN: '' } });
 
   const online = await s.cliJson(['deliveries', 'list']);
@@ -119,7 +142,10 @@ test('--offline reads the SQLite file directly, read-only, while the server runs
   await s.close();
   const down = await s.cli(['deliveries', 'list']);
   assert.equal(down.code, 1);
-  assert.match(down.stderr, /^switchyard: the switchyard server is not running at http:\/\/127\.0\.0\.1:\d+\nhint: .*add --offline to read the database directly\n$/);
+  assert.match(
+    down.stderr,
+    /^switchyard: the switchyard server is not running at http:\/\/127\.0\.0\.1:\d+\nhint: .*add --offline to read the database directly\n$/,
+  );
 
   const listed = await offline(['deliveries', 'list', '--status', 'failed', '--json']);
   assert.equal(JSON.parse(listed.stdout).deliveries.length, 2);

@@ -41,24 +41,35 @@ test('deliveries tail prints every attempt of a burst exactly once, and stops cl
   await s.subscribe(a.url, ['site_view']);
   await s.subscribe(b.url, ['site_view']);
   const tail = await spawnCli(t, ['deliveries', 'tail', '--json'], /following new delivery attempts \(Ctrl-C to stop\)/, { env: s.env });
-  assert.doesNotMatch(tail.output(), /cursor/, 'words a person reads, not the stream\'s position');
+  assert.doesNotMatch(tail.output(), /cursor/, "words a person reads, not the stream's position");
 
   // 60 events to two installations at once: 120 attempts while the tail is reading.
   const sent = await Promise.all(Array.from({ length: 60 }, () => s.send('site_view')));
   const ids = new Set(sent.flatMap((r) => r.deliveries.map((d) => d.id)));
   assert.equal(ids.size, 120);
-  const lines = () => tail.output().split('\n').filter((l) => l.startsWith('{'));
+  const lines = () =>
+    tail
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'));
   await waitFor(() => lines().length >= 120, 20_000);
   const items = lines().map((l) => JSON.parse(l) as AttemptFeedItem);
   assert.equal(items.length, 120, 'no attempt printed twice');
   assert.deepEqual(new Set(items.map((i) => i.deliveryId)), ids, 'every delivery seen');
   const cursors = items.map((i) => Number(i.cursor));
-  assert.deepEqual(cursors, [...cursors].sort((x, y) => x - y), 'in the order they were recorded');
+  assert.deepEqual(
+    cursors,
+    [...cursors].sort((x, y) => x - y),
+    'in the order they were recorded',
+  );
   assert.ok(items.every((i) => i.attempt.outcome === 'success' && i.attempt.status === 200 && i.eventType === 'site_view'));
 
   // The same 120 from the start, through a stream that holds at most 64 unread: reads pause and resume.
   const replay = await readStream(`${s.url}/api/v1/deliveries/stream?after=0`, s.token, 'attempt', 120);
-  assert.deepEqual(replay.got.map((g) => Number(g.id)), cursors);
+  assert.deepEqual(
+    replay.got.map((g) => Number(g.id)),
+    cursors,
+  );
 
   const exited = new Promise<number | null>((r) => tail.child.on('exit', (code) => r(code)));
   tail.child.kill('SIGINT');
@@ -80,10 +91,17 @@ test('the attempt stream resumes after a cursor (?after= or Last-Event-ID) and f
   const all = await readStream(`${url}?after=0`, s.token, 'attempt', 10);
   assert.equal(all.ready.cursor, '0');
   assert.equal(all.got.length, 10);
-  assert.deepEqual(all.got.map((g) => g.id), all.got.map((g) => g.data.cursor), 'each event carries its cursor as its SSE id');
+  assert.deepEqual(
+    all.got.map((g) => g.id),
+    all.got.map((g) => g.data.cursor),
+    'each event carries its cursor as its SSE id',
+  );
   const fourth = all.got[3].id!;
   const resumed = await readStream(url, s.token, 'attempt', 6, { 'last-event-id': fourth });
-  assert.deepEqual(resumed.got.map((g) => g.id), all.got.slice(4).map((g) => g.id));
+  assert.deepEqual(
+    resumed.got.map((g) => g.id),
+    all.got.slice(4).map((g) => g.id),
+  );
   const onlyGood = await readStream(`${url}?after=0&installation=${good}`, s.token, 'attempt', 5);
   assert.ok(onlyGood.got.every((g) => g.data.installationId === good && g.data.attempt.status === 200));
   const failedOnes = all.got.filter((g) => g.data.attempt.status === 500);
@@ -134,9 +152,17 @@ test('logs --follow prints what integration code prints as it happens, with late
   await s.send('space_content_updated', { spaceId: 'late', revisionId: 'r3' });
   await waitFor(() => /limit breached \(cpu_time\)/.test(f.output()) && /late line for r3/.test(f.output()), 15_000);
   const out = f.output();
-  assert.match(out, new RegExp(`\\S+Z  req_[0-9a-f]+  inspector  ${inst}  space_content_updated  200  ok  .*\\n  \\d\\d:\\d\\d:\\d\\d\\.\\d{3} log   content live r1\\n  \\d\\d:\\d\\d:\\d\\d\\.\\d{3} warn  handled evt_`));
+  assert.match(
+    out,
+    new RegExp(
+      `\\S+Z  req_[0-9a-f]+  inspector  ${inst}  space_content_updated  200  ok  .*\\n  \\d\\d:\\d\\d:\\d\\d\\.\\d{3} log   content live r1\\n  \\d\\d:\\d\\d:\\d\\d\\.\\d{3} warn  handled evt_`,
+    ),
+  );
   // The limit breach: what the code printed, the sandbox's own error line, then the breach itself.
-  assert.match(out, /space_content_updated  503  limit .*\n.*content spin r2\n(.*\n)*  limit breached \(cpu_time\): exceeded its CPU time limit, sandbox\.cpu_time = /);
+  assert.match(
+    out,
+    /space_content_updated  503  limit .*\n.*content spin r2\n(.*\n)*  limit breached \(cpu_time\): exceeded its CPU time limit, sandbox\.cpu_time = /,
+  );
   assert.equal(out.match(/content before r0/g)?.length, 1, 'history is not repeated by the stream');
   // A line printed after the response arrives on its own, naming its invocation, and is stored with it.
   const late = /(req_[0-9a-f]+) \(after the response\)\n  \S+ log   late line for r3\n/.exec(out);

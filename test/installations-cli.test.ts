@@ -76,7 +76,8 @@ test('GET /openapi.json describes the management API and every documented path e
   const paths = Object.keys(doc.paths);
   const miss = (await (await fetch(`${s.url}/api/v1/nowhere`, { headers: { authorization: `Bearer ${s.token}` } })).json()) as any;
   assert.equal(miss.error.code, 'no_route', 'an unrouted path is told apart from a missing resource');
-  for (const p of ['/api/v1/installations', '/api/v1/installations/{id}', '/v1/integrations/{name}', '/api/v1/installations/{id}/render']) assert.ok(paths.includes(p), p);
+  for (const p of ['/api/v1/installations', '/api/v1/installations/{id}', '/v1/integrations/{name}', '/api/v1/installations/{id}/render'])
+    assert.ok(paths.includes(p), p);
   for (const [path, item] of Object.entries<any>(doc.paths)) {
     for (const method of Object.keys(item)) {
       const url = s.url + path.replace(/\{[^}]+\}/g, 'x');
@@ -85,7 +86,8 @@ test('GET /openapi.json describes the management API and every documented path e
       if (res.headers.get('content-type')?.startsWith('text/event-stream')) await res.body?.cancel();
       else await res.arrayBuffer();
       // A documented route may refuse the made-up id or the empty body, but it must exist.
-      const body = res.status === 404 ? await fetch(url, { method: method.toUpperCase(), headers: { authorization: `Bearer ${s.token}` } }).then((r) => r.text()) : '';
+      const body =
+        res.status === 404 ? await fetch(url, { method: method.toUpperCase(), headers: { authorization: `Bearer ${s.token}` } }).then((r) => r.text()) : '';
       assert.doesNotMatch(body, /"code":"no_route"/, `${method.toUpperCase()} ${path} is not routed`);
       assert.ok(res.status !== 405, `${method.toUpperCase()} ${path} answers 405`);
     }
@@ -143,15 +145,22 @@ test('the webhook integration installs into the organization only (spec 5.5): a 
     assert.match(r.body.error.message, /installed into the organization/);
     assert.match(r.body.error.hint, /without --space or --site/);
   }
-  for (const flag of [['--space', 'space-9'], ['--site', 'site-9']]) {
-    const cli = await runCli(['install', 'webhook', ...flag, '--set', 'webhook_url=https://example.com/hook', '--set', 'event_types=space_content_updated'], { env });
+  for (const flag of [
+    ['--space', 'space-9'],
+    ['--site', 'site-9'],
+  ]) {
+    const cli = await runCli(['install', 'webhook', ...flag, '--set', 'webhook_url=https://example.com/hook', '--set', 'event_types=space_content_updated'], {
+      env,
+    });
     assert.equal(cli.code, 2, cli.stderr);
     assert.match(cli.stderr, /webhook integration is installed into the organization/);
   }
   const none = await s.api('GET', '/api/v1/installations?integration=webhook&all=true');
   assert.deepEqual(none.body.installations, [], 'nothing was stored');
   // The organization-wide install is the one that works.
-  const ok = await runCli(['install', 'webhook', '--set', 'webhook_url=https://example.com/hook', '--set', 'event_types=space_content_updated', '--json'], { env });
+  const ok = await runCli(['install', 'webhook', '--set', 'webhook_url=https://example.com/hook', '--set', 'event_types=space_content_updated', '--json'], {
+    env,
+  });
   assert.equal(ok.code, 0, ok.stderr);
   const made = JSON.parse(ok.stdout).installation;
   assert.equal(made.target, 'organization');

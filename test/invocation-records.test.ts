@@ -33,7 +33,22 @@ async function open(t: TestContext, using: (typeof IMPLEMENTATIONS)[number]): Pr
   return pool;
 }
 
-const row = (id: string, i: number) => [id, 'hello', null, 'fetch', null, 200, 1.25 + i, 0.5, null, null, null, null, JSON.stringify([{ time: i, level: 'log', message: `line ${i}` }]), new Date(1_700_000_000_000 + i).toISOString()];
+const row = (id: string, i: number) => [
+  id,
+  'hello',
+  null,
+  'fetch',
+  null,
+  200,
+  1.25 + i,
+  0.5,
+  null,
+  null,
+  null,
+  null,
+  JSON.stringify([{ time: i, level: 'log', message: `line ${i}` }]),
+  new Date(1_700_000_000_000 + i).toISOString(),
+];
 const notice = (id: string) => ({ kind: 'recorded' as const, id, integration: 'hello', installationId: null, status: 200 });
 
 for (const using of IMPLEMENTATIONS) {
@@ -49,12 +64,19 @@ for (const using of IMPLEMENTATIONS) {
     assert.deepEqual({ commits: n.commits, statements: n.statements }, { commits: 1, statements: database.engine === 'postgres' ? 2 : 1 });
     assert.deepEqual(heard, ids, 'observers hear each record once it is committed, in order');
     const page = await createInvocations(database).list({ limit: 500 });
-    assert.deepEqual(page.invocations.map((i) => i.requestId), [...ids].reverse(), 'newest first: the rows went in in the order they came');
+    assert.deepEqual(
+      page.invocations.map((i) => i.requestId),
+      [...ids].reverse(),
+      'newest first: the rows went in in the order they came',
+    );
     const first = page.invocations.at(-1)!;
     assert.equal(first.status, 200);
     assert.equal(first.durationMs, 1.25);
     assert.equal(first.installationId, null);
-    assert.deepEqual(first.logs.map((l) => l.message), ['line 0']);
+    assert.deepEqual(
+      first.logs.map((l) => l.message),
+      ['line 0'],
+    );
     assert.equal(first.createdAt, new Date(1_700_000_000_000).toISOString());
     await records.close();
   });
@@ -114,7 +136,10 @@ for (const using of IMPLEMENTATIONS) {
     await late.settled();
     await committed;
     const inv = await createInvocations(database).get(id);
-    assert.deepEqual(inv!.logs.map((l) => l.message), ['line 0', 'printed after']);
+    assert.deepEqual(
+      inv!.logs.map((l) => l.message),
+      ['line 0', 'printed after'],
+    );
     await records.close();
   });
 }

@@ -89,14 +89,14 @@ test('claimDue: due rows earliest first (ties in row order), up to the limit, le
   assert.deepEqual(ids(first), ['a', 'b']);
   assert.deepEqual(Object.keys(first[0]).sort(), ['id', 'kind', 'next_at', 'seq', 'status'], 'the row as `returning` names it');
   assert.deepEqual(await db.get(row, ['a']), { lease_owner: 'w1.1', lease_until: T + 1_000, next_at: T + 10, updated_at: null });
-  assert.deepEqual(ids(await queue.claimDue(db, { now: T + 100, limit: 10, owner: 'w2.1', until: T + 1_000 })), ['c'], 'leased rows are nobody else\'s');
+  assert.deepEqual(ids(await queue.claimDue(db, { now: T + 100, limit: 10, owner: 'w2.1', until: T + 1_000 })), ['c'], "leased rows are nobody else's");
   assert.deepEqual(await queue.claimDue(db, { now: T + 100, limit: 10, owner: 'w2.1', until: T + 1_000 }), []);
   // The leases of w1 and w2 run out at T + 1000: their rows are due again, with `later`.
   assert.deepEqual(ids(await queue.claimDue(db, { now: T + 1_000, limit: 10, owner: 'w3.1', until: T + 2_000 })), ['a', 'b', 'c', 'later']);
   assert.deepEqual(await queue.claimDue(db, { now: T + 1_000, limit: 0, owner: 'w3.1', until: T + 2_000 }), [], 'a limit of 0 claims nothing');
 });
 
-test('claimDue of one group takes that group\'s rows alone', async (t) => {
+test("claimDue of one group takes that group's rows alone", async (t) => {
   const { db } = await open(t);
   await fill(db, [
     ['x1', 'x', T],
@@ -137,7 +137,7 @@ test('give-back by owner only: a lease that ran out and was taken since stays wi
   const [a, b] = (await queue.claimDue(db, { now: T, limit: 10, owner: 'old.1', until: T + 100 })).map((r) => r.seq);
   // old.1's lease on b runs out and new.1 takes it.
   assert.equal((await queue.claim(db, [b], { now: T + 100, owner: 'new.1', until: T + 200 })).length, 1);
-  assert.equal(await queue.giveBack(db, [a, b], 'old.1', T + 150), 1, 'a alone was still old.1\'s');
+  assert.equal(await queue.giveBack(db, [a, b], 'old.1', T + 150), 1, "a alone was still old.1's");
   assert.deepEqual(await db.get(row, ['a']), { lease_owner: null, lease_until: null, next_at: T, updated_at: T + 150 });
   assert.equal((await db.get(row, ['b']))?.lease_owner, 'new.1');
   assert.equal(await queue.giveBack(db, [], 'old.1', T + 150), 0);
@@ -161,7 +161,7 @@ test('releaseOwnedBy: the leases of a prefix (a dead process) or of everyone, re
   assert.deepEqual(ids(released).sort(), ['a', 'c', 'finished']);
   assert.deepEqual(await db.get(row, ['a']), { lease_owner: null, lease_until: null, next_at: T + 10, updated_at: T + 10 });
   assert.equal((await db.get(row, ['finished']))?.next_at, null, 'a row not queued stays so');
-  assert.equal((await db.get(row, ['b']))?.lease_owner, 'node.8.bb', 'another process\'s lease stays');
+  assert.equal((await db.get(row, ['b']))?.lease_owner, 'node.8.bb', "another process's lease stays");
   assert.deepEqual(ids(await queue.releaseOwnedBy(db, '', T + 20)), ['b'], 'every lease');
   assert.equal((await db.get(row, ['b']))?.next_at, T, 'without dueNow the schedule stays');
 });
@@ -178,7 +178,7 @@ test('nextWake: the earliest scheduled row after now, or a lease running out, wh
   await queue.claimDue(db, { now: T, limit: 1, owner: 'w.1', until: T + 300 });
   assert.equal(await queue.nextWake(db, T), T + 300, 'the lease of `now` runs out first');
   await queue.claimById(db, 'soon', { now: T, owner: 'w.1', until: T + 700 });
-  assert.equal(await queue.nextWake(db, T + 400), T + 700, 'a scheduled row under a lease wakes at its lease\'s end');
+  assert.equal(await queue.nextWake(db, T + 400), T + 700, "a scheduled row under a lease wakes at its lease's end");
   assert.equal(await queue.nextWake(db, T + 800), T + 900);
 });
 
@@ -208,7 +208,9 @@ test('concurrent claimers on several connections never take a row twice while it
   assert.ok(new Set(taken.values()).size > 1, 'by more than one claimer');
 });
 
-test('PostgreSQL: a claimer skips the rows another is claiming in an open transaction (SKIP LOCKED), without waiting for it', { skip: !pg && 'PostgreSQL only' }, async (t) => {
+test('PostgreSQL: a claimer skips the rows another is claiming in an open transaction (SKIP LOCKED), without waiting for it', {
+  skip: !pg && 'PostgreSQL only',
+}, async (t) => {
   const { db, another } = await open(t);
   await fill(db, [
     ['a', 'k', T],

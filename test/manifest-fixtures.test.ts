@@ -12,7 +12,9 @@ import { ROOT } from './helpers/index.ts';
 
 const dir = join(ROOT, 'test/fixtures/manifests');
 const expected = JSON.parse(readFileSync(join(dir, 'expected.json'), 'utf8')) as Record<string, { message: string; line: number; hint?: string }>;
-const files = readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort();
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort();
 
 test('the corpus holds at least 30 invalid manifests, each with an expectation', () => {
   assert.ok(files.length >= 30, `only ${files.length} fixtures`);
@@ -40,7 +42,9 @@ for (const file of files) {
  */
 const warnedDir = join(ROOT, 'test/fixtures/manifests-warned');
 const warned = JSON.parse(readFileSync(join(warnedDir, 'expected.json'), 'utf8')) as Record<string, { message: string; line: number; hint?: string }>;
-const warnedFiles = readdirSync(warnedDir).filter((f) => f.endsWith('.yaml')).sort();
+const warnedFiles = readdirSync(warnedDir)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort();
 
 test('every manifest of the warned corpus has an expectation', () => {
   assert.deepEqual(warnedFiles, Object.keys(warned).sort());

@@ -65,13 +65,36 @@ function mutate(doc: unknown, mutation: Mutation): unknown {
 
 const interesting = fc.oneof(
   fc.jsonValue({ maxDepth: 3 }),
-  fc.constantFrom('', ' ', '/oauth', 'https://x', '${{ env.NOPE }}', '${{ env.OAUTH_EXAMPLE_CLIENT_ID }}', 'site:script:inject', 'string', 'button', 'number', 'boolean', '../x', 'a'.repeat(3000), null, 0, -1, true, [], {}),
+  fc.constantFrom(
+    '',
+    ' ',
+    '/oauth',
+    'https://x',
+    '${{ env.NOPE }}',
+    '${{ env.OAUTH_EXAMPLE_CLIENT_ID }}',
+    'site:script:inject',
+    'string',
+    'button',
+    'number',
+    'boolean',
+    '../x',
+    'a'.repeat(3000),
+    null,
+    0,
+    -1,
+    true,
+    [],
+    {},
+  ),
 );
 const mutation = fc.record({
   kind: fc.constantFrom('delete' as const, 'replace' as const, 'add' as const),
   at: fc.nat(),
   value: interesting,
-  key: fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('type', 'enum', 'default', 'required', 'properties', 'callback_url', 'button_text', '__proto__', 'constructor')),
+  key: fc.oneof(
+    fc.string({ maxLength: 12 }),
+    fc.constantFrom('type', 'enum', 'default', 'required', 'properties', 'callback_url', 'button_text', '__proto__', 'constructor'),
+  ),
 });
 
 test('structural mutations of valid manifests never crash the validator', () => {
@@ -87,7 +110,11 @@ test('structural mutations of valid manifests never crash the validator', () => 
 });
 
 test('text mutations (inserted, deleted, replaced characters) never crash the validator', () => {
-  const edit = fc.record({ at: fc.nat(), del: fc.nat({ max: 8 }), insert: fc.string({ maxLength: 8, unit: fc.constantFrom(...':-[]{}&*!|>\'"%@`#,? \n\tabc$'.split('')) }) });
+  const edit = fc.record({
+    at: fc.nat(),
+    del: fc.nat({ max: 8 }),
+    insert: fc.string({ maxLength: 8, unit: fc.constantFrom(...':-[]{}&*!|>\'"%@`#,? \n\tabc$'.split('')) }),
+  });
   fc.assert(
     fc.property(fc.nat({ max: seeds.length - 1 }), fc.array(edit, { minLength: 1, maxLength: 5 }), (seed, edits) => {
       let text = seeds[seed];
@@ -104,11 +131,20 @@ test('text mutations (inserted, deleted, replaced characters) never crash the va
 test('arbitrary configurations never crash validateConfiguration', () => {
   const def = parseManifest(seeds[0], 'm.yaml', env).manifest!.configurations!.account as ConfigurationsDef;
   fc.assert(
-    fc.property(fc.oneof(fc.jsonValue(), fc.dictionary(fc.constantFrom('greeting', 'channel', 'style', 'step', 'oauth_credentials', 'x', 'toString', 'constructor', '__proto__', 'hasOwnProperty'), interesting)), (config) => {
-      const problems = validateConfiguration(def, config);
-      for (const p of problems) assert.match(p.where, /^configuration(\.|$)/);
-      validateConfiguration(def, config, { partial: true });
-    }),
+    fc.property(
+      fc.oneof(
+        fc.jsonValue(),
+        fc.dictionary(
+          fc.constantFrom('greeting', 'channel', 'style', 'step', 'oauth_credentials', 'x', 'toString', 'constructor', '__proto__', 'hasOwnProperty'),
+          interesting,
+        ),
+      ),
+      (config) => {
+        const problems = validateConfiguration(def, config);
+        for (const p of problems) assert.match(p.where, /^configuration(\.|$)/);
+        validateConfiguration(def, config, { partial: true });
+      },
+    ),
     { numRuns: 300 },
   );
 });

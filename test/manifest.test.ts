@@ -45,7 +45,12 @@ function png(w: number, h: number): Buffer {
   ihdr[9] = 2;
   const raw = Buffer.alloc((w * 3 + 1) * h, 0x80);
   for (let y = 0; y < h; y++) raw[y * (w * 3 + 1)] = 0;
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(raw)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 const FULL = `name: full-example
@@ -140,18 +145,35 @@ test('the minimal manifest: the six required keys, an empty scope list allowed',
 });
 
 test('every problem is listed at once, in file order, each with file:line:col', () => {
-  const text = ['name: Bad Name', 'title: ""', 'description: d', 'organization: o', 'visibility: hidden', 'scopes:', '  - site:script:inject', '  - nope', ''].join('\n');
+  const text = [
+    'name: Bad Name',
+    'title: ""',
+    'description: d',
+    'organization: o',
+    'visibility: hidden',
+    'scopes:',
+    '  - site:script:inject',
+    '  - nope',
+    '',
+  ].join('\n');
   const r = parseManifest(text, 'x/platform-manifest.yaml', {});
   assert.equal(r.manifest, undefined);
   assert.deepEqual(
     r.problems.map((p) => p.where),
-    ['x/platform-manifest.yaml:1:7', 'x/platform-manifest.yaml:2:8', 'x/platform-manifest.yaml:5:13', 'x/platform-manifest.yaml:7:5', 'x/platform-manifest.yaml:8:5'],
+    [
+      'x/platform-manifest.yaml:1:7',
+      'x/platform-manifest.yaml:2:8',
+      'x/platform-manifest.yaml:5:13',
+      'x/platform-manifest.yaml:7:5',
+      'x/platform-manifest.yaml:8:5',
+    ],
   );
   assert.ok(r.problems.every((p) => p.severity === 'error'));
 });
 
-test("names: the spec's \"string\", in the characters a URL keeps; GitBook's form is a warning citing its validator", () => {
-  const load = (name: string) => parseManifest(`name: "${name}"\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\n`, 'x/platform-manifest.yaml', {});
+test('names: the spec\'s "string", in the characters a URL keeps; GitBook\'s form is a warning citing its validator', () => {
+  const load = (name: string) =>
+    parseManifest(`name: "${name}"\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\n`, 'x/platform-manifest.yaml', {});
   for (const name of ['my-integration', 'MyIntegration', 'VA-Auth0']) assert.deepEqual(load(name).problems, [], name);
   for (const name of ['my_integration', 'my--thing', 'v1.2', '-edge-']) {
     const r = load(name);
@@ -165,7 +187,10 @@ test("names: the spec's \"string\", in the characters a URL keeps; GitBook's for
   for (const name of ['my integration', 'a/b', '..', '.', 'ünï', 'a%2Fb', 'a?b', '']) {
     const r = load(name);
     assert.equal(r.manifest, undefined, name);
-    assert.ok(r.problems.every((p) => p.severity === 'error'), name);
+    assert.ok(
+      r.problems.every((p) => p.severity === 'error'),
+      name,
+    );
   }
 });
 
@@ -184,7 +209,7 @@ test('the summary limit (2048) is checked here, not late', () => {
   assert.match(parseManifest(`${base}summary: ${'x'.repeat(2049)}\n`, 'm.yaml', {}).problems[0].message, /at most 2048/);
 });
 
-test('property titles past 50 and descriptions past 100 characters load, with a warning citing GitBook\'s validator', () => {
+test("property titles past 50 and descriptions past 100 characters load, with a warning citing GitBook's validator", () => {
   const make = (title: string, description: string) =>
     `name: a\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\nconfigurations:\n  site:\n    properties:\n      p:\n        type: string\n        title: ${title}\n        description: ${description}\n`;
   assert.deepEqual(parseManifest(make('t'.repeat(50), 'd'.repeat(100)), 'm.yaml', {}).problems, []);
@@ -193,8 +218,16 @@ test('property titles past 50 and descriptions past 100 characters load, with a 
   assert.deepEqual(
     r.problems.map((p) => [p.severity, p.where, p.message]),
     [
-      ['warning', 'm.yaml:12:16', "configurations.site.properties.p.title: is 51 characters; GitBook's manifest validator allows at most 50 in a property title (@gitbook/api's INTEGRATION_PROPERTY_TITLE_MAX_LENGTH)"],
-      ['warning', 'm.yaml:13:22', "configurations.site.properties.p.description: is 101 characters; GitBook's manifest validator allows at most 100 in a property description"],
+      [
+        'warning',
+        'm.yaml:12:16',
+        "configurations.site.properties.p.title: is 51 characters; GitBook's manifest validator allows at most 50 in a property title (@gitbook/api's INTEGRATION_PROPERTY_TITLE_MAX_LENGTH)",
+      ],
+      [
+        'warning',
+        'm.yaml:13:22',
+        "configurations.site.properties.p.description: is 101 characters; GitBook's manifest validator allows at most 100 in a property description",
+      ],
     ],
   );
 });
@@ -202,7 +235,10 @@ test('property titles past 50 and descriptions past 100 characters load, with a 
 test('a 60-character property title in a folder loads with a warning at platform-manifest.yaml:line:col; a long button text is fine', (t) => {
   const title = 'A title of sixty characters, past what GitBook allows: 60 c.';
   assert.equal(title.length, 60);
-  const dir = folder(t, `configurations:\n  account:\n    properties:\n      connect:\n        type: button\n        title: "${title}"\n        description: Connect\n        button_text: ${'Connect your account at the provider and come back here'}\n        callback_url: /oauth\n`);
+  const dir = folder(
+    t,
+    `configurations:\n  account:\n    properties:\n      connect:\n        type: button\n        title: "${title}"\n        description: Connect\n        button_text: ${'Connect your account at the provider and come back here'}\n        callback_url: /oauth\n`,
+  );
   const r = loadManifest(dir, {}, { label: 'x' });
   assert.ok(r.manifest, JSON.stringify(r.problems));
   assert.deepEqual(
@@ -259,11 +295,9 @@ function folder(t: Parameters<typeof tmpDir>[0], manifestExtra: string, files: R
 test('script, icon and preview images must exist inside the folder; images must be PNG', (t) => {
   const outside = tmpDir(t);
   writeFileSync(join(outside, 'secret.ts'), 'export {}');
-  const dir = folder(
-    t,
-    'script: ../escape.ts\nicon: assets/icon.jpg\npreviewImages:\n  - assets/missing.png\n  - /etc/passwd\n  - assets/link.png\n',
-    { 'assets/icon.jpg': 'not a png' },
-  );
+  const dir = folder(t, 'script: ../escape.ts\nicon: assets/icon.jpg\npreviewImages:\n  - assets/missing.png\n  - /etc/passwd\n  - assets/link.png\n', {
+    'assets/icon.jpg': 'not a png',
+  });
   symlinkSync(join(outside, 'secret.ts'), join(dir, 'assets/link.png'));
   const r = loadManifest(dir, {}, { label: 'x' });
   assert.equal(r.manifest, undefined);
@@ -327,7 +361,7 @@ test('no manifest: the folder is named and `switchyard new` suggested; .yml gets
   assert.match(loadManifest(dir, {}).problems[0].hint!, /rename platform-manifest.yml/);
 });
 
-test("a .env in the folder supplies secrets; the real environment wins", (t) => {
+test('a .env in the folder supplies secrets; the real environment wins', (t) => {
   const dir = folder(t, 'secrets:\n  A: ${{ env.VAR_A }}\n  B: ${{ env.VAR_B }}\n', { '.env': 'VAR_A=from-file\nVAR_B=from-file\n' });
   const r = loadManifest(dir, { VAR_B: 'from-env' });
   assert.deepEqual(r.secrets, { A: 'from-file', B: 'from-env' });
@@ -368,7 +402,10 @@ test('configuration: required keys are missing until set; partial allows them (p
   assert.deepEqual(missingRequired(def, { webhook_url: '' }), ['webhook_url', 'connection']);
   assert.deepEqual(validateConfiguration(def, { mode: 'fast' }, { partial: true }), []);
   const full = validateConfiguration(def, { mode: 'fast' });
-  assert.deepEqual(full.map((p) => p.where), ['configuration.webhook_url', 'configuration.connection']);
+  assert.deepEqual(
+    full.map((p) => p.where),
+    ['configuration.webhook_url', 'configuration.connection'],
+  );
   assert.match(full[1].hint!, /press "Connect"/);
 });
 
@@ -389,14 +426,21 @@ test('configuration: CLI text is turned into the property type', () => {
 
 test('configuration: keys named like Object.prototype members are unknown properties, not crashes', () => {
   const problems = validateConfiguration(def, { toString: 0, constructor: 'x', hasOwnProperty: true });
-  assert.deepEqual(problems.map((p) => p.where), ['configuration.toString', 'configuration.constructor', 'configuration.hasOwnProperty', 'configuration.webhook_url', 'configuration.connection']);
+  assert.deepEqual(
+    problems.map((p) => p.where),
+    ['configuration.toString', 'configuration.constructor', 'configuration.hasOwnProperty', 'configuration.webhook_url', 'configuration.connection'],
+  );
   assert.equal(coerceConfigurationValue(def, 'toString', '1'), '1');
 });
 
 test('property and secret names cannot be __proto__, constructor or prototype', () => {
-  const text = 'name: a\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\nconfigurations:\n  site:\n    properties:\n      constructor:\n        type: string\n        title: T\n        description: D\nsecrets:\n  prototype: x\n';
+  const text =
+    'name: a\ntitle: A\ndescription: d\norganization: o\nvisibility: public\nscopes: []\nconfigurations:\n  site:\n    properties:\n      constructor:\n        type: string\n        title: T\n        description: D\nsecrets:\n  prototype: x\n';
   const r = parseManifest(text, 'm.yaml', {});
-  assert.deepEqual(r.problems.filter((p) => p.severity === 'error').map((p) => p.where), ['m.yaml:10:7', 'm.yaml:15:3']);
+  assert.deepEqual(
+    r.problems.filter((p) => p.severity === 'error').map((p) => p.where),
+    ['m.yaml:10:7', 'm.yaml:15:3'],
+  );
 });
 
 test('__proto__ is an unknown key wherever a manifest has keys, and a secret never reads a member every object has', () => {
@@ -409,7 +453,11 @@ test('__proto__ is an unknown key wherever a manifest has keys, and a secret nev
   ] as const) {
     const r = parseManifest(base + extra, 'm.yaml', {});
     assert.equal(r.manifest, undefined, extra);
-    assert.deepEqual(r.problems.filter((p) => p.severity === 'error').map((p) => [p.where, p.message]), [[where, message]], extra);
+    assert.deepEqual(
+      r.problems.filter((p) => p.severity === 'error').map((p) => [p.where, p.message]),
+      [[where, message]],
+      extra,
+    );
   }
 });
 
@@ -420,7 +468,10 @@ test('a recursive alias or an alias bomb in a manifest is a problem with its pos
   assert.match(recursive.problems[0].message, /title\[0\]: an alias refers to a node that contains it/);
   assert.equal(recursive.problems[0].where, 'm.yaml:6:12');
   let bomb = `${base}title: A\nx0: &x0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n`;
-  for (let i = 1; i < 9; i++) bomb += `x${i}: &x${i} [${Array(10).fill(`*x${i - 1}`).join(',')}]\n`;
+  for (let i = 1; i < 9; i++)
+    bomb += `x${i}: &x${i} [${Array(10)
+      .fill(`*x${i - 1}`)
+      .join(',')}]\n`;
   const r = parseManifest(bomb, 'm.yaml', {});
   assert.equal(r.manifest, undefined);
   assert.match(r.problems[0].message, /too many aliases/);

@@ -116,6 +116,9 @@ test('metrics.token reads GET /metrics and nothing else; a short one is a config
   const { parseConfigText } = await import('../src/config/index.ts');
   assert.throws(
     () => parseConfigText('metrics:\n  token: short\n', 'c.yaml', {}),
-    (e: any) => e.problems.some((p: any) => p.where === 'c.yaml:2:10' && /metrics\.token/.test(p.message) && /at least 16 characters/.test(`${p.message} ${p.hint ?? ''}`)),
+    (e: any) =>
+      e.problems.some(
+        (p: any) => p.where === 'c.yaml:2:10' && /metrics\.token/.test(p.message) && /at least 16 characters/.test(`${p.message} ${p.hint ?? ''}`),
+      ),
   );
 });

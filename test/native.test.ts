@@ -76,10 +76,17 @@ test('refuses an asset whose bytes do not match the manifest, and writes nothing
   const wrong = manifestFor({ sha256: sha(addon) });
   assert.throws(
     () => extractNativeFiles(wrong, dir, assets().read),
-    (e: unknown) => e instanceof SwitchyardError && e.code === 'internal' && /native\/esbuild does not match its manifest/.test(e.message) && /npm run build/.test(e.hint ?? ''),
+    (e: unknown) =>
+      e instanceof SwitchyardError &&
+      e.code === 'internal' &&
+      /native\/esbuild does not match its manifest/.test(e.message) &&
+      /npm run build/.test(e.hint ?? ''),
   );
   assert.equal(existsSync(join(dir, 'esbuild')), false);
-  assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith('.tmp')), []);
+  assert.deepEqual(
+    readdirSync(dir).filter((f) => f.endsWith('.tmp')),
+    [],
+  );
 });
 
 test('cache folder: XDG_CACHE_HOME, else ~/.cache, then a private temp folder; a relative XDG_CACHE_HOME is ignored', () => {
@@ -112,7 +119,11 @@ test('cache folder: never uses a temp folder others can write, and says what it 
   assert.throws(
     () => cacheFolder('h1', { XDG_CACHE_HOME: join(dir, 'file', 'xdg'), TMPDIR: join(dir, 'tmp') }),
     (e: unknown) =>
-      e instanceof SwitchyardError && /no folder to unpack/.test(e.message) && e.message.includes(join(dir, 'file', 'xdg')) && /not a private folder/.test(e.message) && /XDG_CACHE_HOME/.test(e.hint ?? ''),
+      e instanceof SwitchyardError &&
+      /no folder to unpack/.test(e.message) &&
+      e.message.includes(join(dir, 'file', 'xdg')) &&
+      /not a private folder/.test(e.message) &&
+      /XDG_CACHE_HOME/.test(e.hint ?? ''),
   );
   assert.equal(existsSync(join(shared, 'h1')), false);
 });

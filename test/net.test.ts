@@ -7,18 +7,54 @@ import { guardedLookup, httpRequest, isPrivateAddress, parseIPv4, refusedAheadRe
 
 test('private, loopback, link-local, metadata and reserved addresses are private', () => {
   for (const ip of [
-    '127.0.0.1', '127.255.255.254', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254',
-    '100.64.0.1', '100.100.100.200', '0.0.0.0', '255.255.255.255', '224.0.0.1', '192.0.0.192',
-    '::', '::1', '[::1]', 'fe80::1', 'fe80::1%eth0', 'fc00::1', 'fd00:ec2::254', 'ff02::1',
-    '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:169.254.169.254', '::ffff:10.0.0.1', '::127.0.0.1', '::7f00:1',
-    '64:ff9b::127.0.0.1', '2002:7f00:1::', '2002:a9fe:a9fe::1', '::ffff:0:127.0.0.1',
+    '127.0.0.1',
+    '127.255.255.254',
+    '10.1.2.3',
+    '172.16.0.1',
+    '172.31.255.255',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '100.100.100.200',
+    '0.0.0.0',
+    '255.255.255.255',
+    '224.0.0.1',
+    '192.0.0.192',
+    '::',
+    '::1',
+    '[::1]',
+    'fe80::1',
+    'fe80::1%eth0',
+    'fc00::1',
+    'fd00:ec2::254',
+    'ff02::1',
+    '::ffff:127.0.0.1',
+    '::ffff:7f00:1',
+    '::ffff:169.254.169.254',
+    '::ffff:10.0.0.1',
+    '::127.0.0.1',
+    '::7f00:1',
+    '64:ff9b::127.0.0.1',
+    '2002:7f00:1::',
+    '2002:a9fe:a9fe::1',
+    '::ffff:0:127.0.0.1',
   ]) {
     assert.equal(isPrivateAddress(ip), true, ip);
   }
 });
 
 test('public addresses are not private', () => {
-  for (const ip of ['8.8.8.8', '1.1.1.1', '93.184.216.34', '172.32.0.1', '100.128.0.1', '2606:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1']) {
+  for (const ip of [
+    '8.8.8.8',
+    '1.1.1.1',
+    '93.184.216.34',
+    '172.32.0.1',
+    '100.128.0.1',
+    '2606:4700::1111',
+    '::ffff:8.8.8.8',
+    '64:ff9b::808:808',
+    '2002:808:808::1',
+  ]) {
     assert.equal(isPrivateAddress(ip), false, ip);
   }
 });
@@ -49,12 +85,16 @@ test('guardedLookup refuses hosts that resolve to private addresses, with the ho
   assert.match(String(allowed.address), /127\.0\.0\.1|::1/);
 });
 
-test('refusedAheadResolved: a host name is resolved by the guard\'s lookup and refused as a send would be; literals, allowed networks and names that do not resolve say nothing more', async () => {
+test("refusedAheadResolved: a host name is resolved by the guard's lookup and refused as a send would be; literals, allowed networks and names that do not resolve say nothing more", async () => {
   const { hostname } = await import('node:os');
   // localhost is refused by its name; this machine's own name resolves to a loopback address on most systems.
   assert.match((await refusedAheadResolved('http://localhost:9/', false)) ?? '', /localhost is a private or loopback address/);
   const own = await new Promise<string | undefined>((resolve) => guardedLookup(true)(hostname(), {}, (e, address) => resolve(e ? undefined : String(address))));
-  if (own && isPrivateAddress(own)) assert.match((await refusedAheadResolved(`https://${hostname()}/x`, false)) ?? '', new RegExp(`^${hostname().replace(/\./g, '\\.')} resolves to .*, a private or loopback address: deliveries to it will be refused`));
+  if (own && isPrivateAddress(own))
+    assert.match(
+      (await refusedAheadResolved(`https://${hostname()}/x`, false)) ?? '',
+      new RegExp(`^${hostname().replace(/\./g, '\\.')} resolves to .*, a private or loopback address: deliveries to it will be refused`),
+    );
   assert.equal(await refusedAheadResolved(`http://${hostname()}/`, true), undefined);
   assert.equal(await refusedAheadResolved('http://93.184.216.34/', false), undefined);
   assert.equal(await refusedAheadResolved('https://no-such-host.invalid/', false), undefined);
@@ -84,7 +124,12 @@ test('httpRequest sends the body and returns status, headers and the capped body
   });
   t.after(srv.close);
   const r = await httpRequest(`${srv.url}/p?q=1`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}', timeoutMs: 2000, maxBodyBytes: 100, allowPrivate: true,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"a":1}',
+    timeoutMs: 2000,
+    maxBodyBytes: 100,
+    allowPrivate: true,
   });
   assert.equal(r.status, 201);
   assert.equal(r.headers['x-a'], 'b');
@@ -101,7 +146,13 @@ test('httpRequest refuses private addresses after resolution and for literals, u
   const srv = await listen((_req, res) => res.end('ok'));
   t.after(srv.close);
   const port = new URL(srv.url).port;
-  for (const url of [`http://127.0.0.1:${port}/`, `http://localhost:${port}/`, `http://2130706433:${port}/`, `http://0x7f.1:${port}/`, `http://[::ffff:127.0.0.1]:${port}/`]) {
+  for (const url of [
+    `http://127.0.0.1:${port}/`,
+    `http://localhost:${port}/`,
+    `http://2130706433:${port}/`,
+    `http://0x7f.1:${port}/`,
+    `http://[::ffff:127.0.0.1]:${port}/`,
+  ]) {
     await assert.rejects(
       httpRequest(url, { method: 'GET', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: false }),
       (e: any) => e.code === 'EPRIVATEADDR' && /127\.0\.0\.1|::1|::ffff:7f00:1|::ffff:127/.test(e.message),
@@ -126,13 +177,22 @@ test('httpRequest reports refused, reset and timed-out connections with a code',
   await new Promise<void>((r) => resetter.listen(0, '127.0.0.1', r));
   t.after(() => resetter.close());
   await assert.rejects(
-    httpRequest(`http://127.0.0.1:${(resetter.address() as AddressInfo).port}/`, { method: 'POST', body: 'x', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true }),
+    httpRequest(`http://127.0.0.1:${(resetter.address() as AddressInfo).port}/`, {
+      method: 'POST',
+      body: 'x',
+      timeoutMs: 2000,
+      maxBodyBytes: 10,
+      allowPrivate: true,
+    }),
     { code: 'ECONNRESET' },
   );
 
   const slow = await listen(() => {});
   t.after(slow.close);
-  await assert.rejects(httpRequest(`${slow.url}/`, { method: 'POST', timeoutMs: 150, maxBodyBytes: 10, allowPrivate: true }), (e: any) => e.code === 'ETIMEDOUT' && /150 ms/.test(e.message));
+  await assert.rejects(
+    httpRequest(`${slow.url}/`, { method: 'POST', timeoutMs: 150, maxBodyBytes: 10, allowPrivate: true }),
+    (e: any) => e.code === 'ETIMEDOUT' && /150 ms/.test(e.message),
+  );
 
   const ac = new AbortController();
   const p = httpRequest(`${slow.url}/`, { method: 'GET', timeoutMs: 5000, maxBodyBytes: 10, allowPrivate: true, signal: ac.signal });

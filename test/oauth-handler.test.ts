@@ -125,7 +125,9 @@ test('createOAuthHandler options and failure contracts', async (t) => {
     const rows = await sql.all<Record<string, string | null>>(s.services.store, 'SELECT logs, error_message, error_stack FROM invocations');
     const text = rows.map((r) => `${r.logs} ${r.error_message ?? ''} ${r.error_stack ?? ''}`).join('\n') + JSON.stringify(s.logs);
     assert.match(text, /OAuth: .*account_inactive/);
-    const tokens = provider.tokenCalls.flatMap((c) => [c.answer.body?.access_token, c.answer.body?.refresh_token]).filter((x): x is string => typeof x === 'string');
+    const tokens = provider.tokenCalls
+      .flatMap((c) => [c.answer.body?.access_token, c.answer.body?.refresh_token])
+      .filter((x): x is string => typeof x === 'string');
     for (const secret of [CLIENT_SECRET, ...tokens]) assert.ok(!text.includes(secret), `logs hold ${secret.slice(0, 12)}...`);
   });
 });

@@ -50,7 +50,7 @@ test('PKCE: a state issued with pkce carries the S256 challenge; consume hands i
   assert.deepEqual(await sql.all(db, 'SELECT verifier FROM oauth_states WHERE verifier IS NOT NULL'), []);
   const plain = await states.issue('inst_a');
   assert.equal(plain.codeChallenge, undefined);
-  assert.equal((await states.consume(plain.state, 'inst_a') as { codeVerifier?: string }).codeVerifier, undefined);
+  assert.equal(((await states.consume(plain.state, 'inst_a')) as { codeVerifier?: string }).codeVerifier, undefined);
 });
 
 test('a state expires 10 minutes after it was issued (injected clock)', async (t) => {

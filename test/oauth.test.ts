@@ -29,9 +29,15 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
   async function install() {
     const r = await s.api('POST', '/api/v1/installations', { integration: 'oauth-example' });
     assert.equal(r.status, 201, JSON.stringify(r.body));
-    return r.body.installation as { id: string; status: string; urls: { publicEndpoint: string }; connect: Array<{ property: string; label: string; url: string }> };
+    return r.body.installation as {
+      id: string;
+      status: string;
+      urls: { publicEndpoint: string };
+      connect: Array<{ property: string; label: string; url: string }>;
+    };
   }
-  const configuration = async (id: string, reveal = true) => (await s.api('GET', `/api/v1/installations/${id}${reveal ? '?reveal=true' : ''}`)).body.installation.configuration;
+  const configuration = async (id: string, reveal = true) =>
+    (await s.api('GET', `/api/v1/installations/${id}${reveal ? '?reveal=true' : ''}`)).body.installation.configuration;
 
   /** Connect link -> provider -> callback; returns the callback URL the provider sent the browser to. */
   async function authorize(connectUrl: string): Promise<{ start: URL; callback: URL }> {
@@ -102,7 +108,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     const creds = (await configuration(inst.id)).oauth_credentials;
     assert.equal(creds.access_token, issued.access_token);
     assert.equal(creds.refresh_token, issued.refresh_token);
-    assert.equal(creds.scope, issued.scope, 'the example\'s extractCredentials also keeps the granted scope');
+    assert.equal(creds.scope, issued.scope, "the example's extractCredentials also keeps the granted scope");
     assert.ok(Math.abs(creds.expires_at - (Date.now() + issued.expires_in * 1000)) < 60_000, `expires_at ${creds.expires_at}`);
     assert.equal((await configuration(inst.id, false)).oauth_credentials.access_token, '[redacted]');
     // The long-lived installation token cannot reveal them (only the admin, and the installation's
@@ -134,7 +140,7 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await configuration(inst.id)).oauth_credentials.access_token, stored);
   });
 
-  await t.test('a tampered, a forged and another installation\'s state are refused with a page', async (t) => {
+  await t.test("a tampered, a forged and another installation's state are refused with a page", async (t) => {
     const inst = await install();
     const other = await install();
     const { callback } = await authorize(inst.connect[0].url);
@@ -251,7 +257,9 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.equal((await fetch(`${publicEndpoint(inst.id)}/me`)).status, 200);
     assert.equal(provider.tokenCalls.length, calls);
     // Expiring in 10 s (within the 60 s margin): renewed before the call.
-    const patched = await s.api('PATCH', `/api/v1/installations/${inst.id}`, { configuration: { oauth_credentials: { ...before, expires_at: Date.now() + 10_000 } } });
+    const patched = await s.api('PATCH', `/api/v1/installations/${inst.id}`, {
+      configuration: { oauth_credentials: { ...before, expires_at: Date.now() + 10_000 } },
+    });
     assert.equal(patched.status, 200, JSON.stringify(patched.body));
     const me = await fetch(`${publicEndpoint(inst.id)}/me`);
     assert.equal(me.status, 200);
@@ -272,7 +280,10 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     });
     const refused = await fetch(`${publicEndpoint(inst.id)}/me`);
     assert.equal(refused.status, 502);
-    assert.match(((await refused.json()) as { error: string }).error, /token could not be renewed: the token refresh failed: invalid_grant \(refresh token revoked\)/);
+    assert.match(
+      ((await refused.json()) as { error: string }).error,
+      /token could not be renewed: the token refresh failed: invalid_grant \(refresh token revoked\)/,
+    );
     assert.equal((await configuration(inst.id)).oauth_credentials.access_token, after.access_token);
   });
 
@@ -311,7 +322,9 @@ test('OAuth flow of integrations/oauth-example against oauth2-mock-server', asyn
     assert.match(invocationText, /OAuth: installation inst_\w+ connected/, 'the flow does log');
     assert.match(invocationText, /OAuth: .*invalid_client/, 'failures are logged');
     const serverText = JSON.stringify(s.logs);
-    const tokens = provider.tokenCalls.flatMap((c) => [c.answer.body?.access_token, c.answer.body?.refresh_token]).filter((x): x is string => typeof x === 'string');
+    const tokens = provider.tokenCalls
+      .flatMap((c) => [c.answer.body?.access_token, c.answer.body?.refresh_token])
+      .filter((x): x is string => typeof x === 'string');
     assert.ok(tokens.length > 5);
     for (const secret of [CLIENT_SECRET, ...tokens]) {
       assert.ok(!invocationText.includes(secret), `invocation logs hold ${secret.slice(0, 12)}...`);

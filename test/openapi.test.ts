@@ -34,7 +34,9 @@ test('every route the app registers is in /openapi.json with its method; a decla
   const s = await startTestServer(t, { integrations_dir: join(ROOT, 'integrations') });
   const doc = (await (await fetch(`${s.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, Operation>> };
   // The same modules the server runs, registering their routes on a fresh app.
-  const routes = (composeApp(s.services, modules) as unknown as { '~routes': Array<{ method: string; route: string; meta?: { route?: RouteMeta } }> })['~routes'];
+  const routes = (composeApp(s.services, modules) as unknown as { '~routes': Array<{ method: string; route: string; meta?: { route?: RouteMeta } }> })[
+    '~routes'
+  ];
   assert.ok(routes.length > 30, 'the route table was read');
   const missing: string[] = [];
   const undeclared: string[] = [];
@@ -85,7 +87,10 @@ test('/openapi.json is a valid OpenAPI 3.1 document, and every $ref in it resolv
   assert.deepEqual([...new Set(dangling)], [], 'references to nothing');
   // The moved routes describe real shapes, drawn from the schemas that validate them.
   const deliveries = doc.paths['/api/v1/deliveries'].get;
-  assert.deepEqual(deliveries.responses['200'].content['application/json'].schema.properties.deliveries, { type: 'array', items: { $ref: '#/components/schemas/Delivery' } });
+  assert.deepEqual(deliveries.responses['200'].content['application/json'].schema.properties.deliveries, {
+    type: 'array',
+    items: { $ref: '#/components/schemas/Delivery' },
+  });
   assert.ok(doc.components.schemas.Delivery.required.includes('status'));
   const install = doc.paths['/api/v1/installations'].post.requestBody.content['application/json'].schema;
   assert.deepEqual(install.required, ['integration']);

@@ -187,7 +187,10 @@ test('PostgreSQL restarts under a running node: it takes its id back at once, an
   const a = c.node('a', 2);
   assert.deepEqual(await c.start(a), { served: true });
   const id = nodeIdOf(a);
-  assert.equal((await c.api(a, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status, 201);
+  assert.equal(
+    (await c.api(a, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status,
+    201,
+  );
   const events = Array.from({ length: 4 }, (_, i) => samplePayload('site_view', { eventId: `evt_lock_${i}` }));
   for (const e of events) assert.equal((await c.api(a, 'POST', '/api/v1/events', e)).status, 202);
   // Node A sends all four, and waits for the answers (held) with their leases.
@@ -211,7 +214,10 @@ test('PostgreSQL restarts under a running node: it takes its id back at once, an
   assert.deepEqual(twice, [], 'no delivery sent twice');
   assert.ok(retaken, 'the running node took its id back after the restart');
   if (!started.served) assert.notEqual(started.code, 0);
-  assert.match(!started.served ? started.output : '', new RegExp(`another node on this store already runs as node ${id} \\(${join(b.dataDir, 'node-id').replaceAll('/', '\\/')}\\)`));
+  assert.match(
+    !started.served ? started.output : '',
+    new RegExp(`another node on this store already runs as node ${id} \\(${join(b.dataDir, 'node-id').replaceAll('/', '\\/')}\\)`),
+  );
   assert.match(a.output, /"msg":"the node id lock went with its connection to PostgreSQL/);
   assert.match(a.output, /"msg":"node id lock taken back"/);
 
@@ -262,7 +268,10 @@ for (const processes of [2, 1]) {
     // B holds the id and serves.
     const db = await look(c.url, t);
     assert.equal(await lockHolders(db, id), 1);
-    assert.equal((await c.api(b, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status, 201);
+    assert.equal(
+      (await c.api(b, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status,
+      201,
+    );
     assert.equal((await c.api(b, 'POST', '/api/v1/events', samplePayload('site_view', { eventId: 'evt_after_lost' }))).status, 202);
     await waitFor(() => hook.received.get('evt_after_lost') === 1, 15_000, 20);
 
@@ -311,7 +320,10 @@ for (const thawAfter of [true, false]) {
     const a = c.node('a', thawAfter ? 2 : 1);
     assert.deepEqual(await c.start(a), { served: true });
     const id = nodeIdOf(a);
-    assert.equal((await c.api(a, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status, 201);
+    assert.equal(
+      (await c.api(a, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status,
+      201,
+    );
     const db = await look(c.url, t);
     const old = await lockBackend(db, id);
     assert.ok(old, 'the node holds its id lock');

@@ -206,10 +206,14 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
     const onData = (d: Buffer) => (node.output += d);
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
-    const m = await waitFor(() => {
-      if (child.exitCode !== null) throw new Error(`node ${node.index} exited (${child.exitCode}):\n${node.output.slice(start)}`);
-      return /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(node.output.slice(start));
-    }, 60_000, 50);
+    const m = await waitFor(
+      () => {
+        if (child.exitCode !== null) throw new Error(`node ${node.index} exited (${child.exitCode}):\n${node.output.slice(start)}`);
+        return /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(node.output.slice(start));
+      },
+      60_000,
+      50,
+    );
     node.url = m[1];
     await waitFor(async () => (await fetch(`${node.url}/readyz`)).status === 200, 30_000, 50);
     node.id = readFileSync(join(node.dataDir, 'node-id'), 'utf8').trim();
@@ -238,13 +242,17 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
   const event = () => samplePayload('site_view', { eventId: `evt_${run}_${++eventNumber}` });
   // Every node fans out to the installation made on node 0 (it learns it from the store).
   for (const n of nodes) {
-    await waitFor(async () => {
-      const e = event();
-      const r = await api(n, 'POST', '/api/v1/events', e);
-      assert.equal(r.status, 202, JSON.stringify(r.body));
-      ack(e.eventId as string);
-      return r.body.deliveries.length === 1;
-    }, 10_000, 100);
+    await waitFor(
+      async () => {
+        const e = event();
+        const r = await api(n, 'POST', '/api/v1/events', e);
+        assert.equal(r.status, 202, JSON.stringify(r.body));
+        ack(e.eventId as string);
+        return r.body.deliveries.length === 1;
+      },
+      10_000,
+      100,
+    );
   }
 
   // --- the stream, and the kills -------------------------------------------------------------
@@ -261,13 +269,27 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
     process.kill(-pid, 'SIGKILL');
     await exited;
     // PostgreSQL rolls back what the dead connection left open: the leases are what it committed.
-    await waitFor(async () => {
-      const r = await db.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ANY($1)', [[`switchyard ${pid}`, `switchyard ${pid} (listen)`]]);
-      return r.rows[0].n === 0;
-    }, 10_000, 5);
+    await waitFor(
+      async () => {
+        const r = await db.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ANY($1)', [
+          [`switchyard ${pid}`, `switchyard ${pid} (listen)`],
+        ]);
+        return r.rows[0].n === 0;
+      },
+      10_000,
+      5,
+    );
     const r = await db.query('SELECT id, lease_until, lease_owner FROM webhook_deliveries WHERE lease_owner LIKE $1', [`${victim.id}.%`]);
-    const k: Kill = { node: victim.index, pid, at, leases: new Map(r.rows.map((x) => [x.id as string, { until: Number(x.lease_until), owner: x.lease_owner as string }])) };
-    assert.ok([...k.leases.values()].every((l) => l.until > Date.now()), 'the snapshot was taken before any of its leases ran out');
+    const k: Kill = {
+      node: victim.index,
+      pid,
+      at,
+      leases: new Map(r.rows.map((x) => [x.id as string, { until: Number(x.lease_until), owner: x.lease_owner as string }])),
+    };
+    assert.ok(
+      [...k.leases.values()].every((l) => l.until > Date.now()),
+      'the snapshot was taken before any of its leases ran out',
+    );
     kills.push(k);
     return k;
   }
@@ -339,26 +361,34 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
 
   // --- drained -----------------------------------------------------------------------------------
   const delivered = () => new Set(receipts.filter((r) => r.status === 200).map((r) => r.eventId));
-  await waitFor(async () => {
-    const got = delivered();
-    if (![...acked].every((id) => got.has(id))) return false;
-    const r = await db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status <> 'delivered' OR lease_owner IS NOT NULL`);
-    return r.rows[0].n === 0;
-  }, 90_000, 250).catch(async (e) => {
+  await waitFor(
+    async () => {
+      const got = delivered();
+      if (![...acked].every((id) => got.has(id))) return false;
+      const r = await db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status <> 'delivered' OR lease_owner IS NOT NULL`);
+      return r.rows[0].n === 0;
+    },
+    90_000,
+    250,
+  ).catch(async (e) => {
     const got = delivered();
     const missing = [...acked].filter((id) => !got.has(id));
     const state = await db.query(
       `SELECT status, count(*)::int AS n, count(lease_owner)::int AS leased, min(next_attempt_at) AS next FROM webhook_deliveries GROUP BY status`,
     );
     for (const n of nodes) t.diagnostic(`node ${n.index} log tail:\n${n.output.slice(-3000)}`);
-    assert.fail(`${missing.length} acknowledged events not delivered (${missing.slice(0, 5).join(', ')}); queue: ${JSON.stringify(state.rows)}; now ${Date.now()}: ${(e as Error).message}`);
+    assert.fail(
+      `${missing.length} acknowledged events not delivered (${missing.slice(0, 5).join(', ')}); queue: ${JSON.stringify(state.rows)}; now ${Date.now()}: ${(e as Error).message}`,
+    );
   });
   const drainedMs = Date.now() - streamStart;
 
   // --- what the store recorded ---------------------------------------------------------------------
   const deliveries = (await db.query('SELECT seq, id, event_id, status, attempts, lease_owner FROM webhook_deliveries')).rows;
   const attempts = (
-    await db.query('SELECT delivery_seq, id, number, manual, started_at, duration_ms, status, outcome, error_code, next_attempt_at FROM webhook_attempts ORDER BY delivery_seq, id')
+    await db.query(
+      'SELECT delivery_seq, id, number, manual, started_at, duration_ms, status, outcome, error_code, next_attempt_at FROM webhook_attempts ORDER BY delivery_seq, id',
+    )
   ).rows.map((a) => ({ ...a, started_at: Number(a.started_at), next_attempt_at: a.next_attempt_at === null ? null : Number(a.next_attempt_at) }));
   const rowsOf = new Map<number, typeof attempts>();
   for (const a of attempts) {
@@ -414,7 +444,9 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
       if (twice) twice200++;
       if (!held.length || lost > held.length) {
         unexplained++;
-        problems.push(`${id}: ${lost} sends whose outcome was never recorded${twice ? ', answered 200 twice,' : ''} but the killed node held its lease at ${held.length} kill(s)`);
+        problems.push(
+          `${id}: ${lost} sends whose outcome was never recorded${twice ? ', answered 200 twice,' : ''} but the killed node held its lease at ${held.length} kill(s)`,
+        );
       }
     }
 
@@ -429,7 +461,8 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
       const max = retryDelay(made, WEBHOOKS, () => 1);
       const ended = r.started_at + Number(r.duration_ms);
       const wait = r.next_attempt_at! - ended;
-      if (wait < min - 2 || wait > max + 5) problems.push(`${id}: retry ${made} scheduled ${wait.toFixed(1)} ms after attempt ${made} ended, window [${min}, ${max}]`);
+      if (wait < min - 2 || wait > max + 5)
+        problems.push(`${id}: retry ${made} scheduled ${wait.toFixed(1)} ms after attempt ${made} ended, window [${min}, ${max}]`);
       // Sent: the next request the receiver got, no earlier than scheduled, not much later.
       const next = got.find((g) => g.at > ended);
       if (!next) problems.push(`${id}: retry ${made} due at ${r.next_attempt_at} never arrived`);
@@ -462,7 +495,8 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
         if (k.restartedAt !== undefined && first.started_at > k.restartedAt)
           problems.push(`${id}: recorded interrupted at ${first.started_at}, not by the restart after the kill at ${k.at}`);
         const resent = following[1];
-        if (!resent || resent.started_at > first.started_at + LATE_MS) problems.push(`${id}: taken back at restart (${first.started_at}), sent again at ${resent?.started_at}`);
+        if (!resent || resent.started_at > first.started_at + LATE_MS)
+          problems.push(`${id}: taken back at restart (${first.started_at}), sent again at ${resent?.started_at}`);
       } else {
         reclaimedAfterExpiry++;
         if (lost > 0) duplicatedAfterExpiry++;
@@ -477,7 +511,8 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
   const pct = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
   const warnings = new Map<string, number>();
   for (const n of nodes)
-    for (const m of n.output.matchAll(/"level":"(warn|error)".*?"msg":"([^"]*)"/g)) warnings.set(`${m[1]}: ${m[2]}`, (warnings.get(`${m[1]}: ${m[2]}`) ?? 0) + 1);
+    for (const m of n.output.matchAll(/"level":"(warn|error)".*?"msg":"([^"]*)"/g))
+      warnings.set(`${m[1]}: ${m[2]}`, (warnings.get(`${m[1]}: ${m[2]}`) ?? 0) + 1);
   t.diagnostic(
     `${acked.size} events acknowledged (${notAcked} sent to the node being killed and not acknowledged), ${deliveries.length} deliveries, ` +
       `${receipts.length} requests received (${aborted} cut off); stream ${(streamMs / 1000).toFixed(1)} s (${(heldBack / 1000).toFixed(1)} s of it held back by a backlog), queue drained ${((drainedMs - streamMs) / 1000).toFixed(1)} s after it`,
@@ -486,7 +521,9 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
     `${retries} retries, each scheduled in [base·2^(n-1), base·2^(n-1)·(1+${WEBHOOKS.jitter})] after its attempt ended; sent late by p50 ${pct(50)} ms, p99 ${pct(99)} ms, max ${pct(100)} ms (allowed ${LATE_MS})`,
   );
   for (const k of kills)
-    t.diagnostic(`kill -9 of node ${k.node} (pid ${k.pid}) at +${((k.at - streamStart) / 1000).toFixed(1)} s: it held ${k.leases.size} leases; serving again at +${(((k.restartedAt ?? NaN) - streamStart) / 1000).toFixed(1)} s`);
+    t.diagnostic(
+      `kill -9 of node ${k.node} (pid ${k.pid}) at +${((k.at - streamStart) / 1000).toFixed(1)} s: it held ${k.leases.size} leases; serving again at +${(((k.restartedAt ?? NaN) - streamStart) / 1000).toFixed(1)} s`,
+    );
   t.diagnostic(
     `leases of the killed node: ${reclaimedAfterExpiry} taken by another node once they ran out (at most ${leaseWaits.length ? Math.max(...leaseWaits) : 0} ms after), ` +
       `${retakenAtRestart} taken back by the node at its restart`,
@@ -498,6 +535,9 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
   );
   t.diagnostic(`node logs: ${[...warnings].map(([m, n]) => `${n}× ${m}`).join('; ') || 'no warnings or errors'}`);
   assert.deepEqual(problems.slice(0, 20), [], `${problems.length} problems`);
-  assert.ok(kills.some((k) => k.leases.size > 0), 'a kill found leases held (the lease paths were exercised)');
+  assert.ok(
+    kills.some((k) => k.leases.size > 0),
+    'a kill found leases held (the lease paths were exercised)',
+  );
   assert.ok(retries > EVENTS / 5, `retries were made (${retries})`);
 });

@@ -29,7 +29,10 @@ const OUTAGE_MS = Number(process.env.SWITCHYARD_OUTAGE_MS ?? 8_000);
 const ANSWER_WITHIN_MS = 5_000;
 
 /** One request on a connection of its own (the supervisor spreads connections over its processes). */
-function request(url: string, opts: { method?: string; body?: string; timeoutMs: number }): Promise<{ status: number; text: string; ms: number } | { error: string; ms: number }> {
+function request(
+  url: string,
+  opts: { method?: string; body?: string; timeoutMs: number },
+): Promise<{ status: number; text: string; ms: number } | { error: string; ms: number }> {
   const t0 = performance.now();
   return new Promise((resolve) => {
     const req = http.request(
@@ -37,7 +40,11 @@ function request(url: string, opts: { method?: string; body?: string; timeoutMs:
       {
         method: opts.method ?? 'GET',
         agent: false,
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...(opts.body ? { 'content-length': Buffer.byteLength(opts.body) } : {}) },
+        headers: {
+          authorization: `Bearer ${TOKEN}`,
+          'content-type': 'application/json',
+          ...(opts.body ? { 'content-length': Buffer.byteLength(opts.body) } : {}),
+        },
       },
       (res) => {
         let text = '';
@@ -54,9 +61,16 @@ function request(url: string, opts: { method?: string; body?: string; timeoutMs:
 }
 
 const servingPids = (supervisor: number) =>
-  execFileSync('pgrep', ['-P', String(supervisor), '-f', 'src/main.ts'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number).sort();
+  execFileSync('pgrep', ['-P', String(supervisor), '-f', 'src/main.ts'], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map(Number)
+    .sort();
 
-test(`PostgreSQL frozen, then stopped, ${OUTAGE_MS / 1000} s each, under a stream of events: /healthz answers within a second, ingest never hangs, no process killed or integration blamed, every acknowledged event delivered`, { timeout: 180_000 }, async (t) => {
+test(`PostgreSQL frozen, then stopped, ${OUTAGE_MS / 1000} s each, under a stream of events: /healthz answers within a second, ingest never hangs, no process killed or integration blamed, every acknowledged event delivered`, {
+  timeout: 180_000,
+}, async (t) => {
   const server = await postgresFor(t);
   if (!server) return;
   t.after(() => {
@@ -180,10 +194,21 @@ test(`PostgreSQL frozen, then stopped, ${OUTAGE_MS / 1000} s each, under a strea
     '/healthz said 503 while the store was away',
   );
   const slow = answers.filter((a) => a.ms > ANSWER_WITHIN_MS);
-  assert.deepEqual(slow.map((a) => `${a.phase}: ${a.status} in ${Math.round(a.ms)} ms`), [], `every ingest answered within ${ANSWER_WITHIN_MS} ms`);
+  assert.deepEqual(
+    slow.map((a) => `${a.phase}: ${a.status} in ${Math.round(a.ms)} ms`),
+    [],
+    `every ingest answered within ${ANSWER_WITHIN_MS} ms`,
+  );
   const wrong = answers.filter((a) => a.status !== 202 && !(a.status === 503 && a.code === 'storage_unavailable'));
-  assert.deepEqual(wrong.map((a) => `${a.phase}: ${a.status} ${a.code}`), [], 'refusals are 503 storage_unavailable');
-  assert.ok(by('after stop').some((a) => a.status === 202), 'ingest works again after the store is back');
+  assert.deepEqual(
+    wrong.map((a) => `${a.phase}: ${a.status} ${a.code}`),
+    [],
+    'refusals are 503 storage_unavailable',
+  );
+  assert.ok(
+    by('after stop').some((a) => a.status === 202),
+    'ingest works again after the store is back',
+  );
 
   const missing = await waitFor(
     () => {

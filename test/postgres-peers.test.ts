@@ -17,7 +17,10 @@ function folderWith(t: Parameters<typeof tmpDir>[0], answer: string): string {
     join(dir, 'greeter/platform-manifest.yaml'),
     'name: greeter\ntitle: Greeter\ndescription: Says hello.\norganization: o\nvisibility: private\nscopes:\n  - site:views:read\nscript: index.ts\n',
   );
-  writeFileSync(join(dir, 'greeter/index.ts'), `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response(${JSON.stringify(answer)}) });\n`);
+  writeFileSync(
+    join(dir, 'greeter/index.ts'),
+    `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response(${JSON.stringify(answer)}) });\n`,
+  );
   return dir;
 }
 
@@ -41,7 +44,10 @@ test('two nodes on one PostgreSQL store: the same folder agrees; another version
   const store = freshPostgresDatabase(dataA, pg.url);
   const a = await startTestServer(t, { store, data_dir: dataA, integrations_dir: folderWith(t, 'hello') });
   const b = await startTestServer(t, { store, integrations_dir: folderWith(t, 'hello') });
-  const health = async (s: typeof a) => (await (await fetch(`${s.url}/healthz`)).json()) as { nodes: { node: string; count: number; differ: Array<{ integration: string; here: string; others: Record<string, string> }> } };
+  const health = async (s: typeof a) =>
+    (await (await fetch(`${s.url}/healthz`)).json()) as {
+      nodes: { node: string; count: number; differ: Array<{ integration: string; here: string; others: Record<string, string> }> };
+    };
   const agreed = await waitFor(async () => {
     const h = await health(a);
     return h.nodes?.count === 2 ? h : undefined;

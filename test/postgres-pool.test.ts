@@ -61,13 +61,19 @@ test('transactions run side by side, each on a connection of its own', async (t)
   await s.db.transaction(async (tx) => {
     await tx.run(insert, ['second']);
   });
-  assert.deepEqual((await s.db.all(values)).map((r) => r.v), ['second'], 'the second committed while the first was still open, which it cannot see');
+  assert.deepEqual(
+    (await s.db.all(values)).map((r) => r.v),
+    ['second'],
+    'the second committed while the first was still open, which it cannot see',
+  );
   letGo();
   await first;
   assert.deepEqual((await s.db.all(values)).map((r) => r.v).sort(), ['first', 'second']);
 });
 
-test('a frozen server: statements fail as storage_unavailable within the time-out, the event loop keeps turning, and work resumes once it answers', { timeout: 60_000 }, async (t) => {
+test('a frozen server: statements fail as storage_unavailable within the time-out, the event loop keeps turning, and work resumes once it answers', {
+  timeout: 60_000,
+}, async (t) => {
   const s = await setup(t, 1_000);
   if (!s) return;
   await s.db.run(insert, ['before']);
@@ -104,10 +110,15 @@ test('a stopped server: statements fail at once as storage_unavailable; started 
   assert.ok(down.ms < 1_500, `promptly (${Math.round(down.ms)} ms)`);
   s.server.start();
   assert.equal(Number(await s.db.value(one)), 1, 'the first statement after the start succeeds');
-  assert.deepEqual((await s.db.all(values)).map((r) => r.v), ['before']);
+  assert.deepEqual(
+    (await s.db.all(values)).map((r) => r.v),
+    ['before'],
+  );
 });
 
-test('a restart in the middle of a transaction: it fails as storage_unavailable, none of it is kept, and the next one commits', { timeout: 60_000 }, async (t) => {
+test('a restart in the middle of a transaction: it fails as storage_unavailable, none of it is kept, and the next one commits', {
+  timeout: 60_000,
+}, async (t) => {
   const s = await setup(t);
   if (!s) return;
   const failed = await ticking(() =>
@@ -121,7 +132,10 @@ test('a restart in the middle of a transaction: it fails as storage_unavailable,
   await s.db.transaction(async (tx) => {
     await tx.run(insert, ['whole']);
   });
-  assert.deepEqual((await s.db.all(values)).map((r) => r.v), ['whole']);
+  assert.deepEqual(
+    (await s.db.all(values)).map((r) => r.v),
+    ['whole'],
+  );
 });
 
 /** The next payload `listen` hands `fn` (undefined: look again), or 'none' after `ms`. */
@@ -137,7 +151,9 @@ function nextOn(seen: Array<string | undefined>, from: number, ms: number): Prom
   });
 }
 
-test('notifications: a NOTIFY sent in a transaction arrives when it commits, never when it rolls back; after a restart listeners are told to look again and hear later ones', { timeout: 60_000 }, async (t) => {
+test('notifications: a NOTIFY sent in a transaction arrives when it commits, never when it rolls back; after a restart listeners are told to look again and hear later ones', {
+  timeout: 60_000,
+}, async (t) => {
   const s = await setup(t);
   if (!s) return;
   const seen: Array<string | undefined> = [];

@@ -16,8 +16,13 @@ import { configSchema } from '../src/config/schema.ts';
 import { validate } from '../src/schema/index.ts';
 
 test('translate: numbered parameters (a name keeps its number), quoted aliases, SQLite-only syntax rewritten, literals untouched', () => {
-  const t = translate("SELECT a AS fooBar, b AS plain FROM t INDEXED BY t_i WHERE x = @x AND y = @x AND +d.s = 'a' AND q IS NOT (SELECT 1) AND z = ? AND s = '@no ? :no' AND c::text = :c");
-  assert.equal(t.text, `SELECT a AS "fooBar", b AS plain FROM t WHERE x = $1 AND y = $1 AND d.s = 'a' AND q IS DISTINCT FROM (SELECT 1) AND z = $2 AND s = '@no ? :no' AND c::text = $3`);
+  const t = translate(
+    "SELECT a AS fooBar, b AS plain FROM t INDEXED BY t_i WHERE x = @x AND y = @x AND +d.s = 'a' AND q IS NOT (SELECT 1) AND z = ? AND s = '@no ? :no' AND c::text = :c",
+  );
+  assert.equal(
+    t.text,
+    `SELECT a AS "fooBar", b AS plain FROM t WHERE x = $1 AND y = $1 AND d.s = 'a' AND q IS DISTINCT FROM (SELECT 1) AND z = $2 AND s = '@no ? :no' AND c::text = $3`,
+  );
   assert.deepEqual(t.slots, [{ name: 'x' }, { index: 0 }, { name: 'c' }]);
   assert.equal(translate('INSERT OR IGNORE INTO k (n) VALUES (?)').text, 'INSERT INTO k (n) VALUES ($1) ON CONFLICT DO NOTHING');
   assert.equal(translate('INSERT INTO events (id) VALUES (?)').rowid, 'seq', 'a row number is returned as lastInsertRowid');
@@ -55,7 +60,11 @@ test('the pool behind the store on a real server: types as SQLite gives them, sa
 
   await db.run(statement('CREATE TABLE things (id BIGSERIAL PRIMARY KEY, n BIGINT, f DOUBLE PRECISION, b BYTEA, s TEXT)'));
   const ins = statement('INSERT INTO things (n, f, b, s) VALUES (@n, @f, @b, @s)');
-  assert.deepEqual(await db.run(ins, { n: 2 ** 40, f: 1.5, b: Buffer.from([0, 1, 255]), s: 'x' }), { changes: 1, lastId: 0 }, 'a table with no known row number');
+  assert.deepEqual(
+    await db.run(ins, { n: 2 ** 40, f: 1.5, b: Buffer.from([0, 1, 255]), s: 'x' }),
+    { changes: 1, lastId: 0 },
+    'a table with no known row number',
+  );
   const event = statement("INSERT INTO events (id, type, payload, received_at) VALUES (?, 'site_view', '{}', 1)");
   assert.deepEqual(await db.run(event, ['evt_1']), { changes: 1, lastId: 1 });
   assert.deepEqual(await db.run(event, ['evt_2']), { changes: 1, lastId: 2 }, 'lastId is the new seq');
@@ -81,7 +90,10 @@ test('the pool behind the store on a real server: types as SQLite gives them, sa
     await tx.run(ins, { n: 1, f: 0, b: null, s: 'after' });
   });
   assert.deepEqual(seen, ['inner rolled back', 'committed']);
-  assert.deepEqual((await db.all(texts)).map((r) => r.s), ['x', 'kept', 'after']);
+  assert.deepEqual(
+    (await db.all(texts)).map((r) => r.s),
+    ['x', 'kept', 'after'],
+  );
 
   // A statement error inside a transaction rolls the whole of it back, as the caller sees it.
   await assert.rejects(
@@ -123,12 +135,17 @@ await (await connectStore(process.argv[1], { url: process.argv[2], migrations: a
   const versions = adminSql(url, 'SELECT module, version FROM schema_migrations ORDER BY module')
     .split('\n')
     .map((l) => ({ module: l.split('|')[0]!, version: Number(l.split('|')[1]) }));
-  assert.deepEqual(versions.map((v) => v.module), ['console', 'events', 'installations', 'oauth', 'runtime', 'webhooks']);
+  assert.deepEqual(
+    versions.map((v) => v.module),
+    ['console', 'events', 'installations', 'oauth', 'runtime', 'webhooks'],
+  );
   const steps = new Map(allMigrations().map((m) => [m.module, m.postgres?.length ?? 0]));
   for (const v of versions) assert.equal(Number(v.version), steps.get(v.module), `${v.module}: each PostgreSQL step once`);
 });
 
-test("migrations are not bound by the serving statements' time-out: a step that takes longer, and the wait for another node's migrations, end in a started store", { timeout: 60_000 }, async (t) => {
+test("migrations are not bound by the serving statements' time-out: a step that takes longer, and the wait for another node's migrations, end in a started store", {
+  timeout: 60_000,
+}, async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
   const url = freshPostgresDatabase(tmpDir(t), pg.url);
@@ -141,8 +158,8 @@ test("migrations are not bound by the serving statements' time-out: a step that 
   const holder = new (await import('pg')).default.Client({ connectionString: url });
   await holder.connect();
   t.after(() => holder.end());
-  await holder.query("SELECT pg_advisory_lock(1937209700)");
-  const released = setTimeout(() => void holder.query("SELECT pg_advisory_unlock(1937209700)"), 3_500);
+  await holder.query('SELECT pg_advisory_lock(1937209700)');
+  const released = setTimeout(() => void holder.query('SELECT pg_advisory_unlock(1937209700)'), 3_500);
   t.after(() => clearTimeout(released));
   const started = performance.now();
   const second = await connectStore(tmpDir(t), { url, migrations: [slow] });
@@ -157,7 +174,10 @@ test('backup and restore refuse a PostgreSQL store and name its tools; no passwo
   const dir = tmpDir(t);
   const cfg = join(dir, 'config.yaml');
   writeFileSync(cfg, `store: postgres://u:hunter22@127.0.0.1:9/none\ndata_dir: ${join(dir, 'data')}\n`);
-  for (const args of [['backup', join(dir, 'b.db')], ['restore', join(dir, 'b.db')]]) {
+  for (const args of [
+    ['backup', join(dir, 'b.db')],
+    ['restore', join(dir, 'b.db')],
+  ]) {
     const r = await runCli([...args, '--config', cfg]);
     assert.notEqual(r.code, 0, args[0]);
     assert.match(r.stderr, /PostgreSQL/);
@@ -190,7 +210,10 @@ test('a store-wide job (retention) runs on one node at a time: the second node i
   await lockA2!.release();
   const sqlite = openStore(tmpDir(t), { migrations: allMigrations() });
   t.after(() => sqlite.close());
-  assert.ok((await tryStoreWideLock(sqlite.database, 'job')) && (await tryStoreWideLock(sqlite.database, 'job')), 'SQLite: one node owns the file, always this one');
+  assert.ok(
+    (await tryStoreWideLock(sqlite.database, 'job')) && (await tryStoreWideLock(sqlite.database, 'job')),
+    'SQLite: one node owns the file, always this one',
+  );
 });
 
 test('a process that opened a PostgreSQL store and forgot to close it still ends (idle connections do not hold it)', async (t) => {
@@ -223,7 +246,8 @@ test('two live nodes may not share a node id (a copied data_dir): the second is 
   const held = await claimNodeId(a, dirA);
   await assert.rejects(
     claimNodeId(b, dirB),
-    (e: Error & { code?: string; hint?: string }) => e.code === 'conflict' && e.message.includes(id) && e.message.includes(join(dirB, 'node-id')) && /delete/.test(String(e.hint)),
+    (e: Error & { code?: string; hint?: string }) =>
+      e.code === 'conflict' && e.message.includes(id) && e.message.includes(join(dirB, 'node-id')) && /delete/.test(String(e.hint)),
   );
   await held.release();
   await (await claimNodeId(b, dirB)).release();
@@ -245,7 +269,13 @@ test('two nodes configure one installation in the same moment: neither edit is l
     return { s, inst: await createInstallations({ database: s.database, generations: generationsFor(s), manifestOf: () => manifest } as never) };
   };
   const [a, b] = [await node(), await node()];
-  const id = (await a.inst.install({ integration: 'webhook', configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' }, by: { kind: 'admin' } } as never)).installation.id;
+  const id = (
+    await a.inst.install({
+      integration: 'webhook',
+      configuration: { webhook_url: 'https://a.example/1', event_types: 'site_view' },
+      by: { kind: 'admin' },
+    } as never)
+  ).installation.id;
   await new Promise((r) => setTimeout(r, 100));
   assert.equal((await a.inst.find(id))!.configuration.event_types, 'site_view', 'node A has the row in memory (as a public request leaves it)');
   await b.inst.configure(id, { event_types: 'page_feedback' } as never);
@@ -291,10 +321,14 @@ await store.close();`;
     await queue.holdInstallation(tx, 'inst_race', Date.now());
   });
   assert.equal(await ended, 0);
-  assert.equal(await store.database.value(statement("SELECT status FROM webhook_deliveries WHERE event_id = 'evt_race'")), 'held', 'stored while the pause was being made, and held by it');
+  assert.equal(
+    await store.database.value(statement("SELECT status FROM webhook_deliveries WHERE event_id = 'evt_race'")),
+    'held',
+    'stored while the pause was being made, and held by it',
+  );
 });
 
-test('on SQLite too, claiming the node id sets the lease owners, so the supervisor gives back a dead process\'s leases by their prefix', async (t) => {
+test("on SQLite too, claiming the node id sets the lease owners, so the supervisor gives back a dead process's leases by their prefix", async (t) => {
   const { claimNodeId, leaseOwner, processLeases } = await import('../src/store/lease-owner.ts');
   const { readFileSync } = await import('node:fs');
   const { join } = await import('node:path');
@@ -305,7 +339,7 @@ test('on SQLite too, claiming the node id sets the lease owners, so the supervis
   const id = readFileSync(join(dir, 'node-id'), 'utf8').trim();
   assert.match(id, /^[0-9a-f]{12}$/);
   assert.equal(processLeases(process.pid), `${id}.${process.pid}.`);
-  assert.ok(leaseOwner().startsWith(processLeases(process.pid)), 'a worker\'s owner falls under its process\'s prefix');
+  assert.ok(leaseOwner().startsWith(processLeases(process.pid)), "a worker's owner falls under its process's prefix");
 });
 
 /**

@@ -44,12 +44,25 @@ const INNER_CONCURRENCY = 1;
 test('the store, queue and API suites pass on PostgreSQL too', { timeout: 600_000 }, async (t) => {
   const pg = await postgresFor(t);
   if (!pg) return;
-  const child = spawn(process.execPath, ['--no-node-snapshot', '--test', `--test-concurrency=${INNER_CONCURRENCY}`, '--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${ROOT}/scripts/test-durations.ts`, '--test-reporter-destination=stdout', ...SUITES_ON_POSTGRES], {
-    cwd: ROOT,
-    // Without NODE_TEST_CONTEXT: with it, the inner runner reports to this one in its wire format.
-    env: { ...withoutTestContext(process.env), SWITCHYARD_TEST_PG_URL: pg.url },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      '--no-node-snapshot',
+      '--test',
+      `--test-concurrency=${INNER_CONCURRENCY}`,
+      '--test-reporter=spec',
+      '--test-reporter-destination=stdout',
+      `--test-reporter=${ROOT}/scripts/test-durations.ts`,
+      '--test-reporter-destination=stdout',
+      ...SUITES_ON_POSTGRES,
+    ],
+    {
+      cwd: ROOT,
+      // Without NODE_TEST_CONTEXT: with it, the inner runner reports to this one in its wire format.
+      env: { ...withoutTestContext(process.env), SWITCHYARD_TEST_PG_URL: pg.url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));

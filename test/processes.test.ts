@@ -23,7 +23,10 @@ function integration(root: string, name: string, fetchBody: string): void {
     join(root, name, 'platform-manifest.yaml'),
     `name: ${name}\ntitle: ${name}\ndescription: test\norganization: test\nvisibility: private\nscopes: []\nscript: src/index.ts\n`,
   );
-  writeFileSync(join(root, name, 'src/index.ts'), `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async (request) => { ${fetchBody} } });\n`);
+  writeFileSync(
+    join(root, name, 'src/index.ts'),
+    `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async (request) => { ${fetchBody} } });\n`,
+  );
 }
 
 function setup(t: Parameters<typeof tmpDir>[0], extra: string[] = [], server: string[] = []): { dir: string; configFile: string } {
@@ -161,7 +164,10 @@ test('a guest that wedges its serving process costs only that process; named, re
   assert.ok(helloErrors <= (s.output().match(/a serving process died/g) ?? []).length, `at most one request per death fails (${helloErrors})`);
   assert.ok(helloOk > 10);
 
-  const deaths = s.output().split('\n').filter((l) => l.includes('a serving process died'));
+  const deaths = s
+    .output()
+    .split('\n')
+    .filter((l) => l.includes('a serving process died'));
   for (const d of deaths) assert.match(d, /"integration":"[^"]*\bbomb\b/, 'each death names the integration that caused it');
   assert.doesNotMatch(s.output(), /"msg":"integration parked","integration":"hello"/, 'the well-behaved one is never parked');
   assert.match(deaths[0], /stopped answering for 2 s/);
@@ -269,10 +275,12 @@ test('/metrics sums every serving process; wrong admin tokens share one budget; 
   for (let i = 0; i < 30; i++) {
     statuses.push(
       await new Promise<number>((resolve, reject) => {
-        http.get(`${base}/api/v1/integrations`, { agent: false, headers: { authorization: 'Bearer wrong-token-guess-000000' } }, (res) => {
-          res.resume();
-          resolve(res.statusCode!);
-        }).on('error', reject);
+        http
+          .get(`${base}/api/v1/integrations`, { agent: false, headers: { authorization: 'Bearer wrong-token-guess-000000' } }, (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          })
+          .on('error', reject);
       }),
     );
   }
@@ -283,7 +291,7 @@ test('/metrics sums every serving process; wrong admin tokens share one budget; 
 
   const alone = await serve(t, configFile, ['--processes', '1']);
   const hello = await api(alone.match[1], 'POST', '/api/v1/installations', { integration: 'hello' });
-  assert.equal((await (await fetch(hello.body.installation.urls.publicEndpoint)).text()), 'hello');
+  assert.equal(await (await fetch(hello.body.installation.urls.publicEndpoint)).text(), 'hello');
   const children = (() => {
     try {
       return servingPids(alone.child.pid!, 'main.ts|sandbox-worker');
@@ -297,7 +305,6 @@ test('/metrics sums every serving process; wrong admin tokens share one budget; 
   const [code] = await once(alone.child, 'exit');
   assert.equal(code, 0);
 });
-
 
 test('what one serving process changes, every other one sees at once: installations, subscriptions, uninstalls', async (t) => {
   const { configFile } = setup(t, ['webhooks:', '  allow_private_networks: true']);
@@ -352,6 +359,9 @@ test('pause and resume across serving processes: events either one takes are hel
     assert.equal((await fresh('POST', `/api/v1/installations/${id}/resume`)).status, 200);
     await waitFor(() => r.requests.length === before + 12, 15_000);
     assert.deepEqual(new Set(r.requests.slice(before).map((q) => JSON.parse(q.body).sourceEventId)), new Set(events));
-    await waitFor(async () => (await fresh('GET', `/api/v1/deliveries?status=delivered&installation=${id}&limit=500`)).body.deliveries.length === round * 12, 5_000);
+    await waitFor(
+      async () => (await fresh('GET', `/api/v1/deliveries?status=delivered&installation=${id}&limit=500`)).body.deliveries.length === round * 12,
+      5_000,
+    );
   }
 });

@@ -121,7 +121,9 @@ function stop(child: ChildProcess): Promise<void> {
   return exited;
 }
 
-test('the README walk, run as written at the default retry schedule: a delivery missed while the receiver was down longer than its retries arrives with the command the README gives', { timeout: 180_000 }, async (t) => {
+test('the README walk, run as written at the default retry schedule: a delivery missed while the receiver was down longer than its retries arrives with the command the README gives', {
+  timeout: 180_000,
+}, async (t) => {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   const commands = fencedCommands(readme, 'Five minutes');
   assert.deepEqual(commands, WALK, 'the README walk changed: run the new one here too');
@@ -145,12 +147,10 @@ test('the README walk, run as written at the default retry schedule: a delivery 
   let receiver: { child: ChildProcess; output: () => string } | undefined;
   t.after(() => receiver && stop(receiver.child));
   const expand = (line: string) =>
-    line
-      .replace(/\b9000\b/g, String(receiverPort))
-      .replace(/<([^>]+)>/g, (_, name: string) => {
-        assert.ok(known[name], `the walk has not shown <${name}> yet`);
-        return quote(known[name]);
-      });
+    line.replace(/\b9000\b/g, String(receiverPort)).replace(/<([^>]+)>/g, (_, name: string) => {
+      assert.ok(known[name], `the walk has not shown <${name}> yet`);
+      return quote(known[name]);
+    });
   const ok = async (line: string) => {
     const r = await sh.run(expand(line));
     assert.equal(r.code, 0, `${line}\n${r.stdout}${r.stderr}`);
@@ -198,10 +198,14 @@ test('the README walk, run as written at the default retry schedule: a delivery 
   const listed = await ok(commands[8]);
   assert.match(listed.stdout, new RegExp(`${known['delivery id']}\\s.*\\s(retrying|pending)\\s`), 'listed as retried on its schedule');
   // ... and a person is back later than the retries last (about 7 s): the delivery failed.
-  const failed = await waitFor(async () => {
-    const d = (await api(`/api/v1/deliveries/${known['delivery id']}`));
-    return d.status === 'failed' && d;
-  }, 20_000, 200);
+  const failed = await waitFor(
+    async () => {
+      const d = await api(`/api/v1/deliveries/${known['delivery id']}`);
+      return d.status === 'failed' && d;
+    },
+    20_000,
+    200,
+  );
   assert.equal(failed.attemptCount, 4, 'four attempts: the first and max_retries: 3');
   receiver = await sh.start(receive, /receiving on/);
   const retried = await ok(commands[9]);

@@ -13,7 +13,10 @@ import { ROOT, runCli, startTestServer, tmpDir, waitFor } from './helpers/index.
 async function server(t: Parameters<typeof startTestServer>[0]) {
   const dir = tmpDir(t);
   cpSync(join(ROOT, 'integrations'), dir, { recursive: true });
-  writeFileSync(join(dir, 'oauth-example/.env'), 'OAUTH_EXAMPLE_CLIENT_ID=client-id-value\nOAUTH_EXAMPLE_CLIENT_SECRET=very-secret-value\nOAUTH_EXAMPLE_PROVIDER_URL=https://p.example\n');
+  writeFileSync(
+    join(dir, 'oauth-example/.env'),
+    'OAUTH_EXAMPLE_CLIENT_ID=client-id-value\nOAUTH_EXAMPLE_CLIENT_SECRET=very-secret-value\nOAUTH_EXAMPLE_PROVIDER_URL=https://p.example\n',
+  );
   const s = await startTestServer(t, { integrations_dir: dir }, { modules: [registryModule] });
   const cliEnv = { SWITCHYARD_URL: s.url, SWITCHYARD_ADMIN_TOKEN: s.token };
   return { s, dir, cliEnv, cwd: roomyCwd(t) };
@@ -59,7 +62,10 @@ test('GET /api/v1/integrations lists every folder with status, version, scopes, 
 
 test('integrations list|show: tables for people, --json for scripts, errors of a rejected change', async (t) => {
   const { s, dir, cliEnv, cwd } = await server(t);
-  writeFileSync(join(dir, 'webhook/platform-manifest.yaml'), readFileSync(join(dir, 'webhook/platform-manifest.yaml'), 'utf8').replace('visibility: public', 'visibility: everyone'));
+  writeFileSync(
+    join(dir, 'webhook/platform-manifest.yaml'),
+    readFileSync(join(dir, 'webhook/platform-manifest.yaml'), 'utf8').replace('visibility: public', 'visibility: everyone'),
+  );
   await waitFor(async () => (await s.api('GET', '/api/v1/integrations/webhook')).body.integration.status === 'error');
 
   const list = await runCli(['integrations', 'list'], { env: cliEnv, cwd });
@@ -71,7 +77,10 @@ test('integrations list|show: tables for people, --json for scripts, errors of a
   const json = await runCli(['integrations', 'list', '--json'], { env: cliEnv, cwd });
   const parsed = JSON.parse(json.stdout);
   // Shaped as the other lists and the API: an object naming its items, not a bare array.
-  assert.deepEqual(parsed.integrations.map((i: any) => i.name), ['hello-components', 'oauth-example', 'webhook']);
+  assert.deepEqual(
+    parsed.integrations.map((i: any) => i.name),
+    ['hello-components', 'oauth-example', 'webhook'],
+  );
   assert.deepEqual(parsed, (await s.api('GET', '/api/v1/integrations')).body);
 
   const show = await runCli(['integrations', 'show', 'webhook'], { env: cliEnv, cwd });
@@ -111,7 +120,10 @@ test('switchyard new creates an integration that passes check and serves as soon
   });
   assert.match(served.version, /^[0-9a-f]{16}$/);
   assert.equal(served.manifest.visibility, 'private');
-  assert.deepEqual(served.blocks.map((b: any) => b.id), ['hello']);
+  assert.deepEqual(
+    served.blocks.map((b: any) => b.id),
+    ['hello'],
+  );
 
   const check = await runCli(['check', join(dir, 'my-integration')], { cwd });
   assert.equal(check.code, 0, check.stderr);
@@ -133,13 +145,21 @@ test("switchyard check: a 60-character property title passes with a warning at f
   await runCli(['new', 'long-title', '--dir', cwd], { cwd });
   const file = join(cwd, 'long-title', 'platform-manifest.yaml');
   const title = 'T'.repeat(60);
-  writeFileSync(file, `${readFileSync(file, 'utf8').replace(/\nconfigurations:[\s\S]*$/, '\n')}configurations:\n  account:\n    properties:\n      channel:\n        type: string\n        title: ${title}\n        description: Where to post\n`);
+  writeFileSync(
+    file,
+    `${readFileSync(file, 'utf8').replace(/\nconfigurations:[\s\S]*$/, '\n')}configurations:\n  account:\n    properties:\n      channel:\n        type: string\n        title: ${title}\n        description: Where to post\n`,
+  );
   const r = await runCli(['check', 'long-title'], { cwd });
   assert.equal(r.code, 0, r.stdout + r.stderr);
-  const line = readFileSync(file, 'utf8').split('\n').findIndex((l) => l.includes(title)) + 1;
+  const line =
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .findIndex((l) => l.includes(title)) + 1;
   assert.match(
     r.stdout + r.stderr,
-    new RegExp(`warning long-title/platform-manifest\\.yaml:${line}:16: configurations\\.account\\.properties\\.channel\\.title: is 60 characters; GitBook's manifest validator allows at most 50`),
+    new RegExp(
+      `warning long-title/platform-manifest\\.yaml:${line}:16: configurations\\.account\\.properties\\.channel\\.title: is 60 characters; GitBook's manifest validator allows at most 50`,
+    ),
   );
 });
 
@@ -147,14 +167,24 @@ test('switchyard check lists every error with file:line:col and exits 1; --json 
   const cwd = roomyCwd(t);
   await runCli(['new', 'broken', '--dir', cwd], { cwd });
   const dir = join(cwd, 'broken');
-  writeFileSync(join(dir, 'platform-manifest.yaml'), readFileSync(join(dir, 'platform-manifest.yaml'), 'utf8').replace('visibility: private', 'visibility: secret').replace('  - space:content:read', '  - site:script:inject'));
+  writeFileSync(
+    join(dir, 'platform-manifest.yaml'),
+    readFileSync(join(dir, 'platform-manifest.yaml'), 'utf8')
+      .replace('visibility: private', 'visibility: secret')
+      .replace('  - space:content:read', '  - site:script:inject'),
+  );
   const r = await runCli(['check', 'broken'], { cwd });
   assert.equal(r.code, 1);
   assert.match(r.stderr, /error broken\/platform-manifest\.yaml:\d+:\d+: visibility: the string "secret" is not allowed/);
   assert.match(r.stderr, /error broken\/platform-manifest\.yaml:\d+:\d+: scopes\[0\]: "site:script:inject" is an internal scope/);
   assert.match(r.stderr, /2 errors/);
 
-  writeFileSync(join(dir, 'platform-manifest.yaml'), readFileSync(join(dir, 'platform-manifest.yaml'), 'utf8').replace('visibility: secret', 'visibility: private').replace('  - site:script:inject', '  - space:content:read'));
+  writeFileSync(
+    join(dir, 'platform-manifest.yaml'),
+    readFileSync(join(dir, 'platform-manifest.yaml'), 'utf8')
+      .replace('visibility: secret', 'visibility: private')
+      .replace('  - site:script:inject', '  - space:content:read'),
+  );
   writeFileSync(join(dir, 'src/index.tsx'), "import x from 'left-pad';\nexport default x;\n");
   const j = await runCli(['check', dir, '--json'], { cwd });
   assert.equal(j.code, 1);
@@ -170,7 +200,10 @@ test('switchyard check lists every error with file:line:col and exits 1; --json 
   const noDefault = await runCli(['check', 'broken'], { cwd });
   assert.equal(noDefault.code, 1);
   assert.match(noDefault.stderr, /error broken\/src\/index\.tsx: the script failed to load in the sandbox: .*default export/);
-  writeFileSync(join(dir, 'src/index.tsx'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ components: [] });\n");
+  writeFileSync(
+    join(dir, 'src/index.tsx'),
+    "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ components: [] });\n",
+  );
   const noComponent = await runCli(['check', 'broken'], { cwd });
   assert.equal(noComponent.code, 1);
   assert.match(noComponent.stderr, /error broken\/platform-manifest\.yaml:\d+:\d+: block "hello" has no component: the script defines no components/);

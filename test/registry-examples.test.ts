@@ -20,7 +20,11 @@ const roomy = { cpu_time: 5_000, startup_time: 15_000, wall_time: 60_000 };
 test('hello-components: public endpoint (spec 4.2), the /channels option list and the counter block', async (t) => {
   const dir = tmpDir(t);
   cpSync(join(ROOT, 'integrations/hello-components'), join(dir, 'hello-components'), { recursive: true });
-  const s = await startTestServer(t, { integrations_dir: dir, sandbox: roomy }, { modules: [sandboxModule, registryModule, installationsModule, runtimeModule] });
+  const s = await startTestServer(
+    t,
+    { integrations_dir: dir, sandbox: roomy },
+    { modules: [sandboxModule, registryModule, installationsModule, runtimeModule] },
+  );
 
   const installed = await s.api('POST', '/api/v1/installations', { integration: 'hello-components', configuration: { greeting: 'Howdy' } });
   assert.equal(installed.status, 201, JSON.stringify(installed.body));
@@ -40,7 +44,10 @@ test('hello-components: public endpoint (spec 4.2), the /channels option list an
 
   const channels = await fetch(`${urls.publicEndpoint}/channels`);
   assert.equal(channels.status, 200);
-  assert.deepEqual(((await channels.json()) as Array<{ value: string }>).map((c) => c.value), ['general', 'releases', 'random']);
+  assert.deepEqual(
+    ((await channels.json()) as Array<{ value: string }>).map((c) => c.value),
+    ['general', 'releases', 'random'],
+  );
 
   const first = await s.api('POST', `/api/v1/installations/${id}/render`, { componentId: 'counter', props: { start: 2 } });
   assert.equal(first.status, 200, JSON.stringify(first.body));
@@ -57,9 +64,19 @@ test('hello-components: public endpoint (spec 4.2), the /channels option list an
     action: { action: 'increment' },
   });
   assert.deepEqual(pressed.body.state, { count: 3 });
-  const reset = await s.api('POST', `/api/v1/installations/${id}/render`, { componentId: 'counter', props: {}, state: { count: 3 }, action: { action: 'reset' } });
+  const reset = await s.api('POST', `/api/v1/installations/${id}/render`, {
+    componentId: 'counter',
+    props: {},
+    state: { count: 3 },
+    action: { action: 'reset' },
+  });
   assert.deepEqual(reset.body.state, { count: 0 });
-  const unknown = await s.api('POST', `/api/v1/installations/${id}/render`, { componentId: 'counter', props: {}, state: { count: 5 }, action: { action: 'nothing' } });
+  const unknown = await s.api('POST', `/api/v1/installations/${id}/render`, {
+    componentId: 'counter',
+    props: {},
+    state: { count: 5 },
+    action: { action: 'nothing' },
+  });
   assert.deepEqual(unknown.body.state, { count: 5 }, 'an empty object changes nothing');
 });
 
@@ -77,7 +94,11 @@ test('oauth-example: Connect runs the OAuth 2 flow against a real provider and /
     join(dir, 'oauth-example/.env'),
     `OAUTH_EXAMPLE_CLIENT_ID=example-client\nOAUTH_EXAMPLE_CLIENT_SECRET=example-secret\nOAUTH_EXAMPLE_PROVIDER_URL=${providerUrl}\n`,
   );
-  const s = await startTestServer(t, { integrations_dir: dir, sandbox: roomy }, { modules: [sandboxModule, registryModule, installationsModule, oauthModule, runtimeModule] });
+  const s = await startTestServer(
+    t,
+    { integrations_dir: dir, sandbox: roomy },
+    { modules: [sandboxModule, registryModule, installationsModule, oauthModule, runtimeModule] },
+  );
 
   const installed = await s.api('POST', '/api/v1/installations', { integration: 'oauth-example' });
   assert.equal(installed.status, 201, JSON.stringify(installed.body));

@@ -29,7 +29,8 @@ function write(dir: string, files: Record<string, string>): void {
 }
 
 const manifest = (name: string) => `name: ${name}\ntitle: ${name}\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n`;
-const script = (marker: string) => `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response(${JSON.stringify(marker)}) });\n`;
+const script = (marker: string) =>
+  `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response(${JSON.stringify(marker)}) });\n`;
 
 function integration(dir: string, folder: string, name = folder, marker = folder): void {
   write(dir, { [`${folder}/platform-manifest.yaml`]: manifest(name), [`${folder}/index.ts`]: script(marker) });

@@ -15,7 +15,10 @@ import { waitFor } from './helpers/index.ts';
  */
 export function gatedIntegration(dir: string, folder: string): { entered(): Promise<void>; release(): Promise<void> } {
   mkdirSync(join(dir, folder), { recursive: true });
-  writeFileSync(join(dir, folder, 'platform-manifest.yaml'), `name: ${folder}\ntitle: ${folder}\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n`);
+  writeFileSync(
+    join(dir, folder, 'platform-manifest.yaml'),
+    `name: ${folder}\ntitle: ${folder}\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n`,
+  );
   writeFileSync(
     join(dir, folder, 'index.ts'),
     `import { createIntegration } from '@switchyard/runtime';\nimport { marker } from './gate.ts';\nexport default createIntegration({ fetch: async () => new Response(marker) });\n`,

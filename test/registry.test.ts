@@ -9,7 +9,15 @@ import { cpSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, write
 import { join } from 'node:path';
 import { defaultConfig } from '../src/config/index.ts';
 import { memoryLogger } from '../src/log/index.ts';
-import { BUILTIN_DIR, BUILTIN_INTEGRATIONS, builtinManifest, bundleScript, createRegistry, type LoadedIntegration, type RegistryOptions } from '../src/registry/index.ts';
+import {
+  BUILTIN_DIR,
+  BUILTIN_INTEGRATIONS,
+  builtinManifest,
+  bundleScript,
+  createRegistry,
+  type LoadedIntegration,
+  type RegistryOptions,
+} from '../src/registry/index.ts';
 import { ROOT, tmpDir, waitFor } from './helpers/index.ts';
 
 const limits = defaultConfig().sandbox;
@@ -25,9 +33,10 @@ function manifest(name: string, extra = ''): string {
   return `name: ${name}\ntitle: ${name}\ndescription: test\norganization: o\nvisibility: private\nscopes: []\n${extra}`;
 }
 
-const script = (marker: string) => `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response(${JSON.stringify(marker)}) });\n`;
+const script = (marker: string) =>
+  `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response(${JSON.stringify(marker)}) });\n`;
 
-test('bundle: TypeScript, JSX, relative imports and the folder\'s own npm package into one ES module', async (t) => {
+test("bundle: TypeScript, JSX, relative imports and the folder's own npm package into one ES module", async (t) => {
   const dir = tmpDir(t);
   write(dir, {
     'src/index.tsx': [
@@ -57,7 +66,10 @@ test('bundle: TypeScript, JSX, relative imports and the folder\'s own npm packag
   const mod = await import(
     `data:text/javascript,${encodeURIComponent(
       code
-        .replace(/import \{([^}]*)\} from "@switchyard\/runtime\/jsx-runtime";/, 'const {$1} = { jsx: (type, props) => ({ type, ...props }), jsxs: (type, props) => ({ type, ...props }) };')
+        .replace(
+          /import \{([^}]*)\} from "@switchyard\/runtime\/jsx-runtime";/,
+          'const {$1} = { jsx: (type, props) => ({ type, ...props }), jsxs: (type, props) => ({ type, ...props }) };',
+        )
         .replace(/import \{([^}]*)\} from "@switchyard\/runtime";/, 'const {$1} = { createIntegration: (d) => d };'),
     )}`
   );
@@ -187,7 +199,7 @@ test('hot reload: a folder added while running is served; removed, it is gone', 
   assert.ok(r.get('c'));
 });
 
-test('hot reload: a change in a nested folder and in the folder\'s .env is seen', async (t) => {
+test("hot reload: a change in a nested folder and in the folder's .env is seen", async (t) => {
   const dir = tmpDir(t);
   write(dir, {
     'a/platform-manifest.yaml': manifest('a', 'script: src/index.ts\nsecrets:\n  KEY: ${{ env.A_KEY }}\n'),
@@ -270,7 +282,10 @@ test('reload() without watching re-reads every folder; close() stops following c
   write(dir, { 'b/platform-manifest.yaml': manifest('b') });
   rmSync(join(dir, 'a'), { recursive: true });
   await r.reload();
-  assert.deepEqual(r.list().map((s) => s.name), ['b']);
+  assert.deepEqual(
+    r.list().map((s) => s.name),
+    ['b'],
+  );
   await r.close();
 });
 
@@ -302,10 +317,14 @@ test('a symlinked folder is an integration too, relative imports included; a sym
   const outside = tmpDir(t);
   write(outside, { 'secret.ts': `export const marker = 'outside';\n` });
   symlinkSync(join(outside, 'secret.ts'), join(elsewhere, 'lib.ts.out'));
-  write(elsewhere, { 'index.ts': `import { createIntegration } from '@switchyard/runtime';\nimport { marker } from './lib.ts.out';\nexport default createIntegration({ fetch: async () => new Response(marker) });\n` });
+  write(elsewhere, {
+    'index.ts': `import { createIntegration } from '@switchyard/runtime';\nimport { marker } from './lib.ts.out';\nexport default createIntegration({ fetch: async () => new Response(marker) });\n`,
+  });
   await waitFor(() => r.state('linked')?.status === 'error');
   assert.match(JSON.stringify(r.state('linked')!.errors), /outside the integration folder/);
-  write(elsewhere, { 'index.ts': `import { createIntegration } from '@switchyard/runtime';\nimport { marker } from './lib.ts';\nexport default createIntegration({ fetch: async () => new Response(marker) });\n` });
+  write(elsewhere, {
+    'index.ts': `import { createIntegration } from '@switchyard/runtime';\nimport { marker } from './lib.ts';\nexport default createIntegration({ fetch: async () => new Response(marker) });\n`,
+  });
   await waitFor(() => r.state('linked')?.status === 'loaded');
   writeFileSync(join(elsewhere, 'platform-manifest.yaml'), manifest('linked', 'summary: changed\n'));
   await waitFor(() => r.get('linked')?.manifest.summary === 'changed');
@@ -319,16 +338,26 @@ test('built-in webhook: served from no folder; a folder of that name overrides i
   assert.equal(builtin.builtin, true);
   assert.equal(builtin.dir, BUILTIN_DIR);
   assert.deepEqual(builtin.manifest.configurations?.account?.required, ['webhook_url', 'event_types'], 'the shipped manifest, embedded');
-  assert.deepEqual(r.list().map((s) => [s.name, s.status, s.dir]), [['webhook', 'loaded', BUILTIN_DIR]]);
+  assert.deepEqual(
+    r.list().map((s) => [s.name, s.status, s.dir]),
+    [['webhook', 'loaded', BUILTIN_DIR]],
+  );
   assert.equal(r.state('webhook')!.current, builtin);
-  assert.ok(log.lines.some((l) => l.msg === 'built-in integration serving' && l.integration === 'webhook' && l.serving === BUILTIN_DIR), 'the log says the built-in one serves');
+  assert.ok(
+    log.lines.some((l) => l.msg === 'built-in integration serving' && l.integration === 'webhook' && l.serving === BUILTIN_DIR),
+    'the log says the built-in one serves',
+  );
 
   // A folder named webhook overrides it.
   const own = readFileSync(join(ROOT, 'integrations/webhook/platform-manifest.yaml'), 'utf8').replace('title: Webhook', 'title: Our webhook');
   write(dir, { 'webhook/platform-manifest.yaml': own });
   await waitFor(() => r.get('webhook')!.manifest.title === 'Our webhook');
   assert.equal(r.get('webhook')!.builtin, undefined);
-  assert.deepEqual(r.list().map((s) => [s.name, s.dir]), [['webhook', join(dir, 'webhook')]], 'one entry: the folder');
+  assert.deepEqual(
+    r.list().map((s) => [s.name, s.dir]),
+    [['webhook', join(dir, 'webhook')]],
+    'one entry: the folder',
+  );
   assert.ok(log.lines.some((l) => l.msg === 'integration loaded' && l.integration === 'webhook' && l.overrides === 'the built-in webhook integration'));
 
   // Removed: the built-in serves again, and listeners hear of it.
@@ -353,7 +382,11 @@ test('built-in webhook at start: an overriding folder and a broken one are each 
   cpSync(join(ROOT, 'integrations/webhook'), join(good, 'webhook'), { recursive: true });
   const a = await registry(t, good, { builtins });
   assert.equal(a.r.get('webhook')!.dir, join(good, 'webhook'));
-  assert.ok(a.log.lines.some((l) => l.msg === 'integration folder overrides the built-in version' && l.integration === 'webhook' && String(l.serving).endsWith('webhook')));
+  assert.ok(
+    a.log.lines.some(
+      (l) => l.msg === 'integration folder overrides the built-in version' && l.integration === 'webhook' && String(l.serving).endsWith('webhook'),
+    ),
+  );
 
   const broken = tmpDir(t);
   write(broken, { 'webhook/platform-manifest.yaml': 'name: webhook\n' });

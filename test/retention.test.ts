@@ -41,7 +41,10 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   };
   assert.deepEqual([before.delivered, before.cancelled], [5, 1]);
   // The delivery holding the newest attempt is kept, so attempt ids (the tail's cursor) are never reused.
-  const newest = (await sql.get<{ id: string; status: string }>(s.services.store, 'SELECT d.id, d.status FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq ORDER BY a.id DESC LIMIT 1'))!;
+  const newest = (await sql.get<{ id: string; status: string }>(
+    s.services.store,
+    'SELECT d.id, d.status FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq ORDER BY a.id DESC LIMIT 1',
+  ))!;
   const keptForCursor = newest.status === 'delivered' || newest.status === 'cancelled' ? 1 : 0;
 
   const retention = capabilityOf(s.services, 'retention');
@@ -64,7 +67,11 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), 5);
   assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'held'"), 1, 'the held retry waits for its installation');
   assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status IN ('delivered', 'cancelled')"), keptForCursor);
-  assert.equal(await count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'), 0, 'attempts went with their deliveries');
+  assert.equal(
+    await count(s, 'SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_seq NOT IN (SELECT seq FROM webhook_deliveries)'),
+    0,
+    'attempts went with their deliveries',
+  );
   assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.status = 'failed'"), 5);
   assert.equal(await count(s, "SELECT COUNT(*) AS n FROM events WHERE type = 'site_view'"), 5, 'events of failed deliveries stay');
   assert.equal(await count(s, 'SELECT COUNT(*) AS n FROM events WHERE id = ?', held.eventId), 1);
@@ -82,7 +89,7 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   await sql.run(store, 'UPDATE webhook_deliveries SET lease_until = ? WHERE seq = ?', [Date.now() + 91 * DAY + 60_000, retried.seq]);
   const late = await retention.run({ now: Date.now() + 91 * DAY });
   assert.equal(late.failedDeliveries, 4 - failedKeptForCursor);
-  assert.equal(late.events, 4 - failedKeptForCursor, 'the failed deliveries\' events are orphans now');
+  assert.equal(late.events, 4 - failedKeptForCursor, "the failed deliveries' events are orphans now");
   assert.equal(await count(s, "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'failed'"), failedKeptForCursor + 1);
   assert.equal(await count(s, 'SELECT COUNT(*) AS n FROM webhook_deliveries WHERE seq = ?', retried.seq), 1, 'an attempt in flight is never purged under it');
   await sql.run(store, 'UPDATE webhook_deliveries SET lease_until = NULL WHERE seq = ?', [retried.seq]);
@@ -91,7 +98,7 @@ test('retention purges delivered and cancelled deliveries with their attempts, o
   // New attempts continue after the old ids.
   const next = await s.send('site_view');
   await s.settled(next.deliveries[0].id);
-  assert.ok(await count(s, 'SELECT MIN(id) AS n FROM webhook_attempts WHERE id > ?', before.maxAttempt) > before.maxAttempt);
+  assert.ok((await count(s, 'SELECT MIN(id) AS n FROM webhook_attempts WHERE id > ?', before.maxAttempt)) > before.maxAttempt);
   assert.equal((await s.api('GET', '/api/v1/retention')).body.lastRun.startedAt, late.startedAt);
 });
 
@@ -132,10 +139,16 @@ test('retention run|status from the CLI; a bad schedule stops the server with th
   const run = await s.cliJson<RetentionReport>(['retention', 'run']);
   assert.deepEqual([run.deliveries, run.events, run.invocations, run.interrupted], [0, 0, 0, false]);
   const people = await s.cli(['retention', 'run']);
-  assert.match(people.stdout, /^purged history older than \S+Z: 0 deliveries \(with their attempts\), 0 handler runs, 0 events, 0 invocation logs, and 0 failed deliveries and 0 failed handler runs that failed before \S+Z, in 6 batches, /);
+  assert.match(
+    people.stdout,
+    /^purged history older than \S+Z: 0 deliveries \(with their attempts\), 0 handler runs, 0 events, 0 invocation logs, and 0 failed deliveries and 0 failed handler runs that failed before \S+Z, in 6 batches, /,
+  );
   const status = await s.cli(['retention', 'status']);
   assert.equal(status.code, 0, status.stderr);
-  assert.match(status.stdout, /^schedule {3}17 3 \* \* \* \(next \S+T\d\d:17:00Z\)\nkeep {7}30d \(failed deliveries 90d\), 500 rows per batch\nlast run {3}\S+Z: purged history/);
+  assert.match(
+    status.stdout,
+    /^schedule {3}17 3 \* \* \* \(next \S+T\d\d:17:00Z\)\nkeep {7}30d \(failed deliveries 90d\), 500 rows per batch\nlast run {3}\S+Z: purged history/,
+  );
 
   await assert.rejects(startTestServer(t, { retention: { schedule: '61 * * * *' } }), (e: Error & { code?: string; where?: string }) => {
     assert.equal(e.code, 'config_invalid');

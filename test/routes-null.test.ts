@@ -29,7 +29,12 @@ test('installing and configuring refuse null where a value of a type is wanted (
   const s = await inspectionServer(t);
   const id = await s.subscribe('http://127.0.0.1:9/hook');
   const cases: Array<[string, string, Record<string, unknown>, string]> = [
-    ['POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: 'http://127.0.0.1:9/hook' }, webhook_secret: null }, 'webhook_secret'],
+    [
+      'POST',
+      '/api/v1/installations',
+      { integration: 'webhook', configuration: { webhook_url: 'http://127.0.0.1:9/hook' }, webhook_secret: null },
+      'webhook_secret',
+    ],
     ['POST', '/api/v1/installations', { integration: 'webhook', configuration: null }, 'configuration'],
     ['PATCH', `/api/v1/installations/${id}`, { configuration: {}, externalIds: null }, 'externalIds'],
   ];

@@ -19,14 +19,18 @@ function bareApp(): H3 {
     silent: true,
     onError(error) {
       const cause = (error as HTTPError).cause ?? error;
-      if (cause instanceof SwitchyardError) return new Response(JSON.stringify(cause.toJSON()), { status: cause.status, headers: { 'content-type': 'application/json' } });
+      if (cause instanceof SwitchyardError)
+        return new Response(JSON.stringify(cause.toJSON()), { status: cause.status, headers: { 'content-type': 'application/json' } });
       return new Response(JSON.stringify({ error: { code: 'internal', message: String(cause) } }), { status: 500 });
     },
   });
 }
 
 const send = async (app: H3, method: string, path: string, body?: unknown) => {
-  const res = await app.request(path, { method, ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}) });
+  const res = await app.request(path, {
+    method,
+    ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
+  });
   return { status: res.status, body: (await res.json()) as any };
 };
 
@@ -41,7 +45,15 @@ function widgets(): { app: H3; seen: unknown[] } {
       summary: 'a test route',
       auth: 'token',
       query: object({ verbose: withDefault(flag('say more'), false), ...pageQuery, count: optional(number({ integer: true, min: 1 })) }),
-      body: { schema: requestBody({ name: string({ min: 1 }), size: withDefault(oneOf(['s', 'm', 'l']), 'm'), tags: optional(array(string())), nested: requestBody({ on: withDefault(boolean(), true) }) }), limit: 200 },
+      body: {
+        schema: requestBody({
+          name: string({ min: 1 }),
+          size: withDefault(oneOf(['s', 'm', 'l']), 'm'),
+          tags: optional(array(string())),
+          nested: requestBody({ on: withDefault(boolean(), true) }),
+        }),
+        limit: 200,
+      },
       response: object({ ok: boolean() }),
     },
     (input) => {
@@ -76,10 +88,13 @@ test('route(): a key or query parameter the route does not know is refused with 
   assert.match(body.body.error.hint, /did you mean "size"/);
   const query = await send(app, 'POST', '/widgets/w1?limt=5&count=1&count=2&count=3', { name: 'a' });
   assert.equal(query.status, 400);
-  assert.deepEqual(query.body.error.problems.map((p: any) => [p.where, p.message]), [
-    ['limt', 'is not a query parameter of this route'],
-    ['count', 'is given 3 times; give it once'],
-  ]);
+  assert.deepEqual(
+    query.body.error.problems.map((p: any) => [p.where, p.message]),
+    [
+      ['limt', 'is not a query parameter of this route'],
+      ['count', 'is given 3 times; give it once'],
+    ],
+  );
   assert.match(query.body.error.problems[0].hint, /did you mean "limit"/);
   assert.equal(seen.length, 0);
 });
@@ -90,20 +105,29 @@ test('route(): a bad body or query is a 400 naming every problem by its field pa
   assert.equal(body.status, 400);
   assert.equal(body.body.error.code, 'bad_request');
   assert.equal(body.body.error.where, 'name');
-  assert.deepEqual(body.body.error.problems.map((p: any) => p.where), ['name', 'size', 'tags[1]', 'nested.on']);
+  assert.deepEqual(
+    body.body.error.problems.map((p: any) => p.where),
+    ['name', 'size', 'tags[1]', 'nested.on'],
+  );
   assert.match(body.body.error.message, /^the request has 4 problems: name must not be empty; size: the string "xl" is not allowed/);
   const missing = await send(app, 'POST', '/widgets/w1', {});
   assert.equal(missing.body.error.where, 'name');
   assert.match(missing.body.error.message, /^"name" is required$/);
   const query = await send(app, 'POST', '/widgets/w1?limit=0&count=1.5', { name: 'a' });
   assert.equal(query.status, 400);
-  assert.deepEqual(query.body.error.problems.map((p: any) => p.where), ['limit', 'count']);
+  assert.deepEqual(
+    query.body.error.problems.map((p: any) => p.where),
+    ['limit', 'count'],
+  );
   assert.match(query.body.error.message, /limit must be a whole number from 1 to 500, got "0"/);
   assert.match(query.body.error.message, /count must be a whole number, got 1\.5/);
   // JSON's null is a value the sender gave: refused where the key takes none, never a default.
   const nulls = await send(app, 'POST', '/widgets/w1', { name: 'a', size: null, tags: null, nested: null });
   assert.equal(nulls.status, 400);
-  assert.deepEqual(nulls.body.error.problems.map((p: any) => p.where), ['size', 'tags', 'nested']);
+  assert.deepEqual(
+    nulls.body.error.problems.map((p: any) => p.where),
+    ['size', 'tags', 'nested'],
+  );
   assert.equal(seen.length, 0);
 });
 
@@ -112,11 +136,21 @@ test('route(): numbers past what both stores hold and times past what a date hol
   const seen: unknown[] = [];
   route(
     app,
-    { method: 'GET', path: '/things', summary: 'a test list', auth: 'token', query: object({ ...pageQuery, since: timeQuery('since'), count: optional(number({ integer: true })) }) },
+    {
+      method: 'GET',
+      path: '/things',
+      summary: 'a test list',
+      auth: 'token',
+      query: object({ ...pageQuery, since: timeQuery('since'), count: optional(number({ integer: true })) }),
+    },
     ({ query }) => (seen.push(query), { ok: true }),
   );
   for (const [query, where, message] of [
-    ['cursor=9223372036854775807', 'cursor', /cursor must be the nextCursor of a previous page \(a whole number up to 9007199254740991\), got "9223372036854775807"/],
+    [
+      'cursor=9223372036854775807',
+      'cursor',
+      /cursor must be the nextCursor of a previous page \(a whole number up to 9007199254740991\), got "9223372036854775807"/,
+    ],
     ['cursor=9007199254740992', 'cursor', /cursor must be/],
     ['cursor=1e3', 'cursor', /cursor must be/],
     ['limit=0x10', 'limit', /limit must be a whole number from 1 to 500, got "0x10"/],
@@ -141,8 +175,7 @@ test('route(): numbers past what both stores hold and times past what a date hol
 });
 
 test('route(): a body declared with a plain object (null taken as absent, as in YAML) is refused when the route is registered', () => {
-  const register = (schema: any) =>
-    route(bareApp(), { method: 'POST', path: '/x', summary: 'x', auth: 'token', body: { schema, limit: 100 } }, () => ({}));
+  const register = (schema: any) => route(bareApp(), { method: 'POST', path: '/x', summary: 'x', auth: 'token', body: { schema, limit: 100 } }, () => ({}));
   assert.throws(() => register(object({ a: optional(string()) })), /POST \/x body: a request body's objects must be declared with requestBody\(\)/);
   assert.throws(() => register(requestBody({ inner: optional(array(object({ a: string() }))) })), /POST \/x body\.inner/);
   register(requestBody({ inner: optional(array(requestBody({ a: string() }))) }));
@@ -202,7 +235,10 @@ test('the core API: a bad body or query on a declared route is a 400 with its fi
   assert.equal(install.status, 400);
   assert.equal(install.body.error.code, 'bad_request');
   assert.equal(install.body.error.where, 'integration');
-  assert.deepEqual(install.body.error.problems.map((p: any) => p.where), ['integration', 'target', 'externalIds[1]', 'webhook_secret']);
+  assert.deepEqual(
+    install.body.error.problems.map((p: any) => p.where),
+    ['integration', 'target', 'externalIds[1]', 'webhook_secret'],
+  );
 
   const page = await s.api('GET', '/api/v1/deliveries?limit=0');
   assert.equal(page.status, 400);
@@ -217,7 +253,10 @@ test('the core API: a bad body or query on a declared route is a 400 with its fi
   assert.equal(replay.body.error.where, 'failed');
   const configure = await s.api('PATCH', '/api/v1/installations/inst_nope', { externalIds: 'x' });
   assert.equal(configure.status, 400);
-  assert.deepEqual(configure.body.error.problems.map((p: any) => p.where), ['configuration', 'externalIds']);
+  assert.deepEqual(
+    configure.body.error.problems.map((p: any) => p.where),
+    ['configuration', 'externalIds'],
+  );
 
   // Defaults: `reveal` and `all` are false unless asked, `dryRun` is false.
   const webhookInstall = { integration: 'webhook', configuration: { webhook_url: 'http://127.0.0.1:9/hook', event_types: 'site_view' } };

@@ -20,13 +20,34 @@ function integrations(t: TestContext): string {
     mkdirSync(join(dir, name));
     writeFileSync(
       join(dir, name, 'platform-manifest.yaml'),
-      [`name: ${name}`, `title: ${name}`, 'description: A runtime endpoint test.', 'organization: switchyard-tests', 'visibility: private', ...manifest, 'script: ./index.ts', ''].join('\n'),
+      [
+        `name: ${name}`,
+        `title: ${name}`,
+        'description: A runtime endpoint test.',
+        'organization: switchyard-tests',
+        'visibility: private',
+        ...manifest,
+        'script: ./index.ts',
+        '',
+      ].join('\n'),
     );
     writeFileSync(join(dir, name, 'index.ts'), code);
   };
   write(
     'viewer',
-    ['scopes:', '  - openapi:read', 'secrets:', '  API_KEY: ${{ env.VIEWER_API_KEY }}', 'configurations:', '  account:', '    properties:', '      channel:', '        type: string', '        title: Channel', '        description: Where to post'],
+    [
+      'scopes:',
+      '  - openapi:read',
+      'secrets:',
+      '  API_KEY: ${{ env.VIEWER_API_KEY }}',
+      'configurations:',
+      '  account:',
+      '    properties:',
+      '      channel:',
+      '        type: string',
+      '        title: Channel',
+      '        description: Where to post',
+    ],
     `import { createIntegration } from '@switchyard/runtime';
 export default createIntegration({
   events: {
@@ -37,7 +58,11 @@ export default createIntegration({
 });
 `,
   );
-  write('peer', ['scopes: []'], `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('peer') });\n`);
+  write(
+    'peer',
+    ['scopes: []'],
+    `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('peer') });\n`,
+  );
   return dir;
 }
 
@@ -65,7 +90,10 @@ test('scopes: an event whose scope the manifest does not request is refused 403 
   const s = await server(t);
   const { installation, token } = await install(s, 'viewer', { channel: 'general' });
   const view = { type: 'space_view', eventId: 'evt_view_1', spaceId: 'space-1', installationId: installation.id };
-  for (const [who, bearer] of [['installation token', token], ['admin token', s.token]] as const) {
+  for (const [who, bearer] of [
+    ['installation token', token],
+    ['admin token', s.token],
+  ] as const) {
     const res = await post(s, 'viewer', view, { installation: { id: installation.id } }, bearer);
     const body = (await res.json()) as any;
     assert.equal(res.status, 403, `${who}: ${JSON.stringify(body)}`);
@@ -93,7 +121,13 @@ test('environment: what the platform owns is rebuilt from the store; forged conf
     apiEndpoint: 'https://evil.test/api',
     apiTokens: { installation: 'sy_inv_forged' },
     integration: { name: 'viewer', scopes: ['space:metadata:read'], urls: { publicEndpoint: 'https://evil.test/' } },
-    installation: { id: installation.id, status: 'active-forged', configuration: { evil: 1 }, urls: { publicEndpoint: 'https://evil.test/hook' }, target: 'space' },
+    installation: {
+      id: installation.id,
+      status: 'active-forged',
+      configuration: { evil: 1 },
+      urls: { publicEndpoint: 'https://evil.test/hook' },
+      target: 'space',
+    },
     spaceInstallation: { space: 'space-evil', configuration: { evil: 1 } },
     secrets: { API_KEY: 'forged' },
     signingSecrets: { integration: 'forged' },
@@ -101,7 +135,10 @@ test('environment: what the platform owns is rebuilt from the store; forged conf
     status: 'forged',
     note: 'a field of the caller',
   };
-  for (const [who, bearer] of [['admin token', s.token], ['installation token', token]] as const) {
+  for (const [who, bearer] of [
+    ['admin token', s.token],
+    ['installation token', token],
+  ] as const) {
     const res = await post(s, 'viewer', fetchEvent('https://x.test/env'), forged, bearer);
     assert.equal(res.status, 200, who);
     const env = (await res.json()) as any;
@@ -173,7 +210,18 @@ test('environment: every top-level key the platform builds, in either dialect an
   const seen = new Set<string>();
   for (const dialect of ['platform', 'gitbook'] as const)
     for (const target of [undefined, 'organization', 'space', 'site'] as const) {
-      const installation = target && { id: 'inst_1', integration: 'x', target, space: 'sp', site: 'si', status: 'active', configuration: {}, externalIds: [], createdAt: '', updatedAt: '' };
+      const installation = target && {
+        id: 'inst_1',
+        integration: 'x',
+        target,
+        space: 'sp',
+        site: 'si',
+        status: 'active',
+        configuration: {},
+        externalIds: [],
+        createdAt: '',
+        updatedAt: '',
+      };
       const env = buildEnvironment({
         publicUrl: 'http://127.0.0.1:1',
         integration: { name: 'x', dir: '.', manifest, dialect, secrets: {}, warnings: [], loadedAt: 0 } as never,
@@ -208,7 +256,11 @@ test('a paused installation runs no code at the runtime endpoint (503 paused), a
   };
 
   assert.equal((await s.api('POST', `/api/v1/installations/${installation.id}/pause`)).status, 200);
-  for (const [who, bearer] of [['installation token', token], ['admin token', s.token]] as const) await refused(bearer, 503, 'paused', who);
+  for (const [who, bearer] of [
+    ['installation token', token],
+    ['admin token', s.token],
+  ] as const)
+    await refused(bearer, 503, 'paused', who);
   // The installation token with no id in the envelope stands for its own installation: refused too.
   const own = await post(s, 'viewer', fetchEvent('https://x.test/env'), {}, token);
   assert.equal(own.status, 503, await own.text());

@@ -28,11 +28,66 @@ test('malformed envelopes get a clear 4xx with the JSON error shape and change n
     ['wrong content type', post('{"event":{}}', 'application/json'), 415, /multipart\/form-data/],
     ['missing event', post(multipart([['environment', '{}']]), mp), 400, /no "event" field/],
     ['missing environment', post(multipart([['event', '{"type":"x"}']]), mp), 400, /no "environment" field/],
-    ['event not JSON', post(multipart([['event', '{type:'], ['environment', '{}']]), mp), 400, /"event" field is not valid JSON/],
-    ['event not an object', post(multipart([['event', '[1]'], ['environment', '{}']]), mp), 400, /must be a JSON object/],
-    ['event without type', post(multipart([['event', '{}'], ['environment', '{}']]), mp), 400, /event\.type/],
-    ['fetch without request', post(multipart([['event', '{"type":"fetch"}'], ['environment', '{}']]), mp), 400, /event\.request/],
-    ['truncated multipart', post(multipart([['event', '{"type":"x"}'], ['environment', '{}']]).slice(0, 60), mp), 400, /cannot be read|no "event"/],
+    [
+      'event not JSON',
+      post(
+        multipart([
+          ['event', '{type:'],
+          ['environment', '{}'],
+        ]),
+        mp,
+      ),
+      400,
+      /"event" field is not valid JSON/,
+    ],
+    [
+      'event not an object',
+      post(
+        multipart([
+          ['event', '[1]'],
+          ['environment', '{}'],
+        ]),
+        mp,
+      ),
+      400,
+      /must be a JSON object/,
+    ],
+    [
+      'event without type',
+      post(
+        multipart([
+          ['event', '{}'],
+          ['environment', '{}'],
+        ]),
+        mp,
+      ),
+      400,
+      /event\.type/,
+    ],
+    [
+      'fetch without request',
+      post(
+        multipart([
+          ['event', '{"type":"fetch"}'],
+          ['environment', '{}'],
+        ]),
+        mp,
+      ),
+      400,
+      /event\.request/,
+    ],
+    [
+      'truncated multipart',
+      post(
+        multipart([
+          ['event', '{"type":"x"}'],
+          ['environment', '{}'],
+        ]).slice(0, 60),
+        mp,
+      ),
+      400,
+      /cannot be read|no "event"/,
+    ],
     ['oversize body', post('x'.repeat(s.config.sandbox.request_body + 70 * 1024), mp), 413, /larger than/],
   ];
   for (const [name, res, status, message] of cases) {
@@ -66,22 +121,45 @@ test('an envelope whose boundary is x and whose fields hold x, --x and a line --
   assert.notEqual(res.status, 400, text);
   assert.ok(res.headers.get('x-request-id'), 'the integration ran');
   const { decodeEnvelope } = await import('../src/runtime/envelope.ts');
-  const envelope = await decodeEnvelope(new Request('http://h/', { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=x' }, body }), 1 << 20);
+  const envelope = await decodeEnvelope(
+    new Request('http://h/', { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=x' }, body }),
+    1 << 20,
+  );
   assert.equal((envelope.event as { note?: string }).note, 'x xx --x -x-');
   assert.deepEqual(envelope.environment, { x: '--x' });
   assert.equal(new TextDecoder().decode(envelope.fetchBody), 'xx\r\n--xy\r\n--x-\r\nx');
   // The boundary must still close the body: cut before it, the envelope is refused as before.
-  const cut = await decodeEnvelope(new Request('http://h/', { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=x' }, body: body.slice(0, body.lastIndexOf('--x--')) }), 1 << 20).catch((e) => e);
+  const cut = await decodeEnvelope(
+    new Request('http://h/', {
+      method: 'POST',
+      headers: { 'content-type': 'multipart/form-data; boundary=x' },
+      body: body.slice(0, body.lastIndexOf('--x--')),
+    }),
+    1 << 20,
+  ).catch((e) => e);
   assert.match(cut.message, /ends before its closing boundary/);
 });
 
 test("integration code's request.formData() reads a body whose boundary is x the same way", async (t) => {
   const sb = testSandbox(t);
-  const s = fetchScript(`const form = await request.formData(); return Response.json([...form].map(([k, v]) => [k, typeof v === 'string' ? v : 'file ' + v.name]));`);
-  const body = multipart([['a', 'x'], ['b', '--x'], ['c', 'line\r\n--xy\r\nx']], 'x');
+  const s = fetchScript(
+    `const form = await request.formData(); return Response.json([...form].map(([k, v]) => [k, typeof v === 'string' ? v : 'file ' + v.name]));`,
+  );
+  const body = multipart(
+    [
+      ['a', 'x'],
+      ['b', '--x'],
+      ['c', 'line\r\n--xy\r\nx'],
+    ],
+    'x',
+  );
   const r = await call(sb, s, { method: 'POST', headers: [['content-type', 'multipart/form-data; boundary=x']], body });
   assert.equal(r.status, 200, r.text);
-  assert.deepEqual(r.json(), [['a', 'x'], ['b', '--x'], ['c', 'line\r\n--xy\r\nx']]);
+  assert.deepEqual(r.json(), [
+    ['a', 'x'],
+    ['b', '--x'],
+    ['c', 'line\r\n--xy\r\nx'],
+  ]);
 });
 
 /** A body's entries as Node's fetch (undici) reads them, `[name, value]` or `[name, 'file ' + file name]`; 'refused' when it throws. */
@@ -97,7 +175,10 @@ async function undiciEntries(body: string, contentType: string): Promise<unknown
 /** Our reading of the same body, in the same shape (the parser both the envelope and request.formData() use). */
 function ourEntries(body: string, boundary: string): unknown {
   try {
-    return parseMultipart(Buffer.from(body), boundary, (b) => new TextDecoder().decode(b)).map((p) => [p.name, p.filename === undefined ? Buffer.from(p.content).toString() : `file ${p.filename}`]);
+    return parseMultipart(Buffer.from(body), boundary, (b) => new TextDecoder().decode(b)).map((p) => [
+      p.name,
+      p.filename === undefined ? Buffer.from(p.content).toString() : `file ${p.filename}`,
+    ]);
   } catch {
     return 'refused';
   }
@@ -118,7 +199,7 @@ const TRICKY_PARTS: Array<[string, string]> = [
   // HTML's escapes in a quoted name (%22 is a quote), a backslash is itself.
   ['form-data; name="a%22b\\c"; filename="C:\\dir\\f%0A.txt"', 'x'],
   // filename* (RFC 5987) wins over filename, in either order.
-  ["form-data; name=f; filename*=UTF-8''%C3%A9t%C3%A9.txt; filename=\"plain.txt\"", 'y'],
+  ['form-data; name=f; filename*=UTF-8\'\'%C3%A9t%C3%A9.txt; filename="plain.txt"', 'y'],
   ['form-data; NAME=tok\tFILENAME=t.txt', 'z'],
 ];
 
@@ -145,7 +226,9 @@ test("Content-Disposition parameters are read as Node's fetch reads them, by the
 
   // Integration code's request.formData() reads the same entries.
   const sb = testSandbox(t);
-  const s = fetchScript(`const form = await request.formData(); return Response.json([...form].map(([k, v]) => [k, typeof v === 'string' ? v : 'file ' + v.name]));`);
+  const s = fetchScript(
+    `const form = await request.formData(); return Response.json([...form].map(([k, v]) => [k, typeof v === 'string' ? v : 'file ' + v.name]));`,
+  );
   const r = await call(sb, s, { method: 'POST', headers: [['content-type', contentType]], body });
   assert.equal(r.status, 200, r.text);
   assert.deepEqual(r.json(), expected);
@@ -166,19 +249,41 @@ test("request.formData() reads back what integration code's FormData writes, and
   const r = await call(sb, s);
   assert.equal(r.status, 200, r.text);
   const { contentType, body, back } = r.json();
-  const written = names.flatMap((n) => [[n, `v:${n}`], ['file', `file ${n}`]]);
-  assert.deepEqual(back, written.map(([k, v]) => [k.replace('two\nlines', 'two\r\nlines'), v.replace('two\nlines', 'two\r\nlines')]));
+  const written = names.flatMap((n) => [
+    [n, `v:${n}`],
+    ['file', `file ${n}`],
+  ]);
+  assert.deepEqual(
+    back,
+    written.map(([k, v]) => [k.replace('two\nlines', 'two\r\nlines'), v.replace('two\nlines', 'two\r\nlines')]),
+  );
   assert.deepEqual(await undiciEntries(body, contentType), back);
 });
 
 test("fuzz: every Content-Disposition Node's fetch reads is read the same, and what it refuses is refused", async () => {
-  const text = fc.array(fc.constantFrom('a', 'B', ' ', ';', '=', '\\', '%22', '%0A', '%0d', 'é', 'name=x', '(', '{', "'", '*', ',', '/'), { maxLength: 6 }).map((a) => a.join(''));
-  const value = fc.oneof(text.map((v) => `"${v}"`), text, fc.constant(''), fc.constantFrom("UTF-8''%C3%A9", "utf-8''a%20b", "iso-8859-1''x", "utf-8''%ZZ"));
+  const text = fc
+    .array(fc.constantFrom('a', 'B', ' ', ';', '=', '\\', '%22', '%0A', '%0d', 'é', 'name=x', '(', '{', "'", '*', ',', '/'), { maxLength: 6 })
+    .map((a) => a.join(''));
+  const value = fc.oneof(
+    text.map((v) => `"${v}"`),
+    text,
+    fc.constant(''),
+    fc.constantFrom("UTF-8''%C3%A9", "utf-8''a%20b", "iso-8859-1''x", "utf-8''%ZZ"),
+  );
   const param = fc
-    .tuple(fc.constantFrom('; ', ';', ' ; ', '\t', ';;', '', ';  '), fc.constantFrom('name', 'filename', 'NAME', 'FileName', 'xname', 'foo', 'name*', 'filename*'), fc.constantFrom('=', '=', ' =', '= '), value)
+    .tuple(
+      fc.constantFrom('; ', ';', ' ; ', '\t', ';;', '', ';  '),
+      fc.constantFrom('name', 'filename', 'NAME', 'FileName', 'xname', 'foo', 'name*', 'filename*'),
+      fc.constantFrom('=', '=', ' =', '= '),
+      value,
+    )
     .map((p) => p.join(''));
   const disposition = fc
-    .tuple(fc.constantFrom('form-data', 'form-data', 'Form-Data', 'attachment', 'form-data '), fc.array(param, { maxLength: 4 }), fc.constantFrom('', ';', ' x'))
+    .tuple(
+      fc.constantFrom('form-data', 'form-data', 'Form-Data', 'attachment', 'form-data '),
+      fc.array(param, { maxLength: 4 }),
+      fc.constantFrom('', ';', ' x'),
+    )
     .map(([type, params, tail]) => type + params.join('') + tail);
   await fc.assert(
     fc.asyncProperty(disposition, async (d) => {
@@ -226,7 +331,13 @@ test('fuzz: random and mutated envelopes never produce a 5xx or a crash', async 
     }),
     fc.nat(valid.length).map((n) => valid.slice(0, n)),
     fc.record({ type: fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('fetch', 'ui_render', 'space_view')), x: fc.jsonValue() }).map((ev) =>
-      multipart([['event', JSON.stringify(ev)], ['environment', JSON.stringify({ installation: { id: 'inst_nope' } })]], boundary),
+      multipart(
+        [
+          ['event', JSON.stringify(ev)],
+          ['environment', JSON.stringify({ installation: { id: 'inst_nope' } })],
+        ],
+        boundary,
+      ),
     ),
   );
   await fc.assert(
@@ -259,7 +370,11 @@ test('__proto__, constructor and prototype in a configuration are refused like a
     const body = (await r.json()) as any;
     assert.equal(r.status, 400, `${key}: ${JSON.stringify(body)}`);
     assert.equal(body.error.code, 'validation_failed');
-    assert.deepEqual(body.error.problems.map((p: any) => p.where), [`configuration.${key}`], key);
+    assert.deepEqual(
+      body.error.problems.map((p: any) => p.where),
+      [`configuration.${key}`],
+      key,
+    );
     assert.match(body.error.problems[0].message, new RegExp(`"${key}" is not a property`));
   }
   const n = (await sql.get<{ n: number }>(s.services.store, 'SELECT count(*) AS n FROM installations'))!;
@@ -282,7 +397,10 @@ test('a deeply nested environment or event is a 400 naming the field, never a sa
     fetch(`${s.url}/v1/integrations/kitchen-sink`, {
       method: 'POST',
       headers: { authorization: `Bearer ${s.token}`, 'content-type': mp },
-      body: multipart([['event', event], ['environment', environment]]),
+      body: multipart([
+        ['event', event],
+        ['environment', environment],
+      ]),
     });
   const fetchEvent = JSON.stringify({ type: 'fetch', request: { method: 'GET', url: 'https://x.test/env', headers: [] } });
   for (const [field, res] of [

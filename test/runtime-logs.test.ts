@@ -120,7 +120,10 @@ test('an integration stores at most sandbox.log_bytes_per_minute of output', asy
   const s = await chatty(t, { log_bytes_per_minute: 10 * 1024 });
   const r = await record(s, await s.call('flood?n=30&size=1000'));
   assert.equal(r.logs.length, 11, 'ten lines of 1000 bytes fit in the minute, then the marker');
-  assert.match(r.logs.at(-1).message, /^log output dropped: 20 lines \/ 20000 bytes not stored \(this integration printed more than sandbox\.log_bytes_per_minute = 10 kB\)$/);
+  assert.match(
+    r.logs.at(-1).message,
+    /^log output dropped: 20 lines \/ 20000 bytes not stored \(this integration printed more than sandbox\.log_bytes_per_minute = 10 kB\)$/,
+  );
 });
 
 test('no output is stored while the disk has less than sandbox.log_disk_reserve free; the invocation still is', async (t) => {
@@ -160,10 +163,14 @@ test('a NUL (or a lone surrogate) in a printed line is stored as U+FFFD on eithe
   assert.deepEqual(
     r.logs.map((l: { message: string }) => l.message),
     ['before\uFFFDanswer', 'late\uFFFDone', 'late two \uFFFD', 'late three'],
-    'a lone surrogate, which PostgreSQL\'s json refuses as a NUL, too',
+    "a lone surrogate, which PostgreSQL's json refuses as a NUL, too",
   );
   const stored = JSON.parse(String(await sql.value(s.services.store, 'SELECT logs FROM invocations WHERE id = ?', [id]))) as Array<{ message: string }>;
-  assert.deepEqual(stored.map((l) => l.message), r.logs.map((l: { message: string }) => l.message), 'the record holds what the API shows');
+  assert.deepEqual(
+    stored.map((l) => l.message),
+    r.logs.map((l: { message: string }) => l.message),
+    'the record holds what the API shows',
+  );
   assert.ok(!s.logs.some((l) => /unsupported Unicode escape/.test(JSON.stringify(l))), 'no write failed');
 });
 
@@ -201,7 +208,7 @@ test('the log budget: refills over a minute, stops at the first dropped line, ch
   assert.equal(budget.admit('k', [line(1)]).dropped, undefined, 'the free space measured this second still holds');
   now += 1000;
   assert.equal(budget.admit('k', [line(1)]).dropped?.reason, 'disk');
-  assert.equal(statfs, 3, "at 0 s, 20 s and 21 s");
+  assert.equal(statfs, 3, 'at 0 s, 20 s and 21 s');
 });
 
 test('the redactor hides each known value and every token shape, and leaves short values alone', () => {

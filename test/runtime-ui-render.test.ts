@@ -45,7 +45,16 @@ function integrations(t: TestContext): string {
     mkdirSync(join(dir, name));
     writeFileSync(
       join(dir, name, file),
-      [`name: ${name}`, `title: ${name}`, 'description: ui_render handler test.', 'organization: switchyard-tests', 'visibility: private', 'scopes: []', 'script: ./index.ts', ''].join('\n'),
+      [
+        `name: ${name}`,
+        `title: ${name}`,
+        'description: ui_render handler test.',
+        'organization: switchyard-tests',
+        'visibility: private',
+        'scopes: []',
+        'script: ./index.ts',
+        '',
+      ].join('\n'),
     );
     writeFileSync(join(dir, name, 'index.ts'), CODE);
   }
@@ -166,7 +175,10 @@ test('the logs leave out renders and their ui_render handler runs with renders=f
 
   // The live feed takes the same filter: from the start, only the fetch.
   const ac = new AbortController();
-  const res = await fetch(`${s.url}/api/v1/logs/stream?after=0&installation=${id}&renders=false`, { headers: { authorization: `Bearer ${s.token}` }, signal: ac.signal });
+  const res = await fetch(`${s.url}/api/v1/logs/stream?after=0&installation=${id}&renders=false`, {
+    headers: { authorization: `Bearer ${s.token}` },
+    signal: ac.signal,
+  });
   assert.equal(res.status, 200);
   const reader = res.body!.getReader();
   let text = '';

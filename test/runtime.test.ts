@@ -35,7 +35,14 @@ test('runtime endpoint: a fetch event reaches the handler as a byte-exact Reques
   const res = await envelopeRequest(s, 'kitchen-sink', {
     event: {
       type: 'fetch',
-      request: { method: 'PUT', url: 'https://example.test/v1/integrations/kitchen-sink/installations/x/echo?q=1', headers: [['x-custom', 'A b'], ['content-type', 'application/octet-stream']] },
+      request: {
+        method: 'PUT',
+        url: 'https://example.test/v1/integrations/kitchen-sink/installations/x/echo?q=1',
+        headers: [
+          ['x-custom', 'A b'],
+          ['content-type', 'application/octet-stream'],
+        ],
+      },
     },
     environment: {},
     fetchBody: body,
@@ -177,7 +184,18 @@ test("spec 2.4: integration.urls.publicEndpoint is the installation's endpoint (
   // GitBook's dialect keeps GitBook's meaning, installation or not.
   const manifest = { name: 'x', title: 'X', description: 'd', organization: 'o', visibility: 'private', scopes: [] };
   for (const target of ['organization', 'space', 'site'] as const) {
-    const inst = { id: 'inst_1', integration: 'x', target, space: 'sp', site: 'si', status: 'active', configuration: {}, externalIds: [], createdAt: '', updatedAt: '' };
+    const inst = {
+      id: 'inst_1',
+      integration: 'x',
+      target,
+      space: 'sp',
+      site: 'si',
+      status: 'active',
+      configuration: {},
+      externalIds: [],
+      createdAt: '',
+      updatedAt: '',
+    };
     const of = (dialect: 'platform' | 'gitbook') =>
       buildEnvironment({
         publicUrl: 'http://127.0.0.1:1',
@@ -195,16 +213,26 @@ test('state machine: pending until required configuration is set; every edit val
   const created = await installSink(s, {});
   const id = created.installation.id;
   assert.equal(created.installation.status, 'pending');
-  const setupRuns = () => sql.all(s.services.store, "SELECT logs FROM invocations WHERE installation_id = ? AND event_type = 'installation_setup' ORDER BY created_at", [id]);
+  const setupRuns = () =>
+    sql.all(s.services.store, "SELECT logs FROM invocations WHERE installation_id = ? AND event_type = 'installation_setup' ORDER BY created_at", [id]);
   await waitFor(async () => (await setupRuns()).length === 1);
   assert.match((await setupRuns())[0]!.logs, /status=pending/);
 
   const bad = await s.api('PATCH', `/api/v1/installations/${id}`, { configuration: { threshold: 'high', mode: 'medium', chanel: 'x' } });
   assert.equal(bad.status, 400);
   const wheres = bad.body.error.problems.map((p: any) => p.where);
-  assert.ok(wheres.some((w: string) => w.includes('threshold')), JSON.stringify(bad.body));
-  assert.ok(wheres.some((w: string) => w.includes('mode')), JSON.stringify(bad.body));
-  assert.ok(wheres.some((w: string) => w.includes('chanel')), JSON.stringify(bad.body));
+  assert.ok(
+    wheres.some((w: string) => w.includes('threshold')),
+    JSON.stringify(bad.body),
+  );
+  assert.ok(
+    wheres.some((w: string) => w.includes('mode')),
+    JSON.stringify(bad.body),
+  );
+  assert.ok(
+    wheres.some((w: string) => w.includes('chanel')),
+    JSON.stringify(bad.body),
+  );
   const still = await s.api('GET', `/api/v1/installations/${id}`);
   assert.deepEqual(still.body.installation.configuration, { threshold: 3, mode: 'fast' }, 'nothing stored on failure (the defaults were stored at install)');
 
@@ -223,9 +251,9 @@ test('space installs emit space_installation_setup; site installs validate site 
   const space = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', space: 'space-1', configuration: { channel: 'c' } });
   assert.equal(space.status, 201);
   assert.equal(space.body.installation.target, 'space');
-  await waitFor(
-    () => sql.get<any>(s.services.store, "SELECT logs FROM invocations WHERE event_type = 'space_installation_setup'"),
-  ).then((row: any) => assert.match(row.logs, /space setup space-1/));
+  await waitFor(() => sql.get<any>(s.services.store, "SELECT logs FROM invocations WHERE event_type = 'space_installation_setup'")).then((row: any) =>
+    assert.match(row.logs, /space setup space-1/),
+  );
   const site = await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink', site: 'site-1', configuration: { tracking: 'yes' } });
   assert.equal(site.status, 400);
   assert.ok(site.body.error.problems.some((p: any) => p.where.includes('tracking')));
@@ -263,7 +291,18 @@ test("spec 2.4: a site installation carries the space it is in, and space_select
     buildEnvironment({
       publicUrl: 'http://127.0.0.1:1',
       integration: { name: 'x', dir: '.', manifest, dialect: 'gitbook', secrets: {}, warnings: [], loadedAt: 0 } as never,
-      installation: { id: 'inst_1', integration: 'x', target, site: 'si', space: 'sp', status: 'active', configuration: {}, externalIds: [], createdAt: '', updatedAt: '' } as never,
+      installation: {
+        id: 'inst_1',
+        integration: 'x',
+        target,
+        site: 'si',
+        space: 'sp',
+        status: 'active',
+        configuration: {},
+        externalIds: [],
+        createdAt: '',
+        updatedAt: '',
+      } as never,
       tokens: {},
     }) as any;
   assert.equal(gitbookEnv('organization').installation.space_selection, 'all');
@@ -293,9 +332,9 @@ test('tokens: stored hashed; an installation reads and configures itself, never 
   const s = await server(t);
   const a = await installSink(s);
   const b = await installSink(s);
-  const rows = (await sql.all(s.services.store, 'SELECT token_hash FROM installations'));
+  const rows = await sql.all(s.services.store, 'SELECT token_hash FROM installations');
   assert.ok(rows.every((r) => /^[0-9a-f]{64}$/.test(r.token_hash)));
-  const dump = JSON.stringify((await sql.all(s.services.store, 'SELECT * FROM installations')));
+  const dump = JSON.stringify(await sql.all(s.services.store, 'SELECT * FROM installations'));
   assert.ok(!dump.includes(a.token) && !dump.includes(b.token), 'no plaintext token in the database');
   assert.equal((await s.api('GET', `/api/v1/installations/${a.installation.id}`, undefined, a.token)).status, 200);
   const cross = await s.api('GET', `/api/v1/installations/${b.installation.id}`, undefined, a.token);
@@ -304,7 +343,10 @@ test('tokens: stored hashed; an installation reads and configures itself, never 
   assert.equal((await s.api('POST', '/api/v1/installations', { integration: 'kitchen-sink' }, a.token)).status, 403);
   assert.equal((await s.api('DELETE', `/api/v1/installations/${a.installation.id}`, undefined, a.token)).status, 403);
   const list = await s.api('GET', '/api/v1/installations', undefined, a.token);
-  assert.deepEqual(list.body.installations.map((i: any) => i.id), [a.installation.id]);
+  assert.deepEqual(
+    list.body.installations.map((i: any) => i.id),
+    [a.installation.id],
+  );
 });
 
 test('the in-sandbox API client updates its own configuration and cannot reach another installation', async (t) => {
@@ -331,7 +373,14 @@ test("an integration's answer goes out as it gave it: repeated headers kept, hop
     toResponse(
       {
         status: 201,
-        headers: [['set-cookie', 'a=1'], ['set-cookie', 'b=2'], ['connection', 'close'], ['transfer-encoding', 'chunked'], ['x-request-id', 'forged'], ['content-type', 'application/octet-stream']],
+        headers: [
+          ['set-cookie', 'a=1'],
+          ['set-cookie', 'b=2'],
+          ['connection', 'close'],
+          ['transfer-encoding', 'chunked'],
+          ['x-request-id', 'forged'],
+          ['content-type', 'application/octet-stream'],
+        ],
         body,
         logs: [],
         durationMs: 1,
@@ -386,7 +435,10 @@ test('a line printed after the answer (waitUntil) joins its invocation record', 
     assert.equal(await res.text(), 'answered');
     const id = res.headers.get('x-request-id')!;
     await waitFor(async () => (await invocations.get(id))?.logs.some((l) => l.message === 'printed after the answer') === true, 5_000);
-    assert.deepEqual((await invocations.get(id))!.logs.map((l) => l.message), ['printed before the answer', 'printed after the answer']);
+    assert.deepEqual(
+      (await invocations.get(id))!.logs.map((l) => l.message),
+      ['printed before the answer', 'printed after the answer'],
+    );
   }
 });
 
@@ -404,10 +456,13 @@ test('a late line that arrives before its invocation is recorded is kept for the
     envelope: { event: { type: 'fetch', request: { method: 'GET', url: `${installation.urls.publicEndpoint}/env`, headers: [] } }, environment: {} },
     requestId,
   });
-  assert.deepEqual((await invocations.get(requestId))!.logs.map((l) => l.message), ['came first']);
+  assert.deepEqual(
+    (await invocations.get(requestId))!.logs.map((l) => l.message),
+    ['came first'],
+  );
 });
 
-test("invocation records: while another connection holds the write lock, the group commit waits a turn (the loop not blocked); observers hear once it commits", async (t) => {
+test('invocation records: while another connection holds the write lock, the group commit waits a turn (the loop not blocked); observers hear once it commits', async (t) => {
   const { default: Database } = await import('better-sqlite3');
   const { createRuntime } = await import('../src/runtime/service.ts');
   const dir = tmpDir(t);

@@ -19,7 +19,12 @@ export default createIntegration({
 const envelope = { event: { type: 'fetch', request: { method: 'GET', url: 'https://x.test/', headers: [] } }, environment: {} };
 
 function sandbox() {
-  return createSandbox({ limits: { ...defaultConfig().sandbox, cpu_time: 1000, startup_time: 5000 }, allowPrivateNetworks: false, log: memoryLogger(), serverOrigin: 'http://127.0.0.1:1' });
+  return createSandbox({
+    limits: { ...defaultConfig().sandbox, cpu_time: 1000, startup_time: 5000 },
+    allowPrivateNetworks: false,
+    log: memoryLogger(),
+    serverOrigin: 'http://127.0.0.1:1',
+  });
 }
 
 test('closing the sandbox lets an invocation already running finish within the drain bound', async () => {

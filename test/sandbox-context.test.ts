@@ -56,7 +56,14 @@ test("context.environment is the invocation's own, whenever its code first reads
       call(sb, s, { url: 'https://integration.test/?replace', environment: env('inst_c') }),
     ]);
     assert.deepEqual(second.json(), { id: 'inst_b', same: true, marked: null, kept: 'inst_b', keys: 'api,environment,integration,log,waitUntil' });
-    assert.deepEqual(third.json(), { id: 'inst_c', same: true, marked: null, kept: 'inst_c', keys: 'api,environment,integration,log,waitUntil', replaced: 'replaced' });
+    assert.deepEqual(third.json(), {
+      id: 'inst_c',
+      same: true,
+      marked: null,
+      kept: 'inst_c',
+      keys: 'api,environment,integration,log,waitUntil',
+      replaced: 'replaced',
+    });
   }
 });
 
@@ -79,7 +86,7 @@ test("the state the guest's Request, Response, Headers and bodies keep is out of
   assert.deepEqual(r.json(), { keys: [0, 0, 0, 0], get: 'TypeError', url: 'TypeError', status: 'TypeError', body: 'frozen 1 payload' });
 });
 
-test('a context kept from an earlier invocation does not hand over that invocation\'s environment later: reading it says the invocation is over', async (t) => {
+test("a context kept from an earlier invocation does not hand over that invocation's environment later: reading it says the invocation is over", async (t) => {
   const sb = testSandbox(t, { inProcess: true });
   const s = fetchScript(`
     if (!globalThis.kept) { globalThis.kept = context; return new Response('kept'); }

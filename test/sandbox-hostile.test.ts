@@ -40,7 +40,9 @@ async function underAttack(t: TestContext, sb: TestSandbox, attack: () => Promis
   attacking = false;
   await loop;
   bystanders.push(await call(sb, bystander, { environment: bystanderEnv }));
-  t.diagnostic(`attack answered ${result.status} after ${Math.round(performance.now() - started)} ms (cpu ${result.cpuMs.toFixed(1)} ms); bystander answered ${bystanders.length} times meanwhile`);
+  t.diagnostic(
+    `attack answered ${result.status} after ${Math.round(performance.now() - started)} ms (cpu ${result.cpuMs.toFixed(1)} ms); bystander answered ${bystanders.length} times meanwhile`,
+  );
   for (const b of bystanders) {
     assert.equal(b.status, 200, `bystander: ${b.text}`);
     assert.deepEqual(b.json(), { hello: 'world', clean: true, secret: 'bystander-secret-token' });
@@ -52,7 +54,10 @@ function assertStoppedBy(r: InvocationResult, limit: string): void {
   assert.equal(r.status, 503, bodyText(r.body));
   assert.equal(r.error?.kind, 'limit');
   assert.equal(r.error?.limit, limit, r.error?.message);
-  assert.ok(r.logs.some((l) => l.level === 'error' && l.message.startsWith(`limit ${limit}: `) && l.message.includes(`sandbox.${limit}`)), JSON.stringify(r.logs));
+  assert.ok(
+    r.logs.some((l) => l.level === 'error' && l.message.startsWith(`limit ${limit}: `) && l.message.includes(`sandbox.${limit}`)),
+    JSON.stringify(r.logs),
+  );
 }
 
 describe('hostile integrations', () => {
@@ -105,7 +110,10 @@ describe('hostile integrations', () => {
         assert.equal(r.status, 200, `${text}: ${r.error?.kind}: ${r.error?.message}`);
         assert.equal(r.text, 'answered');
         assert.equal(r.error, undefined);
-        assert.ok(r.logs.some((l) => l.level === 'error' && l.message.startsWith(`Uncaught (in promise) Error: ${text}`)), JSON.stringify(r.logs));
+        assert.ok(
+          r.logs.some((l) => l.level === 'error' && l.message.startsWith(`Uncaught (in promise) Error: ${text}`)),
+          JSON.stringify(r.logs),
+        );
       }
     }
   });
@@ -237,14 +245,17 @@ describe('hostile integrations', () => {
     assert.equal(api.hits.length, 0);
   });
 
-  it("cannot reach or forge what the runtime hands the host (prototype setters on array indexes)", async (t) => {
+  it('cannot reach or forge what the runtime hands the host (prototype setters on array indexes)', async (t) => {
     const { attack } = await underAttack(t, sb, () => call(sb, fixture('outbox-injection.js')));
     // The setters never saw the outbox: nothing was forged, the script's own answer and line arrived
     // (a forged entry would end the invocation as malformed), and the worker lives (the bystander
     // answered throughout).
     assert.equal(attack.status, 200, `${attack.error?.kind}: ${attack.error?.message}`);
     assert.match(attack.text, /^caught \d+$/);
-    assert.ok(attack.logs.some((l) => l.message === 'a line for the outbox'), JSON.stringify(attack.logs));
+    assert.ok(
+      attack.logs.some((l) => l.message === 'a line for the outbox'),
+      JSON.stringify(attack.logs),
+    );
     const again = await call(sb, bystander, { environment: bystanderEnv });
     assert.equal(again.status, 200);
   });

@@ -13,7 +13,11 @@ const turn = () => new Promise((r) => setImmediate(r));
 describe('sandbox IPC', () => {
   it('writes what one turn queued in one batch, and a large batch early', async () => {
     const writes: number[][] = [];
-    const send = batcher<Msg>((b) => writes.push(b.map((m) => m.id)), () => assert.fail('no error expected'), (m) => m.size ?? 0);
+    const send = batcher<Msg>(
+      (b) => writes.push(b.map((m) => m.id)),
+      () => assert.fail('no error expected'),
+      (m) => m.size ?? 0,
+    );
     for (let id = 1; id <= 3; id++) send({ id });
     assert.deepEqual(writes, [], 'nothing leaves before the turn ends');
     await turn();

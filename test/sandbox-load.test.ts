@@ -122,17 +122,24 @@ describe('loading a script', () => {
 
 describe('a fault in the code, or a limit, by the isolate and the clock', () => {
   // The texts isolated-vm gives a memory limit and a time-out, thrown by the script itself.
-  const imitations = ['Isolate is disposed: memory limit timed out', 'Isolate was disposed during execution due to memory limit', 'Script execution timed out.'];
+  const imitations = [
+    'Isolate is disposed: memory limit timed out',
+    'Isolate was disposed during execution due to memory limit',
+    'Script execution timed out.',
+  ];
 
   it('a top level that throws the text of a limit is a fault in the code: its own message and stack, kept, not retried as a limit', async (t) => {
     const { loads } = seam();
     const sb = testSandbox(t, { inProcess: true });
     for (const [i, text] of imitations.entries()) {
       const name = `imitates-${i}`;
-      const s = script(`import { createIntegration } from '@switchyard/runtime';
+      const s = script(
+        `import { createIntegration } from '@switchyard/runtime';
 function topLevel() { throw new Error(${JSON.stringify(text)}); }
 topLevel();
-export default createIntegration({ fetch: async () => new Response('x') });`, name);
+export default createIntegration({ fetch: async () => new Response('x') });`,
+        name,
+      );
       for (let n = 0; n < 3; n++) {
         const r = await answered(call(sb, s), text);
         assert.equal(r.status, 500, `${text}: ${r.error?.kind}: ${r.error?.message}`);
@@ -203,7 +210,9 @@ describe('reading what a script exports (check)', () => {
 });
 
 describe('the pause between loads stopped by a limit', () => {
-  const breach = new LoadError('its load (compile and top-level code) did not finish within sandbox.startup_time = 1000 ms; the script was not loaded', { limit: 'startup_time' });
+  const breach = new LoadError('its load (compile and top-level code) did not finish within sandbox.startup_time = 1000 ms; the script was not loaded', {
+    limit: 'startup_time',
+  });
   function clocked() {
     let now = 5_000;
     return { backoff: new LoadBackoff(() => now), advance: (ms: number) => (now += ms) };

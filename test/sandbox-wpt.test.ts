@@ -54,7 +54,9 @@ function scriptFor(file: string): string {
 
 describe('Web Platform Tests subset inside the isolate', () => {
   it('passes the minimum share of each area', async (t) => {
-    const sb = testSandbox(t, { limits: { cpu_time: 30_000, wall_time: 60_000, memory_mb: 256, response_body: 16 * 1024 * 1024, script_size: 8 * 1024 * 1024 } });
+    const sb = testSandbox(t, {
+      limits: { cpu_time: 30_000, wall_time: 60_000, memory_mb: 256, response_body: 16 * 1024 * 1024, script_size: 8 * 1024 * 1024 },
+    });
     const totals = new Map<string, { pass: number; total: number; failures: string[] }>();
     for (const file of files(WPT).sort()) {
       const rel = relative(WPT, file);

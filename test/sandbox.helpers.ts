@@ -50,8 +50,11 @@ export function script(code: string, name = `it-${++version}`): GuestScript {
 
 /** A script whose default export is createIntegration({ fetch }) with this handler body. */
 export function fetchScript(body: string, name?: string): GuestScript {
-  return script(`import { createIntegration, ExposableError } from '@switchyard/runtime';
-export default createIntegration({ async fetch(request, context) { ${body} } });`, name);
+  return script(
+    `import { createIntegration, ExposableError } from '@switchyard/runtime';
+export default createIntegration({ async fetch(request, context) { ${body} } });`,
+    name,
+  );
 }
 
 export function fixture(file: string, name = file.replace(/\.js$/, '')): GuestScript {

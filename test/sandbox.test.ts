@@ -25,7 +25,11 @@ describe('dispatch', () => {
     const r = await call(sb, s, {
       method: 'POST',
       url: 'https://hooks.test/v1/x?q=%C3%A9t%C3%A9',
-      headers: [['Content-Type', 'application/octet-stream'], ['X-Extra', 'a'], ['x-extra', 'b']],
+      headers: [
+        ['Content-Type', 'application/octet-stream'],
+        ['X-Extra', 'a'],
+        ['x-extra', 'b'],
+      ],
       body,
     });
     assert.equal(r.status, 200, r.text);
@@ -87,7 +91,10 @@ describe('dispatch', () => {
       });
       export default createIntegration({ components: [counter] });`);
     const render = (extra: Record<string, unknown>) =>
-      invokeEnvelope(sb, s, { event: { type: 'ui_render', componentId: 'counter', props: { start: 4 }, context: { type: 'document' }, ...extra }, environment: {} });
+      invokeEnvelope(sb, s, {
+        event: { type: 'ui_render', componentId: 'counter', props: { start: 4 }, context: { type: 'document' }, ...extra },
+        environment: {},
+      });
 
     const first = await render({});
     assert.equal(first.status, 200, first.text);
@@ -124,7 +131,10 @@ describe('dispatch', () => {
     const setup = await invokeEnvelope(sb, s, { event: { type: 'installation_setup' }, environment: { installation: { id: 'inst_1' } } });
     assert.equal(setup.status, 200);
     assert.equal(setup.text, 'OK');
-    assert.deepEqual(setup.logs.map((l) => l.message), ['setup for inst_1']);
+    assert.deepEqual(
+      setup.logs.map((l) => l.message),
+      ['setup for inst_1'],
+    );
     const view = await invokeEnvelope(sb, s, { event: { type: 'space_view', spaceId: 'sp' }, environment: {} });
     assert.deepEqual(view.logs.map((l) => l.message).sort(), ['first sp', 'second sp']);
     const none = await invokeEnvelope(sb, s, { event: { type: 'space_content_updated' }, environment: {} });
@@ -154,7 +164,10 @@ describe('dispatch', () => {
       export default createIntegration({ events: { constructor: async () => console.log('own constructor handler') } });`);
     const ran = await invokeEnvelope(sb, own, { event: { type: 'constructor' }, environment: {} });
     assert.equal(ran.status, 200, ran.text);
-    assert.deepEqual(ran.logs.map((l) => l.message), ['own constructor handler']);
+    assert.deepEqual(
+      ran.logs.map((l) => l.message),
+      ['own constructor handler'],
+    );
   });
 
   it('the web globals look names up among their own keys: a DOMException or an Error named after an Object.prototype member', async (t) => {
@@ -199,7 +212,10 @@ describe('dispatch', () => {
       ],
     );
     const late = await waitForLate(sb, r.requestId);
-    assert.deepEqual(late.map((l) => [l.level, l.message]), [['info', 'after the response']]);
+    assert.deepEqual(
+      late.map((l) => [l.level, l.message]),
+      [['info', 'after the response']],
+    );
 
     const many = await call(sb, s, { url: 'https://x.test/?many' });
     assert.equal(many.logs.length, 6);
@@ -247,7 +263,10 @@ describe('loading and checking scripts', () => {
       [`import fs from 'node:fs';\nexport default {};`, /imports "node:fs"; only '@switchyard\/runtime'/],
       [`import { createIntegration } from '@switchyard/runtime';\ncreateIntegration({});`, /no default export/],
       [`throw new Error('missing API key at load');`, /threw while loading: .*missing API key at load/],
-      [`import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ events: { x: 'not a function' } });`, /events\.x must be a function/],
+      [
+        `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ events: { x: 'not a function' } });`,
+        /events\.x must be a function/,
+      ],
       [`// ${'x'.repeat(5000)}\nexport default {};`, /larger than sandbox\.script_size = 4 kB/],
     ];
     for (const [code, why] of cases) {
@@ -293,7 +312,10 @@ describe('loading and checking scripts', () => {
       const isolateId = crypto.randomUUID();
       export default createIntegration({ async fetch() { await new Promise((r) => setTimeout(r, 150)); return new Response(isolateId); } });`);
     const results = await Promise.all([1, 2, 3].map(() => call(sb, s)));
-    assert.deepEqual(results.map((r) => r.status), [200, 200, 200]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      [200, 200, 200],
+    );
     assert.equal(new Set(results.map((r) => r.text)).size, 3);
   });
 
@@ -308,7 +330,7 @@ describe('loading and checking scripts', () => {
     assert.deepEqual(new Set(results.map((r) => r.text)), new Set([first.text]));
   });
 
-  it('off the inline path, code an invocation leaves running after its answer stays its own: not in the next invocation\'s logs, requests or CPU time', async (t) => {
+  it("off the inline path, code an invocation leaves running after its answer stays its own: not in the next invocation's logs, requests or CPU time", async (t) => {
     const hits: string[] = [];
     const upstream = await localServer(t, (req, res) => {
       hits.push(req.url!);
@@ -339,11 +361,17 @@ describe('loading and checking scripts', () => {
       const [a, b] = await Promise.all([call(sb, s, { url: 'https://x.test/a' }), call(sb, s, { url: 'https://x.test/b' })]);
       assert.equal(a.text, 'A');
       assert.equal(b.text, 'B', b.error?.message);
-      assert.deepEqual(b.logs.map((l) => l.message), ['B']);
+      assert.deepEqual(
+        b.logs.map((l) => l.message),
+        ['B'],
+      );
     }
     await new Promise((r) => setTimeout(r, 100));
     assert.deepEqual(hits, [], 'no request made by code after its answer');
-    assert.deepEqual(sb.late.filter((l) => l.line.message.includes('A after')), []);
+    assert.deepEqual(
+      sb.late.filter((l) => l.line.message.includes('A after')),
+      [],
+    );
     // Left running past the CPU limit after its answer: the isolate is disposed, the record says so,
     // and the next invocation runs on a fresh one, charged nothing of it.
     const [a, b] = await Promise.all([call(sb, s, { url: 'https://x.test/a?spin' }), call(sb, s, { url: 'https://x.test/b' })]);
@@ -352,7 +380,10 @@ describe('loading and checking scripts', () => {
     assert.ok(b.cpuMs < 100, `B charged ${b.cpuMs} ms`);
     // The disposal is noticed by a timer 400 ms after A's answer; B can be answered before it lands.
     const late = await waitForLate(sb, a.requestId);
-    assert.deepEqual(late.map((l) => l.level), ['error']);
+    assert.deepEqual(
+      late.map((l) => l.level),
+      ['error'],
+    );
     assert.match(late[0].message, /still running 400 ms after its invocation ended.*disposed/);
   });
 
@@ -436,7 +467,13 @@ describe('outbound fetch', () => {
     const s = fetchScript(`
       const url = await request.text();
       try { return new Response(await (await fetch(url)).text()); } catch (e) { return new Response('refused: ' + e.message, { status: 502 }); }`);
-    for (const url of [`${upstream.url}/`, `http://localhost:${upstream.port}/`, 'http://169.254.169.254/latest/meta-data/', 'http://[::1]:1/', 'http://0x7f.1/']) {
+    for (const url of [
+      `${upstream.url}/`,
+      `http://localhost:${upstream.port}/`,
+      'http://169.254.169.254/latest/meta-data/',
+      'http://[::1]:1/',
+      'http://0x7f.1/',
+    ]) {
       const r = await call(strict, s, { method: 'POST', body: url });
       assert.equal(r.status, 502, url);
       assert.match(r.text, /refused/, url);
@@ -478,7 +515,11 @@ describe('context.api', () => {
   it('calls apiEndpoint with the installation token and refuses paths outside it', async (t) => {
     const api = await localServer(t, (req, res) => {
       res.writeHead(req.url!.includes('missing') ? 404 : 200, { 'content-type': 'application/json' });
-      res.end(req.url!.includes('missing') ? JSON.stringify({ error: { code: 'not_found', message: 'no such installation' } }) : JSON.stringify({ path: req.url, got: req.body.toString() || null }));
+      res.end(
+        req.url!.includes('missing')
+          ? JSON.stringify({ error: { code: 'not_found', message: 'no such installation' } })
+          : JSON.stringify({ path: req.url, got: req.body.toString() || null }),
+      );
     });
     const sb = testSandbox(t);
     const s = fetchScript(`
@@ -501,12 +542,15 @@ describe('context.api', () => {
       '../../secrets': 'context.api: "../../secrets" is outside ' + `${api.url}/api/v1`,
       'installations/missing': 'API GET installations/missing answered 404: not_found: no such installation',
     });
-    assert.deepEqual(api.hits.map((h) => [h.method, h.headers.authorization]), [
-      ['GET', 'Bearer sy_inv_abc'],
-      ['PATCH', 'Bearer sy_inv_abc'],
-      ['POST', 'Bearer sy_inv_abc'],
-      ['GET', 'Bearer sy_inv_abc'],
-    ]);
+    assert.deepEqual(
+      api.hits.map((h) => [h.method, h.headers.authorization]),
+      [
+        ['GET', 'Bearer sy_inv_abc'],
+        ['PATCH', 'Bearer sy_inv_abc'],
+        ['POST', 'Bearer sy_inv_abc'],
+        ['GET', 'Bearer sy_inv_abc'],
+      ],
+    );
   });
 });
 
@@ -583,7 +627,9 @@ describe('the worker process', () => {
     assert.equal((await call(sb, s)).text, 'alive');
     const hanging = call(sb, s, { url: 'https://x.test/hang' });
     await new Promise((r) => setTimeout(r, 200));
-    const pid = execFileSync('pgrep', ['-P', String(process.pid), '-f', 'sandbox-worker'], { encoding: 'utf8' }).trim().split('\n')[0];
+    const pid = execFileSync('pgrep', ['-P', String(process.pid), '-f', 'sandbox-worker'], { encoding: 'utf8' })
+      .trim()
+      .split('\n')[0];
     process.kill(Number(pid), 'SIGKILL');
     const crashed = await hanging;
     assert.equal(crashed.status, 503);

@@ -8,7 +8,11 @@ test('keys named like Object.prototype members are unknown keys to the schema, a
   for (const key of ['constructor', 'toString', '__proto__']) {
     const r = s.validate(configSchema, JSON.parse(`{"server":{"${key}":1}}`));
     assert.equal(r.ok, false, key);
-    if (!r.ok) assert.deepEqual(r.issues.map((i) => i.path.join('.')), [`server.${key}`]);
+    if (!r.ok)
+      assert.deepEqual(
+        r.issues.map((i) => i.path.join('.')),
+        [`server.${key}`],
+      );
   }
   const map = s.record(s.number());
   const r = s.validate(map, JSON.parse('{"__proto__":1,"a":2}'));

@@ -95,20 +95,32 @@ test('a malformed request pipelined after a valid one on a keep-alive connection
   const post = `POST /api/v1/events HTTP/1.1\r\nhost: x\r\n${auth}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(event)}\r\n\r\n${event}`;
   const cases: Array<[string, string, number, number]> = [
     ['an event, then garbage', `${post}GARBAGE\r\n\r\n`, 202, 400],
-    ['a GET, then a 20 kB request line', `GET /api/v1/events?limit=1 HTTP/1.1\r\nhost: x\r\n${auth}\r\n\r\nGET /healthz?${'a'.repeat(20_000)} HTTP/1.1\r\nhost: x\r\n\r\n`, 200, 431],
+    [
+      'a GET, then a 20 kB request line',
+      `GET /api/v1/events?limit=1 HTTP/1.1\r\nhost: x\r\n${auth}\r\n\r\nGET /healthz?${'a'.repeat(20_000)} HTTP/1.1\r\nhost: x\r\n\r\n`,
+      200,
+      431,
+    ],
   ];
   const firstAnswers = [];
   for (const [name, request, first, refusal] of cases) {
     const r = await rawExchange(server.url, request);
     assert.equal(r.error, undefined, name);
     const answers = responsesIn(r.text);
-    assert.deepEqual(answers.map((a) => a.status), [first, refusal], `${name}: ${r.text.slice(0, 300)}`);
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [first, refusal],
+      `${name}: ${r.text.slice(0, 300)}`,
+    );
     firstAnswers.push(JSON.parse(answers[0].body));
     assert.equal(JSON.parse(answers[1].body).error.code, refusal === 431 ? 'headers_too_large' : 'bad_request', name);
   }
   // The client was told of the one event stored.
   const stored = await server.api('GET', '/api/v1/events?limit=10');
-  assert.deepEqual(stored.body.events.map((e: { eventId: string }) => e.eventId), [firstAnswers[0].eventId]);
+  assert.deepEqual(
+    stored.body.events.map((e: { eventId: string }) => e.eventId),
+    [firstAnswers[0].eventId],
+  );
   assert.equal(firstAnswers[1].events.length, 1, 'the GET saw it');
 });
 
@@ -132,7 +144,10 @@ test('serve starts on the given config and stops cleanly on SIGTERM', async (t) 
   assert.ok(output().includes(`"admin_credential":"${join(dir, 'data', 'admin-token')}"`), output());
   // It is the first record, before the integrations' (an empty folder: the built-in webhook's).
   await waitFor(() => output().includes('"msg":"integrations loaded"'));
-  const records = output().split('\n').filter(Boolean).map((l) => JSON.parse(l).msg as string);
+  const records = output()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l).msg as string);
   assert.equal(records[0], 'switchyard serving', output());
   child.kill('SIGTERM');
   const code = await new Promise((r) => child.on('exit', r));
@@ -143,8 +158,14 @@ test('on a terminal the first line says where it serves, the console and where t
   const dir = tmpDir(t);
   for (const name of ['greeter', 'welcome']) {
     mkdirSync(join(dir, 'integrations', name), { recursive: true });
-    writeFileSync(join(dir, 'integrations', name, 'platform-manifest.yaml'), `name: ${name}\ntitle: T\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n`);
-    writeFileSync(join(dir, 'integrations', name, 'index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('hi') });\n");
+    writeFileSync(
+      join(dir, 'integrations', name, 'platform-manifest.yaml'),
+      `name: ${name}\ntitle: T\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n`,
+    );
+    writeFileSync(
+      join(dir, 'integrations', name, 'index.ts'),
+      "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('hi') });\n",
+    );
   }
   const config = join(dir, 'config.yaml');
   // The lines a terminal gets (format pretty), under the supervisor with its 2 serving processes.
@@ -156,7 +177,7 @@ test('on a terminal the first line says where it serves, the console and where t
     `^Switchyard serving (http://127\\.0\\.0\\.1:\\d+) \\(2 processes\\)\\. Console: http://localhost:\\d+/console/ \\(log in with the admin token in ${escape(join(dir, 'data', 'admin-token'))}\\)\\. Config: ${escape(config)}$`,
   ).exec(lines[0]);
   assert.ok(first, `the first line is the start line:\n${s.output()}`);
-  assert.equal(lines.filter((l) => /integration loaded/.test(l)).length, 2, 'the integrations\' lines follow it');
+  assert.equal(lines.filter((l) => /integration loaded/.test(l)).length, 2, "the integrations' lines follow it");
   assert.equal((await fetch(`${first[1]}/healthz`)).status, 200);
 
   // server.port 0: the CLI reads the URL the server recorded rather than looking at :0.
@@ -206,7 +227,10 @@ test('bad input ends serve with one clear message and exit code 2, never a stack
   const said = busy.stdout + busy.stderr;
   assert.doesNotMatch(said, /starting another/);
   const order = ['is already in use', 'the first serving process exited before it listened', 'no serving process could start'].map((m) => said.indexOf(m));
-  assert.ok(order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1])), said);
+  assert.ok(
+    order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1])),
+    said,
+  );
 });
 
 test('a second serve on the same data directory is refused', async (t) => {
@@ -222,8 +246,14 @@ test('while the integrations load: /healthz answers (ready false), /readyz 503, 
   const config = testConfig(t);
   const integrations = config.integrations_dir;
   mkdirSync(join(integrations, 'hello'), { recursive: true });
-  writeFileSync(join(integrations, 'hello/platform-manifest.yaml'), 'name: hello\ntitle: Hello\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n');
-  writeFileSync(join(integrations, 'hello/index.ts'), "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('hello') });\n");
+  writeFileSync(
+    join(integrations, 'hello/platform-manifest.yaml'),
+    'name: hello\ntitle: Hello\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n',
+  );
+  writeFileSync(
+    join(integrations, 'hello/index.ts'),
+    "import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('hello') });\n",
+  );
   // A first run makes the installation (it lives in the store across starts).
   const first = await startServer(config, { log: memoryLogger() });
   await capabilityOf(first.services, 'registry').whenReady();
@@ -251,7 +281,9 @@ test('while the integrations load: /healthz answers (ready false), /readyz 503, 
 
   const publicEndpoint = fetch(`${s.url}/v1/integrations/hello/installations/${installationId}`, { method: 'POST' });
   let installed = false;
-  const install = fetch(`${s.url}/api/v1/installations`, { method: 'POST', headers: auth, body: JSON.stringify({ integration: 'hello' }) }).then((r) => ((installed = true), r));
+  const install = fetch(`${s.url}/api/v1/installations`, { method: 'POST', headers: auth, body: JSON.stringify({ integration: 'hello' }) }).then(
+    (r) => ((installed = true), r),
+  );
   const event = await fetch(`${s.url}/api/v1/events`, { method: 'POST', headers: auth, body: JSON.stringify(samplePayload('space_content_updated')) });
   assert.equal(event.status, 202, 'events are taken while the integrations load');
   const list = await fetch(`${s.url}/api/v1/integrations`, { headers: auth });
@@ -275,8 +307,12 @@ test('serve restarts from the bundle cache when nothing changed, and serves a fi
   const dir = tmpDir(t);
   const integrations = join(dir, 'integrations');
   mkdirSync(join(integrations, 'greeter'), { recursive: true });
-  writeFileSync(join(integrations, 'greeter/platform-manifest.yaml'), 'name: greeter\ntitle: Greeter\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n');
-  const script = (word: string) => `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('${word}') });\n`;
+  writeFileSync(
+    join(integrations, 'greeter/platform-manifest.yaml'),
+    'name: greeter\ntitle: Greeter\ndescription: test\norganization: o\nvisibility: private\nscopes: []\nscript: index.ts\n',
+  );
+  const script = (word: string) =>
+    `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ fetch: async () => new Response('${word}') });\n`;
   writeFileSync(join(integrations, 'greeter/index.ts'), script('first'));
   const token = 'test-admin-token-restarts';
   writeFileSync(
@@ -288,7 +324,10 @@ test('serve restarts from the bundle cache when nothing changed, and serves a fi
   await new Promise((r) => setTimeout(r, 1_100));
 
   const start = async () => {
-    const s = await spawnCli(t, ['serve', '--config', join(dir, 'config.yaml')], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { cwd: dir, timeoutMs: 30_000 });
+    const s = await spawnCli(t, ['serve', '--config', join(dir, 'config.yaml')], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, {
+      cwd: dir,
+      timeoutMs: 30_000,
+    });
     const url = s.match[1];
     await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
     const stop = async () => {
@@ -328,7 +367,10 @@ test('serve on a full disk ends with one storage_full message and its hint, exit
   const existing = join(disk, 'existing');
   openStore(existing, { migrations: allMigrations() }).close();
   const dir = tmpDir(t);
-  for (const [name, dataDir] of [['no database', join(disk, 'none')], ['a database', existing]]) {
+  for (const [name, dataDir] of [
+    ['no database', join(disk, 'none')],
+    ['a database', existing],
+  ]) {
     const config = join(dir, `${name.replace(/ /g, '-')}.yaml`);
     writeFileSync(config, `server:\n  port: 0\ndata_dir: ${dataDir}\n`);
     // No byte free, then 8 kB: SQLite meets the full disk in other places (the lock, the -shm, a migration).
@@ -339,7 +381,11 @@ test('serve on a full disk ends with one storage_full message and its hint, exit
         const r = await runCli(['serve', '--config', config, '--processes', processes], { cwd: dir, timeoutMs: 20_000 });
         const what = `${name}, ${free} bytes free, --processes ${processes}: ${r.stderr}${r.stdout}`;
         assert.equal(r.code, 2, what);
-        assert.match(r.stderr, /^switchyard: the disk that holds \S+ is full \(\d+ kB free; [A-Z_]+\)\nhint: free space on that disk [^\n]*then try again\n$/, what);
+        assert.match(
+          r.stderr,
+          /^switchyard: the disk that holds \S+ is full \(\d+ kB free; [A-Z_]+\)\nhint: free space on that disk [^\n]*then try again\n$/,
+          what,
+        );
       }
     }
     rmSync(join(disk, 'filler'));

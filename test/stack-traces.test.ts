@@ -176,7 +176,9 @@ function frameAt(code: string, needle: string, name: string, version: string): s
 
 const dataMap = (map: object) => `data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
 
-test("a sourceMappingURL pointing outside the integration folder is not followed: no file there is read (a FIFO would hang the load, a token file would be quoted in the load error)", { timeout: 30_000 }, async (t) => {
+test('a sourceMappingURL pointing outside the integration folder is not followed: no file there is read (a FIFO would hang the load, a token file would be quoted in the load error)', {
+  timeout: 30_000,
+}, async (t) => {
   const root = tmpDir(t);
   const outside = join(root, 'outside');
   const dir = join(root, 'integration');
@@ -195,10 +197,16 @@ test("a sourceMappingURL pointing outside the integration folder is not followed
   // A compiled file with its map inside the folder (an npm package's usual shape) is still followed.
   writeFileSync(join(dir, 'src/d.js'), `export const d = () => 4;\n//# sourceMappingURL=d.js.map\n`);
   writeFileSync(join(dir, 'src/d.js.map'), JSON.stringify({ version: 3, sources: ['../lib/d.ts'], names: [], mappings: 'AAAA' }));
-  writeFileSync(join(dir, 'src/index.js'), `import { a } from './a.js';\nimport { b } from './b.js';\nimport { c } from './c.js';\nimport { d } from './d.js';\nimport { e } from './e.js';\nexport default { fetch: () => new Response(String(a() + b() + c() + d() + e())) };\n`);
+  writeFileSync(
+    join(dir, 'src/index.js'),
+    `import { a } from './a.js';\nimport { b } from './b.js';\nimport { c } from './c.js';\nimport { d } from './d.js';\nimport { e } from './e.js';\nexport default { fetch: () => new Response(String(a() + b() + c() + d() + e())) };\n`,
+  );
 
   const r = await bundleScript({ dir, entry: join(dir, 'src/index.js') });
-  assert.deepEqual(r.problems.filter((p) => p.severity === 'error'), []);
+  assert.deepEqual(
+    r.problems.filter((p) => p.severity === 'error'),
+    [],
+  );
   assert.doesNotMatch(JSON.stringify(r.problems), /sya_0123456789abcdef/, 'no file outside is quoted');
   const sources: string[] = JSON.parse(r.bundle!.sourceMap!).sources;
   assert.ok(sources.includes('lib/d.ts'), `a map inside the folder is followed: ${sources.join(', ')}`);
@@ -249,10 +257,15 @@ function hostileMapComments(root: string, name: string): { dir: string; secret: 
   return { dir, secret };
 }
 
-test('a sourceMappingURL esbuild reads past a line or paragraph separator, or a symlinked map, reads nothing outside the folder', { timeout: 60_000 }, async (t) => {
+test('a sourceMappingURL esbuild reads past a line or paragraph separator, or a symlinked map, reads nothing outside the folder', {
+  timeout: 60_000,
+}, async (t) => {
   const { dir, secret } = hostileMapComments(tmpDir(t), 'integration');
   const r = await inTime('bundling', bundleScript({ dir, entry: join(dir, 'src/index.js') }));
-  assert.deepEqual(r.problems.filter((p) => p.severity === 'error'), []);
+  assert.deepEqual(
+    r.problems.filter((p) => p.severity === 'error'),
+    [],
+  );
   assert.ok(!JSON.stringify(r).includes(secret.slice(4)), 'the token file is quoted nowhere');
   const sources: string[] = JSON.parse(r.bundle!.sourceMap!).sources;
   assert.ok(!sources.some((s) => s.includes('outside') || s.startsWith('..')), sources.join(', '));
@@ -278,12 +291,25 @@ test('a server whose integrations name a FIFO and the token file that way starts
 test("a map's sources naming host files, absolute or above the folder, or holding control characters, never rewrite a frame", async (t) => {
   const dir = tmpDir(t);
   mkdirSync(join(dir, 'src'));
-  const files = { 'up.js': '../../../../etc/passwd', 'abs.js': '/etc/shadow', 'url.js': 'file:///etc/hosts', 'esc.js': 'src/\u001b]0;owned\u0007x.ts', 'ok.js': '../lib/ok.ts' };
+  const files = {
+    'up.js': '../../../../etc/passwd',
+    'abs.js': '/etc/shadow',
+    'url.js': 'file:///etc/hosts',
+    'esc.js': 'src/\u001b]0;owned\u0007x.ts',
+    'ok.js': '../lib/ok.ts',
+  };
   for (const [file, source] of Object.entries(files))
-    writeFileSync(join(dir, 'src', file), `export function ${file.slice(0, -3)}() {\n  throw new Error('${file}');\n}\n//# sourceMappingURL=${dataMap({ version: 3, sources: [source], names: [], mappings: 'AAAA;AACA' })}\n`);
+    writeFileSync(
+      join(dir, 'src', file),
+      `export function ${file.slice(0, -3)}() {\n  throw new Error('${file}');\n}\n//# sourceMappingURL=${dataMap({ version: 3, sources: [source], names: [], mappings: 'AAAA;AACA' })}\n`,
+    );
   writeFileSync(
     join(dir, 'src/index.js'),
-    `${Object.keys(files).map((f) => `import { ${f.slice(0, -3)} } from './${f}';`).join('\n')}\nexport default { fetch: () => { ${Object.keys(files).map((f) => `${f.slice(0, -3)}();`).join(' ')} } };\n`,
+    `${Object.keys(files)
+      .map((f) => `import { ${f.slice(0, -3)} } from './${f}';`)
+      .join('\n')}\nexport default { fetch: () => { ${Object.keys(files)
+      .map((f) => `${f.slice(0, -3)}();`)
+      .join(' ')} } };\n`,
   );
   const r = await bundleScript({ dir, entry: join(dir, 'src/index.js') });
   const bundle = { name: 'maps', script: { name: 'maps', version: r.bundle!.version }, sourceMap: r.bundle!.sourceMap };
@@ -300,7 +326,10 @@ test('an oversized source map is not kept: the bundle loads, its frames stay as 
   mkdirSync(join(dir, 'src'));
   // Two thousand sources of a kilobyte each: a 2 MB map for a bundle of a few dozen bytes.
   const sources = Array.from({ length: 2000 }, (_, i) => `src/${String(i).padStart(4, '0')}-${'x'.repeat(1000)}.ts`);
-  writeFileSync(join(dir, 'src/index.js'), `export default { fetch: () => new Response('ok') };\n//# sourceMappingURL=${dataMap({ version: 3, sources, names: [], mappings: 'AAAA' })}\n`);
+  writeFileSync(
+    join(dir, 'src/index.js'),
+    `export default { fetch: () => new Response('ok') };\n//# sourceMappingURL=${dataMap({ version: 3, sources, names: [], mappings: 'AAAA' })}\n`,
+  );
   const r = await bundleScript({ dir, entry: join(dir, 'src/index.js') });
   assert.ok(r.bundle, JSON.stringify(r.problems));
   assert.ok(r.bundle.sourceMap === undefined, `no map kept (${r.bundle.sourceMap?.length} characters)`);
@@ -322,7 +351,10 @@ test('a map over 1 MB is not kept, however large the bundle: the error is answer
   const s = await startTestServer(t, { integrations_dir: dir });
   const loaded = capabilityOf(s.services, 'registry').get('big')!;
   assert.equal(loaded.sourceMap, undefined, `no map kept (${loaded.sourceMap?.length} characters)`);
-  assert.ok(loaded.warnings.some((w) => /source map is 1\.\d MB, over the 1\.0 MB/.test(w.message)), JSON.stringify(loaded.warnings));
+  assert.ok(
+    loaded.warnings.some((w) => /source map is 1\.\d MB, over the 1\.0 MB/.test(w.message)),
+    JSON.stringify(loaded.warnings),
+  );
   const inst = await s.api('POST', '/api/v1/installations', { integration: 'big' });
   const res = await fetch(`${s.url}/v1/integrations/big/installations/${inst.body.installation.id}/x`);
   assert.equal(res.status, 500);

@@ -86,7 +86,21 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
   for (const x of report.tables) assert.equal(x.mapped, 0, `${x.name}: nothing to map`);
   assert.deepEqual(
     report.tables.map((x) => x.name).sort(),
-    ['console_revocations', 'event_handler_runs', 'events', 'install_links', 'installations', 'invocations', 'oauth_refresh_claims', 'oauth_states', 'signing_keys', 'webhook_attempts', 'webhook_deliveries', 'webhook_endpoints', 'webhook_secrets'],
+    [
+      'console_revocations',
+      'event_handler_runs',
+      'events',
+      'install_links',
+      'installations',
+      'invocations',
+      'oauth_refresh_claims',
+      'oauth_states',
+      'signing_keys',
+      'webhook_attempts',
+      'webhook_deliveries',
+      'webhook_endpoints',
+      'webhook_secrets',
+    ],
     'every module table, none of the bookkeeping',
   );
   const names = report.tables.map((x) => x.name);
@@ -113,20 +127,28 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
   }
   // The same, spelt out for a retried delivery, the signing key's bytes and an installation's configuration.
   const retried = lite.prepare('SELECT * FROM webhook_deliveries WHERE attempts > 1 ORDER BY seq LIMIT 1').get() as Row;
-  assert.deepEqual((await target.get(statement('SELECT * FROM webhook_deliveries WHERE id = ?'), [retried.id])), retried);
+  assert.deepEqual(await target.get(statement('SELECT * FROM webhook_deliveries WHERE id = ?'), [retried.id]), retried);
   const attempts = lite.prepare('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY id').all(retried.seq) as Row[];
   assert.ok(attempts.length > 1);
-  assert.deepEqual((await target.all(statement('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY id'), [retried.seq])), attempts);
+  assert.deepEqual(await target.all(statement('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY id'), [retried.seq]), attempts);
   for (const key of lite.prepare('SELECT name, key FROM signing_keys').all() as Array<{ name: string; key: Buffer }>) {
     const got = (await target.value(statement('SELECT key FROM signing_keys WHERE name = ?'), [key.name])) as Buffer;
     assert.ok(Buffer.isBuffer(got) && got.equals(key.key), `signing key ${key.name}`);
   }
   const installation = (await target.value(statement('SELECT configuration FROM installations WHERE id = ?'), [hook.installationId])) as string;
-  assert.deepEqual(JSON.parse(installation), JSON.parse(lite.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(hook.installationId) as string));
+  assert.deepEqual(
+    JSON.parse(installation),
+    JSON.parse(lite.prepare('SELECT configuration FROM installations WHERE id = ?').pluck().get(hook.installationId) as string),
+  );
 
   // A server on the copy: the installations deliver, and every sequence continues past the copied rows.
   const max = async (table: string, column: string) => Number(await target.value(statement(`SELECT MAX(${column}) FROM ${table}`)));
-  const last = { events: await max('events', 'seq'), deliveries: await max('webhook_deliveries', 'seq'), attempts: await max('webhook_attempts', 'id'), invocations: await max('invocations', 'rowid') };
+  const last = {
+    events: await max('events', 'seq'),
+    deliveries: await max('webhook_deliveries', 'seq'),
+    attempts: await max('webhook_attempts', 'id'),
+    invocations: await max('invocations', 'rowid'),
+  };
   const p = await deliveryServer(t, { ...settings, store: url });
   const more = await p.send(samplePayload('site_view'));
   assert.equal(more.status, 202, JSON.stringify(more.body));
@@ -134,8 +156,8 @@ test('store copy: every table and row of a SQLite data directory into PostgreSQL
   const delivered = await p.settled(more.body.deliveries[0].id);
   assert.equal(delivered.status, 'delivered');
   assert.equal((await fetch(hello.body.installation.urls.publicEndpoint.replace(s.url, p.url), { method: 'POST', body: 'after' })).status, 200);
-  assert.ok(Number((await target.value(statement('SELECT seq FROM events WHERE id = ?'), [more.body.eventId]))) > last.events);
-  assert.ok(Number((await target.value(statement('SELECT seq FROM webhook_deliveries WHERE id = ?'), [delivered.id]))) > last.deliveries);
+  assert.ok(Number(await target.value(statement('SELECT seq FROM events WHERE id = ?'), [more.body.eventId])) > last.events);
+  assert.ok(Number(await target.value(statement('SELECT seq FROM webhook_deliveries WHERE id = ?'), [delivered.id])) > last.deliveries);
   assert.ok((await max('webhook_attempts', 'id')) > last.attempts);
   await waitFor(async () => (await max('invocations', 'rowid')) > last.invocations);
   await p.close();
@@ -170,8 +192,8 @@ test('store copy: a row PostgreSQL cannot hold stops the copy with the row named
   assert.match(failed.stderr, /nothing was copied/);
   const target = createPostgresDatabase({ url, name: 'atomic' });
   t.after(() => target.close());
-  assert.equal(Number((await target.value(statement('SELECT count(*) FROM events')))), 0, 'the transaction rolled back');
-  assert.equal(Number((await target.value(statement('SELECT count(*) FROM signing_keys')))), 0);
+  assert.equal(Number(await target.value(statement('SELECT count(*) FROM events'))), 0, 'the transaction rolled back');
+  assert.equal(Number(await target.value(statement('SELECT count(*) FROM signing_keys'))), 0);
 
   // Mended, the same database takes the copy: the failed one left nothing behind.
   const mend = new Database(join(dataDir, 'switchyard.db'));
@@ -184,7 +206,10 @@ test('store copy: a row PostgreSQL cannot hold stops the copy with the row named
   assert.match(ok.stdout, /^events: 2 text values held a NUL character, which PostgreSQL cannot store: copied with U\+FFFD in its place/m);
   assert.doesNotMatch(ok.stdout, /^(?!events)\w+: \d+ text values? held a NUL/m, 'only the table that had them');
   assert.match(ok.stdout, /stop the server before the copy you switch over with/);
-  assert.deepEqual((await target.get(statement("SELECT installation_id, payload FROM events WHERE id = 'evt_nul'"))), { installation_id: 'inst_\uFFFDx', payload: '{"a":"x\uFFFDy"}' });
+  assert.deepEqual(await target.get(statement("SELECT installation_id, payload FROM events WHERE id = 'evt_nul'")), {
+    installation_id: 'inst_\uFFFDx',
+    payload: '{"a":"x\uFFFDy"}',
+  });
   // The same count in --json, per table.
   const json = await runCli(['store', 'copy', '--to', emptyDatabase(pg, 'atomic_json'), '--config', cfg, '--json']);
   assert.equal(json.code, 0, json.stderr);

@@ -48,7 +48,6 @@ const all = statement<{ id: number; v: string }>('SELECT id, v FROM things ORDER
 const count = statement('SELECT COUNT(*) AS n FROM things');
 const byEngine = statement<{ engine: string }>({ sqlite: "SELECT 'sqlite' AS engine", postgres: "SELECT 'postgres' AS engine" });
 
-
 for (const implementation of IMPLEMENTATIONS) {
   const title = (name: string) => (implementation === 'pool' ? `[pool] ${name}` : name);
   test(title('statements: positional and named parameters, rows, the first column, changes and the row number'), async (t) => {
@@ -59,7 +58,10 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(b.changes, 1);
     // PostgreSQL gives it for the store's row-numbered tables only (postgres/dialect.ts), not this test's.
     if (!pg) assert.equal(b.lastId, Number(a!.rowId) + 1, 'the row number of the insert follows the first');
-    assert.deepEqual((await db.all(all)).map((r) => r.v), ['a', 'b']);
+    assert.deepEqual(
+      (await db.all(all)).map((r) => r.v),
+      ['a', 'b'],
+    );
     assert.equal(Number(await db.value(count)), 2);
     assert.equal(await db.value(statement('SELECT v FROM things WHERE v = ?'), ['none']), undefined);
     await assert.rejects(db.run(statement('INSERT INTO nothing VALUES (1)')), /nothing/, 'a failing statement rejects');
@@ -88,7 +90,10 @@ for (const implementation of IMPLEMENTATIONS) {
       /boom/,
     );
     assert.deepEqual(seen, ['rolled back']);
-    assert.deepEqual((await db.all(all)).map((r) => r.v), ['kept']);
+    assert.deepEqual(
+      (await db.all(all)).map((r) => r.v),
+      ['kept'],
+    );
   });
 
   test(title('a savepoint that throws undoes its own writes only; the outer transaction commits the rest'), async (t) => {
@@ -112,11 +117,16 @@ for (const implementation of IMPLEMENTATIONS) {
       assert.deepEqual(seen, ['inner rolled back'], 'a released savepoint hands its commit hooks to the transaction');
     });
     assert.deepEqual(seen, ['inner rolled back', 'second committed']);
-    assert.deepEqual((await db.all(all)).map((r) => r.v), ['outer', 'second']);
+    assert.deepEqual(
+      (await db.all(all)).map((r) => r.v),
+      ['outer', 'second'],
+    );
   });
 
   // The pool gives each transaction a connection of its own (test/postgres-pool.test.ts).
-  test(title('one transaction at a time: a statement or transaction from elsewhere waits until it ends'), { skip: pg ? "SQLite's one connection: on PostgreSQL transactions run side by side (postgres-pool.test.ts)" : false }, async (t) => {
+  test(title('one transaction at a time: a statement or transaction from elsewhere waits until it ends'), {
+    skip: pg ? "SQLite's one connection: on PostgreSQL transactions run side by side (postgres-pool.test.ts)" : false,
+  }, async (t) => {
     const { db } = await open(t, implementation);
     const order: string[] = [];
     let letGo!: () => void;
@@ -139,7 +149,10 @@ for (const implementation of IMPLEMENTATIONS) {
     await Promise.all([first, reader, second]);
     assert.deepEqual(order.slice(0, 2), ['first wrote', 'first ends']);
     assert.ok(order.includes('read 1') || order.includes('read 2'));
-    assert.deepEqual((await db.all(all)).map((r) => r.v), ['first', 'second']);
+    assert.deepEqual(
+      (await db.all(all)).map((r) => r.v),
+      ['first', 'second'],
+    );
   });
 
   test(title('the database used inside its own transaction is a clear error, not a hang'), async (t) => {
@@ -184,7 +197,9 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(Number(await db.value(count)), 2);
   });
 
-  test(title('afterCommit(db, fn) from code called inside an asynchronous transaction joins it'), { skip: pg ? 'the synchronous hooks are SQLite\'s connection\'s' : false }, async (t) => {
+  test(title('afterCommit(db, fn) from code called inside an asynchronous transaction joins it'), {
+    skip: pg ? "the synchronous hooks are SQLite's connection's" : false,
+  }, async (t) => {
     const { db, store } = await open(t, implementation);
     const seen: string[] = [];
     await db.transaction(async (tx) => {
@@ -195,7 +210,9 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.deepEqual(seen, ['joined']);
   });
 
-  test(title("SQLite: another connection's write lock is waited for on timers, the event loop keeps turning, and transactionUnlessBusy answers busy at first"), { skip: pg ? 'SQLite only' : false }, async (t) => {
+  test(title(
+    "SQLite: another connection's write lock is waited for on timers, the event loop keeps turning, and transactionUnlessBusy answers busy at first",
+  ), { skip: pg ? 'SQLite only' : false }, async (t) => {
     const { dir, db } = await open(t, implementation);
     const other = new BetterSqlite(join(dir, DB_FILE));
     t.after(() => other.close());
@@ -216,7 +233,9 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(await db.transactionUnlessBusy(async () => 'ran'), 'ran');
   });
 
-  test(title("SQLite: a statement outside a transaction waits for another connection's write lock on timers, not in SQLite's sleeping busy handler"), { skip: pg ? 'SQLite only' : false }, async (t) => {
+  test(title("SQLite: a statement outside a transaction waits for another connection's write lock on timers, not in SQLite's sleeping busy handler"), {
+    skip: pg ? 'SQLite only' : false,
+  }, async (t) => {
     const { dir, db, store } = await open(t, implementation);
     const other = new BetterSqlite(join(dir, DB_FILE));
     t.after(() => other.close());

@@ -15,7 +15,6 @@ import { fillDisk, spawnCli, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, type DeliveryTestServer } from './webhooks-support.ts';
 import { openStore } from '../src/store/index.ts';
 
-
 /** A receiver that answers 500 to an event's first attempt and 200 after: retries are in flight during the fault. */
 async function flakyReceiver(t: TestContext) {
   const seen = new Map<string, number>();
@@ -56,9 +55,7 @@ async function recovers(s: DeliveryTestServer, receiver: Awaited<ReturnType<type
     throw new Error(`undelivered after recovery: ${acknowledged.filter((id) => !receiver.delivered.has(id)).join(', ')}`);
   });
   await waitFor(() => s.deliveries.inFlight() === 0, 5_000);
-  const notDelivered = s.services.store.sqlite!
-    .prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status != 'delivered'")
-    .get() as { n: number };
+  const notDelivered = s.services.store.sqlite!.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status != 'delivered'").get() as { n: number };
   assert.equal(notDelivered.n, 0, 'every stored delivery ends delivered');
   const metrics = await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${s.token}` } })).text();
   assert.match(metrics, /^switchyard_webhook_attempts_in_flight 0$/m, 'no slot leaked');
@@ -119,7 +116,9 @@ test('an immutable WAL file (chattr +i): 503 with a hint while it lasts, then th
   await recovers(s, receiver, acknowledged);
 });
 
-test('after a full disk under load (serve, 2 processes): the space freed goes to a checkpoint, not the WAL; events are taken again within seconds and stay so; the WAL stays bounded', { timeout: 120_000 }, async (t) => {
+test('after a full disk under load (serve, 2 processes): the space freed goes to a checkpoint, not the WAL; events are taken again within seconds and stay so; the WAL stays bounded', {
+  timeout: 120_000,
+}, async (t) => {
   const disk = tmpfs(t, 64);
   if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
   const dir = tmpDir(t);
@@ -128,17 +127,33 @@ test('after a full disk under load (serve, 2 processes): the space freed goes to
   const configFile = join(dir, 'config.yaml');
   writeFileSync(
     configFile,
-    ['server:', '  port: 0', '  processes: 2', `data_dir: ${JSON.stringify(data)}`, `admin_token: ${token}`, 'log:', '  format: json', 'webhooks:', '  allow_private_networks: true', '  per_endpoint_concurrency: 16'].join('\n'),
+    [
+      'server:',
+      '  port: 0',
+      '  processes: 2',
+      `data_dir: ${JSON.stringify(data)}`,
+      `admin_token: ${token}`,
+      'log:',
+      '  format: json',
+      'webhooks:',
+      '  allow_private_networks: true',
+      '  per_endpoint_concurrency: 16',
+    ].join('\n'),
   );
   const { match, output } = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 30_000 });
   const base = match[1];
   const call = (method: string, path: string, body?: unknown) =>
-    fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }).then(
-      async (r) => ({ status: r.status, body: (await r.json()) as any }),
-    );
+    fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
   const receiver = await scriptedReceiver(t, () => 200);
   await waitFor(async () => (await call('GET', '/readyz')).status === 200, 15_000);
-  const installed = await call('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: receiver.url, event_types: 'site_view' } });
+  const installed = await call('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: receiver.url, event_types: 'site_view' },
+  });
   assert.equal(installed.status, 201, JSON.stringify(installed.body));
 
   // Senders that never stop, as clients that send again after a refusal (a short pause).
@@ -173,7 +188,9 @@ test('after a full disk under load (serve, 2 processes): the space freed goes to
 
   const back = await waitFor(() => answers.find((a) => a.at > freedAt && a.status === 202), 15_000).catch(() => {
     const after = answers.filter((a) => a.at > freedAt);
-    throw new Error(`no event taken in 15 s after freeing ${freed} bytes (${after.length} refused: ${[...new Set(after.map((a) => `${a.status} ${a.code}`))].join(', ')}; WAL ${walSize()} bytes)`);
+    throw new Error(
+      `no event taken in 15 s after freeing ${freed} bytes (${after.length} refused: ${[...new Set(after.map((a) => `${a.status} ${a.code}`))].join(', ')}; WAL ${walSize()} bytes)`,
+    );
   });
   // It stays healthy under the same load: nothing refused from a second after the first event taken.
   let walMax = 0;
@@ -193,7 +210,9 @@ test('after a full disk under load (serve, 2 processes): the space freed goes to
   );
   assert.equal((await call('GET', '/healthz')).status, 200);
   // The supervisor's log says when the checkpoint failed and when it succeeded again (the last word).
-  const said = [...output().matchAll(/"msg":"(WAL checkpoint failed; trying again as soon as the disk has room|WAL checkpoint succeeded again)"/g)].map((m) => m[1]);
+  const said = [...output().matchAll(/"msg":"(WAL checkpoint failed; trying again as soon as the disk has room|WAL checkpoint succeeded again)"/g)].map(
+    (m) => m[1],
+  );
   assert.ok(said.length >= 2 && said[0].startsWith('WAL checkpoint failed') && said.at(-1) === 'WAL checkpoint succeeded again', said.join('\n'));
   t.diagnostic(`${freed} bytes freed; taken again ${back.at - freedAt} ms later; ${later.length} events after; WAL at most ${walMax} bytes`);
   // The WAL is bounded: a small part of the space that came back, not all of it.
@@ -203,7 +222,10 @@ test('after a full disk under load (serve, 2 processes): the space freed goes to
 test('a checkpoint that fails on a full disk does not stop the checkpointer: once the disk has room it empties the WAL, with no write to prompt it', async (t) => {
   const disk = tmpfs(t, 16);
   if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
-  const store = openStore(join(disk, 'data'), { lock: true, migrations: [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT)'] }] });
+  const store = openStore(join(disk, 'data'), {
+    lock: true,
+    migrations: [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT)'] }],
+  });
   t.after(() => store.close());
   // Little room: the rows fill it through the WAL, so the database file has none left to take them in.
   const filler = join(disk, 'filler');
@@ -211,7 +233,10 @@ test('a checkpoint that fails on a full disk does not stop the checkpointer: onc
   const insert = store.sqlite!.prepare('INSERT INTO things (v) VALUES (?)');
   let full: unknown;
   try {
-    for (;;) store.sqlite!.transaction(() => { for (let k = 0; k < 20; k++) insert.run('x'.repeat(800)); })();
+    for (;;)
+      store.sqlite!.transaction(() => {
+        for (let k = 0; k < 20; k++) insert.run('x'.repeat(800));
+      })();
   } catch (e) {
     full = e;
   }

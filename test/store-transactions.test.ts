@@ -121,15 +121,17 @@ test('a hook that throws is logged; the others run and the commit stands', (t) =
   const line = log.lines.find((l) => String(l.msg).includes('afterCommit hook failed'));
   assert.ok(line, 'the failure is logged');
 
-  assert.throws(() =>
-    s.sqlite!.transaction(() => {
-      onRollback(s.sqlite!, () => {
-        throw new Error('rollback hook bug');
-      });
-      onRollback(s.sqlite!, () => seen.push('rollback still runs'));
-      throw new Error('original');
-    })(),
-    /original/, 'the transaction\'s own error is what the caller sees',
+  assert.throws(
+    () =>
+      s.sqlite!.transaction(() => {
+        onRollback(s.sqlite!, () => {
+          throw new Error('rollback hook bug');
+        });
+        onRollback(s.sqlite!, () => seen.push('rollback still runs'));
+        throw new Error('original');
+      })(),
+    /original/,
+    "the transaction's own error is what the caller sees",
   );
   assert.deepEqual(seen, ['still runs', 'rollback still runs']);
 });

@@ -122,7 +122,8 @@ test('passwords with @ : / ? # % and spaces, written raw, half encoded and encod
       const read = readStoreUrl(url);
       assert.ok(read.ok);
       if (how === 'encoded') assert.equal(read.url.display, `postgres://127.0.0.1:${port}/switchyard`);
-      if (how === 'encoded' || how === 'raw') assert.equal(new URL(url).password === '' ? '' : decodeURIComponent(new URL(url).password), pw, `${how}: read whole`);
+      if (how === 'encoded' || how === 'raw')
+        assert.equal(new URL(url).password === '' ? '' : decodeURIComponent(new URL(url).password), pw, `${how}: read whole`);
     }
     // A clean spelling of any password is taken.
     assert.equal(load(spellings.encoded).refused, false, JSON.stringify(pw));
@@ -185,7 +186,7 @@ test('URLs the parsers read differently are refused; clean ones, IPv6 and the so
   assert.equal(displayStoreUrl('postgres://u:s3cr3t@pr0d/2026@h/db'), 'postgres://(unreadable URL)');
 });
 
-test('libpq\'s Unix-socket form reaches a real PostgreSQL on its socket (no TCP), shown without credentials', async (t) => {
+test("libpq's Unix-socket form reaches a real PostgreSQL on its socket (no TCP), shown without credentials", async (t) => {
   const pg = await postgresFor(t, { socket: true });
   if (!pg) return;
   const dir = pg.socketDir!;
@@ -199,7 +200,10 @@ test('libpq\'s Unix-socket form reaches a real PostgreSQL on its socket (no TCP)
       assert.equal(store.engine, 'postgres');
       assert.equal(store.file, `postgres:///postgres?host=${dir}&port=${pg.port}`);
       assert.doesNotMatch(store.file, /Zk9Wq2Lp|postgres:Zk/);
-      const conn = (await sql.get<{ local: boolean; client_port: number }>(store, 'SELECT client_addr IS NULL AS local, client_port FROM pg_stat_activity WHERE pid = pg_backend_pid()'))!;
+      const conn = (await sql.get<{ local: boolean; client_port: number }>(
+        store,
+        'SELECT client_addr IS NULL AS local, client_port FROM pg_stat_activity WHERE pid = pg_backend_pid()',
+      ))!;
       assert.equal(conn.local, true, 'the connection came over the socket');
       assert.equal(conn.client_port, -1, 'a Unix socket has no client port');
       assert.equal(await sql.value(store, 'SELECT count(*) FROM schema_migrations'), 6, 'migrated through it');

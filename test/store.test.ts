@@ -22,7 +22,7 @@ test('the store is a WAL SQLite file with foreign keys and a busy timeout', (t) 
   assert.ok(existsSync(join(dir, 'switchyard.db')));
 });
 
-test('the server\'s store checkpoints the WAL from a thread of its own; its connection\'s own checkpoint is a backstop; all is in the file after close', async (t) => {
+test("the server's store checkpoints the WAL from a thread of its own; its connection's own checkpoint is a backstop; all is in the file after close", async (t) => {
   const dir = tmpDir(t);
   const store = openStore(dir, { lock: true, migrations: [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT)'] }] });
   let closed = false;
@@ -31,7 +31,10 @@ test('the server\'s store checkpoints the WAL from a thread of its own; its conn
   assert.equal(store.sqlite!.pragma('wal_autocheckpoint', { simple: true }), BACKSTOP_PAGES);
   const insert = store.sqlite!.prepare('INSERT INTO things (v) VALUES (?)');
   // About 500 pages, well under the backstop: only the thread can have copied them.
-  for (let i = 0; i < 20; i++) store.sqlite!.transaction(() => { for (let k = 0; k < 100; k++) insert.run('x'.repeat(800)); })();
+  for (let i = 0; i < 20; i++)
+    store.sqlite!.transaction(() => {
+      for (let k = 0; k < 100; k++) insert.run('x'.repeat(800));
+    })();
   await waitFor(() => store.checkpointer!.checkpointed() > 0);
   store.close();
   closed = true;
@@ -98,8 +101,11 @@ test('a lock held by another process blocks until that process is killed with -9
   const dir = tmpDir(t);
   const lockModule = new URL('../src/store/lock.ts', import.meta.url).href;
   // The holder keeps its Lock referenced, as the server does: a collected one closes its connection and lets go.
-  const child = spawn(process.execPath, ['--input-type=module', '-e',
-    `import { acquireLock } from ${JSON.stringify(lockModule)}; globalThis.lock = acquireLock(${JSON.stringify(dir)}); console.log('held'); setInterval(() => {}, 1e6);`]);
+  const child = spawn(process.execPath, [
+    '--input-type=module',
+    '-e',
+    `import { acquireLock } from ${JSON.stringify(lockModule)}; globalThis.lock = acquireLock(${JSON.stringify(dir)}); console.log('held'); setInterval(() => {}, 1e6);`,
+  ]);
   t.after(() => child.kill('SIGKILL'));
   let out = '';
   child.stdout.on('data', (d) => (out += d));
@@ -134,7 +140,10 @@ test('an unwritable data directory is a clear error', { skip: process.getuid?.()
   const dir = tmpDir(t);
   chmodSync(dir, 0o500);
   t.after(() => chmodSync(dir, 0o700));
-  assert.throws(() => openStore(join(dir, 'sub')), (e: unknown) => e instanceof SwitchyardError && e.code === 'data_dir_unwritable');
+  assert.throws(
+    () => openStore(join(dir, 'sub')),
+    (e: unknown) => e instanceof SwitchyardError && e.code === 'data_dir_unwritable',
+  );
 });
 
 test('read-only mode never creates a database', (t) => {
@@ -143,7 +152,7 @@ test('read-only mode never creates a database', (t) => {
   assert.ok(!existsSync(join(dir, 'switchyard.db')));
 });
 
-test('a group commit does not sleep on another connection\'s write lock: LOCK_BUSY with nothing written, a short wait past spinMs, the usual wait past patienceMs', (t) => {
+test("a group commit does not sleep on another connection's write lock: LOCK_BUSY with nothing written, a short wait past spinMs, the usual wait past patienceMs", (t) => {
   const dir = tmpDir(t);
   const store = openStore(dir, { migrations: [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT)'] }] });
   t.after(() => store.close());
@@ -157,27 +166,49 @@ test('a group commit does not sleep on another connection\'s write lock: LOCK_BU
   const write = (v: string) => store.sqlite!.transaction(() => insert.run(v))();
 
   other.exec('BEGIN IMMEDIATE');
-  assert.equal(patience.run(() => write('a')), LOCK_BUSY);
+  assert.equal(
+    patience.run(() => write('a')),
+    LOCK_BUSY,
+  );
   assert.equal(count(), 0);
   assert.equal(store.sqlite!.pragma('busy_timeout', { simple: true }), 20, 'the usual wait is back for every other statement');
   now = 4;
-  assert.equal(patience.run(() => write('b')), LOCK_BUSY, 'still within spinMs');
+  assert.equal(
+    patience.run(() => write('b')),
+    LOCK_BUSY,
+    'still within spinMs',
+  );
   now = 6;
   // Refused for longer than spinMs: SQLite waits a few ms (one or two sleeps), then the batch is
   // given back again, with the event loop blocked that long at most.
   const t0 = performance.now();
-  assert.equal(patience.run(() => write('c')), LOCK_BUSY, 'past spinMs: a short wait, then given back');
+  assert.equal(
+    patience.run(() => write('c')),
+    LOCK_BUSY,
+    'past spinMs: a short wait, then given back',
+  );
   assert.ok(performance.now() - t0 < 15, `a short wait (${(performance.now() - t0).toFixed(1)} ms), not the connection's busy timeout`);
   now = 101;
   // Refused for longer than patienceMs: it waits for the lock (the connection's busy_timeout) and,
   // the lock still held, fails as any write would.
-  assert.throws(() => patience.run(() => write('c')), (e: { code?: string }) => isBusy(e));
+  assert.throws(
+    () => patience.run(() => write('c')),
+    (e: { code?: string }) => isBusy(e),
+  );
   other.exec('COMMIT');
-  assert.notEqual(patience.run(() => write('d')), LOCK_BUSY);
+  assert.notEqual(
+    patience.run(() => write('d')),
+    LOCK_BUSY,
+  );
   assert.equal(count(), 1);
   // Inside a caller's transaction there is no lock to wait for: it runs as a savepoint.
   other.exec('BEGIN IMMEDIATE');
   other.exec('ROLLBACK');
-  store.sqlite!.transaction(() => assert.notEqual(patience.run(() => insert.run('e')), LOCK_BUSY))();
+  store.sqlite!.transaction(() =>
+    assert.notEqual(
+      patience.run(() => insert.run('e')),
+      LOCK_BUSY,
+    ),
+  )();
   assert.equal(count(), 2);
 });

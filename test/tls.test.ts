@@ -43,12 +43,34 @@ function makePair(dir: string, name: string, opts: { cn?: string; expired?: bool
   if (opts.expired) {
     const ext = join(dir, `${name}.ext`);
     writeFileSync(ext, `${san}\n`);
-    execFileSync('openssl', ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-subj', subj, '-out', `${cert}.csr`], { stdio: 'pipe' });
+    execFileSync(
+      'openssl',
+      ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-subj', subj, '-out', `${cert}.csr`],
+      { stdio: 'pipe' },
+    );
     execFileSync('openssl', ['x509', '-req', '-in', `${cert}.csr`, '-signkey', key, '-days', '-1', '-extfile', ext, '-out', cert], { stdio: 'pipe' });
   } else {
     execFileSync(
       'openssl',
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', subj, '-addext', san],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '2',
+        '-subj',
+        subj,
+        '-addext',
+        san,
+      ],
       { stdio: 'pipe' },
     );
   }
@@ -65,7 +87,11 @@ interface Answer {
 }
 
 /** One HTTPS request on a connection of its own (a new handshake: the certificate served now). */
-function httpsRequest(url: string, ca: string | string[], opts: { method?: string; headers?: Record<string, string>; body?: string; servername?: string } = {}): Promise<Answer> {
+function httpsRequest(
+  url: string,
+  ca: string | string[],
+  opts: { method?: string; headers?: Record<string, string>; body?: string; servername?: string } = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = https.request(url, { ca, agent: false, method: opts.method ?? 'GET', headers: opts.headers, servername: opts.servername }, (res) => {
       const socket = res.socket as TLSSocket;
@@ -84,7 +110,11 @@ function httpsRequest(url: string, ca: string | string[], opts: { method?: strin
 }
 
 /** One request on an HTTP/2 session. */
-function h2Request(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body?: string): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string }> {
+function h2Request(
+  session: http2.ClientHttp2Session,
+  headers: http2.OutgoingHttpHeaders,
+  body?: string,
+): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const req = session.request(headers);
     let text = '';
@@ -109,7 +139,10 @@ function h2Connect(t: TestContext, origin: string, ca: string | string[], server
 
 function echoIntegration(root: string): void {
   mkdirSync(join(root, 'echo', 'src'), { recursive: true });
-  writeFileSync(join(root, 'echo', 'platform-manifest.yaml'), 'name: echo\ntitle: echo\ndescription: test\norganization: test\nvisibility: private\nscopes: []\nscript: src/index.ts\n');
+  writeFileSync(
+    join(root, 'echo', 'platform-manifest.yaml'),
+    'name: echo\ntitle: echo\ndescription: test\norganization: test\nvisibility: private\nscopes: []\nscript: src/index.ts\n',
+  );
   writeFileSync(
     join(root, 'echo', 'src/index.ts'),
     `import { createIntegration } from '@switchyard/runtime';
@@ -184,14 +217,23 @@ test('HTTP/2 where the client offers it (ALPN h2), on the same port: API, public
   const { installation } = JSON.parse(created.body);
   const echoed = await h2Request(session, { ':path': `/v1/integrations/echo/installations/${installation.id}/hi` });
   assert.equal(echoed.status, 200, echoed.body);
-  assert.deepEqual(JSON.parse(echoed.body), { host: `127.0.0.1:${port}`, url: `https://127.0.0.1:${port}/v1/integrations/echo/installations/${installation.id}/hi` });
+  assert.deepEqual(JSON.parse(echoed.body), {
+    host: `127.0.0.1:${port}`,
+    url: `https://127.0.0.1:${port}/v1/integrations/echo/installations/${installation.id}/hi`,
+  });
 
   // Over HTTP/1.1 a body refused unread ends its connection (Connection: close); over HTTP/2 the
   // header has no place: the stream ends, the session serves on.
   const big = JSON.stringify({ type: 'x', pad: 'x'.repeat(4000) });
   const tooLarge = await h2Request(
     session,
-    { ':path': '/api/v1/events', ':method': 'POST', authorization: `Bearer ${server.token}`, 'content-type': 'application/json', 'content-length': String(big.length) },
+    {
+      ':path': '/api/v1/events',
+      ':method': 'POST',
+      authorization: `Bearer ${server.token}`,
+      'content-type': 'application/json',
+      'content-length': String(big.length),
+    },
     big,
   );
   assert.equal(tooLarge.status, 413, tooLarge.body);
@@ -219,7 +261,10 @@ test('an answer with HTTP/1.1 connection headers is served over HTTP/2 without t
   const dir = tmpDir(t);
   const files = makePair(join(dir, 'tls'), 'server');
   const app = new H3();
-  app.get('/', () => new Response('hop', { headers: { connection: 'close', 'keep-alive': 'timeout=5', 'transfer-encoding': 'chunked', upgrade: 'h2c', 'x-kept': 'yes' } }));
+  app.get(
+    '/',
+    () => new Response('hop', { headers: { connection: 'close', 'keep-alive': 'timeout=5', 'transfer-encoding': 'chunked', upgrade: 'h2c', 'x-kept': 'yes' } }),
+  );
   const listener = createListener(toNodeHandler(app), readTlsPair(files).pair);
   await new Promise<void>((resolve) => listener.server.listen(0, '127.0.0.1', resolve));
   t.after(() => listener.close(Date.now()));
@@ -289,7 +334,11 @@ const serveTls = (t: TestContext, configFile: string) =>
   spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(https:\/\/[^"]+)"/, { timeoutMs: 30_000 });
 
 const servingPids = (supervisor: number) =>
-  execFileSync('pgrep', ['-P', String(supervisor), '-f', 'src/main.ts serve'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number);
+  execFileSync('pgrep', ['-P', String(supervisor), '-f', 'src/main.ts serve'], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map(Number);
 
 /** Replace a file the way a renewal does: write beside it, rename over it. */
 function replace(file: string, content: string): void {
@@ -385,10 +434,17 @@ test('a certificate renewed while requests flow: no request fails, every serving
   assert.deepEqual(flow.failures, [], 'no request failed across the swap');
   assert.ok(flow.seen.includes(first.fingerprint) && flow.seen.includes(second.fingerprint));
   assert.ok(flow.onSession > 0);
-  console.log(`  ${flow.seen.length} requests on new connections and ${flow.onSession} on an HTTP/2 session opened before, across the swap; ${flow.failures.length} failed`);
+  console.log(
+    `  ${flow.seen.length} requests on new connections and ${flow.onSession} on an HTTP/2 session opened before, across the swap; ${flow.failures.length} failed`,
+  );
   assert.match(s.output(), /"msg":"TLS certificate reloaded","cert":"[^"]*server\.crt","subject":"CN=second"/);
   assert.doesNotMatch(s.output(), /the changed TLS files are refused/, 'the moment between the two files is no error: they are read again before that is said');
-  for (const n of [0, 1]) assert.match(s.output(), new RegExp(`"msg":"TLS certificate served from now on","subject":"CN=second",[^\n]*"process":${n}`), `serving process ${n} serves it`);
+  for (const n of [0, 1])
+    assert.match(
+      s.output(),
+      new RegExp(`"msg":"TLS certificate served from now on","subject":"CN=second",[^\n]*"process":${n}`),
+      `serving process ${n} serves it`,
+    );
 
   // A serving process started after the swap (the other died) serves the new certificate too.
   const [victim] = servingPids(s.child.pid!);
@@ -472,9 +528,65 @@ test('the checks name what is wrong with a pair: an encrypted key, a truncated c
   assert.match(r.message, /cannot be read as an X\.509 certificate/);
 
   // A leaf a CA issued, then the CA: in that order it serves; the other way round it is named.
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'ca.key'), '-out', join(dir, 'ca.crt'), '-days', '2', '-subj', '/CN=test CA'], { stdio: 'pipe' });
-  execFileSync('openssl', ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'leaf.key'), '-subj', '/CN=localhost', '-out', join(dir, 'leaf.csr')], { stdio: 'pipe' });
-  execFileSync('openssl', ['x509', '-req', '-in', join(dir, 'leaf.csr'), '-CA', join(dir, 'ca.crt'), '-CAkey', join(dir, 'ca.key'), '-CAcreateserial', '-days', '1', '-out', join(dir, 'leaf.crt')], { stdio: 'pipe' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      join(dir, 'ca.key'),
+      '-out',
+      join(dir, 'ca.crt'),
+      '-days',
+      '2',
+      '-subj',
+      '/CN=test CA',
+    ],
+    { stdio: 'pipe' },
+  );
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-new',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      join(dir, 'leaf.key'),
+      '-subj',
+      '/CN=localhost',
+      '-out',
+      join(dir, 'leaf.csr'),
+    ],
+    { stdio: 'pipe' },
+  );
+  execFileSync(
+    'openssl',
+    [
+      'x509',
+      '-req',
+      '-in',
+      join(dir, 'leaf.csr'),
+      '-CA',
+      join(dir, 'ca.crt'),
+      '-CAkey',
+      join(dir, 'ca.key'),
+      '-CAcreateserial',
+      '-days',
+      '1',
+      '-out',
+      join(dir, 'leaf.crt'),
+    ],
+    { stdio: 'pipe' },
+  );
   const leaf = readFileSync(join(dir, 'leaf.crt'), 'utf8');
   const ca = readFileSync(join(dir, 'ca.crt'), 'utf8');
   writeFileSync(join(dir, 'fullchain.pem'), leaf + ca);

@@ -59,7 +59,7 @@ async function linkOf(s: TestServer, name: string, expires?: string): Promise<st
 
 const installations = (s: TestServer, name: string) => s.services.installations!.list({ integration: name });
 
-test('a private integration installs through a link for the server\'s own organization, and is refused (403 integration_private) for another', async (t) => {
+test("a private integration installs through a link for the server's own organization, and is refused (403 integration_private) for another", async (t) => {
   const s = await server(t);
   const ours = await s.api('POST', '/api/v1/installations', { integration: 'ours' }, await linkOf(s, 'ours'));
   assert.equal(ours.status, 201, JSON.stringify(ours.body));
@@ -81,7 +81,7 @@ test('a private integration installs through a link for the server\'s own organi
   assert.deepEqual(await installations(s, 'theirs'), [], 'nothing stored');
 });
 
-test('with no organization set, no private integration installs through a link; the rule reads the manifest\'s organization and the server\'s list', async (t) => {
+test("with no organization set, no private integration installs through a link; the rule reads the manifest's organization and the server's list", async (t) => {
   const s = await server(t, null);
   const r = await s.api('POST', '/api/v1/integrations/ours/links', {});
   assert.equal(r.status, 403);
@@ -93,12 +93,15 @@ test('with no organization set, no private integration installs through a link; 
   assert.equal(installRefusal('x', { organization: 'acme', visibility: 'secret' }, link, ['acme'])?.code, 'forbidden', 'an unknown visibility: the admin only');
 });
 
-test('an unlisted integration installs only with its own valid link: refused without one, with another\'s, expired, altered or revoked', async (t) => {
+test("an unlisted integration installs only with its own valid link: refused without one, with another's, expired, altered or revoked", async (t) => {
   const s = await server(t);
   const body = { integration: 'hidden', configuration: { step: 2 } };
 
   // Without a link: no token, or a token that installs nothing.
-  assert.equal((await fetch(`${s.url}/api/v1/installations`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })).status, 401);
+  assert.equal(
+    (await fetch(`${s.url}/api/v1/installations`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })).status,
+    401,
+  );
   const admin = await s.api('POST', '/api/v1/installations', { integration: 'ours' });
   const byInstallation = await s.api('POST', '/api/v1/installations', body, admin.body.token);
   assert.equal(byInstallation.status, 403);
@@ -115,7 +118,10 @@ test('an unlisted integration installs only with its own valid link: refused wit
   assert.equal(ok.status, 201, JSON.stringify(ok.body));
   assert.equal(ok.body.installation.configuration.step, 2);
   assert.equal((await s.api('GET', `/api/v1/installations/${ok.body.installation.id}`, undefined, ok.body.token)).status, 200);
-  assert.ok(s.logs.some((l) => l.msg === 'installed' && /^install link lnk_/.test(String(l.by))), 'the log names the link by its id');
+  assert.ok(
+    s.logs.some((l) => l.msg === 'installed' && /^install link lnk_/.test(String(l.by))),
+    'the log names the link by its id',
+  );
   assert.ok(!JSON.stringify(s.logs).includes(link), 'the link itself is never logged');
 
   // Expired: authentic, but past its expiry.
@@ -183,7 +189,10 @@ test('the catalogue lists the public integrations only, for any token, with thei
   for (const token of [s.token, inst.body.token]) {
     const r = await s.api('GET', '/api/v1/catalogue', undefined, token);
     assert.equal(r.status, 200);
-    assert.deepEqual(r.body.integrations.map((i: { name: string }) => i.name), ['shop', 'webhook']);
+    assert.deepEqual(
+      r.body.integrations.map((i: { name: string }) => i.name),
+      ['shop', 'webhook'],
+    );
   }
   const { body } = await s.api('GET', '/api/v1/catalogue');
   const [shop, webhook] = body.integrations;

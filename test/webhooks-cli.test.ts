@@ -66,7 +66,11 @@ test('receive --status / --fail-rate rehearse failures: the sender retries and a
   assert.match((await runCli(['receive', '--port', '0', '--secret', secret, '--fail-rate', '1.5'])).stderr, /--fail-rate must be a fraction from 0 to 1/);
 
   const s = await deliveryServer(t, { webhooks: { base_delay: 50, jitter: 0, max_retries: 3 } });
-  const { child, match, output } = await spawnCli(t, ['receive', '--port', '0', '--secret', secret, '--status', '503', '--fail-rate', '1'], /receiving on http:\/\/127\.0\.0\.1:(\d+)\/ .*answering 503 to 100 % of events/);
+  const { child, match, output } = await spawnCli(
+    t,
+    ['receive', '--port', '0', '--secret', secret, '--status', '503', '--fail-rate', '1'],
+    /receiving on http:\/\/127\.0\.0\.1:(\d+)\/ .*answering 503 to 100 % of events/,
+  );
   const sub = await s.api('POST', '/api/v1/installations', {
     integration: 'webhook',
     configuration: { webhook_url: `http://127.0.0.1:${match[1]}/`, event_types: 'site_view' },
@@ -76,8 +80,11 @@ test('receive --status / --fail-rate rehearse failures: the sender retries and a
   const sent = await s.send(samplePayload('site_view'));
   const d = await s.settled(sent.body.deliveries[0].id);
   assert.equal(d.status, 'failed');
-  assert.deepEqual(d.attempts.map((a) => a.status), [503, 503, 503, 503]);
-  assert.match(output(), new RegExp(`answered 503 site_view ${d.id} \\(rehearsed failure\\)`), 'the delivery\'s own eventId');
+  assert.deepEqual(
+    d.attempts.map((a) => a.status),
+    [503, 503, 503, 503],
+  );
+  assert.match(output(), new RegExp(`answered 503 site_view ${d.id} \\(rehearsed failure\\)`), "the delivery's own eventId");
   child.kill('SIGTERM');
 });
 

@@ -25,17 +25,29 @@ test('retry schedule on a real clock: 500,500,500,200 is delivered on the 4th at
   const [da, db] = await Promise.all([s.settled(idOf(a.installationId), 12_000), s.settled(idOf(b.installationId), 12_000)]);
 
   assert.equal(da.status, 'delivered');
-  assert.deepEqual(da.attempts.map((x) => x.status), [500, 500, 500, 200]);
+  assert.deepEqual(
+    da.attempts.map((x) => x.status),
+    [500, 500, 500, 200],
+  );
   assert.equal(db.status, 'failed');
-  assert.deepEqual(db.attempts.map((x) => x.status), [429, 429, 429, 429]);
+  assert.deepEqual(
+    db.attempts.map((x) => x.status),
+    [429, 429, 429, 429],
+  );
   assert.equal(db.attemptCount, 4);
   assert.equal(db.maxAttempts, 4);
   const slack = 150; // attempt round trip + timer latency on a shared machine
   for (const r of [flaky, limited]) {
     assert.equal(r.requests.length, 4, 'exactly 4 attempts');
     const gaps = r.requests.slice(1).map((q, i) => q.at - r.requests[i].at);
-    const bands = [[1000, 1100], [2000, 2200], [4000, 4400]];
-    gaps.forEach((g, i) => assert.ok(g >= bands[i][0] && g <= bands[i][1] + slack, `gap ${i + 1} was ${g.toFixed(1)} ms, expected ${bands[i][0]}-${bands[i][1]} ms`));
+    const bands = [
+      [1000, 1100],
+      [2000, 2200],
+      [4000, 4400],
+    ];
+    gaps.forEach((g, i) =>
+      assert.ok(g >= bands[i][0] && g <= bands[i][1] + slack, `gap ${i + 1} was ${g.toFixed(1)} ms, expected ${bands[i][0]}-${bands[i][1]} ms`),
+    );
   }
   // No fifth attempt is scheduled or made.
   assert.equal(db.nextAttemptAt, null);
@@ -109,11 +121,20 @@ test('refused, reset and timed-out connections are retried (and a reset endpoint
   const sent = await s.send(samplePayload('site_view'));
   const [refused, reset, timedOut]: DeliveryDetail[] = await Promise.all(sent.body.deliveries.map((d: any) => s.settled(d.id)));
   assert.equal(refused.status, 'failed');
-  assert.deepEqual(refused.attempts.map((a) => a.errorCode), ['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
+  assert.deepEqual(
+    refused.attempts.map((a) => a.errorCode),
+    ['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED'],
+  );
   assert.equal(reset.status, 'delivered');
-  assert.deepEqual(reset.attempts.map((a) => a.errorCode ?? a.status), ['ECONNRESET', 'ECONNRESET', 200]);
+  assert.deepEqual(
+    reset.attempts.map((a) => a.errorCode ?? a.status),
+    ['ECONNRESET', 'ECONNRESET', 200],
+  );
   assert.equal(timedOut.status, 'failed');
-  assert.deepEqual(timedOut.attempts.map((a) => a.errorCode), ['ETIMEDOUT', 'ETIMEDOUT', 'ETIMEDOUT', 'ETIMEDOUT']);
+  assert.deepEqual(
+    timedOut.attempts.map((a) => a.errorCode),
+    ['ETIMEDOUT', 'ETIMEDOUT', 'ETIMEDOUT', 'ETIMEDOUT'],
+  );
   assert.equal(hang.requests.length, 4);
 });
 
@@ -130,7 +151,10 @@ test('a redirect is not followed: one attempt, recorded as a failure, the target
   assert.equal(d.attempts.length, 1);
   assert.equal(d.attempts[0].status, 307);
   assert.match(d.attempts[0].error!, /redirects are not followed \(Location: \/elsewhere\)/);
-  assert.deepEqual(r.requests.map((q) => q.url), ['/hook']);
+  assert.deepEqual(
+    r.requests.map((q) => q.url),
+    ['/hook'],
+  );
 });
 
 test("a receiver's Location and Retry-After are quoted in the attempt's error cut to 200 characters", async (t) => {
@@ -177,7 +201,10 @@ test('by default a Retry-After changes nothing: the retries keep the spec schedu
   const sent = await s.send(samplePayload('site_view'));
   const d = await s.settled(sent.body.deliveries[0].id);
   assert.equal(d.status, 'delivered');
-  assert.deepEqual(d.attempts.map((a) => a.status), [429, 429, 429, 200]);
+  assert.deepEqual(
+    d.attempts.map((a) => a.status),
+    [429, 429, 429, 200],
+  );
   // Scheduled from each attempt's end (see the next test for why the few ms of slack).
   const waits = d.attempts.slice(0, 3).map((a) => Date.parse(a.nextAttemptAt!) - Date.parse(a.startedAt) - a.durationMs!);
   [50, 100, 200].forEach((want, i) => assert.ok(waits[i] >= want - 10 && waits[i] <= want + 10, `retry ${i + 1}: ${want} ms on the schedule, got ${waits[i]}`));
@@ -231,7 +258,10 @@ test('a slow endpoint cannot starve a healthy one (per-endpoint concurrency)', a
     await new Promise((r) => setTimeout(r, 10));
   }
   assert.equal(maxOpen, 2);
-  assert.equal((await s.deliveries.list({ installation: slowSub.installationId })).deliveries.every((d) => d.status === 'delivered'), true);
+  assert.equal(
+    (await s.deliveries.list({ installation: slowSub.installationId })).deliveries.every((d) => d.status === 'delivered'),
+    true,
+  );
 });
 
 test('secret rotation: the old secret keeps signing during the overlap, one v1 per live secret; secrets are hidden unless asked', async (t) => {
@@ -312,7 +342,13 @@ test('manual retry makes one attempt now; replay re-enqueues failed deliveries o
   for (const id of ids.slice(1)) {
     const d = await s.settled(id);
     assert.equal(d.status, 'delivered');
-    assert.deepEqual(d.attempts.map((a) => [a.status, a.outcome]), [[404, 'failed'], [200, 'success']]);
+    assert.deepEqual(
+      d.attempts.map((a) => [a.status, a.outcome]),
+      [
+        [404, 'failed'],
+        [200, 'success'],
+      ],
+    );
     assert.deepEqual([d.attemptCount, d.scheduledAttempts], [2, 1], 'the attempts before the replay still count; the schedule starts afresh');
   }
   const bad = await s.api('POST', '/api/v1/deliveries/replay', { since: '1h' });
@@ -343,7 +379,9 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   assert.equal(held.nextAttemptAt, null);
   // A delivery enqueued for it during the pause is held too: it does not start at commit.
   const store = s.services.store;
-  const [{ id: dc }] = await store.database.transaction((tx) => s.deliveries.enqueueEvent(tx, samplePayload('page_feedback') as { eventId: string; type: string }, [{ installationId: b.installationId, url: r.url }]));
+  const [{ id: dc }] = await store.database.transaction((tx) =>
+    s.deliveries.enqueueEvent(tx, samplePayload('page_feedback') as { eventId: string; type: string }, [{ installationId: b.installationId, url: r.url }]),
+  );
   s.deliveries.wake();
   await new Promise((res) => setTimeout(res, 200));
   assert.equal(r.requests.length, before, 'the new delivery is held as well');
@@ -372,7 +410,9 @@ test('a delivery enqueued right after a pause that rolled back is not held, and 
     /rolled back/,
   );
   // ... and a delivery enqueued at once asks the store (which has the last word), so it is not held ...
-  const [{ id }] = await store.database.transaction((tx) => s.deliveries.enqueueEvent(tx, samplePayload('site_view') as { eventId: string; type: string }, [{ installationId: sub.installationId, url: r.url }]));
+  const [{ id }] = await store.database.transaction((tx) =>
+    s.deliveries.enqueueEvent(tx, samplePayload('site_view') as { eventId: string; type: string }, [{ installationId: sub.installationId, url: r.url }]),
+  );
   assert.equal((await s.deliveries.get(id))!.status, 'pending');
   s.deliveries.wake();
   // ... and it is sent.
@@ -418,13 +458,48 @@ test('GET /api/v1/deliveries filters and pages; GET /api/v1/deliveries/:id shows
   const id = sent[0].deliveries[0].id;
   const d = await s.api('GET', `/api/v1/deliveries/${id}`);
   assert.equal(d.status, 200);
-  for (const k of ['id', 'eventId', 'eventType', 'installationId', 'url', 'status', 'attemptCount', 'scheduledAttempts', 'maxAttempts', 'nextAttemptAt', 'held', 'lastStatus', 'lastError', 'createdAt', 'updatedAt', 'completedAt', 'body', 'payload', 'signatureHeader', 'attempts'])
+  for (const k of [
+    'id',
+    'eventId',
+    'eventType',
+    'installationId',
+    'url',
+    'status',
+    'attemptCount',
+    'scheduledAttempts',
+    'maxAttempts',
+    'nextAttemptAt',
+    'held',
+    'lastStatus',
+    'lastError',
+    'createdAt',
+    'updatedAt',
+    'completedAt',
+    'body',
+    'payload',
+    'signatureHeader',
+    'attempts',
+  ])
     assert.ok(k in d.body, `delivery detail has ${k}`);
   assert.equal(d.body.payload.eventId, id);
   assert.equal(d.body.payload.sourceEventId, sent[0].eventId);
   assert.equal(d.body.eventId, sent[0].eventId);
   assert.match(d.body.signatureHeader, /^t=\d+,v1=[0-9a-f]{64}$/);
-  for (const k of ['number', 'manual', 'startedAt', 'durationMs', 'url', 'signatureHeader', 'status', 'outcome', 'error', 'errorCode', 'responseExcerpt', 'responseTruncated', 'nextAttemptAt'])
+  for (const k of [
+    'number',
+    'manual',
+    'startedAt',
+    'durationMs',
+    'url',
+    'signatureHeader',
+    'status',
+    'outcome',
+    'error',
+    'errorCode',
+    'responseExcerpt',
+    'responseTruncated',
+    'nextAttemptAt',
+  ])
     assert.ok(k in d.body.attempts[0], `attempt has ${k}`);
   assert.equal((await s.api('GET', '/api/v1/deliveries/dlv_missing')).status, 404);
   assert.equal((await s.api('GET', '/api/v1/deliveries', undefined, 'wrong-token')).status, 401);
@@ -448,7 +523,11 @@ test("a NUL in a receiver's answer is stored and shown as U+FFFD on either engin
   const d = await s.settled((await s.send(samplePayload('site_view'))).body.deliveries[0].id);
   assert.equal(d.status, 'delivered');
   assert.equal(d.attempts[0].responseExcerpt, 'ok\uFFFDtail');
-  const stored = await sql.value(s.services.store, 'SELECT a.response_excerpt FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.id = ?', [d.id]);
+  const stored = await sql.value(
+    s.services.store,
+    'SELECT a.response_excerpt FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq WHERE d.id = ?',
+    [d.id],
+  );
   assert.equal(stored, 'ok\uFFFDtail', 'the row holds what the API shows');
   const retried = await s.deliveries.retry(d.id);
   assert.equal(retried.responseExcerpt, 'ok\uFFFDtail', 'and so does the answer to a manual retry');
@@ -465,7 +544,13 @@ test('an edited webhook URL takes effect for queued retries', async (t) => {
   assert.equal(edit.status, 200, JSON.stringify(edit.body));
   const d = await s.settled(id);
   assert.equal(d.status, 'delivered');
-  assert.deepEqual(d.attempts.map((a) => [a.url, a.status]), [[old.url, 503], [fresh.url, 200]]);
+  assert.deepEqual(
+    d.attempts.map((a) => [a.url, a.status]),
+    [
+      [old.url, 503],
+      [fresh.url, 200],
+    ],
+  );
   assert.equal(d.url, fresh.url);
 });
 

@@ -14,7 +14,11 @@ test('one event to two webhook installations behind one reference receiver: both
   const s = await deliveryServer(t, { webhooks: { base_delay: 50, jitter: 0 } });
   // The reference receiver, as a person runs it, knowing both installations' secrets.
   const secrets = ['whsec_event_ids_first_0001', 'whsec_event_ids_second_002'];
-  const { child, match, output } = await spawnCli(t, ['receive', '--port', '0', '--json', ...secrets.flatMap((x) => ['--secret', x])], /receiving on (http:\/\/[^ ]+)/);
+  const { child, match, output } = await spawnCli(
+    t,
+    ['receive', '--port', '0', '--json', ...secrets.flatMap((x) => ['--secret', x])],
+    /receiving on (http:\/\/[^ ]+)/,
+  );
   t.after(() => void child.kill('SIGTERM'));
   // In front of it: every request is handed on as it came; the first one for installation `a`
   // is answered 500 whatever the receiver said (it processed it: an answer lost on the way back),
@@ -53,8 +57,15 @@ test('one event to two webhook installations behind one reference receiver: both
   const [da, db] = await Promise.all([s.settled(idOf(a)), s.settled(idOf(b))]);
   assert.equal(da.status, 'delivered');
   assert.equal(db.status, 'delivered');
-  assert.deepEqual(da.attempts.map((x) => x.status), [500, 200], 'a was retried once');
-  assert.deepEqual(db.attempts.map((x) => x.status), [200]);
+  assert.deepEqual(
+    da.attempts.map((x) => x.status),
+    [500, 200],
+    'a was retried once',
+  );
+  assert.deepEqual(
+    db.attempts.map((x) => x.status),
+    [200],
+  );
 
   const ofInstallation = (inst: string) => answers.filter((x) => JSON.parse(x.body).installationId === inst);
   // The receiver processed both; the retry of a was recognized as the duplicate it is.
@@ -62,9 +73,15 @@ test('one event to two webhook installations behind one reference receiver: both
     ofInstallation(a).map((x) => x.answer),
     [{ received: true }, { received: true, duplicate: true }],
   );
-  assert.deepEqual(ofInstallation(b).map((x) => x.answer), [{ received: true }]);
+  assert.deepEqual(
+    ofInstallation(b).map((x) => x.answer),
+    [{ received: true }],
+  );
   // Each delivery names itself: its eventId is its own id, in the body and the header, on every attempt.
-  for (const [inst, d, attempts] of [[a, da, 2], [b, db, 1]] as const) {
+  for (const [inst, d, attempts] of [
+    [a, da, 2],
+    [b, db, 1],
+  ] as const) {
     const seen = ofInstallation(inst);
     assert.equal(seen.length, attempts);
     for (const x of seen) {
@@ -85,9 +102,15 @@ test('one event to two webhook installations behind one reference receiver: both
       .map((x) => JSON.parse(x));
     return l.filter((x) => x.event).length === 2 ? l : undefined;
   });
-  const processed = lines.filter((x) => x.event).map((x) => x.event.eventId).sort();
+  const processed = lines
+    .filter((x) => x.event)
+    .map((x) => x.event.eventId)
+    .sort();
   assert.deepEqual(processed, [da.id, db.id].sort());
-  assert.deepEqual(lines.filter((x) => x.duplicate).map((x) => x.eventId), [da.id]);
+  assert.deepEqual(
+    lines.filter((x) => x.duplicate).map((x) => x.eventId),
+    [da.id],
+  );
 });
 
 test('the source event stays findable: deliveries list --event, show, and a sent sourceEventId of its own is replaced', async (t) => {

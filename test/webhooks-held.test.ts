@@ -38,7 +38,10 @@ test('pause holds new events as held deliveries, across a restart; resume sends 
   assert.equal(r.requests.length, 0, 'nothing is sent while paused');
 
   const held = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--status', 'held']);
-  assert.deepEqual(held.deliveries.map((d) => d.id).reverse(), sent.map((x) => x.delivery));
+  assert.deepEqual(
+    held.deliveries.map((d) => d.id).reverse(),
+    sent.map((x) => x.delivery),
+  );
   for (const d of held.deliveries) {
     assert.deepEqual([d.status, d.held, d.nextAttemptAt, d.attemptCount], ['held', true, null, 0]);
   }
@@ -64,11 +67,17 @@ test('pause holds new events as held deliveries, across a restart; resume sends 
   assert.equal(resumed.code, 0, resumed.stderr);
   const done: DeliveryDetail[] = [];
   for (const x of sent) done.push(await s.settled(x.delivery));
-  assert.deepEqual(done.map((d) => d.status), ['delivered', 'delivered', 'delivered']);
+  assert.deepEqual(
+    done.map((d) => d.status),
+    ['delivered', 'delivered', 'delivered'],
+  );
   for (const d of done) assert.deepEqual([d.attemptCount, d.scheduledAttempts, d.attempts[0].outcome], [1, 1, 'success']);
 
   // In event order, each signed with the installation's secret over the exact bytes.
-  assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).sourceEventId), sent.map((x) => x.eventId));
+  assert.deepEqual(
+    r.requests.map((q) => JSON.parse(q.body).sourceEventId),
+    sent.map((x) => x.eventId),
+  );
   for (const q of r.requests) {
     const v = verifySignature(q.headers['x-platform-signature'] as string, Buffer.from(q.body), [secret]);
     assert.equal(v.ok, true, JSON.stringify(v));
@@ -112,7 +121,14 @@ test('a pause holds queued retries and in-flight attempts end held; replaying in
   assert.equal((await s.api('POST', `/api/v1/installations/${inst}/resume`)).status, 200);
   const sentAgain = await s.settled(inFlight);
   assert.equal(sentAgain.status, 'delivered');
-  assert.deepEqual(sentAgain.attempts.map((a) => [a.manual, a.outcome]), [[false, 'retry'], [true, 'failed'], [false, 'success']]);
+  assert.deepEqual(
+    sentAgain.attempts.map((a) => [a.manual, a.outcome]),
+    [
+      [false, 'retry'],
+      [true, 'failed'],
+      [false, 'success'],
+    ],
+  );
   assert.deepEqual([sentAgain.attemptCount, sentAgain.scheduledAttempts], [3, 2], 'the pause kept its schedule: this was its second automatic attempt');
 
   // Replaying a delivered delivery of a paused installation puts it back held, not sent.

@@ -13,7 +13,13 @@ import { spawnCli, sql, tmpDir, waitFor } from './helpers/index.ts';
 import { inspectionServer, receiver } from './inspection-support.ts';
 
 /** `name{labels} value` lines of a Prometheus page. */
-const metrics = (text: string) => new Map(text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
+const metrics = (text: string) =>
+  new Map(
+    text
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
+      .map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]),
+  );
 
 test('a delivery whose retries ran out is failed in the API, in tail --json, in the CLI filter and in /metrics', async (t) => {
   // Two retries 50 and 100 ms apart; the receiver always answers 500.
@@ -47,15 +53,21 @@ test('a delivery whose retries ran out is failed in the API, in tail --json, in 
     return items.length === 3 ? items : undefined;
   }, 10_000);
   tail.child.kill('SIGINT');
-  assert.deepEqual(lines.map((l) => [l.deliveryId, l.attempt.number, l.attempt.outcome]), [
-    [id, 1, 'retry'],
-    [id, 2, 'retry'],
-    [id, 3, 'failed'],
-  ]);
+  assert.deepEqual(
+    lines.map((l) => [l.deliveryId, l.attempt.number, l.attempt.outcome]),
+    [
+      [id, 1, 'retry'],
+      [id, 2, 'retry'],
+      [id, 3, 'failed'],
+    ],
+  );
   assert.equal(lines[2].deliveryStatus, 'failed');
 
   const listed = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--status', 'failed', '--installation', inst]);
-  assert.deepEqual(listed.deliveries.map((x) => x.id), [id]);
+  assert.deepEqual(
+    listed.deliveries.map((x) => x.id),
+    [id],
+  );
   const shown = await s.cli(['deliveries', 'show', id]);
   assert.match(shown.stdout, /\n3\s+\S+Z\s+auto\s+500\s+[\d.]+ ms\s+failed\s*\n/);
 
@@ -66,10 +78,16 @@ test('a delivery whose retries ran out is failed in the API, in tail --json, in 
   assert.equal(m.get('switchyard_webhook_attempts_total{outcome="retry",trigger="automatic"}'), 2);
   assert.equal(m.get('switchyard_webhook_attempts_total{outcome="success",trigger="automatic"}'), 0);
   assert.equal(m.get('switchyard_webhook_deliveries{state="failed"}'), 1);
-  assert.equal([...m.keys()].some((k) => k.includes('outcome="fail"')), false, 'no series in the old vocabulary');
+  assert.equal(
+    [...m.keys()].some((k) => k.includes('outcome="fail"')),
+    false,
+    'no series in the old vocabulary',
+  );
 });
 
-test('a store written with the old vocabulary is migrated: fail and a last retry become failed, a paused queue becomes held', { skip: process.env.SWITCHYARD_TEST_PG_URL ? 'a SQLite migration (PostgreSQL starts at the current shape)' : false }, async (t) => {
+test('a store written with the old vocabulary is migrated: fail and a last retry become failed, a paused queue becomes held', {
+  skip: process.env.SWITCHYARD_TEST_PG_URL ? 'a SQLite migration (PostgreSQL starts at the current shape)' : false,
+}, async (t) => {
   const dataDir = join(tmpDir(t), 'data');
   // The store as the previous version left it: the webhooks schema at its second step.
   const old = openStore(dataDir, { migrations: allMigrations().map((m) => (m.module === 'webhooks' ? { ...m, steps: m.steps.slice(0, 2) } : m)) });
@@ -96,20 +114,34 @@ test('a store written with the old vocabulary is migrated: fail and a last retry
   const s = await inspectionServer(t, { data_dir: dataDir });
   const get = async (id: string) => (await s.api('GET', `/api/v1/deliveries/${id}`)).body as DeliveryDetail;
   const exhausted = await get('dlv_exhausted');
-  assert.deepEqual(exhausted.attempts.map((a) => a.outcome), ['retry', 'failed', 'failed'], 'the last automatic attempt and the manual one scheduled nothing');
+  assert.deepEqual(
+    exhausted.attempts.map((a) => a.outcome),
+    ['retry', 'failed', 'failed'],
+    'the last automatic attempt and the manual one scheduled nothing',
+  );
   assert.deepEqual([exhausted.attemptCount, exhausted.scheduledAttempts], [3, 2]);
-  assert.deepEqual((await get('dlv_refused')).attempts.map((a) => a.outcome), ['failed']);
+  assert.deepEqual(
+    (await get('dlv_refused')).attempts.map((a) => a.outcome),
+    ['failed'],
+  );
   const waiting = await get('dlv_waiting');
   assert.deepEqual([waiting.status, waiting.held, waiting.nextAttemptAt], ['held', true, null], 'queued for a paused installation: held');
-  assert.deepEqual(waiting.attempts.map((a) => a.outcome), ['retry'], 'a retry that was scheduled stays a retry');
+  assert.deepEqual(
+    waiting.attempts.map((a) => a.outcome),
+    ['retry'],
+    'a retry that was scheduled stays a retry',
+  );
   const queued = await get('dlv_queued');
-  assert.deepEqual([queued.status, queued.nextAttemptAt], ['retrying', new Date(now + 3_600_000).toISOString()], 'an active installation\'s queue is untouched');
+  assert.deepEqual([queued.status, queued.nextAttemptAt], ['retrying', new Date(now + 3_600_000).toISOString()], "an active installation's queue is untouched");
 
   // Filters keep working on migrated rows.
   const failed = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--status', 'failed']);
   assert.deepEqual(failed.deliveries.map((d) => d.id).sort(), ['dlv_exhausted', 'dlv_refused']);
   const held = await s.cliJson<{ deliveries: Delivery[] }>(['deliveries', 'list', '--status', 'held']);
-  assert.deepEqual(held.deliveries.map((d) => d.id), ['dlv_waiting']);
+  assert.deepEqual(
+    held.deliveries.map((d) => d.id),
+    ['dlv_waiting'],
+  );
   const rows = await sql.all(s.services.store, 'SELECT outcome, COUNT(*) AS n FROM webhook_attempts GROUP BY outcome ORDER BY outcome');
   assert.deepEqual(rows, [
     { outcome: 'failed', n: 3 },
@@ -125,22 +157,59 @@ test('an attempt that ends after its lease expired and another sender took the d
   const queue = createQueue(store.database, { maxAttempts: () => 4 });
   const db = store.database;
   const T = Date.UTC(2026, 0, 1);
-  const c = (await queue.enqueue(db, { eventId: 'evt_stale', eventType: 'site_view', installationId: 'ins_a', url: 'http://127.0.0.1:9/hook', body: '{}', now: T }))!;
+  const c = (await queue.enqueue(db, {
+    eventId: 'evt_stale',
+    eventType: 'site_view',
+    installationId: 'ins_a',
+    url: 'http://127.0.0.1:9/hook',
+    body: '{}',
+    now: T,
+  }))!;
   const attempt = (status: number, outcome: 'success' | 'retry') => ({
-    manual: false, startedAt: T, durationMs: 5, url: 'http://127.0.0.1:9/hook', signatureHeader: null, status, outcome,
-    error: null, errorCode: null, responseExcerpt: null, responseTruncated: false, nextAttemptAt: outcome === 'retry' ? T + 70_000 : null,
+    manual: false,
+    startedAt: T,
+    durationMs: 5,
+    url: 'http://127.0.0.1:9/hook',
+    signatureHeader: null,
+    status,
+    outcome,
+    error: null,
+    errorCode: null,
+    responseExcerpt: null,
+    responseTruncated: false,
+    nextAttemptAt: outcome === 'retry' ? T + 70_000 : null,
   });
   assert.equal((await queue.claimMany(db, [c.seq], 'sender-a', T, T + 30_000)).length, 1, 'A takes the lease');
   assert.deepEqual(await queue.claimMany(db, [c.seq], 'sender-b', T + 1_000, T + 31_000), [], 'B cannot while it holds');
   // A is held past its lease (a stopped process); B takes the delivery and delivers it.
   assert.equal((await queue.claimMany(db, [c.seq], 'sender-b', T + 31_000, T + 61_000)).length, 1, 'B takes the expired lease');
-  const b = await queue.completeMany(db, [{ seq: c.seq, owner: 'sender-b', attempt: attempt(200, 'success'), next: { status: 'delivered', attempts: 1, nextAttemptAt: null, completedAt: T + 32_000 }, now: T + 32_000 }]);
+  const b = await queue.completeMany(db, [
+    {
+      seq: c.seq,
+      owner: 'sender-b',
+      attempt: attempt(200, 'success'),
+      next: { status: 'delivered', attempts: 1, nextAttemptAt: null, completedAt: T + 32_000 },
+      now: T + 32_000,
+    },
+  ]);
   assert.deepEqual(b.stale, []);
   // A's answer comes in last: a 500, which would make the delivered delivery retrying again.
-  const a = await queue.completeMany(db, [{ seq: c.seq, owner: 'sender-a', attempt: attempt(500, 'retry'), next: { status: 'retrying', attempts: 1, nextAttemptAt: T + 70_000, completedAt: null }, now: T + 40_000 }]);
+  const a = await queue.completeMany(db, [
+    {
+      seq: c.seq,
+      owner: 'sender-a',
+      attempt: attempt(500, 'retry'),
+      next: { status: 'retrying', attempts: 1, nextAttemptAt: T + 70_000, completedAt: null },
+      now: T + 40_000,
+    },
+  ]);
   assert.deepEqual(a.stale, [c.seq]);
   const d = (await queue.get(c.id))!;
   assert.equal(d.status, 'delivered', 'the late outcome does not undo the delivery');
   assert.equal(d.nextAttemptAt, null);
-  assert.deepEqual(d.attempts.map((x) => x.status), [200, 500], 'both attempts were made, and both are on record');
+  assert.deepEqual(
+    d.attempts.map((x) => x.status),
+    [200, 500],
+    'both attempts were made, and both are on record',
+  );
 });

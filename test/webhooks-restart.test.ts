@@ -67,9 +67,11 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
   const events = Array.from({ length: N }, () => samplePayload('site_view'));
   const serve = () => spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 20_000 });
   const api = (base: string, method: string, path: string, body?: unknown) =>
-    fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }).then(
-      async (res) => ({ status: res.status, body: (await res.json()) as any }),
-    );
+    fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }).then(async (res) => ({ status: res.status, body: (await res.json()) as any }));
 
   let first: Awaited<ReturnType<typeof serve>>;
   if (defaultModules.some((m) => m.name === 'installations')) {
@@ -87,7 +89,15 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
     await store.database.transaction((tx) => secrets.createSecret(tx, 'inst_restart'));
     for (const e of events) {
       const id = newDeliveryId();
-      await queue.enqueue(store.database, { id, eventId: e.eventId as string, eventType: 'site_view', installationId: 'inst_restart', url: r.url, body: deliveryBody(e as any, 'inst_restart', id), now: Date.now() });
+      await queue.enqueue(store.database, {
+        id,
+        eventId: e.eventId as string,
+        eventType: 'site_view',
+        installationId: 'inst_restart',
+        url: r.url,
+        body: deliveryBody(e as any, 'inst_restart', id),
+        now: Date.now(),
+      });
     }
     store.close();
     first = await serve();
@@ -107,7 +117,10 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
   const readyAt = performance.now();
   await waitFor(() => delivered.size === N, 10_000);
   const latest = Math.max(...afterRestart.slice(0, N));
-  assert.ok(latest - readyAt < 1000, `all ${N} deliveries arrived ${Math.round(latest - readyAt)} ms after the restart was ready (start took ${Math.round(readyAt - restartedAt)} ms)`);
+  assert.ok(
+    latest - readyAt < 1000,
+    `all ${N} deliveries arrived ${Math.round(latest - readyAt)} ms after the restart was ready (start took ${Math.round(readyAt - restartedAt)} ms)`,
+  );
 
   const base2 = second.match[1];
   await waitFor(async () => (await api(base2, 'GET', '/api/v1/deliveries?status=delivered')).body.deliveries.length === N, 5000);

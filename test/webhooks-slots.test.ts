@@ -78,7 +78,9 @@ async function countingReceiver(t: TestContext, delayMs: number, hang?: (n: numb
   return { ...rx, seen, maxOpen: () => maxOpen };
 }
 
-test('default settings, two serving processes: at most per_endpoint_concurrency in flight to one endpoint, a slow one does not hold up a fast one, none sent twice', { timeout: 60_000 }, async (t) => {
+test('default settings, two serving processes: at most per_endpoint_concurrency in flight to one endpoint, a slow one does not hold up a fast one, none sent twice', {
+  timeout: 60_000,
+}, async (t) => {
   const s = await serveDefaults(t);
   const slow = await countingReceiver(t, 200);
   const fast = await countingReceiver(t, 0);
@@ -94,7 +96,12 @@ test('default settings, two serving processes: at most per_endpoint_concurrency 
   assert.equal(slow.maxOpen(), 4, 'the slow endpoint had exactly its 4 slots in use, never more');
   assert.ok(fast.maxOpen() <= 4, `the fast endpoint had at most 4 in flight, got ${fast.maxOpen()}`);
   await new Promise((r) => setTimeout(r, 300)); // anything sent twice would arrive by now
-  for (const rx of [slow, fast]) assert.deepEqual([...rx.seen.values()].filter((n) => n !== 1), [], 'each delivery arrived once');
+  for (const rx of [slow, fast])
+    assert.deepEqual(
+      [...rx.seen.values()].filter((n) => n !== 1),
+      [],
+      'each delivery arrived once',
+    );
   const listed = await s.api('GET', '/api/v1/deliveries?status=delivered&limit=1');
   assert.equal(listed.status, 200);
 });
@@ -110,7 +117,11 @@ test('a delivery claimed ahead by a process whose slot hangs is given back and s
   const t0 = performance.now();
   await waitFor(() => rx.seen.size === 299, 10_000);
   assert.ok(performance.now() - t0 < 10_000);
-  assert.deepEqual([...rx.seen.values()].filter((n) => n !== 1), [], 'each delivery arrived once');
+  assert.deepEqual(
+    [...rx.seen.values()].filter((n) => n !== 1),
+    [],
+    'each delivery arrived once',
+  );
 });
 
 test('per_endpoint_concurrency: 1 with two serving processes: one attempt at a time to the endpoint, never two', { timeout: 60_000 }, async (t) => {
@@ -120,5 +131,9 @@ test('per_endpoint_concurrency: 1 with two serving processes: one attempt at a t
   await s.send('site_view', 20);
   await waitFor(() => rx.seen.size === 20, 20_000);
   assert.equal(rx.maxOpen(), 1, 'the two processes share the one slot: never two attempts in flight');
-  assert.deepEqual([...rx.seen.values()].filter((n) => n !== 1), [], 'each delivery arrived once');
+  assert.deepEqual(
+    [...rx.seen.values()].filter((n) => n !== 1),
+    [],
+    'each delivery arrived once',
+  );
 });

@@ -170,7 +170,11 @@ test('choosing the scheme: the manifest default, an unknown one refused, a switc
   const s = await deliveryServer(t, fast);
   const r = await scriptedReceiver(t, () => 200);
   const legacy = 'whsec_cli_receiver_0001'; // a secret of one's own, given before there was a choice
-  const inst = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' }, webhook_secret: legacy });
+  const inst = await s.api('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: r.url, event_types: 'site_view' },
+    webhook_secret: legacy,
+  });
   assert.equal(inst.status, 201);
   const id = inst.body.installation.id as string;
   assert.equal(inst.body.installation.configuration.signature_scheme, 'platform', 'the default');
@@ -218,20 +222,30 @@ test('choosing the scheme: the manifest default, an unknown one refused, a switc
 
 test('the reference receiver under standard-webhooks: verifies with the library-signed headers, deduplicates by webhook-id, refuses the other scheme', async (t) => {
   const processed: string[] = [];
-  const server = http.createServer(createReceiver({ secrets: [PUBLISHED.secret], scheme: 'standard-webhooks', onEvent: (e) => void processed.push(e.eventId!) }));
+  const server = http.createServer(
+    createReceiver({ secrets: [PUBLISHED.secret], scheme: 'standard-webhooks', onEvent: (e) => void processed.push(e.eventId!) }),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.after(() => server.close());
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
   const wh = new Webhook(PUBLISHED.secret);
   const body = JSON.stringify({ eventId: 'dlv_rx_1', type: 'site_view', installationId: 'inst_1', sourceEventId: 'evt_1' });
   const now = new Date();
-  const headers = { 'webhook-id': 'dlv_rx_1', 'webhook-timestamp': String(Math.floor(now.getTime() / 1000)), 'webhook-signature': wh.sign('dlv_rx_1', now, body) };
+  const headers = {
+    'webhook-id': 'dlv_rx_1',
+    'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+    'webhook-signature': wh.sign('dlv_rx_1', now, body),
+  };
   const ok = await fetch(url, { method: 'POST', body, headers });
   assert.equal(ok.status, 200);
   assert.deepEqual(await ok.json(), { received: true });
   const dup = await fetch(url, { method: 'POST', body, headers });
   assert.deepEqual(await dup.json(), { received: true, duplicate: true });
-  const platform = await fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader([PUBLISHED.secret], Number(headers['webhook-timestamp']), body) } });
+  const platform = await fetch(url, {
+    method: 'POST',
+    body,
+    headers: { 'x-platform-signature': signatureHeader([PUBLISHED.secret], Number(headers['webhook-timestamp']), body) },
+  });
   assert.equal(platform.status, 401);
   assert.deepEqual(await platform.json(), { error: 'missing webhook-id header' });
   const forged = await fetch(url, { method: 'POST', body, headers: { ...headers, 'webhook-id': 'dlv_rx_2' } });
@@ -241,12 +255,40 @@ test('the reference receiver under standard-webhooks: verifies with the library-
 });
 
 test('switchyard sign / verify / receive --scheme standard-webhooks, against the published vector and a running server', async (t) => {
-  const signed = await runCli(['sign', '--scheme', 'standard-webhooks', '--secret', PUBLISHED.secret, '--id', PUBLISHED.id, '--timestamp', String(PUBLISHED.t), '--data', PUBLISHED.body]);
+  const signed = await runCli([
+    'sign',
+    '--scheme',
+    'standard-webhooks',
+    '--secret',
+    PUBLISHED.secret,
+    '--id',
+    PUBLISHED.id,
+    '--timestamp',
+    String(PUBLISHED.t),
+    '--data',
+    PUBLISHED.body,
+  ]);
   assert.equal(signed.code, 0, signed.stderr);
   assert.equal(signed.stdout, `webhook-id: ${PUBLISHED.id}\nwebhook-timestamp: ${PUBLISHED.t}\nwebhook-signature: ${PUBLISHED.signature}\n`);
-  const fromBody = await runCli(['sign', '--scheme', 'standard-webhooks', '--timestamp', String(PUBLISHED.t), '--data', '{"eventId":"dlv_x"}'], { env: { SWITCHYARD_WEBHOOK_SECRET: PUBLISHED.secret } });
+  const fromBody = await runCli(['sign', '--scheme', 'standard-webhooks', '--timestamp', String(PUBLISHED.t), '--data', '{"eventId":"dlv_x"}'], {
+    env: { SWITCHYARD_WEBHOOK_SECRET: PUBLISHED.secret },
+  });
   assert.match(fromBody.stdout, /^webhook-id: dlv_x\n/, "the id defaults to the body's eventId");
-  const args = ['verify', '--scheme', 'standard-webhooks', '--header', PUBLISHED.signature, '--id', PUBLISHED.id, '--timestamp', String(PUBLISHED.t), '--now', String(PUBLISHED.t + 5), '--secret', PUBLISHED.secret];
+  const args = [
+    'verify',
+    '--scheme',
+    'standard-webhooks',
+    '--header',
+    PUBLISHED.signature,
+    '--id',
+    PUBLISHED.id,
+    '--timestamp',
+    String(PUBLISHED.t),
+    '--now',
+    String(PUBLISHED.t + 5),
+    '--secret',
+    PUBLISHED.secret,
+  ];
   const valid = await runCli([...args, '--data', PUBLISHED.body]);
   assert.equal(valid.code, 0, valid.stderr);
   assert.match(valid.stdout, new RegExp(`valid \\(t=${PUBLISHED.t}\\)`));
@@ -268,7 +310,11 @@ test('switchyard sign / verify / receive --scheme standard-webhooks, against the
 
   // The reference receiver, run as a person would, verifies what a running server sends.
   const s = await deliveryServer(t, fast);
-  const { child, match, output } = await spawnCli(t, ['receive', '--port', '0', '--scheme', 'standard-webhooks', '--json', '--secret', PUBLISHED.secret], /receiving on (http:\/\/[^ ]+) \(POST, webhook-signature checked/);
+  const { child, match, output } = await spawnCli(
+    t,
+    ['receive', '--port', '0', '--scheme', 'standard-webhooks', '--json', '--secret', PUBLISHED.secret],
+    /receiving on (http:\/\/[^ ]+) \(POST, webhook-signature checked/,
+  );
   t.after(() => void child.kill('SIGTERM'));
   await installStandard(s, match[1], { webhook_secret: PUBLISHED.secret });
   const sent = await s.send(samplePayload('site_view'));
@@ -276,7 +322,9 @@ test('switchyard sign / verify / receive --scheme standard-webhooks, against the
   assert.equal(d.status, 'delivered');
   assert.equal(d.attempts[0].responseExcerpt, '{"received":true}');
   await new Promise((r) => setTimeout(r, 100));
-  const line = output().split('\n').find((l) => l.startsWith('{"received"'));
+  const line = output()
+    .split('\n')
+    .find((l) => l.startsWith('{"received"'));
   assert.ok(line, output());
   assert.equal(JSON.parse(line).event.eventId, d.id);
   assert.ok(!output().includes(PUBLISHED.secret), 'the secret is never printed');

@@ -63,7 +63,10 @@ test('a delivered event costs one commit and a fixed few statements after its in
     await new Promise((r) => setTimeout(r, 20)); // and anything it does after its record
     const budget = store.database.engine === 'postgres' ? 3 : 2;
     assert.equal(n.commits, 1, `event ${i}: one commit records its attempt (${n.sql.join(' | ')})`);
-    assert.ok(n.statements <= budget, `event ${i}: at most ${budget} statements (the state, the attempt${budget > 2 ? ', the feed order lock' : ''}), got ${n.statements}: ${n.sql.join(' | ')}`);
+    assert.ok(
+      n.statements <= budget,
+      `event ${i}: at most ${budget} statements (the state, the attempt${budget > 2 ? ', the feed order lock' : ''}), got ${n.statements}: ${n.sql.join(' | ')}`,
+    );
   }
   assert.equal(arrived, EVENTS + 1);
 });

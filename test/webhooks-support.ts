@@ -82,7 +82,9 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
     const subscriptions: Module = {
       name: 'test-subscriptions',
       start(s) {
-        s.subscriptions = { forEventType: (type: string) => fake.filter((f) => f.types.includes(type)).map(({ installationId, url }) => ({ installationId, url })) };
+        s.subscriptions = {
+          forEventType: (type: string) => fake.filter((f) => f.types.includes(type)).map(({ installationId, url }) => ({ installationId, url })),
+        };
       },
     };
     server = await startTestServer(t, over, { modules: [webhooksModule, subscriptions, ...extra, eventsModule] });
@@ -96,7 +98,10 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
     webhooks,
     async subscribe(url, types = ['site_view', 'page_feedback', 'space_content_updated']) {
       if (real) {
-        const r = await server.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: url, event_types: types.join(',') } });
+        const r = await server.api('POST', '/api/v1/installations', {
+          integration: 'webhook',
+          configuration: { webhook_url: url, event_types: types.join(',') },
+        });
         if (r.status !== 201) throw new Error(`install failed: ${r.status} ${JSON.stringify(r.body)}`);
         return { installationId: r.body.installation.id, secret: r.body.webhookSecret };
       }
@@ -110,7 +115,10 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
         if (r.status !== 200) throw new Error(`uninstall failed: ${r.status} ${JSON.stringify(r.body)}`);
         return;
       }
-      fake.splice(fake.findIndex((f) => f.installationId === installationId), 1);
+      fake.splice(
+        fake.findIndex((f) => f.installationId === installationId),
+        1,
+      );
       await server.services.store.database.transaction((tx) => webhooks.removeInstallation(tx, installationId));
     },
     send: (event) => server.api('POST', '/api/v1/events', event),

@@ -39,7 +39,8 @@ test('credentials in a webhook URL are sent as Basic auth and shown nowhere: API
   for (const [where, text] of Object.entries(outputs)) {
     assert.ok(!/s3cr3t|hook-user/.test(text), `${where}: ${text}`);
   }
-  for (const where of ['GET /api/v1/deliveries', 'deliveries show --json', 'GET /api/v1/installations/:id']) assert.ok(outputs[where].includes('http://***@127.0.0.1'), where);
+  for (const where of ['GET /api/v1/deliveries', 'deliveries show --json', 'GET /api/v1/installations/:id'])
+    assert.ok(outputs[where].includes('http://***@127.0.0.1'), where);
 
   const revealed = await s.api('GET', `/api/v1/installations/${inst}?reveal=true`);
   assert.equal(revealed.body.installation.configuration.webhook_url, url, 'the admin may still read it whole');

@@ -24,7 +24,10 @@ const vectors = JSON.parse(readFileSync(new URL('./fixtures/signatures.json', im
 
 test('the published vector: secret "secret", t 1636936200, body "hello !"', () => {
   assert.equal(signPayload('secret', 1636936200, 'hello !'), '1b3d69df55f1e52f05224ba94a5162abeb17ef52cd7f4948c390f810d6a87e98');
-  assert.equal(signatureHeader(['secret'], 1636936200, Buffer.from('hello !')), 't=1636936200,v1=1b3d69df55f1e52f05224ba94a5162abeb17ef52cd7f4948c390f810d6a87e98');
+  assert.equal(
+    signatureHeader(['secret'], 1636936200, Buffer.from('hello !')),
+    't=1636936200,v1=1b3d69df55f1e52f05224ba94a5162abeb17ef52cd7f4948c390f810d6a87e98',
+  );
 });
 
 test('every signature vector in test/fixtures/signatures.json (computed by an independent HMAC)', () => {
@@ -70,12 +73,30 @@ test('the header parser keeps every v1 and ignores unknown schemes', () => {
 const cfg = { max_retries: 3, base_delay: 1000, jitter: 0.1, retry_after_max: 60_000 };
 
 test('retry delays are 1.0-1.1 s, 2.0-2.2 s, 4.0-4.4 s (not off by one)', () => {
-  assert.equal(retryDelay(1, cfg, () => 0), 1000);
-  assert.equal(retryDelay(1, cfg, () => 1), 1100);
-  assert.equal(retryDelay(2, cfg, () => 0), 2000);
-  assert.equal(retryDelay(2, cfg, () => 1), 2200);
-  assert.equal(retryDelay(3, cfg, () => 0), 4000);
-  assert.equal(retryDelay(3, cfg, () => 1), 4400);
+  assert.equal(
+    retryDelay(1, cfg, () => 0),
+    1000,
+  );
+  assert.equal(
+    retryDelay(1, cfg, () => 1),
+    1100,
+  );
+  assert.equal(
+    retryDelay(2, cfg, () => 0),
+    2000,
+  );
+  assert.equal(
+    retryDelay(2, cfg, () => 1),
+    2200,
+  );
+  assert.equal(
+    retryDelay(3, cfg, () => 0),
+    4000,
+  );
+  assert.equal(
+    retryDelay(3, cfg, () => 1),
+    4400,
+  );
   for (let i = 0; i < 1000; i++) {
     const d = retryDelay(2, cfg);
     assert.ok(d >= 2000 && d <= 2200, String(d));
@@ -108,11 +129,18 @@ test('never more than max_retries + 1 attempts, whatever the mix of failures', (
 test('by default Retry-After leaves the spec schedule as it is: a 429 with Retry-After: 3 waits 1.0-1.1, 2.0-2.2, 4.0-4.4 s', () => {
   for (const random of [() => 0, () => 1, Math.random]) {
     const waits = [1, 2, 3].map((n) => nextAttemptDelay(n, 'retry', cfg, 3000, random)!);
-    const bands = [[1000, 1100], [2000, 2200], [4000, 4400]];
+    const bands = [
+      [1000, 1100],
+      [2000, 2200],
+      [4000, 4400],
+    ];
     waits.forEach((w, i) => assert.ok(w >= bands[i][0] && w <= bands[i][1], `retry ${i + 1} waited ${w} ms`));
     assert.equal(nextAttemptDelay(4, 'retry', cfg, 3000, random), null);
   }
-  assert.equal(nextAttemptDelay(1, 'retry', { ...cfg, honor_retry_after: false }, 30_000, () => 0), 1000);
+  assert.equal(
+    nextAttemptDelay(1, 'retry', { ...cfg, honor_retry_after: false }, 30_000, () => 0),
+    1000,
+  );
 });
 
 test('with honor_retry_after, Retry-After lengthens the wait up to retry_after_max, never shortens it', () => {
@@ -121,7 +149,10 @@ test('with honor_retry_after, Retry-After lengthens the wait up to retry_after_m
   assert.equal(nextAttemptDelay(1, 'retry', honoring, 30_000, r), 30_000);
   assert.equal(nextAttemptDelay(1, 'retry', honoring, 500, r), 1000);
   assert.equal(nextAttemptDelay(1, 'retry', honoring, 3_600_000, r), 60_000);
-  assert.deepEqual([1, 2, 3].map((n) => nextAttemptDelay(n, 'retry', honoring, 3000, r)), [3000, 3000, 4000]);
+  assert.deepEqual(
+    [1, 2, 3].map((n) => nextAttemptDelay(n, 'retry', honoring, 3000, r)),
+    [3000, 3000, 4000],
+  );
   assert.equal(parseRetryAfter('7'), 7000);
   assert.equal(parseRetryAfter(new Date(10_000 + 5000).toUTCString(), 10_000), 5000);
   assert.equal(parseRetryAfter('soon'), undefined);
@@ -157,7 +188,11 @@ test('reference receiver: 405 for non-POST, 401 JSON for bad signatures, 200 {re
     assert.match(((await r.json()) as { error: string }).error, new RegExp(reason.replace('=', '\\=')));
   }
   // A re-serialized body (a space added) no longer matches: verification is on the raw bytes.
-  const bad = await fetch(url, { method: 'POST', body: body.replace(',', ', '), headers: { 'x-platform-signature': signatureHeader(['whsec_receiver_0000001'], now, body) } });
+  const bad = await fetch(url, {
+    method: 'POST',
+    body: body.replace(',', ', '),
+    headers: { 'x-platform-signature': signatureHeader(['whsec_receiver_0000001'], now, body) },
+  });
   assert.equal(bad.status, 401);
 
   const ok = await fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader(['whsec_receiver_0000001'], now, body) } });
@@ -218,7 +253,8 @@ test('reference receiver: a rehearsed failure rate answers that share with the s
   try {
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
     const body = JSON.stringify({ eventId: 'evt_r1', type: 'site_view' });
-    const send = () => fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), body) } });
+    const send = () =>
+      fetch(url, { method: 'POST', body, headers: { 'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), body) } });
     assert.equal((await send()).status, 429, 'roll 0.1 < 0.5: rehearsed failure');
     const ok = await send();
     assert.equal(ok.status, 200, 'roll 0.9: processed');
@@ -232,7 +268,7 @@ test('reference receiver: a rehearsed failure rate answers that share with the s
   }
 });
 
-test('docs/webhooks.md\'s receiver runs on Node alone (no import from this checkout): a signed delivery is taken, a tampered or stale one refused', async (t) => {
+test("docs/webhooks.md's receiver runs on Node alone (no import from this checkout): a signed delivery is taken, a tampered or stale one refused", async (t) => {
   const doc = readFileSync(new URL('../docs/webhooks.md', import.meta.url), 'utf8');
   const code = /```js\n(\/\/ receiver\.mjs\n[\s\S]*?)```/.exec(doc)?.[1];
   assert.ok(code, 'docs/webhooks.md has the receiver.mjs example');
@@ -245,7 +281,10 @@ test('docs/webhooks.md\'s receiver runs on Node alone (no import from this check
   const port = (free.address() as AddressInfo).port;
   await new Promise((r) => free.close(r));
   const secret = 'whsec_doc_example_secret';
-  const child = spawn(process.execPath, [join(dir, 'receiver.mjs')], { env: { ...process.env, WEBHOOK_SECRET: secret, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(dir, 'receiver.mjs')], {
+    env: { ...process.env, WEBHOOK_SECRET: secret, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   t.after(() => child.kill('SIGKILL'));
   let out = '';
   child.stdout.on('data', (d) => (out += d));

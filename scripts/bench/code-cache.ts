@@ -27,8 +27,10 @@ async function compile(cachedData?: ivm.ExternalCopy<ArrayBuffer>): Promise<{ ms
   const isolate = new ivm.Isolate({ memoryLimit: 128 });
   try {
     const t = performance.now();
-    const script = (await isolate.compileScript(bundle.core, { filename: 'switchyard:guest', ...(cachedData ? { cachedData } : { produceCachedData: true }) })) as ivm.Script &
-      ivm.CachedDataResult & { cachedDataRejected?: boolean };
+    const script = (await isolate.compileScript(bundle.core, {
+      filename: 'switchyard:guest',
+      ...(cachedData ? { cachedData } : { produceCachedData: true }),
+    })) as ivm.Script & ivm.CachedDataResult & { cachedDataRejected?: boolean };
     return { ms: performance.now() - t, cache: script.cachedData, rejected: script.cachedDataRejected };
   } finally {
     isolate.dispose();
@@ -44,8 +46,12 @@ for (let i = 0; i < ROUNDS; i++) {
   if (w.rejected) throw new Error('V8 rejected its own cache');
   warm.push(w.ms);
 }
-console.log(`guest library: ${(bundle.core.length / 1024).toFixed(0)} kB of JavaScript, code cache ${((first.cache?.copy().byteLength ?? 0) / 1024).toFixed(0)} kB`);
-console.log(`compile without the cache: median ${median(cold).toFixed(2)} ms; with it: ${median(warm).toFixed(2)} ms; saved ${(median(cold) - median(warm)).toFixed(2)} ms per compile`);
+console.log(
+  `guest library: ${(bundle.core.length / 1024).toFixed(0)} kB of JavaScript, code cache ${((first.cache?.copy().byteLength ?? 0) / 1024).toFixed(0)} kB`,
+);
+console.log(
+  `compile without the cache: median ${median(cold).toFixed(2)} ms; with it: ${median(warm).toFixed(2)} ms; saved ${(median(cold) - median(warm)).toFixed(2)} ms per compile`,
+);
 
 // The first load of an integration in this process (the library's cache produced by it) and the next ones.
 const host = new SandboxHost({ limits: defaultConfig().sandbox, allowPrivateNetworks: false, serverOrigin: 'http://127.0.0.1:1', concurrency: 4 }, () => {});
@@ -54,7 +60,13 @@ const loads: number[] = [];
 for (let i = 0; i <= ROUNDS; i++) {
   const name = `hello-${i}`;
   const t = performance.now();
-  const r = await host.invoke({ name, version: '0123456789abcdef', code, envelope: { event: { type: 'fetch', request: { method: 'GET', url: 'http://127.0.0.1:1/', headers: [] } }, environment: {} }, requestId: 'r' });
+  const r = await host.invoke({
+    name,
+    version: '0123456789abcdef',
+    code,
+    envelope: { event: { type: 'fetch', request: { method: 'GET', url: 'http://127.0.0.1:1/', headers: [] } }, environment: {} },
+    requestId: 'r',
+  });
   if (r === 'need-code' || r.status !== 200) throw new Error('the hello integration did not answer 200');
   loads.push(performance.now() - t);
   host.unload(name);

@@ -33,7 +33,6 @@ export function median(xs: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
-
 /**
  * An integration folder `<integrations>/<name>` whose script (`src/index.ts`) is `fetch`'s body:
  * the hello integration the benchmarks load, in one place.
@@ -44,7 +43,10 @@ export function writeHelloIntegration(integrations: string, name: string, fetch:
     join(integrations, name, 'platform-manifest.yaml'),
     `name: ${name}\ntitle: ${title}\ndescription: Says hello\norganization: bench\nvisibility: private\nscopes: []\nscript: src/index.ts\n`,
   );
-  writeFileSync(join(integrations, name, 'src/index.ts'), `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ ${fetch} });\n`);
+  writeFileSync(
+    join(integrations, name, 'src/index.ts'),
+    `import { createIntegration } from '@switchyard/runtime';\nexport default createIntegration({ ${fetch} });\n`,
+  );
 }
 
 /** `switchyard serve` as a user starts it, in a temp folder with the webhook integration. */
@@ -87,7 +89,9 @@ export async function startServe(opts: { processes?: number | string; extraYaml?
     join(dir, 'config.yaml'),
     `server:\n  port: 0\n  processes: ${opts.processes ?? 0}\ndata_dir: ./data\nintegrations_dir: ./integrations\nadmin_token: ${token}\n` +
       `log:\n  format: json\n  level: info\nwebhooks:\n  allow_private_networks: true\n` +
-      Object.entries(opts.webhooks ?? {}).map(([k, v]) => `  ${k}: ${v}\n`).join('') +
+      Object.entries(opts.webhooks ?? {})
+        .map(([k, v]) => `  ${k}: ${v}\n`)
+        .join('') +
       (opts.extraYaml ?? ''),
   );
   const child = spawn(process.execPath, ['--no-node-snapshot', join(root, 'src/main.ts'), 'serve', '--config', join(dir, 'config.yaml')], {

@@ -274,13 +274,17 @@ function cpuTree(root: number, rootName: string): Map<string, number> {
 
 /** Busy ticks so far (user, nice, system, irq, softirq, steal) of CPU 0, or of all CPUs with `cpu`, from /proc/stat. */
 function cpuBusy(which: 'cpu0' | 'cpu'): number {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith(`${which} `));
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${which} `));
   if (!line) return NaN;
   const f = line.trim().split(/\s+/).slice(1).map(Number);
   return f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
 }
 
-const CPUS = readFileSync('/proc/stat', 'utf8').split('\n').filter((l) => /^cpu\d+ /.test(l)).length;
+const CPUS = readFileSync('/proc/stat', 'utf8')
+  .split('\n')
+  .filter((l) => /^cpu\d+ /.test(l)).length;
 
 // ---------------------------------------------------------------------------------------------
 // wrk and its output.
@@ -395,7 +399,10 @@ async function run(): Promise<void> {
 
 async function main(): Promise<void> {
   const missing = ['wrk', 'taskset'].filter((c) => !onPath(c));
-  if (missing.length) fail(`${missing.join(' and ')} not found on PATH: install ${missing.length > 1 ? 'them' : 'it'} (Debian: apt-get install ${missing.map((c) => (c === 'taskset' ? 'util-linux' : c)).join(' ')})`);
+  if (missing.length)
+    fail(
+      `${missing.join(' and ')} not found on PATH: install ${missing.length > 1 ? 'them' : 'it'} (Debian: apt-get install ${missing.map((c) => (c === 'taskset' ? 'util-linux' : c)).join(' ')})`,
+    );
   if (availableParallelism() < 2) fail(`needs 2 CPUs (servers on CPU 0, wrk on CPU 1); this process may use ${availableParallelism()}`);
   if (Number(process.versions.node.split('.')[0]) < 24) fail(`needs Node 24 (this is ${process.version}): run it with node_modules/.bin/node`);
   const workerdBin = [join(REPO, 'node_modules/@cloudflare/workerd-linux-64/bin/workerd'), join(REPO, 'node_modules/.bin/workerd')].find(
@@ -490,7 +497,13 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     const r = await fetch(url, init);
     return `${r.status} ${await r.text()}`;
   };
-  for (const url of [`http://127.0.0.1:${nodePort}/`, `http://127.0.0.1:${workerdPort}/`, `http://127.0.0.1:${h3Port}/hello`, sy1.endpoint, ...(sy2 ? [sy2.endpoint] : [])]) {
+  for (const url of [
+    `http://127.0.0.1:${nodePort}/`,
+    `http://127.0.0.1:${workerdPort}/`,
+    `http://127.0.0.1:${h3Port}/hello`,
+    sy1.endpoint,
+    ...(sy2 ? [sy2.endpoint] : []),
+  ]) {
     const got = await bodyOf(url);
     if (got !== '200 hello') fail(`${url} answered ${got}, not 200 hello`);
   }
@@ -516,13 +529,19 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     ...(sy2 ? [{ name: 'switchyard public endpoint, 2 cores', url: sy2.endpoint, server: sy2.server, pinned: false }] : []),
   ];
 
-  const wrkVersion = spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0].replace(/ Copyright.*/, '');
+  const wrkVersion = spawnSync('wrk', ['--version'], { encoding: 'utf8' })
+    .stdout.split('\n')[0]
+    .replace(/ Copyright.*/, '');
   const workerdVersion = spawnSync(workerdBin, ['--version'], { encoding: 'utf8' }).stdout.trim();
   console.log(`Data plane: ${wrkVersion} -t1 -c${CONNECTIONS} -d${SECONDS}s --latency; ${ROUNDS} rounds, medians; Node ${process.version}, ${workerdVersion}`);
   console.log(`  servers pinned to CPU 0 (taskset -c 0, children included), wrk to CPU 1 (taskset -c 1); "others": CPU taken by other processes meanwhile`);
   console.log(`  switchyard: ${hasProcesses ? 'serve --processes 1' : 'serve (no --processes option yet: one serving process and its sandbox worker)'}`);
-  if (sy2) console.log(`  two-core run: serve ${hasProcesses ? 'with the default processes' : '(no --processes yet)'}, unpinned; wrk unpinned too (-t1 -c${CONNECTIONS}), sharing the two cores`);
-  else console.log(`  two-core run: skipped (${TWO_CORE === '0' ? 'BENCH_TWO_CORE=0' : 'serve has no --processes option yet; BENCH_TWO_CORE=1 runs it anyway'})`);
+  if (sy2)
+    console.log(
+      `  two-core run: serve ${hasProcesses ? 'with the default processes' : '(no --processes yet)'}, unpinned; wrk unpinned too (-t1 -c${CONNECTIONS}), sharing the two cores`,
+    );
+  else
+    console.log(`  two-core run: skipped (${TWO_CORE === '0' ? 'BENCH_TWO_CORE=0' : 'serve has no --processes option yet; BENCH_TWO_CORE=1 runs it anyway'})`);
 
   process.stdout.write(`  warm-up (${WARMUP}s each)...`);
   for (const t of targets) await wrk(t, WARMUP);
@@ -532,7 +551,9 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...targets].reverse() : targets;
     for (const t of order) results.get(t.name)!.push(await measure(t, SECONDS));
-    process.stdout.write(`  round ${round + 1}/${ROUNDS}: ${targets.map((t) => `${t.name.split(' ').slice(0, 3).join(' ')} ${results.get(t.name)!.at(-1)!.rps.toFixed(0)}`).join(', ')}\n`);
+    process.stdout.write(
+      `  round ${round + 1}/${ROUNDS}: ${targets.map((t) => `${t.name.split(' ').slice(0, 3).join(' ')} ${results.get(t.name)!.at(-1)!.rps.toFixed(0)}`).join(', ')}\n`,
+    );
   }
 
   const rps = (name: string) => median(results.get(name)!.map((m) => m.rps));
@@ -546,7 +567,11 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     const total = cpuPerRequest(t.name);
     const others = median(ms.map((m) => m.others));
     console.log(
-      `  ${t.name.padEnd(36)} ${rps(t.name).toFixed(0).padStart(7)} req/s   p50 ${median(ms.map((m) => m.p50)).toFixed(2).padStart(6)} ms   p99 ${median(ms.map((m) => m.p99)).toFixed(2).padStart(6)} ms` +
+      `  ${t.name.padEnd(36)} ${rps(t.name).toFixed(0).padStart(7)} req/s   p50 ${median(ms.map((m) => m.p50))
+        .toFixed(2)
+        .padStart(6)} ms   p99 ${median(ms.map((m) => m.p99))
+        .toFixed(2)
+        .padStart(6)} ms` +
         `   CPU ${total.toFixed(1)} µs/req${cpu.length > 1 ? ` (${cpu.map((c) => `${c.p} ${c.us.toFixed(1)}`).join(', ')})` : ''}` +
         `   others ${(others * 100).toFixed(0)}%${errors ? `   ERRORS ${errors} (${ms.map((m) => m.errorKinds || 'none').join('; ')})` : ''}`,
     );

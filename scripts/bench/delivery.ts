@@ -120,7 +120,9 @@ if (role === 'durable-relay') {
   const insertAttempt = db.prepare('INSERT INTO attempts (event, status, at) VALUES (?, ?, ?)');
   const delivered = db.prepare('UPDATE events SET delivered = 1, attempts = attempts + 1 WHERE id = ?');
   const retried = db.prepare('UPDATE events SET attempts = attempts + 1 WHERE id = ?');
-  const store = db.transaction((batch: Array<{ eventId: string; body: string }>) => batch.map((b) => Number(insertEvent.run(b.eventId, b.body).lastInsertRowid)));
+  const store = db.transaction((batch: Array<{ eventId: string; body: string }>) =>
+    batch.map((b) => Number(insertEvent.run(b.eventId, b.body).lastInsertRowid)),
+  );
   const record = db.transaction((outcomes: Array<{ id: number; status: number }>) => {
     const at = Date.now();
     for (const o of outcomes) {
@@ -140,7 +142,11 @@ if (role === 'durable-relay') {
     const out = http.request(target, {
       method: 'POST',
       agent,
-      headers: { 'content-type': 'application/json', 'content-length': bytes.length, 'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), bytes) },
+      headers: {
+        'content-type': 'application/json',
+        'content-length': bytes.length,
+        'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), bytes),
+      },
     });
     const outcome = (status: number) => {
       if (!outcomes.length) setImmediate(recordTurn);
@@ -232,10 +238,14 @@ if (role === 'receiver') {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
   const post = (url: string, body: string) =>
     new Promise<number>((resolve) => {
-      const req = http.request(`${url}/api/v1/events`, { method: 'POST', agent, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      });
+      const req = http.request(
+        `${url}/api/v1/events`,
+        { method: 'POST', agent, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
       req.on('error', () => resolve(0));
       req.end(body);
     });
@@ -307,7 +317,10 @@ async function main(): Promise<void> {
   // The relay has as many POSTs in flight to the receiver as it has clients (64); the product's
   // default per-endpoint cap (4, politeness toward one receiver) would measure that cap, not the engine.
   const perEndpoint = setting('BENCH_PER_ENDPOINT', CONNECTIONS);
-  const serve = await startServe({ processes: process.env.BENCH_PROCESSES ?? 0, webhooks: { per_endpoint_concurrency: perEndpoint, concurrency: Math.max(32, perEndpoint) } });
+  const serve = await startServe({
+    processes: process.env.BENCH_PROCESSES ?? 0,
+    webhooks: { per_endpoint_concurrency: perEndpoint, concurrency: Math.max(32, perEndpoint) },
+  });
   if (serve.token !== TOKEN) throw new Error('the benchmark and startServe disagree on the admin token');
   await serve.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook, event_types: 'site_view' } });
   const senders = { switchyard: serve.url, relay: `http://127.0.0.1:${relay.port}`, durable: `http://127.0.0.1:${durable.port}` };

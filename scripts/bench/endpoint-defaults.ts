@@ -67,7 +67,9 @@ async function round(rx: { proc: ChildProcess; port: number }, serve: Awaited<Re
 
 async function main(): Promise<void> {
   const rx = await receiver();
-  console.log(`one endpoint at the default settings: switchyard serve (defaults), ${N} single-event POSTs over 64 connections, then ${LATENCY_SECONDS} s at 1,000 events/s; ${ROUNDS} rounds, Node ${process.version}`);
+  console.log(
+    `one endpoint at the default settings: switchyard serve (defaults), ${N} single-event POSTs over 64 connections, then ${LATENCY_SECONDS} s at 1,000 events/s; ${ROUNDS} rounds, Node ${process.version}`,
+  );
   // The defaults, but for the settings a loopback test needs (BENCH_PROCESSES=n: another count).
   const serve = await startServe({ processes: process.env.BENCH_PROCESSES ?? 0 });
   const rounds: Array<Awaited<ReturnType<typeof round>>> = [];
@@ -84,12 +86,16 @@ async function main(): Promise<void> {
   const m = (k: keyof (typeof rounds)[0]) => median(rounds.map((r) => r[k]));
   const f = (x: number) => x.toFixed(2);
   const rate = m('rate');
-  console.log(`throughput  ${Math.round(rate)} deliveries/s (goal >= ${GOAL_RATE}: ${rate >= GOAL_RATE ? 'met' : 'NOT met'}; ratio to the goal ${f(rate / GOAL_RATE)}); ingest alone ${Math.round(m('ingest'))} events/s`);
+  console.log(
+    `throughput  ${Math.round(rate)} deliveries/s (goal >= ${GOAL_RATE}: ${rate >= GOAL_RATE ? 'met' : 'NOT met'}; ratio to the goal ${f(rate / GOAL_RATE)}); ingest alone ${Math.round(m('ingest'))} events/s`,
+  );
   console.log(
     `latency     at 1,000/s ingest-to-receiver p50 ${f(m('p50'))} ms (goal < ${GOAL_P50}: ${m('p50') < GOAL_P50 ? 'met' : 'NOT met'}), ` +
       `p99 ${f(m('p99'))} ms (goal < ${GOAL_P99}: ${m('p99') < GOAL_P99 ? 'met' : 'NOT met'}); not arrived ${m('lost')}`,
   );
-  console.log(`slot hold   per attempt p50 <= ${f(m('holdP50'))} ms, p99 <= ${f(m('holdP99'))} ms (bucket bounds); the HTTP exchange alone p50 <= ${f(m('httpP50'))} ms`);
+  console.log(
+    `slot hold   per attempt p50 <= ${f(m('holdP50'))} ms, p99 <= ${f(m('holdP99'))} ms (bucket bounds); the HTTP exchange alone p50 <= ${f(m('httpP50'))} ms`,
+  );
   console.log(`rounds      deliveries/s [${rounds.map((r) => Math.round(r.rate)).join(', ')}]  p99 ms [${rounds.map((r) => f(r.p99)).join(', ')}]`);
   rx.proc.disconnect();
   rx.proc.kill();

@@ -30,7 +30,11 @@ const guest = boot(
   (n: number) => crypto.getRandomValues(new Uint8Array(n)),
   () => ({}),
 );
-guest.register({ default: vm.runInContext(`globalThis[Symbol.for('switchyard.runtime')].createIntegration({ fetch: () => new Response('hello') })`, context, { filename: 'integration:hello@1' }) });
+guest.register({
+  default: vm.runInContext(`globalThis[Symbol.for('switchyard.runtime')].createIntegration({ fetch: () => new Response('hello') })`, context, {
+    filename: 'integration:hello@1',
+  }),
+});
 
 // The input as the host sends it for a canonical request without a body (see host/invocation.ts).
 const url = 'http://127.0.0.1:4000/v1/integrations/hello/installations/inst_f14dbd8b24f97380985d';

@@ -58,7 +58,17 @@ for (let i = 0; i < ISOLATES; i++) {
 
 // What the host copies in for a hello request.
 const input = {
-  event: { type: 'fetch', request: { method: 'GET', url: 'http://127.0.0.1:4000/world', headers: [['host', '127.0.0.1:4000'], ['connection', 'keep-alive']] } },
+  event: {
+    type: 'fetch',
+    request: {
+      method: 'GET',
+      url: 'http://127.0.0.1:4000/world',
+      headers: [
+        ['host', '127.0.0.1:4000'],
+        ['connection', 'keep-alive'],
+      ],
+    },
+  },
   environment: { installation: { id: 'inst_x', configuration: {} } },
   entropy: new Uint8Array(256),
 };
@@ -149,13 +159,40 @@ const invoke = {
 export default createIntegration({ async fetch(request) { return new Response('Hello, ' + new URL(request.url).pathname.split('/').pop() + '!', { headers: { 'content-type': 'text/plain;charset=UTF-8' } }); } });`,
   requestId: 'req_bench',
   envelope: {
-    event: { type: 'fetch', request: { method: 'GET', url: `${publicEndpoint}/world`, headers: [['accept', '*/*'], ['connection', 'keep-alive'], ['host', '127.0.0.1:4000']] } },
+    event: {
+      type: 'fetch',
+      request: {
+        method: 'GET',
+        url: `${publicEndpoint}/world`,
+        headers: [
+          ['accept', '*/*'],
+          ['connection', 'keep-alive'],
+          ['host', '127.0.0.1:4000'],
+        ],
+      },
+    },
     environment: {
       apiEndpoint: 'http://127.0.0.1:4000/api/v1',
       apiTokens: { installation: 'sy_inv_aW5zdF9mMTRkYmQ4YjI0Zjk3MzgwOTg1ZC4xNzk1NTUxNDI3.4nXRS-lDJSKz6BeonhDaMq81Duv2mFKlZ4_lrZwn8ww' },
-      integration: { name: 'hello', title: 'Hello', description: 'Says hello', visibility: 'private', scopes: [], version: '1', urls: { publicEndpoint: 'http://127.0.0.1:4000/v1/integrations/hello' } },
+      integration: {
+        name: 'hello',
+        title: 'Hello',
+        description: 'Says hello',
+        visibility: 'private',
+        scopes: [],
+        version: '1',
+        urls: { publicEndpoint: 'http://127.0.0.1:4000/v1/integrations/hello' },
+      },
       secrets: {},
-      installation: { id: 'inst_f14dbd8b24f97380985d', target: 'organization', space_selection: 'all', status: 'active', configuration: {}, externalIds: [], urls: { publicEndpoint } },
+      installation: {
+        id: 'inst_f14dbd8b24f97380985d',
+        target: 'organization',
+        space_selection: 'all',
+        status: 'active',
+        configuration: {},
+        externalIds: [],
+        urls: { publicEndpoint },
+      },
     },
   },
 };
@@ -176,7 +213,13 @@ host.close();
 // req/s = ~80 us of CPU in all processes together.
 const BUDGET_US = 2e6 / 25_000;
 console.log(`isolated-vm floor: ${ISOLATES} isolates, ${ROUNDS} rounds of ${SECONDS}s (medians)`);
-console.log(`  inline (the default):            ${median(inlineRates).toFixed(0).padStart(7)} calls/s, ${median(inlineCpu).toFixed(1).padStart(5)} us CPU per call, share of the ~${BUDGET_US.toFixed(0)} us per-request budget at the public-endpoint goal: ${(median(inlineCpu) / BUDGET_US).toFixed(2)}`);
-console.log(`  apart, ${IN_FLIGHT} in flight (moved off): ${median(rates).toFixed(0).padStart(7)} calls/s, ${median(cpu).toFixed(1).padStart(5)} us CPU per call, share: ${(median(cpu) / BUDGET_US).toFixed(2)}`);
-console.log(`  a hello invocation, sandbox host: ${median(hostRates).toFixed(0).padStart(7)} invocations/s, ${median(hostCpu).toFixed(1).padStart(5)} us CPU each, share: ${(median(hostCpu) / BUDGET_US).toFixed(2)}`);
+console.log(
+  `  inline (the default):            ${median(inlineRates).toFixed(0).padStart(7)} calls/s, ${median(inlineCpu).toFixed(1).padStart(5)} us CPU per call, share of the ~${BUDGET_US.toFixed(0)} us per-request budget at the public-endpoint goal: ${(median(inlineCpu) / BUDGET_US).toFixed(2)}`,
+);
+console.log(
+  `  apart, ${IN_FLIGHT} in flight (moved off): ${median(rates).toFixed(0).padStart(7)} calls/s, ${median(cpu).toFixed(1).padStart(5)} us CPU per call, share: ${(median(cpu) / BUDGET_US).toFixed(2)}`,
+);
+console.log(
+  `  a hello invocation, sandbox host: ${median(hostRates).toFixed(0).padStart(7)} invocations/s, ${median(hostCpu).toFixed(1).padStart(5)} us CPU each, share: ${(median(hostCpu) / BUDGET_US).toFixed(2)}`,
+);
 process.exit(0);

@@ -35,7 +35,14 @@ if (dir) {
     if (now === open) return;
     if (open) {
       histogram.disable();
-      const report = { pid: process.pid, serving, p50: ms(histogram.percentile(50)), p99: ms(histogram.percentile(99)), max: ms(histogram.max), samples: histogram.count };
+      const report = {
+        pid: process.pid,
+        serving,
+        p50: ms(histogram.percentile(50)),
+        p99: ms(histogram.percentile(99)),
+        max: ms(histogram.max),
+        samples: histogram.count,
+      };
       writeFileSync(join(dir, `${process.pid}.${open}.json`), JSON.stringify(report));
     }
     open = now;

@@ -41,7 +41,10 @@ await provider.start(0, '127.0.0.1');
 provider.issuer.url = `http://127.0.0.1:${provider.address().port}`;
 
 const root = mkdtempSync(join(tmpdir(), 'switchyard-bench-oauth-'));
-cpSync(join(import.meta.dirname, '../../integrations/oauth-example'), join(root, 'integrations/oauth-example'), { recursive: true, filter: (f) => !f.endsWith('.env') });
+cpSync(join(import.meta.dirname, '../../integrations/oauth-example'), join(root, 'integrations/oauth-example'), {
+  recursive: true,
+  filter: (f) => !f.endsWith('.env'),
+});
 process.env.OAUTH_EXAMPLE_CLIENT_ID = 'bench-client';
 process.env.OAUTH_EXAMPLE_CLIENT_SECRET = 'bench-secret';
 process.env.OAUTH_EXAMPLE_PROVIDER_URL = provider.issuer.url;
@@ -81,14 +84,29 @@ try {
       callback.push(c.ms);
     }
   }
-  const rows = await sql.all<{ status: number; cpu_ms: number }>(server.services.store, "SELECT status, cpu_ms FROM invocations WHERE integration = 'oauth-example' ORDER BY created_at");
+  const rows = await sql.all<{ status: number; cpu_ms: number }>(
+    server.services.store,
+    "SELECT status, cpu_ms FROM invocations WHERE integration = 'oauth-example' ORDER BY created_at",
+  );
   const warm = rows.slice(6);
   const budget = config.sandbox.cpu_time;
   console.log(`OAuth connect against oauth2-mock-server, ${RUNS} connections after 3 warm-up ones`);
   console.log(line('start (302 + state)', start, CALLBACK_GOAL_MS / 2));
   console.log(line('callback (exchange)', callback, CALLBACK_GOAL_MS));
-  console.log(line('start CPU', warm.filter((r) => r.status === 302).map((r) => r.cpu_ms), budget / 2));
-  console.log(line('callback CPU', warm.filter((r) => r.status === 200).map((r) => r.cpu_ms), budget / 2));
+  console.log(
+    line(
+      'start CPU',
+      warm.filter((r) => r.status === 302).map((r) => r.cpu_ms),
+      budget / 2,
+    ),
+  );
+  console.log(
+    line(
+      'callback CPU',
+      warm.filter((r) => r.status === 200).map((r) => r.cpu_ms),
+      budget / 2,
+    ),
+  );
   console.log(`(cpu goal: half of sandbox.cpu_time = ${budget} ms; first, cold invocation: ${rows[0]?.cpu_ms.toFixed(1)} ms CPU)`);
 } finally {
   await server.close();

@@ -79,7 +79,9 @@ async function main(): Promise<void> {
         console.log(
           `${String(parallel).padStart(2)} at a time  ${name.padEnd(8)} ${Math.round(m(name, 'rate'))} statements/s, ${m(name, 'cpuUs').toFixed(0)} us CPU each here, event loop held at most ${m(name, 'held').toFixed(1)} ms at a time`,
         );
-      console.log(`${String(parallel).padStart(2)} at a time  contract / driver: ${(m('contract', 'rate') / m('driver', 'rate')).toFixed(2)}x the statements, ${(m('contract', 'cpuUs') / m('driver', 'cpuUs')).toFixed(2)}x the CPU each`);
+      console.log(
+        `${String(parallel).padStart(2)} at a time  contract / driver: ${(m('contract', 'rate') / m('driver', 'rate')).toFixed(2)}x the statements, ${(m('contract', 'cpuUs') / m('driver', 'cpuUs')).toFixed(2)}x the CPU each`,
+      );
     }
   } finally {
     await (ways.contract as ReturnType<typeof createPostgresDatabase>).close();

@@ -73,7 +73,8 @@ const GW_LOCAL_QUEUE = setting('BENCH_GW_LOCAL_QUEUE', 100);
 const GW_BATCH_DELAY = setting('BENCH_GW_BATCH_DELAY', 250);
 const CAPACITY_CORES = setting('BENCH_CAPACITY_CORES', cpus().length);
 const GOAL_P99 = 25;
-const GW_VERSION = (JSON.parse(readFileSync(new URL('../../node_modules/graphile-worker/package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const GW_VERSION = (JSON.parse(readFileSync(new URL('../../node_modules/graphile-worker/package.json', import.meta.url), 'utf8')) as { version: string })
+  .version;
 const TOKEN = 'bench-token-0123456789';
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -203,7 +204,10 @@ async function startNode(store: string | undefined, loopDir: string): Promise<No
     for (const line of String(d).split('\n')) if (/"level":"(warn|error)"/.test(line)) process.stderr.write(`  node: ${line.slice(0, 400)}\n`);
   });
   for (let i = 0; ; i++) {
-    const ok = await fetch(`${url}/readyz`).then((r) => r.status === 200, () => false);
+    const ok = await fetch(`${url}/readyz`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
     if (ok) break;
     if (i > 600) throw new Error(`${url} not ready after 60 s`);
     await new Promise((r) => setTimeout(r, 100));
@@ -229,7 +233,11 @@ function post(node: Node, body: string): Promise<{ status: number; text: string 
   return new Promise((resolve) => {
     const req = http.request(
       `${node.url}/api/v1/events`,
-      { method: 'POST', agent: node.agent, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      {
+        method: 'POST',
+        agent: node.agent,
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -333,10 +341,7 @@ interface Watch {
 async function pgCounters(w: Watch): Promise<PgCounters> {
   // Each statement is its own transaction, so each reads the counts as last reported (backends report at most once a second).
   const d = (
-    await w.admin.query(
-      'SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = $1) AS commits, wal_sync, wal_bytes FROM pg_stat_wal',
-      [w.name],
-    )
+    await w.admin.query('SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = $1) AS commits, wal_sync, wal_bytes FROM pg_stat_wal', [w.name])
   ).rows[0];
   const ownCommits = w.reads++;
   const t = (await w.db.query('SELECT sum(n_tup_ins) AS ins, sum(n_tup_upd) AS upd, sum(n_tup_del) AS del FROM pg_stat_user_tables')).rows[0];
@@ -345,7 +350,10 @@ async function pgCounters(w: Watch): Promise<PgCounters> {
       `SELECT sum(calls) AS n FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) AND query NOT LIKE '%pg_stat_user_tables%'`,
       [w.name],
     )
-    .then((r) => Number(r.rows[0].n ?? 0), () => NaN);
+    .then(
+      (r) => Number(r.rows[0].n ?? 0),
+      () => NaN,
+    );
   return {
     statements,
     commits: Number(d.commits) - ownCommits,
@@ -440,7 +448,14 @@ async function startGraphile(engine: string, connectionString: string, loopDir: 
   let peer: ChildProcess | undefined;
   try {
     await utils.migrate();
-    const options = { connectionString, target: hook, batched: engine === 'gwbatch', concurrency: GW_CONCURRENCY, localQueue: GW_LOCAL_QUEUE, batchDelay: GW_BATCH_DELAY };
+    const options = {
+      connectionString,
+      target: hook,
+      batched: engine === 'gwbatch',
+      concurrency: GW_CONCURRENCY,
+      localQueue: GW_LOCAL_QUEUE,
+      batchDelay: GW_BATCH_DELAY,
+    };
     peer = fork(join(ROOT, 'scripts/bench/graphile-peer.ts'), [JSON.stringify(options)], {
       execArgv: ['--no-node-snapshot'],
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
@@ -655,7 +670,11 @@ try {
     for (const e of ENGINES) {
       const r = await measure(e, server, admin, round);
       results[e].push(r);
-      process.stdout.write(`round ${round + 1} ${e}: ${Object.entries(r).map(([k, v]) => `${k}=${v.toFixed(Math.abs(v) < 10 ? 2 : 0)}`).join(' ')}\n`);
+      process.stdout.write(
+        `round ${round + 1} ${e}: ${Object.entries(r)
+          .map(([k, v]) => `${k}=${v.toFixed(Math.abs(v) < 10 ? 2 : 0)}`)
+          .join(' ')}\n`,
+      );
     }
   }
 } finally {
@@ -705,7 +724,9 @@ const lines: Array<[string, string, number, number, boolean]> = [
 const base = ENGINES.includes('sqlite') ? 'sqlite' : undefined;
 const others = ENGINES.filter((e) => e !== 'sqlite');
 const W = 52;
-process.stdout.write(`\nmedians of ${ROUNDS} rounds${' '.repeat(W - 19)}${ENGINES.map((e) => label(e).padStart(10)).join('')}${base ? others.map((e) => `${label(e)}/sqlite`.padStart(16)).join('') : ''}\n`);
+process.stdout.write(
+  `\nmedians of ${ROUNDS} rounds${' '.repeat(W - 19)}${ENGINES.map((e) => label(e).padStart(10)).join('')}${base ? others.map((e) => `${label(e)}/sqlite`.padStart(16)).join('') : ''}\n`,
+);
 for (const [name, k, d, scale, ratio] of lines) {
   if (!k) {
     process.stdout.write(`${name}\n`);
@@ -768,11 +789,13 @@ if (has('pg1')) {
   );
   for (const count of [1, 2, 4, 8]) {
     const cap = Math.min(count * nodeCap, pgCap);
-    process.stdout.write(`  ${String(count).padStart(2)} node${count > 1 ? 's' : ' '}: ${fmt(cap).padStart(8)} deliveries/s (${count * nodeCap <= pgCap ? 'the nodes limit' : 'PostgreSQL limits'})\n`);
+    process.stdout.write(
+      `  ${String(count).padStart(2)} node${count > 1 ? 's' : ' '}: ${fmt(cap).padStart(8)} deliveries/s (${count * nodeCap <= pgCap ? 'the nodes limit' : 'PostgreSQL limits'})\n`,
+    );
   }
   process.stdout.write(
     '  (every core busy with deliveries alone: no load generator, no headroom; the disk, the network and lock waits not counted; ' +
-      'node CPU is all of a node\'s processes, measured with the load generator and PostgreSQL on the same cores)\n',
+      "node CPU is all of a node's processes, measured with the load generator and PostgreSQL on the same cores)\n",
   );
 }
 process.exit(0);

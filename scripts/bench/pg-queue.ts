@@ -103,8 +103,14 @@ const sqliteOf = (name: keyof typeof SQL) => {
 const body = JSON.stringify({ type: 'site_view', data: { path: '/pricing', referrer: 'https://example.com/', n: 42 } });
 const eventRow = (i: number, now: number) => ({ id: `evt_${now}_${i}`, type: 'site_view', installation_id: null, payload: body, received_at: now });
 const deliveryRow = (i: number, now: number) => ({
-  id: `dlv_${now}_${i}`, event_id: `evt_${now}_${i}`, event_type: 'site_view', installation_id: 'ins_bench',
-  url: `https://receiver-${i % 4}.example/hook`, origin: `https://receiver-${i % 4}.example`, body, at: now,
+  id: `dlv_${now}_${i}`,
+  event_id: `evt_${now}_${i}`,
+  event_type: 'site_view',
+  installation_id: 'ins_bench',
+  url: `https://receiver-${i % 4}.example/hook`,
+  origin: `https://receiver-${i % 4}.example`,
+  body,
+  at: now,
 });
 
 /** One connection that runs a statement by name with positional parameters, per engine. */
@@ -327,7 +333,8 @@ try {
         await enqueueGrouped(c, CLAIM_ROWS, Date.now() - 1000);
         if (e !== 'sqlite') await c.exec('VACUUM ANALYZE webhook_deliveries');
         const cr = await claimRun(e, target, n);
-        if (cr.claimed !== CLAIM_ROWS || cr.distinct !== CLAIM_ROWS) throw new Error(`${e} ${n} claimers: ${cr.claimed} claims of ${cr.distinct} rows, expected ${CLAIM_ROWS}`);
+        if (cr.claimed !== CLAIM_ROWS || cr.distinct !== CLAIM_ROWS)
+          throw new Error(`${e} ${n} claimers: ${cr.claimed} claims of ${cr.distinct} rows, expected ${CLAIM_ROWS}`);
         duplicatesTotal += cr.duplicates;
         r[`claim${n}`] = cr.perSec;
         r[`dup${n}`] = cr.duplicates;
@@ -336,7 +343,11 @@ try {
       }
       await c.close();
       results[e].push(r);
-      process.stdout.write(`round ${round + 1} ${e}: ${Object.entries(r).map(([k, v]) => `${k}=${v.toFixed(k.startsWith('p') ? 2 : 0)}`).join(' ')}\n`);
+      process.stdout.write(
+        `round ${round + 1} ${e}: ${Object.entries(r)
+          .map(([k, v]) => `${k}=${v.toFixed(k.startsWith('p') ? 2 : 0)}`)
+          .join(' ')}\n`,
+      );
     }
   }
 } finally {
@@ -358,7 +369,9 @@ const lines: Array<[string, string, number]> = [
   ['claim round trip p50, 3 claimers (ms)', 'p50_3', 3],
   ['claim round trip p99, 3 claimers (ms)', 'p99_3', 3],
 ];
-process.stdout.write(`\nmedians of ${ROUNDS}        ${'sqlite'.padStart(10)}${'pg'.padStart(10)}${'postgres'.padStart(10)}   pg/sqlite postgres/sqlite postgres/pg\n`);
+process.stdout.write(
+  `\nmedians of ${ROUNDS}        ${'sqlite'.padStart(10)}${'pg'.padStart(10)}${'postgres'.padStart(10)}   pg/sqlite postgres/sqlite postgres/pg\n`,
+);
 for (const [label, k, d] of lines) {
   const [s, p, q] = engines.map((e) => med(e, k));
   process.stdout.write(

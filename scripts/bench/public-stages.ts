@@ -63,11 +63,20 @@ const RULES: Rule[] = [
   // applySync is a native: its samples land on the JS frame that called it.
   { stage: CALL, url: /src\/sandbox\/host\/instance\.ts$/, fn: /^(applySync|callInline)$/ },
   { stage: 'response back (toResponse, srvx FastResponse to the socket)', url: /src\/runtime\/public-fetch\.ts$/, fn: /^toResponse$/ },
-  { stage: 'invocation record and output (invoke.ts, records, redaction)', url: /src\/runtime\/(invoke|records|redact|stack-trace|output|log-budget|late-logs|invocations)\.ts$/ },
-  { stage: 'envelope (headers, environment, tokens)', url: /src\/runtime\/(public-fetch|environment|caller-environment)\.ts$|src\/installations\/(tokens|urls)\.ts$/ },
+  {
+    stage: 'invocation record and output (invoke.ts, records, redaction)',
+    url: /src\/runtime\/(invoke|records|redact|stack-trace|output|log-budget|late-logs|invocations)\.ts$/,
+  },
+  {
+    stage: 'envelope (headers, environment, tokens)',
+    url: /src\/runtime\/(public-fetch|environment|caller-environment)\.ts$|src\/installations\/(tokens|urls)\.ts$/,
+  },
   { stage: 'sandbox host (batch, pool, invocation, limits)', url: /src\/sandbox\/|src\/lib\/batch\.ts$/ },
   { stage: 'invocation record and output (invoke.ts, records, redaction)', url: /src\/store\/|node_modules\/better-sqlite3\// },
-  { stage: 'routing and auth (h3, srvx Request, src/http, lookups)', url: /node_modules\/(h3|srvx|rou3|cookie-es)\/|src\/(http|server|metrics|runtime|installations|registry|process)\// },
+  {
+    stage: 'routing and auth (h3, srvx Request, src/http, lookups)',
+    url: /node_modules\/(h3|srvx|rou3|cookie-es)\/|src\/(http|server|metrics|runtime|installations|registry|process)\//,
+  },
   { stage: "Node's HTTP server and sockets", url: /^node:/ },
 ];
 const GC = 'garbage collector';
@@ -160,7 +169,13 @@ function stagesOf(
 const children = new Set<ChildProcess>();
 let tmp = '';
 process.on('exit', () => {
-  for (const c of children) if (c.pid) try { process.kill(-c.pid, 'SIGKILL'); } catch { /* gone */ }
+  for (const c of children)
+    if (c.pid)
+      try {
+        process.kill(-c.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => process.exit(130));
@@ -313,7 +328,10 @@ async function guestSplit(): Promise<{ perInvocation: number; guestUs: number; c
     profiled.push(inst);
     return inst;
   };
-  const host = new SandboxHost({ limits: defaultConfig().sandbox, allowPrivateNetworks: false, serverOrigin: 'http://127.0.0.1:4000', concurrency: 4 }, () => {});
+  const host = new SandboxHost(
+    { limits: defaultConfig().sandbox, allowPrivateNetworks: false, serverOrigin: 'http://127.0.0.1:4000', concurrency: 4 },
+    () => {},
+  );
   const endpoint = 'http://127.0.0.1:4000/v1/integrations/hello/installations/inst_f14dbd8b24f97380985d';
   const invoke = {
     name: 'hello',
@@ -324,10 +342,29 @@ async function guestSplit(): Promise<{ perInvocation: number; guestUs: number; c
       event: { type: 'fetch', request: { method: 'GET', url: endpoint, headers: [['host', '127.0.0.1:4000']] as Array<[string, string]> } },
       environment: {
         apiEndpoint: 'http://127.0.0.1:4000/api/v1',
-        apiTokens: { installation: 'sy_inv_aW5zdF9mMTRkYmQ4YjI0Zjk3MzgwOTg1ZC4xNzk1NTUxNDI3.4nXRS-lDJSKz6BeonhDaMq81Duv2mFKlZ4_lrZwn8ww', integration: 'sy_int_aGVsbG8uMTc5NTU1MTQyNw.4nXRS-lDJSKz6BeonhDaMq81Duv2mFKlZ4_lrZwn8ww' },
-        integration: { name: 'hello', title: 'Hello', description: 'Says hello', visibility: 'private', scopes: [], version: '1', urls: { publicEndpoint: endpoint, publicContentEndpoint: endpoint } },
+        apiTokens: {
+          installation: 'sy_inv_aW5zdF9mMTRkYmQ4YjI0Zjk3MzgwOTg1ZC4xNzk1NTUxNDI3.4nXRS-lDJSKz6BeonhDaMq81Duv2mFKlZ4_lrZwn8ww',
+          integration: 'sy_int_aGVsbG8uMTc5NTU1MTQyNw.4nXRS-lDJSKz6BeonhDaMq81Duv2mFKlZ4_lrZwn8ww',
+        },
+        integration: {
+          name: 'hello',
+          title: 'Hello',
+          description: 'Says hello',
+          visibility: 'private',
+          scopes: [],
+          version: '1',
+          urls: { publicEndpoint: endpoint, publicContentEndpoint: endpoint },
+        },
         secrets: {},
-        installation: { id: 'inst_f14dbd8b24f97380985d', target: 'organization', space_selection: { selection: 'all', spaces: [] }, status: 'active', configuration: {}, externalIds: [], urls: { publicEndpoint: endpoint } },
+        installation: {
+          id: 'inst_f14dbd8b24f97380985d',
+          target: 'organization',
+          space_selection: { selection: 'all', spaces: [] },
+          status: 'active',
+          configuration: {},
+          externalIds: [],
+          urls: { publicEndpoint: endpoint },
+        },
       },
     },
   };
@@ -357,7 +394,9 @@ async function main(): Promise<void> {
   tmp = mkdtempSync(join(tmpdir(), 'switchyard-stages-'));
   const plain = await startServe('unprofiled', false);
   const profiled = await startServe('profiled', true);
-  process.stdout.write(`public endpoint stages: serve --processes 1 (hello), wrk -t1 -c${CONNECTIONS} -d${SECONDS}s, ${ROUNDS} rounds; profile every ${INTERVAL} µs\n`);
+  process.stdout.write(
+    `public endpoint stages: serve --processes 1 (hello), wrk -t1 -c${CONNECTIONS} -d${SECONDS}s, ${ROUNDS} rounds; profile every ${INTERVAL} µs\n`,
+  );
   await wrk(plain, 2);
   await wrk(profiled, 2);
   const loads: Load[] = [];
@@ -372,7 +411,9 @@ async function main(): Promise<void> {
         rps.push(l.rps);
       } else windows.push(l.window);
     }
-    process.stdout.write(`  round ${round + 1}: ${loads.at(-1)!.cpuUs.toFixed(1)} µs CPU per request (serving process), ${loads.at(-1)!.rps.toFixed(0)} req/s\n`);
+    process.stdout.write(
+      `  round ${round + 1}: ${loads.at(-1)!.cpuUs.toFixed(1)} µs CPU per request (serving process), ${loads.at(-1)!.rps.toFixed(0)} req/s\n`,
+    );
   }
   await stopServe(plain);
   await stopServe(profiled);
@@ -381,7 +422,9 @@ async function main(): Promise<void> {
   // The serving process's profile: the largest one in the directory (the supervisor's is small).
   const files = readdirSync(profiled.profDir!).filter((f) => f.endsWith('.cpuprofile'));
   if (!files.length) fail(`no profile in ${profiled.profDir}:\n${readFileSync(profiled.log, 'utf8')}`);
-  const profiles = files.map((f) => JSON.parse(readFileSync(join(profiled.profDir!, f), 'utf8')) as Profile).sort((a, b) => b.samples.length - a.samples.length);
+  const profiles = files
+    .map((f) => JSON.parse(readFileSync(join(profiled.profDir!, f), 'utf8')) as Profile)
+    .sort((a, b) => b.samples.length - a.samples.length);
   const { by, total, fns } = stagesOf(profiles[0], windows, stageOf);
 
   const guest = await guestSplit();

@@ -29,7 +29,6 @@ const GOAL_BATCH_MS = 50;
 const GOAL_STALL_MS = 50;
 const DAY = 86_400_000;
 
-
 function fill(db: NonNullable<ReturnType<typeof openStore>['sqlite']>, old: number): void {
   const delivery = db.prepare(
     `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, attempts, created_at, updated_at, completed_at)
@@ -64,7 +63,13 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
     const now = Date.now();
     fill(store.sqlite!, now - 40 * DAY);
     const queue = createQueue(store.database, { maxAttempts: () => 4 });
-    const events = createEvents({ database: store.database, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
+    const events = createEvents({
+      database: store.database,
+      log: memoryLogger(),
+      subscriptions: () => undefined,
+      deliveries: () => undefined,
+      handlerRuns: () => undefined,
+    });
     const invocations = createInvocations(store.database);
     const batches: number[] = [];
     const timed = (p: Purger): Purger => ({
@@ -87,7 +92,12 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
       store.sqlite!.pragma('wal_checkpoint(PASSIVE)');
       batches[batches.length - 1] += performance.now() - t0;
     };
-    const retention = createRetention({ purgers: () => purgers, settings: () => ({ keep: 30 * DAY, keep_failed: 90 * DAY, batch_size: BATCH }), log: memoryLogger(), checkpoint });
+    const retention = createRetention({
+      purgers: () => purgers,
+      settings: () => ({ keep: 30 * DAY, keep_failed: 90 * DAY, batch_size: BATCH }),
+      log: memoryLogger(),
+      checkpoint,
+    });
     const h = monitorEventLoopDelay({ resolution: 1 });
     h.enable();
     const t0 = performance.now();

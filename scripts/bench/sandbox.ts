@@ -41,7 +41,6 @@ if (CLIENT !== 'lean' && CLIENT !== 'node') {
   process.exit(2);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Load process: closed loop, CONCURRENCY requests in flight on keep-alive connections. The lean
 // client (http-load.ts) by default; BENCH_CLIENT=node for Node's http client, which costs ~55 µs of
@@ -159,7 +158,10 @@ export default createIntegration({
   // The plain handler does the same work as the guest: parse the URL, build the same response. It
   // answers with srvx's FastResponse, as the server's public endpoints do (a standard Response is
   // read back through a body stream by the Node adapter, which made the plain route slower).
-  app.get('/plain', (event) => new FastResponse(`Hello, ${new URL(event.req.url).pathname.slice(1)}!`, { headers: { 'content-type': 'text/plain;charset=UTF-8' } }));
+  app.get(
+    '/plain',
+    (event) => new FastResponse(`Hello, ${new URL(event.req.url).pathname.slice(1)}!`, { headers: { 'content-type': 'text/plain;charset=UTF-8' } }),
+  );
   app.get('/sandbox', async (event) => {
     const req = event.req;
     const r = await sandbox.invoke({
@@ -180,7 +182,9 @@ export default createIntegration({
   await measure(loader, `${base}/plain`);
   await measure(loader, `${base}/sandbox`);
 
-  console.log(`HTTP: ${CONCURRENCY} concurrent keep-alive requests, ${SECONDS}s per round, ${ROUNDS} rounds (medians), ${CLIENT === 'node' ? "Node's http client" : 'lean load client'}`);
+  console.log(
+    `HTTP: ${CONCURRENCY} concurrent keep-alive requests, ${SECONDS}s per round, ${ROUNDS} rounds (medians), ${CLIENT === 'node' ? "Node's http client" : 'lean load client'}`,
+  );
   const plain: Measure[] = [];
   const boxed: Measure[] = [];
   for (let round = 0; round < ROUNDS; round++) {
@@ -189,7 +193,11 @@ export default createIntegration({
   }
   const row = (name: string, ms: Measure[]) =>
     console.log(
-      `  ${name.padEnd(26)} ${median(ms.map((m) => m.rps)).toFixed(0).padStart(7)} req/s   p50 ${median(ms.map((m) => m.p50)).toFixed(2)} ms   p99 ${median(ms.map((m) => m.p99)).toFixed(2)} ms${ms.some((m) => m.errors) ? `   errors ${ms.reduce((a, m) => a + m.errors, 0)}` : ''}`,
+      `  ${name.padEnd(26)} ${median(ms.map((m) => m.rps))
+        .toFixed(0)
+        .padStart(
+          7,
+        )} req/s   p50 ${median(ms.map((m) => m.p50)).toFixed(2)} ms   p99 ${median(ms.map((m) => m.p99)).toFixed(2)} ms${ms.some((m) => m.errors) ? `   errors ${ms.reduce((a, m) => a + m.errors, 0)}` : ''}`,
     );
   row('plain h3 handler', plain);
   row('hello through the sandbox', boxed);
@@ -226,7 +234,11 @@ export default createIntegration({
       Array.from({ length: CONCURRENCY }, async () => {
         while (performance.now() < end) {
           const t0 = performance.now();
-          await sandbox.invoke({ script: hello, envelope: { event: { type: 'fetch', request: { method: 'GET', url: 'https://x.test/api', headers: [] } }, environment: {} }, requestId: `a${++n}` });
+          await sandbox.invoke({
+            script: hello,
+            envelope: { event: { type: 'fetch', request: { method: 'GET', url: 'https://x.test/api', headers: [] } }, environment: {} },
+            requestId: `a${++n}`,
+          });
           apiLat.push(performance.now() - t0);
           count++;
         }
@@ -235,7 +247,9 @@ export default createIntegration({
     apiRuns.push(count / ((performance.now() - started) / 1000));
   }
   apiLat.sort((a, b) => a - b);
-  console.log(`API only (sandbox.invoke, ${CONCURRENCY} in flight): ${median(apiRuns).toFixed(0)} invocations/s   p50 ${percentile(apiLat, 50).toFixed(2)} ms   p99 ${percentile(apiLat, 99).toFixed(2)} ms`);
+  console.log(
+    `API only (sandbox.invoke, ${CONCURRENCY} in flight): ${median(apiRuns).toFixed(0)} invocations/s   p50 ${percentile(apiLat, 50).toFixed(2)} ms   p99 ${percentile(apiLat, 99).toFixed(2)} ms`,
+  );
 
   // First request after a reload.
   const envelope = { event: { type: 'fetch', request: { method: 'GET', url: 'https://x.test/cold', headers: [] } }, environment: {} };

@@ -77,7 +77,10 @@ function workspace(n: number, port: number): { dir: string; config: string; name
   }
   mkdirSync(join(dir, 'integrations'), { recursive: true });
   const config = join(dir, 'config.yaml');
-  writeFileSync(config, `server:\n  port: ${port}\ndata_dir: ./data\nintegrations_dir: ./integrations\nadmin_token: ${TOKEN}\nlog:\n  format: json\n  level: warn\n`);
+  writeFileSync(
+    config,
+    `server:\n  port: ${port}\ndata_dir: ./data\nintegrations_dir: ./integrations\nadmin_token: ${TOKEN}\nlog:\n  format: json\n  level: warn\n`,
+  );
   return { dir, config, names };
 }
 
@@ -151,7 +154,11 @@ function treeRss(pid: number): number {
 }
 
 const api = async (base: string, method: string, path: string, body?: unknown) => {
-  const res = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const json = (await res.json()) as any;
   if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
   return json;
@@ -234,9 +241,14 @@ async function main(): Promise<void> {
         const m = (k: keyof Start) => median(starts.map((s) => s[k]));
         const goal = GOALS[n];
         const ratio = label === 'warm' && goal ? `< ${sec(goal)}: ratio ${(m('first') / goal).toFixed(2)} ${m('first') < goal ? 'met' : 'NOT met'}` : '';
-        console.log(`${String(n).padEnd(13)}${label.padEnd(7)}${sec(m('healthz')).padEnd(11)}${sec(m('first')).padEnd(11)}${sec(m('ready')).padEnd(11)}${ratio}`);
-        console.log(`${''.padEnd(20)}rounds: first 200 [${starts.map((s) => sec(s.first)).join(', ')}], /readyz [${starts.map((s) => sec(s.ready)).join(', ')}]`);
-        if (label === 'warm' && goal) summary.push(`warm start to first 200, ${n} integrations: ${sec(m('first'))} (goal < ${sec(goal)}, ratio ${(m('first') / goal).toFixed(2)})`);
+        console.log(
+          `${String(n).padEnd(13)}${label.padEnd(7)}${sec(m('healthz')).padEnd(11)}${sec(m('first')).padEnd(11)}${sec(m('ready')).padEnd(11)}${ratio}`,
+        );
+        console.log(
+          `${''.padEnd(20)}rounds: first 200 [${starts.map((s) => sec(s.first)).join(', ')}], /readyz [${starts.map((s) => sec(s.ready)).join(', ')}]`,
+        );
+        if (label === 'warm' && goal)
+          summary.push(`warm start to first 200, ${n} integrations: ${sec(m('first'))} (goal < ${sec(goal)}, ratio ${(m('first') / goal).toFixed(2)})`);
       }
 
       // Memory: idle (median of the warm starts), then one invocation each on the last one.
@@ -254,7 +266,9 @@ async function main(): Promise<void> {
       console.log(
         `${''.padEnd(20)}RSS idle ${mb(idle).toFixed(1)} MB (rounds [${idles.map((x) => mb(x).toFixed(1)).join(', ')}]); after one invocation each ${mb(after).toFixed(1)} MB: +${perInvoked.toFixed(2)} MB per integration invoked (its warm isolate)`,
       );
-      summary.push(`${n} integrations: RSS idle ${mb(idle).toFixed(1)} MB (${mb(emptyRss).toFixed(1)} MB with none), +${perInvoked.toFixed(2)} MB per integration once invoked (a warm isolate)`);
+      summary.push(
+        `${n} integrations: RSS idle ${mb(idle).toFixed(1)} MB (${mb(emptyRss).toFixed(1)} MB with none), +${perInvoked.toFixed(2)} MB per integration once invoked (a warm isolate)`,
+      );
     } finally {
       rmSync(ws.dir, { recursive: true, force: true });
     }

@@ -55,11 +55,26 @@ try {
   sdb.transaction(() => {
     for (let i = 0; i < EVENTS; i++) {
       const at = now + i;
-      const payload = JSON.stringify({ type: 'site_view', siteId: 'site_1', visitor: { anonymousId: `anon_${i}`, userAgent: 'Mozilla/5.0 (X11; Linux x86_64)' }, url: `https://docs.example.com/page/${i}` });
+      const payload = JSON.stringify({
+        type: 'site_view',
+        siteId: 'site_1',
+        visitor: { anonymousId: `anon_${i}`, userAgent: 'Mozilla/5.0 (X11; Linux x86_64)' },
+        url: `https://docs.example.com/page/${i}`,
+      });
       event.run(`evt_${i}`, 'site_view', 'inst_1', payload, at);
       const seq = delivery.run(`dlv_${i}`, `evt_${i}`, payload, at, at, at).lastInsertRowid;
       attempt.run(seq, at, 12.5 + (i % 7), `t=${Math.floor(at / 1000)},v1=${'ab'.repeat(32)}`);
-      invocation.run(`inv_${i}`, `evt_${i}`, 3.25, 1.5, JSON.stringify([{ level: 'log', message: `handled ${i}` }, { level: 'warn', message: 'slow upstream' }]), new Date(at).toISOString());
+      invocation.run(
+        `inv_${i}`,
+        `evt_${i}`,
+        3.25,
+        1.5,
+        JSON.stringify([
+          { level: 'log', message: `handled ${i}` },
+          { level: 'warn', message: 'slow upstream' },
+        ]),
+        new Date(at).toISOString(),
+      );
     }
   })();
   const rows = EVENTS * 4;
@@ -99,7 +114,11 @@ try {
     const url = new URL(server.url);
     url.pathname = `/${db}`;
     const started = performance.now();
-    const run = spawnSync(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), 'store', 'copy', '--to', url.toString(), '--config', config, '--json'], { encoding: 'utf8' });
+    const run = spawnSync(
+      process.execPath,
+      ['--no-node-snapshot', join(ROOT, 'src/main.ts'), 'store', 'copy', '--to', url.toString(), '--config', config, '--json'],
+      { encoding: 'utf8' },
+    );
     whole.push(performance.now() - started);
     if (run.status !== 0) throw new Error(`store copy exited with ${run.status}: ${run.stderr}`);
     copyMs.push((JSON.parse(run.stdout) as { ms: number }).ms);

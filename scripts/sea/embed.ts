@@ -32,10 +32,18 @@ export async function embeddedValues(root: string): Promise<Embedded[]> {
   // src/registry/shipped.ts: the shipped integrations (built-in webhook, examples for `new --example`).
   if (existsSync(join(root, 'src/registry/shipped.ts'))) {
     const shipped = (await import(join(root, 'src/registry/shipped.ts'))) as { readShippedIntegrations: (root: string) => unknown };
-    out.push({ name: 'SWITCHYARD_SHIPPED_INTEGRATIONS', what: 'shipped integrations (built-in webhook, examples)', value: JSON.stringify(shipped.readShippedIntegrations(root)) });
+    out.push({
+      name: 'SWITCHYARD_SHIPPED_INTEGRATIONS',
+      what: 'shipped integrations (built-in webhook, examples)',
+      value: JSON.stringify(shipped.readShippedIntegrations(root)),
+    });
   }
   // src/config/template.ts: the commented config.yaml `switchyard init` writes.
   if (existsSync(join(root, 'config.yaml')))
-    out.push({ name: 'SWITCHYARD_CONFIG_TEMPLATE', what: 'commented config.yaml (switchyard init)', value: JSON.stringify(readFileSync(join(root, 'config.yaml'), 'utf8')) });
+    out.push({
+      name: 'SWITCHYARD_CONFIG_TEMPLATE',
+      what: 'commented config.yaml (switchyard init)',
+      value: JSON.stringify(readFileSync(join(root, 'config.yaml'), 'utf8')),
+    });
   return out;
 }

@@ -81,7 +81,11 @@ export interface Serving {
  */
 export function serve(pg: Playground, opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; args?: string[]; ca?: string[] } = {}): Promise<Serving> {
   const started = performance.now();
-  const child = spawn(pg.exe, ['serve', '--port', '0', ...(opts.args ?? [])], { cwd: join(pg.dir, 'work'), env: { ...pg.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(pg.exe, ['serve', '--port', '0', ...(opts.args ?? [])], {
+    cwd: join(pg.dir, 'work'),
+    env: { ...pg.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('close', (code, signal) => r({ code, signal })));
   const stop = async () => {

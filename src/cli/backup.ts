@@ -29,7 +29,23 @@
  */
 import Database from 'better-sqlite3';
 import { defineCommand } from 'citty';
-import { closeSync, constants, existsSync, fstatSync, lstatSync, mkdirSync, mkdtempSync, openSync, readSync, realpathSync, renameSync, rmSync, statSync, writeSync, type Stats } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+  type Stats,
+} from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { SwitchyardError } from '../errors.ts';
 import { allMigrations } from '../server/migrations.ts';
@@ -68,7 +84,12 @@ function cleanupOnSignal(what: string, cleanup: () => void): { between(): Promis
 
 /** Row counts a person can compare between the live database and its backup. */
 function counts(db: Database.Database): Record<string, number> {
-  const tables = new Set(db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r) => r.name));
+  const tables = new Set(
+    db
+      .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'")
+      .all()
+      .map((r) => r.name),
+  );
   const out: Record<string, number> = {};
   for (const t of ['installations', 'events', 'webhook_deliveries', 'webhook_attempts', 'invocations'])
     if (tables.has(t)) out[t] = (db.prepare(`SELECT count(*) AS n FROM ${t}`).get() as { n: number }).n;
@@ -95,7 +116,8 @@ function checkBackup(file: string, shown = file): Record<string, number> {
     }
     if (problem !== 'ok') throw new SwitchyardError('bad_request', `${shown} is not an intact SQLite database: ${problem}`, { where: shown });
     const hasVersions = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
-    if (!hasVersions) throw new SwitchyardError('bad_request', `${shown} is a SQLite database but not a Switchyard one (no schema_migrations table)`, { where: shown });
+    if (!hasVersions)
+      throw new SwitchyardError('bad_request', `${shown} is a SQLite database but not a Switchyard one (no schema_migrations table)`, { where: shown });
     const known = new Map(allMigrations().map((m) => [m.module, m.steps.length]));
     for (const r of db.prepare<[], { module: string; version: number }>('SELECT module, version FROM schema_migrations').all()) {
       const ours = known.get(r.module);
@@ -138,7 +160,9 @@ function checkBackupTarget(dest: string, force: boolean): void {
   if (!st.isFile())
     throw new SwitchyardError('bad_request', `${dest} is ${kindOf(st)}: a backup only ever replaces a regular file`, {
       where: dest,
-      hint: st.isSymbolicLink() ? 'give the path of the file itself (or a new name): a backup replaces no symlink' : 'give the path of a new file, or of an earlier backup to replace with --force',
+      hint: st.isSymbolicLink()
+        ? 'give the path of the file itself (or a new name): a backup replaces no symlink'
+        : 'give the path of a new file, or of an earlier backup to replace with --force',
     });
   if (!force) throw new SwitchyardError('conflict', `${dest} exists`, { where: dest, hint: 'choose another file, or pass --force to replace it' });
 }
@@ -186,7 +210,10 @@ function copyWhole(source: string, temp: string, dataDir: string): void {
     for (const suffix of ['', '-wal', '-journal']) if (suffix === '' || existsSync(source + suffix)) copyRegular(source + suffix, temp + suffix, source);
   } catch (e) {
     if (e instanceof SwitchyardError) throw e;
-    throw new SwitchyardError('storage_failed', `could not copy ${source} into ${dataDir}: ${(e as Error).message}; the database is unchanged`, { where: source, cause: e });
+    throw new SwitchyardError('storage_failed', `could not copy ${source} into ${dataDir}: ${(e as Error).message}; the database is unchanged`, {
+      where: source,
+      cause: e,
+    });
   }
   try {
     const db = new Database(temp, { fileMustExist: true });
@@ -199,7 +226,10 @@ function copyWhole(source: string, temp: string, dataDir: string): void {
   } catch (e) {
     const code = String((e as { code?: unknown }).code ?? '');
     if (code.startsWith('SQLITE_FULL') || code.startsWith('SQLITE_IOERR'))
-      throw new SwitchyardError('storage_failed', `could not copy ${source} into ${dataDir}: ${(e as Error).message}; the database is unchanged`, { where: source, cause: e });
+      throw new SwitchyardError('storage_failed', `could not copy ${source} into ${dataDir}: ${(e as Error).message}; the database is unchanged`, {
+        where: source,
+        cause: e,
+      });
     throw new SwitchyardError('bad_request', `${source} cannot be opened as a database: ${(e as Error).message}`, { where: source });
   }
 }
@@ -225,7 +255,10 @@ const backup = defineCommand({
     const live = join(resolve(config.data_dir), DB_FILE);
     const sameFile = (a: string, b: string) => existsSync(a) && existsSync(b) && realpathSync(a) === realpathSync(b);
     if ([live, `${live}-wal`, `${live}-shm`].some((f) => f === dest || sameFile(f, dest)))
-      throw new SwitchyardError('bad_request', `${dest} is the live database (or its journal)`, { where: dest, hint: 'write the backup outside the data directory' });
+      throw new SwitchyardError('bad_request', `${dest} is the live database (or its journal)`, {
+        where: dest,
+        hint: 'write the backup outside the data directory',
+      });
     checkBackupTarget(dest, Boolean(args.force));
     if (!existsSync(dirname(dest))) throw new SwitchyardError('bad_request', `the folder ${dirname(dest)} does not exist`, { where: dest });
     const store = openStore(config.data_dir, { readonly: true });
@@ -252,7 +285,11 @@ const backup = defineCommand({
     const rows = checkBackup(dest);
     const report = { file: dest, bytes: statSync(dest).size, durationMs: Math.round(performance.now() - started), rows };
     if (args.json) return printJson(report);
-    out(`backed up ${store.file} to ${dest} (${report.bytes} bytes, ${report.durationMs} ms): ${Object.entries(rows).map(([t, n]) => `${n} ${t}`).join(', ')}\n`);
+    out(
+      `backed up ${store.file} to ${dest} (${report.bytes} bytes, ${report.durationMs} ms): ${Object.entries(rows)
+        .map(([t, n]) => `${n} ${t}`)
+        .join(', ')}\n`,
+    );
     out(`keep it as safe as the data directory: it holds webhook signing secrets and OAuth tokens\n`);
   },
 });
@@ -302,7 +339,11 @@ const restore = defineCommand({
       renameSync(temp, live);
       const report = { restored: source, database: live, previous: kept, rows };
       if (args.json) return printJson(report);
-      out(`restored ${source} into ${live}: ${Object.entries(rows).map(([t, n]) => `${n} ${t}`).join(', ')}\n`);
+      out(
+        `restored ${source} into ${live}: ${Object.entries(rows)
+          .map(([t, n]) => `${n} ${t}`)
+          .join(', ')}\n`,
+      );
       if (kept) out(`the database it replaced is kept as ${kept}\n`);
       out('start the server: deliveries that were due or in flight when the backup was taken are sent again (at least once)\n');
     } finally {

@@ -197,7 +197,9 @@ export default defineCommand({
     out.push(`${label}: ${m ? `${m.name} (${m.title})` : (p.claimedName ?? basename(dir))}`);
     if (m) {
       const props = configurationProperties(m);
-      out.push(`  manifest  ${green('ok')}  ${m.scopes.length} scope(s), ${m.blocks?.length ?? 0} block(s), ${props.count} configuration propert${props.count === 1 ? 'y' : 'ies'}${props.by ? ` (${props.by})` : ''}`);
+      out.push(
+        `  manifest  ${green('ok')}  ${m.scopes.length} scope(s), ${m.blocks?.length ?? 0} block(s), ${props.count} configuration propert${props.count === 1 ? 'y' : 'ies'}${props.by ? ` (${props.by})` : ''}`,
+      );
       if (script) out.push(`  bundle    ${green('ok')}  ${formatBytes(Buffer.byteLength(script.code))}, version ${script.version}`);
       else out.push(`  bundle    ${dim('no script')}`);
       if (sandbox?.status === 'ok') {

@@ -43,7 +43,9 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
       throw new SwitchyardError(
         'server_unreachable',
         `server.port is 0 in ${config.source ?? 'the configuration'}: the server picks its port when it starts, and no running server recorded one in ${servingUrlFile(config.data_dir)}`,
-        { hint: 'start it with `switchyard serve`; or point the CLI at a server with SWITCHYARD_URL=http://127.0.0.1:<port> (its start line shows the URL), or set a fixed server.port' },
+        {
+          hint: 'start it with `switchyard serve`; or point the CLI at a server with SWITCHYARD_URL=http://127.0.0.1:<port> (its start line shows the URL), or set a fixed server.port',
+        },
       );
     if (!token)
       throw new SwitchyardError('unauthorized', `no admin token: admin_token is empty and ${config.data_dir}/admin-token does not exist`, {
@@ -58,7 +60,7 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
       const refused = certificateProblem(e);
       if (refused)
         throw new SwitchyardError('server_unreachable', `the server at ${baseUrl} answered with a certificate this command does not trust (${refused})`, {
-          hint: 'a certificate a private CA issued: NODE_EXTRA_CA_CERTS=<that CA\'s PEM file>; a name it does not cover: point SWITCHYARD_URL (or server.public_url) at a name it does',
+          hint: "a certificate a private CA issued: NODE_EXTRA_CA_CERTS=<that CA's PEM file>; a name it does not cover: point SWITCHYARD_URL (or server.public_url) at a name it does",
           cause: e,
         });
       const where = recorded ? ` (the URL its last start recorded in ${servingUrlFile(config.data_dir)})` : '';
@@ -71,7 +73,11 @@ export function apiClient(config: LoadedConfig, opts: { url?: string; token?: st
 
   async function request<T>(method: string, path: string, body?: unknown, query?: Record<string, string | number | boolean | undefined>): Promise<T> {
     const qs = query
-      ? new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== '').map(([k, v]) => [k, String(v)] as [string, string])).toString()
+      ? new URLSearchParams(
+          Object.entries(query)
+            .filter(([, v]) => v !== undefined && v !== '')
+            .map(([k, v]) => [k, String(v)] as [string, string]),
+        ).toString()
       : '';
     const res = await raw(`${path}${qs ? `?${qs}` : ''}`, {
       method,

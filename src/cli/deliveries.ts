@@ -9,7 +9,20 @@ import { sentEventId, signatureHeaderName, type Attempt, type AttemptFeedItem, t
 import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { follow, interruptSignal } from './feed.ts';
-import { attemptResult, checkPage, checkStatus, checkTimes, duration, offlineArg, oneLine, pageArgs, sourceFrom, statusColour, timeArgs, when } from './inspect.ts';
+import {
+  attemptResult,
+  checkPage,
+  checkStatus,
+  checkTimes,
+  duration,
+  offlineArg,
+  oneLine,
+  pageArgs,
+  sourceFrom,
+  statusColour,
+  timeArgs,
+  when,
+} from './inspect.ts';
 import { createProgress } from './progress.ts';
 import { dim, printJson, table } from './table.ts';
 
@@ -72,7 +85,15 @@ const list = defineCommand({
 function attemptRows(attempts: Attempt[]): string {
   return table(
     ['#', 'time', 'trigger', 'result', 'duration', 'outcome', 'next attempt'],
-    attempts.map((a) => [a.number, when(a.startedAt), a.manual ? 'manual' : 'auto', attemptResult(a), duration(a.durationMs), statusColour(a.outcome), when(a.nextAttemptAt)]),
+    attempts.map((a) => [
+      a.number,
+      when(a.startedAt),
+      a.manual ? 'manual' : 'auto',
+      attemptResult(a),
+      duration(a.durationMs),
+      statusColour(a.outcome),
+      when(a.nextAttemptAt),
+    ]),
   );
 }
 
@@ -171,15 +192,29 @@ const replay = defineCommand({
   async run({ args }) {
     const id = args.id ? String(args.id) : undefined;
     const selecting =
-      args.failed || args.status !== undefined || args.since !== undefined || args.until !== undefined || args.installation !== undefined || args.type !== undefined || args.endpoint !== undefined;
+      args.failed ||
+      args.status !== undefined ||
+      args.since !== undefined ||
+      args.until !== undefined ||
+      args.installation !== undefined ||
+      args.type !== undefined ||
+      args.endpoint !== undefined;
     if (id && selecting)
-      throw new SwitchyardError('bad_request', 'give one delivery id, or a selection (--failed or --status, --since, --until, --installation, --type, --endpoint), not both', {
-        hint: 'switchyard deliveries replay dlv_… | switchyard deliveries replay --failed --since 2h',
-      });
+      throw new SwitchyardError(
+        'bad_request',
+        'give one delivery id, or a selection (--failed or --status, --since, --until, --installation, --type, --endpoint), not both',
+        {
+          hint: 'switchyard deliveries replay dlv_… | switchyard deliveries replay --failed --since 2h',
+        },
+      );
     if (args.status !== undefined && !(REPLAYABLE as readonly string[]).includes(args.status))
-      throw new SwitchyardError('bad_request', `--status must be failed or delivered, got "${args.status}" (queued deliveries are sent anyway; cancelled ones have no installation)`, {
-        where: '--status',
-      });
+      throw new SwitchyardError(
+        'bad_request',
+        `--status must be failed or delivered, got "${args.status}" (queued deliveries are sent anyway; cancelled ones have no installation)`,
+        {
+          where: '--status',
+        },
+      );
     if (args.failed && args.status !== undefined && args.status !== 'failed')
       throw new SwitchyardError('bad_request', `--failed and --status ${args.status} disagree; give one`, { where: '--status' });
     if (!id && !args.failed && args.status === undefined)
@@ -192,7 +227,8 @@ const replay = defineCommand({
     const client = apiClient(configFrom(args));
     const selection = { status, since: args.since, until: args.until, installation: args.installation, type: args.type, endpoint: args.endpoint };
     if (args['dry-run']) {
-      if (id) throw new SwitchyardError('bad_request', '--dry-run goes with a selection (--failed or --status ...), not one delivery id', { where: '--dry-run' });
+      if (id)
+        throw new SwitchyardError('bad_request', '--dry-run goes with a selection (--failed or --status ...), not one delivery id', { where: '--dry-run' });
       const d = await client.post<{ matched: number; deliveries: string[] }>('/api/v1/deliveries/replay', { ...selection, dryRun: true });
       if (args.json) return printJson(d);
       out(`a replay would take ${d.matched} ${status} deliver${d.matched === 1 ? 'y' : 'ies'}; nothing was changed\n`);
@@ -219,11 +255,16 @@ const replay = defineCommand({
     let ready!: () => void;
     const isReady = new Promise<void>((r) => (ready = r));
     const following = args.wait
-      ? follow(client, '/api/v1/deliveries/stream', { installation: args.installation }, {
-          signal: stop.signal,
-          onReady: () => ready(),
-          onEvent: (e) => (e.event === 'attempt' ? (ids.size || progress ? count(e.data) : early.push(e.data)) : undefined),
-        })
+      ? follow(
+          client,
+          '/api/v1/deliveries/stream',
+          { installation: args.installation },
+          {
+            signal: stop.signal,
+            onReady: () => ready(),
+            onEvent: (e) => (e.event === 'attempt' ? (ids.size || progress ? count(e.data) : early.push(e.data)) : undefined),
+          },
+        )
       : (ready(), Promise.resolve());
     await Promise.race([isReady, following]);
 
@@ -300,35 +341,47 @@ const tail = defineCommand({
     after: { type: 'string', description: 'start after this cursor (the `cursor` of an attempt already seen) instead of now', valueHint: 'cursor' },
   },
   async run({ args }) {
-    if (args.after !== undefined && !/^\d+$/.test(args.after)) throw new SwitchyardError('bad_request', `--after must be an attempt cursor, got "${args.after}"`, { where: '--after' });
+    if (args.after !== undefined && !/^\d+$/.test(args.after))
+      throw new SwitchyardError('bad_request', `--after must be an attempt cursor, got "${args.after}"`, { where: '--after' });
     const client = apiClient(configFrom(args));
     const signal = interruptSignal();
     let seen = 0;
     let lost = false;
     // Where a later `tail --after` goes on from: the last attempt printed, else where this one started.
     let last: string | undefined;
-    await follow(client, '/api/v1/deliveries/stream', { installation: args.installation, type: args.type }, {
-      after: args.after,
-      signal,
-      onReady(cursor) {
-        last ??= cursor;
-        process.stderr.write(
-          lost ? 'reconnected\n' : args.after === undefined ? 'following new delivery attempts (Ctrl-C to stop)\n' : `following the delivery attempts after --after ${args.after}, then new ones (Ctrl-C to stop)\n`,
-        );
-        lost = false;
+    await follow(
+      client,
+      '/api/v1/deliveries/stream',
+      { installation: args.installation, type: args.type },
+      {
+        after: args.after,
+        signal,
+        onReady(cursor) {
+          last ??= cursor;
+          process.stderr.write(
+            lost
+              ? 'reconnected\n'
+              : args.after === undefined
+                ? 'following new delivery attempts (Ctrl-C to stop)\n'
+                : `following the delivery attempts after --after ${args.after}, then new ones (Ctrl-C to stop)\n`,
+          );
+          lost = false;
+        },
+        onDisconnect() {
+          if (!lost) process.stderr.write(`lost the server at ${client.baseUrl}; reconnecting (nothing is missed)…\n`);
+          lost = true;
+        },
+        onEvent(e) {
+          if (e.event !== 'attempt') return;
+          seen++;
+          last = (e.data as AttemptFeedItem).cursor ?? last;
+          out(args.json ? `${JSON.stringify(e.data)}\n` : `${attemptLine(e.data)}\n`);
+        },
       },
-      onDisconnect() {
-        if (!lost) process.stderr.write(`lost the server at ${client.baseUrl}; reconnecting (nothing is missed)…\n`);
-        lost = true;
-      },
-      onEvent(e) {
-        if (e.event !== 'attempt') return;
-        seen++;
-        last = (e.data as AttemptFeedItem).cursor ?? last;
-        out(args.json ? `${JSON.stringify(e.data)}\n` : `${attemptLine(e.data)}\n`);
-      },
-    });
-    process.stderr.write(`stopped after ${seen} attempt${seen === 1 ? '' : 's'}${last !== undefined ? `; to go on from here: switchyard deliveries tail --after ${last}` : ''}\n`);
+    );
+    process.stderr.write(
+      `stopped after ${seen} attempt${seen === 1 ? '' : 's'}${last !== undefined ? `; to go on from here: switchyard deliveries tail --after ${last}` : ''}\n`,
+    );
   },
 });
 

@@ -27,7 +27,14 @@ export const handlers = defineCommand({
     ...pageArgs,
   },
   async run({ args }) {
-    const query = { status: checkStatus(args.status), type: args.type, installation: args.installation, event: args.event, ...checkTimes(args), ...checkPage(args) };
+    const query = {
+      status: checkStatus(args.status),
+      type: args.type,
+      installation: args.installation,
+      event: args.event,
+      ...checkTimes(args),
+      ...checkPage(args),
+    };
     const { source } = await sourceFrom(args);
     try {
       const page = await source.handlerRuns(query);
@@ -60,7 +67,8 @@ export const handlers = defineCommand({
 export const replay = defineCommand({
   meta: {
     name: 'replay',
-    description: 'Run handlers again: one run by id (failed or delivered), or every failed run with --failed --since; each goes back to pending with a fresh retry schedule',
+    description:
+      'Run handlers again: one run by id (failed or delivered), or every failed run with --failed --since; each goes back to pending with a fresh retry schedule',
   },
   args: {
     ...configArg,
@@ -80,7 +88,8 @@ export const replay = defineCommand({
       else out(`handler run ${r.id} (${r.eventType} ${r.eventId} → ${r.installationId}) is ${statusColour(r.status)} again\n`);
       return;
     }
-    if (!args.failed) throw new SwitchyardError('bad_request', 'replay needs a handler run id, or --failed --since', { hint: 'switchyard events replay --failed --since 2h' });
+    if (!args.failed)
+      throw new SwitchyardError('bad_request', 'replay needs a handler run id, or --failed --since', { hint: 'switchyard events replay --failed --since 2h' });
     if (!args.since) throw new SwitchyardError('bad_request', 'replay --failed needs --since: a duration ago (2h, 7d) or a date-time', { where: '--since' });
     checkTimes(args);
     const r = await client.post<{ replayed: number; handlerRuns: string[] }>('/api/v1/handler-runs/replay', {

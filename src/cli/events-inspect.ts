@@ -101,7 +101,14 @@ export const show = defineCommand({
       out(
         `\ndeliveries\n${table(
           ['delivery', 'installation', 'status', 'attempts', 'last', 'url'],
-          report.deliveries.map((d) => [d.id, d.installationId, statusColour(d.status), `${d.attemptCount}/${d.maxAttempts}`, d.lastStatus ?? oneLine(d.lastError, 32), d.url]),
+          report.deliveries.map((d) => [
+            d.id,
+            d.installationId,
+            statusColour(d.status),
+            `${d.attemptCount}/${d.maxAttempts}`,
+            d.lastStatus ?? oneLine(d.lastError, 32),
+            d.url,
+          ]),
         )}\n`,
       );
     else out('\nno webhook deliveries\n');

@@ -102,7 +102,8 @@ export function buildPayloads(
     }
     return 'single' in parsed ? { single: parsed.single as Record<string, unknown> } : parsed;
   }
-  if (type === undefined) throw new SwitchyardError('bad_request', 'name an event type, or give the events with --data or --file', { hint: `one of ${EVENT_TYPES.join(', ')}` });
+  if (type === undefined)
+    throw new SwitchyardError('bad_request', 'name an event type, or give the events with --data or --file', { hint: `one of ${EVENT_TYPES.join(', ')}` });
   if (!(EVENT_TYPES as readonly string[]).includes(type))
     throw new SwitchyardError('bad_request', `"${type}" is not a platform event type`, { hint: `one of ${EVENT_TYPES.join(', ')}` });
   const payload = samplePayload(type);
@@ -143,12 +144,19 @@ const send = defineCommand({
     ...jsonArg,
     type: { type: 'positional', required: false, description: 'event type (with --data/--file: the type of events that have none)' },
     data: { type: 'string', description: 'the whole payload as JSON (instead of the sample); a JSON array or NDJSON sends many' },
-    file: { type: 'string', description: `read the payload from a JSON file (- for stdin); a JSON array or NDJSON sends many, in batches of ${MAX_BATCH_EVENTS}` },
+    file: {
+      type: 'string',
+      description: `read the payload from a JSON file (- for stdin); a JSON array or NDJSON sends many, in batches of ${MAX_BATCH_EVENTS}`,
+    },
     set: { type: 'string', description: 'override one field, key=value, dotted paths allowed (repeatable): --set visitor.ip=198.51.100.4' },
     print: { type: 'boolean', description: 'print the payload instead of sending it (NDJSON for many)', default: false },
   },
   async run({ args, rawArgs }) {
-    const built = buildPayloads(args.type === undefined || args.type === '' ? undefined : String(args.type), { data: args.data, file: args.file, sets: repeated(rawArgs, 'set') });
+    const built = buildPayloads(args.type === undefined || args.type === '' ? undefined : String(args.type), {
+      data: args.data,
+      file: args.file,
+      sets: repeated(rawArgs, 'set'),
+    });
     if ('items' in built) return sendMany(built, args);
     const payload = built.single;
     if (args.print) {

@@ -68,7 +68,10 @@ async function errorOf(res: Response): Promise<SwitchyardError> {
   } catch {
     body = undefined;
   }
-  return new SwitchyardError(errorCodeOf(body?.error?.code, res.status), body?.error?.message ?? `the server answered ${res.status}`, { hint: body?.error?.hint, where: body?.error?.where });
+  return new SwitchyardError(errorCodeOf(body?.error?.code, res.status), body?.error?.message ?? `the server answered ${res.status}`, {
+    hint: body?.error?.hint,
+    where: body?.error?.where,
+  });
 }
 
 /** Follow `path` until `signal` aborts. Resolves on abort; rejects when the first connection fails. */

@@ -28,11 +28,16 @@ export function dependencySpecs(folder: string): { specs: string[]; leftOut: str
   const section = (key: 'dependencies' | 'devDependencies'): [string, string][] => {
     const v = (pkg as Record<string, unknown> | null)?.[key];
     if (v === undefined) return [];
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new SwitchyardError('bad_request', `${key} must be a map of package name to version`, { where: file });
+    if (typeof v !== 'object' || v === null || Array.isArray(v))
+      throw new SwitchyardError('bad_request', `${key} must be a map of package name to version`, { where: file });
     return Object.entries(v).map(([name, range]) => {
       // A name is handed to npm as an argument: one that is no package name (`--registry=…`) never is.
       if (!PACKAGE_NAME.test(name) || typeof range !== 'string')
-        throw new SwitchyardError('bad_request', `${key}: ${JSON.stringify(name)} ${typeof range !== 'string' ? 'has no version string' : 'is not an npm package name'}`, { where: file });
+        throw new SwitchyardError(
+          'bad_request',
+          `${key}: ${JSON.stringify(name)} ${typeof range !== 'string' ? 'has no version string' : 'is not an npm package name'}`,
+          { where: file },
+        );
       return [name, range];
     });
   };
@@ -60,7 +65,9 @@ function runNpm(args: string[], cwd: string): Promise<number> {
     child.on('error', (e: NodeJS.ErrnoException) =>
       fail(
         e.code === 'ENOENT'
-          ? new SwitchyardError('bad_request', 'npm is not on PATH: it installs the packages', { hint: 'install Node.js with npm (any version that has npm 7 or newer)' })
+          ? new SwitchyardError('bad_request', 'npm is not on PATH: it installs the packages', {
+              hint: 'install Node.js with npm (any version that has npm 7 or newer)',
+            })
           : e,
       ),
     );
@@ -78,7 +85,8 @@ const install = defineCommand({
   },
   async run({ args }) {
     const folder = resolve(String(args.folder));
-    if (!existsSync(folder) || !statSync(folder).isDirectory()) throw new SwitchyardError('bad_request', `${folder} is not a folder`, { where: String(args.folder) });
+    if (!existsSync(folder) || !statSync(folder).isDirectory())
+      throw new SwitchyardError('bad_request', `${folder} is not a folder`, { where: String(args.folder) });
     const { specs, leftOut } = dependencySpecs(folder);
     const skipped = leftOut.length ? ` (left out, GitBook's own tooling: ${leftOut.join(', ')})` : '';
     if (!specs.length) {

@@ -123,7 +123,6 @@ const DELIVERY_STATUSES = ['pending', 'retrying', 'held', 'delivered', 'failed',
 const everyStatus: Exclude<DeliveryStatus, (typeof DELIVERY_STATUSES)[number]> extends never ? true : never = true;
 void everyStatus;
 
-
 export function checkStatus(status: string | undefined): string | undefined {
   if (status === undefined || status === '') return undefined;
   if (!(DELIVERY_STATUSES as readonly string[]).includes(status))
@@ -144,7 +143,8 @@ export function checkTimes(args: { since?: string; until?: string }): { since?: 
     const v = args[name];
     // The server reads the same forms, with the same bounds (src/schema/time.ts).
     const at = v === undefined || v === '' ? undefined : readTime(v);
-    if (typeof at === 'object') throw new SwitchyardError('bad_request', `--${name} ${at.error}`, { where: `--${name}`, ...(at.hint ? { hint: at.hint } : {}) });
+    if (typeof at === 'object')
+      throw new SwitchyardError('bad_request', `--${name} ${at.error}`, { where: `--${name}`, ...(at.hint ? { hint: at.hint } : {}) });
   }
   return { since: args.since, until: args.until };
 }

@@ -28,9 +28,7 @@ function printInstallation(i: InstallationView): void {
     `  public endpoint ${i.urls.publicEndpoint}`,
     `  created         ${i.createdAt}   updated ${i.updatedAt}`,
     '  configuration',
-    ...(Object.keys(i.configuration).length
-      ? Object.entries(i.configuration).map(([k, v]) => `    ${k} = ${JSON.stringify(v)}`)
-      : ['    (empty)']),
+    ...(Object.keys(i.configuration).length ? Object.entries(i.configuration).map(([k, v]) => `    ${k} = ${JSON.stringify(v)}`) : ['    (empty)']),
   ];
   if (i.missing?.length) lines.push(`  missing         ${i.missing.join(', ')} (required before it is active)`);
   for (const c of i.connect) lines.push(`  ${c.label}: open ${c.url}`);
@@ -48,13 +46,18 @@ export const install = defineCommand({
     site: { type: 'string', description: 'install on this site id' },
     set: { type: 'string', description: 'configuration key=value (repeatable)' },
     secret: { type: 'string', description: 'webhook integration: use this signing secret instead of a generated one' },
-    link: { type: 'string', description: 'install with this install link instead of the admin token (`switchyard integrations link <name>` makes one)', valueHint: 'sy_link_...' },
+    link: {
+      type: 'string',
+      description: 'install with this install link instead of the admin token (`switchyard integrations link <name>` makes one)',
+      valueHint: 'sy_link_...',
+    },
     ...configArg,
     ...jsonArg,
   },
   async run({ args, rawArgs }) {
     const config = configFrom(args);
-    if (args.link !== undefined && !args.link.trim()) throw new SwitchyardError('bad_request', '--link needs the install link (sy_link_...)', { where: '--link' });
+    if (args.link !== undefined && !args.link.trim())
+      throw new SwitchyardError('bad_request', '--link needs the install link (sy_link_...)', { where: '--link' });
     // With a link, the link is the credential: no admin token is read or sent.
     const client = apiClient(config, args.link ? { token: args.link.trim() } : {});
     const target = args.site ? 'site' : args.space ? 'space' : 'organization';
@@ -96,14 +99,24 @@ export default defineCommand({
         ...jsonArg,
       },
       async run({ args }) {
-        const r = await apiClient(configFrom(args)).get('/api/v1/installations', { integration: args.integration, status: args.status, all: args.all || undefined });
+        const r = await apiClient(configFrom(args)).get('/api/v1/installations', {
+          integration: args.integration,
+          status: args.status,
+          all: args.all || undefined,
+        });
         if (args.json) return printJson(r);
         const list = r.installations as InstallationView[];
         if (!list.length) return void process.stdout.write('no installations\n');
         process.stdout.write(
           `${table(
             ['id', 'integration', 'target', 'status', 'updated'],
-            list.map((i) => [i.id, i.integration, i.target + (i.target === 'site' && i.site ? `:${i.site}` : i.space ? `:${i.space}` : ''), statusColour(i.status), i.updatedAt]),
+            list.map((i) => [
+              i.id,
+              i.integration,
+              i.target + (i.target === 'site' && i.site ? `:${i.site}` : i.space ? `:${i.space}` : ''),
+              statusColour(i.status),
+              i.updatedAt,
+            ]),
           )}\n`,
         );
       },
@@ -142,10 +155,10 @@ export default defineCommand({
       },
     }),
     secret: defineCommand({
-      meta: { name: 'secret', description: 'Show a webhook installation\'s signing secret (masked unless --reveal), or --rotate it' },
+      meta: { name: 'secret', description: "Show a webhook installation's signing secret (masked unless --reveal), or --rotate it" },
       args: {
         ...idArg,
-        reveal: { type: 'boolean', description: 'print the secret itself (for a receiver\'s configuration)', default: false },
+        reveal: { type: 'boolean', description: "print the secret itself (for a receiver's configuration)", default: false },
         rotate: { type: 'boolean', description: 'make a new secret; the old one keeps signing for webhooks.secret_rotation_overlap', default: false },
         ...configArg,
         ...jsonArg,
@@ -163,7 +176,8 @@ export default defineCommand({
         const r = await client.get(path, { reveal: args.reveal || undefined });
         if (args.json) return printJson(r);
         process.stdout.write(`${r.secret}${r.revealed ? '' : dim('  (masked: --reveal prints it)')}\n`);
-        for (const p of r.previous as Array<{ secret: string; expiresAt: string }>) process.stdout.write(`${p.secret}  ${dim(`previous, signs until ${p.expiresAt}`)}\n`);
+        for (const p of r.previous as Array<{ secret: string; expiresAt: string }>)
+          process.stdout.write(`${p.secret}  ${dim(`previous, signs until ${p.expiresAt}`)}\n`);
       },
     }),
     pause: lifecycle('pause', 'Pause: no code runs; webhook deliveries wait as held (new events included) until resumed'),

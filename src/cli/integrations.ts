@@ -42,7 +42,10 @@ const list = defineCommand({
           statusText(i),
           i.version ?? (i.serving ? dim('no script') : ''),
           i.title ?? '',
-          [i.errors.length ? red(`${i.errors.length} error${i.errors.length === 1 ? '' : 's'}`) : '', i.warnings.length ? yellow(`${i.warnings.length} warning${i.warnings.length === 1 ? '' : 's'}`) : '']
+          [
+            i.errors.length ? red(`${i.errors.length} error${i.errors.length === 1 ? '' : 's'}`) : '',
+            i.warnings.length ? yellow(`${i.warnings.length} warning${i.warnings.length === 1 ? '' : 's'}`) : '',
+          ]
             .filter(Boolean)
             .join(', '),
         ]),
@@ -136,7 +139,7 @@ const resume = defineCommand({
 const link = defineCommand({
   meta: {
     name: 'link',
-    description: "Print an install link of an integration (how an unlisted one is installed without the admin token), or --revoke every link made so far",
+    description: 'Print an install link of an integration (how an unlisted one is installed without the admin token), or --revoke every link made so far',
   },
   args: {
     name: { type: 'positional', required: true, description: 'integration name' },

@@ -34,7 +34,8 @@ export function invocationBlock(i: InvocationView): string {
     dim(`cpu ${duration(i.cpuMs)}`),
   ].join('  ');
   const lines = i.logs.map(logLine);
-  if (i.error) lines.push(`  ${red(i.error.kind === 'limit' ? `limit breached (${i.error.limit ?? 'unknown'})` : i.error.kind)}: ${printable(i.error.message)}`);
+  if (i.error)
+    lines.push(`  ${red(i.error.kind === 'limit' ? `limit breached (${i.error.limit ?? 'unknown'})` : i.error.kind)}: ${printable(i.error.message)}`);
   return [head, ...lines].join('\n');
 }
 

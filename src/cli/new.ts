@@ -253,7 +253,9 @@ export default defineCommand({
         `${green('created')} ${shown}/`,
         `  platform-manifest.yaml  the manifest`,
         `  src/index.tsx           a component ("hello" block), an event handler and a fetch handler`,
-        types ? `  ${TYPES_FILE}  the runtime library's types (tsconfig.json points editors at them)` : dim('  (this build has no type declarations of the runtime library to copy)'),
+        types
+          ? `  ${TYPES_FILE}  the runtime library's types (tsconfig.json points editors at them)`
+          : dim('  (this build has no type declarations of the runtime library to copy)'),
         '',
         `A running server picks it up now. Check it any time with: ${selfCommand()} check ${shellWord(shown)}`,
         `More complete examples: ${selfCommand()} new --example`,

@@ -33,10 +33,18 @@ export async function offlineSource(config: LoadedConfig): Promise<InspectionSou
   for (const t of ['webhook_deliveries', 'events', 'invocations'])
     if (!tables.has(t)) {
       void store.close();
-      throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, { hint: 'start this version of the server once with `switchyard serve` (it creates the tables)' });
+      throw new SwitchyardError('not_found', `${store.file} has no ${t} table yet`, {
+        hint: 'start this version of the server once with `switchyard serve` (it creates the tables)',
+      });
     }
   const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  const events = createEvents({ database: store.database, log: memoryLogger(), subscriptions: () => undefined, deliveries: () => undefined, handlerRuns: () => undefined });
+  const events = createEvents({
+    database: store.database,
+    log: memoryLogger(),
+    subscriptions: () => undefined,
+    deliveries: () => undefined,
+    handlerRuns: () => undefined,
+  });
   const invocations = createInvocations(store.database);
   // A database from before handler runs existed has none to show.
   const runs = tables.has('event_handler_runs') ? createHandlerRuns(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 }) : undefined;
@@ -47,7 +55,14 @@ export async function offlineSource(config: LoadedConfig): Promise<InspectionSou
     offline: true,
     async deliveries(f) {
       const { endpoint, ...rest } = f;
-      return queue.list({ ...rest, origin: endpointParam(endpoint, '--endpoint'), status: f.status as never, since: time(f.since, 'since'), until: time(f.until, 'until'), limit: num(f.limit) });
+      return queue.list({
+        ...rest,
+        origin: endpointParam(endpoint, '--endpoint'),
+        status: f.status as never,
+        since: time(f.since, 'since'),
+        until: time(f.until, 'until'),
+        limit: num(f.limit),
+      });
     },
     async delivery(id) {
       const d = await queue.get(id);

@@ -9,7 +9,6 @@ import { formatDuration } from '../schema/index.ts';
 
 const out = (s: string) => process.stdout.write(s);
 
-
 function summary(r: RetentionReport): string {
   return (
     `purged history older than ${when(r.cutoff)}: ${r.deliveries} deliveries (with their attempts), ${r.handlerRuns ?? 0} handler runs, ${r.events} events, ${r.invocations} invocation logs,` +
@@ -21,7 +20,8 @@ function summary(r: RetentionReport): string {
 const run = defineCommand({
   meta: {
     name: 'run',
-    description: 'Purge delivered deliveries, their attempts, finished handler runs, orphaned events and invocation logs older than retention.keep, and failed deliveries and handler runs older than retention.keep_failed, now',
+    description:
+      'Purge delivered deliveries, their attempts, finished handler runs, orphaned events and invocation logs older than retention.keep, and failed deliveries and handler runs older than retention.keep_failed, now',
   },
   args: { ...configArg, ...jsonArg },
   async run({ args }) {
@@ -43,9 +43,7 @@ const status = defineCommand({
       nextRunAt: string | null;
       running: boolean;
       lastRun: RetentionReport | null;
-    }>(
-      '/api/v1/retention',
-    );
+    }>('/api/v1/retention');
     if (args.json) return printJson(r);
     out(`schedule   ${r.schedule} (next ${r.nextRunAt ? when(r.nextRunAt) : 'never'})${r.running ? ', running now' : ''}\n`);
     out(`keep       ${formatDuration(r.keepMs)} (failed deliveries ${formatDuration(r.keepFailedMs)}), ${r.batchSize} rows per batch\n`);

@@ -12,7 +12,6 @@ export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
 
-
 type AnyCommand = CommandDef<any>;
 
 async function value<T>(v: T | (() => T | Promise<T>) | Promise<T>): Promise<T> {
@@ -84,7 +83,9 @@ async function usageText(cmd: AnyCommand, parent: AnyCommand | undefined): Promi
   const args = (await value(cmd.args)) as Record<string, { description?: string; default?: unknown; required?: boolean }> | undefined;
   const said = (d: { description?: string; default?: unknown }) => d.default !== undefined && /\bdefault\b/i.test(d.description ?? '');
   // Without its default an argument must not turn "(Required)": it never was.
-  const shown = args ? { ...cmd, args: Object.fromEntries(Object.entries(args).map(([k, d]) => [k, said(d) ? { ...d, default: undefined, required: false } : d])) } : cmd;
+  const shown = args
+    ? { ...cmd, args: Object.fromEntries(Object.entries(args).map(([k, d]) => [k, said(d) ? { ...d, default: undefined, required: false } : d])) }
+    : cmd;
   return (await renderUsage(shown, parent)).replace(/[ \t]+((?:\x1b\[[0-9;]*m)*)$/gm, '$1');
 }
 
@@ -113,7 +114,10 @@ async function unknownFlag(cmd: AnyCommand, argv: string[]): Promise<SwitchyardE
     if (!arg.startsWith('--') && name.length > 1 && [...name].every((c) => known.has(c))) continue;
     if (known.has(name)) continue;
     name = arg.startsWith('--') ? `--${name}` : `-${name}`;
-    const guess = closest(name.replace(/^-+/, ''), [...known].filter((k) => k.length > 1));
+    const guess = closest(
+      name.replace(/^-+/, ''),
+      [...known].filter((k) => k.length > 1),
+    );
     return new SwitchyardError('bad_request', `unknown option ${name}`, {
       hint: guess ? `did you mean --${guess}? (see --help)` : 'see --help for the options of this command',
       where: name,

@@ -12,7 +12,8 @@ export default defineCommand({
     port: { type: 'string', description: 'override server.port' },
     processes: {
       type: 'string',
-      description: 'override server.processes: serving processes under a supervisor (0: one per core, at least 2; 1: one process, no supervisor, for debugging)',
+      description:
+        'override server.processes: serving processes under a supervisor (0: one per core, at least 2; 1: one process, no supervisor, for debugging)',
     },
   },
   async run({ args }) {
@@ -28,7 +29,8 @@ export default defineCommand({
     }
     if (args.processes !== undefined) {
       const n = Number(args.processes);
-      if (!Number.isInteger(n) || n < 0 || n > 64) throw new SwitchyardError('bad_request', `--processes must be a whole number from 0 to 64, got "${args.processes}"`);
+      if (!Number.isInteger(n) || n < 0 || n > 64)
+        throw new SwitchyardError('bad_request', `--processes must be a whole number from 0 to 64, got "${args.processes}"`);
       config.server.processes = n;
     }
     const { servingPlace, createServingLink } = await import('../process/serving.ts');

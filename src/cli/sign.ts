@@ -49,7 +49,7 @@ export function checkSecretsFor(scheme: SignatureScheme, secrets: string[]): voi
   if (bad >= 0)
     throw new SwitchyardError('bad_request', `secret ${bad + 1} of ${secrets.length} is not a standard-webhooks secret (whsec_ followed by base64)`, {
       where: '--secret',
-      hint: 'use the installation\'s secret as `switchyard installations secret <id> --reveal` prints it',
+      hint: "use the installation's secret as `switchyard installations secret <id> --reveal` prints it",
     });
 }
 
@@ -71,7 +71,9 @@ function secretsFrom(rawArgs: string[]): string[] {
   const given = repeated(rawArgs, 'secret');
   const secrets = given.length ? given : process.env.SWITCHYARD_WEBHOOK_SECRET ? [process.env.SWITCHYARD_WEBHOOK_SECRET] : [];
   if (!secrets.length || secrets.some((s) => !s))
-    throw new SwitchyardError('bad_request', 'a signing secret is needed', { hint: 'pass --secret <s> (repeat it for several) or set SWITCHYARD_WEBHOOK_SECRET' });
+    throw new SwitchyardError('bad_request', 'a signing secret is needed', {
+      hint: 'pass --secret <s> (repeat it for several) or set SWITCHYARD_WEBHOOK_SECRET',
+    });
   return secrets;
 }
 
@@ -126,7 +128,9 @@ export const sign = defineCommand({
       return 0;
     }
     const id = idFor(args.id, body);
-    process.stdout.write(`${STANDARD_HEADERS.id}: ${id}\n${STANDARD_HEADERS.timestamp}: ${t}\n${STANDARD_HEADERS.signature}: ${standardSignatureHeader(secrets, id, t, body)}\n`);
+    process.stdout.write(
+      `${STANDARD_HEADERS.id}: ${id}\n${STANDARD_HEADERS.timestamp}: ${t}\n${STANDARD_HEADERS.signature}: ${standardSignatureHeader(secrets, id, t, body)}\n`,
+    );
     return 0;
   },
 });
@@ -134,10 +138,15 @@ export const sign = defineCommand({
 export const verify = defineCommand({
   meta: {
     name: 'verify',
-    description: 'Check a signature against a body (X-Platform-Signature, or with --scheme standard-webhooks the webhook-* headers); exit 0 when valid, 1 when not',
+    description:
+      'Check a signature against a body (X-Platform-Signature, or with --scheme standard-webhooks the webhook-* headers); exit 0 when valid, 1 when not',
   },
   args: {
-    header: { type: 'string', required: true, description: 'the signature header value: t=...,v1=... (standard-webhooks: the webhook-signature value, v1,...)' },
+    header: {
+      type: 'string',
+      required: true,
+      description: 'the signature header value: t=...,v1=... (standard-webhooks: the webhook-signature value, v1,...)',
+    },
     secret: { type: 'string', description: 'signing secret (repeatable); default $SWITCHYARD_WEBHOOK_SECRET' },
     tolerance: { type: 'string', description: 'accepted clock difference (default 5m; 0 turns the check off)' },
     now: { type: 'string', description: 'unix seconds to check the timestamp against (default now)' },
@@ -151,7 +160,9 @@ export const verify = defineCommand({
     const secrets = secretsFrom(rawArgs);
     checkSecretsFor(scheme, secrets);
     if (scheme === 'platform' && (args.id !== undefined || args.timestamp !== undefined))
-      throw new SwitchyardError('bad_request', '--id and --timestamp go with --scheme standard-webhooks (X-Platform-Signature carries its own t=)', { where: args.id !== undefined ? '--id' : '--timestamp' });
+      throw new SwitchyardError('bad_request', '--id and --timestamp go with --scheme standard-webhooks (X-Platform-Signature carries its own t=)', {
+        where: args.id !== undefined ? '--id' : '--timestamp',
+      });
     if (scheme === 'standard-webhooks' && args.timestamp === undefined)
       throw new SwitchyardError('bad_request', 'the standard-webhooks scheme needs --timestamp (the webhook-timestamp header)', { where: '--timestamp' });
     let toleranceSec = 300;
@@ -165,7 +176,12 @@ export const verify = defineCommand({
     const v =
       scheme === 'platform'
         ? verifySignature(args.header, body, secrets, opts)
-        : verifyStandardSignature({ id: idFor(args.id, body), timestamp: String(timestampOf(args.timestamp, '--timestamp')), signature: args.header }, body, secrets, opts);
+        : verifyStandardSignature(
+            { id: idFor(args.id, body), timestamp: String(timestampOf(args.timestamp, '--timestamp')), signature: args.header },
+            body,
+            secrets,
+            opts,
+          );
     if (v.ok) {
       process.stdout.write(`${green('valid')} (t=${v.t})\n`);
       return 0;

@@ -24,10 +24,19 @@ const URL_HINT = 'postgres://user:password@host:5432/database (the database must
 /** The target URL, checked without ever repeating it (it may hold a password). */
 function targetUrl(given: string | undefined): string {
   const url = given ?? process.env.DATABASE_URL;
-  if (!url) throw new SwitchyardError('bad_request', 'say which PostgreSQL database to copy into: --to postgres://…', { where: '--to', hint: `${URL_HINT}; or set DATABASE_URL` });
+  if (!url)
+    throw new SwitchyardError('bad_request', 'say which PostgreSQL database to copy into: --to postgres://…', {
+      where: '--to',
+      hint: `${URL_HINT}; or set DATABASE_URL`,
+    });
   const where = given === undefined ? 'DATABASE_URL' : '--to';
   const read = readStoreUrl(url);
-  if (!read.ok) throw new SwitchyardError('bad_request', `${where} must be a postgres:// URL that PostgreSQL's parsers read alike: it ${read.problem} (the value is not repeated here: it may hold a password)`, { where, hint: `${read.hint}; ${URL_HINT}` });
+  if (!read.ok)
+    throw new SwitchyardError(
+      'bad_request',
+      `${where} must be a postgres:// URL that PostgreSQL's parsers read alike: it ${read.problem} (the value is not repeated here: it may hold a password)`,
+      { where, hint: `${read.hint}; ${URL_HINT}` },
+    );
   return url;
 }
 
@@ -39,7 +48,11 @@ const copy = defineCommand({
     description: "Copy the data directory's SQLite database into an empty PostgreSQL database, verified by row counts",
   },
   args: {
-    to: { type: 'string', description: 'the PostgreSQL database to copy into, postgres://user:password@host:5432/database (default $DATABASE_URL)', valueHint: 'url' },
+    to: {
+      type: 'string',
+      description: 'the PostgreSQL database to copy into, postgres://user:password@host:5432/database (default $DATABASE_URL)',
+      valueHint: 'url',
+    },
     ...configArg,
     ...jsonArg,
   },
@@ -51,7 +64,7 @@ const copy = defineCommand({
     if (!existsSync(file))
       throw new SwitchyardError('not_found', `no SQLite database at ${file}`, {
         where: file,
-        hint: "store copy reads the data_dir of the configuration (--config); point it at the configuration whose data you are moving",
+        hint: 'store copy reads the data_dir of the configuration (--config); point it at the configuration whose data you are moving',
       });
 
     const source = openStore(config.data_dir, { readonly: true });
@@ -84,14 +97,24 @@ const copy = defineCommand({
       await source.close();
       rmSync(scratch, { recursive: true, force: true });
     }
-    if (args.json) return printJson({ tables: report.tables.map((t) => ({ name: t.name, source: t.source, copied: t.copied, mapped: t.mapped })), ms: report.ms });
+    if (args.json)
+      return printJson({ tables: report.tables.map((t) => ({ name: t.name, source: t.source, copied: t.copied, mapped: t.mapped })), ms: report.ms });
     const rows = report.tables.reduce((n, t) => n + t.copied, 0);
-    out(`${table(['table', 'source', 'copied'], report.tables.map((t) => [t.name, t.source, t.copied]))}\n`);
+    out(
+      `${table(
+        ['table', 'source', 'copied'],
+        report.tables.map((t) => [t.name, t.source, t.copied]),
+      )}\n`,
+    );
     out(`copied ${rows} rows from ${source.file} into ${name} in ${report.ms} ms (${rate(rows, report.ms)} rows/s); every table's count matches\n`);
     // Older versions stored a NUL on SQLite as it came (a receiver's answer, say); PostgreSQL's text cannot hold one.
     for (const t of report.tables.filter((t) => t.mapped))
-      out(`${t.name}: ${t.mapped} text value${t.mapped === 1 ? '' : 's'} held a NUL character, which PostgreSQL cannot store: copied with U+FFFD in its place, as the server stores such text now\n`);
-    out('what a running server writes after the copy began is not in it: stop the server before the copy you switch over with, then set `store:` in config.yaml to this database\'s URL\n');
+      out(
+        `${t.name}: ${t.mapped} text value${t.mapped === 1 ? '' : 's'} held a NUL character, which PostgreSQL cannot store: copied with U+FFFD in its place, as the server stores such text now\n`,
+      );
+    out(
+      "what a running server writes after the copy began is not in it: stop the server before the copy you switch over with, then set `store:` in config.yaml to this database's URL\n",
+    );
   },
 });
 

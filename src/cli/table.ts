@@ -9,7 +9,11 @@ const visible = (s: string) => s.replace(ESC, '').length;
 export function table(headers: string[], rows: Array<Array<string | number | null | undefined>>): string {
   const cells = rows.map((r) => r.map((c) => (c === null || c === undefined ? '' : String(c))));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => visible(r[i] ?? ''))));
-  const line = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c + ' '.repeat(widths[i] - visible(c)))).join('  ').trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c + ' '.repeat(widths[i] - visible(c))))
+      .join('  ')
+      .trimEnd();
   return [line(headers.map((h) => h.toUpperCase())), ...cells.map(line)].join('\n');
 }
 

@@ -48,8 +48,7 @@ export function loadConfig(opts: { path?: string; env?: NodeJS.ProcessEnv; cwd?:
 /** Validate config text; every problem at once, each with file:line:col and the key path. */
 export function parseConfigText(text: string, file: string, env: Record<string, string | undefined>): Config {
   const src = parseYaml(text, file);
-  if (src.syntaxProblems.length)
-    throw new SwitchyardError('config_invalid', `${file} is not valid YAML`, { problems: src.syntaxProblems });
+  if (src.syntaxProblems.length) throw new SwitchyardError('config_invalid', `${file} is not valid YAML`, { problems: src.syntaxProblems });
   const problems: Problem[] = [];
   const interpolated = interpolate(src.value ?? {}, env, (name, path) => {
     const { line, col } = src.locate(path);

@@ -27,7 +27,11 @@ function proxyHops(): s.Schema<number> {
       if (v === false || v === 'false') return 0;
       const n = typeof v === 'string' && /^\s*\d+\s*$/.test(v) ? Number(v) : v;
       if (typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 16) return n;
-      issues.push({ path, message: `must be true, false or a number of proxies from 0 to 16, got ${s.typeName(v)}`, hint: 'true means one proxy (nginx, Caddy) in front of the server' });
+      issues.push({
+        path,
+        message: `must be true, false or a number of proxies from 0 to 16, got ${s.typeName(v)}`,
+        hint: 'true means one proxy (nginx, Caddy) in front of the server',
+      });
       return s.INVALID;
     },
   };
@@ -46,7 +50,11 @@ function storeUrl(): s.Schema<string> {
     check(v, path, issues) {
       if (v === undefined || v === null || v === '') return '';
       if (typeof v !== 'string') {
-        issues.push({ path, message: `must be a postgres:// URL, got ${s.typeName(v)}`, hint: `${STORE_URL_FORM}, or \${{ env.DATABASE_URL }}; leave it out for SQLite under data_dir` });
+        issues.push({
+          path,
+          message: `must be a postgres:// URL, got ${s.typeName(v)}`,
+          hint: `${STORE_URL_FORM}, or \${{ env.DATABASE_URL }}; leave it out for SQLite under data_dir`,
+        });
         return s.INVALID;
       }
       const read = readStoreUrl(v);
@@ -70,7 +78,8 @@ export const configSchema = s.object({
     console_url: s.withDefault(
       s.string({
         url: 'or-empty',
-        description: 'origin of the web console, apart from the public endpoints; empty means http://localhost:<port> (http://127.0.0.1:<port> when public_url names localhost)',
+        description:
+          'origin of the web console, apart from the public endpoints; empty means http://localhost:<port> (http://127.0.0.1:<port> when public_url names localhost)',
       }),
       '',
     ),
@@ -88,7 +97,10 @@ export const configSchema = s.object({
     heartbeat_timeout: s.withDefault(s.duration({ min: 2_000, max: 300_000 }), 5_000),
     body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB }), 1024 * 1024),
     /** A JSON array of events on POST /api/v1/events (up to 1,000 of them; each still at most body_limit). */
-    batch_body_limit: s.withDefault(s.bytes({ min: 1024, max: GIB, description: 'largest body of a batch of events (a JSON array on POST /api/v1/events)' }), 16 * 1024 * 1024),
+    batch_body_limit: s.withDefault(
+      s.bytes({ min: 1024, max: GIB, description: 'largest body of a batch of events (a JSON array on POST /api/v1/events)' }),
+      16 * 1024 * 1024,
+    ),
     trust_proxy: s.withDefault(proxyHops(), 0),
     /**
      * HTTPS on the server's own port: PEM files, relative to the config file's folder. Both or
@@ -97,12 +109,16 @@ export const configSchema = s.object({
     tls: s.object(
       {
         cert: s.withDefault(s.string({ description: 'PEM certificate (its chain after it) for HTTPS on server.port; empty means plain HTTP' }), ''),
-        key: s.withDefault(s.string({ description: "PEM private key of server.tls.cert (not encrypted)" }), ''),
+        key: s.withDefault(s.string({ description: 'PEM private key of server.tls.cert (not encrypted)' }), ''),
       },
       {
         refine(v, report) {
           if (Boolean(v.cert) !== Boolean(v.key))
-            report([v.cert ? 'key' : 'cert'], `is empty while server.tls.${v.cert ? 'cert' : 'key'} is set`, 'HTTPS needs both PEM files (certificate and private key); leave both empty for plain HTTP');
+            report(
+              [v.cert ? 'key' : 'cert'],
+              `is empty while server.tls.${v.cert ? 'cert' : 'key'} is set`,
+              'HTTPS needs both PEM files (certificate and private key); leave both empty for plain HTTP',
+            );
         },
       },
     ),
@@ -163,7 +179,10 @@ export const configSchema = s.object({
     log_lines: s.withDefault(s.number({ integer: true, min: 0 }), 256),
     log_bytes: s.withDefault(s.bytes({ description: 'message bytes of console output stored per invocation' }), 64 * 1024),
     log_bytes_per_minute: s.withDefault(s.bytes({ description: 'message bytes of console output stored per integration per minute' }), 1024 * 1024),
-    log_disk_reserve: s.withDefault(s.bytes({ description: "no console output is stored while the data directory's disk has less free space" }), 256 * 1024 * 1024),
+    log_disk_reserve: s.withDefault(
+      s.bytes({ description: "no console output is stored while the data directory's disk has less free space" }),
+      256 * 1024 * 1024,
+    ),
   }),
   metrics: s.object({
     token: s.withDefault(
@@ -195,7 +214,7 @@ export const configSchema = s.object({
   ),
   gitbook: s.object({
     /** GitBook's API (https://api.gitbook.com): content calls of GitBook integrations go there; unset, they answer 501. */
-    api_url: s.optional(s.string({ min: 1, url: true, description: "upstream platform API for content endpoints, like https://api.gitbook.com" })),
+    api_url: s.optional(s.string({ min: 1, url: true, description: 'upstream platform API for content endpoints, like https://api.gitbook.com' })),
     /** Token sent upstream with those calls (a GitBook API token); keep it in .env: ${{ env.GITBOOK_API_TOKEN }}. */
     api_token: s.optional(s.string({ min: 1 })),
     /**

@@ -22,7 +22,10 @@ export const consoleModule = defineModule({
   name: 'console',
   provides: ['consoleSessions'],
   async start(services) {
-    const sessions = await createSessions({ adminToken: services.adminToken, store: { database: services.store.database, generations: generationsFor(services.store) } });
+    const sessions = await createSessions({
+      adminToken: services.adminToken,
+      store: { database: services.store.database, generations: generationsFor(services.store) },
+    });
     services.consoleSessions = sessions;
     services.resolveSession = async (req: Request) => ((await requestSession(req, sessions)) ? ({ kind: 'admin' } as const) : undefined);
   },

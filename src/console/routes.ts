@@ -17,16 +17,7 @@ import { renderContextFor } from '../runtime/render-context.ts';
 import { consoleAssets } from './assets.ts';
 import { ASSET_PREFIX, securityHeaders, shellHtml } from './html.ts';
 import { consoleUrl, onConsoleHost, requireConsolePage } from '../http/origins.ts';
-import {
-  clearedCookie,
-  cookieValue,
-  LOGIN_HEADER,
-  requestSession,
-  SESSION_COOKIE,
-  sessionCookie,
-  withoutCookie,
-  type Sessions,
-} from './session.ts';
+import { clearedCookie, cookieValue, LOGIN_HEADER, requestSession, SESSION_COOKIE, sessionCookie, withoutCookie, type Sessions } from './session.ts';
 
 /** The render context of a component shown in the console that is not a GitBook block. */
 const CONSOLE_CONTEXT = { type: 'console' };
@@ -168,7 +159,8 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
     await requireConsoleAdmin(req, services);
     const integration = await integrationNamed(decodeURIComponent(name));
     // A built-in integration has no folder to read from.
-    const image = integration && !integration.builtin ? readImageInside(integration.dir, pick(integration.manifest as Record<string, unknown>), svg) : undefined;
+    const image =
+      integration && !integration.builtin ? readImageInside(integration.dir, pick(integration.manifest as Record<string, unknown>), svg) : undefined;
     if (!image) throw new SwitchyardError('not_found', `integration "${name}" has no such image`);
     return new Response(new Uint8Array(image.bytes), { headers: { 'content-type': image.type, ...IMAGE_HEADERS } });
   }

@@ -5,7 +5,5 @@ export const consoleMigrations: ModuleMigrations = {
   module: 'console',
   steps: [`CREATE TABLE console_revocations (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL)`],
   // PostgreSQL (docs/postgres.md): the same tables in their current shape, as one step.
-  postgres: [
-    `CREATE TABLE console_revocations (id TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)`,
-  ],
+  postgres: [`CREATE TABLE console_revocations (id TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)`],
 };

@@ -10,7 +10,6 @@ import { MAX_BATCH_EVENTS, type BatchResult, type IngestResult, type StoredEvent
 import type { HandlerRun } from './handler-views.ts';
 import { EVENT_TYPES } from './types.ts';
 
-
 /** A platform event as sent: its type says which other fields it has (validated by type at ingest). */
 export const eventSchema = named(
   'Event',
@@ -18,7 +17,9 @@ export const eventSchema = named(
     {
       eventId: optional(string({ min: 1, max: 200, pattern: /^[A-Za-z0-9_.:-]{1,200}$/, description: 'the dedup key; generated when left out' })),
       type: oneOf(EVENT_TYPES, { description: 'the platform event type' }),
-      installationId: optional(string({ min: 1, max: 200, description: 'only for this installation: its webhook delivery or its handler run (an id no installation has: none)' })),
+      installationId: optional(
+        string({ min: 1, max: 200, description: 'only for this installation: its webhook delivery or its handler run (an id no installation has: none)' }),
+      ),
     },
     { passthrough: true, description: 'A platform event: eventId, type and the fields of its type' },
   ),
@@ -46,7 +47,13 @@ export const ingestResultSchema = named(
   }),
 );
 
-const problem = object({ where: string(), message: string(), hint: optional(string()), severity: optional(oneOf(['error', 'warning'])), needsEnv: optional(string()) });
+const problem = object({
+  where: string(),
+  message: string(),
+  hint: optional(string()),
+  severity: optional(oneOf(['error', 'warning'])),
+  needsEnv: optional(string()),
+});
 const errorBody = object({
   code: string(),
   message: string(),
@@ -84,7 +91,10 @@ const storedEventFields = {
   deliveryCount: number({ integer: true }),
 };
 
-export const storedEventSchema = named('StoredEvent', object(storedEventFields, { description: 'An event as ingested (its payload: GET /api/v1/events/{id})' }));
+export const storedEventSchema = named(
+  'StoredEvent',
+  object(storedEventFields, { description: 'An event as ingested (its payload: GET /api/v1/events/{id})' }),
+);
 
 export const eventsQuery = object({
   type: text('only this event type'),
@@ -104,7 +114,9 @@ export const handlerRunSchema = named(
     eventType: string(),
     installationId: string(),
     integration: string(),
-    status: oneOf(DELIVERY_STATUSES, { description: 'delivered: the handler ran without a fault; failed: every attempt failed (replayable); cancelled: the installation is gone' }),
+    status: oneOf(DELIVERY_STATUSES, {
+      description: 'delivered: the handler ran without a fault; failed: every attempt failed (replayable); cancelled: the installation is gone',
+    }),
     attemptCount: number({ integer: true, description: 'attempts made so far (each is an invocation carrying the eventId and installationId)' }),
     maxAttempts: number({ integer: true }),
     nextAttemptAt: nullable(dateTime()),
@@ -140,14 +152,12 @@ export const handlerRunsQuery = object({
 export const handlerRunListSchema = object({ handlerRuns: array(handlerRunSchema), nextCursor: nullable(string()) });
 
 /** `{failed: true, since, until?, installation?}`: the window of failed handler runs to run again. */
-export const handlerReplayBody = requestBody(
-  {
-    failed: oneOf([true], { description: 'only failed handler runs are replayed' }),
-    since: timeField('created since'),
-    until: optional(timeField('created until; default: now')),
-    installation: optional(string({ min: 1, description: 'only runs of this installation' })),
-  },
-);
+export const handlerReplayBody = requestBody({
+  failed: oneOf([true], { description: 'only failed handler runs are replayed' }),
+  since: timeField('created since'),
+  until: optional(timeField('created until; default: now')),
+  installation: optional(string({ min: 1, description: 'only runs of this installation' })),
+});
 
 export const handlerReplayAnswer = object({ replayed: number({ integer: true }), handlerRuns: array(string(), { description: 'ids of the runs replayed' }) });
 

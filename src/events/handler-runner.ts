@@ -115,7 +115,13 @@ export function createHandlerRunner(deps: HandlerRunnerDeps) {
     for (const c of claimed) start(c);
     for (const { c, next } of done) {
       if (next !== 'dropped' && next.status === 'failed')
-        log.warn('event handler failed for good', { run: c.id, event: c.eventId, installation: c.installationId, attempts: next.attempts, reason: next.lastError });
+        log.warn('event handler failed for good', {
+          run: c.id,
+          event: c.eventId,
+          installation: c.installationId,
+          attempts: next.attempts,
+          reason: next.lastError,
+        });
       try {
         deps.onRecorded?.(c, next);
       } catch (e) {
@@ -144,8 +150,16 @@ export function createHandlerRunner(deps: HandlerRunnerDeps) {
     if (o.ok) return { status: 'delivered', attempts: made, nextAttemptAt: null, completedAt: endedAt, lastError: null, lastInvocation: o.invocationId };
     const delay = nextAttemptDelay(made, 'retry', deps.config(), undefined, deps.random);
     const error = o.error ?? 'the handler failed';
-    if (delay === null) return { status: 'failed', attempts: made, nextAttemptAt: null, completedAt: endedAt, lastError: error, lastInvocation: o.invocationId };
-    return { status: 'retrying', attempts: made, nextAttemptAt: Math.round(endedAt + delay), completedAt: null, lastError: error, lastInvocation: o.invocationId };
+    if (delay === null)
+      return { status: 'failed', attempts: made, nextAttemptAt: null, completedAt: endedAt, lastError: error, lastInvocation: o.invocationId };
+    return {
+      status: 'retrying',
+      attempts: made,
+      nextAttemptAt: Math.round(endedAt + delay),
+      completedAt: null,
+      lastError: error,
+      lastInvocation: o.invocationId,
+    };
   }
 
   /** Run a claimed handler (its slot is counted already); its outcome waits for the next turn. */
@@ -162,7 +176,14 @@ export function createHandlerRunner(deps: HandlerRunnerDeps) {
         outcome.kind === 'skip'
           ? 'dropped'
           : outcome.kind === 'gone'
-            ? { status: 'cancelled', attempts: c.attempts, nextAttemptAt: null, completedAt: now, lastError: `cancelled: ${outcome.reason}`, lastInvocation: null }
+            ? {
+                status: 'cancelled',
+                attempts: c.attempts,
+                nextAttemptAt: null,
+                completedAt: now,
+                lastError: `cancelled: ${outcome.reason}`,
+                lastInvocation: null,
+              }
             : decide(c, outcome, now);
       // Not recorded if the process stops first: the lease is given back (or runs out), and the run is due again (at-least-once).
       ended.push({ c, next });

@@ -182,13 +182,36 @@ const claimed = (r: ClaimedRow): ClaimedRun => ({
 });
 
 /** The insert's parameters, and the run it stored given its row number. */
-function insertion(input: RunInput, lease: { owner: string; until: number } | undefined): { params: unknown[]; stored: (changes: number, seq: number) => ClaimedRun | null } {
+function insertion(
+  input: RunInput,
+  lease: { owner: string; until: number } | undefined,
+): { params: unknown[]; stored: (changes: number, seq: number) => ClaimedRun | null } {
   const id = newHandlerRunId(input.now);
   return {
-    params: [id, input.eventId, input.eventType, input.installationId, input.integration, input.now, lease?.until ?? null, lease?.owner ?? null, input.now, input.now],
+    params: [
+      id,
+      input.eventId,
+      input.eventType,
+      input.installationId,
+      input.integration,
+      input.now,
+      lease?.until ?? null,
+      lease?.owner ?? null,
+      input.now,
+      input.now,
+    ],
     stored: (changes: number, seq: number): ClaimedRun | null =>
       changes
-        ? { seq, id, eventId: input.eventId, eventType: input.eventType, installationId: input.installationId, integration: input.integration, status: 'pending', attempts: 0 }
+        ? {
+            seq,
+            id,
+            eventId: input.eventId,
+            eventType: input.eventType,
+            installationId: input.installationId,
+            integration: input.integration,
+            status: 'pending',
+            attempts: 0,
+          }
         : null,
   };
 }
@@ -220,7 +243,17 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
     const completed = done.flatMap(({ seq, next }) =>
       next === 'dropped'
         ? []
-        : [{ run: seq, status: next.status, attempts: next.attempts, next_at: next.nextAttemptAt, completed_at: next.completedAt, error: next.lastError, invocation: next.lastInvocation }],
+        : [
+            {
+              run: seq,
+              status: next.status,
+              attempts: next.attempts,
+              next_at: next.nextAttemptAt,
+              completed_at: next.completedAt,
+              error: next.lastError,
+              invocation: next.lastInvocation,
+            },
+          ],
     );
     const dropped = done.filter((d) => d.next === 'dropped').map((d) => d.seq);
     if (completed.length) await tx.run(q.complete, { outcomes: JSON.stringify(completed), owner, now });
@@ -288,13 +321,13 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
     async list(f: HandlerRunFilter): Promise<{ handlerRuns: HandlerRun[]; nextCursor: string | null }> {
       const where: string[] = [];
       const params: Record<string, unknown> = {};
-      if (f.status) (where.push('status = @status'), (params.status = f.status));
-      if (f.type) (where.push('event_type = @type'), (params.type = f.type));
-      if (f.installation) (where.push('installation_id = @installation'), (params.installation = f.installation));
-      if (f.event) (where.push('event_id = @event'), (params.event = f.event));
-      if (f.since !== undefined) (where.push('created_at >= @since'), (params.since = f.since));
-      if (f.until !== undefined) (where.push('created_at <= @until'), (params.until = f.until));
-      if (f.cursor) (where.push('seq < @cursor'), (params.cursor = Number(f.cursor)));
+      if (f.status) where.push('status = @status'), (params.status = f.status);
+      if (f.type) where.push('event_type = @type'), (params.type = f.type);
+      if (f.installation) where.push('installation_id = @installation'), (params.installation = f.installation);
+      if (f.event) where.push('event_id = @event'), (params.event = f.event);
+      if (f.since !== undefined) where.push('created_at >= @since'), (params.since = f.since);
+      if (f.until !== undefined) where.push('created_at <= @until'), (params.until = f.until);
+      if (f.cursor) where.push('seq < @cursor'), (params.cursor = Number(f.cursor));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
       const rows = await database.all(listing(where), { ...params, limit });
       return { handlerRuns: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };

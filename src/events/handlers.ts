@@ -92,12 +92,7 @@ export function createHandlerQueue(deps: {
    * What one stored run asks of its transaction's hooks: leased in the caller's transaction, it
    * runs once that commits, and its slot is given back if it (or the savepoint it is in) rolls back.
    */
-  const hook = (
-    hooks: { afterCommit(fn: () => void): void; onRollback(fn: () => void): void },
-    p: Planned,
-    claimed: ClaimedRun | null,
-    out: Fanned,
-  ): void => {
+  const hook = (hooks: { afterCommit(fn: () => void): void; onRollback(fn: () => void): void }, p: Planned, claimed: ClaimedRun | null, out: Fanned): void => {
     if (p.lease) {
       if (claimed) {
         hooks.afterCommit(() => runner.startReserved(claimed));

@@ -123,7 +123,14 @@ export function eventRoutes(app: H3, services: ServicesWith<'events' | 'handlerR
 
   route(
     app,
-    { method: 'GET', path: '/api/v1/handler-runs/:id', summary: 'One handler run', auth: 'admin', params: { id: 'handler run id' }, response: handlerRunSchema },
+    {
+      method: 'GET',
+      path: '/api/v1/handler-runs/:id',
+      summary: 'One handler run',
+      auth: 'admin',
+      params: { id: 'handler run id' },
+      response: handlerRunSchema,
+    },
     async ({ params: { id } }) => {
       const run = await runs().get(id);
       if (!run) throw new SwitchyardError('not_found', `no handler run ${id}`, { hint: 'list them with GET /api/v1/handler-runs' });

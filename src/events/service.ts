@@ -167,7 +167,12 @@ export function createEvents(deps: EventsDeps) {
     const fresh = events.map((e, i) => ({ ...e, subs: subsOf[i], i })).filter((e) => isNew[e.i]);
     const withSubs = fresh.filter((e) => e.subs.length);
     const enqueued = withSubs.length
-      ? await queue!.enqueueEvents(tx, withSubs.map((e) => ({ event: e.event, subscriptions: e.subs })), at, { startAtCommit })
+      ? await queue!.enqueueEvents(
+          tx,
+          withSubs.map((e) => ({ event: e.event, subscriptions: e.subs })),
+          at,
+          { startAtCommit },
+        )
       : [];
     const deliveriesOf = new Map<number, Array<{ id: string; installationId: string }>>();
     withSubs.forEach((e, k) => deliveriesOf.set(e.i, enqueued[k]));
@@ -203,7 +208,8 @@ export function createEvents(deps: EventsDeps) {
     // Whole units, at least one, up to MAX_BATCH events (one batch request may be more on its own).
     take(waiting) {
       let take = 0;
-      for (let count = 0; take < waiting.length && (take === 0 || count + waiting[take].events.length <= MAX_BATCH); take++) count += waiting[take].events.length;
+      for (let count = 0; take < waiting.length && (take === 0 || count + waiting[take].events.length <= MAX_BATCH); take++)
+        count += waiting[take].events.length;
       return take;
     },
   });
@@ -265,7 +271,9 @@ export function createEvents(deps: EventsDeps) {
   }
 
   const answer = (event: Event, s: Stored): IngestResult =>
-    s === null ? { eventId: event.eventId, type: event.type, duplicate: true, deliveries: [], handlers: [] } : { eventId: event.eventId, type: event.type, duplicate: false, ...s };
+    s === null
+      ? { eventId: event.eventId, type: event.type, duplicate: true, deliveries: [], handlers: [] }
+      : { eventId: event.eventId, type: event.type, duplicate: false, ...s };
 
   return {
     /**
@@ -307,14 +315,20 @@ export function createEvents(deps: EventsDeps) {
       payloads.forEach((payload, index) => {
         const at = `[${index}]`;
         if (nestedDeeperThan(payload, MAX_JSON_DEPTH))
-          return refuse(index, new SwitchyardError('bad_request', `the event is nested deeper than ${MAX_JSON_DEPTH} levels`, { where: at, hint: 'flatten the data' }));
+          return refuse(
+            index,
+            new SwitchyardError('bad_request', `the event is nested deeper than ${MAX_JSON_DEPTH} levels`, { where: at, hint: 'flatten the data' }),
+          );
         const p = prepare(payload, at);
         if ('error' in p) return refuse(index, p.error);
         const json = JSON.stringify(p.event);
         if (opts.itemLimit !== undefined && json.length > opts.itemLimit / 3 && Buffer.byteLength(json) > opts.itemLimit)
           return refuse(
             index,
-            new SwitchyardError('payload_too_large', `the event is larger than server.body_limit (${opts.itemLimit} bytes), the limit of one event`, { where: at, hint: 'raise server.body_limit in config.yaml' }),
+            new SwitchyardError('payload_too_large', `the event is larger than server.body_limit (${opts.itemLimit} bytes), the limit of one event`, {
+              where: at,
+              hint: 'raise server.body_limit in config.yaml',
+            }),
           );
         unit.events.push(p.event);
         unit.json!.push(json);
@@ -352,11 +366,11 @@ export function createEvents(deps: EventsDeps) {
     }> {
       const where: string[] = [];
       const params: Record<string, unknown> = {};
-      if (f.type) (where.push('type = @type'), (params.type = f.type));
-      if (f.installation) (where.push('installation_id = @installation'), (params.installation = f.installation));
-      if (f.since !== undefined) (where.push('received_at >= @since'), (params.since = f.since));
-      if (f.until !== undefined) (where.push('received_at <= @until'), (params.until = f.until));
-      if (f.cursor) (where.push('seq < @cursor'), (params.cursor = Number(f.cursor)));
+      if (f.type) where.push('type = @type'), (params.type = f.type);
+      if (f.installation) where.push('installation_id = @installation'), (params.installation = f.installation);
+      if (f.since !== undefined) where.push('received_at >= @since'), (params.since = f.since);
+      if (f.until !== undefined) where.push('received_at <= @until'), (params.until = f.until);
+      if (f.cursor) where.push('seq < @cursor'), (params.cursor = Number(f.cursor));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
       const rows = await database.all(listStatement(where), { ...params, limit });
       return { events: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };

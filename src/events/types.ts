@@ -55,7 +55,8 @@ function checkVisitor(v: unknown, where: string, type: string, out: Problem[]): 
     return;
   }
   for (const k of ['anonymousId', 'userAgent', 'ip'] as const)
-    if (typeof v[k] !== 'string') out.push({ where: `${where}.${k}`, message: v[k] === undefined ? 'is required (a string)' : `must be a string, got ${kind(v[k])}` });
+    if (typeof v[k] !== 'string')
+      out.push({ where: `${where}.${k}`, message: v[k] === undefined ? 'is required (a string)' : `must be a string, got ${kind(v[k])}` });
   if (typeof v.ip === 'string' && v.ip !== '' && !isIP(v.ip)) out.push({ where: `${where}.ip`, message: `"${v.ip}" is not an IP address` });
   if (!isObject(v.cookies)) {
     out.push({
@@ -78,9 +79,15 @@ function checkFeedback(v: unknown, where: string, type: string, out: Problem[]):
     return;
   }
   if (typeof v.rating !== 'string' || !v.rating)
-    out.push({ where: `${where}.rating`, message: v.rating === undefined ? 'is required (a string, e.g. "good")' : `must be a non-empty string, got ${kind(v.rating)}` });
+    out.push({
+      where: `${where}.rating`,
+      message: v.rating === undefined ? 'is required (a string, e.g. "good")' : `must be a non-empty string, got ${kind(v.rating)}`,
+    });
   if (typeof v.comment !== 'string')
-    out.push({ where: `${where}.comment`, message: v.comment === undefined ? 'is required (a string; may be empty)' : `must be a string, got ${kind(v.comment)}` });
+    out.push({
+      where: `${where}.comment`,
+      message: v.comment === undefined ? 'is required (a string; may be empty)' : `must be a string, got ${kind(v.comment)}`,
+    });
 }
 
 /** Every problem of an event payload, each with its field path (`visitor.cookies.x`). Empty when valid. */
@@ -88,13 +95,21 @@ export function validateEventPayload(payload: unknown): Problem[] {
   const out: Problem[] = [];
   if (!isObject(payload)) return [{ where: '(body)', message: `an event must be a JSON object, got ${kind(payload)}` }];
   if (payload.eventId !== undefined && (typeof payload.eventId !== 'string' || !ID.test(payload.eventId)))
-    out.push({ where: 'eventId', message: `must be a string of 1-200 letters, digits or _ . : -, got ${kind(payload.eventId)}`, hint: 'leave it out to have one generated' });
+    out.push({
+      where: 'eventId',
+      message: `must be a string of 1-200 letters, digits or _ . : -, got ${kind(payload.eventId)}`,
+      hint: 'leave it out to have one generated',
+    });
   if (payload.installationId !== undefined && (typeof payload.installationId !== 'string' || !payload.installationId))
     out.push({ where: 'installationId', message: `must be a non-empty string, got ${kind(payload.installationId)}` });
   else if (typeof payload.installationId === 'string' && payload.installationId.length > MAX_ID_LENGTH)
     out.push({ where: 'installationId', message: `must be at most ${MAX_ID_LENGTH} characters (it has ${payload.installationId.length})` });
   if (typeof payload.type !== 'string') {
-    out.push({ where: 'type', message: payload.type === undefined ? 'is required' : `must be a string, got ${kind(payload.type)}`, hint: `one of ${EVENT_TYPES.join(', ')}` });
+    out.push({
+      where: 'type',
+      message: payload.type === undefined ? 'is required' : `must be a string, got ${kind(payload.type)}`,
+      hint: `one of ${EVENT_TYPES.join(', ')}`,
+    });
     return out;
   }
   const fields = FIELDS[payload.type];
@@ -109,7 +124,10 @@ export function validateEventPayload(payload: unknown): Problem[] {
     else if (typeof v !== 'string' || (f === 'string' && !v)) {
       out.push({
         where: name,
-        message: v === undefined ? `is required for ${payload.type} (a string${f === 'text' ? ', may be empty' : ''})` : `must be a ${f === 'text' ? '' : 'non-empty '}string, got ${kind(v)}`,
+        message:
+          v === undefined
+            ? `is required for ${payload.type} (a string${f === 'text' ? ', may be empty' : ''})`
+            : `must be a ${f === 'text' ? '' : 'non-empty '}string, got ${kind(v)}`,
       });
     } else if (f === 'url') {
       let ok = false;

@@ -57,7 +57,8 @@ function parseJson(req: Request, bytes: Uint8Array, arrays: boolean): Record<str
   let v: unknown;
   try {
     v = JSON.parse(new TextDecoder().decode(bytes));
-    if (!v || typeof v !== 'object' || (Array.isArray(v) && !arrays)) throw new Error(arrays ? 'the body must be a JSON object or an array of them' : 'the body must be a JSON object');
+    if (!v || typeof v !== 'object' || (Array.isArray(v) && !arrays))
+      throw new Error(arrays ? 'the body must be a JSON object or an array of them' : 'the body must be a JSON object');
   } catch (e) {
     throw new SwitchyardError('bad_request', `the body is not a valid JSON ${arrays ? 'object or array' : 'object'}: ${(e as Error).message}`);
   }
@@ -92,11 +93,15 @@ export async function readJsonObjectOrArray(req: Request, limits: { object: Body
   const declared = Number(req.headers.get('content-length') ?? NaN);
   const most = Math.max(object.bytes, array.bytes);
   if (Number.isFinite(declared) && declared > most)
-    throw new SwitchyardError('payload_too_large', `the request body (${declared} bytes) is larger than ${object.key} (${object.bytes} bytes) and ${array.key} (${array.bytes} bytes)`, {
-      where: object.bytes >= array.bytes ? object.key : array.key,
-      hint: `send fewer events per request, or raise ${array.key} (a JSON array) or ${object.key} (one object) in config.yaml`,
-      headers: CLOSE,
-    });
+    throw new SwitchyardError(
+      'payload_too_large',
+      `the request body (${declared} bytes) is larger than ${object.key} (${object.bytes} bytes) and ${array.key} (${array.bytes} bytes)`,
+      {
+        where: object.bytes >= array.bytes ? object.key : array.key,
+        hint: `send fewer events per request, or raise ${array.key} (a JSON array) or ${object.key} (one object) in config.yaml`,
+        headers: CLOSE,
+      },
+    );
   const chunks: Uint8Array[] = [];
   let size = 0;
   /** undefined until the first non-blank byte is seen. */
@@ -112,7 +117,10 @@ export async function readJsonObjectOrArray(req: Request, limits: { object: Body
         const first = value.findIndex((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09);
         if (first >= 0) isArray = value[first] === 0x5b; // '['
       }
-      const over = isArray === undefined ? size > most : size > (isArray ? array.bytes : object.bytes) || (Number.isFinite(declared) && declared > (isArray ? array.bytes : object.bytes));
+      const over =
+        isArray === undefined
+          ? size > most
+          : size > (isArray ? array.bytes : object.bytes) || (Number.isFinite(declared) && declared > (isArray ? array.bytes : object.bytes));
       if (over) {
         await reader.cancel().catch(() => {});
         throw isArray ? arrayTooLarge() : objectTooLarge();

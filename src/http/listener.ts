@@ -62,7 +62,13 @@ export function createListener(
       setPair() {
         throw new Error('the server does not speak TLS');
       },
-      close: (deadline) => drain(server, deadline, () => server.closeIdleConnections(), () => server.closeAllConnections()),
+      close: (deadline) =>
+        drain(
+          server,
+          deadline,
+          () => server.closeIdleConnections(),
+          () => server.closeAllConnections(),
+        ),
     };
   }
 
@@ -101,9 +107,14 @@ export function createListener(
       // Idle HTTP/2 sessions end now. Then the server's close() closes the idle HTTP/1.1
       // connections and tells the busy sessions to go away once their streams are done.
       sessions.drain();
-      return drain(server, deadline, () => {}, () => {
-        for (const s of sockets.values()) s.destroy();
-      });
+      return drain(
+        server,
+        deadline,
+        () => {},
+        () => {
+          for (const s of sockets.values()) s.destroy();
+        },
+      );
     },
   };
 }

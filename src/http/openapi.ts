@@ -30,7 +30,16 @@ const publicEndpoint = (summary: string, extra: unknown[] = []) => {
     security: [],
     summary,
     parameters: [pathParam('name'), pathParam('id'), ...extra],
-    responses: { '200': { description: 'What the integration answered' }, '404': json(ref('Error'), 'No such installation of this integration'), '410': json(ref('Error'), 'Uninstalled'), '413': json(ref('Error')), '503': json(ref('Error'), 'Paused, a sandbox limit, or `starting`: the integration did not load within 10 s of the request while the server starts (Retry-After)') },
+    responses: {
+      '200': { description: 'What the integration answered' },
+      '404': json(ref('Error'), 'No such installation of this integration'),
+      '410': json(ref('Error'), 'Uninstalled'),
+      '413': json(ref('Error')),
+      '503': json(
+        ref('Error'),
+        'Paused, a sandbox limit, or `starting`: the integration did not load within 10 s of the request while the server starts (Retry-After)',
+      ),
+    },
   };
   return Object.fromEntries(['get', 'put', 'post', 'delete', 'options', 'head', 'patch'].map((m) => [m, op]));
 };
@@ -41,18 +50,38 @@ const publicEndpoint = (summary: string, extra: unknown[] = []) => {
  * (spaces, orgs, urls) forwarded to gitbook.api_url, else 501.
  */
 function gitbookShapePaths(): Record<string, unknown> {
-  const op = (summary: string) => ({ summary: `GitBook API shape: ${summary}`, responses: { '200': json({ type: 'object', properties: { data: {} } }), '501': json(ref('Error'), 'No upstream platform API configured (gitbook.api_url)'), ...errors } });
+  const op = (summary: string) => ({
+    summary: `GitBook API shape: ${summary}`,
+    responses: {
+      '200': json({ type: 'object', properties: { data: {} } }),
+      '501': json(ref('Error'), 'No upstream platform API configured (gitbook.api_url)'),
+      ...errors,
+    },
+  });
   const read = (summary: string) => ({ get: op(summary) });
   const readWrite = (summary: string) => ({ get: op(summary), patch: op(`update ${summary}`) });
   const forwarded = (what: string) => Object.fromEntries(['get', 'post', 'put', 'patch', 'delete'].map((m) => [m, op(`${what}, forwarded upstream`)]));
-  const integrationEndpoint = Object.fromEntries(['get', 'post', 'put', 'patch', 'delete'].map((m) => [m, { security: [], summary: "The integration's own public endpoint (no installation), handed to its fetch", responses: { '200': { description: "The integration's answer" } } }]));
+  const integrationEndpoint = Object.fromEntries(
+    ['get', 'post', 'put', 'patch', 'delete'].map((m) => [
+      m,
+      {
+        security: [],
+        summary: "The integration's own public endpoint (no installation), handed to its fetch",
+        responses: { '200': { description: "The integration's answer" } },
+      },
+    ]),
+  );
   return {
     '/api/v1/integrations/{name}/installations': read('installations of an integration'),
     '/api/v1/integrations/{name}/installations/{id}': readWrite('one installation'),
     '/api/v1/integrations/{name}/installations/{id}/tokens': {
       post: {
         summary: "GitBook API shape: a short-lived token acting as this installation (the integration's own token or the admin's; createInstallationClient)",
-        responses: { '200': json({ type: 'object', properties: { token: { type: 'string' }, expiresAt: { type: 'string', format: 'date-time' } } }), '409': json(ref('Error'), 'The installation is paused'), ...errors },
+        responses: {
+          '200': json({ type: 'object', properties: { token: { type: 'string' }, expiresAt: { type: 'string', format: 'date-time' } } }),
+          '409': json(ref('Error'), 'The installation is paused'),
+          ...errors,
+        },
       },
     },
     '/api/v1/integrations/{name}/spaces': read('space installations'),
@@ -137,7 +166,10 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
                 message: { type: 'string' },
                 hint: { type: 'string' },
                 where: { type: 'string' },
-                problems: { type: 'array', items: { type: 'object', properties: { where: { type: 'string' }, message: { type: 'string' }, hint: { type: 'string' } } } },
+                problems: {
+                  type: 'array',
+                  items: { type: 'object', properties: { where: { type: 'string' }, message: { type: 'string' }, hint: { type: 'string' } } },
+                },
               },
             },
           },
@@ -146,7 +178,13 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
     },
     paths: {
       ...gitbookShapePaths(),
-      '/': { get: { security: [], summary: "Redirects to the web console's page (on the console's origin)", responses: { '302': { description: 'Location: <console origin>/console/' } } } },
+      '/': {
+        get: {
+          security: [],
+          summary: "Redirects to the web console's page (on the console's origin)",
+          responses: { '302': { description: 'Location: <console origin>/console/' } },
+        },
+      },
       '/openapi.json': { get: { security: [], summary: 'This document', responses: { '200': json({ type: 'object' }) } } },
       '/healthz': {
         get: {
@@ -173,22 +211,44 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
                 schema: {
                   type: 'object',
                   required: ['event', 'environment'],
-                  properties: { event: { type: 'string', description: 'JSON' }, environment: { type: 'string', description: 'JSON; the platform rebuilds every field it owns from the store: only installation.id (which installation) and keys the platform does not own are read' }, 'fetch-body': { type: 'string', format: 'binary' } },
+                  properties: {
+                    event: { type: 'string', description: 'JSON' },
+                    environment: {
+                      type: 'string',
+                      description:
+                        'JSON; the platform rebuilds every field it owns from the store: only installation.id (which installation) and keys the platform does not own are read',
+                    },
+                    'fetch-body': { type: 'string', format: 'binary' },
+                  },
                 },
               },
             },
           },
-          responses: { '200': { description: 'What the integration answered' }, '406': { description: 'No handler for the event type' }, ...errors, '413': json(ref('Error')), '415': json(ref('Error')) },
+          responses: {
+            '200': { description: 'What the integration answered' },
+            '406': { description: 'No handler for the event type' },
+            ...errors,
+            '413': json(ref('Error')),
+            '415': json(ref('Error')),
+          },
         },
       },
       '/api/v1/integrations': {
         get: {
-          summary: "Integrations with their status (loading while the server starts, loaded, error, needs_configuration) and errors; `startup` says how far the start-up load is",
-          responses: { '200': json({ type: 'object', properties: { integrations: { type: 'array', items: { type: 'object' } }, startup: ref('Startup') } }), ...errors },
+          summary:
+            'Integrations with their status (loading while the server starts, loaded, error, needs_configuration) and errors; `startup` says how far the start-up load is',
+          responses: {
+            '200': json({ type: 'object', properties: { integrations: { type: 'array', items: { type: 'object' } }, startup: ref('Startup') } }),
+            ...errors,
+          },
         },
       },
       '/api/v1/integrations/{name}': {
-        get: { summary: 'One integration: manifest summary, scopes, blocks, configurations, errors, parked', parameters: [{ name: 'name', in: 'path', required: true, schema: { type: 'string' } }], responses: { '200': json({ type: 'object' }), ...errors } },
+        get: {
+          summary: 'One integration: manifest summary, scopes, blocks, configurations, errors, parked',
+          parameters: [{ name: 'name', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': json({ type: 'object' }), ...errors },
+        },
       },
       '/api/v1/integrations/{name}/resume': {
         post: {
@@ -197,8 +257,12 @@ export function openApiDocument(serverUrl: string, parts: OpenApiPart[] = []) {
           responses: { '200': json({ type: 'object' }), '409': json(ref('Error'), 'Not parked'), ...errors },
         },
       },
-      '/v1/integrations/{name}/installations/{id}': publicEndpoint('Public endpoint of an installation (no token): the request is handed to the integration\'s fetch'),
-      '/v1/integrations/{name}/installations/{id}/{path}': publicEndpoint('Public endpoint of an installation, any sub-path', [{ ...pathParam('path'), description: 'the rest of the path, slashes included' }]),
+      '/v1/integrations/{name}/installations/{id}': publicEndpoint(
+        "Public endpoint of an installation (no token): the request is handed to the integration's fetch",
+      ),
+      '/v1/integrations/{name}/installations/{id}/{path}': publicEndpoint('Public endpoint of an installation, any sub-path', [
+        { ...pathParam('path'), description: 'the rest of the path, slashes included' },
+      ]),
     } as Record<string, unknown>,
   };
   // Parts merge by path and method: a later part's operation replaces an earlier one's (the

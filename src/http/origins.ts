@@ -97,6 +97,9 @@ export function integrationAnswerHeaders(headers: Array<[string, string]>, req: 
 }
 
 function setsOurCookie(setCookie: string): boolean {
-  const name = setCookie.slice(0, Math.max(0, setCookie.indexOf('='))).trim().toLowerCase();
+  const name = setCookie
+    .slice(0, Math.max(0, setCookie.indexOf('=')))
+    .trim()
+    .toLowerCase();
   return name.startsWith(COOKIE_PREFIX) || name.startsWith(`__host-${COOKIE_PREFIX}`) || name.startsWith(`__secure-${COOKIE_PREFIX}`);
 }

@@ -43,7 +43,9 @@ export const flag = (description: string) => param<boolean>('flag-param', { type
 
 /** `true` or `false` (absent: undefined); anything else is refused, by name. */
 export const trueOrFalse = (description: string) =>
-  param<boolean>('true-or-false-param', { type: 'boolean', description }, (v) => (v === 'true' ? true : v === 'false' ? false : { error: `must be true or false, got "${v}"` }));
+  param<boolean>('true-or-false-param', { type: 'boolean', description }, (v) =>
+    v === 'true' ? true : v === 'false' ? false : { error: `must be true or false, got "${v}"` },
+  );
 
 /**
  * A whole number written in decimal digits, at most `max`; undefined for anything else (a sign, a
@@ -59,7 +61,11 @@ export function wholeNumber(text: string, max = Number.MAX_SAFE_INTEGER): number
 /** A position in a list or a feed (a `nextCursor`, an SSE `id`): a whole number that both stores hold. */
 export function cursorParam(description: string, name = 'cursor') {
   return param<string>(`${name}-param`, { type: 'string', pattern: '^\\d+$', description }, (v) =>
-    wholeNumber(v) === undefined ? { error: `must be ${name === 'cursor' ? 'the nextCursor of a previous page' : 'a cursor already received'} (a whole number up to ${Number.MAX_SAFE_INTEGER}), got ${quoted(v)}` } : v,
+    wholeNumber(v) === undefined
+      ? {
+          error: `must be ${name === 'cursor' ? 'the nextCursor of a previous page' : 'a cursor already received'} (a whole number up to ${Number.MAX_SAFE_INTEGER}), got ${quoted(v)}`,
+        }
+      : v,
   );
 }
 

@@ -115,11 +115,7 @@ export function route<
   B extends Schema<any> | undefined = undefined,
   Q extends ObjectSchema | undefined = undefined,
   R extends Schema<any> | undefined = undefined,
->(
-  app: H3,
-  spec: RouteSpec<P, B, Q, R>,
-  handler: (input: RouteInput<P, Out<B>, Out<Q>>) => Answer<R> | Promise<Answer<R>>,
-): void {
+>(app: H3, spec: RouteSpec<P, B, Q, R>, handler: (input: RouteInput<P, Out<B>, Out<Q>>) => Answer<R> | Promise<Answer<R>>): void {
   const { body, query } = spec as RouteMeta['spec'];
   if (body && !body.read) assertJsonBody(body.schema, `${spec.method} ${spec.path} body`);
   app.on(
@@ -158,7 +154,8 @@ export function route<
 function queryValues(schema: ObjectSchema, q: URLSearchParams, issues: Issue[]): Record<string, unknown> {
   const known = Object.keys(schema.shape);
   for (const key of new Set(q.keys())) {
-    if (!Object.hasOwn(schema.shape, key)) issues.push({ path: [key], message: `is not a query parameter of this route`, hint: didYouMean(key, known) ?? `it takes ${known.join(', ')}` });
+    if (!Object.hasOwn(schema.shape, key))
+      issues.push({ path: [key], message: `is not a query parameter of this route`, hint: didYouMean(key, known) ?? `it takes ${known.join(', ')}` });
     else if (q.getAll(key).length > 1) issues.push({ path: [key], message: `is given ${q.getAll(key).length} times; give it once` });
   }
   const out: Record<string, unknown> = {};
@@ -190,7 +187,11 @@ export function requestError(issues: Issue[]): SwitchyardError {
   const line = (p: Problem) =>
     p.message.includes(`"${p.where}"`) ? p.message : /^(must|is|has|does)\b/.test(p.message) ? `${p.where} ${p.message}` : `${p.where}: ${p.message}`;
   const message = problems.length === 1 ? line(problems[0]) : `the request has ${problems.length} problems: ${problems.map(line).join('; ')}`;
-  return new SwitchyardError('bad_request', message, { where: problems[0]?.where, problems, ...(problems.length === 1 && problems[0].hint ? { hint: problems[0].hint } : {}) });
+  return new SwitchyardError('bad_request', message, {
+    where: problems[0]?.where,
+    problems,
+    ...(problems.length === 1 && problems[0].hint ? { hint: problems[0].hint } : {}),
+  });
 }
 
 /** The answers every management route may give. */

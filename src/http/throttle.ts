@@ -96,7 +96,12 @@ export function createAuthThrottle(opts: { max?: number; windowMs?: number; now?
 export function clientAddress(req: Request, trustedProxies = 0): string {
   let address = (req as { ip?: string }).ip ?? 'unknown';
   if (trustedProxies > 0) {
-    const entries = req.headers.get('x-forwarded-for')?.split(',').map((e) => e.trim()).filter(Boolean) ?? [];
+    const entries =
+      req.headers
+        .get('x-forwarded-for')
+        ?.split(',')
+        .map((e) => e.trim())
+        .filter(Boolean) ?? [];
     if (entries.length) address = entries[Math.max(0, entries.length - trustedProxies)];
   }
   const canonical = canonicalIP(address);

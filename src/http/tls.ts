@@ -69,7 +69,9 @@ export function readTlsPair(files: TlsFiles, now = Date.now()): { pair: TlsPair;
     const swapped = PRIVATE_KEY_BLOCK.test(certPem);
     throw refuse(
       'cert',
-      swapped ? `the certificate file ${files.cert} holds a private key, not a certificate` : `the certificate file ${files.cert} is not a PEM certificate (no "${BEGIN_CERT}" line)`,
+      swapped
+        ? `the certificate file ${files.cert} holds a private key, not a certificate`
+        : `the certificate file ${files.cert} is not a PEM certificate (no "${BEGIN_CERT}" line)`,
       swapped
         ? 'server.tls.cert and server.tls.key look swapped'
         : 'give the PEM form (a DER file converts with `openssl x509 -inform der -in cert.der -out cert.pem`); the file may hold the chain after the certificate',
@@ -79,25 +81,41 @@ export function readTlsPair(files: TlsFiles, now = Date.now()): { pair: TlsPair;
   try {
     x509 = new X509Certificate(certPem);
   } catch (e) {
-    throw refuse('cert', `the certificate file ${files.cert} cannot be read as an X.509 certificate (${(e as Error).message})`, 'check the file is whole: `openssl x509 -in <file> -noout -text` reads it', e);
+    throw refuse(
+      'cert',
+      `the certificate file ${files.cert} cannot be read as an X.509 certificate (${(e as Error).message})`,
+      'check the file is whole: `openssl x509 -in <file> -noout -text` reads it',
+      e,
+    );
   }
 
   if (PRIVATE_KEY_BLOCK.test(keyPem) === false) {
     const swapped = keyPem.includes(BEGIN_CERT);
     throw refuse(
       'key',
-      swapped ? `the private key file ${files.key} holds a certificate, not a private key` : `the private key file ${files.key} is not a PEM private key (no "-----BEGIN … PRIVATE KEY-----" line)`,
+      swapped
+        ? `the private key file ${files.key} holds a certificate, not a private key`
+        : `the private key file ${files.key} is not a PEM private key (no "-----BEGIN … PRIVATE KEY-----" line)`,
       swapped ? 'server.tls.cert and server.tls.key look swapped' : 'give the PEM private key the certificate was issued for',
     );
   }
   // PKCS#8 (`BEGIN ENCRYPTED PRIVATE KEY`) or the older PEM header (`Proc-Type: 4,ENCRYPTED`).
   if (/-----BEGIN ENCRYPTED PRIVATE KEY-----|Proc-Type:\s*4,\s*ENCRYPTED/.test(keyPem))
-    throw refuse('key', `the private key file ${files.key} is encrypted (it needs a passphrase)`, 'the server reads keys without one: `openssl pkey -in <file> -out <new file>` writes it decrypted (keep that file mode 0600)');
+    throw refuse(
+      'key',
+      `the private key file ${files.key} is encrypted (it needs a passphrase)`,
+      'the server reads keys without one: `openssl pkey -in <file> -out <new file>` writes it decrypted (keep that file mode 0600)',
+    );
   let key: KeyObject;
   try {
     key = createPrivateKey(keyPem);
   } catch (e) {
-    throw refuse('key', `the private key file ${files.key} cannot be read as a private key (${(e as Error).message})`, 'check the file is whole: `openssl pkey -in <file> -noout` reads it', e);
+    throw refuse(
+      'key',
+      `the private key file ${files.key} cannot be read as a private key (${(e as Error).message})`,
+      'check the file is whole: `openssl pkey -in <file> -noout` reads it',
+      e,
+    );
   }
 
   if (!x509.checkPrivateKey(key)) {
@@ -110,7 +128,11 @@ export function readTlsPair(files: TlsFiles, now = Date.now()): { pair: TlsPair;
       }
     });
     if (at > 0)
-      throw refuse('cert', `the certificate file ${files.cert} holds the chain in the wrong order: the certificate of the key ${files.key} is number ${at + 1} of the file`, "put the server's own certificate first, then the certificates that issued it (a fullchain.pem is in that order)");
+      throw refuse(
+        'cert',
+        `the certificate file ${files.cert} holds the chain in the wrong order: the certificate of the key ${files.key} is number ${at + 1} of the file`,
+        "put the server's own certificate first, then the certificates that issued it (a fullchain.pem is in that order)",
+      );
     throw refuse(
       'key',
       `the private key ${files.key} does not belong to the certificate ${files.cert}`,
@@ -120,14 +142,20 @@ export function readTlsPair(files: TlsFiles, now = Date.now()): { pair: TlsPair;
   try {
     createSecureContext({ cert: certPem, key: keyPem });
   } catch (e) {
-    throw refuse('cert', `the certificate ${files.cert} and its key cannot serve TLS (${(e as Error).message})`, 'check both files with `openssl x509 -in <cert> -noout -text`', e);
+    throw refuse(
+      'cert',
+      `the certificate ${files.cert} and its key cannot serve TLS (${(e as Error).message})`,
+      'check both files with `openssl x509 -in <cert> -noout -text`',
+      e,
+    );
   }
 
   const warnings: string[] = [];
   const validTo = new Date(x509.validTo);
   const validFrom = new Date(x509.validFrom);
   if (validTo.getTime() < now) warnings.push(`the certificate ${files.cert} expired on ${validTo.toISOString()}: clients refuse it until it is renewed`);
-  else if (validFrom.getTime() > now) warnings.push(`the certificate ${files.cert} is not valid before ${validFrom.toISOString()}: clients refuse it until then`);
+  else if (validFrom.getTime() > now)
+    warnings.push(`the certificate ${files.cert} is not valid before ${validFrom.toISOString()}: clients refuse it until then`);
   return {
     pair: {
       cert: certPem,

@@ -30,7 +30,9 @@ declare module '../module/contract.ts' {
 function start(req: Request, after: string | undefined, newest: () => number | Promise<number>): number | Promise<number> {
   const c = resumeCursor(req, after);
   if (c !== undefined && Number.isNaN(c))
-    throw new SwitchyardError('bad_request', `Last-Event-ID must be the cursor of an item already received (a whole number up to ${Number.MAX_SAFE_INTEGER})`, { where: 'after' });
+    throw new SwitchyardError('bad_request', `Last-Event-ID must be the cursor of an item already received (a whole number up to ${Number.MAX_SAFE_INTEGER})`, {
+      where: 'after',
+    });
   return c ?? newest();
 }
 
@@ -57,7 +59,8 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
       const filter = { installation: query.installation, type: query.type };
       return hub().response(req, {
         start: start(req, query.after, () => deliveries.lastAttemptId()),
-        read: async (after, limit) => (await deliveries.attemptsAfter(after, limit, filter)).map((a) => ({ cursor: Number(a.cursor), event: 'attempt', data: a })),
+        read: async (after, limit) =>
+          (await deliveries.attemptsAfter(after, limit, filter)).map((a) => ({ cursor: Number(a.cursor), event: 'attempt', data: a })),
         subscribe: (changed) => deliveries.onAttempt(changed),
       });
     },
@@ -91,12 +94,18 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
             void invocations.get(n.id).then(
               (inv) => {
                 if (!inv) return;
-                if ((filter.integration && inv.integration !== filter.integration) || (filter.installation && inv.installationId !== filter.installation)) return;
+                if ((filter.integration && inv.integration !== filter.integration) || (filter.installation && inv.installationId !== filter.installation))
+                  return;
                 if (filter.renders === false && inv.eventType === RENDER_EVENT) return;
                 const item: FeedItem = {
                   cursor: Number(inv.cursor),
                   event: 'log',
-                  data: { requestId: n.id, integration: inv.integration, installationId: inv.installationId, line: { ...line, time: new Date(line.time).toISOString() } },
+                  data: {
+                    requestId: n.id,
+                    integration: inv.integration,
+                    installationId: inv.installationId,
+                    line: { ...line, time: new Date(line.time).toISOString() },
+                  },
                 };
                 push(item);
               },

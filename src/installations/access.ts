@@ -19,10 +19,12 @@ export function mayReach(p: Principal, installation: { id: string; integration: 
 /** Throws 403 unless `p` may reach the installation, saying whose token it is. */
 export function requireReach(p: Principal, installation: { id: string; integration: string }): void {
   if (mayReach(p, installation)) return;
-  if (p.kind === 'installation')
-    throw new SwitchyardError('forbidden', `this token belongs to installation ${p.installationId}, not ${installation.id}`);
+  if (p.kind === 'installation') throw new SwitchyardError('forbidden', `this token belongs to installation ${p.installationId}, not ${installation.id}`);
   if (p.kind === 'integration')
-    throw new SwitchyardError('forbidden', `this token belongs to integration "${p.integration}"; installation ${installation.id} is one of "${installation.integration}"`);
+    throw new SwitchyardError(
+      'forbidden',
+      `this token belongs to integration "${p.integration}"; installation ${installation.id} is one of "${installation.integration}"`,
+    );
   throw new SwitchyardError('forbidden', 'this token cannot reach installations');
 }
 

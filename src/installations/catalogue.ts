@@ -57,7 +57,9 @@ export function catalogueRoutes(app: H3, services: ServicesWith<'installations'>
   function shown(req: Request, integrationName: string): LoadedIntegration {
     const i = services.registry?.get(integrationName);
     if (!i || !mayShow(principalOf(req), i))
-      throw new SwitchyardError('not_found', `the catalogue has no integration "${integrationName}"`, { hint: 'see GET /api/v1/catalogue for the public ones' });
+      throw new SwitchyardError('not_found', `the catalogue has no integration "${integrationName}"`, {
+        hint: 'see GET /api/v1/catalogue for the public ones',
+      });
     return i;
   }
 
@@ -86,7 +88,8 @@ export function catalogueRoutes(app: H3, services: ServicesWith<'installations'>
     {
       method: 'GET',
       path: '/api/v1/catalogue/:name',
-      summary: "One integration's catalogue entry, summary and configuration properties: a public one for any token; any one for the admin and for the holder of an install link of it",
+      summary:
+        "One integration's catalogue entry, summary and configuration properties: a public one for any token; any one for the admin and for the holder of an install link of it",
       auth: 'token',
       installLink: true,
       params: name,

@@ -45,7 +45,8 @@ function view(services: Services, i: Installation, reveal: boolean) {
 function contentScopes(path: string, method: string): string[] {
   const write = method !== 'GET' && method !== 'HEAD';
   if (/^\/spaces\/[^/]+\/git\//.test(path)) return ['space:git:sync'];
-  if (path.startsWith('/spaces/') || path.startsWith('/urls/')) return write ? ['space:content:write', 'space:metadata:write'] : ['space:content:read', 'space:metadata:read'];
+  if (path.startsWith('/spaces/') || path.startsWith('/urls/'))
+    return write ? ['space:content:write', 'space:metadata:write'] : ['space:content:read', 'space:metadata:read'];
   if (/\/adaptive-schema$/.test(path)) return write ? ['site:adaptive:write'] : ['site:adaptive:read', 'site:adaptive:write'];
   return write ? ['site:metadata:write'] : ['site:metadata:read'];
 }
@@ -79,7 +80,8 @@ function contentReach(p: Principal, method: string, path: string, installed: (in
   const [area, id, sub, subId] = parts;
   const installations = installed(p.integration);
   const organizationWide = installations.some((i) => i.target === 'organization');
-  const on = (kind: 'space' | 'site', which: string | undefined) => which !== undefined && which !== '' && installations.some((i) => i.target === kind && i[kind] === which);
+  const on = (kind: 'space' | 'site', which: string | undefined) =>
+    which !== undefined && which !== '' && installations.some((i) => i.target === kind && i[kind] === which);
   const refuse = (why: string): never => {
     throw new SwitchyardError('forbidden', `${call} is not forwarded: ${why}`, { hint: 'install the integration there, or on the organization' });
   };
@@ -110,7 +112,11 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
   /** The installations the caller may see of integration `name`: all for the admin and the integration, else its own. */
   async function visible(p: Principal, name: string): Promise<Installation[]> {
     const scope = mayListFor(p, name);
-    if (!scope) throw new SwitchyardError('forbidden', `this token belongs to ${p.kind === 'admin' ? 'the admin' : `"${(p as { integration: string }).integration}"`}, not "${name}"`);
+    if (!scope)
+      throw new SwitchyardError(
+        'forbidden',
+        `this token belongs to ${p.kind === 'admin' ? 'the admin' : `"${(p as { integration: string }).integration}"`}, not "${name}"`,
+      );
     const all = await inst().list({ integration: name });
     return scope === 'all' ? all : all.filter((i) => p.kind === 'installation' && i.id === p.installationId);
   }
@@ -118,7 +124,8 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
   async function one(p: Principal, name: string, id: string): Promise<Installation> {
     if (p.kind === 'installation' && (p.integration !== name || p.installationId !== id))
       throw new SwitchyardError('forbidden', `this token belongs to installation ${p.installationId} of "${p.integration}", not ${id} of "${name}"`);
-    if (p.kind === 'integration' && p.integration !== name) throw new SwitchyardError('forbidden', `this token belongs to integration "${p.integration}", not "${name}"`);
+    if (p.kind === 'integration' && p.integration !== name)
+      throw new SwitchyardError('forbidden', `this token belongs to integration "${p.integration}", not "${name}"`);
     const i = await inst().find(id);
     if (!i || i.integration !== name) throw new SwitchyardError('not_found', `no installation ${id} of integration "${name}"`);
     requireReach(p, i);
@@ -131,7 +138,10 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     if (parent.target === kind && parent[kind] === which) return parent;
     // Under an organization installation: the integration's installation on that space or site
     // (installations are flat here), for who may reach every installation of the integration.
-    const found = parent.target === 'organization' && mayListFor(p, name) === 'all' ? (await inst().list({ integration: name })).find((i) => i.target === kind && i[kind] === which) : undefined;
+    const found =
+      parent.target === 'organization' && mayListFor(p, name) === 'all'
+        ? (await inst().list({ integration: name })).find((i) => i.target === kind && i[kind] === which)
+        : undefined;
     if (!found) throw new SwitchyardError('not_found', `integration "${name}" has no installation on ${kind} "${which}" under installation ${id}`);
     return found;
   }
@@ -139,7 +149,8 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
   async function update(event: H3Event, target: Installation) {
     const body = await readJson<Record<string, unknown>>(event.req, limit);
     for (const k of Object.keys(body))
-      if (k !== 'configuration' && k !== 'externalIds') throw new SwitchyardError('bad_request', `"${k}" cannot be changed here; send configuration and/or externalIds`, { where: k });
+      if (k !== 'configuration' && k !== 'externalIds')
+        throw new SwitchyardError('bad_request', `"${k}" cannot be changed here; send configuration and/or externalIds`, { where: k });
     const { configuration, externalIds } = body;
     if (configuration !== undefined && (typeof configuration !== 'object' || configuration === null || Array.isArray(configuration)))
       throw new SwitchyardError('bad_request', 'configuration must be an object', { where: 'configuration' });
@@ -152,7 +163,9 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
       // keeps two, updated by separate calls), so one call's keys must not erase the other's.
       const patch: Record<string, unknown> = { ...(configuration as Record<string, unknown>) };
       if (target.target === 'organization') for (const k of Object.keys(target.configuration)) if (!(k in patch)) patch[k] = null;
-      updated = (await inst().configure(target.id, patch, { byCode: isIntegrationCode(principalOf(event.req)), externalIds: externalIds as string[] | undefined })).installation;
+      updated = (
+        await inst().configure(target.id, patch, { byCode: isIntegrationCode(principalOf(event.req)), externalIds: externalIds as string[] | undefined })
+      ).installation;
     } else if (externalIds) updated = await inst().setExternalIds(target.id, externalIds as string[]);
     return view(services, updated, mayReveal(principalOf(event.req)));
   }
@@ -163,8 +176,13 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     const q = new URL(event.req.url).searchParams;
     const p = principalOf(event.req);
     const externalId = q.get('externalId');
-    const items = (await visible(p, event.context.params!.name)).filter((i) => (!kind || i.target === kind) && (!externalId || i.externalIds.includes(externalId)));
-    return page(items.map((i) => view(services, i, mayReveal(p))), q);
+    const items = (await visible(p, event.context.params!.name)).filter(
+      (i) => (!kind || i.target === kind) && (!externalId || i.externalIds.includes(externalId)),
+    );
+    return page(
+      items.map((i) => view(services, i, mayReveal(p))),
+      q,
+    );
   };
   app.get(`${base}/installations`, (event) => listed(event));
   for (const kind of ['space', 'site'] as const) {
@@ -183,7 +201,9 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     const p = principalOf(event.req);
     return view(services, await one(p, event.context.params!.name, event.context.params!.id), mayReveal(p));
   });
-  app.patch(`${base}/installations/:id`, async (event) => update(event, await one(principalOf(event.req), event.context.params!.name, event.context.params!.id)));
+  app.patch(`${base}/installations/:id`, async (event) =>
+    update(event, await one(principalOf(event.req), event.context.params!.name, event.context.params!.id)),
+  );
 
   // GitBook's createIntegrationInstallationToken (api.createInstallationClient): the integration
   // acting as one of its installations. A short-lived invocation token, never the long-lived one.
@@ -205,16 +225,26 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     const p = principalOf(event.req);
     const needs = contentScopes(path, method);
     if ((p.kind === 'installation' || p.kind === 'integration') && !needs.some((s) => p.scopes.includes(s)))
-      throw new SwitchyardError('forbidden', `${method} ${path} needs one of the scopes ${needs.join(', ')}; the manifest of "${p.integration}" does not ask for it`);
+      throw new SwitchyardError(
+        'forbidden',
+        `${method} ${path} needs one of the scopes ${needs.join(', ')}; the manifest of "${p.integration}" does not ask for it`,
+      );
     await inst().fresh();
-    contentReach(p, method, path, (integration) => inst().active().filter((i) => i.integration === integration), services.config.gitbook);
+    contentReach(
+      p,
+      method,
+      path,
+      (integration) =>
+        inst()
+          .active()
+          .filter((i) => i.integration === integration),
+      services.config.gitbook,
+    );
     const upstream = services.config.gitbook?.api_url;
     if (!upstream)
-      throw new SwitchyardError(
-        'not_implemented',
-        `${method} ${path} reads GitBook content, which this server does not hold`,
-        { hint: 'set gitbook.api_url (https://api.gitbook.com) and gitbook.api_token (${{ env.GITBOOK_API_TOKEN }}) in config.yaml to forward these calls to GitBook' },
-      );
+      throw new SwitchyardError('not_implemented', `${method} ${path} reads GitBook content, which this server does not hold`, {
+        hint: 'set gitbook.api_url (https://api.gitbook.com) and gitbook.api_token (${{ env.GITBOOK_API_TOKEN }}) in config.yaml to forward these calls to GitBook',
+      });
     const target = `${upstream.replace(/\/+$/, '')}/v1${path}${url.search}`;
     const body = method === 'GET' || method === 'HEAD' ? undefined : await event.req.arrayBuffer();
     const res = await fetch(target, {

@@ -11,7 +11,17 @@ import { serverOrganizations } from './visibility.ts';
 import { generationsFor } from '../store/generations.ts';
 
 export { createInstallations, RESERVED_CONFIGURATION_KEYS, newEventId, concerns, configurationSection } from './service.ts';
-export type { Installation, InstallationStatus, InstallationTarget, Installations, Change, InstallationChange, ChangeKind, ChangeListener, CommittedListener } from './service.ts';
+export type {
+  Installation,
+  InstallationStatus,
+  InstallationTarget,
+  Installations,
+  Change,
+  InstallationChange,
+  ChangeKind,
+  ChangeListener,
+  CommittedListener,
+} from './service.ts';
 export { scopesAllow, missingScope, EVENT_SCOPES } from './scopes.ts';
 export { WEBHOOK_INTEGRATION, WEBHOOK_EVENT_TYPES, parseEventTypes } from './webhook.ts';
 export { installationsMigrations } from './schema.ts';
@@ -55,7 +65,12 @@ export const installationsModule = defineModule({
     });
     services.installations = installations;
     services.resolveToken = installations.resolveToken;
-    services.subscriptions = { forEventType: installations.webhookSubscriptions, urlOf: installations.webhookUrl, schemeOf: installations.webhookScheme, fresh: installations.fresh };
+    services.subscriptions = {
+      forEventType: installations.webhookSubscriptions,
+      urlOf: installations.webhookUrl,
+      schemeOf: installations.webhookScheme,
+      fresh: installations.fresh,
+    };
   },
   routes(app, services) {
     installationRoutes(app, services);

@@ -33,7 +33,9 @@ export function configurationSizeProblem(configuration: Record<string, unknown>)
 /** Refuses externalIds beyond the limits (any door: the installations API, GitBook's routes). */
 export function checkExternalIds(ids: string[]): void {
   if (ids.length > INSTALLATION_LIMITS.externalIds)
-    throw new SwitchyardError('bad_request', `externalIds must have at most ${INSTALLATION_LIMITS.externalIds} items (it has ${ids.length})`, { where: 'externalIds' });
+    throw new SwitchyardError('bad_request', `externalIds must have at most ${INSTALLATION_LIMITS.externalIds} items (it has ${ids.length})`, {
+      where: 'externalIds',
+    });
   const long = ids.findIndex((id) => id.length > INSTALLATION_LIMITS.id);
   if (long >= 0)
     throw new SwitchyardError('bad_request', `externalIds[${long}] must be at most ${INSTALLATION_LIMITS.id} characters (it has ${ids[long].length})`, {

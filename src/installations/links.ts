@@ -55,7 +55,12 @@ export async function createInstallLinks(database: Database, now: () => number =
   return {
     /** A new link for `integration`, valid `ttlMs` from `at` (now). */
     async mint(integration: string, ttlMs: number, at = now()): Promise<{ token: string; link: InstallLink }> {
-      const link: InstallLink = { id: `lnk_${randomBytes(8).toString('hex')}`, integration, generation: await generationOf(integration), expiresAt: Math.ceil((at + ttlMs) / 1000) * 1000 };
+      const link: InstallLink = {
+        id: `lnk_${randomBytes(8).toString('hex')}`,
+        integration,
+        generation: await generationOf(integration),
+        expiresAt: Math.ceil((at + ttlMs) / 1000) * 1000,
+      };
       const payload = `${integration}.${link.generation}.${link.expiresAt / 1000}.${link.id}`;
       return { token: `${INSTALL_LINK_PREFIX}${Buffer.from(payload).toString('base64url')}.${mac(payload)}`, link };
     },
@@ -89,6 +94,11 @@ export function linkRefusal(reading: Extract<LinkReading, { ok: false }>): Switc
   const l = reading.link;
   if (!l) return undefined;
   const ask = { hint: `ask whoever gave it for a new one (\`switchyard integrations link ${l.integration}\`)` };
-  if (reading.reason === 'expired') return new SwitchyardError('install_link_expired', `this install link of "${l.integration}" expired at ${new Date(l.expiresAt).toISOString()}`, ask);
-  return new SwitchyardError('install_link_revoked', `this install link of "${l.integration}" was revoked: every link of it made before the last revocation stopped working`, ask);
+  if (reading.reason === 'expired')
+    return new SwitchyardError('install_link_expired', `this install link of "${l.integration}" expired at ${new Date(l.expiresAt).toISOString()}`, ask);
+  return new SwitchyardError(
+    'install_link_revoked',
+    `this install link of "${l.integration}" was revoked: every link of it made before the last revocation stopped working`,
+    ask,
+  );
 }

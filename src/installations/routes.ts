@@ -44,7 +44,12 @@ function webhookUrlOf(inst: Installation): string | undefined {
  * host name; by default only an address or a localhost name is read, no lookup per installation
  * listed).
  */
-export function installationView(services: Services, inst: Installation, reveal = false, refusal = refusedAhead(webhookUrlOf(inst) ?? '', services.config.webhooks.allow_private_networks)): InstallationView {
+export function installationView(
+  services: Services,
+  inst: Installation,
+  reveal = false,
+  refusal = refusedAhead(webhookUrlOf(inst) ?? '', services.config.webhooks.allow_private_networks),
+): InstallationView {
   const publicEndpoint = installationEndpoint(services.config.publicUrl, inst.integration, inst.id);
   const manifest = services.registry?.get(inst.integration)?.manifest;
   const section = configurationSection(manifest, inst.target) as
@@ -67,7 +72,12 @@ export function installationView(services: Services, inst: Installation, reveal 
  */
 export async function resolvedView(services: Services, inst: Installation, reveal = false): Promise<InstallationView> {
   const url = webhookUrlOf(inst);
-  return installationView(services, inst, reveal, url === undefined ? undefined : await refusedAheadResolved(url, services.config.webhooks.allow_private_networks));
+  return installationView(
+    services,
+    inst,
+    reveal,
+    url === undefined ? undefined : await refusedAheadResolved(url, services.config.webhooks.allow_private_networks),
+  );
 }
 
 /**
@@ -87,18 +97,29 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
   async function own(req: Request, id: string, opts: { integration?: boolean } = {}): Promise<void> {
     const p = principalOf(req);
     if (p.kind === 'admin') return;
-    if (p.kind === 'integration' && opts.integration === false) throw new SwitchyardError('forbidden', 'an integration token cannot do this; use the installation\'s own token');
+    if (p.kind === 'integration' && opts.integration === false)
+      throw new SwitchyardError('forbidden', "an integration token cannot do this; use the installation's own token");
     const found = await inst().find(id);
     if (found) return requireReach(p, found);
     // A missing installation: 404 for its own token (the route says so), 403 for anyone else, as
     // for an installation they may not reach.
     if (p.kind === 'installation' && p.installationId === id) return;
-    throw new SwitchyardError('forbidden', p.kind === 'installation' ? `this token belongs to installation ${p.installationId}, not ${id}` : `installation ${id} is not one of "${p.integration}"`);
+    throw new SwitchyardError(
+      'forbidden',
+      p.kind === 'installation' ? `this token belongs to installation ${p.installationId}, not ${id}` : `installation ${id} is not one of "${p.integration}"`,
+    );
   }
 
   route(
     app,
-    { method: 'GET', path: '/api/v1/installations', summary: 'List installations (an installation token sees only its own)', auth: 'token', query: listQuery, response: listAnswer },
+    {
+      method: 'GET',
+      path: '/api/v1/installations',
+      summary: 'List installations (an installation token sees only its own)',
+      auth: 'token',
+      query: listQuery,
+      response: listAnswer,
+    },
     async ({ req, query }) => {
       const p = principalOf(req);
       let list = await inst().list({ integration: query.integration, status: query.status, includeUninstalled: query.all });
@@ -113,7 +134,7 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
       method: 'POST',
       path: '/api/v1/installations',
       summary:
-        'Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site). With the admin token any integration; with an install link (as the bearer token) that link\'s integration, under its visibility (a private one only for the server\'s organization)',
+        "Install an integration; emits installation_setup (and space_installation_setup on a space, site_installation_setup on a site). With the admin token any integration; with an install link (as the bearer token) that link's integration, under its visibility (a private one only for the server's organization)",
       auth: 'token',
       installLink: true,
       authorize: (req) => void installerOf(principalOf(req)),
@@ -220,7 +241,14 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
 
   route(
     app,
-    { method: 'POST', path: '/api/v1/installations/:id/token', summary: 'Mint a new installation token (the old one stops working)', auth: 'admin', params: id, response: tokenAnswer },
+    {
+      method: 'POST',
+      path: '/api/v1/installations/:id/token',
+      summary: 'Mint a new installation token (the old one stops working)',
+      auth: 'admin',
+      params: id,
+      response: tokenAnswer,
+    },
     async ({ params }) => ({ token: await inst().rotateToken(params.id) }),
   );
 
@@ -262,7 +290,9 @@ export function installationRoutes(app: H3, services: ServicesWith<'installation
     async ({ params, body }) => {
       const manifest = services.registry?.get(params.name)?.manifest;
       if (!manifest)
-        throw new SwitchyardError('not_found', `integration "${params.name}" is not loaded`, { hint: 'see `switchyard integrations list` for loaded integrations and their errors' });
+        throw new SwitchyardError('not_found', `integration "${params.name}" is not loaded`, {
+          hint: 'see `switchyard integrations list` for loaded integrations and their errors',
+        });
       // A link that could never install is refused now rather than by whoever is given it.
       const refused = installRefusal(params.name, manifest, { kind: 'link', integration: params.name, linkId: '(new)' }, serverOrganizations(services.config));
       if (refused) throw refused;

@@ -96,7 +96,13 @@ export interface InstallRequest {
  */
 export type InstallationChange =
   | { kind: 'installed'; installation: Installation; emit: Change['emit']; endpoint?: Endpoint; webhookSecret?: string }
-  | { kind: 'configured'; installation: Installation; previous: Installation; emit: Change['emit']; endpoint?: Endpoint & { previousUrl: string | undefined; previousScheme: SignatureScheme } }
+  | {
+      kind: 'configured';
+      installation: Installation;
+      previous: Installation;
+      emit: Change['emit'];
+      endpoint?: Endpoint & { previousUrl: string | undefined; previousScheme: SignatureScheme };
+    }
   | { kind: 'paused' | 'resumed' | 'uninstalled'; installation: Installation; endpoint?: Endpoint };
 export type ChangeKind = InstallationChange['kind'];
 export interface Endpoint {
@@ -236,7 +242,8 @@ export async function createInstallations(deps: InstallationsDeps) {
     return live.get(id) ?? (hit ? fromRow(hit) : undefined);
   }
 
-  const missing = (id: string) => new SwitchyardError('not_found', `installation ${id} does not exist`, { hint: 'list them with `switchyard installations list`' });
+  const missing = (id: string) =>
+    new SwitchyardError('not_found', `installation ${id} does not exist`, { hint: 'list them with `switchyard installations list`' });
 
   async function require(id: string): Promise<Installation> {
     const inst = await find(id);
@@ -299,7 +306,13 @@ export async function createInstallations(deps: InstallationsDeps) {
    * door: CLI, API, console, the integration's own API calls): the manifest's defaults filled in,
    * then checked. Removing a key that has a default sets it back to its default.
    */
-  function settle(manifest: Manifest, target: InstallationTarget, integration: string, given: Record<string, unknown>, edit: { byCode?: boolean; changed?: ReadonlySet<string> } = {}) {
+  function settle(
+    manifest: Manifest,
+    target: InstallationTarget,
+    integration: string,
+    given: Record<string, unknown>,
+    edit: { byCode?: boolean; changed?: ReadonlySet<string> } = {},
+  ) {
     const configuration = withDefaults(configurationsOf(manifest, target), given);
     return { configuration, ...check(manifest, target, integration, configuration, edit) };
   }
@@ -345,7 +358,19 @@ export async function createInstallations(deps: InstallationsDeps) {
     const token = newInstallationToken();
     const at = now();
     const status: InstallationStatus = missing.length ? 'pending' : 'active';
-    await tx.run(q.insert, [id, req.integration, target, req.space ?? null, req.site ?? null, status, JSON.stringify(configuration), JSON.stringify(req.externalIds ?? []), hashToken(token), at, at]);
+    await tx.run(q.insert, [
+      id,
+      req.integration,
+      target,
+      req.space ?? null,
+      req.site ?? null,
+      status,
+      JSON.stringify(configuration),
+      JSON.stringify(req.externalIds ?? []),
+      hashToken(token),
+      at,
+      at,
+    ]);
     await changed(tx, id);
     const installation = await requireIn(tx, id);
     return { installation, token, emit: setupEvents(installation) };
@@ -365,7 +390,11 @@ export async function createInstallations(deps: InstallationsDeps) {
       if (v === null) delete edited[k];
       else setOwn(edited, k, v);
     }
-    const { configuration: next, problems, missing } = settle(manifest, current.target, current.integration, edited, { byCode: opts.byCode, changed: new Set(Object.keys(patch)) });
+    const {
+      configuration: next,
+      problems,
+      missing,
+    } = settle(manifest, current.target, current.integration, edited, { byCode: opts.byCode, changed: new Set(Object.keys(patch)) });
     if (problems.length) fail(problems);
     const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
     await tx.run(q.configure, [JSON.stringify(next), status, now(), id]);
@@ -383,8 +412,10 @@ export async function createInstallations(deps: InstallationsDeps) {
     const { id, status } = installation;
     const before = previous ? { previous } : {};
     const emit: Change['emit'] = [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status, ...before }];
-    if (installation.target === 'space') emit.push({ type: 'space_installation_setup', eventId: newEventId(), installationId: id, spaceId: installation.space, status, ...before });
-    if (installation.target === 'site') emit.push({ type: 'site_installation_setup', eventId: newEventId(), installationId: id, siteId: installation.site, status, ...before });
+    if (installation.target === 'space')
+      emit.push({ type: 'space_installation_setup', eventId: newEventId(), installationId: id, spaceId: installation.space, status, ...before });
+    if (installation.target === 'site')
+      emit.push({ type: 'site_installation_setup', eventId: newEventId(), installationId: id, siteId: installation.site, status, ...before });
     return emit;
   }
 
@@ -504,7 +535,9 @@ export async function createInstallations(deps: InstallationsDeps) {
 
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
     freshSoon();
-    return derive().endpoints.filter((s) => s.types.includes(type)).map(({ installationId, url }) => ({ installationId, url }));
+    return derive()
+      .endpoints.filter((s) => s.types.includes(type))
+      .map(({ installationId, url }) => ({ installationId, url }));
   }
   /** A webhook installation's URL now, whatever event types it takes (a replay goes there). */
   function webhookUrl(installationId: string): string | undefined {
@@ -522,7 +555,10 @@ export async function createInstallations(deps: InstallationsDeps) {
   // (the webhooks' secrets and queue) inside it, and the others (the runtime's events) once it
   // has committed. Routes only parse, authorize, call a step and answer.
   const inStep = new Set<ChangeListener>();
-  const committed = createObservers<[InstallationChange]>(deps.log ?? createLogger(), 'installation change listener failed', (c) => ({ installation: c.installation.id, kind: c.kind }));
+  const committed = createObservers<[InstallationChange]>(deps.log ?? createLogger(), 'installation change listener failed', (c) => ({
+    installation: c.installation.id,
+    kind: c.kind,
+  }));
   async function tell(tx: Tx, change: InstallationChange): Promise<{ webhookSecret?: string }> {
     const out: { webhookSecret?: string } = {};
     for (const listener of inStep) Object.assign(out, (await listener(tx, change)) ?? {});
@@ -532,7 +568,10 @@ export async function createInstallations(deps: InstallationsDeps) {
     });
     return out;
   }
-  const step = <A extends unknown[], T>(fn: (tx: Tx, ...args: A) => Promise<T>) => (...args: A): Promise<T> => database.transaction((tx) => fn(tx, ...args));
+  const step =
+    <A extends unknown[], T>(fn: (tx: Tx, ...args: A) => Promise<T>) =>
+    (...args: A): Promise<T> =>
+      database.transaction((tx) => fn(tx, ...args));
   const statusStep = (to: 'paused' | 'resume' | 'uninstalled', kind: 'paused' | 'resumed' | 'uninstalled') =>
     step(async (tx, id: string): Promise<Installation> => {
       const u = await setStatus(tx, id, to);
@@ -543,7 +582,13 @@ export async function createInstallations(deps: InstallationsDeps) {
     /** Install (with its webhook signing secret, for a webhook installation). */
     install: step(async (tx, req: InstallRequest): Promise<Change & { token: string; webhookSecret?: string }> => {
       const c = await install(tx, req);
-      const told = await tell(tx, { kind: 'installed', installation: c.installation, emit: c.emit, endpoint: endpointOf(c.installation), webhookSecret: req.webhookSecret });
+      const told = await tell(tx, {
+        kind: 'installed',
+        installation: c.installation,
+        emit: c.emit,
+        endpoint: endpointOf(c.installation),
+        webhookSecret: req.webhookSecret,
+      });
       return { ...c, ...(told.webhookSecret ? { webhookSecret: told.webhookSecret } : {}) };
     }),
     /** A configuration edit (and the externalIds, when given): queued deliveries follow the webhook URL. */
@@ -553,7 +598,13 @@ export async function createInstallations(deps: InstallationsDeps) {
       const c = await configure(tx, previous, patch, opts);
       if (opts.externalIds) c.installation = await setExternalIds(tx, id, opts.externalIds);
       const endpoint = endpointOf(c.installation);
-      await tell(tx, { kind: 'configured', installation: c.installation, previous, emit: c.emit, endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous), previousScheme: schemeOf(previous) } });
+      await tell(tx, {
+        kind: 'configured',
+        installation: c.installation,
+        previous,
+        emit: c.emit,
+        endpoint: endpoint && { ...endpoint, previousUrl: urlOf(previous), previousScheme: schemeOf(previous) },
+      });
       return c;
     }),
     pause: statusStep('paused', 'paused'),

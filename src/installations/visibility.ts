@@ -42,16 +42,22 @@ export function installRefusal(
   if (by.integration !== name) {
     // A link is for its own integration; an unlisted one needs its own link, whatever else is held.
     if (visibility === 'unlisted')
-      return new SwitchyardError('install_link_required', `integration "${name}" is unlisted: it installs only through its own install link, and this link is for "${by.integration}"`, {
-        hint: `ask for a link of "${name}" (\`switchyard integrations link ${name}\`); ${adminHint}`,
-      });
+      return new SwitchyardError(
+        'install_link_required',
+        `integration "${name}" is unlisted: it installs only through its own install link, and this link is for "${by.integration}"`,
+        {
+          hint: `ask for a link of "${name}" (\`switchyard integrations link ${name}\`); ${adminHint}`,
+        },
+      );
     return new SwitchyardError('forbidden', `this install link installs "${by.integration}", not "${name}"`, { where: 'integration', hint: adminHint });
   }
   if (visibility === 'public' || visibility === 'unlisted') return undefined;
   if (visibility === 'private') {
     const owner = String(manifest.organization ?? '');
     if (organizations.includes(owner)) return undefined;
-    const here = organizations.length ? `this server installs for ${organizations.map((o) => `"${o}"`).join(' / ')}` : 'this server names no organization (`organization:` in config.yaml is unset)';
+    const here = organizations.length
+      ? `this server installs for ${organizations.map((o) => `"${o}"`).join(' / ')}`
+      : 'this server names no organization (`organization:` in config.yaml is unset)';
     return new SwitchyardError('integration_private', `integration "${name}" is private to organization "${owner}"; ${here}`, {
       hint: `only members of "${owner}" install it: set \`organization: ${owner}\` in config.yaml if this server is that organization's; ${adminHint}`,
     });

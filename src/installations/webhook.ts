@@ -40,7 +40,11 @@ export function webhookConfigurationProblems(configuration: Record<string, unkno
     });
   } else if (typeof url === 'string' && /[\u0000-\u001f\u007f]/.test(url)) {
     // URL parsing drops or escapes them, but the URL is stored as given: it must be the one sent to.
-    problems.push({ where: 'configuration.webhook_url', message: 'must not contain control characters (a NUL, a tab, a line break, ...)', hint: 'percent-encode them (%00, %09, %0A)' });
+    problems.push({
+      where: 'configuration.webhook_url',
+      message: 'must not contain control characters (a NUL, a tab, a line break, ...)',
+      hint: 'percent-encode them (%00, %09, %0A)',
+    });
   } else if (url !== undefined) {
     let ok = false;
     try {
@@ -60,7 +64,11 @@ export function webhookConfigurationProblems(configuration: Record<string, unkno
   if (types !== undefined) {
     const list = parseEventTypes(types);
     if (!list.length)
-      problems.push({ where: 'configuration.event_types', message: 'must name at least one event type', hint: `choose from ${WEBHOOK_EVENT_TYPES.join(', ')}` });
+      problems.push({
+        where: 'configuration.event_types',
+        message: 'must name at least one event type',
+        hint: `choose from ${WEBHOOK_EVENT_TYPES.join(', ')}`,
+      });
     for (const t of list)
       if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(t))
         problems.push({

@@ -105,7 +105,11 @@ export function formDataDisposition(value: string): FormDataDisposition {
     i++;
     run(blank);
     let v: string;
-    if (extended) v = extendedValue(run((c) => c !== ';' && c !== ' '), param);
+    if (extended)
+      v = extendedValue(
+        run((c) => c !== ';' && c !== ' '),
+        param,
+      );
     else if (s[i] === '"') {
       i++;
       const quoted = run((c) => c !== '"' && c !== '\r' && c !== '\n');
@@ -117,7 +121,8 @@ export function formDataDisposition(value: string): FormDataDisposition {
     else if (param === 'filename' && extended) extendedFilename = v;
     else if (param === 'filename') filename = v;
   }
-  if (i < s.length) throw new TypeError(`a multipart/form-data part's Content-Disposition cannot be read after ${JSON.stringify(s.slice(0, i))}: ${JSON.stringify(value)}`);
+  if (i < s.length)
+    throw new TypeError(`a multipart/form-data part's Content-Disposition cannot be read after ${JSON.stringify(s.slice(0, i))}: ${JSON.stringify(value)}`);
   if (name === undefined) throw new TypeError('a multipart/form-data part has no name in its Content-Disposition');
   filename = extendedFilename ?? filename;
   return { name, ...(filename !== undefined ? { filename } : {}) };

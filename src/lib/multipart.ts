@@ -53,7 +53,12 @@ function delimiterEnd(body: Uint8Array, at: number, dashBoundary: Uint8Array): n
 }
 
 /** The next delimiter from `from`: where its CRLF starts (where content ends) and where it ends. */
-function nextDelimiter(body: Uint8Array, from: number, dashBoundary: Uint8Array, crlfDashBoundary: Uint8Array): { start: number; end: number | 'last' } | undefined {
+function nextDelimiter(
+  body: Uint8Array,
+  from: number,
+  dashBoundary: Uint8Array,
+  crlfDashBoundary: Uint8Array,
+): { start: number; end: number | 'last' } | undefined {
   for (let i = indexOf(body, crlfDashBoundary, from); i >= 0; i = indexOf(body, crlfDashBoundary, i + 1)) {
     const end = delimiterEnd(body, i + 2, dashBoundary);
     if (end !== -1) return { start: i, end };

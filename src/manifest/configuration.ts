@@ -95,8 +95,7 @@ export function validateConfiguration(
   } = {},
 ): Problem[] {
   if (configuration === undefined || configuration === null) configuration = {};
-  if (!isPlainObject(configuration))
-    return [{ where: 'configuration', message: `must be a map of property names to values, got ${typeName(configuration)}` }];
+  if (!isPlainObject(configuration)) return [{ where: 'configuration', message: `must be a map of property names to values, got ${typeName(configuration)}` }];
   const properties = def?.properties ?? {};
   const names = Object.keys(properties);
   const problems: Problem[] = [];

@@ -33,7 +33,17 @@ export {
   GITBOOK_SCOPES,
   manifestSchemaOf,
 } from './schema.ts';
-export { parseManifest, loadManifest, displayPath, isError, MANIFEST_FILE, GITBOOK_MANIFEST_FILE, manifestFileOf, type ManifestResult, type LoadedManifestResult } from './parse.ts';
+export {
+  parseManifest,
+  loadManifest,
+  displayPath,
+  isError,
+  MANIFEST_FILE,
+  GITBOOK_MANIFEST_FILE,
+  manifestFileOf,
+  type ManifestResult,
+  type LoadedManifestResult,
+} from './parse.ts';
 export { validateConfiguration, withDefaults, missingRequired, coerceConfigurationValue, OAUTH_CREDENTIALS } from './configuration.ts';
 export { imageInfo, isSvg, pngSize, readImageInside, IMAGE_HEADERS } from './assets.ts';
 export { sectionFor, sectionNameFor, CONFIGURATION_SECTIONS, type ConfigurationTarget, type ConfigurationSectionName } from './sections.ts';

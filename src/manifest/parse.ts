@@ -79,7 +79,9 @@ function analyze(text: string, file: string, env: Record<string, string | undefi
   if (!isPlainObject(raw))
     return {
       secrets: {},
-      problems: [{ where: `${file}:1:1`, message: 'the manifest must be a map of keys to values', hint: `it needs at least ${REQUIRED_KEYS}`, severity: 'error' }],
+      problems: [
+        { where: `${file}:1:1`, message: 'the manifest must be a map of keys to values', hint: `it needs at least ${REQUIRED_KEYS}`, severity: 'error' },
+      ],
       src,
     };
 
@@ -123,7 +125,13 @@ function analyze(text: string, file: string, env: Record<string, string | undefi
       if (!hasRef)
         warnings.push(
           ...asProblems(
-            [{ path, message: `secret ${name} is written in the manifest itself`, hint: `use \${{ env.${name} }} and keep the value in the environment or a .env file` }],
+            [
+              {
+                path,
+                message: `secret ${name} is written in the manifest itself`,
+                hint: `use \${{ env.${name} }} and keep the value in the environment or a .env file`,
+              },
+            ],
             'warning',
           ),
         );
@@ -182,7 +190,13 @@ export function loadManifest(dir: string, env: Record<string, string | undefined
 
   const dotenv = join(label, '.env');
   const example = !existsSync(join(abs, '.env')) && existsSync(join(abs, '.env.example'));
-  const a = analyze(text, fileLabel, { ...readDotenv(join(abs, '.env')), ...env }, example ? `${dotenv} (copy ${dotenv}.example and fill it in)` : dotenv, dialect);
+  const a = analyze(
+    text,
+    fileLabel,
+    { ...readDotenv(join(abs, '.env')), ...env },
+    example ? `${dotenv} (copy ${dotenv}.example and fill it in)` : dotenv,
+    dialect,
+  );
   if (!a.src || !a.raw) return { manifest: a.manifest, secrets: a.secrets, problems: a.problems, claimedName: a.claimedName, dialect };
   const raw = a.raw;
   const src = a.src;
@@ -207,10 +221,14 @@ export function loadManifest(dir: string, env: Record<string, string | undefined
     const size = imageInfo(r.file);
     // Spec 2.5: an icon is a "local asset path", of any format; GitBook's CLI publishes PNG only.
     if (!size && !preview && isSvg(r.file))
-      return at(path, `"${rel}" is an SVG image; GitBook's CLI publishes PNG icons only`, 'it is served here as an image (scripts in it do not run); to publish the integration on GitBook too, save it as PNG', 'warning');
+      return at(
+        path,
+        `"${rel}" is an SVG image; GitBook's CLI publishes PNG icons only`,
+        'it is served here as an image (scripts in it do not run); to publish the integration on GitBook too, save it as PNG',
+        'warning',
+      );
     if (!size) return at(path, `"${rel}" is not a ${preview ? 'PNG or JPEG' : 'PNG, JPEG or SVG'} image`, 'save it as PNG');
-    if (size.format === 'jpeg' && /\.png$/i.test(rel))
-      at(path, `"${rel}" is a JPEG image with a .png name`, 'rename it to .jpg, or save it as PNG', 'warning');
+    if (size.format === 'jpeg' && /\.png$/i.test(rel)) at(path, `"${rel}" is a JPEG image with a .png name`, 'rename it to .jpg, or save it as PNG', 'warning');
     if (preview && size.width !== size.height * 2)
       at(path, `"${rel}" is ${size.width} x ${size.height}, not 2:1`, 'preview images are shown at 2:1; 1600 x 800 pixels is recommended', 'warning');
   };

@@ -62,7 +62,9 @@ export function crossFieldIssues(raw: unknown, dialect: ManifestDialect = 'platf
         errors.push({
           path: ['configurations', target, 'required', i],
           message: `"${name}" is required but is not a declared property`,
-          hint: didYouMean(name, declared) ?? (declared.length ? `declared properties: ${declared.join(', ')}` : `declare it under configurations.${target}.properties`),
+          hint:
+            didYouMean(name, declared) ??
+            (declared.length ? `declared properties: ${declared.join(', ')}` : `declare it under configurations.${target}.properties`),
         });
       });
     }
@@ -85,7 +87,11 @@ export function crossFieldIssues(raw: unknown, dialect: ManifestDialect = 'platf
     if (typeof v === 'string') {
       ENV_REF.lastIndex = 0;
       if (ENV_REF.test(v))
-        warnings.push({ path, message: 'environment references are only replaced under secrets; this one stays as written', hint: 'move the value to secrets and read it from context.environment.secrets' });
+        warnings.push({
+          path,
+          message: 'environment references are only replaced under secrets; this one stays as written',
+          hint: 'move the value to secrets and read it from context.environment.secrets',
+        });
     } else if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i]));
     else if (isPlainObject(v)) for (const [k, x] of Object.entries(v)) walk(x, [...path, k]);
   };
@@ -116,7 +122,9 @@ export function crossFieldIssues(raw: unknown, dialect: ManifestDialect = 'platf
         ? `envs is GitBook's per-environment publishing setting and is not read here: ${names.join(', ')} ${names.length === 1 ? 'is' : 'are'} declared only there, so environment.secrets will not have ${names.length === 1 ? 'it' : 'them'}`
         : "envs is GitBook's per-environment publishing setting and is not read here",
       hint: names.length
-        ? `add ${names.length === 1 ? 'it' : 'them'} under secrets, e.g. ${names[0]}: \${{ env.${String(raw.name ?? 'APP').toUpperCase().replace(/[^A-Z0-9]+/g, '_')}_${names[0]} }}`
+        ? `add ${names.length === 1 ? 'it' : 'them'} under secrets, e.g. ${names[0]}: \${{ env.${String(raw.name ?? 'APP')
+            .toUpperCase()
+            .replace(/[^A-Z0-9]+/g, '_')}_${names[0]} }}`
         : 'put the secrets this server should use under secrets, as ${{ env.NAME }} references',
     });
   }

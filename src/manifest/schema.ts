@@ -107,17 +107,14 @@ export function endpointPath(): Schema<string> {
       const r = base.check(v, path, issues);
       if (typeof r !== 'string') return r;
       const hint = 'write a path on the installation\'s public endpoint, like "/oauth"; the endpoint URL is added for you';
-      if (/^[a-z][a-z0-9+.-]*:/i.test(r) || r.startsWith('//'))
-        return reject(issues, path, `"${r}" must be a path, not a URL`, hint);
+      if (/^[a-z][a-z0-9+.-]*:/i.test(r) || r.startsWith('//')) return reject(issues, path, `"${r}" must be a path, not a URL`, hint);
       if (!r.startsWith('/')) return reject(issues, path, `"${r}" must start with "/"`, hint);
       if (/\s|#/.test(r)) return reject(issues, path, `"${r}" must not contain spaces or "#"`, hint);
-      if (r.split(/[/?]/).includes('..'))
-        return reject(issues, path, `"${r}" must not contain ".." segments`, hint);
+      if (r.split(/[/?]/).includes('..')) return reject(issues, path, `"${r}" must not contain ".." segments`, hint);
       return r;
     },
   };
 }
-
 
 // No upper bound: the spec states none (GitBook's is a warning, rules.ts).
 const title = () => s.string({ min: 1 });
@@ -189,8 +186,7 @@ export function propertySchema(): Schema<PropertyDef> {
     kind: 'property',
     check(v, path, issues) {
       if (!s.isPlainObject(v)) return reject(issues, path, `must be a map with type, title and description, got ${s.typeName(v)}`);
-      if (v.type === undefined || v.type === null)
-        return reject(issues, [...path, 'type'], '"type" is required', `one of: ${PROPERTY_TYPES.join(', ')}`);
+      if (v.type === undefined || v.type === null) return reject(issues, [...path, 'type'], '"type" is required', `one of: ${PROPERTY_TYPES.join(', ')}`);
       const type = typeSchema.check(v.type, [...path, 'type'], issues);
       if (typeof type !== 'string') return type;
       const before = issues.length;
@@ -216,10 +212,12 @@ export function propertySchema(): Schema<PropertyDef> {
 const configurationsDef = s.object({
   /** GitBook: the component that renders this configuration screen (in place of, or beside, properties). */
   componentId: s.optional(s.string({ min: 1 })),
-  properties: s.optional(s.record(propertySchema(), {
-    key: PROPERTY_NAME,
-    keyHint: 'property names are letters, digits, "_" and "-", starting with a letter or "_", like webhook_url',
-  })),
+  properties: s.optional(
+    s.record(propertySchema(), {
+      key: PROPERTY_NAME,
+      keyHint: 'property names are letters, digits, "_" and "-", starting with a letter or "_", like webhook_url',
+    }),
+  ),
   required: s.optional(s.array(s.string({ min: 1 }), { unique: true })),
 });
 /** `configurations.account`, `.site` or (GitBook) `.space` (spec 2.6). */
@@ -237,12 +235,7 @@ function scopeSchema(dialect: ManifestDialect): Schema<Scope> {
     check(v, path, issues) {
       if (typeof v === 'string' && INTERNAL_SCOPES.includes(v)) {
         if (dialect === 'gitbook') return v as Scope;
-        return reject(
-          issues,
-          path,
-          `"${v}" is an internal scope: integrations cannot inject scripts or cookies into sites or spaces`,
-          'remove it from scopes',
-        );
+        return reject(issues, path, `"${v}" is an internal scope: integrations cannot inject scripts or cookies into sites or spaces`, 'remove it from scopes');
       }
       if (dialect === 'gitbook' && typeof v === 'string' && GITBOOK_SCOPES.includes(v)) return v as Scope;
       return known.check(v, path, issues);
@@ -251,8 +244,7 @@ function scopeSchema(dialect: ManifestDialect): Schema<Scope> {
 }
 
 /** A CSP directive's sources (GitBook's `contentSecurityPolicy`): recorded, shown, not applied here. */
-const cspSchema = () =>
-  s.record(s.string(), { key: /^[a-z][a-z-]*$/, keyHint: 'CSP directive names, like script-src or connect-src' });
+const cspSchema = () => s.record(s.string(), { key: /^[a-z][a-z-]*$/, keyHint: 'CSP directive names, like script-src or connect-src' });
 
 /** The manifest schema of one dialect; both have the same shape (one Manifest type). */
 export function manifestSchemaFor(dialect: ManifestDialect) {
@@ -296,9 +288,7 @@ export function manifestSchemaFor(dialect: ManifestDialect) {
         space: s.optional(configurationsDef),
       }),
     ),
-    secrets: s.optional(
-      s.record(s.string(), { key: SECRET_NAME, keyHint: 'secret names are letters, digits and "_", like CLIENT_ID' }),
-    ),
+    secrets: s.optional(s.record(s.string(), { key: SECRET_NAME, keyHint: 'secret names are letters, digits and "_", like CLIENT_ID' })),
     /** GitBook: where the integration installs (organization, space, site or all). */
     target: s.optional(s.oneOf(TARGETS)),
     /** GitBook: CSP sources its injected scripts need. Script injection does not run here (spec 2.5). */
@@ -312,7 +302,6 @@ const platformSchema = manifestSchemaFor('platform');
 const gitbookSchema = manifestSchemaFor('gitbook');
 export const manifestSchema = platformSchema;
 export const manifestSchemaOf = (dialect: ManifestDialect) => (dialect === 'gitbook' ? gitbookSchema : platformSchema);
-
 
 /** A validated manifest. `secrets` holds the references as written; resolved values are returned apart. */
 export type Manifest = s.Infer<typeof manifestSchema>;

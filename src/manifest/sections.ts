@@ -27,7 +27,10 @@ export function sectionFor<S extends { componentId?: string }>(
 }
 
 /** The name of the section sectionFor picks (`account` when the manifest has none at all). */
-export function sectionNameFor(configurations: Partial<Record<ConfigurationSectionName, unknown>> | undefined, target: ConfigurationTarget): ConfigurationSectionName {
+export function sectionNameFor(
+  configurations: Partial<Record<ConfigurationSectionName, unknown>> | undefined,
+  target: ConfigurationTarget,
+): ConfigurationSectionName {
   if (target === 'site') return 'site';
   if (target === 'space' && configurations?.space) return 'space';
   return 'account';

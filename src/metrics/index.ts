@@ -61,20 +61,33 @@ export function createServerMetrics(services: Services): { registry: Registry; s
   r.gauge('switchyard_start_time_seconds', 'When the server started, seconds since the epoch', () => [[{}, Math.floor(services.startedAt / 1000)]]);
 
   // Queue: read at scrape time, so they are right after a restart too.
-  r.gauge('switchyard_webhook_deliveries', 'Webhook deliveries by state (queue depth: pending, retrying; waiting for a resume: held; history: delivered, failed, cancelled)', () => {
-    const reading = queueReadings.get(services);
-    if (!deliveries() || !reading) return [];
-    const counts = reading.counts;
-    return DELIVERY_STATUSES.map((s) => [{ state: s }, counts[s] ?? 0]);
-  });
-  r.gauge('switchyard_webhook_retries_due', 'Retries whose time has come but that have not started yet (waiting for a slot; held deliveries are not due)', () => {
-    const reading = queueReadings.get(services);
-    return deliveries() && reading ? [[{}, reading.retriesDue]] : [];
-  });
-  r.gauge('switchyard_webhook_attempts_in_flight', 'Webhook attempts being sent now', () => {
-    const d = deliveries();
-    return d ? [[{}, d.inFlight()]] : [];
-  }, { perProcess: true });
+  r.gauge(
+    'switchyard_webhook_deliveries',
+    'Webhook deliveries by state (queue depth: pending, retrying; waiting for a resume: held; history: delivered, failed, cancelled)',
+    () => {
+      const reading = queueReadings.get(services);
+      if (!deliveries() || !reading) return [];
+      const counts = reading.counts;
+      return DELIVERY_STATUSES.map((s) => [{ state: s }, counts[s] ?? 0]);
+    },
+  );
+  r.gauge(
+    'switchyard_webhook_retries_due',
+    'Retries whose time has come but that have not started yet (waiting for a slot; held deliveries are not due)',
+    () => {
+      const reading = queueReadings.get(services);
+      return deliveries() && reading ? [[{}, reading.retriesDue]] : [];
+    },
+  );
+  r.gauge(
+    'switchyard_webhook_attempts_in_flight',
+    'Webhook attempts being sent now',
+    () => {
+      const d = deliveries();
+      return d ? [[{}, d.inFlight()]] : [];
+    },
+    { perProcess: true },
+  );
 
   const attempts = r.counter(
     'switchyard_webhook_attempts',
@@ -108,8 +121,14 @@ export function createServerMetrics(services: Services): { registry: Registry; s
 
   const invocations = r.counter('switchyard_sandbox_invocations', 'Invocations of integration code, per integration');
   const errors = r.counter('switchyard_sandbox_errors', 'Invocations that ended in a fault, per integration and kind (exception, limit, crash, load)');
-  const breaches = r.counter('switchyard_sandbox_limit_breaches', 'Invocations stopped by a sandbox limit, per integration and limit (cpu_time, memory_mb, ...)');
-  const droppedLines = r.counter('switchyard_sandbox_log_lines_dropped', 'Console lines not stored, per integration and reason (invocation: sandbox.log_bytes, integration: sandbox.log_bytes_per_minute, disk: sandbox.log_disk_reserve)');
+  const breaches = r.counter(
+    'switchyard_sandbox_limit_breaches',
+    'Invocations stopped by a sandbox limit, per integration and limit (cpu_time, memory_mb, ...)',
+  );
+  const droppedLines = r.counter(
+    'switchyard_sandbox_log_lines_dropped',
+    'Console lines not stored, per integration and reason (invocation: sandbox.log_bytes, integration: sandbox.log_bytes_per_minute, disk: sandbox.log_disk_reserve)',
+  );
   const droppedBytes = r.counter('switchyard_sandbox_log_bytes_dropped', 'Message bytes of the console lines not stored, per integration and reason');
   const runtime = services.runtime;
   if (runtime)

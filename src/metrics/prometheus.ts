@@ -143,7 +143,11 @@ export function createRegistry(): Registry {
         } catch {
           continue; // fail soft: one unreadable gauge must not hide the rest
         }
-        if (m.perProcess && others.length) samples = summed(samples, others.map((o) => o[m.name] ?? []));
+        if (m.perProcess && others.length)
+          samples = summed(
+            samples,
+            others.map((o) => o[m.name] ?? []),
+          );
         lines.push(`# HELP ${m.name}${m.type === 'counter' ? '_total' : ''} ${escapeHelp(m.help)}`);
         lines.push(`# TYPE ${m.name}${m.type === 'counter' ? '_total' : ''} ${m.type}`);
         for (const [suffix, labels, value] of samples) lines.push(`${m.name}${suffix}${labelText(labels)} ${formatValue(value)}`);

@@ -57,6 +57,5 @@ export function cacheFolder(hash: string, env: NodeJS.ProcessEnv = process.env):
 function assertPrivate(dir: string): void {
   const st = lstatSync(dir);
   const uid = process.getuid?.();
-  if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || (st.mode & 0o022) !== 0)
-    throw new Error('not a private folder of this user');
+  if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || (st.mode & 0o022) !== 0) throw new Error('not a private folder of this user');
 }

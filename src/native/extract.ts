@@ -24,9 +24,13 @@ export function extractNativeFiles(manifest: NativeManifest, dir: string, readAs
     const sha256 = createHash('sha256').update(bytes).digest('hex');
     // Fail closed: a blob that does not match its manifest is a broken build, never loaded.
     if (bytes.byteLength !== f.size || sha256 !== f.sha256)
-      throw new SwitchyardError('internal', `the executable's asset ${f.asset} does not match its manifest (sha256 ${sha256.slice(0, 12)}, expected ${f.sha256.slice(0, 12)})`, {
-        hint: 'rebuild the executable with `npm run build`',
-      });
+      throw new SwitchyardError(
+        'internal',
+        `the executable's asset ${f.asset} does not match its manifest (sha256 ${sha256.slice(0, 12)}, expected ${f.sha256.slice(0, 12)})`,
+        {
+          hint: 'rebuild the executable with `npm run build`',
+        },
+      );
     const tmp = `${dest}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
     try {
       writeFileSync(tmp, bytes, { flag: 'wx', mode: f.mode });

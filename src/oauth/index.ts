@@ -60,10 +60,12 @@ export const oauthModule = defineModule({
       const id = installationOf(event.req);
       const body = await readJson<{ data?: unknown; pkce?: unknown }>(event.req, 16 * 1024, { optional: true });
       const data = body.data ?? {};
-      if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new SwitchyardError('bad_request', '"data" must be an object', { where: 'data' });
+      if (typeof data !== 'object' || data === null || Array.isArray(data))
+        throw new SwitchyardError('bad_request', '"data" must be an object', { where: 'data' });
       if (JSON.stringify(data).length > STATE_DATA_MAX)
         throw new SwitchyardError('bad_request', `"data" is larger than ${STATE_DATA_MAX} bytes of JSON (it travels in the authorize URL)`, { where: 'data' });
-      if (body.pkce !== undefined && typeof body.pkce !== 'boolean') throw new SwitchyardError('bad_request', '"pkce" must be true or false', { where: 'pkce' });
+      if (body.pkce !== undefined && typeof body.pkce !== 'boolean')
+        throw new SwitchyardError('bad_request', '"pkce" must be true or false', { where: 'pkce' });
       return states().issue(id, data as Record<string, unknown>, { pkce: body.pkce === true });
     });
     // Single-flight renewal: the isolates of one integration run invocations side by side, and two
@@ -91,7 +93,10 @@ export const oauthModule = defineModule({
       if (typeof body.state !== 'string') throw new SwitchyardError('bad_request', '"state" is required', { where: 'state' });
       const r = await states().consume(body.state, caller);
       if (!r.ok) {
-        services.log.warn('OAuth state refused', { ...(typeof caller === 'string' ? { installation: caller } : { integration: (p as { integration: string }).integration }), reason: r.reason });
+        services.log.warn('OAuth state refused', {
+          ...(typeof caller === 'string' ? { installation: caller } : { integration: (p as { integration: string }).integration }),
+          reason: r.reason,
+        });
         throw new SwitchyardError('bad_request', messages[r.reason], { where: 'state', hint: r.reason });
       }
       return { ok: true, installationId: r.installationId, data: r.data, ...(r.codeVerifier ? { codeVerifier: r.codeVerifier } : {}) };
@@ -107,7 +112,8 @@ export const oauthModule = defineModule({
       },
       '/api/v1/oauth/refresh/claim': {
         post: {
-          summary: 'Claim the renewal of this installation\'s OAuth credentials (installation token only; one at a time, 3 x sandbox.subrequest_timeout + 5 s at most)',
+          summary:
+            "Claim the renewal of this installation's OAuth credentials (installation token only; one at a time, 3 x sandbox.subrequest_timeout + 5 s at most)",
           responses: { '200': { description: '{granted: true, claim, until} or {granted: false, until}' } },
         },
       },
@@ -116,8 +122,12 @@ export const oauthModule = defineModule({
       },
       '/api/v1/oauth/state/consume': {
         post: {
-          summary: "Verify and burn an OAuth state (the installation's token, or its integration's token for a state of any of its installations); returns its PKCE code_verifier, once",
-          responses: { '200': { description: '{ok: true, installationId, data, codeVerifier?}' }, '400': { description: 'malformed, forged, expired, reused or wrong installation' } },
+          summary:
+            "Verify and burn an OAuth state (the installation's token, or its integration's token for a state of any of its installations); returns its PKCE code_verifier, once",
+          responses: {
+            '200': { description: '{ok: true, installationId, data, codeVerifier?}' },
+            '400': { description: 'malformed, forged, expired, reused or wrong installation' },
+          },
         },
       },
     },

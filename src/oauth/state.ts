@@ -83,7 +83,8 @@ export async function createStateStore(database: Database, now: () => number = D
       } catch {
         return { ok: false, reason: 'malformed' };
       }
-      if (typeof body.i !== 'string' || !(typeof caller === 'string' ? body.i === caller : await caller(body.i))) return { ok: false, reason: 'wrong_installation' };
+      if (typeof body.i !== 'string' || !(typeof caller === 'string' ? body.i === caller : await caller(body.i)))
+        return { ok: false, reason: 'wrong_installation' };
       if (body.e < now()) return { ok: false, reason: 'expired' };
       const used = await use(body.n, now());
       if (!used) return { ok: false, reason: 'reused' };

@@ -46,7 +46,6 @@ export function processCount(configured: number): number {
   return configured > 0 ? configured : Math.max(2, availableParallelism());
 }
 
-
 interface Slot {
   index: number;
   serving: ServingProcess | null;
@@ -100,7 +99,15 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   await runs.releaseOwnedBy(leftoverLeases(store));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
-  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, serving: null, lastPong: 0, ready: false, unresponsive: false, failedStarts: 0, loaded: false }));
+  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({
+    index,
+    serving: null,
+    lastPong: 0,
+    ready: false,
+    unresponsive: false,
+    failedStarts: 0,
+    loaded: false,
+  }));
   const crashes = new Map<string, Array<{ at: number; score: number }>>();
   const parked = new Map<string, Parking>();
   type Collecting = { from: ServingProcess; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
@@ -147,7 +154,11 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     // The first process says the start line as soon as it listens, before its integrations load.
     const first = slot.index === 0 && !startedOnce;
     startedOnce = true;
-    const w = cluster.fork({ [SERVING_ENV]: `${slot.index}/${count}`, ...(port ? { [PORT_ENV]: String(port) } : {}), ...(first ? { [ANNOUNCE_ENV]: '1' } : {}) });
+    const w = cluster.fork({
+      [SERVING_ENV]: `${slot.index}/${count}`,
+      ...(port ? { [PORT_ENV]: String(port) } : {}),
+      ...(first ? { [ANNOUNCE_ENV]: '1' } : {}),
+    });
     slot.serving = w;
     slot.ready = false;
     slot.loaded = false;
@@ -253,7 +264,12 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     if (!wasReady && !everReady) {
       // The first process cannot even start (port in use, bad config...): it said why; stop, and
       // say so in that order rather than announce a replacement that will not come.
-      log.error('the first serving process exited before it listened (its error is above)', { process: slot.index, pid, ...(code !== null ? { code } : {}), ...(signal ? { signal } : {}) });
+      log.error('the first serving process exited before it listened (its error is above)', {
+        process: slot.index,
+        pid,
+        ...(code !== null ? { code } : {}),
+        ...(signal ? { signal } : {}),
+      });
       exitCode = code || 1;
       void stop('no serving process could start');
       return;

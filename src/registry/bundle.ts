@@ -300,7 +300,11 @@ let identity: Promise<string> | undefined;
 export function bundlerIdentity(): Promise<string> {
   identity ??= import('esbuild').then((esbuild) =>
     createHash('sha256')
-      .update([VERSION, esbuild.version, build, confine, rawText.setup, toProblem, ownWords, PLUGIN_NOTE, asProblems, within, ...sourceMapRules].map(String).join('\0'))
+      .update(
+        [VERSION, esbuild.version, build, confine, rawText.setup, toProblem, ownWords, PLUGIN_NOTE, asProblems, within, ...sourceMapRules]
+          .map(String)
+          .join('\0'),
+      )
       .digest('hex')
       .slice(0, 32),
   );

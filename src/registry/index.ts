@@ -151,7 +151,9 @@ export const registryModule = defineModule({
     const link = services.processes;
     if (link) void registry.whenReady().then((ready) => ready && link.loaded());
     // On PostgreSQL, other nodes may serve other versions of the same integrations: said in /healthz.
-    const peers = services.store.shared ? watchPeers(services.store.database, registry, useNodeId(services.config.data_dir), services.log.child({ module: 'registry' })) : undefined;
+    const peers = services.store.shared
+      ? watchPeers(services.store.database, registry, useNodeId(services.config.data_dir), services.log.child({ module: 'registry' }))
+      : undefined;
     if (peers) services.peers = peers.view;
     return () => {
       peers?.stop();
@@ -168,9 +170,13 @@ export const registryModule = defineModule({
     app.post('/api/v1/integrations/:name/resume', (event) => {
       requireAdmin(event.req);
       const name = decodeURIComponent(event.context.params!.name);
-      if (!services.registry.state(name)) throw new SwitchyardError('not_found', `integration "${name}" does not exist`, { hint: 'see `switchyard integrations list`' });
+      if (!services.registry.state(name))
+        throw new SwitchyardError('not_found', `integration "${name}" does not exist`, { hint: 'see `switchyard integrations list`' });
       const was = parkedOf(name);
-      if (!was) throw new SwitchyardError('conflict', `integration "${name}" is not parked`, { hint: 'an integration is parked after its code takes down a serving process 3 times within a minute' });
+      if (!was)
+        throw new SwitchyardError('conflict', `integration "${name}" is not parked`, {
+          hint: 'an integration is parked after its code takes down a serving process 3 times within a minute',
+        });
       services.processes!.resume(name);
       return { integration: integrationView(services.registry.state(name)!) };
     });

@@ -61,7 +61,14 @@ export function watchPeers(db: Queries, registry: Registry, node: string, log: L
       if (view.differ.length)
         log.warn('this node serves other integration versions than other nodes on the same store', {
           node,
-          differ: view.differ.map((d) => `${d.integration}: ${d.here ?? 'absent'} here, ${Object.entries(d.others).map(([n, v]) => `${v ?? 'absent'} on ${n}`).join(', ')}`).join('; '),
+          differ: view.differ
+            .map(
+              (d) =>
+                `${d.integration}: ${d.here ?? 'absent'} here, ${Object.entries(d.others)
+                  .map(([n, v]) => `${v ?? 'absent'} on ${n}`)
+                  .join(', ')}`,
+            )
+            .join('; '),
           hint: 'give every node the same integrations folder (deploy them together)',
         });
       else if (said) log.info('integration versions agree with the other nodes again', { node });

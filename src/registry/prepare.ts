@@ -33,13 +33,17 @@ export interface Preparation {
   claimedName?: string;
 }
 
-export async function prepareFolder(dir: string, opts: { env: Record<string, string | undefined>; label: string; maxBytes?: number; cache?: BundleCache }): Promise<Preparation> {
+export async function prepareFolder(
+  dir: string,
+  opts: { env: Record<string, string | undefined>; label: string; maxBytes?: number; cache?: BundleCache },
+): Promise<Preparation> {
   const res = loadManifest(dir, opts.env, { label: opts.label });
   const warnings = res.problems.filter((p) => !isError(p));
   const errors = res.problems.filter(isError);
   if (errors.length || !res.manifest) return { errors, warnings, claimedName: res.claimedName };
   const manifest = res.manifest;
-  if (!res.scriptFile) return { prepared: { manifest, dialect: res.dialect ?? 'platform', secrets: res.secrets, bundleInputs: [] }, errors, warnings, claimedName: manifest.name };
+  if (!res.scriptFile)
+    return { prepared: { manifest, dialect: res.dialect ?? 'platform', secrets: res.secrets, bundleInputs: [] }, errors, warnings, claimedName: manifest.name };
   const b = await bundleScript({ dir, entry: res.scriptFile, label: opts.label, maxBytes: opts.maxBytes, cache: opts.cache });
   warnings.push(...b.problems.filter((p) => !isError(p)));
   if (!b.bundle) return { errors: b.problems.filter(isError), warnings, claimedName: manifest.name };

@@ -56,12 +56,19 @@ export function createFolderLoader(state: RegistryState, startup: StartupPass, e
       return;
     }
     const builtinServes = !f.current && claimed !== undefined && fallback(state, claimed) && !byName.has(claimed);
-    log.error(f.current ? 'integration change rejected; the last good version keeps serving' : builtinServes ? 'integration failed to load; the built-in version keeps serving' : 'integration failed to load', {
-      integration: displayName(f),
-      dir: f.label,
-      ...(f.current ? { serving: f.current.script?.version ?? 'manifest only' } : {}),
-      problems: errors.map((p) => `${p.where}: ${p.message}${p.hint ? ` (${p.hint})` : ''}`),
-    });
+    log.error(
+      f.current
+        ? 'integration change rejected; the last good version keeps serving'
+        : builtinServes
+          ? 'integration failed to load; the built-in version keeps serving'
+          : 'integration failed to load',
+      {
+        integration: displayName(f),
+        dir: f.label,
+        ...(f.current ? { serving: f.current.script?.version ?? 'manifest only' } : {}),
+        problems: errors.map((p) => `${p.where}: ${p.message}${p.hint ? ` (${p.hint})` : ''}`),
+      },
+    );
   }
 
   /** Where `name:` sits in the manifest, for the duplicate-name error. */

@@ -39,7 +39,8 @@ export function createStartupPass(state: RegistryState) {
       // Which one serves, said once at start: the folder or the built-in version.
       if (key !== undefined) log.info('integration folder overrides the built-in version', { integration: name, serving: folders.get(key)!.label });
       else if (claimant) log.warn('built-in integration serving: the folder of that name does not load', { integration: name, dir: claimant.label });
-      else log.info('built-in integration serving', { integration: name, serving: BUILTIN_DIR, override: `add a folder named ${name} to ${displayPath(root)}` });
+      else
+        log.info('built-in integration serving', { integration: name, serving: BUILTIN_DIR, override: `add a folder named ${name} to ${displayPath(root)}` });
     }
     const builtinServing = [...builtins.keys()].filter((name) => !byName.has(name)).length;
     log.info('integrations loaded', {

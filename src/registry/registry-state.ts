@@ -49,7 +49,9 @@ export function createRegistryState(opts: RegistryOptions): RegistryState {
   const log = opts.log;
   const now = opts.now ?? Date.now;
   const cache: BundleCache | undefined = opts.cacheDir
-    ? createBundleCache(opts.cacheDir, (e) => log.warn('the bundle cache cannot be used: integrations are bundled at every start', { dir: opts.cacheDir, error: e.message }))
+    ? createBundleCache(opts.cacheDir, (e) =>
+        log.warn('the bundle cache cannot be used: integrations are bundled at every start', { dir: opts.cacheDir, error: e.message }),
+      )
     : undefined;
   return {
     opts,

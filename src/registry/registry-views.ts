@@ -31,7 +31,14 @@ export function createRegistryViews(state: RegistryState, startup: StartupPass) 
     return { name: b.name, dir: BUILTIN_DIR, status: 'loaded', current: b, errors: [], warnings: [], updatedAt: b.loadedAt };
   }
 
-  const loadingState = (key: string): IntegrationState => ({ name: key, dir: join(root, key), status: 'loading', errors: [], warnings: [], updatedAt: startup.startedAt });
+  const loadingState = (key: string): IntegrationState => ({
+    name: key,
+    dir: join(root, key),
+    status: 'loading',
+    errors: [],
+    warnings: [],
+    updatedAt: startup.startedAt,
+  });
 
   return {
     get(name: string): LoadedIntegration | undefined {
@@ -47,10 +54,7 @@ export function createRegistryViews(state: RegistryState, startup: StartupPass) 
 
     state(name: string): IntegrationState | undefined {
       const key = byName.get(name);
-      const f =
-        (key !== undefined ? folders.get(key) : undefined) ??
-        [...folders.values()].find((x) => displayName(x) === name) ??
-        folders.get(name);
+      const f = (key !== undefined ? folders.get(key) : undefined) ?? [...folders.values()].find((x) => displayName(x) === name) ?? folders.get(name);
       if (f) return toState(f);
       if (startup.stillLoading().includes(name)) return loadingState(name);
       const builtin = fallback(state, name);

@@ -110,4 +110,13 @@ export function confineSourceMaps(inside: (path: string) => boolean): Plugin {
 }
 
 /** What decides the inputs' maps, for the bundle cache's identity (bundle.ts bundlerIdentity). */
-export const sourceMapRules: unknown[] = [confineSourceMaps, lastComment, permittedMap, MAP_COMMENT, PLAIN_RELATIVE, DATA_URL, INPUT_MAP_LIMIT, SOURCE_MAP_LIMIT];
+export const sourceMapRules: unknown[] = [
+  confineSourceMaps,
+  lastComment,
+  permittedMap,
+  MAP_COMMENT,
+  PLAIN_RELATIVE,
+  DATA_URL,
+  INPUT_MAP_LIMIT,
+  SOURCE_MAP_LIMIT,
+];

@@ -120,8 +120,15 @@ export const retentionModule = defineModule({
   },
   openapi: {
     paths: {
-      '/api/v1/retention': { get: { summary: 'Retention settings, next scheduled run and the last run report', responses: { '200': { description: '{schedule, keepMs, batchSize, nextRunAt, running, lastRun}' } } } },
-      '/api/v1/retention/run': { post: { summary: 'Purge history older than retention.keep now (joins a run in progress)', responses: { '200': { description: 'RetentionReport' } } } },
+      '/api/v1/retention': {
+        get: {
+          summary: 'Retention settings, next scheduled run and the last run report',
+          responses: { '200': { description: '{schedule, keepMs, batchSize, nextRunAt, running, lastRun}' } },
+        },
+      },
+      '/api/v1/retention/run': {
+        post: { summary: 'Purge history older than retention.keep now (joins a run in progress)', responses: { '200': { description: 'RetentionReport' } } },
+      },
     },
   },
 });

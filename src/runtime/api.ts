@@ -20,7 +20,9 @@ export const invocationSchema = named(
     outcome: string({ description: 'ok, http_error (status >= 400 without a fault), or the fault: exception, limit, crash, load' }),
     durationMs: number(),
     cpuMs: number(),
-    error: nullable(object({ kind: string(), message: string(), limit: nullable(string({ description: 'the sandbox limit it broke' })), stack: nullable(string()) })),
+    error: nullable(
+      object({ kind: string(), message: string(), limit: nullable(string({ description: 'the sandbox limit it broke' })), stack: nullable(string()) }),
+    ),
     logs: array(object({ time: dateTime(), level: string(), message: string() })),
     createdAt: dateTime(),
     cursor: string({ description: 'pass as `after` to GET /api/v1/logs/stream to resume after this invocation' }),
@@ -28,7 +30,9 @@ export const invocationSchema = named(
 );
 
 const errorsQuery = trueOrFalse('only invocations that failed: a fault (exception, limit, crash, load) or a 5xx answer');
-const rendersQuery = trueOrFalse('false: leave out ui_render invocations (each render of a component, e.g. a console page view, and the events.ui_render handler run it calls)');
+const rendersQuery = trueOrFalse(
+  'false: leave out ui_render invocations (each render of a component, e.g. a console page view, and the events.ui_render handler run it calls)',
+);
 
 export const logsQuery = object({
   integration: text('integration name'),

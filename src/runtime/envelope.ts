@@ -24,7 +24,8 @@ function parseJsonField(text: string, field: string): Record<string, unknown> {
     throw bad(`the "${field}" field is not valid JSON: ${(e as Error).message}`, field);
   }
   if (!v || typeof v !== 'object' || Array.isArray(v)) throw bad(`the "${field}" field must be a JSON object`, field);
-  if (nestedDeeperThan(v, MAX_JSON_DEPTH)) throw bad(`the "${field}" field is nested deeper than ${MAX_JSON_DEPTH} levels`, field, 'flatten the data the integration needs');
+  if (nestedDeeperThan(v, MAX_JSON_DEPTH))
+    throw bad(`the "${field}" field is nested deeper than ${MAX_JSON_DEPTH} levels`, field, 'flatten the data the integration needs');
   return v as Record<string, unknown>;
 }
 
@@ -40,7 +41,11 @@ export async function decodeEnvelope(req: Request, limit: number): Promise<Envel
   try {
     parts = parseMultipart(bytes, boundary, (b) => utf8.decode(b));
   } catch (e) {
-    throw bad(`the multipart body cannot be read: ${(e as Error).message}`, undefined, 'is it truncated, sent with another boundary than its Content-Type names, or has a part no Content-Disposition: form-data; name="…"?');
+    throw bad(
+      `the multipart body cannot be read: ${(e as Error).message}`,
+      undefined,
+      'is it truncated, sent with another boundary than its Content-Type names, or has a part no Content-Disposition: form-data; name="…"?',
+    );
   }
   // The first part of each name, as FormData.get would give it.
   const field = (name: string) => parts.find((p) => p.name === name)?.content;

@@ -109,7 +109,11 @@ export const runtimeModule = defineModule({
         const only = typeof event.installationId === 'string' && event.installationId ? event.installationId : undefined;
         return installations
           .active()
-          .filter((i) => (integrations.has(i.integration) || (starting && i.integration !== WEBHOOK_INTEGRATION && !registry.get(i.integration))) && (only === undefined ? concerns(i, event) : i.id === only))
+          .filter(
+            (i) =>
+              (integrations.has(i.integration) || (starting && i.integration !== WEBHOOK_INTEGRATION && !registry.get(i.integration))) &&
+              (only === undefined ? concerns(i, event) : i.id === only),
+          )
           .map((i) => ({ installationId: i.id, integration: i.integration }));
       },
       /** Run one installation's handler; outcomes are recorded as invocations carrying the eventId. */

@@ -81,14 +81,14 @@ export function invocationView(r: Row): InvocationView {
 
 function where(f: Omit<InvocationFilter, 'limit' | 'cursor'>, params: Record<string, unknown>): string[] {
   const w: string[] = [];
-  if (f.integration) (w.push('integration = @integration'), (params.integration = f.integration));
-  if (f.installation) (w.push('installation_id = @installation'), (params.installation = f.installation));
-  if (f.event) (w.push('event_id = @event'), (params.event = f.event));
+  if (f.integration) w.push('integration = @integration'), (params.integration = f.integration);
+  if (f.installation) w.push('installation_id = @installation'), (params.installation = f.installation);
+  if (f.event) w.push('event_id = @event'), (params.event = f.event);
   if (f.errors) w.push('(error_kind IS NOT NULL OR status >= 500)');
   if (f.renders === false) w.push(`event_type <> '${RENDER_EVENT}'`);
   // created_at is ISO-8601 text in UTC, so text order is time order.
-  if (f.since !== undefined) (w.push('created_at >= @since'), (params.since = new Date(f.since).toISOString()));
-  if (f.until !== undefined) (w.push('created_at <= @until'), (params.until = new Date(f.until).toISOString()));
+  if (f.since !== undefined) w.push('created_at >= @since'), (params.since = new Date(f.since).toISOString());
+  if (f.until !== undefined) w.push('created_at <= @until'), (params.until = new Date(f.until).toISOString());
   return w;
 }
 
@@ -129,10 +129,13 @@ export function createInvocations(database: Queries) {
       await pending();
       const params: Record<string, unknown> = {};
       const w = where(f, params);
-      if (f.cursor) (w.push('rowid < @cursor'), (params.cursor = Number(f.cursor)));
+      if (f.cursor) w.push('rowid < @cursor'), (params.cursor = Number(f.cursor));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
       params.limit = limit;
-      const rows = await database.all(shaped(`SELECT ${COLUMNS} FROM invocations ${w.length ? `WHERE ${w.join(' AND ')}` : ''} ORDER BY rowid DESC LIMIT @limit`), params);
+      const rows = await database.all(
+        shaped(`SELECT ${COLUMNS} FROM invocations ${w.length ? `WHERE ${w.join(' AND ')}` : ''} ORDER BY rowid DESC LIMIT @limit`),
+        params,
+      );
       return { invocations: rows.map(invocationView), nextCursor: rows.length === limit ? String(rows[rows.length - 1].cursor) : null };
     },
 

@@ -46,7 +46,10 @@ export function createInvoke(
     const raw = await deps.sandbox.invoke({ script: opts.integration.script!, envelope: opts.envelope, requestId: id });
     const result = redactResult(mapInvocationResult(raw, opts.integration), redact);
     const e = result.error;
-    const logs = budget.admit(opts.integration.name, takeEarly(id, result.logs, opts.integration).map((l) => redactLine(l, redact)));
+    const logs = budget.admit(
+      opts.integration.name,
+      takeEarly(id, result.logs, opts.integration).map((l) => redactLine(l, redact)),
+    );
     const recorded = record(
       [
         id,
@@ -75,5 +78,5 @@ export function createInvoke(
       else log.error(`integration invocation failed: ${e.message}`, fields);
     }
     return { id, result };
-  }
+  };
 }

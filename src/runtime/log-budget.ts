@@ -111,7 +111,13 @@ export function createLogBudget(opts: LogBudgetOptions) {
       for (const line of lines) {
         const n = lineBytes(line);
         if (!dropped) {
-          const reason: DropReason | undefined = diskLow() ? 'disk' : used + n > opts.perInvocation ? 'invocation' : !take(integration, n) ? 'integration' : undefined;
+          const reason: DropReason | undefined = diskLow()
+            ? 'disk'
+            : used + n > opts.perInvocation
+              ? 'invocation'
+              : !take(integration, n)
+                ? 'integration'
+                : undefined;
           if (!reason) {
             used += n;
             kept.push(line);

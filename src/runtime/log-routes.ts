@@ -41,7 +41,10 @@ export function logRoutes(app: H3, services: ServicesWith<'invocations'>): void 
     async ({ params }) => {
       const id = params.requestId;
       const found = await invocations().get(id);
-      if (!found) throw new SwitchyardError('not_found', `no invocation ${id}`, { hint: 'request ids are in the x-request-id header of each answer and in `switchyard logs`' });
+      if (!found)
+        throw new SwitchyardError('not_found', `no invocation ${id}`, {
+          hint: 'request ids are in the x-request-id header of each answer and in `switchyard logs`',
+        });
       return found;
     },
   );

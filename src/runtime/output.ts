@@ -18,7 +18,10 @@ export function createOutputPolicy(deps: Pick<RuntimeDeps, 'installations' | 'lo
     /** The redactor of this integration's and installation's secrets (GitBook's signing secrets too). */
     redactorFor: secretRedactors<LoadedIntegration, Installation>((integration, installation) =>
       integration.dialect === 'gitbook'
-        ? [deps.installations.signingSecret('integration', integration.name), ...(installation ? [deps.installations.signingSecret('installation', installation.id)] : [])]
+        ? [
+            deps.installations.signingSecret('integration', integration.name),
+            ...(installation ? [deps.installations.signingSecret('installation', installation.id)] : []),
+          ]
         : [],
     ),
     /** An integration no longer loaded: its secrets are unknown, tokens are still redacted. */

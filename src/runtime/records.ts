@@ -24,7 +24,8 @@ import type { InvocationNotice } from './service-deps.ts';
 const RECORD_DELAY_MS = 10;
 const RECORD_BATCH = 256;
 
-const COLUMNS = 'id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, error_limit, logs, created_at';
+const COLUMNS =
+  'id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, error_limit, logs, created_at';
 
 const q = {
   /** A turn's records: one JSON array of rows, each an array in COLUMNS' order. */
@@ -107,7 +108,8 @@ export function createInvocationRecords(database: Database, log: Logger) {
     const p: Pending = { row, notice };
     const committed = wait ? new Promise<void>((done) => (p.done = done)) : undefined;
     records.add(p);
-    if (closing) void flushRecords(); // shutting down: the database closes soon
+    if (closing)
+      void flushRecords(); // shutting down: the database closes soon
     else if (wait || records.size >= RECORD_BATCH) records.soon();
     else records.within(RECORD_DELAY_MS);
     return committed;

@@ -32,7 +32,10 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
     const principal = await authenticate(event.req, services);
     // Named kinds only (fail closed): the admin, or an installation of this integration.
     if (principal.kind !== 'admin' && principal.kind !== 'installation')
-      throw new SwitchyardError('forbidden', `${principal.kind === 'link' ? 'an install link' : 'an integration token'} cannot post envelopes; use the admin token or an installation token`);
+      throw new SwitchyardError(
+        'forbidden',
+        `${principal.kind === 'link' ? 'an install link' : 'an integration token'} cannot post envelopes; use the admin token or an installation token`,
+      );
     if (principal.kind === 'installation' && principal.integration !== name)
       throw new SwitchyardError('forbidden', `this token belongs to an installation of "${principal.integration}", not "${name}"`);
     const registry = services.registry;

@@ -88,7 +88,10 @@ export function createInProcessSandbox(opts: InProcessOptions): Sandbox {
     // the process.
     const timer = setTimeout(() => {
       if (!hooks.culprit) {
-        log.error('an invocation did not end well past its limits (one-process mode: the process keeps serving)', { integration: script.name, after_ms: budget });
+        log.error('an invocation did not end well past its limits (one-process mode: the process keeps serving)', {
+          integration: script.name,
+          after_ms: budget,
+        });
         return;
       }
       log.error('an invocation did not end well past its limits; the serving process exits', { integration: script.name, after_ms: budget });

@@ -60,12 +60,11 @@ const publicMessage: Record<InvocationError['kind'], string> = {
 };
 
 /** A result for an invocation that produced no response of its own. */
-export function failure(
-  error: InvocationError,
-  opts: { logs?: LogLine[]; durationMs: number; cpuMs?: number; status?: number },
-): InvocationResult {
+export function failure(error: InvocationError, opts: { logs?: LogLine[]; durationMs: number; cpuMs?: number; status?: number }): InvocationResult {
   const status = opts.status ?? statusOf[error.kind];
-  const body = encoder.encode(JSON.stringify({ error: error.kind === 'limit' && error.limit === 'request_body' ? 'Request body too large' : publicMessage[error.kind] }));
+  const body = encoder.encode(
+    JSON.stringify({ error: error.kind === 'limit' && error.limit === 'request_body' ? 'Request body too large' : publicMessage[error.kind] }),
+  );
   const logs = [...(opts.logs ?? [])];
   logs.push(logLine('error', `${error.kind === 'limit' ? `limit ${error.limit}: ` : `${error.kind}: `}${error.message}`));
   return {

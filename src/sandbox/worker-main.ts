@@ -23,9 +23,13 @@ export function runWorker(): void {
     ([msg], err) => {
       if (!msg || replacements.has(msg)) return;
       if (msg.t === 'result') {
-        const result = failure({ kind: 'exception', message: `the integration's answer could not be sent: ${err.message}` }, { durationMs: msg.result.durationMs });
+        const result = failure(
+          { kind: 'exception', message: `the integration's answer could not be sent: ${err.message}` },
+          { durationMs: msg.result.durationMs },
+        );
         send(replacement({ t: 'result', id: msg.id, result: resultToWire(result) }));
-      } else if (msg.t === 'checked') send(replacement({ t: 'checked', id: msg.id, result: { ok: false, error: `what the script exports could not be sent: ${err.message}` } }));
+      } else if (msg.t === 'checked')
+        send(replacement({ t: 'checked', id: msg.id, result: { ok: false, error: `what the script exports could not be sent: ${err.message}` } }));
     },
     (msg) => (msg.t === 'result' ? msg.result.body.length : 0),
   );

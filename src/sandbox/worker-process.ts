@@ -13,17 +13,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from '../log/index.ts';
 import { batcher, envelopeToWire, resultFromWire } from './ipc.ts';
 import { failure } from './limits.ts';
-import type {
-  CheckResult,
-  Envelope,
-  FromWorker,
-  GuestScript,
-  InvocationResult,
-  Limits,
-  LogLine,
-  ToWorker,
-  WorkerSettings,
-} from './types.ts';
+import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, Limits, LogLine, ToWorker, WorkerSettings } from './types.ts';
 import { workerCommand } from './worker-command.ts';
 
 export interface SandboxOptions {
@@ -114,7 +104,12 @@ export function createWorkerProcessSandbox(opts: SandboxOptions): Sandbox {
           stderr: stderr.trim().split('\n').slice(-5).join('\n') || undefined,
         });
       }
-      for (const [id, p] of lost) settle(id, p, crashValue(p, closed ? 'the sandbox is closing' : `the sandbox worker process exited (${signal ?? `code ${code}`}) while this invocation ran`));
+      for (const [id, p] of lost)
+        settle(
+          id,
+          p,
+          crashValue(p, closed ? 'the sandbox is closing' : `the sandbox worker process exited (${signal ?? `code ${code}`}) while this invocation ran`),
+        );
     });
     return proc;
   }
@@ -252,7 +247,15 @@ export function createWorkerProcessSandbox(opts: SandboxOptions): Sandbox {
         'invoke',
         (id) => {
           if (sendCode) loaded.set(script.name, script.version);
-          return { t: 'invoke', id, name: script.name, version: script.version, code: sendCode ? script.code : undefined, envelope: envelopeToWire(envelope), requestId };
+          return {
+            t: 'invoke',
+            id,
+            name: script.name,
+            version: script.version,
+            code: sendCode ? script.code : undefined,
+            envelope: envelopeToWire(envelope),
+            requestId,
+          };
         },
         { script },
         invokeBudget(),

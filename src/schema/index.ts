@@ -93,10 +93,8 @@ export function string(
       if (typeof v !== 'string') return fail(issues, path, `must be a string, got ${typeName(v)}`);
       if (opts.min !== undefined && v.length < opts.min)
         return fail(issues, path, opts.min === 1 ? 'must not be empty' : `must be at least ${opts.min} characters`);
-      if (opts.max !== undefined && v.length > opts.max)
-        return fail(issues, path, `must be at most ${opts.max} characters (it has ${v.length})`);
-      if (opts.pattern && !opts.pattern.test(v))
-        return fail(issues, path, `"${v}" does not have the required form`, opts.patternHint);
+      if (opts.max !== undefined && v.length > opts.max) return fail(issues, path, `must be at most ${opts.max} characters (it has ${v.length})`);
+      if (opts.pattern && !opts.pattern.test(v)) return fail(issues, path, `"${v}" does not have the required form`, opts.patternHint);
       if (opts.url && !(opts.url === 'or-empty' && v === '')) {
         let u: URL;
         try {
@@ -104,8 +102,7 @@ export function string(
         } catch {
           return fail(issues, path, `"${v}" is not a valid URL`, 'use an absolute http:// or https:// URL');
         }
-        if (u.protocol !== 'http:' && u.protocol !== 'https:')
-          return fail(issues, path, `"${v}" must use http or https`);
+        if (u.protocol !== 'http:' && u.protocol !== 'https:') return fail(issues, path, `"${v}" must use http or https`);
       }
       return v;
     },
@@ -153,12 +150,7 @@ export function oneOf<const T extends readonly (string | number | boolean)[]>(
       if ((values as readonly unknown[]).includes(v)) return v as T[number];
       const custom = opts.hint?.(v);
       const guess = typeof v === 'string' ? didYouMean(v, values.map(String)) : undefined;
-      return fail(
-        issues,
-        path,
-        `${typeName(v)} is not allowed; expected one of: ${values.map((x) => JSON.stringify(x)).join(', ')}`,
-        custom ?? guess,
-      );
+      return fail(issues, path, `${typeName(v)} is not allowed; expected one of: ${values.map((x) => JSON.stringify(x)).join(', ')}`, custom ?? guess);
     },
   };
 }
@@ -180,7 +172,12 @@ export function parseDuration(v: string): number | undefined {
 
 /** Milliseconds as a person writes them: the largest unit that divides them (2000 -> `2s`, 90000 -> `90s`). */
 export function formatDuration(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const)
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const)
     if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
   return `${ms}ms`;
 }
@@ -261,10 +258,7 @@ export function array<T>(item: Schema<T>, opts: { min?: number; max?: number; un
   };
 }
 
-export function record<T>(
-  value: Schema<T>,
-  opts: { key?: RegExp; keyHint?: string; description?: string } = {},
-): Schema<Record<string, T>> {
+export function record<T>(value: Schema<T>, opts: { key?: RegExp; keyHint?: string; description?: string } = {}): Schema<Record<string, T>> {
   return {
     kind: 'record',
     description: opts.description,

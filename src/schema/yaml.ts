@@ -52,7 +52,11 @@ export function parseYaml(text: string, file: string): YamlSource {
         const plain = key === null || (isScalar(key) && (key.value === null || typeof key.value !== 'object'));
         if (!plain || (isAlias(raw) && !key)) {
           const pos = lineCounter.linePos(raw?.range?.[0] ?? 0);
-          syntaxProblems.push({ where: `${file}:${pos.line}:${pos.col}`, message: 'a key must be a plain value (a word or a number), not a map, a list or binary data', hint: 'write the key as a plain word' });
+          syntaxProblems.push({
+            where: `${file}:${pos.line}:${pos.col}`,
+            message: 'a key must be a plain value (a word or a number), not a map, a list or binary data',
+            hint: 'write the key as a plain word',
+          });
           return visit.BREAK;
         }
       },

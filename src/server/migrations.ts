@@ -11,12 +11,5 @@ import { eventsMigrations } from '../events/schema.ts';
 import { consoleMigrations } from '../console/schema.ts';
 
 export function allMigrations(): ModuleMigrations[] {
-  return [
-    installationsMigrations,
-    runtimeMigrations,
-    oauthMigrations,
-    webhooksMigrations,
-    eventsMigrations,
-    consoleMigrations,
-  ];
+  return [installationsMigrations, runtimeMigrations, oauthMigrations, webhooksMigrations, eventsMigrations, consoleMigrations];
 }

@@ -61,7 +61,12 @@ export async function startServer(
   const tls = opts.tls ?? (config.server.tls.cert ? fileTlsSource(config.server.tls, log) : undefined);
   let store: Store;
   try {
-    store = await connectStore(config.data_dir, { ...(opts.link ? { shared: true } : { lock: true }), url: config.store || undefined, migrations: allMigrations(), log });
+    store = await connectStore(config.data_dir, {
+      ...(opts.link ? { shared: true } : { lock: true }),
+      url: config.store || undefined,
+      migrations: allMigrations(),
+      log,
+    });
   } catch (e) {
     tls?.close();
     throw e;

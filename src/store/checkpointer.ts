@@ -52,11 +52,7 @@ export interface Checkpointer {
   stop(): void;
 }
 
-export function startCheckpointer(
-  db: Db,
-  file: string,
-  opts: { intervalMs?: number; idleIntervalMs?: number; log?: Logger } = {},
-): Checkpointer | undefined {
+export function startCheckpointer(db: Db, file: string, opts: { intervalMs?: number; idleIntervalMs?: number; log?: Logger } = {}): Checkpointer | undefined {
   if (!checkpointsOnThread()) return undefined;
   let pages = 0;
   let emptied = 0;

@@ -93,7 +93,16 @@ export async function copySqliteToPostgres(source: Db, target: PostgresDatabase,
       checkSourceSchema(source, opts.migrations);
       const plans = plan(source, await targetColumns(session));
       // Counted in the same snapshot the rows are read from.
-      for (const p of plans) counts.set(p.table, Number(source.prepare(`SELECT count(*) FROM ${quote(p.table)}`).pluck().get()));
+      for (const p of plans)
+        counts.set(
+          p.table,
+          Number(
+            source
+              .prepare(`SELECT count(*) FROM ${quote(p.table)}`)
+              .pluck()
+              .get(),
+          ),
+        );
       const count = async (table: string) => Number((await session.query<{ n: number }>(`SELECT count(*) AS n FROM ${quote(table)}`))[0]!.n);
 
       await session.query('BEGIN');
@@ -101,7 +110,11 @@ export async function copySqliteToPostgres(source: Db, target: PostgresDatabase,
         const tables = plans.map((p) => quote(p.table)).join(', ');
         // Nobody writes to these tables until the copy commits: the emptiness seen here holds.
         if (plans.length) await session.query(`LOCK TABLE ${tables} IN EXCLUSIVE MODE`);
-        await refuseUnlessEmpty(session, plans.map((p) => p.table), name);
+        await refuseUnlessEmpty(
+          session,
+          plans.map((p) => p.table),
+          name,
+        );
 
         for (const p of plans) {
           const total = counts.get(p.table)!;
@@ -116,10 +129,14 @@ export async function copySqliteToPostgres(source: Db, target: PostgresDatabase,
             try {
               await session.query(insert, [JSON.stringify(batch)]);
             } catch (e) {
-              throw new SwitchyardError('storage_failed', `copying ${p.table} into ${name} failed after ${done} rows: ${(e as Error).message}; nothing was copied (the transaction rolled back)`, {
-                where: p.table,
-                cause: e,
-              });
+              throw new SwitchyardError(
+                'storage_failed',
+                `copying ${p.table} into ${name} failed after ${done} rows: ${(e as Error).message}; nothing was copied (the transaction rolled back)`,
+                {
+                  where: p.table,
+                  cause: e,
+                },
+              );
             }
             done += batch.length;
             opts.progress?.(p.table, done, total);
@@ -142,12 +159,19 @@ export async function copySqliteToPostgres(source: Db, target: PostgresDatabase,
           mapped.set(p.table, changed);
           const inTarget = await count(p.table);
           if (done !== total || inTarget !== total)
-            throw new SwitchyardError('storage_failed', `${p.table}: ${total} rows in the SQLite database, ${done} read and ${inTarget} in ${name}; nothing was copied (the transaction rolled back)`, {
-              where: p.table,
-              hint: 'run the copy again; if the counts differ again, report it as a bug',
-            });
+            throw new SwitchyardError(
+              'storage_failed',
+              `${p.table}: ${total} rows in the SQLite database, ${done} read and ${inTarget} in ${name}; nothing was copied (the transaction rolled back)`,
+              {
+                where: p.table,
+                hint: 'run the copy again; if the counts differ again, report it as a bug',
+              },
+            );
         }
-        await setSequences(session, plans.map((p) => p.table));
+        await setSequences(
+          session,
+          plans.map((p) => p.table),
+        );
         await session.query('COMMIT');
       } catch (e) {
         await session.query('ROLLBACK').catch(() => {});
@@ -170,9 +194,13 @@ export async function copySqliteToPostgres(source: Db, target: PostgresDatabase,
     });
   const differ = tables.filter((t) => t.source !== t.copied);
   if (differ.length)
-    throw new SwitchyardError('storage_failed', `after the copy, ${name} holds other counts than the SQLite database: ${differ.map((t) => `${t.name} ${t.copied} of ${t.source}`).join(', ')}`, {
-      hint: 'something else wrote to the database during the copy: empty it (or use a new database) and copy again',
-    });
+    throw new SwitchyardError(
+      'storage_failed',
+      `after the copy, ${name} holds other counts than the SQLite database: ${differ.map((t) => `${t.name} ${t.copied} of ${t.source}`).join(', ')}`,
+      {
+        hint: 'something else wrote to the database during the copy: empty it (or use a new database) and copy again',
+      },
+    );
   return { tables, ms: Math.round(performance.now() - started) };
 }
 
@@ -181,7 +209,10 @@ function checkSourceSchema(source: Db, migrations: ModuleMigrations[]): void {
   const known = source.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
   if (!known) throw new SwitchyardError('bad_request', `${source.name} is not a Switchyard database (no schema_migrations table)`, { where: source.name });
   const versions = new Map(
-    (source.prepare('SELECT module, version FROM schema_migrations').all() as Array<{ module: string; version: number }>).map((r) => [r.module, Number(r.version)]),
+    (source.prepare('SELECT module, version FROM schema_migrations').all() as Array<{ module: string; version: number }>).map((r) => [
+      r.module,
+      Number(r.version),
+    ]),
   );
   for (const m of migrations) {
     const v = versions.get(m.module) ?? 0;
@@ -248,7 +279,11 @@ function parentsFirst(source: Db, names: string[]): string[] {
   const parents = new Map(
     names.map((n) => [
       n,
-      new Set((source.prepare(`PRAGMA foreign_key_list(${quote(n)})`).all() as Array<{ table: string }>).map((f) => f.table).filter((t) => t !== n && names.includes(t))),
+      new Set(
+        (source.prepare(`PRAGMA foreign_key_list(${quote(n)})`).all() as Array<{ table: string }>)
+          .map((f) => f.table)
+          .filter((t) => t !== n && names.includes(t)),
+      ),
     ]),
   );
   const out: string[] = [];
@@ -310,9 +345,9 @@ async function setSequences(session: Session, tables: string[]): Promise<void> {
   );
   for (const s of serials) {
     if (!tables.includes(s.table_name)) continue;
-    await session.query(`SELECT setval(pg_get_serial_sequence($1, $2), (SELECT COALESCE(MAX(${quote(s.column_name)}), 0) + 1 FROM ${quote(s.table_name)}), false) AS v`, [
-      quote(s.table_name),
-      s.column_name,
-    ]);
+    await session.query(
+      `SELECT setval(pg_get_serial_sequence($1, $2), (SELECT COALESCE(MAX(${quote(s.column_name)}), 0) + 1 FROM ${quote(s.table_name)}), false) AS v`,
+      [quote(s.table_name), s.column_name],
+    );
   }
 }

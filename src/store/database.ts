@@ -74,7 +74,8 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
   /** Outside a transaction: now, or once the transaction that has the connection ends. */
   function outside<T>(work: () => T): Promise<T> {
     if (!holder) return unlessBusy(work);
-    if (insideOpen()) return Promise.reject(new Error('a statement on the database inside one of its transactions: use the transaction (tx) given to the callback'));
+    if (insideOpen())
+      return Promise.reject(new Error('a statement on the database inside one of its transactions: use the transaction (tx) given to the callback'));
     return (async () => {
       while (holder) await holder.ended;
       return unlessBusy(work);

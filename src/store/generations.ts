@@ -43,7 +43,11 @@ const byDatabase = new WeakMap<Database, Generations>();
 /** The generations of a store (one set per store; a read-only store has nothing to tell or hear). */
 export function generationsFor(store: { database: Database; readonly?: boolean }): Generations {
   let g = byDatabase.get(store.database);
-  if (!g) byDatabase.set(store.database, (g = store.readonly ? { bump: async () => {}, watch: () => async () => false, ready: async () => {} } : create(store.database)));
+  if (!g)
+    byDatabase.set(
+      store.database,
+      (g = store.readonly ? { bump: async () => {}, watch: () => async () => false, ready: async () => {} } : create(store.database)),
+    );
   return g;
 }
 

@@ -246,9 +246,18 @@ export function storageStartError(error: unknown, dataDir: string): SwitchyardEr
   const cause = String((error as { code?: unknown })?.code ?? (error as Error)?.message);
   const room = free === undefined ? '' : `${Math.floor(free / 1024)} kB free; `;
   const what: Record<StorageCode, [string, string]> = {
-    storage_full: [`the disk that holds ${where} is full (${room}${cause})`, `free space on that disk (the database needs room to grow, and a few MB for its WAL), then try again`],
-    storage_read_only: [`the database in ${where} cannot be written (read-only; ${cause})`, `make ${where} and its switchyard.db* files writable by this user, then try again`],
-    storage_busy: [`the database in ${where} is locked by another process (${cause})`, 'end the process that holds it (a backup tool, an sqlite3 shell), then try again'],
+    storage_full: [
+      `the disk that holds ${where} is full (${room}${cause})`,
+      `free space on that disk (the database needs room to grow, and a few MB for its WAL), then try again`,
+    ],
+    storage_read_only: [
+      `the database in ${where} cannot be written (read-only; ${cause})`,
+      `make ${where} and its switchyard.db* files writable by this user, then try again`,
+    ],
+    storage_busy: [
+      `the database in ${where} is locked by another process (${cause})`,
+      'end the process that holds it (a backup tool, an sqlite3 shell), then try again',
+    ],
     storage_failed: [`the database in ${where} failed to write (${cause})`, `check the disk and file system of ${where}, then try again`],
     storage_unavailable: [`the database in ${where} cannot be reached (${cause})`, 'check that the store is up and reachable, then try again'],
   };

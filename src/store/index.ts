@@ -132,8 +132,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     });
   } catch (e) {
     lock?.release();
-    if (opts.readonly)
-      throw new SwitchyardError('not_found', `no database at ${file}`, { hint: 'start the server once with `switchyard serve`', cause: e });
+    if (opts.readonly) throw new SwitchyardError('not_found', `no database at ${file}`, { hint: 'start the server once with `switchyard serve`', cause: e });
     const full = storageStartError(e, dataDir);
     if (full?.code === 'storage_full') throw full;
     throw new SwitchyardError('data_dir_unwritable', `cannot open ${file}: ${(e as Error).message}`, { cause: e });

@@ -84,11 +84,7 @@ export interface NodeIdClaim {
  * lock taken back. At the start, a holder that does nothing (this node's last process, on a host
  * that went away) is waited for while the server's keepalives end it; one that acts is a live node.
  */
-export async function claimNodeId(
-  store: Store,
-  dataDir: string,
-  opts: { log?: Logger; onLost?: (e: SwitchyardError) => void } = {},
-): Promise<NodeIdClaim> {
+export async function claimNodeId(store: Store, dataDir: string, opts: { log?: Logger; onLost?: (e: SwitchyardError) => void } = {}): Promise<NodeIdClaim> {
   const id = useNodeId(dataDir);
   // The lock's own connection (session-lock.ts) is opened with the store's connection string.
   const url = store.postgres?.url;
@@ -102,14 +98,22 @@ export async function claimNodeId(
       key: NODE_LOCK,
       name: id,
       applicationName: `switchyard ${process.pid} (node id)`,
-      dropped: (e) => log?.warn('the node id lock went with its connection to PostgreSQL; taking it back as soon as the server answers', { node: id, reason: e.message }),
+      dropped: (e) =>
+        log?.warn('the node id lock went with its connection to PostgreSQL; taking it back as soon as the server answers', { node: id, reason: e.message }),
       endingOwn: (h) =>
-        log?.warn("the node id lock is still held by this node's own earlier session, which stopped answering: ending it and taking the lock back", { node: id, backend_pid: h.pid }),
+        log?.warn("the node id lock is still held by this node's own earlier session, which stopped answering: ending it and taking the lock back", {
+          node: id,
+          backend_pid: h.pid,
+        }),
       retaken: (ms) => log?.info('node id lock taken back', { node: id, after_ms: ms }),
       lost: (h) => {
-        const e = new SwitchyardError('conflict', `another node took this node's id ${id} on the store while the connection to PostgreSQL was down (a database restart or failover): two nodes have this id in their data_dir (here ${file}); this node stops serving as ${id} (the id's lock is held by ${session(h)})`, {
-          hint: `give each node its own data_dir: on the node whose data_dir was copied from another's, delete its node-id file (here ${file}) and start it again (a new id is made)`,
-        });
+        const e = new SwitchyardError(
+          'conflict',
+          `another node took this node's id ${id} on the store while the connection to PostgreSQL was down (a database restart or failover): two nodes have this id in their data_dir (here ${file}); this node stops serving as ${id} (the id's lock is held by ${session(h)})`,
+          {
+            hint: `give each node its own data_dir: on the node whose data_dir was copied from another's, delete its node-id file (here ${file}) and start it again (a new id is made)`,
+          },
+        );
         if (opts.onLost) opts.onLost(e);
         else log?.error(e.message, { code: e.code, hint: e.hint });
       },
@@ -121,12 +125,20 @@ export async function claimNodeId(
   if ('refused' in lock) {
     const h = lock.holder;
     if (lock.silent && h)
-      throw new SwitchyardError('conflict', `node id ${id} (${file}) is held on the store by ${session(h)}, which has done nothing since ${h.lastActive?.toISOString()}: a node with this id whose host went away or whose process is frozen`, {
-        hint: `if it is this node's own earlier process (a crash, a host that went down), PostgreSQL ends that session once its keepalives fail (about 25 s after it went silent for a session this version opened; otherwise after tcp_keepalives_idle, 2 hours by default), or end it now with SELECT pg_terminate_backend(${h.pid}), then start again; if another node runs with this id (a copied data_dir), delete ${file} on this one and start again (a new id is made)`,
-      });
-    throw new SwitchyardError('conflict', `another node on this store already runs as node ${id} (${file})${h ? `; the id's lock is held by ${session(h)}` : ''}`, {
-      hint: `give each node its own data_dir; if this one was copied from another node's, delete ${file} and start again (a new id is made)`,
-    });
+      throw new SwitchyardError(
+        'conflict',
+        `node id ${id} (${file}) is held on the store by ${session(h)}, which has done nothing since ${h.lastActive?.toISOString()}: a node with this id whose host went away or whose process is frozen`,
+        {
+          hint: `if it is this node's own earlier process (a crash, a host that went down), PostgreSQL ends that session once its keepalives fail (about 25 s after it went silent for a session this version opened; otherwise after tcp_keepalives_idle, 2 hours by default), or end it now with SELECT pg_terminate_backend(${h.pid}), then start again; if another node runs with this id (a copied data_dir), delete ${file} on this one and start again (a new id is made)`,
+        },
+      );
+    throw new SwitchyardError(
+      'conflict',
+      `another node on this store already runs as node ${id} (${file})${h ? `; the id's lock is held by ${session(h)}` : ''}`,
+      {
+        hint: `give each node its own data_dir; if this one was copied from another node's, delete ${file} and start again (a new id is made)`,
+      },
+    );
   }
   return lock;
 }

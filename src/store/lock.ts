@@ -61,11 +61,9 @@ export function acquireLock(dataDir: string): Lock {
       }
       if (busy(e)) {
         const pid = holderPid(dataDir);
-        throw new SwitchyardError(
-          'data_dir_locked',
-          `another switchyard server${pid ? ` (pid ${pid})` : ''} is using data directory ${dataDir}`,
-          { hint: 'stop that server first, or give this one its own data_dir; two servers must not share one delivery queue' },
-        );
+        throw new SwitchyardError('data_dir_locked', `another switchyard server${pid ? ` (pid ${pid})` : ''} is using data directory ${dataDir}`, {
+          hint: 'stop that server first, or give this one its own data_dir; two servers must not share one delivery queue',
+        });
       }
       // A full disk is no file-lock problem: SQLite could not write the lock file's header.
       const full = storageStartError(e, dataDir);

@@ -38,8 +38,20 @@ export function applySteps<M extends { module: string }>(db: Database.Database, 
 }
 
 /** As applySteps, on a PostgreSQL session (postgres/pool.ts): one transaction per module. */
-export async function applyStepsOn<M extends { module: string }>(session: Session, modules: M[], stepsOf: (m: M) => string[], tooNewHint: string): Promise<void> {
-  const numbered = (sql: string) => sql.replace(/\?/g, (() => { let n = 0; return () => `$${++n}`; })());
+export async function applyStepsOn<M extends { module: string }>(
+  session: Session,
+  modules: M[],
+  stepsOf: (m: M) => string[],
+  tooNewHint: string,
+): Promise<void> {
+  const numbered = (sql: string) =>
+    sql.replace(
+      /\?/g,
+      (() => {
+        let n = 0;
+        return () => `$${++n}`;
+      })(),
+    );
   await session.query(CREATE);
   for (const m of modules) {
     const steps = stepsOf(m);

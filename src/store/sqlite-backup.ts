@@ -11,7 +11,9 @@ import type { Store } from './index.ts';
 /** `VACUUM INTO file`: one self-contained database file, out of WAL mode, into an empty `file`. */
 export function vacuumInto(store: Store, file: string): void {
   if (store.engine !== 'sqlite')
-    throw new SwitchyardError('bad_request', 'a backup copies the SQLite file; this store is in PostgreSQL', { hint: "use PostgreSQL's own tools: pg_dump -Fc (docs/postgres.md, Backups)" });
+    throw new SwitchyardError('bad_request', 'a backup copies the SQLite file; this store is in PostgreSQL', {
+      hint: "use PostgreSQL's own tools: pg_dump -Fc (docs/postgres.md, Backups)",
+    });
   // query_only would refuse that write; the connection is opened read-only, so the database itself
   // stays out of reach.
   const db = store.sqlite!;

@@ -34,7 +34,8 @@ interface Hooks {
 const hooksOf = new WeakMap<Db, Hooks>();
 
 /** Where a failing hook is reported by default (openStore passes the server's logger). */
-const stderr = (which: string, error: unknown) => process.stderr.write(`store: a transaction's ${which} hook failed: ${(error as Error)?.stack ?? String(error)}\n`);
+const stderr = (which: string, error: unknown) =>
+  process.stderr.write(`store: a transaction's ${which} hook failed: ${(error as Error)?.stack ?? String(error)}\n`);
 
 function run(hooks: Iterable<Hook>, which: 'afterCommit' | 'onRollback', failed: Hooks['failed']): void {
   for (const fn of hooks) {

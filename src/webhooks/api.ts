@@ -13,7 +13,6 @@ import { MAX_SECRET_LENGTH } from './secrets.ts';
 import { originKey } from './queue-rows.ts';
 import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type Attempt, type Delivery, type DeliveryDetail, type DeliveryStats } from './views.ts';
 
-
 const deliveryFields = {
   id: string(),
   eventId: string(),
@@ -64,7 +63,9 @@ export const deliveryDetailSchema = named(
     body: string({ description: 'the exact bytes sent' }),
     payload: any('the body, parsed'),
     signatureHeader: nullable(
-      string({ description: 'the signature header value of the latest attempt: X-Platform-Signature (t=…,v1=…) or, under standard-webhooks, webhook-signature (v1,…)' }),
+      string({
+        description: 'the signature header value of the latest attempt: X-Platform-Signature (t=…,v1=…) or, under standard-webhooks, webhook-signature (v1,…)',
+      }),
     ),
     attempts: array(attemptSchema),
   }),

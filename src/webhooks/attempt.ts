@@ -89,7 +89,9 @@ export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptConte
   // plus its duration is when it ended, which the retry's schedule counts from.
   const startedAt = clock();
   const t0 = performance.now();
-  const signed = secrets.length ? sign(ctx.schemeOf?.(c.installationId) ?? DEFAULT_SIGNATURE_SCHEME, secrets, c, Math.floor(startedAt / 1000), body) : undefined;
+  const signed = secrets.length
+    ? sign(ctx.schemeOf?.(c.installationId) ?? DEFAULT_SIGNATURE_SCHEME, secrets, c, Math.floor(startedAt / 1000), body)
+    : undefined;
   if (!secrets.length) {
     error = { code: 'ENOSECRET', message: `installation ${c.installationId} has no signing secret (was it uninstalled?)` };
   } else if (!signed) {

@@ -13,13 +13,31 @@ export { signPayload, signatureHeader, verifySignature, parseSignatureHeader, SI
 export type { Verification } from './signature.ts';
 export { SIGNATURE_SCHEMES, DEFAULT_SIGNATURE_SCHEME, signatureSchemeOf, signatureHeaderName, type SignatureScheme } from './schemes.ts';
 export { STANDARD_HEADERS, standardKey, standardSecretProblem, signStandard, standardSignatureHeader, verifyStandardSignature } from './standard-webhooks.ts';
-export { retryDelay, classifyOutcome, nextAttemptDelay, parseRetryAfter, ATTEMPT_OUTCOMES, type AttemptOutcome, type Outcome, type RetryConfig } from './policy.ts';
+export {
+  retryDelay,
+  classifyOutcome,
+  nextAttemptDelay,
+  parseRetryAfter,
+  ATTEMPT_OUTCOMES,
+  type AttemptOutcome,
+  type Outcome,
+  type RetryConfig,
+} from './policy.ts';
 export { createReceiver, type ReceiverOptions, type ReceivedEvent } from './receiver.ts';
 export { webhooksMigrations } from './schema.ts';
 export { parseTimeParam, replayWindow, replaySelection, REPLAYABLE_STATUSES } from './time.ts';
 export { deliverySchema, deliveryDetailSchema, attemptSchema, endpointQuery, type ReplayAnswer } from './api.ts';
 export { endpointParam, maskSecret } from './routes.ts';
-export { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Attempt, type DeliveryStatus, type DeliveryFilter, type AttemptFeedItem, type ReplayFilter } from './queue.ts';
+export {
+  DELIVERY_STATUSES,
+  type Delivery,
+  type DeliveryDetail,
+  type Attempt,
+  type DeliveryStatus,
+  type DeliveryFilter,
+  type AttemptFeedItem,
+  type ReplayFilter,
+} from './queue.ts';
 export { createQueue, newDeliveryId, originOf, type Queue } from './queue.ts';
 export { deliveryStats, statsQueries, MAX_STATS_DELIVERIES, type DeliveryStats, type EndpointStats, type StatsBucket, type StatsFilter } from './stats.ts';
 export type { RecordedAttempt } from './sender.ts';

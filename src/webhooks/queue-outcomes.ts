@@ -205,7 +205,11 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
           },
         })),
       );
-      await holdIfPaused(tx, rows.map((r) => Number(r.seq)), now);
+      await holdIfPaused(
+        tx,
+        rows.map((r) => Number(r.seq)),
+        now,
+      );
       for (const r of rows) noteDue(originOf(r.url), now);
       return rows.length;
     },

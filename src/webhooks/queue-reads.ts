@@ -42,33 +42,33 @@ interface FeedRow extends AttemptRow {
 }
 
 const q = {
-    byId: statement<Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
-    attemptsOf: statement<AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
-    counts: statement<{ status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM webhook_deliveries GROUP BY status'),
-    attemptsAfter: statement<FeedRow>(
-      `SELECT a.*, d.id AS delivery_id, d.event_id, d.event_type, d.installation_id, d.status AS delivery_status
+  byId: statement<Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
+  attemptsOf: statement<AttemptRow>('SELECT * FROM webhook_attempts WHERE delivery_seq = ? ORDER BY number'),
+  counts: statement<{ status: DeliveryStatus; n: number }>('SELECT status, COUNT(*) AS n FROM webhook_deliveries GROUP BY status'),
+  attemptsAfter: statement<FeedRow>(
+    `SELECT a.*, d.id AS delivery_id, d.event_id, d.event_type, d.installation_id, d.status AS delivery_status
        FROM webhook_attempts a JOIN webhook_deliveries d ON d.seq = a.delivery_seq
        WHERE a.id > @after AND (CAST(@installation AS TEXT) IS NULL OR d.installation_id = @installation) AND (CAST(@type AS TEXT) IS NULL OR d.event_type = @type)
        ORDER BY a.id LIMIT @limit`,
-    ),
-    lastAttempt: statement<{ id: number }>('SELECT MAX(id) AS id FROM webhook_attempts'),
-    retriesDue: statement<{ n: number }>(
-      `SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying' AND next_attempt_at <= ? AND lease_until IS NULL`,
-    ),
-    purgeFinished: statement(
-      `DELETE FROM webhook_deliveries WHERE seq IN (
+  ),
+  lastAttempt: statement<{ id: number }>('SELECT MAX(id) AS id FROM webhook_attempts'),
+  retriesDue: statement<{ n: number }>(
+    `SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'retrying' AND next_attempt_at <= ? AND lease_until IS NULL`,
+  ),
+  purgeFinished: statement(
+    `DELETE FROM webhook_deliveries WHERE seq IN (
          SELECT seq FROM webhook_deliveries
          WHERE status IN ('delivered', 'cancelled') AND completed_at < @before AND lease_until IS NULL
            AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
          LIMIT @limit)`,
-    ),
-    purgeFailed: statement(
-      `DELETE FROM webhook_deliveries WHERE seq IN (
+  ),
+  purgeFailed: statement(
+    `DELETE FROM webhook_deliveries WHERE seq IN (
          SELECT seq FROM webhook_deliveries
          WHERE status = 'failed' AND completed_at < @before AND lease_until IS NULL
            AND seq IS NOT (SELECT delivery_seq FROM webhook_attempts ORDER BY id DESC LIMIT 1)
          LIMIT @limit)`,
-    ),
+  ),
 };
 
 /** A page of deliveries: the statement for each set of filters (at most 2^7) is made once and kept. */
@@ -138,14 +138,14 @@ export function createQueueReads(database: Database, maxAttempts: () => number) 
     async list(f: DeliveryFilter): Promise<{ deliveries: Delivery[]; nextCursor: string | null }> {
       const where: string[] = [];
       const params: Record<string, unknown> = {};
-      if (f.status) (where.push('d.status = @status'), (params.status = f.status));
-      if (f.type) (where.push('d.event_type = @type'), (params.type = f.type));
-      if (f.installation) (where.push('d.installation_id = @installation'), (params.installation = f.installation));
-      if (f.event) (where.push('d.event_id = @event'), (params.event = f.event));
-      if (f.origin) (where.push('d.origin = @origin'), (params.origin = f.origin));
-      if (f.since !== undefined) (where.push('d.created_at >= @since'), (params.since = f.since));
-      if (f.until !== undefined) (where.push('d.created_at <= @until'), (params.until = f.until));
-      if (f.cursor) (where.push('d.seq < @cursor'), (params.cursor = Number(f.cursor)));
+      if (f.status) where.push('d.status = @status'), (params.status = f.status);
+      if (f.type) where.push('d.event_type = @type'), (params.type = f.type);
+      if (f.installation) where.push('d.installation_id = @installation'), (params.installation = f.installation);
+      if (f.event) where.push('d.event_id = @event'), (params.event = f.event);
+      if (f.origin) where.push('d.origin = @origin'), (params.origin = f.origin);
+      if (f.since !== undefined) where.push('d.created_at >= @since'), (params.since = f.since);
+      if (f.until !== undefined) where.push('d.created_at <= @until'), (params.until = f.until);
+      if (f.cursor) where.push('d.seq < @cursor'), (params.cursor = Number(f.cursor));
       const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
       const rows = await database.all(listStatement(where), { ...params, limit });
       return { deliveries: rows.map(view), nextCursor: rows.length === limit ? String(rows[rows.length - 1].seq) : null };
@@ -162,14 +162,14 @@ export function createQueueReads(database: Database, maxAttempts: () => number) 
     /** Attempts recorded after `afterId` (ascending; ids only grow), with their delivery: the tail's cursor read. */
     async attemptsAfter(afterId: number, limit: number, f: { installation?: string; type?: string } = {}): Promise<AttemptFeedItem[]> {
       return (await database.all(q.attemptsAfter, { after: afterId, limit, installation: f.installation ?? null, type: f.type ?? null })).map((r) => ({
-          cursor: String(r.id),
-          deliveryId: r.delivery_id,
-          eventId: r.event_id,
-          eventType: r.event_type,
-          installationId: r.installation_id,
-          deliveryStatus: r.delivery_status,
-          attempt: attemptView(r),
-        }));
+        cursor: String(r.id),
+        deliveryId: r.delivery_id,
+        eventId: r.event_id,
+        eventType: r.event_type,
+        installationId: r.installation_id,
+        deliveryStatus: r.delivery_status,
+        attempt: attemptView(r),
+      }));
     },
 
     /** The newest attempt's id (0 when none): where a live tail starts. */

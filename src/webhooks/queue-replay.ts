@@ -29,24 +29,24 @@ const replayParams = (f: ReplayFilter) => ({
 });
 
 const q = {
-    byId: statement<Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
-    replayable: statement<{ seq: number; id: string; event_type: string; installation_id: string; url: string }>(
-      `SELECT seq, id, event_type, installation_id, url FROM webhook_deliveries INDEXED BY webhook_deliveries_by_status
+  byId: statement<Row>(`SELECT ${COLUMNS} FROM webhook_deliveries d WHERE d.id = ?`),
+  replayable: statement<{ seq: number; id: string; event_type: string; installation_id: string; url: string }>(
+    `SELECT seq, id, event_type, installation_id, url FROM webhook_deliveries INDEXED BY webhook_deliveries_by_status
        WHERE status = @status AND created_at >= @since AND created_at <= @until
          AND (CAST(@installation AS TEXT) IS NULL OR installation_id = @installation)
          AND (CAST(@type AS TEXT) IS NULL OR event_type = @type) AND (CAST(@origin AS TEXT) IS NULL OR origin = @origin)
          AND installation_id IN (SELECT installation_id FROM webhook_endpoints)
        ORDER BY seq`,
-    ),
-    hasEndpoint: statement<{ n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ?'),
-    // Back to the queue with a fresh schedule (`attempts` counts the schedule's automatic attempts;
-    // the attempts made before stay, numbered on). Not under an attempt in flight: its outcome would
-    // overwrite this.
-    requeue: statement(
-      `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = @now, completed_at = NULL, updated_at = @now,
+  ),
+  hasEndpoint: statement<{ n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ?'),
+  // Back to the queue with a fresh schedule (`attempts` counts the schedule's automatic attempts;
+  // the attempts made before stay, numbered on). Not under an attempt in flight: its outcome would
+  // overwrite this.
+  requeue: statement(
+    `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = @now, completed_at = NULL, updated_at = @now,
          url = @url, origin = @origin
        WHERE seq = @seq AND status IN ('failed', 'delivered') AND (lease_until IS NULL OR lease_until <= @now)`,
-    ),
+  ),
 };
 
 export interface ReplayDeps {
@@ -54,7 +54,6 @@ export interface ReplayDeps {
 }
 
 export function createReplays(database: Database, { noteDue }: ReplayDeps) {
-
   /** A finished delivery back to the queue (held if its installation is paused); undefined when it is under an attempt. */
   async function requeue(
     tx: Queries,
@@ -80,7 +79,11 @@ export function createReplays(database: Database, { noteDue }: ReplayDeps) {
      * a fresh schedule, in one transaction; `urlOf` may refresh the URL. Those of an uninstalled
      * installation are skipped; those of a paused one are held. Returns the ids, in event order.
      */
-    replay: (f: ReplayFilter, now: number, urlOf: (d: { eventType: string; installationId: string; url: string }) => string): Promise<Array<{ id: string; held: boolean }>> =>
+    replay: (
+      f: ReplayFilter,
+      now: number,
+      urlOf: (d: { eventType: string; installationId: string; url: string }) => string,
+    ): Promise<Array<{ id: string; held: boolean }>> =>
       database.transaction(async (tx) => {
         const out: Array<{ id: string; held: boolean }> = [];
         for (const r of await tx.all(q.replayable, replayParams(f))) {
@@ -91,7 +94,11 @@ export function createReplays(database: Database, { noteDue }: ReplayDeps) {
       }),
 
     /** One finished delivery back to the queue with a fresh schedule, or why not. */
-    replayOne: (id: string, now: number, urlOf: (d: { eventType: string; installationId: string; url: string }) => string): Promise<{ held: boolean } | ReplayRefusal> =>
+    replayOne: (
+      id: string,
+      now: number,
+      urlOf: (d: { eventType: string; installationId: string; url: string }) => string,
+    ): Promise<{ held: boolean } | ReplayRefusal> =>
       database.transaction(async (tx) => {
         const r = await tx.get(q.byId, [id]);
         if (!r) return 'not_found';

@@ -55,7 +55,13 @@ type Seen = { state: 'processing' | 'done' | 'failed'; at: number };
 const one = (h: string | string[] | undefined): string | undefined => (Array.isArray(h) ? h[0] : h);
 
 /** Verify a request's signature headers in `scheme`. */
-function verifyIn(scheme: SignatureScheme, headers: IncomingHttpHeaders, raw: Buffer, secrets: string | string[], opts: { toleranceSec: number; now: number }): Verification {
+function verifyIn(
+  scheme: SignatureScheme,
+  headers: IncomingHttpHeaders,
+  raw: Buffer,
+  secrets: string | string[],
+  opts: { toleranceSec: number; now: number },
+): Verification {
   switch (scheme) {
     case 'platform':
       return verifySignature(one(headers['x-platform-signature']), raw, secrets, opts);
@@ -126,7 +132,8 @@ export function createReceiver(opts: ReceiverOptions): (req: IncomingMessage, re
         return json(res, 400, { error: 'the body is not JSON' });
       }
       // Under standard-webhooks the signed webhook-id is the key (it is the body's eventId, for our deliveries).
-      const eventId = scheme === 'standard-webhooks' ? one(req.headers[STANDARD_HEADERS.id]) : typeof payload?.eventId === 'string' ? payload.eventId : undefined;
+      const eventId =
+        scheme === 'standard-webhooks' ? one(req.headers[STANDARD_HEADERS.id]) : typeof payload?.eventId === 'string' ? payload.eventId : undefined;
       const event: ReceivedEvent = { eventId, type: typeof payload?.type === 'string' ? payload.type : undefined, payload, raw, t: v.t };
       if (opts.fail && (opts.fail.random ?? Math.random)() < opts.fail.rate) {
         json(res, opts.fail.status, { error: `rehearsed failure (${opts.fail.status})` });

@@ -58,7 +58,14 @@ export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deli
 
   route(
     app,
-    { method: 'GET', path: '/api/v1/deliveries', summary: 'Webhook deliveries, newest first', auth: 'admin', query: deliveriesQuery, response: deliveryListSchema },
+    {
+      method: 'GET',
+      path: '/api/v1/deliveries',
+      summary: 'Webhook deliveries, newest first',
+      auth: 'admin',
+      query: deliveriesQuery,
+      response: deliveryListSchema,
+    },
     ({ query: { endpoint, ...q } }) => deliveries().list({ ...q, origin: endpoint }),
   );
 
@@ -105,17 +112,28 @@ export function webhookRoutes(app: H3, services: ServicesWith<'webhooks' | 'deli
       const bucketMs = query.bucket ?? 60_000;
       const buckets = Math.ceil((until - Math.floor(since / bucketMs) * bucketMs) / bucketMs);
       if (buckets > MAX_STATS_BUCKETS)
-        throw new SwitchyardError('bad_request', `the window holds ${buckets} buckets of ${new URL(req.url).searchParams.get('bucket') ?? '1m'}; at most ${MAX_STATS_BUCKETS}`, {
-          where: 'bucket',
-          hint: 'choose a larger bucket or a shorter window',
-        });
+        throw new SwitchyardError(
+          'bad_request',
+          `the window holds ${buckets} buckets of ${new URL(req.url).searchParams.get('bucket') ?? '1m'}; at most ${MAX_STATS_BUCKETS}`,
+          {
+            where: 'bucket',
+            hint: 'choose a larger bucket or a shorter window',
+          },
+        );
       return deliveries().stats({ since, until, bucketMs, origin: query.endpoint, installation: query.installation });
     },
   );
 
   route(
     app,
-    { method: 'GET', path: '/api/v1/deliveries/:id', summary: 'One delivery: the body sent and every attempt', auth: 'admin', params: id, response: deliveryDetailSchema },
+    {
+      method: 'GET',
+      path: '/api/v1/deliveries/:id',
+      summary: 'One delivery: the body sent and every attempt',
+      auth: 'admin',
+      params: id,
+      response: deliveryDetailSchema,
+    },
     async ({ params }) => {
       const d = await deliveries().get(params.id);
       if (!d) throw new SwitchyardError('not_found', `no delivery ${params.id}`, { hint: 'list them with GET /api/v1/deliveries' });

@@ -58,7 +58,9 @@ function checkGiven(given: string | undefined): string {
 const q = {
   endpoint: statement('INSERT INTO webhook_endpoints (installation_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
   hasEndpoint: statement<{ n: number }>('SELECT 1 AS n FROM webhook_endpoints WHERE installation_id = ?'),
-  current: statement<CurrentRow>('SELECT id, secret, created_at FROM webhook_secrets WHERE installation_id = ? AND expires_at IS NULL ORDER BY id DESC LIMIT 1'),
+  current: statement<CurrentRow>(
+    'SELECT id, secret, created_at FROM webhook_secrets WHERE installation_id = ? AND expires_at IS NULL ORDER BY id DESC LIMIT 1',
+  ),
   expire: statement('UPDATE webhook_secrets SET expires_at = ? WHERE installation_id = ? AND expires_at IS NULL'),
   insert: statement('INSERT INTO webhook_secrets (installation_id, secret, created_at) VALUES (?, ?, ?)'),
   live: statement<LiveRow>(

@@ -167,7 +167,8 @@ export function createSender(deps: SenderDeps): Sender {
 
   const waitingFor = (origin: string): number => ahead.get(origin)?.length ?? 0;
   /** This sender's slots for an origin. */
-  const limitOf = (origin: string, cfg: WebhooksConfig): number => (deps.slotsFor ? deps.slotsFor(origin, cfg.per_endpoint_concurrency) : cfg.per_endpoint_concurrency);
+  const limitOf = (origin: string, cfg: WebhooksConfig): number =>
+    deps.slotsFor ? deps.slotsFor(origin, cfg.per_endpoint_concurrency) : cfg.per_endpoint_concurrency;
 
   /** Room for more: in all (twice the sender's concurrency less what is taken), and per origin. */
   function roomAt(now: number): { room: number; perOriginRoom: (origin: string) => number } {
@@ -235,11 +236,19 @@ export function createSender(deps: SenderDeps): Sender {
       aheadCount -= stale.length;
       let given: unknown;
       try {
-        given = await database.transactionUnlessBusy((tx) => queue.giveBack(tx, stale.map((a) => a.c.seq), owner, now));
+        given = await database.transactionUnlessBusy((tx) =>
+          queue.giveBack(
+            tx,
+            stale.map((a) => a.c.seq),
+            owner,
+            now,
+          ),
+        );
       } catch (e) {
         deps.health?.failed(e);
       }
-      if (given === undefined || given === LOCK_BUSY) queueAhead(stale.map((a) => ({ ...a, since: now - AHEAD_WAIT_MS }))); // again next time
+      if (given === undefined || given === LOCK_BUSY)
+        queueAhead(stale.map((a) => ({ ...a, since: now - AHEAD_WAIT_MS }))); // again next time
       else deps.gaveBack?.();
     }
     if (aheadCount && !staleTimer && !stopped) {
@@ -334,10 +343,14 @@ export function createSender(deps: SenderDeps): Sender {
     let next: Ahead[] = [];
     try {
       const done = await database.transactionUnlessBusy(async (tx) => {
-        const recorded = await queue.completeMany(tx, batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended })));
+        const recorded = await queue.completeMany(
+          tx,
+          batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended })),
+        );
         ids = recorded.ids;
         // Only when this process was held past its lease (the supervisor kills a silent one first).
-        if (recorded.stale.length) log.warn('attempts ended after their lease had expired; the delivery was left to the sender that took it', { deliveries: recorded.stale.length });
+        if (recorded.stale.length)
+          log.warn('attempts ended after their lease had expired; the delivery was left to the sender that took it', { deliveries: recorded.stale.length });
         if (!stopped && worthClaiming(now)) next = await claimDue(tx, now);
       });
       // Another process is committing: these outcomes wait a turn (the claims were rolled back).
@@ -382,7 +395,8 @@ export function createSender(deps: SenderDeps): Sender {
   function logOutcome(e: Ended): void {
     if (e.next.status === 'failed' && !e.record.manual)
       log.warn('webhook delivery failed', { delivery: e.c.id, installation: e.c.installationId, attempts: e.next.attempts, reason: e.record.error });
-    else if (e.record.outcome !== 'success') log.debug('webhook attempt', { delivery: e.c.id, outcome: e.record.outcome, status: e.record.status, error: e.record.error });
+    else if (e.record.outcome !== 'success')
+      log.debug('webhook attempt', { delivery: e.c.id, outcome: e.record.outcome, status: e.record.status, error: e.record.error });
   }
 
   /**

@@ -215,11 +215,15 @@ export async function createWebhooks(deps: WebhooksDeps) {
           const current = (await secrets.describe(id, tx))?.secret;
           const problem = current === undefined ? undefined : standardSecretProblem(current);
           if (problem)
-            throw new SwitchyardError('validation_failed', `installation ${id} cannot sign with standard-webhooks: its signing secret is not in that form; nothing was stored`, {
-              where: 'configuration.signature_scheme',
-              problems: [{ where: 'configuration.signature_scheme', message: problem }],
-              hint: `rotate the secret first (\`switchyard installations secret ${id} --rotate\` makes one in that form), then set signature_scheme again`,
-            });
+            throw new SwitchyardError(
+              'validation_failed',
+              `installation ${id} cannot sign with standard-webhooks: its signing secret is not in that form; nothing was stored`,
+              {
+                where: 'configuration.signature_scheme',
+                problems: [{ where: 'configuration.signature_scheme', message: problem }],
+                hint: `rotate the secret first (\`switchyard installations secret ${id} --rotate\` makes one in that form), then set signature_scheme again`,
+              },
+            );
         }
         if (url === undefined) {
           if (previousUrl === undefined) return;
@@ -343,7 +347,9 @@ export async function createWebhooks(deps: WebhooksDeps) {
         const d = await queue.get(id);
         if (!d) throw new SwitchyardError('not_found', `no delivery ${id}`, { hint: 'list them with GET /api/v1/deliveries' });
         if (d.status === 'cancelled')
-          throw new SwitchyardError('conflict', `delivery ${id} was cancelled (its installation was uninstalled)`, { hint: 'install the webhook again and replay' });
+          throw new SwitchyardError('conflict', `delivery ${id} was cancelled (its installation was uninstalled)`, {
+            hint: 'install the webhook again and replay',
+          });
         throw new SwitchyardError('conflict', `delivery ${id} has an attempt in flight`, { hint: 'wait for it to finish, then retry' });
       }
       return attemptView(record, (await queue.get(id))!.attempts.length);
@@ -391,7 +397,10 @@ export async function createWebhooks(deps: WebhooksDeps) {
         refreshing = true;
         queue
           .refreshDue(database)
-          .then(() => sender.wake(), (e: unknown) => deps.health?.failed(e))
+          .then(
+            () => sender.wake(),
+            (e: unknown) => deps.health?.failed(e),
+          )
           .finally(() => (refreshing = false));
       };
       link?.onDue(dueSafely);

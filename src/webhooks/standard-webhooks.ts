@@ -69,7 +69,11 @@ export function verifyStandardSignature(
   opts: { toleranceSec?: number; now?: number } = {},
 ): Verification {
   const { id, timestamp, signature } = headers;
-  for (const [name, value] of [[STANDARD_HEADERS.id, id], [STANDARD_HEADERS.timestamp, timestamp], [STANDARD_HEADERS.signature, signature]] as const)
+  for (const [name, value] of [
+    [STANDARD_HEADERS.id, id],
+    [STANDARD_HEADERS.timestamp, timestamp],
+    [STANDARD_HEADERS.signature, signature],
+  ] as const)
     if (!value) return { ok: false, reason: `missing ${name} header` };
   if (!/^\d{1,12}$/.test(timestamp!)) return { ok: false, reason: `${STANDARD_HEADERS.timestamp} is not unix seconds` };
   const t = Number(timestamp);

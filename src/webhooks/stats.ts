@@ -74,8 +74,8 @@ export function statsQueries(f: StatsFilter): { counts: StatsQuery; latency: Sta
   const from = Math.floor(f.since / f.bucketMs) * f.bucketMs;
   const params: Record<string, unknown> = { from, until: f.until, bucket: f.bucketMs };
   const where = ['d.created_at >= @from', 'd.created_at < @until'];
-  if (f.origin !== undefined) (where.push('+d.origin = @origin'), (params.origin = f.origin));
-  if (f.installation !== undefined) (where.push('+d.installation_id = @installation'), (params.installation = f.installation));
+  if (f.origin !== undefined) where.push('+d.origin = @origin'), (params.origin = f.origin);
+  if (f.installation !== undefined) where.push('+d.installation_id = @installation'), (params.installation = f.installation);
   const inWindow = where.join(' AND ');
   return {
     counts: {

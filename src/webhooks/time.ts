@@ -53,7 +53,9 @@ export function replaySelection(body: Record<string, unknown>): {
     throw new SwitchyardError('bad_request', 'say which deliveries to replay: "status": "failed" or "delivered" (or "failed": true)', { where: 'status' });
   for (const name of ['since', 'until', 'installation'] as const)
     if (body[name] !== undefined && (typeof body[name] !== 'string' || !body[name]))
-      throw new SwitchyardError('bad_request', `"${name}" must be ${name === 'installation' ? 'an installation id' : 'a duration ago (2h) or a date-time'}`, { where: name });
+      throw new SwitchyardError('bad_request', `"${name}" must be ${name === 'installation' ? 'an installation id' : 'a duration ago (2h) or a date-time'}`, {
+        where: name,
+      });
   const since = parseTimeParam(body.since as string | undefined, 'since') ?? 0;
   const until = parseTimeParam(body.until as string | undefined, 'until') ?? Date.now();
   return { status: (status ?? 'failed') as (typeof REPLAYABLE_STATUSES)[number], since, until, installation: body.installation as string | undefined };

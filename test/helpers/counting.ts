@@ -8,7 +8,7 @@ export function counting(db: Database) {
   const n = { commits: 0, statements: 0, sql: [] as string[] };
   const count = <T>(s: Statement, p: Promise<T>) => {
     n.statements++;
-    n.sql.push((typeof s.sql === 'string' ? s.sql : s.sql[db.engine] ?? s.sql.sqlite).replace(/\s+/g, ' ').slice(0, 80));
+    n.sql.push((typeof s.sql === 'string' ? s.sql : (s.sql[db.engine] ?? s.sql.sqlite)).replace(/\s+/g, ' ').slice(0, 80));
     return p;
   };
   const queries = (q: Pick<Database, 'all' | 'get' | 'value' | 'run'>) => ({
@@ -17,7 +17,13 @@ export function counting(db: Database) {
     value: <V>(s: Statement, p?: Params) => count(s, q.value<V>(s, p)),
     run: (s: Statement, p?: Params) => count(s, q.run(s, p)),
   });
-  const inTx = (tx: Tx): Tx => ({ ...queries(tx), engine: tx.engine, afterCommit: (f) => tx.afterCommit(f), onRollback: (f) => tx.onRollback(f), transaction: (f) => tx.transaction((inner) => f(inTx(inner))) });
+  const inTx = (tx: Tx): Tx => ({
+    ...queries(tx),
+    engine: tx.engine,
+    afterCommit: (f) => tx.afterCommit(f),
+    onRollback: (f) => tx.onRollback(f),
+    transaction: (f) => tx.transaction((inner) => f(inTx(inner))),
+  });
   const database: Database = {
     ...queries(db),
     engine: db.engine,

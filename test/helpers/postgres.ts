@@ -113,7 +113,12 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
   if (who.uid !== undefined) chownSync(dir, who.uid, who.gid!);
   const data = join(dir, 'data');
   const logFile = join(dir, 'server.log');
-  const as: SpawnSyncOptions = { cwd: dir, encoding: 'utf8', ...(who.uid !== undefined ? { uid: who.uid, gid: who.gid } : {}), env: { ...process.env, LC_ALL: 'C' } };
+  const as: SpawnSyncOptions = {
+    cwd: dir,
+    encoding: 'utf8',
+    ...(who.uid !== undefined ? { uid: who.uid, gid: who.gid } : {}),
+    env: { ...process.env, LC_ALL: 'C' },
+  };
   const run = (cmd: string, args: string[]) => {
     const r = spawnSync(join(b.bin, cmd), args, as);
     if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status ?? r.signal}): ${r.stderr || r.stdout || r.error}`);
@@ -143,7 +148,12 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
       max_connections: 50,
       ...opts.settings,
     };
-    appendFileSync(join(data, 'postgresql.conf'), Object.entries(conf).map(([k, v]) => `${k} = ${v}\n`).join(''));
+    appendFileSync(
+      join(data, 'postgresql.conf'),
+      Object.entries(conf)
+        .map(([k, v]) => `${k} = ${v}\n`)
+        .join(''),
+    );
     try {
       run('pg_ctl', ['-D', data, '-l', logFile, '-w', '-t', '30', 'start']);
     } catch (e) {
@@ -193,7 +203,10 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
 
 /** A process and its children (the postmaster's backends). */
 function signalTree(pid: number, signal: NodeJS.Signals): void {
-  const children = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  const children = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter(Boolean)
+    .map(Number);
   process.kill(pid, signal);
   for (const c of children) process.kill(c, signal);
 }

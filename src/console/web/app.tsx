@@ -124,8 +124,8 @@ function Login({ reason, onLoggedIn }: { reason?: string; onLoggedIn(s: { csrf: 
             onInput={(e) => setToken((e.currentTarget as HTMLInputElement).value)}
           />
           <p class="description" id="admin-token-desc">
-            <code>admin_token</code> from config.yaml, or the contents of <code>&lt;data_dir&gt;/admin-token</code>. The browser keeps a session
-            cookie, not the token.
+            <code>admin_token</code> from config.yaml, or the contents of <code>&lt;data_dir&gt;/admin-token</code>. The browser keeps a session cookie, not the
+            token.
           </p>
         </div>
         <div aria-live="assertive">

@@ -58,7 +58,9 @@ export function CataloguePage(): VNode {
             ))}
           </ul>
         ) : (
-          <p>No public integration: an integration is listed here when its manifest says <code>visibility: public</code>.</p>
+          <p>
+            No public integration: an integration is listed here when its manifest says <code>visibility: public</code>.
+          </p>
         )
       ) : error ? null : (
         <p class="muted">Loading…</p>
@@ -108,10 +110,13 @@ export function InstallLinks({ name, visibility }: { name: string; visibility: s
       </p>
       {made ? (
         <div class="notice" role="status">
-          <p>Install link, works until {made.expiresAt}. Copy it now; it is not shown again. Whoever holds it installs {name}:</p>
+          <p>
+            Install link, works until {made.expiresAt}. Copy it now; it is not shown again. Whoever holds it installs {name}:
+          </p>
           <code class="secret">{made.link}</code>
           <p class="small">
-            <code>switchyard install {name} --link &lt;link&gt;</code>, or <code>POST {made.installUrl}</code> with <code>Authorization: Bearer &lt;link&gt;</code>.
+            <code>switchyard install {name} --link &lt;link&gt;</code>, or <code>POST {made.installUrl}</code> with{' '}
+            <code>Authorization: Bearer &lt;link&gt;</code>.
           </p>
         </div>
       ) : null}

@@ -121,7 +121,11 @@ function Legend({ items }: { items: Array<{ label: string; colour: string; dash?
       {items.map((i) => (
         <li key={i.label}>
           <svg width="18" height="10" aria-hidden="true">
-            {i.dash === undefined ? <rect width="18" height="10" fill={i.colour} /> : <line x1="0" x2="18" y1="5" y2="5" stroke={i.colour} stroke-width="2" stroke-dasharray={i.dash} />}
+            {i.dash === undefined ? (
+              <rect width="18" height="10" fill={i.colour} />
+            ) : (
+              <line x1="0" x2="18" y1="5" y2="5" stroke={i.colour} stroke-width="2" stroke-dasharray={i.dash} />
+            )}
           </svg>
           {i.label}
           {i.count !== undefined ? ` (${i.count})` : ''}
@@ -131,7 +135,17 @@ function Legend({ items }: { items: Array<{ label: string; colour: string; dash?
   );
 }
 
-function Chart({ label, children, width, sizer }: { label: string; children: ComponentChildren; width: number; sizer(el: HTMLDivElement | null): void }): VNode {
+function Chart({
+  label,
+  children,
+  width,
+  sizer,
+}: {
+  label: string;
+  children: ComponentChildren;
+  width: number;
+  sizer(el: HTMLDivElement | null): void;
+}): VNode {
   return (
     <div class="chart" ref={sizer}>
       <svg width={width} height={H} viewBox={`0 0 ${width} ${H}`} role="img" aria-label={label}>
@@ -141,7 +155,19 @@ function Chart({ label, children, width, sizer }: { label: string; children: Com
   );
 }
 
-function DeliveriesChart({ buckets, statuses, others, per, endpoint }: { buckets: Bucket[]; statuses: string[]; others: string[]; per: string; endpoint: string }): VNode {
+function DeliveriesChart({
+  buckets,
+  statuses,
+  others,
+  per,
+  endpoint,
+}: {
+  buckets: Bucket[];
+  statuses: string[];
+  others: string[];
+  per: string;
+  endpoint: string;
+}): VNode {
   const [sizer, width] = useWidth();
   const max = niceMax(Math.max(0, ...buckets.map((b) => Object.values(b.counts).reduce((a, n) => a + n, 0))));
   const plotH = H - M.top - M.bottom;
@@ -298,7 +324,7 @@ export function ChartsPage({ query }: { query: URLSearchParams }): VNode {
       last.current = Date.now();
       const r = await api<DeliveryStats>('GET', `/api/v1/deliveries/stats?${q}`);
       took.current = Date.now() - last.current;
-      if (want.current === q) (setStats(r), setError(''));
+      if (want.current === q) setStats(r), setError('');
     } catch (e) {
       setError(errorText(e));
     }
@@ -311,10 +337,13 @@ export function ChartsPage({ query }: { query: URLSearchParams }): VNode {
   const pending = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const mode = useLive('/api/v1/deliveries/stream', ['attempt'], () => {
     if (pending.current) return;
-    pending.current = setTimeout(() => {
-      pending.current = undefined;
-      load();
-    }, Math.max(0, gap(3000)));
+    pending.current = setTimeout(
+      () => {
+        pending.current = undefined;
+        load();
+      },
+      Math.max(0, gap(3000)),
+    );
   });
   useEffect(() => {
     const t = setInterval(() => gap(30_000) <= 0 && load(), 5_000);
@@ -346,15 +375,16 @@ export function ChartsPage({ query }: { query: URLSearchParams }): VNode {
             id="c-installation"
             label="Installation"
             value={installation}
-            options={[{ value: '', label: 'Any installation' }, ...installations.map((i) => ({ value: i.id, label: `${i.id} → ${webhookUrlOf(i) ?? 'no URL'}` }))]}
+            options={[
+              { value: '', label: 'Any installation' },
+              ...installations.map((i) => ({ value: i.id, label: `${i.id} → ${webhookUrlOf(i) ?? 'no URL'}` })),
+            ]}
             onChange={(v) => set({ installation: v })}
           />
         </FilterBar>
         <p class="row">
           <LiveIndicator mode={mode} />
-          <span class="muted small">
-            Deliveries created in the window, by their status now; latency is ingest to delivery. An endpoint is a URL origin.
-          </span>
+          <span class="muted small">Deliveries created in the window, by their status now; latency is ingest to delivery. An endpoint is a URL origin.</span>
         </p>
       </Section>
       <ErrorBox message={error} />

@@ -20,14 +20,19 @@ export interface Option {
  * objects (`id` is taken for a missing value), or an object `{options: [...]}` holding either.
  */
 export function parseOptions(body: unknown): Option[] {
-  const list = Array.isArray(body) ? body : body && typeof body === 'object' && Array.isArray((body as { options?: unknown }).options) ? (body as { options: unknown[] }).options : undefined;
+  const list = Array.isArray(body)
+    ? body
+    : body && typeof body === 'object' && Array.isArray((body as { options?: unknown }).options)
+      ? (body as { options: unknown[] }).options
+      : undefined;
   if (!list) throw new Error('expected a JSON array of options, or {"options": [...]}');
   return list.flatMap((o): Option[] => {
     if (typeof o === 'string' || typeof o === 'number') return [{ label: String(o), value: String(o) }];
     if (o && typeof o === 'object') {
       const r = o as { label?: unknown; value?: unknown; id?: unknown };
       const value = r.value ?? r.id;
-      if (typeof value === 'string' || typeof value === 'number') return [{ label: typeof r.label === 'string' ? r.label : String(value), value: String(value) }];
+      if (typeof value === 'string' || typeof value === 'number')
+        return [{ label: typeof r.label === 'string' ? r.label : String(value), value: String(value) }];
     }
     return [];
   });
@@ -241,10 +246,19 @@ function Field(props: {
       </select>
     );
   } else if (prop.type === 'string' && prop.completion_url) {
-    control = <CompletionSelect id={id} url={`${installation.urls.publicEndpoint}${prop.completion_url}`} value={String(value ?? '')} onChange={onChange} aria={aria} />;
+    control = (
+      <CompletionSelect id={id} url={`${installation.urls.publicEndpoint}${prop.completion_url}`} value={String(value ?? '')} onChange={onChange} aria={aria} />
+    );
   } else if (prop.type === 'number') {
     control = (
-      <input id={id} type="text" inputMode="decimal" value={String(value ?? '')} onInput={(e) => onChange((e.currentTarget as HTMLInputElement).value)} {...aria} />
+      <input
+        id={id}
+        type="text"
+        inputMode="decimal"
+        value={String(value ?? '')}
+        onInput={(e) => onChange((e.currentTarget as HTMLInputElement).value)}
+        {...aria}
+      />
     );
   } else {
     control = <input id={id} type="text" value={String(value ?? '')} onInput={(e) => onChange((e.currentTarget as HTMLInputElement).value)} {...aria} />;

@@ -129,12 +129,13 @@ export function renderNode(node: unknown, ctx: RenderContext, path = '0', contro
     case 'card': {
       const action = actionOf(el.onPress);
       const title = str(el.title);
-      const head = title || str(el.hint) ? (
-        <div class="ck-card-head">
-          {title ? <strong class="ck-card-title">{title}</strong> : null}
-          {str(el.hint) ? <span class="ck-card-hint">{str(el.hint)}</span> : null}
-        </div>
-      ) : null;
+      const head =
+        title || str(el.hint) ? (
+          <div class="ck-card-head">
+            {title ? <strong class="ck-card-title">{title}</strong> : null}
+            {str(el.hint) ? <span class="ck-card-hint">{str(el.hint)}</span> : null}
+          </div>
+        ) : null;
       const buttons = Array.isArray(el.buttons) ? <div class="ck-card-buttons">{renderChildren(el.buttons, ctx, `${path}.b`)}</div> : null;
       return (
         <div key={path} class="ck ck-card" data-ck="card">
@@ -181,7 +182,14 @@ export function renderNode(node: unknown, ctx: RenderContext, path = '0', contro
         );
       if (action)
         return (
-          <button key={path} type="button" class="ck ck-link ck-link-button" data-ck="link" aria-disabled={ctx.busy || undefined} onClick={() => ctx.act(action)}>
+          <button
+            key={path}
+            type="button"
+            class="ck ck-link ck-link-button"
+            data-ck="link"
+            aria-disabled={ctx.busy || undefined}
+            onClick={() => ctx.act(action)}
+          >
             {kids()}
           </button>
         );

@@ -6,7 +6,17 @@
  */
 import type { VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, DELIVERY_STATUSES, errorText, sentEventId, signatureHeaderName, WEBHOOK_EVENT_TYPES, type Delivery, type DeliveryDetail, type Installation } from './api.tsx';
+import {
+  api,
+  DELIVERY_STATUSES,
+  errorText,
+  sentEventId,
+  signatureHeaderName,
+  WEBHOOK_EVENT_TYPES,
+  type Delivery,
+  type DeliveryDetail,
+  type Installation,
+} from './api.tsx';
 import { apiQuery, FilterBar, hrefOf, navigate, Pager, SelectFilter, TimeRange, withParams } from './filters.tsx';
 import { LiveIndicator, useCoalesced, useLive } from './live.tsx';
 import { announce, Badge, ErrorBox, PageTitle, Scroll, Section, Time } from './ui.tsx';
@@ -27,7 +37,8 @@ export function useWebhookInstallations(): Installation[] {
   return list;
 }
 
-export const webhookUrlOf = (i: Installation): string | undefined => (typeof i.configuration.webhook_url === 'string' ? i.configuration.webhook_url : undefined);
+export const webhookUrlOf = (i: Installation): string | undefined =>
+  typeof i.configuration.webhook_url === 'string' ? i.configuration.webhook_url : undefined;
 
 export function originOf(url: string | undefined): string | undefined {
   try {
@@ -37,8 +48,17 @@ export function originOf(url: string | undefined): string | undefined {
   }
 }
 
-
-export function DeliveryTable({ deliveries, openId, linkQuery, highlight }: { deliveries: Delivery[]; openId?: string; linkQuery: URLSearchParams; highlight?: string }): VNode {
+export function DeliveryTable({
+  deliveries,
+  openId,
+  linkQuery,
+  highlight,
+}: {
+  deliveries: Delivery[];
+  openId?: string;
+  linkQuery: URLSearchParams;
+  highlight?: string;
+}): VNode {
   // Cards where the list's column is narrow (style.css): a phone, or beside an open delivery.
   return (
     <Scroll cards>
@@ -110,7 +130,7 @@ export function DeliveriesPage({ openId, query }: { openId?: string; query: URLS
     try {
       const q = want.current.listQuery;
       const r = await api<{ deliveries: Delivery[]; nextCursor: string | null }>('GET', `/api/v1/deliveries?${q}`);
-      if (want.current.listQuery === q) (setList(r), setError(''));
+      if (want.current.listQuery === q) setList(r), setError('');
     } catch (e) {
       setError(errorText(e));
     }
@@ -120,7 +140,7 @@ export function DeliveriesPage({ openId, query }: { openId?: string; query: URLS
     if (!id) return setDetail(undefined);
     try {
       const d = await api<DeliveryDetail>('GET', `/api/v1/deliveries/${encodeURIComponent(id)}`);
-      if (want.current.openId === id) (setDetail(d), setDetailError(''));
+      if (want.current.openId === id) setDetail(d), setDetailError('');
     } catch (e) {
       setDetailError(errorText(e));
     }
@@ -146,7 +166,8 @@ export function DeliveriesPage({ openId, query }: { openId?: string; query: URLS
     return () => clearInterval(t);
   }, [paged]);
 
-  const set = (changes: Record<string, string | undefined>) => navigate(openId ? `#/deliveries/${encodeURIComponent(openId)}` : '#/deliveries', withParams(query, changes));
+  const set = (changes: Record<string, string | undefined>) =>
+    navigate(openId ? `#/deliveries/${encodeURIComponent(openId)}` : '#/deliveries', withParams(query, changes));
   const closeHref = hrefOf('#/deliveries', query);
   useEffect(() => {
     if (!openId) return;
@@ -187,7 +208,10 @@ export function DeliveriesPage({ openId, query }: { openId?: string; query: URLS
                 value={query.get('installation') ?? ''}
                 options={[
                   { value: '', label: 'Any installation' },
-                  ...installations.map((i) => ({ value: i.id, label: `${i.id}${i.status === 'uninstalled' ? ' (uninstalled)' : ''} → ${webhookUrlOf(i) ?? 'no URL'}` })),
+                  ...installations.map((i) => ({
+                    value: i.id,
+                    label: `${i.id}${i.status === 'uninstalled' ? ' (uninstalled)' : ''} → ${webhookUrlOf(i) ?? 'no URL'}`,
+                  })),
                 ]}
                 onChange={(v) => set({ installation: v })}
               />
@@ -221,7 +245,11 @@ export function DeliveriesPage({ openId, query }: { openId?: string; query: URLS
               list.deliveries.length ? (
                 <DeliveryTable deliveries={list.deliveries} openId={openId} linkQuery={query} />
               ) : (
-                <p class="muted">{active.length || paged ? 'No delivery matches these filters.' : 'No deliveries yet. Install the webhook integration with a URL, then send an event.'}</p>
+                <p class="muted">
+                  {active.length || paged
+                    ? 'No delivery matches these filters.'
+                    : 'No deliveries yet. Install the webhook integration with a URL, then send an event.'}
+                </p>
               )
             ) : error ? null : (
               <p class="muted">Loading…</p>
@@ -272,7 +300,14 @@ function ReplayDialog({ query, onClose, onReplayed }: { query: URLSearchParams; 
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
   const heading = useRef<HTMLHeadingElement>(null);
-  const scope = { failed: true, since, until, installation: query.get('installation') || undefined, type: query.get('type') || undefined, endpoint: query.get('endpoint') || undefined };
+  const scope = {
+    failed: true,
+    since,
+    until,
+    installation: query.get('installation') || undefined,
+    type: query.get('type') || undefined,
+    endpoint: query.get('endpoint') || undefined,
+  };
   useEffect(() => heading.current?.focus(), []);
   useEffect(() => {
     setMatched(undefined);
@@ -314,14 +349,35 @@ function ReplayDialog({ query, onClose, onReplayed }: { query: URLSearchParams; 
       <p>
         Every <strong>failed</strong> delivery created {span}
         {until ? ` until ${formatTime(until)}` : ''}
-        {scope.installation ? <> for installation <code>{scope.installation}</code></> : null}
-        {scope.type ? <> of type <code>{scope.type}</code></> : null}
-        {scope.endpoint ? <> to <code>{scope.endpoint}</code></> : null} goes back to pending with a fresh retry schedule and is sent again to its
-        installation's current URL.
+        {scope.installation ? (
+          <>
+            {' '}
+            for installation <code>{scope.installation}</code>
+          </>
+        ) : null}
+        {scope.type ? (
+          <>
+            {' '}
+            of type <code>{scope.type}</code>
+          </>
+        ) : null}
+        {scope.endpoint ? (
+          <>
+            {' '}
+            to <code>{scope.endpoint}</code>
+          </>
+        ) : null}{' '}
+        goes back to pending with a fresh retry schedule and is sent again to its installation's current URL.
       </p>
       <ErrorBox message={error} />
       <p data-testid="replay-matched" aria-live="polite">
-        {matched === undefined ? (error ? '' : 'Counting…') : matched === 0 ? 'No failed delivery matches: nothing to replay.' : `${matched} failed deliver${matched === 1 ? 'y matches' : 'ies match'}.`}
+        {matched === undefined
+          ? error
+            ? ''
+            : 'Counting…'
+          : matched === 0
+            ? 'No failed delivery matches: nothing to replay.'
+            : `${matched} failed deliver${matched === 1 ? 'y matches' : 'ies match'}.`}
       </p>
       <div class="row">
         <button type="button" class="danger" disabled={busy || !matched} onClick={() => void replay()}>
@@ -336,7 +392,19 @@ function ReplayDialog({ query, onClose, onReplayed }: { query: URLSearchParams; 
 }
 
 /** One delivery beside the list: status, body, signature, every attempt, and a retry after a confirmation. */
-export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id: string; detail?: DeliveryDetail; error: string; closeHref: string; onChanged(): void }): VNode {
+export function DeliveryPanel({
+  id,
+  detail,
+  error,
+  closeHref,
+  onChanged,
+}: {
+  id: string;
+  detail?: DeliveryDetail;
+  error: string;
+  closeHref: string;
+  onChanged(): void;
+}): VNode {
   const heading = useRef<HTMLHeadingElement>(null);
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
@@ -350,7 +418,10 @@ export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id:
   async function retry(): Promise<void> {
     setBusy(true);
     try {
-      const r = await api<{ attempt: { number: number; status: number | null; outcome: string } }>('POST', `/api/v1/deliveries/${encodeURIComponent(id)}/retry`);
+      const r = await api<{ attempt: { number: number; status: number | null; outcome: string } }>(
+        'POST',
+        `/api/v1/deliveries/${encodeURIComponent(id)}/retry`,
+      );
       announce(`Retry of ${id}: attempt ${r.attempt.number}, ${r.attempt.status ?? r.attempt.outcome}`);
       setRetryError('');
       onChanged();
@@ -374,7 +445,9 @@ export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id:
       </div>
       <ErrorBox message={error} />
       {!detail ? (
-        error ? null : <p class="muted">Loading…</p>
+        error ? null : (
+          <p class="muted">Loading…</p>
+        )
       ) : (
         <>
           <dl class="facts">
@@ -429,8 +502,8 @@ export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id:
           {confirming ? (
             <div class="confirm" role="group" aria-labelledby="retry-q">
               <p id="retry-q">
-                Send this delivery to <code>{detail.url}</code> once more, now? The attempt is recorded as manual; if it succeeds the delivery is
-                marked delivered.
+                Send this delivery to <code>{detail.url}</code> once more, now? The attempt is recorded as manual; if it succeeds the delivery is marked
+                delivered.
               </p>
               <div class="row">
                 <button type="button" disabled={busy} onClick={() => void retry()}>
@@ -496,13 +569,15 @@ export function DeliveryPanel({ id, detail, error, closeHref, onChanged }: { id:
             <p class="muted">No attempt yet.</p>
           )}
           <h3>Body</h3>
-          <pre class="body">{(() => {
-            try {
-              return JSON.stringify(JSON.parse(detail.body), null, 2);
-            } catch {
-              return detail.body;
-            }
-          })()}</pre>
+          <pre class="body">
+            {(() => {
+              try {
+                return JSON.stringify(JSON.parse(detail.body), null, 2);
+              } catch {
+                return detail.body;
+              }
+            })()}
+          </pre>
         </>
       )}
     </aside>

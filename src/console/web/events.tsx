@@ -74,7 +74,9 @@ function SendEvent({ onSent }: { onSent(r: IngestResult): void }): VNode {
       setResult(r);
       setError('');
       setProblems([]);
-      announce(`Event ${r.eventId} sent: ${r.deliveries.length} deliver${r.deliveries.length === 1 ? 'y' : 'ies'}${r.duplicate ? ' (duplicate, ignored)' : ''}`);
+      announce(
+        `Event ${r.eventId} sent: ${r.deliveries.length} deliver${r.deliveries.length === 1 ? 'y' : 'ies'}${r.duplicate ? ' (duplicate, ignored)' : ''}`,
+      );
       onSent(r);
       // A fresh eventId for the next send.
       void sample(type);
@@ -114,7 +116,11 @@ function SendEvent({ onSent }: { onSent(r: IngestResult): void }): VNode {
         </button>
         {result ? (
           <span data-testid="sent-event">
-            Sent <a href={`#/events/${encodeURIComponent(result.eventId)}`}><code>{result.eventId}</code></a>: {result.deliveries.length} deliver
+            Sent{' '}
+            <a href={`#/events/${encodeURIComponent(result.eventId)}`}>
+              <code>{result.eventId}</code>
+            </a>
+            : {result.deliveries.length} deliver
             {result.deliveries.length === 1 ? 'y' : 'ies'}, {result.handlers?.length ?? 0} handler run{result.handlers?.length === 1 ? '' : 's'}
             {result.duplicate ? ' (duplicate: nothing new)' : ''}
           </span>
@@ -177,7 +183,9 @@ export function EventsPage({ eventId, query }: { eventId?: string; query: URLSea
   return (
     <>
       <PageTitle>Events</PageTitle>
-      {eventId ? <EventPanel id={eventId} detail={event} closeHref={hrefOf('#/events', query)} replaying={replaying} onReplay={(run) => void replay(run)} /> : null}
+      {eventId ? (
+        <EventPanel id={eventId} detail={event} closeHref={hrefOf('#/events', query)} replaying={replaying} onReplay={(run) => void replay(run)} />
+      ) : null}
       <RecentEvents query={query} openId={eventId} sent={sentCount} />
       <Section title="Send a sample event">
         <SendEvent
@@ -187,7 +195,15 @@ export function EventsPage({ eventId, query }: { eventId?: string; query: URLSea
             setSentCount((n) => n + 1);
           }}
         />
-        <h3 id="sent-deliveries">{lastEvent ? <>Deliveries of the event sent, <code>{lastEvent}</code></> : 'Deliveries of the event sent'}</h3>
+        <h3 id="sent-deliveries">
+          {lastEvent ? (
+            <>
+              Deliveries of the event sent, <code>{lastEvent}</code>
+            </>
+          ) : (
+            'Deliveries of the event sent'
+          )}
+        </h3>
         <div class="row">
           <LiveIndicator mode={mode} />
           {lastEvent ? (
@@ -238,7 +254,7 @@ function RecentEvents({ query, openId, sent }: { query: URLSearchParams; openId?
     try {
       const q = want.current;
       const r = await api<{ events: StoredEvent[]; nextCursor: string | null }>('GET', `/api/v1/events?${q}`);
-      if (want.current === q) (setList(r), setError(''));
+      if (want.current === q) setList(r), setError('');
     } catch (e) {
       setError(errorText(e));
     }
@@ -277,7 +293,8 @@ function RecentEvents({ query, openId, sent }: { query: URLSearchParams; openId?
         <TimeRange since={query.get('since') ?? ''} until={query.get('until') ?? ''} onChange={(since, until) => set({ since, until })} />
       </FilterBar>
       <p class="muted small">
-        Installation: the events sent to that installation alone (an event naming its <code>installationId</code>). Newest first; the newest page looks again every 10 s.
+        Installation: the events sent to that installation alone (an event naming its <code>installationId</code>). Newest first; the newest page looks again
+        every 10 s.
         {active.length ? (
           <>
             {' '}
@@ -322,9 +339,7 @@ function RecentEvents({ query, openId, sent }: { query: URLSearchParams; openId?
                         <span class="muted">every subscriber</span>
                       )}
                     </td>
-                    <td data-label="Deliveries">
-                      {e.deliveryCount ? <a href={hrefOf('#/deliveries', { event: e.eventId })}>{e.deliveryCount}</a> : '0'}
-                    </td>
+                    <td data-label="Deliveries">{e.deliveryCount ? <a href={hrefOf('#/deliveries', { event: e.eventId })}>{e.deliveryCount}</a> : '0'}</td>
                     <td data-label="Received">
                       <Time at={e.receivedAt} />
                     </td>
@@ -348,7 +363,19 @@ function RecentEvents({ query, openId, sent }: { query: URLSearchParams; openId?
 let lastSent: string | undefined;
 
 /** One event: its handler runs (one per installation whose integration handles it), each replayable once finished. */
-function EventPanel({ id, detail, closeHref, replaying, onReplay }: { id: string; detail?: EventDetail; closeHref: string; replaying?: string; onReplay(runId: string): void }): VNode {
+function EventPanel({
+  id,
+  detail,
+  closeHref,
+  replaying,
+  onReplay,
+}: {
+  id: string;
+  detail?: EventDetail;
+  closeHref: string;
+  replaying?: string;
+  onReplay(runId: string): void;
+}): VNode {
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => heading.current?.focus(), [id]);
   return (

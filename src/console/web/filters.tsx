@@ -132,11 +132,23 @@ export function TimeRange({ since, until, onChange }: { since: string; until: st
         <>
           <div class="field">
             <label for="f-from">From</label>
-            <input id="f-from" type="datetime-local" step={1} value={from} onChange={(e) => (setFrom((e.currentTarget as HTMLInputElement).value), apply((e.currentTarget as HTMLInputElement).value, to))} />
+            <input
+              id="f-from"
+              type="datetime-local"
+              step={1}
+              value={from}
+              onChange={(e) => (setFrom((e.currentTarget as HTMLInputElement).value), apply((e.currentTarget as HTMLInputElement).value, to))}
+            />
           </div>
           <div class="field">
             <label for="f-to">To</label>
-            <input id="f-to" type="datetime-local" step={1} value={to} onChange={(e) => (setTo((e.currentTarget as HTMLInputElement).value), apply(from, (e.currentTarget as HTMLInputElement).value))} />
+            <input
+              id="f-to"
+              type="datetime-local"
+              step={1}
+              value={to}
+              onChange={(e) => (setTo((e.currentTarget as HTMLInputElement).value), apply(from, (e.currentTarget as HTMLInputElement).value))}
+            />
           </div>
         </>
       ) : null}

@@ -102,8 +102,8 @@ function InstallRefused({ name, integration }: { name: string; integration: Inte
         <strong>{name}</strong> cannot be installed now:{' '}
         {integration ? (
           <>
-            it is not loaded (status <Badge status={integration.status} />). Fix what its <a href={`#/integrations/${encodeURIComponent(name)}`}>page</a> lists, then
-            come back.
+            it is not loaded (status <Badge status={integration.status} />
+            ). Fix what its <a href={`#/integrations/${encodeURIComponent(name)}`}>page</a> lists, then come back.
           </>
         ) : (
           'no folder of the integrations directory has that name.'
@@ -380,7 +380,11 @@ export function InstallationPage({ id }: { id: string }): VNode {
       .then((r) => setIntegration(r.integration))
       .catch((e) => setError(errorText(e)));
     // Each block with the context its render gets (GitBook's for a GitBook block); the other components the console's.
-    type Components = { blocks: Array<{ id: string; title: string; context: Record<string, unknown> }>; exported: string[] | null; context: Record<string, unknown> };
+    type Components = {
+      blocks: Array<{ id: string; title: string; context: Record<string, unknown> }>;
+      exported: string[] | null;
+      context: Record<string, unknown>;
+    };
     api<Components>('GET', `/console/api/integrations/${encodeURIComponent(name)}/components`)
       .then((r) => {
         const list = [...r.blocks];
@@ -446,41 +450,37 @@ export function InstallationPage({ id }: { id: string }): VNode {
       </dl>
       <Actions installation={installation} onChange={(i) => i && setInstallation(i)} />
       <Section title="Configuration">
-        {integration ? (
-          <ConfigurationForm installation={installation} def={def} onSaved={setInstallation} />
-        ) : (
-          <p class="muted">Loading the manifest…</p>
-        )}
+        {integration ? <ConfigurationForm installation={installation} def={def} onSaved={setInstallation} /> : <p class="muted">Loading the manifest…</p>}
       </Section>
       {integration && !integration.manifest?.script ? null : (
-      <Section title="Components">
-        {!runnable ? <p class="muted">Components run only while the installation is active or pending (it is {installation.status}).</p> : null}
-        {runnable && components && !all.length ? <p class="muted">This integration declares no blocks and its script exports no components.</p> : null}
-        {runnable ? (
-          <div class="components">
-            {all.map((c) => (
-              <LiveComponent key={c.id} installationId={installation.id} componentId={c.id} title={c.title} context={c.context} />
-            ))}
-          </div>
-        ) : null}
-        {runnable ? (
-          <form
-            class="row"
-            onSubmit={(e) => {
-              e.preventDefault();
-              const v = extra.trim();
-              if (v && !all.some((c) => c.id === v)) setTried([...tried, v]);
-              setExtra('');
-            }}
-          >
-            <label for="extra-component">Render another component id</label>
-            <input id="extra-component" type="text" value={extra} onInput={(e) => setExtra((e.currentTarget as HTMLInputElement).value)} />
-            <button type="submit" class="secondary small">
-              Render
-            </button>
-          </form>
-        ) : null}
-      </Section>
+        <Section title="Components">
+          {!runnable ? <p class="muted">Components run only while the installation is active or pending (it is {installation.status}).</p> : null}
+          {runnable && components && !all.length ? <p class="muted">This integration declares no blocks and its script exports no components.</p> : null}
+          {runnable ? (
+            <div class="components">
+              {all.map((c) => (
+                <LiveComponent key={c.id} installationId={installation.id} componentId={c.id} title={c.title} context={c.context} />
+              ))}
+            </div>
+          ) : null}
+          {runnable ? (
+            <form
+              class="row"
+              onSubmit={(e) => {
+                e.preventDefault();
+                const v = extra.trim();
+                if (v && !all.some((c) => c.id === v)) setTried([...tried, v]);
+                setExtra('');
+              }}
+            >
+              <label for="extra-component">Render another component id</label>
+              <input id="extra-component" type="text" value={extra} onInput={(e) => setExtra((e.currentTarget as HTMLInputElement).value)} />
+              <button type="submit" class="secondary small">
+                Render
+              </button>
+            </form>
+          ) : null}
+        </Section>
       )}
     </>
   );

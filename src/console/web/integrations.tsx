@@ -202,7 +202,11 @@ export function IntegrationPage({ name }: { name: string }): VNode {
           {m.previewImages.length ? (
             <div class="previews">
               {m.previewImages.map((p, i) => (
-                <img key={p} src={`/console/integrations/${encodeURIComponent(integration.name)}/preview/${i}`} alt={`Preview ${i + 1} of ${integration.title ?? integration.name}`} />
+                <img
+                  key={p}
+                  src={`/console/integrations/${encodeURIComponent(integration.name)}/preview/${i}`}
+                  alt={`Preview ${i + 1} of ${integration.title ?? integration.name}`}
+                />
               ))}
             </div>
           ) : null}

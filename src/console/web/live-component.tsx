@@ -32,7 +32,11 @@ async function renderError(e: unknown): Promise<RenderError> {
   if (!requestId || (e as ApiError).status < 500) return { message: errorText(e), requestId };
   try {
     const inv = await api<InvocationView>('GET', `/api/v1/logs/${encodeURIComponent(requestId)}`);
-    if (inv.error) return { message: `The component failed (${inv.error.kind === 'limit' ? `limit ${inv.error.limit ?? ''}`.trim() : inv.error.kind}): ${inv.error.message}`, requestId };
+    if (inv.error)
+      return {
+        message: `The component failed (${inv.error.kind === 'limit' ? `limit ${inv.error.limit ?? ''}`.trim() : inv.error.kind}): ${inv.error.message}`,
+        requestId,
+      };
   } catch {
     // Not recorded (or no longer kept): what the answer said is all there is.
   }

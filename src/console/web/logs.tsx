@@ -47,7 +47,9 @@ function LogEntry({ requestId }: { requestId: string }): VNode {
           </ol>
           {entry.installationId ? (
             <p>
-              <a href={hrefOf('#/logs', { installation: entry.installationId, renders: entry.eventType === RENDER ? 'true' : undefined })}>Every log of this installation</a>
+              <a href={hrefOf('#/logs', { installation: entry.installationId, renders: entry.eventType === RENDER ? 'true' : undefined })}>
+                Every log of this installation
+              </a>
             </p>
           ) : null}
         </>
@@ -85,7 +87,7 @@ function LogList({ query }: { query: URLSearchParams }): VNode {
     try {
       const q = want.current;
       const r = await api<{ invocations: InvocationView[]; nextCursor: string | null }>('GET', `/api/v1/logs?${q}`);
-      if (want.current === q) (setList(r), setError(''));
+      if (want.current === q) setList(r), setError('');
     } catch (e) {
       setError(errorText(e));
     }
@@ -128,7 +130,11 @@ function LogList({ query }: { query: URLSearchParams }): VNode {
           <TimeRange since={query.get('since') ?? ''} until={query.get('until') ?? ''} onChange={(since, until) => set({ since, until })} />
           <div class="field field-check">
             <label class="row">
-              <input type="checkbox" checked={query.get('errors') === 'true'} onChange={(e) => set({ errors: (e.currentTarget as HTMLInputElement).checked ? 'true' : undefined })} />
+              <input
+                type="checkbox"
+                checked={query.get('errors') === 'true'}
+                onChange={(e) => set({ errors: (e.currentTarget as HTMLInputElement).checked ? 'true' : undefined })}
+              />
               Only errors
             </label>
           </div>
@@ -148,7 +154,13 @@ function LogList({ query }: { query: URLSearchParams }): VNode {
           }}
         >
           <label for="f-event">Event id</label>
-          <input id="f-event" type="search" value={event} placeholder="the handlers of this event" onInput={(e) => setEvent((e.currentTarget as HTMLInputElement).value)} />
+          <input
+            id="f-event"
+            type="search"
+            value={event}
+            placeholder="the handlers of this event"
+            onInput={(e) => setEvent((e.currentTarget as HTMLInputElement).value)}
+          />
           <button type="submit" class="secondary small">
             Search
           </button>
@@ -179,7 +191,11 @@ function LogList({ query }: { query: URLSearchParams }): VNode {
             </ol>
           ) : (
             <p class="muted">
-              {active.length || paged ? 'No invocation matches these filters.' : renders ? 'No invocations yet: integration code has not run.' : 'No invocations yet, other than any component renders.'}
+              {active.length || paged
+                ? 'No invocation matches these filters.'
+                : renders
+                  ? 'No invocations yet: integration code has not run.'
+                  : 'No invocations yet, other than any component renders.'}
             </p>
           )
         ) : error ? null : (

@@ -101,7 +101,13 @@ export function PageTitle({ children }: { children: ComponentChildren }): VNode 
 }
 
 /** An integration's icon (from its manifest), or its initial when it has none or the icon fails to load. */
-export function Icon({ integration, size = 32 }: { integration: { name: string; title: string | null; manifest: { icon: string | null } | null }; size?: number }): VNode {
+export function Icon({
+  integration,
+  size = 32,
+}: {
+  integration: { name: string; title: string | null; manifest: { icon: string | null } | null };
+  size?: number;
+}): VNode {
   const [failed, setFailed] = useState(false);
   if (integration.manifest?.icon && !failed)
     return (

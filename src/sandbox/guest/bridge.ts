@@ -32,11 +32,7 @@ export interface HostFunctions {
 }
 
 /** What the guest hands back at the end of each call, in the order it happened. */
-export type OutboxEntry =
-  | ['op', string, number, unknown]
-  | ['cancel', number]
-  | ['log', string, string]
-  | ['answer', 'dispatch' | 'drain', number, unknown];
+export type OutboxEntry = ['op', string, number, unknown] | ['cancel', number] | ['log', string, string] | ['answer', 'dispatch' | 'drain', number, unknown];
 
 let outbox: OutboxEntry[] = [];
 let outboxBytes = 0;
@@ -52,7 +48,10 @@ const RECENT_CALLS = 4;
 // Captured before any integration code runs. Entries are defined, never assigned: an assignment
 // would run a setter that integration code can put on Array.prototype and hand it the outbox.
 const defineProperty = Object.defineProperty;
-const mapGet = Map.prototype.get, mapSet = Map.prototype.set, mapDelete = Map.prototype.delete, mapKeys = Map.prototype.keys;
+const mapGet = Map.prototype.get,
+  mapSet = Map.prototype.set,
+  mapDelete = Map.prototype.delete,
+  mapKeys = Map.prototype.keys;
 const iteratorNext = Object.getPrototypeOf(new Map().keys()).next;
 const isView = ArrayBuffer.isView;
 // What top-level code posts while the script loads is call 0 (the host takes it once loaded).
@@ -77,7 +76,9 @@ function sizeOf(v: unknown, depth: number): number {
 function post(entry: OutboxEntry, counted = true): void {
   const size = counted ? sizeOf(entry, 0) : 0;
   if (outboxBytes + size > MAX_OUTBOX_BYTES) {
-    throw new RangeError(`too much for the host in one go: more than ${MAX_OUTBOX_BYTES / 1024 / 1024} MB of requests, bodies and log lines queued before the code awaited anything`);
+    throw new RangeError(
+      `too much for the host in one go: more than ${MAX_OUTBOX_BYTES / 1024 / 1024} MB of requests, bodies and log lines queued before the code awaited anything`,
+    );
   }
   outboxBytes += size;
   defineProperty(outbox, outbox.length, { value: entry, writable: true, enumerable: true, configurable: true });
@@ -151,7 +152,10 @@ export function complete(id: number, ok: boolean, value: unknown): void {
   if (ok) p.resolve(value);
   else {
     const v = (value ?? {}) as { name?: string; message?: string };
-    const err = v.name === 'AbortError' || v.name === 'TimeoutError' ? new DOMException(String(v.message), v.name) : new TypeError(String(v.message ?? 'host operation failed'));
+    const err =
+      v.name === 'AbortError' || v.name === 'TimeoutError'
+        ? new DOMException(String(v.message), v.name)
+        : new TypeError(String(v.message ?? 'host operation failed'));
     p.reject(err);
   }
 }

@@ -81,7 +81,21 @@ const globals: Record<string, unknown> = {
   performance: Object.freeze({ timeOrigin, now: () => Date.now() - timeOrigin }),
 };
 for (const [name, value] of Object.entries(globals)) define(name, value);
-for (const name of ['ReadableStream', 'WritableStream', 'TransformStream', 'ByteLengthQueuingStrategy', 'CountQueuingStrategy', 'ReadableStreamDefaultReader', 'ReadableStreamBYOBReader', 'WritableStreamDefaultWriter', 'ReadableByteStreamController', 'ReadableStreamDefaultController', 'TransformStreamDefaultController', 'WritableStreamDefaultController', 'ReadableStreamBYOBRequest']) {
+for (const name of [
+  'ReadableStream',
+  'WritableStream',
+  'TransformStream',
+  'ByteLengthQueuingStrategy',
+  'CountQueuingStrategy',
+  'ReadableStreamDefaultReader',
+  'ReadableStreamBYOBReader',
+  'WritableStreamDefaultWriter',
+  'ReadableByteStreamController',
+  'ReadableStreamDefaultController',
+  'TransformStreamDefaultController',
+  'WritableStreamDefaultController',
+  'ReadableStreamBYOBRequest',
+]) {
   defineLazy(name, () => (streamsLib() as any)[name]);
 }
 
@@ -104,7 +118,14 @@ Object.defineProperty(g, Symbol.for('switchyard.runtime'), { value: Object.freez
  */
 function boot(log: HostFunctions['log'], load: HostFunctions['load'], random: HostFunctions['random'], environment: HostFunctions['environment']) {
   setHost({ log, load, random, environment });
-  const failed = (seq: number) => () => respond('dispatch', seq, { status: 500, headers: [], body: new Uint8Array(0), error: { message: 'the integration\'s failure could not be described' }, waitUntil: 0 });
+  const failed = (seq: number) => () =>
+    respond('dispatch', seq, {
+      status: 500,
+      headers: [],
+      body: new Uint8Array(0),
+      error: { message: "the integration's failure could not be described" },
+      waitUntil: 0,
+    });
   return {
     register,
     describe,

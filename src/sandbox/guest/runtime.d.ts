@@ -206,7 +206,11 @@ declare module '@switchyard/runtime' {
     componentId: string;
     initialState?: (props: Props) => State;
     /** Return `{ state }` to replace the state, or `{}` to keep it. */
-    action?: (element: ComponentElement<Props, State>, action: A, context: Context) => Promise<{ state?: State; props?: Props } | void> | { state?: State; props?: Props } | void;
+    action?: (
+      element: ComponentElement<Props, State>,
+      action: A,
+      context: Context,
+    ) => Promise<{ state?: State; props?: Props } | void> | { state?: State; props?: Props } | void;
     render: (element: ComponentElement<Props, State>, context: Context) => Promise<ContentKitElement | null> | ContentKitElement | null;
   }
 

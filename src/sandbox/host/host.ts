@@ -76,10 +76,13 @@ class Pool {
       const waiter = {
         resolve,
         reject,
-        timer: setTimeout(() => {
-          this.waiters = this.waiters.filter((w) => w !== waiter);
-          reject(new WaitTimeout());
-        }, Math.max(1, deadline - Date.now())),
+        timer: setTimeout(
+          () => {
+            this.waiters = this.waiters.filter((w) => w !== waiter);
+            reject(new WaitTimeout());
+          },
+          Math.max(1, deadline - Date.now()),
+        ),
       };
       this.waiters.push(waiter);
     });
@@ -118,7 +121,9 @@ class Pool {
     const limit = this.host.settings.limits.cpu_time + QUIET_MARGIN_MS;
     const timer = setTimeout(() => {
       inst.dispose('busy after its invocation');
-      onStuck?.(`the integration's code was still running ${limit} ms after its invocation ended (code left behind by the response, not in waitUntil); its isolate was disposed`);
+      onStuck?.(
+        `the integration's code was still running ${limit} ms after its invocation ended (code left behind by the response, not in waitUntil); its isolate was disposed`,
+      );
     }, limit);
     inst.whenQuiet(() => {
       clearTimeout(timer);
@@ -238,7 +243,11 @@ export class SandboxHost {
         const durationMs = performance.now() - started;
         if (e instanceof WaitTimeout) {
           return failure(
-            { kind: 'limit', limit: 'wall_time', message: `${describeLimit('wall_time', limits)} (all ${this.settings.concurrency} isolates of this integration stayed busy)` },
+            {
+              kind: 'limit',
+              limit: 'wall_time',
+              message: `${describeLimit('wall_time', limits)} (all ${this.settings.concurrency} isolates of this integration stayed busy)`,
+            },
             { durationMs },
           );
         }

@@ -368,7 +368,11 @@ export class GuestInstance {
 
   /** Ops started outside an invocation (from top-level code) fail at once. */
   private refuseOutside(id: number): void {
-    this.call(this.fns.complete, [id, false, { name: 'TypeError', message: 'fetch, timers and other I/O are only available while handling a request, not at the top level of a script' }]);
+    this.call(this.fns.complete, [
+      id,
+      false,
+      { name: 'TypeError', message: 'fetch, timers and other I/O are only available while handling a request, not at the top level of a script' },
+    ]);
   }
 
   /**

@@ -184,7 +184,12 @@ export class Invocation implements InstanceHooks {
     }
     if (out?.limit === 'response_body') {
       this.breach('response_body');
-      return fail(failure({ kind: 'limit', limit: 'response_body', message: describeLimit('response_body', limits) }, { logs: this.logs, durationMs: duration(), cpuMs: cpu() }));
+      return fail(
+        failure(
+          { kind: 'limit', limit: 'response_body', message: describeLimit('response_body', limits) },
+          { logs: this.logs, durationMs: duration(), cpuMs: cpu() },
+        ),
+      );
     }
     const problem = checkOutput(out, limits.response_body);
     if (problem) {
@@ -435,7 +440,10 @@ export class Invocation implements InstanceHooks {
   private fail(id: number, e: unknown): void {
     if (this.finished || !this.ops.delete(id)) return;
     const err = e as Error;
-    this.inst.complete(id, false, { name: err?.name === 'TimeoutError' || err?.name === 'AbortError' ? err.name : 'TypeError', message: err?.message ?? String(e) });
+    this.inst.complete(id, false, {
+      name: err?.name === 'TimeoutError' || err?.name === 'AbortError' ? err.name : 'TypeError',
+      message: err?.message ?? String(e),
+    });
   }
 }
 

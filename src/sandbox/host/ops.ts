@@ -89,7 +89,12 @@ export async function isServerItself(target: URL, serverOrigin: string): Promise
   const host = target.hostname.replace(/^\[|\]$/g, '').toLowerCase();
   if (host === server.hostname.replace(/^\[|\]$/g, '').toLowerCase() || host === 'localhost' || host.endsWith('.localhost')) return true;
   const locals = localAddresses();
-  const addresses = isIP(host) ? [host] : await lookup(host, { all: true }).then((r) => r.map((x) => x.address), () => [] as string[]);
+  const addresses = isIP(host)
+    ? [host]
+    : await lookup(host, { all: true }).then(
+        (r) => r.map((x) => x.address),
+        () => [] as string[],
+      );
   // Compared in one canonical spelling: `[::ffff:127.0.0.1]` (which URL writes `[::ffff:7f00:1]`),
   // `0x7f.1` or `[::127.0.0.1]` are this machine as much as 127.0.0.1 is.
   return addresses.some((a) => isLoopbackAddress(a) || locals.has(canonicalIP(a) ?? a));
@@ -106,11 +111,31 @@ function headerRecord(pairs: Array<[string, string]>): Record<string, string> {
 }
 
 const statusTexts: Record<number, string> = {
-  200: 'OK', 201: 'Created', 202: 'Accepted', 204: 'No Content', 301: 'Moved Permanently', 302: 'Found', 303: 'See Other',
-  304: 'Not Modified', 307: 'Temporary Redirect', 308: 'Permanent Redirect', 400: 'Bad Request', 401: 'Unauthorized',
-  403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed', 409: 'Conflict', 410: 'Gone', 413: 'Payload Too Large',
-  415: 'Unsupported Media Type', 422: 'Unprocessable Entity', 429: 'Too Many Requests', 500: 'Internal Server Error',
-  502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout',
+  200: 'OK',
+  201: 'Created',
+  202: 'Accepted',
+  204: 'No Content',
+  301: 'Moved Permanently',
+  302: 'Found',
+  303: 'See Other',
+  304: 'Not Modified',
+  307: 'Temporary Redirect',
+  308: 'Permanent Redirect',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  410: 'Gone',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Entity',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
 };
 
 /** Perform a guest fetch under the policy. Throws OpError with a message the guest sees. */
@@ -145,11 +170,13 @@ export async function performFetch(req: FetchArg, policy: NetPolicy, signal: Abo
       });
     } catch (e) {
       const err = e as NetError;
-      if (err.code === 'ETIMEDOUT') throw new OpError(`fetch: no response from ${url.origin} within sandbox.subrequest_timeout = ${policy.limits.subrequest_timeout} ms`, 'TimeoutError');
+      if (err.code === 'ETIMEDOUT')
+        throw new OpError(`fetch: no response from ${url.origin} within sandbox.subrequest_timeout = ${policy.limits.subrequest_timeout} ms`, 'TimeoutError');
       if (err.code === 'ABORT_ERR') throw new OpError('fetch: aborted', 'AbortError');
       throw new OpError(`fetch failed: ${err.message}`);
     }
-    if (res.truncated) throw new OpError(`fetch: the response from ${url.origin} is larger than sandbox.subrequest_body = ${policy.limits.subrequest_body} bytes`);
+    if (res.truncated)
+      throw new OpError(`fetch: the response from ${url.origin} is larger than sandbox.subrequest_body = ${policy.limits.subrequest_body} bytes`);
     const location = res.headers.location;
     const isRedirect = [301, 302, 303, 307, 308].includes(res.status) && location !== undefined;
     if (isRedirect && req.redirect === 'error') throw new OpError(`fetch: ${url.href} redirected and the request's redirect mode is 'error'`);
@@ -157,7 +184,9 @@ export async function performFetch(req: FetchArg, policy: NetPolicy, signal: Abo
       return {
         status: res.status,
         statusText: statusTexts[res.status] ?? '',
-        headers: Object.entries(res.headers).flatMap(([k, v]) => (k === 'set-cookie' ? v.split(/,(?=\s*[^;,=\s]+=)/).map((c) => [k, c.trim()] as [string, string]) : [[k, v] as [string, string]])),
+        headers: Object.entries(res.headers).flatMap(([k, v]) =>
+          k === 'set-cookie' ? v.split(/,(?=\s*[^;,=\s]+=)/).map((c) => [k, c.trim()] as [string, string]) : [[k, v] as [string, string]],
+        ),
         body: ownBytes(res.body),
         url: url.href,
         redirected: hop > 0,
@@ -272,11 +301,13 @@ export async function performApi(
     });
   } catch (e) {
     const err = e as Error;
-    if (err.name === 'TimeoutError') throw new OpError(`context.api: no answer within sandbox.subrequest_timeout = ${limits.subrequest_timeout} ms`, 'TimeoutError');
+    if (err.name === 'TimeoutError')
+      throw new OpError(`context.api: no answer within sandbox.subrequest_timeout = ${limits.subrequest_timeout} ms`, 'TimeoutError');
     throw new OpError(`context.api: ${a.method} ${target.pathname} failed: ${(err.cause as Error)?.message ?? err.message}`);
   }
   const text = await res.text();
-  if (text.length > limits.subrequest_body) throw new OpError(`context.api: the answer is larger than sandbox.subrequest_body = ${limits.subrequest_body} bytes`);
+  if (text.length > limits.subrequest_body)
+    throw new OpError(`context.api: the answer is larger than sandbox.subrequest_body = ${limits.subrequest_body} bytes`);
   // An installation token the API minted for this invocation may be used by it from now on.
   if (a.method === 'POST' && res.status === 200 && MINTS_TOKEN.test(target.pathname.slice(basePath.length))) {
     try {

@@ -88,7 +88,7 @@ export function translate(sql: string): Translated {
   const pieces = out.split('\u0000');
   const parts: string[] = [];
   const holes: number[] = [];
-  for (let k = 0; k < pieces.length; k++) (k % 2 ? holes.push(Number(pieces[k])) : parts.push(pieces[k]));
+  for (let k = 0; k < pieces.length; k++) k % 2 ? holes.push(Number(pieces[k])) : parts.push(pieces[k]);
   return { text: render({ parts, holes }, ''), parts, holes, slots, rowid };
 }
 
@@ -111,7 +111,19 @@ const CASTS: Record<string, string> = { i: '::bigint', f: '::double precision', 
 
 export function kindsOf(values: unknown[]): string {
   let k = '';
-  for (const v of values) k += typeof v === 'number' ? (Number.isInteger(v) ? 'i' : 'f') : typeof v === 'bigint' ? 'i' : typeof v === 'string' ? 's' : v instanceof Uint8Array ? 'b' : '-';
+  for (const v of values)
+    k +=
+      typeof v === 'number'
+        ? Number.isInteger(v)
+          ? 'i'
+          : 'f'
+        : typeof v === 'bigint'
+          ? 'i'
+          : typeof v === 'string'
+            ? 's'
+            : v instanceof Uint8Array
+              ? 'b'
+              : '-';
   return k;
 }
 

@@ -98,7 +98,7 @@ export function createListener(opts: ListenerOptions) {
     const socket = (client as unknown as { connection?: { stream?: { ref?(): void; unref?(): void } } } | undefined)?.connection?.stream;
     if (listening) socket?.ref?.();
     else socket?.unref?.();
-    if (retry) (listening ? retry.ref() : retry.unref());
+    if (retry) listening ? retry.ref() : retry.unref();
   }
 
   return {

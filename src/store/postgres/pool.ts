@@ -109,11 +109,15 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
     const refused = ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'EPIPE'].includes(err.code ?? '');
     const ended = /Connection terminated|not queryable|Client was closed/i.test(err.message ?? '');
     if (timedOut || refused || ended || (err.code && UNAVAILABLE.test(err.code)))
-      return new SwitchyardError('storage_unavailable', `the PostgreSQL database ${opts.name} cannot be reached or did not answer in time: nothing was done (${err.message ?? String(e)})`, {
-        hint: 'check that the PostgreSQL server is up and reachable; what was stored before is kept, and the server retries by itself; send the request again',
-        headers: { 'retry-after': '5' },
-        cause: e,
-      });
+      return new SwitchyardError(
+        'storage_unavailable',
+        `the PostgreSQL database ${opts.name} cannot be reached or did not answer in time: nothing was done (${err.message ?? String(e)})`,
+        {
+          hint: 'check that the PostgreSQL server is up and reachable; what was stored before is kept, and the server retries by itself; send the request again',
+          headers: { 'retry-after': '5' },
+          cause: e,
+        },
+      );
     return e;
   }
 
@@ -241,7 +245,11 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
 
   let listener: ReturnType<typeof createListener> | undefined;
   const listenerOf = () =>
-    (listener ??= createListener({ url: opts.url, applicationName: opts.applicationName ?? `switchyard ${process.pid}`, connectTimeoutMs: opts.connectTimeoutMs ?? queryTimeoutMs }));
+    (listener ??= createListener({
+      url: opts.url,
+      applicationName: opts.applicationName ?? `switchyard ${process.pid}`,
+      connectTimeoutMs: opts.connectTimeoutMs ?? queryTimeoutMs,
+    }));
   const notifications: Notifications = {
     listen: (channel, fn) => listenerOf().listen(channel, fn),
     ready: (channel) => listenerOf().ready(channel),

@@ -115,7 +115,10 @@ export async function holdSessionLock(opts: SessionLockOptions): Promise<Session
       await c.connect();
       // Those the server knows (tcp_user_timeout is PostgreSQL 12's); lock_timeout bounds a wait in the queue.
       const settings = { ...KEEPALIVES, lock_timeout: String(QUEUE_WAIT_MS) };
-      await c.query('SELECT set_config(s.name, s.value, false) FROM json_each_text($1::json) AS s(name, value) WHERE s.name IN (SELECT name FROM pg_settings)', [JSON.stringify(settings)]);
+      await c.query(
+        'SELECT set_config(s.name, s.value, false) FROM json_each_text($1::json) AS s(name, value) WHERE s.name IN (SELECT name FROM pg_settings)',
+        [JSON.stringify(settings)],
+      );
     } catch (e) {
       close(c);
       throw e;
@@ -123,12 +126,17 @@ export async function holdSessionLock(opts: SessionLockOptions): Promise<Session
     return c;
   }
 
-  const tryLock = async (c: pg.Client) => (await c.query('SELECT pg_try_advisory_lock($1::integer, hashtext($2)) AS got', [opts.key, opts.name])).rows[0]?.got === true;
+  const tryLock = async (c: pg.Client) =>
+    (await c.query('SELECT pg_try_advisory_lock($1::integer, hashtext($2)) AS got', [opts.key, opts.name])).rows[0]?.got === true;
 
   /** Waits in the lock's queue (ahead of any session that only tries) for at most QUEUE_WAIT_MS: whether it was granted. */
   async function waitLock(c: pg.Client): Promise<boolean> {
     try {
-      await c.query({ text: 'SELECT pg_advisory_lock($1::integer, hashtext($2))', values: [opts.key, opts.name], query_timeout: QUEUE_WAIT_MS + TIMEOUT_MS } as pg.QueryConfig);
+      await c.query({
+        text: 'SELECT pg_advisory_lock($1::integer, hashtext($2))',
+        values: [opts.key, opts.name],
+        query_timeout: QUEUE_WAIT_MS + TIMEOUT_MS,
+      } as pg.QueryConfig);
       return true;
     } catch (e) {
       if ((e as { code?: string }).code === '55P03') return false; // lock_timeout: look again
@@ -280,8 +288,14 @@ export async function holdSessionLock(opts: SessionLockOptions): Promise<Session
       if (!c) return;
       // Unlocked explicitly: a process that takes it next right after (a restart in the same
       // process) must not race the server's cleanup of this session.
-      await within(c.query('SELECT pg_advisory_unlock($1::integer, hashtext($2))', [opts.key, opts.name]).catch(() => {}), TIMEOUT_MS);
-      await within(c.end().catch(() => {}), TIMEOUT_MS);
+      await within(
+        c.query('SELECT pg_advisory_unlock($1::integer, hashtext($2))', [opts.key, opts.name]).catch(() => {}),
+        TIMEOUT_MS,
+      );
+      await within(
+        c.end().catch(() => {}),
+        TIMEOUT_MS,
+      );
       close(c);
     },
   };

@@ -36,31 +36,39 @@ export async function connectPostgresStore(
   const name = read.url.display;
   const database = createPostgresDatabase({ url, name, readonly: opts.readonly, applicationName: opts.applicationName ?? `switchyard ${process.pid}` });
   try {
-    await database.withSession(async (s) => {
-      if (opts.readonly) {
-        const [row] = await s.query<{ present: boolean }>('SELECT to_regclass($1) IS NOT NULL AS present', ['schema_migrations']);
-        if (!row?.present) throw new SwitchyardError('not_found', `no Switchyard tables at ${name}`, { hint: 'start the server once with `switchyard serve`' });
-        return;
-      }
-      await s.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
-      try {
-        await s.query(storeHealthMigrationPostgres);
-        await s.query(storeLocksMigrationPostgres);
-        // The nodes on this store and the integration versions each serves (registry/peers.ts).
-        await s.query('CREATE TABLE IF NOT EXISTS store_nodes (node_id TEXT PRIMARY KEY, integrations TEXT NOT NULL, seen_at BIGINT NOT NULL)');
-        await applyStepsOn(s, opts.migrations ?? [], (m) => m.postgres ?? [], 'run the newer switchyard version on every node');
-      } finally {
-        await s.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
-      }
-    }, { unbounded: !opts.readonly });
+    await database.withSession(
+      async (s) => {
+        if (opts.readonly) {
+          const [row] = await s.query<{ present: boolean }>('SELECT to_regclass($1) IS NOT NULL AS present', ['schema_migrations']);
+          if (!row?.present)
+            throw new SwitchyardError('not_found', `no Switchyard tables at ${name}`, { hint: 'start the server once with `switchyard serve`' });
+          return;
+        }
+        await s.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+        try {
+          await s.query(storeHealthMigrationPostgres);
+          await s.query(storeLocksMigrationPostgres);
+          // The nodes on this store and the integration versions each serves (registry/peers.ts).
+          await s.query('CREATE TABLE IF NOT EXISTS store_nodes (node_id TEXT PRIMARY KEY, integrations TEXT NOT NULL, seen_at BIGINT NOT NULL)');
+          await applyStepsOn(s, opts.migrations ?? [], (m) => m.postgres ?? [], 'run the newer switchyard version on every node');
+        } finally {
+          await s.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
+        }
+      },
+      { unbounded: !opts.readonly },
+    );
   } catch (e) {
     await database.close().catch(() => {});
     lock?.release();
     if (e instanceof SwitchyardError && e.code !== 'storage_unavailable') throw e;
-    throw new SwitchyardError(e instanceof SwitchyardError || storageCode(e) === 'storage_unavailable' ? 'storage_unavailable' : 'storage_failed', `cannot reach the store at ${name}: ${(e as Error).message}`, {
-      hint: `check \`store:\` in config.yaml (${STORE_URL_FORM}) and that the server is up`,
-      cause: e,
-    });
+    throw new SwitchyardError(
+      e instanceof SwitchyardError || storageCode(e) === 'storage_unavailable' ? 'storage_unavailable' : 'storage_failed',
+      `cannot reach the store at ${name}: ${(e as Error).message}`,
+      {
+        hint: `check \`store:\` in config.yaml (${STORE_URL_FORM}) and that the server is up`,
+        cause: e,
+      },
+    );
   }
   const health = createStoreHealth(database, { engine: 'postgres', database: name });
   return {

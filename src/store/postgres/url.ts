@@ -68,14 +68,17 @@ export function readStoreUrl(raw: string): StoreUrlReading {
   const at = authority.indexOf('@');
   const userinfo = at < 0 ? undefined : authority.slice(0, at);
   const hostport = at < 0 ? authority : authority.slice(at + 1);
-  if (userinfo !== undefined && (/[[\]]/.test(userinfo) || badEscapes(userinfo))) return refuse('has a user name or password with a [ ] or a % that is not a %XX escape');
+  if (userinfo !== undefined && (/[[\]]/.test(userinfo) || badEscapes(userinfo)))
+    return refuse('has a user name or password with a [ ] or a % that is not a %XX escape');
 
   const bracketed = /^\[([0-9a-f:.]+)\](?::(\d*))?$/i.exec(hostport);
   const named = bracketed ? undefined : /^([a-z0-9._~%!$&'()*;=-]*)(?::(\d*))?$/i.exec(hostport);
   const hostParts = bracketed ?? named;
-  if (!hostParts) return refuse(/,/.test(hostport) ? 'names several hosts (one host only)' : 'has a host part that is not a host name, an address or host:port', SHAPE_HINT);
+  if (!hostParts)
+    return refuse(/,/.test(hostport) ? 'names several hosts (one host only)' : 'has a host part that is not a host name, an address or host:port', SHAPE_HINT);
   if (named && badEscapes(named[1])) return refuse('has a host with a % that is not a %XX escape');
-  if (named && !named[1] && named[2]) return refuse('names a port but no host (a Unix socket\'s port goes in the parameters: ?host=/run/postgresql&port=5433)', SHAPE_HINT);
+  if (named && !named[1] && named[2])
+    return refuse("names a port but no host (a Unix socket's port goes in the parameters: ?host=/run/postgresql&port=5433)", SHAPE_HINT);
   let host = bracketed ? bracketed[1] : decodeURIComponent(named![1]);
   let port = hostParts[2] ? Number(hostParts[2]) : undefined;
 
@@ -98,9 +101,11 @@ export function readStoreUrl(raw: string): StoreUrlReading {
   const database = path.slice(1);
   if (!database) return refuse('names no database (…/database at its end)', SHAPE_HINT);
   // The driver decodes the database name with decodeURI (which keeps %2F, %40, … as they are), libpq fully.
-  if (decodeURI(database) !== decodeURIComponent(database)) return refuse('has a database name with an escaped / @ : ? or other delimiter, which the drivers read differently');
+  if (decodeURI(database) !== decodeURIComponent(database))
+    return refuse('has a database name with an escaped / @ : ? or other delimiter, which the drivers read differently');
 
-  if (!sameForWhatwg(raw, { userinfo, authorityHost: bracketed ? undefined : named![1], port: hostParts[2], database })) return refuse('is read differently by PostgreSQL\'s tools and by its driver', SHAPE_HINT);
+  if (!sameForWhatwg(raw, { userinfo, authorityHost: bracketed ? undefined : named![1], port: hostParts[2], database }))
+    return refuse("is read differently by PostgreSQL's tools and by its driver", SHAPE_HINT);
 
   const shownPort = port !== undefined ? `:${port}` : '';
   const display = host.startsWith('/')

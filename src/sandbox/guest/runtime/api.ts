@@ -80,7 +80,13 @@ export function createAPIClient(opts: ClientOptions = {}): APIClient {
     if (r.status >= 400) {
       const e = (parsed as { error?: { message?: string; code?: string; hint?: string } | string } | null)?.error;
       const detail =
-        typeof e === 'string' ? e : e?.message ? `${e.code ? `${e.code}: ` : ''}${e.message}${e.hint ? ` (${e.hint})` : ''}` : typeof parsed === 'string' ? parsed.slice(0, 300) : '';
+        typeof e === 'string'
+          ? e
+          : e?.message
+            ? `${e.code ? `${e.code}: ` : ''}${e.message}${e.hint ? ` (${e.hint})` : ''}`
+            : typeof parsed === 'string'
+              ? parsed.slice(0, 300)
+              : '';
       throw new APIError(`API ${String(method).toUpperCase()} ${path} answered ${r.status}${detail ? `: ${detail}` : ''}`, r.status, parsed);
     }
     return parsed as T;

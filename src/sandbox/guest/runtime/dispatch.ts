@@ -16,7 +16,14 @@ import { resetTimers } from '../web/timers.ts';
 import { URL } from '../web/url.ts';
 import { createAPIClient } from './api.ts';
 import { ExposableError } from './errors.ts';
-import { integrationContext, UNSUPPORTED_EVENTS, UNSUPPORTED_HANDLERS, type ComponentDefinition, type Handler, type IntegrationDefinition } from './integration.ts';
+import {
+  integrationContext,
+  UNSUPPORTED_EVENTS,
+  UNSUPPORTED_HANDLERS,
+  type ComponentDefinition,
+  type Handler,
+  type IntegrationDefinition,
+} from './integration.ts';
 
 export interface DispatchInput {
   event: { type: string; [k: string]: any };
@@ -53,7 +60,7 @@ export function register(namespace: Record<string, unknown>): void {
   if (!def || typeof def !== 'object') {
     throw new TypeError('the script has no default export: end it with `export default createIntegration({ fetch, components, events })`');
   }
-  if (def.fetch !== undefined && typeof def.fetch !== 'function') throw new TypeError('the default export\'s `fetch` is not a function');
+  if (def.fetch !== undefined && typeof def.fetch !== 'function') throw new TypeError("the default export's `fetch` is not a function");
   definition = def;
 }
 
@@ -63,7 +70,10 @@ export function describe(): { fetch: boolean; components: string[]; events: stri
     fetch: typeof d.fetch === 'function',
     components: (d.components ?? []).map((c) => String(c.componentId)),
     events: Object.keys(d.events ?? {}),
-    unsupported: (Array.isArray(d.unsupported) ? d.unsupported : []).map((handler) => ({ handler: String(handler), reason: ownValue(UNSUPPORTED_HANDLERS, handler) ?? '' })),
+    unsupported: (Array.isArray(d.unsupported) ? d.unsupported : []).map((handler) => ({
+      handler: String(handler),
+      reason: ownValue(UNSUPPORTED_HANDLERS, handler) ?? '',
+    })),
   };
 }
 
@@ -80,15 +90,21 @@ function makeContext(given: Record<string, unknown> | undefined, seq: number) {
     get environment() {
       return env();
     },
-    set environment(v) { environment = v; },
+    set environment(v) {
+      environment = v;
+    },
     get api() {
       return (api ??= createAPIClient({ environment: env() }));
     },
-    set api(v) { api = v; },
+    set api(v) {
+      api = v;
+    },
     get integration() {
       return (integration ??= integrationContext(createAPIClient({ as: 'integration', environment: env() })));
     },
-    set integration(v) { integration = v; },
+    set integration(v) {
+      integration = v;
+    },
     waitUntil(promise: unknown): void {
       waitUntils.push(Promise.resolve(promise));
     },
@@ -127,7 +143,12 @@ async function route(input: DispatchInput, context: ReturnType<typeof makeContex
   const unsupported = ownValue(UNSUPPORTED_EVENTS, event.type);
   if (unsupported) {
     const declared = Array.isArray(def.unsupported) && def.unsupported.includes(unsupported);
-    return json({ error: `"${event.type}" events are not supported here${declared ? ` (the integration's ${unsupported} handler does not run)` : ''}: ${UNSUPPORTED_HANDLERS[unsupported]}` }, 501);
+    return json(
+      {
+        error: `"${event.type}" events are not supported here${declared ? ` (the integration's ${unsupported} handler does not run)` : ''}: ${UNSUPPORTED_HANDLERS[unsupported]}`,
+      },
+      501,
+    );
   }
   const h = def.events ? ownValue(def.events, event.type) : undefined;
   if (!h) return json({ error: `this integration has no handler for event "${event.type}"` }, 406);
@@ -165,7 +186,9 @@ async function render(component: ComponentDefinition, event: DispatchInput['even
   const answer = (output: unknown) =>
     Response.json(output, { status: 200, headers: maxAge !== undefined ? { 'cache-control': `max-age=${maxAge}` } : undefined });
   if (event.action && component.action) {
-    const result = (await component.action(element, event.action, context)) as { type?: string; state?: unknown; props?: unknown; returnValue?: unknown } | undefined;
+    const result = (await component.action(element, event.action, context)) as
+      | { type?: string; state?: unknown; props?: unknown; returnValue?: unknown }
+      | undefined;
     // GitBook: an action that completes (a modal or a configuration flow) answers its result, unrendered.
     if (result && typeof result === 'object' && result.type === 'complete')
       return answer(result.returnValue === undefined ? { type: 'complete' } : { type: 'complete', returnValue: result.returnValue });
@@ -180,7 +203,9 @@ async function render(component: ComponentDefinition, event: DispatchInput['even
 }
 
 function isExposable(err: unknown): err is ExposableError {
-  return err instanceof ExposableError || (!!err && typeof err === 'object' && (err as any).name === 'ExposableError' && typeof (err as any).statusCode === 'number');
+  return (
+    err instanceof ExposableError || (!!err && typeof err === 'object' && (err as any).name === 'ExposableError' && typeof (err as any).statusCode === 'number')
+  );
 }
 
 function describeThrown(err: unknown): { message: string; stack?: string } {
@@ -190,13 +215,12 @@ function describeThrown(err: unknown): { message: string; stack?: string } {
   }
   let text: string;
   try {
-    text = typeof err === 'string' ? err : JSON.stringify(err) ?? String(err);
+    text = typeof err === 'string' ? err : (JSON.stringify(err) ?? String(err));
   } catch {
     text = String(err);
   }
   return { message: `a non-Error value was thrown: ${text}` };
 }
-
 
 async function serialise(res: Response, limit: number): Promise<DispatchOutput> {
   const parts = responseParts(res);
@@ -254,7 +278,7 @@ export async function dispatch(input: DispatchInput, seq: number): Promise<Dispa
     const context = makeContext(input.environment, seq);
     const res = await route(input, context);
     if (!(res instanceof Response)) {
-      const got = res === null ? 'null' : typeof res === 'object' ? (res as object).constructor?.name ?? 'object' : typeof res;
+      const got = res === null ? 'null' : typeof res === 'object' ? ((res as object).constructor?.name ?? 'object') : typeof res;
       throw new TypeError(`the fetch handler must return a Response, got ${got}`);
     }
     out = await serialise(res, input.responseBodyLimit);

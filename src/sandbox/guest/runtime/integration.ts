@@ -75,7 +75,8 @@ export function createIntegration(definition: IntegrationDefinition): Integratio
   if (!Array.isArray(components)) throw new TypeError('createIntegration(): `components` must be an array of createComponent() results');
   const ids = new Set<string>();
   components.forEach((c, i) => {
-    if (!c || typeof c !== 'object' || typeof c.componentId !== 'string') throw new TypeError(`createIntegration(): components[${i}] is not a component (use createComponent({ componentId, render }))`);
+    if (!c || typeof c !== 'object' || typeof c.componentId !== 'string')
+      throw new TypeError(`createIntegration(): components[${i}] is not a component (use createComponent({ componentId, render }))`);
     if (ids.has(c.componentId)) throw new TypeError(`createIntegration(): two components have the componentId "${c.componentId}"`);
     ids.add(c.componentId);
   });
@@ -83,7 +84,8 @@ export function createIntegration(definition: IntegrationDefinition): Integratio
   for (const [type, h] of Object.entries(events)) {
     const list = Array.isArray(h) ? h : [h];
     list.forEach((fn, i) => {
-      if (typeof fn !== 'function') throw new TypeError(`createIntegration(): events.${type}${Array.isArray(h) ? `[${i}]` : ''} must be a function (event, context) => void`);
+      if (typeof fn !== 'function')
+        throw new TypeError(`createIntegration(): events.${type}${Array.isArray(h) ? `[${i}]` : ''} must be a function (event, context) => void`);
     });
   }
   const unsupported = Object.keys(UNSUPPORTED_HANDLERS).filter((k) => {
@@ -97,11 +99,15 @@ export function createIntegration(definition: IntegrationDefinition): Integratio
 export function createComponent<C extends ComponentDefinition>(component: C): C {
   if (!component || typeof component !== 'object') throw new TypeError('createComponent() expects an object { componentId, initialState, action, render }');
   if (typeof component.componentId !== 'string' || !component.componentId) throw new TypeError('createComponent(): `componentId` must be a non-empty string');
-  if (typeof component.render !== 'function') throw new TypeError(`createComponent("${component.componentId}"): \`render\` must be a function (element, context) => markup`);
+  if (typeof component.render !== 'function')
+    throw new TypeError(`createComponent("${component.componentId}"): \`render\` must be a function (element, context) => markup`);
   const init = component.initialState;
   if (init !== undefined && typeof init !== 'function' && (init === null || typeof init !== 'object' || Array.isArray(init)))
-    throw new TypeError(`createComponent("${component.componentId}"): \`initialState\` must be a function (props, renderContext, context) => state, or a state object`);
-  if (component.action !== undefined && typeof component.action !== 'function') throw new TypeError(`createComponent("${component.componentId}"): \`action\` must be a function (element, action, context) => { state }`);
+    throw new TypeError(
+      `createComponent("${component.componentId}"): \`initialState\` must be a function (props, renderContext, context) => state, or a state object`,
+    );
+  if (component.action !== undefined && typeof component.action !== 'function')
+    throw new TypeError(`createComponent("${component.componentId}"): \`action\` must be a function (element, action, context) => { state }`);
   return Object.freeze({ [COMPONENT]: true, ...component }) as C;
 }
 

@@ -13,8 +13,10 @@ export interface NamespacedLogger {
 
 export function Logger(namespace: string): NamespacedLogger {
   const prefix = `[${String(namespace)}]`;
-  const line = (write: (...a: unknown[]) => void) => (message: unknown, ...args: unknown[]) =>
-    typeof message === 'string' ? write(`${prefix} ${message}`, ...args) : write(prefix, message, ...args);
+  const line =
+    (write: (...a: unknown[]) => void) =>
+    (message: unknown, ...args: unknown[]) =>
+      typeof message === 'string' ? write(`${prefix} ${message}`, ...args) : write(prefix, message, ...args);
   return Object.freeze({
     info: line(console.log),
     debug: line(console.debug),

@@ -64,7 +64,8 @@ function redactResponse(value: unknown, depth = 0): unknown {
   if (Array.isArray(value)) return value.slice(0, 20).map((v) => redactResponse(v, depth + 1));
   // No prototype: a provider's `__proto__` key is a key like any other, not the copy's prototype.
   const out: Record<string, unknown> = Object.create(null);
-  for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v !== undefined && v !== null && v !== '' ? '[redacted]' : redactResponse(v, depth + 1);
+  for (const [k, v] of Object.entries(value))
+    out[k] = SECRET_KEY.test(k) && v !== undefined && v !== null && v !== '' ? '[redacted]' : redactResponse(v, depth + 1);
   return out;
 }
 
@@ -86,7 +87,11 @@ function oauthErrorOf(response: any): string | undefined {
 function providerRefusal(what: string, response: any, status?: number): OAuthError {
   const code = oauthErrorOf(response);
   const desc = typeof response?.error_description === 'string' ? response.error_description : typeof response?.message === 'string' ? response.message : '';
-  const reason = code ? `${code}${desc ? ` (${desc})` : ''}` : response && typeof response === 'object' && response.ok === false ? 'ok: false' : `HTTP ${status}`;
+  const reason = code
+    ? `${code}${desc ? ` (${desc})` : ''}`
+    : response && typeof response === 'object' && response.ok === false
+      ? 'ok: false'
+      : `HTTP ${status}`;
   return new OAuthError(`${what} failed: ${reason}; the provider answered ${status !== undefined ? `${status} ` : ''}${describeResponse(response)}`, {
     response,
     error: code,
@@ -100,14 +105,16 @@ function providerRefusal(what: string, response: any, status?: number): OAuthErr
  * answer has `ok: false`, an `error`, or no access_token.
  */
 export function defaultExtractCredentials(response: any): OAuthCredentials {
-  if (!response || typeof response !== 'object') throw new OAuthError(`the token endpoint answered something that is not an object: ${describeResponse(response)}`, { response });
+  if (!response || typeof response !== 'object')
+    throw new OAuthError(`the token endpoint answered something that is not an object: ${describeResponse(response)}`, { response });
   if (response.ok === false || oauthErrorOf(response)) throw providerRefusal('the token exchange', response);
   if (typeof response.access_token !== 'string' || !response.access_token)
     throw new OAuthError(`the token endpoint answered no access_token: ${describeResponse(response)}`, { response });
   const creds: Record<string, unknown> = { access_token: response.access_token };
   if (typeof response.refresh_token === 'string' && response.refresh_token) creds.refresh_token = response.refresh_token;
   const expiresIn = Number(response.expires_in);
-  if (response.expires_in !== undefined && response.expires_in !== null && Number.isFinite(expiresIn) && expiresIn > 0) creds.expires_at = Date.now() + expiresIn * 1000;
+  if (response.expires_in !== undefined && response.expires_in !== null && Number.isFinite(expiresIn) && expiresIn > 0)
+    creds.expires_at = Date.now() + expiresIn * 1000;
   return { configuration: { oauth_credentials: creds } };
 }
 
@@ -121,7 +128,8 @@ function checkUrl(where: string, k: UrlKey, v: unknown): string {
   } catch {
     /* reported below */
   }
-  if (typeof v !== 'string' || !u || (u.protocol !== 'https:' && u.protocol !== 'http:')) throw new TypeError(`${where}: \`${k}\` must be an absolute http(s) URL, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string' || !u || (u.protocol !== 'https:' && u.protocol !== 'http:'))
+    throw new TypeError(`${where}: \`${k}\` must be an absolute http(s) URL, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -191,12 +199,16 @@ const PAGE_HEADERS = {
   'cache-control': 'no-store',
   'referrer-policy': 'no-referrer',
   'x-content-type-options': 'nosniff',
-  'content-security-policy': "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
 };
 
 function page(opts: { status: number; title: string; message: string; state: 'connected' | 'error'; installationId?: string; retryHref?: string }): Response {
   const retry = opts.retryHref ? `<p><a href="${escapeHtml(opts.retryHref)}">Start the connection again</a></p>` : '';
-  const close = opts.state === 'connected' ? '<p class="muted">This window closes by itself; if it does not, close it now.</p>' : '<p class="muted">Nothing was stored. You can close this window.</p>';
+  const close =
+    opts.state === 'connected'
+      ? '<p class="muted">This window closes by itself; if it does not, close it now.</p>'
+      : '<p class="muted">Nothing was stored. You can close this window.</p>';
   const html =
     '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">' +
     `<title>${escapeHtml(opts.title)}</title>` +
@@ -266,7 +278,13 @@ async function tokenRequest(accessTokenURL: string, form: Record<string, string>
 async function extract(config: OAuthConfig, response: any): Promise<OAuthCredentials> {
   const credentials = await (config.extractCredentials ?? defaultExtractCredentials)(response);
   if (response && typeof response === 'object' && (response.ok === false || oauthErrorOf(response))) throw providerRefusal('the token exchange', response);
-  if (!credentials || typeof credentials !== 'object' || !credentials.configuration || typeof credentials.configuration !== 'object' || Array.isArray(credentials.configuration))
+  if (
+    !credentials ||
+    typeof credentials !== 'object' ||
+    !credentials.configuration ||
+    typeof credentials.configuration !== 'object' ||
+    Array.isArray(credentials.configuration)
+  )
     throw new OAuthError('extractCredentials() must return { configuration: { oauth_credentials: { access_token } } }', { response });
   return credentials;
 }
@@ -274,7 +292,8 @@ async function extract(config: OAuthConfig, response: any): Promise<OAuthCredent
 /** The reason the server gave for refusing a state (its message), from an APIError. */
 function stateRefusal(e: any): { status: number; message: string } {
   const err = e?.body?.error;
-  if (e?.status === 400 && err && typeof err.message === 'string') return { status: 400, message: `${err.message.charAt(0).toUpperCase()}${err.message.slice(1)}.` };
+  if (e?.status === 400 && err && typeof err.message === 'string')
+    return { status: 400, message: `${err.message.charAt(0).toUpperCase()}${err.message.slice(1)}.` };
   return { status: 502, message: `The OAuth state could not be checked: ${String(e?.message ?? e)}` };
 }
 
@@ -288,7 +307,8 @@ async function store(context: any, installationId: string, credentials: OAuthCre
   const externalIds = (credentials as { externalIds?: unknown }).externalIds;
   const update: Record<string, unknown> = { configuration };
   if (externalIds !== undefined) {
-    if (!Array.isArray(externalIds) || externalIds.some((x) => typeof x !== 'string')) throw new OAuthError('extractCredentials(): `externalIds` must be a list of strings');
+    if (!Array.isArray(externalIds) || externalIds.some((x) => typeof x !== 'string'))
+      throw new OAuthError('extractCredentials(): `externalIds` must be a list of strings');
     update.externalIds = externalIds;
   }
   await context.api.installations.update(installationId, update);
@@ -312,7 +332,8 @@ export async function refreshCredentials(context: any, config: OAuthConfig, opti
   if (!installationId) throw new OAuthError('refreshCredentials() needs an installation: context.environment.installation is not set');
   const resolved = resolveUrls(config, env.installation, 'refreshCredentials()');
   let current = env.installation?.configuration?.oauth_credentials;
-  if (!current || typeof current !== 'object') throw new OAuthError(`installation ${installationId} is not connected yet (no oauth_credentials): connect it first`);
+  if (!current || typeof current !== 'object')
+    throw new OAuthError(`installation ${installationId} is not connected yet (no oauth_credentials): connect it first`);
   const within = (options.withinSeconds ?? 60) * 1000;
   const dueSoon = (c: any) => Number.isFinite(expiresAtMs(c?.expires_at)) && expiresAtMs(c.expires_at) - Date.now() <= within;
   if (!options.force && !dueSoon(current)) return current;
@@ -373,7 +394,9 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 async function renew(context: any, config: ResolvedConfig, installationId: string, current: Record<string, any>): Promise<Record<string, any>> {
   const expiresAt = expiresAtMs(current.expires_at);
   if (typeof current.refresh_token !== 'string' || !current.refresh_token)
-    throw new OAuthError(`the access token of installation ${installationId} expires at ${new Date(expiresAt).toISOString()} and no refresh_token is stored: connect again`);
+    throw new OAuthError(
+      `the access token of installation ${installationId} expires at ${new Date(expiresAt).toISOString()} and no refresh_token is stored: connect again`,
+    );
   const secrets = [config.clientSecret, current.refresh_token, current.access_token];
   try {
     const response = await tokenRequest(
@@ -438,7 +461,8 @@ export function createOAuthHandler(config: OAuthConfig, options: OAuthHandlerOpt
     }
 
     if (!code) {
-      if (!installationId) return fail(400, 'This address belongs to no installation: open the connect link of an installation (`switchyard installations show <id>`).');
+      if (!installationId)
+        return fail(400, 'This address belongs to no installation: open the connect link of an installation (`switchyard installations show <id>`).');
       let authorizeURL: string;
       try {
         authorizeURL = resolveUrls(cfg, env.installation, 'createOAuthHandler()').authorizeURL;
@@ -485,7 +509,13 @@ export function createOAuthHandler(config: OAuthConfig, options: OAuthHandlerOpt
     let response: any;
     let credentials: OAuthCredentials;
     try {
-      const form: Record<string, string> = { client_id: cfg.clientId, client_secret: cfg.clientSecret, code, redirect_uri: redirectUri, grant_type: 'authorization_code' };
+      const form: Record<string, string> = {
+        client_id: cfg.clientId,
+        client_secret: cfg.clientSecret,
+        code,
+        redirect_uri: redirectUri,
+        grant_type: 'authorization_code',
+      };
       if (codeVerifier) form.code_verifier = codeVerifier;
       // accessTokenURL as a function: of the installation the state names, as GitBook's API shows it.
       const accessTokenURL =
@@ -533,10 +563,15 @@ async function installationOf(context: any, id: string): Promise<unknown> {
  * GitBook's getOAuthToken(credentials, config, context): the access token of `credentials`,
  * renewed first (and stored) when it expires within 10 seconds.
  */
-export async function getOAuthToken(credentials: any, config: Omit<OAuthConfig, 'authorizeURL'> & { authorizeURL?: OAuthConfig['authorizeURL'] }, context: any): Promise<string> {
+export async function getOAuthToken(
+  credentials: any,
+  config: Omit<OAuthConfig, 'authorizeURL'> & { authorizeURL?: OAuthConfig['authorizeURL'] },
+  context: any,
+): Promise<string> {
   const expiresAt = expiresAtMs(credentials?.expires_at);
   if (!Number.isFinite(expiresAt) || expiresAt - Date.now() > 10_000) {
-    if (typeof credentials?.access_token !== 'string' || !credentials.access_token) throw new OAuthError('getOAuthToken(): the credentials have no access_token: connect the installation first');
+    if (typeof credentials?.access_token !== 'string' || !credentials.access_token)
+      throw new OAuthError('getOAuthToken(): the credentials have no access_token: connect the installation first');
     return credentials.access_token;
   }
   // A renewal needs no authorize URL; refreshCredentials checks one is a URL, so lend it the token URL.

@@ -13,7 +13,8 @@ export function btoa(data: unknown): string {
     const a = s.charCodeAt(i);
     const b = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
     const c = i + 2 < s.length ? s.charCodeAt(i + 2) : 0;
-    if (a > 255 || b > 255 || c > 255) throw new DOMException('The string to be encoded contains characters outside of the Latin1 range.', 'InvalidCharacterError');
+    if (a > 255 || b > 255 || c > 255)
+      throw new DOMException('The string to be encoded contains characters outside of the Latin1 range.', 'InvalidCharacterError');
     const n = (a << 16) | (b << 8) | c;
     out += alphabet[(n >> 18) & 63] + alphabet[(n >> 12) & 63];
     out += i + 1 < s.length ? alphabet[(n >> 6) & 63] : '=';

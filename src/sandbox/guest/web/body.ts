@@ -27,7 +27,8 @@ export function extractBody(init: unknown): Extracted {
   if (typeof init === 'string') return { body: { ...state(utf8Encode(init)), text: init }, contentType: 'text/plain;charset=UTF-8' };
   if (init instanceof URLSearchParams) return { body: state(utf8Encode(init.toString())), contentType: 'application/x-www-form-urlencoded;charset=UTF-8' };
   if (init instanceof ArrayBuffer) return { body: state(new Uint8Array(init.slice(0))), contentType: null };
-  if (ArrayBuffer.isView(init)) return { body: state(new Uint8Array(init.buffer.slice(init.byteOffset, init.byteOffset + init.byteLength))), contentType: null };
+  if (ArrayBuffer.isView(init))
+    return { body: state(new Uint8Array(init.buffer.slice(init.byteOffset, init.byteOffset + init.byteLength))), contentType: null };
   if (init instanceof Blob) return { body: state(blobBytes(init)), contentType: init.type || null };
   if (init instanceof FormData) {
     const m = encodeMultipart(init);

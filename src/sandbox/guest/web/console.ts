@@ -24,9 +24,20 @@ function inspect(v: unknown, depth: number, seen: Set<unknown>): string {
       if (v.length > 100) items.push(`... ${v.length - 100} more items`);
       return `[ ${items.join(', ')} ]`;
     }
-    if (v instanceof Map) return `Map(${v.size}) { ${[...v].slice(0, 100).map(([k, x]) => `${inspect(k, depth + 1, seen)} => ${inspect(x, depth + 1, seen)}`).join(', ')} }`;
-    if (v instanceof Set) return `Set(${v.size}) { ${[...v].slice(0, 100).map((x) => inspect(x, depth + 1, seen)).join(', ')} }`;
-    if (ArrayBuffer.isView(v)) return `${v.constructor.name}(${(v as any).length ?? v.byteLength}) [ ${Array.from(v as unknown as ArrayLike<number>).slice(0, 50).join(', ')} ]`;
+    if (v instanceof Map)
+      return `Map(${v.size}) { ${[...v]
+        .slice(0, 100)
+        .map(([k, x]) => `${inspect(k, depth + 1, seen)} => ${inspect(x, depth + 1, seen)}`)
+        .join(', ')} }`;
+    if (v instanceof Set)
+      return `Set(${v.size}) { ${[...v]
+        .slice(0, 100)
+        .map((x) => inspect(x, depth + 1, seen))
+        .join(', ')} }`;
+    if (ArrayBuffer.isView(v))
+      return `${v.constructor.name}(${(v as any).length ?? v.byteLength}) [ ${Array.from(v as unknown as ArrayLike<number>)
+        .slice(0, 50)
+        .join(', ')} ]`;
     const tag = (v as any)[Symbol.toStringTag];
     const name = tag ?? (Object.getPrototypeOf(v)?.constructor?.name !== 'Object' ? Object.getPrototypeOf(v)?.constructor?.name : '');
     const keys = Object.keys(v);

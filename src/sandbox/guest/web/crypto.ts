@@ -31,13 +31,27 @@ function randomBytes(n: number): Uint8Array {
   return out;
 }
 
-const integerArrays = ['Int8Array', 'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array', 'Uint32Array', 'BigInt64Array', 'BigUint64Array'];
+const integerArrays = [
+  'Int8Array',
+  'Uint8Array',
+  'Uint8ClampedArray',
+  'Int16Array',
+  'Uint16Array',
+  'Int32Array',
+  'Uint32Array',
+  'BigInt64Array',
+  'BigUint64Array',
+];
 
 function getRandomValues<T extends ArrayBufferView | null>(array: T): T {
   if (!ArrayBuffer.isView(array) || !integerArrays.includes(Object.prototype.toString.call(array).slice(8, -1))) {
     throw new DOMException("Failed to execute 'getRandomValues' on 'Crypto': The provided ArrayBufferView is not an integer array type", 'TypeMismatchError');
   }
-  if (array.byteLength > 65536) throw new DOMException(`Failed to execute 'getRandomValues' on 'Crypto': The ArrayBufferView's byte length (${array.byteLength}) exceeds the number of bytes of entropy available via this API (65536).`, 'QuotaExceededError');
+  if (array.byteLength > 65536)
+    throw new DOMException(
+      `Failed to execute 'getRandomValues' on 'Crypto': The ArrayBufferView's byte length (${array.byteLength}) exceeds the number of bytes of entropy available via this API (65536).`,
+      'QuotaExceededError',
+    );
   new Uint8Array(array.buffer, array.byteOffset, array.byteLength).set(randomBytes(array.byteLength));
   return array;
 }
@@ -60,7 +74,8 @@ const hashes: Record<string, { name: string; block: number }> = {
 function hashName(alg: unknown): string {
   const name = typeof alg === 'string' ? alg : (alg as { name?: unknown })?.name;
   const h = hashes[String(name).toUpperCase()];
-  if (!h) throw new DOMException(`Unrecognized or unsupported hash algorithm: ${String(name)} (supported: SHA-1, SHA-256, SHA-384, SHA-512)`, 'NotSupportedError');
+  if (!h)
+    throw new DOMException(`Unrecognized or unsupported hash algorithm: ${String(name)} (supported: SHA-1, SHA-256, SHA-384, SHA-512)`, 'NotSupportedError');
   return h.name;
 }
 
@@ -111,11 +126,16 @@ function hmacKey(key: unknown, usage: string): { raw: Uint8Array; hash: string }
 
 function checkHmac(algorithm: unknown): void {
   const name = typeof algorithm === 'string' ? algorithm : (algorithm as { name?: unknown })?.name;
-  if (String(name).toUpperCase() !== 'HMAC') throw new DOMException(`Unrecognized or unsupported algorithm: ${String(name)} (supported: HMAC; digest: SHA-1/256/384/512)`, 'NotSupportedError');
+  if (String(name).toUpperCase() !== 'HMAC')
+    throw new DOMException(`Unrecognized or unsupported algorithm: ${String(name)} (supported: HMAC; digest: SHA-1/256/384/512)`, 'NotSupportedError');
 }
 
 const b64url = {
-  encode: (b: Uint8Array) => btoa(String.fromCharCode(...b)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''),
+  encode: (b: Uint8Array) =>
+    btoa(String.fromCharCode(...b))
+      .replace(/\+/g, '-')
+      .replace(/\//g, '_')
+      .replace(/=+$/, ''),
   decode: (s: string) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/')), (c) => c.charCodeAt(0)),
 };
 

@@ -41,7 +41,10 @@ export class DOMException extends Error {
   }
 }
 for (const [n, c] of Object.entries(legacyCodes)) {
-  const constName = n.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase().replace(/_ERROR$/, '_ERR');
+  const constName = n
+    .replace(/([a-z])([A-Z])/g, '$1_$2')
+    .toUpperCase()
+    .replace(/_ERROR$/, '_ERR');
   Object.defineProperty(DOMException, constName, { value: c, enumerable: true });
   Object.defineProperty(DOMException.prototype, constName, { value: c, enumerable: true });
 }
@@ -109,7 +112,7 @@ export class EventTarget {
   }
   addEventListener(type: string, listener: Listener | null, options: boolean | { capture?: boolean; once?: boolean; signal?: AbortSignalLike } = {}): void {
     if (listener == null) return;
-    const opts = typeof options === 'boolean' ? { capture: options } : options ?? {};
+    const opts = typeof options === 'boolean' ? { capture: options } : (options ?? {});
     const signal = opts.signal;
     if (signal?.aborted) return;
     const map = listenersOf.get(this)!;

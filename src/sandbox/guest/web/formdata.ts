@@ -30,7 +30,10 @@ export class FormData {
   }
   delete(name: string): void {
     const n = String(name);
-    entriesOf.set(this, entriesOf.get(this)!.filter(([k]) => k !== n));
+    entriesOf.set(
+      this,
+      entriesOf.get(this)!.filter(([k]) => k !== n),
+    );
   }
   get(name: string): string | File | null {
     const n = String(name);
@@ -38,7 +41,10 @@ export class FormData {
   }
   getAll(name: string): Array<string | File> {
     const n = String(name);
-    return entriesOf.get(this)!.filter(([k]) => k === n).map(([, v]) => v);
+    return entriesOf
+      .get(this)!
+      .filter(([k]) => k === n)
+      .map(([, v]) => v);
   }
   has(name: string): boolean {
     const n = String(name);
@@ -74,7 +80,12 @@ export class FormData {
   }
 }
 
-const escapeName = (s: string) => s.replace(/\r\n|\r|\n/g, '\r\n').replace(/\n/g, '%0A').replace(/\r/g, '%0D').replace(/"/g, '%22');
+const escapeName = (s: string) =>
+  s
+    .replace(/\r\n|\r|\n/g, '\r\n')
+    .replace(/\n/g, '%0A')
+    .replace(/\r/g, '%0D')
+    .replace(/"/g, '%22');
 
 /** Serialise as multipart/form-data; returns the bytes and the Content-Type with its boundary. */
 export function encodeMultipart(form: FormData): { body: Uint8Array; contentType: string } {

@@ -46,15 +46,24 @@ export class Headers {
   delete(name: string): void {
     const n = checkName(name);
     mutable(this);
-    listOf.set(this, listOf.get(this)!.filter(([k]) => k !== n));
+    listOf.set(
+      this,
+      listOf.get(this)!.filter(([k]) => k !== n),
+    );
   }
   get(name: string): string | null {
     const n = checkName(name);
-    const values = listOf.get(this)!.filter(([k]) => k === n).map(([, v]) => v);
+    const values = listOf
+      .get(this)!
+      .filter(([k]) => k === n)
+      .map(([, v]) => v);
     return values.length ? values.join(', ') : null;
   }
   getSetCookie(): string[] {
-    return listOf.get(this)!.filter(([k]) => k === 'set-cookie').map(([, v]) => v);
+    return listOf
+      .get(this)!
+      .filter(([k]) => k === 'set-cookie')
+      .map(([, v]) => v);
   }
   has(name: string): boolean {
     const n = checkName(name);
@@ -128,13 +137,17 @@ function iterate<T>(h: Headers, pick: (p: [string, string]) => T): IterableItera
 }
 
 function fill(h: Headers, init: unknown): void {
-  if (typeof init !== 'object' && typeof init !== 'function') throw new TypeError("Failed to construct 'Headers': the provided value is not of type '(record<ByteString, ByteString> or sequence<sequence<ByteString>>)'");
+  if (typeof init !== 'object' && typeof init !== 'function')
+    throw new TypeError(
+      "Failed to construct 'Headers': the provided value is not of type '(record<ByteString, ByteString> or sequence<sequence<ByteString>>)'",
+    );
   // WebIDL: anything with @@iterator is a sequence (a Headers included, through its iterator).
   const it = (init as any)[Symbol.iterator];
   if (it !== undefined && it !== null) {
     if (typeof it !== 'function') throw new TypeError("Failed to construct 'Headers': @@iterator is not callable");
     for (const pair of init as Iterable<unknown>) {
-      if (typeof pair !== 'object' || pair === null || typeof (pair as any)[Symbol.iterator] !== 'function') throw new TypeError("Failed to construct 'Headers': each header must be a [name, value] pair");
+      if (typeof pair !== 'object' || pair === null || typeof (pair as any)[Symbol.iterator] !== 'function')
+        throw new TypeError("Failed to construct 'Headers': each header must be a [name, value] pair");
       const p = [...(pair as Iterable<unknown>)];
       if (p.length !== 2) throw new TypeError(`Failed to construct 'Headers': a header pair needs exactly two items, got ${p.length}`);
       h.append(p[0] as string, p[1] as string);
@@ -162,7 +175,10 @@ export function headerList(h: Headers): Array<[string, string]> {
 /** Internal: build from pairs the host already validated (lower-case names, clean values). */
 export function headersFrom(pairs: Array<[string, string]>, guard: Guard = 'none'): Headers {
   const h = new Headers();
-  listOf.set(h, pairs.map(([k, v]) => [k, v]));
+  listOf.set(
+    h,
+    pairs.map(([k, v]) => [k, v]),
+  );
   guardOf.set(h, guard);
   return h;
 }

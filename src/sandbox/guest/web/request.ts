@@ -30,7 +30,17 @@ const enums: Record<string, string[]> = {
   mode: ['navigate', 'same-origin', 'no-cors', 'cors'],
   credentials: ['omit', 'same-origin', 'include'],
   cache: ['default', 'no-store', 'reload', 'no-cache', 'force-cache', 'only-if-cached'],
-  referrerPolicy: ['', 'no-referrer', 'no-referrer-when-downgrade', 'same-origin', 'origin', 'strict-origin', 'origin-when-cross-origin', 'strict-origin-when-cross-origin', 'unsafe-url'],
+  referrerPolicy: [
+    '',
+    'no-referrer',
+    'no-referrer-when-downgrade',
+    'same-origin',
+    'origin',
+    'strict-origin',
+    'origin-when-cross-origin',
+    'strict-origin-when-cross-origin',
+    'unsafe-url',
+  ],
   duplex: ['half'],
 };
 
@@ -64,7 +74,8 @@ function parseUrl(input: unknown): string {
   } catch {
     throw new TypeError(`Failed to construct 'Request': Invalid URL ${JSON.stringify(String(input))} (URLs must be absolute here)`);
   }
-  if (url.username || url.password) throw new TypeError(`Failed to construct 'Request': Request cannot be constructed from a URL that includes credentials: ${url.href}`);
+  if (url.username || url.password)
+    throw new TypeError(`Failed to construct 'Request': Request cannot be constructed from a URL that includes credentials: ${url.href}`);
   return url.href;
 }
 
@@ -110,7 +121,8 @@ export class Request {
     if (init.referrerPolicy !== undefined) s.referrerPolicy = enumValue('referrerPolicy', init.referrerPolicy);
     if (init.credentials !== undefined) s.credentials = enumValue('credentials', init.credentials);
     if (init.cache !== undefined) s.cache = enumValue('cache', init.cache);
-    if (s.cache === 'only-if-cached' && s.mode !== 'same-origin') throw new TypeError("Failed to construct 'Request': 'only-if-cached' can be set only with 'same-origin' mode");
+    if (s.cache === 'only-if-cached' && s.mode !== 'same-origin')
+      throw new TypeError("Failed to construct 'Request': 'only-if-cached' can be set only with 'same-origin' mode");
     if (init.redirect !== undefined) s.redirect = enumValue('redirect', init.redirect);
     if (init.integrity !== undefined) s.integrity = String(init.integrity);
     if (init.keepalive !== undefined) s.keepalive = !!init.keepalive;
@@ -142,7 +154,8 @@ export class Request {
       if (ex.contentType && !s.headers.has('content-type')) s.headers.set('content-type', ex.contentType);
       setBody(this, ex.body);
     } else if (inputBody && init.body === undefined) {
-      if (inputBody.used || (inputBody.stream?.locked ?? false)) throw new TypeError("Failed to construct 'Request': Cannot construct a Request with a Request object that has already been used.");
+      if (inputBody.used || (inputBody.stream?.locked ?? false))
+        throw new TypeError("Failed to construct 'Request': Cannot construct a Request with a Request object that has already been used.");
       setBody(this, { ...inputBody });
       inputBody.used = true; // the body moves to the new request
     } else setBody(this, null);
@@ -202,7 +215,18 @@ export class Request {
   clone(): Request {
     const s = states.get(this)!;
     const body = cloneBody(this);
-    const copy = new Request(s.url, { method: s.method, headers: s.headers, redirect: s.redirect as 'follow', signal: this.signal, cache: s.cache, credentials: s.credentials, mode: s.mode === 'navigate' ? 'same-origin' : s.mode, referrerPolicy: s.referrerPolicy, integrity: s.integrity, keepalive: s.keepalive });
+    const copy = new Request(s.url, {
+      method: s.method,
+      headers: s.headers,
+      redirect: s.redirect as 'follow',
+      signal: this.signal,
+      cache: s.cache,
+      credentials: s.credentials,
+      mode: s.mode === 'navigate' ? 'same-origin' : s.mode,
+      referrerPolicy: s.referrerPolicy,
+      integrity: s.integrity,
+      keepalive: s.keepalive,
+    });
     states.get(copy)!.referrer = s.referrer;
     states.get(copy)!.mode = s.mode;
     setBody(copy, body);

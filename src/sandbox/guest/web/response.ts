@@ -25,7 +25,8 @@ const redirectStatus = new Set([301, 302, 303, 307, 308]);
 function initialise(r: Response, init: ResponseInit | undefined, body: ReturnType<typeof extractBody> | null): void {
   if (init !== undefined && init !== null && typeof init !== 'object') throw new TypeError("Failed to construct 'Response': init must be an object");
   const status = init?.status === undefined ? 200 : Number(init.status);
-  if (!Number.isInteger(status) || status < 200 || status > 599) throw new RangeError(`Failed to construct 'Response': The status provided (${init?.status}) is outside the range [200, 599].`);
+  if (!Number.isInteger(status) || status < 200 || status > 599)
+    throw new RangeError(`Failed to construct 'Response': The status provided (${init?.status}) is outside the range [200, 599].`);
   const statusText = init?.statusText === undefined ? '' : String(init.statusText);
   if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(statusText)) throw new TypeError("Failed to construct 'Response': Invalid statusText");
   const headers = new Headers(init?.headers);
@@ -111,7 +112,14 @@ installBodyMixin(Response.prototype);
 export interface Response extends Body {}
 
 /** Internal: a response received by fetch (any status the host saw, immutable headers, url). */
-export function fetchedResponse(r: { status: number; statusText: string; headers: Array<[string, string]>; body: Uint8Array; url: string; redirected: boolean }): Response {
+export function fetchedResponse(r: {
+  status: number;
+  statusText: string;
+  headers: Array<[string, string]>;
+  body: Uint8Array;
+  url: string;
+  redirected: boolean;
+}): Response {
   const res = Object.create(Response.prototype) as Response;
   const headers = new Headers(r.headers);
   setGuard(headers, 'immutable');

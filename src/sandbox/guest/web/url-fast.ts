@@ -21,7 +21,8 @@ export interface URLRecord {
 // scheme://host[:port][/path][?query][#fragment], each part restricted to characters the parser
 // keeps as they are. Path: no `%2e` (an encoded dot segment); query: no `'` (encoded for special
 // schemes); no spaces, controls, quotes, backslashes, `^`, `|`, braces, backticks or non-ASCII.
-const SHAPE = /^(https?):\/\/([a-z0-9.-]+)(?::([1-9][0-9]{0,4}))?(\/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*)?(?:\?([A-Za-z0-9\-._~!$&()*+,;=:@%/?]*))?(?:#([A-Za-z0-9\-._~!$&'()*+,;=:@%/?#]*))?$/;
+const SHAPE =
+  /^(https?):\/\/([a-z0-9.-]+)(?::([1-9][0-9]{0,4}))?(\/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*)?(?:\?([A-Za-z0-9\-._~!$&()*+,;=:@%/?]*))?(?:#([A-Za-z0-9\-._~!$&'()*+,;=:@%/?#]*))?$/;
 // A domain whose labels are plain LDH, none starting with xn-- (punycode is validated by the full
 // parser), the last one starting with a letter (a numeric last label makes the parser read IPv4).
 const DOMAIN = /^(?!xn--)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.(?!xn--)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*$/;
@@ -69,7 +70,10 @@ export function installFastPath(usm: { basicURLParse(input: string, options?: Re
   const full = usm.basicURLParse;
   usm.basicURLParse = function basicURLParse(input: string, options?: Record<string, unknown>) {
     // Only a plain parse qualifies: no base, no state override (setters), no record to update.
-    if (options === undefined || (options.baseURL == null && options.url === undefined && options.stateOverride === undefined && options.encoding === undefined)) {
+    if (
+      options === undefined ||
+      (options.baseURL == null && options.url === undefined && options.stateOverride === undefined && options.encoding === undefined)
+    ) {
       const record = fastParse(input);
       if (record) return record;
     }
