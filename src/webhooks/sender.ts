@@ -343,6 +343,10 @@ export function createSender(deps: SenderDeps): Sender {
     let next: Ahead[] = [];
     try {
       const done = await database.transactionUnlessBusy(async (tx) => {
+        // Claims first: the attempts are a live tail's feed, inserted last under the feed's order
+        // lock (store/feed-order.ts), which on PostgreSQL is then held for that insert and the
+        // commit alone, not through the claims as well (every node's record turn waits for it).
+        if (!stopped && worthClaiming(now)) next = await claimDue(tx, now);
         const recorded = await queue.completeMany(
           tx,
           batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended })),
@@ -351,7 +355,6 @@ export function createSender(deps: SenderDeps): Sender {
         // Only when this process was held past its lease (the supervisor kills a silent one first).
         if (recorded.stale.length)
           log.warn('attempts ended after their lease had expired; the delivery was left to the sender that took it', { deliveries: recorded.stale.length });
-        if (!stopped && worthClaiming(now)) next = await claimDue(tx, now);
       });
       // Another process is committing: these outcomes wait a turn (the claims were rolled back).
       if (done === LOCK_BUSY) return ended.putBack(batch);
@@ -388,8 +391,10 @@ export function createSender(deps: SenderDeps): Sender {
     queueAhead(next);
     drainAll();
     if (stopped) return;
-    if (ok) arm(now);
-    else pump();
+    // A retry just recorded that is due already (its attempt ended more than its delay ago) was not
+    // there for this turn's claims: look again now.
+    if (!ok || batch.some((e) => e.next.nextAttemptAt !== null && e.next.nextAttemptAt <= clock())) pump();
+    else arm(now);
   }
 
   function logOutcome(e: Ended): void {
