@@ -6,6 +6,7 @@
  * PostgreSQL database, and the two processes are two connections to it.
  */
 import { test } from 'node:test';
+import pg from 'pg';
 import assert from 'node:assert/strict';
 import { memoryLogger, type Logger } from '../src/log/index.ts';
 import type { Database, Queries, Statement } from '../src/store/contract.ts';
@@ -131,6 +132,40 @@ test('a retry already due when its failure is recorded (the turn began after its
   await store.database.transaction((tx) => q.enqueue(tx, { eventId: 'evt_1', type: 'site_view' }, clock.at));
   await waitFor(() => attemptsAt.length === 2, 5_000);
   await waitFor(async () => (await q.ofEvent('evt_1'))[0].status === 'delivered');
+});
+
+test('a due run skipped while another transaction held it (PostgreSQL) is looked at again, not left for a wake that never comes', async (t) => {
+  if (!process.env.SWITCHYARD_TEST_PG_URL) return t.skip("SKIP LOCKED is PostgreSQL's (SQLite serialises claims on its write lock)");
+  const store = await storeOf(tmpDir(t));
+  t.after(() => store.close());
+  const clock = { now: 1_000_000 };
+  const attemptsAt: number[] = [];
+  const q = queueOn(
+    store,
+    clock,
+    async (): Promise<RunOutcome> => {
+      attemptsAt.push(clock.now);
+      return attemptsAt.length > 1
+        ? { kind: 'ran', ok: true, invocationId: 'req_2' }
+        : { kind: 'ran', ok: false, invocationId: 'req_1', error: 'exception: boom' };
+    },
+    [],
+  );
+  t.after(() => q.stop(0));
+  await ingest(store, q, clock.now);
+  await waitFor(async () => (await q.ofEvent('evt_1'))[0]?.status === 'retrying');
+  // Another transaction holds the run's row while the queue looks: its claim skips it.
+  const other = new pg.Client({ connectionString: store.postgres!.url });
+  await other.connect();
+  t.after(() => other.end());
+  await other.query('BEGIN');
+  await other.query('SELECT seq FROM event_handler_runs FOR UPDATE');
+  clock.now = Date.parse((await q.ofEvent('evt_1'))[0].nextAttemptAt!);
+  q.wake();
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(attemptsAt.length, 1, 'skipped while held');
+  await other.query('ROLLBACK');
+  await waitFor(() => attemptsAt.length === 2, 5_000);
 });
 
 test('a run claimed by a process that died is taken by another process once its lease runs out', async (t) => {

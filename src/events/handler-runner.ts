@@ -43,6 +43,8 @@ export type HandlerRunner = ReturnType<typeof createHandlerRunner>;
 const MAX_TIMER = 60 * 60_000;
 /** After a turn the store refused: the next one, that long after. */
 const RETRY_MS = 1000;
+/** After due runs a turn could not claim: the next look, that long after. */
+const SKIPPED_LOOK_MS = 50;
 
 export function createHandlerRunner(deps: HandlerRunnerDeps) {
   const { runs, log } = deps;
@@ -112,6 +114,7 @@ export function createHandlerRunner(deps: HandlerRunnerDeps) {
       return false;
     }
     inflight -= taken - claimed.length;
+    const unclaimed = taken - claimed.length;
     for (const c of claimed) start(c);
     for (const { c, next } of done) {
       if (next !== 'dropped' && next.status === 'failed')
@@ -141,6 +144,10 @@ export function createHandlerRunner(deps: HandlerRunnerDeps) {
     // turn began): the due read above came before the record, and the store's next wake looks
     // only past `now`, so the turn's own records count here.
     for (const { next: n } of done) if (n !== 'dropped' && n.nextAttemptAt !== null && (next === undefined || n.nextAttemptAt < next)) next = n.nextAttemptAt;
+    // Runs read as due but not claimed: another process took them, or (PostgreSQL) they were locked
+    // by another transaction and skipped, which may yet roll back; the store's next wake would not
+    // name them (they are due already), so look again shortly.
+    if (unclaimed > 0) next = Math.min(next ?? Infinity, now + SKIPPED_LOOK_MS);
     if (next !== undefined && !stopped && !again) later(next - now);
     return true;
   }
