@@ -3,9 +3,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
-import Database from 'better-sqlite3';
 import { migrate, openStore } from '../src/store/index.ts';
-import { LOCK_BUSY, isBusy, lockPatience } from '../src/store/patience.ts';
 import { SwitchyardError } from '../src/errors.ts';
 import { tmpDir, waitFor } from './helpers/index.ts';
 import { AUTOCHECKPOINT_PAGES, BACKSTOP_PAGES, WAL_BOUND_PAGES } from '../src/store/checkpointer.ts';
@@ -150,65 +148,4 @@ test('read-only mode never creates a database', (t) => {
   const dir = tmpDir(t);
   assert.throws(() => openStore(dir, { readonly: true }), /no database/);
   assert.ok(!existsSync(join(dir, 'switchyard.db')));
-});
-
-test("a group commit does not sleep on another connection's write lock: LOCK_BUSY with nothing written, a short wait past spinMs, the usual wait past patienceMs", (t) => {
-  const dir = tmpDir(t);
-  const store = openStore(dir, { migrations: [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT)'] }] });
-  t.after(() => store.close());
-  const other = new Database(join(dir, 'switchyard.db'));
-  t.after(() => other.close());
-  let now = 0;
-  store.sqlite!.pragma('busy_timeout = 20'); // the connection's usual wait, cut short for the test
-  const patience = lockPatience(store.sqlite!, { spinMs: 5, patienceMs: 100, clock: () => now });
-  const insert = store.sqlite!.prepare('INSERT INTO things (v) VALUES (?)');
-  const count = () => (store.sqlite!.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n;
-  const write = (v: string) => store.sqlite!.transaction(() => insert.run(v))();
-
-  other.exec('BEGIN IMMEDIATE');
-  assert.equal(
-    patience.run(() => write('a')),
-    LOCK_BUSY,
-  );
-  assert.equal(count(), 0);
-  assert.equal(store.sqlite!.pragma('busy_timeout', { simple: true }), 20, 'the usual wait is back for every other statement');
-  now = 4;
-  assert.equal(
-    patience.run(() => write('b')),
-    LOCK_BUSY,
-    'still within spinMs',
-  );
-  now = 6;
-  // Refused for longer than spinMs: SQLite waits a few ms (one or two sleeps), then the batch is
-  // given back again, with the event loop blocked that long at most.
-  const t0 = performance.now();
-  assert.equal(
-    patience.run(() => write('c')),
-    LOCK_BUSY,
-    'past spinMs: a short wait, then given back',
-  );
-  assert.ok(performance.now() - t0 < 15, `a short wait (${(performance.now() - t0).toFixed(1)} ms), not the connection's busy timeout`);
-  now = 101;
-  // Refused for longer than patienceMs: it waits for the lock (the connection's busy_timeout) and,
-  // the lock still held, fails as any write would.
-  assert.throws(
-    () => patience.run(() => write('c')),
-    (e: { code?: string }) => isBusy(e),
-  );
-  other.exec('COMMIT');
-  assert.notEqual(
-    patience.run(() => write('d')),
-    LOCK_BUSY,
-  );
-  assert.equal(count(), 1);
-  // Inside a caller's transaction there is no lock to wait for: it runs as a savepoint.
-  other.exec('BEGIN IMMEDIATE');
-  other.exec('ROLLBACK');
-  store.sqlite!.transaction(() =>
-    assert.notEqual(
-      patience.run(() => insert.run('e')),
-      LOCK_BUSY,
-    ),
-  )();
-  assert.equal(count(), 2);
 });
