@@ -26,6 +26,7 @@ import { signatureSchemeOf, type SignatureScheme } from '../webhooks/index.ts';
 import { checkExternalIds, configurationSizeProblem } from './limits.ts';
 import { createInstallLinks, linkRefusal } from './links.ts';
 import { installRefusal, type Installer } from './visibility.ts';
+import { cachedTokens } from './token-cache.ts';
 
 export type InstallationStatus = 'pending' | 'active' | 'paused' | 'uninstalled';
 export type InstallationTarget = 'organization' | 'space' | 'site';
@@ -186,8 +187,8 @@ export async function createInstallations(deps: InstallationsDeps) {
     await signingKey(database, 'integration-token'),
     await signingKey(database, 'gitbook-signing-secrets'),
   ];
-  const tokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
-  const integrationTokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
+  const invocationTokens = cachedTokens((id, ttlMs, at) => mintInvocationToken(tokenKey, id, ttlMs, at));
+  const integrationTokens = cachedTokens((name, ttlMs, at) => mintIntegrationToken(integrationKey, name, ttlMs, at));
   const signingSecretCache = new Map<string, string>();
   const links = await createInstallLinks(database, () => (deps.now?.() ?? new Date()).getTime());
 
@@ -647,15 +648,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     webhookScheme,
     /** A short-lived token for one invocation of the installation's code. */
     invocationToken(id: string, ttlMs: number): string {
-      // Minting is an HMAC per request; a token is reused while it has at least half its life left,
-      // so every invocation still holds one valid for at least ttlMs / 2.
-      const now = Date.now();
-      const cached = tokenCache.get(id);
-      if (cached && cached.ttlMs === ttlMs && cached.renewAt > now) return cached.token;
-      const token = mintInvocationToken(tokenKey, id, ttlMs, now);
-      if (tokenCache.size > 10_000) tokenCache.clear();
-      tokenCache.set(id, { token, ttlMs, renewAt: now + ttlMs / 2 });
-      return token;
+      return invocationTokens(id, ttlMs);
     },
     /**
      * A short-lived integration-wide token for one invocation (GitBook's `apiTokens.integration`):
@@ -663,13 +656,7 @@ export async function createInstallations(deps: InstallationsDeps) {
      * invocationToken while it has half its life left.
      */
     integrationToken(name: string, ttlMs: number): string {
-      const now = Date.now();
-      const cached = integrationTokenCache.get(name);
-      if (cached && cached.ttlMs === ttlMs && cached.renewAt > now) return cached.token;
-      const token = mintIntegrationToken(integrationKey, name, ttlMs, now);
-      if (integrationTokenCache.size > 10_000) integrationTokenCache.clear();
-      integrationTokenCache.set(name, { token, ttlMs, renewAt: now + ttlMs / 2 });
-      return token;
+      return integrationTokens(name, ttlMs);
     },
     /**
      * GitBook's `environment.signingSecrets`: a stable secret per integration and per installation
