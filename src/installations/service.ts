@@ -8,7 +8,7 @@
  *   any state ──uninstall──> uninstalled (final: token revoked, no code runs)
  */
 import { AsyncResource } from 'node:async_hooks';
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { SwitchyardError, type Problem } from '../errors.ts';
 import { newEventId } from '../events/types.ts';
 import { hashToken, INSTALL_LINK_PREFIX } from '../http/auth.ts';
@@ -27,6 +27,7 @@ import { checkExternalIds, configurationSizeProblem } from './limits.ts';
 import { createInstallLinks, linkRefusal } from './links.ts';
 import { installRefusal, type Installer } from './visibility.ts';
 import { cachedTokens } from './token-cache.ts';
+import { signingSecrets } from './signing-secrets.ts';
 
 export type InstallationStatus = 'pending' | 'active' | 'paused' | 'uninstalled';
 export type InstallationTarget = 'organization' | 'space' | 'site';
@@ -189,7 +190,7 @@ export async function createInstallations(deps: InstallationsDeps) {
   ];
   const invocationTokens = cachedTokens((id, ttlMs, at) => mintInvocationToken(tokenKey, id, ttlMs, at));
   const integrationTokens = cachedTokens((name, ttlMs, at) => mintIntegrationToken(integrationKey, name, ttlMs, at));
-  const signingSecretCache = new Map<string, string>();
+  const secrets = signingSecrets(signingSecretKey);
   const links = await createInstallLinks(database, () => (deps.now?.() ?? new Date()).getTime());
 
   // Rows read outside any transaction, by id: every request to a public endpoint looks its
@@ -660,18 +661,10 @@ export async function createInstallations(deps: InstallationsDeps) {
     },
     /**
      * GitBook's `environment.signingSecrets`: a stable secret per integration and per installation
-     * that their code signs its own data with (e.g. a state it hands to a third party). Derived
-     * from a server key kept in the database, so they survive restarts and differ per server.
+     * (signing-secrets.ts).
      */
     signingSecret(kind: 'integration' | 'installation', subject: string): string {
-      const key = `${kind}:${subject}`;
-      let secret = signingSecretCache.get(key);
-      if (!secret) {
-        secret = createHmac('sha256', signingSecretKey).update(key).digest('base64url');
-        if (signingSecretCache.size > 10_000) signingSecretCache.clear();
-        signingSecretCache.set(key, secret);
-      }
-      return secret;
+      return secrets(kind, subject);
     },
     /** Mint a new long-lived token (the old one stops working). */
     rotateToken: step(async (tx, id: string): Promise<string> => {
