@@ -14,7 +14,7 @@ import { newEventId } from '../events/types.ts';
 import { hashToken, INSTALL_LINK_PREFIX } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
 import { setOwn } from '../schema/index.ts';
-import { statement, type Database, type Queries, type Tx } from '../store/contract.ts';
+import type { Database, Queries, Tx } from '../store/contract.ts';
 import type { Generations } from '../store/generations.ts';
 import { createObservers } from '../lib/observers.ts';
 import { oncePerTurn } from '../lib/batch.ts';
@@ -28,53 +28,9 @@ import { createInstallLinks, linkRefusal } from './links.ts';
 import { installRefusal, type Installer } from './visibility.ts';
 import { cachedTokens } from './token-cache.ts';
 import { signingSecrets } from './signing-secrets.ts';
+import { fromRow, lists, lockedRow, q, type Installation, type InstallationStatus, type InstallationTarget, type Row } from './rows.ts';
 
-export type InstallationStatus = 'pending' | 'active' | 'paused' | 'uninstalled';
-export type InstallationTarget = 'organization' | 'space' | 'site';
-
-export interface Installation {
-  id: string;
-  integration: string;
-  target: InstallationTarget;
-  space?: string;
-  site?: string;
-  status: InstallationStatus;
-  configuration: Record<string, unknown>;
-  externalIds: string[];
-  createdAt: string;
-  updatedAt: string;
-  uninstalledAt?: string;
-}
-
-interface Row {
-  id: string;
-  integration: string;
-  target: InstallationTarget;
-  space_id: string | null;
-  site_id: string | null;
-  status: InstallationStatus;
-  configuration: string;
-  external_ids: string;
-  created_at: string;
-  updated_at: string;
-  uninstalled_at: string | null;
-}
-
-function fromRow(r: Row): Installation {
-  return {
-    id: r.id,
-    integration: r.integration,
-    target: r.target,
-    ...(r.space_id ? { space: r.space_id } : {}),
-    ...(r.site_id ? { site: r.site_id } : {}),
-    status: r.status,
-    configuration: JSON.parse(r.configuration),
-    externalIds: JSON.parse(r.external_ids),
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    ...(r.uninstalled_at ? { uninstalledAt: r.uninstalled_at } : {}),
-  };
-}
+export type { Installation, InstallationStatus, InstallationTarget } from './rows.ts';
 
 /** Keys the platform writes into a configuration itself; they are not manifest properties. */
 export const RESERVED_CONFIGURATION_KEYS = ['oauth_credentials'] as const;
@@ -148,33 +104,6 @@ export { newEventId };
 const urlOf = (i: Installation): string | undefined => (typeof i.configuration.webhook_url === 'string' ? i.configuration.webhook_url : undefined);
 const schemeOf = (i: Installation): SignatureScheme => signatureSchemeOf(i.configuration.signature_scheme);
 const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i), scheme: schemeOf(i) } : undefined);
-
-const q = {
-  byId: statement<Row>('SELECT * FROM installations WHERE id = ?'),
-  // A lifecycle step reads its row locked on PostgreSQL (nodes write at once: read then write must
-  // not lose another node's change); SQLite's one writer at a time needs no lock.
-  byIdLocked: statement<Row>({ sqlite: 'SELECT * FROM installations WHERE id = ?', postgres: 'SELECT * FROM installations WHERE id = ? FOR UPDATE' }),
-  byTokenHash: statement<Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'"),
-  insert: statement(
-    `INSERT INTO installations (id, integration, target, space_id, site_id, status, configuration, external_ids, token_hash, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ),
-  configure: statement('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?'),
-  externalIds: statement('UPDATE installations SET external_ids = ?, updated_at = ? WHERE id = ?'),
-  status: statement('UPDATE installations SET status = ?, updated_at = ?, uninstalled_at = ? WHERE id = ?'),
-  token: statement('UPDATE installations SET token_hash = ?, updated_at = ? WHERE id = ?'),
-};
-
-/** The listings `list` answers, one statement per filter. */
-const listing = (where: string) => statement<Row>(`SELECT * FROM installations ${where} ORDER BY created_at, id`);
-const lists = {
-  all: listing(''),
-  live: listing("WHERE status != 'uninstalled'"),
-  status: listing('WHERE status = ?'),
-  integrationAll: listing('WHERE integration = ?'),
-  integrationLive: listing("WHERE integration = ? AND status != 'uninstalled'"),
-  integrationStatus: listing('WHERE integration = ? AND status = ?'),
-};
 
 /** How many rows the by-id cache keeps (the oldest go first). */
 const CACHED_ROWS = 10_000;
@@ -255,7 +184,7 @@ export async function createInstallations(deps: InstallationsDeps) {
 
   /** The installation as `tx` sees it, locked for the rest of the step on PostgreSQL. */
   async function requireIn(tx: Queries, id: string): Promise<Installation> {
-    const r = await tx.get(q.byIdLocked, [id]);
+    const r = await lockedRow(tx, id);
     if (!r) throw missing(id);
     return fromRow(r);
   }
