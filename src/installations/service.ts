@@ -28,7 +28,8 @@ import { createInstallLinks, linkRefusal } from './links.ts';
 import { installRefusal, type Installer } from './visibility.ts';
 import { cachedTokens } from './token-cache.ts';
 import { signingSecrets } from './signing-secrets.ts';
-import { fromRow, lists, lockedRow, q, type Installation, type InstallationStatus, type InstallationTarget, type Row } from './rows.ts';
+import { createRowCache } from './row-cache.ts';
+import { fromRow, lists, lockedRow, q, type Installation, type InstallationStatus, type InstallationTarget } from './rows.ts';
 
 export type { Installation, InstallationStatus, InstallationTarget } from './rows.ts';
 
@@ -105,9 +106,6 @@ const urlOf = (i: Installation): string | undefined => (typeof i.configuration.w
 const schemeOf = (i: Installation): SignatureScheme => signatureSchemeOf(i.configuration.signature_scheme);
 const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i), scheme: schemeOf(i) } : undefined);
 
-/** How many rows the by-id cache keeps (the oldest go first). */
-const CACHED_ROWS = 10_000;
-
 /** The installations service; reads the server's signing keys, so it is awaited at start. */
 export async function createInstallations(deps: InstallationsDeps) {
   const { database, generations } = deps;
@@ -122,23 +120,14 @@ export async function createInstallations(deps: InstallationsDeps) {
   const secrets = signingSecrets(signingSecretKey);
   const links = await createInstallLinks(database, () => (deps.now?.() ?? new Date()).getTime());
 
-  // Rows read outside any transaction, by id: every request to a public endpoint looks its
-  // installation up. A step drops its row when it writes it and again once it commits; a read
-  // inside a transaction is not kept (it may still roll back), nor one that began before a write
-  // here or a change seen from elsewhere (`epoch` moved: it may hold the row as it was).
-  const rows = new Map<string, Row>();
-  let epoch = 0;
-  const forget = (id: string) => {
-    rows.delete(id);
-    epoch++;
-  };
+  // Rows read outside any transaction, by id (row-cache.ts).
+  const rows = createRowCache(database);
   // Other serving processes (and nodes) write installations too (see store/generations.ts): their
   // changes drop these copies, and read the webhook endpoints again, before the next answer.
   const othersChanged = generations.watch('installations');
   async function fresh(): Promise<void> {
     if (!(await othersChanged())) return;
     rows.clear();
-    epoch++;
     await reloadLive();
   }
   // What answers synchronously (cached, the webhook endpoints) asks too, for the next caller: in the
@@ -152,14 +141,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     await fresh();
     const known = live.get(id);
     if (known) return known;
-    const hit = rows.get(id);
-    if (hit) return fromRow(hit);
-    const at = epoch;
-    const r = await database.get(q.byId, [id]);
-    if (r && at === epoch) {
-      if (rows.size >= CACHED_ROWS) rows.delete(rows.keys().next().value!);
-      rows.set(id, r);
-    }
+    const r = await rows.read(id);
     return r ? fromRow(r) : undefined;
   }
 
@@ -169,7 +151,7 @@ export async function createInstallations(deps: InstallationsDeps) {
    */
   function cached(id: string): Installation | undefined {
     freshSoon();
-    const hit = rows.get(id);
+    const hit = rows.peek(id);
     return live.get(id) ?? (hit ? fromRow(hit) : undefined);
   }
 
@@ -268,8 +250,8 @@ export async function createInstallations(deps: InstallationsDeps) {
 
   /** After a write of `id` in `tx`: its cached row goes (now, and once the step commits), and the other processes are told. */
   async function changed(tx: Tx, id: string): Promise<void> {
-    forget(id);
-    tx.afterCommit(() => forget(id));
+    rows.forget(id);
+    tx.afterCommit(() => rows.forget(id));
     await generations.bump(tx, 'installations');
   }
 
