@@ -21,14 +21,15 @@ import { oncePerTurn } from '../lib/batch.ts';
 import { createLogger, type Logger } from '../log/index.ts';
 import { missingRequired, sectionFor, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
-import { WEBHOOK_INTEGRATION, parseEventTypes, requireOrganizationTarget, webhookConfigurationProblems } from './webhook.ts';
-import { signatureSchemeOf, type SignatureScheme } from '../webhooks/index.ts';
+import { WEBHOOK_INTEGRATION, requireOrganizationTarget, webhookConfigurationProblems } from './webhook.ts';
+import type { SignatureScheme } from '../webhooks/index.ts';
 import { checkExternalIds, configurationSizeProblem } from './limits.ts';
 import { createInstallLinks, linkRefusal } from './links.ts';
 import { installRefusal, type Installer } from './visibility.ts';
 import { cachedTokens } from './token-cache.ts';
 import { signingSecrets } from './signing-secrets.ts';
 import { createRowCache } from './row-cache.ts';
+import { createLiveInstallations, schemeOf } from './subscriptions.ts';
 import { fromRow, lists, lockedRow, q, type Installation, type InstallationStatus, type InstallationTarget } from './rows.ts';
 
 export type { Installation, InstallationStatus, InstallationTarget } from './rows.ts';
@@ -103,7 +104,6 @@ export interface InstallationsDeps {
 export { newEventId };
 
 const urlOf = (i: Installation): string | undefined => (typeof i.configuration.webhook_url === 'string' ? i.configuration.webhook_url : undefined);
-const schemeOf = (i: Installation): SignatureScheme => signatureSchemeOf(i.configuration.signature_scheme);
 const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i), scheme: schemeOf(i) } : undefined);
 
 /** The installations service; reads the server's signing keys, so it is awaited at start. */
@@ -120,6 +120,8 @@ export async function createInstallations(deps: InstallationsDeps) {
   const secrets = signingSecrets(signingSecretKey);
   const links = await createInstallLinks(database, () => (deps.now?.() ?? new Date()).getTime());
 
+  // The installations not uninstalled, in memory (subscriptions.ts): read below, before the service answers.
+  const live = createLiveInstallations(database);
   // Rows read outside any transaction, by id (row-cache.ts).
   const rows = createRowCache(database);
   // Other serving processes (and nodes) write installations too (see store/generations.ts): their
@@ -128,7 +130,7 @@ export async function createInstallations(deps: InstallationsDeps) {
   async function fresh(): Promise<void> {
     if (!(await othersChanged())) return;
     rows.clear();
-    await reloadLive();
+    await live.reload();
   }
   // What answers synchronously (cached, the webhook endpoints) asks too, for the next caller: in the
   // context this service was made in, never in that of a transaction the caller may be in (its
@@ -390,78 +392,27 @@ export async function createInstallations(deps: InstallationsDeps) {
     return { kind: 'installation', installationId: inst.id, integration: inst.integration, scopes, via: invId ? 'invocation' : 'token' };
   }
 
-  /**
-   * The installations not uninstalled, in memory: what ingest reads synchronously for every event
-   * (the webhook installations subscribed to its type, the active installations whose handlers it
-   * may be owed) and every attempt (a webhook's URL and scheme). Read at start; a step here sets its
-   * installation once it commits; another process's change reads them all again (fresh()).
-   */
-  let live = new Map<string, Installation>();
-  /** What is derived from `live`, made again on the first use after it changed. */
-  let derived: { endpoints: WebhookEndpoint[]; byId: Map<string, WebhookEndpoint>; active: Installation[] } | undefined;
-  /** Moves with every installation set here: a reading of them all that began before it is read again. */
-  let liveEpoch = 0;
-  type WebhookEndpoint = { installationId: string; url: string; types: string[]; scheme: SignatureScheme };
-  // Active ones, and paused ones with a URL: their deliveries are stored held and wait for the resume.
-  const webhookEndpointOf = (i: Installation): WebhookEndpoint | undefined =>
-    i.integration === WEBHOOK_INTEGRATION && (i.status === 'active' || (i.status === 'paused' && typeof i.configuration.webhook_url === 'string'))
-      ? { installationId: i.id, url: String(i.configuration.webhook_url), types: parseEventTypes(i.configuration.event_types), scheme: schemeOf(i) }
-      : undefined;
-  const byAge = (a: Installation, b: Installation) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-  function derive() {
-    if (!derived) {
-      const all = [...live.values()].sort(byAge);
-      const active = all.filter((i) => i.status === 'active');
-      // Active ones first, then paused ones, each in the order they were made.
-      const endpoints = [...active, ...all.filter((i) => i.status === 'paused')].map(webhookEndpointOf).filter((e) => e !== undefined);
-      derived = { endpoints, byId: new Map(endpoints.map((e) => [e.installationId, e])), active };
-    }
-    return derived;
-  }
-  /** One installation as a committed step left it. */
-  function setLive(i: Installation): void {
-    liveEpoch++;
-    if (i.status === 'uninstalled') live.delete(i.id);
-    else live.set(i.id, i);
-    derived = undefined;
-  }
-  let reloading: Promise<void> | undefined;
-  function reloadLive(): Promise<void> {
-    return (reloading ??= (async () => {
-      for (;;) {
-        const at = liveEpoch;
-        const rows = await database.all(lists.live);
-        if (at !== liveEpoch) continue; // a step committed meanwhile: read again
-        live = new Map(rows.map((r) => [r.id, fromRow(r)]));
-        derived = undefined;
-        return;
-      }
-    })().finally(() => (reloading = undefined)));
-  }
-  await reloadLive();
+  await live.reload();
 
   /** The active installations, oldest first (synchronous: from memory; see fresh). */
   function active(): Installation[] {
     freshSoon();
-    return derive().active;
+    return live.active();
   }
 
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
     freshSoon();
-    return derive()
-      .endpoints.filter((s) => s.types.includes(type))
-      .map(({ installationId, url }) => ({ installationId, url }));
+    return live.subscribers(type);
   }
   /** A webhook installation's URL now, whatever event types it takes (a replay goes there). */
   function webhookUrl(installationId: string): string | undefined {
     freshSoon();
-    return derive().byId.get(installationId)?.url;
+    return live.url(installationId);
   }
   /** How a webhook installation signs now (read at every attempt, and when its secret is rotated: a pending one's too). */
   function webhookScheme(installationId: string): SignatureScheme {
     freshSoon();
-    const i = live.get(installationId);
-    return i ? schemeOf(i) : signatureSchemeOf(undefined);
+    return live.scheme(installationId);
   }
 
   // The lifecycle: each step is one transaction that tells the modules following installations
@@ -476,7 +427,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     const out: { webhookSecret?: string } = {};
     for (const listener of inStep) Object.assign(out, (await listener(tx, change)) ?? {});
     tx.afterCommit(() => {
-      setLive(change.installation);
+      live.set(change.installation);
       committed.notify(change);
     });
     return out;
@@ -547,7 +498,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     /** Replace the external ids alone (the integration's own API call). */
     setExternalIds: step(async (tx, id: string, externalIds: string[]) => {
       const i = await setExternalIds(tx, id, externalIds);
-      tx.afterCommit(() => setLive(i));
+      tx.afterCommit(() => live.set(i));
       return i;
     }),
     /** Returns what removes the listener. */
