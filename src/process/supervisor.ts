@@ -16,7 +16,7 @@
  * Why several processes and not one: isolated-vm can abort or wedge its whole process on a V8
  * out-of-memory, and the isolates run in the process that took the request (no IPC hop).
  */
-import cluster, { type Worker as ServingProcess } from 'node:cluster';
+import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -35,28 +35,15 @@ import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
 import { claimNodeId, leftoverLeases, processLeases, type NodeIdClaim } from '../store/lease-owner.ts';
 import { fileTlsSource } from '../http/tls.ts';
+import { broadcast as broadcastTo, createSlots, send, type ServingProcess, type Slot } from './slots.ts';
+import { startHeartbeat } from './heartbeat.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;
-/** Pings to each serving process; one silent for `server.heartbeat_timeout` is presumed wedged (its main thread held by guest code). */
-const HEARTBEAT_MS = 1_000;
 
 /** `server.processes` as a count: 0 means one per core, at least two. */
 export function processCount(configured: number): number {
   return configured > 0 ? configured : Math.max(2, availableParallelism());
-}
-
-interface Slot {
-  index: number;
-  serving: ServingProcess | null;
-  lastPong: number;
-  ready: boolean;
-  /** Killed for not answering the heartbeat. */
-  unresponsive: boolean;
-  /** Deaths in a row before becoming ready (a process that cannot start must not spin). */
-  failedStarts: number;
-  /** It has loaded its integrations (see /readyz). */
-  loaded: boolean;
 }
 
 export async function supervise(config: LoadedConfig, log: Logger): Promise<number> {
@@ -99,15 +86,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   await runs.releaseOwnedBy(leftoverLeases(store));
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
-  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({
-    index,
-    serving: null,
-    lastPong: 0,
-    ready: false,
-    unresponsive: false,
-    failedStarts: 0,
-    loaded: false,
-  }));
+  const slots = createSlots(count);
   const crashes = new Map<string, Array<{ at: number; score: number }>>();
   const parked = new Map<string, Parking>();
   type Collecting = { from: ServingProcess; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
@@ -130,12 +109,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   // The single executable carries its Node options inside (and takes every argument as its own).
   cluster.setupPrimary({ serialization: 'json', ...(isExecutable() ? { exec: process.execPath, execArgv: [] } : {}) });
 
-  const send = (w: ServingProcess | null, msg: ToServing) => {
-    if (w?.isConnected()) w.send(msg, () => {});
-  };
-  const broadcast = (msg: ToServing) => {
-    for (const s of slots) send(s.serving, msg);
-  };
+  const broadcast = (msg: ToServing) => broadcastTo(slots, msg);
   /** Tell every process whether all of them have loaded their integrations, when that changes. */
   let allLoaded = false;
   const readinessChanged = () => {
@@ -322,23 +296,12 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
 
   tls?.onPair((pair) => broadcast({ t: 'tls', pair }));
 
-  const heartbeat = setInterval(() => {
-    const now = Date.now();
-    for (const s of slots) {
-      if (!s.serving || !s.ready) continue;
-      if (now - s.lastPong > config.server.heartbeat_timeout && !s.unresponsive) {
-        s.unresponsive = true;
-        s.serving.process.kill('SIGKILL');
-        continue;
-      }
-      send(s.serving, { t: 'ping' });
-    }
-  }, HEARTBEAT_MS);
+  const stopHeartbeat = startHeartbeat(slots, config.server.heartbeat_timeout);
 
   async function stop(why: string): Promise<void> {
     if (stopping) return;
     stopping = true;
-    clearInterval(heartbeat);
+    stopHeartbeat();
     log.info('shutting down', { reason: why });
     const live = slots.filter((s) => s.serving);
     if (!live.length) return finish();
