@@ -37,6 +37,7 @@ import { claimNodeId, leftoverLeases, processLeases, type NodeIdClaim } from '..
 import { fileTlsSource } from '../http/tls.ts';
 import { broadcast as broadcastTo, createSlots, send, type ServingProcess, type Slot } from './slots.ts';
 import { startHeartbeat } from './heartbeat.ts';
+import { createMetricsRelay } from './metrics-relay.ts';
 
 export const PARK_AFTER = 3;
 export const PARK_WINDOW_MS = 60_000;
@@ -89,9 +90,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const slots = createSlots(count);
   const crashes = new Map<string, Array<{ at: number; score: number }>>();
   const parked = new Map<string, Parking>();
-  type Collecting = { from: ServingProcess; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
-  const collecting = new Map<number, Collecting>();
-  let collectSeq = 0;
+  const metrics = createMetricsRelay();
   let stopping = false;
   let port: number | undefined;
   let everReady = false;
@@ -178,31 +177,14 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         return;
       case 'collect': {
         // Metrics from every process, for the one answering GET /metrics.
-        const live = slots.filter((s) => s.ready && s.serving?.isConnected());
-        const key = ++collectSeq;
-        const c: Collecting = { from: w, replyId: msg.id, want: live.length, snapshots: [], timer: setTimeout(() => collected(key), 2_000) };
-        collecting.set(key, c);
-        for (const s of live) send(s.serving, { t: 'collect', id: key });
-        if (!live.length) collected(key);
+        const live = slots.filter((s) => s.ready && s.serving?.isConnected()).map((s) => s.serving!);
+        metrics.collect(w, msg.id, live);
         return;
       }
-      case 'snapshot': {
-        const c = collecting.get(msg.id);
-        if (!c) return;
-        c.snapshots.push(msg.snapshot);
-        if (c.snapshots.length >= c.want) collected(msg.id);
+      case 'snapshot':
+        metrics.snapshot(msg.id, msg.snapshot);
         return;
-      }
     }
-  }
-
-  /** A process that does not answer in time is left out rather than holding the scrape. */
-  function collected(key: number): void {
-    const c = collecting.get(key);
-    if (!c) return;
-    collecting.delete(key);
-    clearTimeout(c.timer);
-    send(c.from, { t: 'collected', id: c.replyId, snapshots: c.snapshots });
   }
 
   async function onExit(slot: Slot, w: ServingProcess, code: number | null, signal: string | null): Promise<void> {
