@@ -27,9 +27,9 @@ import { connectStore, type Store } from '../store/index.ts';
 import { isExecutable } from '../native/index.ts';
 import { createQueue } from '../webhooks/queue.ts';
 import { createHandlerRuns } from '../events/handler-runs.ts';
-import { readCrashRecord, suspects, type CrashRecordContent } from './crash-record.ts';
+import { readCrashRecord } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
-import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
+import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type ToServing, type ToSupervisor } from './messages.ts';
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
@@ -38,9 +38,9 @@ import { fileTlsSource } from '../http/tls.ts';
 import { broadcast as broadcastTo, createSlots, send, type ServingProcess, type Slot } from './slots.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { createMetricsRelay } from './metrics-relay.ts';
+import { blameFor, createParkingLot } from './parking.ts';
 
-export const PARK_AFTER = 3;
-export const PARK_WINDOW_MS = 60_000;
+export { PARK_AFTER, PARK_WINDOW_MS } from './parking.ts';
 
 /** `server.processes` as a count: 0 means one per core, at least two. */
 export function processCount(configured: number): number {
@@ -88,8 +88,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
   const slots = createSlots(count);
-  const crashes = new Map<string, Array<{ at: number; score: number }>>();
-  const parked = new Map<string, Parking>();
+  const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
   const metrics = createMetricsRelay();
   let stopping = false;
   let port: number | undefined;
@@ -142,7 +141,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       slot.failedStarts = 0;
       slot.lastPong = Date.now();
       everReady = true;
-      send(w, { t: 'parked', parked: [...parked.values()] });
+      send(w, { t: 'parked', parked: parking.parked() });
       send(w, { t: 'readiness', ready: allLoaded });
       // The first process to listen shows the port and the config work; the others follow it.
       for (const s of slots) if (!s.serving && !stopping && !allStarted) start(s);
@@ -163,11 +162,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         readinessChanged();
         return;
       case 'resume':
-        if (parked.delete(msg.name)) {
-          crashes.delete(msg.name);
-          log.info('integration resumed', { integration: msg.name });
-          broadcast({ t: 'parked', parked: [...parked.values()] });
-        }
+        parking.resume(msg.name);
         return;
       case 'due':
         for (const s of slots) if (s.serving !== w) send(s.serving, { t: 'due' });
@@ -230,9 +225,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       void stop('no serving process could start');
       return;
     }
-    const scores = suspects(record);
-    const top = Math.max(0, ...scores.values());
-    const blamed = [...scores].filter(([, v]) => v === top && v > 0).map(([n]) => n);
+    const { scores, blamed } = blameFor(record);
     log.error('a serving process died; starting another', {
       process: slot.index,
       pid,
@@ -243,37 +236,12 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       ...(scores.size > blamed.length ? { also_running: [...scores.keys()].filter((n) => !blamed.includes(n)).join(', ') } : {}),
       ...(released ? { leases_released: released } : {}),
     });
-    noteCrash(scores, record);
+    parking.noteCrash(scores, record);
     slot.failedStarts = wasReady ? 0 : slot.failedStarts + 1;
     const delay = slot.failedStarts ? Math.min(10_000, 250 * 2 ** slot.failedStarts) : 0;
     setTimeout(() => {
       if (!stopping && !slot.serving) start(slot);
     }, delay).unref();
-  }
-
-  /**
-   * Park the integration to blame once it was a suspect in PARK_AFTER deaths within the window and
-   * scored more than any other suspect over them (see suspects() in crash-record.ts).
-   */
-  function noteCrash(scores: Map<string, number>, record: CrashRecordContent): void {
-    const now = Date.now();
-    for (const [name, score] of scores) {
-      const list = (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS);
-      list.push({ at: now, score });
-      crashes.set(name, list);
-    }
-    const total = (name: string) => (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS).reduce((a, c) => a + c.score, 0);
-    for (const name of scores.keys()) {
-      const times = (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS).length;
-      if (times < PARK_AFTER || parked.has(name)) continue;
-      const mine = total(name);
-      if ([...crashes.keys()].some((other) => other !== name && total(other) >= mine)) continue;
-      const version = record.running.find((r) => r.name === name)?.version ?? '';
-      const reason = `integration ${name} is parked: its code took down a serving process ${times} times within ${PARK_WINDOW_MS / 1000} s; it runs again when a new version loads or after \`switchyard integrations resume ${name}\``;
-      parked.set(name, { name, version, reason, at: now });
-      log.error('integration parked', { integration: name, version, crashes: times });
-      broadcast({ t: 'parked', parked: [...parked.values()] });
-    }
   }
 
   tls?.onPair((pair) => broadcast({ t: 'tls', pair }));
