@@ -25,20 +25,19 @@ import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { connectStore, type Store } from '../store/index.ts';
 import { isExecutable } from '../native/index.ts';
-import { createQueue } from '../webhooks/queue.ts';
-import { createHandlerRuns } from '../events/handler-runs.ts';
 import { readCrashRecord } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
 import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type ToServing, type ToSupervisor } from './messages.ts';
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
-import { claimNodeId, leftoverLeases, processLeases, type NodeIdClaim } from '../store/lease-owner.ts';
+import { claimNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
 import { fileTlsSource } from '../http/tls.ts';
 import { broadcast as broadcastTo, createSlots, send, type ServingProcess, type Slot } from './slots.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { createMetricsRelay } from './metrics-relay.ts';
 import { blameFor, createParkingLot } from './parking.ts';
+import { createLeaseRecovery } from './lease-recovery.ts';
 
 export { PARK_AFTER, PARK_WINDOW_MS } from './parking.ts';
 
@@ -62,9 +61,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   }
   resolveAdminToken(config, true); // made once here, before N processes race to create it
   mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
-  const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  const runs = createHandlerRuns(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
+  const leases = createLeaseRecovery(store, { maxAttempts: () => config.webhooks.max_retries + 1, log, due: () => broadcast({ t: 'due' }) });
   /** Another node took this node's id (its lock was lost with a database restart): nothing more is done as this id. */
   let idTaken = false;
   let nodeId: NodeIdClaim;
@@ -83,9 +80,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     tls?.close();
     throw e;
   }
-  const interrupted = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), leftoverLeases(store)));
-  await runs.releaseOwnedBy(leftoverLeases(store));
-  if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
+  // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
+  await leases.recoverLeftovers();
 
   const slots = createSlots(count);
   const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
@@ -193,20 +189,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     const pid = w.process.pid;
     // Its leases go back now rather than when they run out: another process sends them. Not once
     // another node holds this id: its processes' leases may carry the same prefix (same pid).
-    let released = 0;
-    try {
-      if (!idTaken) {
-        released = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), processLeases(pid)));
-        void runs.releaseOwnedBy(processLeases(pid)).then(
-          (n) => {
-            if (n && !released) broadcast({ t: 'due' });
-          },
-          (e) => log.error('could not give back the handler run leases of a dead serving process; they run out instead', { error: e as Error }),
-        );
-      }
-    } catch (e) {
-      log.error('could not give back the leases of a dead serving process; they run out instead', { error: e as Error });
-    }
+    const released = idTaken ? 0 : await leases.giveBack(pid);
     if (released) broadcast({ t: 'due' });
     if (stopping) {
       if (slots.every((s) => !s.serving)) finish();
