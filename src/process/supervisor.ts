@@ -38,6 +38,7 @@ import { startHeartbeat } from './heartbeat.ts';
 import { createMetricsRelay } from './metrics-relay.ts';
 import { blameFor, createParkingLot } from './parking.ts';
 import { createLeaseRecovery } from './lease-recovery.ts';
+import { createReadiness } from './readiness.ts';
 
 export { PARK_AFTER, PARK_WINDOW_MS } from './parking.ts';
 
@@ -105,18 +106,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
 
   const broadcast = (msg: ToServing) => broadcastTo(slots, msg);
   /** Tell every process whether all of them have loaded their integrations, when that changes. */
-  let allLoaded = false;
-  const readinessChanged = () => {
-    const now = slots.every((s) => s.serving && s.loaded);
-    if (now === allLoaded) return;
-    allLoaded = now;
-    broadcast({ t: 'readiness', ready: now });
-    if (now && !everLoaded) {
-      everLoaded = true;
-      log.info('switchyard ready: every serving process has loaded its integrations', { processes: count, ms: Date.now() - startedAt });
-    }
-  };
-  let everLoaded = false;
+  const readiness = createReadiness(slots, { log, startedAt });
 
   function start(slot: Slot): void {
     // The first process says the start line as soon as it listens, before its integrations load.
@@ -138,7 +128,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       slot.lastPong = Date.now();
       everReady = true;
       send(w, { t: 'parked', parked: parking.parked() });
-      send(w, { t: 'readiness', ready: allLoaded });
+      send(w, { t: 'readiness', ready: readiness.allLoaded });
       // The first process to listen shows the port and the config work; the others follow it.
       for (const s of slots) if (!s.serving && !stopping && !allStarted) start(s);
       if (allStarted) log.info('serving process started', { process: slot.index, pid: w.process.pid });
@@ -155,7 +145,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         return;
       case 'loaded':
         slot.loaded = true;
-        readinessChanged();
+        readiness.changed();
         return;
       case 'resume':
         parking.resume(msg.name);
@@ -184,7 +174,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     const wasReady = slot.ready;
     slot.ready = false;
     slot.loaded = false;
-    readinessChanged();
+    readiness.changed();
     const record = readCrashRecord(crashRecordFile(config.data_dir, slot.index));
     const pid = w.process.pid;
     // Its leases go back now rather than when they run out: another process sends them. Not once
