@@ -39,6 +39,7 @@ import { createMetricsRelay } from './metrics-relay.ts';
 import { blameFor, createParkingLot } from './parking.ts';
 import { createLeaseRecovery } from './lease-recovery.ts';
 import { createReadiness } from './readiness.ts';
+import { createDrain } from './drain.ts';
 
 export { PARK_AFTER, PARK_WINDOW_MS } from './parking.ts';
 
@@ -73,7 +74,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         idTaken = true;
         log.error(e.message, { code: e.code, hint: e.hint });
         exitCode = 1;
-        void stop('another node took this node id');
+        stop('another node took this node id');
       },
     });
   } catch (e) {
@@ -87,7 +88,6 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const slots = createSlots(count);
   const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
   const metrics = createMetricsRelay();
-  let stopping = false;
   let port: number | undefined;
   let everReady = false;
   let startedOnce = false;
@@ -130,7 +130,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       send(w, { t: 'parked', parked: parking.parked() });
       send(w, { t: 'readiness', ready: readiness.allLoaded });
       // The first process to listen shows the port and the config work; the others follow it.
-      for (const s of slots) if (!s.serving && !stopping && !allStarted) start(s);
+      for (const s of slots) if (!s.serving && !drain.stopping && !allStarted) start(s);
       if (allStarted) log.info('serving process started', { process: slot.index, pid: w.process.pid });
       if (slots.every((s) => s.ready)) allStarted = true;
     });
@@ -181,7 +181,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     // another node holds this id: its processes' leases may carry the same prefix (same pid).
     const released = idTaken ? 0 : await leases.giveBack(pid);
     if (released) broadcast({ t: 'due' });
-    if (stopping) {
+    if (drain.stopping) {
       if (slots.every((s) => !s.serving)) finish();
       return;
     }
@@ -195,7 +195,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         ...(signal ? { signal } : {}),
       });
       exitCode = code || 1;
-      void stop('no serving process could start');
+      stop('no serving process could start');
       return;
     }
     const { scores, blamed } = blameFor(record);
@@ -213,45 +213,24 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     slot.failedStarts = wasReady ? 0 : slot.failedStarts + 1;
     const delay = slot.failedStarts ? Math.min(10_000, 250 * 2 ** slot.failedStarts) : 0;
     setTimeout(() => {
-      if (!stopping && !slot.serving) start(slot);
+      if (!drain.stopping && !slot.serving) start(slot);
     }, delay).unref();
   }
 
   tls?.onPair((pair) => broadcast({ t: 'tls', pair }));
 
   const stopHeartbeat = startHeartbeat(slots, config.server.heartbeat_timeout);
-
-  async function stop(why: string): Promise<void> {
-    if (stopping) return;
-    stopping = true;
-    stopHeartbeat();
-    log.info('shutting down', { reason: why });
-    const live = slots.filter((s) => s.serving);
-    if (!live.length) return finish();
-    for (const s of live) s.serving!.process.kill('SIGTERM');
-    // Each process drains within shutdown_timeout; one that does not is killed a little later.
-    const timer = setTimeout(() => {
-      for (const s of slots) s.serving?.process.kill('SIGKILL');
-    }, config.server.shutdown_timeout + 3_000);
-    timer.unref();
+  const drain = createDrain(slots, { log, shutdownTimeoutMs: config.server.shutdown_timeout, onStop: stopHeartbeat, finish });
+  /** Drain every serving process, then stop (once). */
+  function stop(why: string): void {
+    drain.stop(why);
   }
-
-  let signals = 0;
-  const onSignal = (sig: string) => {
-    if (++signals > 1) {
-      log.warn('second signal: stopping now', { signal: sig });
-      for (const s of slots) s.serving?.process.kill('SIGKILL');
-      return;
-    }
-    void stop(sig);
-  };
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
-  process.on('SIGINT', () => onSignal('SIGINT'));
+  drain.listen();
 
   // With port 0 each process would pick a port of its own (cluster shares a socket per address and
   // port asked for): pick one here, once, for all of them.
   if (!config.server.port) port = await freePort(config.server.host);
-  if (!stopping) start(slots[0]);
+  if (!drain.stopping) start(slots[0]);
   await finished;
   tls?.close();
   forgetServingUrl(config.data_dir);
