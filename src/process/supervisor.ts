@@ -2,32 +2,33 @@
  * The supervisor: `switchyard serve` with `server.processes` other than 1. It never serves a
  * request. It holds the data directory's lock, prepares the store (migrations, the leases a
  * previous run left), starts N serving processes that all accept on the same port (Node's cluster
- * module; each process accepts for itself, so a busy one takes fewer) and keeps them running:
+ * module; each process accepts for itself, so a busy one takes fewer) and keeps them running.
+ * `supervise` composes its parts, each a module with its own contract:
  *
- * - a serving process that dies is replaced at once; the leases it held are given back (its
- *   attempts recorded as interrupted and due again), so another process sends them;
- * - one that stops answering the heartbeat (an isolate call that never returns holds its main
- *   thread) is killed and replaced;
- * - the integration to blame for a death (see crash-record.ts) is named in the log, and parked
- *   after PARK_AFTER deaths within PARK_WINDOW_MS: its invocations answer 503 until a new version
- *   of it loads or `switchyard integrations resume <name>`;
- * - SIGTERM (or SIGINT) drains every serving process, then releases the lock.
+ * - fork.ts: forking a serving process into its slot (slots.ts: what the supervisor knows of each);
+ * - lease-recovery.ts: a serving process that dies is replaced at once; the leases it held are given
+ *   back (its attempts recorded as interrupted and due again), so another process sends them;
+ * - heartbeat.ts: one that stops answering the heartbeat (an isolate call that never returns holds
+ *   its main thread) is killed and replaced;
+ * - parking.ts: the integration to blame for a death (see crash-record.ts) is named in the log, and
+ *   parked after PARK_AFTER deaths within PARK_WINDOW_MS: its invocations answer 503 until a new
+ *   version of it loads or `switchyard integrations resume <name>`;
+ * - metrics-relay.ts: a scrape's snapshots gathered from every serving process;
+ * - readiness.ts: every serving process told whether all have loaded their integrations;
+ * - drain.ts: SIGTERM (or SIGINT) drains every serving process, then the lock is released.
  *
  * Why several processes and not one: isolated-vm can abort or wedge its whole process on a V8
  * out-of-memory, and the isolates run in the process that took the request (no IPC hop).
  */
-import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
-import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { mkdirSync } from 'node:fs';
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { connectStore, type Store } from '../store/index.ts';
-import { isExecutable } from '../native/index.ts';
 import { readCrashRecord } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
-import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type ToServing, type ToSupervisor } from './messages.ts';
+import type { ToServing, ToSupervisor } from './messages.ts';
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
@@ -40,8 +41,7 @@ import { blameFor, createParkingLot } from './parking.ts';
 import { createLeaseRecovery } from './lease-recovery.ts';
 import { createReadiness } from './readiness.ts';
 import { createDrain } from './drain.ts';
-
-export { PARK_AFTER, PARK_WINDOW_MS } from './parking.ts';
+import { forkServing, freePort, prepareForks } from './fork.ts';
 
 /** `server.processes` as a count: 0 means one per core, at least two. */
 export function processCount(configured: number): number {
@@ -97,12 +97,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   let finish!: () => void;
   const finished = new Promise<void>((r) => (finish = r));
 
-  // The serving processes accept from the shared socket themselves: a process whose main thread
-  // is held takes no new connection (with round-robin, the supervisor would hand it one, and a
-  // connection handed to a process that then dies is never answered nor closed).
-  cluster.schedulingPolicy = cluster.SCHED_NONE;
-  // The single executable carries its Node options inside (and takes every argument as its own).
-  cluster.setupPrimary({ serialization: 'json', ...(isExecutable() ? { exec: process.execPath, execArgv: [] } : {}) });
+  prepareForks();
 
   const broadcast = (msg: ToServing) => broadcastTo(slots, msg);
   /** Tell every process whether all of them have loaded their integrations, when that changes. */
@@ -112,16 +107,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     // The first process says the start line as soon as it listens, before its integrations load.
     const first = slot.index === 0 && !startedOnce;
     startedOnce = true;
-    const w = cluster.fork({
-      [SERVING_ENV]: `${slot.index}/${count}`,
-      ...(port ? { [PORT_ENV]: String(port) } : {}),
-      ...(first ? { [ANNOUNCE_ENV]: '1' } : {}),
-    });
-    slot.serving = w;
-    slot.ready = false;
-    slot.loaded = false;
-    slot.unresponsive = false;
-    slot.lastPong = Date.now();
+    const w = forkServing(slot, { count, port, announce: first });
     w.on('listening', () => {
       slot.ready = true;
       slot.failedStarts = 0;
@@ -238,15 +224,4 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   await store.close();
   log.info('switchyard stopped');
   return exitCode;
-}
-
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, host, () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
