@@ -1,94 +1,43 @@
 /**
- * Installations: the state machine of spec section 3, configuration validated against the
- * manifest, per-installation tokens, and the webhook subscriptions derived from them.
+ * The installations service: the composition of its parts, each with a contract of its own:
  *
- *   install ──> pending ──(configuration complete)──> active <──resume── paused
- *                  ^                                     │ ──pause──>
- *                  └──────(a required key removed)───────┘
- *   any state ──uninstall──> uninstalled (final: token revoked, no code runs)
+ * - state-machine.ts: the transitions of spec section 3 (install, configure, pause, resume,
+ *   uninstall), validated against the manifest;
+ * - rows.ts: the table, and the locked read a step starts with (FOR UPDATE on PostgreSQL);
+ * - row-cache.ts: rows read by id outside any transaction;
+ * - subscriptions.ts: the installations not uninstalled, in memory, and the webhook subscriptions
+ *   derived from them;
+ * - token-cache.ts, signing-secrets.ts: the invocation and integration tokens, GitBook's signing secrets.
+ *
+ * Here: each lifecycle step as one transaction that tells the modules following installations
+ * (onChange), what other processes changed seen before an answer from memory (fresh), token
+ * resolution, and the service's surface.
  */
 import { AsyncResource } from 'node:async_hooks';
-import { createHmac, randomBytes } from 'node:crypto';
-import { SwitchyardError, type Problem } from '../errors.ts';
+import { SwitchyardError } from '../errors.ts';
 import { newEventId } from '../events/types.ts';
 import { hashToken, INSTALL_LINK_PREFIX } from '../http/auth.ts';
 import type { Principal } from '../http/app.ts';
-import { setOwn } from '../schema/index.ts';
-import { statement, type Database, type Queries, type Tx } from '../store/contract.ts';
+import type { Database, Queries, Tx } from '../store/contract.ts';
 import type { Generations } from '../store/generations.ts';
 import { createObservers } from '../lib/observers.ts';
 import { oncePerTurn } from '../lib/batch.ts';
 import { createLogger, type Logger } from '../log/index.ts';
-import { missingRequired, sectionFor, validateConfiguration, withDefaults, type Manifest, type ManifestDialect } from '../manifest/index.ts';
+import type { Manifest, ManifestDialect } from '../manifest/index.ts';
 import { mintIntegrationToken, mintInvocationToken, newInstallationToken, readIntegrationToken, readInvocationToken, signingKey } from './tokens.ts';
-import { WEBHOOK_INTEGRATION, parseEventTypes, requireOrganizationTarget, webhookConfigurationProblems } from './webhook.ts';
-import { signatureSchemeOf, type SignatureScheme } from '../webhooks/index.ts';
-import { checkExternalIds, configurationSizeProblem } from './limits.ts';
+import { WEBHOOK_INTEGRATION } from './webhook.ts';
+import type { SignatureScheme } from '../webhooks/index.ts';
+import { checkExternalIds } from './limits.ts';
 import { createInstallLinks, linkRefusal } from './links.ts';
-import { installRefusal, type Installer } from './visibility.ts';
+import { cachedTokens } from './token-cache.ts';
+import { signingSecrets } from './signing-secrets.ts';
+import { createStateMachine, type Change, type InstallRequest } from './state-machine.ts';
+import { createRowCache } from './row-cache.ts';
+import { createLiveInstallations, schemeOf } from './subscriptions.ts';
+import { fromRow, lists, lockedRow, q, type Installation } from './rows.ts';
 
-export type InstallationStatus = 'pending' | 'active' | 'paused' | 'uninstalled';
-export type InstallationTarget = 'organization' | 'space' | 'site';
-
-export interface Installation {
-  id: string;
-  integration: string;
-  target: InstallationTarget;
-  space?: string;
-  site?: string;
-  status: InstallationStatus;
-  configuration: Record<string, unknown>;
-  externalIds: string[];
-  createdAt: string;
-  updatedAt: string;
-  uninstalledAt?: string;
-}
-
-interface Row {
-  id: string;
-  integration: string;
-  target: InstallationTarget;
-  space_id: string | null;
-  site_id: string | null;
-  status: InstallationStatus;
-  configuration: string;
-  external_ids: string;
-  created_at: string;
-  updated_at: string;
-  uninstalled_at: string | null;
-}
-
-function fromRow(r: Row): Installation {
-  return {
-    id: r.id,
-    integration: r.integration,
-    target: r.target,
-    ...(r.space_id ? { space: r.space_id } : {}),
-    ...(r.site_id ? { site: r.site_id } : {}),
-    status: r.status,
-    configuration: JSON.parse(r.configuration),
-    externalIds: JSON.parse(r.external_ids),
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    ...(r.uninstalled_at ? { uninstalledAt: r.uninstalled_at } : {}),
-  };
-}
-
-/** Keys the platform writes into a configuration itself; they are not manifest properties. */
-export const RESERVED_CONFIGURATION_KEYS = ['oauth_credentials'] as const;
-
-export interface InstallRequest {
-  integration: string;
-  target?: InstallationTarget;
-  space?: string;
-  site?: string;
-  configuration?: Record<string, unknown>;
-  externalIds?: string[];
-  /** The webhook signing secret to use (a webhook installation); one is made otherwise. */
-  webhookSecret?: string;
-  /** Who installs: the visibility rules (visibility.ts) bind every installer but the admin. */
-  by: Installer;
-}
+export type { Installation, InstallationStatus, InstallationTarget } from './rows.ts';
+export { RESERVED_CONFIGURATION_KEYS, configurationSection, type Change, type InstallRequest } from './state-machine.ts';
 
 /**
  * A lifecycle step, told to the modules that follow installations (see onChange). `endpoint` is set
@@ -119,13 +68,6 @@ export type ChangeListener = (tx: Tx, change: InstallationChange) => Promise<{ w
 /** Told once the step has committed. */
 export type CommittedListener = (change: InstallationChange) => void;
 
-/** What happened, for the caller to act on after the transaction (events, secrets). */
-export interface Change {
-  installation: Installation;
-  /** Runtime events to emit to the installation's integration. */
-  emit: Array<{ type: string; [k: string]: unknown }>;
-}
-
 export interface InstallationsDeps {
   database: Database;
   /** Where changes made by other processes are seen (store/generations.ts, generationsFor). */
@@ -144,38 +86,7 @@ export interface InstallationsDeps {
 export { newEventId };
 
 const urlOf = (i: Installation): string | undefined => (typeof i.configuration.webhook_url === 'string' ? i.configuration.webhook_url : undefined);
-const schemeOf = (i: Installation): SignatureScheme => signatureSchemeOf(i.configuration.signature_scheme);
 const endpointOf = (i: Installation): Endpoint | undefined => (i.integration === WEBHOOK_INTEGRATION ? { url: urlOf(i), scheme: schemeOf(i) } : undefined);
-
-const q = {
-  byId: statement<Row>('SELECT * FROM installations WHERE id = ?'),
-  // A lifecycle step reads its row locked on PostgreSQL (nodes write at once: read then write must
-  // not lose another node's change); SQLite's one writer at a time needs no lock.
-  byIdLocked: statement<Row>({ sqlite: 'SELECT * FROM installations WHERE id = ?', postgres: 'SELECT * FROM installations WHERE id = ? FOR UPDATE' }),
-  byTokenHash: statement<Row>("SELECT * FROM installations WHERE token_hash = ? AND status != 'uninstalled'"),
-  insert: statement(
-    `INSERT INTO installations (id, integration, target, space_id, site_id, status, configuration, external_ids, token_hash, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ),
-  configure: statement('UPDATE installations SET configuration = ?, status = ?, updated_at = ? WHERE id = ?'),
-  externalIds: statement('UPDATE installations SET external_ids = ?, updated_at = ? WHERE id = ?'),
-  status: statement('UPDATE installations SET status = ?, updated_at = ?, uninstalled_at = ? WHERE id = ?'),
-  token: statement('UPDATE installations SET token_hash = ?, updated_at = ? WHERE id = ?'),
-};
-
-/** The listings `list` answers, one statement per filter. */
-const listing = (where: string) => statement<Row>(`SELECT * FROM installations ${where} ORDER BY created_at, id`);
-const lists = {
-  all: listing(''),
-  live: listing("WHERE status != 'uninstalled'"),
-  status: listing('WHERE status = ?'),
-  integrationAll: listing('WHERE integration = ?'),
-  integrationLive: listing("WHERE integration = ? AND status != 'uninstalled'"),
-  integrationStatus: listing('WHERE integration = ? AND status = ?'),
-};
-
-/** How many rows the by-id cache keeps (the oldest go first). */
-const CACHED_ROWS = 10_000;
 
 /** The installations service; reads the server's signing keys, so it is awaited at start. */
 export async function createInstallations(deps: InstallationsDeps) {
@@ -186,29 +97,22 @@ export async function createInstallations(deps: InstallationsDeps) {
     await signingKey(database, 'integration-token'),
     await signingKey(database, 'gitbook-signing-secrets'),
   ];
-  const tokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
-  const integrationTokenCache = new Map<string, { token: string; ttlMs: number; renewAt: number }>();
-  const signingSecretCache = new Map<string, string>();
+  const invocationTokens = cachedTokens((id, ttlMs, at) => mintInvocationToken(tokenKey, id, ttlMs, at));
+  const integrationTokens = cachedTokens((name, ttlMs, at) => mintIntegrationToken(integrationKey, name, ttlMs, at));
+  const secrets = signingSecrets(signingSecretKey);
   const links = await createInstallLinks(database, () => (deps.now?.() ?? new Date()).getTime());
 
-  // Rows read outside any transaction, by id: every request to a public endpoint looks its
-  // installation up. A step drops its row when it writes it and again once it commits; a read
-  // inside a transaction is not kept (it may still roll back), nor one that began before a write
-  // here or a change seen from elsewhere (`epoch` moved: it may hold the row as it was).
-  const rows = new Map<string, Row>();
-  let epoch = 0;
-  const forget = (id: string) => {
-    rows.delete(id);
-    epoch++;
-  };
+  // The installations not uninstalled, in memory (subscriptions.ts): read below, before the service answers.
+  const live = createLiveInstallations(database);
+  // Rows read outside any transaction, by id (row-cache.ts).
+  const rows = createRowCache(database);
   // Other serving processes (and nodes) write installations too (see store/generations.ts): their
   // changes drop these copies, and read the webhook endpoints again, before the next answer.
   const othersChanged = generations.watch('installations');
   async function fresh(): Promise<void> {
     if (!(await othersChanged())) return;
     rows.clear();
-    epoch++;
-    await reloadLive();
+    await live.reload();
   }
   // What answers synchronously (cached, the webhook endpoints) asks too, for the next caller: in the
   // context this service was made in, never in that of a transaction the caller may be in (its
@@ -221,14 +125,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     await fresh();
     const known = live.get(id);
     if (known) return known;
-    const hit = rows.get(id);
-    if (hit) return fromRow(hit);
-    const at = epoch;
-    const r = await database.get(q.byId, [id]);
-    if (r && at === epoch) {
-      if (rows.size >= CACHED_ROWS) rows.delete(rows.keys().next().value!);
-      rows.set(id, r);
-    }
+    const r = await rows.read(id);
     return r ? fromRow(r) : undefined;
   }
 
@@ -238,7 +135,7 @@ export async function createInstallations(deps: InstallationsDeps) {
    */
   function cached(id: string): Installation | undefined {
     freshSoon();
-    const hit = rows.get(id);
+    const hit = rows.peek(id);
     return live.get(id) ?? (hit ? fromRow(hit) : undefined);
   }
 
@@ -253,74 +150,9 @@ export async function createInstallations(deps: InstallationsDeps) {
 
   /** The installation as `tx` sees it, locked for the rest of the step on PostgreSQL. */
   async function requireIn(tx: Queries, id: string): Promise<Installation> {
-    const r = await tx.get(q.byIdLocked, [id]);
+    const r = await lockedRow(tx, id);
     if (!r) throw missing(id);
     return fromRow(r);
-  }
-
-  function manifestFor(name: string): Manifest {
-    const m = deps.manifestOf(name);
-    if (!m)
-      throw new SwitchyardError('not_found', `integration "${name}" is not loaded`, {
-        hint: 'see `switchyard integrations list` for loaded integrations and their errors',
-      });
-    return m;
-  }
-
-  const configurationsOf = configurationSection;
-
-  /** Problems with the configuration's values; `missing` lists required keys not yet set. */
-  function check(
-    manifest: Manifest,
-    target: InstallationTarget,
-    integration: string,
-    configuration: Record<string, unknown>,
-    edit: { byCode?: boolean; changed?: ReadonlySet<string> } = {},
-  ) {
-    const def = configurationsOf(manifest, target);
-    // Platform-written keys (oauth_credentials) are exempt from validation unless the manifest
-    // declares them as a property (a required button whose value the OAuth flow writes).
-    const declaredNames = new Set(Object.keys((def?.properties as Record<string, unknown> | undefined) ?? {}));
-    const declared: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(configuration))
-      if (declaredNames.has(k) || !(RESERVED_CONFIGURATION_KEYS as readonly string[]).includes(k)) setOwn(declared, k, v);
-    const problems: Problem[] = [
-      // GitBook integrations' own code may keep keys it does not declare (what its OAuth
-      // extractCredentials returns beside the credentials, say), as GitBook's open schemas let it;
-      // people editing a configuration still get unknown keys refused.
-      // A person's edit is judged on the keys it changes: what the code kept stays as it is.
-      ...validateConfiguration(def, declared, {
-        partial: true,
-        undeclared: deps.dialectOf?.(integration) !== 'gitbook' ? false : edit.byCode ? true : (name) => edit.changed !== undefined && !edit.changed.has(name),
-      }),
-      ...(integration === WEBHOOK_INTEGRATION ? webhookConfigurationProblems(declared) : []),
-    ];
-    // Platform-written keys too: the whole of it is stored.
-    const size = configurationSizeProblem(configuration);
-    if (size) problems.push(size);
-    return { problems, missing: missingRequired(def, declared) };
-  }
-
-  /**
-   * The configuration an installation is stored with, on creation and on every update (whatever the
-   * door: CLI, API, console, the integration's own API calls): the manifest's defaults filled in,
-   * then checked. Removing a key that has a default sets it back to its default.
-   */
-  function settle(
-    manifest: Manifest,
-    target: InstallationTarget,
-    integration: string,
-    given: Record<string, unknown>,
-    edit: { byCode?: boolean; changed?: ReadonlySet<string> } = {},
-  ) {
-    const configuration = withDefaults(configurationsOf(manifest, target), given);
-    return { configuration, ...check(manifest, target, integration, configuration, edit) };
-  }
-
-  function fail(problems: Problem[]): never {
-    throw new SwitchyardError('validation_failed', `the configuration has ${problems.length} problem${problems.length === 1 ? '' : 's'}; nothing was stored`, {
-      problems,
-    });
   }
 
   async function list(filter: { integration?: string; status?: string; includeUninstalled?: boolean } = {}): Promise<Installation[]> {
@@ -337,116 +169,19 @@ export async function createInstallations(deps: InstallationsDeps) {
 
   /** After a write of `id` in `tx`: its cached row goes (now, and once the step commits), and the other processes are told. */
   async function changed(tx: Tx, id: string): Promise<void> {
-    forget(id);
-    tx.afterCommit(() => forget(id));
+    rows.forget(id);
+    tx.afterCommit(() => rows.forget(id));
     await generations.bump(tx, 'installations');
   }
 
-  async function install(tx: Tx, req: InstallRequest): Promise<Change & { token: string }> {
-    const manifest = manifestFor(req.integration);
-    const refused = installRefusal(req.integration, manifest, req.by, deps.organizations ?? []);
-    if (refused) throw refused;
-    // A site named with a space is a site installation in that space (spec 2.4's `space`).
-    const target: InstallationTarget = req.target ?? (req.site ? 'site' : req.space ? 'space' : 'organization');
-    if (req.integration === WEBHOOK_INTEGRATION) requireOrganizationTarget(target, req);
-    if (target === 'space' && !req.space) throw new SwitchyardError('bad_request', 'a space installation needs a space id', { where: 'space' });
-    if (target === 'site' && !req.site) throw new SwitchyardError('bad_request', 'a site installation needs a site id', { where: 'site' });
-    const { configuration, problems, missing } = settle(manifest, target, req.integration, req.configuration ?? {});
-    if (problems.length) fail(problems);
-    checkExternalIds(req.externalIds ?? []);
-    const id = `inst_${randomBytes(10).toString('hex')}`;
-    const token = newInstallationToken();
-    const at = now();
-    const status: InstallationStatus = missing.length ? 'pending' : 'active';
-    await tx.run(q.insert, [
-      id,
-      req.integration,
-      target,
-      req.space ?? null,
-      req.site ?? null,
-      status,
-      JSON.stringify(configuration),
-      JSON.stringify(req.externalIds ?? []),
-      hashToken(token),
-      at,
-      at,
-    ]);
-    await changed(tx, id);
-    const installation = await requireIn(tx, id);
-    return { installation, token, emit: setupEvents(installation) };
-  }
-
-  /**
-   * Edit configuration properties: `patch` keys are set, `null` removes one. Every edit is
-   * validated against the manifest (nothing is stored on failure) and emits installation_setup.
-   * `byCode`: the integration's own code writes it (an invocation's token).
-   */
-  async function configure(tx: Tx, current: Installation, patch: Record<string, unknown>, opts: { byCode?: boolean } = {}): Promise<Change> {
-    const { id } = current;
-    if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
-    const manifest = manifestFor(current.integration);
-    const edited: Record<string, unknown> = { ...current.configuration };
-    for (const [k, v] of Object.entries(patch)) {
-      if (v === null) delete edited[k];
-      else setOwn(edited, k, v);
-    }
-    const {
-      configuration: next,
-      problems,
-      missing,
-    } = settle(manifest, current.target, current.integration, edited, { byCode: opts.byCode, changed: new Set(Object.keys(patch)) });
-    if (problems.length) fail(problems);
-    const status: InstallationStatus = current.status === 'paused' ? 'paused' : missing.length ? 'pending' : 'active';
-    await tx.run(q.configure, [JSON.stringify(next), status, now(), id]);
-    await changed(tx, id);
-    const installation = await requireIn(tx, id);
-    return { installation, emit: setupEvents(installation, { status: current.status, configuration: current.configuration }) };
-  }
-
-  /**
-   * What an install or a configuration edit emits: installation_setup (spec 3), and for a space
-   * or site installation GitBook's space_installation_setup / site_installation_setup ("installed
-   * or updated on a space/site"), with the state before an edit as `previous`.
-   */
-  function setupEvents(installation: Installation, previous?: { status: InstallationStatus; configuration: Record<string, unknown> }): Change['emit'] {
-    const { id, status } = installation;
-    const before = previous ? { previous } : {};
-    const emit: Change['emit'] = [{ type: 'installation_setup', eventId: newEventId(), installationId: id, status, ...before }];
-    if (installation.target === 'space')
-      emit.push({ type: 'space_installation_setup', eventId: newEventId(), installationId: id, spaceId: installation.space, status, ...before });
-    if (installation.target === 'site')
-      emit.push({ type: 'site_installation_setup', eventId: newEventId(), installationId: id, siteId: installation.site, status, ...before });
-    return emit;
-  }
-
-  /** Replace the external ids an integration keeps on its installation (GitBook's externalIds). */
-  async function setExternalIds(tx: Tx, id: string, externalIds: string[]): Promise<Installation> {
-    checkExternalIds(externalIds);
-    const current = await requireIn(tx, id);
-    if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
-    await tx.run(q.externalIds, [JSON.stringify(externalIds), now(), id]);
-    await changed(tx, id);
-    return requireIn(tx, id);
-  }
-
-  async function setStatus(tx: Tx, id: string, to: 'paused' | 'resume' | 'uninstalled'): Promise<Installation> {
-    const current = await requireIn(tx, id);
-    if (current.status === 'uninstalled') throw new SwitchyardError('conflict', `installation ${id} is uninstalled`);
-    let status: InstallationStatus;
-    if (to === 'resume') {
-      if (current.status !== 'paused') throw new SwitchyardError('conflict', `installation ${id} is ${current.status}, not paused`);
-      const manifest = deps.manifestOf(current.integration);
-      const missing = manifest ? check(manifest, current.target, current.integration, current.configuration).missing : [];
-      status = missing.length ? 'pending' : 'active';
-    } else if (to === 'paused') {
-      if (current.status === 'paused') return current;
-      status = 'paused';
-    } else status = 'uninstalled';
-    const at = now();
-    await tx.run(q.status, [status, at, status === 'uninstalled' ? at : null, id]);
-    await changed(tx, id);
-    return requireIn(tx, id);
-  }
+  const { install, configure, setExternalIds, setStatus } = createStateMachine({
+    manifestOf: (name) => deps.manifestOf(name),
+    dialectOf: (name) => deps.dialectOf?.(name),
+    organizations: deps.organizations,
+    now,
+    requireIn,
+    changed,
+  });
 
   async function resolveToken(token: string): Promise<Principal | undefined> {
     if (token.startsWith(INSTALL_LINK_PREFIX)) {
@@ -477,78 +212,27 @@ export async function createInstallations(deps: InstallationsDeps) {
     return { kind: 'installation', installationId: inst.id, integration: inst.integration, scopes, via: invId ? 'invocation' : 'token' };
   }
 
-  /**
-   * The installations not uninstalled, in memory: what ingest reads synchronously for every event
-   * (the webhook installations subscribed to its type, the active installations whose handlers it
-   * may be owed) and every attempt (a webhook's URL and scheme). Read at start; a step here sets its
-   * installation once it commits; another process's change reads them all again (fresh()).
-   */
-  let live = new Map<string, Installation>();
-  /** What is derived from `live`, made again on the first use after it changed. */
-  let derived: { endpoints: WebhookEndpoint[]; byId: Map<string, WebhookEndpoint>; active: Installation[] } | undefined;
-  /** Moves with every installation set here: a reading of them all that began before it is read again. */
-  let liveEpoch = 0;
-  type WebhookEndpoint = { installationId: string; url: string; types: string[]; scheme: SignatureScheme };
-  // Active ones, and paused ones with a URL: their deliveries are stored held and wait for the resume.
-  const webhookEndpointOf = (i: Installation): WebhookEndpoint | undefined =>
-    i.integration === WEBHOOK_INTEGRATION && (i.status === 'active' || (i.status === 'paused' && typeof i.configuration.webhook_url === 'string'))
-      ? { installationId: i.id, url: String(i.configuration.webhook_url), types: parseEventTypes(i.configuration.event_types), scheme: schemeOf(i) }
-      : undefined;
-  const byAge = (a: Installation, b: Installation) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-  function derive() {
-    if (!derived) {
-      const all = [...live.values()].sort(byAge);
-      const active = all.filter((i) => i.status === 'active');
-      // Active ones first, then paused ones, each in the order they were made.
-      const endpoints = [...active, ...all.filter((i) => i.status === 'paused')].map(webhookEndpointOf).filter((e) => e !== undefined);
-      derived = { endpoints, byId: new Map(endpoints.map((e) => [e.installationId, e])), active };
-    }
-    return derived;
-  }
-  /** One installation as a committed step left it. */
-  function setLive(i: Installation): void {
-    liveEpoch++;
-    if (i.status === 'uninstalled') live.delete(i.id);
-    else live.set(i.id, i);
-    derived = undefined;
-  }
-  let reloading: Promise<void> | undefined;
-  function reloadLive(): Promise<void> {
-    return (reloading ??= (async () => {
-      for (;;) {
-        const at = liveEpoch;
-        const rows = await database.all(lists.live);
-        if (at !== liveEpoch) continue; // a step committed meanwhile: read again
-        live = new Map(rows.map((r) => [r.id, fromRow(r)]));
-        derived = undefined;
-        return;
-      }
-    })().finally(() => (reloading = undefined)));
-  }
-  await reloadLive();
+  await live.reload();
 
   /** The active installations, oldest first (synchronous: from memory; see fresh). */
   function active(): Installation[] {
     freshSoon();
-    return derive().active;
+    return live.active();
   }
 
   function webhookSubscriptions(type: string): Array<{ installationId: string; url: string }> {
     freshSoon();
-    return derive()
-      .endpoints.filter((s) => s.types.includes(type))
-      .map(({ installationId, url }) => ({ installationId, url }));
+    return live.subscribers(type);
   }
   /** A webhook installation's URL now, whatever event types it takes (a replay goes there). */
   function webhookUrl(installationId: string): string | undefined {
     freshSoon();
-    return derive().byId.get(installationId)?.url;
+    return live.url(installationId);
   }
   /** How a webhook installation signs now (read at every attempt, and when its secret is rotated: a pending one's too). */
   function webhookScheme(installationId: string): SignatureScheme {
     freshSoon();
-    const i = live.get(installationId);
-    return i ? schemeOf(i) : signatureSchemeOf(undefined);
+    return live.scheme(installationId);
   }
 
   // The lifecycle: each step is one transaction that tells the modules following installations
@@ -563,7 +247,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     const out: { webhookSecret?: string } = {};
     for (const listener of inStep) Object.assign(out, (await listener(tx, change)) ?? {});
     tx.afterCommit(() => {
-      setLive(change.installation);
+      live.set(change.installation);
       committed.notify(change);
     });
     return out;
@@ -634,7 +318,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     /** Replace the external ids alone (the integration's own API call). */
     setExternalIds: step(async (tx, id: string, externalIds: string[]) => {
       const i = await setExternalIds(tx, id, externalIds);
-      tx.afterCommit(() => setLive(i));
+      tx.afterCommit(() => live.set(i));
       return i;
     }),
     /** Returns what removes the listener. */
@@ -647,15 +331,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     webhookScheme,
     /** A short-lived token for one invocation of the installation's code. */
     invocationToken(id: string, ttlMs: number): string {
-      // Minting is an HMAC per request; a token is reused while it has at least half its life left,
-      // so every invocation still holds one valid for at least ttlMs / 2.
-      const now = Date.now();
-      const cached = tokenCache.get(id);
-      if (cached && cached.ttlMs === ttlMs && cached.renewAt > now) return cached.token;
-      const token = mintInvocationToken(tokenKey, id, ttlMs, now);
-      if (tokenCache.size > 10_000) tokenCache.clear();
-      tokenCache.set(id, { token, ttlMs, renewAt: now + ttlMs / 2 });
-      return token;
+      return invocationTokens(id, ttlMs);
     },
     /**
      * A short-lived integration-wide token for one invocation (GitBook's `apiTokens.integration`):
@@ -663,28 +339,14 @@ export async function createInstallations(deps: InstallationsDeps) {
      * invocationToken while it has half its life left.
      */
     integrationToken(name: string, ttlMs: number): string {
-      const now = Date.now();
-      const cached = integrationTokenCache.get(name);
-      if (cached && cached.ttlMs === ttlMs && cached.renewAt > now) return cached.token;
-      const token = mintIntegrationToken(integrationKey, name, ttlMs, now);
-      if (integrationTokenCache.size > 10_000) integrationTokenCache.clear();
-      integrationTokenCache.set(name, { token, ttlMs, renewAt: now + ttlMs / 2 });
-      return token;
+      return integrationTokens(name, ttlMs);
     },
     /**
      * GitBook's `environment.signingSecrets`: a stable secret per integration and per installation
-     * that their code signs its own data with (e.g. a state it hands to a third party). Derived
-     * from a server key kept in the database, so they survive restarts and differ per server.
+     * (signing-secrets.ts).
      */
     signingSecret(kind: 'integration' | 'installation', subject: string): string {
-      const key = `${kind}:${subject}`;
-      let secret = signingSecretCache.get(key);
-      if (!secret) {
-        secret = createHmac('sha256', signingSecretKey).update(key).digest('base64url');
-        if (signingSecretCache.size > 10_000) signingSecretCache.clear();
-        signingSecretCache.set(key, secret);
-      }
-      return secret;
+      return secrets(kind, subject);
     },
     /** Mint a new long-lived token (the old one stops working). */
     rotateToken: step(async (tx, id: string): Promise<string> => {
@@ -698,16 +360,6 @@ export async function createInstallations(deps: InstallationsDeps) {
 }
 
 export type Installations = Awaited<ReturnType<typeof createInstallations>>;
-
-/**
- * The manifest section an installation's configuration is checked against (sectionFor in
- * manifest/sections.ts: `configurations.site` for a site, `configurations.space` for a space when
- * the manifest has one, else `configurations.account`).
- */
-export function configurationSection(manifest: Manifest | undefined, target: InstallationTarget): any {
-  return sectionFor(manifest?.configurations as Parameters<typeof sectionFor>[0], target);
-}
-
 /**
  * Whether a platform event concerns an installation: a space installation only hears about its own
  * space (`spaceId`), a site installation only about its own site (`siteId`); an organization

@@ -2,61 +2,50 @@
  * The supervisor: `switchyard serve` with `server.processes` other than 1. It never serves a
  * request. It holds the data directory's lock, prepares the store (migrations, the leases a
  * previous run left), starts N serving processes that all accept on the same port (Node's cluster
- * module; each process accepts for itself, so a busy one takes fewer) and keeps them running:
+ * module; each process accepts for itself, so a busy one takes fewer) and keeps them running.
+ * `supervise` composes its parts, each a module with its own contract:
  *
- * - a serving process that dies is replaced at once; the leases it held are given back (its
- *   attempts recorded as interrupted and due again), so another process sends them;
- * - one that stops answering the heartbeat (an isolate call that never returns holds its main
- *   thread) is killed and replaced;
- * - the integration to blame for a death (see crash-record.ts) is named in the log, and parked
- *   after PARK_AFTER deaths within PARK_WINDOW_MS: its invocations answer 503 until a new version
- *   of it loads or `switchyard integrations resume <name>`;
- * - SIGTERM (or SIGINT) drains every serving process, then releases the lock.
+ * - fork.ts: forking a serving process into its slot (slots.ts: what the supervisor knows of each);
+ * - lease-recovery.ts: a serving process that dies is replaced at once; the leases it held are given
+ *   back (its attempts recorded as interrupted and due again), so another process sends them;
+ * - heartbeat.ts: one that stops answering the heartbeat (an isolate call that never returns holds
+ *   its main thread) is killed and replaced;
+ * - parking.ts: the integration to blame for a death (see crash-record.ts) is named in the log, and
+ *   parked after PARK_AFTER deaths within PARK_WINDOW_MS: its invocations answer 503 until a new
+ *   version of it loads or `switchyard integrations resume <name>`;
+ * - metrics-relay.ts: a scrape's snapshots gathered from every serving process;
+ * - readiness.ts: every serving process told whether all have loaded their integrations;
+ * - drain.ts: SIGTERM (or SIGINT) drains every serving process, then the lock is released.
  *
  * Why several processes and not one: isolated-vm can abort or wedge its whole process on a V8
  * out-of-memory, and the isolates run in the process that took the request (no IPC hop).
  */
-import cluster, { type Worker as ServingProcess } from 'node:cluster';
 import { availableParallelism } from 'node:os';
-import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { mkdirSync } from 'node:fs';
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import { connectStore, type Store } from '../store/index.ts';
-import { isExecutable } from '../native/index.ts';
-import { createQueue } from '../webhooks/queue.ts';
-import { createHandlerRuns } from '../events/handler-runs.ts';
-import { readCrashRecord, suspects, type CrashRecordContent } from './crash-record.ts';
+import { readCrashRecord } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
-import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
+import type { ToServing, ToSupervisor } from './messages.ts';
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
-import { claimNodeId, leftoverLeases, processLeases, type NodeIdClaim } from '../store/lease-owner.ts';
+import { claimNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
 import { fileTlsSource } from '../http/tls.ts';
-
-export const PARK_AFTER = 3;
-export const PARK_WINDOW_MS = 60_000;
-/** Pings to each serving process; one silent for `server.heartbeat_timeout` is presumed wedged (its main thread held by guest code). */
-const HEARTBEAT_MS = 1_000;
+import { broadcast as broadcastTo, createSlots, send, type ServingProcess, type Slot } from './slots.ts';
+import { startHeartbeat } from './heartbeat.ts';
+import { createMetricsRelay } from './metrics-relay.ts';
+import { blameFor, createParkingLot } from './parking.ts';
+import { createLeaseRecovery } from './lease-recovery.ts';
+import { createReadiness } from './readiness.ts';
+import { createDrain } from './drain.ts';
+import { forkServing, freePort, prepareForks } from './fork.ts';
 
 /** `server.processes` as a count: 0 means one per core, at least two. */
 export function processCount(configured: number): number {
   return configured > 0 ? configured : Math.max(2, availableParallelism());
-}
-
-interface Slot {
-  index: number;
-  serving: ServingProcess | null;
-  lastPong: number;
-  ready: boolean;
-  /** Killed for not answering the heartbeat. */
-  unresponsive: boolean;
-  /** Deaths in a row before becoming ready (a process that cannot start must not spin). */
-  failedStarts: number;
-  /** It has loaded its integrations (see /readyz). */
-  loaded: boolean;
 }
 
 export async function supervise(config: LoadedConfig, log: Logger): Promise<number> {
@@ -74,9 +63,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   }
   resolveAdminToken(config, true); // made once here, before N processes race to create it
   mkdirSync(join(config.data_dir, 'run'), { recursive: true, mode: 0o700 });
-  const queue = createQueue(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  const runs = createHandlerRuns(store.database, { maxAttempts: () => config.webhooks.max_retries + 1 });
-  // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
+  const leases = createLeaseRecovery(store, { maxAttempts: () => config.webhooks.max_retries + 1, log, due: () => broadcast({ t: 'due' }) });
   /** Another node took this node's id (its lock was lost with a database restart): nothing more is done as this id. */
   let idTaken = false;
   let nodeId: NodeIdClaim;
@@ -87,7 +74,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         idTaken = true;
         log.error(e.message, { code: e.code, hint: e.hint });
         exitCode = 1;
-        void stop('another node took this node id');
+        stop('another node took this node id');
       },
     });
   } catch (e) {
@@ -95,25 +82,12 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     tls?.close();
     throw e;
   }
-  const interrupted = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), leftoverLeases(store)));
-  await runs.releaseOwnedBy(leftoverLeases(store));
-  if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
+  // No serving process of this node runs yet: its leases left in the store belong to processes that are gone.
+  await leases.recoverLeftovers();
 
-  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({
-    index,
-    serving: null,
-    lastPong: 0,
-    ready: false,
-    unresponsive: false,
-    failedStarts: 0,
-    loaded: false,
-  }));
-  const crashes = new Map<string, Array<{ at: number; score: number }>>();
-  const parked = new Map<string, Parking>();
-  type Collecting = { from: ServingProcess; replyId: number; want: number; snapshots: unknown[]; timer: NodeJS.Timeout };
-  const collecting = new Map<number, Collecting>();
-  let collectSeq = 0;
-  let stopping = false;
+  const slots = createSlots(count);
+  const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
+  const metrics = createMetricsRelay();
   let port: number | undefined;
   let everReady = false;
   let startedOnce = false;
@@ -123,56 +97,26 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   let finish!: () => void;
   const finished = new Promise<void>((r) => (finish = r));
 
-  // The serving processes accept from the shared socket themselves: a process whose main thread
-  // is held takes no new connection (with round-robin, the supervisor would hand it one, and a
-  // connection handed to a process that then dies is never answered nor closed).
-  cluster.schedulingPolicy = cluster.SCHED_NONE;
-  // The single executable carries its Node options inside (and takes every argument as its own).
-  cluster.setupPrimary({ serialization: 'json', ...(isExecutable() ? { exec: process.execPath, execArgv: [] } : {}) });
+  prepareForks();
 
-  const send = (w: ServingProcess | null, msg: ToServing) => {
-    if (w?.isConnected()) w.send(msg, () => {});
-  };
-  const broadcast = (msg: ToServing) => {
-    for (const s of slots) send(s.serving, msg);
-  };
+  const broadcast = (msg: ToServing) => broadcastTo(slots, msg);
   /** Tell every process whether all of them have loaded their integrations, when that changes. */
-  let allLoaded = false;
-  const readinessChanged = () => {
-    const now = slots.every((s) => s.serving && s.loaded);
-    if (now === allLoaded) return;
-    allLoaded = now;
-    broadcast({ t: 'readiness', ready: now });
-    if (now && !everLoaded) {
-      everLoaded = true;
-      log.info('switchyard ready: every serving process has loaded its integrations', { processes: count, ms: Date.now() - startedAt });
-    }
-  };
-  let everLoaded = false;
+  const readiness = createReadiness(slots, { log, startedAt });
 
   function start(slot: Slot): void {
     // The first process says the start line as soon as it listens, before its integrations load.
     const first = slot.index === 0 && !startedOnce;
     startedOnce = true;
-    const w = cluster.fork({
-      [SERVING_ENV]: `${slot.index}/${count}`,
-      ...(port ? { [PORT_ENV]: String(port) } : {}),
-      ...(first ? { [ANNOUNCE_ENV]: '1' } : {}),
-    });
-    slot.serving = w;
-    slot.ready = false;
-    slot.loaded = false;
-    slot.unresponsive = false;
-    slot.lastPong = Date.now();
+    const w = forkServing(slot, { count, port, announce: first });
     w.on('listening', () => {
       slot.ready = true;
       slot.failedStarts = 0;
       slot.lastPong = Date.now();
       everReady = true;
-      send(w, { t: 'parked', parked: [...parked.values()] });
-      send(w, { t: 'readiness', ready: allLoaded });
+      send(w, { t: 'parked', parked: parking.parked() });
+      send(w, { t: 'readiness', ready: readiness.allLoaded });
       // The first process to listen shows the port and the config work; the others follow it.
-      for (const s of slots) if (!s.serving && !stopping && !allStarted) start(s);
+      for (const s of slots) if (!s.serving && !drain.stopping && !allStarted) start(s);
       if (allStarted) log.info('serving process started', { process: slot.index, pid: w.process.pid });
       if (slots.every((s) => s.ready)) allStarted = true;
     });
@@ -187,14 +131,10 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         return;
       case 'loaded':
         slot.loaded = true;
-        readinessChanged();
+        readiness.changed();
         return;
       case 'resume':
-        if (parked.delete(msg.name)) {
-          crashes.delete(msg.name);
-          log.info('integration resumed', { integration: msg.name });
-          broadcast({ t: 'parked', parked: [...parked.values()] });
-        }
+        parking.resume(msg.name);
         return;
       case 'due':
         for (const s of slots) if (s.serving !== w) send(s.serving, { t: 'due' });
@@ -204,31 +144,14 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         return;
       case 'collect': {
         // Metrics from every process, for the one answering GET /metrics.
-        const live = slots.filter((s) => s.ready && s.serving?.isConnected());
-        const key = ++collectSeq;
-        const c: Collecting = { from: w, replyId: msg.id, want: live.length, snapshots: [], timer: setTimeout(() => collected(key), 2_000) };
-        collecting.set(key, c);
-        for (const s of live) send(s.serving, { t: 'collect', id: key });
-        if (!live.length) collected(key);
+        const live = slots.filter((s) => s.ready && s.serving?.isConnected()).map((s) => s.serving!);
+        metrics.collect(w, msg.id, live);
         return;
       }
-      case 'snapshot': {
-        const c = collecting.get(msg.id);
-        if (!c) return;
-        c.snapshots.push(msg.snapshot);
-        if (c.snapshots.length >= c.want) collected(msg.id);
+      case 'snapshot':
+        metrics.snapshot(msg.id, msg.snapshot);
         return;
-      }
     }
-  }
-
-  /** A process that does not answer in time is left out rather than holding the scrape. */
-  function collected(key: number): void {
-    const c = collecting.get(key);
-    if (!c) return;
-    collecting.delete(key);
-    clearTimeout(c.timer);
-    send(c.from, { t: 'collected', id: c.replyId, snapshots: c.snapshots });
   }
 
   async function onExit(slot: Slot, w: ServingProcess, code: number | null, signal: string | null): Promise<void> {
@@ -237,27 +160,14 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     const wasReady = slot.ready;
     slot.ready = false;
     slot.loaded = false;
-    readinessChanged();
+    readiness.changed();
     const record = readCrashRecord(crashRecordFile(config.data_dir, slot.index));
     const pid = w.process.pid;
     // Its leases go back now rather than when they run out: another process sends them. Not once
     // another node holds this id: its processes' leases may carry the same prefix (same pid).
-    let released = 0;
-    try {
-      if (!idTaken) {
-        released = await store.database.transaction((tx) => queue.recoverInterrupted(tx, Date.now(), processLeases(pid)));
-        void runs.releaseOwnedBy(processLeases(pid)).then(
-          (n) => {
-            if (n && !released) broadcast({ t: 'due' });
-          },
-          (e) => log.error('could not give back the handler run leases of a dead serving process; they run out instead', { error: e as Error }),
-        );
-      }
-    } catch (e) {
-      log.error('could not give back the leases of a dead serving process; they run out instead', { error: e as Error });
-    }
+    const released = idTaken ? 0 : await leases.giveBack(pid);
     if (released) broadcast({ t: 'due' });
-    if (stopping) {
+    if (drain.stopping) {
       if (slots.every((s) => !s.serving)) finish();
       return;
     }
@@ -271,12 +181,10 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         ...(signal ? { signal } : {}),
       });
       exitCode = code || 1;
-      void stop('no serving process could start');
+      stop('no serving process could start');
       return;
     }
-    const scores = suspects(record);
-    const top = Math.max(0, ...scores.values());
-    const blamed = [...scores].filter(([, v]) => v === top && v > 0).map(([n]) => n);
+    const { scores, blamed } = blameFor(record);
     log.error('a serving process died; starting another', {
       process: slot.index,
       pid,
@@ -287,85 +195,28 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       ...(scores.size > blamed.length ? { also_running: [...scores.keys()].filter((n) => !blamed.includes(n)).join(', ') } : {}),
       ...(released ? { leases_released: released } : {}),
     });
-    noteCrash(scores, record);
+    parking.noteCrash(scores, record);
     slot.failedStarts = wasReady ? 0 : slot.failedStarts + 1;
     const delay = slot.failedStarts ? Math.min(10_000, 250 * 2 ** slot.failedStarts) : 0;
     setTimeout(() => {
-      if (!stopping && !slot.serving) start(slot);
+      if (!drain.stopping && !slot.serving) start(slot);
     }, delay).unref();
-  }
-
-  /**
-   * Park the integration to blame once it was a suspect in PARK_AFTER deaths within the window and
-   * scored more than any other suspect over them (see suspects() in crash-record.ts).
-   */
-  function noteCrash(scores: Map<string, number>, record: CrashRecordContent): void {
-    const now = Date.now();
-    for (const [name, score] of scores) {
-      const list = (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS);
-      list.push({ at: now, score });
-      crashes.set(name, list);
-    }
-    const total = (name: string) => (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS).reduce((a, c) => a + c.score, 0);
-    for (const name of scores.keys()) {
-      const times = (crashes.get(name) ?? []).filter((c) => now - c.at < PARK_WINDOW_MS).length;
-      if (times < PARK_AFTER || parked.has(name)) continue;
-      const mine = total(name);
-      if ([...crashes.keys()].some((other) => other !== name && total(other) >= mine)) continue;
-      const version = record.running.find((r) => r.name === name)?.version ?? '';
-      const reason = `integration ${name} is parked: its code took down a serving process ${times} times within ${PARK_WINDOW_MS / 1000} s; it runs again when a new version loads or after \`switchyard integrations resume ${name}\``;
-      parked.set(name, { name, version, reason, at: now });
-      log.error('integration parked', { integration: name, version, crashes: times });
-      broadcast({ t: 'parked', parked: [...parked.values()] });
-    }
   }
 
   tls?.onPair((pair) => broadcast({ t: 'tls', pair }));
 
-  const heartbeat = setInterval(() => {
-    const now = Date.now();
-    for (const s of slots) {
-      if (!s.serving || !s.ready) continue;
-      if (now - s.lastPong > config.server.heartbeat_timeout && !s.unresponsive) {
-        s.unresponsive = true;
-        s.serving.process.kill('SIGKILL');
-        continue;
-      }
-      send(s.serving, { t: 'ping' });
-    }
-  }, HEARTBEAT_MS);
-
-  async function stop(why: string): Promise<void> {
-    if (stopping) return;
-    stopping = true;
-    clearInterval(heartbeat);
-    log.info('shutting down', { reason: why });
-    const live = slots.filter((s) => s.serving);
-    if (!live.length) return finish();
-    for (const s of live) s.serving!.process.kill('SIGTERM');
-    // Each process drains within shutdown_timeout; one that does not is killed a little later.
-    const timer = setTimeout(() => {
-      for (const s of slots) s.serving?.process.kill('SIGKILL');
-    }, config.server.shutdown_timeout + 3_000);
-    timer.unref();
+  const stopHeartbeat = startHeartbeat(slots, config.server.heartbeat_timeout);
+  const drain = createDrain(slots, { log, shutdownTimeoutMs: config.server.shutdown_timeout, onStop: stopHeartbeat, finish });
+  /** Drain every serving process, then stop (once). */
+  function stop(why: string): void {
+    drain.stop(why);
   }
-
-  let signals = 0;
-  const onSignal = (sig: string) => {
-    if (++signals > 1) {
-      log.warn('second signal: stopping now', { signal: sig });
-      for (const s of slots) s.serving?.process.kill('SIGKILL');
-      return;
-    }
-    void stop(sig);
-  };
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
-  process.on('SIGINT', () => onSignal('SIGINT'));
+  drain.listen();
 
   // With port 0 each process would pick a port of its own (cluster shares a socket per address and
   // port asked for): pick one here, once, for all of them.
   if (!config.server.port) port = await freePort(config.server.host);
-  if (!stopping) start(slots[0]);
+  if (!drain.stopping) start(slots[0]);
   await finished;
   tls?.close();
   forgetServingUrl(config.data_dir);
@@ -373,15 +224,4 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   await store.close();
   log.info('switchyard stopped');
   return exitCode;
-}
-
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, host, () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
