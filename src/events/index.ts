@@ -31,11 +31,15 @@ declare module '../module/contract.ts' {
 export const eventsModule = defineModule({
   name: 'events',
   provides: ['events', 'handlerRuns'],
+  // Each fan-out when its module runs. Started after the runtime: handler runs owed from before
+  // this start go out as soon as this module starts.
+  uses: ['subscriptions', 'deliveries', 'eventHandlers'],
   async start(services) {
     const log = services.log.child({ module: 'events' });
     const handlerRuns = createHandlerQueue({
       database: services.store.database,
       log,
+      // Optional (uses): absent on a server that runs no integration code, so looked up at each run.
       handlers: () => services.eventHandlers,
       leftovers: services.processes ? undefined : leftoverLeases(services.store),
       event: async (id) => (await events.get(id))?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
@@ -48,7 +52,7 @@ export const eventsModule = defineModule({
     const events = createEvents({
       database: services.store.database,
       log,
-      // Read at each ingest: modules may attach these after us.
+      // Read at each ingest.
       subscriptions: () => services.subscriptions,
       deliveries: () => services.deliveries,
       handlerRuns: () => handlerRuns,
