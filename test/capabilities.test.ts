@@ -3,6 +3,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SwitchyardError } from '../src/errors.ts';
 import { runtimeModule } from '../src/runtime/index.ts';
+import { eventsModule } from '../src/events/index.ts';
+import { installationsModule } from '../src/installations/index.ts';
+import { registryModule } from '../src/registry/index.ts';
 import { checkNeeds, capabilityOf, startOrder } from '../src/module/capabilities.ts';
 import { modules } from '../src/server/modules.ts';
 import { startServer } from '../src/server/server.ts';
@@ -115,4 +118,21 @@ test('a need no module of a made-up set provides stops the start, naming the mod
     assert.match(e.hint ?? '', /start the inspection module too/);
     return true;
   });
+});
+
+test('the events module needs the subscriptions and the delivery queue: a server without them is refused at start, not one whose ingest delivers nothing', async (t) => {
+  await assert.rejects(startServer(testConfig(t), { log: memoryLogger(), modules: [eventsModule] }), (e: SwitchyardError) => {
+    assert.equal(e.code, 'capability_missing');
+    assert.match(e.message, /the events module needs services\.subscriptions/);
+    assert.match(e.hint ?? '', /start the installations module too/);
+    return true;
+  });
+  await assert.rejects(
+    startServer(testConfig(t), { log: memoryLogger(), modules: [registryModule, installationsModule, eventsModule] }),
+    (e: SwitchyardError) => {
+      assert.match(e.message, /the events module needs services\.deliveries/);
+      assert.match(e.hint ?? '', /start the webhooks module too/);
+      return true;
+    },
+  );
 });

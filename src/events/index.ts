@@ -31,9 +31,11 @@ declare module '../module/contract.ts' {
 export const eventsModule = defineModule({
   name: 'events',
   provides: ['events', 'handlerRuns'],
-  // Each fan-out when its module runs. Started after the runtime: handler runs owed from before
-  // this start go out as soon as this module starts.
-  uses: ['subscriptions', 'deliveries', 'eventHandlers'],
+  // Ingest enqueues each event's deliveries to its subscribers, in the event's transaction.
+  needs: ['subscriptions', 'deliveries'],
+  // A server that runs no integration code has no handlers (their runs are not enqueued). Started
+  // after the runtime: runs owed from before this start go out as soon as this module starts.
+  uses: ['eventHandlers'],
   async start(services) {
     const log = services.log.child({ module: 'events' });
     const handlerRuns = createHandlerQueue({
@@ -52,10 +54,9 @@ export const eventsModule = defineModule({
     const events = createEvents({
       database: services.store.database,
       log,
-      // Read at each ingest.
-      subscriptions: () => services.subscriptions,
-      deliveries: () => services.deliveries,
-      handlerRuns: () => handlerRuns,
+      subscriptions: services.subscriptions,
+      deliveries: services.deliveries,
+      handlerRuns,
     });
     services.events = events;
     services.handlerRuns = handlerRuns;
