@@ -24,6 +24,8 @@ export const ERROR_CODES = {
   tls_invalid: { status: 500, usage: true },
   /** A module needs a capability no module of the server provides (see src/module/capabilities.ts). */
   capability_missing: { status: 500 },
+  /** The modules of a server need each other to start first (see startOrder in src/module/capabilities.ts). */
+  module_cycle: { status: 500 },
   bad_request: { status: 400, usage: true },
   validation_failed: { status: 400, usage: true },
   /** The webhook integration is installed into the organization, never on a space or site (spec 5.5). */

@@ -409,9 +409,6 @@ test('group commit: while another connection holds the write lock, the batch wai
   const events = createEvents({
     database: store.database,
     log,
-    subscriptions: () => undefined,
-    deliveries: () => undefined,
-    handlerRuns: () => undefined,
   });
   other.exec('BEGIN IMMEDIATE');
   const started = performance.now();

@@ -142,6 +142,9 @@ test('enqueue is in the same transaction: if fan-out fails, the event is not sto
   const s = await deliveryServer(t, {}, [
     {
       name: 'exploding-subscriptions',
+      // Wraps the subscriptions the events module is handed: starts after their provider, before events.
+      provides: ['subscriptions'],
+      needs: ['subscriptions'],
       start(services) {
         const real = services.subscriptions;
         services.subscriptions = {

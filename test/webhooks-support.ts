@@ -81,6 +81,7 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
   } else {
     const subscriptions: Module = {
       name: 'test-subscriptions',
+      provides: ['subscriptions'],
       start(s) {
         s.subscriptions = {
           forEventType: (type: string) => fake.filter((f) => f.types.includes(type)).map(({ installationId, url }) => ({ installationId, url })),
@@ -139,6 +140,9 @@ export async function deliveryServer(t: TestContext, over: Over = {}, extra: Mod
 export function subscriptionsFailingFor(type: string, failing: () => boolean = () => true): Module {
   return {
     name: 'half-broken-subscriptions',
+    // Wraps the subscriptions the events module is handed: starts after their provider, before events.
+    provides: ['subscriptions'],
+    needs: ['subscriptions'],
     start(services) {
       const real = services.subscriptions;
       services.subscriptions = {

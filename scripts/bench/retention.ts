@@ -66,9 +66,6 @@ async function round(): Promise<{ longestBatch: number; medianBatch: number; sta
     const events = createEvents({
       database: store.database,
       log: memoryLogger(),
-      subscriptions: () => undefined,
-      deliveries: () => undefined,
-      handlerRuns: () => undefined,
     });
     const invocations = createInvocations(store.database);
     const batches: number[] = [];

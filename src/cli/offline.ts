@@ -41,9 +41,6 @@ export async function offlineSource(config: LoadedConfig): Promise<InspectionSou
   const events = createEvents({
     database: store.database,
     log: memoryLogger(),
-    subscriptions: () => undefined,
-    deliveries: () => undefined,
-    handlerRuns: () => undefined,
   });
   const invocations = createInvocations(store.database);
   // A database from before handler runs existed has none to show.

@@ -21,6 +21,8 @@ declare module '../module/contract.ts' {
 export const consoleModule = defineModule({
   name: 'console',
   provides: ['consoleSessions'],
+  // Its pages show the integrations and their runs when the server has those modules.
+  uses: ['registry', 'runtime'],
   async start(services) {
     const sessions = await createSessions({
       adminToken: services.adminToken,

@@ -31,11 +31,17 @@ declare module '../module/contract.ts' {
 export const eventsModule = defineModule({
   name: 'events',
   provides: ['events', 'handlerRuns'],
+  // Ingest enqueues each event's deliveries to its subscribers, in the event's transaction.
+  needs: ['subscriptions', 'deliveries'],
+  // A server that runs no integration code has no handlers (their runs are not enqueued). Started
+  // after the runtime: runs owed from before this start go out as soon as this module starts.
+  uses: ['eventHandlers'],
   async start(services) {
     const log = services.log.child({ module: 'events' });
     const handlerRuns = createHandlerQueue({
       database: services.store.database,
       log,
+      // Optional (uses): absent on a server that runs no integration code, so looked up at each run.
       handlers: () => services.eventHandlers,
       leftovers: services.processes ? undefined : leftoverLeases(services.store),
       event: async (id) => (await events.get(id))?.payload as (Record<string, unknown> & { eventId: string; type: string }) | undefined,
@@ -48,10 +54,9 @@ export const eventsModule = defineModule({
     const events = createEvents({
       database: services.store.database,
       log,
-      // Read at each ingest: modules may attach these after us.
-      subscriptions: () => services.subscriptions,
-      deliveries: () => services.deliveries,
-      handlerRuns: () => handlerRuns,
+      subscriptions: services.subscriptions,
+      deliveries: services.deliveries,
+      handlerRuns,
     });
     services.events = events;
     services.handlerRuns = handlerRuns;

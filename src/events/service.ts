@@ -54,9 +54,10 @@ export const MAX_BATCH_EVENTS = 1000;
 export interface EventsDeps {
   database: Database;
   log: Logger;
-  subscriptions: () => { forEventType(type: string): Subscription[]; fresh?(): Promise<void> } | undefined;
-  deliveries: () => Deliveries | undefined;
-  handlerRuns: () => HandlerQueue | undefined;
+  /** Who is subscribed to each event type, and the queue their deliveries go to (without either, none are enqueued). */
+  subscriptions?: { forEventType(type: string): Subscription[]; fresh?(): Promise<void> };
+  deliveries?: Deliveries;
+  handlerRuns?: HandlerQueue;
   now?: () => number;
 }
 
@@ -145,8 +146,8 @@ export function createEvents(deps: EventsDeps) {
    * event: null for an event seen before (nothing enqueued twice).
    */
   async function storeUnits(tx: Tx, units: Unit[], at: number, startAtCommit: boolean): Promise<Stored[][]> {
-    const queue = deps.deliveries();
-    const subscriptions = deps.subscriptions();
+    const queue = deps.deliveries;
+    const subscriptions = deps.subscriptions;
     const events = units.flatMap((u) => u.events.map((event, i) => ({ event, json: u.json?.[i] })));
     const subsOf = events.map(({ event }) => {
       const subscribed = queue ? (subscriptions?.forEventType(event.type) ?? []) : [];
@@ -185,7 +186,7 @@ export function createEvents(deps: EventsDeps) {
       const { event } = events[i];
       const deliveries = deliveriesOf.get(i) ?? [];
       if (deliveries.length !== subsOf[i].length) await tx.run(ingest.setCount, [deliveries.length, event.eventId]);
-      const handlers = (await deps.handlerRuns()?.enqueue(tx, event, at, { startAtCommit })) ?? [];
+      const handlers = (await deps.handlerRuns?.enqueue(tx, event, at, { startAtCommit })) ?? [];
       stored.push({ deliveries, handlers });
     }
     // Back into units.
@@ -217,7 +218,7 @@ export function createEvents(deps: EventsDeps) {
   function enqueue(unit: Unit): Promise<Stored[]> {
     const push = () => new Promise<Stored[]>((resolve, reject) => pending.push({ ...unit, resolve, reject }));
     // What another process subscribed (or paused) until now is what this event fans out to.
-    const fresh = deps.subscriptions()?.fresh?.();
+    const fresh = deps.subscriptions?.fresh?.();
     return fresh ? fresh.then(push) : push();
   }
 

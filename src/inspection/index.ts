@@ -121,6 +121,8 @@ export function inspectionRoutes(app: H3, services: ServicesWith<'streams'>): vo
 export const inspectionModule = defineModule({
   name: 'inspection',
   provides: ['streams'],
+  // Each feed follows its module when the server runs it (a feed of an absent one answers not_found).
+  uses: ['deliveries', 'invocations', 'runtime'],
   async start(services) {
     // Other processes' (and, on PostgreSQL, other nodes') work is seen by looking, not by being told.
     const hub = createStreamHub({ closing: () => services.closing, poll: (services.processes?.count ?? 1) > 1 || services.store.shared });

@@ -53,6 +53,8 @@ export const installationsModule = defineModule({
   name: 'installations',
   provides: ['installations', 'subscriptions'],
   needs: ['registry'],
+  // Its render route calls services.runtime when the server has one (routes are added after every
+  // module started); not listed in `uses`, since the runtime needs this module (a cycle).
   async start(services) {
     const registry = services.registry;
     const installations = await createInstallations({

@@ -180,6 +180,8 @@ export function metricsRoutes(app: H3, services: ServicesWith<'metrics'>): void 
 export const metricsModule = defineModule({
   name: 'metrics',
   provides: ['metrics'],
+  // Its start subscribes to the queue's attempts and the runtime's invocations when the server has them.
+  uses: ['deliveries', 'runtime'],
   async start(services) {
     const m = createServerMetrics(services);
     services.metrics = m.registry;

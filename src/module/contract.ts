@@ -1,8 +1,8 @@
 /**
  * The module contract: what a module is (Module, defineModule) and the services it is handed and
  * attaches capabilities to. Every module imports it; it imports no module and not the composition
- * root (src/server/), which starts the modules in order (startServer, server/modules.ts) and stops
- * them in reverse. test/imports.test.ts holds it to that (docs/architecture.md, "Layers").
+ * root (src/server/), which starts the modules in the order their `needs` and `uses` make
+ * (startOrder in capabilities.ts) and stops them in reverse. test/imports.test.ts holds it to that (docs/architecture.md, "Layers").
  */
 import type { H3 } from 'h3';
 import type { HttpServices } from '../http/app.ts';
@@ -21,7 +21,8 @@ import type { ProcessLink } from '../process/serving.ts';
  * Every entry is optional here: a server (a test's, a tool's) may run without the module that
  * provides it. A module that cannot work without one lists it in `needs`; it is then handed the
  * services with that capability present (ServicesWith), and startServer refuses to start a set of
- * modules in which a need has no provider (checkNeeds).
+ * modules in which a need has no provider (checkNeeds). One it reads when present and does without
+ * otherwise it lists in `uses`. Either way its provider starts first (startOrder).
  */
 // biome-ignore lint/suspicious/noEmptyInterface: empty here, filled by each module's declaration merging
 export interface Capabilities {}
@@ -56,6 +57,13 @@ export interface Module<N extends Capability = never, P extends Capability = nev
   provides?: readonly Capability[];
   /** The capabilities this module cannot work without, from any module of the server (itself aside). */
   needs?: readonly Capability[];
+  /**
+   * The capabilities this module reads when the server has them and does without otherwise (a
+   * legal server may leave their module out): optional needs. They stay optional in its services.
+   * A read of what a module that needs this one attaches (a hook it fills in) would make a cycle: it
+   * is left out, with a comment where it is read.
+   */
+  uses?: readonly Capability[];
   /** Start background work and attach capabilities; the returned function stops it (bounded). */
   start?(services: ServicesWith<N>): void | Promise<void | (() => Promise<void> | void)>;
   /** Add HTTP routes (called after every module started). */

@@ -49,6 +49,8 @@ declare module '../module/contract.ts' {
 export const oauthModule = defineModule({
   name: 'oauth',
   provides: ['oauthStates', 'oauthRefreshClaims'],
+  // An integration's OAuth flow checks its installation there when the server has them.
+  uses: ['installations'],
   async start(services) {
     services.oauthStates = await createStateStore(services.store.database);
     services.oauthRefreshClaims = createRefreshClaims(services.store.database);

@@ -129,6 +129,8 @@ async function untilNeededLoaded(registry: Registry, pathname: string): Promise<
 export const registryModule = defineModule({
   name: 'registry',
   provides: ['registry'],
+  // Checks new versions with it when the server runs a sandbox (read at each check).
+  uses: ['verifyScript'],
   async start(services) {
     const registry = await createRegistry({
       dir: services.config.integrations_dir,

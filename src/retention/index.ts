@@ -81,6 +81,8 @@ export function retentionRoutes(app: H3, services: ServicesWith<'retention'>): v
 export const retentionModule = defineModule({
   name: 'retention',
   provides: ['retention', 'retentionCron'],
+  // Purges the history of the modules the server runs (serverPurgers, read at each run).
+  uses: ['deliveries', 'handlerRuns', 'events', 'invocations'],
   async start(services) {
     const log = services.log.child({ module: 'retention' });
     const retention = createRetention({

@@ -52,6 +52,8 @@ declare module '../module/contract.ts' {
 export const sandboxModule = defineModule({
   name: 'sandbox',
   provides: ['sandbox', 'verifyScript'],
+  // It reads services.onSandboxLog at each late line, a hook the runtime fills in: not a capability
+  // it uses (the runtime needs this module, so listing it would be a cycle).
   async start(services) {
     const inProcess = services.sandboxInProcess || services.processes;
     const sandbox = (inProcess ? createInProcessSandbox : createSandbox)({

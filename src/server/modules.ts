@@ -1,6 +1,8 @@
 /**
- * The server's modules, in start order (the composition root). A module adds routes and background
- * work; see Module in src/module/contract.ts.
+ * The server's modules (the composition root). A module adds routes and background work; see Module
+ * in src/module/contract.ts. Their order here does not matter: startServer starts each after the
+ * modules that provide what it needs or uses (startOrder in src/module/capabilities.ts); this order
+ * only breaks ties.
  */
 import type { Module } from '../module/contract.ts';
 import { sandboxModule } from '../sandbox/index.ts';
@@ -20,7 +22,6 @@ export const modules: Module[] = [
   registryModule,
   installationsModule,
   webhooksModule,
-  // After the runtime: handler runs owed from before this start go out as soon as events starts.
   runtimeModule,
   eventsModule,
   oauthModule,

@@ -1,7 +1,7 @@
 /**
  * The composition root. Start and stop the whole server: store, modules, HTTP. Shutdown is graceful and bounded: stop
  * accepting, let in-flight requests and work finish up to `server.shutdown_timeout`, stop modules in
- * reverse order, close the database cleanly.
+ * the reverse of their start order (startOrder: each starts after what it needs), close the database cleanly.
  */
 import type { AddressInfo, Server } from 'node:net';
 import { toNodeHandler } from 'h3/node';
@@ -19,7 +19,7 @@ import type { H3 } from 'h3';
 import { createApp } from '../http/app.ts';
 import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
-import { checkNeeds, checkProvided } from '../module/capabilities.ts';
+import { checkNeeds, checkProvided, startOrder } from '../module/capabilities.ts';
 import { claimNodeId, useNodeId, type NodeIdClaim } from '../store/lease-owner.ts';
 import { answerClientErrors } from '../http/client-error.ts';
 import { createListener, type Listener } from '../http/listener.ts';
@@ -54,8 +54,10 @@ export async function startServer(
     tls?: TlsSource;
   } = {},
 ): Promise<RunningServer> {
-  const modules = opts.modules ?? defaultModules;
-  checkNeeds(modules, defaultModules);
+  const listed = opts.modules ?? defaultModules;
+  checkNeeds(listed, defaultModules);
+  // Each module after the providers of what it needs or uses; a cycle stops the start here, before anything opens.
+  const modules = startOrder(listed);
   const log = opts.log ?? createLogger({ format: config.log.format, level: config.log.level });
   // Before anything is opened: a pair that cannot serve stops the start with the file and the reason.
   const tls = opts.tls ?? (config.server.tls.cert ? fileTlsSource(config.server.tls, log) : undefined);

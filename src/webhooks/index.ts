@@ -57,6 +57,8 @@ declare module '../module/contract.ts' {
 export const webhooksModule = defineModule({
   name: 'webhooks',
   provides: ['webhooks', 'deliveries'],
+  // A server without the installations module delivers to the subscriptions a stand-in attaches.
+  uses: ['installations', 'subscriptions'],
   async start(services) {
     const service = await createWebhooks({
       database: services.store.database,
