@@ -174,12 +174,16 @@ test('a run claimed by a process that died is taken by another process once its 
   const storeB = await storeOf(dir); // a second process on the same store
   t.after(() => (storeA.close(), storeB.close()));
   const clock = { now: 5_000_000 };
+  // A's time stands still: a process killed mid-invocation never sees the lease it holds run out
+  // (with the shared clock, A's queue, alive in this test, could take its own expired run again
+  // before B: seen under load in CI).
+  const clockA = { now: clock.now };
   const ranBy: string[] = [];
   let finishA!: () => void;
   // A claims the run and never comes back (as if its process were killed mid-invocation).
   const a = queueOn(
     storeA,
-    clock,
+    clockA,
     () =>
       new Promise<RunOutcome>((resolve) => {
         ranBy.push('a');
