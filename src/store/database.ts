@@ -116,15 +116,27 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
   async function whenFree<T>(work: () => T): Promise<T> {
     const started = performance.now();
     for (let wait = 0; ; ) {
-      await new Promise((r) => (wait ? setTimeout(r, wait) : setImmediate(r)));
-      wait = Math.min(Math.max(wait * 2, 1), 20);
+      wait = await lockWait(started, wait);
       while (holder) await holder.ended;
       try {
         return work();
       } catch (e) {
-        if (!isBusy(e) || performance.now() - started > lockWaitMs) throw e;
+        if (!isBusy(e)) throw e;
       }
     }
+  }
+
+  /**
+   * One wait for another process's write lock, on timers (the next turn, then 1, 2, 4 ... 20 ms);
+   * past the lock wait since `started`, storage_busy. Returns the next wait.
+   */
+  async function lockWait(started: number, wait: number): Promise<number> {
+    if (performance.now() - started > lockWaitMs)
+      throw new SwitchyardError('storage_busy', `the store's write lock stayed taken for ${lockWaitMs} ms`, {
+        hint: 'another process holds a long write transaction on the database',
+      });
+    await new Promise((r) => (wait ? setTimeout(r, wait) : setImmediate(r)));
+    return Math.min(Math.max(wait * 2, 1), 20);
   }
 
   const queries = (run: <T>(work: () => T) => Promise<T>): Queries => ({
@@ -187,12 +199,7 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
           refusedSince ??= started;
           if (performance.now() - refusedSince <= SPIN_MS) return LOCK_BUSY;
         }
-        if (performance.now() - started > lockWaitMs)
-          throw new SwitchyardError('storage_busy', `the store's write lock stayed taken for ${lockWaitMs} ms`, {
-            hint: 'another process holds a long write transaction on the database',
-          });
-        await new Promise((r) => (wait ? setTimeout(r, wait) : setImmediate(r)));
-        wait = Math.min(Math.max(wait * 2, 1), 20);
+        wait = await lockWait(started, wait);
       }
       refusedSince = undefined;
       return await within(0, fn);
