@@ -100,7 +100,8 @@ test('one event to two webhook installations behind one reference receiver: both
       .split('\n')
       .filter((x) => x.startsWith('{'))
       .map((x) => JSON.parse(x));
-    return l.filter((x) => x.event).length === 2 ? l : undefined;
+    // Both processed, and the retry's duplicate said (the receiver writes its lines as they come).
+    return l.filter((x) => x.event).length === 2 && l.some((x) => x.duplicate) ? l : undefined;
   });
   const processed = lines
     .filter((x) => x.event)
