@@ -13,10 +13,28 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
+/**
+ * The runner starts files in the order given: the longest start first, so that none of them starts
+ * last and runs alone at the end (measured quiet on two cores, seconds; the rest take under 20).
+ */
+const SLOWEST = [
+  'test/postgres-suites.test.ts', // 125
+  'test/postgres-node-lock.test.ts', // 67
+  'test/postgres-nodes.test.ts', // 46
+  'test/console-browser.test.ts', // 35
+  'test/postgres-outage.test.ts', // 30
+  'test/console-operations-browser.test.ts', // 28
+  'test/postgres-store.test.ts', // 25
+  'test/processes.test.ts', // 22
+];
 const all = readdirSync(join(root, 'test'))
   .filter((f) => f.endsWith('.test.ts'))
-  .sort()
-  .map((f) => `test/${f}`);
+  .map((f) => `test/${f}`)
+  .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+function rank(file: string): number {
+  const i = SLOWEST.indexOf(file);
+  return i < 0 ? SLOWEST.length : i;
+}
 
 const SUBSETS: Record<string, (file: string) => boolean> = {
   pg: (f) => f.startsWith('test/postgres-'),
@@ -39,9 +57,9 @@ const r = spawnSync(
   [
     '--no-node-snapshot',
     '--test',
-    // Three files at a time on two cores: the suites wait on real clocks and child processes much of
-    // the time (measured: 5 min 46 s at two, 4 min 54 s at three, the same CPU time).
-    '--test-concurrency=3',
+    // Four files at a time on two cores: the suites wait on real clocks and child processes much of
+    // the time (measured, slowest first: 4 min 53 s at three, 4 min 24 s at four, the same CPU time).
+    '--test-concurrency=4',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     `--test-reporter=${join(root, 'scripts/test-durations.ts')}`,

@@ -69,10 +69,14 @@ test('a delivered event costs one commit and a fixed few statements after its in
     await waitFor(() => recorded.length === i + 1);
     await new Promise((r) => setTimeout(r, 20)); // and anything it does after its record
     const budget = store.database.engine === 'postgres' ? 3 : 2;
+    // The once-a-second look at what other processes made due is the service's, not this event's
+    // (a slow turn under load can span one).
+    const periodic = n.sql.filter((sql) => sql.startsWith('SELECT origin, MIN(next_attempt_at)')).length;
+    assert.ok(periodic <= 1, `event ${i}: the periodic look ran ${periodic} times in one event's turn`);
     assert.equal(n.commits, 1, `event ${i}: one commit records its attempt (${n.sql.join(' | ')})`);
     assert.ok(
-      n.statements <= budget,
-      `event ${i}: at most ${budget} statements (the state, the attempt${budget > 2 ? ', the feed order lock' : ''}), got ${n.statements}: ${n.sql.join(' | ')}`,
+      n.statements - periodic <= budget,
+      `event ${i}: at most ${budget} statements (the state, the attempt${budget > 2 ? ', the feed order lock' : ''}), got ${n.statements - periodic}: ${n.sql.join(' | ')}`,
     );
   }
   assert.equal(rx.arrived, EVENTS + 1);
