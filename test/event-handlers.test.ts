@@ -22,7 +22,11 @@ test('a SIGKILLed sandbox worker loses no handler run: every event of a burst is
   const rx = await receiver(t);
   // Retries over about 12 s (50 ms doubling, 8 times): a loaded machine can take seconds to bring
   // the sandbox worker back, and a run whose retries ran out before that would never be handled.
-  const s = await startTestServer(t, { integrations_dir: recorderIntegration(t), webhooks: { base_delay: 50, jitter: 0, max_retries: 8 } });
+  const s = await startTestServer(
+    t,
+    { integrations_dir: recorderIntegration(t), webhooks: { base_delay: 50, jitter: 0, max_retries: 8 } },
+    { sandbox: 'worker' },
+  );
   const inst = await s.api('POST', '/api/v1/installations', { integration: 'recorder' });
   assert.equal(inst.status, 201, JSON.stringify(inst.body));
   const installationId = inst.body.installation.id as string;

@@ -88,7 +88,8 @@ export async function startTestServer(
 ): Promise<TestServer> {
   const config = testConfig(t, over);
   const log = memoryLogger();
-  const server = await startServer(config, { log, modules: opts.modules, sandbox: opts.sandbox });
+  // The sandbox as the product runs it (serve: in the serving process); a test of the sandbox worker process asks for 'worker'.
+  const server = await startServer(config, { log, modules: opts.modules, sandbox: opts.sandbox ?? 'in-process' });
   t.after(() => server.close());
   // The server listens while its integrations load; tests start from a loaded registry unless they
   // ask otherwise (see test/startup.test.ts for the start-up window itself).
