@@ -295,25 +295,24 @@ test('a pause on one node while another stores a delivery for the same installat
   const store = await connectStore(tmpDir(t), { url, migrations: allMigrations() });
   t.after(() => store.close());
   await store.database.run(statement('INSERT INTO webhook_endpoints (installation_id, created_at) VALUES (?, ?)'), ['inst_race', Date.now()]);
-  // The other node: reads the flag as ingest does, keeps its transaction open a moment, then stores.
+  // The other node: stores a delivery as ingest does (the INSERT reads the flag), then keeps its transaction open a moment.
   const src = (f: string) => JSON.stringify(new URL(`../src/${f}`, import.meta.url).pathname);
   const script = `import { connectStore } from ${src('store/index.ts')};
 import { allMigrations } from ${src('server/migrations.ts')};
-import { createQueue, pausedAmong } from ${src('webhooks/queue.ts')};
+import { createQueue } from ${src('webhooks/queue.ts')};
 const store = await connectStore(process.argv[2], { url: process.argv[1], migrations: allMigrations() });
 const queue = createQueue(store.database, { maxAttempts: () => 4 });
 await store.database.transaction(async (tx) => {
-  const held = (await pausedAmong(tx, ['inst_race'])).has('inst_race');
-  process.stdout.write('read ' + held + '\\n');
+  const stored = await queue.enqueue(tx, { eventId: 'evt_race', eventType: 'site_view', installationId: 'inst_race', url: 'http://127.0.0.1:9/hook', body: '{}', now: Date.now() });
+  process.stdout.write('stored ' + stored.status + '\\n');
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);
-  await queue.enqueue(tx, { eventId: 'evt_race', eventType: 'site_view', installationId: 'inst_race', url: 'http://127.0.0.1:9/hook', body: '{}', now: Date.now(), held });
 });
 await store.close();`;
   const other = spawn(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script, url, tmpDir(t)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   other.stdout.on('data', (d) => (out += d));
   const ended = new Promise((resolve) => other.on('close', resolve));
-  await waitFor(() => out.includes('read false'), 15_000);
+  await waitFor(() => out.includes('stored pending'), 15_000);
   // This node pauses now, as the installations service does: the flag, then the queued deliveries held.
   const queue = createQueue(store.database, { maxAttempts: () => 4 });
   await store.database.transaction(async (tx) => {

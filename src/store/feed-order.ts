@@ -16,6 +16,12 @@ const FEEDS = { attempts: 0x73776661, invocations: 0x73776669 } as const;
 
 const lock = statement({ sqlite: 'SELECT 1', postgres: 'SELECT pg_advisory_xact_lock(?)' });
 
+/**
+ * PostgreSQL: the lock as a statement's CTE, for a feed's rows inserted by that one statement in
+ * its own commit: the INSERT reads it (FROM the CTE) before its rows take their numbers.
+ */
+export const feedOrderLock = (feed: keyof typeof FEEDS): string => `SELECT pg_advisory_xact_lock(${FEEDS[feed]})`;
+
 /** Call in the transaction, right before inserting `feed`'s rows; nothing to do on SQLite. */
 export async function appendInOrder(tx: Queries, feed: keyof typeof FEEDS): Promise<void> {
   if (tx.engine === 'postgres') await tx.get(lock, [FEEDS[feed]]);

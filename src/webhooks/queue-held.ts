@@ -4,32 +4,12 @@
  *
  * A delivery of a paused installation is `held`: out of the due index (next_attempt_at NULL), so
  * the scheduler never looks at it, until resume makes it due. Every write that could make such a
- * delivery due again (an attempt ending with a retry, a replay, an interrupted attempt) holds it
- * in the same transaction when its installation is paused (queue-outcomes.ts, holdIfPaused).
+ * delivery due again holds it in the same statement or transaction when its installation is paused:
+ * its enqueue (queue.ts), an attempt ending with a retry (queue-outcomes.ts), a replay or an
+ * interrupted attempt (holdIfPaused).
  */
 import { statement, type Queries } from '../store/contract.ts';
-import { jsonRows } from '../store/leased-queue.ts';
 import { originOf } from './queue-rows.ts';
-
-const q = {
-  // The endpoints' rows read, and on PostgreSQL share-locked: a pause (an UPDATE of one) waits for
-  // the caller's commit, then holds what it stored.
-  pausedOf: statement<{ installation_id: string }>({
-    sqlite: `SELECT installation_id FROM webhook_endpoints WHERE installation_id IN (SELECT value FROM json_each(@ids)) AND paused = 1`,
-    postgres: `SELECT installation_id, paused FROM webhook_endpoints
-      WHERE installation_id IN (SELECT value FROM json_array_elements_text(CAST(@ids AS json))) FOR SHARE`,
-  }),
-};
-
-/**
- * Which of these installations are paused, read in the caller's transaction (exact, unlike a copy
- * in memory); on PostgreSQL a pause by another node waits until the caller's transaction ends.
- */
-export async function pausedAmong(tx: Queries, installationIds: readonly string[]): Promise<Set<string>> {
-  if (!installationIds.length) return new Set();
-  const rows = (await tx.all(q.pausedOf, { ids: jsonRows(installationIds) })) as Array<{ installation_id: string; paused?: number }>;
-  return new Set(rows.filter((r) => r.paused === undefined || Number(r.paused) === 1).map((r) => r.installation_id));
-}
 
 const lifecycle = {
   // Only queued deliveries have a next attempt: the due index finds them without reading history.

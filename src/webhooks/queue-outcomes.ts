@@ -1,17 +1,18 @@
 /**
- * Recording outcomes: a turn's attempts and their deliveries' next states, written together (one
- * transaction per group commit, one statement per kind: the attempts' rows, the deliveries' states,
- * the retries held for a paused installation), their leases released; and after a crash, the
- * attempts whose outcome was lost, recorded as interrupted and sent again.
+ * Recording outcomes: a turn's attempts and their deliveries' next states, written together (the
+ * deliveries' states, a paused installation's retries held with them, then the attempts' rows),
+ * their leases released; and after a crash, the attempts whose outcome was lost, recorded as
+ * interrupted and sent again. On PostgreSQL a turn's record is one statement (with nothing else to
+ * write, its own commit: no BEGIN and COMMIT round trips); on SQLite two, in one transaction.
  *
  * A turn's rows travel as one JSON array parameter (json_each on SQLite, json_array_elements on
  * PostgreSQL), so a turn costs the same few statements however many attempts ended in it.
  */
-import { appendInOrder } from '../store/feed-order.ts';
-import { statement, type Queries } from '../store/contract.ts';
+import { appendInOrder, feedOrderLock } from '../store/feed-order.ts';
+import { statement, type Database, type LOCK_BUSY, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';
 import { jsonRows } from '../store/leased-queue.ts';
-import { originOf, PAUSED, type AttemptRecord, type NextState } from './queue-rows.ts';
+import { originOf, PAUSED, pausedRow, type AttemptRecord, type NextState } from './queue-rows.ts';
 
 /** One attempt's row as the JSON array carries it (k: its place in the turn). */
 interface AttemptItem {
@@ -35,56 +36,63 @@ interface AttemptItem {
 const ATTEMPT_COLUMNS = `delivery_seq, number, manual, started_at, duration_ms, url, signature, status, outcome, error, error_code,
   response_excerpt, response_truncated, next_attempt_at`;
 const NUMBER = `(SELECT COUNT(*) FROM webhook_attempts a WHERE a.delivery_seq = j.seq) + ROW_NUMBER() OVER (PARTITION BY j.seq ORDER BY j.k)`;
+const ATTEMPT_VALUES = `j.seq, ${NUMBER}, j.manual, j.started_at, j.duration_ms, j.url, j.signature, j.status, j.outcome, j.error, j.error_code,
+  j.excerpt, j.truncated, j.next`;
+const ATTEMPTS = {
+  sqlite: `(SELECT value ->> 'k' AS k, value ->> 'seq' AS seq, value ->> 'manual' AS manual, value ->> 'startedAt' AS started_at,
+      value ->> 'durationMs' AS duration_ms, value ->> 'url' AS url, value ->> 'signature' AS signature, value ->> 'status' AS status,
+      value ->> 'outcome' AS outcome, value ->> 'error' AS error, value ->> 'errorCode' AS error_code, value ->> 'excerpt' AS excerpt,
+      value ->> 'truncated' AS truncated, value ->> 'next' AS next
+    FROM json_each(@attempts)) AS j`,
+  postgres: `(SELECT (v ->> 'k')::int AS k, (v ->> 'seq')::bigint AS seq, (v ->> 'manual')::int AS manual, (v ->> 'startedAt')::bigint AS started_at,
+      (v ->> 'durationMs')::double precision AS duration_ms, v ->> 'url' AS url, v ->> 'signature' AS signature, (v ->> 'status')::int AS status,
+      v ->> 'outcome' AS outcome, v ->> 'error' AS error, v ->> 'errorCode' AS error_code, v ->> 'excerpt' AS excerpt,
+      (v ->> 'truncated')::int AS truncated, (v ->> 'next')::bigint AS next
+    FROM json_array_elements(CAST(@attempts AS json)) AS v) AS j`,
+};
+const STATES = {
+  sqlite: `(SELECT value ->> 'seq' AS seq, value ->> 'status' AS status, value ->> 'next' AS next, value ->> 'completed' AS completed,
+      value ->> 'attempts' AS attempts, value ->> 'now' AS now, value ->> 'lastStatus' AS last_status, value ->> 'lastError' AS last_error,
+      value ->> 'owner' AS owner
+    FROM json_each(@states)) AS n`,
+  postgres: `(SELECT (v ->> 'seq')::bigint AS seq, v ->> 'status' AS status, (v ->> 'next')::bigint AS next, (v ->> 'completed')::bigint AS completed,
+      (v ->> 'attempts')::int AS attempts, (v ->> 'now')::bigint AS now, (v ->> 'lastStatus')::int AS last_status, v ->> 'lastError' AS last_error,
+      v ->> 'owner' AS owner
+    FROM json_array_elements(CAST(@states AS json)) AS v)`,
+};
+// A delivery's next state (`d`: the row). A cancelled delivery stays cancelled (uninstalled while
+// the attempt was in flight); a retry of a paused installation waits for its resume (held: out of
+// the due index), decided here, in the same statement (a pause by another process counts at once).
+const nextState = (d: string) => `
+  status = CASE WHEN ${d}.status = 'cancelled' THEN ${d}.status
+    WHEN n.next IS NOT NULL AND n.status IN ('pending', 'retrying') AND ${pausedRow(d)} THEN 'held' ELSE n.status END,
+  next_attempt_at = CASE WHEN ${d}.status = 'cancelled' OR ${pausedRow(d)} THEN NULL ELSE n.next END,
+  completed_at = CASE WHEN ${d}.status = 'cancelled' THEN ${d}.completed_at ELSE COALESCE(n.completed, ${d}.completed_at) END,
+  attempts = n.attempts, lease_until = NULL, lease_owner = NULL, updated_at = n.now, last_status = n.last_status, last_error = n.last_error`;
+// Given an owner, only while that owner still holds the lease.
+const OWNED = (d: string) => `${d}.seq = n.seq AND (n.owner IS NULL OR ${d}.lease_owner = n.owner)`;
 
 const q = {
   insertAttempts: statement<{ id: number; seq: number; number: number }>({
-    sqlite: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS})
-      SELECT j.seq, ${NUMBER}, j.manual, j.started_at, j.duration_ms, j.url, j.signature, j.status, j.outcome, j.error, j.error_code,
-        j.excerpt, j.truncated, j.next
-      FROM (SELECT value ->> 'k' AS k, value ->> 'seq' AS seq, value ->> 'manual' AS manual, value ->> 'startedAt' AS started_at,
-              value ->> 'durationMs' AS duration_ms, value ->> 'url' AS url, value ->> 'signature' AS signature, value ->> 'status' AS status,
-              value ->> 'outcome' AS outcome, value ->> 'error' AS error, value ->> 'errorCode' AS error_code, value ->> 'excerpt' AS excerpt,
-              value ->> 'truncated' AS truncated, value ->> 'next' AS next
-            FROM json_each(@items)) AS j
-      ORDER BY j.k
+    sqlite: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${ATTEMPT_VALUES} FROM ${ATTEMPTS.sqlite} ORDER BY j.k
       RETURNING id, delivery_seq AS seq, number`,
-    postgres: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS})
-      SELECT j.seq, ${NUMBER}, j.manual, j.started_at, j.duration_ms, j.url, j.signature, j.status, j.outcome, j.error, j.error_code,
-        j.excerpt, j.truncated, j.next
-      FROM (SELECT (v ->> 'k')::int AS k, (v ->> 'seq')::bigint AS seq, (v ->> 'manual')::int AS manual, (v ->> 'startedAt')::bigint AS started_at,
-              (v ->> 'durationMs')::double precision AS duration_ms, v ->> 'url' AS url, v ->> 'signature' AS signature, (v ->> 'status')::int AS status,
-              v ->> 'outcome' AS outcome, v ->> 'error' AS error, v ->> 'errorCode' AS error_code, v ->> 'excerpt' AS excerpt,
-              (v ->> 'truncated')::int AS truncated, (v ->> 'next')::bigint AS next
-            FROM json_array_elements(CAST(@items AS json)) AS v) AS j
-      ORDER BY j.k
+    postgres: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${ATTEMPT_VALUES} FROM ${ATTEMPTS.postgres} ORDER BY j.k
       RETURNING id, delivery_seq AS seq, number`,
   }),
-  // A cancelled delivery stays cancelled (uninstalled while the attempt was in flight). Given an
-  // owner, only while that owner still holds the lease.
-  complete: statement<{ seq: number }>({
-    sqlite: `UPDATE webhook_deliveries SET
-        status = CASE WHEN webhook_deliveries.status = 'cancelled' THEN webhook_deliveries.status ELSE n.status END,
-        next_attempt_at = CASE WHEN webhook_deliveries.status = 'cancelled' THEN NULL ELSE n.next END,
-        completed_at = CASE WHEN webhook_deliveries.status = 'cancelled' THEN webhook_deliveries.completed_at ELSE COALESCE(n.completed, webhook_deliveries.completed_at) END,
-        attempts = n.attempts, lease_until = NULL, lease_owner = NULL, updated_at = n.now, last_status = n.last_status, last_error = n.last_error
-      FROM (SELECT value ->> 'seq' AS seq, value ->> 'status' AS status, value ->> 'next' AS next, value ->> 'completed' AS completed,
-              value ->> 'attempts' AS attempts, value ->> 'now' AS now, value ->> 'lastStatus' AS last_status, value ->> 'lastError' AS last_error,
-              value ->> 'owner' AS owner
-            FROM json_each(@items)) AS n
-      WHERE webhook_deliveries.seq = n.seq AND (n.owner IS NULL OR webhook_deliveries.lease_owner = n.owner)
-      RETURNING webhook_deliveries.seq`,
-    postgres: `UPDATE webhook_deliveries d SET
-        status = CASE WHEN d.status = 'cancelled' THEN d.status ELSE n.status END,
-        next_attempt_at = CASE WHEN d.status = 'cancelled' THEN NULL ELSE n.next END,
-        completed_at = CASE WHEN d.status = 'cancelled' THEN d.completed_at ELSE COALESCE(n.completed, d.completed_at) END,
-        attempts = n.attempts, lease_until = NULL, lease_owner = NULL, updated_at = n.now, last_status = n.last_status, last_error = n.last_error
-      FROM (SELECT (v ->> 'seq')::bigint AS seq, v ->> 'status' AS status, (v ->> 'next')::bigint AS next, (v ->> 'completed')::bigint AS completed,
-              (v ->> 'attempts')::int AS attempts, (v ->> 'now')::bigint AS now, (v ->> 'lastStatus')::int AS last_status, v ->> 'lastError' AS last_error,
-              v ->> 'owner' AS owner
-            FROM json_array_elements(CAST(@items AS json)) AS v) AS n
-      WHERE d.seq = n.seq AND (n.owner IS NULL OR d.lease_owner = n.owner)
-      RETURNING d.seq`,
-  }),
+  complete: statement<{ seq: number }>(
+    `UPDATE webhook_deliveries SET ${nextState('webhook_deliveries')} FROM ${STATES.sqlite} WHERE ${OWNED('webhook_deliveries')} RETURNING webhook_deliveries.seq`,
+  ),
+  // PostgreSQL: a turn's whole record in one statement, its own commit when run outside a
+  // transaction: the states (rows with a null id: the deliveries updated), then the attempts,
+  // numbered under the feed's order lock (store/feed-order.ts).
+  record: statement<{ id: number | null; seq: number; number: number | null }>(
+    `WITH n AS ${STATES.postgres},
+      done AS (UPDATE webhook_deliveries d SET ${nextState('d')} FROM n WHERE ${OWNED('d')} RETURNING d.seq),
+      feed AS MATERIALIZED (${feedOrderLock('attempts')}),
+      ins AS (INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${ATTEMPT_VALUES} FROM feed, ${ATTEMPTS.postgres} ORDER BY j.k
+        RETURNING id, delivery_seq AS seq, number)
+    SELECT id, seq, number FROM ins UNION ALL SELECT NULL, seq, NULL FROM done`,
+  ),
   // Retries of a paused installation wait for its resume (held: out of the due index).
   holdPaused: statement({
     sqlite: `UPDATE webhook_deliveries SET status = 'held', next_attempt_at = NULL, updated_at = @now
@@ -100,8 +108,8 @@ export async function holdIfPaused(tx: Queries, seqs: readonly number[], now: nu
   return (await tx.run(q.holdPaused, { seqs: JSON.stringify(seqs), now })).changes;
 }
 
-/** One turn's attempts, inserted in one statement; each one's id, in the order given. */
-async function insertAttempts(tx: Queries, attempts: Array<{ seq: number; attempt: AttemptRecord }>): Promise<number[]> {
+/** The attempts' rows as the JSON array carries them. */
+function attemptItems(attempts: Array<{ seq: number; attempt: AttemptRecord }>): string {
   const items: AttemptItem[] = attempts.map(({ seq, attempt: a }, k) => ({
     k,
     seq,
@@ -118,8 +126,11 @@ async function insertAttempts(tx: Queries, attempts: Array<{ seq: number; attemp
     truncated: a.responseTruncated ? 1 : 0,
     next: a.nextAttemptAt,
   }));
-  const rows = await tx.all(q.insertAttempts, { items: jsonRows(items) });
-  // Matched by delivery and number (attempts of one delivery were numbered in turn order).
+  return jsonRows(items);
+}
+
+/** Each attempt's id, in the order given, from the inserted rows (matched by delivery and number: one delivery's were numbered in turn order). */
+function idsInOrder(attempts: Array<{ seq: number }>, rows: Array<{ id: number | null; seq: number; number: number | null }>): number[] {
   const bySeq = new Map<number, number[]>();
   for (const r of [...rows].sort((a, b) => Number(a.number) - Number(b.number))) {
     const list = bySeq.get(Number(r.seq));
@@ -127,6 +138,11 @@ async function insertAttempts(tx: Queries, attempts: Array<{ seq: number; attemp
     else bySeq.set(Number(r.seq), [Number(r.id)]);
   }
   return attempts.map(({ seq }) => bySeq.get(seq)!.shift()!);
+}
+
+/** One turn's attempts, inserted in one statement; each one's id, in the order given. */
+async function insertAttempts(tx: Queries, attempts: Array<{ seq: number; attempt: AttemptRecord }>): Promise<number[]> {
+  return idsInOrder(attempts, await tx.all(q.insertAttempts, { attempts: attemptItems(attempts) }));
 }
 
 export interface OutcomeDeps {
@@ -138,40 +154,56 @@ export type OutcomeItem = { seq: number; origin?: string; owner?: string; attemp
 export function createOutcomes({ noteDue }: OutcomeDeps) {
   return {
     /**
-     * Record attempts and their deliveries' next states in the caller's transaction (group commit:
-     * three statements at most, whatever the batch); releases the leases. Returns each attempt's id
-     * (its feed cursor), in order, and the deliveries whose state was left alone: given an `owner`,
-     * a delivery whose lease that owner no longer holds (it expired and another sender took it)
-     * gets the attempt recorded (it was made) but keeps the state the new holder gives it.
+     * Record attempts and their deliveries' next states in the caller's transaction, or on
+     * PostgreSQL given the database, as one statement in its own commit (see recordOutcomes);
+     * releases the leases. Returns each attempt's id (its feed cursor), in order, and the
+     * deliveries whose state was left alone: given an `owner`, a delivery whose lease that owner no
+     * longer holds (it expired and another sender took it) gets the attempt recorded (it was made)
+     * but keeps the state the new holder gives it. Statements: one on PostgreSQL, two on SQLite,
+     * whatever the batch.
      */
     async completeMany(tx: Queries, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] }> {
       if (!items.length) return { ids: [], stale: [] };
-      const states = items.map(({ seq, owner, attempt, next, now }) => ({
-        seq,
-        status: next.status,
-        next: next.nextAttemptAt,
-        completed: next.completedAt,
-        attempts: next.attempts,
-        now,
-        lastStatus: attempt.status,
-        lastError: attempt.error,
-        owner: owner ?? null,
-      }));
-      const done = new Set((await tx.all(q.complete, { items: jsonRows(states) })).map((r) => Number(r.seq)));
-      const stale = items.filter((i) => !done.has(i.seq)).map((i) => i.seq);
-      const retries: number[] = [];
-      for (const { seq, origin, next } of items) {
-        if (!done.has(seq) || next.nextAttemptAt === null) continue;
-        if (origin !== undefined) noteDue(origin, next.nextAttemptAt);
-        retries.push(seq);
+      const states = jsonRows(
+        items.map(({ seq, owner, attempt, next, now }) => ({
+          seq,
+          status: next.status,
+          next: next.nextAttemptAt,
+          completed: next.completedAt,
+          attempts: next.attempts,
+          now,
+          lastStatus: attempt.status,
+          lastError: attempt.error,
+          owner: owner ?? null,
+        })),
+      );
+      let done: Set<number>;
+      let ids: number[];
+      if (tx.engine === 'postgres') {
+        const rows = await tx.all(q.record, { states, attempts: attemptItems(items) });
+        done = new Set(rows.filter((r) => r.id === null).map((r) => Number(r.seq)));
+        ids = idsInOrder(
+          items,
+          rows.filter((r) => r.id !== null),
+        );
+      } else {
+        // The attempts are the live tail's feed: inserted last (see store/feed-order.ts).
+        done = new Set((await tx.all(q.complete, { states })).map((r) => Number(r.seq)));
+        ids = await insertAttempts(tx, items);
       }
-      // Paused while these attempts were in flight: their retries wait for the resume (asked of the
-      // store, in this transaction: a pause by another process or node counts at once).
-      if (retries.length) await holdIfPaused(tx, retries, Math.max(...items.map((i) => i.now)));
-      // Last: the attempts are the live tail's feed, numbered and committed in one order (feed-order.ts).
-      await appendInOrder(tx, 'attempts');
-      const ids = await insertAttempts(tx, items);
+      const stale = items.filter((i) => !done.has(i.seq)).map((i) => i.seq);
+      // A retry's origin has work due then (held ones too: the hint may only be early).
+      for (const { seq, origin, next } of items) if (origin !== undefined && done.has(seq) && next.nextAttemptAt !== null) noteDue(origin, next.nextAttemptAt);
       return { ids, stale };
+    },
+
+    /**
+     * A turn's outcomes with nothing else to write: on PostgreSQL one statement and its commit, no
+     * BEGIN or COMMIT of their own; on SQLite one transaction (LOCK_BUSY while another process writes).
+     */
+    recordOutcomes(database: Database, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] } | typeof LOCK_BUSY> {
+      if (database.engine === 'postgres') return this.completeMany(database, items);
+      return database.transactionUnlessBusy((tx) => this.completeMany(tx, items));
     },
 
     /**

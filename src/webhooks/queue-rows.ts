@@ -122,8 +122,9 @@ export function originOf(url: string): string {
 export const COLUMNS = `d.seq, d.id, d.event_id, d.event_type, d.installation_id, d.url, d.origin, d.body, d.status, d.attempts,
   d.next_attempt_at, d.lease_until, d.created_at, d.updated_at, d.completed_at, d.last_status, d.last_error,
   COALESCE((SELECT MAX(a.number) FROM webhook_attempts a WHERE a.delivery_seq = d.seq), 0) AS attempt_total`;
-/** The delivery's installation is paused (its webhook endpoint row says so). */
-export const PAUSED = `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = webhook_deliveries.installation_id AND e.paused = 1)`;
+/** The delivery (the row `d` names) belongs to a paused installation (its webhook endpoint row says so). */
+export const pausedRow = (d: string) => `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = ${d}.installation_id AND e.paused = 1)`;
+export const PAUSED = pausedRow('webhook_deliveries');
 
 /** A claim's RETURNING row as the sender takes it. */
 export const claimedOf = (r: any): Claimed | undefined =>

@@ -22,7 +22,6 @@ export { DELIVERY_STATUSES, type DeliveryStatus, type Delivery, type Attempt, ty
 export { originOf, originKey, MAX_ORIGIN_LENGTH, type Claimed, type AttemptRecord, type NextState } from './queue-rows.ts';
 export type { DeliveryFilter, AttemptFeedItem } from './queue-reads.ts';
 export type { ReplayFilter, ReplayRefusal } from './queue-replay.ts';
-export { pausedAmong } from './queue-held.ts';
 
 /** `dlv_` + a time-ordered id (see src/ids.ts). */
 export const newDeliveryId = (now = Date.now()): string => timeOrderedId('dlv', now);
@@ -40,22 +39,38 @@ export interface EnqueueInput {
   lease?: { owner: string; until: number };
 }
 
-// A batch's deliveries in one INSERT, as one JSON array (k: the place in the batch).
+// A batch's deliveries in one INSERT, as one JSON array (k: the place in the batch). A delivery of a
+// paused installation is stored held, without its lease: the flag is read in the same statement
+// (on PostgreSQL share-locked, so a pause by another node waits for this commit, then holds what it
+// stored), not asked first in a statement of its own.
 const COLUMNS = 'id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at';
+const STORED = `j.id, j.event_id, j.event_type, j.installation_id, j.url, j.origin, j.body,
+  CASE WHEN j.paused THEN 'held' ELSE j.status END, CASE WHEN j.paused THEN NULL ELSE j.next END,
+  CASE WHEN j.paused THEN NULL ELSE j.lease_until END, CASE WHEN j.paused THEN NULL ELSE j.lease_owner END, j.now, j.now`;
 const q = {
-  insert: statement<{ seq: number; id: string }>({
+  insert: statement<{ seq: number; id: string; status: string }>({
     sqlite: `INSERT INTO webhook_deliveries (${COLUMNS})
-      SELECT value ->> 'id', value ->> 'eventId', value ->> 'eventType', value ->> 'installationId', value ->> 'url', value ->> 'origin', value ->> 'body',
-        value ->> 'status', value ->> 'next', value ->> 'leaseUntil', value ->> 'leaseOwner', value ->> 'now', value ->> 'now'
-      FROM json_each(@items) WHERE true ORDER BY key
+      SELECT ${STORED}
+      FROM (SELECT i.*, EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = i.installation_id AND e.paused = 1) AS paused
+            FROM (SELECT key AS k, value ->> 'id' AS id, value ->> 'eventId' AS event_id, value ->> 'eventType' AS event_type,
+                    value ->> 'installationId' AS installation_id, value ->> 'url' AS url, value ->> 'origin' AS origin, value ->> 'body' AS body,
+                    value ->> 'status' AS status, value ->> 'next' AS next, value ->> 'leaseUntil' AS lease_until, value ->> 'leaseOwner' AS lease_owner,
+                    value ->> 'now' AS now
+                  FROM json_each(@items)) AS i) AS j
+      WHERE true ORDER BY j.k
       ON CONFLICT (event_id, installation_id) DO NOTHING
-      RETURNING seq, id`,
-    postgres: `INSERT INTO webhook_deliveries (${COLUMNS})
-      SELECT v ->> 'id', v ->> 'eventId', v ->> 'eventType', v ->> 'installationId', v ->> 'url', v ->> 'origin', v ->> 'body',
-        v ->> 'status', (v ->> 'next')::bigint, (v ->> 'leaseUntil')::bigint, v ->> 'leaseOwner', (v ->> 'now')::bigint, (v ->> 'now')::bigint
-      FROM json_array_elements(CAST(@items AS json)) WITH ORDINALITY AS j(v, k) ORDER BY k
+      RETURNING seq, id, status`,
+    postgres: `WITH i AS (
+        SELECT k, v ->> 'id' AS id, v ->> 'eventId' AS event_id, v ->> 'eventType' AS event_type, v ->> 'installationId' AS installation_id,
+          v ->> 'url' AS url, v ->> 'origin' AS origin, v ->> 'body' AS body, v ->> 'status' AS status, (v ->> 'next')::bigint AS next,
+          (v ->> 'leaseUntil')::bigint AS lease_until, v ->> 'leaseOwner' AS lease_owner, (v ->> 'now')::bigint AS now
+        FROM json_array_elements(CAST(@items AS json)) WITH ORDINALITY AS x(v, k)),
+      p AS (SELECT installation_id, paused FROM webhook_endpoints WHERE installation_id IN (SELECT installation_id FROM i) FOR SHARE),
+      j AS (SELECT i.*, COALESCE(p.paused = 1, false) AS paused FROM i LEFT JOIN p ON p.installation_id = i.installation_id)
+      INSERT INTO webhook_deliveries (${COLUMNS})
+      SELECT ${STORED} FROM j ORDER BY j.k
       ON CONFLICT (event_id, installation_id) DO NOTHING
-      RETURNING seq, id`,
+      RETURNING seq, id, status`,
   }),
   setUrl: statement('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
 };
@@ -71,8 +86,8 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
      * Enqueue deliveries in the caller's transaction, in one statement. Each is null when its event
      * already has one for its installation. One with a `lease` is stored already claimed by that
      * owner (its first attempt starts as soon as the transaction commits, without a claim of its
-     * own). One `held` (its installation is paused) is stored `held`, with no next attempt, and
-     * waits for releaseHeld.
+     * own). One `held`, or of a paused installation, is stored `held` (without its lease), with no
+     * next attempt, and waits for releaseHeld: its status says so.
      */
     async enqueueMany(tx: Queries, inputs: EnqueueInput[]): Promise<Array<Claimed | null>> {
       if (!inputs.length) return [];
@@ -92,16 +107,16 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
           leaseUntil: input.lease?.until ?? null,
           leaseOwner: input.lease?.owner ?? null,
           now: input.now,
-          held,
         };
       });
-      const stored = new Map((await tx.all(q.insert, { items: jsonRows(rows) })).map((r) => [r.id, Number(r.seq)]));
+      const stored = new Map((await tx.all(q.insert, { items: jsonRows(rows) })).map((r) => [r.id, r]));
       return rows.map((r, i): Claimed | null => {
-        const seq = stored.get(r.id);
-        if (seq === undefined) return null;
-        if (!inputs[i].lease && !r.held) noteDue(r.origin, r.now);
+        const row = stored.get(r.id);
+        if (row === undefined) return null;
+        const held = row.status === 'held';
+        if (!inputs[i].lease && !held) noteDue(r.origin, r.now);
         return {
-          seq,
+          seq: Number(row.seq),
           id: r.id,
           url: r.url,
           origin: r.origin,
@@ -109,9 +124,9 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
           eventId: r.eventId,
           installationId: r.installationId,
           eventType: r.eventType,
-          status: r.held ? 'held' : 'pending',
+          status: held ? 'held' : 'pending',
           attempts: 0,
-          nextAttemptAt: r.next,
+          nextAttemptAt: held ? null : r.now,
           createdAt: r.now,
         };
       });

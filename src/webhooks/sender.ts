@@ -342,22 +342,23 @@ export function createSender(deps: SenderDeps): Sender {
     let ids: number[] = [];
     let next: Ahead[] = [];
     try {
-      const done = await database.transactionUnlessBusy(async (tx) => {
-        // Claims first: the attempts are a live tail's feed, inserted last under the feed's order
-        // lock (store/feed-order.ts), which on PostgreSQL is then held for that insert and the
-        // commit alone, not through the claims as well (every node's record turn waits for it).
-        if (!stopped && worthClaiming(now)) next = await claimDue(tx, now);
-        const recorded = await queue.completeMany(
-          tx,
-          batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended })),
-        );
-        ids = recorded.ids;
-        // Only when this process was held past its lease (the supervisor kills a silent one first).
-        if (recorded.stale.length)
-          log.warn('attempts ended after their lease had expired; the delivery was left to the sender that took it', { deliveries: recorded.stale.length });
-      });
+      const items = batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended }));
+      const recorded =
+        !stopped && worthClaiming(now)
+          ? await database.transactionUnlessBusy(async (tx) => {
+              // Claims first: the attempts are a live tail's feed, inserted last under the feed's order
+              // lock (store/feed-order.ts), which on PostgreSQL is then held for that insert and the
+              // commit alone, not through the claims as well (every node's record turn waits for it).
+              next = await claimDue(tx, now);
+              return queue.completeMany(tx, items);
+            })
+          : await queue.recordOutcomes(database, items);
       // Another process is committing: these outcomes wait a turn (the claims were rolled back).
-      if (done === LOCK_BUSY) return ended.putBack(batch);
+      if (recorded === LOCK_BUSY) return ended.putBack(batch);
+      ids = recorded.ids;
+      // Only when this process was held past its lease (the supervisor kills a silent one first).
+      if (recorded.stale.length)
+        log.warn('attempts ended after their lease had expired; the delivery was left to the sender that took it', { deliveries: recorded.stale.length });
     } catch (e) {
       ok = false;
       next = []; // rolled back with the transaction

@@ -10,7 +10,7 @@ import { createObservers } from '../lib/observers.ts';
 import { hideUrlCredentials, type Logger } from '../log/index.ts';
 import type { Database, Tx } from '../store/contract.ts';
 import type { Deliveries, InstallationLifecycle, Subscription, WebhooksService } from './contracts.ts';
-import { createQueue, newDeliveryId, originOf, pausedAmong, type Attempt, type AttemptRecord, type EnqueueInput, type ReplayRefusal } from './queue.ts';
+import { createQueue, newDeliveryId, originOf, type Attempt, type AttemptRecord, type EnqueueInput, type ReplayRefusal } from './queue.ts';
 import { deliveryBody } from './body.ts';
 import { DEFAULT_SIGNATURE_SCHEME, type SignatureScheme } from './schemes.ts';
 import { createSecrets } from './secrets.ts';
@@ -276,10 +276,11 @@ export async function createWebhooks(deps: WebhooksDeps) {
   };
 
   /**
-   * A batch's deliveries in the caller's transaction: the paused installations read once (the copy
-   * in memory may be behind the store: a pause whose transaction rolled back is still in it, and on
-   * PostgreSQL another node may pause this instant; the store is asked, and on PostgreSQL a pause
-   * waits for this transaction, then holds what it stored), their secrets ensured, and one INSERT.
+   * A batch's deliveries in the caller's transaction: their secrets ensured, and one INSERT, which
+   * reads whether each installation is paused itself (the copy in memory may be behind the store: a
+   * pause whose transaction rolled back is still in it, and on PostgreSQL another node may pause this
+   * instant; there a pause waits for this transaction, then holds what it stored). A slot reserved
+   * for a delivery that was stored held is given back.
    */
   async function enqueueEvents(
     tx: Tx,
@@ -290,19 +291,17 @@ export async function createWebhooks(deps: WebhooksDeps) {
     const installations = [...new Set(events.flatMap((e) => e.subscriptions.map((s) => s.installationId)))];
     if (!installations.length) return events.map(() => []);
     await secrets.ensureSecrets(tx, installations);
-    const paused = await pausedAmong(tx, installations);
     const inputs: Array<EnqueueInput & { origin: string }> = [];
     let claimed;
     try {
       for (const { event, subscriptions } of events)
         for (const s of subscriptions) {
-          const held = paused.has(s.installationId);
           const url = s.url;
           const origin = originOf(url);
           const id = newDeliveryId(now);
           const body = deliveryBody(event, s.installationId, id);
-          const lease = opts.startAtCommit !== false && !held ? sender.reserve(origin) : undefined;
-          inputs.push({ id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url, origin, body, now, held, lease });
+          const lease = opts.startAtCommit !== false ? sender.reserve(origin) : undefined;
+          inputs.push({ id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url, origin, body, now, lease });
         }
       claimed = await queue.enqueueMany(tx, inputs);
     } catch (e) {
@@ -317,7 +316,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
         const input = inputs[i];
         const c = claimed[i++];
         if (input.lease) {
-          if (c) {
+          if (c && c.status !== 'held') {
             // Leased in the caller's transaction: its first attempt starts once that commits, and
             // the slot is given back if it (or the savepoint it is in) rolls back.
             tx.afterCommit(() => sender.startReserved(c));
