@@ -338,7 +338,8 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
       ? {
           requestBody: {
             required: spec.passThrough.required ?? true,
-            content: { [spec.passThrough.media]: { schema: toJsonSchema(spec.passThrough.schema, components) } },
+            // Not checked by route(): the handler reads what it needs of it.
+            content: { [spec.passThrough.media]: { schema: toJsonSchema(spec.passThrough.schema, components, ANSWER) } },
           },
         }
       : {}),
@@ -357,9 +358,11 @@ export function routeOperations(app: H3): OpenApiPart {
   const schemas: Record<string, JsonSchema> = {};
   for (const { spec } of declaredRoutes(app)) {
     const operation = operationOf(spec, schemas);
+    // An ANY route documented as GET or HEAD: those carry no body.
+    const { requestBody: _, ...bodiless } = operation;
     for (const path of openApiPathsOf(spec)) {
       const item = (paths[path] ??= {});
-      for (const m of documentedMethods(spec)) item[m.toLowerCase()] = operation;
+      for (const m of documentedMethods(spec)) item[m.toLowerCase()] = spec.method === 'ANY' && (m === 'GET' || m === 'HEAD') ? bodiless : operation;
     }
   }
   return { paths, schemas };
