@@ -192,10 +192,10 @@ export function route<
  * beyond the handler (an installation's public endpoint), and a body it hands on stays unread
  * (`passThrough`). Declared and documented as route() declares.
  */
-export function passRoute<const P extends string>(
+export function passRoute<const P extends string, R extends Schema<any> | undefined = undefined>(
   app: H3,
-  spec: Omit<RouteSpec<P, undefined, undefined, Schema<any> | undefined>, 'auth' | 'authorize' | 'body' | 'query'> & { auth: 'token' | 'self' | 'none' },
-  handler: (event: H3Event) => unknown,
+  spec: Omit<RouteSpec<P, undefined, undefined, R>, 'auth' | 'authorize' | 'body' | 'query'> & { auth: 'token' | 'self' | 'none' },
+  handler: (event: H3Event) => Answer<R> | Promise<Answer<R>>,
 ): void {
   register(app, spec as RouteMeta['spec'], handler);
 }

@@ -21,7 +21,7 @@ import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireR
 import type { Config } from '../config/index.ts';
 import type { Installation } from './service.ts';
 import { passRoute, type RouteSpec } from '../http/route.ts';
-import { any, array, dateTime, named, number, object, oneOf, optional, record, string, type Schema } from '../schema/index.ts';
+import { any, array, dateTime, named, number, object, oneOf, optional, record, string, type Infer, type Schema } from '../schema/index.ts';
 import { INSTALLATION_STATUSES } from './api.ts';
 
 /** One installation as GitBook's API answers it (view below); a space or site installation is its own `installation`. */
@@ -66,8 +66,8 @@ function view(services: Services, i: Installation, reveal: boolean) {
     id: i.id,
     ...base,
     target: { organization: services.config.gitbook.organization },
-    space_selection: 'all',
-    site_selection: 'all',
+    space_selection: 'all' as const,
+    site_selection: 'all' as const,
     createdAt: i.createdAt,
     updatedAt: i.updatedAt,
   };
@@ -217,13 +217,13 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     );
   };
   /** A route of GitBook's API shape: the /api/v1 guard took the token, the handler decides what it reaches. */
-  const gitbook = <const P extends string>(
+  const gitbook = <const P extends string, R extends Schema<any>>(
     method: 'GET' | 'PATCH' | 'POST',
     path: P,
     summary: string,
-    response: Schema<any>,
-    handler: (event: H3Event) => unknown,
-    more: Pick<RouteSpec<P, undefined, undefined, Schema<any>>, 'responses'> = {},
+    response: R,
+    handler: (event: H3Event) => Infer<R> | Promise<Infer<R>>,
+    more: Pick<RouteSpec<P, undefined, undefined, R>, 'responses'> = {},
   ) =>
     passRoute(
       app,
