@@ -10,6 +10,7 @@ import type { H3, H3Event } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { authenticate, isAdminToken } from '../http/app.ts';
 import { readJson } from '../http/body.ts';
+import { passRoute } from '../http/route.ts';
 import { samplePayload, WEBHOOK_EVENT_TYPES } from '../events/index.ts';
 import { IMAGE_HEADERS, readImageInside } from '../manifest/index.ts';
 import type { Services } from '../module/contract.ts';
@@ -73,7 +74,18 @@ export function consoleRoutes(app: H3, services: Services, sessions: Sessions): 
   };
   app.use('/console', guard);
   app.use('/console/**', guard);
-  app.get('/', () => new Response(null, { status: 302, headers: { location: `${consoleUrl(services)}/console/`, 'cache-control': 'no-store' } }));
+  passRoute(
+    app,
+    {
+      method: 'GET',
+      path: '/',
+      summary: "Redirects to the web console's page (on the console's origin)",
+      auth: 'none',
+      status: 302,
+      responseDescription: 'Location: <console origin>/console/',
+    },
+    () => new Response(null, { status: 302, headers: { location: `${consoleUrl(services)}/console/`, 'cache-control': 'no-store' } }),
+  );
 
   const page = async (event: H3Event) => {
     // The router matches /console and /console/ alike: one canonical address, with the slash.

@@ -13,9 +13,11 @@ import { bearerToken, INSTALL_LINK_PREFIX, safeEqual } from './auth.ts';
 import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument, type OpenApiPart } from './openapi.ts';
+import { any, record } from '../schema/index.ts';
 import { storageCode } from '../store/health.ts';
 import { setPrincipal, type Principal } from './principal.ts';
-import { routeOperations, takesInstallLink } from './route.ts';
+import { passRoute, routeOperations, takesInstallLink } from './route.ts';
+import { healthSchema } from './health-api.ts';
 
 export { principalOf, requireAdmin, type Principal } from './principal.ts';
 
@@ -103,10 +105,10 @@ export function isAdminToken(req: Request, token: string, services: HttpServices
 }
 
 /**
- * The app, with the routes `routes` adds (every module's, from the composition root) and the OpenAPI
- * parts that describe them.
+ * The app, with the routes `routes` adds (every module's, from the composition root), each declared
+ * with route() or passRoute() (src/http/route.ts): GET /openapi.json is written from their declarations.
  */
-export function createApp(services: HttpServices, opts: { routes(app: H3): void; openapi: OpenApiPart[] }): H3 {
+export function createApp(services: HttpServices, opts: { routes(app: H3): void }): H3 {
   const app = new H3({
     // Errors are logged once, by us, with secrets redacted.
     silent: true,
@@ -164,21 +166,43 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void;
     };
   };
   // Liveness: answers as soon as the server listens, while the integrations still load.
-  app.get('/healthz', async () => {
-    const h = await health();
-    return jsonResponse(h.body, { status: h.ok ? 200 : 503 });
-  });
+  passRoute(
+    app,
+    {
+      method: 'GET',
+      path: '/healthz',
+      auth: 'none',
+      summary: 'Liveness: answers as soon as the server listens (version, uptime, store, and how far the integrations have loaded)',
+      response: healthSchema,
+      responses: { '503': { description: 'Shutting down or store unavailable', schema: healthSchema } },
+    },
+    async () => {
+      const h = await health();
+      return jsonResponse(h.body, { status: h.ok ? 200 : 503 });
+    },
+  );
   // Readiness: 200 once every integration is loaded (in every serving process) and the store works.
-  app.get('/readyz', async () => {
-    const h = await health();
-    return jsonResponse(h.body, { status: h.ready ? 200 : 503, ...(h.ready ? {} : { headers: { 'retry-after': '1' } }) });
-  });
+  passRoute(
+    app,
+    {
+      method: 'GET',
+      path: '/readyz',
+      auth: 'none',
+      summary: 'Readiness: 200 once every integration is loaded (in every serving process) and the store works; 503 with Retry-After before',
+      response: healthSchema,
+      responses: { '503': { description: 'Starting (integrations still loading), shutting down, or store unavailable', schema: healthSchema } },
+    },
+    async () => {
+      const h = await health();
+      return jsonResponse(h.body, { status: h.ready ? 200 : 503, ...(h.ready ? {} : { headers: { 'retry-after': '1' } }) });
+    },
+  );
 
-  // The routes declared with route() document themselves; read once they are all registered.
+  // Written from the declared routes; read once they are all registered.
   let generated: OpenApiPart | undefined;
-  app.get('/openapi.json', () => {
+  passRoute(app, { method: 'GET', path: '/openapi.json', auth: 'none', summary: 'This document', response: record(any()) }, () => {
     generated ??= routeOperations(app);
-    return jsonResponse(openApiDocument(services.config.publicUrl, [...opts.openapi, generated]));
+    return jsonResponse(openApiDocument(services.config.publicUrl, generated));
   });
 
   // While the integrations load at start, the routes that need them wait (see registry/index.ts),

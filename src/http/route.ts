@@ -1,8 +1,11 @@
 /**
- * A management route declared once: its method and path, who may call it, the schemas of its body,
- * query and answer (src/schema). `route()` registers the handler on the h3 app and keeps the
- * declaration on the route (h3's route `meta`), so the same schemas validate the request, type the
- * handler's arguments, and write the route's operation into GET /openapi.json (`routeOperations`).
+ * Every route of the server is declared once: its method and path, who may call it, the schemas of
+ * its body, query and answer (src/schema). `route()` registers the handler on the h3 app and records
+ * the declaration on the project's own list of the app's routes (`declaredRoutes`), so the same
+ * schemas validate the request, type the handler's arguments, and write the route's operation into
+ * GET /openapi.json (`routeOperations`). `passRoute()` declares a route whose handler takes h3's event
+ * as it comes (nothing read or checked before it: a hot path, a body handed on unread), recorded and
+ * documented the same way. test/openapi.test.ts fails on a route registered any other way.
  */
 import type { H3, H3Event } from 'h3';
 import { SwitchyardError, type Problem } from '../errors.ts';
@@ -13,6 +16,8 @@ import { readJson } from './body.ts';
 import type { OpenApiPart } from './openapi.ts';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+/** The methods an `ANY` route may be documented with. */
+export type DocumentedMethod = Method | 'HEAD' | 'OPTIONS';
 
 /** `/api/v1/deliveries/:id/retry` -> `'id'`. */
 export type ParamsOf<P extends string> = P extends `${string}:${infer Name}/${infer Rest}`
@@ -47,16 +52,21 @@ export interface ResponseDoc {
 }
 
 export interface RouteSpec<P extends string, B extends Schema<any> | undefined, Q extends ObjectSchema | undefined, R extends Schema<any> | undefined> {
-  method: Method;
-  /** h3's pattern: `/api/v1/deliveries/:id`. */
+  /** `ANY`: every method, handed to the handler (documented with `methods`). */
+  method: Method | 'ANY';
+  /** The methods an `ANY` route is documented with (GET, POST, PUT, PATCH and DELETE unless said). */
+  methods?: readonly DocumentedMethod[];
+  /** h3's pattern: `/api/v1/deliveries/:id`; a trailing `/**` takes the rest of the path (`{path}`). */
   path: P;
   summary: string;
   description?: string;
   /**
    * `admin`: the admin token, checked before anything is read (403 otherwise). `token`: any token the
-   * /api/v1 guard accepted; the handler decides what it may reach.
+   * /api/v1 guard accepted; the handler decides what it may reach. `self`: a token the handler checks
+   * itself (outside /api/v1: the runtime endpoint, /metrics). `none`: no token (health, this
+   * document, the public endpoints): documented without security and without the common answers.
    */
-  auth: 'admin' | 'token';
+  auth: 'admin' | 'token' | 'self' | 'none';
   /**
    * The holder of an install link may call it too (the handler decides what the link reaches). Every
    * other route refuses a link before it runs (the /api/v1 guard, app.ts): a link installs, no more.
@@ -68,14 +78,28 @@ export interface RouteSpec<P extends string, B extends Schema<any> | undefined, 
   query?: Q;
   /** What each path parameter is (documented; every one is a non-empty string). */
   params?: { [K in ParamsOf<P>]?: string };
+  /**
+   * A path parameter that takes only these values: the route is documented once per value, under
+   * its own path (the runtime endpoint's `:version`, whose other values answer 400 with the versions).
+   */
+  paramValues?: { [K in ParamsOf<P>]?: readonly string[] };
+  /**
+   * A body route() leaves unread: the handler reads it itself or hands it on as it came (the
+   * runtime's multipart envelope, a public endpoint's body, a call forwarded upstream). Documented
+   * with its media type and shape; a JSON body route() reads and checks is `body`.
+   */
+  passThrough?: { media: string; schema: Schema<any>; required?: boolean };
   /** The main answer's shape, documented with `status` (200 unless said). */
   response?: R;
   status?: number;
   /** A description of the main answer. */
   responseDescription?: string;
-  /** The main answer's media type when it is not JSON (`text/event-stream`): documented as text. */
+  /**
+   * The main answer's media type when it is not JSON: documented as text. `text/event-stream`: the
+   * handler answers with a stream of server-sent events (src/inspection/sse.ts), held open.
+   */
   responseMedia?: string;
-  /** Other answers, by status (`'409'`); 400, 401, 403 and 404 are documented for every route. */
+  /** Other answers, by status (`'409'`); 400, 401, 403 and 404 are documented for every route that takes a token. */
   responses?: Record<string, ResponseDoc>;
 }
 
@@ -90,9 +114,31 @@ export interface RouteInput<P extends string, B, Q> {
 type Out<S> = S extends Schema<any> ? Infer<S> : undefined;
 type Answer<R> = R extends Schema<any> ? Infer<R> | Response : unknown;
 
-/** What `route()` leaves on the h3 route, read by routeOperations and by the OpenAPI test. */
+/** What `route()` leaves on the h3 route (read by takesInstallLink for the request it matched). */
 export interface RouteMeta {
   spec: RouteSpec<string, Schema<any> | undefined, ObjectSchema | undefined, Schema<any> | undefined>;
+}
+
+/** A route on the project's list: what route() and passRoute() registered, and its declaration. */
+export interface DeclaredRoute {
+  method: RouteMeta['spec']['method'];
+  path: string;
+  spec: RouteMeta['spec'];
+}
+
+const declared = new WeakMap<H3, DeclaredRoute[]>();
+
+/** The routes declared on `app`, in the order they were registered: GET /openapi.json is written from them. */
+export function declaredRoutes(app: H3): readonly DeclaredRoute[] {
+  return declared.get(app) ?? [];
+}
+
+function register(app: H3, spec: RouteMeta['spec'], handler: (event: H3Event) => unknown): void {
+  const list = declared.get(app) ?? [];
+  declared.set(app, list);
+  if (list.some((r) => r.method === spec.method && r.path === spec.path)) throw new Error(`${spec.method} ${spec.path} is declared twice`);
+  list.push({ method: spec.method, path: spec.path, spec });
+  app.on(spec.method === 'ANY' ? '' : spec.method, spec.path, handler, { meta: { route: { spec } satisfies RouteMeta } });
 }
 
 /** Every object a body schema holds takes null as a value (declared with requestBody, or one of its own kind). */
@@ -118,31 +164,40 @@ export function route<
 >(app: H3, spec: RouteSpec<P, B, Q, R>, handler: (input: RouteInput<P, Out<B>, Out<Q>>) => Answer<R> | Promise<Answer<R>>): void {
   const { body, query } = spec as RouteMeta['spec'];
   if (body && !body.read) assertJsonBody(body.schema, `${spec.method} ${spec.path} body`);
-  app.on(
-    spec.method,
-    spec.path,
-    async (event) => {
-      const req = event.req;
-      if (spec.auth === 'admin') requireAdmin(req);
-      const params = (event.context.params ?? {}) as RouteInput<P, unknown, unknown>['params'];
-      await spec.authorize?.(req, params);
-      let q: unknown;
-      if (query) {
-        const issues: Issue[] = [];
-        const values = queryValues(query, new URL(req.url).searchParams, issues);
-        const r = validate(query, values);
-        if (!r.ok || issues.length) throw requestError([...issues, ...(r.ok ? [] : r.issues)]);
-        q = r.value;
-      }
-      let b: unknown;
-      if (body) {
-        const raw = body.read ? await body.read(req) : await readJson(req, body.limit, { optional: body.optional });
-        b = checked(body.schema, raw);
-      }
-      return handler({ event, req, params, body: b as Out<B>, query: q as Out<Q> });
-    },
-    { meta: { route: { spec } satisfies RouteMeta } },
-  );
+  register(app, spec as RouteMeta['spec'], async (event) => {
+    const req = event.req;
+    if (spec.auth === 'admin') requireAdmin(req);
+    const params = (event.context.params ?? {}) as RouteInput<P, unknown, unknown>['params'];
+    await spec.authorize?.(req, params);
+    let q: unknown;
+    if (query) {
+      const issues: Issue[] = [];
+      const values = queryValues(query, new URL(req.url).searchParams, issues);
+      const r = validate(query, values);
+      if (!r.ok || issues.length) throw requestError([...issues, ...(r.ok ? [] : r.issues)]);
+      q = r.value;
+    }
+    let b: unknown;
+    if (body) {
+      const raw = body.read ? await body.read(req) : await readJson(req, body.limit, { optional: body.optional });
+      b = checked(body.schema, raw);
+    }
+    return handler({ event, req, params, body: b as Out<B>, query: q as Out<Q> });
+  });
+}
+
+/**
+ * Register `handler` for `spec.method spec.path` as h3 hands it the event: nothing is read or
+ * checked before it (no admin check, no query, no JSON body), so it costs nothing per request
+ * beyond the handler (an installation's public endpoint), and a body it hands on stays unread
+ * (`passThrough`). Declared and documented as route() declares.
+ */
+export function passRoute<const P extends string, R extends Schema<any> | undefined = undefined>(
+  app: H3,
+  spec: Omit<RouteSpec<P, undefined, undefined, R>, 'auth' | 'authorize' | 'body' | 'query'> & { auth: 'token' | 'self' | 'none' },
+  handler: (event: H3Event) => Answer<R> | Promise<Answer<R>>,
+): void {
+  register(app, spec as RouteMeta['spec'], handler);
 }
 
 /**
@@ -194,7 +249,7 @@ export function requestError(issues: Issue[]): SwitchyardError {
   });
 }
 
-/** The answers every management route may give. */
+/** The answers every route that takes a token may give (the one vocabulary of them: openapi.ts has none). */
 const COMMON: Record<string, string> = {
   '400': 'Bad input: the message says what, `where` and `problems` say where',
   '401': 'Missing or wrong token',
@@ -204,19 +259,45 @@ const COMMON: Record<string, string> = {
 
 const errorContent = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
 
+/** The methods an `ANY` route is documented with unless it says. */
+const ANY_METHODS: readonly DocumentedMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
 /** Answers may gain keys in a later version: their objects are not closed. */
 const ANSWER = { open: true };
 
-/** An h3 pattern as an OpenAPI path: `:id` -> `{id}`. */
-export const openApiPath = (pattern: string) => pattern.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+/** An h3 pattern as an OpenAPI path: `:id` -> `{id}`, a trailing `/**` -> `/{path}`. */
+export const openApiPath = (pattern: string) => pattern.replace(/\/\*\*$/, '/{path}').replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+
+/** The OpenAPI paths a declared route is documented under (one per value of a `paramValues` parameter). */
+export function openApiPathsOf(spec: Pick<RouteMeta['spec'], 'path' | 'paramValues'>): string[] {
+  let paths = [openApiPath(spec.path)];
+  for (const [name, values] of Object.entries((spec.paramValues ?? {}) as Record<string, readonly string[]>))
+    paths = paths.flatMap((p) => values.map((v) => p.replace(`{${name}}`, v)));
+  return paths;
+}
+
+/** The methods a declared route is documented with. */
+export function documentedMethods(spec: Pick<RouteMeta['spec'], 'method' | 'methods'>): readonly DocumentedMethod[] {
+  return spec.method === 'ANY' ? (spec.methods ?? ANY_METHODS) : [spec.method];
+}
 
 /** The OpenAPI operation of one declared route; named schemas are added to `components`. */
 export function operationOf(spec: RouteMeta['spec'], components: Record<string, JsonSchema>): Record<string, unknown> {
   const parameters: unknown[] = [];
+  const fixed = (spec.paramValues ?? {}) as Record<string, unknown>;
   for (const m of spec.path.matchAll(/:([A-Za-z0-9_]+)/g)) {
+    if (fixed[m[1]]) continue;
     const description = (spec.params as Record<string, string | undefined> | undefined)?.[m[1]];
     parameters.push({ name: m[1], in: 'path', required: true, ...(description ? { description } : {}), schema: { type: 'string', minLength: 1 } });
   }
+  if (spec.path.endsWith('/**'))
+    parameters.push({
+      name: 'path',
+      in: 'path',
+      required: true,
+      description: 'the rest of the path, slashes included',
+      schema: { type: 'string', minLength: 1 },
+    });
   if (spec.query)
     for (const [name, sub] of Object.entries(spec.query.shape)) {
       const schema = toJsonSchema(sub, components);
@@ -231,7 +312,7 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
     ...(spec.response ? { content: { 'application/json': { schema: toJsonSchema(spec.response, components, ANSWER) } } } : {}),
     ...(spec.responseMedia ? { content: { [spec.responseMedia]: { schema: { type: 'string' } } } } : {}),
   };
-  for (const [status, description] of Object.entries(COMMON)) responses[status] = { description, content: errorContent };
+  if (spec.auth !== 'none') for (const [status, description] of Object.entries(COMMON)) responses[status] = { description, content: errorContent };
   for (const [status, r] of Object.entries(spec.responses ?? {}))
     responses[status] = {
       description: r.description,
@@ -241,6 +322,7 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
   return {
     summary: spec.summary,
     ...(spec.description ? { description: spec.description } : {}),
+    ...(spec.auth === 'none' ? { security: [] } : {}),
     ...(spec.auth === 'admin' ? { 'x-switchyard-auth': 'admin' } : {}),
     ...(spec.installLink ? { 'x-switchyard-install-link': true } : {}),
     ...(parameters.length ? { parameters } : {}),
@@ -249,6 +331,15 @@ export function operationOf(spec: RouteMeta['spec'], components: Record<string, 
           requestBody: {
             required: !('optional' in spec.body && spec.body.optional),
             content: { 'application/json': { schema: toJsonSchema(spec.body.documented ?? spec.body.schema, components) } },
+          },
+        }
+      : {}),
+    ...(spec.passThrough
+      ? {
+          requestBody: {
+            required: spec.passThrough.required ?? true,
+            // Not checked by route(): the handler reads what it needs of it.
+            content: { [spec.passThrough.media]: { schema: toJsonSchema(spec.passThrough.schema, components, ANSWER) } },
           },
         }
       : {}),
@@ -261,15 +352,18 @@ export function takesInstallLink(event: H3Event): boolean {
   return Boolean((event.context.matchedRoute?.meta as { route?: RouteMeta } | undefined)?.route?.spec.installLink);
 }
 
-/** The routes an app registered through `route()`, as an OpenAPI part: their paths and the named schemas they use. */
+/** The routes declared on an app (the project's list), as an OpenAPI part: their paths and the named schemas they use. */
 export function routeOperations(app: H3): OpenApiPart {
   const paths: Record<string, Record<string, unknown>> = {};
   const schemas: Record<string, JsonSchema> = {};
-  for (const r of app['~routes']) {
-    const meta = (r.meta as { route?: RouteMeta } | undefined)?.route;
-    if (!meta) continue;
-    const item = (paths[openApiPath(meta.spec.path)] ??= {});
-    item[meta.spec.method.toLowerCase()] = operationOf(meta.spec, schemas);
+  for (const { spec } of declaredRoutes(app)) {
+    const operation = operationOf(spec, schemas);
+    // An ANY route documented as GET or HEAD: those carry no body.
+    const { requestBody: _, ...bodiless } = operation;
+    for (const path of openApiPathsOf(spec)) {
+      const item = (paths[path] ??= {});
+      for (const m of documentedMethods(spec)) item[m.toLowerCase()] = spec.method === 'ANY' && (m === 'GET' || m === 'HEAD') ? bodiless : operation;
+    }
   }
   return { paths, schemas };
 }

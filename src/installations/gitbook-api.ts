@@ -20,6 +20,38 @@ import type { Services, ServicesWith } from '../module/contract.ts';
 import { isIntegrationCode, mayListFor, mayReveal, redactConfiguration, requireReach } from './access.ts';
 import type { Config } from '../config/index.ts';
 import type { Installation } from './service.ts';
+import { passRoute, type RouteSpec } from '../http/route.ts';
+import { any, array, dateTime, named, number, object, oneOf, optional, record, string, type Infer, type Schema } from '../schema/index.ts';
+import { INSTALLATION_STATUSES } from './api.ts';
+
+/** One installation as GitBook's API answers it (view below); a space or site installation is its own `installation`. */
+const gitbookInstallation = named(
+  'GitBookInstallation',
+  object({
+    id: string(),
+    installation: optional(string({ description: 'a space or site installation: its own id' })),
+    space: optional(string()),
+    site: optional(string()),
+    integration: string(),
+    status: oneOf(INSTALLATION_STATUSES),
+    configuration: record(any(), { description: 'credentials in URLs redacted unless the caller may see them' }),
+    externalIds: array(string()),
+    urls: object({ location: string(), publicEndpoint: string(), publicContentEndpoint: string() }),
+    target: optional(object({ organization: string() })),
+    space_selection: optional(oneOf(['all'])),
+    site_selection: optional(oneOf(['all'])),
+    createdAt: optional(dateTime()),
+    updatedAt: optional(dateTime()),
+  }),
+);
+const gitbookList = object({
+  items: array(gitbookInstallation),
+  count: number({ integer: true }),
+  next: optional(object({ page: string({ description: 'hand it back as ?page= for the next page' }) })),
+});
+const tokenAnswer = object({ token: string(), expiresAt: dateTime() });
+/** The body of an update: GitBook replaces the configuration (keys left out are removed on an organization installation). */
+const updateBody = object({ configuration: optional(record(any())), externalIds: optional(array(string())) });
 
 /** One installation as GitBook's API answers it; stored credentials only for who may see them. */
 function view(services: Services, i: Installation, reveal: boolean) {
@@ -34,8 +66,8 @@ function view(services: Services, i: Installation, reveal: boolean) {
     id: i.id,
     ...base,
     target: { organization: services.config.gitbook.organization },
-    space_selection: 'all',
-    site_selection: 'all',
+    space_selection: 'all' as const,
+    site_selection: 'all' as const,
     createdAt: i.createdAt,
     updatedAt: i.updatedAt,
   };
@@ -184,38 +216,67 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
       q,
     );
   };
-  app.get(`${base}/installations`, (event) => listed(event));
+  /** A route of GitBook's API shape: the /api/v1 guard took the token, the handler decides what it reaches. */
+  const gitbook = <const P extends string, R extends Schema<any>>(
+    method: 'GET' | 'PATCH' | 'POST',
+    path: P,
+    summary: string,
+    response: R,
+    handler: (event: H3Event) => Infer<R> | Promise<Infer<R>>,
+    more: Pick<RouteSpec<P, undefined, undefined, R>, 'responses'> = {},
+  ) =>
+    passRoute(
+      app,
+      {
+        method,
+        path,
+        summary: `GitBook API shape: ${summary}`,
+        auth: 'token',
+        response,
+        ...(method === 'PATCH' ? { passThrough: { media: 'application/json', schema: updateBody } } : {}),
+        ...more,
+      },
+      handler,
+    );
+  gitbook('GET', `${base}/installations`, 'installations of an integration', gitbookList, (event) => listed(event));
   for (const kind of ['space', 'site'] as const) {
-    app.get(`${base}/${kind}s`, (event) => listed(event, kind));
-    app.get(`${base}/installations/:id/${kind}s/:which`, async (event) => {
+    gitbook('GET', `${base}/${kind}s`, `${kind} installations`, gitbookList, (event) => listed(event, kind));
+    gitbook('GET', `${base}/installations/:id/${kind}s/:which`, `one ${kind} installation`, gitbookInstallation, async (event) => {
       const { name, id, which } = event.context.params!;
       const p = principalOf(event.req);
       return view(services, await child(p, name, id, kind, which), mayReveal(p));
     });
-    app.patch(`${base}/installations/:id/${kind}s/:which`, async (event) => {
+    gitbook('PATCH', `${base}/installations/:id/${kind}s/:which`, `update one ${kind} installation`, gitbookInstallation, async (event) => {
       const { name, id, which } = event.context.params!;
       return update(event, await child(principalOf(event.req), name, id, kind, which));
     });
   }
-  app.get(`${base}/installations/:id`, async (event) => {
+  gitbook('GET', `${base}/installations/:id`, 'one installation', gitbookInstallation, async (event) => {
     const p = principalOf(event.req);
     return view(services, await one(p, event.context.params!.name, event.context.params!.id), mayReveal(p));
   });
-  app.patch(`${base}/installations/:id`, async (event) =>
+  gitbook('PATCH', `${base}/installations/:id`, 'update one installation', gitbookInstallation, async (event) =>
     update(event, await one(principalOf(event.req), event.context.params!.name, event.context.params!.id)),
   );
 
   // GitBook's createIntegrationInstallationToken (api.createInstallationClient): the integration
   // acting as one of its installations. A short-lived invocation token, never the long-lived one.
-  app.post(`${base}/installations/:id/tokens`, async (event) => {
-    const p = principalOf(event.req);
-    if (p.kind === 'installation') throw new SwitchyardError('forbidden', 'installation tokens are minted with the integration token (or the admin token)');
-    const i = await one(p, event.context.params!.name, event.context.params!.id);
-    if (i.status === 'uninstalled') throw new SwitchyardError('gone', `installation ${i.id} is uninstalled`);
-    if (i.status === 'paused') throw new SwitchyardError('conflict', `installation ${i.id} is paused`);
-    const ttl = invocationTokenTtl(services.config.sandbox);
-    return { token: inst().invocationToken(i.id, ttl), expiresAt: new Date(Date.now() + ttl / 2).toISOString() };
-  });
+  gitbook(
+    'POST',
+    `${base}/installations/:id/tokens`,
+    "a short-lived token acting as this installation (the integration's own token or the admin's; createInstallationClient)",
+    tokenAnswer,
+    async (event) => {
+      const p = principalOf(event.req);
+      if (p.kind === 'installation') throw new SwitchyardError('forbidden', 'installation tokens are minted with the integration token (or the admin token)');
+      const i = await one(p, event.context.params!.name, event.context.params!.id);
+      if (i.status === 'uninstalled') throw new SwitchyardError('gone', `installation ${i.id} is uninstalled`);
+      if (i.status === 'paused') throw new SwitchyardError('conflict', `installation ${i.id} is paused`);
+      const ttl = invocationTokenTtl(services.config.sandbox);
+      return { token: inst().invocationToken(i.id, ttl), expiresAt: new Date(Date.now() + ttl / 2).toISOString() };
+    },
+    { responses: { '409': { description: 'The installation is paused' }, '410': { description: 'The installation is uninstalled' } } },
+  );
 
   // Content endpoints: forwarded upstream, or a 501 that says how to configure it.
   const content = async (event: H3Event) => {
@@ -260,5 +321,22 @@ export function gitbookApiRoutes(app: H3, services: ServicesWith<'installations'
     });
     return new Response(await res.arrayBuffer(), { status: res.status, headers: { 'content-type': res.headers.get('content-type') ?? 'application/json' } });
   };
-  for (const prefix of ['/api/v1/spaces/**', '/api/v1/orgs/**', '/api/v1/urls/**']) app.all(prefix, content);
+  for (const [prefix, what] of [
+    ['/api/v1/spaces/**', 'spaces'],
+    ['/api/v1/orgs/**', 'organizations'],
+    ['/api/v1/urls/**', 'URL resolution'],
+  ] as const)
+    passRoute(
+      app,
+      {
+        method: 'ANY',
+        path: prefix,
+        summary: `GitBook API shape: ${what}, forwarded upstream (gitbook.api_url)`,
+        auth: 'token',
+        passThrough: { media: 'application/json', schema: record(any()), required: false },
+        responseDescription: "GitBook's answer, as it came",
+        responses: { '501': { description: 'No upstream platform API configured (gitbook.api_url)' } },
+      },
+      content,
+    );
 }

@@ -9,6 +9,7 @@ import { SwitchyardError } from '../errors.ts';
 import { authenticate } from '../http/app.ts';
 import { bearerToken, safeEqual } from '../http/auth.ts';
 import { clientAddress } from '../http/throttle.ts';
+import { passRoute } from '../http/route.ts';
 import { defineModule, type Services, type ServicesWith } from '../module/contract.ts';
 import { VERSION } from '../version.ts';
 import { ATTEMPT_OUTCOMES, DELIVERY_STATUSES, type RecordedAttempt } from '../webhooks/index.ts';
@@ -158,7 +159,9 @@ export function createServerMetrics(services: Services): { registry: Registry; s
 }
 
 export function metricsRoutes(app: H3, services: ServicesWith<'metrics'>): void {
-  app.get('/metrics', async (event) => {
+  const summary =
+    'Prometheus metrics (text format 0.0.4; the admin token or metrics.token): queue depth, attempts, latency, sandbox invocations and faults, HTTP requests';
+  passRoute(app, { method: 'GET', path: '/metrics', summary, auth: 'self', responseMedia: CONTENT_TYPE }, async (event) => {
     // Least privilege for the scraper: metrics.token reads this page and nothing else.
     const scrapeToken = services.config.metrics.token;
     const token = scrapeToken ? bearerToken(event.req.headers.get('authorization')) : undefined;
@@ -190,15 +193,5 @@ export const metricsModule = defineModule({
   },
   routes(app, services) {
     metricsRoutes(app, services);
-  },
-  openapi: {
-    paths: {
-      '/metrics': {
-        get: {
-          summary: 'Prometheus metrics (text format 0.0.4; admin token): queue depth, attempts, latency, sandbox invocations and faults, HTTP requests',
-          responses: { '200': { description: 'text/plain; version=0.0.4' }, '401': { description: 'missing or wrong token' } },
-        },
-      },
-    },
   },
 });

@@ -6,7 +6,6 @@
  */
 import type { H3 } from 'h3';
 import type { HttpServices } from '../http/app.ts';
-import type { OpenApiPart } from '../http/openapi.ts';
 import type { ProcessLink } from '../process/serving.ts';
 
 /**
@@ -66,10 +65,11 @@ export interface Module<N extends Capability = never, P extends Capability = nev
   uses?: readonly Capability[];
   /** Start background work and attach capabilities; the returned function stops it (bounded). */
   start?(services: ServicesWith<N>): void | Promise<void | (() => Promise<void> | void)>;
-  /** Add HTTP routes (called after every module started). */
+  /**
+   * Add HTTP routes (called after every module started), each declared with route() or passRoute()
+   * (src/http/route.ts): the declaration documents it in GET /openapi.json.
+   */
   routes?(app: H3, services: ServicesWith<N | P>): void;
-  /** The paths of the routes this module adds, and the schemas they refer to (merged into GET /openapi.json). */
-  openapi?: OpenApiPart;
 }
 
 /** A module, with `needs` and `provides` read as the capability names its start and routes may rely on. */

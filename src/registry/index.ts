@@ -9,7 +9,8 @@ import { dirname, join } from 'node:path';
 import type { H3 } from 'h3';
 import { readDotenv } from '../config/env.ts';
 import { SwitchyardError } from '../errors.ts';
-import { requireAdmin } from '../http/app.ts';
+import { route } from '../http/route.ts';
+import { integrationAnswer, integrationListAnswer } from './api.ts';
 import { defineModule, type Services } from '../module/contract.ts';
 import { createRegistry, LOAD_WAIT_MS, type GuestScript, type IntegrationState, type Registry } from './registry.ts';
 import { BUILTIN_INTEGRATIONS, builtinManifest } from './shipped.ts';
@@ -164,33 +165,65 @@ export const registryModule = defineModule({
   },
   routes(app: H3, services) {
     const parkedOf = (name: string) => services.processes?.parked().find((p) => p.name === name);
-    app.get('/api/v1/integrations', (event) => {
-      requireAdmin(event.req);
-      const registry = services.registry;
-      return { integrations: registry.list().map((s) => integrationView(s, parkedOf(s.name))), startup: readinessView(registry.readiness()) };
-    });
-    app.post('/api/v1/integrations/:name/resume', (event) => {
-      requireAdmin(event.req);
-      const name = decodeURIComponent(event.context.params!.name);
-      if (!services.registry.state(name))
-        throw new SwitchyardError('not_found', `integration "${name}" does not exist`, { hint: 'see `switchyard integrations list`' });
-      const was = parkedOf(name);
-      if (!was)
-        throw new SwitchyardError('conflict', `integration "${name}" is not parked`, {
-          hint: 'an integration is parked after its code takes down a serving process 3 times within a minute',
-        });
-      services.processes!.resume(name);
-      return { integration: integrationView(services.registry.state(name)!) };
-    });
-    app.get('/api/v1/integrations/:name', (event) => {
-      requireAdmin(event.req);
-      const name = decodeURIComponent(event.context.params!.name);
-      const s = services.registry.state(name);
-      if (!s)
-        throw new SwitchyardError('not_found', `integration "${name}" does not exist`, {
-          hint: 'see `switchyard integrations list`; an integration is a folder in integrations_dir',
-        });
-      return { integration: integrationView(s, parkedOf(name)) };
-    });
+    const nameParam = { name: 'the integration (its folder name)' };
+    route(
+      app,
+      {
+        method: 'GET',
+        path: '/api/v1/integrations',
+        summary:
+          'Integrations with their status (loading while the server starts, loaded, error, needs_configuration) and errors; `startup` says how far the start-up load is',
+        auth: 'admin',
+        response: integrationListAnswer,
+      },
+      () => {
+        const registry = services.registry;
+        return { integrations: registry.list().map((s) => integrationView(s, parkedOf(s.name))), startup: readinessView(registry.readiness()) };
+      },
+    );
+    route(
+      app,
+      {
+        method: 'POST',
+        path: '/api/v1/integrations/:name/resume',
+        summary: 'Run a parked integration again (the supervisor parks one whose code took down a serving process 3 times within a minute)',
+        auth: 'admin',
+        params: nameParam,
+        response: integrationAnswer,
+        responses: { '409': { description: 'Not parked' } },
+      },
+      ({ params }) => {
+        const name = decodeURIComponent(params.name);
+        if (!services.registry.state(name))
+          throw new SwitchyardError('not_found', `integration "${name}" does not exist`, { hint: 'see `switchyard integrations list`' });
+        const was = parkedOf(name);
+        if (!was)
+          throw new SwitchyardError('conflict', `integration "${name}" is not parked`, {
+            hint: 'an integration is parked after its code takes down a serving process 3 times within a minute',
+          });
+        services.processes!.resume(name);
+        return { integration: integrationView(services.registry.state(name)!) };
+      },
+    );
+    route(
+      app,
+      {
+        method: 'GET',
+        path: '/api/v1/integrations/:name',
+        summary: 'One integration: manifest summary, scopes, blocks, configurations, errors, parked',
+        auth: 'admin',
+        params: nameParam,
+        response: integrationAnswer,
+      },
+      ({ params }) => {
+        const name = decodeURIComponent(params.name);
+        const s = services.registry.state(name);
+        if (!s)
+          throw new SwitchyardError('not_found', `integration "${name}" does not exist`, {
+            hint: 'see `switchyard integrations list`; an integration is a folder in integrations_dir',
+          });
+        return { integration: integrationView(s, parkedOf(name)) };
+      },
+    );
   },
 });

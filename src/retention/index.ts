@@ -7,7 +7,8 @@ import { Cron } from 'croner';
 import type { H3 } from 'h3';
 import { SwitchyardError } from '../errors.ts';
 import { CRON_HINT } from '../config/index.ts';
-import { requireAdmin } from '../http/app.ts';
+import { route } from '../http/route.ts';
+import { retentionReportSchema, retentionStatusSchema } from './api.ts';
 import { defineModule, type Services, type ServicesWith } from '../module/contract.ts';
 import { createRetention, type Purger, type Retention } from './retention.ts';
 import { tryStoreWideLock, type StoreWideLock } from '../store/lock.ts';
@@ -58,24 +59,40 @@ export function retentionRoutes(app: H3, services: ServicesWith<'retention'>): v
   const retention = () => services.retention;
   const cron = () => services.retentionCron;
 
-  app.get('/api/v1/retention', (event) => {
-    requireAdmin(event.req);
-    const cfg = services.config.retention;
-    return {
-      schedule: cfg.schedule,
-      keepMs: cfg.keep,
-      keepFailedMs: cfg.keep_failed,
-      batchSize: cfg.batch_size,
-      nextRunAt: cron()?.nextRun()?.toISOString() ?? null,
-      running: retention().running,
-      lastRun: retention().lastRun,
-    };
-  });
+  route(
+    app,
+    {
+      method: 'GET',
+      path: '/api/v1/retention',
+      summary: 'Retention settings, next scheduled run and the last run report',
+      auth: 'admin',
+      response: retentionStatusSchema,
+    },
+    () => {
+      const cfg = services.config.retention;
+      return {
+        schedule: cfg.schedule,
+        keepMs: cfg.keep,
+        keepFailedMs: cfg.keep_failed,
+        batchSize: cfg.batch_size,
+        nextRunAt: cron()?.nextRun()?.toISOString() ?? null,
+        running: retention().running,
+        lastRun: retention().lastRun,
+      };
+    },
+  );
 
-  app.post('/api/v1/retention/run', async (event) => {
-    requireAdmin(event.req);
-    return retention().run();
-  });
+  route(
+    app,
+    {
+      method: 'POST',
+      path: '/api/v1/retention/run',
+      summary: 'Purge history older than retention.keep now (joins a run in progress)',
+      auth: 'admin',
+      response: retentionReportSchema,
+    },
+    () => retention().run(),
+  );
 }
 
 export const retentionModule = defineModule({
@@ -119,18 +136,5 @@ export const retentionModule = defineModule({
   },
   routes(app, services) {
     retentionRoutes(app, services);
-  },
-  openapi: {
-    paths: {
-      '/api/v1/retention': {
-        get: {
-          summary: 'Retention settings, next scheduled run and the last run report',
-          responses: { '200': { description: '{schedule, keepMs, batchSize, nextRunAt, running, lastRun}' } },
-        },
-      },
-      '/api/v1/retention/run': {
-        post: { summary: 'Purge history older than retention.keep now (joins a run in progress)', responses: { '200': { description: 'RetentionReport' } } },
-      },
-    },
   },
 });

@@ -16,75 +16,159 @@ import { refuseOnConsoleHost } from '../http/origins.ts';
 import { toResponse } from './public-fetch.ts';
 import { runnable, scopeGranted } from './runnable.ts';
 import { callerFields, chosenInstallationId } from './caller-environment.ts';
+import { passRoute, type DocumentedMethod } from '../http/route.ts';
+import { object, optional, string } from '../schema/index.ts';
 
 export const RUNTIME_VERSIONS = ['v1'] as const;
+
+/** The runtime endpoint's body (spec 4.1), read by decodeEnvelope. */
+const envelopeSchema = object({
+  event: string({ description: 'JSON' }),
+  environment: string({
+    description:
+      'JSON; the platform rebuilds every field it owns from the store: only installation.id (which installation) and keys the platform does not own are read',
+  }),
+  'fetch-body': optional(string({ format: 'binary' })),
+});
+
+/** Any method an installation's public endpoint is called with. */
+const PUBLIC_METHODS: readonly DocumentedMethod[] = ['GET', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'HEAD', 'PATCH'];
 
 export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'registry' | 'installations'>): void {
   const runtime = () => services.runtime;
   const limits = services.config.sandbox;
 
-  app.post('/:version/integrations/:name', async (event) => {
-    const { version, name } = event.context.params!;
-    if (!(RUNTIME_VERSIONS as readonly string[]).includes(version))
-      throw new SwitchyardError('bad_request', `unknown runtime API version "${version}"; versions: ${RUNTIME_VERSIONS.join(', ')}`, {
-        hint: `POST /v1/integrations/${name}`,
-      });
-    const principal = await authenticate(event.req, services);
-    // Named kinds only (fail closed): the admin, or an installation of this integration.
-    if (principal.kind !== 'admin' && principal.kind !== 'installation')
-      throw new SwitchyardError(
-        'forbidden',
-        `${principal.kind === 'link' ? 'an install link' : 'an integration token'} cannot post envelopes; use the admin token or an installation token`,
-      );
-    if (principal.kind === 'installation' && principal.integration !== name)
-      throw new SwitchyardError('forbidden', `this token belongs to an installation of "${principal.integration}", not "${name}"`);
-    const registry = services.registry;
-    const integration = registry.get(name) ?? (await registry.whenLoaded(name));
-    if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
-    if (!integration.script) throw new SwitchyardError('not_found', `integration "${name}" has no script to run`);
-    const envelope = await decodeEnvelope(event.req, limits.request_body + 64 * 1024);
-    if (envelope.fetchBody && envelope.fetchBody.byteLength > limits.request_body)
-      throw new SwitchyardError('payload_too_large', `fetch-body is larger than sandbox.request_body (${limits.request_body} bytes)`);
-    scopeGranted(integration, envelope.event.type);
-    // The caller chooses the installation (an installation token only its own); the platform
-    // builds every field it owns from the store (caller-environment.ts).
-    const chosen = chosenInstallationId(envelope.environment);
-    let installation;
-    if (principal.kind === 'installation') {
-      if (chosen !== undefined && chosen !== principal.installationId)
-        throw new SwitchyardError('forbidden', `this token belongs to installation ${principal.installationId}; it cannot act for installation ${chosen}`, {
-          where: 'environment.installation.id',
-          hint: "name the token's own installation, or leave environment.installation out",
+  passRoute(
+    app,
+    {
+      method: 'POST',
+      path: '/:version/integrations/:name',
+      summary: 'Runtime endpoint: a multipart envelope (event, environment, fetch-body) dispatched to the integration',
+      auth: 'self',
+      paramValues: { version: RUNTIME_VERSIONS },
+      passThrough: { media: 'multipart/form-data', schema: envelopeSchema },
+      responseDescription: 'What the integration answered',
+      responses: {
+        '406': { description: 'No handler for the event type' },
+        '413': { description: 'The envelope or its fetch-body is larger than sandbox.request_body' },
+        '415': { description: 'Not a multipart envelope' },
+      },
+    },
+    async (event) => {
+      const { version, name } = event.context.params!;
+      if (!(RUNTIME_VERSIONS as readonly string[]).includes(version))
+        throw new SwitchyardError('bad_request', `unknown runtime API version "${version}"; versions: ${RUNTIME_VERSIONS.join(', ')}`, {
+          hint: `POST /v1/integrations/${name}`,
         });
-      installation = await services.installations.require(principal.installationId);
-    } else if (chosen !== undefined) {
-      installation = await services.installations.find(chosen);
-      if (!installation || installation.integration !== name)
-        throw new SwitchyardError('not_found', `integration "${name}" has no installation ${chosen}`, {
-          where: 'environment.installation.id',
-          hint: `see \`switchyard installations list --integration ${name}\``,
-        });
-    }
-    // A paused or uninstalled installation runs no code, whoever asks (as its public endpoint and renders).
-    if (installation) runnable(installation);
-    envelope.environment = { ...callerFields(envelope.environment), ...runtime().environmentFor(integration, installation) };
-    const { id, result } = await runtime().invoke({ integration, installation, envelope });
-    return toResponse(result, id);
-  });
+      const principal = await authenticate(event.req, services);
+      // Named kinds only (fail closed): the admin, or an installation of this integration.
+      if (principal.kind !== 'admin' && principal.kind !== 'installation')
+        throw new SwitchyardError(
+          'forbidden',
+          `${principal.kind === 'link' ? 'an install link' : 'an integration token'} cannot post envelopes; use the admin token or an installation token`,
+        );
+      if (principal.kind === 'installation' && principal.integration !== name)
+        throw new SwitchyardError('forbidden', `this token belongs to an installation of "${principal.integration}", not "${name}"`);
+      const registry = services.registry;
+      const integration = registry.get(name) ?? (await registry.whenLoaded(name));
+      if (!integration) throw new SwitchyardError('not_found', `integration "${name}" is not loaded`);
+      if (!integration.script) throw new SwitchyardError('not_found', `integration "${name}" has no script to run`);
+      const envelope = await decodeEnvelope(event.req, limits.request_body + 64 * 1024);
+      if (envelope.fetchBody && envelope.fetchBody.byteLength > limits.request_body)
+        throw new SwitchyardError('payload_too_large', `fetch-body is larger than sandbox.request_body (${limits.request_body} bytes)`);
+      scopeGranted(integration, envelope.event.type);
+      // The caller chooses the installation (an installation token only its own); the platform
+      // builds every field it owns from the store (caller-environment.ts).
+      const chosen = chosenInstallationId(envelope.environment);
+      let installation;
+      if (principal.kind === 'installation') {
+        if (chosen !== undefined && chosen !== principal.installationId)
+          throw new SwitchyardError('forbidden', `this token belongs to installation ${principal.installationId}; it cannot act for installation ${chosen}`, {
+            where: 'environment.installation.id',
+            hint: "name the token's own installation, or leave environment.installation out",
+          });
+        installation = await services.installations.require(principal.installationId);
+      } else if (chosen !== undefined) {
+        installation = await services.installations.find(chosen);
+        if (!installation || installation.integration !== name)
+          throw new SwitchyardError('not_found', `integration "${name}" has no installation ${chosen}`, {
+            where: 'environment.installation.id',
+            hint: `see \`switchyard installations list --integration ${name}\``,
+          });
+      }
+      // A paused or uninstalled installation runs no code, whoever asks (as its public endpoint and renders).
+      if (installation) runnable(installation);
+      envelope.environment = { ...callerFields(envelope.environment), ...runtime().environmentFor(integration, installation) };
+      const { id, result } = await runtime().invoke({ integration, installation, envelope });
+      return toResponse(result, id);
+    },
+  );
 
+  // The public endpoints are the hot path: their handlers get h3's event as it comes (passRoute),
+  // and read the body once, as bytes, to hand it to the integration.
   const publicEndpoint = async (event: H3Event) => {
     refuseOnConsoleHost(event.req, services);
     const { name, id } = event.context.params!;
     const body = await readBodyLimited(event.req, limits.request_body);
     return runtime().fetchPublic(name, id, event.req, body);
   };
-  app.all('/v1/integrations/:name/installations/:id', publicEndpoint);
-  app.all('/v1/integrations/:name/installations/:id/**', publicEndpoint);
+  const anyBody = { media: '*/*', schema: string({ format: 'binary' }), required: false };
+  const installationParams = { name: 'the integration', id: 'the installation' };
+  const publicResponses = {
+    '404': { description: 'No such installation of this integration' },
+    '410': { description: 'Uninstalled' },
+    '413': { description: 'The body is larger than sandbox.request_body' },
+    '503': {
+      description: 'Paused, a sandbox limit, or `starting`: the integration did not load within 10 s of the request while the server starts (Retry-After)',
+    },
+  };
+  passRoute(
+    app,
+    {
+      method: 'ANY',
+      methods: PUBLIC_METHODS,
+      path: '/v1/integrations/:name/installations/:id',
+      summary: "Public endpoint of an installation (no token): the request is handed to the integration's fetch",
+      auth: 'none',
+      params: installationParams,
+      passThrough: anyBody,
+      responseDescription: 'What the integration answered',
+      responses: publicResponses,
+    },
+    publicEndpoint,
+  );
+  passRoute(
+    app,
+    {
+      method: 'ANY',
+      methods: PUBLIC_METHODS,
+      path: '/v1/integrations/:name/installations/:id/**',
+      summary: 'Public endpoint of an installation, any sub-path',
+      auth: 'none',
+      params: installationParams,
+      passThrough: anyBody,
+      responseDescription: 'What the integration answered',
+      responses: publicResponses,
+    },
+    publicEndpoint,
+  );
   const integrationEndpoint = async (event: H3Event) => {
     refuseOnConsoleHost(event.req, services);
     const body = await readBodyLimited(event.req, limits.request_body);
     return runtime().fetchIntegration(event.context.params!.name, event.req, body);
   };
-  app.all('/v1/integrations/:name/integration', integrationEndpoint);
-  app.all('/v1/integrations/:name/integration/**', integrationEndpoint);
+  for (const path of ['/v1/integrations/:name/integration', '/v1/integrations/:name/integration/**'] as const)
+    passRoute(
+      app,
+      {
+        method: 'ANY',
+        path,
+        summary: "The integration's own public endpoint (no installation), handed to its fetch",
+        auth: 'none',
+        params: { name: 'the integration' },
+        passThrough: anyBody,
+        responseDescription: "The integration's answer",
+      },
+      integrationEndpoint,
+    );
 }

@@ -208,13 +208,12 @@ export async function startServer(
   return running;
 }
 
-/** The HTTP app with every module's routes and OpenAPI part. */
+/** The HTTP app with every module's routes. */
 export function composeApp(services: Services, modules: Module[]): H3 {
   return createApp(services, {
     routes: (app) => {
       for (const m of modules) m.routes?.(app, services);
     },
-    openapi: modules.flatMap((m) => (m.openapi ? [m.openapi] : [])),
   });
 }
 
