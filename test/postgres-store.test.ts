@@ -13,6 +13,7 @@ import { adminSql, postgresFor, type PgServer } from './helpers/postgres.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 import { configSchema } from '../src/config/schema.ts';
+import { memoryLogger } from '../src/log/index.ts';
 import { validate } from '../src/schema/index.ts';
 
 test('translate: numbered parameters (a name keeps its number), quoted aliases, SQLite-only syntax rewritten, literals untouched', () => {
@@ -155,16 +156,22 @@ test("migrations are not bound by the serving statements' time-out: a step that 
   await store.close();
   assert.match(adminSql(url, "SELECT to_regclass('slow_done') IS NOT NULL"), /t/);
   // Another node holds the migration lock for 3.5 s (as while it migrates): this one waits for it.
-  const holder = new (await import('pg')).default.Client({ connectionString: url });
+  const holder = new (await import('pg')).default.Client({ connectionString: url, application_name: 'switchyard 4242' });
   await holder.connect();
   t.after(() => holder.end());
   await holder.query('SELECT pg_advisory_lock(1937209700)');
   const released = setTimeout(() => void holder.query('SELECT pg_advisory_unlock(1937209700)'), 3_500);
   t.after(() => clearTimeout(released));
   const started = performance.now();
-  const second = await connectStore(tmpDir(t), { url, migrations: [slow] });
+  const log = memoryLogger();
+  const second = await connectStore(tmpDir(t), { url, migrations: [slow], log });
   await second.close();
   assert.ok(performance.now() - started >= 3_000, 'it waited for the lock');
+  // And said so, at once, naming who holds the lock; then that the wait ended.
+  const waiting = log.lines.find((l) => l.msg === "waiting for another node's migrations of the store");
+  assert.ok(waiting, JSON.stringify(log.lines));
+  assert.match(String(waiting.holder), /switchyard 4242/);
+  assert.ok(log.lines.some((l) => l.msg === "another node's migrations ended; this one goes on" && Number(l.waited_ms) >= 3_000));
 });
 
 test('backup and restore refuse a PostgreSQL store and name its tools; no password in what they print', async (t) => {

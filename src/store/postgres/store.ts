@@ -19,6 +19,38 @@ type Migrations = Array<{ module: string; postgres?: string[] }>;
 /** pg_advisory_lock's key for migrations: any constant the nodes share ("swyd" in ASCII). */
 const MIGRATION_LOCK = 0x73777964;
 
+type Session = Parameters<Parameters<ReturnType<typeof createPostgresDatabase>['withSession']>[0]>[0];
+
+/**
+ * The nodes' migration lock. Taken by another node (migrating, or stopped while it migrated: its
+ * session holds the lock until PostgreSQL ends it), this one waits however long, and says so: at
+ * once, naming the holder's session, every 30 s after, and when the wait ends.
+ */
+async function takeMigrationLock(s: Session, log: Logger | undefined): Promise<void> {
+  const [free] = await s.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [MIGRATION_LOCK]);
+  if (free?.ok) return;
+  // A single-key advisory lock shows in pg_locks as classid 0, objid the key, objsubid 1.
+  const holders = await s.query<{ who: string }>(
+    `SELECT format('%s (pid %s, from %s, in its session for %s)', a.application_name, a.pid, COALESCE(host(a.client_addr), 'a local socket'),
+       date_trunc('second', now() - a.backend_start)) AS who
+     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid::bigint = $1 AND l.objsubid = 1`,
+    [MIGRATION_LOCK],
+  );
+  const started = performance.now();
+  log?.warn("waiting for another node's migrations of the store", {
+    holder: holders.map((h) => h.who).join('; ') || 'unknown (released meanwhile, or not visible to this role)',
+    hint: 'it ends when that node finishes; a node stopped mid-migration holds the lock until PostgreSQL ends its session (pg_terminate_backend)',
+  });
+  const still = setInterval(() => log?.warn("still waiting for another node's migrations of the store", { waited_ms: Math.round(performance.now() - started) }), 30_000);
+  try {
+    await s.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+  } finally {
+    clearInterval(still);
+  }
+  log?.info("another node's migrations ended; this one goes on", { waited_ms: Math.round(performance.now() - started) });
+}
+
 /**
  * The store in PostgreSQL on the serving process's own event loop (pool.ts): migrations on one
  * session under the nodes' advisory lock, then the pool for everything else.
@@ -44,7 +76,7 @@ export async function connectPostgresStore(
             throw new SwitchyardError('not_found', `no Switchyard tables at ${name}`, { hint: 'start the server once with `switchyard serve`' });
           return;
         }
-        await s.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+        await takeMigrationLock(s, opts.log);
         try {
           await s.query(storeHealthMigrationPostgres);
           await s.query(storeLocksMigrationPostgres);
