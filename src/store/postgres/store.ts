@@ -42,7 +42,10 @@ async function takeMigrationLock(s: Session, log: Logger | undefined): Promise<v
     holder: holders.map((h) => h.who).join('; ') || 'unknown (released meanwhile, or not visible to this role)',
     hint: 'it ends when that node finishes; a node stopped mid-migration holds the lock until PostgreSQL ends its session (pg_terminate_backend)',
   });
-  const still = setInterval(() => log?.warn("still waiting for another node's migrations of the store", { waited_ms: Math.round(performance.now() - started) }), 30_000);
+  const still = setInterval(
+    () => log?.warn("still waiting for another node's migrations of the store", { waited_ms: Math.round(performance.now() - started) }),
+    30_000,
+  );
   try {
     await s.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
   } finally {
