@@ -116,6 +116,34 @@ test('an immutable WAL file (chattr +i): 503 with a hint while it lasts, then th
   await recovers(s, receiver, acknowledged);
 });
 
+test('a write lock another process holds past the lock wait: events refused with 503 storage_busy, /healthz failing, then the queue resumes by itself', async (t) => {
+  const s = await deliveryServer(t, { webhooks: { base_delay: 100, jitter: 0, max_retries: 5 } });
+  const receiver = await flakyReceiver(t);
+  await s.subscribe(receiver.url, ['site_view']);
+  const acknowledged: string[] = [];
+  for (let i = 0; i < 5; i++) acknowledged.push((await s.send(samplePayload('site_view'))).body.eventId);
+  await waitFor(() => acknowledged.every((id) => receiver.delivered.has(id)), 10_000);
+  // Another process (a backup, a tool) takes the write lock and keeps it past the store's 5 s wait.
+  const other = openStore(s.config.data_dir);
+  t.after(() => other.close());
+  other.sqlite!.exec('BEGIN IMMEDIATE');
+  let held = true;
+  t.after(() => {
+    if (held) other.sqlite!.exec('ROLLBACK');
+  });
+  const refused = await s.send(samplePayload('site_view'));
+  assert.equal(refused.status, 503, JSON.stringify(refused.body));
+  assert.equal(refused.body.error.code, 'storage_busy');
+  const failing = await health(s);
+  assert.equal(failing.status, 503, JSON.stringify(failing.body));
+  assert.equal(failing.body.store, 'failing');
+  assert.equal(failing.body.store_error.code, 'storage_busy');
+
+  other.sqlite!.exec('ROLLBACK');
+  held = false;
+  await recovers(s, receiver, acknowledged);
+});
+
 test('after a full disk under load (serve, 2 processes): the space freed goes to a checkpoint, not the WAL; events are taken again within seconds and stay so; the WAL stays bounded', {
   timeout: 120_000,
 }, async (t) => {

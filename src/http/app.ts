@@ -114,7 +114,12 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void 
     silent: true,
     onError(error, event) {
       const cause = (error as HTTPError).cause ?? error;
-      if (cause instanceof SwitchyardError) return jsonResponse(cause.toJSON(), { status: cause.status, headers: cause.headers });
+      if (cause instanceof SwitchyardError) {
+        // A storage failure the store already worded (a lock held past the wait, PostgreSQL out of
+        // reach): /healthz says failing too, and the probe watches for the store's return.
+        if (storageCode(cause)) services.store.health.failed(cause);
+        return jsonResponse(cause.toJSON(), { status: cause.status, headers: cause.headers });
+      }
       if (storageCode(cause)) {
         // A full disk, a read-only or locked database, a database out of reach: say so, and what to do (never a bare 500).
         services.store.health.failed(cause);

@@ -177,7 +177,8 @@ export function storageCode(error: unknown): StorageCode | undefined {
   // The database out of reach, not a write that failed: a lost, refused or timed-out connection
   // (class 08, or the socket's own error when there is no SQLSTATE to give), a server
   // shutting down or starting (57P), no connection slot left (53300). Reads fail alike.
-  if (code === 'storage_unavailable') return 'storage_unavailable'; // the pool's own (postgres/pool.ts)
+  // The store's own errors, already worded: the pool's (postgres/pool.ts), the lock wait's (database.ts).
+  if (code === 'storage_unavailable' || code === 'storage_busy') return code;
   if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_unavailable';
   return undefined;
 }
