@@ -123,6 +123,30 @@ for (const implementation of IMPLEMENTATIONS) {
     );
   });
 
+  test(title('the same function registered twice in a transaction runs once, also from a released savepoint (a wake-up every enqueue asks for)'), async (t) => {
+    const { db } = await open(t, implementation);
+    let wakes = 0;
+    let undone = 0;
+    const wake = () => void wakes++;
+    const undo = () => void undone++;
+    await db.transaction(async (tx) => {
+      tx.afterCommit(wake);
+      tx.afterCommit(wake);
+      await tx.transaction(async (inner) => void inner.afterCommit(wake));
+    });
+    assert.equal(wakes, 1);
+    await assert.rejects(
+      db.transaction(async (tx) => {
+        tx.onRollback(undo);
+        await tx.transaction(async (inner) => void inner.onRollback(undo));
+        tx.onRollback(undo);
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    assert.equal(undone, 1);
+  });
+
   // The pool gives each transaction a connection of its own (test/postgres-pool.test.ts).
   test(title('one transaction at a time: a statement or transaction from elsewhere waits until it ends'), {
     skip: pg ? "SQLite's one connection: on PostgreSQL transactions run side by side (postgres-pool.test.ts)" : false,

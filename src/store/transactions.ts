@@ -5,7 +5,7 @@
  * caller that opens the transaction need not know who to tell afterwards (as Django's on_commit).
  * Modules register them as `tx.afterCommit(fn)` and `tx.onRollback(fn)` (contract.ts); this file
  * keeps them for SQLite's connection (database.ts), and PostgreSQL's transactions keep their own
- * (postgres/pool.ts: there a function registered twice runs twice).
+ * (postgres/pool.ts), with the same rules.
  *
  * `afterCommit(db, fn)` runs `fn` once the OUTERMOST transaction commits; `onRollback(db, fn)` runs
  * `fn` when the transaction (or savepoint) it was registered in rolls back. A nested transaction (a

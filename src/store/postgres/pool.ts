@@ -165,7 +165,7 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
 
   /** `fn` at `depth` (0: the transaction, then savepoints) on `client`, with its own hooks. */
   async function within<T>(client: pg.PoolClient, depth: number, fn: (tx: Tx) => Promise<T>, parent?: Hooks): Promise<T> {
-    const hooks: Hooks = { commit: [], rollback: [] };
+    const hooks: Hooks = { commit: new Set(), rollback: new Set() };
     const exec = async (sql: string) => {
       try {
         await client.query(sql);
@@ -180,8 +180,8 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
       });
     const tx: Tx = {
       ...queriesOn(client, () => {}),
-      afterCommit: (f) => void hooks.commit.push(f),
-      onRollback: (f) => void hooks.rollback.push(f),
+      afterCommit: (f) => void hooks.commit.add(f),
+      onRollback: (f) => void hooks.rollback.add(f),
       transaction: (inner) => within(client, depth + 1, inner, hooks),
     };
     let value: T;
@@ -198,8 +198,8 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
       throw e;
     }
     if (parent) {
-      parent.commit.push(...hooks.commit);
-      parent.rollback.push(...hooks.rollback);
+      for (const f of hooks.commit) parent.commit.add(f);
+      for (const f of hooks.rollback) parent.rollback.add(f);
     } else runAll(hooks.commit);
     return value;
   }
@@ -308,13 +308,14 @@ class BeginFailed extends Error {
   }
 }
 
+/** A transaction's hooks: the same function registered twice runs once (store/transactions.ts, as on SQLite). */
 interface Hooks {
-  commit: Array<() => void>;
-  rollback: Array<() => void>;
+  commit: Set<() => void>;
+  rollback: Set<() => void>;
 }
 
 /** Hooks run in order; one that throws is reported and the others still run (the commit stands). */
-function runAll(fns: Array<() => void>): void {
+function runAll(fns: Iterable<() => void>): void {
   for (const f of fns) {
     try {
       f();
