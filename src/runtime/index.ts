@@ -62,7 +62,7 @@ export const runtimeModule = defineModule({
         perInvocation: sandboxLimits.log_bytes,
         perMinute: sandboxLimits.log_bytes_per_minute,
         diskReserve: sandboxLimits.log_disk_reserve,
-        dataDir: services.config.data_dir,
+        dataDir: services.store.localDir,
       },
       exportsCache,
     });

@@ -41,6 +41,8 @@ export interface Store {
   engine: Engine;
   /** Other nodes (machines) may use this store at the same time: PostgreSQL (a SQLite file is one machine's). */
   shared: boolean;
+  /** The directory whose disk holds the data (SQLite's data directory); absent for a server's store (PostgreSQL's disk is its own). */
+  localDir?: string;
   /** Whether writes succeed (health.ts); the server's /healthz reports it. */
   health: StoreHealth;
   /** The thread that checkpoints the WAL, when the store has one (the server's). */
@@ -175,6 +177,7 @@ export function openStore(dataDir: string, opts: OpenOptions = {}): Store {
     file,
     engine: 'sqlite',
     shared: false,
+    localDir: dataDir,
     readonly: opts.readonly ?? false,
     health,
     checkpointer,
