@@ -2,8 +2,8 @@
  * Recording outcomes: a turn's attempts and their deliveries' next states, written together (the
  * deliveries' states, a paused installation's retries held with them, then the attempts' rows),
  * their leases released; and after a crash, the attempts whose outcome was lost, recorded as
- * interrupted and sent again. On PostgreSQL a turn's record is one statement (with nothing else to
- * write, its own commit: no BEGIN and COMMIT round trips); on SQLite two, in one transaction.
+ * interrupted and sent again. A turn's record is two statements in one transaction on either
+ * engine (on PostgreSQL the feed's order lock rides in the first, after its row locks).
  *
  * A turn's rows travel as one JSON array parameter (json_each on SQLite, json_array_elements on
  * PostgreSQL), so a turn costs the same few statements however many attempts ended in it.
@@ -62,11 +62,14 @@ const STATES = {
 };
 // A delivery's next state (`d`: the row). A cancelled delivery stays cancelled (uninstalled while
 // the attempt was in flight); a retry of a paused installation waits for its resume (held: out of
-// the due index), decided here, in the same statement (a pause by another process counts at once).
+// the due index), decided here, in the same statement. Paused: the endpoint's flag, or the row
+// already held: on PostgreSQL a pause that committed while this UPDATE waited for the row is seen
+// in the row's new version (which the UPDATE re-reads) but not by the flag's subquery (the
+// statement's snapshot is older).
+const HELD = (d: string) => `n.next IS NOT NULL AND n.status IN ('pending', 'retrying') AND (${d}.status = 'held' OR ${pausedRow(d)})`;
 const nextState = (d: string) => `
-  status = CASE WHEN ${d}.status = 'cancelled' THEN ${d}.status
-    WHEN n.next IS NOT NULL AND n.status IN ('pending', 'retrying') AND ${pausedRow(d)} THEN 'held' ELSE n.status END,
-  next_attempt_at = CASE WHEN ${d}.status = 'cancelled' OR ${pausedRow(d)} THEN NULL ELSE n.next END,
+  status = CASE WHEN ${d}.status = 'cancelled' THEN ${d}.status WHEN ${HELD(d)} THEN 'held' ELSE n.status END,
+  next_attempt_at = CASE WHEN ${d}.status = 'cancelled' OR ${HELD(d)} THEN NULL ELSE n.next END,
   completed_at = CASE WHEN ${d}.status = 'cancelled' THEN ${d}.completed_at ELSE COALESCE(n.completed, ${d}.completed_at) END,
   attempts = n.attempts, lease_until = NULL, lease_owner = NULL, updated_at = n.now, last_status = n.last_status, last_error = n.last_error`;
 // Given an owner, only while that owner still holds the lease.
@@ -82,16 +85,16 @@ const q = {
   complete: statement<{ seq: number }>(
     `UPDATE webhook_deliveries SET ${nextState('webhook_deliveries')} FROM ${STATES.sqlite} WHERE ${OWNED('webhook_deliveries')} RETURNING webhook_deliveries.seq`,
   ),
-  // PostgreSQL: a turn's whole record in one statement, its own commit when run outside a
-  // transaction: the states (rows with a null id: the deliveries updated), then the attempts,
-  // numbered under the feed's order lock (store/feed-order.ts).
-  record: statement<{ id: number | null; seq: number; number: number | null }>(
+  // PostgreSQL: the states, then the attempts feed's order lock (store/feed-order.ts), in one
+  // statement and in that order (the lock reads what the UPDATE did, so the rows are locked first:
+  // a record waiting for a delivery's row never holds every node's feed lock meanwhile). Rows with
+  // a seq: the deliveries updated. The attempts' INSERT is the next statement: its snapshot, taken
+  // after the lock, sees every attempt committed before (their numbers count them).
+  completeLocked: statement<{ seq: number | null }>(
     `WITH n AS ${STATES.postgres},
       done AS (UPDATE webhook_deliveries d SET ${nextState('d')} FROM n WHERE ${OWNED('d')} RETURNING d.seq),
-      feed AS MATERIALIZED (${feedOrderLock('attempts')}),
-      ins AS (INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${ATTEMPT_VALUES} FROM feed, ${ATTEMPTS.postgres} ORDER BY j.k
-        RETURNING id, delivery_seq AS seq, number)
-    SELECT id, seq, number FROM ins UNION ALL SELECT NULL, seq, NULL FROM done`,
+      feed AS MATERIALIZED (${feedOrderLock('attempts')} FROM (SELECT COUNT(*) FROM done) AS rows_locked)
+    SELECT seq FROM done UNION ALL SELECT NULL FROM feed`,
   ),
   // Retries of a paused installation wait for its resume (held: out of the due index).
   holdPaused: statement({
@@ -154,13 +157,12 @@ export type OutcomeItem = { seq: number; origin?: string; owner?: string; attemp
 export function createOutcomes({ noteDue }: OutcomeDeps) {
   return {
     /**
-     * Record attempts and their deliveries' next states in the caller's transaction, or on
-     * PostgreSQL given the database, as one statement in its own commit (see recordOutcomes);
-     * releases the leases. Returns each attempt's id (its feed cursor), in order, and the
-     * deliveries whose state was left alone: given an `owner`, a delivery whose lease that owner no
-     * longer holds (it expired and another sender took it) gets the attempt recorded (it was made)
-     * but keeps the state the new holder gives it. Statements: one on PostgreSQL, two on SQLite,
-     * whatever the batch.
+     * Record attempts and their deliveries' next states in the caller's transaction; releases the
+     * leases. Returns each attempt's id (its feed cursor), in order, and the deliveries whose state
+     * was left alone: given an `owner`, a delivery whose lease that owner no longer holds (it
+     * expired and another sender took it) gets the attempt recorded (it was made) but keeps the
+     * state the new holder gives it. Two statements whatever the batch: the states (on PostgreSQL
+     * with the feed's order lock after them), then the attempts.
      */
     async completeMany(tx: Queries, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] }> {
       if (!items.length) return { ids: [], stale: [] };
@@ -178,19 +180,14 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
         })),
       );
       let done: Set<number>;
-      let ids: number[];
       if (tx.engine === 'postgres') {
-        const rows = await tx.all(q.record, { states, attempts: attemptItems(items) });
-        done = new Set(rows.filter((r) => r.id === null).map((r) => Number(r.seq)));
-        ids = idsInOrder(
-          items,
-          rows.filter((r) => r.id !== null),
-        );
+        const rows = await tx.all(q.completeLocked, { states });
+        done = new Set(rows.filter((r) => r.seq !== null).map((r) => Number(r.seq)));
       } else {
-        // The attempts are the live tail's feed: inserted last (see store/feed-order.ts).
         done = new Set((await tx.all(q.complete, { states })).map((r) => Number(r.seq)));
-        ids = await insertAttempts(tx, items);
+        // The attempts are the live tail's feed: inserted last (see store/feed-order.ts).
       }
+      const ids = await insertAttempts(tx, items);
       const stale = items.filter((i) => !done.has(i.seq)).map((i) => i.seq);
       // A retry's origin has work due then (held ones too: the hint may only be early).
       for (const { seq, origin, next } of items) if (origin !== undefined && done.has(seq) && next.nextAttemptAt !== null) noteDue(origin, next.nextAttemptAt);
@@ -198,11 +195,10 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
     },
 
     /**
-     * A turn's outcomes with nothing else to write: on PostgreSQL one statement and its commit, no
-     * BEGIN or COMMIT of their own; on SQLite one transaction (LOCK_BUSY while another process writes).
+     * A turn's outcomes with nothing else to write, in one transaction (on SQLite LOCK_BUSY while
+     * another process writes; PostgreSQL has no write lock to wait for).
      */
     recordOutcomes(database: Database, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] } | typeof LOCK_BUSY> {
-      if (database.engine === 'postgres') return this.completeMany(database, items);
       return database.transactionUnlessBusy((tx) => this.completeMany(tx, items));
     },
 
