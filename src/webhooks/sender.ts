@@ -2,8 +2,8 @@
  * The delivery sender: takes due deliveries from the queue, makes their attempts (attempt.ts: sign,
  * POST, decide) and records the outcomes. It does not poll: it runs when a delivery is enqueued
  * (wake), when an attempt ends, on one timer armed for the earliest scheduled retry, and when the
- * service learns of work other processes or nodes made due (service.ts: their announcements, and
- * a look every second). Leases make an attempt owned by exactly one sender; concurrency is
+ * service learns of work other processes or nodes made due (due-signals.ts: their announcements,
+ * and a look every second). Leases make an attempt owned by exactly one sender; concurrency is
  * bounded in all and per endpoint origin, so a slow endpoint occupies at most
  * `per_endpoint_concurrency` slots and cannot starve healthy ones.
  *
