@@ -48,7 +48,7 @@ const MAX_BACKLOG = 4 * BATCH;
 /** The webhooks settings every node gets (docs/configuration.md). */
 const WEBHOOKS = {
   timeout: 1_000,
-  // The shortest lease the server takes: timeout + 5 s (src/webhooks/service.ts raises a shorter one).
+  // The shortest lease the server takes: timeout + 5 s (src/webhooks/sender-leases.ts raises a shorter one).
   lease: 1_000 + 5_000,
   base_delay: 500,
   jitter: 0.5,
@@ -57,7 +57,7 @@ const WEBHOOKS = {
   per_endpoint_concurrency: 8,
   concurrency: 32,
 };
-/** How often a node looks for due work it did not schedule itself (src/webhooks/service.ts: start()). */
+/** How often a node looks for due work it did not schedule itself (src/webhooks/due-signals.ts: REFRESH_MS). */
 const POLL_MS = 1_000;
 /**
  * How late a due attempt may go out: the poll (a retry scheduled by a node that was then killed is

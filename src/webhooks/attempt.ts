@@ -2,7 +2,7 @@
  * One delivery attempt: sign the stored body with the installation's live secrets, in the scheme
  * it chose (X-Platform-Signature, or the Standard Webhooks headers), POST it, and
  * decide from the answer (or the error) what the delivery becomes: delivered, retried when, or
- * failed. Writes nothing: the sender records the outcome (sender.ts).
+ * failed. Writes nothing: the sender records the outcome (sender-record.ts).
  */
 import type { Config } from '../config/index.ts';
 import type { httpRequest, HttpResult } from '../net/index.ts';

@@ -7,7 +7,7 @@ import type { DeliveryStats, StatsFilter } from './stats.ts';
 import type { SignatureScheme } from './schemes.ts';
 import type { SecretsView } from './secrets.ts';
 import type { Tx } from '../store/contract.ts';
-import type { RecordedAttempt } from './sender.ts';
+import type { RecordedAttempt } from './sender-record.ts';
 
 /**
  * `services.webhooks`: signing secrets and the lifecycle steps the installations module's change

@@ -1,0 +1,80 @@
+/**
+ * An event's deliveries, enqueued in the caller's transaction (Deliveries.enqueueEvents, see
+ * contracts.ts): a delivery whose endpoint has a free slot here is stored already leased and its
+ * first attempt starts once the transaction commits; the others are stored due, for the sender's
+ * scheduler, woken after the commit.
+ */
+import type { Tx } from '../store/contract.ts';
+import type { Deliveries } from './contracts.ts';
+import { deliveryBody } from './body.ts';
+import { newDeliveryId, originOf, type EnqueueInput, type Queue } from './queue.ts';
+import type { WebhookSecrets } from './secrets.ts';
+import type { Sender } from './sender.ts';
+
+export type EnqueueEvents = Deliveries['enqueueEvents'];
+
+export interface EnqueueDeps {
+  queue: Pick<Queue, 'enqueueMany'>;
+  secrets: Pick<WebhookSecrets, 'ensureSecrets'>;
+  sender: Pick<Sender, 'reserve' | 'startReserved' | 'cancelReserved'>;
+  /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
+  wakeSender: () => void;
+}
+
+export function createEnqueue(deps: EnqueueDeps): EnqueueEvents {
+  const { queue, secrets, sender, wakeSender } = deps;
+  /**
+   * A batch's deliveries in the caller's transaction: their secrets ensured, and one INSERT, which
+   * reads whether each installation is paused itself (the copy in memory may be behind the store: a
+   * pause whose transaction rolled back is still in it, and on PostgreSQL another node may pause this
+   * instant; there a pause waits for this transaction, then holds what it stored). A slot reserved
+   * for a delivery that was stored held is given back.
+   */
+  return async function enqueueEvents(
+    tx: Tx,
+    events: Array<{ event: { eventId: string; type: string; [k: string]: unknown }; subscriptions: Array<{ installationId: string; url: string }> }>,
+    now = Date.now(),
+    opts: { startAtCommit?: boolean } = {},
+  ): Promise<Array<Array<{ id: string; installationId: string }>>> {
+    const installations = [...new Set(events.flatMap((e) => e.subscriptions.map((s) => s.installationId)))];
+    if (!installations.length) return events.map(() => []);
+    await secrets.ensureSecrets(tx, installations);
+    const inputs: Array<EnqueueInput & { origin: string }> = [];
+    let claimed;
+    try {
+      for (const { event, subscriptions } of events)
+        for (const s of subscriptions) {
+          const url = s.url;
+          const origin = originOf(url);
+          const id = newDeliveryId(now);
+          const body = deliveryBody(event, s.installationId, id);
+          const lease = opts.startAtCommit !== false ? sender.reserve(origin) : undefined;
+          inputs.push({ id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url, origin, body, now, lease });
+        }
+      claimed = await queue.enqueueMany(tx, inputs);
+    } catch (e) {
+      // Nothing stored: the slots reserved so far are given back.
+      for (const input of inputs) if (input.lease) sender.cancelReserved(input.origin);
+      throw e;
+    }
+    const out = events.map(() => [] as Array<{ id: string; installationId: string }>);
+    let i = 0;
+    events.forEach(({ subscriptions }, e) => {
+      for (const s of subscriptions) {
+        const input = inputs[i];
+        const c = claimed[i++];
+        if (input.lease) {
+          if (c && c.status !== 'held') {
+            // Leased in the caller's transaction: its first attempt starts once that commits, and
+            // the slot is given back if it (or the savepoint it is in) rolls back.
+            tx.afterCommit(() => sender.startReserved(c));
+            tx.onRollback(() => sender.cancelReserved(c.origin));
+          } else sender.cancelReserved(input.origin);
+        }
+        if (c) out[e].push({ id: c.id, installationId: s.installationId });
+      }
+    });
+    if (out.some((o) => o.length)) tx.afterCommit(wakeSender);
+    return out;
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * The sender's slots: HTTP exchanges in flight, in all and per endpoint origin (a slot is held for
+ * the exchange and nothing else), and when a slot of each origin last freed: an origin that
+ * answers fast gets deliveries claimed ahead for it (sender-ahead.ts).
+ */
+import type { WebhooksConfig } from './sender-leases.ts';
+
+export interface Slots {
+  /** Exchanges in flight, in all. */
+  inFlight(): number;
+  /** Exchanges in flight to `origin`. */
+  taken(origin: string): number;
+  /** This sender's slots for an origin: its share of the per-endpoint limit. */
+  limitOf(origin: string, cfg: WebhooksConfig): number;
+  acquire(origin: string): void;
+  release(origin: string): void;
+  /** An exchange with `origin` ended at `now` (its slot was released). */
+  freed(origin: string, now: number): void;
+  /** Whether a slot of `origin` freed less than `windowMs` before `now`. */
+  freedWithin(origin: string, now: number, windowMs: number): boolean;
+  /** Forgets the origins whose slots last freed `windowMs` or more before `now`. */
+  forgetFreedBefore(now: number, windowMs: number): void;
+}
+
+/** `slotsFor` is this sender's share of an origin's per-endpoint limit (the serving processes share it); all of it without. */
+export function createSlots(slotsFor?: (origin: string, limit: number) => number): Slots {
+  const perOrigin = new Map<string, number>();
+  let inflight = 0;
+  /** When a slot of each origin last freed (an origin absent: not within the window). */
+  const lastFreed = new Map<string, number>();
+  return {
+    inFlight: () => inflight,
+    taken: (origin) => perOrigin.get(origin) ?? 0,
+    limitOf: (origin, cfg) => (slotsFor ? slotsFor(origin, cfg.per_endpoint_concurrency) : cfg.per_endpoint_concurrency),
+    acquire(origin) {
+      inflight++;
+      perOrigin.set(origin, (perOrigin.get(origin) ?? 0) + 1);
+    },
+    release(origin) {
+      inflight--;
+      const n = (perOrigin.get(origin) ?? 1) - 1;
+      if (n <= 0) perOrigin.delete(origin);
+      else perOrigin.set(origin, n);
+    },
+    freed(origin, now) {
+      lastFreed.set(origin, now);
+    },
+    freedWithin(origin, now, windowMs) {
+      const freed = lastFreed.get(origin);
+      return freed !== undefined && now - freed < windowMs;
+    },
+    forgetFreedBefore(now, windowMs) {
+      for (const [origin, at] of lastFreed) if (now - at >= windowMs) lastFreed.delete(origin);
+    },
+  };
+}
