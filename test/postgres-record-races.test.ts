@@ -77,7 +77,7 @@ function gate() {
   return { p, open };
 }
 
-for (const path of ['recordOutcomes', 'completeMany in a turn with claims'] as const)
+for (const path of ['alone', 'after claims'] as const)
   test(`a pause committed while a record (${path}) waits for the delivery's row: the retry is held`, async (t) => {
     const s = await setup(t);
     if (!s) return;
@@ -91,7 +91,10 @@ for (const path of ['recordOutcomes', 'completeMany in a turn with claims'] as c
       await release.p;
     });
     await held.p;
-    const recorded = path === 'recordOutcomes' ? queue.recordOutcomes(db, [retry()]) : db.transaction((tx) => queue.completeMany(tx, [retry()]));
+    const recorded = db.transaction(async (tx) => {
+      if (path === 'after claims') await queue.claimDue(tx, Date.now(), 10, () => 4, 'o1', Date.now() + 60_000);
+      return queue.completeMany(tx, [retry()]);
+    });
     await someoneWaits();
     release.open();
     await pause;
@@ -120,7 +123,7 @@ test('two records of one delivery committed back to back get distinct attempt nu
     await release.p;
   });
   await inserted.p;
-  const recorded = queue.recordOutcomes(db, [retry(undefined)]);
+  const recorded = db.transaction((tx) => queue.completeMany(tx, [retry(undefined)]));
   await someoneWaits();
   release.open();
   await other;
@@ -149,7 +152,7 @@ test("a record that waits for a delivery's row does not hold the feed lock meanw
     })
     .catch((e) => errors.push(e));
   await locked.p;
-  const recorded = Promise.resolve(queue.recordOutcomes(db, [retry()])).catch((e) => errors.push(e));
+  const recorded = db.transaction((tx) => queue.completeMany(tx, [retry()])).catch((e) => errors.push(e));
   await someoneWaits();
   const feedHolders = await db.all(statement(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = ? AND granted`), [FEED]);
   release.open();

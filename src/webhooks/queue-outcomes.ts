@@ -9,7 +9,7 @@
  * PostgreSQL), so a turn costs the same few statements however many attempts ended in it.
  */
 import { appendInOrder, feedOrderLock } from '../store/feed-order.ts';
-import { statement, type Database, type LOCK_BUSY, type Queries } from '../store/contract.ts';
+import { statement, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';
 import { jsonRows } from '../store/leased-queue.ts';
 import { originOf, PAUSED, pausedRow, type AttemptRecord, type NextState } from './queue-rows.ts';
@@ -192,14 +192,6 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
       // A retry's origin has work due then (held ones too: the hint may only be early).
       for (const { seq, origin, next } of items) if (origin !== undefined && done.has(seq) && next.nextAttemptAt !== null) noteDue(origin, next.nextAttemptAt);
       return { ids, stale };
-    },
-
-    /**
-     * A turn's outcomes with nothing else to write, in one transaction (on SQLite LOCK_BUSY while
-     * another process writes; PostgreSQL has no write lock to wait for).
-     */
-    recordOutcomes(database: Database, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] } | typeof LOCK_BUSY> {
-      return database.transactionUnlessBusy((tx) => this.completeMany(tx, items));
     },
 
     /**
