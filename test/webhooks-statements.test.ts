@@ -66,7 +66,7 @@ async function senderOn(t: TestContext, status: (n: number) => number, config: P
 const periodicIn = (sql: string[]) => sql.filter((s) => s.startsWith('SELECT origin, MIN(next_attempt_at)') || s === 'PRAGMA data_version').length;
 
 test('a delivered event costs one commit and a fixed few statements after its ingest, and the scheduler asks the store nothing to arm its timer', async (t) => {
-  const { store, rx, recorded, send, n, reset } = await senderOn(t, () => 200);
+  const { rx, recorded, send, n, reset } = await senderOn(t, () => 200);
   // The first ones also read the installation's signing secret into the caches (on PostgreSQL the
   // caches are dropped once more when the store's listening connection opens: store/generations.ts).
   await send(100);
