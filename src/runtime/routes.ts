@@ -122,36 +122,25 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
       description: 'Paused, a sandbox limit, or `starting`: the integration did not load within 10 s of the request while the server starts (Retry-After)',
     },
   };
-  passRoute(
-    app,
-    {
-      method: 'ANY',
-      methods: PUBLIC_METHODS,
-      path: '/v1/integrations/:name/installations/:id',
-      summary: "Public endpoint of an installation (no token): the request is handed to the integration's fetch",
-      auth: 'none',
-      params: installationParams,
-      passThrough: anyBody,
-      responseDescription: 'What the integration answered',
-      responses: publicResponses,
-    },
-    publicEndpoint,
-  );
-  passRoute(
-    app,
-    {
-      method: 'ANY',
-      methods: PUBLIC_METHODS,
-      path: '/v1/integrations/:name/installations/:id/**',
-      summary: 'Public endpoint of an installation, any sub-path',
-      auth: 'none',
-      params: installationParams,
-      passThrough: anyBody,
-      responseDescription: 'What the integration answered',
-      responses: publicResponses,
-    },
-    publicEndpoint,
-  );
+  for (const [path, summary] of [
+    ['/v1/integrations/:name/installations/:id', "Public endpoint of an installation (no token): the request is handed to the integration's fetch"],
+    ['/v1/integrations/:name/installations/:id/**', 'Public endpoint of an installation, any sub-path'],
+  ] as const)
+    passRoute(
+      app,
+      {
+        method: 'ANY',
+        methods: PUBLIC_METHODS,
+        path,
+        summary,
+        auth: 'none',
+        params: installationParams,
+        passThrough: anyBody,
+        responseDescription: 'What the integration answered',
+        responses: publicResponses,
+      },
+      publicEndpoint,
+    );
   const integrationEndpoint = async (event: H3Event) => {
     refuseOnConsoleHost(event.req, services);
     const body = await readBodyLimited(event.req, limits.request_body);
