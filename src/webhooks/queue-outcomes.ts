@@ -2,14 +2,14 @@
  * Recording outcomes: a turn's attempts and their deliveries' next states, written together (the
  * deliveries' states, a paused installation's retries held with them, then the attempts' rows),
  * their leases released; and after a crash, the attempts whose outcome was lost, recorded as
- * interrupted and sent again. A turn's record is two statements in one transaction on either
- * engine (on PostgreSQL the feed's order lock rides in the first, after its row locks).
+ * interrupted and sent again. On PostgreSQL a turn's record is one statement (with nothing else to
+ * write, its own commit: no BEGIN and COMMIT round trips); on SQLite two, in one transaction.
  *
  * A turn's rows travel as one JSON array parameter (json_each on SQLite, json_array_elements on
  * PostgreSQL), so a turn costs the same few statements however many attempts ended in it.
  */
 import { appendInOrder, feedOrderLock } from '../store/feed-order.ts';
-import { statement, type Queries } from '../store/contract.ts';
+import { statement, type Database, type LOCK_BUSY, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';
 import { jsonRows } from '../store/leased-queue.ts';
 import { originOf, PAUSED, pausedRow, type AttemptRecord, type NextState } from './queue-rows.ts';
@@ -35,9 +35,14 @@ interface AttemptItem {
 // Attempt numbers follow the delivery's attempts so far (two of one delivery in a turn: in turn order).
 const ATTEMPT_COLUMNS = `delivery_seq, number, manual, started_at, duration_ms, url, signature, status, outcome, error, error_code,
   response_excerpt, response_truncated, next_attempt_at`;
-const NUMBER = `(SELECT COUNT(*) FROM webhook_attempts a WHERE a.delivery_seq = j.seq) + ROW_NUMBER() OVER (PARTITION BY j.seq ORDER BY j.k)`;
-const ATTEMPT_VALUES = `j.seq, ${NUMBER}, j.manual, j.started_at, j.duration_ms, j.url, j.signature, j.status, j.outcome, j.error, j.error_code,
-  j.excerpt, j.truncated, j.next`;
+// On PostgreSQL the count is webhook_attempts_so_far's (schema.ts): a snapshot taken when it runs,
+// after the feed's order lock, not the statement's (older than the lock when both are one statement).
+const NUMBER = {
+  sqlite: `(SELECT COUNT(*) FROM webhook_attempts a WHERE a.delivery_seq = j.seq) + ROW_NUMBER() OVER (PARTITION BY j.seq ORDER BY j.k)`,
+  postgres: `webhook_attempts_so_far(j.seq) + ROW_NUMBER() OVER (PARTITION BY j.seq ORDER BY j.k)`,
+};
+const attemptValues = (engine: keyof typeof NUMBER) => `j.seq, ${NUMBER[engine]}, j.manual, j.started_at, j.duration_ms, j.url, j.signature, j.status,
+  j.outcome, j.error, j.error_code, j.excerpt, j.truncated, j.next`;
 const ATTEMPTS = {
   sqlite: `(SELECT value ->> 'k' AS k, value ->> 'seq' AS seq, value ->> 'manual' AS manual, value ->> 'startedAt' AS started_at,
       value ->> 'durationMs' AS duration_ms, value ->> 'url' AS url, value ->> 'signature' AS signature, value ->> 'status' AS status,
@@ -77,24 +82,27 @@ const OWNED = (d: string) => `${d}.seq = n.seq AND (n.owner IS NULL OR ${d}.leas
 
 const q = {
   insertAttempts: statement<{ id: number; seq: number; number: number }>({
-    sqlite: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${ATTEMPT_VALUES} FROM ${ATTEMPTS.sqlite} ORDER BY j.k
+    sqlite: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('sqlite')} FROM ${ATTEMPTS.sqlite} ORDER BY j.k
       RETURNING id, delivery_seq AS seq, number`,
-    postgres: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${ATTEMPT_VALUES} FROM ${ATTEMPTS.postgres} ORDER BY j.k
+    postgres: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('postgres')} FROM ${ATTEMPTS.postgres} ORDER BY j.k
       RETURNING id, delivery_seq AS seq, number`,
   }),
   complete: statement<{ seq: number }>(
     `UPDATE webhook_deliveries SET ${nextState('webhook_deliveries')} FROM ${STATES.sqlite} WHERE ${OWNED('webhook_deliveries')} RETURNING webhook_deliveries.seq`,
   ),
-  // PostgreSQL: the states, then the attempts feed's order lock (store/feed-order.ts), in one
-  // statement and in that order (the lock reads what the UPDATE did, so the rows are locked first:
-  // a record waiting for a delivery's row never holds every node's feed lock meanwhile). Rows with
-  // a seq: the deliveries updated. The attempts' INSERT is the next statement: its snapshot, taken
-  // after the lock, sees every attempt committed before (their numbers count them).
-  completeLocked: statement<{ seq: number | null }>(
+  // PostgreSQL: a turn's whole record in one statement, its own commit when run outside a
+  // transaction. The states first (their rows locked), then the attempts feed's order lock
+  // (store/feed-order.ts; it reads what the UPDATE did, so a record waiting for a delivery's row
+  // never holds every node's feed lock meanwhile), then the attempts, whose ids are drawn after
+  // the lock and whose numbers count with a snapshot of their own (webhook_attempts_so_far). Rows
+  // with a null id: the deliveries updated.
+  record: statement<{ id: number | null; seq: number; number: number | null }>(
     `WITH n AS ${STATES.postgres},
       done AS (UPDATE webhook_deliveries d SET ${nextState('d')} FROM n WHERE ${OWNED('d')} RETURNING d.seq),
-      feed AS MATERIALIZED (${feedOrderLock('attempts')} FROM (SELECT COUNT(*) FROM done) AS rows_locked)
-    SELECT seq FROM done UNION ALL SELECT NULL FROM feed`,
+      feed AS MATERIALIZED (${feedOrderLock('attempts')} FROM (SELECT COUNT(*) FROM done) AS rows_locked),
+      ins AS (INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('postgres')} FROM feed, ${ATTEMPTS.postgres} ORDER BY j.k
+        RETURNING id, delivery_seq AS seq, number)
+    SELECT id, seq, number FROM ins UNION ALL SELECT NULL, seq, NULL FROM done`,
   ),
   // Retries of a paused installation wait for its resume (held: out of the due index).
   holdPaused: statement({
@@ -161,8 +169,8 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
      * leases. Returns each attempt's id (its feed cursor), in order, and the deliveries whose state
      * was left alone: given an `owner`, a delivery whose lease that owner no longer holds (it
      * expired and another sender took it) gets the attempt recorded (it was made) but keeps the
-     * state the new holder gives it. Two statements whatever the batch: the states (on PostgreSQL
-     * with the feed's order lock after them), then the attempts.
+     * state the new holder gives it. Whatever the batch: on PostgreSQL one statement (given the
+     * database, its own commit: see recordOutcomes), on SQLite two (the states, then the attempts).
      */
     async completeMany(tx: Queries, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] }> {
       if (!items.length) return { ids: [], stale: [] };
@@ -180,18 +188,32 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
         })),
       );
       let done: Set<number>;
+      let ids: number[];
       if (tx.engine === 'postgres') {
-        const rows = await tx.all(q.completeLocked, { states });
-        done = new Set(rows.filter((r) => r.seq !== null).map((r) => Number(r.seq)));
+        const rows = await tx.all(q.record, { states, attempts: attemptItems(items) });
+        done = new Set(rows.filter((r) => r.id === null).map((r) => Number(r.seq)));
+        ids = idsInOrder(
+          items,
+          rows.filter((r) => r.id !== null),
+        );
       } else {
         done = new Set((await tx.all(q.complete, { states })).map((r) => Number(r.seq)));
         // The attempts are the live tail's feed: inserted last (see store/feed-order.ts).
+        ids = await insertAttempts(tx, items);
       }
-      const ids = await insertAttempts(tx, items);
       const stale = items.filter((i) => !done.has(i.seq)).map((i) => i.seq);
       // A retry's origin has work due then (held ones too: the hint may only be early).
       for (const { seq, origin, next } of items) if (origin !== undefined && done.has(seq) && next.nextAttemptAt !== null) noteDue(origin, next.nextAttemptAt);
       return { ids, stale };
+    },
+
+    /**
+     * A turn's outcomes with nothing else to write: on PostgreSQL one statement and its commit, no
+     * BEGIN or COMMIT of their own; on SQLite one transaction (LOCK_BUSY while another process writes).
+     */
+    recordOutcomes(database: Database, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] } | typeof LOCK_BUSY> {
+      if (database.engine === 'postgres') return this.completeMany(database, items);
+      return database.transactionUnlessBusy((tx) => this.completeMany(tx, items));
     },
 
     /**

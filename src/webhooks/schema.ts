@@ -211,5 +211,11 @@ export const webhooksMigrations: ModuleMigrations = {
     );
     CREATE INDEX webhook_attempts_by_delivery ON webhook_attempts (delivery_seq, number);`,
     CUT_ORIGINS,
+    // A delivery's attempts so far, counted with a snapshot of its own (a VOLATILE function's query
+    // takes a fresh one): called by a turn's record after the feed's order lock, inside the one
+    // statement whose own snapshot is older than the lock (queue-outcomes.ts), so the numbers count
+    // an attempt the lock's previous holder committed.
+    `CREATE OR REPLACE FUNCTION webhook_attempts_so_far(delivery BIGINT) RETURNS BIGINT LANGUAGE sql VOLATILE
+      AS $$ SELECT COUNT(*) FROM webhook_attempts WHERE delivery_seq = delivery $$;`,
   ],
 };

@@ -84,13 +84,16 @@ export function createRecordTurn(deps: RecordDeps): RecordTurn {
     let next: Ahead[] = [];
     try {
       const items = batch.map((e) => ({ seq: e.c.seq, origin: e.c.origin, owner, attempt: e.record, next: e.next, now: e.ended }));
-      const recorded = await database.transactionUnlessBusy(async (tx) => {
-        // Claims first: the attempts are a live tail's feed, inserted last under the feed's order
-        // lock (store/feed-order.ts), which on PostgreSQL is then held from the outcomes' row locks
-        // to the commit, not through the claims as well (every node's record turn waits for it).
-        if (!deps.stopped() && ahead.worthClaiming(now)) next = await ahead.claimDue(tx, now);
-        return queue.completeMany(tx, items);
-      });
+      const recorded =
+        !deps.stopped() && ahead.worthClaiming(now)
+          ? await database.transactionUnlessBusy(async (tx) => {
+              // Claims first: the attempts are a live tail's feed, inserted last under the feed's order
+              // lock (store/feed-order.ts), which on PostgreSQL is then held from the outcomes' row
+              // locks to the commit, not through the claims as well (every node's record turn waits for it).
+              next = await ahead.claimDue(tx, now);
+              return queue.completeMany(tx, items);
+            })
+          : await queue.recordOutcomes(database, items);
       // Another process is committing: these outcomes wait a turn (the claims were rolled back).
       if (recorded === LOCK_BUSY) return ended.putBack(batch);
       ids = recorded.ids;
