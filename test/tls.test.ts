@@ -421,6 +421,9 @@ test('a certificate renewed while requests flow: no request fails, every serving
   const session = await h2Connect(t, url, ca);
   assert.equal((await h2Request(session, { ':path': '/healthz' })).status, 200);
 
+  // Both serving processes up before the swap (the second may still be starting when the first
+  // serves: one started after the swap reads the new pair at its start and has nothing to say).
+  await waitFor(() => /"msg":"switchyard ready: every serving process/.test(s.output()), 30_000);
   const flow = traffic(url, ca, session);
   t.after(() => flow.stop()); // a failure below must not leave the loops running
   await waitFor(() => flow.seen.length >= 20, 10_000);
