@@ -82,7 +82,13 @@ test('a hostile page on a public endpoint cannot read or use the console session
   await loginInBrowser(page, server);
   const attack = await context.newPage();
   await attack.goto(`${endpoint}/page?console=${encodeURIComponent(server.consoleUrl)}`);
-  await attack.waitForFunction(() => (globalThis as any).document.title === 'attacked');
+  // Four requests one after the other: quiet, well under a second; under the whole suite's load
+  // the browser's default 5 s ran out once.
+  await attack
+    .waitForFunction(() => (globalThis as any).document.title === 'attacked', undefined, { timeout: 30_000 })
+    .catch(async (e) => {
+      throw new Error(`the hostile page did not finish its attacks: it shows ${await attack.locator('#out').innerText()}`, { cause: e });
+    });
   const results = JSON.parse(await attack.locator('#out').innerText()) as Record<string, string>;
   await shot(attack, 'hostile-page', attack.locator('#out'));
   if (process.env.SHOW_ATTACKS) console.log(results);
