@@ -64,7 +64,7 @@ test('events: the recent ones filtered by type, installation and time, paged by 
   // An opened event: its own deliveries under its own heading, the filters kept in the address.
   // Its delivery is delivered before the event is opened (a loaded machine can take a while), so
   // the panel finds it so.
-  await waitFor(async () => (await s.api('GET', `/api/v1/deliveries?event=${feedback.eventId}`)).body.deliveries?.[0]?.status === 'delivered', 10_000);
+  await waitFor(async () => (await s.api('GET', `/api/v1/deliveries?event=${feedback.eventId}`)).body.deliveries?.[0]?.status === 'delivered', 30_000);
   await page.getByLabel('Type', { exact: true }).selectOption('page_feedback');
   await page.locator(`tr[data-event="${feedback.eventId}"] a`).first().click();
   const panel = page.locator('section.event');

@@ -178,7 +178,12 @@ test('deliveries: server-side filters, search, cursor pages, the delivery beside
   await page.getByLabel('Status').selectOption('delivered');
   // (Up to 30 s: quiet it takes well under one; under the whole suite's load in CI 15 s ran out once.)
   await waitFor(async () => (await rowIds(page)).length === 30, 30_000).catch(async () => {
-    assert.fail(`the delivered list shows ${(await rowIds(page)).length} of 30; the receiver answered ${bad.answered.get(200) ?? 0} with 200`);
+    const states = (await s.api('GET', '/api/v1/deliveries?limit=100')).body.deliveries
+      .filter((d: { status: string }) => d.status !== 'delivered')
+      .map((d: { id: string; status: string; lastError?: string | null }) => `${d.id} ${d.status} ${d.lastError ?? ''}`);
+    assert.fail(
+      `the delivered list shows ${(await rowIds(page)).length} of 30; the receiver answered ${bad.answered.get(200) ?? 0} with 200; not delivered: ${states.join('; ')}`,
+    );
   });
   assert.equal(bad.answered.get(200), 30);
   assert.deepEqual(await apiIds(s, 'status=failed'), []);
