@@ -285,6 +285,11 @@ test("fuzz: every Content-Disposition Node's fetch reads is read the same, and w
       fc.constantFrom('', ';', ' x'),
     )
     .map(([type, params, tail]) => type + params.join('') + tail);
+  // Found by this property once (a blank at the end of the value counts): kept as fixed cases.
+  for (const d of ['form-data; name=a a ', 'form-data; name=a a', 'form-data; name=a ', 'form-data; name=a ;']) {
+    const body = multipartWith([[d, 'v']], 'B');
+    assert.deepEqual(ourEntries(body, 'B'), await undiciEntries(body, 'multipart/form-data; boundary=B'), JSON.stringify(d));
+  }
   await fc.assert(
     fc.asyncProperty(disposition, async (d) => {
       const body = multipartWith([[d, 'v']], 'B');

@@ -80,7 +80,7 @@ function extendedValue(raw: string, param: string): string {
 
 /** The field name and file name of a part's Content-Disposition value; throws a TypeError when it has no name or cannot be read. */
 export function formDataDisposition(value: string): FormDataDisposition {
-  const s = value.trim();
+  const s = value.trimStart(); // a blank at the end is read, as Node's fetch reads it (`name=a a ` is refused, `name=a ` is not)
   let i = 0;
   const run = (accept: (c: string) => boolean): string => {
     const start = i;

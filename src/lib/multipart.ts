@@ -105,7 +105,10 @@ export function parseMultipart(body: Uint8Array, boundary: string, decode: (byte
     const headers: Record<string, string> = Object.create(null); // a header named __proto__ is a header
     for (const line of decode(body.subarray(at, headEnd)).split('\r\n')) {
       const colon = line.indexOf(':');
-      if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+      if (colon <= 0) continue;
+      const name = line.slice(0, colon).trim().toLowerCase();
+      // Content-Disposition keeps its trailing blanks: Node's fetch reads them (`name=a a ` is refused, `name=a a` is not).
+      headers[name] = name === 'content-disposition' ? line.slice(colon + 1).trimStart() : line.slice(colon + 1).trim();
     }
     const disposition = headers['content-disposition'];
     if (disposition === undefined) throw new TypeError('a multipart/form-data part has no Content-Disposition naming its field');
