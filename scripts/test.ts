@@ -60,9 +60,6 @@ const r = spawnSync(
     // Four files at a time on two cores: the suites wait on real clocks and child processes much of
     // the time (measured, slowest first: 4 min 53 s at three, 4 min 24 s at four, the same CPU time).
     '--test-concurrency=4',
-    // A file whose tests have all ended exits, even with a handle left open (a server a failed test
-    // did not close): the run reports the failure instead of waiting for that file forever.
-    '--test-force-exit',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     `--test-reporter=${join(root, 'scripts/test-durations.ts')}`,

@@ -133,6 +133,7 @@ export const storeHealthMigrationPostgres = 'CREATE TABLE IF NOT EXISTS store_pr
 
 /** The storage codes of the error table (src/errors.ts). */
 type StorageCode = Extract<ErrorCode, `storage_${string}`>;
+const STORAGE_CODES = new Set<string>(['storage_full', 'storage_read_only', 'storage_busy', 'storage_failed', 'storage_unavailable'] satisfies StorageCode[]);
 
 function hintFor(code: string, store: StoreName): string {
   if (store.engine === 'postgres') {
@@ -177,8 +178,8 @@ export function storageCode(error: unknown): StorageCode | undefined {
   // The database out of reach, not a write that failed: a lost, refused or timed-out connection
   // (class 08, or the socket's own error when there is no SQLSTATE to give), a server
   // shutting down or starting (57P), no connection slot left (53300). Reads fail alike.
-  // The store's own errors, already worded: the pool's (postgres/pool.ts), the lock wait's (database.ts).
-  if (code === 'storage_unavailable' || code === 'storage_busy') return code;
+  // The store's own errors, already worded (the pool's, the lock wait's, a module's that passed one on).
+  if (STORAGE_CODES.has(code)) return code as StorageCode;
   if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_unavailable';
   return undefined;
 }
