@@ -22,7 +22,16 @@ type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]>
 
 export function tmpDir(t: TestContext | undefined, prefix = 'switchyard-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  t?.after(() => rmSync(dir, { recursive: true, force: true }));
+  // Never throws: a process of the test may still be writing in it (hooks run in the order they were
+  // registered, so a serve started later is killed after this), and a throw here skipped the hooks
+  // after it: that serve and its receiver stayed up, and the file's process never ended (a CI run hung).
+  t?.after(() => {
+    try {
+      rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+    } catch {
+      /* left for the OS's temp cleaning */
+    }
+  });
   return dir;
 }
 
