@@ -26,7 +26,7 @@ export type { ReplayFilter, ReplayRefusal } from './queue-replay.ts';
 /** `dlv_` + a time-ordered id (see src/ids.ts). */
 export const newDeliveryId = (now = Date.now()): string => timeOrderedId('dlv', now);
 
-/** One delivery to enqueue. With `lease`, stored already claimed by that owner; with `held`, stored held. */
+/** One delivery to enqueue. With `lease`, stored already claimed by that owner (unless its installation is paused: then held). */
 export interface EnqueueInput {
   id?: string;
   eventId: string;
@@ -35,7 +35,6 @@ export interface EnqueueInput {
   url: string;
   body: string;
   now: number;
-  held?: boolean;
   lease?: { owner: string; until: number };
 }
 
@@ -45,7 +44,7 @@ export interface EnqueueInput {
 // stored), not asked first in a statement of its own.
 const COLUMNS = 'id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at';
 const STORED = `j.id, j.event_id, j.event_type, j.installation_id, j.url, j.origin, j.body,
-  CASE WHEN j.paused THEN 'held' ELSE j.status END, CASE WHEN j.paused THEN NULL ELSE j.next END,
+  CASE WHEN j.paused THEN 'held' ELSE 'pending' END, CASE WHEN j.paused THEN NULL ELSE j.now END,
   CASE WHEN j.paused THEN NULL ELSE j.lease_until END, CASE WHEN j.paused THEN NULL ELSE j.lease_owner END, j.now, j.now`;
 const q = {
   insert: statement<{ seq: number; id: string; status: string }>({
@@ -54,7 +53,7 @@ const q = {
       FROM (SELECT i.*, EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = i.installation_id AND e.paused = 1) AS paused
             FROM (SELECT key AS k, value ->> 'id' AS id, value ->> 'eventId' AS event_id, value ->> 'eventType' AS event_type,
                     value ->> 'installationId' AS installation_id, value ->> 'url' AS url, value ->> 'origin' AS origin, value ->> 'body' AS body,
-                    value ->> 'status' AS status, value ->> 'next' AS next, value ->> 'leaseUntil' AS lease_until, value ->> 'leaseOwner' AS lease_owner,
+                    value ->> 'leaseUntil' AS lease_until, value ->> 'leaseOwner' AS lease_owner,
                     value ->> 'now' AS now
                   FROM json_each(@items)) AS i) AS j
       WHERE true ORDER BY j.k
@@ -62,7 +61,7 @@ const q = {
       RETURNING seq, id, status`,
     postgres: `WITH i AS (
         SELECT k, v ->> 'id' AS id, v ->> 'eventId' AS event_id, v ->> 'eventType' AS event_type, v ->> 'installationId' AS installation_id,
-          v ->> 'url' AS url, v ->> 'origin' AS origin, v ->> 'body' AS body, v ->> 'status' AS status, (v ->> 'next')::bigint AS next,
+          v ->> 'url' AS url, v ->> 'origin' AS origin, v ->> 'body' AS body,
           (v ->> 'leaseUntil')::bigint AS lease_until, v ->> 'leaseOwner' AS lease_owner, (v ->> 'now')::bigint AS now
         FROM json_array_elements(CAST(@items AS json)) WITH ORDINALITY AS x(v, k)),
       p AS (SELECT installation_id, paused FROM webhook_endpoints WHERE installation_id IN (SELECT installation_id FROM i) FOR SHARE),
@@ -86,14 +85,13 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
      * Enqueue deliveries in the caller's transaction, in one statement. Each is null when its event
      * already has one for its installation. One with a `lease` is stored already claimed by that
      * owner (its first attempt starts as soon as the transaction commits, without a claim of its
-     * own). One `held`, or of a paused installation, is stored `held` (without its lease), with no
+     * own). One of a paused installation is stored `held` (without its lease), with no
      * next attempt, and waits for releaseHeld: its status says so.
      */
     async enqueueMany(tx: Queries, inputs: EnqueueInput[]): Promise<Array<Claimed | null>> {
       if (!inputs.length) return [];
       const rows = inputs.map((input) => {
         // The caller may have made the id already: the body names it (see body.ts).
-        const held = input.held === true && !input.lease;
         return {
           id: input.id ?? newDeliveryId(input.now),
           eventId: input.eventId,
@@ -102,8 +100,6 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
           url: input.url,
           origin: originOf(input.url),
           body: input.body,
-          status: held ? 'held' : 'pending',
-          next: held ? null : input.now,
           leaseUntil: input.lease?.until ?? null,
           leaseOwner: input.lease?.owner ?? null,
           now: input.now,
