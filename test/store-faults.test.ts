@@ -90,6 +90,41 @@ test('a full disk: events refused with 507 and a hint, /healthz failing, then th
   await recovers(s, receiver, acknowledged);
 });
 
+test('a full disk stays failing while a small write still fits (one into WAL pages already there): it clears once the disk has room and a write succeeds', async (t) => {
+  const dir = tmpfs(t, 8);
+  if (!dir) return t.skip('cannot mount a tmpfs here (needs root)');
+  const store = openStore(join(dir, 'data'));
+  t.after(() => store.close());
+  const write = (at: number) => store.sqlite!.prepare('INSERT INTO store_probe (id, at) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET at = excluded.at').run(at);
+  // A WAL with room in it: frames written, then checkpointed, so the next writer starts over at its beginning.
+  for (let i = 0; i < 50; i++) write(i);
+  store.sqlite!.pragma('wal_checkpoint(RESTART)');
+  const filler = fillDisk(dir);
+  // An event's worth that does not fit, reported as the API reports it.
+  let refused: unknown;
+  assert.throws(
+    () => {
+      try {
+        store.sqlite!.exec('CREATE TABLE big AS SELECT randomblob(1000000) AS b');
+      } catch (e) {
+        refused = e;
+        throw e;
+      }
+    },
+    { code: 'SQLITE_FULL' },
+  );
+  store.health.failed(refused);
+  // What a sender's record did between an event's 507 and /healthz in a CI run: a write that fit.
+  write(100);
+  store.health.ok();
+  const still = store.health.status();
+  assert.equal(still.ok, false, 'a write that fit on a full disk cleared the failure');
+  assert.equal(!still.ok && still.code, 'storage_full');
+  rmSync(filler);
+  store.health.ok();
+  assert.deepEqual(store.health.status(), { ok: true });
+});
+
 test('an immutable WAL file (chattr +i): 503 with a hint while it lasts, then the queue resumes by itself', async (t) => {
   const probe = spawnSync('chattr', ['--help']);
   if (probe.error) return t.skip('chattr is not installed');

@@ -1,7 +1,8 @@
 /**
  * Whether the store can take writes, as the server last saw it. Writers report their failures
  * (a full disk, a read-only file, a lock held too long, PostgreSQL out of reach); /healthz says
- * "failing" from the first failure until a write succeeds again, and "unavailable" while the store
+ * "failing" from the first failure until a write succeeds again (for a full disk, a write and a MB
+ * free on the data directory's disk), and "unavailable" while the store
  * does not answer a read within READ_WAIT_MS (readable). While failing, a probe writes a second after the latest failure, and each second after, so recovery is
  * seen even when no request comes to try. A SELECT is no test: reads keep working on a full disk.
  *
@@ -110,6 +111,9 @@ export function createStoreHealth(database: Database, store: StoreName, opts: { 
     storageError: (error) => storageError(error, store),
     ok() {
       if (!failure) return;
+      // A full disk is not over because a small write fit (a record into WAL pages already there,
+      // the probe's one row) while an event is refused: it stays failing until the disk has room.
+      if (failure.code === 'storage_full' && store.engine === 'sqlite' && (freeBytes(store.dataDir) ?? Infinity) < NEARLY_FULL_BYTES) return;
       failure = undefined;
       if (probe) clearTimeout(probe);
       probe = undefined;
