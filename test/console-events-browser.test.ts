@@ -64,7 +64,14 @@ test('events: the recent ones filtered by type, installation and time, paged by 
   // An opened event: its own deliveries under its own heading, the filters kept in the address.
   // Its delivery is delivered before the event is opened (a loaded machine can take a while), so
   // the panel finds it so.
-  await waitFor(async () => (await s.api('GET', `/api/v1/deliveries?event=${feedback.eventId}`)).body.deliveries?.[0]?.status === 'delivered', 30_000);
+  await waitFor(async () => (await s.api('GET', `/api/v1/deliveries?event=${feedback.eventId}`)).body.deliveries?.[0]?.status === 'delivered', 30_000).catch(
+    async (e) => {
+      // Said with the delivery's own record if it happens: which state it is in, and its attempts.
+      const listed = (await s.api('GET', `/api/v1/deliveries?event=${feedback.eventId}`)).body.deliveries ?? [];
+      const details = await Promise.all(listed.map(async (d: { id: string }) => (await s.api('GET', `/api/v1/deliveries/${d.id}`)).body));
+      throw new Error(`the event's delivery is not delivered after 30 s: ${JSON.stringify(details)}`, { cause: e });
+    },
+  );
   await page.getByLabel('Type', { exact: true }).selectOption('page_feedback');
   await page.locator(`tr[data-event="${feedback.eventId}"] a`).first().click();
   const panel = page.locator('section.event');
