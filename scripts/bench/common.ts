@@ -1,7 +1,7 @@
 /** What the benchmarks share: their settings from the environment, the median they report, and the real `switchyard serve` they measure. */
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -139,4 +139,26 @@ export function ask<T>(child: ChildProcess, msg: unknown, key: string): Promise<
     child.on('message', on);
     if (msg !== undefined) child.send(msg as any);
   });
+}
+
+/** CPU time (ms) a process has used, or undefined once it is gone. */
+export function cpuMs(pid: number): number | undefined {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / TICKS;
+  } catch {
+    return undefined;
+  }
+}
+const TICKS = 100; // USER_HZ on Linux
+/** A process and its descendants. */
+export function processTree(pid: number): number[] {
+  const out = [pid];
+  try {
+    for (const t of readdirSync(`/proc/${pid}/task`))
+      for (const c of readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(' ').filter(Boolean)) out.push(...processTree(Number(c)));
+  } catch {
+    /* gone */
+  }
+  return out;
 }

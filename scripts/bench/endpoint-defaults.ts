@@ -16,7 +16,7 @@
  * server that has just started compiles its hot path during the first thousands of events).
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { ask, median, percentile, setting, startServe } from './common.ts';
+import { ask, cpuMs, median, percentile, processTree, setting, startServe } from './common.ts';
 
 const N = setting('BENCH_N', 10_000);
 const ROUNDS = setting('BENCH_ROUNDS', 3);
@@ -46,9 +46,18 @@ async function receiver(): Promise<{ proc: ChildProcess; port: number }> {
   return { proc, port };
 }
 
+/** CPU ms used so far by the processes of these trees (those alive now). */
+function cpuOf(roots: number[]): Map<number, number> {
+  return new Map(roots.flatMap(processTree).map((pid) => [pid, cpuMs(pid) ?? 0]));
+}
+const cpuSince = (before: Map<number, number>, after: Map<number, number>) => [...after].reduce((ms, [pid, v]) => ms + v - (before.get(pid) ?? 0), 0);
+
 async function round(rx: { proc: ChildProcess; port: number }, serve: Awaited<ReturnType<typeof startServe>>) {
+  const cpu0 = { serve: cpuOf([serve.child.pid!]), rx: cpuOf([rx.proc.pid!]) };
   const blast = await ask<{ ms: number; ackedMs: number; refused: number; received: number }>(rx.proc, { blast: { url: serve.url } }, 'ms');
   if (blast.refused || blast.received < N) throw new Error(`${blast.refused} ingest requests refused, ${blast.received} of ${N} delivered`);
+  // The burst's CPU per delivery: less noisy than its rate on a machine shared with anything else.
+  const cpu1 = { serve: cpuOf([serve.child.pid!]), rx: cpuOf([rx.proc.pid!]) };
   const metrics = await (await fetch(`${serve.url}/metrics`, { headers: { authorization: `Bearer ${serve.token}` } })).text();
   const load = await ask<{ latencies: number[]; lost: number }>(rx.proc, { load: { url: serve.url, rate: 1000, seconds: LATENCY_SECONDS } }, 'latencies');
   const sorted = load.latencies.sort((a, b) => a - b);
@@ -58,6 +67,8 @@ async function round(rx: { proc: ChildProcess; port: number }, serve: Awaited<Re
     p50: percentile(sorted, 50),
     p99: percentile(sorted, 99),
     lost: load.lost,
+    cpuServe: (cpuSince(cpu0.serve, cpu1.serve) * 1000) / N,
+    cpuRx: (cpuSince(cpu0.rx, cpu1.rx) * 1000) / N,
     // The histograms count from the server's start: every round so far, the warm-up's included.
     holdP50: histogramQuantile(metrics, 'switchyard_webhook_slot_hold_seconds', 0.5) * 1000,
     holdP99: histogramQuantile(metrics, 'switchyard_webhook_slot_hold_seconds', 0.99) * 1000,
@@ -95,6 +106,9 @@ async function main(): Promise<void> {
   );
   console.log(
     `slot hold   per attempt p50 <= ${f(m('holdP50'))} ms, p99 <= ${f(m('holdP99'))} ms (bucket bounds); the HTTP exchange alone p50 <= ${f(m('httpP50'))} ms`,
+  );
+  console.log(
+    `cpu         per delivery in the burst: switchyard (every process) ${Math.round(m('cpuServe'))} us, load generator and receiver ${Math.round(m('cpuRx'))} us (/proc, 10 ms ticks)`,
   );
   console.log(`rounds      deliveries/s [${rounds.map((r) => Math.round(r.rate)).join(', ')}]  p99 ms [${rounds.map((r) => f(r.p99)).join(', ')}]`);
   rx.proc.disconnect();

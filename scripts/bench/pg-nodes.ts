@@ -56,7 +56,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { makeWorkerUtils, type WorkerUtils } from 'graphile-worker';
 import { samplePayload } from '../../src/events/index.ts';
-import { ask, median, percentile, servingUrl, setting } from './common.ts';
+import { ask, cpuMs, median, percentile, processTree as tree, servingUrl, setting } from './common.ts';
 import { startPostgres, type PgServer } from '../../test/helpers/postgres.ts';
 
 const N = setting('BENCH_N', 3000);
@@ -261,27 +261,6 @@ async function api(node: Node, method: string, path: string, body?: unknown): Pr
 }
 
 // --- CPU and PostgreSQL counters -----------------------------------------------------------------
-/** CPU time (ms) a process has used, or undefined once it is gone. */
-function cpuMs(pid: number): number | undefined {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / TICKS;
-  } catch {
-    return undefined;
-  }
-}
-const TICKS = 100; // USER_HZ on Linux
-/** A process and its descendants. */
-function tree(pid: number): number[] {
-  const out = [pid];
-  try {
-    for (const t of readdirSync(`/proc/${pid}/task`))
-      for (const c of readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(' ').filter(Boolean)) out.push(...tree(Number(c)));
-  } catch {
-    /* gone */
-  }
-  return out;
-}
 /** The PostgreSQL server's processes (its postmaster and every child), from its data directory's postmaster.pid. */
 const postgresPids = (server: PgServer) => {
   try {
