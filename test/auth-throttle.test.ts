@@ -10,6 +10,7 @@ import { AUTH_FAILURES_ALLOWED, authThrottleShare, clientAddress, createAuthThro
 import { parseConfigText } from '../src/config/index.ts';
 import { join } from 'node:path';
 import { ROOT, startTestServer } from './helpers/index.ts';
+import { knownSecretEqual } from '../src/http/auth.ts';
 
 /** GET /api/v1/installations with `token`, from a given local address (127.0.0.0/8 is all loopback). */
 function get(
@@ -137,5 +138,26 @@ test('N serving processes, each with its share: a guesser who always finds a pro
     // At first: the whole budget at most, as long as each process can be given a whole guess.
     if (n <= AUTH_FAILURES_ALLOWED)
       assert.ok(answered.filter((s) => s < 60).length <= AUTH_FAILURES_ALLOWED, `${n} processes, first minute: ${answered.filter((s) => s < 60).length}`);
+  }
+});
+
+test('the admin token comparison: its digest made once per token value, a new value compared as new', () => {
+  const equal = knownSecretEqual();
+  assert.equal(equal('sy_admin_one', 'sy_admin_one'), true);
+  assert.equal(equal('sy_admin_on', 'sy_admin_one'), false);
+  assert.equal(equal('sy_admin_one ', 'sy_admin_one'), false);
+  // The token changed (a configuration reload): the old one no longer matches.
+  assert.equal(equal('sy_admin_one', 'sy_admin_two'), false);
+  assert.equal(equal('sy_admin_two', 'sy_admin_two'), true);
+  assert.equal(equal('', 'sy_admin_two'), false);
+});
+
+test('a client address is keyed the same however often it is asked, for IPv4, mapped IPv4 and IPv6', () => {
+  const req = (ip: string) => Object.assign(new Request('http://x/'), { ip });
+  for (let i = 0; i < 2; i++) {
+    assert.equal(clientAddress(req('127.0.0.1')), '127.0.0.1');
+    assert.equal(clientAddress(req('::ffff:127.0.0.1')), '127.0.0.1');
+    assert.equal(clientAddress(req('2001:db8:1:2:3:4:5:6')), '2001:db8:1:2::/64');
+    assert.equal(clientAddress(req('not an address')), 'not an address');
   }
 });

@@ -9,7 +9,7 @@ import { ERROR_CODES, errorCodeOf, SwitchyardError, type ErrorCode } from '../er
 import type { LoadedConfig } from '../config/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { Store } from '../store/index.ts';
-import { bearerToken, INSTALL_LINK_PREFIX, safeEqual } from './auth.ts';
+import { bearerToken, INSTALL_LINK_PREFIX, knownSecretEqual } from './auth.ts';
 import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument, type OpenApiPart } from './openapi.ts';
@@ -95,11 +95,13 @@ export async function authenticate(req: Request, services: HttpServices): Promis
  * while the client's address is blocked (nothing compared), and a mismatch counts against it.
  * The API's bearer check and the console login both go through here.
  */
+const adminTokenEqual = knownSecretEqual();
+
 export function isAdminToken(req: Request, token: string, services: HttpServices): boolean {
   const throttle = services.authThrottle;
   const address = clientAddress(req, services.config.server.trust_proxy);
   throttle?.check(address);
-  if (safeEqual(token, services.adminToken)) return true;
+  if (adminTokenEqual(token, services.adminToken)) return true;
   if (throttle?.fail(address)) services.log.warn('authentication refused for a while: too many wrong tokens', { address });
   return false;
 }

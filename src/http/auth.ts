@@ -36,9 +36,23 @@ export function resolveAdminToken(config: Pick<Config, 'admin_token' | 'data_dir
 
 /** Constant-time equality of two secrets of any length (hash first so lengths do not leak). */
 export function safeEqual(a: string, b: string): boolean {
-  const ha = createHash('sha256').update(a).digest();
-  const hb = createHash('sha256').update(b).digest();
-  return timingSafeEqual(ha, hb) && a.length === b.length;
+  return equalsDigest(a, createHash('sha256').update(b).digest(), b.length);
+}
+
+function equalsDigest(presented: string, digest: Buffer, length: number): boolean {
+  return timingSafeEqual(createHash('sha256').update(presented).digest(), digest) && presented.length === length;
+}
+
+/**
+ * safeEqual against a secret that stays the same from call to call (the admin token, compared on
+ * every API request): its digest is made once per value, not per request.
+ */
+export function knownSecretEqual(): (presented: string, secret: string) => boolean {
+  let known: { secret: string; digest: Buffer } | undefined;
+  return (presented, secret) => {
+    if (known?.secret !== secret) known = { secret, digest: createHash('sha256').update(secret).digest() };
+    return equalsDigest(presented, known.digest, secret.length);
+  };
 }
 
 /** How an install link begins (src/installations/links.ts makes them; the guard tells a broken one apart to say so). */

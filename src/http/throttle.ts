@@ -104,7 +104,14 @@ export function clientAddress(req: Request, trustedProxies = 0): string {
         .filter(Boolean) ?? [];
     if (entries.length) address = entries[Math.max(0, entries.length - trustedProxies)];
   }
-  const canonical = canonicalIP(address);
-  if (canonical === undefined) return address;
-  return canonical.includes(':') ? `${canonical.split(':').slice(0, 4).join(':')}::/64` : canonical;
+  let key = keys.get(address);
+  if (key === undefined) {
+    const canonical = canonicalIP(address);
+    key = canonical === undefined ? address : canonical.includes(':') ? `${canonical.split(':').slice(0, 4).join(':')}::/64` : canonical;
+    // Asked on every request, by few addresses: each one's key made once (the map emptied when it fills).
+    if (keys.size >= 4096) keys.clear();
+    keys.set(address, key);
+  }
+  return key;
 }
+const keys = new Map<string, string>();

