@@ -257,6 +257,45 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(await db.transactionUnlessBusy(async () => 'ran'), 'ran');
   });
 
+  test(title(
+    'SQLite: transactionUnlessBusy asked for twice in one turn is one transaction, each in its savepoint: one failing leaves the other committed; alone, a failure rolls back',
+  ), { skip: pg ? 'SQLite only' : false }, async (t) => {
+    const { dir, db } = await open(t, implementation);
+    const other = new BetterSqlite(join(dir, DB_FILE));
+    t.after(() => other.close());
+    const seenByOther = () => (other.prepare('SELECT v FROM things ORDER BY id').all() as Array<{ v: string }>).map((r) => r.v);
+    let duringSecond: string[] | undefined;
+    const first = db.transactionUnlessBusy(async (tx) => {
+      await tx.run(insertNamed, { v: 'first' });
+      return 'first done';
+    });
+    const second = db.transactionUnlessBusy(async (tx) => {
+      // The first one's row is written, and not yet committed: the same transaction.
+      duringSecond = seenByOther();
+      assert.equal(Number(await tx.value(count)), 1);
+      await tx.run(insertNamed, { v: 'second' });
+      throw new Error('second fails');
+    });
+    const third = db.transactionUnlessBusy(async (tx) => {
+      await tx.run(insertNamed, { v: 'third' });
+      return 'third done';
+    });
+    assert.equal(await first, 'first done');
+    await assert.rejects(second, /second fails/);
+    assert.equal(await third, 'third done');
+    assert.deepEqual(duringSecond, [], 'nothing of the turn was committed while it ran');
+    assert.deepEqual(seenByOther(), ['first', 'third']);
+    // Alone in its turn, a failure is its transaction's: nothing of it stays.
+    await assert.rejects(
+      db.transactionUnlessBusy(async (tx) => {
+        await tx.run(insertNamed, { v: 'alone' });
+        throw new Error('alone fails');
+      }),
+      /alone fails/,
+    );
+    assert.deepEqual(seenByOther(), ['first', 'third']);
+  });
+
   test(title("SQLite: a statement outside a transaction waits for another connection's write lock on timers, not in SQLite's sleeping busy handler"), {
     skip: pg ? 'SQLite only' : false,
   }, async (t) => {

@@ -73,6 +73,8 @@ export interface Database extends Queries {
   /**
    * As transaction, but answers LOCK_BUSY (nothing done, `fn` never called) when SQLite's write lock is
    * held by another process right now: a group commit waits a turn instead (store/patience.ts).
+   * On SQLite the ones asked for in the same turn of the event loop share one transaction, each in
+   * a savepoint (one lock, one commit: store/database.ts); `fn` runs in a later turn than the call.
    * PostgreSQL has no such lock: there it is transaction.
    */
   transactionUnlessBusy<T>(fn: (tx: Tx) => Promise<T>): Promise<T | typeof LOCK_BUSY>;
