@@ -55,8 +55,13 @@ async function recovers(s: DeliveryTestServer, receiver: Awaited<ReturnType<type
     throw new Error(`undelivered after recovery: ${acknowledged.filter((id) => !receiver.delivered.has(id)).join(', ')}`);
   });
   await waitFor(() => s.deliveries.inFlight() === 0, 5_000);
-  const notDelivered = s.services.store.sqlite!.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status != 'delivered'").get() as { n: number };
-  assert.equal(notDelivered.n, 0, 'every stored delivery ends delivered');
+  // An attempt's slot is free before its outcome is written (the record turn comes after): the rows
+  // say delivered a moment after the receiver saw the last one.
+  const notDelivered = () =>
+    s.services.store.sqlite!.prepare("SELECT id, event_id, status, attempts, next_attempt_at FROM webhook_deliveries WHERE status != 'delivered'").all();
+  await waitFor(() => notDelivered().length === 0, 5_000).catch(() => {
+    throw new Error(`every stored delivery ends delivered; these did not: ${JSON.stringify(notDelivered())} (acknowledged: ${acknowledged.join(', ')})`);
+  });
   const metrics = await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${s.token}` } })).text();
   assert.match(metrics, /^switchyard_webhook_attempts_in_flight 0$/m, 'no slot leaked');
 }
@@ -176,7 +181,8 @@ test('a write lock another process holds past the lock wait: events refused with
   t.after(() => {
     if (held) other.sqlite!.exec('ROLLBACK');
   });
-  const refused = await s.send(samplePayload('site_view'));
+  const refusedEvent = samplePayload('site_view');
+  const refused = await s.send(refusedEvent);
   assert.equal(refused.status, 503, JSON.stringify(refused.body));
   assert.equal(refused.body.error.code, 'storage_busy');
   // Failing from the refusal on (a loaded machine may also make a /healthz read miss its 500 ms and
@@ -191,6 +197,11 @@ test('a write lock another process holds past the lock wait: events refused with
   other.sqlite!.exec('ROLLBACK');
   held = false;
   await recovers(s, receiver, acknowledged);
+  // Refused means not stored: neither the event nor a delivery of it, then or once the lock is free.
+  const stored = s.services.store.sqlite!.prepare(
+    'SELECT (SELECT COUNT(*) FROM events WHERE id = ?) + (SELECT COUNT(*) FROM webhook_deliveries WHERE event_id = ?) AS n',
+  );
+  assert.equal((stored.get(refusedEvent.eventId, refusedEvent.eventId) as { n: number }).n, 0);
 });
 
 test('after a full disk under load (serve, 2 processes): the space freed goes to a checkpoint, not the WAL; events are taken again within seconds and stay so; the WAL stays bounded', {
