@@ -153,7 +153,9 @@ process.on('exit', () => alive.forEach((c) => c.kill('SIGKILL')));
  */
 const probed = (loopDir: string): NodeJS.ProcessEnv => ({
   ...process.env,
-  NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${pathToFileURL(join(ROOT, 'scripts/bench/loop-delay-probe.ts')).href}`.trim(),
+  // BENCH_SERVE_NODE_OPTIONS reaches the probed processes alone, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`.
+  NODE_OPTIONS:
+    `${process.env.NODE_OPTIONS ?? ''} ${process.env.BENCH_SERVE_NODE_OPTIONS ?? ''} --import=${pathToFileURL(join(ROOT, 'scripts/bench/loop-delay-probe.ts')).href}`.trim(),
   BENCH_LOOP_DELAY_DIR: loopDir,
 });
 /** Opens the event-loop delay window `name` in every probed process (closes the one open), or closes it (''). */
