@@ -296,6 +296,40 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.deepEqual(seenByOther(), ['first', 'third']);
   });
 
+  test(title('SQLite: a turn whose transaction SQLite rolled back itself (a full disk, an I/O error) fails every joiner, and no joiner after it runs alone'), {
+    skip: pg ? 'SQLite only' : false,
+  }, async (t) => {
+    const { dir, db, store } = await open(t, implementation);
+    const other = new BetterSqlite(join(dir, DB_FILE));
+    t.after(() => other.close());
+    let laterRan = false;
+    const first = db.transactionUnlessBusy(async (tx) => {
+      await tx.run(insertNamed, { v: 'first' });
+      return 'first';
+    });
+    const failing = db.transactionUnlessBusy(async (tx) => {
+      await tx.run(insertNamed, { v: 'failing' });
+      // What SQLite does on some SQLITE_FULL and SQLITE_IOERR errors: the whole transaction undone.
+      store.sqlite!.exec('ROLLBACK');
+      throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    });
+    const later = db.transactionUnlessBusy(async (tx) => {
+      laterRan = true;
+      await tx.run(insertNamed, { v: 'later' });
+      return 'later';
+    });
+    const settled = await Promise.allSettled([first, failing, later]);
+    assert.deepEqual(
+      settled.map((r) => r.status),
+      ['rejected', 'rejected', 'rejected'],
+      'the turn was undone: every joiner is told so',
+    );
+    assert.equal(laterRan, false, 'a joiner after the rollback would have committed alone');
+    assert.deepEqual(other.prepare('SELECT v FROM things').all(), []);
+    // The connection is usable after it.
+    assert.equal(await db.transactionUnlessBusy(async (tx) => (await tx.run(insertNamed, { v: 'after' })).changes), 1);
+  });
+
   test(title("SQLite: a statement outside a transaction waits for another connection's write lock on timers, not in SQLite's sleeping busy handler"), {
     skip: pg ? 'SQLite only' : false,
   }, async (t) => {

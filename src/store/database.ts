@@ -260,6 +260,9 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
             try {
               outcomes.push({ value: await tx.transaction(j.fn) });
             } catch (error) {
+              // SQLite may roll the whole transaction back itself (a full disk, an I/O error): then
+              // every joiner's work is gone, and one run after it would commit alone, outside it.
+              if (!db.inTransaction) throw error;
               outcomes.push({ error });
             }
       }, true);
