@@ -330,6 +330,37 @@ for (const implementation of IMPLEMENTATIONS) {
     assert.equal(await db.transactionUnlessBusy(async (tx) => (await tx.run(insertNamed, { v: 'after' })).changes), 1);
   });
 
+  test(title(
+    'SQLite: after SQLite rolled a transaction back itself, a savepoint begun in it fails instead of committing alone (a batch stored unit by unit)',
+  ), { skip: pg ? 'SQLite only' : false }, async (t) => {
+    const { dir, db, store } = await open(t, implementation);
+    const other = new BetterSqlite(join(dir, DB_FILE));
+    t.after(() => other.close());
+    const units: string[] = [];
+    await assert.rejects(
+      db.transaction(async (tx) => {
+        for (const v of ['a', 'b', 'c'])
+          try {
+            await tx.transaction(async (sp) => {
+              await sp.run(insertNamed, { v });
+              if (v === 'b') {
+                store.sqlite!.exec('ROLLBACK'); // as SQLite may on SQLITE_FULL or SQLITE_IOERR
+                throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+              }
+            });
+            units.push(`${v} stored`);
+          } catch (e) {
+            units.push(`${v} failed: ${(e as Error).message}`);
+          }
+      }),
+      // Not SQLite's "cannot commit - no transaction is active": a storage failure, answered 503.
+      { code: 'storage_failed', message: /rolled back by the database itself/ },
+    );
+    assert.deepEqual(units.slice(0, 2), ['a stored', 'b failed: database or disk is full']);
+    assert.match(units[2], /^c failed: the transaction was rolled back/);
+    assert.deepEqual(other.prepare('SELECT v FROM things').all(), [], 'nothing stored, c not on its own');
+  });
+
   test(title("SQLite: a statement outside a transaction waits for another connection's write lock on timers, not in SQLite's sleeping busy handler"), {
     skip: pg ? 'SQLite only' : false,
   }, async (t) => {
