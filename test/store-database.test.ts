@@ -359,7 +359,7 @@ for (const implementation of IMPLEMENTATIONS) {
       () => undefined,
       (e: Error) => e,
     );
-    assert.match(String(firstError?.message), /rolled back by SQLite/);
+    assert.match(String(firstError?.message), /SQLite rolled it back/);
     assert.equal(store.sqlite!.inTransaction, false);
     assert.equal(await joiner('after'), 'after', 'the next turn works');
   });

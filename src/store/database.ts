@@ -158,9 +158,9 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
     if (!db.inTransaction)
       throw new SwitchyardError(
         'storage_failed',
-        'the transaction was rolled back by SQLite after an error of one of its statements: nothing of it was stored',
+        'the transaction is no longer open: SQLite rolled it back after an error of one of its statements, nothing of it was stored',
         {
-          hint: 'see the error logged before this one (a statement of the same transaction); the work can be tried again',
+          hint: 'the error of that statement was reported to whoever ran it; the work can be tried again',
         },
       );
   };
