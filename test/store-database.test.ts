@@ -382,4 +382,50 @@ for (const implementation of IMPLEMENTATIONS) {
     // Who takes the connection itself (a backup, a copy) gets its usual busy timeout.
     assert.equal(store.sqlite!.pragma('busy_timeout', { simple: true }), 5000);
   });
+
+  test(title(
+    "SQLite: a joiner whose error makes SQLite roll the whole transaction back (a trigger's RAISE(ROLLBACK)) leaves no joiner of its turn told otherwise than what the file holds",
+  ), { skip: pg ? 'SQLite only' : false }, async (t) => {
+    const { dir, db, store } = await open(t, implementation);
+    store.sqlite!.exec(
+      "CREATE TABLE guarded (v TEXT); CREATE TRIGGER guard BEFORE INSERT ON guarded BEGIN SELECT RAISE(ROLLBACK, 'refused by the trigger'); END",
+    );
+    const other = new BetterSqlite(join(dir, DB_FILE));
+    t.after(() => other.close());
+    const hooks: string[] = [];
+    const joiner = (v: string) =>
+      db.transactionUnlessBusy(async (tx) => {
+        tx.afterCommit(() => hooks.push(`${v} committed`));
+        tx.onRollback(() => hooks.push(`${v} rolled back`));
+        await tx.run(insertNamed, { v });
+        return v;
+      });
+    const first = joiner('first');
+    const guarded = db.transactionUnlessBusy(async (tx) => {
+      await tx.run(statement("INSERT INTO guarded (v) VALUES ('x')"));
+    });
+    const third = joiner('third');
+    const settled = await Promise.allSettled([first, guarded, third]);
+    assert.equal(settled[1].status, 'rejected');
+    const stored = (other.prepare('SELECT v FROM things ORDER BY id').all() as Array<{ v: string }>).map((r) => r.v);
+    for (const [i, v] of [
+      [0, 'first'],
+      [2, 'third'],
+    ] as const) {
+      const told = settled[i].status === 'fulfilled' ? 'committed' : 'rolled back';
+      assert.equal(stored.includes(v), told === 'committed', `${v}: told ${told}, the file holds ${JSON.stringify(stored)}`);
+      assert.ok(
+        hooks.includes(`${v} ${told}`) && !hooks.includes(`${v} ${told === 'committed' ? 'rolled back' : 'committed'}`),
+        `${v}: told ${told}, hooks ${JSON.stringify(hooks)}`,
+      );
+    }
+    assert.equal(await third, 'third', 'who had not run yet when the transaction was lost runs in the next turn');
+    const firstError = await first.then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    assert.match(String(firstError?.message), /SQLite rolled it back/);
+    assert.equal(store.sqlite!.inTransaction, false);
+    assert.equal(await joiner('after'), 'after', 'the next turn works');
+  });
 }

@@ -147,10 +147,29 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
     run: (s, p) => run(() => direct.run(s, p)),
   });
 
+  /**
+   * Some errors make SQLite roll the whole transaction back by itself (a trigger's RAISE(ROLLBACK),
+   * and it may on a full disk or an I/O error) while the callback goes on: a savepoint begun then, or
+   * a statement, would run in a transaction of its own and commit at once, and the commit that
+   * follows would fail after it. Past that point the transaction's statements and savepoints fail
+   * with this error, and so does its commit: nothing of it was stored.
+   */
+  const stillOpen = (): void => {
+    if (!db.inTransaction)
+      throw new SwitchyardError(
+        'storage_failed',
+        'the transaction is no longer open: SQLite rolled it back after an error of one of its statements, nothing of it was stored',
+        {
+          hint: 'the error of that statement was reported to whoever ran it; the work can be tried again',
+        },
+      );
+  };
   const begin = (depth: number): void => {
+    if (depth > 0) stillOpen();
     db.exec(depth === 0 ? 'BEGIN IMMEDIATE' : `SAVEPOINT s${depth}`);
   };
   const end = (depth: number, commit: boolean): void => {
+    if (commit) stillOpen();
     if (depth === 0) db.exec(commit ? 'COMMIT' : 'ROLLBACK');
     else if (commit) db.exec(`RELEASE SAVEPOINT s${depth}`);
     else db.exec(`ROLLBACK TO SAVEPOINT s${depth}; RELEASE SAVEPOINT s${depth}`);
@@ -174,7 +193,7 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
     if (depth > 0) begin(depth);
     const close = openFrame(db);
     const tx: Tx = {
-      ...queries(settle),
+      ...queries((work) => settle(() => (stillOpen(), work()))),
       afterCommit: (f) => afterCommit(db, f),
       onRollback: (f) => onRollback(db, f),
       transaction: (inner) => within(depth + 1, inner),
@@ -257,21 +276,31 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
   let joiners: Joiner[] = [];
   function joinTurn<T>(fn: (tx: Tx) => Promise<T>): Promise<T | typeof LOCK_BUSY> {
     if (insideOpen()) return Promise.reject(new Error('a transaction on the database inside one of its transactions: use tx.transaction for a savepoint'));
-    return new Promise((resolve, reject) => {
-      if (joiners.push({ fn, resolve: resolve as (v: unknown) => void, reject }) === 1) setImmediate(runTurn);
-    });
+    return new Promise((resolve, reject) => join([{ fn, resolve: resolve as (v: unknown) => void, reject }], 'last'));
+  }
+  /** Joins the next turn; a turn's joiners put back (see runTurn) come first, as they asked first. */
+  function join(these: Joiner[], where: 'first' | 'last'): void {
+    if (these.length === 0) return;
+    if (joiners.length === 0) setImmediate(runTurn);
+    joiners = where === 'first' ? [...these, ...joiners] : [...joiners, ...these];
   }
   async function runTurn(): Promise<void> {
     const turn = joiners;
     joiners = [];
     const outcomes: Array<{ value: unknown } | { error: unknown }> = [];
+    /** Those not run yet when one before them made SQLite roll the whole transaction back. */
+    let notRun: Joiner[] = [];
     let r: unknown;
     try {
       r = await transaction(async (tx) => {
         // Alone, it is the transaction (its failure rolls it back); together, each its savepoint.
         if (turn.length === 1) outcomes.push({ value: await turn[0].fn(tx) });
         else
-          for (const j of turn)
+          for (const [i, j] of turn.entries()) {
+            if (!db.inTransaction) {
+              notRun = turn.slice(i);
+              break;
+            }
             try {
               outcomes.push({ value: await tx.transaction(j.fn) });
             } catch (error) {
@@ -280,9 +309,12 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
               if (!db.inTransaction) throw error;
               outcomes.push({ error });
             }
+          }
       }, true);
     } catch (error) {
-      for (const j of turn) j.reject(error); // the commit failed (or the lone one threw): nothing was stored
+      // The commit failed (or the lone one threw): nothing was stored. Who did not run joins the next turn.
+      for (const j of turn) if (!notRun.includes(j)) j.reject(error);
+      join(notRun, 'first');
       return;
     }
     turn.forEach((j, i) => {
