@@ -161,6 +161,7 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
         'the transaction is no longer open: SQLite rolled it back after an error of one of its statements, nothing of it was stored',
         {
           hint: 'the error of that statement was reported to whoever ran it; the work can be tried again',
+          headers: { 'retry-after': '5' },
         },
       );
   };
@@ -175,21 +176,8 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
     else db.exec(`ROLLBACK TO SAVEPOINT s${depth}; RELEASE SAVEPOINT s${depth}`);
   };
 
-  const rolledBack = () =>
-    new SwitchyardError(
-      'storage_failed',
-      'the transaction was rolled back by the database itself (a full disk or an I/O error in it): nothing of it was stored',
-      {
-        hint: 'see the error before this one; send the request again',
-        headers: { 'retry-after': '5' },
-      },
-    );
-
   /** Runs `fn` in a transaction (depth 0) or a savepoint, with its hooks' frame. */
   async function within<T>(depth: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
-    // A savepoint outside any transaction would be one of its own, committed by its release: after
-    // SQLite rolled the transaction back itself (a full disk, an I/O error), none is begun.
-    if (depth > 0 && !db.inTransaction) throw rolledBack();
     if (depth > 0) begin(depth);
     const close = openFrame(db);
     const tx: Tx = {
@@ -201,8 +189,6 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
     let value: T;
     try {
       value = await inside.run(tx, () => fn(tx)).finally(() => finished.add(tx));
-      // Gone already (rolled back by SQLite itself, its error caught inside `fn`): said as what it is.
-      if (!db.inTransaction) throw rolledBack();
       end(depth, true);
     } catch (e) {
       // `fn` threw, or the commit (a savepoint's release) failed: undo what is still open.
@@ -304,9 +290,6 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
             try {
               outcomes.push({ value: await tx.transaction(j.fn) });
             } catch (error) {
-              // SQLite may roll the whole transaction back itself (a full disk, an I/O error): then
-              // every joiner's work is gone, and one run after it would commit alone, outside it.
-              if (!db.inTransaction) throw error;
               outcomes.push({ error });
             }
           }
