@@ -36,10 +36,17 @@ async function sendMany(s: InspectionServer, type: string, n: number): Promise<s
 }
 
 async function settledAll(s: InspectionServer, count: number): Promise<void> {
+  const all = async () => (await s.api('GET', '/api/v1/deliveries?limit=500')).body.deliveries as Delivery[];
   await waitFor(async () => {
-    const all = (await s.api('GET', '/api/v1/deliveries?limit=500')).body.deliveries as Delivery[];
-    return all.length === count && all.every((d) => d.status === 'delivered' || d.status === 'failed');
-  }, 15_000);
+    const now = await all();
+    return now.length === count && now.every((d) => d.status === 'delivered' || d.status === 'failed');
+  }, 15_000).catch(async (e) => {
+    // Seen in CI under load (here and on the events page): said with the unsettled ones' states if again.
+    const open = (await all()).filter((d) => d.status !== 'delivered' && d.status !== 'failed');
+    throw new Error(`${count} deliveries not settled in 15 s: ${JSON.stringify(open.map((d) => [d.id, d.status, d.attemptCount, d.nextAttemptAt]))}`, {
+      cause: e,
+    });
+  });
 }
 
 /** An installation's row: its status and each of its buttons on the screen, nothing on the page cut off. */

@@ -137,3 +137,27 @@ test('per_endpoint_concurrency: 1 with two serving processes: one attempt at a t
     'each delivery arrived once',
   );
 });
+
+test('one process, a slow endpoint: deliveries claimed ahead and given back after their wait are sent, the last of a burst too', {
+  timeout: 60_000,
+}, async (t) => {
+  const { deliveryServer } = await import('./webhooks-support.ts');
+  const s = await deliveryServer(t, { webhooks: { per_endpoint_concurrency: 2 } });
+  const seen = new Set<string>();
+  // Slower than the wait of a delivery claimed ahead (50 ms): what waits behind a busy slot is given back.
+  const r = await scriptedReceiver(t, async (_n, req) => {
+    await new Promise((done) => setTimeout(done, 120));
+    seen.add(JSON.parse(req.body).sourceEventId as string);
+    return 200;
+  });
+  await s.subscribe(r.url, ['site_view']);
+  const ids: string[] = [];
+  for (let i = 0; i < 16; i++) {
+    const e = samplePayload('site_view');
+    ids.push(e.eventId as string);
+    void s.send(e);
+  }
+  await waitFor(() => ids.every((id) => seen.has(id)), 20_000).catch(() => {
+    throw new Error(`not delivered: ${ids.filter((id) => !seen.has(id)).join(', ')} (${seen.size} of ${ids.length})`);
+  });
+});

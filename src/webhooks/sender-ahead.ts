@@ -124,7 +124,13 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       }
       if (given === undefined || given === LOCK_BUSY)
         add(stale.map((a) => ({ ...a, since: now - AHEAD_WAIT_MS }))); // again next time
-      else deps.gaveBack?.();
+      else {
+        // Due again now: the queue's hint must say so (a claim that found only these, leased, may
+        // have dropped their origin's hint), or no sender of this process claims them again: with
+        // no other process to tell, they would wait for the origin's next event.
+        for (const a of stale) queue.noteDue(a.c.origin, now);
+        deps.gaveBack?.();
+      }
     }
     if (aheadCount && !staleTimer && !deps.stopped()) {
       staleTimer = setTimeout(giveBackStale, AHEAD_WAIT_MS);
