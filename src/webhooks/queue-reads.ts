@@ -4,7 +4,7 @@
  */
 import { hideUrlCredentials } from '../log/index.ts';
 import { statement, type Database, type Statement } from '../store/contract.ts';
-import { COLUMNS, iso, type AttemptRow, type Row } from './queue-rows.ts';
+import { attemptOfRow, attemptView, COLUMNS, iso, type AttemptRow, type Row } from './queue-rows.ts';
 import { DELIVERY_STATUSES, type Attempt, type Delivery, type DeliveryDetail, type DeliveryStatus } from './views.ts';
 
 export interface DeliveryFilter {
@@ -102,29 +102,13 @@ export function createQueueReads(database: Database, maxAttempts: () => number) 
     };
   }
 
-  function attemptView(a: AttemptRow): Attempt {
-    return {
-      number: a.number,
-      manual: a.manual === 1,
-      startedAt: iso(a.started_at)!,
-      durationMs: a.duration_ms === null ? null : Math.round(a.duration_ms * 100) / 100,
-      url: hideUrlCredentials(a.url),
-      signatureHeader: a.signature,
-      status: a.status,
-      outcome: a.outcome,
-      error: a.error && hideUrlCredentials(a.error),
-      errorCode: a.error_code,
-      responseExcerpt: a.response_excerpt,
-      responseTruncated: a.response_truncated === 1,
-      nextAttemptAt: iso(a.next_attempt_at),
-    };
-  }
+  const attemptOf = (a: AttemptRow): Attempt => attemptView(attemptOfRow(a), a.number);
 
   return {
     async get(id: string): Promise<DeliveryDetail | undefined> {
       const r = await database.get(q.byId, [id]);
       if (!r) return undefined;
-      const attempts = (await database.all(q.attemptsOf, [r.seq])).map(attemptView);
+      const attempts = (await database.all(q.attemptsOf, [r.seq])).map(attemptOf);
       let payload: unknown;
       try {
         payload = JSON.parse(r.body);
@@ -168,7 +152,7 @@ export function createQueueReads(database: Database, maxAttempts: () => number) 
         eventType: r.event_type,
         installationId: r.installation_id,
         deliveryStatus: r.delivery_status,
-        attempt: attemptView(r),
+        attempt: attemptOf(r),
       }));
     },
 

@@ -3,7 +3,8 @@
  * records, the state it moves the delivery to), with the SQL the queue's stages share.
  */
 import type { AttemptOutcome } from './policy.ts';
-import type { DeliveryStatus } from './views.ts';
+import { hideUrlCredentials } from '../log/index.ts';
+import type { Attempt, DeliveryStatus } from './views.ts';
 
 /** What the sender needs to make one attempt. */
 export interface Claimed {
@@ -81,6 +82,41 @@ export interface AttemptRow {
 }
 
 export const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** An attempt as the API shows it (credentials in URLs hidden), from its record in memory or its row (attemptOfRow). */
+export function attemptView(r: AttemptRecord, number: number): Attempt {
+  return {
+    number,
+    manual: r.manual,
+    startedAt: iso(r.startedAt)!,
+    durationMs: r.durationMs === null ? null : Math.round(r.durationMs * 100) / 100,
+    url: hideUrlCredentials(r.url),
+    signatureHeader: r.signatureHeader,
+    status: r.status,
+    outcome: r.outcome,
+    error: r.error && hideUrlCredentials(r.error),
+    errorCode: r.errorCode,
+    responseExcerpt: r.responseExcerpt,
+    responseTruncated: r.responseTruncated,
+    nextAttemptAt: iso(r.nextAttemptAt),
+  };
+}
+
+/** A stored attempt's row as its record. */
+export const attemptOfRow = (a: AttemptRow): AttemptRecord => ({
+  manual: a.manual === 1,
+  startedAt: a.started_at,
+  durationMs: a.duration_ms,
+  url: a.url,
+  signatureHeader: a.signature,
+  status: a.status,
+  outcome: a.outcome,
+  error: a.error,
+  errorCode: a.error_code,
+  responseExcerpt: a.response_excerpt,
+  responseTruncated: a.response_truncated === 1,
+  nextAttemptAt: a.next_attempt_at,
+});
 
 /**
  * Longest origin stored whole. The origin leads the due index (origin, next_attempt_at, seq), and

@@ -4,10 +4,11 @@
  * installation points today, and are refused when it points nowhere any more.
  */
 import { SwitchyardError } from '../errors.ts';
-import { hideUrlCredentials, type Logger } from '../log/index.ts';
+import type { Logger } from '../log/index.ts';
 import type { Deliveries } from './contracts.ts';
 import type { Endpoints } from './endpoints.ts';
-import type { Attempt, AttemptRecord, Queue, ReplayRefusal } from './queue.ts';
+import type { Queue, ReplayRefusal } from './queue.ts';
+import { attemptView } from './queue-rows.ts';
 import type { Sender } from './sender.ts';
 
 export type Replays = Pick<Deliveries, 'retry' | 'replay' | 'replayOne'>;
@@ -19,24 +20,6 @@ export interface ReplaysDeps {
   log: Logger;
   /** Replayed deliveries are due: every serving process is told (due-signals.ts). */
   dueEverywhere(): void;
-}
-
-function attemptView(r: AttemptRecord, number: number): Attempt {
-  return {
-    number,
-    manual: r.manual,
-    startedAt: new Date(r.startedAt).toISOString(),
-    durationMs: r.durationMs === null ? null : Math.round(r.durationMs * 100) / 100,
-    url: hideUrlCredentials(r.url),
-    signatureHeader: r.signatureHeader,
-    status: r.status,
-    outcome: r.outcome,
-    error: r.error && hideUrlCredentials(r.error),
-    errorCode: r.errorCode,
-    responseExcerpt: r.responseExcerpt,
-    responseTruncated: r.responseTruncated,
-    nextAttemptAt: r.nextAttemptAt === null ? null : new Date(r.nextAttemptAt).toISOString(),
-  };
 }
 
 const noUrl = (id: string, installationId: string, what: string): never => {
