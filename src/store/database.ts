@@ -165,6 +165,15 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
         },
       );
   };
+  /** A transaction's statement: a promise of its value or of its error, refused once SQLite rolled the transaction back. */
+  function settleOpen<T>(work: () => T): Promise<T> {
+    try {
+      stillOpen();
+      return Promise.resolve(work());
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
   const begin = (depth: number): void => {
     if (depth > 0) stillOpen();
     db.exec(depth === 0 ? 'BEGIN IMMEDIATE' : `SAVEPOINT s${depth}`);
@@ -181,7 +190,7 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
     if (depth > 0) begin(depth);
     const close = openFrame(db);
     const tx: Tx = {
-      ...queries((work) => settle(() => (stillOpen(), work()))),
+      ...queries(settleOpen),
       afterCommit: (f) => afterCommit(db, f),
       onRollback: (f) => onRollback(db, f),
       transaction: (inner) => within(depth + 1, inner),
@@ -314,13 +323,4 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
     transaction: <T>(fn: (tx: Tx) => Promise<T>) => transaction(fn, false) as Promise<T>,
     transactionUnlessBusy: joinTurn,
   };
-}
-
-/** A promise of `work()`'s value, or of its error (a statement that throws rejects). */
-function settle<T>(work: () => T): Promise<T> {
-  try {
-    return Promise.resolve(work());
-  } catch (e) {
-    return Promise.reject(e);
-  }
 }
