@@ -140,6 +140,21 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
 
     ...due,
     ...leases,
+    /**
+     * Give back leases never used (deliveries claimed ahead, not sent): due again at once for any
+     * sender, this process's own too: the hint says so (a claim that found only these, leased, may
+     * have dropped their origin's; with no other process to refresh it, nothing would claim them).
+     */
+    async giveBack(q: Queries, rows: ReadonlyArray<{ seq: number; origin: string }>, owner: string, now: number): Promise<number> {
+      const given = await leases.giveBack(
+        q,
+        rows.map((r) => r.seq),
+        owner,
+        now,
+      );
+      for (const r of rows) noteDue(r.origin, now);
+      return given;
+    },
     ...createHeldDeliveries(noteDue),
     ...createOutcomes({ noteDue }),
     ...createReplays(database, { noteDue }),

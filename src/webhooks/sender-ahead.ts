@@ -35,8 +35,8 @@ export interface AheadQueue {
   /** Start what waits for `origin` while it has free slots (and the sender has room in all). */
   drainOrigin(origin: string): void;
   drainAll(): void;
-  /** Stop: everything waiting leaves the queue (its seqs, for their leases to be given back). */
-  takeAll(): number[];
+  /** Stop: everything waiting leaves the queue (its deliveries, for their leases to be given back). */
+  takeAll(): Array<{ seq: number; origin: string }>;
 }
 
 export interface AheadDeps {
@@ -114,7 +114,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
         given = await database.transactionUnlessBusy((tx) =>
           queue.giveBack(
             tx,
-            stale.map((a) => a.c.seq),
+            stale.map((a) => a.c),
             owner,
             now,
           ),
@@ -124,13 +124,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       }
       if (given === undefined || given === LOCK_BUSY)
         add(stale.map((a) => ({ ...a, since: now - AHEAD_WAIT_MS }))); // again next time
-      else {
-        // Due again now: the queue's hint must say so (a claim that found only these, leased, may
-        // have dropped their origin's hint), or no sender of this process claims them again: with
-        // no other process to tell, they would wait for the origin's next event.
-        for (const a of stale) queue.noteDue(a.c.origin, now);
-        deps.gaveBack?.();
-      }
+      else deps.gaveBack?.();
     }
     if (aheadCount && !staleTimer && !deps.stopped()) {
       staleTimer = setTimeout(giveBackStale, AHEAD_WAIT_MS);
@@ -179,7 +173,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     },
     takeAll() {
       if (staleTimer) clearTimeout(staleTimer);
-      const waiting = [...ahead.values()].flat().map((a) => a.c.seq);
+      const waiting = [...ahead.values()].flat().map((a) => a.c);
       ahead.clear();
       aheadCount = 0;
       return waiting;
