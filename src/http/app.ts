@@ -18,6 +18,7 @@ import { storageCode } from '../store/health.ts';
 import { setPrincipal, type Principal } from './principal.ts';
 import { passRoute, routeOperations, takesInstallLink } from './route.ts';
 import { healthSchema } from './health-api.ts';
+import type { PublicLane } from './public-lane.ts';
 
 export { principalOf, requireAdmin, type Principal } from './principal.ts';
 
@@ -64,6 +65,8 @@ export interface HttpServices {
   awaitIntegrations?: (pathname: string) => Promise<void> | undefined;
   /** Sees every answer, errors included (the metrics module). */
   onHttpResponse?: (method: string, route: string | null, status: number) => void;
+  /** The public endpoints' handler, for the lane in front of the app (http/public-lane.ts; the runtime module). */
+  publicLane?: PublicLane;
 }
 
 export async function authenticate(req: Request, services: HttpServices): Promise<Principal> {
@@ -107,6 +110,37 @@ export function isAdminToken(req: Request, token: string, services: HttpServices
 }
 
 /**
+ * The answer to what a route threw: the app's (h3's onError) and the public lane's
+ * (http/public-lane.ts). Errors are logged once, here, with secrets redacted.
+ */
+export function errorAnswer(error: unknown, services: HttpServices, method: string, url: string): Response {
+  const cause = (error as HTTPError).cause ?? error;
+  if (cause instanceof SwitchyardError) {
+    // A storage failure the store already worded (a lock held past the wait, PostgreSQL out of
+    // reach): /healthz says failing too, and the probe watches for the store's return.
+    if (storageCode(cause)) services.store.health.failed(cause);
+    return jsonResponse(cause.toJSON(), { status: cause.status, headers: cause.headers });
+  }
+  if (storageCode(cause)) {
+    // A full disk, a read-only or locked database, a database out of reach: say so, and what to do (never a bare 500).
+    services.store.health.failed(cause);
+    const e = services.store.health.storageError(cause);
+    services.log.error(e.code === 'storage_unavailable' ? 'the store cannot be reached' : 'a write to the store failed', { error: e.message });
+    return jsonResponse(e.toJSON(), { status: e.status, headers: e.headers });
+  }
+  const status = (error as HTTPError).status ?? 500;
+  if (status >= 500) {
+    services.log.error('request failed', { error: cause instanceof Error ? cause : String(cause) });
+    return jsonError('internal', 'Internal server error');
+  }
+  const message = (error as HTTPError).message || 'request failed';
+  if (status === 404 && message.startsWith('Cannot find any route'))
+    return jsonError('no_route', `no route for ${method} ${new URL(url).pathname}`, { hint: 'see GET /openapi.json' });
+  // An h3 error of another status: the code of that status (bad_request for one the table lacks).
+  return jsonError(errorCodeOf(undefined, status), message);
+}
+
+/**
  * The app, with the routes `routes` adds (every module's, from the composition root), each declared
  * with route() or passRoute() (src/http/route.ts): GET /openapi.json is written from their declarations.
  */
@@ -114,32 +148,7 @@ export function createApp(services: HttpServices, opts: { routes(app: H3): void 
   const app = new H3({
     // Errors are logged once, by us, with secrets redacted.
     silent: true,
-    onError(error, event) {
-      const cause = (error as HTTPError).cause ?? error;
-      if (cause instanceof SwitchyardError) {
-        // A storage failure the store already worded (a lock held past the wait, PostgreSQL out of
-        // reach): /healthz says failing too, and the probe watches for the store's return.
-        if (storageCode(cause)) services.store.health.failed(cause);
-        return jsonResponse(cause.toJSON(), { status: cause.status, headers: cause.headers });
-      }
-      if (storageCode(cause)) {
-        // A full disk, a read-only or locked database, a database out of reach: say so, and what to do (never a bare 500).
-        services.store.health.failed(cause);
-        const e = services.store.health.storageError(cause);
-        services.log.error(e.code === 'storage_unavailable' ? 'the store cannot be reached' : 'a write to the store failed', { error: e.message });
-        return jsonResponse(e.toJSON(), { status: e.status, headers: e.headers });
-      }
-      const status = (error as HTTPError).status ?? 500;
-      if (status >= 500) {
-        services.log.error('request failed', { error: cause instanceof Error ? cause : String(cause) });
-        return jsonError('internal', 'Internal server error');
-      }
-      const message = (error as HTTPError).message || 'request failed';
-      if (status === 404 && message.startsWith('Cannot find any route'))
-        return jsonError('no_route', `no route for ${event.req.method} ${new URL(event.req.url).pathname}`, { hint: 'see GET /openapi.json' });
-      // An h3 error of another status: the code of that status (bad_request for one the table lacks).
-      return jsonError(errorCodeOf(undefined, status), message);
-    },
+    onError: (error, event) => errorAnswer(error, services, event.req.method, event.req.url),
     // Every answer, errors included, is counted by the metrics module when it is loaded.
     onResponse(response, event) {
       services.onHttpResponse?.(event.req.method, event.context.matchedRoute?.route ?? null, response.status);

@@ -29,7 +29,7 @@ export async function readBodyLimited(req: Request, limit: number): Promise<Uint
   return out;
 }
 
-function bodyTooLarge(limit: number): SwitchyardError {
+export function bodyTooLarge(limit: number): SwitchyardError {
   return new SwitchyardError('payload_too_large', `the request body is larger than ${limit} bytes`, {
     hint: 'raise server.body_limit or sandbox.request_body in config.yaml if this is expected',
     // The unread rest of the body stays in the connection: close it, or a client reusing it sees its next request reset.

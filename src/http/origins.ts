@@ -51,14 +51,18 @@ export function consoleUrl(services: Configured): string {
 }
 
 export function onConsoleHost(req: Request, services: Configured): boolean {
-  return (req.headers.get('host') ?? '').toLowerCase() === consoleOriginOf(services).host;
+  return isConsoleHost(req.headers.get('host'), services);
+}
+
+function isConsoleHost(host: string | null, services: Configured): boolean {
+  return (host ?? '').toLowerCase() === consoleOriginOf(services).host;
 }
 
 /** Public endpoints refuse the console's host: integration content never runs on the console's origin. */
-export function refuseOnConsoleHost(req: Request, services: Configured): void {
-  if (onConsoleHost(req, services))
+export function refuseOnConsoleHost(host: string | null, pathname: string, services: Configured): void {
+  if (isConsoleHost(host, services))
     throw new SwitchyardError('not_found', "integration endpoints are not served on the console's origin", {
-      hint: `use ${services.config.publicUrl}${new URL(req.url).pathname}`,
+      hint: `use ${services.config.publicUrl}${pathname}`,
     });
 }
 
@@ -81,8 +85,7 @@ export function requireConsolePage(req: Request): void {
  * policy added, and the console's origin allowed to read it (the console loads option lists from
  * completion_url across origins, without credentials). Other CORS headers are the integration's own.
  */
-export function integrationAnswerHeaders(headers: Array<[string, string]>, req: Request, services: Configured): Array<[string, string]> {
-  const origin = req.headers.get('origin');
+export function integrationAnswerHeaders(headers: Array<[string, string]>, origin: string | null, services: Configured): Array<[string, string]> {
   const fromConsole = origin !== null && origin === consoleOriginOf(services).origin;
   const out: Array<[string, string]> = [];
   for (const h of headers) {

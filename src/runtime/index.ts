@@ -56,7 +56,7 @@ export const runtimeModule = defineModule({
       sandbox: services.sandbox,
       installations,
       tokenTtlMs: invocationTokenTtl(sandboxLimits),
-      publicAnswerHeaders: (headers, req) => integrationAnswerHeaders(headers, req, services),
+      publicAnswerHeaders: (headers, origin) => integrationAnswerHeaders(headers, origin, services),
       organization: () => services.config.gitbook.organization,
       logBudget: {
         perInvocation: sandboxLimits.log_bytes,

@@ -1,7 +1,8 @@
 /**
  * The public endpoints' path (the hot one: benchmarked): a request to an installation's or the
  * integration's own public endpoint is handed to the integration's `fetch`, and its answer leaves
- * with the public-answer headers as a response written to the socket directly (toResponse).
+ * with the public-answer headers: written to the socket by the public lane (http/public-lane.ts), or
+ * by the app as a FastResponse (toResponse).
  */
 import { STATUS_CODES } from 'node:http';
 import { FastResponse } from 'srvx';
@@ -9,20 +10,34 @@ import { SwitchyardError } from '../errors.ts';
 import type { Installation } from '../installations/index.ts';
 import type { LoadedIntegration } from '../registry/index.ts';
 import type { Envelope, InvocationResult } from '../sandbox/index.ts';
+import { headerOf, type PublicAnswer, type PublicRequest } from '../http/public-lane.ts';
 import type { Invoke } from './invoke.ts';
 import { runnable } from './runnable.ts';
 import type { RuntimeDeps } from './service-deps.ts';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'content-length']);
 
-export function toResponse(result: InvocationResult, requestId: string): Response {
-  // A header list and the body bytes as they are: srvx writes them to the socket directly, where a
-  // standard Response would be read back through a body stream (~10 us per request).
+/** An invocation's answer as it leaves: no hop-by-hop header of the guest's, the request's id. */
+export function answerOf(result: Pick<InvocationResult, 'status' | 'headers' | 'body'>, requestId: string): PublicAnswer {
   const headers: Array<[string, string]> = [];
-  for (const h of result.headers) if (!HOP_BY_HOP.has(h[0].toLowerCase()) && h[0].toLowerCase() !== 'x-request-id') headers.push(h);
+  for (const h of result.headers) {
+    const name = h[0].toLowerCase();
+    if (!HOP_BY_HOP.has(name) && name !== 'x-request-id') headers.push(h);
+  }
   headers.push(['x-request-id', requestId]);
   const nullBody = result.status === 204 || result.status === 304 || (result.status >= 100 && result.status < 200);
-  return new FastResponse(nullBody ? null : result.body, { status: result.status, statusText: STATUS_CODES[result.status], headers });
+  return { status: result.status, headers, body: nullBody ? null : result.body };
+}
+
+/** An answer as the app sends it. */
+export function responseOf(a: PublicAnswer): Response {
+  // A header list and the body bytes as they are: srvx writes them to the socket directly, where a
+  // standard Response would be read back through a body stream (~10 us per request).
+  return new FastResponse(a.body, { status: a.status, statusText: STATUS_CODES[a.status], headers: a.headers });
+}
+
+export function toResponse(result: InvocationResult, requestId: string): Response {
+  return responseOf(answerOf(result, requestId));
 }
 
 export function createPublicFetch(
@@ -36,21 +51,19 @@ export function createPublicFetch(
   const { invoke, environmentFor, loaded } = run;
 
   /** Hand an HTTP request to the integration's `fetch`; the answer leaves with the public-answer headers. */
-  async function runFetch(integration: LoadedIntegration, installation: Installation | undefined, req: Request, body: Uint8Array): Promise<Response> {
-    const headers: Array<[string, string]> = [];
-    req.headers.forEach((v, k) => headers.push([k, v]));
+  async function runFetch(integration: LoadedIntegration, installation: Installation | undefined, req: PublicRequest, body: Uint8Array): Promise<PublicAnswer> {
     const envelope: Envelope = {
-      event: { type: 'fetch', request: { method: req.method, url: req.url, headers } },
+      event: { type: 'fetch', request: { method: req.method, url: req.url, headers: req.headers } },
       environment: environmentFor(integration, installation),
       ...(body.byteLength ? { fetchBody: body } : {}),
     };
     const { id, result } = await invoke({ integration, installation, envelope, recordLater: true });
-    return toResponse(deps.publicAnswerHeaders ? { ...result, headers: deps.publicAnswerHeaders(result.headers, req) } : result, id);
+    return answerOf(deps.publicAnswerHeaders ? { ...result, headers: deps.publicAnswerHeaders(result.headers, headerOf(req, 'origin')) } : result, id);
   }
 
   return {
     /** A public-endpoint request: any method and sub-path, handed to the integration's fetch. */
-    async fetchPublic(integrationName: string, installationId: string, req: Request, body: Uint8Array): Promise<Response> {
+    async fetchPublic(integrationName: string, installationId: string, req: PublicRequest, body: Uint8Array): Promise<PublicAnswer> {
       const installation = await deps.installations.find(installationId);
       if (!installation || installation.integration !== integrationName)
         throw new SwitchyardError('not_found', `no installation ${installationId} of integration "${integrationName}"`);
@@ -64,7 +77,7 @@ export function createPublicFetch(
      * integration-wide token (GitBook's shape). An OAuth callback there finds its installation in
      * the state it consumes, as on GitBook, and stores the credentials with that token.
      */
-    async fetchIntegration(integrationName: string, req: Request, body: Uint8Array): Promise<Response> {
+    async fetchIntegration(integrationName: string, req: PublicRequest, body: Uint8Array): Promise<PublicAnswer> {
       return runFetch(await loaded(integrationName), undefined, req, body);
     },
   };

@@ -13,7 +13,8 @@ import type { ServicesWith } from '../module/contract.ts';
 import { decodeEnvelope } from './envelope.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';
-import { toResponse } from './public-fetch.ts';
+import { responseOf, toResponse } from './public-fetch.ts';
+import { headerOf, PUBLIC_METHODS as LANE_METHODS, publicRequestOf, type PublicAnswer, type PublicRequest } from '../http/public-lane.ts';
 import { runnable, scopeGranted } from './runnable.ts';
 import { callerFields, chosenInstallationId } from './caller-environment.ts';
 import { passRoute, type DocumentedMethod } from '../http/route.ts';
@@ -32,7 +33,22 @@ const envelopeSchema = object({
 });
 
 /** Any method an installation's public endpoint is called with. */
-const PUBLIC_METHODS: readonly DocumentedMethod[] = ['GET', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'HEAD', 'PATCH'];
+const PUBLIC_METHODS: readonly DocumentedMethod[] = LANE_METHODS;
+
+// The public routes' paths, as the app's router matches them (the lane's way in too).
+const INSTALLATION_ROUTE = '/v1/integrations/:name/installations/:id';
+const INTEGRATION_ROUTE = '/v1/integrations/:name/integration';
+const INSTALLATION_PATH = /^\/v1\/integrations\/([^/]+)\/installations\/([^/]+)(\/.*)?$/;
+const INTEGRATION_PATH = /^\/v1\/integrations\/([^/]+)\/integration(\/.*)?$/;
+
+/** The route pattern the app's router would name for a public path (metrics' label), or undefined. */
+function publicRoute(pathname: string): string | undefined {
+  let m = INSTALLATION_PATH.exec(pathname);
+  if (m) return m[3] === undefined ? INSTALLATION_ROUTE : `${INSTALLATION_ROUTE}/**`;
+  m = INTEGRATION_PATH.exec(pathname);
+  if (m) return m[2] === undefined ? INTEGRATION_ROUTE : `${INTEGRATION_ROUTE}/**`;
+  return undefined;
+}
 
 export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'registry' | 'installations'>): void {
   const runtime = () => services.runtime;
@@ -104,13 +120,21 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
     },
   );
 
-  // The public endpoints are the hot path: their handlers get h3's event as it comes (passRoute),
-  // and read the body once, as bytes, to hand it to the integration.
+  // The public endpoints are the hot path: HTTP/1.1 requests reach them through the public lane
+  // (http/public-lane.ts) in front of the app; the routes below answer the others (HTTP/2, targets
+  // srvx normalises) with the same handler, and declare the endpoints in the OpenAPI document.
+  const answerPublic = async (req: PublicRequest, pathname: string, body: (limit: number) => Promise<Uint8Array> | Uint8Array): Promise<PublicAnswer> => {
+    refuseOnConsoleHost(headerOf(req, 'host'), pathname, services);
+    let m = INSTALLATION_PATH.exec(pathname);
+    if (m) return runtime().fetchPublic(m[1], m[2], req, await body(limits.request_body));
+    m = INTEGRATION_PATH.exec(pathname);
+    if (m) return runtime().fetchIntegration(m[1], req, await body(limits.request_body));
+    throw new SwitchyardError('no_route', `no route for ${req.method} ${pathname}`, { hint: 'see GET /openapi.json' });
+  };
+  services.publicLane = { route: publicRoute, answer: answerPublic };
   const publicEndpoint = async (event: H3Event) => {
-    refuseOnConsoleHost(event.req, services);
-    const { name, id } = event.context.params!;
-    const body = await readBodyLimited(event.req, limits.request_body);
-    return runtime().fetchPublic(name, id, event.req, body);
+    const pathname = event.url.pathname;
+    return responseOf(await answerPublic(publicRequestOf(event.req), pathname, (limit) => readBodyLimited(event.req, limit)));
   };
   const anyBody = { media: '*/*', schema: string({ format: 'binary' }), required: false };
   const installationParams = { name: 'the integration', id: 'the installation' };
@@ -123,8 +147,8 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
     },
   };
   for (const [path, summary] of [
-    ['/v1/integrations/:name/installations/:id', "Public endpoint of an installation (no token): the request is handed to the integration's fetch"],
-    ['/v1/integrations/:name/installations/:id/**', 'Public endpoint of an installation, any sub-path'],
+    [INSTALLATION_ROUTE, "Public endpoint of an installation (no token): the request is handed to the integration's fetch"],
+    [`${INSTALLATION_ROUTE}/**`, 'Public endpoint of an installation, any sub-path'],
   ] as const)
     passRoute(
       app,
@@ -141,12 +165,7 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
       },
       publicEndpoint,
     );
-  const integrationEndpoint = async (event: H3Event) => {
-    refuseOnConsoleHost(event.req, services);
-    const body = await readBodyLimited(event.req, limits.request_body);
-    return runtime().fetchIntegration(event.context.params!.name, event.req, body);
-  };
-  for (const path of ['/v1/integrations/:name/integration', '/v1/integrations/:name/integration/**'] as const)
+  for (const path of [INTEGRATION_ROUTE, `${INTEGRATION_ROUTE}/**`])
     passRoute(
       app,
       {
@@ -158,6 +177,6 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
         passThrough: anyBody,
         responseDescription: "The integration's answer",
       },
-      integrationEndpoint,
+      publicEndpoint,
     );
 }

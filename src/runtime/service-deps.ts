@@ -20,7 +20,7 @@ export interface RuntimeDeps {
   /** Lifetime of the token handed to one invocation (wall time + waitUntil + margin). */
   tokenTtlMs: number;
   /** The headers a public-endpoint answer leaves with (http/origins.ts: our cookies dropped, sandboxed). */
-  publicAnswerHeaders?: (headers: Array<[string, string]>, req: Request) => Array<[string, string]>;
+  publicAnswerHeaders?: (headers: Array<[string, string]>, origin: string | null) => Array<[string, string]>;
   /** GitBook's organization id for `installation.target.organization` (config gitbook.organization). */
   organization?: () => string;
   /** How much of the printed output is stored (see log-budget.ts). */

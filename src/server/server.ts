@@ -5,6 +5,8 @@
  */
 import type { AddressInfo, Server } from 'node:net';
 import { toNodeHandler } from 'h3/node';
+import { sendNodeResponse } from 'srvx/node';
+import { withPublicLane } from '../http/public-lane.ts';
 import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { SwitchyardError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/index.ts';
@@ -16,7 +18,7 @@ import { resolveAdminToken } from '../http/auth.ts';
 import { announceServing, forgetServingUrl, recordServingUrl } from '../http/announce.ts';
 import { consoleUrl } from '../http/origins.ts';
 import type { H3 } from 'h3';
-import { createApp } from '../http/app.ts';
+import { createApp, errorAnswer } from '../http/app.ts';
 import { authThrottleShare, createAuthThrottle } from '../http/throttle.ts';
 import { allMigrations } from './migrations.ts';
 import { checkNeeds, checkProvided, startOrder } from '../module/capabilities.ts';
@@ -143,7 +145,14 @@ export async function startServer(
         log.error('the new TLS certificate cannot be served; the previous one still is', { code: 'tls_invalid', error: (e as Error).message });
       }
     });
-    listener = createListener(toNodeHandler(app), tls?.current, {
+    // The public endpoints' HTTP/1.1 requests go through the lane in front of the app (http/public-lane.ts).
+    const handler = withPublicLane(toNodeHandler(app), {
+      lane: () => services.publicLane,
+      errorAnswer: (error, method, url) => errorAnswer(error, services, method, url),
+      onResponse: (method, route, status) => services.onHttpResponse?.(method, route, status),
+      send: sendNodeResponse,
+    });
+    listener = createListener(handler, tls?.current, {
       // A quiet answer (an invocation waiting) lasts up to the sandbox's wall time: HTTP/2 streams may stay silent that long.
       silentMs: Math.max(120_000, config.sandbox.wall_time + 30_000),
       clientErrors: answerClientErrors,
