@@ -61,7 +61,20 @@ export interface Registry {
   snapshot(): Snapshot;
 }
 
-const keyOf = (labels: Labels) => JSON.stringify(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : 1)));
+/**
+ * A series' key: its labels in name order, each name and value length-prefixed (no two label sets
+ * share one). Every HTTP answer counts one, so no JSON and no entry arrays.
+ */
+function keyOf(labels: Labels): string {
+  const names = Object.keys(labels);
+  if (names.length > 1) names.sort();
+  let key = '';
+  for (const n of names) {
+    const v = labels[n];
+    key += `${n.length}:${n}${v.length}:${v}`;
+  }
+  return key;
+}
 
 export function createRegistry(): Registry {
   const metrics: Metric[] = [];
