@@ -13,7 +13,7 @@ import { redactLine } from './redact.ts';
 import type { RuntimeDeps, InvocationNotice } from './service-deps.ts';
 import { mapLogLine } from './stack-trace.ts';
 
-/** Results remembered as having come (see `taken`): far more than invocations in flight. */
+/** Results remembered as having come (see `taken`): at least this many, far more than invocations in flight. */
 const TAKEN_KEPT = 10_000;
 /** Lines waiting for the store, at most (each up to 16 kB). */
 const QUEUED_KEPT = 5_000;
@@ -55,7 +55,11 @@ export function createLateLogs(
 
   // Request ids whose results have come (their records are queued): a line that finds no record
   // for one of these looks again rather than waiting for a result that has come already.
-  const taken = new Set<string>();
+  // Two generations, the older dropped whole when the newer fills: trimming one Set entry by entry
+  // left the deleted slots for its first-entry lookup to walk (3.4 us of a public request's ~140).
+  let taken = new Set<string>();
+  let takenBefore = new Set<string>();
+  const wasTaken = (id: string) => taken.has(id) || takenBefore.has(id);
   const queue: Array<{ requestId: string; raw: LogLine }> = [];
   let draining: Promise<void> | undefined;
   let gaveWay = 0;
@@ -81,7 +85,7 @@ export function createLateLogs(
   async function store(requestId: string, raw: LogLine): Promise<void> {
     await flushRecords(); // its invocation may still wait for the group commit
     let target = await database.get(q.lateTarget, [requestId]);
-    if (!target && taken.has(requestId)) {
+    if (!target && wasTaken(requestId)) {
       // Its result came while we looked: its record is queued (or committed) now.
       await flushRecords();
       target = await database.get(q.lateTarget, [requestId]);
@@ -118,8 +122,11 @@ export function createLateLogs(
   return {
     /** The invocation's lines, with those printed after its answer that came ahead of its result. */
     takeEarly(id: string, logs: LogLine[], integration: LoadedIntegration): LogLine[] {
+      if (taken.size >= TAKEN_KEPT) {
+        takenBefore = taken;
+        taken = new Set();
+      }
       taken.add(id);
-      if (taken.size > TAKEN_KEPT) taken.delete(taken.values().next().value!);
       const lines = early.get(id);
       if (!lines) return logs;
       early.delete(id);
