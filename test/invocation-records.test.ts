@@ -182,3 +182,28 @@ test('PostgreSQL frozen: records and late lines that cannot be stored are given 
   assert.ok(log.lines.some((l) => l.msg === 'lines printed after the answer were not stored: too many waited for a slow store' && l.lines === 19));
   server.thaw();
 });
+
+test("an event's invocations are found through the event index, which leaves out the invocations no event made", async (t) => {
+  const store = await connectStore(tmpDir(t), { migrations: allMigrations() });
+  t.after(() => store.close());
+  const db = store.sqlite!;
+  const insert = db.prepare(
+    `INSERT INTO invocations (id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, created_at) VALUES (?, 'a', NULL, ?, ?, 200, 1, 1, '2026-11-28T00:00:00.000Z')`,
+  );
+  insert.run('req_1', 'fetch', null);
+  insert.run('req_2', 'space_view', 'evt_1');
+  insert.run('req_3', 'fetch', null);
+  const indexes = db.prepare('PRAGMA index_list(invocations)').all() as Array<{ name: string; partial: number }>;
+  assert.equal(indexes.find((i) => i.name === 'invocations_by_event')?.partial, 1, 'a partial index: event-made invocations only');
+  const { invocations } = await createInvocations(store.database).list({ event: 'evt_1' });
+  assert.deepEqual(
+    invocations.map((i) => i.requestId),
+    ['req_2'],
+  );
+  const plan = db
+    .prepare('EXPLAIN QUERY PLAN SELECT id FROM invocations WHERE event_id = ? ORDER BY rowid DESC LIMIT 50')
+    .all('evt_1')
+    .map((r) => (r as { detail: string }).detail)
+    .join(' | ');
+  assert.match(plan, /USING INDEX invocations_by_event \(event_id=\?\)/, plan);
+});
