@@ -6,8 +6,9 @@
  */
 import type { Database } from '../store/contract.ts';
 import { q, type Row } from './rows.ts';
+import { BoundedMap } from '../lib/bounded-map.ts';
 
-/** How many rows the cache keeps (the oldest go first). */
+/** How many rows the cache keeps at least (the oldest go first, by generations: lib/bounded-map.ts). */
 const CACHED_ROWS = 10_000;
 
 export interface RowCache {
@@ -22,7 +23,7 @@ export interface RowCache {
 }
 
 export function createRowCache(database: Database): RowCache {
-  const rows = new Map<string, Row>();
+  const rows = new BoundedMap<string, Row>(CACHED_ROWS);
   let epoch = 0;
   return {
     async read(id) {
@@ -30,10 +31,7 @@ export function createRowCache(database: Database): RowCache {
       if (hit) return hit;
       const at = epoch;
       const r = await database.get(q.byId, [id]);
-      if (r && at === epoch) {
-        if (rows.size >= CACHED_ROWS) rows.delete(rows.keys().next().value!);
-        rows.set(id, r);
-      }
+      if (r && at === epoch) rows.set(id, r);
       return r;
     },
     peek: (id) => rows.get(id),
