@@ -52,9 +52,14 @@ export function createPublicFetch(
 
   /** Hand an HTTP request to the integration's `fetch`; the answer leaves with the public-answer headers. */
   async function runFetch(integration: LoadedIntegration, installation: Installation | undefined, req: PublicRequest, body: Uint8Array): Promise<PublicAnswer> {
+    // Built on first read: in the serving process the guest's code reads it only if it uses
+    // context.environment (or calls the API), which a plain fetch handler need not.
+    let environment: Record<string, unknown> | undefined;
     const envelope: Envelope = {
       event: { type: 'fetch', request: { method: req.method, url: req.url, headers: req.headers } },
-      environment: environmentFor(integration, installation),
+      get environment() {
+        return (environment ??= environmentFor(integration, installation));
+      },
       ...(body.byteLength ? { fetchBody: body } : {}),
     };
     const { id, result } = await invoke({ integration, installation, envelope, recordLater: true });
