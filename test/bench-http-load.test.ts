@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
-import { parseAnswer, runLoad } from '../scripts/bench/http-load.ts';
+import { parseAnswer, runLoad, runPaced } from '../scripts/bench/http-load.ts';
 
 const b = (s: string) => Buffer.from(s, 'latin1');
 
@@ -60,5 +60,34 @@ describe("the benchmarks' load client", () => {
     const result = await runLoad(`http://127.0.0.1:${port}/`, 0.2, 1);
     assert.equal(result.errors, 1);
     assert.equal(result.answered, 4, 'the one connection ended at the fifth request');
+  });
+
+  it('paced: sends at the planned rate whatever the answers, and charges a stall to every request it held up', async (t) => {
+    let served = 0;
+    let stallAt = Number.POSITIVE_INFINITY;
+    const server = http.createServer((req, res) => {
+      served++;
+      // Once, past the warm-up: the server holds its thread 300 ms (as a GC or a busy guest would).
+      if (served === stallAt) {
+        const until = performance.now() + 300;
+        while (performance.now() < until);
+      }
+      res.writeHead(200, { 'content-length': '2' }).end('ok');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    t.after(() => server.close());
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const calm = await runPaced(url, 1, 200, { warmupSeconds: 0.2 });
+    assert.equal(calm.errors, 0);
+    assert.equal(calm.answered, 200, 'what was planned after the warm-up, each answered once');
+    assert.equal(served, 240, 'the warm-up was sent too');
+    served = 0;
+    stallAt = 100;
+    const stalled = await runPaced(url, 1, 200, { warmupSeconds: 0.2 });
+    assert.equal(stalled.answered, 200);
+    // About 60 requests were planned during the stall: each waited for it from its planned time,
+    // so well over 1 % of them are past 100 ms (a closed loop would count a handful at most).
+    assert.ok(stalled.p99 >= 100, `p99 ${stalled.p99.toFixed(1)} ms`);
+    assert.ok(calm.p99 < stalled.p99);
   });
 });

@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import http from 'node:http';
@@ -311,6 +311,38 @@ test('/metrics sums every serving process; wrong admin tokens share one budget; 
   alone.child.kill('SIGTERM');
   const [code] = await once(alone.child, 'exit');
   assert.equal(code, 0);
+});
+
+test('the default on one core (its CPU affinity): one serving process under the supervisor, replaced when it dies', async (t) => {
+  const { configFile } = setup(t);
+  writeFileSync(configFile, readFileSync(configFile, 'utf8').replace('processes: 2', 'processes: 0'));
+  const s = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, {
+    timeoutMs: 30_000,
+    prefix: ['taskset', '-c', '0'],
+  });
+  const base = s.match[1];
+  const health = async () => (await fetch(`${base}/healthz`)).json() as Promise<{ processes?: { count: number; ready: boolean } }>;
+  assert.deepEqual((await waitFor(async () => ((await health()).processes?.ready ? health() : undefined), 15_000)).processes, { count: 1, ready: true });
+  const [first, ...others] = servingPids(s.child.pid!);
+  assert.deepEqual(others, [], 'one serving process');
+  const hello = await api(base, 'POST', '/api/v1/installations', { integration: 'hello' });
+  assert.equal(hello.status, 201, JSON.stringify(hello.body));
+  process.kill(first, 'SIGKILL');
+  // Replaced: the supervisor starts another, which answers the same endpoint.
+  const replaced = await waitFor(() => {
+    try {
+      const pids = servingPids(s.child.pid!);
+      return pids.length === 1 && pids[0] !== first ? pids[0] : undefined;
+    } catch {
+      return undefined; // none for a moment
+    }
+  }, 15_000);
+  assert.notEqual(replaced, first);
+  const text = await waitFor(async () => {
+    const r = await getOnce(hello.body.installation.urls.publicEndpoint);
+    return !(r instanceof Error) && r.status === 200 ? r.text : undefined;
+  }, 15_000);
+  assert.equal(text, 'hello');
 });
 
 test('what one serving process changes, every other one sees at once: installations, subscriptions, uninstalls', async (t) => {

@@ -22,7 +22,8 @@
  *   c. Switchyard as a user starts it: `node --no-node-snapshot src/main.ts serve --config
  *      <tmp>/config.yaml` (temp data_dir, an integrations folder holding a hello integration that
  *      answers the same "hello"), the installation made with `switchyard install hello --json`,
- *      load on that installation's public endpoint. With `--processes 1` when `serve` accepts it;
+ *      load on that installation's public endpoint. With `--processes 1` when `serve` accepts it,
+ *      and again with the default configuration (its serving processes on the same core);
  *   d. Switchyard's `GET /healthz` and an authenticated `POST /api/v1/events` (a wrk Lua script:
  *      `Authorization: Bearer <admin token>`, a small space_content_updated event, each one stored),
  *      each against a plain h3 handler (h3 + srvx FastResponse on node:http, as the server
@@ -39,8 +40,12 @@
  * the share of CPU 0 (both CPUs, less wrk, in the two-core run) that other processes took meanwhile.
  * On a shared machine that share disturbs req/s much more than CPU per request, so each ratio is
  * also printed from CPU per request.
- * Goals (issue 31): Switchyard public endpoint / edge-runtime >= 1.0 and / workerd >= 0.65; two cores /
- * one core >= 1.7 (1.6 before).
+ * Then, at half of each server's median req/s, an open-loop load pinned to CPU 1 (http-load.ts
+ * runPaced: latency from each request's planned time) for node:http, workerd, edge-runtime and
+ * Switchyard, and the stalls a thread that only spins sees on CPU 0 meanwhile (this VM's own).
+ * Goals (issue 31): Switchyard public endpoint / edge-runtime >= 1.0 and / workerd >= 0.65, with
+ * --processes 1 and with the default configuration; two cores / one core >= 1.7 (1.6 before);
+ * p99 at half the peak <= 5 ms.
  * Informational: healthz / plain h3 GET, events POST / plain h3 GET (and / plain h3 POST).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -50,6 +55,7 @@ import net from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { median, setting, writeHelloIntegration } from './common.ts';
+import type { LoadResult } from './http-load.ts';
 
 const SECONDS = setting('BENCH_SECONDS', 5, false);
 const ROUNDS = setting('BENCH_ROUNDS', 3);
@@ -486,6 +492,8 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     return { server, base, endpoint };
   };
   const sy1 = await switchyard(hasProcesses ? 'switchyard --processes 1' : 'switchyard', oneCoreArgs, true);
+  // The default configuration on the one core: its serving processes pinned to CPU 0 with the rest.
+  const sy1d = hasProcesses ? await switchyard('switchyard default processes', [], true) : null;
   const sy2 = twoCore ? await switchyard('switchyard 2 cores', [], false) : null;
 
   await ready(nodeServer, `http://127.0.0.1:${nodePort}/`);
@@ -502,6 +510,7 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     `http://127.0.0.1:${workerdPort}/`,
     `http://127.0.0.1:${h3Port}/hello`,
     sy1.endpoint,
+    ...(sy1d ? [sy1d.endpoint] : []),
     ...(sy2 ? [sy2.endpoint] : []),
   ]) {
     const got = await bodyOf(url);
@@ -522,6 +531,7 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     { name: 'workerd hello module worker', url: `http://127.0.0.1:${workerdPort}/`, server: workerdServer, pinned: true },
     { name: 'edge-runtime hello', url: `http://127.0.0.1:${edgePort}/`, server: edgeServer, pinned: true },
     { name: 'switchyard public endpoint', url: sy1.endpoint, server: sy1.server, pinned: true },
+    ...(sy1d ? [{ name: 'switchyard public endpoint, default processes', url: sy1d.endpoint, server: sy1d.server, pinned: true }] : []),
     { name: 'plain h3 GET hello', url: `http://127.0.0.1:${h3Port}/hello`, server: h3Server, pinned: true },
     { name: 'switchyard GET /healthz', url: `${sy1.base}/healthz`, server: sy1.server, pinned: true },
     { name: 'plain h3 POST (JSON body)', url: `http://127.0.0.1:${h3Port}/events`, lua, server: h3Server, pinned: true },
@@ -593,6 +603,10 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
   console.log('Ratios of median req/s (and of CPU per request, inverted: what the req/s ratio would be if both were CPU-bound on one core):');
   ratio('switchyard public endpoint / workerd', 'switchyard public endpoint', 'workerd hello module worker', 0.65);
   ratio('switchyard public endpoint / edge-runtime', 'switchyard public endpoint', 'edge-runtime hello', 1.0);
+  if (sy1d) {
+    ratio('  the default configuration / workerd', 'switchyard public endpoint, default processes', 'workerd hello module worker', 0.65);
+    ratio('  the default configuration / edge-runtime', 'switchyard public endpoint, default processes', 'edge-runtime hello', 1.0);
+  }
   ratio('edge-runtime / workerd', 'edge-runtime hello', 'workerd hello module worker');
   ratio('switchyard public endpoint / node:http', 'switchyard public endpoint', 'node:http hello');
   ratio('workerd / node:http', 'workerd hello module worker', 'node:http hello');
@@ -600,7 +614,42 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
   ratio('switchyard POST /api/v1/events / plain h3 GET', 'switchyard POST /api/v1/events', 'plain h3 GET hello');
   ratio('switchyard POST /api/v1/events / plain h3 POST', 'switchyard POST /api/v1/events', 'plain h3 POST (JSON body)');
   if (sy2) ratio('switchyard public endpoint, 2 cores / 1 core', 'switchyard public endpoint, 2 cores', 'switchyard public endpoint', 1.7, false);
+
+  // Latency at half the peak: an open-loop load (scripts/bench/http-load.ts runPaced, latency from
+  // each request's planned time) pinned to CPU 1, at half of each server's own median req/s above.
+  // The same client against the peers, and what this machine does to a thread that only spins
+  // (its stalls bound every server's p99 here).
+  console.log(`Latency at half the peak (open loop, ${SECONDS}s after a 1 s warm-up, client pinned to CPU 1):`);
+  for (const name of ['node:http hello', 'workerd hello module worker', 'edge-runtime hello', 'switchyard public endpoint']) {
+    const t = targets.find((x) => x.name === name)!;
+    const rate = Math.round(rps(name) / 2);
+    const out = await runToEnd('taskset', [
+      '-c',
+      '1',
+      node,
+      '--no-node-snapshot',
+      join(REPO, 'scripts/bench/http-load.ts'),
+      'paced',
+      t.url,
+      String(SECONDS),
+      String(rate),
+    ]);
+    const r = JSON.parse(out) as LoadResult;
+    const goal = name === 'switchyard public endpoint' ? `   (goal p99 <= 5 ms: ${r.p99 <= 5 ? 'met' : 'NOT met'})` : '';
+    console.log(
+      `  ${name.padEnd(36)} ${String(rate).padStart(6)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms${r.errors ? `   ERRORS ${r.errors}` : ''}${goal}`,
+    );
+  }
+  const stalls = JSON.parse(await runToEnd('taskset', ['-c', '0', node, '-e', SPIN_STALLS])) as number[];
+  console.log(
+    `  this machine: a thread that only spins on CPU 0 for ${SECONDS}s was stalled ${stalls.length} times past 1 ms (longest ${Math.max(0, ...stalls).toFixed(1)} ms)`,
+  );
 }
+
+/** A spinning thread's gaps past 1 ms, as JSON: what the machine takes from a process that never waits. */
+const SPIN_STALLS = `const end = performance.now() + ${SECONDS * 1000}; let last = performance.now(); const gaps = [];
+while (performance.now() < end) { const n = performance.now(); if (n - last > 1) gaps.push(n - last); last = n; }
+console.log(JSON.stringify(gaps));`;
 
 // ---------------------------------------------------------------------------------------------
 if (process.argv[2] === 'plain-h3') await plainH3(Number(process.argv[3]));

@@ -123,3 +123,122 @@ export async function runLoad(url: string, seconds: number, concurrency: number)
   latencies.sort((a, b) => a - b);
   return { answered: latencies.length, rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors };
 }
+
+/**
+ * An open-loop load: `rate` GETs a second for `seconds`, each sent at its planned time whatever the
+ * answers before it did (a request that finds every connection busy opens another, up to
+ * `maxConnections`, or waits for one). Latency runs from the planned time, so a server that stalls
+ * is charged for the requests it held up (no coordinated omission, as wrk2 measures). The warm-up's
+ * requests come first and are not counted.
+ */
+export async function runPaced(
+  url: string,
+  seconds: number,
+  rate: number,
+  opts: { warmupSeconds?: number; maxConnections?: number } = {},
+): Promise<LoadResult> {
+  const maxConnections = opts.maxConnections ?? 256;
+  // The first second (by default) opens the connections and warms both sides: sent, not counted.
+  const warmupMs = (opts.warmupSeconds ?? 1) * 1000;
+  const u = new URL(url);
+  if (u.protocol !== 'http:') throw new Error(`the load client speaks plain HTTP/1.1 only, not ${u.protocol} (${url})`);
+  const request = Buffer.from(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n`, 'latin1');
+  const latencies: number[] = [];
+  let errors = 0;
+  const total = Math.round((seconds + warmupMs / 1000) * rate);
+  const started = performance.now();
+  let measuredFrom = 0;
+  const planned = (i: number) => started + (i * 1000) / rate;
+  type Conn = { send(at: number): void };
+  const idle: Conn[] = [];
+  const waiting: number[] = []; // planned times of requests that found no connection
+  let opened = 0;
+  let sent = 0;
+  let settled = 0;
+  let finish: () => void = () => {};
+  const done = new Promise<void>((r) => (finish = r));
+  const answered = () => {
+    if (++settled === total) finish();
+  };
+
+  const open = (first: number) => {
+    opened++;
+    const socket = net.connect(Number(u.port || 80), u.hostname.replace(/^\[|\]$/g, ''));
+    socket.setNoDelay(true);
+    let buf: Buffer = Buffer.alloc(0);
+    let at = 0;
+    let busy = false;
+    const conn: Conn = {
+      send(t) {
+        at = t;
+        busy = true;
+        socket.write(request);
+      },
+    };
+    const free = () => {
+      busy = false;
+      const next = waiting.shift();
+      if (next !== undefined) conn.send(next);
+      else idle.push(conn);
+    };
+    socket.setTimeout(ANSWER_TIMEOUT_MS, () => socket.destroy(new Error('no answer')));
+    socket.on('connect', () => conn.send(first));
+    socket.on('data', (chunk: Buffer) => {
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      const answer = parseAnswer(buf);
+      if (!answer) return;
+      if (at - started >= warmupMs) {
+        if (answer.status === 200) latencies.push(performance.now() - at);
+        else errors++;
+      }
+      buf = buf.subarray(answer.end);
+      answered();
+      free();
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      opened--;
+      const i = idle.indexOf(conn);
+      if (i >= 0) idle.splice(i, 1);
+      if (busy) {
+        errors++;
+        answered();
+      }
+    });
+  };
+
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      if (!measuredFrom && now - started >= warmupMs) measuredFrom = now;
+      while (sent < total && planned(sent) <= now) {
+        const t = planned(sent++);
+        const conn = idle.pop();
+        if (conn) conn.send(t);
+        else if (opened < maxConnections) open(t);
+        else waiting.push(t);
+      }
+      if (sent >= total) return resolve();
+      // Timers wake a millisecond late or more: the last 2 ms before a planned time are spun on
+      // setImmediate (the client has its own core), so requests leave on time, not in bursts.
+      const wait = planned(sent) - performance.now();
+      if (wait > 2) setTimeout(tick, wait - 2);
+      else setImmediate(tick);
+    };
+    tick();
+  });
+  await Promise.race([done, new Promise((r) => setTimeout(r, ANSWER_TIMEOUT_MS))]);
+  errors += total - settled;
+  const elapsed = (performance.now() - (measuredFrom || started)) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { answered: latencies.length, rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors };
+}
+
+// `node scripts/bench/http-load.ts paced <url> <seconds> <rate>`: one open-loop run, its result as
+// JSON (the benchmarks run it under taskset, away from the server's core).
+if (process.argv[1] === new URL(import.meta.url).pathname && process.argv[2] === 'paced') {
+  const [url, seconds, rate] = process.argv.slice(3);
+  const r = await runPaced(url, Number(seconds), Number(rate));
+  process.stdout.write(`${JSON.stringify(r)}\n`);
+  process.exit(0);
+}

@@ -12,8 +12,7 @@ export default defineCommand({
     port: { type: 'string', description: 'override server.port' },
     processes: {
       type: 'string',
-      description:
-        'override server.processes: serving processes under a supervisor (0: one per core, at least 2; 1: one process, no supervisor, for debugging)',
+      description: 'override server.processes: serving processes under a supervisor (0: one per core; 1: one process, no supervisor, for debugging)',
     },
   },
   async run({ args }) {

@@ -88,7 +88,8 @@ export const configSchema = s.object({
         integer: true,
         min: 0,
         max: 64,
-        description: 'serving processes under the supervisor; 0 means one per core, at least 2; 1 means a single process with no supervisor (debugging)',
+        description:
+          'serving processes under the supervisor; 0 means one per core (the cores this process may run on); 1 means a single process with no supervisor (debugging)',
       }),
       0,
     ),

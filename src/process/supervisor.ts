@@ -43,9 +43,15 @@ import { createReadiness } from './readiness.ts';
 import { createDrain } from './drain.ts';
 import { forkServing, freePort, prepareForks } from './fork.ts';
 
-/** `server.processes` as a count: 0 means one per core, at least two. */
+/**
+ * `server.processes` as a count: 0 means one per core this process may run on (its CPU affinity
+ * counts: `taskset -c 0` is one core). On one core that is one serving process, still supervised
+ * (replaced when it dies, the socket kept meanwhile): two processes taking turns on one core cost
+ * each request ~40 % more CPU than one (measured with scripts/bench/dataplane.ts), every hour, for
+ * what the second one is worth only while the first is being replaced.
+ */
 export function processCount(configured: number): number {
-  return configured > 0 ? configured : Math.max(2, availableParallelism());
+  return configured > 0 ? configured : availableParallelism();
 }
 
 export async function supervise(config: LoadedConfig, log: Logger): Promise<number> {

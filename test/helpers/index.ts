@@ -163,10 +163,11 @@ export function spawnCli(
   t: TestContext,
   args: string[],
   ready: RegExp,
-  opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number /** A command that execs node in place (`taskset -c 0`). */; prefix?: string[] } = {},
 ): Promise<{ child: ChildProcess; output: () => string; match: RegExpExecArray }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], {
+    const [cmd, ...before] = [...(opts.prefix ?? []), process.execPath];
+    const child = spawn(cmd, [...before, '--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], {
       cwd: opts.cwd ?? ROOT,
       env: { ...process.env, NO_COLOR: '1', ...opts.env },
       stdio: ['ignore', 'pipe', 'pipe'],
