@@ -80,15 +80,15 @@ export function guestCookie(value: string): string | undefined {
   return kept.length ? kept.join('; ') : undefined;
 }
 
-/** A header list for a guest from name/value pairs: names in lower case, our cookies left out. */
-function guestHeaders(pairs: Iterable<[string, string]>): Array<[string, string]> {
+/** A header list for a guest from a flat name, value, name, value… list: names in lower case, our cookies left out. */
+function guestHeaders(flat: string[]): Array<[string, string]> {
   const out: Array<[string, string]> = [];
-  for (const [k, v] of pairs) {
-    const name = k.toLowerCase();
+  for (let i = 0; i < flat.length; i += 2) {
+    const name = flat[i].toLowerCase();
     if (name === 'cookie') {
-      const kept = guestCookie(v);
+      const kept = guestCookie(flat[i + 1]);
       if (kept !== undefined) out.push([name, kept]);
-    } else out.push([name, v]);
+    } else out.push([name, flat[i + 1]]);
   }
   return out;
 }
@@ -102,15 +102,9 @@ export function headerOf(req: PublicRequest, name: string): string | null {
 
 /** The app's way in (h3's event.req, srvx's Request): the same PublicRequest the lane builds. */
 export function publicRequestOf(req: Request): PublicRequest {
-  const pairs: Array<[string, string]> = [];
-  req.headers.forEach((v, k) => pairs.push([k, v]));
-  return { method: req.method, url: req.url, headers: guestHeaders(pairs) };
-}
-
-function rawPairs(raw: string[]): Array<[string, string]> {
-  const pairs: Array<[string, string]> = [];
-  for (let i = 0; i < raw.length; i += 2) pairs.push([raw[i], raw[i + 1]]);
-  return pairs;
+  const flat: string[] = [];
+  req.headers.forEach((v, k) => flat.push(k, v));
+  return { method: req.method, url: req.url, headers: guestHeaders(flat) };
 }
 
 /**
@@ -130,7 +124,7 @@ export function withPublicLane(next: (req: IncomingMessage, res: ServerResponse)
     const route = lane.route(pathname);
     if (!route) return next(req, res);
     const url = `${(req.socket as TLSSocket).encrypted ? 'https:' : 'http:'}//${host}${target}`;
-    return serve(lane, hooks, req, res, { method: req.method!, url, headers: guestHeaders(rawPairs(req.rawHeaders)) }, pathname, route);
+    return serve(lane, hooks, req, res, { method: req.method!, url, headers: guestHeaders(req.rawHeaders) }, pathname, route);
   };
 }
 

@@ -4,7 +4,6 @@
  * written waits here and is taken in when the record is (takeEarly).
  */
 import type { LoadedIntegration } from '../registry/index.ts';
-import { BoundedMap } from '../lib/bounded-map.ts';
 import type { LogLine } from '../sandbox/index.ts';
 import { statement, type Database } from '../store/contract.ts';
 import { storageCode } from '../store/health.ts';
@@ -14,8 +13,6 @@ import { redactLine } from './redact.ts';
 import type { RuntimeDeps, InvocationNotice } from './service-deps.ts';
 import { mapLogLine } from './stack-trace.ts';
 
-/** Results remembered as having come (see `taken`): at least this many, far more than invocations in flight. */
-const TAKEN_KEPT = 10_000;
 /** Lines waiting for the store, at most (each up to 16 kB). */
 const QUEUED_KEPT = 5_000;
 
@@ -54,10 +51,11 @@ export function createLateLogs(
   // Lines printed after the answer that arrived before the invocation was recorded (see appendLateLog).
   const early = new Map<string, LogLine[]>();
 
-  // Request ids whose results have come (their records are queued): a line that finds no record
-  // for one of these looks again rather than waiting for a result that has come already.
-  // Trimmed by generations (lib/bounded-map.ts): one entry at a time cost 3.4 us of a public request's ~140.
-  const taken = new BoundedMap<string, true>(TAKEN_KEPT);
+  // The line being looked up (one at a time: the queue drains in order), and whether its result
+  // came meanwhile (takeEarly says so): then its record is queued, and the line looks again
+  // rather than waiting for a result that has come already. Every invocation's id used to be kept
+  // for this instead (a set of the last 10,000: ~2.4 us of a hello request, for a rare line).
+  let looking: { id: string; came: boolean } | undefined;
   const queue: Array<{ requestId: string; raw: LogLine }> = [];
   let draining: Promise<void> | undefined;
   let gaveWay = 0;
@@ -81,9 +79,19 @@ export function createLateLogs(
     })());
 
   async function store(requestId: string, raw: LogLine): Promise<void> {
+    const look = { id: requestId, came: false };
+    looking = look;
+    try {
+      await storeLooking(look, raw);
+    } finally {
+      if (looking === look) looking = undefined;
+    }
+  }
+  async function storeLooking(look: { id: string; came: boolean }, raw: LogLine): Promise<void> {
+    const requestId = look.id;
     await flushRecords(); // its invocation may still wait for the group commit
     let target = await database.get(q.lateTarget, [requestId]);
-    if (!target && taken.has(requestId)) {
+    if (!target && look.came) {
       // Its result came while we looked: its record is queued (or committed) now.
       await flushRecords();
       target = await database.get(q.lateTarget, [requestId]);
@@ -120,7 +128,7 @@ export function createLateLogs(
   return {
     /** The invocation's lines, with those printed after its answer that came ahead of its result. */
     takeEarly(id: string, logs: LogLine[], integration: LoadedIntegration): LogLine[] {
-      taken.set(id, true);
+      if (looking?.id === id) looking.came = true;
       const lines = early.get(id);
       if (!lines) return logs;
       early.delete(id);
