@@ -7,6 +7,8 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
+import { once } from 'node:events';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
@@ -17,10 +19,10 @@ export default createIntegration({
     const url = new URL(request.url);
     if (url.pathname.endsWith('/empty')) return new Response(null, { status: 204, headers: { 'x-empty': 'yes' } });
     const body = await request.text();
-    return new Response(JSON.stringify({ method: request.method, url: request.url, headers: [...request.headers], body }), {
-      status: 201,
-      headers: { 'content-type': 'application/json', 'x-echo': 'yes', 'set-cookie': 'sy_console=forged', connection: 'keep-alive', 'content-length': '1' },
-    });
+    const headers = new Headers({ 'content-type': 'application/json', 'x-echo': 'yes', connection: 'keep-alive', 'content-length': '1' });
+    // Ours, under its name and nameless (a browser sends that one back as "sy_console=x"), and one of its own.
+    for (const c of ['sy_console=forged', '=sy_console=x', 'theme=dark']) headers.append('set-cookie', c);
+    return new Response(JSON.stringify({ method: request.method, url: request.url, headers: [...request.headers], body }), { status: 201, headers });
   },
 });
 `;
@@ -75,7 +77,8 @@ test('the lane and the app hand the integration the same request and send the sa
   const headers = {
     'X-Mixed-Case': 'One',
     'x-repeated': ['a', 'b'],
-    cookie: 'theme=dark; sy_console=secret; sy_other=x; lang=en',
+    // Two Cookie lines: one Cookie header for the guest, joined with "; " as Node joins them.
+    cookie: ['theme=dark; sy_console=secret', 'sy_other=x; lang=en'],
     'user-agent': 'lane-test',
   };
   const viaLane = await send(server, 'GET', `${path}/b?q=1&r=%20`, headers);
@@ -93,7 +96,7 @@ test('the lane and the app hand the integration the same request and send the sa
   assert.equal(got.get('cookie'), 'theme=dark; lang=en', 'none of our cookies reaches integration code');
   // The answer: the guest's hop-by-hop headers and our cookie dropped, the sandbox policy on, its length ours.
   assert.equal(viaLane.headers['x-echo'], 'yes');
-  assert.equal(viaLane.headers['set-cookie'], undefined);
+  assert.deepEqual(viaLane.headers['set-cookie'], ['theme=dark'], 'none of ours, named or nameless');
   assert.match(String(viaLane.headers['content-security-policy']), /^sandbox /);
   assert.equal(viaLane.headers['content-length'], String(Buffer.byteLength(viaLane.body)));
   assert.match(String(viaLane.headers['x-request-id']), /^req_/);
@@ -163,4 +166,53 @@ test('the metrics name the route the lane answered as the app names it', async (
   const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } })).text();
   assert.match(text, /switchyard_http_requests_total\{method="GET",route="\/v1\/integrations\/:name\/installations\/:id",status="201"\} 1\n/);
   assert.match(text, /switchyard_http_requests_total\{method="GET",route="\/v1\/integrations\/:name\/installations\/:id\/\*\*",status="201"\} 2\n/);
+});
+
+test("a client that hangs up mid-body is its own failure, not the store's: /healthz stays 200, and the request is counted", async (t) => {
+  const { server, path } = await echoServer(t);
+  const url = new URL(server.url);
+  for (const target of [`${path}/up`, `${path}/x/../up`]) {
+    const socket = net.connect(Number(url.port), url.hostname);
+    await once(socket, 'connect');
+    socket.write(`POST ${target} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Length: 50\r\n\r\nabc`);
+    await new Promise((r) => setTimeout(r, 100));
+    socket.destroy();
+  }
+  await new Promise((r) => setTimeout(r, 200));
+  const health = await fetch(`${server.url}/healthz`);
+  const body = (await health.json()) as { store: string };
+  assert.equal(health.status, 200, JSON.stringify(body));
+  assert.equal(body.store, 'ok');
+  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } })).text();
+  assert.match(
+    text,
+    /switchyard_http_requests_total\{method="POST",route="\/v1\/integrations\/:name\/installations\/:id\/\*\*",status="400"\} 2\n/,
+    'both ways counted',
+  );
+});
+
+test('two Host headers are refused (400) both ways; a lone trailing slash is the route itself', async (t) => {
+  const { server, path } = await echoServer(t);
+  const consoleHost = new URL(server.consoleUrl).host;
+  const url = new URL(server.url);
+  const raw = (target: string) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(url.port), url.hostname, () =>
+        socket.write(`GET ${target} HTTP/1.1\r\nHost: ${consoleHost}\r\nHost: ${url.host}\r\nConnection: close\r\n\r\n`),
+      );
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (d) => (text += d));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+  for (const target of [`${path}/q`, `${path}/z/../q`]) {
+    const answer = await raw(target);
+    assert.match(answer, /^HTTP\/1\.1 400 /, answer);
+    assert.match(answer, /more than one Host header/);
+  }
+  await send(server, 'GET', `${path}/`);
+  await send(server, 'GET', `${path}/z/../`);
+  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } })).text();
+  assert.match(text, /switchyard_http_requests_total\{method="GET",route="\/v1\/integrations\/:name\/installations\/:id",status="201"\} 2\n/);
 });

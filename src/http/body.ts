@@ -11,7 +11,13 @@ export async function readBodyLimited(req: Request, limit: number): Promise<Uint
   let size = 0;
   const reader = req.body.getReader();
   for (;;) {
-    const { done, value } = await reader.read();
+    let read: Awaited<ReturnType<typeof reader.read>>;
+    try {
+      read = await reader.read();
+    } catch {
+      throw clientGone();
+    }
+    const { done, value } = read;
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
@@ -27,6 +33,14 @@ export async function readBodyLimited(req: Request, limit: number): Promise<Uint
     at += c.byteLength;
   }
   return out;
+}
+
+/**
+ * The client closed its connection before its body ended. Said as the client's doing: the socket's
+ * own error (ECONNRESET) would read as the store's (store/health.ts storageCode) and mark it failing.
+ */
+export function clientGone(): SwitchyardError {
+  return new SwitchyardError('bad_request', 'the client closed the connection before the request body ended');
 }
 
 export function bodyTooLarge(limit: number): SwitchyardError {

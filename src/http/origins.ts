@@ -100,9 +100,17 @@ export function integrationAnswerHeaders(headers: Array<[string, string]>, origi
 }
 
 function setsOurCookie(setCookie: string): boolean {
-  const name = setCookie
-    .slice(0, Math.max(0, setCookie.indexOf('=')))
-    .trim()
-    .toLowerCase();
+  const pair = setCookie.split(';')[0];
+  const eq = pair.indexOf('=');
+  let name = (eq < 0 ? '' : pair.slice(0, eq)).trim();
+  // A nameless cookie (`=sy_console=x`, or no `=` at all) is sent back by browsers as its value
+  // alone, which reads as `sy_console=x`: its name is what comes first in that value.
+  if (!name)
+    name = pair
+      .slice(eq + 1)
+      .trim()
+      .split('=')[0]
+      .trim();
+  name = name.toLowerCase();
   return name.startsWith(COOKIE_PREFIX) || name.startsWith(`__host-${COOKIE_PREFIX}`) || name.startsWith(`__secure-${COOKIE_PREFIX}`);
 }

@@ -12,7 +12,7 @@
  */
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { bodyTooLarge } from './body.ts';
+import { bodyTooLarge, clientGone } from './body.ts';
 import { COOKIE_PREFIX } from './origins.ts';
 
 /** A public-endpoint request, as the integration's fetch is handed it. */
@@ -80,16 +80,25 @@ export function guestCookie(value: string): string | undefined {
   return kept.length ? kept.join('; ') : undefined;
 }
 
-/** A header list for a guest from a flat name, value, name, value… list: names in lower case, our cookies left out. */
+/**
+ * A header list for a guest from a flat name, value, name, value… list: names in lower case, our
+ * cookies left out. Several Cookie lines are one, joined with "; " as Node and the app's Headers
+ * join them (a guest's Headers would join them with ", ", which no cookie parser splits).
+ */
 function guestHeaders(flat: string[]): Array<[string, string]> {
   const out: Array<[string, string]> = [];
+  let cookies: string | undefined;
+  let at = -1;
   for (let i = 0; i < flat.length; i += 2) {
     const name = flat[i].toLowerCase();
-    if (name === 'cookie') {
-      const kept = guestCookie(flat[i + 1]);
-      if (kept !== undefined) out.push([name, kept]);
-    } else out.push([name, flat[i + 1]]);
+    if (name !== 'cookie') out.push([name, flat[i + 1]]);
+    else if (cookies === undefined) {
+      cookies = flat[i + 1];
+      at = out.length;
+    } else cookies = `${cookies}; ${flat[i + 1]}`;
   }
+  const kept = cookies === undefined ? undefined : guestCookie(cookies);
+  if (kept !== undefined) out.splice(at, 0, ['cookie', kept]);
   return out;
 }
 
@@ -129,17 +138,23 @@ export function withPublicLane(next: (req: IncomingMessage, res: ServerResponse)
 }
 
 async function serve(lane: PublicLane, hooks: LaneHooks, req: IncomingMessage, res: ServerResponse, request: PublicRequest, pathname: string, route: string) {
-  let status: number;
   try {
-    const answer = await lane.answer(request, pathname, (limit) => readBody(req, limit));
-    status = answer.status;
-    write(res, answer);
-  } catch (e) {
-    const response = hooks.errorAnswer(e, request.method, request.url);
-    status = response.status;
-    await hooks.send(res, response);
+    let answer: PublicAnswer | undefined;
+    let failed: Response | undefined;
+    try {
+      answer = await lane.answer(request, pathname, (limit) => readBody(req, limit));
+    } catch (e) {
+      failed = hooks.errorAnswer(e, request.method, request.url);
+    }
+    // Counted as the app counts, before the write (whose end never comes for a client gone).
+    hooks.onResponse?.(request.method, route, answer ? answer.status : failed!.status);
+    if (res.destroyed) return;
+    if (answer) write(res, answer);
+    else void Promise.resolve(hooks.send(res, failed!)).catch(() => res.destroy());
+  } catch {
+    // Nothing of the above should throw; if it did, the connection goes rather than the process.
+    res.destroy();
   }
-  hooks.onResponse?.(request.method, route, status);
 }
 
 /** The answer in one write where Node can (head and body), as srvx writes a FastResponse. */
@@ -175,7 +190,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Uint8Array> | Ui
     const chunks: Buffer[] = [];
     let size = 0;
     const done = (e: unknown, body?: Uint8Array) => {
-      req.off('data', data).off('end', end).off('error', done).off('close', closed);
+      req.off('data', data).off('end', end).off('error', closed).off('close', closed);
       if (e) reject(e);
       else resolve(body!);
     };
@@ -186,7 +201,8 @@ function readBody(req: IncomingMessage, limit: number): Promise<Uint8Array> | Ui
       else chunks.push(chunk);
     };
     const end = () => done(undefined, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
-    const closed = () => done(new Error('the client closed the connection before the body ended'));
-    req.on('data', data).on('end', end).on('error', done).on('close', closed);
+    // The client went (ECONNRESET and the like): its error, not the store's (see clientGone).
+    const closed = () => done(clientGone());
+    req.on('data', data).on('end', end).on('error', closed).on('close', closed);
   });
 }

@@ -43,10 +43,12 @@ const INTEGRATION_PATH = /^\/v1\/integrations\/([^/]+)\/integration(\/.*)?$/;
 
 /** The route pattern the app's router would name for a public path (metrics' label), or undefined. */
 function publicRoute(pathname: string): string | undefined {
+  // A lone trailing slash is the route itself, as the router matches it.
+  const sub = (rest: string | undefined) => rest !== undefined && rest !== '/';
   let m = INSTALLATION_PATH.exec(pathname);
-  if (m) return m[3] === undefined ? INSTALLATION_ROUTE : `${INSTALLATION_ROUTE}/**`;
+  if (m) return sub(m[3]) ? `${INSTALLATION_ROUTE}/**` : INSTALLATION_ROUTE;
   m = INTEGRATION_PATH.exec(pathname);
-  if (m) return m[2] === undefined ? INTEGRATION_ROUTE : `${INTEGRATION_ROUTE}/**`;
+  if (m) return sub(m[2]) ? `${INTEGRATION_ROUTE}/**` : INTEGRATION_ROUTE;
   return undefined;
 }
 
@@ -124,7 +126,11 @@ export function runtimeRoutes(app: H3, services: ServicesWith<'runtime' | 'regis
   // (http/public-lane.ts) in front of the app; the routes below answer the others (HTTP/2, targets
   // srvx normalises) with the same handler, and declare the endpoints in the OpenAPI document.
   const answerPublic = async (req: PublicRequest, pathname: string, body: (limit: number) => Promise<Uint8Array> | Uint8Array): Promise<PublicAnswer> => {
-    refuseOnConsoleHost(headerOf(req, 'host'), pathname, services);
+    // One Host only (RFC 9112 3.2): with two (joined "a, b" either way in), the URL would name the
+    // first while the console-host check saw both.
+    const host = headerOf(req, 'host');
+    if (host?.includes(',')) throw new SwitchyardError('bad_request', 'the request has more than one Host header');
+    refuseOnConsoleHost(host, pathname, services);
     let m = INSTALLATION_PATH.exec(pathname);
     if (m) return runtime().fetchPublic(m[1], m[2], req, await body(limits.request_body));
     m = INTEGRATION_PATH.exec(pathname);
