@@ -67,7 +67,12 @@ export interface Registry {
  */
 function keyOf(labels: Labels): string {
   const names = Object.keys(labels);
-  if (names.length > 1) names.sort();
+  // Callers pass their labels in one order, most often already sorted: no sort (it allocates) then.
+  for (let i = 1; i < names.length; i++)
+    if (names[i - 1] > names[i]) {
+      names.sort();
+      break;
+    }
   let key = '';
   for (const n of names) {
     const v = labels[n];

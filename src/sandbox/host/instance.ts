@@ -24,6 +24,9 @@ import { guestBundle, type GuestBundle } from '../guest-bundle.ts';
 import { describeLimit } from '../limits.ts';
 import { scriptFileName, type GuestScript, type Limits, type ScriptExports } from '../types.ts';
 
+/** The copy option of every call into a guest (one object, not two per call). */
+const COPY = Object.freeze({ copy: true as const });
+
 /** The host functions an instance routes guest calls to (the current invocation's). */
 export interface InstanceHooks {
   /** Whether this invocation's calls run inline (fixed for the whole invocation). */
@@ -389,7 +392,7 @@ export class GuestInstance {
       const timeout = Math.max(1, Math.ceil(this.hooks?.budget() ?? 1000));
       const started = performance.now();
       this.inFlight++;
-      fn.apply(undefined, [...args, n, false], { arguments: { copy: true }, result: { copy: true }, timeout })
+      fn.apply(undefined, [...args, n, false], { arguments: COPY, result: COPY, timeout })
         .then(
           (box) => this.deliver(box, false),
           (e: Error) => this.failed(e, this.failureOf(started, timeout), false, n),
@@ -423,7 +426,7 @@ export class GuestInstance {
     const started = performance.now();
     let box: unknown;
     try {
-      box = fn.applySync(undefined, [...args, n, true], { arguments: { copy: true }, result: { copy: true }, timeout });
+      box = fn.applySync(undefined, [...args, n, true], { arguments: COPY, result: COPY, timeout });
     } catch (e) {
       // A rejection left unhandled also fails the call; only running out of time (or the isolate
       // dying) counts as an overrun for the call mode.
