@@ -85,3 +85,24 @@ test('a console logout in one process ends the session in every other one', asyn
   // And a process started afterwards reads the revocation at start.
   assert.equal(await (await sessionsOf(b)).verify(value), undefined);
 });
+
+test("a check that found nothing changed says so without waiting for the rest of its turn, and not in the next one after another process's bump", async (t) => {
+  const [a, b] = await twoProcesses(t);
+  const ga = generationsFor(a);
+  const gb = generationsFor(b);
+  await ga.ready();
+  const seen = ga.watch('things');
+  assert.equal(await settled(seen), false);
+  // A later turn, in which no check ran: nothing is known of it.
+  await new Promise((r) => setImmediate(r));
+  assert.equal(seen.quiet(), false, 'not known for a turn no check ran in');
+  // Asked and answered within one turn (SQLite's reads answer in microtasks): quiet for the rest of it.
+  const answer = seen();
+  assert.equal(await answer, false);
+  if (!process.env.SWITCHYARD_TEST_PG_URL) assert.equal(seen.quiet(), true, 'quiet for the rest of the turn');
+  await new Promise((r) => setImmediate(r));
+  assert.equal(seen.quiet(), false, 'and only that turn');
+  await b.database.transaction((tx) => gb.bump(tx, 'things'));
+  assert.equal(await waitFor(() => seen(), 3000), true, "B's bump is seen");
+  assert.equal(seen.quiet(), false, 'a check that found a change is no quiet');
+});

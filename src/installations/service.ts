@@ -130,6 +130,19 @@ export async function createInstallations(deps: InstallationsDeps) {
   }
 
   /**
+   * What find would answer, without waiting, when it can tell: the copy in memory while a check
+   * this turn found no other process's change (the public endpoints' hot path). Undefined
+   * otherwise: use find.
+   */
+  function findNow(id: string): Installation | undefined {
+    if (!othersChanged.quiet()) return undefined;
+    const known = live.get(id);
+    if (known) return known;
+    const hit = rows.peek(id);
+    return hit ? fromRow(hit) : undefined;
+  }
+
+  /**
    * The cached copy only, for synchronous code that cannot wait for the store (undefined when it
    * is not in memory: use find). As fresh as the last find or fresh() of this process.
    */
@@ -309,6 +322,7 @@ export async function createInstallations(deps: InstallationsDeps) {
   return {
     find,
     cached,
+    findNow,
     require,
     list,
     /** Let what answers from memory (cached, the webhook endpoints) see other processes' changes now. */

@@ -46,9 +46,11 @@ export function createPublicFetch(
     invoke: Invoke;
     environmentFor: (integration: LoadedIntegration, installation?: Installation) => Record<string, unknown>;
     loaded: (name: string) => Promise<LoadedIntegration>;
+    /** The integration if it is loaded with a script now (what `loaded` would answer at once), else undefined. */
+    loadedNow: (name: string) => LoadedIntegration | undefined;
   },
 ) {
-  const { invoke, environmentFor, loaded } = run;
+  const { invoke, environmentFor, loaded, loadedNow } = run;
 
   /** Hand an HTTP request to the integration's `fetch`; the answer leaves with the public-answer headers. */
   async function runFetch(integration: LoadedIntegration, installation: Installation | undefined, req: PublicRequest, body: Uint8Array): Promise<PublicAnswer> {
@@ -69,11 +71,12 @@ export function createPublicFetch(
   return {
     /** A public-endpoint request: any method and sub-path, handed to the integration's fetch. */
     async fetchPublic(integrationName: string, installationId: string, req: PublicRequest, body: Uint8Array): Promise<PublicAnswer> {
-      const installation = await deps.installations.find(installationId);
+      // Without waiting when the copy in memory is known fresh this turn (most of a busy turn's requests).
+      const installation = deps.installations.findNow(installationId) ?? (await deps.installations.find(installationId));
       if (!installation || installation.integration !== integrationName)
         throw new SwitchyardError('not_found', `no installation ${installationId} of integration "${integrationName}"`);
       runnable(installation);
-      const integration = await loaded(integrationName);
+      const integration = loadedNow(integrationName) ?? (await loaded(integrationName));
       return runFetch(integration, installation, req, body);
     },
 
@@ -83,7 +86,7 @@ export function createPublicFetch(
      * the state it consumes, as on GitBook, and stores the credentials with that token.
      */
     async fetchIntegration(integrationName: string, req: PublicRequest, body: Uint8Array): Promise<PublicAnswer> {
-      return runFetch(await loaded(integrationName), undefined, req, body);
+      return runFetch(loadedNow(integrationName) ?? (await loaded(integrationName)), undefined, req, body);
     },
   };
 }

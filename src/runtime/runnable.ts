@@ -8,6 +8,14 @@ import { missingScope, type Installation } from '../installations/index.ts';
 import type { LoadedIntegration, Registry } from '../registry/index.ts';
 
 /** The integration to run; while the server starts, waits for it to load (see Registry.whenLoaded). */
+/** The integration when it is loaded with a script, without waiting (else undefined: use loadedOf's). */
+export function loadedNowOf(registry: Registry) {
+  return function loadedNow(name: string): LoadedIntegration | undefined {
+    const integration = registry.get(name);
+    return integration?.script ? integration : undefined;
+  };
+}
+
 export function loadedOf(registry: Registry) {
   return async function loaded(name: string): Promise<LoadedIntegration> {
     const integration = registry.get(name) ?? (await registry.whenLoaded(name));

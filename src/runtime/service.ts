@@ -18,7 +18,7 @@ import { createOutputPolicy } from './output.ts';
 import { createPlatformEvents } from './platform-events.ts';
 import { createPublicFetch } from './public-fetch.ts';
 import { createInvocationRecords } from './records.ts';
-import { loadedOf } from './runnable.ts';
+import { loadedNowOf, loadedOf } from './runnable.ts';
 import type { InvocationNotice, RuntimeDeps } from './service-deps.ts';
 
 export type { Invocation, InvocationNotice, RuntimeDeps } from './service-deps.ts';
@@ -40,7 +40,7 @@ export function createRuntime(deps: RuntimeDeps) {
     environmentFor,
     exportsOf,
     recall: known.recall,
-    ...createPublicFetch(deps, { invoke, environmentFor, loaded }),
+    ...createPublicFetch(deps, { invoke, environmentFor, loaded, loadedNow: loadedNowOf(deps.registry) }),
     ...createPlatformEvents(deps, { invoke, environmentFor, loaded, exportsOf }),
     handlesKnown: known.handlesKnown,
     appendLateLog: lateLogs.appendLateLog,

@@ -15,6 +15,12 @@ import { statement, type Database, type Queries } from './contract.ts';
 
 export const generationsMigration = 'CREATE TABLE IF NOT EXISTS store_generations (name TEXT PRIMARY KEY, gen INTEGER NOT NULL)';
 
+/** A watch's check; `quiet()` says, without waiting, that a check this turn found nothing changed. */
+export interface Watch {
+  (): Promise<boolean>;
+  quiet(): boolean;
+}
+
 export interface Generations {
   /** What `name` covers was changed: said in the writer's transaction (`tx`), so it counts once that commits. */
   bump(tx: Queries, name: string): Promise<void>;
@@ -22,7 +28,7 @@ export interface Generations {
    * A check that answers true once each time another process bumped `name` since the last true
    * (callers asking at the same moment share one answer).
    */
-  watch(name: string): () => Promise<boolean>;
+  watch(name: string): Watch;
   /**
    * Resolves once bumps by others are heard: a watch made before then counts its opening as a
    * change (what was bumped while the listening connection opened is unknown).
@@ -46,7 +52,9 @@ export function generationsFor(store: { database: Database; readonly?: boolean }
   if (!g)
     byDatabase.set(
       store.database,
-      (g = store.readonly ? { bump: async () => {}, watch: () => async () => false, ready: async () => {} } : create(store.database)),
+      (g = store.readonly
+        ? { bump: async () => {}, watch: () => Object.assign(async () => false, { quiet: () => true }), ready: async () => {} }
+        : create(store.database)),
     );
   return g;
 }
@@ -96,7 +104,7 @@ const UNCHANGED = Promise.resolve(false);
  * rest of the turn is told so at once (data_version is read once a turn: no ask could say else).
  * Every public-endpoint request asks; an ask each made ~3 % of what a request allocates.
  */
-function shared(ask: () => Promise<boolean>): () => Promise<boolean> {
+function shared(ask: () => Promise<boolean>): Watch {
   let asking: Promise<boolean> | undefined;
   let unchanged = false;
   // This turn, as a token replaced when it ends: an answer that comes in a later turn than its ask
@@ -106,7 +114,7 @@ function shared(ask: () => Promise<boolean>): () => Promise<boolean> {
     turn = {};
     unchanged = false;
   });
-  return () => {
+  const check = () => {
     if (unchanged) return UNCHANGED;
     if (asking) return asking;
     const asked = turn;
@@ -122,6 +130,7 @@ function shared(ask: () => Promise<boolean>): () => Promise<boolean> {
     asking = p;
     return p;
   };
+  return Object.assign(check, { quiet: () => unchanged });
 }
 
 /**
