@@ -52,6 +52,7 @@ export interface LaneHooks {
   send(res: ServerResponse, response: Response): unknown;
 }
 
+/** Any method a public endpoint is called with (the lane's, and the app's public routes'). */
 export const PUBLIC_METHODS = ['GET', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'HEAD', 'PATCH'] as const;
 const LANE_METHODS = new Set<string>(PUBLIC_METHODS);
 const PREFIX = '/v1/integrations/';

@@ -14,10 +14,10 @@ import { decodeEnvelope } from './envelope.ts';
 import { readBodyLimited } from '../http/body.ts';
 import { refuseOnConsoleHost } from '../http/origins.ts';
 import { responseOf, toResponse } from './public-fetch.ts';
-import { headerOf, PUBLIC_METHODS as LANE_METHODS, publicRequestOf, type PublicAnswer, type PublicRequest } from '../http/public-lane.ts';
+import { headerOf, PUBLIC_METHODS, publicRequestOf, type PublicAnswer, type PublicRequest } from '../http/public-lane.ts';
 import { runnable, scopeGranted } from './runnable.ts';
 import { callerFields, chosenInstallationId } from './caller-environment.ts';
-import { passRoute, type DocumentedMethod } from '../http/route.ts';
+import { passRoute } from '../http/route.ts';
 import { object, optional, string } from '../schema/index.ts';
 
 export const RUNTIME_VERSIONS = ['v1'] as const;
@@ -31,9 +31,6 @@ const envelopeSchema = object({
   }),
   'fetch-body': optional(string({ format: 'binary' })),
 });
-
-/** Any method an installation's public endpoint is called with. */
-const PUBLIC_METHODS: readonly DocumentedMethod[] = LANE_METHODS;
 
 // The public routes' paths, as the app's router matches them (the lane's way in too).
 const INSTALLATION_ROUTE = '/v1/integrations/:name/installations/:id';
