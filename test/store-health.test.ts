@@ -5,6 +5,12 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
+import { linkSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { errorAnswer, type HttpServices } from '../src/http/app.ts';
+import { memoryLogger } from '../src/log/index.ts';
 import { statement } from '../src/store/contract.ts';
 import { createStoreHealth, storeHealthMigrationPostgres } from '../src/store/health.ts';
 import { openStore } from '../src/store/index.ts';
@@ -71,4 +77,56 @@ test('PostgreSQL frozen: the store is said unreadable at once (the event loop tu
   s.server.thaw();
   await waitFor(() => health.readable(), 10_000);
   await waitFor(() => health.status().ok, 10_000);
+});
+
+/** A real socket error: the server beside it resets the connection (ECONNRESET, no file named). */
+async function socketReset(t: TestContext): Promise<NodeJS.ErrnoException> {
+  const server = net.createServer((socket) => socket.resetAndDestroy());
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  const { port } = server.address() as net.AddressInfo;
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/' }, () => {});
+    req.on('error', resolve);
+  });
+}
+
+/** A real file-system error, EPERM (a hard link to a directory), on `dir`. */
+function linkRefused(dir: string): NodeJS.ErrnoException {
+  mkdirSync(join(dir, 'sub'), { recursive: true });
+  try {
+    linkSync(join(dir, 'sub'), join(dir, 'sub-link'));
+  } catch (e) {
+    return e as NodeJS.ErrnoException;
+  }
+  throw new Error('a hard link to a directory was allowed');
+}
+
+test("a route's error with an operating system's code is the store's only for a file of the store's: a reset by another server or a file elsewhere is a 500 and /healthz stays ok", async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir, { migrations: allMigrations() });
+  t.after(() => store.close());
+  const log = memoryLogger();
+  const services = { store, log } as unknown as HttpServices;
+  const answer = async (error: unknown) => {
+    const r = errorAnswer(error, services, 'GET', 'http://127.0.0.1/api/v1/x');
+    return { status: r.status, code: ((await r.json()) as { error: { code: string } }).error.code };
+  };
+
+  const reset = await socketReset(t);
+  assert.equal(reset.code, 'ECONNRESET');
+  assert.deepEqual(await answer(reset), { status: 500, code: 'internal' });
+  const elsewhere = linkRefused(tmpDir(t));
+  assert.equal(elsewhere.code, 'EPERM');
+  assert.deepEqual(await answer(elsewhere), { status: 500, code: 'internal' });
+  // h3 hands the route's error over as the cause of its own.
+  assert.deepEqual(await answer(Object.assign(new Error('wrapped'), { cause: elsewhere })), { status: 500, code: 'internal' });
+  assert.equal(store.health.status().ok, true, 'the store was never at fault');
+
+  // The same code on a file in the store's directory is the store's: 503 with its hint, and failing.
+  const own = linkRefused(dataDir);
+  const refused = await answer(own);
+  assert.equal(refused.status, 503);
+  assert.equal(refused.code, 'storage_read_only');
+  assert.equal(store.health.status().ok, false);
 });

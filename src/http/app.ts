@@ -14,7 +14,7 @@ import { clientAddress, type AuthThrottle } from './throttle.ts';
 import { VERSION } from '../version.ts';
 import { openApiDocument, type OpenApiPart } from './openapi.ts';
 import { any, record } from '../schema/index.ts';
-import { storageCode } from '../store/health.ts';
+import { storeFailureCode } from '../store/health.ts';
 import { setPrincipal, type Principal } from './principal.ts';
 import { passRoute, routeOperations, takesInstallLink } from './route.ts';
 import { healthSchema } from './health-api.ts';
@@ -118,11 +118,12 @@ export function errorAnswer(error: unknown, services: HttpServices, method: stri
   if (cause instanceof SwitchyardError) {
     // A storage failure the store already worded (a lock held past the wait, PostgreSQL out of
     // reach): /healthz says failing too, and the probe watches for the store's return.
-    if (storageCode(cause)) services.store.health.failed(cause);
+    if (storeFailureCode(cause, services.store.localDir)) services.store.health.failed(cause);
     return jsonResponse(cause.toJSON(), { status: cause.status, headers: cause.headers });
   }
-  if (storageCode(cause)) {
+  if (storeFailureCode(cause, services.store.localDir)) {
     // A full disk, a read-only or locked database, a database out of reach: say so, and what to do (never a bare 500).
+    // (An operating system's code counts only for a file of the store's: see storeFailureCode.)
     services.store.health.failed(cause);
     const e = services.store.health.storageError(cause);
     services.log.error(e.code === 'storage_unavailable' ? 'the store cannot be reached' : 'a write to the store failed', { error: e.message });

@@ -12,7 +12,7 @@
  * the store that failed (the data directory, or the PostgreSQL database) and saying what to do.
  */
 import { existsSync, statfsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
 import { SwitchyardError, type ErrorCode } from '../errors.ts';
 import { LOCK_BUSY, statement, type Database } from './contract.ts';
 
@@ -186,6 +186,26 @@ export function storageCode(error: unknown): StorageCode | undefined {
   if (STORAGE_CODES.has(code)) return code as StorageCode;
   if (code.startsWith('08') || code.startsWith('57P') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '53300') return 'storage_unavailable';
   return undefined;
+}
+
+/** Codes the operating system gives any file or socket: a route meets them without the store being at fault. */
+const SYSTEM_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM', 'EIO', 'ECONNREFUSED', 'ECONNRESET']);
+
+/**
+ * storageCode for an error a route threw, where the store is not the only thing that fails: an
+ * operating system's code (a full disk, a permission refused, a connection reset) is the store's
+ * only when it names a file in the store's own directory (`localDir`). A route that reads another
+ * file, or calls another server, meets the same codes with the store well. The store's own errors
+ * count as they are: SQLite's codes, PostgreSQL's SQLSTATEs, and what it worded itself (its
+ * PostgreSQL connection's socket errors are worded before they leave it, postgres/pool.ts).
+ */
+export function storeFailureCode(error: unknown, localDir: string | undefined): StorageCode | undefined {
+  const code = storageCode(error);
+  if (!code || !SYSTEM_CODES.has(String((error as { code?: unknown }).code))) return code;
+  const path = (error as { path?: unknown }).path;
+  if (typeof path !== 'string' || !localDir) return undefined;
+  const rel = relative(resolve(localDir), resolve(path));
+  return rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel) ? code : undefined;
 }
 
 /**
