@@ -13,6 +13,8 @@ import type http from 'node:http';
 import { samplePayload } from '../src/events/index.ts';
 import { ROOT, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
 import { scriptedReceiver } from './webhooks-support.ts';
+import { aheadWaiting } from '../src/webhooks/sender-ahead.ts';
+import { createSlots } from '../src/webhooks/sender-slots.ts';
 
 const TOKEN = 'test-admin-token';
 
@@ -160,4 +162,24 @@ test('one process, a slow endpoint: deliveries claimed ahead and given back afte
   await waitFor(() => ids.every((id) => seen.has(id)), 20_000).catch(() => {
     throw new Error(`not delivered: ${ids.filter((id) => !seen.has(id)).join(', ')} (${seen.size} of ${ids.length})`);
   });
+});
+
+test("claimed ahead per origin: one slot's worth while its pace is unknown or slow, more the faster its slots free (as many as drain in a quarter of the 50 ms wait), at most three slots' worth", () => {
+  const slots = createSlots();
+  assert.equal(slots.freeGapMs('http://a'), undefined);
+  for (let at = 0; at <= 20; at++) slots.freed('http://a', at); // a slot frees every ms
+  assert.equal(slots.freeGapMs('http://a'), 1);
+  assert.equal(aheadWaiting(4, slots.freeGapMs('http://a')), 12); // 12 drain in 12.5 ms
+  assert.equal(aheadWaiting(2, 1), 6, "three slots' worth at most");
+  assert.equal(aheadWaiting(2, 0), 6, 'frees within the same ms');
+  assert.equal(aheadWaiting(2, 2.5), 5);
+  assert.equal(aheadWaiting(4, 5), 4, "one slot's worth at least");
+  assert.equal(aheadWaiting(2, 20), 2);
+  assert.equal(aheadWaiting(2, undefined), 2);
+  // The average follows a slower pace, and is forgotten with the origin's last free.
+  for (let at = 40; at <= 400; at += 20) slots.freed('http://a', at);
+  assert.ok(slots.freeGapMs('http://a')! > 19, String(slots.freeGapMs('http://a')));
+  assert.equal(aheadWaiting(2, slots.freeGapMs('http://a')), 2);
+  slots.forgetFreedBefore(500, 50);
+  assert.equal(slots.freeGapMs('http://a'), undefined);
 });
