@@ -146,12 +146,15 @@ export async function runPaced(
   const latencies: number[] = [];
   let errors = 0;
   const total = Math.round((seconds + warmupMs / 1000) * rate);
+  // Counted by index, not by comparing planned times: started + i * 1000 / rate less started can
+  // come out a hair under the warm-up for the first counted request, which then went uncounted.
+  const warmupCount = Math.round((warmupMs / 1000) * rate);
   const started = performance.now();
   let measuredFrom = 0;
   const planned = (i: number) => started + (i * 1000) / rate;
-  type Conn = { send(at: number): void };
+  type Conn = { send(i: number): void };
   const idle: Conn[] = [];
-  const waiting: number[] = []; // planned times of requests that found no connection
+  const waiting: number[] = []; // requests (their numbers) that found no connection
   let opened = 0;
   let sent = 0;
   let settled = 0;
@@ -167,10 +170,12 @@ export async function runPaced(
     socket.setNoDelay(true);
     let buf: Buffer = Buffer.alloc(0);
     let at = 0;
+    let counted = false;
     let busy = false;
     const conn: Conn = {
-      send(t) {
-        at = t;
+      send(i) {
+        at = planned(i);
+        counted = i >= warmupCount;
         busy = true;
         socket.write(request);
       },
@@ -187,7 +192,7 @@ export async function runPaced(
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
       const answer = parseAnswer(buf);
       if (!answer) return;
-      if (at - started >= warmupMs) {
+      if (counted) {
         if (answer.status === 200) latencies.push(performance.now() - at);
         else errors++;
       }
@@ -212,11 +217,11 @@ export async function runPaced(
       const now = performance.now();
       if (!measuredFrom && now - started >= warmupMs) measuredFrom = now;
       while (sent < total && planned(sent) <= now) {
-        const t = planned(sent++);
+        const i = sent++;
         const conn = idle.pop();
-        if (conn) conn.send(t);
-        else if (opened < maxConnections) open(t);
-        else waiting.push(t);
+        if (conn) conn.send(i);
+        else if (opened < maxConnections) open(i);
+        else waiting.push(i);
       }
       if (sent >= total) return resolve();
       // Timers wake a millisecond late or more: the last 2 ms before a planned time are spun on
