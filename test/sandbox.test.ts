@@ -418,6 +418,26 @@ describe('loading and checking scripts', () => {
     // That call ran long: heavy now runs on an isolate thread of its own, and light answers first.
     assert.deepEqual(await race(), ['light', 'heavy']);
   });
+  it("a call's host work counts too: a guest that spends its calls in the host's random bytes leaves the inline path as a spinning one does", async (t) => {
+    const sb = testSandbox(t, { limits: { cpu_time: 2000 } });
+    // Nearly all of such a call is the host's (crypto.getRandomValues is the host's, inline): the
+    // isolate's own CPU count sees a few ms of it, the thread's all of it.
+    const heavy = fetchScript(`
+      const ms = Number(new URL(request.url).searchParams.get('host'));
+      const buf = new Uint8Array(65536);
+      if (ms) { const end = Date.now() + ms; while (Date.now() < end) crypto.getRandomValues(buf); }
+      return new Response('heavy');`);
+    const light = fetchScript(`return new Response('light');`);
+    assert.equal((await call(sb, heavy)).text, 'heavy');
+    assert.equal((await call(sb, light)).text, 'light');
+    const race = async () => {
+      const order: string[] = [];
+      await Promise.all([call(sb, heavy, { url: 'https://x.test/?host=60' }), call(sb, light)].map((p) => p.then((r) => order.push(r.text))));
+      return order;
+    };
+    assert.deepEqual(await race(), ['heavy', 'light']);
+    assert.deepEqual(await race(), ['light', 'heavy'], 'a 60 ms call, nearly all of it in the host, moved heavy off the inline path');
+  });
 });
 
 describe('outbound fetch', () => {
