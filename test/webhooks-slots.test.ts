@@ -164,22 +164,30 @@ test('one process, a slow endpoint: deliveries claimed ahead and given back afte
   });
 });
 
-test("claimed ahead per origin: one slot's worth while its pace is unknown or slow, more the faster its slots free (as many as drain in a quarter of the 50 ms wait), at most three slots' worth", () => {
+test("claimed ahead per origin: one slot's worth while its pace is unknown or slow, more the faster its exchanges end (as many as its slots send in a quarter of the 50 ms wait), at most three slots' worth; a clock that steps back is no recent free", () => {
   const slots = createSlots();
-  assert.equal(slots.freeGapMs('http://a'), undefined);
-  for (let at = 0; at <= 20; at++) slots.freed('http://a', at); // a slot frees every ms
-  assert.equal(slots.freeGapMs('http://a'), 1);
-  assert.equal(aheadWaiting(4, slots.freeGapMs('http://a')), 12); // 12 drain in 12.5 ms
-  assert.equal(aheadWaiting(2, 1), 6, "three slots' worth at most");
-  assert.equal(aheadWaiting(2, 0), 6, 'frees within the same ms');
-  assert.equal(aheadWaiting(2, 2.5), 5);
-  assert.equal(aheadWaiting(4, 5), 4, "one slot's worth at least");
-  assert.equal(aheadWaiting(2, 20), 2);
+  assert.equal(slots.holdMs('http://a'), undefined);
+  for (let at = 0; at <= 20; at++) slots.freed('http://a', at, 1); // exchanges of 1 ms
+  assert.equal(slots.holdMs('http://a'), 1);
+  assert.equal(aheadWaiting(4, slots.holdMs('http://a')), 12, "three slots' worth at most (4 slots would send 50 in 12.5 ms)");
+  assert.equal(aheadWaiting(2, 0), 6);
+  assert.equal(aheadWaiting(4, 5), 10, '4 slots of 5 ms send 10 in 12.5 ms');
+  assert.equal(aheadWaiting(2, 20), 2, "one slot's worth at least");
   assert.equal(aheadWaiting(2, undefined), 2);
+  // Slots started together end together: many frees in one ms do not read as a faster pace.
+  for (let i = 0; i < 16; i++) slots.freed('http://b', 100, 20);
+  assert.equal(slots.holdMs('http://b'), 20);
+  assert.equal(aheadWaiting(16, slots.holdMs('http://b')), 16, "16 slots of 20 ms: one slot's worth, sent within 20 ms");
   // The average follows a slower pace, and is forgotten with the origin's last free.
-  for (let at = 40; at <= 400; at += 20) slots.freed('http://a', at);
-  assert.ok(slots.freeGapMs('http://a')! > 19, String(slots.freeGapMs('http://a')));
-  assert.equal(aheadWaiting(2, slots.freeGapMs('http://a')), 2);
+  for (let at = 40; at <= 400; at += 20) slots.freed('http://a', at, 25);
+  assert.ok(slots.holdMs('http://a')! > 24, String(slots.holdMs('http://a')));
+  assert.equal(aheadWaiting(2, slots.holdMs('http://a')), 2);
+  assert.equal(slots.freedWithin('http://a', 420, 50), true);
   slots.forgetFreedBefore(500, 50);
-  assert.equal(slots.freeGapMs('http://a'), undefined);
+  assert.equal(slots.holdMs('http://a'), undefined);
+  // A clock stepped back: not a free within the window, and forgotten rather than kept for good.
+  slots.freed('http://c', 10_000, 1);
+  assert.equal(slots.freedWithin('http://c', 9_990, 50), false);
+  slots.forgetFreedBefore(9_990, 50);
+  assert.equal(slots.holdMs('http://c'), undefined);
 });

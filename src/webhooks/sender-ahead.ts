@@ -59,15 +59,17 @@ export interface AheadDeps {
 const MAX_AHEAD_PER_SLOT = 3;
 
 /**
- * How many deliveries may wait here for a fast origin's `limit` slots, when its slots free one
- * every `freeGapMs` lately: one slot's worth, and more the faster it answers, as many as its slots
- * take in a quarter of AHEAD_WAIT_MS, at most MAX_AHEAD_PER_SLOT slots' worth. What waits is sent
- * well before it would be given back, and a fast origin's claims come in fewer, larger statements
- * (one endpoint at the default settings: claims of one or two rows at each record before).
+ * How many deliveries may wait here for a fast origin's `limit` slots, when an exchange with it
+ * holds a slot `holdMs` lately: one slot's worth, and more the faster it answers, as many as its
+ * slots send in a quarter of AHEAD_WAIT_MS (limit x that / holdMs), at most MAX_AHEAD_PER_SLOT
+ * slots' worth. What waits is sent well before it would be given back, and a fast origin's claims
+ * come in fewer, larger statements (one endpoint at the default settings: claims of one or two
+ * rows at each record before). The hold time, not the time between frees: slots started together
+ * free together, and gaps of 0 ms would read as a pace the origin does not have.
  */
-export function aheadWaiting(limit: number, freeGapMs: number | undefined): number {
-  if (freeGapMs === undefined) return limit;
-  const drained = Math.floor(AHEAD_WAIT_MS / 4 / Math.max(freeGapMs, 0.01));
+export function aheadWaiting(limit: number, holdMs: number | undefined): number {
+  if (holdMs === undefined) return limit;
+  const drained = Math.floor((limit * AHEAD_WAIT_MS) / 4 / Math.max(holdMs, 0.01));
   return Math.min(MAX_AHEAD_PER_SLOT * limit, Math.max(limit, drained));
 }
 
@@ -88,7 +90,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     // freed within AHEAD_WAIT_MS): see aheadWaiting.
     const perOriginRoom = (origin: string) => {
       const limit = slots.limitOf(origin, cfg);
-      const waiting = slots.freedWithin(origin, now, AHEAD_WAIT_MS) ? aheadWaiting(limit, slots.freeGapMs(origin)) : 0;
+      const waiting = slots.freedWithin(origin, now, AHEAD_WAIT_MS) ? aheadWaiting(limit, slots.holdMs(origin)) : 0;
       return limit + waiting - slots.taken(origin) - waitingFor(origin);
     };
     return { room, perOriginRoom };

@@ -44,7 +44,7 @@ export function createAttempts(deps: AttemptsDeps): Attempts {
       const t0 = performance.now();
       const freeSlot = () => {
         slots.release(c.origin);
-        slots.freed(c.origin, clock());
+        slots.freed(c.origin, clock(), performance.now() - t0);
         ahead.drainOrigin(c.origin);
       };
       const p = makeAttempt(c, manual, context).then(

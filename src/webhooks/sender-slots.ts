@@ -1,7 +1,8 @@
 /**
  * The sender's slots: HTTP exchanges in flight, in all and per endpoint origin (a slot is held for
- * the exchange and nothing else), and when a slot of each origin last freed and how often: an
- * origin that answers fast gets deliveries claimed ahead for it, the more the faster (sender-ahead.ts).
+ * the exchange and nothing else), when a slot of each origin last freed and how long its exchanges
+ * hold a slot: an origin that answers fast gets deliveries claimed ahead for it, the more the faster
+ * (sender-ahead.ts).
  */
 import type { WebhooksConfig } from './sender-leases.ts';
 
@@ -14,18 +15,18 @@ export interface Slots {
   limitOf(origin: string, cfg: WebhooksConfig): number;
   acquire(origin: string): void;
   release(origin: string): void;
-  /** An exchange with `origin` ended at `now` (its slot was released). */
-  freed(origin: string, now: number): void;
-  /** The time between two slots of `origin` freeing, lately (a moving average, ms); undefined until two have. */
-  freeGapMs(origin: string): number | undefined;
+  /** An exchange with `origin` ended at `now` (its slot was released) after holding its slot `heldMs`. */
+  freed(origin: string, now: number, heldMs?: number): void;
+  /** How long an exchange with `origin` held its slot, lately (a moving average, ms); undefined until one has ended. */
+  holdMs(origin: string): number | undefined;
   /** Whether a slot of `origin` freed less than `windowMs` before `now`. */
   freedWithin(origin: string, now: number, windowMs: number): boolean;
   /** Forgets the origins whose slots last freed `windowMs` or more before `now`. */
   forgetFreedBefore(now: number, windowMs: number): void;
 }
 
-/** The weight of the latest gap in the moving average of the time between frees. */
-const GAP_WEIGHT = 0.2;
+/** The weight of the latest exchange in the moving average of how long one holds its slot. */
+const HOLD_WEIGHT = 0.2;
 
 /** `slotsFor` is this sender's share of an origin's per-endpoint limit (the serving processes share it); all of it without. */
 export function createSlots(slotsFor?: (origin: string, limit: number) => number): Slots {
@@ -33,8 +34,8 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
   let inflight = 0;
   /** When a slot of each origin last freed (an origin absent: not within the window). */
   const lastFreed = new Map<string, number>();
-  /** Per origin, the moving average of the time between two frees. */
-  const freeGap = new Map<string, number>();
+  /** Per origin, the moving average of how long an exchange held its slot. */
+  const hold = new Map<string, number>();
   return {
     inFlight: () => inflight,
     taken: (origin) => perOrigin.get(origin) ?? 0,
@@ -49,25 +50,24 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
       if (n <= 0) perOrigin.delete(origin);
       else perOrigin.set(origin, n);
     },
-    freed(origin, now) {
-      const last = lastFreed.get(origin);
-      if (last !== undefined) {
-        const gap = Math.max(0, now - last);
-        const average = freeGap.get(origin);
-        freeGap.set(origin, average === undefined ? gap : average + GAP_WEIGHT * (gap - average));
+    freed(origin, now, heldMs) {
+      if (heldMs !== undefined && heldMs >= 0) {
+        const average = hold.get(origin);
+        hold.set(origin, average === undefined ? heldMs : average + HOLD_WEIGHT * (heldMs - average));
       }
       lastFreed.set(origin, now);
     },
-    freeGapMs: (origin) => freeGap.get(origin),
+    holdMs: (origin) => hold.get(origin),
     freedWithin(origin, now, windowMs) {
       const freed = lastFreed.get(origin);
-      return freed !== undefined && now - freed < windowMs;
+      // A clock that stepped back since is not taken for a recent free (nor kept forever: below).
+      return freed !== undefined && now >= freed && now - freed < windowMs;
     },
     forgetFreedBefore(now, windowMs) {
       for (const [origin, at] of lastFreed)
-        if (now - at >= windowMs) {
+        if (now - at >= windowMs || now < at) {
           lastFreed.delete(origin);
-          freeGap.delete(origin);
+          hold.delete(origin);
         }
     },
   };

@@ -106,7 +106,8 @@ export function createPostgresDatabase(opts: PoolOptions): PostgresDatabase {
   function failure(e: unknown): unknown {
     const err = e as { code?: string; message?: string };
     const timedOut = !err.code && /timeout|timed out/i.test(err.message ?? '');
-    const refused = ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'EPIPE'].includes(err.code ?? '');
+    // (EACCES and ENOENT: a Unix socket's, `postgres:///db?host=/run/postgresql`: not allowed, not there.)
+    const refused = ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'EPIPE', 'EACCES', 'ENOENT'].includes(err.code ?? '');
     const ended = /Connection terminated|not queryable|Client was closed/i.test(err.message ?? '');
     if (timedOut || refused || ended || (err.code && UNAVAILABLE.test(err.code)))
       return new SwitchyardError(
