@@ -130,3 +130,15 @@ test("a route's error with an operating system's code is the store's only for a 
   assert.equal(refused.code, 'storage_read_only');
   assert.equal(store.health.status().ok, false);
 });
+
+test('PostgreSQL over a Unix socket that is not there: a statement fails as storage_unavailable (worded by the store), not as a raw ENOENT a route would answer 500', async (t) => {
+  const dir = tmpDir(t); // no .s.PGSQL.5432 in it
+  const db = createPostgresDatabase({ url: `postgres://u@/db?host=${encodeURIComponent(dir)}`, name: 'socketless', queryTimeoutMs: 2_000 });
+  t.after(() => db.close());
+  const failed = await db.value(statement('SELECT 1')).then(
+    () => undefined,
+    (e: { code?: string; message?: string }) => e,
+  );
+  assert.equal(failed?.code, 'storage_unavailable', String(failed?.message));
+  assert.match(String(failed?.message), /cannot be reached/);
+});
