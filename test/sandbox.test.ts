@@ -649,6 +649,29 @@ describe('crypto', () => {
     assert.match(r.uuid, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     assert.ok(new Set(r.random).size > 10);
   });
+
+  it("digests and HMACs of large data (hashed off the event loop) equal Node's, and verify tells a tampered signature", async (t) => {
+    const sb = testSandbox(t);
+    const s = fetchScript(`
+      const hex = (b) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, '0')).join('');
+      const big = new Uint8Array(1 << 20).map((_, i) => (i * 7) & 255);
+      const key = await crypto.subtle.importKey('raw', new TextEncoder().encode('secret'), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+      const sig = await crypto.subtle.sign('HMAC', key, big);
+      const tampered = new Uint8Array(sig.slice(0)); tampered[31] ^= 1;
+      return Response.json({
+        sha256: hex(await crypto.subtle.digest('SHA-256', big)),
+        sha512: hex(await crypto.subtle.digest('SHA-512', big)),
+        hmac: hex(sig),
+        ok: await crypto.subtle.verify('HMAC', key, sig, big),
+        bad: await crypto.subtle.verify('HMAC', key, tampered, big),
+      });`);
+    const r = (await call(sb, s)).json();
+    const big = Buffer.from(new Uint8Array(1 << 20).map((_, i) => (i * 7) & 255));
+    assert.equal(r.sha256, createHash('sha256').update(big).digest('hex'));
+    assert.equal(r.sha512, createHash('sha512').update(big).digest('hex'));
+    assert.equal(r.hmac, createHmac('sha256', 'secret').update(big).digest('hex'));
+    assert.deepEqual([r.ok, r.bad], [true, false]);
+  });
 });
 
 describe('the worker process', () => {

@@ -416,7 +416,13 @@ export class Invocation implements InstanceHooks {
       case 'hmac-verify': {
         this.ops.set(id, {});
         try {
-          this.succeed(id, performCrypto(op, arg));
+          const done = performCrypto(op, arg);
+          if (done instanceof Promise)
+            done.then(
+              (v) => this.succeed(id, v),
+              (e) => this.fail(id, e),
+            );
+          else this.succeed(id, done);
         } catch (e) {
           this.fail(id, e);
         }
