@@ -65,9 +65,6 @@ function ranOut(elapsed: number, timeout: number): boolean {
   return elapsed >= timeout - 1;
 }
 
-/** An inline call shorter than this is charged its wall time, its CPU not read (see GuestInstance.charged). */
-const SHORT_CALL_MS = 1;
-
 /** An inline call that ran longer than this stalls the other integrations of the process... */
 export const SLOW_CALL_MS = 10;
 /**
@@ -196,8 +193,6 @@ export class GuestInstance {
   private inlineRunning = false;
   /** Calls made into this isolate, numbering them (see guest/bridge.ts takeOutbox). */
   private calls = 0;
-  /** Whether this instance's last inline call took SHORT_CALL_MS or more (see charged); the first is measured. */
-  private lastCallLong = true;
   /** Calls on isolated-vm's threads not yet back, and who waits for there to be none (see whenQuiet). */
   private inFlight = 0;
   private quietWaiters: Array<() => void> = [];
@@ -427,7 +422,7 @@ export class GuestInstance {
     if (this.isolate.isDisposed || !this.hooks) return;
     const hooks = this.hooks;
     const timeout = Math.max(1, Math.ceil(hooks.budget()));
-    const cpu0 = this.lastCallLong ? process.threadCpuUsage() : undefined;
+    const cpu0 = process.threadCpuUsage();
     const started = performance.now();
     let box: unknown;
     try {
@@ -436,35 +431,21 @@ export class GuestInstance {
       // A rejection left unhandled also fails the call; only running out of time (or the isolate
       // dying) counts as an overrun for the call mode.
       const failure = this.failureOf(started, timeout);
-      this.charged(hooks, cpu0, started, true, failure !== 'unhandled');
+      this.charged(hooks, cpu0, true, failure !== 'unhandled');
       this.failed(e as Error, failure, true, n);
       return;
     }
-    this.charged(hooks, cpu0, started, false, false);
+    this.charged(hooks, cpu0, false, false);
     this.deliver(box, false);
   }
 
   /**
-   * What an inline call used of the thread's CPU goes to the invocation, and to the integration's
-   * stall allowance (see CallMode). The host's work the guest causes counts too (its random bytes,
-   * copying its answer): the isolate's own count misses it (a test in sandbox.test.ts).
-   * While this instance's calls are short, the thread's CPU clock is not read around them (two
-   * system calls a request: 3 % of the CPU per public-endpoint request with the serving processes
-   * on two cores): such a call is charged its wall time, which its CPU time never exceeds, so
-   * nothing escapes the count. After a call of SHORT_CALL_MS or more the next is measured exactly.
-   * Trade: a stall of the machine in the middle of an unmeasured call is charged to it, once (the
-   * isolate's own count plus the host callbacks' time was tried instead: it missed the host's side
-   * of copying arguments and answers, 18-32 % of such a call, and the guest chooses which calls go
-   * unmeasured by making every other one short).
+   * What an inline call used of this thread's CPU time (preemption does not count) goes to the
+   * invocation, and to the integration's stall allowance (see CallMode).
    */
-  private charged(hooks: InstanceHooks, cpu0: NodeJS.CpuUsage | undefined, started: number, failed: boolean, overran: boolean): void {
-    const wall = performance.now() - started;
-    this.lastCallLong = wall >= SHORT_CALL_MS;
-    let ms = wall;
-    if (cpu0) {
-      const used = process.threadCpuUsage(cpu0);
-      ms = (used.user + used.system) / 1000;
-    }
+  private charged(hooks: InstanceHooks, cpu0: NodeJS.CpuUsage, failed: boolean, overran: boolean): void {
+    const used = process.threadCpuUsage(cpu0);
+    const ms = (used.user + used.system) / 1000;
     this.mode.charge(ms, overran);
     hooks.charge?.(ms, failed);
   }
