@@ -45,7 +45,7 @@ try {
     integration: 'webhook',
     configuration: { webhook_url: `http://127.0.0.1:${(rx.address() as { port: number }).port}/`, event_types: 'site_view' },
   });
-  await serve.api('POST', `/api/v1/installations/${installed.installation?.id ?? installed.id}/pause`);
+  await serve.api('POST', `/api/v1/installations/${installed.installation.id}/pause`);
 
   const post = async (body: string) => {
     const r = await fetch(`${serve.url}/api/v1/events`, {
@@ -59,12 +59,10 @@ try {
   const bodies = (n: number) => Array.from({ length: n }, () => JSON.stringify(Array.from({ length: BATCH }, () => samplePayload('site_view'))));
   /** All of `batches` through `inFlight` lanes: events/s, and CPU ms per event of the server's processes and of PostgreSQL's. */
   const run = async (batches: string[], inFlight: number) => {
-    const pids = (root: number) => processTree(root);
-    const serverPids = () => pids(serve.child.pid!);
+    const serverPids = () => processTree(serve.child.pid!);
     const pgPids = () => {
-      const pidFile = `${server.dir}/data/postmaster.pid`;
       try {
-        return pids(Number(readFileSync(pidFile, 'utf8').split('\n')[0]));
+        return processTree(Number(readFileSync(`${server.dir}/data/postmaster.pid`, 'utf8').split('\n')[0]));
       } catch {
         return [];
       }

@@ -16,7 +16,7 @@ export interface Slots {
   acquire(origin: string): void;
   release(origin: string): void;
   /** An exchange with `origin` ended at `now` (its slot was released) after holding its slot `heldMs`. */
-  freed(origin: string, now: number, heldMs?: number): void;
+  freed(origin: string, now: number, heldMs: number): void;
   /** How long an exchange with `origin` held its slot, lately (a moving average, ms); undefined until one has ended. */
   holdMs(origin: string): number | undefined;
   /** Whether a slot of `origin` freed less than `windowMs` before `now`. */
@@ -51,10 +51,8 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
       else perOrigin.set(origin, n);
     },
     freed(origin, now, heldMs) {
-      if (heldMs !== undefined && heldMs >= 0) {
-        const average = hold.get(origin);
-        hold.set(origin, average === undefined ? heldMs : average + HOLD_WEIGHT * (heldMs - average));
-      }
+      const average = hold.get(origin);
+      hold.set(origin, average === undefined ? heldMs : average + HOLD_WEIGHT * (heldMs - average));
       lastFreed.set(origin, now);
     },
     holdMs: (origin) => hold.get(origin),
