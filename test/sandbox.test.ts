@@ -8,6 +8,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { call, fetchScript, invokeEnvelope, localServer, script, testSandbox } from './sandbox.helpers.ts';
+import { offLoopHashes, performCrypto } from '../src/sandbox/host/ops.ts';
 
 describe('dispatch', () => {
   it('hands fetch a standard Request rebuilt from the envelope, with the raw body byte-exact', async (t) => {
@@ -671,6 +672,22 @@ describe('crypto', () => {
     assert.equal(r.sha512, createHash('sha512').update(big).digest('hex'));
     assert.equal(r.hmac, createHmac('sha256', 'secret').update(big).digest('hex'));
     assert.deepEqual([r.ok, r.bad], [true, false]);
+  });
+});
+
+describe("the host's off-loop hashing", () => {
+  it("runs at most two large digests at once, the rest in turn, each equal to Node's; none left counted", async () => {
+    const data = Array.from({ length: 8 }, (_, i) => new Uint8Array(4 << 20).fill(i));
+    let most = 0;
+    const watch = setInterval(() => (most = Math.max(most, offLoopHashes())), 0);
+    try {
+      const results = await Promise.all(data.map((d) => performCrypto('digest', { hash: 'SHA-256', data: d })));
+      results.forEach((r, i) => assert.equal(Buffer.from(r as Uint8Array).toString('hex'), createHash('sha256').update(data[i]).digest('hex')));
+    } finally {
+      clearInterval(watch);
+    }
+    assert.ok(most >= 1 && most <= 2, `at most two at once, saw ${most}`);
+    assert.equal(offLoopHashes(), 0);
   });
 });
 

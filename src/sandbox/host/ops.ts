@@ -381,6 +381,32 @@ function hashArg(v: unknown): string {
  * (a second reader's repro: 164-220 ms of stalls an invocation, charged to no call).
  */
 const OFF_LOOP_BYTES = 256 * 1024;
+/**
+ * At most this many of those at once in the process, the rest waiting their turn in order: libuv's
+ * pool has four threads, and DNS lookups (every fetch and webhook to a host name) and file reads
+ * share them; a guest queuing large digests must not take them all.
+ */
+const OFF_LOOP_AT_ONCE = 2;
+let offLoopRunning = 0;
+const offLoopWaiting: Array<() => void> = [];
+
+/** Off-loop hashes running now (for tests). */
+export function offLoopHashes(): number {
+  return offLoopRunning;
+}
+
+async function offLoop<T>(work: () => Promise<T>): Promise<T> {
+  if (offLoopRunning >= OFF_LOOP_AT_ONCE) await new Promise<void>((r) => offLoopWaiting.push(r));
+  else offLoopRunning++;
+  try {
+    return await work();
+  } finally {
+    // The slot passes straight to the next in line (the count stays), or is given up.
+    const next = offLoopWaiting.shift();
+    if (next) next();
+    else offLoopRunning--;
+  }
+}
 
 /** crypto.subtle work: digest, HMAC sign, HMAC verify (constant-time); a promise for large data (see OFF_LOOP_BYTES). */
 export function performCrypto(op: string, arg: unknown): Uint8Array | boolean | Promise<Uint8Array | boolean> {
@@ -389,7 +415,7 @@ export function performCrypto(op: string, arg: unknown): Uint8Array | boolean | 
   const data = bytesArg(a.data, 'data');
   if (op === 'digest')
     return data.byteLength > OFF_LOOP_BYTES
-      ? webcrypto.subtle.digest(a.hash as string, data).then((d) => new Uint8Array(d))
+      ? offLoop(() => webcrypto.subtle.digest(a.hash as string, data)).then((d) => new Uint8Array(d))
       : new Uint8Array(createHash(hash).update(data).digest());
   const key = bytesArg(a.key, 'key', 1024 * 1024);
   const verify = (mac: Uint8Array) => {
@@ -399,9 +425,9 @@ export function performCrypto(op: string, arg: unknown): Uint8Array | boolean | 
   };
   // (webcrypto refuses an empty HMAC key, which Node's createHmac takes: those stay here.)
   if (data.byteLength > OFF_LOOP_BYTES && key.byteLength > 0)
-    return webcrypto.subtle
-      .importKey('raw', key, { name: 'HMAC', hash: a.hash as string }, false, ['sign'])
-      .then((k) => webcrypto.subtle.sign('HMAC', k, data))
-      .then((mac) => verify(new Uint8Array(mac)));
+    return offLoop(async () => {
+      const k = await webcrypto.subtle.importKey('raw', key, { name: 'HMAC', hash: a.hash as string }, false, ['sign']);
+      return webcrypto.subtle.sign('HMAC', k, data);
+    }).then((mac) => verify(new Uint8Array(mac)));
   return verify(new Uint8Array(createHmac(hash, key).update(data).digest()));
 }
