@@ -5,7 +5,7 @@
  * ones in a window, each after a confirmation.
  */
 import type { VNode } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import {
   api,
   DELIVERY_STATUSES,
@@ -169,7 +169,9 @@ export function DeliveriesPage({ openId, query }: { openId?: string; query: URLS
   const set = (changes: Record<string, string | undefined>) =>
     navigate(openId ? `#/deliveries/${encodeURIComponent(openId)}` : '#/deliveries', withParams(query, changes));
   const closeHref = hrefOf('#/deliveries', query);
-  useEffect(() => {
+  // Attached in the commit that shows the panel (useEffect waits for a paint, and a key pressed as
+  // soon as the panel shows would be missed).
+  useLayoutEffect(() => {
     if (!openId) return;
     const onKey = (e: KeyboardEvent) => {
       if (e.key === 'Escape' && !(e.target as HTMLElement).closest('input, select, textarea')) location.hash = closeHref;
