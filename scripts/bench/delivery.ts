@@ -26,7 +26,8 @@
  *    printed beside it.
  * 2. Latency at 1,000 events/s (open loop, BENCH_LATENCY_SECONDS long): ingest-to-receiver p99.
  *    Goal: p99 < 25 ms. Also both relays' figures in the same run, and an idle pace (20/s) for switchyard and the durable relay.
- * Rounds alternate between the three senders; medians of BENCH_ROUNDS (5) are printed.
+ * Rounds alternate between the three senders; medians of BENCH_ROUNDS (5) are printed, with the CPU
+ * each event cost each sender's processes and the receiver (from /proc), and the ratio by CPU.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { timingSafeEqual } from 'node:crypto';
@@ -38,7 +39,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { samplePayload } from '../../src/events/index.ts';
 import { signatureHeader } from '../../src/webhooks/signature.ts';
-import { ask, median, percentile, setting, startServe } from './common.ts';
+import { ask, cpuMs, median, percentile, processTree, setting, startServe } from './common.ts';
 
 const N = setting('BENCH_N', 6000);
 const CONNECTIONS = setting('BENCH_CONNECTIONS', 64);
@@ -331,10 +332,27 @@ async function main(): Promise<void> {
       `${N} single-event POSTs over ${CONNECTIONS} connections per round, ${ROUNDS} rounds, Node ${process.version}`,
   );
 
+  // CPU per event (/proc utime + stime, ticks of 10 ms: a round of thousands of events reads to a few us):
+  // the sender's processes (switchyard: the supervisor and its serving processes) and the receiver,
+  // which is the load generator too (its share tells a sender that loads it more, e.g. by smaller writes).
+  const pidsOf: Record<Sender, () => number[]> = {
+    switchyard: () => processTree(serve.child.pid!),
+    relay: () => [relay.proc.pid!],
+    durable: () => [durable.proc.pid!],
+  };
+  const cpu = (pids: number[]) => pids.reduce((sum, p) => sum + (cpuMs(p) ?? 0), 0);
   const blast = async (s: Sender) => {
+    const pids = pidsOf[s]();
+    const before = { sender: cpu(pids), receiver: cpuMs(receiver.proc.pid!)! };
     const r = await ask<{ ms: number; ackedMs: number; refused: number; received: number }>(receiver.proc, { blast: { url: senders[s] } }, 'ms');
     if (r.refused || r.received < N) throw new Error(`${s}: ${r.refused} ingest requests refused, ${r.received} of ${N} delivered`);
-    return { rate: (N / r.ms) * 1000, ackRate: (N / r.ackedMs) * 1000 };
+    const usPerEvent = (ms: number) => (ms * 1000) / N;
+    return {
+      rate: (N / r.ms) * 1000,
+      ackRate: (N / r.ackedMs) * 1000,
+      cpuUs: usPerEvent(cpu(pids) - before.sender),
+      receiverCpuUs: usPerEvent(cpuMs(receiver.proc.pid!)! - before.receiver),
+    };
   };
   const load = async (s: Sender, rate: number, seconds: number) => {
     const r = await ask<{ latencies: number[]; lost: number }>(receiver.proc, { load: { url: senders[s], rate, seconds } }, 'latencies');
@@ -348,11 +366,15 @@ async function main(): Promise<void> {
   await blast('switchyard');
   const rates: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
   const acks: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
+  const cpus: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
+  const receiverCpus: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
   for (let i = 0; i < ROUNDS; i++)
     for (const s of ['relay', 'durable', 'switchyard'] as const) {
       const r = await blast(s);
       rates[s].push(r.rate);
       acks[s].push(r.ackRate);
+      cpus[s].push(r.cpuUs);
+      receiverCpus[s].push(r.receiverCpuUs);
     }
   const rate = (s: Sender) => median(rates[s]);
   const ratio = rate('switchyard') / rate('durable');
@@ -367,6 +389,12 @@ async function main(): Promise<void> {
   console.log(
     `            ingest alone (all 202s answered): switchyard ${median(acks.switchyard).toFixed(0)} events/s (stored), durable relay ${median(acks.durable).toFixed(0)} (committed), ` +
       `relay ${median(acks.relay).toFixed(0)} (answers after its POST)`,
+  );
+  const us = (xs: number[]) => `${median(xs).toFixed(0)} us`;
+  console.log(
+    `            CPU per event (medians): switchyard ${us(cpus.switchyard)} (its processes), durable relay ${us(cpus.durable)}, relay ${us(cpus.relay)}; ` +
+      `switchyard / durable relay ${(median(cpus.durable) / median(cpus.switchyard)).toFixed(2)} by CPU; the receiver and load generator ` +
+      `${us(receiverCpus.switchyard)}, ${us(receiverCpus.durable)}, ${us(receiverCpus.relay)} in the same rounds`,
   );
   console.log(
     `            rounds switchyard [${rates.switchyard.map((x) => x.toFixed(0)).join(', ')}]  durable relay [${rates.durable.map((x) => x.toFixed(0)).join(', ')}]  ` +
