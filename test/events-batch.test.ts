@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openStore, type Db } from '../src/store/index.ts';
@@ -303,6 +304,34 @@ test('body limits: a batch may be larger than one event (server.batch_body_limit
   const scalar = await post(s.url, s.token, '"site_view"');
   assert.equal(scalar.status, 400);
   assert.match(scalar.body.error.message, /JSON object or an array/);
+});
+
+test('a client that goes away in the middle of its body: the request ends (400), nothing is stored, the store is not blamed, the next request is served', async (t) => {
+  const s = await deliveryServer(t);
+  const answered: number[] = [];
+  const before = s.services.onHttpResponse;
+  s.services.onHttpResponse = (method, route, status) => {
+    if (route === '/api/v1/events') answered.push(status);
+    before?.(method, route, status);
+  };
+  const event = { ...samplePayload('site_view'), padding: 'x'.repeat(3000) };
+  const text = JSON.stringify(event);
+  const { port } = new URL(s.url);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  await new Promise((r) => socket.once('connect', r));
+  socket.write(
+    `POST /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${s.token}\r\nContent-Type: application/json\r\nContent-Length: ${text.length}\r\n\r\n` +
+      text.slice(0, 1000),
+  );
+  await new Promise((r) => setTimeout(r, 100));
+  socket.destroy();
+  // The handler gave up on the body (a reader left waiting for it would never answer).
+  await waitFor(() => answered.includes(400), 5_000);
+  assert.deepEqual(answered, [400]);
+  assert.equal(storedOf(s, [event.eventId as string]), 0);
+  assert.equal((await fetch(`${s.url}/healthz`)).status, 200, 'a client going away is not the store failing');
+  const next = await s.send(samplePayload('site_view'));
+  assert.equal(next.status, 202);
 });
 
 test('a single event object is answered exactly as before: no per-item wrapping', async (t) => {

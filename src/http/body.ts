@@ -1,14 +1,19 @@
 /** Request bodies for the management API and the runtime: size caps and errors that say what is wrong. */
+import type { IncomingMessage } from 'node:http';
 import { SwitchyardError } from '../errors.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
 
-/** Read a request body up to `limit` bytes (413 beyond), whatever Content-Length claims. */
-export async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
-  const declared = Number(req.headers.get('content-length') ?? NaN);
-  if (Number.isFinite(declared) && declared > limit) throw bodyTooLarge(limit);
-  if (!req.body) return new Uint8Array();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
+/**
+ * Hands each chunk of a request's body to `take`, which throws to stop (a limit passed): the rest is
+ * left unread (the caller's 413 closes the connection). A client that goes away mid-body is
+ * clientGone. From the Node request under the server's Request when its body is untouched: its
+ * web stream (Readable.toWeb) cost a single-event ingest about a tenth of its CPU, measured.
+ */
+async function eachChunk(req: Request, take: (chunk: Uint8Array) => void): Promise<void> {
+  if (req.method === 'GET' || req.method === 'HEAD') return;
+  const node = untouchedNodeRequest(req);
+  if (node) return eachNodeChunk(node, take);
+  if (!req.body) return;
   const reader = req.body.getReader();
   for (;;) {
     let read: Awaited<ReturnType<typeof reader.read>>;
@@ -17,15 +22,60 @@ export async function readBodyLimited(req: Request, limit: number): Promise<Uint
     } catch {
       throw clientGone();
     }
-    const { done, value } = read;
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
+    if (read.done) return;
+    try {
+      take(read.value);
+    } catch (e) {
       await reader.cancel().catch(() => {});
-      throw bodyTooLarge(limit);
+      throw e;
     }
-    chunks.push(value);
   }
+}
+
+/** The Node request a srvx Request wraps, unless its body was already asked for (a web stream made of it) or read. */
+function untouchedNodeRequest(req: Request): IncomingMessage | undefined {
+  const node = (req as { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
+  if (!node || req.bodyUsed || node.readableDidRead || node.listenerCount('data') > 0 || node.readableEnded) return undefined;
+  return node;
+}
+
+function eachNodeChunk(node: IncomingMessage, take: (chunk: Uint8Array) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const settle = (error?: unknown) => {
+      node.off('data', onData).off('end', onEnd).off('error', onGone).off('close', onClose);
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const onData = (chunk: Buffer) => {
+      try {
+        take(chunk);
+      } catch (e) {
+        node.pause();
+        settle(e);
+      }
+    };
+    const onEnd = () => settle();
+    const onGone = () => settle(clientGone());
+    const onClose = () => {
+      if (!node.complete) settle(clientGone());
+    };
+    node.on('data', onData).on('end', onEnd).on('error', onGone).on('close', onClose);
+  });
+}
+
+/** Read a request body up to `limit` bytes (413 beyond), whatever Content-Length claims. */
+export async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
+  const declared = Number(req.headers.get('content-length') ?? NaN);
+  if (Number.isFinite(declared) && declared > limit) throw bodyTooLarge(limit);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  await eachChunk(req, (chunk) => {
+    size += chunk.byteLength;
+    if (size > limit) throw bodyTooLarge(limit);
+    chunks.push(chunk);
+  });
+  // Always a copy of its own: a Node chunk may be a view of a shared pool, and a body can be handed
+  // on whole (its .buffer) to integration code.
   const out = new Uint8Array(size);
   let at = 0;
   for (const c of chunks) {
@@ -120,27 +170,19 @@ export async function readJsonObjectOrArray(req: Request, limits: { object: Body
   let size = 0;
   /** undefined until the first non-blank byte is seen. */
   let isArray: boolean | undefined;
-  if (req.body) {
-    const reader: ReadableStreamDefaultReader<Uint8Array> = req.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      chunks.push(value);
-      if (isArray === undefined) {
-        const first = value.findIndex((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09);
-        if (first >= 0) isArray = value[first] === 0x5b; // '['
-      }
-      const over =
-        isArray === undefined
-          ? size > most
-          : size > (isArray ? array.bytes : object.bytes) || (Number.isFinite(declared) && declared > (isArray ? array.bytes : object.bytes));
-      if (over) {
-        await reader.cancel().catch(() => {});
-        throw isArray ? arrayTooLarge() : objectTooLarge();
-      }
+  await eachChunk(req, (value) => {
+    size += value.byteLength;
+    chunks.push(value);
+    if (isArray === undefined) {
+      const first = value.findIndex((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09);
+      if (first >= 0) isArray = value[first] === 0x5b; // '['
     }
-  }
+    const over =
+      isArray === undefined
+        ? size > most
+        : size > (isArray ? array.bytes : object.bytes) || (Number.isFinite(declared) && declared > (isArray ? array.bytes : object.bytes));
+    if (over) throw isArray ? arrayTooLarge() : objectTooLarge();
+  });
   if (!size) throw new SwitchyardError('bad_request', 'the request needs a JSON body');
   const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
   const v = parseJson(req, bytes, true);
