@@ -314,7 +314,7 @@ test('a client that goes away in the middle of its body: the request ends (400),
     if (route === '/api/v1/events') answered.push(status);
     before?.(method, route, status);
   };
-  const event = { ...samplePayload('site_view'), padding: 'x'.repeat(3000) };
+  const event: Record<string, unknown> = { ...samplePayload('site_view'), padding: 'x'.repeat(3000) };
   const text = JSON.stringify(event);
   const { port } = new URL(s.url);
   const socket = net.connect(Number(port), '127.0.0.1');
@@ -328,7 +328,7 @@ test('a client that goes away in the middle of its body: the request ends (400),
   // The handler gave up on the body (a reader left waiting for it would never answer).
   await waitFor(() => answered.includes(400), 5_000);
   assert.deepEqual(answered, [400]);
-  assert.equal(storedOf(s, [event.eventId as string]), 0);
+  assert.equal(storedOf(s, [String(event.eventId)]), 0);
   assert.equal((await fetch(`${s.url}/healthz`)).status, 200, 'a client going away is not the store failing');
   const next = await s.send(samplePayload('site_view'));
   assert.equal(next.status, 202);
