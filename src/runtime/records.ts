@@ -4,8 +4,8 @@
  * Group commit. A caller that waits for its record (events, renders, the runtime endpoint) has it
  * committed at the end of this event-loop turn with whatever else is pending; a public-endpoint
  * answer goes out at once and its record joins the next commit, at most RECORD_DELAY_MS later
- * (under load, one commit per tens of requests instead of one per few). A commit is one INSERT
- * whatever the number of records (the rows go as one JSON array), after the feed's order lock on
+ * (under load, one commit per tens of requests instead of one per few). A commit writes its records
+ * with a few multi-row INSERTs on SQLite, one on PostgreSQL (store/rows-insert.ts), after the feed's order lock on
  * PostgreSQL (store/feed-order.ts). Readers of invocations flush first (see beforeInvocationsRead),
  * so what was answered can always be read back; a crash can lose the records of the last few
  * milliseconds, and a store that fails the commit those of that commit (logged), never an event
@@ -13,6 +13,7 @@
  */
 import type { Logger } from '../log/index.ts';
 import { appendInOrder } from '../store/feed-order.ts';
+import { rowsInsert } from '../store/rows-insert.ts';
 import { LOCK_BUSY, statement, type Database, type Tx } from '../store/contract.ts';
 import { storageCode } from '../store/health.ts';
 import { batchPerTurn } from '../lib/batch.ts';
@@ -24,23 +25,35 @@ import type { InvocationNotice } from './service-deps.ts';
 const RECORD_DELAY_MS = 10;
 const RECORD_BATCH = 256;
 
-const COLUMNS =
-  'id, integration, installation_id, event_type, event_id, status, duration_ms, cpu_ms, error_kind, error_message, error_stack, error_limit, logs, created_at';
+const COLUMNS = [
+  'id',
+  'integration',
+  'installation_id',
+  'event_type',
+  'event_id',
+  'status',
+  'duration_ms',
+  'cpu_ms',
+  'error_kind',
+  'error_message',
+  'error_stack',
+  'error_limit',
+  'logs',
+  'created_at',
+] as const;
 
-const q = {
-  /** A turn's records: one JSON array of rows, each an array in COLUMNS' order. */
-  insertAll: statement({
-    sqlite: `INSERT INTO invocations (${COLUMNS})
-     SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7,
-            value ->> 8, value ->> 9, value ->> 10, value ->> 11, value ->> 12, value ->> 13
-     FROM json_each(?) ORDER BY key`,
-    postgres: `INSERT INTO invocations (${COLUMNS})
+/** A turn's records: multi-row VALUES on SQLite, one JSON array of rows (each an array in COLUMNS' order) on PostgreSQL. */
+const insertAll = rowsInsert(
+  'invocations',
+  COLUMNS,
+  statement(
+    `INSERT INTO invocations (${COLUMNS.join(', ')})
      SELECT r ->> 0, r ->> 1, r ->> 2, r ->> 3, r ->> 4, CAST(r ->> 5 AS integer), CAST(r ->> 6 AS double precision), CAST(r ->> 7 AS double precision),
             r ->> 8, r ->> 9, r ->> 10, r ->> 11, r ->> 12, r ->> 13
      FROM json_array_elements(CAST(? AS json)) WITH ORDINALITY AS rows (r, n) ORDER BY n`,
-  }),
-  insert: statement(`INSERT INTO invocations (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-};
+  ),
+);
+const insertOne = statement(`INSERT INTO invocations (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})`);
 
 export function createInvocationRecords(database: Database, log: Logger) {
   type Pending = { row: unknown[]; notice: InvocationNotice; done?: () => void };
@@ -58,11 +71,11 @@ export function createInvocationRecords(database: Database, log: Logger) {
    * the last ones at close wait for the lock if they must (on timers: the event loop keeps serving).
    */
   async function writeRecords(batch: Pending[], scheduled: boolean): Promise<void> {
-    const rows = JSON.stringify(batch.map((p) => p.row));
+    const rows = batch.map((p) => p.row);
     // The records are `logs --follow`'s feed: numbered and committed in one order (store/feed-order.ts).
     const write = async (tx: Tx) => {
       await appendInOrder(tx, 'invocations');
-      await tx.run(q.insertAll, [rows]);
+      await insertAll.run(tx, rows);
     };
     try {
       if (!scheduled || closing) await database.transaction(write);
@@ -86,7 +99,7 @@ export function createInvocationRecords(database: Database, log: Logger) {
       try {
         await database.transaction(async (tx) => {
           await appendInOrder(tx, 'invocations');
-          await tx.run(q.insert, p.row);
+          await tx.run(insertOne, p.row);
         });
       } catch (e) {
         log.error('recording an invocation failed', { request_id: p.row[0] as string, error: e as Error });
