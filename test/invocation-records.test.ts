@@ -82,6 +82,18 @@ for (const using of IMPLEMENTATIONS) {
     await records.close();
   });
 
+  test(`a record's text is stored alike on either engine: a NUL and a lone surrogate become U+FFFD (${using})`, async (t) => {
+    const database = await open(t, using);
+    const records = createInvocationRecords(database, memoryLogger());
+    const r = row('req_text', 0);
+    r[8] = 'exception';
+    r[9] = 'bad\u0000byte and \ud800 alone';
+    await records.record(r, notice('req_text'), true);
+    const stored = await createInvocations(database).get('req_text');
+    assert.equal(stored!.error?.message, 'bad\uFFFDbyte and \uFFFD alone');
+    await records.close();
+  });
+
   test(`a record that cannot be stored does not lose the others of its turn (${using})`, async (t) => {
     const database = await open(t, using);
     const log = memoryLogger();
