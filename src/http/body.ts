@@ -12,7 +12,12 @@ import { MAX_JSON_DEPTH, nestedDeeperThan } from '../lib/json-depth.ts';
 async function eachChunk(req: Request, take: (chunk: Uint8Array) => void): Promise<void> {
   if (req.method === 'GET' || req.method === 'HEAD') return;
   const node = untouchedNodeRequest(req);
-  if (node) return eachNodeChunk(node, take);
+  if (node) {
+    // Gone before the reader started (the handler awaited something first): a destroyed stream
+    // emits nothing more, and a reader left waiting would never answer.
+    if (node.destroyed) throw clientGone();
+    return eachNodeChunk(node, take);
+  }
   if (!req.body) return;
   const reader = req.body.getReader();
   for (;;) {
@@ -32,7 +37,7 @@ async function eachChunk(req: Request, take: (chunk: Uint8Array) => void): Promi
   }
 }
 
-/** The Node request a srvx Request wraps, unless its body was already asked for (a web stream made of it) or read. */
+/** The Node request a srvx Request wraps (HTTP/2's compat request too), unless its body was already asked for (a web stream made of it) or read. */
 function untouchedNodeRequest(req: Request): IncomingMessage | undefined {
   const node = (req as { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
   if (!node || req.bodyUsed || node.readableDidRead || node.listenerCount('data') > 0 || node.readableEnded) return undefined;
@@ -54,7 +59,8 @@ function eachNodeChunk(node: IncomingMessage, take: (chunk: Uint8Array) => void)
         settle(e);
       }
     };
-    const onEnd = () => settle();
+    // HTTP/2's request ends normally (complete) when the client cancels its stream: `aborted` tells a cut body from a whole one.
+    const onEnd = () => settle((node as { aborted?: boolean }).aborted ? clientGone() : undefined);
     const onGone = () => settle(clientGone());
     const onClose = () => {
       if (!node.complete) settle(clientGone());
