@@ -53,7 +53,6 @@ const insertAll = rowsInsert(
      FROM json_array_elements(CAST(? AS json)) WITH ORDINALITY AS rows (r, n) ORDER BY n`,
   ),
 );
-const insertOne = statement(`INSERT INTO invocations (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})`);
 
 export function createInvocationRecords(database: Database, log: Logger) {
   type Pending = { row: unknown[]; notice: InvocationNotice; done?: () => void };
@@ -99,7 +98,7 @@ export function createInvocationRecords(database: Database, log: Logger) {
       try {
         await database.transaction(async (tx) => {
           await appendInOrder(tx, 'invocations');
-          await tx.run(insertOne, p.row);
+          await insertAll.run(tx, [p.row]);
         });
       } catch (e) {
         log.error('recording an invocation failed', { request_id: p.row[0] as string, error: e as Error });
