@@ -313,6 +313,45 @@ test('/metrics sums every serving process; wrong admin tokens share one budget; 
   assert.equal(code, 0);
 });
 
+test('server.port 0: a port picked for the serving processes and taken before they listen is picked again', async (t) => {
+  const { dir, configFile } = setup(t);
+  // Something on the machine holds the port the supervisor's first pick returns (a preload in the
+  // supervisor makes its first pick answer this one): the serving process cannot listen there.
+  const holder = http.createServer().listen(0, '127.0.0.1');
+  await once(holder, 'listening');
+  t.after(() => holder.close());
+  const held = (holder.address() as { port: number }).port;
+  const preload = join(dir, 'first-pick.mjs');
+  writeFileSync(
+    preload,
+    `import cluster from 'node:cluster';
+import net from 'node:net';
+if (cluster.isPrimary) {
+  const address = net.Server.prototype.address;
+  let first = true;
+  net.Server.prototype.address = function () {
+    const a = address.call(this);
+    if (!first || !a || typeof a !== 'object') return a;
+    first = false;
+    return { ...a, port: ${held} };
+  };
+}
+`,
+  );
+  const s = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, {
+    timeoutMs: 30_000,
+    env: { NODE_OPTIONS: `--import ${preload}` },
+  });
+  const base = s.match[1];
+  assert.notEqual(new URL(base).port, String(held));
+  const health = async () => (await fetch(`${base}/healthz`)).json() as Promise<{ processes?: { count: number; ready: boolean } }>;
+  assert.deepEqual((await waitFor(async () => ((await health()).processes?.ready ? health() : undefined), 15_000)).processes, { count: 2, ready: true });
+  assert.doesNotMatch(s.output(), /already in use|exited before it listened/);
+  s.child.kill('SIGTERM');
+  const [code] = await once(s.child, 'exit');
+  assert.equal(code, 0);
+});
+
 test('the default on one core (its CPU affinity): one serving process under the supervisor, replaced when it dies', async (t) => {
   const { configFile } = setup(t);
   writeFileSync(configFile, readFileSync(configFile, 'utf8').replace('processes: 2', 'processes: 0'));

@@ -3,7 +3,7 @@ import cluster from 'node:cluster';
 import { startServer, type RunningServer } from '../server/server.ts';
 import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { configArg, configFrom } from './common.ts';
-import { PORT_ENV } from '../process/messages.ts';
+import { PORT_ENV, PORT_TAKEN_EXIT } from '../process/messages.ts';
 
 export default defineCommand({
   meta: { name: 'serve', description: 'Run the server: integrations, runtime endpoints, management API and webhook delivery' },
@@ -81,7 +81,14 @@ async function serving(
   }
   const link = createServingLink(config.data_dir, place);
   const tls = config.server.tls.cert ? await link.tls() : undefined;
-  const server = await startServer(config, { sandbox: 'in-process', link, tls });
+  let server: RunningServer;
+  try {
+    server = await startServer(config, { sandbox: 'in-process', link, tls });
+  } catch (e) {
+    // The supervisor picked this port and something took it since: it picks another (quietly).
+    if (port && (e as { code?: string }).code === 'port_in_use') process.exit(PORT_TAKEN_EXIT);
+    throw e;
+  }
   await untilSignal(server, false);
   link.close();
   // The cluster channel would keep the process alive.

@@ -37,5 +37,11 @@ export type ToSupervisor =
 export const SERVING_ENV = 'SWITCHYARD_SERVING';
 /** The port the first serving process listens on, for the others (when server.port is 0). */
 export const PORT_ENV = 'SWITCHYARD_SERVING_PORT';
+/**
+ * A serving process's exit code when the port the supervisor picked for it (server.port 0) was
+ * taken before it listened: anything on the machine may bind it, or use it as an outgoing
+ * connection's own port, between the pick and the listen. The supervisor picks again.
+ */
+export const PORT_TAKEN_EXIT = 75;
 /** Set for the first start of serving process 0: it says the start line (see src/http/announce.ts). */
 export const ANNOUNCE_ENV = 'SWITCHYARD_SERVING_ANNOUNCE';

@@ -29,6 +29,7 @@ import { connectStore, type Store } from '../store/index.ts';
 import { readCrashRecord } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
 import type { ToServing, ToSupervisor } from './messages.ts';
+import { PORT_TAKEN_EXIT } from './messages.ts';
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
@@ -95,6 +96,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
   const metrics = createMetricsRelay();
   let port: number | undefined;
+  /** Picks of a free port that were taken before the first process listened on them (server.port 0). */
+  let portsTaken = 0;
   let everReady = false;
   let startedOnce = false;
   /** Every serving process listened once: a start after that is a replacement. */
@@ -175,6 +178,14 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     if (released) broadcast({ t: 'due' });
     if (drain.stopping) {
       if (slots.every((s) => !s.serving)) finish();
+      return;
+    }
+    if (!wasReady && !everReady && code === PORT_TAKEN_EXIT && !config.server.port && portsTaken < 5) {
+      portsTaken++;
+      log.debug('the port picked was taken before the first serving process listened; picking another', { port });
+      port = await freePort(config.server.host);
+      startedOnce = false;
+      if (!drain.stopping) start(slot);
       return;
     }
     if (!wasReady && !everReady) {
