@@ -13,7 +13,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { connectStore } from '../src/store/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
-import { createWebhooks } from '../src/webhooks/index.ts';
+import { createQueue, createWebhooks } from '../src/webhooks/index.ts';
 import type { WebhooksConfig } from '../src/webhooks/sender.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { freshPostgresDatabase, testConfig, tmpDir, waitFor } from './helpers/index.ts';
@@ -63,7 +63,7 @@ async function senderOn(t: TestContext, status: (n: number) => number, config: P
  * can span one), and on SQLite the caches' check of other processes' commits, once per event-loop
  * turn whatever asks (store/generations.ts).
  */
-const periodicIn = (sql: string[]) => sql.filter((s) => s.startsWith('SELECT origin, MIN(next_attempt_at)') || s === 'PRAGMA data_version').length;
+const periodicIn = (sql: string[]) => sql.filter((s) => s.startsWith('SELECT origin, MIN(') || s === 'PRAGMA data_version').length;
 
 test('a delivered event costs one commit and a fixed few statements after its ingest, and the scheduler asks the store nothing to arm its timer', async (t) => {
   const { store, rx, recorded, send, n, reset } = await senderOn(t, () => 200);
@@ -102,4 +102,38 @@ test('a retry due by the time its failure is recorded is sent at once (no timer 
   await waitFor(() => recorded.length === 3, 3_000);
   assert.deepEqual(recorded, ['retry', 'retry', 'success']);
   assert.equal(rx.arrived, 3);
+});
+
+test('an attempt in flight is not work due: the look at what other processes made due sees its origin claimable when its lease runs out', async (t) => {
+  const dir = tmpDir(t);
+  const store = await connectStore(dir, { migrations: allMigrations(), url: process.env.SWITCHYARD_TEST_PG_URL ? freshPostgresDatabase(dir) : undefined });
+  t.after(() => store.close());
+  const queue = createQueue(store.database, { maxAttempts: () => 5 });
+  const now = Date.now();
+  const until = now + 30_000;
+  const delivery = (i: number, url: string, lease?: { owner: string; until: number }) => ({
+    eventId: `evt_${i}`,
+    eventType: 'site_view',
+    installationId: 'inst_1',
+    url,
+    body: '{}',
+    now,
+    ...(lease ? { lease } : {}),
+  });
+  // Stored already leased (as ingest does when this process sends it at once): in flight, not due.
+  await store.database.transaction((tx) => queue.enqueueMany(tx, [delivery(1, 'http://a.test/hook', { owner: 'another-process', until })]));
+  await queue.refreshDue(store.database);
+  assert.equal(
+    queue.mayHaveDue(now + 1, () => 4),
+    false,
+    'a leased delivery is no work due',
+  );
+  assert.equal(queue.nextDueAfter(now + 1), until, 'its origin is looked at again when the lease runs out');
+  // One of another origin that no one holds is due at once.
+  await store.database.transaction((tx) => queue.enqueueMany(tx, [delivery(2, 'http://b.test/hook')]));
+  await queue.refreshDue(store.database);
+  assert.equal(
+    queue.mayHaveDue(now + 1, () => 4),
+    true,
+  );
 });

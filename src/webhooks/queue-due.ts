@@ -12,9 +12,12 @@ const q = {
     `SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
      WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
   ),
-  liveOrigins: statement<{ origin: string; at: number }>(
-    `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
-  ),
+  // Per origin, when its earliest live delivery can be claimed: its next attempt's time, or when
+  // its lease runs out if later (an attempt in flight here or on another process is no work due).
+  liveOrigins: statement<{ origin: string; at: number }>({
+    sqlite: `SELECT origin, MIN(max(next_attempt_at, COALESCE(lease_until, 0))) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
+    postgres: `SELECT origin, MIN(GREATEST(next_attempt_at, COALESCE(lease_until, 0))) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
+  }),
 };
 
 export type DueHints = ReturnType<typeof createDueHints>;
