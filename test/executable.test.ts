@@ -63,7 +63,7 @@ describe('the single executable', { timeout: 240_000 }, () => {
     const report = await selfCheck(pg);
     assert.match(report.node, /^v24\./);
     assert.equal(report.executable, true);
-    assert.deepEqual(report.execArgv, ['--no-node-snapshot']);
+    assert.deepEqual(report.execArgv, ['--no-node-snapshot', '--v8-pool-size=1']);
     for (const [name, check] of Object.entries(report.checks)) assert.equal(check.ok, true, `${name}: ${JSON.stringify(check)}`);
   });
 
@@ -143,7 +143,7 @@ describe('the single executable', { timeout: 240_000 }, () => {
     assert.equal(version.code, 0, version.stderr);
     assert.equal(version.stdout.trim(), VERSION);
     const report = await selfCheck(pg, { NODE_OPTIONS: `${evil.nodeOptions} --max-old-space-size=64` });
-    assert.deepEqual(report.execArgv, ['--no-node-snapshot']);
+    assert.deepEqual(report.execArgv, ['--no-node-snapshot', '--v8-pool-size=1']);
     assert.equal(existsSync(evil.marker), false, 'NODE_OPTIONS injected code into the executable');
   });
 

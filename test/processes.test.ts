@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import http from 'node:http';
@@ -364,6 +364,9 @@ test('the default on one core (its CPU affinity): one serving process under the 
   assert.deepEqual((await waitFor(async () => ((await health()).processes?.ready ? health() : undefined), 15_000)).processes, { count: 1, ready: true });
   const [first, ...others] = servingPids(s.child.pid!);
   assert.deepEqual(others, [], 'one serving process');
+  // V8's background threads: one in a serving process (process/fork.ts V8_POOL_OPTION), not four.
+  const v8Workers = readdirSync(`/proc/${first}/task`).filter((t) => readFileSync(`/proc/${first}/task/${t}/comm`, 'utf8').trim() === 'V8Worker');
+  assert.equal(v8Workers.length, 1);
   const hello = await api(base, 'POST', '/api/v1/installations', { integration: 'hello' });
   assert.equal(hello.status, 201, JSON.stringify(hello.body));
   process.kill(first, 'SIGKILL');

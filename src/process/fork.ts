@@ -9,6 +9,26 @@ import { isExecutable } from '../native/index.ts';
 import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV } from './messages.ts';
 import type { ServingProcess, Slot } from './slots.ts';
 
+/**
+ * V8's pool of background threads (its collector's helpers) for a serving process: one, not Node's
+ * four. A serving process is one core's worth of work beside the others (one per core), and on a
+ * core of its own four helpers take turns with the main thread: a young-generation collection that
+ * shares out its work waits for helpers the scheduler has not run yet. Measured on one pinned core
+ * (hello public endpoint at 7,500 req/s, half the peak, open loop, three 5 s runs each, alternated):
+ * collector pauses 5.4-6.5 ms at the median with four (2.4 with one), p99 7.2-23.6 ms with four and
+ * 3.4-4.5 ms with one (one noisy run: 7.5-16.9), the peak unchanged (15,300-16,600 req/s both);
+ * two processes on two cores: the same req/s and CPU a request within the noise. The single
+ * executable carries the same option (scripts/build.ts). Set by the user (--v8-pool-size in
+ * NODE_OPTIONS or on the command line), theirs is kept.
+ */
+export const V8_POOL_OPTION = '--v8-pool-size=1';
+
+/** The Node options of a serving process forked from this one (not the executable: it carries its own). */
+export function servingExecArgv(execArgv = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
+  const given = [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => a.startsWith('--v8-pool-size'));
+  return given ? execArgv : [...execArgv, V8_POOL_OPTION];
+}
+
 /** Set the cluster module up for serving processes, once, before the first fork. */
 export function prepareForks(): void {
   // The serving processes accept from the shared socket themselves: a process whose main thread
@@ -16,7 +36,7 @@ export function prepareForks(): void {
   // connection handed to a process that then dies is never answered nor closed).
   cluster.schedulingPolicy = cluster.SCHED_NONE;
   // The single executable carries its Node options inside (and takes every argument as its own).
-  cluster.setupPrimary({ serialization: 'json', ...(isExecutable() ? { exec: process.execPath, execArgv: [] } : {}) });
+  cluster.setupPrimary({ serialization: 'json', ...(isExecutable() ? { exec: process.execPath, execArgv: [] } : { execArgv: servingExecArgv() }) });
 }
 
 /**
