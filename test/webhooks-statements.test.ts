@@ -14,6 +14,8 @@ import type { AddressInfo } from 'node:net';
 import { connectStore } from '../src/store/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
 import { createQueue, createWebhooks } from '../src/webhooks/index.ts';
+import { dueStatements } from '../src/webhooks/queue-due.ts';
+import { statement } from '../src/store/contract.ts';
 import type { WebhooksConfig } from '../src/webhooks/sender.ts';
 import { memoryLogger } from '../src/log/index.ts';
 import { freshPostgresDatabase, testConfig, tmpDir, waitFor } from './helpers/index.ts';
@@ -63,7 +65,8 @@ async function senderOn(t: TestContext, status: (n: number) => number, config: P
  * can span one), and on SQLite the caches' check of other processes' commits, once per event-loop
  * turn whatever asks (store/generations.ts).
  */
-const periodicIn = (sql: string[]) => sql.filter((s) => s.startsWith('SELECT origin, MIN(') || s === 'PRAGMA data_version').length;
+const periodicIn = (sql: string[]) =>
+  sql.filter((s) => s.startsWith('SELECT origin, ') || s.startsWith('SELECT MIN(d.next_attempt_at) AS unleased') || s === 'PRAGMA data_version').length;
 
 test('a delivered event costs one commit and a fixed few statements after its ingest, and the scheduler asks the store nothing to arm its timer', async (t) => {
   const { store, rx, recorded, send, n, reset } = await senderOn(t, () => 200);
@@ -129,6 +132,11 @@ test('an attempt in flight is not work due: the look at what other processes mad
     'a leased delivery is no work due',
   );
   assert.equal(queue.nextDueAfter(now + 1), until, 'its origin is looked at again when the lease runs out');
+  // The look reads indexes, not the backlog: the per-origin scan is answered from the due index alone.
+  if (store.database.engine === 'sqlite') {
+    const plan = await store.database.all<{ detail: string }>(statement(`EXPLAIN QUERY PLAN ${dueStatements.liveOrigins.sql as string}`));
+    assert.match(plan.map((p) => p.detail).join(' | '), /COVERING INDEX webhook_deliveries_due_by_origin/);
+  }
   // One of another origin that no one holds is due at once.
   await store.database.transaction((tx) => queue.enqueueMany(tx, [delivery(2, 'http://b.test/hook')]));
   await queue.refreshDue(store.database);

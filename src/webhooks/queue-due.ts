@@ -7,17 +7,26 @@ import { statement, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';
 import { claimedOf, type Claimed } from './queue-rows.ts';
 
-const q = {
+/** Exported for the tests' query plans. */
+export const dueStatements = {
   nextForOrigin: statement<{ at: number | null }>(
     `SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
      WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
   ),
-  // Per origin, when its earliest live delivery can be claimed: its next attempt's time, or when
-  // its lease runs out if later (an attempt in flight here or on another process is no work due).
-  liveOrigins: statement<{ origin: string; at: number }>({
-    sqlite: `SELECT origin, MIN(max(next_attempt_at, COALESCE(lease_until, 0))) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
-    postgres: `SELECT origin, MIN(GREATEST(next_attempt_at, COALESCE(lease_until, 0))) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
-  }),
+  // Per origin, its earliest live delivery's next attempt: read from the due index alone (covering).
+  liveOrigins: statement<{ origin: string; at: number }>(
+    `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
+  ),
+  // Deliveries leased now (attempts in flight here or elsewhere, claimed ahead): a few, however long the backlog.
+  leasedNow: statement<{ origin: string; until: number }>(
+    `SELECT origin, lease_until AS until FROM webhook_deliveries INDEXED BY webhook_deliveries_leased
+     WHERE lease_until > @now AND next_attempt_at IS NOT NULL`,
+  ),
+  // An origin's earliest delivery no one holds (as nextForOrigin; named apart for the refresh).
+  firstUnleased: statement<{ unleased: number | null }>(
+    `SELECT MIN(d.next_attempt_at) AS unleased FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
+     WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
+  ),
 };
 
 export type DueHints = ReturnType<typeof createDueHints>;
@@ -61,7 +70,7 @@ export function createDueHints() {
           for (const r of rows) out.push(claimedOf(r)!);
           continue;
         }
-        const at = (await tx.get(q.nextForOrigin, { origin, now }))?.at ?? null;
+        const at = (await tx.get(dueStatements.nextForOrigin, { origin, now }))?.at ?? null;
         if (at === null) originDue.delete(origin);
         else originDue.set(origin, at > now ? at : now + 1); // leased or just claimed: look again next time
       }
@@ -72,8 +81,27 @@ export function createDueHints() {
      * Learn the origins other processes sharing the store have made due (their retries, the leases
      * of a process that died): the per-origin hint only sees this process's own writes.
      */
-    async refreshDue(db: Queries): Promise<void> {
-      for (const r of await db.all(q.liveOrigins)) noteDue(r.origin, Number(r.at));
+    async refreshDue(db: Queries, now = Date.now()): Promise<void> {
+      const live = await db.all(dueStatements.liveOrigins);
+      // An attempt in flight is no work due: where an origin's earliest delivery may be leased, its
+      // hint is the earliest one no one holds, or the end of its earliest lease if sooner. Without
+      // this, every look during an attempt made the sender claim (nothing) and read its origin again.
+      const leaseEnds = new Map<string, number>();
+      for (const r of live.length ? await db.all(dueStatements.leasedNow, { now }) : []) {
+        const until = Number(r.until);
+        const earliest = leaseEnds.get(r.origin);
+        if (earliest === undefined || until < earliest) leaseEnds.set(r.origin, until);
+      }
+      for (const r of live) {
+        const at = Number(r.at);
+        const leaseEnd = leaseEnds.get(r.origin);
+        if (leaseEnd === undefined || at > now) {
+          noteDue(r.origin, at);
+          continue;
+        }
+        const unleased = (await db.get(dueStatements.firstUnleased, { origin: r.origin, now }))?.unleased;
+        noteDue(r.origin, unleased == null ? leaseEnd : Math.min(Number(unleased), leaseEnd));
+      }
     },
 
     /** A delivery of `origin` becomes due at `at` (a retry scheduled, a manual attempt that kept its schedule). */
