@@ -4,7 +4,7 @@
  * that process only, is named and then parked; kill -9 of a serving process during a burst loses
  * no acknowledged event; /metrics sums every process; --processes 1 runs alone.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import { ROOT, runCli, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
 import { samplePayload } from '../src/events/index.ts';
+import { servingExecArgv, V8_POOL_OPTION } from '../src/process/fork.ts';
 import { scriptedReceiver } from './webhooks-support.ts';
 
 const TOKEN = 'test-admin-token-processes';
@@ -313,34 +314,43 @@ test('/metrics sums every serving process; wrong admin tokens share one budget; 
   assert.equal(code, 0);
 });
 
-test('server.port 0: a port picked for the serving processes and taken before they listen is picked again', async (t) => {
-  const { dir, configFile } = setup(t);
-  // Something on the machine holds the port the supervisor's first pick returns (a preload in the
-  // supervisor makes its first pick answer this one): the serving process cannot listen there.
-  const holder = http.createServer().listen(0, '127.0.0.1');
-  await once(holder, 'listening');
-  t.after(() => holder.close());
-  const held = (holder.address() as { port: number }).port;
-  const preload = join(dir, 'first-pick.mjs');
+/** A preload for the supervisor: its first `picks` port picks (all of them with Infinity) answer `held`. */
+function pickPreload(dir: string, held: number, picks: number): string {
+  const preload = join(dir, 'picks.mjs');
   writeFileSync(
     preload,
     `import cluster from 'node:cluster';
 import net from 'node:net';
 if (cluster.isPrimary) {
   const address = net.Server.prototype.address;
-  let first = true;
+  let left = ${picks};
   net.Server.prototype.address = function () {
     const a = address.call(this);
-    if (!first || !a || typeof a !== 'object') return a;
-    first = false;
+    if (left <= 0 || !a || typeof a !== 'object') return a;
+    left--;
     return { ...a, port: ${held} };
   };
 }
 `,
   );
+  return preload;
+}
+
+async function heldPort(t: TestContext): Promise<number> {
+  const holder = http.createServer().listen(0, '127.0.0.1');
+  await once(holder, 'listening');
+  t.after(() => holder.close());
+  return (holder.address() as { port: number }).port;
+}
+
+test('server.port 0: a port picked for the serving processes and taken before they listen is picked again', async (t) => {
+  const { dir, configFile } = setup(t);
+  // Something on the machine holds the port the supervisor's first pick returns (a preload in the
+  // supervisor makes its first pick answer this one): the serving process cannot listen there.
+  const held = await heldPort(t);
   const s = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, {
     timeoutMs: 30_000,
-    env: { NODE_OPTIONS: `--import ${preload}` },
+    env: { NODE_OPTIONS: `--import ${pickPreload(dir, held, 1)}` },
   });
   const base = s.match[1];
   assert.notEqual(new URL(base).port, String(held));
@@ -350,6 +360,28 @@ if (cluster.isPrimary) {
   s.child.kill('SIGTERM');
   const [code] = await once(s.child, 'exit');
   assert.equal(code, 0);
+});
+
+test('server.port 0: when every pick is taken the start stops after five, exit 2, saying so', async (t) => {
+  const { dir, configFile } = setup(t);
+  const held = await heldPort(t);
+  const r = await runCli(['serve', '--config', configFile], { env: { NODE_OPTIONS: `--import ${pickPreload(dir, held, Infinity)}` } });
+  assert.equal(r.code, 2, r.stdout + r.stderr);
+  const said = r.stdout + r.stderr;
+  assert.match(said, /no port picked for server.port 0 was still free when the first serving process listened \(5 picks\)/);
+  assert.doesNotMatch(said, /starting another/);
+});
+
+test("a serving process's V8 pool option: added unless the user gave one (NODE_OPTIONS or the command line, either spelling)", () => {
+  assert.deepEqual(servingExecArgv(['--no-node-snapshot'], ''), ['--no-node-snapshot', V8_POOL_OPTION]);
+  assert.deepEqual(servingExecArgv(['--no-node-snapshot'], '--max-old-space-size=512'), ['--no-node-snapshot', V8_POOL_OPTION]);
+  for (const [argv, env] of [
+    [['--v8-pool-size=3'], ''],
+    [['--v8-pool-size', '3'], ''],
+    [[], '--v8_pool_size=3'],
+    [[], '--max-old-space-size=512 --v8-pool-size 3'],
+  ] as Array<[string[], string]>)
+    assert.deepEqual(servingExecArgv(argv, env), argv, `${argv.join(' ')} / ${env}`);
 });
 
 test('the default on one core (its CPU affinity): one serving process under the supervisor, replaced when it dies', async (t) => {
@@ -365,7 +397,14 @@ test('the default on one core (its CPU affinity): one serving process under the 
   const [first, ...others] = servingPids(s.child.pid!);
   assert.deepEqual(others, [], 'one serving process');
   // V8's background threads: one in a serving process (process/fork.ts V8_POOL_OPTION), not four.
-  const v8Workers = readdirSync(`/proc/${first}/task`).filter((t) => readFileSync(`/proc/${first}/task/${t}/comm`, 'utf8').trim() === 'V8Worker');
+  const commOf = (task: string) => {
+    try {
+      return readFileSync(`/proc/${first}/task/${task}/comm`, 'utf8').trim();
+    } catch {
+      return ''; // a thread that ended between the listing and the read
+    }
+  };
+  const v8Workers = readdirSync(`/proc/${first}/task`).filter((task) => commOf(task) === 'V8Worker');
   assert.equal(v8Workers.length, 1);
   const hello = await api(base, 'POST', '/api/v1/installations', { integration: 'hello' });
   assert.equal(hello.status, 201, JSON.stringify(hello.body));

@@ -85,8 +85,9 @@ async function serving(
   try {
     server = await startServer(config, { sandbox: 'in-process', link, tls });
   } catch (e) {
-    // The supervisor picked this port and something took it since: it picks another (quietly).
-    if (port && (e as { code?: string }).code === 'port_in_use') process.exit(PORT_TAKEN_EXIT);
+    // The supervisor picked this port for the first process and something took it since: it picks
+    // another (quietly). A replacement keeps the port the others serve on, and says why it cannot.
+    if (port && place.announces && (e as { code?: string }).code === 'port_in_use') process.exit(PORT_TAKEN_EXIT);
     throw e;
   }
   await untilSignal(server, false);

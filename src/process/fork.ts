@@ -18,14 +18,15 @@ import type { ServingProcess, Slot } from './slots.ts';
  * collector pauses 5.4-6.5 ms at the median with four (2.4 with one), p99 7.2-23.6 ms with four and
  * 3.4-4.5 ms with one (one noisy run: 7.5-16.9), the peak unchanged (15,300-16,600 req/s both);
  * two processes on two cores: the same req/s and CPU a request within the noise. The single
- * executable carries the same option (scripts/build.ts). Set by the user (--v8-pool-size in
- * NODE_OPTIONS or on the command line), theirs is kept.
+ * executable carries the same option for every process (scripts/build.ts; it takes no Node options
+ * from outside). Run from source with --v8-pool-size given (in NODE_OPTIONS or on the command
+ * line), the user's is kept.
  */
 export const V8_POOL_OPTION = '--v8-pool-size=1';
 
 /** The Node options of a serving process forked from this one (not the executable: it carries its own). */
 export function servingExecArgv(execArgv = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
-  const given = [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => a.startsWith('--v8-pool-size'));
+  const given = [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => /^--v8[-_]pool[-_]size\b/.test(a));
   return given ? execArgv : [...execArgv, V8_POOL_OPTION];
 }
 

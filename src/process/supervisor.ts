@@ -30,6 +30,9 @@ import { readCrashRecord } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
 import type { ToServing, ToSupervisor } from './messages.ts';
 import { PORT_TAKEN_EXIT } from './messages.ts';
+
+/** How many times a port is picked for server.port 0 when each is taken before the first process listens. */
+const PORT_PICKS = 5;
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
@@ -96,7 +99,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
   const metrics = createMetricsRelay();
   let port: number | undefined;
-  /** Picks of a free port that were taken before the first process listened on them (server.port 0). */
+  /** Picks of a free port that were taken before the first process listened on them (server.port 0): at most PORT_PICKS. */
   let portsTaken = 0;
   let everReady = false;
   let startedOnce = false;
@@ -180,12 +183,28 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       if (slots.every((s) => !s.serving)) finish();
       return;
     }
-    if (!wasReady && !everReady && code === PORT_TAKEN_EXIT && !config.server.port && portsTaken < 5) {
-      portsTaken++;
-      log.debug('the port picked was taken before the first serving process listened; picking another', { port });
-      port = await freePort(config.server.host);
-      startedOnce = false;
-      if (!drain.stopping) start(slot);
+    if (!wasReady && !everReady && code === PORT_TAKEN_EXIT) {
+      // The port picked for server.port 0 was taken before the first process listened: pick again.
+      let picked: number | undefined;
+      if (portsTaken < PORT_PICKS) {
+        portsTaken++;
+        log.debug('the port picked was taken before the first serving process listened; picking another', { port });
+        picked = await freePort(config.server.host).catch((e: Error) => {
+          log.error('cannot pick a free port', { host: config.server.host, error: e });
+          return undefined;
+        });
+      } else
+        log.error(`no port picked for server.port 0 was still free when the first serving process listened (${PORT_PICKS} picks)`, {
+          host: config.server.host,
+        });
+      if (picked !== undefined) {
+        port = picked;
+        startedOnce = false;
+        if (!drain.stopping) start(slot);
+        return;
+      }
+      exitCode = 2;
+      stop('no serving process could start');
       return;
     }
     if (!wasReady && !everReady) {
