@@ -9,10 +9,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { ROOT, tmpDir, waitFor } from './helpers/index.ts';
+import { freePortOutsideEphemeral } from './helpers/ports.ts';
 
 /** The fenced `sh` lines of the README section whose heading starts with `heading`, in order. */
 export function fencedCommands(markdown: string, heading: string): string[] {
@@ -47,14 +47,6 @@ const WALK = [
   'switchyard deliveries list',
   'switchyard deliveries retry <delivery id>',
 ];
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
@@ -133,7 +125,7 @@ test('the README walk, run as written at the default retry schedule: a delivery 
   // A folder of its own with the shipped config.yaml; only the ports differ (others may be taken
   // on a shared machine), and one serving process spares the machine.
   const cwd = tmpDir(t);
-  const receiverPort = await freePort();
+  const receiverPort = await freePortOutsideEphemeral();
   const shipped = readFileSync(join(ROOT, 'config.yaml'), 'utf8');
   const config = shipped.replace(/^(\s+port:\s+)8787\b/m, '$10   ').replace(/^(\s+processes:\s+)0\b/m, '$11');
   assert.notEqual(config, shipped);

@@ -16,10 +16,10 @@
  */
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
 import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import { freePortOutsideEphemeral } from './ports.ts';
 
 export interface PgServer {
   /** postgres://postgres@127.0.0.1:<port>/postgres */
@@ -73,17 +73,6 @@ function runAs(): { uid?: number; gid?: number; name: string } | { absent: strin
   const [, , uid, gid] = line.split(':');
   if (Number(uid) === 0) return { absent: `account "${name}" is root; PostgreSQL refuses to run as root` };
   return { uid: Number(uid), gid: Number(gid), name };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Why a server cannot be started here, or undefined when it can. */
@@ -140,7 +129,7 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
   writeFileSync(join(data, 'pg_hba.conf'), `host all all 127.0.0.1/32 trust\n${socketDir ? 'local all all trust\n' : ''}`);
   const version = run('pg_ctl', ['--version']).trim();
   for (let tries = 0; ; tries++) {
-    const port = await freePort();
+    const port = await freePortOutsideEphemeral();
     const conf: Record<string, string | number> = {
       port,
       listen_addresses: "'127.0.0.1'",
