@@ -44,7 +44,8 @@
  * runPaced: latency from each request's planned time) for node:http, workerd, edge-runtime and
  * Switchyard (`--processes 1`, and the default configuration on the core: its serving process runs
  * with V8's pool of one background thread, process/fork.ts, which `node src/main.ts serve
- * --processes 1` does not get unless given), and the stalls a thread that only spins sees on CPU 0 meanwhile (this VM's own).
+ * --processes 1` does not get unless given), and the stalls a thread that only spins sees on CPU 0
+ * meanwhile (this VM's own).
  * Goals (issue 31): Switchyard public endpoint / edge-runtime >= 1.0 and / workerd >= 0.65, with
  * --processes 1 and with the default configuration; two cores / one core >= 1.7 (1.6 before);
  * p99 at half the peak <= 5 ms.

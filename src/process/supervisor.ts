@@ -28,11 +28,7 @@ import type { Logger } from '../log/index.ts';
 import { connectStore, type Store } from '../store/index.ts';
 import { readCrashRecord } from './crash-record.ts';
 import { crashRecordFile } from './paths.ts';
-import type { ToServing, ToSupervisor } from './messages.ts';
-import { PORT_TAKEN_EXIT } from './messages.ts';
-
-/** How many times a port is picked for server.port 0 when each is taken before the first process listens. */
-const PORT_PICKS = 5;
+import { PORT_TAKEN_EXIT, type ToServing, type ToSupervisor } from './messages.ts';
 import { forgetServingUrl } from '../http/announce.ts';
 import { resolveAdminToken } from '../http/auth.ts';
 import { allMigrations } from '../server/migrations.ts';
@@ -46,6 +42,9 @@ import { createLeaseRecovery } from './lease-recovery.ts';
 import { createReadiness } from './readiness.ts';
 import { createDrain } from './drain.ts';
 import { forkServing, freePort, prepareForks } from './fork.ts';
+
+/** How many times a port is picked for server.port 0 when each is taken before the first process listens. */
+const PORT_PICKS = 5;
 
 /**
  * `server.processes` as a count: 0 means one per core this process may run on (its CPU affinity

@@ -7,12 +7,16 @@ import { statement, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';
 import { claimedOf, type Claimed } from './queue-rows.ts';
 
+/** An origin's earliest delivery no one holds, its time named `column` (the refresh's reads are told apart by it). */
+const earliestUnleased = <C extends string>(column: C) =>
+  statement<Record<C, number | null>>(
+    `SELECT MIN(d.next_attempt_at) AS ${column} FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
+     WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
+  );
+
 /** Exported for the tests' query plans. */
 export const dueStatements = {
-  nextForOrigin: statement<{ at: number | null }>(
-    `SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
-     WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
-  ),
+  nextForOrigin: earliestUnleased('at'),
   // Per origin, its earliest live delivery's next attempt: read from the due index alone (covering).
   liveOrigins: statement<{ origin: string; at: number }>(
     `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
@@ -22,11 +26,8 @@ export const dueStatements = {
     `SELECT origin, lease_until AS until FROM webhook_deliveries INDEXED BY webhook_deliveries_leased
      WHERE lease_until > @now AND next_attempt_at IS NOT NULL`,
   ),
-  // An origin's earliest delivery no one holds (as nextForOrigin; named apart for the refresh).
-  firstUnleased: statement<{ unleased: number | null }>(
-    `SELECT MIN(d.next_attempt_at) AS unleased FROM webhook_deliveries d INDEXED BY webhook_deliveries_due_by_origin
-     WHERE d.origin = @origin AND d.next_attempt_at IS NOT NULL AND (d.lease_until IS NULL OR d.lease_until <= @now)`,
-  ),
+  // The same read as nextForOrigin, for the once-a-second refresh.
+  firstUnleased: earliestUnleased('unleased'),
 };
 
 export type DueHints = ReturnType<typeof createDueHints>;
