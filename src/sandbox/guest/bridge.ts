@@ -54,6 +54,7 @@ const mapGet = Map.prototype.get,
   mapKeys = Map.prototype.keys;
 const iteratorNext = Object.getPrototypeOf(new Map().keys()).next;
 const isView = ArrayBuffer.isView;
+const charCodeAt = String.prototype.charCodeAt;
 // What top-level code posts while the script loads is call 0 (the host takes it once loaded).
 mapSet.call(recent, 0, outbox);
 
@@ -84,12 +85,40 @@ function post(entry: OutboxEntry, counted = true): void {
   defineProperty(outbox, outbox.length, { value: entry, writable: true, enumerable: true, configurable: true });
 }
 
+// The console lines of the current inline call, also written to memory the host shares (see
+// host/last-lines.ts): when the host stops a runaway call by disposing the isolate, the outbox goes
+// with it, and these are what the host still has of the lines printed before the loop.
+let lineRing: Uint16Array | undefined;
+let lineRingUsed: Int32Array | undefined;
+
+/** The memory the host reads the current call's console lines from (given once, at boot). */
+export function setLineRing(shared: SharedArrayBuffer): void {
+  if (lineRing) throw new Error('line ring already set');
+  lineRingUsed = new Int32Array(shared, 0, 1);
+  lineRing = new Uint16Array(shared, 4);
+}
+
+/** Append one line as [level length, level, message length (two halves), message], as far as it fits. */
+function ringWrite(level: string, message: string): void {
+  const ring = lineRing!;
+  let at = lineRingUsed![0];
+  if (at + 3 + level.length >= ring.length) return;
+  ring[at++] = level.length;
+  for (let i = 0; i < level.length; i++) ring[at++] = charCodeAt.call(level, i);
+  const n = Math.min(message.length, ring.length - at - 2);
+  ring[at++] = n & 0xffff;
+  ring[at++] = n >>> 16;
+  for (let i = 0; i < n; i++) ring[at++] = charCodeAt.call(message, i);
+  lineRingUsed![0] = at;
+}
+
 /** A host call (number `call`) begins: what it causes goes into a fresh outbox, which the call returns. */
 export function beginCall(call: number, inlineLogs: boolean): OutboxEntry[] {
   const box: OutboxEntry[] = [];
   outbox = box;
   outboxBytes = 0;
   logsInOutbox = inlineLogs;
+  if (lineRingUsed) lineRingUsed[0] = 0;
   mapSet.call(recent, call, box);
   if (recent.size > RECENT_CALLS) mapDelete.call(recent, iteratorNext.call(mapKeys.call(recent)).value);
   return box;
@@ -176,8 +205,10 @@ export function resetPending(logLimit: number): void {
 /** Send one console line, unless this invocation already printed more than the host keeps. */
 export function logToHost(level: string, message: string): void {
   if (++logLines > maxLogLines + 1) return;
-  if (logsInOutbox) post(['log', level, message]);
-  else hostFns().log(level, message);
+  if (logsInOutbox) {
+    post(['log', level, message]);
+    if (lineRing) ringWrite(level, message);
+  } else hostFns().log(level, message);
 }
 
 /** Evaluate a lazily loaded library part once; the host supplies trusted source text. */

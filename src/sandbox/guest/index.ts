@@ -3,7 +3,7 @@
  * code. It installs the Web APIs as globals, hides the host bridge, and leaves exactly one boot
  * function for the host, which removes it again before integration code runs.
  */
-import { beginCall, complete, respond, setHost, takeOutbox, type HostFunctions } from './bridge.ts';
+import { beginCall, complete, respond, setHost, setLineRing, takeOutbox, type HostFunctions } from './bridge.ts';
 import { AbortController, AbortSignal } from './web/abort.ts';
 import { atob, btoa } from './web/base64.ts';
 import { Blob, File } from './web/blob.ts';
@@ -114,10 +114,18 @@ Object.defineProperty(g, Symbol.for('switchyard.runtime'), { value: Object.freez
  * The host calls this once with its bridge functions; it answers the functions the host keeps
  * (as references on its side) to drive invocations. Each of dispatch, complete, drain and warm
  * returns the outbox of that call (see bridge.ts); `inlineLogs` says whether console lines go
- * there too (the host runs the call on its own thread) or through the log callback.
+ * there too (the host runs the call on its own thread) or through the log callback. `lines` is
+ * memory shared with the host for the current call's console lines (see bridge.ts setLineRing).
  */
-function boot(log: HostFunctions['log'], load: HostFunctions['load'], random: HostFunctions['random'], environment: HostFunctions['environment']) {
+function boot(
+  log: HostFunctions['log'],
+  load: HostFunctions['load'],
+  random: HostFunctions['random'],
+  environment: HostFunctions['environment'],
+  lines: SharedArrayBuffer,
+) {
   setHost({ log, load, random, environment });
+  setLineRing(lines);
   const failed = (seq: number) => () =>
     respond('dispatch', seq, {
       status: 500,

@@ -15,6 +15,7 @@ import { CallMode, GuestInstance, LoadError } from './instance.ts';
 import { guestLibraryId } from '../guest-bundle.ts';
 import { Invocation, type RunOutcome } from './invocation.ts';
 import { LoadBackoff } from './load-backoff.ts';
+import { callWatchdog } from './watchdog.ts';
 
 type InvokeMessage = { name: string; version: string; code?: string; envelope: Envelope; requestId: string };
 
@@ -349,5 +350,6 @@ export class SandboxHost {
   close(): void {
     clearInterval(this.sweeper);
     for (const name of [...this.pools.keys()]) this.unload(name);
+    callWatchdog().rest();
   }
 }

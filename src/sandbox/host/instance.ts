@@ -9,9 +9,9 @@
  * every Reference stays on this side.
  *
  * Calls into the guest run one of two ways. Inline: synchronously on this thread (no thread hops:
- * the fast path, several times cheaper per call), each call under a time-out of what the
- * invocation has left, and since all guest code runs inside such calls (microtasks included) that
- * time-out bounds it. On isolated-vm's threads: asynchronously, with the host's CPU watchdog. An
+ * the fast path, several times cheaper per call), each call allowed what the invocation has left,
+ * kept by the process's watchdog (watchdog.ts; isolated-vm's time-out when the watchdog cannot),
+ * and since all guest code runs inside such calls (microtasks included) that deadline bounds it. On isolated-vm's threads: asynchronously, with the host's CPU watchdog. An
  * inline call blocks every other integration in this process while it runs, so an integration
  * whose calls run longer than SLOW_CALL_MS, beyond a small allowance (see CallMode), is moved off
  * the inline path for a while: the slow calls of a hostile or heavy script stall the others for at
@@ -21,11 +21,15 @@
 import { RUNTIME_EXPORTS } from '../guest/runtime/names.ts';
 import ivm from 'isolated-vm';
 import { guestBundle, type GuestBundle } from '../guest-bundle.ts';
+import { LINE_RING_BYTES, lastLines } from './last-lines.ts';
+import { callWatchdog } from './watchdog.ts';
 import { describeLimit } from '../limits.ts';
 import { scriptFileName, type GuestScript, type Limits, type ScriptExports } from '../types.ts';
 
 /** The copy option of every call into a guest (one object, not two per call). */
 const COPY = Object.freeze({ copy: true as const });
+/** The options of an inline call the watchdog keeps the time of (no time-out of isolated-vm's own). */
+const WATCHED = Object.freeze({ arguments: COPY, result: COPY });
 
 /** The host functions an instance routes guest calls to (the current invocation's). */
 export interface InstanceHooks {
@@ -202,6 +206,10 @@ export class GuestInstance {
   startupLogs: Array<{ level: string; message: string; time: number }> = [];
   /** Set when the instance was disposed on purpose (a breach); read by whoever awaited a call. */
   disposedFor: string | null = null;
+  /** The current inline call's console lines, shared with the guest (see last-lines.ts). */
+  private readonly lines = new SharedArrayBuffer(LINE_RING_BYTES);
+  /** This isolate's number with the process's watchdog (see watchdog.ts). */
+  private readonly watchId: number;
 
   private constructor(script: GuestScript, limits: Limits, mode: CallMode) {
     this.mode = mode;
@@ -218,6 +226,7 @@ export class GuestInstance {
         process.exit(70);
       },
     });
+    this.watchId = callWatchdog().enlist(this.isolate);
   }
 
   /** Create and load. Throws LoadError when the script cannot be loaded (message says why and where). */
@@ -293,6 +302,7 @@ export class GuestInstance {
         if (!this.hooks) throw new Error('the environment is only available while handling a request');
         return this.hooks.environment(Number(seq));
       }),
+      new ivm.ExternalCopy(this.lines).copyInto({ release: true }),
     ];
     const api = (await boot.apply(undefined, callbacks, { result: { reference: true }, timeout: remaining() })) as ivm.Reference;
     boot.release();
@@ -424,17 +434,22 @@ export class GuestInstance {
     const timeout = Math.max(1, Math.ceil(hooks.budget()));
     const cpu0 = process.threadCpuUsage();
     const started = performance.now();
+    // The watchdog keeps the call's time; when it cannot, isolated-vm's own time-out does.
+    const watchdog = callWatchdog();
+    const watched = watchdog.arm(this.watchId, timeout);
     let box: unknown;
     try {
-      box = fn.applySync(undefined, [...args, n, true], { arguments: COPY, result: COPY, timeout });
+      box = fn.applySync(undefined, [...args, n, true], watched ? WATCHED : { arguments: COPY, result: COPY, timeout });
     } catch (e) {
+      watchdog.disarm(watched);
       // A rejection left unhandled also fails the call; only running out of time (or the isolate
       // dying) counts as an overrun for the call mode.
-      const failure = this.failureOf(started, timeout);
+      const failure = watchdog.fired(watched) ? 'timed-out' : this.failureOf(started, timeout);
       this.charged(hooks, cpu0, true, failure !== 'unhandled');
       this.failed(e as Error, failure, true, n);
       return;
     }
+    watchdog.disarm(watched);
     this.charged(hooks, cpu0, false, false);
     this.deliver(box, false);
   }
@@ -481,7 +496,8 @@ export class GuestInstance {
       try {
         box = this.fns.take.applySync(undefined, [n], opts);
       } catch {
-        // nothing more to be had from this isolate
+        // Disposed (the watchdog stops a call so): what is left are the lines it shared as it went.
+        if (timedOut) box = lastLines(this.lines);
       }
       this.deliver(box, timedOut);
       after();
@@ -592,6 +608,7 @@ export class GuestInstance {
 
   dispose(reason: string): void {
     this.disposedFor ??= reason;
+    callWatchdog().forget(this.watchId);
     if (!this.isolate.isDisposed) {
       try {
         this.isolate.dispose();
