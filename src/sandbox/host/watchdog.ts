@@ -5,18 +5,18 @@
  * Why: isolated-vm's `timeout` arms a timer per call on its timer thread, and that thread wakes at
  * every call's deadline, whether the call is long over or not. Serving thousands of requests a
  * second, that is thousands of wake-ups of a thread that competes with the serving thread for its
- * core: on one core the public endpoint's peak was 25-35 % lower and its p99 at half the peak
- * several times higher with the time-out than without (docs/benchmarks.md).
+ * core: on one core the public endpoint's peak was 20-35 % lower and its p50 at half the peak
+ * about three times higher with the time-out than without (docs/benchmarks.md).
  *
  * How: a small isolate of our own runs a loop on one of isolated-vm's threads, parked in
  * `Atomics.wait` on a shared buffer for WATCH_POLL_MS at a time. The serving thread writes the
- * call it is about to make (the instance's number, a sequence number, the deadline) into the buffer
- * before each call and clears it after: a few stores, no system call. When the loop finds the same
+ * call it is about to make (the instance's number, a sequence number, when it starts and how long
+ * it may run) into the buffer before each call and clears it after: a few stores, no system call. When the loop finds the same
  * call still running past its deadline, it disposes that instance's isolate (isolated-vm's handles
  * may be used from any thread; disposal interrupts the running call as its time-out would) and
  * notes the call's sequence number, by which the caller tells a call stopped for its time from one
- * whose isolate died of its memory limit. A call so stopped ran at most WATCH_POLL_MS past its
- * deadline.
+ * whose isolate died of its memory limit. A call so stopped ran about WATCH_POLL_MS past its
+ * deadline at most, unless the loop's thread was kept off the CPU.
  *
  * The loop holds the process open while it runs, so it ends after WATCH_IDLE_MS without a call
  * (the next call starts it again) and when the sandbox closes. While it is not running, or not yet
@@ -30,7 +30,8 @@ export const WATCH_POLL_MS = 4;
 /** The loop ends after this long without a call into a guest. */
 export const WATCH_IDLE_MS = 250;
 
-// Int32 slots of the shared buffer; the deadline (Date.now() ms) is a Float64 after them.
+// Int32 slots of the shared buffer; the call's start (Date.now() ms) and its allowance (ms) are
+// Float64s after them.
 const NAP = 0; // always 0: the loop sleeps on it, and is woken on it to stop
 const CTRL = 1; // non-zero: the loop returns once no call is running (to take new handles, or for good)
 const ACTIVE = 2; // the watched instance's number, 0 between calls
@@ -38,37 +39,50 @@ const SEQ = 3; // the watched call's sequence number
 const FIRED = 4; // the sequence number of the last call the loop stopped
 const LIVE = 5; // 1 while a loop watches (or is about to)
 const GEN = 6; // the generation of the loop running: the handles it holds (see `arm`)
-const DEADLINE_BYTE = 32;
+const TIMES_BYTE = 32;
+/** The most one look of the loop counts as time gone by (see LOOP's clock). */
+const LONGEST_STEP_MS = 100;
 
-// Runs in the watchdog's own isolate. It stops only with no call armed, by a handshake on LIVE and
-// ACTIVE (each side stores its own slot, then reads the other's: one of them sees the other), so a
-// call is never armed with no loop to watch it. A call is stopped only if it is still the same call
-// (sequence and instance read again) after the deadline was read.
+// Runs in the watchdog's own isolate, where the only clock is Date.now(). Time is counted on a
+// clock of the loop's own: the wall clock's steps, none backwards and none longer than
+// LONGEST_STEP_MS, so a clock set forward (or a machine resumed) ends no call; a loop starved of
+// CPU counts short and stops a call late, never early. The loop stops only with no call armed, by
+// a handshake on LIVE and ACTIVE (each side stores its own slot, then reads the other's: one of
+// them sees the other), so a call is never armed with no loop to watch it. A call is stopped only
+// if it is still the same call (sequence and instance read again) after its times were read.
 const LOOP = `
 const isolates = new Map();
 globalThis.watch = (sab, poll, idleMs, gen, ...enlisted) => {
   for (let i = 0; i + 1 < enlisted.length; i += 2) isolates.set(enlisted[i], enlisted[i + 1]);
   for (const [id, iso] of isolates) if (iso.isDisposed) isolates.delete(id);
-  const i32 = new Int32Array(sab), deadline = new Float64Array(sab, ${DEADLINE_BYTE}, 1);
+  const i32 = new Int32Array(sab), times = new Float64Array(sab, ${TIMES_BYTE}, 2);
   Atomics.compareExchange(i32, ${CTRL}, 1, 0);
   Atomics.store(i32, ${GEN}, gen);
   Atomics.store(i32, ${LIVE}, 1);
-  let lastSeq = Atomics.load(i32, ${SEQ}), idleSince = Date.now();
+  let wall = Date.now(), clock = 0, idleSince = 0, seen = -1, since = 0;
+  let lastSeq = Atomics.load(i32, ${SEQ});
   for (;;) {
     Atomics.wait(i32, ${NAP}, 0, poll);
-    const id = Atomics.load(i32, ${ACTIVE}), seq = Atomics.load(i32, ${SEQ}), at = deadline[0];
-    const now = Date.now();
-    if (id !== 0 || seq !== lastSeq) idleSince = now;
+    const now = Date.now(), step = now - wall;
+    wall = now;
+    clock += step < 0 ? 0 : Math.min(step, ${LONGEST_STEP_MS});
+    const id = Atomics.load(i32, ${ACTIVE}), seq = Atomics.load(i32, ${SEQ}), start = times[0], allowed = times[1];
+    if (id !== 0 || seq !== lastSeq) idleSince = clock;
     lastSeq = seq;
     if (id === 0) {
-      if (Atomics.load(i32, ${CTRL}) !== 0 || now - idleSince >= idleMs) {
+      if (Atomics.load(i32, ${CTRL}) !== 0 || clock - idleSince >= idleMs) {
         Atomics.store(i32, ${LIVE}, 0);
         if (Atomics.load(i32, ${ACTIVE}) === 0) return 'ended';
         Atomics.store(i32, ${LIVE}, 1);
       }
       continue;
     }
-    if (now < at || Atomics.load(i32, ${SEQ}) !== seq || Atomics.load(i32, ${ACTIVE}) !== id) continue;
+    // First seen now: it began before, by the wall clock (bounded like a step).
+    if (seq !== seen) {
+      seen = seq;
+      since = clock - Math.min(Math.max(0, now - start), ${LONGEST_STEP_MS});
+    }
+    if (clock - since < allowed || Atomics.load(i32, ${SEQ}) !== seq || Atomics.load(i32, ${ACTIVE}) !== id) continue;
     Atomics.store(i32, ${FIRED}, seq);
     const iso = isolates.get(id);
     if (iso && !iso.isDisposed) iso.dispose();
@@ -76,9 +90,9 @@ globalThis.watch = (sab, poll, idleMs, gen, ...enlisted) => {
 };`;
 
 export class CallWatchdog {
-  private readonly sab = new SharedArrayBuffer(DEADLINE_BYTE + 8);
+  private readonly sab = new SharedArrayBuffer(TIMES_BYTE + 16);
   private readonly i32 = new Int32Array(this.sab);
-  private readonly deadline = new Float64Array(this.sab, DEADLINE_BYTE, 1);
+  private readonly times = new Float64Array(this.sab, TIMES_BYTE, 2);
   private isolate: ivm.Isolate | undefined;
   private watch: ivm.Reference | undefined;
   /** Every live instance's isolate, by number. */
@@ -137,7 +151,8 @@ export class CallWatchdog {
       this.start();
       return 0;
     }
-    this.deadline[0] = Date.now() + ms;
+    this.times[0] = Date.now();
+    this.times[1] = ms;
     const seq = (this.seq = (this.seq % 0x7fffffff) + 1);
     Atomics.store(this.i32, SEQ, seq);
     Atomics.store(this.i32, ACTIVE, id);
