@@ -88,24 +88,30 @@ function post(entry: OutboxEntry, counted = true): void {
 // The console lines of the current inline call, also written to memory the host shares (see
 // host/last-lines.ts): when the host stops a runaway call by disposing the isolate, the outbox goes
 // with it, and these are what the host still has of the lines printed before the loop.
+// Nothing here may reach the buffer through a property integration code can redefine (a typed
+// array's length or buffer getter, Math.min): the buffer would hand it shared memory and the
+// SharedArrayBuffer constructor this runtime removes. Its length is read once, at boot.
 let lineRing: Uint16Array | undefined;
 let lineRingUsed: Int32Array | undefined;
+let lineRingLength = 0;
 
 /** The memory the host reads the current call's console lines from (given once, at boot). */
 export function setLineRing(shared: SharedArrayBuffer): void {
   if (lineRing) throw new Error('line ring already set');
   lineRingUsed = new Int32Array(shared, 0, 1);
   lineRing = new Uint16Array(shared, 4);
+  lineRingLength = (shared.byteLength - 4) >> 1;
 }
 
 /** Append one line as [level length, level, message length (two halves), message], as far as it fits. */
 function ringWrite(level: string, message: string): void {
   const ring = lineRing!;
   let at = lineRingUsed![0];
-  if (at + 3 + level.length >= ring.length) return;
+  if (at < 0 || at + 3 + level.length >= lineRingLength) return;
   ring[at++] = level.length;
   for (let i = 0; i < level.length; i++) ring[at++] = charCodeAt.call(level, i);
-  const n = Math.min(message.length, ring.length - at - 2);
+  const room = lineRingLength - at - 2;
+  const n = message.length < room ? message.length : room;
   ring[at++] = n & 0xffff;
   ring[at++] = n >>> 16;
   for (let i = 0; i < n; i++) ring[at++] = charCodeAt.call(message, i);

@@ -438,18 +438,28 @@ export class GuestInstance {
     const watchdog = callWatchdog();
     const watched = watchdog.arm(this.watchId, timeout);
     let box: unknown;
+    let error: unknown;
+    let threw = false;
     try {
       box = fn.applySync(undefined, [...args, n, true], watched ? WATCHED : { arguments: COPY, result: COPY, timeout });
     } catch (e) {
-      watchdog.disarm(watched);
-      // A rejection left unhandled also fails the call; only running out of time (or the isolate
-      // dying) counts as an overrun for the call mode.
-      const failure = watchdog.fired(watched) ? 'timed-out' : this.failureOf(started, timeout);
-      this.charged(hooks, cpu0, true, failure !== 'unhandled');
-      this.failed(e as Error, failure, true, n);
+      error = e;
+      threw = true;
+    }
+    // Stopped by the watchdog: past its time, even if it came back meanwhile (its isolate is gone).
+    if (watchdog.disarm(watched)) {
+      this.charged(hooks, cpu0, true, true);
+      this.failed(threw ? (error as Error) : new Error('the call ran out of time'), 'timed-out', true, n);
       return;
     }
-    watchdog.disarm(watched);
+    if (threw) {
+      // A rejection left unhandled also fails the call; only running out of time (or the isolate
+      // dying) counts as an overrun for the call mode.
+      const failure = this.failureOf(started, timeout);
+      this.charged(hooks, cpu0, true, failure !== 'unhandled');
+      this.failed(error as Error, failure, true, n);
+      return;
+    }
     this.charged(hooks, cpu0, false, false);
     this.deliver(box, false);
   }
