@@ -55,6 +55,7 @@ const mapGet = Map.prototype.get,
 const iteratorNext = Object.getPrototypeOf(new Map().keys()).next;
 const isView = ArrayBuffer.isView;
 const charCodeAt = String.prototype.charCodeAt;
+const mathMin = Math.min;
 // What top-level code posts while the script loads is call 0 (the host takes it once loaded).
 mapSet.call(recent, 0, outbox);
 
@@ -89,7 +90,7 @@ function post(entry: OutboxEntry, counted = true): void {
 // host/last-lines.ts): when the host stops a runaway call by disposing the isolate, the outbox goes
 // with it, and these are what the host still has of the lines printed before the loop.
 // Nothing here may reach the buffer through a property integration code can redefine (a typed
-// array's length or buffer getter, Math.min): the buffer would hand it shared memory and the
+// array's length or buffer getter, Math.min as integration code sees it): the buffer would hand it shared memory and the
 // SharedArrayBuffer constructor this runtime removes. Its length is read once, at boot.
 let lineRing: Uint16Array | undefined;
 let lineRingUsed: Int32Array | undefined;
@@ -111,7 +112,7 @@ function ringWrite(level: string, message: string): void {
   ring[at++] = level.length;
   for (let i = 0; i < level.length; i++) ring[at++] = charCodeAt.call(level, i);
   const room = lineRingLength - at - 2;
-  const n = message.length < room ? message.length : room;
+  const n = mathMin(message.length, room);
   ring[at++] = n & 0xffff;
   ring[at++] = n >>> 16;
   for (let i = 0; i < n; i++) ring[at++] = charCodeAt.call(message, i);
