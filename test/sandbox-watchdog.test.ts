@@ -31,6 +31,18 @@ async function armWhenHeld(wd: CallWatchdog, id: number, ms: number): Promise<nu
   throw new Error('the watchdog never took the instance');
 }
 
+/** A program for a child process: `body` runs with `wd` (a watchdog), `run` (a call into an isolate) and `id` (its number). */
+function withWatchdog(body: string): string {
+  return `
+    import ivm from 'isolated-vm';
+    import { CallWatchdog } from ${JSON.stringify(new URL('../src/sandbox/host/watchdog.ts', import.meta.url).href)};
+    const wd = new CallWatchdog();
+    const isolate = new ivm.Isolate({ memoryLimit: 16 });
+    const run = isolate.createContextSync().evalSync('() => 1', { reference: true });
+    const id = wd.enlist(isolate);
+    ${body}`;
+}
+
 describe('the call watchdog', () => {
   it('stops a call that runs past its deadline, no sooner, by disposing its isolate', async (t) => {
     const wd = new CallWatchdog();
@@ -85,13 +97,7 @@ describe('the call watchdog', () => {
 
   it('lets a process exit with its own code while the loop runs', () => {
     // isolated-vm crashes a process that exits while one of its threads runs an isolate's code.
-    const program = `
-      import ivm from 'isolated-vm';
-      import { CallWatchdog } from ${JSON.stringify(new URL('../src/sandbox/host/watchdog.ts', import.meta.url).href)};
-      const wd = new CallWatchdog();
-      const isolate = new ivm.Isolate({ memoryLimit: 16 });
-      const run = isolate.createContextSync().evalSync('() => 1', { reference: true });
-      const id = wd.enlist(isolate);
+    const program = withWatchdog(`
       for (let i = 0; i < 200; i++) {
         const seq = wd.arm(id, 1000);
         run.applySync(undefined, []);
@@ -100,7 +106,7 @@ describe('the call watchdog', () => {
         await new Promise((r) => setTimeout(r, 2));
       }
       process.exit(3);
-    `;
+    `);
     for (let round = 0; round < 3; round++) {
       const r = spawnSync(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', program], { encoding: 'utf8', timeout: 20_000 });
       assert.equal(r.signal, null, `round ${round}: ended by ${r.signal}`);
@@ -109,13 +115,7 @@ describe('the call watchdog', () => {
   });
 
   it('ends its loop when idle, so a program that used it exits by itself', () => {
-    const program = `
-      import ivm from 'isolated-vm';
-      import { CallWatchdog } from ${JSON.stringify(new URL('../src/sandbox/host/watchdog.ts', import.meta.url).href)};
-      const wd = new CallWatchdog();
-      const isolate = new ivm.Isolate({ memoryLimit: 16 });
-      const run = isolate.createContextSync().evalSync('() => 1', { reference: true });
-      const id = wd.enlist(isolate);
+    const program = withWatchdog(`
       let watched = 0;
       for (let i = 0; i < 100 && !watched; i++) {
         const seq = wd.arm(id, 1000);
@@ -125,7 +125,7 @@ describe('the call watchdog', () => {
         else await new Promise((r) => setTimeout(r, 2));
       }
       console.log(watched ? 'watched' : 'never watched');
-    `;
+    `);
     const r = spawnSync(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', program], { encoding: 'utf8', timeout: 20_000 });
     assert.equal(r.signal, null, 'the program did not exit by itself');
     assert.equal(r.status, 0, r.stderr);
