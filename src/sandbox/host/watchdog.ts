@@ -110,6 +110,7 @@ globalThis.watch = (sab, poll, idleMs, gen, ...enlisted) => {
       Atomics.notify(i32, ${CALL});
     }
   } finally {
+    if (Atomics.compareExchange(i32, ${CALL}, ${CLAIMED}, 0) === ${CLAIMED}) Atomics.notify(i32, ${CALL});
     Atomics.store(i32, ${LIVE}, 0);
     Atomics.add(i32, ${ENDED}, 1);
     Atomics.notify(i32, ${ENDED});
@@ -293,7 +294,8 @@ export class CallWatchdog {
       // already gone
     }
     this.isolate = undefined;
-    // A loop that died without its finally (its isolate disposed) counts as ended.
+    // A loop that died without its finally (its isolate disposed) counts as ended, its claim dropped.
+    Atomics.compareExchange(this.i32, CALL, CLAIMED, 0);
     Atomics.store(this.i32, LIVE, 0);
     Atomics.store(this.i32, ENDED, this.started);
   }
