@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import ivm from 'isolated-vm';
 import { LINE_RING_BYTES, lastLines } from '../src/sandbox/host/last-lines.ts';
-import { CallWatchdog, WATCH_POLL_MS, callWatchdog } from '../src/sandbox/host/watchdog.ts';
+import { CallWatchdog, WATCH_IDLE_MS, WATCH_POLL_MS, callWatchdog } from '../src/sandbox/host/watchdog.ts';
 import { call, fetchScript, fixture, testSandbox } from './sandbox.helpers.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -74,6 +74,27 @@ describe('the call watchdog', () => {
     }
     await sleep(300); // past the deadline of every call so far
     assert.equal(isolate.isDisposed, false);
+    isolate.dispose();
+  });
+
+  it('keeps its loop running while short calls keep coming, though it seldom sees one running', async (t) => {
+    const wd = new CallWatchdog();
+    t.after(() => wd.rest());
+    const { isolate, run } = spinner();
+    const id = wd.enlist(isolate);
+    wd.disarm(await armWhenHeld(wd, id, 1000));
+    // Calls of a few µs, one every millisecond or so, for well past the loop's idle time.
+    let unwatched = 0;
+    const until = performance.now() + 3 * WATCH_IDLE_MS;
+    while (performance.now() < until) {
+      const seq = wd.arm(id, 1000);
+      if (seq === 0) unwatched++;
+      run.applySync(undefined, [false]);
+      wd.disarm(seq);
+      await sleep(1);
+    }
+    t.diagnostic(`unwatched ${unwatched} watched ${wd.watched}`);
+    assert.equal(unwatched, 0, 'the loop ended and was started again while calls came');
     isolate.dispose();
   });
 

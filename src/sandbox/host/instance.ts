@@ -11,7 +11,8 @@
  * Calls into the guest run one of two ways. Inline: synchronously on this thread (no thread hops:
  * the fast path, several times cheaper per call), each call allowed what the invocation has left,
  * kept by the process's watchdog (watchdog.ts; isolated-vm's time-out when the watchdog cannot),
- * and since all guest code runs inside such calls (microtasks included) that deadline bounds it. On isolated-vm's threads: asynchronously, with the host's CPU watchdog. An
+ * and since all guest code runs inside such calls (microtasks included) that deadline bounds it.
+ * On isolated-vm's threads: asynchronously, with the host's CPU watchdog. An
  * inline call blocks every other integration in this process while it runs, so an integration
  * whose calls run longer than SLOW_CALL_MS, beyond a small allowance (see CallMode), is moved off
  * the inline path for a while: the slow calls of a hostile or heavy script stall the others for at

@@ -11,14 +11,14 @@
  * How: a small isolate of our own runs a loop on one of isolated-vm's threads, parked in
  * `Atomics.wait` on a shared buffer for WATCH_POLL_MS at a time. The serving thread writes the
  * call it is about to make (the instance's number, a sequence number, when it starts and how long
- * it may run) into the buffer before each call and clears it after: a few stores, no system call. When the loop finds the same
- * call still running past its deadline, it disposes that instance's isolate (isolated-vm's handles
- * may be used from any thread; disposal interrupts the running call as its time-out would) and
- * The loop claims the call before it disposes (a compare-and-swap on the slot that names the call,
- * which the serving thread swaps back to clear it), so it never stops a call that has ended, and
- * the caller knows a call stopped for its time from one whose isolate died of its memory limit. A
- * call so stopped ran about WATCH_POLL_MS past its deadline at most, unless the loop's thread was
- * kept off the CPU.
+ * it may run) into the buffer before each call and clears it after: a few stores, no system call.
+ * When the loop finds the same call still running past its deadline, it claims the call (a
+ * compare-and-swap on the slot that names it, which the serving thread swaps back to clear it) and
+ * disposes that instance's isolate: isolated-vm's handles may be used from any thread, and
+ * disposal interrupts the running call as its time-out would. So it never stops a call that has
+ * ended, and the caller knows a call stopped for its time from one whose isolate died of its memory
+ * limit. A call so stopped ran about WATCH_POLL_MS past its deadline at most, unless the loop's
+ * thread was kept off the CPU.
  *
  * The loop holds the process open while it runs, so it ends after WATCH_IDLE_MS without a call
  * (the next call starts it again) and when the sandbox closes. A process that exits while the loop
@@ -43,6 +43,7 @@ const INSTANCE = 3; // the watched call's instance number
 const LIVE = 4; // 1 while a loop watches
 const GEN = 5; // the generation of the loop running: the handles it holds (see `arm`)
 const ENDED = 6; // loops that have returned (see stopForExit)
+const LAST = 7; // the sequence number of the last call armed: the loop is idle while it stays the same
 const TIMES_BYTE = 32;
 const RESTART = 1;
 const EXIT = 2;
@@ -72,14 +73,19 @@ globalThis.watch = (sab, poll, idleMs, gen, ...enlisted) => {
     Atomics.compareExchange(i32, ${CTRL}, ${RESTART}, 0);
     Atomics.store(i32, ${GEN}, gen);
     Atomics.store(i32, ${LIVE}, 1);
-    let wall = Date.now(), clock = 0, idleSince = 0, seen = 0, since = 0;
+    let wall = Date.now(), clock = 0, idleSince = 0, seen = 0, since = 0, last = Atomics.load(i32, ${LAST});
     for (;;) {
       Atomics.wait(i32, ${NAP}, 0, poll);
       const now = Date.now(), step = now - wall;
       wall = now;
       clock += step < 0 ? 0 : step > ${LONGEST_STEP_MS} ? ${LONGEST_STEP_MS} : step;
       if (Atomics.load(i32, ${CTRL}) === ${EXIT}) return 'exit';
-      const call = Atomics.load(i32, ${CALL});
+      const call = Atomics.load(i32, ${CALL}), armed = Atomics.load(i32, ${LAST});
+      // Calls a few µs long are seldom running when it looks: the last one armed tells it they come.
+      if (armed !== last) {
+        last = armed;
+        idleSince = clock;
+      }
       if (call <= 0) {
         if (Atomics.load(i32, ${CTRL}) !== 0 || clock - idleSince >= idleMs) {
           Atomics.store(i32, ${LIVE}, 0);
@@ -183,6 +189,7 @@ export class CallWatchdog {
     this.times[0] = Date.now();
     this.times[1] = ms;
     Atomics.store(this.i32, INSTANCE, id);
+    Atomics.store(this.i32, LAST, seq);
     Atomics.store(this.i32, CALL, seq);
     if (Atomics.load(this.i32, LIVE) !== 1) {
       // The loop was ending: it saw no call, so this one is not watched.
