@@ -22,6 +22,8 @@ export const ERROR_CODES = {
   listen_failed: { status: 500, usage: true },
   /** server.tls names a certificate or key that cannot serve (missing, unreadable, not PEM, not a pair). */
   tls_invalid: { status: 500, usage: true },
+  /** A process that runs isolates was started without --no-node-snapshot (src/sandbox/node-snapshot.ts). */
+  node_options_invalid: { status: 500, usage: true },
   /** A module needs a capability no module of the server provides (see src/module/capabilities.ts). */
   capability_missing: { status: 500 },
   /** The modules of a server need each other to start first (see startOrder in src/module/capabilities.ts). */

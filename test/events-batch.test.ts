@@ -87,7 +87,13 @@ test('a batch of 1,000: stored in one go with every delivery and handler run enq
   assert.deepEqual(one.body.payload, batch[500]);
   assert.equal(one.body.deliveryCount, 1);
   // And after the commit they go out, each once.
-  await waitFor(() => receiver.requests.length >= 1000 && ran.length >= 1000, 60_000);
+  await waitFor(() => receiver.requests.length >= 1000 && ran.length >= 1000, 60_000).catch((e) => {
+    const states = db(s).prepare(`SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status`).all();
+    const runs = db(s).prepare(`SELECT status, count(*) AS n FROM event_handler_runs GROUP BY status`).all();
+    throw new Error(
+      `${e.message}: ${receiver.requests.length} received, ${ran.length} handler runs; deliveries ${JSON.stringify(states)}, runs ${JSON.stringify(runs)}`,
+    );
+  });
   assert.deepEqual(new Set(receiver.requests.map((q) => JSON.parse(q.body).sourceEventId)), new Set(ids));
   assert.deepEqual(new Set(ran), new Set(ids));
 });

@@ -372,16 +372,34 @@ test('server.port 0: when every pick is taken the start stops after five, exit 2
   assert.doesNotMatch(said, /starting another/);
 });
 
-test("a serving process's V8 pool option: added unless the user gave one (NODE_OPTIONS or the command line, either spelling)", () => {
+test("a serving process's Node options: V8's pool of one unless the user gave one (NODE_OPTIONS or the command line, either spelling); always without Node's snapshot", () => {
   assert.deepEqual(servingExecArgv(['--no-node-snapshot'], ''), ['--no-node-snapshot', V8_POOL_OPTION]);
   assert.deepEqual(servingExecArgv(['--no-node-snapshot'], '--max-old-space-size=512'), ['--no-node-snapshot', V8_POOL_OPTION]);
   for (const [argv, env] of [
-    [['--v8-pool-size=3'], ''],
-    [['--v8-pool-size', '3'], ''],
-    [[], '--v8_pool_size=3'],
-    [[], '--max-old-space-size=512 --v8-pool-size 3'],
+    [['--no-node-snapshot', '--v8-pool-size=3'], ''],
+    [['--v8-pool-size', '3'], '--no-node-snapshot'],
+    [['--no_node_snapshot'], '--v8_pool_size=3'],
+    [[], '--max-old-space-size=512 --v8-pool-size 3 --no-node-snapshot'],
   ] as Array<[string[], string]>)
     assert.deepEqual(servingExecArgv(argv, env), argv, `${argv.join(' ')} / ${env}`);
+  // A supervisor started with the snapshot still forks its serving processes without it.
+  assert.deepEqual(servingExecArgv([], ''), ['--no-node-snapshot', V8_POOL_OPTION]);
+  assert.deepEqual(servingExecArgv(['--v8-pool-size=3'], ''), ['--no-node-snapshot', '--v8-pool-size=3']);
+});
+
+test('serve started without --no-node-snapshot: the serving processes run isolates all the same; --processes 1 refuses to start, saying how', async (t) => {
+  const { configFile } = setup(t);
+  const noFlag = { env: { NODE_OPTIONS: '' }, bare: true };
+  const s = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 30_000, ...noFlag });
+  const hello = await api(s.match[1], 'POST', '/api/v1/installations', { integration: 'hello' });
+  assert.equal(hello.status, 201, JSON.stringify(hello.body));
+  assert.equal(await (await fetch(hello.body.installation.urls.publicEndpoint)).text(), 'hello');
+  s.child.kill('SIGTERM');
+  await once(s.child, 'exit');
+  const alone = await runCli(['serve', '--config', configFile, '--processes', '1'], { ...noFlag, timeoutMs: 30_000 });
+  assert.equal(alone.code, 2, alone.stdout + alone.stderr);
+  assert.match(alone.stderr, /isolated-vm needs Node started with --no-node-snapshot/);
+  assert.match(alone.stderr, /hint: start it with `node --no-node-snapshot src\/main.ts/);
 });
 
 test('the default on one core (its CPU affinity): one serving process under the supervisor, replaced when it dies', async (t) => {

@@ -6,6 +6,7 @@
 import cluster from 'node:cluster';
 import { createServer, type AddressInfo } from 'node:net';
 import { isExecutable } from '../native/index.ts';
+import { NO_SNAPSHOT, snapshotOff } from '../sandbox/node-snapshot.ts';
 import { ANNOUNCE_ENV, PORT_ENV, SERVING_ENV } from './messages.ts';
 import type { ServingProcess, Slot } from './slots.ts';
 
@@ -27,7 +28,9 @@ export const V8_POOL_OPTION = '--v8-pool-size=1';
 /** The Node options of a serving process forked from this one (not the executable: it carries its own). */
 export function servingExecArgv(execArgv = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
   const given = [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => /^--v8[-_]pool[-_]size\b/.test(a));
-  return given ? execArgv : [...execArgv, V8_POOL_OPTION];
+  // Serving processes run isolates: without Node's snapshot, however the supervisor was started.
+  const withoutSnapshot = snapshotOff(execArgv, nodeOptions) ? execArgv : [NO_SNAPSHOT, ...execArgv];
+  return given ? withoutSnapshot : [...withoutSnapshot, V8_POOL_OPTION];
 }
 
 /** Set the cluster module up for serving processes, once, before the first fork. */

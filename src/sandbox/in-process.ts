@@ -14,6 +14,7 @@ import type { Sandbox, SandboxOptions } from './worker-process.ts';
 import type { CheckResult, Envelope, FromWorker, GuestScript, InvocationResult, WorkerSettings } from './types.ts';
 import { onCatastrophe } from './host/instance.ts';
 import { SandboxHost } from './host/host.ts';
+import { requireSnapshotOff } from './node-snapshot.ts';
 
 /** What the process supervisor learns from the sandbox (all optional: a lone process has no supervisor). */
 export interface SandboxHooks {
@@ -37,6 +38,7 @@ export type InProcessOptions = SandboxOptions & { hooks?: SandboxHooks };
 const WEDGED_GRACE_MS = 5_000;
 
 export function createInProcessSandbox(opts: InProcessOptions): Sandbox {
+  requireSnapshotOff();
   const { log, hooks = {} } = opts;
   const origin = () => (typeof opts.serverOrigin === 'function' ? opts.serverOrigin() : opts.serverOrigin);
   const settings = (): WorkerSettings => ({

@@ -136,10 +136,24 @@ export interface CliResult {
   stderr: string;
 }
 
+/**
+ * The commands that may run integrations' code in isolates in their own process: started with
+ * --no-node-snapshot, as isolated-vm needs (src/sandbox/node-snapshot.ts refuses otherwise). The
+ * others start without it: half the start-up CPU, over the suite's hundreds of CLI runs. `bare`:
+ * without it whatever the command (a test of that refusal).
+ */
+const RUNS_ISOLATES = new Set(['serve', 'check', 'new', 'gitbook', 'integrations']);
+function nodeOptionsFor(args: string[], bare = false): string[] {
+  return !bare && RUNS_ISOLATES.has(args[0]) ? ['--no-node-snapshot'] : [];
+}
+
 /** Run the real CLI entry (`node src/main.ts ...`) as a child process. */
-export function runCli(args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+export function runCli(
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string; timeoutMs?: number; bare?: boolean } = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], {
+    const child = spawn(process.execPath, [...nodeOptionsFor(args, opts.bare), join(ROOT, 'src/main.ts'), ...args], {
       cwd: opts.cwd ?? ROOT,
       env: { ...process.env, NO_COLOR: '1', ...opts.env },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -163,11 +177,17 @@ export function spawnCli(
   t: TestContext,
   args: string[],
   ready: RegExp,
-  opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number /** A command that execs node in place (`taskset -c 0`). */; prefix?: string[] } = {},
+  opts: {
+    cwd?: string;
+    env?: NodeJS.ProcessEnv;
+    timeoutMs?: number /** A command that execs node in place (`taskset -c 0`). */;
+    prefix?: string[];
+    bare?: boolean;
+  } = {},
 ): Promise<{ child: ChildProcess; output: () => string; match: RegExpExecArray }> {
   return new Promise((resolve, reject) => {
     const [cmd, ...before] = [...(opts.prefix ?? []), process.execPath];
-    const child = spawn(cmd, [...before, '--no-node-snapshot', join(ROOT, 'src/main.ts'), ...args], {
+    const child = spawn(cmd, [...before, ...nodeOptionsFor(args, opts.bare), join(ROOT, 'src/main.ts'), ...args], {
       cwd: opts.cwd ?? ROOT,
       env: { ...process.env, NO_COLOR: '1', ...opts.env },
       stdio: ['ignore', 'pipe', 'pipe'],
