@@ -7,9 +7,9 @@ import { cpSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { TestContext } from 'node:test';
+import { after, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { ROOT, startTestServer, tmpDir, type TestServer } from './helpers/index.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -75,20 +75,28 @@ export async function receiver(t: TestContext, failures = 0): Promise<{ url: str
 export const hasChromium = () => existsSync(CHROMIUM);
 
 /**
- * Debian's Chromium, headless, with a fresh profile. Page errors and failed console assertions
- * are collected so a test can insist there were none.
+ * Debian's Chromium, headless: one browser for a test file (a launch costs about a second of CPU),
+ * a fresh context for each test (its own cookies and storage, closed after it). Page errors and
+ * failed console assertions are collected so a test can insist there were none.
  */
-export async function openBrowser(t: TestContext): Promise<{ context: BrowserContext; page: Page; pageErrors: string[] }> {
-  // A browser of its own: Playwright gives it a fresh profile and removes that itself once the
-  // browser has closed. (A profile folder removed by a hook of its own was removed while Chromium
-  // still wrote to it after a failed test: ENOTEMPTY, and Chromium kept the test file alive.)
-  const browser = await chromium.launch({
+let shared: Promise<Browser> | undefined;
+// Registered on the file's root: the browser closes once every test of the file has run. Playwright
+// gave it a fresh profile and removes that itself once it has closed.
+after(async () => {
+  if (shared) await (await shared.catch(() => undefined))?.close();
+});
+const launch = () =>
+  chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
-  t.after(() => browser.close());
+export async function openBrowser(t: TestContext): Promise<{ context: BrowserContext; page: Page; pageErrors: string[] }> {
+  let browser = await (shared ??= launch());
+  // A browser an earlier test took down is launched again.
+  if (!browser.isConnected()) browser = await (shared = launch());
   const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+  t.after(() => context.close());
   context.setDefaultTimeout(5000);
   const page = context.pages()[0] ?? (await context.newPage());
   const pageErrors: string[] = [];

@@ -74,7 +74,13 @@ export function testConfig(t: TestContext | undefined, over?: DeepPartial<Loaded
 export function freshPostgresDatabase(dataDir: string, base = process.env.SWITCHYARD_TEST_PG_URL!): string {
   const name = `t_${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`;
   // Left for the throwaway server to take with it (a test's after-hooks may outlive its server's close).
-  if (!adminSql(base, `SELECT 1 FROM pg_database WHERE datname = '${name}'`)) adminSql(base, `CREATE DATABASE ${name}`);
+  // A copy of SWITCHYARD_TEST_PG_TEMPLATE when set (postgres-suites.test.ts: a database the
+  // migrations brought up to date once); one psql run either way.
+  const template = base === process.env.SWITCHYARD_TEST_PG_URL ? process.env.SWITCHYARD_TEST_PG_TEMPLATE : undefined;
+  adminSql(
+    base,
+    `SELECT 'CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}' WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = '${name}')\\gexec`,
+  );
   const url = new URL(base);
   url.pathname = `/${name}`;
   return url.toString();

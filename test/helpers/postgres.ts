@@ -222,7 +222,8 @@ export async function postgresFor(t: TestContext, opts?: Parameters<typeof start
 export function adminSql(url: string, sql: string): string {
   const b = postgresBinaries();
   const psql = 'bin' in b ? join(b.bin, 'psql') : 'psql';
-  const r = spawnSync(psql, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', sql], { encoding: 'utf8' });
+  // On standard input, so that SQL and a meta-command (\\gexec) may be mixed.
+  const r = spawnSync(psql, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1', '-d', url, '-f', '-'], { encoding: 'utf8', input: sql });
   if (r.status !== 0) throw new Error(`psql failed on ${sql.slice(0, 60)}: ${r.stderr || r.error?.message}`);
   return r.stdout.trim();
 }
