@@ -136,8 +136,10 @@ export class CallWatchdog {
   /** Calls the loop stopped, and calls it watched (for tests and metrics). */
   stopped = 0;
   watched = 0;
-  /** Known instances whose handle no loop has taken yet. */
-  private waiting = 0;
+  /** Known instances whose handle no loop has taken yet (every held one is known). */
+  private get waiting(): number {
+    return this.known.size - this.heldFrom.size;
+  }
   /** Loops started (each returns, and counts itself in ENDED). */
   private started = 0;
   private nextId = 1;
@@ -162,15 +164,14 @@ export class CallWatchdog {
   enlist(isolate: ivm.Isolate): number {
     const id = this.nextId++;
     this.known.set(id, isolate);
-    this.waiting++;
     this.start();
     return id;
   }
 
   /** The isolate is gone: the loop drops its handle when it next starts. */
   forget(id: number): void {
-    if (!this.known.delete(id)) return;
-    if (!this.heldFrom.delete(id)) this.waiting--;
+    this.known.delete(id);
+    this.heldFrom.delete(id);
   }
 
   /**
@@ -270,7 +271,6 @@ export class CallWatchdog {
         if (this.heldFrom.has(id)) continue;
         enlisted.push(id, iso);
         this.heldFrom.set(id, gen);
-        this.waiting--;
       }
       const isolate = this.isolate;
       const shared = new ivm.ExternalCopy(this.sab).copyInto({ release: true });
@@ -294,7 +294,6 @@ export class CallWatchdog {
     if (isolate !== this.isolate) return;
     this.failures++;
     this.heldFrom.clear();
-    this.waiting = this.known.size;
     try {
       this.isolate?.dispose();
     } catch {
