@@ -14,6 +14,7 @@ import http from 'node:http';
 import { ROOT, runCli, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { servingExecArgv, V8_POOL_OPTION } from '../src/process/fork.ts';
+import { tuneServingHeap } from '../src/process/serving-heap.ts';
 import { scriptedReceiver } from './webhooks-support.ts';
 
 const TOKEN = 'test-admin-token-processes';
@@ -385,6 +386,49 @@ test("a serving process's Node options: V8's pool of one unless the user gave on
   // A supervisor started with the snapshot still forks its serving processes without it.
   assert.deepEqual(servingExecArgv([], ''), ['--no-node-snapshot', V8_POOL_OPTION]);
   assert.deepEqual(servingExecArgv(['--v8-pool-size=3'], ''), ['--no-node-snapshot', '--v8-pool-size=3']);
+});
+
+const PRETENURE_PROBE = join(ROOT, 'test/fixtures/processes/pretenure-probe.mjs');
+/** What the probe printed after SIGUSR2: bytes the old generation grew by while 100,000 short-lived objects were made. */
+async function oldSpaceGrowth(pid: number, output: () => string): Promise<number> {
+  const seen = output().split('pretenure-probe:').length;
+  process.kill(pid, 'SIGUSR2');
+  const said = await waitFor(() => output().split('pretenure-probe:')[seen], 15_000);
+  return Number(/old space grew (-?\d+)/.exec(said)![1]);
+}
+
+test("a serving process allocates short-lived objects young: V8's allocation-site pretenuring is off there (process/serving-heap.ts), unless the user chose", async (t) => {
+  // The probe in a plain process and with the option: it tells one from the other. (Compiling on
+  // the main thread makes the plain one pretenure every time: with V8's compiler thread, about one
+  // run in six finished before the site was judged.)
+  const child = (code: string) =>
+    execFileSync(process.execPath, ['--no-concurrent-recompilation', '--input-type=module', '-e', `import { probe } from '${PRETENURE_PROBE}'; ${code}`], {
+      encoding: 'utf8',
+    }).trim();
+  const plain = child('console.log(probe())');
+  assert.ok(Number(plain) > 4e6, `a plain process pretenures (its old space grew ${plain} bytes)`);
+  const [applied, grew] = child(
+    `const { tuneServingHeap } = await import('${ROOT}/src/process/serving-heap.ts'); console.log(tuneServingHeap([], ''), probe())`,
+  ).split(' ');
+  assert.equal(applied, 'true');
+  assert.ok(Number(grew) < 1e6, `with the option its old space grew ${grew} bytes`);
+  for (const [argv, env] of [
+    [['--allocation-site-pretenuring'], ''],
+    [[], '--no-allocation-site-pretenuring'],
+    [['--allocation_site_pretenuring'], ''],
+  ] as Array<[string[], string]>)
+    assert.equal(tuneServingHeap(argv, env), false, `${argv.join(' ')} / ${env}`);
+
+  // Wired where processes serve: the only one (--processes 1) and a serving process under the supervisor.
+  const { configFile } = setup(t);
+  const env = { NODE_OPTIONS: `--expose-gc --import=${PRETENURE_PROBE}` };
+  const alone = await spawnCli(t, ['serve', '--config', configFile, '--processes', '1'], /"msg":"switchyard serving"/, { timeoutMs: 30_000, env });
+  assert.ok((await oldSpaceGrowth(alone.child.pid!, alone.output)) < 1e6, alone.output());
+  alone.child.kill('SIGTERM');
+  await once(alone.child, 'exit');
+  const s = await spawnCli(t, ['serve', '--config', configFile, '--processes', '2'], /"msg":"switchyard serving"/, { timeoutMs: 30_000, env });
+  const [first] = await waitFor(() => (servingPids(s.child.pid!).length === 2 ? servingPids(s.child.pid!) : undefined), 15_000);
+  assert.ok((await oldSpaceGrowth(first, s.output)) < 1e6, s.output());
 });
 
 test('serve started without --no-node-snapshot: the serving processes run isolates all the same; --processes 1 refuses to start, saying how', async (t) => {

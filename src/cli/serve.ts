@@ -34,6 +34,8 @@ export default defineCommand({
     }
     const { servingPlace, createServingLink } = await import('../process/serving.ts');
     const place = cluster.isWorker ? servingPlace() : undefined;
+    // This process serves (a serving process, or the only one): see process/serving-heap.ts.
+    if (place || config.server.processes === 1) (await import('../process/serving-heap.ts')).tuneServingHeap();
     if (place) return onFullDisk(config.data_dir, () => serving(config, place, createServingLink));
     if (config.server.processes !== 1) {
       const { supervise } = await import('../process/supervisor.ts');
