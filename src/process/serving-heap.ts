@@ -16,16 +16,16 @@
  * Set with `v8.setFlagsFromString` as the process starts to serve, so every way of serving has it:
  * forked serving processes, `serve --processes 1`, the single executable. V8 reads the flag each
  * time it would gather the feedback (at every collection), so setting it at run time takes effect
- * from the next collection. A pretenuring option the user gives (command line or NODE_OPTIONS) is
- * kept.
+ * from the next collection. A pretenuring option the user gives on the command line is kept (Node
+ * refuses it in NODE_OPTIONS).
  */
 import { setFlagsFromString } from 'node:v8';
 
 export const NO_PRETENURING = '--no-allocation-site-pretenuring';
 
 /** Turn pretenuring off unless the user chose; whether it was turned off here. */
-export function tuneServingHeap(execArgv = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): boolean {
-  const given = [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => /^--(no-)?allocation[-_]site[-_]pretenuring\b/.test(a));
+export function tuneServingHeap(execArgv = process.execArgv): boolean {
+  const given = execArgv.some((a) => /^--(no-)?allocation[-_]site[-_]pretenuring\b/.test(a));
   if (given) return false;
   setFlagsFromString(NO_PRETENURING);
   return true;
