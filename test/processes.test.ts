@@ -402,9 +402,13 @@ test("a serving process allocates short-lived objects young: V8's allocation-sit
   // the main thread makes the plain one pretenure every time: with V8's compiler thread, about one
   // run in six finished before the site was judged.)
   const child = (code: string) =>
-    execFileSync(process.execPath, ['--no-concurrent-recompilation', '--input-type=module', '-e', `import { probe } from '${PRETENURE_PROBE}'; ${code}`], {
-      encoding: 'utf8',
-    }).trim();
+    execFileSync(
+      process.execPath,
+      ['--expose-gc', '--no-concurrent-recompilation', '--input-type=module', '-e', `import { probe } from '${PRETENURE_PROBE}'; ${code}`],
+      {
+        encoding: 'utf8',
+      },
+    ).trim();
   const plain = child('console.log(probe())');
   assert.ok(Number(plain) > 4e6, `a plain process pretenures (its old space grew ${plain} bytes)`);
   const [applied, grew] = child(
