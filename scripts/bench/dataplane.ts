@@ -19,6 +19,11 @@
  *      config in a temp dir; workerd serves on one event-loop thread, there is no thread setting);
  *   b2. edge-runtime (devDependency) running the same hello as a fetch event listener, on its own
  *      runServer (Node's HTTP server, the handler in a Node vm context, no isolation);
+ *   b3. a hand-written isolate server, the simplest honest peer of the public endpoint on this stack:
+ *      node:http, one isolated-vm isolate called inline per request (the request in as JSON, the
+ *      answer copied out; no time limit on the call, so a floor), a record per request committed
+ *      to SQLite every 10 ms (WAL, synchronous=NORMAL); run as a serving process is
+ *      (--no-node-snapshot --v8-pool-size=1, allocation-site pretenuring off);
  *   c. Switchyard as a user starts it: `node --no-node-snapshot src/main.ts serve --config
  *      <tmp>/config.yaml` (temp data_dir, an integrations folder holding a hello integration that
  *      answers the same "hello"), the installation made with `switchyard install hello --json`,
@@ -467,6 +472,42 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
   );
   const edgeServer = startServer('edge-runtime', node, [join(tmp, 'edge-hello.mjs')]);
 
+  // b3. The hand-written isolate server (see the top of this file).
+  const peerPort = await freePort();
+  writeFileSync(
+    join(tmp, 'isolate-peer.mjs'),
+    `import http from 'node:http';
+import { createRequire } from 'node:module';
+import { setFlagsFromString } from 'node:v8';
+setFlagsFromString('--no-allocation-site-pretenuring');
+const require = createRequire(${JSON.stringify(join(process.cwd(), 'package.json'))});
+const ivm = require('isolated-vm');
+const Database = require('better-sqlite3');
+const context = new ivm.Isolate({ memoryLimit: 128 }).createContextSync();
+context.evalSync("globalThis.handle = (json) => { const request = JSON.parse(json); return { status: 200, headers: ['content-type', 'text/plain;charset=UTF-8'], body: 'hello' }; }");
+const handle = context.global.getSync('handle', { reference: true });
+const db = new Database(${JSON.stringify(join(tmp, 'isolate-peer.db'))});
+db.pragma('journal_mode = WAL');
+db.pragma('synchronous = NORMAL');
+db.exec('CREATE TABLE invocations (id TEXT PRIMARY KEY, url TEXT, status INTEGER, duration REAL, at TEXT)');
+const insert = db.prepare('INSERT INTO invocations VALUES (?, ?, ?, ?, ?)');
+const commit = db.transaction((rows) => { for (const r of rows) insert.run(r); });
+const copy = { arguments: { copy: true }, result: { copy: true } };
+let rows = [];
+let timer;
+let n = 0;
+http.createServer((req, res) => {
+  const started = performance.now();
+  const out = handle.applySync(undefined, [JSON.stringify({ method: req.method, url: 'http://' + req.headers.host + req.url, headers: req.rawHeaders })], copy);
+  res.writeHead(out.status, out.headers);
+  res.end(out.body);
+  rows.push(['req_' + ++n, req.url, out.status, performance.now() - started, new Date().toISOString()]);
+  timer ??= setTimeout(() => { timer = undefined; const batch = rows; rows = []; commit(batch); }, 10);
+}).listen(${peerPort}, '127.0.0.1');
+`,
+  );
+  const peerServer = startServer('isolate peer', node, ['--no-node-snapshot', '--v8-pool-size=1', join(tmp, 'isolate-peer.mjs')]);
+
   // c/d. Plain h3 (GET hello, POST events), one process.
   const h3Port = await freePort();
   const h3Server = startServer('plain h3', node, ['--no-node-snapshot', new URL(import.meta.url).pathname, 'plain-h3', String(h3Port)]);
@@ -504,6 +545,7 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
   await ready(nodeServer, `http://127.0.0.1:${nodePort}/`);
   await ready(workerdServer, `http://127.0.0.1:${workerdPort}/`);
   await ready(h3Server, `http://127.0.0.1:${h3Port}/hello`);
+  await ready(peerServer, `http://127.0.0.1:${peerPort}/`);
 
   // Check each answer once: the same "hello" everywhere, the events API accepting the event.
   const bodyOf = async (url: string, init?: RequestInit) => {
@@ -514,6 +556,7 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     `http://127.0.0.1:${nodePort}/`,
     `http://127.0.0.1:${workerdPort}/`,
     `http://127.0.0.1:${h3Port}/hello`,
+    `http://127.0.0.1:${peerPort}/`,
     sy1.endpoint,
     ...(sy1d ? [sy1d.endpoint] : []),
     ...(sy2 ? [sy2.endpoint] : []),
@@ -535,6 +578,7 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     { name: 'node:http hello', url: `http://127.0.0.1:${nodePort}/`, server: nodeServer, pinned: true },
     { name: 'workerd hello module worker', url: `http://127.0.0.1:${workerdPort}/`, server: workerdServer, pinned: true },
     { name: 'edge-runtime hello', url: `http://127.0.0.1:${edgePort}/`, server: edgeServer, pinned: true },
+    { name: 'hand-written isolate server', url: `http://127.0.0.1:${peerPort}/`, server: peerServer, pinned: true },
     { name: 'switchyard public endpoint', url: sy1.endpoint, server: sy1.server, pinned: true },
     ...(sy1d ? [{ name: 'switchyard public endpoint, default processes', url: sy1d.endpoint, server: sy1d.server, pinned: true }] : []),
     { name: 'plain h3 GET hello', url: `http://127.0.0.1:${h3Port}/hello`, server: h3Server, pinned: true },
@@ -612,6 +656,8 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
     ratio('  the default configuration / workerd', 'switchyard public endpoint, default processes', 'workerd hello module worker', 0.65);
     ratio('  the default configuration / edge-runtime', 'switchyard public endpoint, default processes', 'edge-runtime hello', 1.0);
   }
+  ratio('switchyard public endpoint / isolate server', 'switchyard public endpoint', 'hand-written isolate server');
+  if (sy1d) ratio('  the default configuration / isolate server', 'switchyard public endpoint, default processes', 'hand-written isolate server');
   ratio('edge-runtime / workerd', 'edge-runtime hello', 'workerd hello module worker');
   ratio('switchyard public endpoint / node:http', 'switchyard public endpoint', 'node:http hello');
   ratio('workerd / node:http', 'workerd hello module worker', 'node:http hello');
@@ -639,7 +685,7 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
   // (its stalls bound every server's p99 here).
   console.log(`Latency at half the peak (open loop, ${SECONDS}s after a 1 s warm-up, client pinned to CPU 1):`);
   const switchyards = ['switchyard public endpoint', ...(sy1d ? ['switchyard public endpoint, default processes'] : [])];
-  for (const name of ['node:http hello', 'workerd hello module worker', 'edge-runtime hello', ...switchyards]) {
+  for (const name of ['node:http hello', 'workerd hello module worker', 'edge-runtime hello', 'hand-written isolate server', ...switchyards]) {
     const t = targets.find((x) => x.name === name)!;
     const rate = Math.round(rps(name) / 2);
     const out = await runToEnd('taskset', [
