@@ -22,8 +22,12 @@ function spinner(): { isolate: ivm.Isolate; run: ivm.Reference } {
 }
 
 /** Arm calls until one is watched: the first call of an instance starts the loop that takes its handle. */
+/** When the last `armWhenHeld` armed its call (read just before: a call's time runs from its arm). */
+let armedAt = 0;
+
 async function armWhenHeld(wd: CallWatchdog, id: number, ms: number): Promise<number> {
   for (let i = 0; i < 200; i++) {
+    armedAt = performance.now();
     const seq = wd.arm(id, ms);
     if (seq) return seq;
     await sleep(1);
@@ -50,7 +54,8 @@ describe('the call watchdog', () => {
     const { isolate, run } = spinner();
     const id = wd.enlist(isolate);
     const seq = await armWhenHeld(wd, id, 50);
-    const started = performance.now();
+    // From the arm, not from here: on a loaded machine this thread can be preempted in between.
+    const started = armedAt;
     assert.throws(() => run.applySync(undefined, [true]), /disposed/);
     const elapsed = performance.now() - started;
     assert.equal(wd.disarm(seq), true, 'the call was not stopped by the watchdog');
