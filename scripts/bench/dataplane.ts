@@ -262,8 +262,8 @@ function label(pid: number, root: number, rootName: string): string {
   }
 }
 
-/** CPU ticks of `root` and each of its descendants, by label. */
-function cpuTree(root: number, rootName: string): Map<string, number> {
+/** CPU ticks of `root` and each of its descendants, by pid. */
+function ticksByPid(root: number): Map<number, number> {
   const parent = new Map<number, number>();
   const ticks = new Map<number, number>();
   for (const d of readdirSync('/proc')) {
@@ -277,13 +277,28 @@ function cpuTree(root: number, rootName: string): Map<string, number> {
     for (let p = pid, hops = 0; p > 1 && hops < 32; p = parent.get(p) ?? 0, hops++) if (p === root) return true;
     return false;
   };
+  return new Map([...ticks].filter(([pid]) => inTree(pid)));
+}
+
+/** CPU ticks of `root` and each of its descendants, by label. */
+function cpuTree(root: number, rootName: string, byPid = ticksByPid(root)): Map<string, number> {
   const out = new Map<string, number>();
-  for (const [pid, t] of ticks) {
-    if (!inTree(pid)) continue;
+  for (const [pid, t] of byPid) {
     const name = label(pid, root, rootName);
     out.set(name, (out.get(name) ?? 0) + t);
   }
   return out;
+}
+
+/**
+ * How the serving processes (the root's children that run main.ts) shared the work between two
+ * readings: each one's part of their CPU, largest first. Unpinned, it shows how the client's
+ * connections fell on them (they accept from one socket: whichever accepts first takes one).
+ */
+function servingShares(root: number, before: Map<number, number>, after: Map<number, number>): number[] {
+  const used = [...after].filter(([pid]) => pid !== root && label(pid, root, '') === 'main.ts').map(([pid, t]) => t - (before.get(pid) ?? t));
+  const total = used.reduce((a, v) => a + v, 0);
+  return total > 0 ? used.map((v) => v / total).sort((a, b) => b - a) : [];
 }
 
 /** Busy ticks so far (user, nice, system, irq, softirq, steal) of CPU 0, or of all CPUs with `cpu`, from /proc/stat. */
@@ -315,13 +330,15 @@ interface Measure {
   cpu: Map<string, number>;
   /** Share of CPU 0 busy outside the server's processes while wrk ran (other load on a shared machine); NaN unpinned. */
   others: number;
+  /** Unpinned: each serving process's part of their CPU, largest first (see servingShares). */
+  shares: number[];
   /** µs of CPU per request of wrk itself (the client shares the two cores in the two-core run). */
   wrkCpu: number;
 }
 
 const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
-function parseWrk(out: string): Omit<Measure, 'cpu' | 'others' | 'wrkCpu'> {
+function parseWrk(out: string): Omit<Measure, 'cpu' | 'others' | 'wrkCpu' | 'shares'> {
   const rps = Number(/Requests\/sec:\s*([\d.]+)/.exec(out)?.[1]);
   const requests = Number(/(\d+) requests in/.exec(out)?.[1]);
   const pct = (p: string) => {
@@ -353,7 +370,8 @@ async function wrk(t: Target, seconds: number): Promise<Measure> {
   if (t.server.exited) fail(`${t.server.name} has exited:\n${tail(t.server.log)}`);
   const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', ...(t.lua ? ['-s', t.lua] : []), t.url];
   const root = t.server.child.pid!;
-  const before = cpuTree(root, t.server.name);
+  const ticksBefore = ticksByPid(root);
+  const before = cpuTree(root, t.server.name, ticksBefore);
   // Pinned: what else ran on CPU 0. Unpinned: what else ran on all CPUs besides the server and wrk,
   // whose CPU time is read every 100 ms while it runs (taskset execs wrk: same pid).
   const which = t.pinned ? 'cpu0' : 'cpu';
@@ -370,7 +388,8 @@ async function wrk(t: Target, seconds: number): Promise<Measure> {
   } finally {
     clearInterval(poll);
   }
-  const after = cpuTree(root, t.server.name);
+  const ticksAfter = ticksByPid(root);
+  const after = cpuTree(root, t.server.name, ticksAfter);
   const busy = cpuBusy(which) - busyBefore;
   const elapsedTicks = ((performance.now() - t0) / 1000) * TICKS;
   const m = parseWrk(out);
@@ -381,7 +400,8 @@ async function wrk(t: Target, seconds: number): Promise<Measure> {
     cpu.set(k, (((v - (before.get(k) ?? 0)) / TICKS) * 1e6) / Math.max(1, m.requests));
   }
   const others = t.pinned ? (busy - treeTicks) / elapsedTicks : (busy - treeTicks - wrkTicks) / (elapsedTicks * CPUS);
-  return { ...m, cpu, others: Math.max(0, others), wrkCpu: ((wrkTicks / TICKS) * 1e6) / Math.max(1, m.requests) };
+  const shares = t.pinned ? [] : servingShares(root, ticksBefore, ticksAfter);
+  return { ...m, cpu, others: Math.max(0, others), shares, wrkCpu: ((wrkTicks / TICKS) * 1e6) / Math.max(1, m.requests) };
 }
 
 /**
@@ -676,6 +696,14 @@ http.createServer((req, res) => {
       `    wrk took ${wrkUs.toFixed(1)} µs of CPU a request on the same two cores; at the one-core CPU per request (${one.toFixed(1)} µs), two cores shared with it give at most ` +
         `${((2 * 1e6) / (one + wrkUs)).toFixed(0)} req/s: ${((2 * 1e6) / (one + wrkUs) / rps(oneName)).toFixed(3)} of the one-core figure; ` +
         `measured ${cpuPerRequest(two).toFixed(1)} µs a request on two cores`,
+    );
+    // Whichever serving process accepts first takes a connection: an uneven split leaves a core idle.
+    const pct = (x: number) => `${Math.round(x * 100)}`;
+    console.log(
+      `    the serving processes' parts of their CPU, each round: ${results
+        .get(two)!
+        .map((m) => `${m.rps.toFixed(0)} req/s at ${m.shares.map(pct).join('/') || '?'} %`)
+        .join(', ')}`,
     );
   }
 
