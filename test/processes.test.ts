@@ -416,7 +416,13 @@ test("a serving process allocates short-lived objects young: V8's allocation-sit
   ).split(' ');
   assert.equal(applied, 'true');
   assert.ok(Number(grew) < 1e6, `with the option its old space grew ${grew} bytes`);
-  for (const argv of [['--allocation-site-pretenuring'], ['--no-allocation-site-pretenuring'], ['--no-node-snapshot', '--allocation_site_pretenuring']])
+  for (const argv of [
+    ['--allocation-site-pretenuring'],
+    ['--no-allocation-site-pretenuring'],
+    ['--no-node-snapshot', '--allocation_site_pretenuring'],
+    ['-allocation-site-pretenuring'],
+    ['--noallocation-site-pretenuring'],
+  ])
     assert.equal(tuneServingHeap(argv), false, argv.join(' '));
 
   // Wired where processes serve: the only one (--processes 1) and a serving process under the supervisor.

@@ -21,10 +21,10 @@ function spinner(): { isolate: ivm.Isolate; run: ivm.Reference } {
   return { isolate, run };
 }
 
-/** Arm calls until one is watched: the first call of an instance starts the loop that takes its handle. */
 /** When the last `armWhenHeld` armed its call (read just before: a call's time runs from its arm). */
 let armedAt = 0;
 
+/** Arm calls until one is watched: the first call of an instance starts the loop that takes its handle. */
 async function armWhenHeld(wd: CallWatchdog, id: number, ms: number): Promise<number> {
   for (let i = 0; i < 200; i++) {
     armedAt = performance.now();

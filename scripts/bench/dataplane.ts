@@ -484,7 +484,7 @@ const hello :Workerd.Worker = (
   writeFileSync(
     join(tmp, 'edge-hello.mjs'),
     `import { createRequire } from 'node:module';
-const require = createRequire(${JSON.stringify(join(process.cwd(), 'package.json'))});
+const require = createRequire(${JSON.stringify(join(REPO, 'package.json'))});
 const { EdgeRuntime, runServer } = require('edge-runtime');
 const runtime = new EdgeRuntime({ initialCode: "addEventListener('fetch', (event) => event.respondWith(new Response('hello')));" });
 await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
@@ -500,7 +500,7 @@ await runServer({ runtime, port: ${edgePort}, host: '127.0.0.1' });
 import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 setFlagsFromString('--no-allocation-site-pretenuring');
-const require = createRequire(${JSON.stringify(join(process.cwd(), 'package.json'))});
+const require = createRequire(${JSON.stringify(join(REPO, 'package.json'))});
 const ivm = require('isolated-vm');
 const Database = require('better-sqlite3');
 const context = new ivm.Isolate({ memoryLimit: 128 }).createContextSync();

@@ -25,7 +25,8 @@ export const NO_PRETENURING = '--no-allocation-site-pretenuring';
 
 /** Turn pretenuring off unless the user chose; whether it was turned off here. */
 export function tuneServingHeap(execArgv = process.execArgv): boolean {
-  const given = execArgv.some((a) => /^--(no-)?allocation[-_]site[-_]pretenuring\b/.test(a));
+  // V8 takes one dash or two, and `--no-x` or `--nox`.
+  const given = execArgv.some((a) => /^--?(no-?)?allocation[-_]site[-_]pretenuring\b/.test(a));
   if (given) return false;
   setFlagsFromString(NO_PRETENURING);
   return true;
