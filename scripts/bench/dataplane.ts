@@ -49,8 +49,10 @@
  * runPaced: latency from each request's planned time) for node:http, workerd, edge-runtime and
  * Switchyard (`--processes 1`, and the default configuration on the core: its serving process runs
  * with V8's pool of one background thread, process/fork.ts, which `node src/main.ts serve
- * --processes 1` does not get unless given), and the stalls a thread that only spins sees on CPU 0
- * meanwhile (this VM's own).
+ * --processes 1` does not get unless given), each server's CPU per request at that rate (against its
+ * CPU per request at the peak) and the share of the core that makes (its headroom: a stall drains
+ * in about its length times busy / (1 - busy)), and the stalls a thread that only spins sees on
+ * CPU 0 meanwhile (this VM's own).
  * Goals (issue 31): Switchyard public endpoint / edge-runtime >= 1.0 and / workerd >= 0.65, with
  * --processes 1 and with the default configuration; two cores / one core >= 1.7 (1.6 before);
  * p99 at half the peak <= 5 ms.
@@ -716,6 +718,8 @@ http.createServer((req, res) => {
   for (const name of ['node:http hello', 'workerd hello module worker', 'edge-runtime hello', 'hand-written isolate server', ...switchyards]) {
     const t = targets.find((x) => x.name === name)!;
     const rate = Math.round(rps(name) / 2);
+    const root = t.server.child.pid!;
+    const ticksBefore = ticksByPid(root);
     const out = await runToEnd('taskset', [
       '-c',
       '1',
@@ -728,9 +732,16 @@ http.createServer((req, res) => {
       String(rate),
     ]);
     const r = JSON.parse(out) as LoadResult;
+    // The server's headroom at this rate: its CPU a request here (all it was sent, the warm-up's
+    // second too) against its CPU a request at the peak, and the share of the core that makes.
+    const ticksAfter = ticksByPid(root);
+    let used = 0;
+    for (const [pid, v] of ticksAfter) used += v - (ticksBefore.get(pid) ?? v);
+    const cpu = ((used / TICKS) * 1e6) / (rate * (SECONDS + 1));
+    const headroom = `   CPU ${cpu.toFixed(1).padStart(5)} µs/req (${(cpu / cpuPerRequest(name)).toFixed(2)}x its peak's), ${Math.round((cpu * rate) / 1e4)} % of the core`;
     const goal = switchyards.includes(name) ? `   (goal p99 <= 5 ms: ${r.p99 <= 5 ? 'met' : 'NOT met'})` : '';
     console.log(
-      `  ${name.padEnd(47)} ${String(rate).padStart(6)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms${r.errors ? `   ERRORS ${r.errors}` : ''}${goal}`,
+      `  ${name.padEnd(47)} ${String(rate).padStart(6)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms${r.errors ? `   ERRORS ${r.errors}` : ''}${headroom}${goal}`,
     );
   }
   const stalls = JSON.parse(await runToEnd('taskset', ['-c', '0', node, '-e', SPIN_STALLS])) as number[];
