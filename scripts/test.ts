@@ -22,10 +22,10 @@ const SLOWEST = [
   'test/postgres-node-lock.test.ts', // 67
   'test/postgres-nodes.test.ts', // 46
   'test/console-browser.test.ts', // 35
-  'test/processes.test.ts', // 30 (70 under the whole suite)
   'test/postgres-outage.test.ts', // 30
   'test/console-operations-browser.test.ts', // 28
   'test/postgres-store.test.ts', // 25
+  'test/processes.test.ts', // 22
 ];
 const all = readdirSync(join(root, 'test'))
   .filter((f) => f.endsWith('.test.ts'))
