@@ -8,7 +8,7 @@ import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ROOT, waitFor } from './helpers/index.ts';
-import { consoleIntegrations, consoleServer, hasChromium, loginInBrowser, openBrowser, receiver, shot } from './console-support.ts';
+import { consoleIntegrations, consoleServer, FIRST_RENDER_MS, hasChromium, loginInBrowser, openBrowser, receiver, shot } from './console-support.ts';
 
 // On a developer machine without Chromium the browser tests are skipped with the reason; in CI
 // (.ci/run installs it) they must run, so a missing browser fails there instead of passing quietly.
@@ -150,7 +150,8 @@ test("a component's buttons send their action and re-render with the new state; 
 
   await page.goto(`${server.consoleUrl}/console/#/installations/${hello.body.installation.id}`);
   const counter = page.locator('[data-component="counter"]');
-  await counter.getByText('Howdy! Pressed 0 times.').waitFor();
+  // The first render loads the integration's isolate: under the whole suite that once took over 5 s.
+  await counter.getByText('Howdy! Pressed 0 times.').waitFor({ timeout: FIRST_RENDER_MS });
   await counter.getByRole('button', { name: 'Press me' }).click();
   await counter.getByText('Howdy! Pressed 1 time.').waitFor();
   // With the keyboard: Enter presses, and focus stays on the button across the re-render.

@@ -11,7 +11,7 @@ import { cpSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { ROOT, tmpDir } from './helpers/index.ts';
-import { assertNothingCutOff, consoleServer, hasChromium, loginInBrowser, openBrowser, shot } from './console-support.ts';
+import { assertNothingCutOff, consoleServer, FIRST_RENDER_MS, hasChromium, loginInBrowser, openBrowser, shot } from './console-support.ts';
 
 const skip = hasChromium() || process.env.CI ? false : 'Debian chromium is not installed (apt-get install -y chromium)';
 
@@ -82,7 +82,8 @@ test("GitBook blocks render with a document's context; a render that fails shows
 
   await page.goto(`${s.consoleUrl}/console/#/installations/${id}`);
   const diagram = page.locator('[data-component="diagram"]');
-  await diagram.getByText('Diagram (editable)').waitFor();
+  // The first render loads the integration's isolate: under the whole suite that once took over 5 s.
+  await diagram.getByText('Diagram (editable)').waitFor({ timeout: FIRST_RENDER_MS });
   assert.match(await diagram.locator('[data-ck="codeblock"]').innerText(), /graph TD\s+A --> B/);
   await shot(page, '73-gitbook-block', diagram.getByText('Diagram (editable)'));
 

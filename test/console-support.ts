@@ -91,6 +91,9 @@ const launch = () =>
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
+/** How long a test waits for a component's first render (its isolate loads first), past the usual 5 s. */
+export const FIRST_RENDER_MS = 15_000;
+
 export async function openBrowser(t: TestContext): Promise<{ context: BrowserContext; page: Page; pageErrors: string[] }> {
   let browser = await (shared ??= launch());
   // A browser an earlier test took down is launched again.

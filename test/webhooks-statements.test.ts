@@ -21,6 +21,7 @@ import { memoryLogger } from '../src/log/index.ts';
 import { freshPostgresDatabase, testConfig, tmpDir, waitFor } from './helpers/index.ts';
 import { counting } from './helpers/counting.ts';
 import { useNodeId } from '../src/store/lease-owner.ts';
+import { generationsFor } from '../src/store/generations.ts';
 
 /** A store, a receiver answering `status(n)` to its n-th request, and the webhooks service over a counting database. */
 async function senderOn(t: TestContext, status: (n: number) => number, config: Partial<WebhooksConfig> = {}) {
@@ -49,6 +50,9 @@ async function senderOn(t: TestContext, status: (n: number) => number, config: P
     subscriptions: () => ({ forEventType: () => [{ installationId: 'inst_1', url }] }),
   });
   t.after(() => service.stop(0));
+  // On PostgreSQL the caches are dropped once when the store's listening connection opens: under
+  // load that could come after the first sends, and an event counted below re-read its secret.
+  await generationsFor({ database: counted.database }).ready();
   await store.database.transaction((tx) => service.webhooks.createSecret(tx, 'inst_1'));
   service.start();
   const recorded: string[] = [];
