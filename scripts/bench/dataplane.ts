@@ -294,11 +294,11 @@ function cpuTree(root: number, rootName: string, byPid = ticksByPid(root)): Map<
 
 /**
  * How the serving processes (the root's children that run main.ts) shared the work between two
- * readings: each one's part of their CPU, largest first. Unpinned, it shows how the client's
+ * readings (one started in between counts whole), each one's part of their CPU, largest first. Unpinned, it shows how the client's
  * connections fell on them (they accept from one socket: whichever accepts first takes one).
  */
 function servingShares(root: number, before: Map<number, number>, after: Map<number, number>): number[] {
-  const used = [...after].filter(([pid]) => pid !== root && label(pid, root, '') === 'main.ts').map(([pid, t]) => t - (before.get(pid) ?? t));
+  const used = [...after].filter(([pid]) => pid !== root && label(pid, root, '') === 'main.ts').map(([pid, t]) => t - (before.get(pid) ?? 0));
   const total = used.reduce((a, v) => a + v, 0);
   return total > 0 ? used.map((v) => v / total).sort((a, b) => b - a) : [];
 }
@@ -736,7 +736,8 @@ http.createServer((req, res) => {
     // second too) against its CPU a request at the peak, and the share of the core that makes.
     const ticksAfter = ticksByPid(root);
     let used = 0;
-    for (const [pid, v] of ticksAfter) used += v - (ticksBefore.get(pid) ?? v);
+    // A process started meanwhile (a serving process replaced): all of its CPU falls in the run.
+    for (const [pid, v] of ticksAfter) used += v - (ticksBefore.get(pid) ?? 0);
     const cpu = ((used / TICKS) * 1e6) / (rate * (SECONDS + 1));
     const headroom = `   CPU ${cpu.toFixed(1).padStart(5)} µs/req (${(cpu / cpuPerRequest(name)).toFixed(2)}x its peak's), ${Math.round((cpu * rate) / 1e4)} % of the core`;
     const goal = switchyards.includes(name) ? `   (goal p99 <= 5 ms: ${r.p99 <= 5 ? 'met' : 'NOT met'})` : '';
