@@ -38,6 +38,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { samplePayload } from '../../src/events/index.ts';
+import { allMigrations } from '../../src/server/migrations.ts';
+import { DB_FILE, openStore } from '../../src/store/index.ts';
 import { signatureHeader } from '../../src/webhooks/signature.ts';
 import { ask, cpuMs, median, percentile, processTree, setting, startServe } from './common.ts';
 
@@ -101,38 +103,21 @@ if (role === 'relay') {
 
 // ---------------------------------------------------------------------------------------------
 // The durable relay: what it accepts is committed first, once per turn; attempts recorded once per
-// turn; at start, what its file holds undelivered is sent again.
-if (role === 'durable-relay') {
+// turn; at start, what its file holds undelivered is sent again. As `rows-relay`, the same relay
+// stores Switchyard's rows instead of its own two small tables: the file made by Switchyard's own
+// migrations (every table and index), and per event what Switchyard writes, row for row (an event,
+// its delivery stored leased, then an attempt and the delivery's final state), with the same
+// pragmas. What separates it from the durable relay is the data model's cost; what separates
+// Switchyard from it is the rest (HTTP, validation, the queue's code, the sender's).
+if (role === 'durable-relay' || role === 'rows-relay') {
   const expected = Buffer.from(`Bearer ${TOKEN}`);
   const secret = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
   const agent = new http.Agent({ keepAlive: true, maxSockets: setting('BENCH_PER_ENDPOINT', CONNECTIONS) });
   let target = '';
   const dir = process.env.BENCH_RELAY_DIR ?? mkdtempSync(join(tmpdir(), 'switchyard-bench-relay-'));
-  const db = new Database(join(dir, 'relay.db'));
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, event_id TEXT NOT NULL, body TEXT NOT NULL,
-      delivered INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0);
-    CREATE INDEX IF NOT EXISTS events_undelivered ON events (id) WHERE delivered = 0;
-    CREATE TABLE IF NOT EXISTS attempts (id INTEGER PRIMARY KEY, event INTEGER NOT NULL, status INTEGER NOT NULL, at INTEGER NOT NULL);
-  `);
-  const insertEvent = db.prepare('INSERT INTO events (event_id, body) VALUES (?, ?)');
-  const insertAttempt = db.prepare('INSERT INTO attempts (event, status, at) VALUES (?, ?, ?)');
-  const delivered = db.prepare('UPDATE events SET delivered = 1, attempts = attempts + 1 WHERE id = ?');
-  const retried = db.prepare('UPDATE events SET attempts = attempts + 1 WHERE id = ?');
-  const store = db.transaction((batch: Array<{ eventId: string; body: string }>) =>
-    batch.map((b) => Number(insertEvent.run(b.eventId, b.body).lastInsertRowid)),
-  );
-  const record = db.transaction((outcomes: Array<{ id: number; status: number }>) => {
-    const at = Date.now();
-    for (const o of outcomes) {
-      insertAttempt.run(o.id, o.status, at);
-      (o.status >= 200 && o.status < 300 ? delivered : retried).run(o.id);
-    }
-  });
-
-  let outcomes: Array<{ id: number; status: number }> = [];
+  const rows = role === 'rows-relay' ? switchyardRows(dir) : ownRows(dir);
+  const { db, store, record, undelivered } = rows;
+  let outcomes: RelayOutcome[] = [];
   const recordTurn = () => {
     const turn = outcomes;
     outcomes = [];
@@ -140,36 +125,43 @@ if (role === 'durable-relay') {
   };
   const send = (id: number, body: string) => {
     const bytes = Buffer.from(body);
+    const startedAt = Date.now();
+    const signature = signatureHeader([secret], Math.floor(startedAt / 1000), bytes);
     const out = http.request(target, {
       method: 'POST',
       agent,
       headers: {
         'content-type': 'application/json',
         'content-length': bytes.length,
-        'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), bytes),
+        'x-platform-signature': signature,
       },
     });
-    const outcome = (status: number) => {
+    const outcome = (status: number, excerpt: string | null = null) => {
       if (!outcomes.length) setImmediate(recordTurn);
-      outcomes.push({ id, status });
+      outcomes.push({ id, status, startedAt, durationMs: Date.now() - startedAt, signature, excerpt, url: target });
       // A failed attempt is tried again a second later (from the file again after a restart).
       if (status < 200 || status >= 300) setTimeout(() => send(id, body), 1000);
     };
     out.on('response', (r) => {
-      r.resume();
-      r.on('end', () => outcome(r.statusCode ?? 0));
+      // Like Switchyard, the answer's first bytes are kept with the attempt.
+      let excerpt = '';
+      r.setEncoding('utf8');
+      r.on('data', (c: string) => {
+        if (excerpt.length < 1024) excerpt += c.slice(0, 1024 - excerpt.length);
+      });
+      r.on('end', () => outcome(r.statusCode ?? 0, excerpt));
     });
     out.on('error', () => outcome(0));
     out.end(bytes);
   };
 
-  let accepted: Array<{ eventId: string; body: string; res: http.ServerResponse }> = [];
+  let accepted: Array<RelayEvent & { res: http.ServerResponse }> = [];
   const storeTurn = () => {
     const turn = accepted;
     accepted = [];
     let ids: number[];
     try {
-      ids = store(turn);
+      ids = store(turn, target);
     } catch {
       for (const a of turn) a.res.writeHead(503).end();
       return;
@@ -193,7 +185,7 @@ if (role === 'durable-relay') {
       }
       if (typeof event.type !== 'string') return void res.writeHead(400).end();
       if (!accepted.length) setImmediate(storeTurn);
-      accepted.push({ eventId: String(event.eventId), body: JSON.stringify({ ...event, installationId: 'inst_relay' }), res });
+      accepted.push({ eventId: String(event.eventId), type: event.type, body: JSON.stringify({ ...event, installationId: 'inst_relay' }), res });
     });
   });
   const quit = () => {
@@ -207,9 +199,119 @@ if (role === 'durable-relay') {
     if (!m.target) return;
     target = m.target;
     // What a previous run accepted and did not deliver goes out again, once there is somewhere to send it.
-    for (const r of db.prepare('SELECT id, body FROM events WHERE delivered = 0 ORDER BY id').all() as Array<{ id: number; body: string }>) send(r.id, r.body);
+    for (const r of undelivered()) send(r.id, r.body);
   });
   server.listen(0, '127.0.0.1', () => process.send!({ port: (server.address() as AddressInfo).port }));
+}
+
+interface RelayEvent {
+  eventId: string;
+  type: string;
+  body: string;
+}
+interface RelayOutcome {
+  id: number;
+  status: number;
+  startedAt: number;
+  durationMs: number;
+  signature: string;
+  excerpt: string | null;
+  url: string;
+}
+interface RelayRows {
+  db: Database.Database;
+  /** A turn's events, in one transaction: each one's id to send it by. */
+  store(batch: RelayEvent[], url: string): number[];
+  /** A turn's attempts, in one transaction. */
+  record(outcomes: RelayOutcome[]): void;
+  undelivered(): Array<{ id: number; body: string }>;
+}
+
+function openRelayFile(file: string): Database.Database {
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  return db;
+}
+
+/** The durable relay's own two tables: an event row, and an attempt row with the event's update. */
+function ownRows(dir: string): RelayRows {
+  const db = openRelayFile(join(dir, 'relay.db'));
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, event_id TEXT NOT NULL, body TEXT NOT NULL,
+      delivered INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0);
+    CREATE INDEX IF NOT EXISTS events_undelivered ON events (id) WHERE delivered = 0;
+    CREATE TABLE IF NOT EXISTS attempts (id INTEGER PRIMARY KEY, event INTEGER NOT NULL, status INTEGER NOT NULL, at INTEGER NOT NULL);
+  `);
+  const insertEvent = db.prepare('INSERT INTO events (event_id, body) VALUES (?, ?)');
+  const insertAttempt = db.prepare('INSERT INTO attempts (event, status, at) VALUES (?, ?, ?)');
+  const delivered = db.prepare('UPDATE events SET delivered = 1, attempts = attempts + 1 WHERE id = ?');
+  const retried = db.prepare('UPDATE events SET attempts = attempts + 1 WHERE id = ?');
+  return {
+    db,
+    store: db.transaction((batch: RelayEvent[]) => batch.map((b) => Number(insertEvent.run(b.eventId, b.body).lastInsertRowid))),
+    record: db.transaction((outcomes: RelayOutcome[]) => {
+      const at = Date.now();
+      for (const o of outcomes) {
+        insertAttempt.run(o.id, o.status, at);
+        (o.status >= 200 && o.status < 300 ? delivered : retried).run(o.id);
+      }
+    }),
+    undelivered: () => db.prepare('SELECT id, body FROM events WHERE delivered = 0 ORDER BY id').all() as Array<{ id: number; body: string }>,
+  };
+}
+
+/**
+ * Switchyard's rows, written by hand: its schema from its own migrations, and per event its events
+ * row, its delivery row stored leased (as Switchyard stores a delivery whose endpoint has a free
+ * slot), then the attempt's row and the delivery's final state (or its retry a second later).
+ */
+function switchyardRows(dir: string): RelayRows {
+  openStore(dir, { migrations: allMigrations() }).close();
+  const db = openRelayFile(join(dir, DB_FILE));
+  db.pragma('foreign_keys = ON');
+  const insertEvent = db.prepare(
+    'INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count) VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (id) DO NOTHING',
+  );
+  const insertDelivery = db.prepare(
+    `INSERT INTO webhook_deliveries (id, event_id, event_type, installation_id, url, origin, body, status, next_attempt_at, lease_until, lease_owner, created_at, updated_at)
+     VALUES (?, ?, ?, 'inst_relay', ?, ?, ?, 'pending', ?, ?, 'relay', ?, ?)`,
+  );
+  const insertAttempt = db.prepare(
+    `INSERT INTO webhook_attempts (delivery_seq, number, manual, started_at, duration_ms, url, signature, status, outcome, response_excerpt, response_truncated, next_attempt_at)
+     VALUES (?, (SELECT attempts + 1 FROM webhook_deliveries WHERE seq = ?), 0, ?, ?, ?, ?, ?, ?, ?, 0, ?)`,
+  );
+  const settle = db.prepare(
+    `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_until = NULL, lease_owner = NULL,
+       updated_at = ?, completed_at = ?, last_status = ? WHERE seq = ?`,
+  );
+  let n = 0;
+  return {
+    db,
+    store: db.transaction((batch: RelayEvent[], url: string) => {
+      const now = Date.now();
+      const origin = new URL(url).origin;
+      return batch.map((b) => {
+        insertEvent.run(b.eventId, b.type, null, b.body, now);
+        const id = `dlv_relay_${process.pid}_${now}_${n++}`;
+        return Number(insertDelivery.run(id, b.eventId, b.type, url, origin, b.body, now, now + 30_000, now, now).lastInsertRowid);
+      });
+    }),
+    record: db.transaction((outcomes: RelayOutcome[]) => {
+      const now = Date.now();
+      for (const o of outcomes) {
+        const ok = o.status >= 200 && o.status < 300;
+        const next = ok ? null : now + 1000;
+        insertAttempt.run(o.id, o.id, o.startedAt, o.durationMs, o.url, o.signature, o.status || null, ok ? 'success' : 'retry', o.excerpt, next);
+        settle.run(ok ? 'delivered' : 'retrying', next, now, ok ? now : null, o.status || null, o.id);
+      }
+    }),
+    undelivered: () =>
+      db.prepare(`SELECT seq AS id, body FROM webhook_deliveries WHERE status IN ('pending', 'retrying') ORDER BY seq`).all() as Array<{
+        id: number;
+        body: string;
+      }>,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -312,9 +414,11 @@ async function main(): Promise<void> {
   const receiver = await child('receiver');
   const relay = await child('relay');
   const durable = await child('durable-relay');
+  const rows = await child('rows-relay');
   const hook = `http://127.0.0.1:${receiver.port}/hook`;
   relay.proc.send({ target: hook });
   durable.proc.send({ target: hook });
+  rows.proc.send({ target: hook });
   // The relay has as many POSTs in flight to the receiver as it has clients (64); the product's
   // default per-endpoint cap (4, politeness toward one receiver) would measure that cap, not the engine.
   const perEndpoint = setting('BENCH_PER_ENDPOINT', CONNECTIONS);
@@ -324,11 +428,16 @@ async function main(): Promise<void> {
   });
   if (serve.token !== TOKEN) throw new Error('the benchmark and startServe disagree on the admin token');
   await serve.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook, event_types: 'site_view' } });
-  const senders = { switchyard: serve.url, relay: `http://127.0.0.1:${relay.port}`, durable: `http://127.0.0.1:${durable.port}` };
+  const senders = {
+    switchyard: serve.url,
+    relay: `http://127.0.0.1:${relay.port}`,
+    durable: `http://127.0.0.1:${durable.port}`,
+    rows: `http://127.0.0.1:${rows.port}`,
+  };
   type Sender = keyof typeof senders;
 
   console.log(
-    `durable delivery benchmark: switchyard serve (processes ${process.env.BENCH_PROCESSES ?? 'default'}, webhooks.per_endpoint_concurrency ${perEndpoint}) vs a hand-written relay, durable (SQLite) and not; ` +
+    `durable delivery benchmark: switchyard serve (processes ${process.env.BENCH_PROCESSES ?? 'default'}, webhooks.per_endpoint_concurrency ${perEndpoint}) vs a hand-written relay, durable (SQLite) and not, and durable storing Switchyard's rows; ` +
       `${N} single-event POSTs over ${CONNECTIONS} connections per round, ${ROUNDS} rounds, Node ${process.version}`,
   );
 
@@ -339,6 +448,7 @@ async function main(): Promise<void> {
     switchyard: () => processTree(serve.child.pid!),
     relay: () => [relay.proc.pid!],
     durable: () => [durable.proc.pid!],
+    rows: () => [rows.proc.pid!],
   };
   const cpu = (pids: number[]) => pids.reduce((sum, p) => sum + (cpuMs(p) ?? 0), 0);
   const blast = async (s: Sender) => {
@@ -363,13 +473,14 @@ async function main(): Promise<void> {
   // --- 1. throughput --------------------------------------------------------------------------
   await blast('relay'); // warm-up (JIT, sockets, SQLite pages)
   await blast('durable');
+  await blast('rows');
   await blast('switchyard');
-  const rates: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
-  const acks: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
-  const cpus: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
-  const receiverCpus: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [] };
+  const rates: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [], rows: [] };
+  const acks: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [], rows: [] };
+  const cpus: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [], rows: [] };
+  const receiverCpus: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [], rows: [] };
   for (let i = 0; i < ROUNDS; i++)
-    for (const s of ['relay', 'durable', 'switchyard'] as const) {
+    for (const s of ['relay', 'durable', 'rows', 'switchyard'] as const) {
       const r = await blast(s);
       rates[s].push(r.rate);
       acks[s].push(r.ackRate);
@@ -387,24 +498,29 @@ async function main(): Promise<void> {
       `durable relay / relay ${(rate('durable') / rate('relay')).toFixed(2)} (what persisting costs the hand-written relay)`,
   );
   console.log(
+    `            durable relay storing Switchyard's rows ${rate('rows').toFixed(0)}/s: rows relay / durable relay ${(rate('rows') / rate('durable')).toFixed(2)} ` +
+      `(what Switchyard's data model costs a hand-written sender), switchyard / rows relay ${(rate('switchyard') / rate('rows')).toFixed(2)} (what the rest costs)`,
+  );
+  console.log(
     `            ingest alone (all 202s answered): switchyard ${median(acks.switchyard).toFixed(0)} events/s (stored), durable relay ${median(acks.durable).toFixed(0)} (committed), ` +
-      `relay ${median(acks.relay).toFixed(0)} (answers after its POST)`,
+      `rows relay ${median(acks.rows).toFixed(0)} (committed), relay ${median(acks.relay).toFixed(0)} (answers after its POST)`,
   );
   const us = (xs: number[]) => `${median(xs).toFixed(0)} us`;
   console.log(
-    `            CPU per event (medians): switchyard ${us(cpus.switchyard)} (its processes), durable relay ${us(cpus.durable)}, relay ${us(cpus.relay)}; ` +
-      `switchyard / durable relay ${(median(cpus.durable) / median(cpus.switchyard)).toFixed(2)} by CPU; the receiver and load generator ` +
-      `${us(receiverCpus.switchyard)}, ${us(receiverCpus.durable)}, ${us(receiverCpus.relay)} in the same rounds`,
+    `            CPU per event (medians): switchyard ${us(cpus.switchyard)} (its processes), durable relay ${us(cpus.durable)}, rows relay ${us(cpus.rows)}, ` +
+      `relay ${us(cpus.relay)}; by CPU switchyard / durable relay ${(median(cpus.durable) / median(cpus.switchyard)).toFixed(2)}, ` +
+      `switchyard / rows relay ${(median(cpus.rows) / median(cpus.switchyard)).toFixed(2)}, rows relay / durable relay ${(median(cpus.durable) / median(cpus.rows)).toFixed(2)}; ` +
+      `the receiver and load generator ${us(receiverCpus.switchyard)}, ${us(receiverCpus.durable)}, ${us(receiverCpus.rows)}, ${us(receiverCpus.relay)} in the same rounds`,
   );
   console.log(
     `            rounds switchyard [${rates.switchyard.map((x) => x.toFixed(0)).join(', ')}]  durable relay [${rates.durable.map((x) => x.toFixed(0)).join(', ')}]  ` +
-      `relay [${rates.relay.map((x) => x.toFixed(0)).join(', ')}]`,
+      `rows relay [${rates.rows.map((x) => x.toFixed(0)).join(', ')}]  relay [${rates.relay.map((x) => x.toFixed(0)).join(', ')}]`,
   );
 
   // --- 2. latency -------------------------------------------------------------------------------
   await load('switchyard', 200, 1); // warm-up
   type Lat = Awaited<ReturnType<typeof load>>;
-  const lat: Record<Sender, Lat[]> = { switchyard: [], relay: [], durable: [] };
+  const lat: Record<Sender, Lat[]> = { switchyard: [], relay: [], durable: [], rows: [] };
   // The idle pace for the durable relay too: what an idle machine (a VM whose cores sleep between
   // events) adds to any sender, told apart from what switchyard adds.
   const idle: Lat[] = [];
@@ -438,6 +554,7 @@ async function main(): Promise<void> {
   receiver.proc.kill();
   relay.proc.kill();
   durable.proc.kill();
+  rows.proc.kill();
 }
 
-if (role !== 'receiver' && role !== 'relay' && role !== 'durable-relay') await main();
+if (role !== 'receiver' && role !== 'relay' && role !== 'durable-relay' && role !== 'rows-relay') await main();
