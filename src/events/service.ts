@@ -14,6 +14,7 @@ import type { Logger } from '../log/index.ts';
 import { storageCode } from '../store/health.ts';
 import { LOCK_BUSY, statement, type Database, type Statement, type Tx } from '../store/contract.ts';
 import { jsonRows } from '../store/leased-queue.ts';
+import { batchStatement } from '../store/rows-insert.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
 import type { HandlerQueue } from './handlers.ts';
 import { newEventId, validateEventPayload } from './types.ts';
@@ -100,20 +101,29 @@ function prepare(payload: unknown, prefix?: string): { event: Event } | { error:
   return { event: { ...input, eventId: typeof input.eventId === 'string' ? input.eventId : newEventId() } };
 }
 
-// A batch's events in one INSERT, as one JSON array; those whose id is stored already come back
-// out (an id twice in the batch: the first one is stored).
+// A batch's events in one INSERT (store/rows-insert.ts: on SQLite multi-row VALUES, on PostgreSQL
+// one JSON array); those whose id is stored already come back out (an id twice in the batch: the
+// first one is stored).
+interface EventRow {
+  id: string;
+  type: string;
+  installationId: string | null;
+  payload: string;
+  count: number;
+  at: number;
+}
+const EVENT_COLUMNS = ['id', 'type', 'installation_id', 'payload', 'received_at', 'delivery_count'];
 const ingest = {
-  insert: statement<{ id: string }>({
-    sqlite: `INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count)
-      SELECT value ->> 'id', value ->> 'type', value ->> 'installationId', value ->> 'payload', @at, value ->> 'count'
-      FROM json_each(@items) WHERE true ORDER BY key
-      ON CONFLICT (id) DO NOTHING
-      RETURNING id`,
-    postgres: `INSERT INTO events (id, type, installation_id, payload, received_at, delivery_count)
-      SELECT v ->> 'id', v ->> 'type', v ->> 'installationId', v ->> 'payload', @at, (v ->> 'count')::int
+  insert: batchStatement<EventRow, { id: string }>({
+    columns: EVENT_COLUMNS,
+    sqlite: (values) => `INSERT INTO events (${EVENT_COLUMNS.join(', ')}) ${values} ON CONFLICT (id) DO NOTHING RETURNING id`,
+    values: (e) => [e.id, e.type, e.installationId, e.payload, e.at, e.count],
+    postgres: statement(`INSERT INTO events (${EVENT_COLUMNS.join(', ')})
+      SELECT v ->> 'id', v ->> 'type', v ->> 'installationId', v ->> 'payload', (v ->> 'at')::bigint, (v ->> 'count')::int
       FROM json_array_elements(CAST(@items AS json)) WITH ORDINALITY AS j(v, k) ORDER BY k
       ON CONFLICT (id) DO NOTHING
-      RETURNING id`,
+      RETURNING id`),
+    postgresParams: (rows) => ({ items: jsonRows(rows) }),
   }),
   setCount: statement('UPDATE events SET delivery_count = ? WHERE id = ?'),
 };
@@ -161,8 +171,9 @@ export function createEvents(deps: EventsDeps) {
       installationId: (event.installationId as string | undefined) ?? null,
       payload: json ?? JSON.stringify(event),
       count: subsOf[i].length,
+      at,
     }));
-    const inserted = new Set((await tx.all(ingest.insert, { items: jsonRows(items), at })).map((r) => r.id));
+    const inserted = new Set((await ingest.insert.all(tx, items)).map((r) => r.id));
     // The first of an id in the batch is the one stored; the others are duplicates.
     const isNew = events.map(({ event }) => inserted.delete(event.eventId));
     const fresh = events.map((e, i) => ({ ...e, subs: subsOf[i], i })).filter((e) => isNew[e.i]);

@@ -5,13 +5,15 @@
  * interrupted and sent again. On PostgreSQL a turn's record is one statement (with nothing else to
  * write, its own commit: no BEGIN and COMMIT round trips); on SQLite two, in one transaction.
  *
- * A turn's rows travel as one JSON array parameter (json_each on SQLite, json_array_elements on
- * PostgreSQL), so a turn costs the same few statements however many attempts ended in it.
+ * A turn's rows travel as multi-row VALUES with bound parameters on SQLite (in chunks: see
+ * store/rows-insert.ts) and as one JSON array parameter on PostgreSQL (json_array_elements), so a
+ * turn costs the same few statements however many attempts ended in it.
  */
 import { appendInOrder, feedOrderLock } from '../store/feed-order.ts';
 import { statement, type Database, type LOCK_BUSY, type Queries } from '../store/contract.ts';
 import { deliveryLeases } from './queue-leases.ts';
 import { jsonRows } from '../store/leased-queue.ts';
+import { batchStatement, rowsTable } from '../store/rows-insert.ts';
 import { originOf, PAUSED, pausedRow, type AttemptRecord, type NextState } from './queue-rows.ts';
 
 /** One attempt's row as the JSON array carries it (k: its place in the turn). */
@@ -43,28 +45,62 @@ const NUMBER = {
 };
 const attemptValues = (engine: keyof typeof NUMBER) => `j.seq, ${NUMBER[engine]}, j.manual, j.started_at, j.duration_ms, j.url, j.signature, j.status,
   j.outcome, j.error, j.error_code, j.excerpt, j.truncated, j.next`;
-const ATTEMPTS = {
-  sqlite: `(SELECT value ->> 'k' AS k, value ->> 'seq' AS seq, value ->> 'manual' AS manual, value ->> 'startedAt' AS started_at,
-      value ->> 'durationMs' AS duration_ms, value ->> 'url' AS url, value ->> 'signature' AS signature, value ->> 'status' AS status,
-      value ->> 'outcome' AS outcome, value ->> 'error' AS error, value ->> 'errorCode' AS error_code, value ->> 'excerpt' AS excerpt,
-      value ->> 'truncated' AS truncated, value ->> 'next' AS next
-    FROM json_each(@attempts)) AS j`,
-  postgres: `(SELECT (v ->> 'k')::int AS k, (v ->> 'seq')::bigint AS seq, (v ->> 'manual')::int AS manual, (v ->> 'startedAt')::bigint AS started_at,
+// The attempts' rows: on SQLite a multi-row VALUES list (store/rows-insert.ts), on PostgreSQL one JSON array.
+const ATTEMPT_INPUT = [
+  'k',
+  'seq',
+  'manual',
+  'started_at',
+  'duration_ms',
+  'url',
+  'signature',
+  'status',
+  'outcome',
+  'error',
+  'error_code',
+  'excerpt',
+  'truncated',
+  'next',
+];
+const attemptRow = (a: AttemptItem): unknown[] => [
+  a.k,
+  a.seq,
+  a.manual,
+  a.startedAt,
+  a.durationMs,
+  a.url,
+  a.signature,
+  a.status,
+  a.outcome,
+  a.error,
+  a.errorCode,
+  a.excerpt,
+  a.truncated,
+  a.next,
+];
+const ATTEMPTS_PG = `(SELECT (v ->> 'k')::int AS k, (v ->> 'seq')::bigint AS seq, (v ->> 'manual')::int AS manual, (v ->> 'startedAt')::bigint AS started_at,
       (v ->> 'durationMs')::double precision AS duration_ms, v ->> 'url' AS url, v ->> 'signature' AS signature, (v ->> 'status')::int AS status,
       v ->> 'outcome' AS outcome, v ->> 'error' AS error, v ->> 'errorCode' AS error_code, v ->> 'excerpt' AS excerpt,
       (v ->> 'truncated')::int AS truncated, (v ->> 'next')::bigint AS next
-    FROM json_array_elements(CAST(@attempts AS json)) AS v) AS j`,
-};
-const STATES = {
-  sqlite: `(SELECT value ->> 'seq' AS seq, value ->> 'status' AS status, value ->> 'next' AS next, value ->> 'completed' AS completed,
-      value ->> 'attempts' AS attempts, value ->> 'now' AS now, value ->> 'lastStatus' AS last_status, value ->> 'lastError' AS last_error,
-      value ->> 'owner' AS owner
-    FROM json_each(@states)) AS n`,
-  postgres: `(SELECT (v ->> 'seq')::bigint AS seq, v ->> 'status' AS status, (v ->> 'next')::bigint AS next, (v ->> 'completed')::bigint AS completed,
+    FROM json_array_elements(CAST(@attempts AS json)) AS v) AS j`;
+/** A delivery's next state as the UPDATE takes it. */
+interface StateItem {
+  seq: number;
+  status: string;
+  next: number | null;
+  completed: number | null;
+  attempts: number;
+  now: number;
+  lastStatus: number | null;
+  lastError: string | null;
+  owner: string | null;
+}
+const STATE_INPUT = ['seq', 'status', 'next', 'completed', 'attempts', 'now', 'last_status', 'last_error', 'owner'];
+const stateValues = (n: StateItem): unknown[] => [n.seq, n.status, n.next, n.completed, n.attempts, n.now, n.lastStatus, n.lastError, n.owner];
+const STATES_PG = `(SELECT (v ->> 'seq')::bigint AS seq, v ->> 'status' AS status, (v ->> 'next')::bigint AS next, (v ->> 'completed')::bigint AS completed,
       (v ->> 'attempts')::int AS attempts, (v ->> 'now')::bigint AS now, (v ->> 'lastStatus')::int AS last_status, v ->> 'lastError' AS last_error,
       v ->> 'owner' AS owner
-    FROM json_array_elements(CAST(@states AS json)) AS v)`,
-};
+    FROM json_array_elements(CAST(@states AS json)) AS v)`;
 // A delivery's next state (`d`: the row). A cancelled delivery stays cancelled (uninstalled while
 // the attempt was in flight); a retry of a paused installation waits for its resume (held: out of
 // the due index), decided here, in the same statement. Paused: the endpoint's flag, or the row
@@ -81,15 +117,27 @@ const nextState = (d: string) => `
 const OWNED = (d: string) => `${d}.seq = n.seq AND (n.owner IS NULL OR ${d}.lease_owner = n.owner)`;
 
 const q = {
-  insertAttempts: statement<{ id: number; seq: number; number: number }>({
-    sqlite: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('sqlite')} FROM ${ATTEMPTS.sqlite} ORDER BY j.k
+  insertAttempts: batchStatement<AttemptItem, { id: number; seq: number; number: number }>({
+    columns: ATTEMPT_INPUT,
+    sqlite: (
+      values,
+    ) => `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('sqlite')} FROM ${rowsTable(ATTEMPT_INPUT, values)} AS j ORDER BY j.k
       RETURNING id, delivery_seq AS seq, number`,
-    postgres: `INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('postgres')} FROM ${ATTEMPTS.postgres} ORDER BY j.k
-      RETURNING id, delivery_seq AS seq, number`,
+    values: attemptRow,
+    postgres: statement(`INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('postgres')} FROM ${ATTEMPTS_PG} ORDER BY j.k
+      RETURNING id, delivery_seq AS seq, number`),
+    postgresParams: (rows) => ({ attempts: jsonRows(rows) }),
   }),
-  complete: statement<{ seq: number }>(
-    `UPDATE webhook_deliveries SET ${nextState('webhook_deliveries')} FROM ${STATES.sqlite} WHERE ${OWNED('webhook_deliveries')} RETURNING webhook_deliveries.seq`,
-  ),
+  // The states alone (SQLite's record: the attempts follow in a statement of their own).
+  complete: batchStatement<StateItem, { seq: number }>({
+    columns: STATE_INPUT,
+    sqlite: (values) =>
+      `UPDATE webhook_deliveries SET ${nextState('webhook_deliveries')} FROM ${rowsTable(STATE_INPUT, values)} AS n WHERE ${OWNED('webhook_deliveries')}
+        RETURNING webhook_deliveries.seq`,
+    values: stateValues,
+    postgres: statement(`UPDATE webhook_deliveries d SET ${nextState('d')} FROM ${STATES_PG} AS n WHERE ${OWNED('d')} RETURNING d.seq`),
+    postgresParams: (rows) => ({ states: jsonRows(rows) }),
+  }),
   // PostgreSQL: a turn's whole record in one statement, its own commit when run outside a
   // transaction. The states first (their rows locked), then the attempts feed's order lock
   // (store/feed-order.ts; it reads what the UPDATE did, so a record waiting for a delivery's row
@@ -97,10 +145,10 @@ const q = {
   // the lock and whose numbers count with a snapshot of their own (webhook_attempts_so_far). Rows
   // with a null id: the deliveries updated.
   record: statement<{ id: number | null; seq: number; number: number | null }>(
-    `WITH n AS ${STATES.postgres},
+    `WITH n AS ${STATES_PG},
       done AS (UPDATE webhook_deliveries d SET ${nextState('d')} FROM n WHERE ${OWNED('d')} RETURNING d.seq),
       feed AS MATERIALIZED (${feedOrderLock('attempts')} FROM (SELECT COUNT(*) FROM done) AS rows_locked),
-      ins AS (INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('postgres')} FROM feed, ${ATTEMPTS.postgres} ORDER BY j.k
+      ins AS (INSERT INTO webhook_attempts (${ATTEMPT_COLUMNS}) SELECT ${attemptValues('postgres')} FROM feed, ${ATTEMPTS_PG} ORDER BY j.k
         RETURNING id, delivery_seq AS seq, number)
     SELECT id, seq, number FROM ins UNION ALL SELECT NULL, seq, NULL FROM done`,
   ),
@@ -119,9 +167,9 @@ export async function holdIfPaused(tx: Queries, seqs: readonly number[], now: nu
   return (await tx.run(q.holdPaused, { seqs: JSON.stringify(seqs), now })).changes;
 }
 
-/** The attempts' rows as the JSON array carries them. */
-function attemptItems(attempts: Array<{ seq: number; attempt: AttemptRecord }>): string {
-  const items: AttemptItem[] = attempts.map(({ seq, attempt: a }, k) => ({
+/** The attempts' rows. */
+function attemptItems(attempts: Array<{ seq: number; attempt: AttemptRecord }>): AttemptItem[] {
+  return attempts.map(({ seq, attempt: a }, k) => ({
     k,
     seq,
     manual: a.manual ? 1 : 0,
@@ -137,7 +185,6 @@ function attemptItems(attempts: Array<{ seq: number; attempt: AttemptRecord }>):
     truncated: a.responseTruncated ? 1 : 0,
     next: a.nextAttemptAt,
   }));
-  return jsonRows(items);
 }
 
 /** Each attempt's id, in the order given, from the inserted rows (matched by delivery and number: one delivery's were numbered in turn order). */
@@ -153,7 +200,7 @@ function idsInOrder(attempts: Array<{ seq: number }>, rows: Array<{ id: number |
 
 /** One turn's attempts, inserted in one statement; each one's id, in the order given. */
 async function insertAttempts(tx: Queries, attempts: Array<{ seq: number; attempt: AttemptRecord }>): Promise<number[]> {
-  return idsInOrder(attempts, await tx.all(q.insertAttempts, { attempts: attemptItems(attempts) }));
+  return idsInOrder(attempts, await q.insertAttempts.all(tx, attemptItems(attempts)));
 }
 
 export interface OutcomeDeps {
@@ -174,8 +221,8 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
      */
     async completeMany(tx: Queries, items: OutcomeItem[]): Promise<{ ids: number[]; stale: number[] }> {
       if (!items.length) return { ids: [], stale: [] };
-      const states = jsonRows(
-        items.map(({ seq, owner, attempt, next, now }) => ({
+      const states = items.map(
+        ({ seq, owner, attempt, next, now }): StateItem => ({
           seq,
           status: next.status,
           next: next.nextAttemptAt,
@@ -185,19 +232,19 @@ export function createOutcomes({ noteDue }: OutcomeDeps) {
           lastStatus: attempt.status,
           lastError: attempt.error,
           owner: owner ?? null,
-        })),
+        }),
       );
       let done: Set<number>;
       let ids: number[];
       if (tx.engine === 'postgres') {
-        const rows = await tx.all(q.record, { states, attempts: attemptItems(items) });
+        const rows = await tx.all(q.record, { states: jsonRows(states), attempts: jsonRows(attemptItems(items)) });
         done = new Set(rows.filter((r) => r.id === null).map((r) => Number(r.seq)));
         ids = idsInOrder(
           items,
           rows.filter((r) => r.id !== null),
         );
       } else {
-        done = new Set((await tx.all(q.complete, { states })).map((r) => Number(r.seq)));
+        done = new Set((await q.complete.all(tx, states)).map((r) => Number(r.seq)));
         // The attempts are the live tail's feed: inserted last (see store/feed-order.ts).
         ids = await insertAttempts(tx, items);
       }

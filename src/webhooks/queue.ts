@@ -10,6 +10,7 @@
 import { timeOrderedId } from '../ids.ts';
 import { statement, type Database, type Queries } from '../store/contract.ts';
 import { jsonRows } from '../store/leased-queue.ts';
+import { batchStatement, rowsTable } from '../store/rows-insert.ts';
 import { createDueHints } from './queue-due.ts';
 import { createHeldDeliveries } from './queue-held.ts';
 import { leases } from './queue-leases.ts';
@@ -38,7 +39,7 @@ export interface EnqueueInput {
   lease?: { owner: string; until: number };
 }
 
-// A batch's deliveries in one INSERT, as one JSON array (k: the place in the batch). A delivery of a
+// A batch's deliveries in one INSERT (on SQLite in chunks, see store/rows-insert.ts; k: the place in the batch). A delivery of a
 // paused installation is stored held, without its lease: the flag is read in the same statement
 // (on PostgreSQL share-locked, so a pause by another node waits for this commit, then holds what it
 // stored), not asked first in a statement of its own.
@@ -46,20 +47,34 @@ const COLUMNS = 'id, event_id, event_type, installation_id, url, origin, body, s
 const STORED = `j.id, j.event_id, j.event_type, j.installation_id, j.url, j.origin, j.body,
   CASE WHEN j.paused THEN 'held' ELSE 'pending' END, CASE WHEN j.paused THEN NULL ELSE j.now END,
   CASE WHEN j.paused THEN NULL ELSE j.lease_until END, CASE WHEN j.paused THEN NULL ELSE j.lease_owner END, j.now, j.now`;
+/** A delivery as the INSERT takes it (k: its place in the batch). */
+interface DeliveryRow {
+  k: number;
+  id: string;
+  eventId: string;
+  eventType: string;
+  installationId: string;
+  url: string;
+  origin: string;
+  body: string;
+  leaseUntil: number | null;
+  leaseOwner: string | null;
+  now: number;
+}
+const INPUT = ['k', 'id', 'event_id', 'event_type', 'installation_id', 'url', 'origin', 'body', 'lease_until', 'lease_owner', 'now'];
 const q = {
-  insert: statement<{ seq: number; id: string; status: string }>({
-    sqlite: `INSERT INTO webhook_deliveries (${COLUMNS})
+  // SQLite: multi-row VALUES (store/rows-insert.ts); PostgreSQL: one JSON array.
+  insert: batchStatement<DeliveryRow, { seq: number; id: string; status: string }>({
+    columns: INPUT,
+    sqlite: (values) => `INSERT INTO webhook_deliveries (${COLUMNS})
       SELECT ${STORED}
       FROM (SELECT i.*, EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.installation_id = i.installation_id AND e.paused = 1) AS paused
-            FROM (SELECT key AS k, value ->> 'id' AS id, value ->> 'eventId' AS event_id, value ->> 'eventType' AS event_type,
-                    value ->> 'installationId' AS installation_id, value ->> 'url' AS url, value ->> 'origin' AS origin, value ->> 'body' AS body,
-                    value ->> 'leaseUntil' AS lease_until, value ->> 'leaseOwner' AS lease_owner,
-                    value ->> 'now' AS now
-                  FROM json_each(@items)) AS i) AS j
+            FROM ${rowsTable(INPUT, values)} AS i) AS j
       WHERE true ORDER BY j.k
       ON CONFLICT (event_id, installation_id) DO NOTHING
       RETURNING seq, id, status`,
-    postgres: `WITH i AS (
+    values: (r) => [r.k, r.id, r.eventId, r.eventType, r.installationId, r.url, r.origin, r.body, r.leaseUntil, r.leaseOwner, r.now],
+    postgres: statement(`WITH i AS (
         SELECT k, v ->> 'id' AS id, v ->> 'eventId' AS event_id, v ->> 'eventType' AS event_type, v ->> 'installationId' AS installation_id,
           v ->> 'url' AS url, v ->> 'origin' AS origin, v ->> 'body' AS body,
           (v ->> 'leaseUntil')::bigint AS lease_until, v ->> 'leaseOwner' AS lease_owner, (v ->> 'now')::bigint AS now
@@ -69,7 +84,8 @@ const q = {
       INSERT INTO webhook_deliveries (${COLUMNS})
       SELECT ${STORED} FROM j ORDER BY j.k
       ON CONFLICT (event_id, installation_id) DO NOTHING
-      RETURNING seq, id, status`,
+      RETURNING seq, id, status`),
+    postgresParams: (rows) => ({ items: jsonRows(rows) }),
   }),
   setUrl: statement('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
 };
@@ -90,9 +106,10 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
      */
     async enqueueMany(tx: Queries, inputs: EnqueueInput[]): Promise<Array<Claimed | null>> {
       if (!inputs.length) return [];
-      const rows = inputs.map((input) => {
+      const rows = inputs.map((input, k): DeliveryRow => {
         // The caller may have made the id already: the body names it (see body.ts).
         return {
+          k,
           id: input.id ?? newDeliveryId(input.now),
           eventId: input.eventId,
           eventType: input.eventType,
@@ -105,7 +122,7 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
           now: input.now,
         };
       });
-      const stored = new Map((await tx.all(q.insert, { items: jsonRows(rows) })).map((r) => [r.id, r]));
+      const stored = new Map((await q.insert.all(tx, rows)).map((r) => [r.id, r]));
       return rows.map((r, i): Claimed | null => {
         const row = stored.get(r.id);
         if (row === undefined) return null;
