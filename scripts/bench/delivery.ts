@@ -2,7 +2,7 @@
  * Durable delivery through the HTTP API, against two hand-written relays, in the same run.
  * Run: PATH=node_modules/.bin:$PATH node --no-node-snapshot scripts/bench/delivery.ts
  *
- * Four processes besides this one, all on the same machine, none pinned:
+ * Five processes besides this one, all on the same machine, none pinned:
  * - `switchyard serve` as a user starts it (its default serving processes; BENCH_PROCESSES=n for
  *   another count) with a webhook installation made through the API whose URL is the receiver;
  * - the relay: a plain Node HTTP server written here, the least a sender could do over the same two
@@ -14,6 +14,11 @@
  *   transaction (an attempt row each, the event delivered or retried a second later); at start it
  *   re-queues the events its file holds undelivered. One process, one connection; its file in a
  *   temp folder removed when it stops, or in BENCH_RELAY_DIR, kept (to try its restart by hand);
+ * - the durable relay storing Switchyard's rows (the rows relay): the same relay, but its file is made
+ *   by Switchyard's own migrations (every table and index) and it writes per event what Switchyard
+ *   writes, row for row, by hand (prepared statements, one transaction per turn as above): the
+ *   event, its delivery stored leased, then the attempt and the delivery's final state. The durable
+ *   relay against it is what Switchyard's data model costs; it against Switchyard, what the rest does;
  * - the receiver, which answers every POST at once with 200 and is also the load generator, so
  *   that latency is measured on one clock (from the start of the ingest request to the arrival).
  *
@@ -22,8 +27,8 @@
  *    webhooks.per_endpoint_concurrency is raised to BENCH_PER_ENDPOINT (default: the connections),
  *    and the relay keeps to the same bound of POSTs in flight to the receiver, so at the product's
  *    default (BENCH_PER_ENDPOINT=4) both senders are held to four at once.
- *    Goal: Switchyard >= 0.8x the durable relay; its ratio to the relay that stores nothing is
- *    printed beside it.
+ *    Goal: Switchyard >= 0.8x the durable relay; its ratios to the relay that stores nothing and
+ *    to the rows relay are printed beside it.
  * 2. Latency at 1,000 events/s (open loop, BENCH_LATENCY_SECONDS long): ingest-to-receiver p99.
  *    Goal: p99 < 25 ms. Also both relays' figures in the same run, and an idle pace (20/s) for switchyard and the durable relay.
  * Rounds alternate between the three senders; medians of BENCH_ROUNDS (5) are printed, with the CPU
