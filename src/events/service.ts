@@ -120,7 +120,7 @@ const ingest = {
     values: (e) => [e.id, e.type, e.installationId, e.payload, e.at, e.count],
     postgres: statement(`INSERT INTO events (${EVENT_COLUMNS.join(', ')})
       SELECT v ->> 'id', v ->> 'type', v ->> 'installationId', v ->> 'payload', (v ->> 'at')::bigint, (v ->> 'count')::int
-      FROM json_array_elements(CAST(@items AS json)) WITH ORDINALITY AS j(v, k) ORDER BY k
+      FROM jsonb_array_elements(CAST(@items AS jsonb)) WITH ORDINALITY AS j(v, k) ORDER BY k
       ON CONFLICT (id) DO NOTHING
       RETURNING id`),
     postgresParams: (rows) => ({ items: jsonRows(rows) }),

@@ -50,7 +50,7 @@ const insertAll = rowsInsert(
     `INSERT INTO invocations (${COLUMNS.join(', ')})
      SELECT r ->> 0, r ->> 1, r ->> 2, r ->> 3, r ->> 4, CAST(r ->> 5 AS integer), CAST(r ->> 6 AS double precision), CAST(r ->> 7 AS double precision),
             r ->> 8, r ->> 9, r ->> 10, r ->> 11, r ->> 12, r ->> 13
-     FROM json_array_elements(CAST(? AS json)) WITH ORDINALITY AS rows (r, n) ORDER BY n`,
+     FROM jsonb_array_elements(CAST(? AS jsonb)) WITH ORDINALITY AS rows (r, n) ORDER BY n`,
   ),
 );
 

@@ -82,7 +82,7 @@ const ATTEMPTS_PG = `(SELECT (v ->> 'k')::int AS k, (v ->> 'seq')::bigint AS seq
       (v ->> 'durationMs')::double precision AS duration_ms, v ->> 'url' AS url, v ->> 'signature' AS signature, (v ->> 'status')::int AS status,
       v ->> 'outcome' AS outcome, v ->> 'error' AS error, v ->> 'errorCode' AS error_code, v ->> 'excerpt' AS excerpt,
       (v ->> 'truncated')::int AS truncated, (v ->> 'next')::bigint AS next
-    FROM json_array_elements(CAST(@attempts AS json)) AS v) AS j`;
+    FROM jsonb_array_elements(CAST(@attempts AS jsonb)) AS v) AS j`;
 /** A delivery's next state as the UPDATE takes it. */
 interface StateItem {
   seq: number;
@@ -100,7 +100,7 @@ const stateValues = (n: StateItem): unknown[] => [n.seq, n.status, n.next, n.com
 const STATES_PG = `(SELECT (v ->> 'seq')::bigint AS seq, v ->> 'status' AS status, (v ->> 'next')::bigint AS next, (v ->> 'completed')::bigint AS completed,
       (v ->> 'attempts')::int AS attempts, (v ->> 'now')::bigint AS now, (v ->> 'lastStatus')::int AS last_status, v ->> 'lastError' AS last_error,
       v ->> 'owner' AS owner
-    FROM json_array_elements(CAST(@states AS json)) AS v)`;
+    FROM jsonb_array_elements(CAST(@states AS jsonb)) AS v)`;
 // A delivery's next state (`d`: the row). A cancelled delivery stays cancelled (uninstalled while
 // the attempt was in flight); a retry of a paused installation waits for its resume (held: out of
 // the due index), decided here, in the same statement. Paused: the endpoint's flag, or the row

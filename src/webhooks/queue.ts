@@ -78,7 +78,7 @@ const q = {
         SELECT k, v ->> 'id' AS id, v ->> 'eventId' AS event_id, v ->> 'eventType' AS event_type, v ->> 'installationId' AS installation_id,
           v ->> 'url' AS url, v ->> 'origin' AS origin, v ->> 'body' AS body,
           (v ->> 'leaseUntil')::bigint AS lease_until, v ->> 'leaseOwner' AS lease_owner, (v ->> 'now')::bigint AS now
-        FROM json_array_elements(CAST(@items AS json)) WITH ORDINALITY AS x(v, k)),
+        FROM jsonb_array_elements(CAST(@items AS jsonb)) WITH ORDINALITY AS x(v, k)),
       p AS (SELECT installation_id, paused FROM webhook_endpoints WHERE installation_id IN (SELECT installation_id FROM i) FOR SHARE),
       j AS (SELECT i.*, COALESCE(p.paused = 1, false) AS paused FROM i LEFT JOIN p ON p.installation_id = i.installation_id)
       INSERT INTO webhook_deliveries (${COLUMNS})
