@@ -555,7 +555,22 @@ async function measure(engine: string, server: PgServer, admin: pg.Client, round
     await arrivals(total, 180_000);
     const cpu1 = cpuSnapshot(deliverer.roots(), server);
     loopWindow(loopDir, '');
-    if (arrived < total || refused) throw new Error(`${engine}: ${arrived} of ${total} delivered, ${refused} batches refused`);
+    if (arrived < total || refused) {
+      // Say what the store holds for what did not arrive: its deliveries' states, leases and attempts.
+      if (watch) {
+        const missing = [...sentAt.keys()]; // arrivals leave it
+        const rows = (
+          await watch.db.query(
+            `SELECT status, attempts, lease_owner IS NOT NULL AS leased, lease_until - $2::bigint AS lease_left_ms, next_attempt_at - $2::bigint AS due_in_ms,
+               count(*)::int AS n FROM webhook_deliveries WHERE event_id = ANY($1) GROUP BY 1, 2, 3, 4, 5 ORDER BY n DESC LIMIT 20`,
+            [missing, Date.now()],
+          )
+        ).rows;
+        const events = (await watch.db.query('SELECT count(*)::int AS n FROM events WHERE id = ANY($1)', [missing])).rows[0].n;
+        process.stderr.write(`  ${engine}: ${missing.length} not arrived; ${events} of them stored as events; their deliveries: ${JSON.stringify(rows)}\n`);
+      }
+      throw new Error(`${engine}: ${arrived} of ${total} delivered, ${refused} batches refused`);
+    }
     const fullMs = lastArrival - t0;
     const full = [...latencies].sort((a, b) => a - b);
     const used = cpuUsed(cpu0, cpu1);
