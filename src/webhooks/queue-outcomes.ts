@@ -6,7 +6,7 @@
  * write, its own commit: no BEGIN and COMMIT round trips); on SQLite two, in one transaction.
  *
  * A turn's rows travel as multi-row VALUES with bound parameters on SQLite (in chunks: see
- * store/rows-insert.ts) and as one JSON array parameter on PostgreSQL (json_array_elements), so a
+ * store/rows-insert.ts) and as one JSON array parameter on PostgreSQL (jsonb_array_elements: parsed once), so a
  * turn costs the same few statements however many attempts ended in it.
  */
 import { appendInOrder, feedOrderLock } from '../store/feed-order.ts';
