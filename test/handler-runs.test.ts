@@ -254,7 +254,7 @@ function watched(database: Database) {
   return { seen, database: { ...wrap(database, false), transaction, transactionUnlessBusy: transaction } as Database };
 }
 
-const isOutcomes = (sql: string) => /json_extract\(o\.value/.test(sql);
+const isOutcomes = (sql: string) => /^UPDATE event_handler_runs SET status = o\.status/.test(sql.trim());
 
 test('runs that end in the same turn have their outcomes recorded together: one statement, one commit', async (t) => {
   const store = await storeOf(tmpDir(t));

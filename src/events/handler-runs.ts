@@ -12,7 +12,8 @@
  * claims.
  */
 import { timeOrderedId } from '../ids.ts';
-import { leasedQueue } from '../store/leased-queue.ts';
+import { jsonRows, leasedQueue } from '../store/leased-queue.ts';
+import { batchStatement, rowsTable } from '../store/rows-insert.ts';
 import { statement, type Database, type Queries, type Statement } from '../store/contract.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../webhooks/views.ts';
 import type { HandlerRun } from './handler-views.ts';
@@ -114,6 +115,20 @@ const queue = {
   ),
 };
 
+/** A run's outcome as the UPDATE takes it (one owner and one time for all of a turn's). */
+interface RunOutcomeRow {
+  run: number;
+  status: string;
+  attempts: number;
+  next_at: number | null;
+  completed_at: number | null;
+  error: string | null;
+  invocation: string | null;
+  owner: string;
+  now: number;
+}
+const OUTCOME_COLUMNS = ['run', 'status', 'attempts', 'next_at', 'completed_at', 'error', 'invocation', 'owner', 'now'];
+
 const q = {
   // Ingest's enqueue, in the event's transaction.
   insert: statement(
@@ -121,21 +136,23 @@ const q = {
      VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
      ON CONFLICT (event_id, installation_id) DO NOTHING`,
   ),
-  // A turn's outcomes, one statement: only the lease's owner records one (a run whose lease ran out
-  // and was taken by another process is that process's to finish).
-  complete: statement({
-    sqlite: `UPDATE event_handler_runs SET status = json_extract(o.value, '$.status'), attempts = json_extract(o.value, '$.attempts'),
-       next_attempt_at = json_extract(o.value, '$.next_at'), completed_at = json_extract(o.value, '$.completed_at'),
-       last_error = json_extract(o.value, '$.error'), last_invocation = COALESCE(json_extract(o.value, '$.invocation'), last_invocation),
-       lease_until = NULL, lease_owner = NULL, updated_at = @now
-     FROM json_each(@outcomes) AS o
-     WHERE event_handler_runs.seq = json_extract(o.value, '$.run') AND event_handler_runs.lease_owner = @owner`,
-    postgres: `UPDATE event_handler_runs SET status = o.status, attempts = o.attempts, next_attempt_at = o.next_at, completed_at = o.completed_at,
+  // A turn's outcomes, one statement (on SQLite bound as multi-row VALUES, in chunks: see
+  // store/rows-insert.ts): only the lease's owner records one (a run whose lease ran out and was
+  // taken by another process is that process's to finish).
+  complete: batchStatement<RunOutcomeRow>({
+    columns: OUTCOME_COLUMNS,
+    sqlite: (values) => `UPDATE event_handler_runs SET status = o.status, attempts = o.attempts, next_attempt_at = o.next_at, completed_at = o.completed_at,
+       last_error = o.error, last_invocation = COALESCE(o.invocation, last_invocation), lease_until = NULL, lease_owner = NULL, updated_at = o.now
+     FROM ${rowsTable(OUTCOME_COLUMNS, values)} AS o
+     WHERE event_handler_runs.seq = o.run AND event_handler_runs.lease_owner = o.owner`,
+    values: (o) => [o.run, o.status, o.attempts, o.next_at, o.completed_at, o.error, o.invocation, o.owner, o.now],
+    postgres: statement(`UPDATE event_handler_runs SET status = o.status, attempts = o.attempts, next_attempt_at = o.next_at, completed_at = o.completed_at,
        last_error = o.error, last_invocation = COALESCE(o.invocation, event_handler_runs.last_invocation),
        lease_until = NULL, lease_owner = NULL, updated_at = @now
      FROM json_to_recordset(CAST(@outcomes AS json))
        AS o(run bigint, status text, attempts integer, next_at bigint, completed_at bigint, error text, invocation text)
-     WHERE event_handler_runs.seq = o.run AND event_handler_runs.lease_owner = @owner`,
+     WHERE event_handler_runs.seq = o.run AND event_handler_runs.lease_owner = @owner`),
+    postgresParams: (rows) => ({ outcomes: jsonRows(rows), owner: rows[0].owner, now: rows[0].now }),
   }),
   drop: statement(perEngine((e) => `DELETE FROM event_handler_runs WHERE seq IN (${seqsIn[e]('@seqs')}) AND lease_owner = @owner`)),
   byId: statement<Row>('SELECT * FROM event_handler_runs WHERE id = ?'),
@@ -240,7 +257,7 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
 
   /** Record a turn's outcomes in `tx`: one statement for the completed, one for the dropped. */
   async function record(tx: Queries, done: readonly RunOutcomeRecord[], owner: string, now: number): Promise<void> {
-    const completed = done.flatMap(({ seq, next }) =>
+    const completed = done.flatMap(({ seq, next }): RunOutcomeRow[] =>
       next === 'dropped'
         ? []
         : [
@@ -252,11 +269,13 @@ export function createHandlerRuns(database: Database, opts: { maxAttempts: () =>
               completed_at: next.completedAt,
               error: next.lastError,
               invocation: next.lastInvocation,
+              owner,
+              now,
             },
           ],
     );
     const dropped = done.filter((d) => d.next === 'dropped').map((d) => d.seq);
-    if (completed.length) await tx.run(q.complete, { outcomes: JSON.stringify(completed), owner, now });
+    if (completed.length) await q.complete.run(tx, completed);
     if (dropped.length) await tx.run(q.drop, { seqs: JSON.stringify(dropped), owner });
   }
 
