@@ -440,6 +440,8 @@ async function main(): Promise<void> {
     rows: `http://127.0.0.1:${rows.port}`,
   };
   type Sender = keyof typeof senders;
+  /** One empty list per sender. */
+  const perSender = <X>(): Record<Sender, X[]> => ({ switchyard: [], relay: [], durable: [], rows: [] });
 
   console.log(
     `durable delivery benchmark: switchyard serve (processes ${process.env.BENCH_PROCESSES ?? 'default'}, webhooks.per_endpoint_concurrency ${perEndpoint}) vs a hand-written relay, durable (SQLite) and not, and durable storing Switchyard's rows; ` +
@@ -480,10 +482,10 @@ async function main(): Promise<void> {
   await blast('durable');
   await blast('rows');
   await blast('switchyard');
-  const rates: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [], rows: [] };
-  const acks: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [], rows: [] };
-  const cpus: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [], rows: [] };
-  const receiverCpus: Record<Sender, number[]> = { switchyard: [], relay: [], durable: [], rows: [] };
+  const rates = perSender<number>();
+  const acks = perSender<number>();
+  const cpus = perSender<number>();
+  const receiverCpus = perSender<number>();
   for (let i = 0; i < ROUNDS; i++)
     for (const s of ['relay', 'durable', 'rows', 'switchyard'] as const) {
       const r = await blast(s);
@@ -525,7 +527,7 @@ async function main(): Promise<void> {
   // --- 2. latency -------------------------------------------------------------------------------
   await load('switchyard', 200, 1); // warm-up
   type Lat = Awaited<ReturnType<typeof load>>;
-  const lat: Record<Sender, Lat[]> = { switchyard: [], relay: [], durable: [], rows: [] };
+  const lat = perSender<Lat>();
   // The idle pace for the durable relay too: what an idle machine (a VM whose cores sleep between
   // events) adds to any sender, told apart from what switchyard adds.
   const idle: Lat[] = [];

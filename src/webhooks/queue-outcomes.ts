@@ -128,7 +128,9 @@ const q = {
       RETURNING id, delivery_seq AS seq, number`),
     postgresParams: (rows) => ({ attempts: jsonRows(rows) }),
   }),
-  // The states alone (SQLite's record: the attempts follow in a statement of their own).
+  // The states alone: SQLite's record (the attempts follow in a statement of their own). PostgreSQL's
+  // record is one statement of both (`record`, below); this form is its UPDATE alone, kept so that
+  // the statement runs on either engine.
   complete: batchStatement<StateItem, { seq: number }>({
     columns: STATE_INPUT,
     sqlite: (values) =>
