@@ -17,6 +17,10 @@
  *   (one job at a time). `gwbatch`: BENCH_GW_CONCURRENCY (BENCH_PER_ENDPOINT) jobs at once,
  *   `preset.worker.localQueue.size` BENCH_GW_LOCAL_QUEUE (100), `completeJobBatchDelay` and
  *   `failJobBatchDelay` BENCH_GW_BATCH_DELAY (250 ms, the starting point its docs suggest);
+ * - the rows relay (engine `rows`, not in the default list): scripts/bench/pg-rows-relay.ts, a
+ *   hand-written durable relay storing Switchyard's rows (its migrations' tables) with one statement
+ *   a turn each way, handed events on its POST /api/v1/events like a node; the ratios to it say what
+ *   the data model costs (against graphile-worker) and what the rest of Switchyard costs (pg x1);
  * - this process: the load generator and the receiver (answers 200 at once), so latency is read on
  *   one clock, from the start of the hand-over to the delivery's arrival.
  *
@@ -39,7 +43,7 @@
  *    BENCH_STEADY_SECONDS (8), spread over the nodes: hand-over-to-receiver p50/p99 against the
  *    delivery benchmark's goal (p99 < 25 ms, scripts/bench/delivery.ts).
  * CPU busy (of every core, /proc/stat) during each phase says whether the machine was the limit.
- * Medians of BENCH_ROUNDS (3) rounds; engines in BENCH_ENGINES (sqlite,pg1,pg2,pg3,gw,gwbatch).
+ * Medians of BENCH_ROUNDS (3) rounds; engines in BENCH_ENGINES (sqlite,pg1,pg2,pg3,gw,gwbatch; rows on request).
  * Printed after the table: issue 29's goals against the medians (PostgreSQL 1 node / graphile-worker
  * batched, ingest, PostgreSQL CPU and statements per delivery, event-loop delay), and what N nodes on
  * separate machines would carry (1, 2, 4, 8), from pg x1's CPU per delivery on a node and on
@@ -79,8 +83,8 @@ const TOKEN = 'bench-token-0123456789';
 const ROOT = new URL('../../', import.meta.url).pathname;
 
 for (const e of ENGINES)
-  if (!/^(sqlite|pg[1-9]|gw|gwbatch)$/.test(e)) {
-    process.stderr.write(`BENCH_ENGINES: ${e} is not sqlite, pg<nodes> (pg1, pg2, pg3), gw or gwbatch\n`);
+  if (!/^(sqlite|pg[1-9]|gw|gwbatch|rows)$/.test(e)) {
+    process.stderr.write(`BENCH_ENGINES: ${e} is not sqlite, pg<nodes> (pg1, pg2, pg3), gw, gwbatch or rows\n`);
     process.exit(2);
   }
 if (!Number.isInteger(PROCESSES) || PROCESSES < 0) {
@@ -226,7 +230,7 @@ async function stopNodes(nodes: Node[]): Promise<void> {
       n.child.kill('SIGTERM');
       await exited;
       n.agent.destroy();
-      rmSync(n.dir, { recursive: true, force: true });
+      if (n.dir) rmSync(n.dir, { recursive: true, force: true });
     }),
   );
 }
@@ -475,6 +479,39 @@ async function startGraphile(engine: string, connectionString: string, loopDir: 
   };
 }
 
+/** The rows relay (scripts/bench/pg-rows-relay.ts): events handed over on its POST /api/v1/events, as to a node. */
+async function startRowsRelay(connectionString: string, loopDir: string): Promise<Deliverer> {
+  const relay = fork(
+    join(ROOT, 'scripts/bench/pg-rows-relay.ts'),
+    [JSON.stringify({ connectionString, target: hook, concurrency: PER_ENDPOINT, token: TOKEN })],
+    { execArgv: ['--no-node-snapshot'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: probed(loopDir) },
+  );
+  alive.add(relay);
+  relay.once('exit', () => alive.delete(relay));
+  const exited = once(relay, 'exit').then(([code]) => {
+    throw new Error(`rows: the relay exited with ${code} before it listened`);
+  });
+  let port: number;
+  try {
+    port = ((await Promise.race([ask(relay, undefined, 'port'), exited])) as { port: number }).port;
+  } catch (e) {
+    relay.kill('SIGKILL');
+    throw e;
+  } finally {
+    exited.catch(() => {});
+  }
+  const node: Node = { url: `http://127.0.0.1:${port}`, child: relay, dir: '', agent: new http.Agent({ keepAlive: true, maxSockets: 64 }) };
+  return {
+    ways: 1,
+    roots: () => [relay.pid!],
+    handOver: async (_way, _events, body) => {
+      const r = await post(node, body);
+      return r.status === 202 ? undefined : `${r.status} ${r.text.slice(0, 200)}`;
+    },
+    stop: () => stopNodes([node]),
+  };
+}
+
 async function measure(engine: string, server: PgServer, admin: pg.Client, round: number): Promise<Row> {
   let store: string | undefined;
   let db: pg.Client | undefined;
@@ -496,7 +533,11 @@ async function measure(engine: string, server: PgServer, admin: pg.Client, round
   const peer = engine.startsWith('gw');
   let target: Deliverer | undefined;
   try {
-    target = peer ? await startGraphile(engine, store!, loopDir) : await startSwitchyard(engine, store, loopDir, event);
+    target = peer
+      ? await startGraphile(engine, store!, loopDir)
+      : engine === 'rows'
+        ? await startRowsRelay(store!, loopDir)
+        : await startSwitchyard(engine, store, loopDir, event);
     const deliverer = target;
     const ways = deliverer.ways;
 
@@ -681,7 +722,8 @@ try {
 
 const med = (e: string, k: string) => (results[e].length && k in results[e][0] ? median(results[e].map((r) => r[k])) : NaN);
 const fmt = (n: number, d = 0) => (Number.isNaN(n) ? '-' : n.toFixed(d));
-const label = (e: string) => (e === 'sqlite' ? 'sqlite' : e === 'gw' ? 'gw dflt' : e === 'gwbatch' ? 'gw batch' : `pg x${e.slice(2)}`);
+const label = (e: string) =>
+  e === 'sqlite' ? 'sqlite' : e === 'gw' ? 'gw dflt' : e === 'gwbatch' ? 'gw batch' : e === 'rows' ? 'rows rly' : `pg x${e.slice(2)}`;
 // [label, key, decimals, scale, ratio to SQLite]
 const lines: Array<[string, string, number, number, boolean]> = [
   ['full speed: durable deliveries/s', 'rate', 0, 1, true],
@@ -755,6 +797,16 @@ if (has('pg1') && has('gwbatch')) {
       (has('gw') ? `; / graphile-worker at its defaults (${fmt(med('gw', 'rate'))}): ${fmt(med('pg1', 'rate') / med('gw', 'rate'), 2)}x` : '') +
       '\n',
   );
+}
+if (has('rows')) {
+  // The rows relay (scripts/bench/pg-rows-relay.ts): the data model's floor on PostgreSQL, by hand.
+  const ratio = (a: string, b: string, k: string) => `${fmt(med(a, k) / med(b, k), 2)}`;
+  const line = (what: string, a: string, b: string) =>
+    `  ${what}: deliveries/s ${ratio(a, b, 'rate')}x; node CPU per delivery ${fmt(med(a, 'cpuNodes'), 3)} / ${fmt(med(b, 'cpuNodes'), 3)} ms = ${ratio(a, b, 'cpuNodes')}x; ` +
+    `PostgreSQL CPU per delivery ${fmt(med(a, 'cpuPg'), 3)} / ${fmt(med(b, 'cpuPg'), 3)} ms = ${ratio(a, b, 'cpuPg')}x\n`;
+  if (has('gwbatch'))
+    process.stdout.write(line("rows relay / graphile-worker batched (what storing Switchyard's rows costs a hand-written sender)", 'rows', 'gwbatch'));
+  if (has('pg1')) process.stdout.write(line('PostgreSQL 1 node / rows relay (what the rest of Switchyard costs)', 'pg1', 'rows'));
 }
 if (has('pg1')) {
   const ingest = med('pg1', 'ingest');
