@@ -371,6 +371,23 @@ async function settledCounters(w: Watch): Promise<PgCounters> {
   }
   return last;
 }
+/**
+ * With BENCH_PG_STATEMENTS: the statements that took the most of PostgreSQL's time in the round so
+ * far (warm-up and idle looks included; pg_stat_statements' execution time, which is CPU here: the
+ * data is in memory), per delivery of the full-speed phase.
+ */
+async function statementsTop(w: Watch, engine: string, deliveries: number): Promise<void> {
+  const rows = (
+    await w.admin.query(
+      `SELECT calls, rows, total_exec_time AS ms, left(regexp_replace(query, '\\s+', ' ', 'g'), 150) AS q FROM pg_stat_statements
+       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) ORDER BY total_exec_time DESC LIMIT 10`,
+      [w.name],
+    )
+  ).rows as Array<{ calls: string; rows: string; ms: number; q: string }>;
+  process.stderr.write(`  ${engine}: PostgreSQL's time by statement (us per delivery, calls, rows):\n`);
+  for (const r of rows)
+    process.stderr.write(`    ${((r.ms * 1000) / deliveries).toFixed(1).padStart(7)} ${String(r.calls).padStart(6)} ${String(r.rows).padStart(7)}  ${r.q}\n`);
+}
 const delta = (a: PgCounters, b: PgCounters) =>
   Object.fromEntries(Object.keys(a).map((k) => [k, b[k as keyof PgCounters] - a[k as keyof PgCounters]])) as unknown as PgCounters;
 /** A counter's growth from `a` to `b` per delivery, less what idle nodes did over as long (`idleRate`: a delta). */
@@ -630,6 +647,7 @@ async function measure(engine: string, server: PgServer, admin: pg.Client, round
     if (db) row.cpuPg = used.pg / total;
     if (watch && idle && idleEnd && before) {
       const after = await settledCounters(watch);
+      if (process.env.BENCH_PG_STATEMENTS) await statementsTop(watch, engine, total);
       const idleRate = delta(idle, idleEnd);
       const net = perDelivery(before, after, idleRate, total);
       row.statements = net('statements');

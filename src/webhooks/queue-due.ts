@@ -17,9 +17,17 @@ const earliestUnleased = <C extends string>(column: C) =>
 /** Exported for the tests' query plans. */
 export const dueStatements = {
   nextForOrigin: earliestUnleased('at'),
-  // Per origin, its earliest live delivery's next attempt: read from the due index alone (covering).
+  // Per origin, its earliest live delivery's next attempt: one descent of the due index per origin
+  // (each origin found as the least one past the last), not a pass over every due row: a GROUP BY
+  // read the whole backlog each time, once a second in each process (on PostgreSQL ~8 % of its CPU
+  // at full speed with 3,000 deliveries waiting).
   liveOrigins: statement<{ origin: string; at: number }>(
-    `SELECT origin, MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY origin`,
+    `WITH RECURSIVE o(origin) AS (
+       SELECT MIN(origin) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL
+       UNION ALL
+       SELECT (SELECT MIN(d.origin) FROM webhook_deliveries d WHERE d.next_attempt_at IS NOT NULL AND d.origin > o.origin) FROM o WHERE o.origin IS NOT NULL)
+     SELECT origin, (SELECT MIN(d.next_attempt_at) FROM webhook_deliveries d WHERE d.origin = o.origin AND d.next_attempt_at IS NOT NULL) AS at
+     FROM o WHERE origin IS NOT NULL`,
   ),
   // Deliveries leased now (attempts in flight here or elsewhere, claimed ahead): a few, however long the backlog.
   leasedNow: statement<{ origin: string; until: number }>(
