@@ -97,6 +97,7 @@ const sentAt = new Map<string, number>();
 const latencies: number[] = [];
 let arrived = 0;
 let lastArrival = 0;
+let repeats = 0;
 let waiting: { n: number; resolve: () => void } | undefined;
 const receiver = http.createServer((req, res) => {
   const chunks: Buffer[] = [];
@@ -106,7 +107,10 @@ const receiver = http.createServer((req, res) => {
     // The event a delivery comes from (its own eventId is the delivery's).
     const source = String(JSON.parse(Buffer.concat(chunks).toString()).sourceEventId);
     const t0 = sentAt.get(source);
-    if (t0 === undefined) return; // a repeat (none expected: nothing is killed here) or another phase's
+    if (t0 === undefined) {
+      repeats++; // a repeat (none expected: nothing is killed here) or another phase's late arrival
+      return;
+    }
     sentAt.delete(source);
     lastArrival = performance.now();
     latencies.push(lastArrival - t0);
@@ -134,6 +138,7 @@ function arrivals(n: number, ms: number): Promise<void> {
   });
 }
 function reset(): void {
+  repeats = 0;
   sentAt.clear();
   latencies.length = 0;
   arrived = 0;
@@ -643,6 +648,7 @@ async function measure(engine: string, server: PgServer, admin: pg.Client, round
       cpuSelf: used.self / total,
       loopP99: fullLoop.p99,
       loopMax: fullLoop.max,
+      repeats,
     };
     if (db) row.cpuPg = used.pg / total;
     if (watch && idle && idleEnd && before) {
