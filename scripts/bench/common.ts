@@ -2,6 +2,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -161,4 +162,17 @@ export function processTree(pid: number): number[] {
     /* gone */
   }
   return out;
+}
+
+/** The secret the hand-written peers sign with (Switchyard's scheme, src/webhooks/signature.ts): any one costs the same. */
+export const PEER_SECRET = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
+
+/** A peer's answer read as Switchyard reads one: its status, and its first 1,024 characters (kept with the attempt). */
+export function readAnswer(res: IncomingMessage, done: (status: number, excerpt: string) => void): void {
+  let excerpt = '';
+  res.setEncoding('utf8');
+  res.on('data', (c: string) => {
+    if (excerpt.length < 1024) excerpt += c.slice(0, 1024 - excerpt.length);
+  });
+  res.on('end', () => done(res.statusCode ?? 0, excerpt));
 }

@@ -46,7 +46,7 @@ import { samplePayload } from '../../src/events/index.ts';
 import { allMigrations } from '../../src/server/migrations.ts';
 import { DB_FILE, openStore } from '../../src/store/index.ts';
 import { signatureHeader } from '../../src/webhooks/signature.ts';
-import { ask, cpuMs, median, percentile, processTree, setting, startServe } from './common.ts';
+import { ask, cpuMs, median, PEER_SECRET, percentile, processTree, readAnswer, setting, startServe } from './common.ts';
 
 const N = setting('BENCH_N', 6000);
 const CONNECTIONS = setting('BENCH_CONNECTIONS', 64);
@@ -63,7 +63,6 @@ const role = process.argv[2];
 // The relay: bearer check, parse, sign, forward, answer. One Node process, like a hand-written one.
 if (role === 'relay') {
   const expected = Buffer.from(`Bearer ${TOKEN}`);
-  const secret = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
   // At most as many POSTs in flight to the receiver as Switchyard may have (BENCH_PER_ENDPOINT):
   // the same politeness toward one receiver, so the two are compared on one bound.
   const agent = new http.Agent({ keepAlive: true, maxSockets: setting('BENCH_PER_ENDPOINT', CONNECTIONS) });
@@ -88,7 +87,7 @@ if (role === 'relay') {
         headers: {
           'content-type': 'application/json',
           'content-length': body.length,
-          'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), body),
+          'x-platform-signature': signatureHeader([PEER_SECRET], Math.floor(Date.now() / 1000), body),
         },
       });
       out.on('response', (r) => {
@@ -116,7 +115,6 @@ if (role === 'relay') {
 // Switchyard from it is the rest (HTTP, validation, the queue's code, the sender's).
 if (role === 'durable-relay' || role === 'rows-relay') {
   const expected = Buffer.from(`Bearer ${TOKEN}`);
-  const secret = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
   const agent = new http.Agent({ keepAlive: true, maxSockets: setting('BENCH_PER_ENDPOINT', CONNECTIONS) });
   let target = '';
   const dir = process.env.BENCH_RELAY_DIR ?? mkdtempSync(join(tmpdir(), 'switchyard-bench-relay-'));
@@ -131,7 +129,7 @@ if (role === 'durable-relay' || role === 'rows-relay') {
   const send = (id: number, body: string) => {
     const bytes = Buffer.from(body);
     const startedAt = Date.now();
-    const signature = signatureHeader([secret], Math.floor(startedAt / 1000), bytes);
+    const signature = signatureHeader([PEER_SECRET], Math.floor(startedAt / 1000), bytes);
     const out = http.request(target, {
       method: 'POST',
       agent,
@@ -147,15 +145,8 @@ if (role === 'durable-relay' || role === 'rows-relay') {
       // A failed attempt is tried again a second later (from the file again after a restart).
       if (status < 200 || status >= 300) setTimeout(() => send(id, body), 1000);
     };
-    out.on('response', (r) => {
-      // Like Switchyard, the answer's first bytes are kept with the attempt.
-      let excerpt = '';
-      r.setEncoding('utf8');
-      r.on('data', (c: string) => {
-        if (excerpt.length < 1024) excerpt += c.slice(0, 1024 - excerpt.length);
-      });
-      r.on('end', () => outcome(r.statusCode ?? 0, excerpt));
-    });
+    // Like Switchyard, the answer's first bytes are kept with the attempt.
+    out.on('response', (r) => readAnswer(r, outcome));
     out.on('error', () => outcome(0));
     out.end(bytes);
   };

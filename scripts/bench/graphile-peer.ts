@@ -16,6 +16,7 @@
 import http from 'node:http';
 import { Logger, run, type Runner } from 'graphile-worker';
 import { signatureHeader } from '../../src/webhooks/signature.ts';
+import { PEER_SECRET } from './common.ts';
 
 interface PeerOptions {
   connectionString: string;
@@ -26,7 +27,6 @@ interface PeerOptions {
   batchDelay: number;
 }
 const o = JSON.parse(process.argv[2]) as PeerOptions;
-const secret = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
 const agent = new http.Agent({ keepAlive: true, maxSockets: o.batched ? o.concurrency : 1 });
 
 function deliver(payload: unknown, jobId: string): Promise<void> {
@@ -40,7 +40,7 @@ function deliver(payload: unknown, jobId: string): Promise<void> {
       headers: {
         'content-type': 'application/json',
         'content-length': body.length,
-        'x-platform-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), body),
+        'x-platform-signature': signatureHeader([PEER_SECRET], Math.floor(Date.now() / 1000), body),
       },
     });
     req.on('response', (res) => {

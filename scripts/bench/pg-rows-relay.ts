@@ -29,6 +29,7 @@ import pg from 'pg';
 import { connectStore } from '../../src/store/index.ts';
 import { allMigrations } from '../../src/server/migrations.ts';
 import { signatureHeader } from '../../src/webhooks/signature.ts';
+import { PEER_SECRET, readAnswer } from './common.ts';
 
 interface RelayOptions {
   connectionString: string;
@@ -37,7 +38,6 @@ interface RelayOptions {
   token: string;
 }
 const o = JSON.parse(process.argv[2]) as RelayOptions;
-const secret = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
 const expected = Buffer.from(`Bearer ${o.token}`);
 const origin = new URL(o.target).origin;
 
@@ -98,7 +98,7 @@ function sendNext(): void {
 }
 function send(seq: number, body: Buffer): void {
   const started = Date.now();
-  const signature = signatureHeader([secret], Math.floor(started / 1000), body);
+  const signature = signatureHeader([PEER_SECRET], Math.floor(started / 1000), body);
   const req = http.request(o.target, {
     method: 'POST',
     agent,
@@ -110,17 +110,11 @@ function send(seq: number, body: Buffer): void {
     outcomes.push({ k: outcomes.length, seq, status, ok, started, duration: Date.now() - started, signature, excerpt });
     if (!ok) setTimeout(() => (waiting.push({ seq, body }), sendNext()), 1000);
     sendNext();
-    if (!recording) setImmediate(record);
+    // Once a turn: the first outcome schedules the record (one in progress schedules the next itself).
+    if (outcomes.length === 1 && !recording) setImmediate(record);
   };
-  req.on('response', (res) => {
-    // Like Switchyard, the answer's first bytes are kept with the attempt.
-    let excerpt = '';
-    res.setEncoding('utf8');
-    res.on('data', (c: string) => {
-      if (excerpt.length < 1024) excerpt += c.slice(0, 1024 - excerpt.length);
-    });
-    res.on('end', () => done(res.statusCode ?? 0, excerpt));
-  });
+  // Like Switchyard, the answer's first bytes are kept with the attempt.
+  req.on('response', (res) => readAnswer(res, done));
   req.on('error', () => done(0, null));
   req.end(body);
 }

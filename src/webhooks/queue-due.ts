@@ -19,8 +19,8 @@ export const dueStatements = {
   nextForOrigin: earliestUnleased('at'),
   // Per origin, its earliest live delivery's next attempt: one descent of the due index per origin
   // (each origin found as the least one past the last), not a pass over every due row: a GROUP BY
-  // read the whole backlog each time, once a second in each process (on PostgreSQL ~8 % of its CPU
-  // at full speed with 3,000 deliveries waiting).
+  // read the whole backlog each time, once a second in each process (on PostgreSQL 21 of its ~260 us
+  // per delivery at full speed in scripts/bench/pg-nodes.ts, a backlog of up to 3,000; 2 after).
   liveOrigins: statement<{ origin: string; at: number }>(
     `WITH RECURSIVE o(origin) AS (
        SELECT MIN(origin) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL
