@@ -10,7 +10,8 @@ import { relative } from 'node:path';
 
 type Event = { type: string; data: { file?: string; nesting?: number; skip?: unknown; todo?: unknown; details?: { duration_ms?: number; type?: string } } };
 
-const SHOWN = 15;
+/** The slowest files shown; every one with SWITCHYARD_TEST_DURATIONS=all (for scripts/test.ts's start order). */
+const SHOWN = process.env.SWITCHYARD_TEST_DURATIONS === 'all' ? Infinity : 15;
 
 export default async function* durations(source: AsyncIterable<Event>): AsyncGenerator<string> {
   const perFile = new Map<string, number>();

@@ -19,7 +19,7 @@ const root = new URL('..', import.meta.url).pathname;
  */
 const SLOWEST = [
   'test/postgres-suites.test.ts', // 125
-  'test/postgres-node-lock.test.ts', // 67
+  'test/postgres-node-lock.test.ts', // 31 (three at a time within the file; 67 one after another)
   'test/postgres-nodes.test.ts', // 46
   'test/console-browser.test.ts', // 35
   'test/postgres-outage.test.ts', // 30

@@ -14,7 +14,7 @@
  *     for that session to end and starts.
  * Skipped where PostgreSQL cannot be started (test/helpers/postgres.ts says why).
  */
-import { test, type TestContext } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -179,224 +179,230 @@ async function lockHolders(c: pg.Client, id: string): Promise<number> {
 const nodeIdOf = (n: Node) => readFileSync(join(n.dataDir, 'node-id'), 'utf8').trim();
 const copyNodeId = (from: Node, to: Node) => copyFileSync(join(from.dataDir, 'node-id'), join(to.dataDir, 'node-id'));
 
-test('PostgreSQL restarts under a running node: it takes its id back at once, and a copy started after is refused; no delivery is sent twice', async (t) => {
-  const server = await postgresFor(t);
-  if (!server) return;
-  const hook = await receiver(t);
-  const c = cluster(t, server);
-  const a = c.node('a', 2);
-  assert.deepEqual(await c.start(a), { served: true });
-  const id = nodeIdOf(a);
-  assert.equal(
-    (await c.api(a, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status,
-    201,
-  );
-  const events = Array.from({ length: 4 }, (_, i) => samplePayload('site_view', { eventId: `evt_lock_${i}` }));
-  for (const e of events) assert.equal((await c.api(a, 'POST', '/api/v1/events', e)).status, 202);
-  // Node A sends all four, and waits for the answers (held) with their leases.
-  await waitFor(() => events.every((e) => hook.received.get(e.eventId as string) === 1), 20_000, 20);
-
-  server.restart();
-  const db = await look(c.url, t);
-  const retaken = await waitFor(async () => (await lockHolders(db, id)) === 1, 15_000, 50).catch(() => false);
-
-  // A node started from a copied data_dir: same id.
-  const b = c.node('b', 1);
-  copyNodeId(a, b);
-  const started = await c.start(b);
-  hook.open();
-  // Whatever was taken is sent by now (B recovers leases at its start; A completes its four).
-  await waitFor(async () => (await db.query("SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'delivered'")).rows[0].n === 4, 30_000, 50);
-  await new Promise((r) => setTimeout(r, 1_000));
-  const twice = events.map((e) => e.eventId as string).filter((e) => hook.received.get(e) !== 1);
-
-  assert.equal(started.served, false, `the copy was let in beside the running node; deliveries sent twice: ${twice.join(', ') || 'none yet'}`);
-  assert.deepEqual(twice, [], 'no delivery sent twice');
-  assert.ok(retaken, 'the running node took its id back after the restart');
-  if (!started.served) assert.notEqual(started.code, 0);
-  assert.match(
-    !started.served ? started.output : '',
-    new RegExp(`another node on this store already runs as node ${id} \\(${join(b.dataDir, 'node-id').replaceAll('/', '\\/')}\\)`),
-  );
-  assert.match(a.output, /"msg":"the node id lock went with its connection to PostgreSQL/);
-  assert.match(a.output, /"msg":"node id lock taken back"/);
-
-  // A still serves as itself: a new event is delivered once.
-  assert.equal((await c.api(a, 'GET', '/readyz')).status, 200);
-  assert.equal((await c.api(a, 'POST', '/api/v1/events', samplePayload('site_view', { eventId: 'evt_lock_after' }))).status, 202);
-  await waitFor(() => hook.received.get('evt_lock_after') === 1, 15_000, 20);
-  assert.equal(await lockHolders(db, id), 1);
-});
-
-for (const processes of [2, 1]) {
-  test(`a node frozen through a PostgreSQL restart finds its id taken by a copy: it stops serving as that id, names the node-id file, exits; the copy keeps it (${processes === 1 ? 'one process' : 'under the supervisor'})`, async (t) => {
+// Three at a time, each on a server of its own: they wait on real clocks (a frozen backend, the
+// check's 5 s time-out) far more than they work; one after another they took 70-90 s.
+describe('the node id lock', { concurrency: 3 }, () => {
+  test('PostgreSQL restarts under a running node: it takes its id back at once, and a copy started after is refused; no delivery is sent twice', async (t) => {
     const server = await postgresFor(t);
     if (!server) return;
     const hook = await receiver(t);
-    hook.open();
     const c = cluster(t, server);
-    const a = c.node('a', processes);
-    assert.deepEqual(await c.start(a), { served: true });
-    const id = nodeIdOf(a);
-
-    // The lock holder (the supervisor, or the one process) cannot act while the database restarts.
-    process.kill(a.child!.pid!, 'SIGSTOP');
-    const exited = once(a.child!, 'exit');
-    let b: Node;
-    try {
-      server.restart();
-      b = c.node('b', 1);
-      copyNodeId(a, b);
-      assert.deepEqual(await c.start(b), { served: true }, 'the id was free: the copy takes it');
-    } finally {
-      process.kill(a.child!.pid!, 'SIGCONT');
-    }
-
-    let timer: NodeJS.Timeout | undefined;
-    const [code] = (await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r([undefined]), 30_000)))])) as [number | null | undefined];
-    clearTimeout(timer);
-    assert.equal(code, 1, `node A exits with 1 once it finds its id taken:\n${a.output.slice(-3000)}`);
-    const file = join(a.dataDir, 'node-id');
-    const said = a.output.split('\n').find((l) => l.includes(`another node took this node's id ${id}`));
-    assert.ok(said, a.output.slice(-3000));
-    const line = JSON.parse(said);
-    assert.equal(line.level, 'error');
-    assert.ok(line.msg.includes(file), 'the message names the node-id file');
-    assert.match(line.hint, /delete .*node-id/);
-    await waitFor(() => !groupAlive(a.child!), 10_000, 50);
-
-    // B holds the id and serves.
-    const db = await look(c.url, t);
-    assert.equal(await lockHolders(db, id), 1);
-    assert.equal(
-      (await c.api(b, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status,
-      201,
-    );
-    assert.equal((await c.api(b, 'POST', '/api/v1/events', samplePayload('site_view', { eventId: 'evt_after_lost' }))).status, 202);
-    await waitFor(() => hook.received.get('evt_after_lost') === 1, 15_000, 20);
-
-    // A started again while B runs: refused at its start.
-    const again = await c.start(a);
-    assert.equal(again.served, false);
-    assert.match(!again.served ? again.output : '', new RegExp(`already runs as node ${id}`));
-  });
-}
-
-/** The backend (server process) of the session that holds the node id lock on `id`, if any. */
-async function lockBackend(c: pg.Client, id: string): Promise<number | undefined> {
-  const r = await c.query(
-    `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
-       AND classid = $1::bigint::oid AND objid = (hashtext($2)::bigint & 4294967295)::oid`,
-    [NODE_LOCK, id],
-  );
-  return r.rows[0]?.pid;
-}
-
-/** SIGSTOP one backend of the server (not the server): its session stays open and holds its locks, but answers nothing. */
-function freezeBackend(t: TestContext, pid: number): () => void {
-  process.kill(pid, 'SIGSTOP');
-  let thawed = false;
-  const thaw = () => {
-    if (thawed) return;
-    thawed = true;
-    try {
-      process.kill(pid, 'SIGCONT');
-    } catch {
-      /* gone */
-    }
-  };
-  // Before the server's own stop (a stopped backend would hold up pg_ctl stop).
-  t.after(thaw);
-  return thaw;
-}
-
-for (const thawAfter of [true, false]) {
-  test(`the node id lock's own backend stalls past the check's time-out (${thawAfter ? 'then answers again' : 'and never answers again'}): the node keeps serving as its id, takes its lock back from its own old session, and a copy is still refused`, async (t) => {
-    const server = await postgresFor(t);
-    if (!server) return;
-    const hook = await receiver(t);
-    hook.open();
-    const c = cluster(t, server);
-    const a = c.node('a', thawAfter ? 2 : 1);
+    const a = c.node('a', 2);
     assert.deepEqual(await c.start(a), { served: true });
     const id = nodeIdOf(a);
     assert.equal(
       (await c.api(a, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } })).status,
       201,
     );
+    const events = Array.from({ length: 4 }, (_, i) => samplePayload('site_view', { eventId: `evt_lock_${i}` }));
+    for (const e of events) assert.equal((await c.api(a, 'POST', '/api/v1/events', e)).status, 202);
+    // Node A sends all four, and waits for the answers (held) with their leases.
+    await waitFor(() => events.every((e) => hook.received.get(e.eventId as string) === 1), 20_000, 20);
+
+    server.restart();
     const db = await look(c.url, t);
-    const old = await lockBackend(db, id);
-    assert.ok(old, 'the node holds its id lock');
+    const retaken = await waitFor(async () => (await lockHolders(db, id)) === 1, 15_000, 50).catch(() => false);
 
-    const thaw = freezeBackend(t, old);
-    const frozenAt = Date.now();
-    try {
-      // The check (SELECT 1 every 5 s, 5 s time-out) gives up on the frozen session and connects again.
-      await waitFor(() => a.output.includes('the node id lock went with its connection to PostgreSQL'), 20_000, 50);
-      // A copy started meanwhile is refused: the id is this node's, whichever of its sessions holds it.
-      const b = c.node('b', 1);
-      copyNodeId(a, b);
-      const copy = await c.start(b);
-      assert.equal(copy.served, false, 'a copy started while the lock backend is frozen was let in');
-      assert.match(!copy.served ? copy.output : '', new RegExp(`already runs as node ${id}`));
-      if (thawAfter) {
-        await new Promise((r) => setTimeout(r, Math.max(0, 13_000 - (Date.now() - frozenAt))));
-        thaw();
-        await waitFor(() => a.output.includes('"msg":"node id lock taken back"'), 20_000, 50);
-        const now = await lockBackend(db, id);
-        assert.ok(now && now !== old, 'the lock is held by a new session of the node');
-      } else {
-        // Frozen for good (as long as this test looks): the node serves on, its old session holding the id.
-        await new Promise((r) => setTimeout(r, 3_000));
-        assert.equal(await lockBackend(db, id), old);
-      }
+    // A node started from a copied data_dir: same id.
+    const b = c.node('b', 1);
+    copyNodeId(a, b);
+    const started = await c.start(b);
+    hook.open();
+    // Whatever was taken is sent by now (B recovers leases at its start; A completes its four).
+    await waitFor(async () => (await db.query("SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'delivered'")).rows[0].n === 4, 30_000, 50);
+    await new Promise((r) => setTimeout(r, 1_000));
+    const twice = events.map((e) => e.eventId as string).filter((e) => hook.received.get(e) !== 1);
 
-      assert.equal(a.child!.exitCode, null, `node A stopped:\n${a.output.slice(-3000)}`);
-      assert.doesNotMatch(a.output, /another node took this node's id/);
-      assert.equal((await c.api(a, 'GET', '/readyz')).status, 200);
-      assert.equal((await c.api(a, 'POST', '/api/v1/events', samplePayload('site_view', { eventId: 'evt_after_stall' }))).status, 202);
-      await waitFor(() => hook.received.get('evt_after_stall') === 1, 15_000, 20);
+    assert.equal(started.served, false, `the copy was let in beside the running node; deliveries sent twice: ${twice.join(', ') || 'none yet'}`);
+    assert.deepEqual(twice, [], 'no delivery sent twice');
+    assert.ok(retaken, 'the running node took its id back after the restart');
+    if (!started.served) assert.notEqual(started.code, 0);
+    assert.match(
+      !started.served ? started.output : '',
+      new RegExp(`another node on this store already runs as node ${id} \\(${join(b.dataDir, 'node-id').replaceAll('/', '\\/')}\\)`),
+    );
+    assert.match(a.output, /"msg":"the node id lock went with its connection to PostgreSQL/);
+    assert.match(a.output, /"msg":"node id lock taken back"/);
 
-      // And a copy started now is refused as well.
-      const again = await c.start(b);
-      assert.equal(again.served, false, 'a copy started after the stall was let in');
-    } finally {
-      thaw();
-    }
-    // Answering again, the old session ends; the node's lock is its own new session's.
-    await waitFor(() => a.output.includes('"msg":"node id lock taken back"'), 20_000, 50);
-    assert.equal(a.child!.exitCode, null);
+    // A still serves as itself: a new event is delivered once.
+    assert.equal((await c.api(a, 'GET', '/readyz')).status, 200);
+    assert.equal((await c.api(a, 'POST', '/api/v1/events', samplePayload('site_view', { eventId: 'evt_lock_after' }))).status, 202);
+    await waitFor(() => hook.received.get('evt_lock_after') === 1, 15_000, 20);
     assert.equal(await lockHolders(db, id), 1);
   });
-}
 
-test('a node restarted at once after a crash whose lock session the server has not ended yet: it waits for that session to end and starts; a live copy is still refused', async (t) => {
-  const server = await postgresFor(t);
-  if (!server) return;
-  const c = cluster(t, server);
-  const a = c.node('a', 1);
-  assert.deepEqual(await c.start(a), { served: true });
-  const id = nodeIdOf(a);
-  const db = await look(c.url, t);
-  const old = await lockBackend(db, id);
-  assert.ok(old);
+  for (const processes of [2, 1]) {
+    test(`a node frozen through a PostgreSQL restart finds its id taken by a copy: it stops serving as that id, names the node-id file, exits; the copy keeps it (${processes === 1 ? 'one process' : 'under the supervisor'})`, async (t) => {
+      const server = await postgresFor(t);
+      if (!server) return;
+      const hook = await receiver(t);
+      hook.open();
+      const c = cluster(t, server);
+      const a = c.node('a', processes);
+      assert.deepEqual(await c.start(a), { served: true });
+      const id = nodeIdOf(a);
 
-  // The node's host goes away without a word: its session lives on in the server for a while (here,
-  // a frozen backend: it cannot see that its client has gone).
-  const thaw = freezeBackend(t, old);
-  killGroup(a.child);
-  await once(a.child!, 'exit');
-  // Until the server notices (here, 3 s on), then the session ends and frees the lock.
-  const timer = setTimeout(thaw, 3_000);
-  t.after(() => clearTimeout(timer));
-  const restarted = await c.start(a);
-  assert.deepEqual(restarted, { served: true }, `the restarted node was refused:\n${a.output.slice(-2000)}`);
-  assert.equal(await lockHolders(db, id), 1);
+      // The lock holder (the supervisor, or the one process) cannot act while the database restarts.
+      process.kill(a.child!.pid!, 'SIGSTOP');
+      const exited = once(a.child!, 'exit');
+      let b: Node;
+      try {
+        server.restart();
+        b = c.node('b', 1);
+        copyNodeId(a, b);
+        assert.deepEqual(await c.start(b), { served: true }, 'the id was free: the copy takes it');
+      } finally {
+        process.kill(a.child!.pid!, 'SIGCONT');
+      }
 
-  // A copy started beside it is refused: that session is alive.
-  const b = c.node('b', 1);
-  copyNodeId(a, b);
-  const copy = await c.start(b);
-  assert.equal(copy.served, false);
-  assert.match(!copy.served ? copy.output : '', new RegExp(`already runs as node ${id}`));
+      let timer: NodeJS.Timeout | undefined;
+      const [code] = (await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r([undefined]), 30_000)))])) as [number | null | undefined];
+      clearTimeout(timer);
+      assert.equal(code, 1, `node A exits with 1 once it finds its id taken:\n${a.output.slice(-3000)}`);
+      const file = join(a.dataDir, 'node-id');
+      const said = a.output.split('\n').find((l) => l.includes(`another node took this node's id ${id}`));
+      assert.ok(said, a.output.slice(-3000));
+      const line = JSON.parse(said);
+      assert.equal(line.level, 'error');
+      assert.ok(line.msg.includes(file), 'the message names the node-id file');
+      assert.match(line.hint, /delete .*node-id/);
+      await waitFor(() => !groupAlive(a.child!), 10_000, 50);
+
+      // B holds the id and serves.
+      const db = await look(c.url, t);
+      assert.equal(await lockHolders(db, id), 1);
+      assert.equal(
+        (await c.api(b, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } }))
+          .status,
+        201,
+      );
+      assert.equal((await c.api(b, 'POST', '/api/v1/events', samplePayload('site_view', { eventId: 'evt_after_lost' }))).status, 202);
+      await waitFor(() => hook.received.get('evt_after_lost') === 1, 15_000, 20);
+
+      // A started again while B runs: refused at its start.
+      const again = await c.start(a);
+      assert.equal(again.served, false);
+      assert.match(!again.served ? again.output : '', new RegExp(`already runs as node ${id}`));
+    });
+  }
+
+  /** The backend (server process) of the session that holds the node id lock on `id`, if any. */
+  async function lockBackend(c: pg.Client, id: string): Promise<number | undefined> {
+    const r = await c.query(
+      `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+       AND classid = $1::bigint::oid AND objid = (hashtext($2)::bigint & 4294967295)::oid`,
+      [NODE_LOCK, id],
+    );
+    return r.rows[0]?.pid;
+  }
+
+  /** SIGSTOP one backend of the server (not the server): its session stays open and holds its locks, but answers nothing. */
+  function freezeBackend(t: TestContext, pid: number): () => void {
+    process.kill(pid, 'SIGSTOP');
+    let thawed = false;
+    const thaw = () => {
+      if (thawed) return;
+      thawed = true;
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        /* gone */
+      }
+    };
+    // Before the server's own stop (a stopped backend would hold up pg_ctl stop).
+    t.after(thaw);
+    return thaw;
+  }
+
+  for (const thawAfter of [true, false]) {
+    test(`the node id lock's own backend stalls past the check's time-out (${thawAfter ? 'then answers again' : 'and never answers again'}): the node keeps serving as its id, takes its lock back from its own old session, and a copy is still refused`, async (t) => {
+      const server = await postgresFor(t);
+      if (!server) return;
+      const hook = await receiver(t);
+      hook.open();
+      const c = cluster(t, server);
+      const a = c.node('a', thawAfter ? 2 : 1);
+      assert.deepEqual(await c.start(a), { served: true });
+      const id = nodeIdOf(a);
+      assert.equal(
+        (await c.api(a, 'POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: hook.url, event_types: 'site_view' } }))
+          .status,
+        201,
+      );
+      const db = await look(c.url, t);
+      const old = await lockBackend(db, id);
+      assert.ok(old, 'the node holds its id lock');
+
+      const thaw = freezeBackend(t, old);
+      const frozenAt = Date.now();
+      try {
+        // The check (SELECT 1 every 5 s, 5 s time-out) gives up on the frozen session and connects again.
+        await waitFor(() => a.output.includes('the node id lock went with its connection to PostgreSQL'), 20_000, 50);
+        // A copy started meanwhile is refused: the id is this node's, whichever of its sessions holds it.
+        const b = c.node('b', 1);
+        copyNodeId(a, b);
+        const copy = await c.start(b);
+        assert.equal(copy.served, false, 'a copy started while the lock backend is frozen was let in');
+        assert.match(!copy.served ? copy.output : '', new RegExp(`already runs as node ${id}`));
+        if (thawAfter) {
+          await new Promise((r) => setTimeout(r, Math.max(0, 13_000 - (Date.now() - frozenAt))));
+          thaw();
+          await waitFor(() => a.output.includes('"msg":"node id lock taken back"'), 20_000, 50);
+          const now = await lockBackend(db, id);
+          assert.ok(now && now !== old, 'the lock is held by a new session of the node');
+        } else {
+          // Frozen for good (as long as this test looks): the node serves on, its old session holding the id.
+          await new Promise((r) => setTimeout(r, 3_000));
+          assert.equal(await lockBackend(db, id), old);
+        }
+
+        assert.equal(a.child!.exitCode, null, `node A stopped:\n${a.output.slice(-3000)}`);
+        assert.doesNotMatch(a.output, /another node took this node's id/);
+        assert.equal((await c.api(a, 'GET', '/readyz')).status, 200);
+        assert.equal((await c.api(a, 'POST', '/api/v1/events', samplePayload('site_view', { eventId: 'evt_after_stall' }))).status, 202);
+        await waitFor(() => hook.received.get('evt_after_stall') === 1, 15_000, 20);
+
+        // And a copy started now is refused as well.
+        const again = await c.start(b);
+        assert.equal(again.served, false, 'a copy started after the stall was let in');
+      } finally {
+        thaw();
+      }
+      // Answering again, the old session ends; the node's lock is its own new session's.
+      await waitFor(() => a.output.includes('"msg":"node id lock taken back"'), 20_000, 50);
+      assert.equal(a.child!.exitCode, null);
+      assert.equal(await lockHolders(db, id), 1);
+    });
+  }
+
+  test('a node restarted at once after a crash whose lock session the server has not ended yet: it waits for that session to end and starts; a live copy is still refused', async (t) => {
+    const server = await postgresFor(t);
+    if (!server) return;
+    const c = cluster(t, server);
+    const a = c.node('a', 1);
+    assert.deepEqual(await c.start(a), { served: true });
+    const id = nodeIdOf(a);
+    const db = await look(c.url, t);
+    const old = await lockBackend(db, id);
+    assert.ok(old);
+
+    // The node's host goes away without a word: its session lives on in the server for a while (here,
+    // a frozen backend: it cannot see that its client has gone).
+    const thaw = freezeBackend(t, old);
+    killGroup(a.child);
+    await once(a.child!, 'exit');
+    // Until the server notices (here, 3 s on), then the session ends and frees the lock.
+    const timer = setTimeout(thaw, 3_000);
+    t.after(() => clearTimeout(timer));
+    const restarted = await c.start(a);
+    assert.deepEqual(restarted, { served: true }, `the restarted node was refused:\n${a.output.slice(-2000)}`);
+    assert.equal(await lockHolders(db, id), 1);
+
+    // A copy started beside it is refused: that session is alive.
+    const b = c.node('b', 1);
+    copyNodeId(a, b);
+    const copy = await c.start(b);
+    assert.equal(copy.served, false);
+    assert.match(!copy.served ? copy.output : '', new RegExp(`already runs as node ${id}`));
+  });
 });

@@ -197,7 +197,14 @@ function signalTree(pid: number, signal: NodeJS.Signals): void {
     .filter(Boolean)
     .map(Number);
   process.kill(pid, signal);
-  for (const c of children) process.kill(c, signal);
+  for (const c of children) {
+    try {
+      process.kill(c, signal);
+    } catch (e) {
+      // A backend that was exiting when listed (a zombie the postmaster reaps once continued) is gone.
+      if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+    }
+  }
 }
 
 /**
