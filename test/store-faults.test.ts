@@ -297,11 +297,18 @@ test('after a full disk under load (serve, 2 processes): the space freed goes to
     'every event taken once the space came back',
   );
   assert.equal((await call('GET', '/healthz')).status, 200);
-  // The supervisor's log says when the checkpoint failed and when it succeeded again (the last word).
+  // The supervisor's log says when the checkpoint failed and when it succeeded again (the last
+  // word). Whether one fails while the disk is full depends on what the WAL holds then: one that
+  // fits the database file's pages needs no new space (seen once under a whole suite's load).
   const said = [...output().matchAll(/"msg":"(WAL checkpoint failed; trying again as soon as the disk has room|WAL checkpoint succeeded again)"/g)].map(
     (m) => m[1],
   );
-  assert.ok(said.length >= 2 && said[0].startsWith('WAL checkpoint failed') && said.at(-1) === 'WAL checkpoint succeeded again', said.join('\n'));
+  if (said.length)
+    assert.ok(
+      said[0].startsWith('WAL checkpoint failed') && said.at(-1) === 'WAL checkpoint succeeded again',
+      `the checkpointer's last word:\n${said.join('\n')}`,
+    );
+  else t.diagnostic('no checkpoint failed while the disk was full');
   t.diagnostic(`${freed} bytes freed; taken again ${back.at - freedAt} ms later; ${later.length} events after; WAL at most ${walMax} bytes`);
   // The WAL is bounded: a small part of the space that came back, not all of it.
   assert.ok(walMax < 16 * 1024 * 1024, `WAL reached ${walMax} bytes after ${freed} bytes were freed`);
