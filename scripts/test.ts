@@ -19,8 +19,8 @@ const root = new URL('..', import.meta.url).pathname;
  */
 const SLOWEST = [
   'test/postgres-suites.test.ts', // 125
-  'test/postgres-node-lock.test.ts', // 31 (three at a time within the file; 67 one after another)
   'test/postgres-nodes.test.ts', // 46
+  'test/postgres-node-lock.test.ts', // 43 in a whole run, its tests three at a time (88 one after another)
   'test/console-browser.test.ts', // 35
   'test/postgres-outage.test.ts', // 30
   'test/console-operations-browser.test.ts', // 28

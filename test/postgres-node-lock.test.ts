@@ -180,7 +180,7 @@ const nodeIdOf = (n: Node) => readFileSync(join(n.dataDir, 'node-id'), 'utf8').t
 const copyNodeId = (from: Node, to: Node) => copyFileSync(join(from.dataDir, 'node-id'), join(to.dataDir, 'node-id'));
 
 // Three at a time, each on a server of its own: they wait on real clocks (a frozen backend, the
-// check's 5 s time-out) far more than they work; one after another they took 70-90 s.
+// check's 5 s time-out) far more than they work: 88 s one after another in a whole run, 43 s so.
 describe('the node id lock', { concurrency: 3 }, () => {
   test('PostgreSQL restarts under a running node: it takes its id back at once, and a copy started after is refused; no delivery is sent twice', async (t) => {
     const server = await postgresFor(t);

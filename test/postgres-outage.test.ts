@@ -125,7 +125,9 @@ test(`PostgreSQL frozen, then stopped, ${OUTAGE_MS / 1000} s each, under a strea
   assert.ok('status' in inst && inst.status === 201, JSON.stringify(inst));
   // Both serving processes started ("switchyard serving" comes with the first): one still
   // starting when the store goes away cannot start, and is replaced; that is not what is tried here.
-  await waitFor(() => node.output().includes('"msg":"switchyard ready'), 30_000, 50);
+  await waitFor(() => node.output().includes('"msg":"switchyard ready'), 90_000, 50).catch(() => {
+    throw new Error(`the serving processes were not all ready in 90 s:\n${node.output().slice(-3000)}`);
+  });
   const pidsBefore = servingPids(node.child.pid!);
   assert.equal(pidsBefore.length, 2, 'two serving processes');
 

@@ -14,6 +14,7 @@ import { samplePayload } from '../src/events/index.ts';
 import { fillDisk, spawnCli, tmpDir, tmpfs, waitFor } from './helpers/index.ts';
 import { deliveryServer, scriptedReceiver, type DeliveryTestServer } from './webhooks-support.ts';
 import { openStore } from '../src/store/index.ts';
+import { memoryLogger } from '../src/log/index.ts';
 
 /** A receiver that answers 500 to an event's first attempt and 200 after: retries are in flight during the fault. */
 async function flakyReceiver(t: TestContext) {
@@ -317,8 +318,10 @@ test('after a full disk under load (serve, 2 processes): the space freed goes to
 test('a checkpoint that fails on a full disk does not stop the checkpointer: once the disk has room it empties the WAL, with no write to prompt it', async (t) => {
   const disk = tmpfs(t, 16);
   if (!disk) return t.skip('cannot mount a tmpfs here (needs root)');
+  const log = memoryLogger();
   const store = openStore(join(disk, 'data'), {
     lock: true,
+    log,
     migrations: [{ module: 'things', steps: ['CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT)'] }],
   });
   t.after(() => store.close());
@@ -350,4 +353,14 @@ test('a checkpoint that fails on a full disk does not stop the checkpointer: onc
   assert.ok(store.checkpointer!.running());
   // The thread says it succeeded in a message of its own, a moment after the WAL is empty.
   await waitFor(() => !store.checkpointer!.failing(), 2_000);
+  // And the log says so, once each: the failure (with SQLite's code) first, its end last.
+  const said = log.lines.filter((l) => String(l.msg).startsWith('WAL checkpoint'));
+  assert.deepEqual(
+    said.map((l) => [l.level, l.msg]),
+    [
+      ['warn', 'WAL checkpoint failed; trying again as soon as the disk has room'],
+      ['info', 'WAL checkpoint succeeded again'],
+    ],
+  );
+  assert.equal(said[0].code, 'SQLITE_FULL');
 });
