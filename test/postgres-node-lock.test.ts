@@ -179,6 +179,34 @@ async function lockHolders(c: pg.Client, id: string): Promise<number> {
 const nodeIdOf = (n: Node) => readFileSync(join(n.dataDir, 'node-id'), 'utf8').trim();
 const copyNodeId = (from: Node, to: Node) => copyFileSync(join(from.dataDir, 'node-id'), join(to.dataDir, 'node-id'));
 
+/** The backend (server process) of the session that holds the node id lock on `id`, if any. */
+async function lockBackend(c: pg.Client, id: string): Promise<number | undefined> {
+  const r = await c.query(
+    `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+       AND classid = $1::bigint::oid AND objid = (hashtext($2)::bigint & 4294967295)::oid`,
+    [NODE_LOCK, id],
+  );
+  return r.rows[0]?.pid;
+}
+
+/** SIGSTOP one backend of the server (not the server): its session stays open and holds its locks, but answers nothing. */
+function freezeBackend(t: TestContext, pid: number): () => void {
+  process.kill(pid, 'SIGSTOP');
+  let thawed = false;
+  const thaw = () => {
+    if (thawed) return;
+    thawed = true;
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+  };
+  // Before the server's own stop (a stopped backend would hold up pg_ctl stop).
+  t.after(thaw);
+  return thaw;
+}
+
 // Three at a time, each on a server of its own: they wait on real clocks (a frozen backend, the
 // check's 5 s time-out) far more than they work: 88 s one after another in a whole run, 43 s so.
 describe('the node id lock', { concurrency: 3 }, () => {
@@ -284,34 +312,6 @@ describe('the node id lock', { concurrency: 3 }, () => {
       assert.equal(again.served, false);
       assert.match(!again.served ? again.output : '', new RegExp(`already runs as node ${id}`));
     });
-  }
-
-  /** The backend (server process) of the session that holds the node id lock on `id`, if any. */
-  async function lockBackend(c: pg.Client, id: string): Promise<number | undefined> {
-    const r = await c.query(
-      `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
-       AND classid = $1::bigint::oid AND objid = (hashtext($2)::bigint & 4294967295)::oid`,
-      [NODE_LOCK, id],
-    );
-    return r.rows[0]?.pid;
-  }
-
-  /** SIGSTOP one backend of the server (not the server): its session stays open and holds its locks, but answers nothing. */
-  function freezeBackend(t: TestContext, pid: number): () => void {
-    process.kill(pid, 'SIGSTOP');
-    let thawed = false;
-    const thaw = () => {
-      if (thawed) return;
-      thawed = true;
-      try {
-        process.kill(pid, 'SIGCONT');
-      } catch {
-        /* gone */
-      }
-    };
-    // Before the server's own stop (a stopped backend would hold up pg_ctl stop).
-    t.after(thaw);
-    return thaw;
   }
 
   for (const thawAfter of [true, false]) {

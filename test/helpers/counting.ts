@@ -2,13 +2,18 @@
  * A store's Database that counts the commits and statements going through it (the statements'
  * SQL kept too, for a failing assertion to show), for tests that hold a path to a budget.
  */
-import type { Database, Params, Statement, Tx } from '../../src/store/contract.ts';
+import type { Database, Engine, Params, Statement, Tx } from '../../src/store/contract.ts';
+
+/** A statement's SQL on `engine` as the counter keeps it: one line, its first 80 characters. */
+export function shownSql(s: Statement, engine: Engine): string {
+  return (typeof s.sql === 'string' ? s.sql : (s.sql[engine] ?? s.sql.sqlite)).replace(/\s+/g, ' ').slice(0, 80);
+}
 
 export function counting(db: Database) {
   const n = { commits: 0, statements: 0, sql: [] as string[] };
   const count = <T>(s: Statement, p: Promise<T>) => {
     n.statements++;
-    n.sql.push((typeof s.sql === 'string' ? s.sql : (s.sql[db.engine] ?? s.sql.sqlite)).replace(/\s+/g, ' ').slice(0, 80));
+    n.sql.push(shownSql(s, db.engine));
     return p;
   };
   const queries = (q: Pick<Database, 'all' | 'get' | 'value' | 'run'>) => ({
