@@ -24,6 +24,7 @@ export const SUITES_ON_POSTGRES = [
   'test/runtime-logs.test.ts',
   'test/handler-runs.test.ts',
   'test/webhooks-held.test.ts',
+  'test/webhooks-ingest-lease.test.ts',
   'test/webhooks-standard.test.ts',
   'test/retention.test.ts',
   'test/fanout.test.ts',

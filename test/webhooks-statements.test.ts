@@ -7,62 +7,16 @@
  * a retry that is due by the time its failure is recorded is sent, not left for a wake that never
  * comes. Runs on PostgreSQL too (SWITCHYARD_TEST_PG_URL).
  */
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { connectStore } from '../src/store/index.ts';
 import { allMigrations } from '../src/server/migrations.ts';
-import { createQueue, createWebhooks } from '../src/webhooks/index.ts';
+import { createQueue } from '../src/webhooks/index.ts';
 import { dueStatements } from '../src/webhooks/queue-due.ts';
 import { statement, type Engine } from '../src/store/contract.ts';
-import type { WebhooksConfig } from '../src/webhooks/sender.ts';
-import { memoryLogger } from '../src/log/index.ts';
-import { freshPostgresDatabase, testConfig, tmpDir, waitFor } from './helpers/index.ts';
-import { counting, shownSql } from './helpers/counting.ts';
-import { useNodeId } from '../src/store/lease-owner.ts';
-import { generationsFor } from '../src/store/generations.ts';
-
-/** A store, a receiver answering `status(n)` to its n-th request, and the webhooks service over a counting database. */
-async function senderOn(t: TestContext, status: (n: number) => number, config: Partial<WebhooksConfig> = {}) {
-  const dir = tmpDir(t);
-  const store = await connectStore(dir, { migrations: allMigrations(), url: process.env.SWITCHYARD_TEST_PG_URL ? freshPostgresDatabase(dir) : undefined });
-  t.after(() => store.close());
-  useNodeId(dir); // this process's lease owner (a server claims its node id first)
-  const rx = { arrived: 0 };
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.statusCode = status(++rx.arrived);
-      res.end('ok');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(() => server.close());
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-
-  const counted = counting(store.database);
-  const webhooks = { ...testConfig(t).webhooks, ...config };
-  const service = await createWebhooks({
-    database: counted.database,
-    log: memoryLogger(),
-    config: () => webhooks,
-    subscriptions: () => ({ forEventType: () => [{ installationId: 'inst_1', url }] }),
-  });
-  t.after(() => service.stop(0));
-  // On PostgreSQL the caches are dropped once when the store's listening connection opens: under
-  // load that could come after the first sends, and an event counted below re-read its secret.
-  await generationsFor({ database: counted.database }).ready();
-  await store.database.transaction((tx) => service.webhooks.createSecret(tx, 'inst_1'));
-  service.start();
-  const recorded: string[] = [];
-  service.deliveries.onAttempt((a) => recorded.push(a.record.outcome));
-  const send = async (i: number) => {
-    const event = { eventId: `evt_${i}`, type: 'site_view' };
-    await counted.database.transaction((tx) => service.deliveries.enqueueEvents(tx, [{ event, subscriptions: [{ installationId: 'inst_1', url }] }]));
-  };
-  return { store, rx, recorded, send, ...counted };
-}
+import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
+import { shownSql } from './helpers/counting.ts';
+import { countedSender } from './webhooks-support.ts';
 
 /**
  * Not an event's: the once-a-second look at what other processes made due (a turn slowed by load
@@ -81,7 +35,7 @@ const periodicIn = (sql: string[], engine: Engine) =>
 const isLook = (s: string, engine: Engine) => s === shownSql(dueStatements.liveOrigins, engine);
 
 test('a delivered event costs one commit and a fixed few statements after its ingest, and the scheduler asks the store nothing to arm its timer', async (t) => {
-  const { store, rx, recorded, send, n, reset } = await senderOn(t, () => 200);
+  const { store, rx, recorded, send, n, reset } = await countedSender(t, () => 200);
   const engine = store.database.engine;
   const pg = engine === 'postgres';
   // The first ones also read the installation's signing secret into the caches (on PostgreSQL the
@@ -112,16 +66,16 @@ test('a delivered event costs one commit and a fixed few statements after its in
     assert.equal(n.commits, transactions, `event ${i}: ${transactions} transaction records its attempt (${n.sql.join(' | ')})`);
     assert.ok(n.statements - periodic <= budget, `event ${i}: at most ${budget} statements, got ${n.statements - periodic}: ${n.sql.join(' | ')}`);
   }
-  assert.equal(rx.arrived, EVENTS + 2);
+  assert.equal(rx.requests.length, EVENTS + 2);
 });
 
 test('a retry due by the time its failure is recorded is sent at once (no timer is armed for a time already past)', async (t) => {
   // No delay between attempts: every retry is due when its failure is recorded.
-  const { rx, recorded, send } = await senderOn(t, (n) => (n < 3 ? 500 : 200), { base_delay: 0, jitter: 0, max_retries: 5 });
+  const { rx, recorded, send } = await countedSender(t, (n) => (n < 3 ? 500 : 200), { base_delay: 0, jitter: 0, max_retries: 5 });
   await send(1);
   await waitFor(() => recorded.length === 3, 3_000);
   assert.deepEqual(recorded, ['retry', 'retry', 'success']);
-  assert.equal(rx.arrived, 3);
+  assert.equal(rx.requests.length, 3);
 });
 
 test('an attempt in flight is not work due: the look at what other processes made due sees its origin claimable when its lease runs out', async (t) => {

@@ -8,7 +8,15 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TestContext } from 'node:test';
 import { join } from 'node:path';
-import { ROOT, startTestServer, waitFor, type TestServer } from './helpers/index.ts';
+import { ROOT, freshPostgresDatabase, startTestServer, testConfig, tmpDir, waitFor, type TestServer } from './helpers/index.ts';
+import { counting } from './helpers/counting.ts';
+import { connectStore } from '../src/store/index.ts';
+import { allMigrations } from '../src/server/migrations.ts';
+import { useNodeId } from '../src/store/lease-owner.ts';
+import { generationsFor } from '../src/store/generations.ts';
+import { memoryLogger } from '../src/log/index.ts';
+import { createWebhooks } from '../src/webhooks/index.ts';
+import type { WebhooksConfig } from '../src/webhooks/sender.ts';
 import { modules as defaultModules } from '../src/server/modules.ts';
 import { webhooksModule, type Deliveries, type DeliveryDetail, type WebhooksService } from '../src/webhooks/index.ts';
 import { eventsModule } from '../src/events/index.ts';
@@ -161,4 +169,43 @@ export function subscriptionsFailingFor(type: string, failing: () => boolean = (
       };
     },
   };
+}
+
+/**
+ * A store (SQLite, or PostgreSQL with SWITCHYARD_TEST_PG_URL), a scripted receiver and the webhooks
+ * service over a counting database (helpers/counting.ts), with one subscriber, `inst_1`, at the
+ * receiver: `send(i)` enqueues event `evt_<i>` in a transaction of its own, `sendMany` several in one.
+ */
+export async function countedSender(t: TestContext, answer: Parameters<typeof scriptedReceiver>[1], config: Partial<WebhooksConfig> = {}) {
+  const dir = tmpDir(t);
+  const store = await connectStore(dir, { migrations: allMigrations(), url: process.env.SWITCHYARD_TEST_PG_URL ? freshPostgresDatabase(dir) : undefined });
+  t.after(() => store.close());
+  useNodeId(dir); // this process's lease owner (a server claims its node id first)
+  const rx = await scriptedReceiver(t, answer);
+  const url = rx.url;
+  const counted = counting(store.database);
+  const webhooks = { ...testConfig(t).webhooks, ...config };
+  const service = await createWebhooks({
+    database: counted.database,
+    log: memoryLogger(),
+    config: () => webhooks,
+    subscriptions: () => ({ forEventType: () => [{ installationId: 'inst_1', url }] }),
+  });
+  t.after(() => service.stop(0));
+  // On PostgreSQL the caches are dropped once when the store's listening connection opens: under
+  // load that could come after the first sends, and an event counted below re-read its secret.
+  await generationsFor({ database: counted.database }).ready();
+  await store.database.transaction((tx) => service.webhooks.createSecret(tx, 'inst_1'));
+  service.start();
+  const recorded: string[] = [];
+  service.deliveries.onAttempt((a) => recorded.push(a.record.outcome));
+  const sendMany = (ids: number[]) =>
+    counted.database.transaction((tx) =>
+      service.deliveries.enqueueEvents(
+        tx,
+        ids.map((i) => ({ event: { eventId: `evt_${i}`, type: 'site_view' }, subscriptions: [{ installationId: 'inst_1', url }] })),
+      ),
+    );
+  const send = async (i: number) => void (await sendMany([i]));
+  return { store, rx, url, recorded, send, sendMany, service, ...counted };
 }

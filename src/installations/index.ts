@@ -32,6 +32,8 @@ export { installRefusal, serverOrganizations, type Installer } from './visibilit
 export interface Subscriptions {
   forEventType(type: string): Subscription[];
   urlOf?(installationId: string): string | undefined;
+  /** The URL of an active webhook installation (undefined when it is paused, has none, or is gone). */
+  activeUrlOf?(installationId: string): string | undefined;
   /** How the installation's deliveries are signed now (its `signature_scheme`). */
   schemeOf?(installationId: string): SignatureScheme;
   /**
@@ -70,6 +72,7 @@ export const installationsModule = defineModule({
     services.subscriptions = {
       forEventType: installations.webhookSubscriptions,
       urlOf: installations.webhookUrl,
+      activeUrlOf: installations.webhookActiveUrl,
       schemeOf: installations.webhookScheme,
       fresh: installations.fresh,
     };

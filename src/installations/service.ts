@@ -242,6 +242,11 @@ export async function createInstallations(deps: InstallationsDeps) {
     freshSoon();
     return live.url(installationId);
   }
+  /** An active webhook installation's URL now (a delivery waiting for a slot goes only there). */
+  function webhookActiveUrl(installationId: string): string | undefined {
+    freshSoon();
+    return live.activeUrl(installationId);
+  }
   /** How a webhook installation signs now (read at every attempt, and when its secret is rotated: a pending one's too). */
   function webhookScheme(installationId: string): SignatureScheme {
     freshSoon();
@@ -342,6 +347,7 @@ export async function createInstallations(deps: InstallationsDeps) {
     links,
     webhookSubscriptions,
     webhookUrl,
+    webhookActiveUrl,
     webhookScheme,
     /** A short-lived token for one invocation of the installation's code. */
     invocationToken(id: string, ttlMs: number): string {

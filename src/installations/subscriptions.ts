@@ -26,6 +26,8 @@ export interface LiveInstallations {
   subscribers(type: string): Array<{ installationId: string; url: string }>;
   /** A webhook installation's URL now, whatever event types it takes. */
   url(installationId: string): string | undefined;
+  /** An active webhook installation's URL now (undefined when it is paused, has none, or is gone). */
+  activeUrl(installationId: string): string | undefined;
   /** How a webhook installation signs now (the default when it is not known). */
   scheme(installationId: string): SignatureScheme;
 }
@@ -82,6 +84,7 @@ export function createLiveInstallations(database: Database): LiveInstallations {
         .endpoints.filter((s) => s.types.includes(type))
         .map(({ installationId, url }) => ({ installationId, url })),
     url: (installationId) => derive().byId.get(installationId)?.url,
+    activeUrl: (installationId) => (live.get(installationId)?.status === 'active' ? derive().byId.get(installationId)?.url : undefined),
     scheme(installationId) {
       const i = live.get(installationId);
       return i ? schemeOf(i) : signatureSchemeOf(undefined);

@@ -8,7 +8,13 @@ import { DEFAULT_SIGNATURE_SCHEME, type SignatureScheme } from './schemes.ts';
 
 /** Where installations' webhooks point, and how they sign (undefined in a server without the installations module). */
 export type Subscriptions =
-  | { forEventType(type: string): Subscription[]; urlOf?(installationId: string): string | undefined; schemeOf?(installationId: string): SignatureScheme }
+  | {
+      forEventType(type: string): Subscription[];
+      urlOf?(installationId: string): string | undefined;
+      /** The URL of an active webhook installation (undefined when it is paused, has none, or is gone). */
+      activeUrlOf?(installationId: string): string | undefined;
+      schemeOf?(installationId: string): SignatureScheme;
+    }
   | undefined;
 
 export interface Endpoints {
@@ -21,6 +27,11 @@ export interface Endpoints {
   urlGone(installationId: string): boolean;
   /** How the installation signs now: read at each attempt, so a change of scheme applies from the next one. */
   schemeOf(installationId: string): SignatureScheme;
+  /**
+   * Whether a delivery leased and waiting for a slot may go: its installation is active and still
+   * points to `url` (without the installations module: yes).
+   */
+  sendable(d: { installationId: string; url: string }): boolean;
 }
 
 export function endpointsOf(subscriptions: () => Subscriptions): Endpoints {
@@ -34,5 +45,9 @@ export function endpointsOf(subscriptions: () => Subscriptions): Endpoints {
       return subs?.urlOf !== undefined && subs.urlOf(installationId) === undefined;
     },
     schemeOf: (installationId) => subscriptions()?.schemeOf?.(installationId) ?? DEFAULT_SIGNATURE_SCHEME,
+    sendable(d) {
+      const subs = subscriptions();
+      return subs?.activeUrlOf === undefined || subs.activeUrlOf(d.installationId) === d.url;
+    },
   };
 }

@@ -9,7 +9,7 @@ import type { Deliveries } from './contracts.ts';
 import { deliveryBody } from './body.ts';
 import { newDeliveryId, originOf, type EnqueueInput, type Queue } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
-import type { Sender } from './sender.ts';
+import type { Reservation, Sender } from './sender.ts';
 
 export type EnqueueEvents = Deliveries['enqueueEvents'];
 
@@ -39,7 +39,7 @@ export function createEnqueue(deps: EnqueueDeps): EnqueueEvents {
     const installations = [...new Set(events.flatMap((e) => e.subscriptions.map((s) => s.installationId)))];
     if (!installations.length) return events.map(() => []);
     await secrets.ensureSecrets(tx, installations);
-    const inputs: Array<EnqueueInput & { origin: string }> = [];
+    const inputs: Array<EnqueueInput & { origin: string; lease?: Reservation }> = [];
     let claimed;
     try {
       for (const { event, subscriptions } of events)
@@ -48,13 +48,13 @@ export function createEnqueue(deps: EnqueueDeps): EnqueueEvents {
           const origin = originOf(url);
           const id = newDeliveryId(now);
           const body = deliveryBody(event, s.installationId, id);
-          const lease = opts.startAtCommit !== false ? sender.reserve(origin) : undefined;
+          const lease = opts.startAtCommit !== false ? sender.reserve(origin, body.length) : undefined;
           inputs.push({ id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url, origin, body, now, lease });
         }
       claimed = await queue.enqueueMany(tx, inputs);
     } catch (e) {
-      // Nothing stored: the slots reserved so far are given back.
-      for (const input of inputs) if (input.lease) sender.cancelReserved(input.origin);
+      // Nothing stored: the reservations taken so far are given back.
+      for (const input of inputs) if (input.lease) sender.cancelReserved(input.lease);
       throw e;
     }
     const out = events.map(() => [] as Array<{ id: string; installationId: string }>);
@@ -63,13 +63,14 @@ export function createEnqueue(deps: EnqueueDeps): EnqueueEvents {
       for (const s of subscriptions) {
         const input = inputs[i];
         const c = claimed[i++];
-        if (input.lease) {
+        const lease = input.lease;
+        if (lease) {
           if (c && c.status !== 'held') {
-            // Leased in the caller's transaction: its first attempt starts once that commits, and
-            // the slot is given back if it (or the savepoint it is in) rolls back.
-            tx.afterCommit(() => sender.startReserved(c));
-            tx.onRollback(() => sender.cancelReserved(c.origin));
-          } else sender.cancelReserved(input.origin);
+            // Leased in the caller's transaction: its first attempt starts (or waits for its slot)
+            // once that commits, and the reservation is given back if it (or the savepoint it is in) rolls back.
+            tx.afterCommit(() => sender.startReserved(c, lease));
+            tx.onRollback(() => sender.cancelReserved(lease));
+          } else sender.cancelReserved(lease);
         }
         if (c) out[e].push({ id: c.id, installationId: s.installationId });
       }

@@ -116,6 +116,9 @@ export function createDueHints() {
     /** A delivery of `origin` becomes due at `at` (a retry scheduled, a manual attempt that kept its schedule). */
     noteDue,
 
+    /** Whether `origin` may have deliveries due by `now` in the store (as the hints know: early rather than late). */
+    dueBy: (origin: string, now: number): boolean => (originDue.get(origin) ?? Infinity) <= now,
+
     /**
      * The scheduler's next wake-up: the earliest time after `now` some origin has work due, as the
      * hints know it, without asking the store (it was a read per attempt and per ingest commit, two

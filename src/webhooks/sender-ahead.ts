@@ -1,27 +1,49 @@
 /**
  * The sender's claim-ahead queue: deliveries leased to this sender and waiting here for a slot of
- * their origin (one to three slots' worth, while it answers fast: aheadWaiting), so the
- * attempt that ends hands its slot to the next one in the same turn. What waits longer than
- * AHEAD_WAIT_MS (its origin's slots are held by slow or hanging attempts) is given back to the
- * queue for the senders beside this one.
+ * their origin, so the attempt that ends hands its slot to the next one in the same turn. They come
+ * two ways:
+ *
+ * - claimed from the store's due rows (one to three slots' worth, while the origin answers fast:
+ *   aheadWaiting); what waits longer than AHEAD_WAIT_MS (its origin's slots are held by slow or
+ *   hanging attempts) is given back to the queue for the senders beside this one;
+ * - leased at their ingest, beyond the origin's free slots (reserveAtIngest), as many as its slots
+ *   send in INGEST_AHEAD_MS at the pace they keep (ingestAhead), at most MAX_INGEST_AHEAD and
+ *   MAX_INGEST_AHEAD_BYTES of bodies in all, and only while no delivery of the origin is due in
+ *   the store (they would overtake it): each is then written once, leased, and never claimed by a
+ *   second UPDATE (on PostgreSQL that claim was about 40 % of the store's time per delivery:
+ *   docs/benchmarks.md). One waits while its origin's exchanges keep starting and ending, at most
+ *   MAX_INGEST_WAIT_MS; when they stall (hang) it is given back like a claimed one.
+ *   Its lease (aheadLeaseMs) outlasts that wait many times over, so it is never renewed: a process
+ *   that dies holding some gives them back through the supervisor at once, a node that dies
+ *   holds them for one lease, as it holds its attempts in flight.
  */
 import { LOCK_BUSY, type Database, type Queries } from '../store/contract.ts';
 import type { Claimed, Queue } from './queue.ts';
 import { AHEAD_WAIT_MS, aheadLeaseMs, leaseMs, type WebhooksConfig } from './sender-leases.ts';
 import type { Slots } from './sender-slots.ts';
 
-/** A delivery claimed ahead: its lease's end, and since when it waits here. */
+/** A delivery claimed ahead: its lease's end, since when it waits here, and whether it was leased at its ingest. */
 export interface Ahead {
   c: Claimed;
   until: number;
   since: number;
+  atIngest?: boolean;
 }
 
 export interface AheadQueue {
-  /** Deliveries waiting here, in all. */
+  /** Deliveries claimed from the store waiting here (not those leased at ingest: they never take room from claims). */
   count(): number;
-  /** Deliveries waiting here for `origin`. */
+  /** Deliveries waiting here for `origin`, or about to (reserved at an ingest not committed yet). */
   waitingFor(origin: string): number;
+  /**
+   * Room for a delivery of `origin` (its body `bytes` long) to be leased at its ingest and wait
+   * here: taken when there is (true). Each reservation ends in endReservation().
+   */
+  reserveAtIngest(origin: string, bytes: number, now: number): boolean;
+  /** An ingest's reservation ends: its delivery joins the queue (`a`, once committed), or not (rolled back, stored held). */
+  endReservation(origin: string, bytes: number, a?: Ahead): void;
+  /** A delivery waiting here leaves the queue (a manual attempt takes it): its lease is the caller's to give back. */
+  take(id: string): Claimed | undefined;
   /** Whether a claim may find something (the queue's hints say an origin with room has due work). */
   worthClaiming(now: number): boolean;
   /**
@@ -53,10 +75,37 @@ export interface AheadDeps {
   health?: { failed(error: unknown): void };
   /** Deliveries were given back to the queue: other senders sharing it may take them now. */
   gaveBack?: () => void;
+  /**
+   * Whether a delivery leased at its ingest may still go when its slot frees (its installation
+   * active and pointing to its URL, as this process knows it); one that may not is given back
+   * (held, cancelled or moved in the store by then). All may by default.
+   */
+  sendable?: (c: Claimed) => boolean;
 }
 
 /** At most this many slots' worth wait here for a fast origin's slots. */
 const MAX_AHEAD_PER_SLOT = 3;
+
+/** Deliveries leased at ingest for an origin: as many as its slots send in this long, at their pace. */
+export const INGEST_AHEAD_MS = 1_000;
+/** At most this many deliveries, and bytes of their bodies, wait in one process leased at ingest. */
+export const MAX_INGEST_AHEAD = 2_000;
+export const MAX_INGEST_AHEAD_BYTES = 16 * 1024 * 1024;
+/** An origin's pace (how long its exchanges hold a slot) is forgotten this long after its last exchange. */
+const PACE_MEMORY_MS = 60_000;
+/** Until an origin's pace is known, its exchanges are taken to hold a slot this long (an endpoint slower than that gets its line given back: giveBackStale). */
+export const ASSUMED_HOLD_MS = 10;
+/** A delivery leased at ingest waits for a slot at most this long, then goes back to the store (its lease is aheadLeaseMs, 40 s by default). */
+export const MAX_INGEST_WAIT_MS = 2 * INGEST_AHEAD_MS;
+
+/**
+ * How many deliveries may wait here, leased at ingest, for an origin with `limit` slots whose
+ * exchanges hold a slot `holdMs` lately: as many as its slots send in INGEST_AHEAD_MS, at most
+ * MAX_INGEST_AHEAD; until its pace is known, as if an exchange took ASSUMED_HOLD_MS.
+ */
+export function ingestAhead(limit: number, holdMs: number | undefined): number {
+  return Math.min(MAX_INGEST_AHEAD, Math.floor((limit * INGEST_AHEAD_MS) / Math.max(holdMs ?? ASSUMED_HOLD_MS, 0.01)));
+}
 
 /**
  * How many deliveries may wait here for a fast origin's `limit` slots, when an exchange with it
@@ -77,15 +126,38 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
   const { queue, database, clock, owner, slots } = deps;
   /** Per origin, oldest first. */
   const ahead = new Map<string, Ahead[]>();
+  /** Waiting here in all, and of those the ones leased at ingest (with their bodies' bytes). */
   let aheadCount = 0;
+  let ingestCount = 0;
+  let ingestBytes = 0;
+  /** Reserved at ingests not committed yet: per origin, in all, and their bodies' bytes. */
+  const reserved = new Map<string, number>();
+  let reservedCount = 0;
+  let reservedBytes = 0;
   let staleTimer: NodeJS.Timeout | undefined;
 
-  const waitingFor = (origin: string): number => ahead.get(origin)?.length ?? 0;
+  const waitingFor = (origin: string): number => (ahead.get(origin)?.length ?? 0) + (reserved.get(origin) ?? 0);
 
-  /** Room for more: in all (twice the sender's concurrency less what is taken), and per origin. */
+  /**
+   * Whether the origin's exchanges have stalled: none started or ended for twice as long as one
+   * usually takes (AHEAD_WAIT_MS at least) while some are in flight. Nothing is leased at ingest
+   * for it then, and what waits for it goes back to the store.
+   */
+  const stalled = (origin: string, now: number): boolean => slots.stalled(origin, now, Math.max(AHEAD_WAIT_MS, 2 * (slots.holdMs(origin) ?? ASSUMED_HOLD_MS)));
+
+  /** One leaves the queue (`a`, no longer in its origin's list). */
+  function left(a: Ahead): void {
+    aheadCount--;
+    if (a.atIngest) {
+      ingestCount--;
+      ingestBytes -= a.c.body.length;
+    }
+  }
+
+  /** Room for more claims: in all (twice the sender's concurrency less what is taken), and per origin. */
   function roomAt(now: number): { room: number; perOriginRoom: (origin: string) => number } {
     const cfg = deps.config();
-    const room = 2 * cfg.concurrency - slots.inFlight() - aheadCount;
+    const room = 2 * cfg.concurrency - slots.inFlight() - (aheadCount - ingestCount);
     // Per origin its free slots, plus what may wait here while the origin answers fast (a slot
     // freed within AHEAD_WAIT_MS): see aheadWaiting.
     const perOriginRoom = (origin: string) => {
@@ -96,59 +168,97 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     return { room, perOriginRoom };
   }
 
-  function add(claimed: Ahead[]): void {
+  /** Deliveries join their origins' lines: at the end, or (put back after a failed give-back) at the head, in their order. */
+  function add(claimed: Ahead[], atHead = false): void {
+    if (atHead) for (const [origin, list] of Map.groupBy(claimed, (a) => a.c.origin)) ahead.set(origin, [...list, ...(ahead.get(origin) ?? [])]);
+    else
+      for (const a of claimed) {
+        const list = ahead.get(a.c.origin);
+        if (list) list.push(a);
+        else ahead.set(a.c.origin, [a]);
+      }
     for (const a of claimed) {
-      const list = ahead.get(a.c.origin);
-      if (list) list.push(a);
-      else ahead.set(a.c.origin, [a]);
       aheadCount++;
+      if (a.atIngest) {
+        ingestCount++;
+        ingestBytes += a.c.body.length;
+      }
     }
+    armStale();
+  }
+
+  /** While something waits here, look for what waited too long every AHEAD_WAIT_MS. */
+  function armStale(): void {
     if (aheadCount && !staleTimer && !deps.stopped()) {
       staleTimer = setTimeout(giveBackStale, AHEAD_WAIT_MS);
       staleTimer.unref();
     }
   }
 
+  /** Takes out of the queue the deliveries `out` picks (their leases are the caller's). */
+  function takeWhere(out: (a: Ahead) => boolean): Ahead[] {
+    const taken: Ahead[] = [];
+    for (const [origin, list] of ahead) {
+      if (!list.some(out)) continue;
+      const keep = list.filter((a) => !out(a));
+      for (const a of list) if (out(a)) taken.push(a);
+      if (keep.length) ahead.set(origin, keep);
+      else ahead.delete(origin);
+    }
+    for (const a of taken) left(a);
+    return taken;
+  }
+
+  /** Deliveries taken out of the queue go back to the store, due at once; if that fails, they wait here for the next try. */
+  async function giveBack(out: Ahead[], now: number): Promise<void> {
+    if (!out.length) return;
+    let given: unknown;
+    try {
+      given = await database.transactionUnlessBusy((tx) =>
+        queue.giveBack(
+          tx,
+          out.map((a) => a.c),
+          owner,
+          now,
+        ),
+      );
+    } catch (e) {
+      deps.health?.failed(e);
+    }
+    if (given === undefined || given === LOCK_BUSY)
+      add(
+        out.map((a) => ({ ...a, since: now - MAX_INGEST_WAIT_MS })),
+        true,
+      ); // again next time
+    else deps.gaveBack?.();
+  }
+
   /**
-   * Deliveries that waited here longer than AHEAD_WAIT_MS (their origin's slots are taken by slow
-   * or hanging attempts) go back to the queue, and the senders beside this one are told: one with
-   * a free slot sends them. Until a slot of that origin frees, this sender claims no more ahead.
+   * Deliveries that waited here too long go back to the queue, and the senders beside this one
+   * are told: one with a free slot sends them. An origin's whole line goes back once its first
+   * one waited too long (what waits behind it would otherwise overtake it): a claimed one after
+   * AHEAD_WAIT_MS (its origin's slots are taken by slow or hanging attempts), one leased at ingest
+   * once its origin's exchanges stall (see stalled), or after MAX_INGEST_WAIT_MS however they
+   * move. Until a slot of that origin frees, this sender claims no more ahead. An origin's pace
+   * is forgotten PACE_MEMORY_MS after its last exchange.
    */
   async function giveBackStale(): Promise<void> {
     staleTimer = undefined;
     const now = clock();
-    slots.forgetFreedBefore(now, AHEAD_WAIT_MS);
-    const stale: Ahead[] = [];
-    for (const [origin, list] of ahead) {
-      const keep = list.filter((a) => now - a.since < AHEAD_WAIT_MS);
-      if (keep.length === list.length) continue;
-      stale.push(...list.filter((a) => now - a.since >= AHEAD_WAIT_MS));
-      if (keep.length) ahead.set(origin, keep);
-      else ahead.delete(origin);
+    slots.forgetFreedBefore(now, PACE_MEMORY_MS);
+    const stuck = new Set<string>();
+    for (const [origin, [first]] of ahead) {
+      const waited = now - first.since;
+      if (!first.atIngest) {
+        if (waited >= AHEAD_WAIT_MS) stuck.add(origin);
+      } else if (waited >= MAX_INGEST_WAIT_MS || (waited >= AHEAD_WAIT_MS && stalled(origin, now))) stuck.add(origin);
     }
-    if (stale.length) {
-      aheadCount -= stale.length;
-      let given: unknown;
-      try {
-        given = await database.transactionUnlessBusy((tx) =>
-          queue.giveBack(
-            tx,
-            stale.map((a) => a.c),
-            owner,
-            now,
-          ),
-        );
-      } catch (e) {
-        deps.health?.failed(e);
-      }
-      if (given === undefined || given === LOCK_BUSY)
-        add(stale.map((a) => ({ ...a, since: now - AHEAD_WAIT_MS }))); // again next time
-      else deps.gaveBack?.();
-    }
-    if (aheadCount && !staleTimer && !deps.stopped()) {
-      staleTimer = setTimeout(giveBackStale, AHEAD_WAIT_MS);
-      staleTimer.unref();
-    }
+    if (stuck.size)
+      await giveBack(
+        takeWhere((a) => stuck.has(a.c.origin)),
+        now,
+      );
+    armStale();
   }
 
   function drainOrigin(origin: string): void {
@@ -157,24 +267,52 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     const cfg = deps.config();
     const now = clock();
     const limit = slots.limitOf(origin, cfg);
+    const unsendable: Ahead[] = [];
     while (list.length && !deps.stopped() && slots.inFlight() < cfg.concurrency && slots.taken(origin) < limit) {
       const a = list.shift()!;
-      aheadCount--;
+      left(a);
+      // Leased at its ingest, and its installation was paused, removed or pointed elsewhere since
+      // (here or in another process). Not asked of a claimed one: the store had it due moments ago,
+      // and a process whose view of the installations lags would give it back and claim it again.
+      if (a.atIngest && deps.sendable && !deps.sendable(a.c)) {
+        unsendable.push(a);
+        continue;
+      }
       // Held here past the point where its lease could run out mid-attempt (only a stalled event
       // loop does that): leave it; the lease runs out and the delivery is due again then.
       if (a.until - now < leaseMs(cfg)) {
         queue.noteDue(origin, a.until);
         continue;
       }
-      slots.acquire(origin);
+      slots.acquire(origin, now);
       deps.start(a.c);
     }
-    if (!list.length) ahead.delete(origin);
+    if (!list.length && ahead.get(origin) === list) ahead.delete(origin);
+    void giveBack(unsendable, now);
   }
 
   return {
-    count: () => aheadCount,
+    count: () => aheadCount - ingestCount,
     waitingFor,
+    reserveAtIngest(origin, bytes, now) {
+      if (deps.stopped() || ingestCount + reservedCount >= MAX_INGEST_AHEAD || ingestBytes + reservedBytes + bytes > MAX_INGEST_AHEAD_BYTES) return false;
+      if (stalled(origin, now)) return false;
+      const limit = slots.limitOf(origin, deps.config());
+      if (waitingFor(origin) >= ingestAhead(limit, slots.holdMs(origin))) return false;
+      reserved.set(origin, (reserved.get(origin) ?? 0) + 1);
+      reservedCount++;
+      reservedBytes += bytes;
+      return true;
+    },
+    endReservation(origin, bytes, a) {
+      const n = (reserved.get(origin) ?? 1) - 1;
+      if (n <= 0) reserved.delete(origin);
+      else reserved.set(origin, n);
+      reservedCount--;
+      reservedBytes -= bytes;
+      if (a) add([{ ...a, atIngest: true }]);
+    },
+    take: (id) => takeWhere((a) => a.c.id === id)[0]?.c,
     worthClaiming(now) {
       const { room, perOriginRoom } = roomAt(now);
       return room > 0 && queue.mayHaveDue(now, perOriginRoom);
@@ -194,7 +332,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       if (staleTimer) clearTimeout(staleTimer);
       const waiting = [...ahead.values()].flat().map((a) => a.c);
       ahead.clear();
-      aheadCount = 0;
+      aheadCount = ingestCount = ingestBytes = 0;
       return waiting;
     },
   };

@@ -7,6 +7,7 @@ import type { AttemptRecord, Queue } from './queue.ts';
 import type { Attempts } from './sender-attempts.ts';
 import { leaseMs, type WebhooksConfig } from './sender-leases.ts';
 import type { Slots } from './sender-slots.ts';
+import type { AheadQueue } from './sender-ahead.ts';
 
 /** Resolves with the recorded attempt, or 'busy' when the delivery cannot be claimed (not found, cancelled, or in flight). */
 export type AttemptNow = (id: string) => Promise<AttemptRecord | 'busy'>;
@@ -21,6 +22,7 @@ export interface ManualDeps {
   /** The installation's current URL (a fixed URL takes effect on retry). */
   currentUrl?: (d: { eventType: string; installationId: string }) => string | undefined;
   slots: Slots;
+  ahead: Pick<AheadQueue, 'take'>;
   attempts: Pick<Attempts, 'start'>;
 }
 
@@ -28,6 +30,9 @@ export function manualAttempts(deps: ManualDeps): AttemptNow {
   const { queue, database, clock, owner, slots, attempts } = deps;
   return async (id) => {
     const now = clock();
+    // Waiting here for a slot: its lease is this sender's; given back, then taken as any other.
+    const waiting = deps.ahead.take(id);
+    if (waiting) await queue.giveBack(database, [waiting], owner, now);
     const claimed = await queue.claimById(database, id, owner, now, now + leaseMs(deps.config()));
     if (!claimed) return 'busy';
     const current = deps.currentUrl?.(claimed);
@@ -35,7 +40,7 @@ export function manualAttempts(deps: ManualDeps): AttemptNow {
       await queue.setUrl(database, claimed.seq, current);
       claimed.url = current;
     }
-    slots.acquire(claimed.origin);
+    slots.acquire(claimed.origin, now);
     const record = await attempts.start(claimed, true);
     if (!record) throw new Error('the attempt could not be recorded (is the server shutting down?)');
     return record;

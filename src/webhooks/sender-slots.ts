@@ -13,7 +13,8 @@ export interface Slots {
   taken(origin: string): number;
   /** This sender's slots for an origin: its share of the per-endpoint limit. */
   limitOf(origin: string, cfg: WebhooksConfig): number;
-  acquire(origin: string): void;
+  /** An exchange with `origin` starts at `now`. */
+  acquire(origin: string, now: number): void;
   release(origin: string): void;
   /** An exchange with `origin` ended at `now` (its slot was released) after holding its slot `heldMs`. */
   freed(origin: string, now: number, heldMs: number): void;
@@ -21,6 +22,11 @@ export interface Slots {
   holdMs(origin: string): number | undefined;
   /** Whether a slot of `origin` freed less than `windowMs` before `now`. */
   freedWithin(origin: string, now: number, windowMs: number): boolean;
+  /**
+   * Whether `origin`'s exchanges have stalled: some are in flight, and none has started or ended
+   * for `windowMs` (they take far longer than usual, or hang).
+   */
+  stalled(origin: string, now: number, windowMs: number): boolean;
   /** Forgets the origins whose slots last freed `windowMs` or more before `now`. */
   forgetFreedBefore(now: number, windowMs: number): void;
 }
@@ -36,11 +42,15 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
   const lastFreed = new Map<string, number>();
   /** Per origin, the moving average of how long an exchange held its slot. */
   const hold = new Map<string, number>();
+  /** When an exchange with each origin last started. */
+  const lastStarted = new Map<string, number>();
+  const within = (at: number | undefined, now: number, windowMs: number) => at !== undefined && now >= at && now - at < windowMs;
   return {
     inFlight: () => inflight,
     taken: (origin) => perOrigin.get(origin) ?? 0,
     limitOf: (origin, cfg) => (slotsFor ? slotsFor(origin, cfg.per_endpoint_concurrency) : cfg.per_endpoint_concurrency),
-    acquire(origin) {
+    acquire(origin, now) {
+      lastStarted.set(origin, now);
       inflight++;
       perOrigin.set(origin, (perOrigin.get(origin) ?? 0) + 1);
     },
@@ -56,17 +66,17 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
       lastFreed.set(origin, now);
     },
     holdMs: (origin) => hold.get(origin),
-    freedWithin(origin, now, windowMs) {
-      const freed = lastFreed.get(origin);
-      // A clock that stepped back since is not taken for a recent free (nor kept forever: below).
-      return freed !== undefined && now >= freed && now - freed < windowMs;
-    },
+    // A clock that stepped back since is not taken for a recent free or start (nor kept forever: below).
+    freedWithin: (origin, now, windowMs) => within(lastFreed.get(origin), now, windowMs),
+    stalled: (origin, now, windowMs) =>
+      (perOrigin.get(origin) ?? 0) > 0 && !within(lastFreed.get(origin), now, windowMs) && !within(lastStarted.get(origin), now, windowMs),
     forgetFreedBefore(now, windowMs) {
       for (const [origin, at] of lastFreed)
         if (now - at >= windowMs || now < at) {
           lastFreed.delete(origin);
           hold.delete(origin);
         }
+      for (const [origin, at] of lastStarted) if (now - at >= windowMs || now < at) lastStarted.delete(origin);
     },
   };
 }

@@ -35,7 +35,7 @@ import type { Database } from '../store/contract.ts';
 import type { AttemptRecord, Claimed, Queue } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
 import { leaseOwner } from '../store/lease-owner.ts';
-import { leaseMs, type WebhooksConfig } from './sender-leases.ts';
+import { aheadLeaseMs, leaseMs, type WebhooksConfig } from './sender-leases.ts';
 import { createSlots } from './sender-slots.ts';
 import { createAheadQueue } from './sender-ahead.ts';
 import { createSchedule } from './sender-schedule.ts';
@@ -68,21 +68,37 @@ export interface SenderDeps {
   gaveBack?: () => void;
   /** This sender's slots per origin of the per-endpoint limit (the serving processes share it); all of them by default. */
   slotsFor?: (origin: string, limit: number) => number;
+  /** Whether a delivery leased at its ingest and waiting for a slot may still go (its installation active, pointing to its URL); all may by default. */
+  sendable?: (c: Claimed) => boolean;
+}
+
+/**
+ * A lease taken for a delivery about to be enqueued: a free slot of its origin, or room to wait
+ * here for one (`waits`, sender-ahead.ts), with its body's length.
+ */
+export interface Reservation {
+  owner: string;
+  until: number;
+  origin: string;
+  bytes: number;
+  waits: boolean;
 }
 
 export interface Sender {
   /** Look for due work now (after an enqueue, a resume, a replay). */
   wake(): void;
   /**
-   * Take a slot for a delivery about to be enqueued, so it can be stored already leased and sent
-   * as soon as its transaction commits (no claim, no scan). Undefined when no slot is free: then
-   * it is enqueued as due and taken by the scheduler. Each reservation ends in startReserved() or cancelReserved().
+   * Take a lease for a delivery about to be enqueued (its body `bytes` long), so it is stored
+   * already leased and sent once its transaction commits, with no claim of its own: a free slot of
+   * its origin, or else room to wait in this sender's claim-ahead queue (only while nothing of the
+   * origin is due in the store: see sender-ahead.ts). Undefined when neither: then it is enqueued
+   * as due and claimed by the scheduler. Each reservation ends in startReserved() or cancelReserved().
    */
-  reserve(origin: string): { owner: string; until: number } | undefined;
-  /** Start the first attempt of a delivery enqueued with a reserved lease (after the commit). */
-  startReserved(c: Claimed): void;
-  /** The enqueue was rolled back: give the slot back. */
-  cancelReserved(origin: string): void;
+  reserve(origin: string, bytes: number): Reservation | undefined;
+  /** After the commit: the first attempt of a delivery enqueued with a reservation starts, or waits for its slot. */
+  startReserved(c: Claimed, r: Reservation): void;
+  /** The enqueue was rolled back (or stored the delivery held): the reservation is given back. */
+  cancelReserved(r: Reservation): void;
   /** One attempt now, outside the schedule; resolves with the recorded attempt. */
   attemptNow(id: string): Promise<AttemptRecord | 'busy'>;
   /** Attempts in flight. */
@@ -111,6 +127,7 @@ export function createSender(deps: SenderDeps): Sender {
     stopped: isStopped,
     health: deps.health,
     gaveBack: deps.gaveBack,
+    sendable: deps.sendable,
   });
   const schedule = createSchedule({ queue, database, config, clock, slots, ahead, stopped: isStopped, log, health: deps.health });
   const record = createRecordTurn({ queue, database, clock, owner, ahead, schedule, stopped: isStopped, log, onAttempt: deps.onAttempt, health: deps.health });
@@ -133,20 +150,33 @@ export function createSender(deps: SenderDeps): Sender {
 
   return {
     wake: schedule.pump,
-    reserve(origin) {
+    reserve(origin, bytes) {
+      if (stopped) return undefined;
       const cfg = deps.config();
-      // Not while older deliveries of the origin wait here: they go first.
-      if (stopped || slots.inFlight() >= cfg.concurrency || slots.taken(origin) >= slots.limitOf(origin, cfg) || ahead.waitingFor(origin) > 0) return undefined;
-      slots.acquire(origin);
       const now = clock();
-      return { owner, until: now + leaseMs(cfg) };
+      // A free slot, unless older deliveries of the origin wait here: they go first.
+      if (slots.inFlight() < cfg.concurrency && slots.taken(origin) < slots.limitOf(origin, cfg) && ahead.waitingFor(origin) === 0) {
+        slots.acquire(origin, now);
+        return { owner, until: now + leaseMs(cfg), origin, bytes, waits: false };
+      }
+      // Room to wait here, unless some of the origin's deliveries are due in the store (it would overtake them).
+      if (!queue.dueBy(origin, now) && ahead.reserveAtIngest(origin, bytes, now)) return { owner, until: now + aheadLeaseMs(cfg), origin, bytes, waits: true };
+      return undefined;
     },
-    startReserved(c) {
-      if (stopped) return slots.release(c.origin); // the lease stays: recovered at the next start
-      attempts.start(c, false);
+    startReserved(c, r) {
+      if (!r.waits) {
+        if (stopped) return slots.release(c.origin); // the lease stays: recovered at the next start
+        attempts.start(c, false);
+        return;
+      }
+      ahead.endReservation(r.origin, r.bytes, stopped ? undefined : { c, until: r.until, since: clock() });
+      ahead.drainOrigin(r.origin);
     },
-    cancelReserved: slots.release,
-    attemptNow: manualAttempts({ queue, database, config, clock, owner, currentUrl: deps.currentUrl, slots, attempts }),
+    cancelReserved(r) {
+      if (r.waits) ahead.endReservation(r.origin, r.bytes);
+      else slots.release(r.origin);
+    },
+    attemptNow: manualAttempts({ queue, database, config, clock, owner, currentUrl: deps.currentUrl, slots, ahead, attempts }),
     inFlight: slots.inFlight,
     stop(graceMs) {
       stopped = true;

@@ -86,6 +86,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     health: deps.health,
     gaveBack: due.gaveBack,
     slotsFor: link ? (origin, limit) => slotsFor(origin, limit, link) : undefined,
+    sendable: endpoints.sendable,
   });
   /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
   const wakeSender = () => sender.wake();

@@ -1,0 +1,188 @@
+/**
+ * Deliveries leased at their ingest beyond their endpoint's free slots (sender-ahead.ts): stored
+ * once, leased to the ingesting process, and sent as slots free without a claim of their own; in
+ * event order; as many as the endpoint's slots send in a second at their pace, the rest stored due
+ * and claimed as before, after which new ones are stored due until those are taken; none while the
+ * endpoint's attempts hang; a pause, a removal or a new URL reaches those waiting; a manual
+ * attempt takes one that waits. Runs on PostgreSQL too (SWITCHYARD_TEST_PG_URL).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { statement } from '../src/store/contract.ts';
+import { samplePayload } from '../src/events/index.ts';
+import { ASSUMED_HOLD_MS, ingestAhead, INGEST_AHEAD_MS, MAX_INGEST_AHEAD } from '../src/webhooks/sender-ahead.ts';
+import { waitFor } from './helpers/index.ts';
+import { countedSender, scriptedReceiver } from './webhooks-support.ts';
+import { inspectionServer } from './inspection-support.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A claim of due deliveries (by origin, or by their numbers), as the counter shows it (its first 80 characters). */
+const isClaim = (sql: string) => sql.startsWith('UPDATE webhook_deliveries SET lease_until = @until, lease_owner = @owner WHERE s');
+const leased = statement<{ n: number }>('SELECT COUNT(*) AS n FROM webhook_deliveries WHERE lease_owner IS NOT NULL');
+const arrivals = (requests: Array<{ body: string }>) => requests.map((r) => JSON.parse(r.body).sourceEventId as string);
+
+test("leased at ingest: as many as the endpoint's slots send in a second at their pace, at most MAX_INGEST_AHEAD; before its pace is known, as if an exchange took ASSUMED_HOLD_MS", () => {
+  assert.equal(ingestAhead(4, undefined), (4 * INGEST_AHEAD_MS) / ASSUMED_HOLD_MS);
+  assert.equal(ingestAhead(1, 20), INGEST_AHEAD_MS / 20);
+  assert.equal(ingestAhead(4, 10), (4 * INGEST_AHEAD_MS) / 10);
+  assert.equal(ingestAhead(32, 1), MAX_INGEST_AHEAD);
+  assert.equal(ingestAhead(2, 0), MAX_INGEST_AHEAD, 'an exchange measured at 0 ms is not a division by zero');
+  assert.equal(ingestAhead(1, 5_000), 0, 'an endpoint that takes seconds gets its free slots only');
+});
+
+test('a backlog at a fast endpoint is stored leased at its ingest and sent in event order without a claim', async (t) => {
+  // One slot: arrival order is sending order.
+  const s = await countedSender(t, () => 200, { per_endpoint_concurrency: 1 });
+  // Its pace is learnt from the first exchanges.
+  const WARM = 10;
+  for (let i = 1; i <= WARM; i++) {
+    await s.send(i);
+    await waitFor(() => s.recorded.length === i);
+  }
+  s.reset();
+  // Batches of 25, each sent once the one before the last is delivered: at most two batches wait,
+  // well within what one slot sends in a second at its pace (hundreds, on loopback).
+  const ids = Array.from({ length: 200 }, (_, i) => 100 + i);
+  for (let b = 0; b < ids.length; b += 25) {
+    await waitFor(() => s.recorded.length >= WARM + b - 25, 10_000);
+    await s.sendMany(ids.slice(b, b + 25));
+  }
+  await waitFor(() => s.recorded.length === WARM + ids.length, 20_000);
+  assert.deepEqual(
+    arrivals(s.rx.requests).slice(WARM),
+    ids.map((i) => `evt_${i}`),
+    'in event order',
+  );
+  assert.equal(s.n.sql.filter(isClaim).length, 0, `no claims: ${s.n.sql.filter(isClaim).join(' | ')}`);
+  assert.ok(s.recorded.every((o) => o === 'success'));
+  assert.equal(s.rx.requests.length, WARM + ids.length, 'each sent once');
+});
+
+test("beyond a second's worth at the endpoint's pace they are stored due and claimed; later ones wait behind them, in event order", async (t) => {
+  const s = await countedSender(
+    t,
+    async () => {
+      await sleep(20);
+      return 200;
+    },
+    { per_endpoint_concurrency: 1 },
+  );
+  for (const i of [1, 2, 3]) {
+    await s.send(i);
+    await waitFor(() => s.recorded.length === i);
+  }
+  s.reset();
+  // About 50 a second at 20 ms an exchange: 120 are more than that.
+  const first = Array.from({ length: 120 }, (_, i) => 100 + i);
+  await s.sendMany(first);
+  const atIngest = (await s.store.database.get(leased))!.n;
+  assert.ok(atIngest >= 2 && atIngest <= 52, `its free slot and up to a second's worth leased at ingest (${atIngest} of ${first.length})`);
+  // Some of the first batch are due in the store: these are stored due behind them, not leased.
+  await s.sendMany([300, 301, 302]);
+  assert.equal((await s.store.database.get(leased))!.n, atIngest - (s.recorded.length - 3), 'stored due behind the due ones');
+  await waitFor(() => s.recorded.length === 3 + first.length + 3, 20_000);
+  assert.deepEqual(
+    arrivals(s.rx.requests).slice(3),
+    [...first, 300, 301, 302].map((i) => `evt_${i}`),
+  );
+  assert.ok(s.n.sql.filter(isClaim).length > 0, `the ones stored due were claimed: ${[...new Set(s.n.sql)].join('\n')}`);
+});
+
+test('an endpoint whose attempt hangs gets nothing leased beyond its slots', async (t) => {
+  let hang: (() => void) | undefined;
+  const s = await countedSender(
+    t,
+    async (n) => {
+      if (n === 4) await new Promise<void>((r) => (hang = r));
+      return 200;
+    },
+    { per_endpoint_concurrency: 1 },
+  );
+  for (const i of [1, 2, 3]) {
+    await s.send(i);
+    await waitFor(() => s.recorded.length === i);
+  }
+  await s.send(4);
+  await waitFor(() => hang !== undefined);
+  await sleep(100); // its slot has not freed for longer than the wait of a delivery claimed ahead
+  await s.sendMany([5, 6, 7, 8]);
+  assert.equal((await s.store.database.get(leased))!.n, 1, 'only the attempt in flight holds a lease');
+  hang!();
+  await waitFor(() => s.recorded.length === 8, 10_000);
+  assert.deepEqual(
+    arrivals(s.rx.requests),
+    [1, 2, 3, 4, 5, 6, 7, 8].map((i) => `evt_${i}`),
+  );
+});
+
+test('a pause reaches deliveries leased at ingest and waiting for a slot; resume sends them at once; a manual retry takes one that waits', async (t) => {
+  const s = await inspectionServer(t, { webhooks: { per_endpoint_concurrency: 1 } });
+  const r = await scriptedReceiver(t, async () => {
+    await sleep(30);
+    return 200;
+  });
+  const installed = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
+  assert.equal(installed.status, 201);
+  const inst = installed.body.installation.id as string;
+  const db = s.services.store.database;
+  const events = (n: number) => Array.from({ length: n }, () => samplePayload('site_view'));
+  for (let i = 0; i < 3; i++) assert.equal((await s.api('POST', '/api/v1/events', events(1))).status, 202);
+  await waitFor(() => r.requests.length === 3);
+  await sleep(50); // the third one's record
+
+  const batch = await s.api('POST', '/api/v1/events', events(20));
+  assert.equal(batch.status, 202, JSON.stringify(batch.body));
+  const waiting = (await db.get(leased))!.n;
+  assert.ok(waiting > 2, `leased at ingest beyond the one slot: ${waiting}`);
+  const paused = await s.cli(['installations', 'pause', inst]);
+  assert.equal(paused.code, 0, paused.stderr);
+  const atPause = r.requests.length;
+  await sleep(500);
+  // What was in flight at the pause ends; nothing that waited for a slot goes out.
+  assert.ok(r.requests.length <= atPause + 1, `sent after the pause: ${r.requests.length - atPause}`);
+  const held = await s.cliJson<{ deliveries: unknown[] }>(['deliveries', 'list', '--status', 'held']);
+  assert.equal(held.deliveries.length, 3 + 20 - r.requests.length, 'the rest are held');
+  assert.equal((await db.get(leased))!.n, 0, 'their leases given back');
+
+  const resumed = await s.cli(['installations', 'resume', inst]);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  // Due at once, not when a lease of theirs runs out (40 s).
+  await waitFor(() => r.requests.length === 23, 10_000);
+
+  // A manual retry of a delivery waiting for its slot is not refused as busy.
+  const more = await s.api('POST', '/api/v1/events', events(20));
+  assert.equal(more.status, 202);
+  const last = more.body.results.at(-1).deliveries[0].id as string;
+  const retried = await s.cli(['deliveries', 'retry', last]);
+  assert.equal(retried.code, 0, `${retried.stdout}${retried.stderr}`);
+  await waitFor(() => r.requests.length >= 43, 10_000);
+  await sleep(200);
+  const sentLast = r.requests.filter((q) => JSON.parse(q.body).eventId === last).length;
+  assert.equal(sentLast, 1, 'the manual attempt is its only one: it left the queue it waited in');
+});
+
+test('a new URL reaches deliveries leased at ingest and waiting for a slot: they go to the new one', async (t) => {
+  const s = await inspectionServer(t, { webhooks: { per_endpoint_concurrency: 1 } });
+  const slow = async () => {
+    await sleep(30);
+    return 200;
+  };
+  const before = await scriptedReceiver(t, slow);
+  const after = await scriptedReceiver(t, slow);
+  const installed = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: before.url, event_types: 'site_view' } });
+  assert.equal(installed.status, 201);
+  const inst = installed.body.installation.id as string;
+  for (let i = 0; i < 3; i++) assert.equal((await s.api('POST', '/api/v1/events', [samplePayload('site_view')])).status, 202);
+  await waitFor(() => before.requests.length === 3);
+  await sleep(50);
+
+  const batch = await s.api('POST', '/api/v1/events', Array.from({ length: 20 }, () => samplePayload('site_view')));
+  assert.equal(batch.status, 202);
+  assert.ok((await s.services.store.database.get(leased))!.n > 2, 'leased at ingest beyond the one slot');
+  const patched = await s.api('PATCH', `/api/v1/installations/${inst}`, { configuration: { webhook_url: after.url } });
+  assert.equal(patched.status, 200, JSON.stringify(patched.body));
+  const atChange = before.requests.length;
+  await waitFor(() => before.requests.length + after.requests.length === 23, 10_000);
+  assert.ok(before.requests.length <= atChange + 1, `sent to the old URL after the change: ${before.requests.length - atChange}`);
+  assert.ok(after.requests.length >= 20 - (atChange - 3) - 1, `the rest went to the new URL: ${after.requests.length}`);
+});
