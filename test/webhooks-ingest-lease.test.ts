@@ -169,14 +169,21 @@ test('a new URL reaches deliveries leased at ingest and waiting for a slot: they
   };
   const before = await scriptedReceiver(t, slow);
   const after = await scriptedReceiver(t, slow);
-  const installed = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: before.url, event_types: 'site_view' } });
+  const installed = await s.api('POST', '/api/v1/installations', {
+    integration: 'webhook',
+    configuration: { webhook_url: before.url, event_types: 'site_view' },
+  });
   assert.equal(installed.status, 201);
   const inst = installed.body.installation.id as string;
   for (let i = 0; i < 3; i++) assert.equal((await s.api('POST', '/api/v1/events', [samplePayload('site_view')])).status, 202);
   await waitFor(() => before.requests.length === 3);
   await sleep(50);
 
-  const batch = await s.api('POST', '/api/v1/events', Array.from({ length: 20 }, () => samplePayload('site_view')));
+  const batch = await s.api(
+    'POST',
+    '/api/v1/events',
+    Array.from({ length: 20 }, () => samplePayload('site_view')),
+  );
   assert.equal(batch.status, 202);
   assert.ok((await s.services.store.database.get(leased))!.n > 2, 'leased at ingest beyond the one slot');
   const patched = await s.api('PATCH', `/api/v1/installations/${inst}`, { configuration: { webhook_url: after.url } });
