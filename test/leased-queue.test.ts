@@ -137,10 +137,10 @@ test('give-back by owner only: a lease that ran out and was taken since stays wi
   const [a, b] = (await queue.claimDue(db, { now: T, limit: 10, owner: 'old.1', until: T + 100 })).map((r) => r.seq);
   // old.1's lease on b runs out and new.1 takes it.
   assert.equal((await queue.claim(db, [b], { now: T + 100, owner: 'new.1', until: T + 200 })).length, 1);
-  assert.equal(await queue.giveBack(db, [a, b], 'old.1', T + 150), 1, "a alone was still old.1's");
+  assert.equal((await queue.giveBack(db, [a, b], 'old.1', T + 150)).length, 1, "a alone was still old.1's");
   assert.deepEqual(await db.get(row, ['a']), { lease_owner: null, lease_until: null, next_at: T, updated_at: T + 150 });
   assert.equal((await db.get(row, ['b']))?.lease_owner, 'new.1');
-  assert.equal(await queue.giveBack(db, [], 'old.1', T + 150), 0);
+  assert.equal((await queue.giveBack(db, [], 'old.1', T + 150)).length, 0);
   assert.deepEqual(ids(await queue.claimDue(db, { now: T + 150, limit: 10, owner: 'x.1', until: T + 300 })), ['a'], 'given back: due again at once');
 });
 

@@ -75,8 +75,12 @@ export interface LeasedQueue<R> {
   claim(q: Queries, seqs: readonly number[], o: { now: number; owner: string; until: number }): Promise<R[]>;
   /** Take one row by its public id, whatever its schedule, unless another holds a live lease. */
   claimById(q: Queries, id: string, o: { now: number; owner: string; until: number }): Promise<R | undefined>;
-  /** Give back leases never used: due again at once for anyone. Only `owner`'s: a lease that ran out and was taken since stays. */
-  giveBack(q: Queries, seqs: readonly number[], owner: string, now: number): Promise<number>;
+  /**
+   * Give back leases never used: due again at once for anyone. Only `owner`'s: a lease that ran out
+   * and was taken since stays. Returns the rows given back, with their `group` value as stored now
+   * (a row may have moved to another group while it was leased).
+   */
+  giveBack(q: Queries, seqs: readonly number[], owner: string, now: number): Promise<Array<{ seq: number; group?: string }>>;
   /**
    * Release every lease whose owner starts with `ownerPrefix` ('' for all: at start, before any
    * consumer of the store runs), returning the rows released; with `dueNow`, those still queued are
@@ -111,6 +115,10 @@ export function leasedQueue<R extends Record<string, unknown>>(t: QueueTable): L
          ORDER BY ${nextAt}, ${seq} LIMIT @limit${skipLocked(e)})
        RETURNING ${t.returning}, ${nextAt} AS "__next", ${seq} AS "__seq"`,
     );
+  const giveBackSql = (e: 'sqlite' | 'postgres') =>
+    `UPDATE ${table} SET ${leaseUntil} = NULL, ${leaseOwner} = NULL${touch}
+     WHERE ${seq} IN (${seqsOf[e]('@seqs')}) AND ${leaseOwner} = @owner
+     RETURNING ${seq} AS seq${t.group ? `, ${t.group} AS "group"` : ''}`;
   const s = {
     claimDue: dueStatement(false),
     claimDueIn: t.group ? dueStatement(true) : undefined,
@@ -126,10 +134,10 @@ export function leasedQueue<R extends Record<string, unknown>>(t: QueueTable): L
            RETURNING ${t.returning}`,
         )
       : undefined,
-    giveBack: perEngine(
-      (e) => `UPDATE ${table} SET ${leaseUntil} = NULL, ${leaseOwner} = NULL${touch}
-       WHERE ${seq} IN (${seqsOf[e]('@seqs')}) AND ${leaseOwner} = @owner`,
-    ),
+    giveBack: statement<{ seq: number; group?: string }>({
+      sqlite: giveBackSql('sqlite'),
+      postgres: giveBackSql('postgres'),
+    }),
     release: statement<R>(
       `UPDATE ${table} SET ${leaseUntil} = NULL, ${leaseOwner} = NULL${touch}
        WHERE ${leaseUntil} IS NOT NULL AND substr(${leaseOwner}, 1, length(@owner)) = @owner
@@ -180,8 +188,9 @@ export function leasedQueue<R extends Record<string, unknown>>(t: QueueTable): L
       return q.get(s.claimById, { id, now: o.now, owner: o.owner, until: o.until });
     },
     async giveBack(q, seqs, owner, now) {
-      if (!seqs.length) return 0;
-      return (await q.run(s.giveBack, t.updatedAt ? { seqs: JSON.stringify(seqs), owner, now } : { seqs: JSON.stringify(seqs), owner })).changes;
+      if (!seqs.length) return [];
+      const rows = await q.all(s.giveBack, t.updatedAt ? { seqs: JSON.stringify(seqs), owner, now } : { seqs: JSON.stringify(seqs), owner });
+      return rows.map((r) => ({ ...r, seq: Number(r.seq) }));
     },
     releaseOwnedBy(q, ownerPrefix, now, opts = {}) {
       const params = opts.dueNow || t.updatedAt ? { owner: ownerPrefix, now } : { owner: ownerPrefix };

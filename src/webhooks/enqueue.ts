@@ -40,6 +40,7 @@ export function createEnqueue(deps: EnqueueDeps): EnqueueEvents {
     if (!installations.length) return events.map(() => []);
     await secrets.ensureSecrets(tx, installations);
     const inputs: Array<EnqueueInput & { origin: string; lease?: Reservation }> = [];
+    const storedDue = new Set<string>();
     let claimed;
     try {
       for (const { event, subscriptions } of events)
@@ -48,7 +49,9 @@ export function createEnqueue(deps: EnqueueDeps): EnqueueEvents {
           const origin = originOf(url);
           const id = newDeliveryId(now);
           const body = deliveryBody(event, s.installationId, id);
-          const lease = opts.startAtCommit !== false ? sender.reserve(origin, body.length) : undefined;
+          // Once one of an origin's deliveries is stored due, the later ones of the batch are too (in event order).
+          const lease = opts.startAtCommit !== false && !storedDue.has(origin) ? sender.reserve(origin, body.length) : undefined;
+          if (!lease) storedDue.add(origin);
           inputs.push({ id, eventId: event.eventId, eventType: event.type, installationId: s.installationId, url, origin, body, now, lease });
         }
       claimed = await queue.enqueueMany(tx, inputs);

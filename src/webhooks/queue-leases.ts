@@ -30,8 +30,10 @@ export const leases = {
     return (await deliveryLeases.claim(q, seqs, { now, owner, until })).map((r) => claimedOf(r)!);
   },
 
-  /** Give back leases never used (deliveries claimed ahead, not sent): due again at once for any sender. */
-  giveBack: (q: Queries, seqs: number[], owner: string, now: number): Promise<number> => deliveryLeases.giveBack(q, seqs, owner, now),
+  /** Give back leases never used (deliveries claimed ahead, not sent): due again at once for any sender. Returns their origins as stored now. */
+  async giveBack(q: Queries, seqs: number[], owner: string, now: number): Promise<string[]> {
+    return (await deliveryLeases.giveBack(q, seqs, owner, now)).map((r) => r.group!);
+  },
 
   /** Take the lease of any delivery by id (manual attempt), whatever its schedule. */
   async claimById(q: Queries, id: string, owner: string, now: number, until: number): Promise<Claimed | undefined> {

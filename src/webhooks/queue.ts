@@ -160,17 +160,19 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
     /**
      * Give back leases never used (deliveries claimed ahead, not sent): due again at once for any
      * sender, this process's own too: the hint says so (a claim that found only these, leased, may
-     * have dropped their origin's; with no other process to refresh it, nothing would claim them).
+     * have dropped their origin's; with no other process to refresh it, nothing would claim them),
+     * for the origin each is stored under now (a new URL may have moved it while it waited).
+     * Returns how many were given back.
      */
     async giveBack(q: Queries, rows: ReadonlyArray<{ seq: number; origin: string }>, owner: string, now: number): Promise<number> {
-      const given = await leases.giveBack(
+      const origins = await leases.giveBack(
         q,
         rows.map((r) => r.seq),
         owner,
         now,
       );
-      for (const r of rows) noteDue(r.origin, now);
-      return given;
+      for (const o of new Set([...origins, ...rows.map((r) => r.origin)])) noteDue(o, now);
+      return origins.length;
     },
     ...createHeldDeliveries(noteDue),
     ...createOutcomes({ noteDue }),

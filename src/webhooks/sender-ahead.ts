@@ -8,12 +8,12 @@
  *   hanging attempts) is given back to the queue for the senders beside this one;
  * - leased at their ingest, beyond the origin's free slots (reserveAtIngest), as many as its slots
  *   send in INGEST_AHEAD_MS at the pace they keep (ingestAhead), at most MAX_INGEST_AHEAD and
- *   MAX_INGEST_AHEAD_BYTES of bodies in all, and only while no delivery of the origin is due in
+ *   MAX_INGEST_AHEAD_CHARS of bodies in all, and only while no delivery of the origin is due in
  *   the store (they would overtake it): each is then written once, leased, and never claimed by a
  *   second UPDATE (on PostgreSQL that claim was about 40 % of the store's time per delivery:
  *   docs/benchmarks.md). One waits while its origin's exchanges keep starting and ending, at most
  *   MAX_INGEST_WAIT_MS; when they stall (hang) it is given back like a claimed one.
- *   Its lease (aheadLeaseMs) outlasts that wait many times over, so it is never renewed: a process
+ *   Its lease (ingestLeaseMs) outlasts that wait many times over, so it is never renewed: a process
  *   that dies holding some gives them back through the supervisor at once, a node that dies
  *   holds them for one lease, as it holds its attempts in flight.
  */
@@ -36,14 +36,16 @@ export interface AheadQueue {
   /** Deliveries waiting here for `origin`, or about to (reserved at an ingest not committed yet). */
   waitingFor(origin: string): number;
   /**
-   * Room for a delivery of `origin` (its body `bytes` long) to be leased at its ingest and wait
+   * Room for a delivery of `origin` (its body `chars` characters long) to be leased at its ingest and wait
    * here: taken when there is (true). Each reservation ends in endReservation().
    */
-  reserveAtIngest(origin: string, bytes: number, now: number): boolean;
+  reserveAtIngest(origin: string, chars: number, now: number): boolean;
   /** An ingest's reservation ends: its delivery joins the queue (`a`, once committed), or not (rolled back, stored held). */
-  endReservation(origin: string, bytes: number, a?: Ahead): void;
-  /** A delivery waiting here leaves the queue (a manual attempt takes it): its lease is the caller's to give back. */
-  take(id: string): Claimed | undefined;
+  endReservation(origin: string, chars: number, a?: Ahead): void;
+  /** A delivery waiting here leaves the queue (a manual attempt takes it): its lease is the caller's to give back, or it is put back (add, at the head). */
+  take(id: string): Ahead | undefined;
+  /** Deliveries join their origins' lines, at the end (or at the head, in their order: put back). */
+  add(claimed: Ahead[], atHead?: boolean): void;
   /** Whether a claim may find something (the queue's hints say an origin with room has due work). */
   worthClaiming(now: number): boolean;
   /**
@@ -52,8 +54,6 @@ export interface AheadQueue {
    * them to add() once it commits.
    */
   claimDue(tx: Queries, now: number): Promise<Ahead[]>;
-  /** Deliveries claimed (and committed) join the queue. */
-  add(claimed: Ahead[]): void;
   /** Start what waits for `origin` while it has free slots (and the sender has room in all). */
   drainOrigin(origin: string): void;
   drainAll(): void;
@@ -88,15 +88,27 @@ const MAX_AHEAD_PER_SLOT = 3;
 
 /** Deliveries leased at ingest for an origin: as many as its slots send in this long, at their pace. */
 export const INGEST_AHEAD_MS = 1_000;
-/** At most this many deliveries, and bytes of their bodies, wait in one process leased at ingest. */
+/** At most this many deliveries, and characters of their bodies (16 Mi: about 16 MiB of JSON), wait in one process leased at ingest. */
 export const MAX_INGEST_AHEAD = 2_000;
-export const MAX_INGEST_AHEAD_BYTES = 16 * 1024 * 1024;
+export const MAX_INGEST_AHEAD_CHARS = 16 * 1024 * 1024;
 /** An origin's pace (how long its exchanges hold a slot) is forgotten this long after its last exchange. */
 const PACE_MEMORY_MS = 60_000;
-/** Until an origin's pace is known, its exchanges are taken to hold a slot this long (an endpoint slower than that gets its line given back: giveBackStale). */
-export const ASSUMED_HOLD_MS = 10;
-/** A delivery leased at ingest waits for a slot at most this long, then goes back to the store (its lease is aheadLeaseMs, 40 s by default). */
+/** Until an origin's pace is known, its exchanges are taken to hold a slot this long (a line longer than a slower endpoint takes is given back at MAX_INGEST_WAIT_MS). */
+export const ASSUMED_HOLD_MS = 20;
+/** Looks (one every AHEAD_WAIT_MS while something waits) that find an origin's exchanges neither starting nor ending before they count as stalled, at least. */
+const STALL_LOOKS = 5;
+/** A delivery leased at ingest waits for a slot at most this long, then goes back to the store (its lease is ingestLeaseMs, 40 s by default). */
 export const MAX_INGEST_WAIT_MS = 2 * INGEST_AHEAD_MS;
+
+/**
+ * The lease of a delivery leased at its ingest: a whole lease for its attempt (leaseMs) after its
+ * wait for a slot, which is bounded by MAX_INGEST_WAIT_MS (taken twice over), or the attempt
+ * time-out if that is longer (as a claimed one's, aheadLeaseMs). drainOrigin leaves one whose
+ * lease could end during its attempt.
+ */
+export function ingestLeaseMs(cfg: WebhooksConfig): number {
+  return leaseMs(cfg) + Math.max(cfg.timeout, 2 * MAX_INGEST_WAIT_MS);
+}
 
 /**
  * How many deliveries may wait here, leased at ingest, for an origin with `limit` slots whose
@@ -126,31 +138,55 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
   const { queue, database, clock, owner, slots } = deps;
   /** Per origin, oldest first. */
   const ahead = new Map<string, Ahead[]>();
-  /** Waiting here in all, and of those the ones leased at ingest (with their bodies' bytes). */
+  /** Waiting here in all, and of those the ones leased at ingest (with their bodies' characters). */
   let aheadCount = 0;
   let ingestCount = 0;
-  let ingestBytes = 0;
-  /** Reserved at ingests not committed yet: per origin, in all, and their bodies' bytes. */
+  let ingestChars = 0;
+  /** Reserved at ingests not committed yet: per origin, in all, and their bodies' characters. */
   const reserved = new Map<string, number>();
   let reservedCount = 0;
-  let reservedBytes = 0;
+  let reservedChars = 0;
   let staleTimer: NodeJS.Timeout | undefined;
 
   const waitingFor = (origin: string): number => (ahead.get(origin)?.length ?? 0) + (reserved.get(origin) ?? 0);
 
   /**
-   * Whether the origin's exchanges have stalled: none started or ended for twice as long as one
-   * usually takes (AHEAD_WAIT_MS at least) while some are in flight. Nothing is leased at ingest
-   * for it then, and what waits for it goes back to the store.
+   * Per origin whose line is watched, its slots' activity (sender-slots.ts) at the last look
+   * (giveBackStale, every AHEAD_WAIT_MS while something waits) and how many looks in a row found
+   * it unchanged with exchanges in flight. Counted in looks, not time: between two looks the event
+   * loop has read what arrived, so a loop held up (a long collection, a loaded machine) is never
+   * taken for an endpoint that stopped answering.
    */
-  const stalled = (origin: string, now: number): boolean => slots.stalled(origin, now, Math.max(AHEAD_WAIT_MS, 2 * (slots.holdMs(origin) ?? ASSUMED_HOLD_MS)));
+  const watch = new Map<string, { activity: number; idleLooks: number }>();
+
+  /**
+   * Whether the origin's exchanges have stalled: some in flight, and none started or ended over
+   * STALL_LOOKS looks, or as many as four exchanges at its usual pace take, if more. Nothing is
+   * leased at ingest for it then, and what waits for it goes back to the store.
+   */
+  function stalled(origin: string): boolean {
+    const w = watch.get(origin);
+    if (!w || slots.taken(origin) === 0 || w.activity !== slots.activity(origin)) return false;
+    return w.idleLooks >= Math.max(STALL_LOOKS, Math.ceil((4 * (slots.holdMs(origin) ?? ASSUMED_HOLD_MS)) / AHEAD_WAIT_MS));
+  }
+
+  /** A look at the watched origins' activity (those with a line, and those found stalled). */
+  function look(): void {
+    for (const origin of new Set([...ahead.keys(), ...watch.keys()])) {
+      const activity = slots.activity(origin);
+      const w = watch.get(origin);
+      if (w && w.activity === activity && slots.taken(origin) > 0) w.idleLooks++;
+      else if (ahead.has(origin)) watch.set(origin, { activity, idleLooks: 0 });
+      else watch.delete(origin); // moving again, and nothing waits for it
+    }
+  }
 
   /** One leaves the queue (`a`, no longer in its origin's list). */
   function left(a: Ahead): void {
     aheadCount--;
     if (a.atIngest) {
       ingestCount--;
-      ingestBytes -= a.c.body.length;
+      ingestChars -= a.c.body.length;
     }
   }
 
@@ -181,7 +217,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       aheadCount++;
       if (a.atIngest) {
         ingestCount++;
-        ingestBytes += a.c.body.length;
+        ingestChars += a.c.body.length;
       }
     }
     armStale();
@@ -212,6 +248,8 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
   /** Deliveries taken out of the queue go back to the store, due at once; if that fails, they wait here for the next try. */
   async function giveBack(out: Ahead[], now: number): Promise<void> {
     if (!out.length) return;
+    // Out of the line already: an ingest meanwhile must not take a slot or a place before them.
+    for (const origin of new Set(out.map((a) => a.c.origin))) queue.noteDue(origin, now);
     let given: unknown;
     try {
       given = await database.transactionUnlessBusy((tx) =>
@@ -246,12 +284,13 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     staleTimer = undefined;
     const now = clock();
     slots.forgetFreedBefore(now, PACE_MEMORY_MS);
+    look();
     const stuck = new Set<string>();
     for (const [origin, [first]] of ahead) {
       const waited = now - first.since;
       if (!first.atIngest) {
         if (waited >= AHEAD_WAIT_MS) stuck.add(origin);
-      } else if (waited >= MAX_INGEST_WAIT_MS || (waited >= AHEAD_WAIT_MS && stalled(origin, now))) stuck.add(origin);
+      } else if (waited >= MAX_INGEST_WAIT_MS || stalled(origin)) stuck.add(origin);
     }
     if (stuck.size)
       await giveBack(
@@ -284,7 +323,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
         queue.noteDue(origin, a.until);
         continue;
       }
-      slots.acquire(origin, now);
+      slots.acquire(origin);
       deps.start(a.c);
     }
     if (!list.length && ahead.get(origin) === list) ahead.delete(origin);
@@ -294,25 +333,25 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
   return {
     count: () => aheadCount - ingestCount,
     waitingFor,
-    reserveAtIngest(origin, bytes, now) {
-      if (deps.stopped() || ingestCount + reservedCount >= MAX_INGEST_AHEAD || ingestBytes + reservedBytes + bytes > MAX_INGEST_AHEAD_BYTES) return false;
-      if (stalled(origin, now)) return false;
+    reserveAtIngest(origin, chars, now) {
+      if (deps.stopped() || ingestCount + reservedCount >= MAX_INGEST_AHEAD || ingestChars + reservedChars + chars > MAX_INGEST_AHEAD_CHARS) return false;
+      if (stalled(origin)) return false;
       const limit = slots.limitOf(origin, deps.config());
       if (waitingFor(origin) >= ingestAhead(limit, slots.holdMs(origin))) return false;
       reserved.set(origin, (reserved.get(origin) ?? 0) + 1);
       reservedCount++;
-      reservedBytes += bytes;
+      reservedChars += chars;
       return true;
     },
-    endReservation(origin, bytes, a) {
+    endReservation(origin, chars, a) {
       const n = (reserved.get(origin) ?? 1) - 1;
       if (n <= 0) reserved.delete(origin);
       else reserved.set(origin, n);
       reservedCount--;
-      reservedBytes -= bytes;
+      reservedChars -= chars;
       if (a) add([{ ...a, atIngest: true }]);
     },
-    take: (id) => takeWhere((a) => a.c.id === id)[0]?.c,
+    take: (id) => takeWhere((a) => a.c.id === id)[0],
     worthClaiming(now) {
       const { room, perOriginRoom } = roomAt(now);
       return room > 0 && queue.mayHaveDue(now, perOriginRoom);
@@ -330,9 +369,10 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     },
     takeAll() {
       if (staleTimer) clearTimeout(staleTimer);
+      watch.clear();
       const waiting = [...ahead.values()].flat().map((a) => a.c);
       ahead.clear();
-      aheadCount = ingestCount = ingestBytes = 0;
+      aheadCount = ingestCount = ingestChars = 0;
       return waiting;
     },
   };

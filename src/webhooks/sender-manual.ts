@@ -22,7 +22,7 @@ export interface ManualDeps {
   /** The installation's current URL (a fixed URL takes effect on retry). */
   currentUrl?: (d: { eventType: string; installationId: string }) => string | undefined;
   slots: Slots;
-  ahead: Pick<AheadQueue, 'take'>;
+  ahead: Pick<AheadQueue, 'take' | 'add'>;
   attempts: Pick<Attempts, 'start'>;
 }
 
@@ -30,9 +30,14 @@ export function manualAttempts(deps: ManualDeps): AttemptNow {
   const { queue, database, clock, owner, slots, attempts } = deps;
   return async (id) => {
     const now = clock();
-    // Waiting here for a slot: its lease is this sender's; given back, then taken as any other.
+    // Waiting here for a slot: its lease is this sender's; given back, then taken as any other (put
+    // back in its line if that fails, so it is not left leased with nothing to send it).
     const waiting = deps.ahead.take(id);
-    if (waiting) await queue.giveBack(database, [waiting], owner, now);
+    if (waiting)
+      await queue.giveBack(database, [waiting.c], owner, now).catch((e: unknown) => {
+        deps.ahead.add([waiting], true);
+        throw e;
+      });
     const claimed = await queue.claimById(database, id, owner, now, now + leaseMs(deps.config()));
     if (!claimed) return 'busy';
     const current = deps.currentUrl?.(claimed);
@@ -40,7 +45,7 @@ export function manualAttempts(deps: ManualDeps): AttemptNow {
       await queue.setUrl(database, claimed.seq, current);
       claimed.url = current;
     }
-    slots.acquire(claimed.origin, now);
+    slots.acquire(claimed.origin);
     const record = await attempts.start(claimed, true);
     if (!record) throw new Error('the attempt could not be recorded (is the server shutting down?)');
     return record;

@@ -13,8 +13,7 @@ export interface Slots {
   taken(origin: string): number;
   /** This sender's slots for an origin: its share of the per-endpoint limit. */
   limitOf(origin: string, cfg: WebhooksConfig): number;
-  /** An exchange with `origin` starts at `now`. */
-  acquire(origin: string, now: number): void;
+  acquire(origin: string): void;
   release(origin: string): void;
   /** An exchange with `origin` ended at `now` (its slot was released) after holding its slot `heldMs`. */
   freed(origin: string, now: number, heldMs: number): void;
@@ -22,11 +21,8 @@ export interface Slots {
   holdMs(origin: string): number | undefined;
   /** Whether a slot of `origin` freed less than `windowMs` before `now`. */
   freedWithin(origin: string, now: number, windowMs: number): boolean;
-  /**
-   * Whether `origin`'s exchanges have stalled: some are in flight, and none has started or ended
-   * for `windowMs` (they take far longer than usual, or hang).
-   */
-  stalled(origin: string, now: number, windowMs: number): boolean;
+  /** A number that changes whenever an exchange with `origin` starts or ends: unchanged while they stall. */
+  activity(origin: string): number;
   /** Forgets the origins whose slots last freed `windowMs` or more before `now`. */
   forgetFreedBefore(now: number, windowMs: number): void;
 }
@@ -42,23 +38,32 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
   const lastFreed = new Map<string, number>();
   /** Per origin, the moving average of how long an exchange held its slot. */
   const hold = new Map<string, number>();
-  /** When an exchange with each origin last started. */
-  const lastStarted = new Map<string, number>();
+  /**
+   * Per origin with exchanges in flight, the number of the latest start or end among all origins'
+   * (one count for all, so an origin's number never comes back after its entry went with its last exchange).
+   */
+  const activity = new Map<string, number>();
+  let changes = 0;
   const within = (at: number | undefined, now: number, windowMs: number) => at !== undefined && now >= at && now - at < windowMs;
   return {
     inFlight: () => inflight,
     taken: (origin) => perOrigin.get(origin) ?? 0,
     limitOf: (origin, cfg) => (slotsFor ? slotsFor(origin, cfg.per_endpoint_concurrency) : cfg.per_endpoint_concurrency),
-    acquire(origin, now) {
-      lastStarted.set(origin, now);
+    acquire(origin) {
+      activity.set(origin, ++changes);
       inflight++;
       perOrigin.set(origin, (perOrigin.get(origin) ?? 0) + 1);
     },
     release(origin) {
       inflight--;
       const n = (perOrigin.get(origin) ?? 1) - 1;
-      if (n <= 0) perOrigin.delete(origin);
-      else perOrigin.set(origin, n);
+      if (n <= 0) {
+        perOrigin.delete(origin);
+        activity.delete(origin);
+      } else {
+        perOrigin.set(origin, n);
+        activity.set(origin, ++changes);
+      }
     },
     freed(origin, now, heldMs) {
       const average = hold.get(origin);
@@ -66,17 +71,15 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
       lastFreed.set(origin, now);
     },
     holdMs: (origin) => hold.get(origin),
-    // A clock that stepped back since is not taken for a recent free or start (nor kept forever: below).
+    // A clock that stepped back since is not taken for a recent free (nor kept forever: below).
     freedWithin: (origin, now, windowMs) => within(lastFreed.get(origin), now, windowMs),
-    stalled: (origin, now, windowMs) =>
-      (perOrigin.get(origin) ?? 0) > 0 && !within(lastFreed.get(origin), now, windowMs) && !within(lastStarted.get(origin), now, windowMs),
+    activity: (origin) => activity.get(origin) ?? 0,
     forgetFreedBefore(now, windowMs) {
       for (const [origin, at] of lastFreed)
         if (now - at >= windowMs || now < at) {
           lastFreed.delete(origin);
           hold.delete(origin);
         }
-      for (const [origin, at] of lastStarted) if (now - at >= windowMs || now < at) lastStarted.delete(origin);
     },
   };
 }

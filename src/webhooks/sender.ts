@@ -35,9 +35,9 @@ import type { Database } from '../store/contract.ts';
 import type { AttemptRecord, Claimed, Queue } from './queue.ts';
 import type { WebhookSecrets } from './secrets.ts';
 import { leaseOwner } from '../store/lease-owner.ts';
-import { aheadLeaseMs, leaseMs, type WebhooksConfig } from './sender-leases.ts';
+import { leaseMs, type WebhooksConfig } from './sender-leases.ts';
 import { createSlots } from './sender-slots.ts';
-import { createAheadQueue } from './sender-ahead.ts';
+import { createAheadQueue, ingestLeaseMs } from './sender-ahead.ts';
 import { createSchedule } from './sender-schedule.ts';
 import { createRecordTurn, type RecordedAttempt } from './sender-record.ts';
 import { createAttempts, type Attempts } from './sender-attempts.ts';
@@ -80,7 +80,7 @@ export interface Reservation {
   owner: string;
   until: number;
   origin: string;
-  bytes: number;
+  chars: number;
   waits: boolean;
 }
 
@@ -88,13 +88,13 @@ export interface Sender {
   /** Look for due work now (after an enqueue, a resume, a replay). */
   wake(): void;
   /**
-   * Take a lease for a delivery about to be enqueued (its body `bytes` long), so it is stored
+   * Take a lease for a delivery about to be enqueued (its body `chars` characters long), so it is stored
    * already leased and sent once its transaction commits, with no claim of its own: a free slot of
    * its origin, or else room to wait in this sender's claim-ahead queue (only while nothing of the
    * origin is due in the store: see sender-ahead.ts). Undefined when neither: then it is enqueued
    * as due and claimed by the scheduler. Each reservation ends in startReserved() or cancelReserved().
    */
-  reserve(origin: string, bytes: number): Reservation | undefined;
+  reserve(origin: string, chars: number): Reservation | undefined;
   /** After the commit: the first attempt of a delivery enqueued with a reservation starts, or waits for its slot. */
   startReserved(c: Claimed, r: Reservation): void;
   /** The enqueue was rolled back (or stored the delivery held): the reservation is given back. */
@@ -150,17 +150,20 @@ export function createSender(deps: SenderDeps): Sender {
 
   return {
     wake: schedule.pump,
-    reserve(origin, bytes) {
+    reserve(origin, chars) {
       if (stopped) return undefined;
       const cfg = deps.config();
       const now = clock();
+      // Not before older deliveries of the origin: those due in the store (as this process's hints
+      // know them) are claimed first, and it is stored due behind them.
+      if (queue.dueBy(origin, now)) return undefined;
       // A free slot, unless older deliveries of the origin wait here: they go first.
       if (slots.inFlight() < cfg.concurrency && slots.taken(origin) < slots.limitOf(origin, cfg) && ahead.waitingFor(origin) === 0) {
-        slots.acquire(origin, now);
-        return { owner, until: now + leaseMs(cfg), origin, bytes, waits: false };
+        slots.acquire(origin);
+        return { owner, until: now + leaseMs(cfg), origin, chars, waits: false };
       }
-      // Room to wait here, unless some of the origin's deliveries are due in the store (it would overtake them).
-      if (!queue.dueBy(origin, now) && ahead.reserveAtIngest(origin, bytes, now)) return { owner, until: now + aheadLeaseMs(cfg), origin, bytes, waits: true };
+      // Room to wait here for a slot.
+      if (ahead.reserveAtIngest(origin, chars, now)) return { owner, until: now + ingestLeaseMs(cfg), origin, chars, waits: true };
       return undefined;
     },
     startReserved(c, r) {
@@ -169,11 +172,11 @@ export function createSender(deps: SenderDeps): Sender {
         attempts.start(c, false);
         return;
       }
-      ahead.endReservation(r.origin, r.bytes, stopped ? undefined : { c, until: r.until, since: clock() });
+      ahead.endReservation(r.origin, r.chars, stopped ? undefined : { c, until: r.until, since: clock() });
       ahead.drainOrigin(r.origin);
     },
     cancelReserved(r) {
-      if (r.waits) ahead.endReservation(r.origin, r.bytes);
+      if (r.waits) ahead.endReservation(r.origin, r.chars);
       else slots.release(r.origin);
     },
     attemptNow: manualAttempts({ queue, database, config, clock, owner, currentUrl: deps.currentUrl, slots, ahead, attempts }),
