@@ -12,7 +12,8 @@
  *   the store (they would overtake it): each is then written once, leased, and never claimed by a
  *   second UPDATE (on PostgreSQL that claim was about 40 % of the store's time per delivery:
  *   docs/benchmarks.md). One waits while its origin's exchanges keep starting and ending, at most
- *   MAX_INGEST_WAIT_MS; when they stall (hang) it is given back like a claimed one.
+ *   MAX_INGEST_WAIT_MS (then the other processes' slots may take it); when they stall (hang) it is
+ *   given back like a claimed one.
  *   Its lease (ingestLeaseMs) outlasts that wait many times over, so it is never renewed: a process
  *   that dies holding some gives them back through the supervisor at once, a node that dies
  *   holds them for one lease, as it holds its attempts in flight.
@@ -86,25 +87,30 @@ export interface AheadDeps {
 /** At most this many slots' worth wait here for a fast origin's slots. */
 const MAX_AHEAD_PER_SLOT = 3;
 
-/** Deliveries leased at ingest for an origin: as many as its slots send in this long, at their pace. */
-export const INGEST_AHEAD_MS = 1_000;
-/** At most this many deliveries, and characters of their bodies (16 Mi: about 16 MiB of JSON), wait in one process leased at ingest. */
-export const MAX_INGEST_AHEAD = 2_000;
-export const MAX_INGEST_AHEAD_CHARS = 16 * 1024 * 1024;
+/** At most this many deliveries, and characters of their bodies (64 Mi: about 64 MiB of JSON), wait in one process leased at ingest. */
+export const MAX_INGEST_AHEAD = 10_000;
+export const MAX_INGEST_AHEAD_CHARS = 64 * 1024 * 1024;
 /** An origin's pace (how long its exchanges hold a slot) is forgotten this long after its last exchange. */
 const PACE_MEMORY_MS = 60_000;
-/** Until an origin's pace is known, its exchanges are taken to hold a slot this long (a line longer than a slower endpoint takes is given back at MAX_INGEST_WAIT_MS). */
-export const ASSUMED_HOLD_MS = 20;
+/** Until an origin's pace is known, its exchanges are taken to hold a slot this long (a line longer than a slower endpoint sends in time is given back at MAX_INGEST_WAIT_MS). */
+export const ASSUMED_HOLD_MS = 50;
 /** Looks (one every AHEAD_WAIT_MS while something waits) that find an origin's exchanges neither starting nor ending before they count as stalled, at least. */
 const STALL_LOOKS = 5;
-/** A delivery leased at ingest waits for a slot at most this long, then goes back to the store (its lease is ingestLeaseMs, 40 s by default). */
+/**
+ * Deliveries leased at ingest for an origin: as many as this process's slots of it send in this
+ * long at their pace. Longer lines would let more of a burst skip its claim, but a delivery in
+ * one process's line cannot be sent by another process's free slots of the same endpoint: this is
+ * also the most such an imbalance can cost it.
+ */
+export const INGEST_AHEAD_MS = 1_000;
+/** A delivery leased at ingest waits for a slot at most this long, then goes back to the store, for any process's slots. */
 export const MAX_INGEST_WAIT_MS = 2 * INGEST_AHEAD_MS;
 
 /**
  * The lease of a delivery leased at its ingest: a whole lease for its attempt (leaseMs) after its
  * wait for a slot, which is bounded by MAX_INGEST_WAIT_MS (taken twice over), or the attempt
- * time-out if that is longer (as a claimed one's, aheadLeaseMs). drainOrigin leaves one whose
- * lease could end during its attempt.
+ * time-out if longer, as a claimed one's (40 s by default). drainOrigin leaves one whose lease
+ * could end during its attempt.
  */
 export function ingestLeaseMs(cfg: WebhooksConfig): number {
   return leaseMs(cfg) + Math.max(cfg.timeout, 2 * MAX_INGEST_WAIT_MS);
@@ -336,8 +342,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     reserveAtIngest(origin, chars, now) {
       if (deps.stopped() || ingestCount + reservedCount >= MAX_INGEST_AHEAD || ingestChars + reservedChars + chars > MAX_INGEST_AHEAD_CHARS) return false;
       if (stalled(origin)) return false;
-      const limit = slots.limitOf(origin, deps.config());
-      if (waitingFor(origin) >= ingestAhead(limit, slots.holdMs(origin))) return false;
+      if (waitingFor(origin) >= ingestAhead(slots.limitOf(origin, deps.config()), slots.holdMs(origin))) return false;
       reserved.set(origin, (reserved.get(origin) ?? 0) + 1);
       reservedCount++;
       reservedChars += chars;
