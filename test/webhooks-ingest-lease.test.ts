@@ -21,6 +21,23 @@ const isClaim = (sql: string) => sql.startsWith('UPDATE webhook_deliveries SET l
 const leased = statement<{ n: number }>('SELECT COUNT(*) AS n FROM webhook_deliveries WHERE lease_owner IS NOT NULL');
 const arrivals = (requests: Array<{ body: string }>) => requests.map((r) => JSON.parse(r.body).sourceEventId as string);
 
+type Server = Awaited<ReturnType<typeof inspectionServer>>;
+const siteViews = (n: number) => Array.from({ length: n }, () => samplePayload('site_view'));
+
+/** A webhook installation for `types` at `url`, through the API; returns its id. */
+async function install(s: Server, url: string, types = 'site_view'): Promise<string> {
+  const installed = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: url, event_types: types } });
+  assert.equal(installed.status, 201, JSON.stringify(installed.body));
+  return installed.body.installation.id as string;
+}
+
+/** Three single events delivered one by one (the endpoint's pace is learnt), then `settleMs` for the last one's record. */
+async function warm(s: Server, rx: { requests: unknown[] }, settleMs: number): Promise<void> {
+  for (let i = 0; i < 3; i++) assert.equal((await s.api('POST', '/api/v1/events', siteViews(1))).status, 202);
+  await waitFor(() => rx.requests.length === 3);
+  await sleep(settleMs);
+}
+
 test("leased at ingest: as many as the endpoint's slots send in a second at their pace, at most MAX_INGEST_AHEAD; before its pace is known, as if an exchange took ASSUMED_HOLD_MS", () => {
   assert.equal(ingestAhead(4, undefined), (4 * W) / ASSUMED_HOLD_MS);
   assert.equal(ingestAhead(1, 20), W / 20);
@@ -127,16 +144,11 @@ test('a pause reaches deliveries leased at ingest and waiting for a slot; resume
     await sleep(100);
     return 200;
   });
-  const installed = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
-  assert.equal(installed.status, 201);
-  const inst = installed.body.installation.id as string;
+  const inst = await install(s, r.url);
   const db = s.services.store.database;
-  const events = (n: number) => Array.from({ length: n }, () => samplePayload('site_view'));
-  for (let i = 0; i < 3; i++) assert.equal((await s.api('POST', '/api/v1/events', events(1))).status, 202);
-  await waitFor(() => r.requests.length === 3);
-  await sleep(150); // the third one's answer and record
+  await warm(s, r, 150);
 
-  const batch = await s.api('POST', '/api/v1/events', events(20));
+  const batch = await s.api('POST', '/api/v1/events', siteViews(20));
   assert.equal(batch.status, 202, JSON.stringify(batch.body));
   const waiting = (await db.get(leased))!.n;
   assert.ok(waiting > 2, `leased at ingest beyond the one slot: ${waiting}`);
@@ -164,16 +176,9 @@ test('a manual retry of a delivery waiting for its slot is not refused as busy, 
     if (n === 4) await new Promise<void>((done) => (gate = done)); // the batch's first holds the slot
     return 200;
   });
-  const installed = await s.api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: r.url, event_types: 'site_view' } });
-  assert.equal(installed.status, 201);
-  for (let i = 0; i < 3; i++) assert.equal((await s.api('POST', '/api/v1/events', [samplePayload('site_view')])).status, 202);
-  await waitFor(() => r.requests.length === 3);
-  await sleep(50);
-  const batch = await s.api(
-    'POST',
-    '/api/v1/events',
-    Array.from({ length: 5 }, () => samplePayload('site_view')),
-  );
+  await install(s, r.url);
+  await warm(s, r, 50);
+  const batch = await s.api('POST', '/api/v1/events', siteViews(5));
   assert.equal(batch.status, 202);
   await waitFor(() => gate !== undefined);
   const last = batch.body.results.at(-1).deliveries[0].id as string;
@@ -197,26 +202,11 @@ test('a new URL reaches deliveries leased at ingest and waiting for a slot: they
   const before = await scriptedReceiver(t, slow);
   const after = await scriptedReceiver(t, slow);
   const other = await scriptedReceiver(t, () => 200);
-  const installed = await s.api('POST', '/api/v1/installations', {
-    integration: 'webhook',
-    configuration: { webhook_url: before.url, event_types: 'site_view' },
-  });
-  assert.equal(installed.status, 201);
-  const inst = installed.body.installation.id as string;
-  const another = await s.api('POST', '/api/v1/installations', {
-    integration: 'webhook',
-    configuration: { webhook_url: other.url, event_types: 'page_feedback' },
-  });
-  assert.equal(another.status, 201);
-  for (let i = 0; i < 3; i++) assert.equal((await s.api('POST', '/api/v1/events', [samplePayload('site_view')])).status, 202);
-  await waitFor(() => before.requests.length === 3);
-  await sleep(50);
+  const inst = await install(s, before.url);
+  await install(s, other.url, 'page_feedback');
+  await warm(s, before, 50);
 
-  const batch = await s.api(
-    'POST',
-    '/api/v1/events',
-    Array.from({ length: 20 }, () => samplePayload('site_view')),
-  );
+  const batch = await s.api('POST', '/api/v1/events', siteViews(20));
   assert.equal(batch.status, 202);
   assert.ok((await s.services.store.database.get(leased))!.n > 2, 'leased at ingest beyond the one slot');
   const patched = await s.api('PATCH', `/api/v1/installations/${inst}`, { configuration: { webhook_url: after.url } });
