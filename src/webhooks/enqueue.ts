@@ -1,8 +1,9 @@
 /**
  * An event's deliveries, enqueued in the caller's transaction (Deliveries.enqueueEvents, see
- * contracts.ts): a delivery whose endpoint has a free slot here is stored already leased and its
- * first attempt starts once the transaction commits; the others are stored due, for the sender's
- * scheduler, woken after the commit.
+ * contracts.ts): a delivery whose endpoint has a free slot here, or room in this process's line
+ * for it (sender-ahead.ts), is stored already leased: its first attempt starts once the transaction
+ * commits, or it waits in the line; the others are stored due, for the sender's scheduler, woken
+ * after the commit.
  */
 import type { Tx } from '../store/contract.ts';
 import type { Deliveries } from './contracts.ts';

@@ -8,7 +8,8 @@
  * `per_endpoint_concurrency` slots and cannot starve healthy ones.
  *
  * A slot is held for the HTTP exchange and nothing else. Deliveries are claimed ahead (leased,
- * waiting here, at most one slot's worth per slot of their origin), so the attempt that ends hands
+ * waiting here: up to three slots' worth of their origin, or, leased at their ingest, a second of its
+ * pace: sender-ahead.ts), so the attempt that ends hands
  * its slot to the next one in the same turn, and its outcome is recorded afterwards, in the turn's
  * group commit, without holding the slot (measured: with the record and the next claim inside the
  * slot, one endpoint at 4 slots took ~1,300 deliveries/s, each slot held ~3 ms for a sub-ms answer).
