@@ -95,7 +95,13 @@ test('an attempt in flight is not work due: the look at what other processes mad
     ...(lease ? { lease } : {}),
   });
   // Stored already leased (as ingest does when this process sends it at once): in flight, not due.
-  await store.database.transaction((tx) => queue.enqueueMany(tx, [delivery(1, 'http://a.test/hook', { owner: 'another-process', until })]));
+  // Two of one origin, one leased longer (as deliveries waiting in a process's line are): the earliest lease's end counts.
+  await store.database.transaction((tx) =>
+    queue.enqueueMany(tx, [
+      delivery(1, 'http://a.test/hook', { owner: 'another-process', until: until + 10_000 }),
+      delivery(3, 'http://a.test/hook', { owner: 'another-process', until }),
+    ]),
+  );
   await queue.refreshDue(store.database);
   assert.equal(
     queue.mayHaveDue(now + 1, () => 4),

@@ -103,7 +103,7 @@ export function leasedQueue<R extends Record<string, unknown>>(t: QueueTable): L
   const due = `${nextAt} IS NOT NULL AND ${nextAt} <= @now AND ${unleased}`;
   const lease = `${leaseUntil} = @until, ${leaseOwner} = @owner`;
   const touch = t.updatedAt ? `, ${t.updatedAt} = @now` : '';
-  const perEngine = (build: (engine: 'sqlite' | 'postgres') => string) => statement<R>({ sqlite: build('sqlite'), postgres: build('postgres') });
+  const perEngine = <T = R>(build: (engine: 'sqlite' | 'postgres') => string) => statement<T>({ sqlite: build('sqlite'), postgres: build('postgres') });
   const skipLocked = (engine: 'sqlite' | 'postgres') => (engine === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '');
   const indexed = t.dueIndex ? ` INDEXED BY ${t.dueIndex}` : '';
 
@@ -115,10 +115,6 @@ export function leasedQueue<R extends Record<string, unknown>>(t: QueueTable): L
          ORDER BY ${nextAt}, ${seq} LIMIT @limit${skipLocked(e)})
        RETURNING ${t.returning}, ${nextAt} AS "__next", ${seq} AS "__seq"`,
     );
-  const giveBackSql = (e: 'sqlite' | 'postgres') =>
-    `UPDATE ${table} SET ${leaseUntil} = NULL, ${leaseOwner} = NULL${touch}
-     WHERE ${seq} IN (${seqsOf[e]('@seqs')}) AND ${leaseOwner} = @owner
-     RETURNING ${seq} AS seq${t.group ? `, ${t.group} AS "group"` : ''}`;
   const s = {
     claimDue: dueStatement(false),
     claimDueIn: t.group ? dueStatement(true) : undefined,
@@ -134,10 +130,11 @@ export function leasedQueue<R extends Record<string, unknown>>(t: QueueTable): L
            RETURNING ${t.returning}`,
         )
       : undefined,
-    giveBack: statement<{ seq: number; group?: string }>({
-      sqlite: giveBackSql('sqlite'),
-      postgres: giveBackSql('postgres'),
-    }),
+    giveBack: perEngine<{ seq: number; group?: string }>(
+      (e) => `UPDATE ${table} SET ${leaseUntil} = NULL, ${leaseOwner} = NULL${touch}
+       WHERE ${seq} IN (${seqsOf[e]('@seqs')}) AND ${leaseOwner} = @owner
+       RETURNING ${seq} AS seq${t.group ? `, ${t.group} AS "group"` : ''}`,
+    ),
     release: statement<R>(
       `UPDATE ${table} SET ${leaseUntil} = NULL, ${leaseOwner} = NULL${touch}
        WHERE ${leaseUntil} IS NOT NULL AND substr(${leaseOwner}, 1, length(@owner)) = @owner

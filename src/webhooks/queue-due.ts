@@ -29,10 +29,11 @@ export const dueStatements = {
      SELECT origin, (SELECT MIN(d.next_attempt_at) FROM webhook_deliveries d WHERE d.origin = o.origin AND d.next_attempt_at IS NOT NULL) AS at
      FROM o WHERE origin IS NOT NULL`,
   ),
-  // Deliveries leased now (attempts in flight here or elsewhere, claimed ahead): a few, however long the backlog.
+  // Per origin, the earliest end of a lease held now (attempts in flight here or elsewhere, claimed
+  // ahead, or leased at ingest and waiting: up to MAX_INGEST_AHEAD a process), one row per origin.
   leasedNow: statement<{ origin: string; until: number }>(
-    `SELECT origin, lease_until AS until FROM webhook_deliveries INDEXED BY webhook_deliveries_leased
-     WHERE lease_until > @now AND next_attempt_at IS NOT NULL`,
+    `SELECT origin, MIN(lease_until) AS until FROM webhook_deliveries INDEXED BY webhook_deliveries_leased
+     WHERE lease_until > @now AND next_attempt_at IS NOT NULL GROUP BY origin`,
   ),
   // The same read as nextForOrigin, for the once-a-second refresh.
   firstUnleased: earliestUnleased('unleased'),
@@ -95,12 +96,7 @@ export function createDueHints() {
       // An attempt in flight is no work due: where an origin's earliest delivery may be leased, its
       // hint is the earliest one no one holds, or the end of its earliest lease if sooner. Without
       // this, every look during an attempt made the sender claim (nothing) and read its origin again.
-      const leaseEnds = new Map<string, number>();
-      for (const r of live.length ? await db.all(dueStatements.leasedNow, { now }) : []) {
-        const until = Number(r.until);
-        const earliest = leaseEnds.get(r.origin);
-        if (earliest === undefined || until < earliest) leaseEnds.set(r.origin, until);
-      }
+      const leaseEnds = new Map((live.length ? await db.all(dueStatements.leasedNow, { now }) : []).map((r) => [r.origin, Number(r.until)]));
       for (const r of live) {
         const at = Number(r.at);
         const leaseEnd = leaseEnds.get(r.origin);
