@@ -108,6 +108,35 @@ test('batchPerTurn: putBack waits a turn ahead of newer items; with ms, no turn 
   assert.deepEqual(held, [[1, 2]]);
 });
 
+test('batchPerTurn: hold keeps a batch ahead of newer items and asks no turn until soon(): a write in flight is waited for, not polled', async () => {
+  const writes: number[][] = [];
+  let inFlight: Promise<void> | undefined;
+  let release!: () => void;
+  let calls = 0;
+  const b = batchPerTurn<number>((batch) => {
+    calls++;
+    if (inFlight) return b.hold(batch);
+    inFlight = new Promise<void>((r) => (release = r)).then(() => {
+      inFlight = undefined;
+      if (b.size) b.soon();
+    });
+    writes.push(batch);
+  });
+  b.push(1);
+  await turn();
+  b.push(2);
+  await turn();
+  b.push(3);
+  for (let i = 0; i < 5; i++) await turn();
+  assert.equal(calls, 3, 'each push asked one write; the held ones were not tried again turn after turn');
+  assert.deepEqual(writes, [[1]]);
+  assert.equal(b.size, 2);
+  release();
+  await turn();
+  await turn();
+  assert.deepEqual(writes, [[1], [2, 3]], 'after the write in flight, what was held goes first, with what arrived meanwhile');
+});
+
 test('batchPerTurn: a write that pushes during itself gets a turn of its own', async () => {
   const writes: number[][] = [];
   const b = batchPerTurn<number>((batch) => {

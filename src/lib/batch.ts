@@ -43,6 +43,13 @@ export interface Batch<T> {
    * `ms`, not before `ms` (a failing store: turns in between do not flush, however much arrives).
    */
   putBack(items: T[], ms?: number): void;
+  /**
+   * Hands a batch back, ahead of what arrived since, without asking for a flush: the caller asks
+   * (`soon`) when what it waits for is done. A write still in flight must not be waited for by
+   * putting back every turn: each turn's immediate keeps the event loop from sleeping in its poll
+   * (a busy wait for the whole round trip).
+   */
+  hold(items: T[]): void;
   /** Items waiting. */
   readonly size: number;
 }
@@ -109,6 +116,9 @@ export function batchPerTurn<T>(write: (batch: T[], scheduled: boolean) => void,
       timer.unref();
     },
     flush: () => run(false),
+    hold(items) {
+      waiting = waiting.length ? [...items, ...waiting] : items;
+    },
     putBack(items, ms) {
       waiting = waiting.length ? [...items, ...waiting] : items;
       if (ms === undefined) return soon();

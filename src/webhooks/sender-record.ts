@@ -68,12 +68,17 @@ export function createRecordTurn(deps: RecordDeps): RecordTurn {
    * commit per event-loop turn, however many attempts ended in it).
    */
   function recordEnded(batch: Ended[]): Promise<void> {
-    // One record at a time: what ended meanwhile waits a turn behind the one being written.
+    // One record at a time: what ended meanwhile waits behind the one being written, and is
+    // flushed when it ends (not tried again every turn until then: on PostgreSQL that spun the
+    // event loop through every round trip).
     if (recording) {
-      ended.putBack(batch);
+      ended.hold(batch);
       return recording;
     }
-    const p = (recording = record(batch).finally(() => (recording = undefined)));
+    const p = (recording = record(batch).finally(() => {
+      recording = undefined;
+      if (ended.size) ended.soon();
+    }));
     return p;
   }
 
