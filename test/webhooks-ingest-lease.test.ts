@@ -11,8 +11,14 @@ import assert from 'node:assert/strict';
 import { statement } from '../src/store/contract.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { ASSUMED_HOLD_MS, ingestAhead, INGEST_AHEAD_MS as W, MAX_INGEST_AHEAD } from '../src/webhooks/sender-ahead.ts';
-import { waitFor } from './helpers/index.ts';
+import { testConfig, waitFor } from './helpers/index.ts';
 import { countedSender, scriptedReceiver } from './webhooks-support.ts';
+import { dueStatements } from '../src/webhooks/queue-due.ts';
+import { createDueSignals } from '../src/webhooks/due-signals.ts';
+import { createAheadQueue } from '../src/webhooks/sender-ahead.ts';
+import { createQueue } from '../src/webhooks/queue.ts';
+import { createSlots } from '../src/webhooks/sender-slots.ts';
+import { shownSql } from './helpers/counting.ts';
 import { inspectionServer } from './inspection-support.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -218,4 +224,111 @@ test('a new URL reaches deliveries leased at ingest and waiting for a slot: they
   await waitFor(() => before.requests.length + after.requests.length === 23, 10_000);
   assert.ok(before.requests.length <= atChange + 1, `sent to the old URL after the change: ${before.requests.length - atChange}`);
   assert.ok(after.requests.length >= 20 - (atChange - 3) - 1, `the rest went to the new URL: ${after.requests.length}`);
+});
+
+test('deliveries stored due at ingest are announced to the serving processes beside this one once their transaction commits; none for what is leased here', async (t) => {
+  let announced = 0;
+  // Two processes share the endpoint's two slots: one here. Each exchange takes 100 ms.
+  const s = await countedSender(
+    t,
+    async (_n, _r, res) => {
+      await sleep(100);
+      res.end('ok');
+    },
+    { per_endpoint_concurrency: 2 },
+    { index: 0, count: 2, onDue: () => {}, announceDue: () => void announced++ },
+  );
+  await s.send(1); // the free slot here: leased and sent, nothing to tell
+  await waitFor(() => s.rx.requests.length === 1);
+  assert.equal(announced, 0, 'a delivery started here is not announced');
+  await s.sendMany(Array.from({ length: 100 }, (_, i) => 100 + i)); // beyond the slot and the line: stored due
+  assert.ok(announced >= 1, 'told at its commit');
+});
+
+test('deliveries stored due at ingest: the first commit of a burst is told at once, the others at most every 100 ms; a rolled-back one is not', async (t) => {
+  const s = await countedSender(t, () => 200);
+  let announced = 0;
+  const due = createDueSignals({
+    database: s.database,
+    queue: { refreshDue: async () => {} },
+    link: { onDue: () => {}, announceDue: () => void announced++ },
+    wake: () => {},
+  });
+  t.after(() => due.stop());
+  const storedDue = () => s.database.transaction(async (tx) => due.storedDueAfter(tx));
+  await storedDue();
+  assert.equal(announced, 1, 'told at its commit');
+  await storedDue();
+  await storedDue();
+  assert.equal(announced, 1, 'within 100 ms of the last telling: not told again yet');
+  await waitFor(() => announced === 2, 2_000);
+  await sleep(250);
+  assert.equal(announced, 2, 'the two commits inside the window were told once, after it');
+  await assert.rejects(
+    s.database.transaction(async (tx) => {
+      due.storedDueAfter(tx);
+      throw new Error('rolled back');
+    }),
+    /rolled back/,
+  );
+  await sleep(250);
+  assert.equal(announced, 2, 'a rolled-back enqueue tells nobody');
+});
+
+test('a serving process told of due work many times at once looks in the store at once, then at most every 100 ms', async (t) => {
+  let told: () => void = () => assert.fail('the sender did not listen for due work');
+  const s = await countedSender(t, () => 200, {}, { index: 0, count: 2, onDue: (fn) => void (told = fn), announceDue: () => {} });
+  const look = shownSql(dueStatements.liveOrigins, s.database.engine);
+  const looks = () => s.n.sql.filter((q) => q === look).length;
+  await sleep(150); // past the window of the look at start, if any
+  s.reset();
+  for (let i = 0; i < 20; i++) told();
+  await waitFor(() => looks() >= 1, 1_000);
+  for (let i = 0; i < 20; i++) told();
+  await sleep(300);
+  // The first telling looks at once, the other 39 in one look at the window's end (and the
+  // once-a-second look may fall inside this wait).
+  assert.ok(looks() >= 2 && looks() <= 3, `${looks()} looks for 40 tellings: ${s.n.sql.join(' | ')}`);
+});
+
+test("one claim of due deliveries at a time in a process: one asked while another's transaction is open claims nothing, and the scheduler is woken when it ends", async (t) => {
+  const s = await countedSender(t, () => 200, { per_endpoint_concurrency: 4 });
+  await s.service.stop(0); // its sender claims nothing from here on: this test's queue does
+  const now = Date.now();
+  await s.database.transaction((tx) =>
+    s.service.deliveries.enqueueEvents(
+      tx,
+      [1, 2, 3].map((i) => ({ event: { eventId: `evt_${i}`, type: 'site_view' }, subscriptions: [{ installationId: 'inst_1', url: s.url }] })),
+      now,
+      { startAtCommit: false }, // stored due
+    ),
+  );
+  let woken = 0;
+  const queue = createQueue(s.store.database, { maxAttempts: () => 5 });
+  await queue.refreshDue(s.store.database); // its hints of due work, as at a start
+  const ahead = createAheadQueue({
+    queue,
+    database: s.store.database,
+    config: () => ({ ...testConfig(t).webhooks, per_endpoint_concurrency: 4 }),
+    clock: () => now + 1,
+    owner: 'test-owner',
+    slots: createSlots(),
+    start: () => {},
+    stopped: () => false,
+    wake: () => void woken++,
+  });
+  // Both claims in one transaction stand for two at once (on PostgreSQL, two transactions: the
+  // scheduler's and a record turn's, each taking the next due row, sent in their commits' order).
+  const [first, second] = await s.store.database.transaction(async (tx) => {
+    const a = await ahead.claimDue(tx, now + 1);
+    const b = await ahead.claimDue(tx, now + 1);
+    assert.equal(woken, 0, 'not woken before the open claim ends');
+    return [a, b];
+  });
+  assert.equal(first.length, 3, 'the first claim took every due delivery');
+  assert.deepEqual(second, [], 'the one asked meanwhile claimed nothing');
+  assert.equal(woken, 1, 'the scheduler is woken once the open claim commits');
+  const again = await s.store.database.transaction((tx) => ahead.claimDue(tx, now + 1));
+  assert.deepEqual(again, [], 'nothing left to claim');
+  assert.equal(woken, 1, 'a claim with nobody waiting wakes nobody');
 });

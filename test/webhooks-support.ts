@@ -15,7 +15,7 @@ import { allMigrations } from '../src/server/migrations.ts';
 import { useNodeId } from '../src/store/lease-owner.ts';
 import { generationsFor } from '../src/store/generations.ts';
 import { memoryLogger } from '../src/log/index.ts';
-import { createWebhooks } from '../src/webhooks/index.ts';
+import { createWebhooks, type WebhooksDeps } from '../src/webhooks/index.ts';
 import type { WebhooksConfig } from '../src/webhooks/sender.ts';
 import { modules as defaultModules } from '../src/server/modules.ts';
 import { webhooksModule, type Deliveries, type DeliveryDetail, type WebhooksService } from '../src/webhooks/index.ts';
@@ -176,7 +176,13 @@ export function subscriptionsFailingFor(type: string, failing: () => boolean = (
  * service over a counting database (helpers/counting.ts), with one subscriber, `inst_1`, at the
  * receiver: `send(i)` enqueues event `evt_<i>` in a transaction of its own, `sendMany` several in one.
  */
-export async function countedSender(t: TestContext, answer: Parameters<typeof scriptedReceiver>[1], config: Partial<WebhooksConfig> = {}) {
+export async function countedSender(
+  t: TestContext,
+  answer: Parameters<typeof scriptedReceiver>[1],
+  config: Partial<WebhooksConfig> = {},
+  /** As a serving process beside others (their share of the endpoint's slots, the supervisor's due messages). */
+  processes?: WebhooksDeps['processes'],
+) {
   const dir = tmpDir(t);
   const store = await connectStore(dir, { migrations: allMigrations(), url: process.env.SWITCHYARD_TEST_PG_URL ? freshPostgresDatabase(dir) : undefined });
   t.after(() => store.close());
@@ -190,6 +196,7 @@ export async function countedSender(t: TestContext, answer: Parameters<typeof sc
     log: memoryLogger(),
     config: () => webhooks,
     subscriptions: () => ({ forEventType: () => [{ installationId: 'inst_1', url }] }),
+    ...(processes ? { processes } : {}),
   });
   t.after(() => service.stop(0));
   // On PostgreSQL the caches are dropped once when the store's listening connection opens: under

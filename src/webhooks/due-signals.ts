@@ -2,8 +2,9 @@
  * Due work between senders: what this process made due that every serving process may take (a
  * resume, a replay, deliveries claimed ahead and given back) is announced to the processes beside
  * it (the supervisor's `due` message) and, on PostgreSQL, to the other nodes (NOTIFY on
- * DUE_CHANNEL); and what they made due (retries they scheduled, a dead process's leases) is not in
- * this process's per-origin hints, so it reads them again when told, and every second.
+ * DUE_CHANNEL); deliveries stored due at ingest, to the processes beside it alone. What they made
+ * due (retries they scheduled, a dead process's leases) is not in this process's per-origin hints,
+ * so it reads them again when told (at most every 100 ms), and every second.
  */
 import { oncePerTurn } from '../lib/batch.ts';
 import type { Database, Tx } from '../store/contract.ts';
@@ -14,6 +15,14 @@ const DUE_CHANNEL = 'switchyard_due';
 
 /** How often a process reads the origins with due work when other processes or nodes may make some. */
 const REFRESH_MS = 1_000;
+/**
+ * Deliveries stored due at ingest (their endpoint's slots here busy and its line full) are announced
+ * to the processes beside this one at most this often, the first of a burst at once: their slots of
+ * that endpoint may be idle, and would otherwise hear of them at their next look, up to REFRESH_MS
+ * later. (Other nodes are not told: a NOTIFY a turn would wake every process of every node.) A
+ * process told looks at most this often too, however many tell it.
+ */
+const INGEST_ANNOUNCE_MS = 100;
 
 export interface DueSignals {
   /** Due work was made here that every serving process may take: this sender looks now, the others are told. */
@@ -22,6 +31,11 @@ export interface DueSignals {
   everywhereAfter(tx: Tx): void;
   /** Deliveries claimed ahead were given back (their origin's slots here were stuck): the processes and nodes beside this one take them. */
   gaveBack(): void;
+  /**
+   * Deliveries were stored due at ingest in `tx`: once it commits, the serving processes beside
+   * this one are told (this sender is woken by the enqueue itself), at most every INGEST_ANNOUNCE_MS.
+   */
+  storedDueAfter(tx: Tx): void;
   /** Start hearing what other processes and nodes made due (and looking every second); nothing to hear when alone. */
   listen(): void;
   stop(): void;
@@ -42,25 +56,63 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
   // On PostgreSQL the other nodes are told too.
   const nodes = database.notifications;
   const others = nodes ? { get: () => void nodes.notify(database, DUE_CHANNEL).catch((e: unknown) => deps.health?.failed(e)) } : undefined;
-  const everywhere = () => {
-    deps.wake();
+  const toOthers = () => {
     link?.announceDue();
     others?.get();
   };
+  const everywhere = () => {
+    deps.wake();
+    toOthers();
+  };
   const everywhereSoon = oncePerTurn(everywhere);
+  /** When the others were last told of deliveries stored due at ingest, and the telling that waits for its turn. */
+  let announcedAt = Number.NEGATIVE_INFINITY;
+  let announcing: NodeJS.Timeout | undefined;
+  const announceStoredDue = () => {
+    if (announcing) return;
+    const wait = announcedAt + INGEST_ANNOUNCE_MS - performance.now();
+    const tell = () => {
+      announcing = undefined;
+      announcedAt = performance.now();
+      link?.announceDue();
+    };
+    if (wait <= 0) return tell();
+    announcing = setTimeout(tell, wait);
+    announcing.unref();
+  };
   let refresh: NodeJS.Timeout | undefined;
+  let looking: NodeJS.Timeout | undefined;
+  let stopped = false;
   return {
     everywhere,
     everywhereAfter: (tx) => tx.afterCommit(everywhereSoon),
-    gaveBack() {
-      link?.announceDue();
-      others?.get();
+    gaveBack: toOthers,
+    storedDueAfter(tx) {
+      if (link) tx.afterCommit(announceStoredDue);
     },
     listen() {
       if (!link && !nodes) return;
       let refreshing = false;
+      let lookedAt = Number.NEGATIVE_INFINITY;
+      /** Told during a look: its read may have begun before the teller's commit, so one more follows. */
+      let toldMeanwhile = false;
       const dueSafely = () => {
-        if (refreshing) return; // one look at a time: a slow store does not pile them up
+        if (looking) return;
+        if (refreshing) {
+          toldMeanwhile = true; // one look at a time: a slow store does not pile them up
+          return;
+        }
+        const wait = lookedAt + INGEST_ANNOUNCE_MS - performance.now();
+        if (wait > 0) {
+          // Told again within the window: one look at its end, however many tell.
+          looking = setTimeout(() => {
+            looking = undefined;
+            dueSafely();
+          }, wait);
+          looking.unref();
+          return;
+        }
+        lookedAt = performance.now();
         refreshing = true;
         queue
           .refreshDue(database)
@@ -68,7 +120,13 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
             () => deps.wake(),
             (e: unknown) => deps.health?.failed(e),
           )
-          .finally(() => (refreshing = false));
+          .finally(() => {
+            refreshing = false;
+            if (toldMeanwhile && !stopped) {
+              toldMeanwhile = false;
+              dueSafely();
+            }
+          });
       };
       link?.onDue(dueSafely);
       nodes?.listen(DUE_CHANNEL, dueSafely);
@@ -76,7 +134,10 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
       refresh.unref();
     },
     stop() {
+      stopped = true;
       clearInterval(refresh);
+      clearTimeout(announcing);
+      clearTimeout(looking);
     },
   };
 }

@@ -20,10 +20,12 @@ export interface EnqueueDeps {
   sender: Pick<Sender, 'reserve' | 'startReserved' | 'cancelReserved'>;
   /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
   wakeSender: () => void;
+  /** Deliveries were stored due in `tx`: the serving processes beside this one are told once it commits (due-signals.ts). */
+  storedDueAfter?: (tx: Tx) => void;
 }
 
 export function createEnqueue(deps: EnqueueDeps): EnqueueEvents {
-  const { queue, secrets, sender, wakeSender } = deps;
+  const { queue, secrets, sender, wakeSender, storedDueAfter } = deps;
   /**
    * A batch's deliveries in the caller's transaction: their secrets ensured, and one INSERT, which
    * reads whether each installation is paused itself (the copy in memory may be behind the store: a
@@ -80,6 +82,8 @@ export function createEnqueue(deps: EnqueueDeps): EnqueueEvents {
       }
     });
     if (out.some((o) => o.length)) tx.afterCommit(wakeSender);
+    // Stored due (not leased here): another process's slots of the endpoint may be free now.
+    if (storedDue.size && claimed.some((c, k) => c && !inputs[k].lease && c.status !== 'held')) storedDueAfter?.(tx);
     return out;
   };
 }

@@ -18,7 +18,7 @@
  *   that dies holding some gives them back through the supervisor at once, a node that dies
  *   holds them for one lease, as it holds its attempts in flight.
  */
-import { LOCK_BUSY, type Database, type Queries } from '../store/contract.ts';
+import { LOCK_BUSY, type Database, type Tx } from '../store/contract.ts';
 import type { Claimed, Queue } from './queue.ts';
 import { AHEAD_WAIT_MS, aheadLeaseMs, leaseMs, type WebhooksConfig } from './sender-leases.ts';
 import type { Slots } from './sender-slots.ts';
@@ -54,7 +54,7 @@ export interface AheadQueue {
    * per origin with due work; those another sender took meanwhile are left out). The caller hands
    * them to add() once it commits.
    */
-  claimDue(tx: Queries, now: number): Promise<Ahead[]>;
+  claimDue(tx: Tx, now: number): Promise<Ahead[]>;
   /** Start what waits for `origin` while it has free slots (and the sender has room in all). */
   drainOrigin(origin: string): void;
   drainAll(): void;
@@ -82,6 +82,8 @@ export interface AheadDeps {
    * (held, cancelled or moved in the store by then). All may by default.
    */
   sendable?: (c: Claimed) => boolean;
+  /** A give-back ended (committed or not): this sender looks for due work again. */
+  wake?: () => void;
 }
 
 /** At most this many slots' worth wait here for a fast origin's slots. */
@@ -165,6 +167,11 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
    */
   const watch = new Map<string, { activity: number; idleLooks: number }>();
 
+  /** A claim's transaction is open (claimDue), and whether another was asked for meanwhile. */
+  let claimOpen = false;
+  let claimSkipped = false;
+  /** Origins with a give-back in flight (how many), claimed for by nobody here until it ends. */
+  const givingBack = new Map<string, number>();
   /**
    * Whether the origin's exchanges have stalled: some in flight, and none started or ended over
    * STALL_LOOKS looks, or as many as four exchanges at its usual pace take, if more. Nothing is
@@ -203,6 +210,9 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     // Per origin its free slots, plus what may wait here while the origin answers fast (a slot
     // freed within AHEAD_WAIT_MS): see aheadWaiting.
     const perOriginRoom = (origin: string) => {
+      // Its line is on its way back to the store, still leased: a claim now would take what was
+      // stored due behind it first (seen on PostgreSQL, where the give-back is a round trip).
+      if (givingBack.has(origin)) return 0;
       const limit = slots.limitOf(origin, cfg);
       const waiting = slots.freedWithin(origin, now, AHEAD_WAIT_MS) ? aheadWaiting(limit, slots.holdMs(origin)) : 0;
       return limit + waiting - slots.taken(origin) - waitingFor(origin);
@@ -254,8 +264,13 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
   /** Deliveries taken out of the queue go back to the store, due at once; if that fails, they wait here for the next try. */
   async function giveBack(out: Ahead[], now: number): Promise<void> {
     if (!out.length) return;
-    // Out of the line already: an ingest meanwhile must not take a slot or a place before them.
-    for (const origin of new Set(out.map((a) => a.c.origin))) queue.noteDue(origin, now);
+    const origins = new Set(out.map((a) => a.c.origin));
+    // Out of the line already: an ingest meanwhile must not take a slot or a place before them,
+    // nor a claim (roomAt) until they are due in the store.
+    for (const origin of origins) {
+      queue.noteDue(origin, now);
+      givingBack.set(origin, (givingBack.get(origin) ?? 0) + 1);
+    }
     let given: unknown;
     try {
       given = await database.transactionUnlessBusy((tx) =>
@@ -268,6 +283,12 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       );
     } catch (e) {
       deps.health?.failed(e);
+    } finally {
+      for (const origin of origins) {
+        const n = givingBack.get(origin)! - 1;
+        if (n) givingBack.set(origin, n);
+        else givingBack.delete(origin);
+      }
     }
     if (given === undefined || given === LOCK_BUSY)
       add(
@@ -275,6 +296,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
         true,
       ); // again next time
     else deps.gaveBack?.();
+    deps.wake?.();
   }
 
   /**
@@ -362,8 +384,25 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       return room > 0 && queue.mayHaveDue(now, perOriginRoom);
     },
     async claimDue(tx, now) {
+      // One claim at a time until its transaction ends: two at once (the scheduler's and a record
+      // turn's, on PostgreSQL) each take the next due row, and the one committed first is sent
+      // first, out of order. One asked meanwhile claims nothing, and the scheduler looks again after.
+      if (claimOpen) {
+        claimSkipped = true;
+        return [];
+      }
       const { room, perOriginRoom } = roomAt(now);
       if (room <= 0) return [];
+      claimOpen = true;
+      const ended = () => {
+        claimOpen = false;
+        if (claimSkipped) {
+          claimSkipped = false;
+          deps.wake?.();
+        }
+      };
+      tx.afterCommit(ended);
+      tx.onRollback(ended);
       const until = now + aheadLeaseMs(deps.config());
       return (await queue.claimDue(tx, now, room, perOriginRoom, owner, until)).map((c) => ({ c, until, since: now }));
     },

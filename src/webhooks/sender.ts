@@ -129,6 +129,7 @@ export function createSender(deps: SenderDeps): Sender {
     health: deps.health,
     gaveBack: deps.gaveBack,
     sendable: deps.sendable,
+    wake: () => schedule.pump(),
   });
   const schedule = createSchedule({ queue, database, config, clock, slots, ahead, stopped: isStopped, log, health: deps.health });
   const record = createRecordTurn({ queue, database, clock, owner, ahead, schedule, stopped: isStopped, log, onAttempt: deps.onAttempt, health: deps.health });

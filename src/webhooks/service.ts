@@ -93,7 +93,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
 
   const lifecycle = createLifecycle({ queue, secrets, log, dueAfter: due.everywhereAfter });
   const webhooks: WebhooksService = { ...secretsService(secrets, endpoints.schemeOf), ...lifecycle.steps };
-  const enqueueEvents = createEnqueue({ queue, secrets, sender, wakeSender });
+  const enqueueEvents = createEnqueue({ queue, secrets, sender, wakeSender, storedDueAfter: due.storedDueAfter });
 
   const deliveries: Deliveries = {
     enqueueEvents,
