@@ -225,8 +225,11 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
       for (let wait = 0; ; ) {
         if (tryBegin()) break;
         if (unlessBusy) {
-          refusedSince ??= started;
-          if (performance.now() - refusedSince <= SPIN_MS) return LOCK_BUSY;
+          // From the first refusal itself, not the call's start: a process held up before its try
+          // (a loaded machine: GC, preemption) still answers its first refusal LOCK_BUSY.
+          const at = performance.now();
+          refusedSince ??= at;
+          if (at - refusedSince <= SPIN_MS) return LOCK_BUSY;
         }
         wait = await lockWait(started, wait);
       }
