@@ -332,3 +332,25 @@ test("one claim of due deliveries at a time in a process: one asked while anothe
   assert.deepEqual(again, [], 'nothing left to claim');
   assert.equal(woken, 1, 'a claim with nobody waiting wakes nobody');
 });
+
+test('once due signals are stopped, a telling that arrives looks at nothing and tells nobody', async (t) => {
+  const s = await countedSender(t, () => 200);
+  let told: () => void = () => assert.fail('not listening');
+  let looks = 0;
+  let announced = 0;
+  const due = createDueSignals({
+    database: s.database,
+    queue: { refreshDue: async () => void looks++ },
+    link: { onDue: (fn) => void (told = fn), announceDue: () => void announced++ },
+    wake: () => {},
+  });
+  due.listen();
+  told(); // a look at once
+  await waitFor(() => looks === 1);
+  due.stop();
+  told(); // within 100 ms of the last look: it would have armed a look for the window's end
+  await s.database.transaction(async (tx) => due.storedDueAfter(tx));
+  await sleep(250);
+  assert.equal(looks, 1, 'no look after stop');
+  assert.equal(announced, 0, 'nobody told after stop');
+});

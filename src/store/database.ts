@@ -231,7 +231,12 @@ export function createDatabase(db: Db, opts: { lockWaitMs?: number } = {}): Sqli
           refusedSince ??= at;
           if (at - refusedSince <= SPIN_MS) return LOCK_BUSY;
         }
-        wait = await lockWait(started, wait);
+        try {
+          wait = await lockWait(started, wait);
+        } catch (e) {
+          refusedSince = undefined; // waited its full time: the next call spins afresh
+          throw e;
+        }
       }
       refusedSince = undefined;
       return await within(0, fn);

@@ -65,11 +65,13 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
     toOthers();
   };
   const everywhereSoon = oncePerTurn(everywhere);
+  /** Once stopped, nothing is told or looked at (a telling or a look could otherwise be armed after stop). */
+  let stopped = false;
   /** When the others were last told of deliveries stored due at ingest, and the telling that waits for its turn. */
   let announcedAt = Number.NEGATIVE_INFINITY;
   let announcing: NodeJS.Timeout | undefined;
   const announceStoredDue = () => {
-    if (announcing) return;
+    if (announcing || stopped) return;
     const wait = announcedAt + INGEST_ANNOUNCE_MS - performance.now();
     const tell = () => {
       announcing = undefined;
@@ -82,7 +84,6 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
   };
   let refresh: NodeJS.Timeout | undefined;
   let looking: NodeJS.Timeout | undefined;
-  let stopped = false;
   return {
     everywhere,
     everywhereAfter: (tx) => tx.afterCommit(everywhereSoon),
@@ -97,7 +98,7 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
       /** Told during a look: its read may have begun before the teller's commit, so one more follows. */
       let toldMeanwhile = false;
       const dueSafely = () => {
-        if (looking) return;
+        if (looking || stopped) return;
         if (refreshing) {
           toldMeanwhile = true; // one look at a time: a slow store does not pile them up
           return;
