@@ -228,6 +228,7 @@ test('a new URL reaches deliveries leased at ingest and waiting for a slot: they
 
 test('deliveries stored due at ingest are announced to the serving processes beside this one once their transaction commits; none for what is leased here', async (t) => {
   let announced = 0;
+  let deliveriesOnly: boolean | undefined;
   // Two processes share the endpoint's two slots: one here. Each exchange takes 100 ms.
   const s = await countedSender(
     t,
@@ -236,13 +237,22 @@ test('deliveries stored due at ingest are announced to the serving processes bes
       res.end('ok');
     },
     { per_endpoint_concurrency: 2 },
-    { index: 0, count: 2, onDue: () => {}, announceDue: () => void announced++ },
+    {
+      index: 0,
+      count: 2,
+      onDue: () => {},
+      announceDue: (only) => {
+        announced++;
+        deliveriesOnly = only;
+      },
+    },
   );
   await s.send(1); // the free slot here: leased and sent, nothing to tell
   await waitFor(() => s.rx.requests.length === 1);
   assert.equal(announced, 0, 'a delivery started here is not announced');
   await s.sendMany(Array.from({ length: 100 }, (_, i) => 100 + i)); // beyond the slot and the line: stored due
   assert.ok(announced >= 1, 'told at its commit');
+  assert.equal(deliveriesOnly, true, 'as deliveries alone: the other processes do not look for handler runs');
 });
 
 test('deliveries stored due at ingest: the first commit of a burst is told at once, the others at most every 100 ms; a rolled-back one is not', async (t) => {

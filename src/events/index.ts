@@ -62,7 +62,10 @@ export const eventsModule = defineModule({
     services.handlerRuns = handlerRuns;
     // The last stop's leases back; runs owed from before this start (retries due, leases of a process that died) go out now.
     await handlerRuns.start();
-    services.processes?.onDue(() => handlerRuns.wake());
+    // (Deliveries stored due at ingest are announced as deliveries alone: no handler run is owed.)
+    services.processes?.onDue((deliveriesOnly) => {
+      if (!deliveriesOnly) handlerRuns.wake();
+    });
     // Several nodes may share a PostgreSQL store: the others schedule runs and leave leases to run
     // out, and nothing tells this node; it looks every second. (On SQLite one node owns the store
     // and its supervisor tells its processes: processes.onDue.)

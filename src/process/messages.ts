@@ -12,8 +12,8 @@ export interface Parking {
 export type ToServing =
   | { t: 'ping' }
   | { t: 'parked'; parked: Parking[] }
-  /** Another process's leases were given back: deliveries and handler runs are due. */
-  | { t: 'due' }
+  /** Another process's leases were given back: deliveries and handler runs are due (deliveries alone: only they may be). */
+  | { t: 'due'; deliveriesOnly?: boolean }
   | { t: 'collect'; id: number }
   | { t: 'collected'; id: number; snapshots: unknown[] }
   /** Whether every serving process has loaded its integrations (sent whenever that changes). */
@@ -24,8 +24,8 @@ export type ToServing =
 export type ToSupervisor =
   | { t: 'pong' }
   | { t: 'resume'; name: string }
-  /** This process made deliveries due (a resume, a replay): the others should look now. */
-  | { t: 'due' }
+  /** This process made deliveries due (a resume, a replay; stored due at ingest: deliveries alone): the others should look now. */
+  | { t: 'due'; deliveriesOnly?: boolean }
   /** Gather every process's metrics snapshot (answered with `collected`). */
   | { t: 'collect'; id: number }
   | { t: 'snapshot'; id: number; snapshot: unknown }

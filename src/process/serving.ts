@@ -17,10 +17,10 @@ export interface ProcessLink {
   /** This process says the start line once it listens (the first start of process 0). */
   announces?: boolean;
   sandboxHooks: SandboxHooks;
-  /** Called when another process made work due (its leases given back, a resume, a replay). */
-  onDue(fn: () => void): void;
-  /** Tell the other processes that this one made deliveries due (they look at once, not at their next refresh). */
-  announceDue(): void;
+  /** Called when another process made work due (its leases given back, a resume, a replay); `deliveriesOnly` when only deliveries may be. */
+  onDue(fn: (deliveriesOnly: boolean) => void): void;
+  /** Tell the other processes that this one made deliveries due (they look at once, not at their next refresh); `deliveriesOnly`: nothing else. */
+  announceDue(deliveriesOnly?: boolean): void;
   /** Integrations parked by the supervisor, for views. */
   parked(): Parking[];
   /** Ask the supervisor to run a parked integration again. */
@@ -54,7 +54,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
   };
   const record = new CrashRecord(crashRecordFile(dataDir, place.index));
   const parked = new Map<string, Parking>();
-  const dueListeners: Array<() => void> = [];
+  const dueListeners: Array<(deliveriesOnly: boolean) => void> = [];
   const waiting = new Map<number, (snapshots: unknown[]) => void>();
   let snapshot: () => unknown = () => null;
   let nextId = 1;
@@ -72,7 +72,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
         for (const p of msg.parked) parked.set(p.name, p);
         return;
       case 'due':
-        for (const fn of dueListeners) fn();
+        for (const fn of dueListeners) fn(msg.deliveriesOnly === true);
         return;
       case 'collect': {
         let s: unknown = null;
@@ -114,7 +114,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
       },
     },
     onDue: (fn) => void dueListeners.push(fn),
-    announceDue: () => send({ t: 'due' }),
+    announceDue: (deliveriesOnly) => send({ t: 'due', ...(deliveriesOnly ? { deliveriesOnly: true } : {}) }),
     parked: () => [...parked.values()],
     resume(name) {
       parked.delete(name); // at once here; the supervisor tells the others

@@ -45,7 +45,7 @@ export interface DueSignalsDeps {
   database: Database;
   queue: Pick<Queue, 'refreshDue'>;
   /** The serving processes beside this one (process/serving.ts), when there are some. */
-  link?: { onDue(fn: () => void): void; announceDue(): void };
+  link?: { onDue(fn: () => void): void; announceDue(deliveriesOnly?: boolean): void };
   /** This process's sender looks for due work. */
   wake(): void;
   health?: { failed(error: unknown): void };
@@ -76,7 +76,7 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
     const tell = () => {
       announcing = undefined;
       announcedAt = performance.now();
-      link?.announceDue();
+      link?.announceDue(true);
     };
     if (wait <= 0) return tell();
     announcing = setTimeout(tell, wait);

@@ -46,7 +46,7 @@ export interface WebhooksDeps {
   config: () => WebhooksConfig;
   subscriptions: () => Subscriptions;
   /** Set in a serving process beside others (process/serving.ts): concurrency is shared, due work announced. */
-  processes?: { index: number; count: number; onDue(fn: () => void): void; announceDue(): void };
+  processes?: { index: number; count: number; onDue(fn: () => void): void; announceDue(deliveriesOnly?: boolean): void };
   /** Told when a write fails and when one commits again (store/health.ts). */
   health?: { failed(error: unknown): void; ok(): void };
 }
