@@ -23,7 +23,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
-import { freshPostgresDatabase, ROOT, tmpDir, waitFor } from './helpers/index.ts';
+import { adminApi, freshPostgresDatabase, ROOT, tmpDir, waitFor } from './helpers/index.ts';
 import { postgresFor, type PgServer } from './helpers/postgres.ts';
 import { samplePayload } from '../src/events/index.ts';
 
@@ -126,14 +126,7 @@ function cluster(t: TestContext, server: PgServer) {
     return gone() ? exited : { served: true };
   };
 
-  const api = async (n: Node, method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${n.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as any };
-  };
+  const api = (n: Node, method: string, path: string, body?: unknown) => adminApi(String(n.url), TOKEN, method, path, body);
 
   return { url, node, start, api };
 }

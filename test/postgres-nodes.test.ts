@@ -27,7 +27,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
-import { ROOT, tmpDir, waitFor } from './helpers/index.ts';
+import { adminApi, ROOT, tmpDir, waitFor } from './helpers/index.ts';
 import { adminSql, postgresFor } from './helpers/postgres.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { retryDelay } from '../src/webhooks/policy.ts';
@@ -220,14 +220,7 @@ test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: eve
     node.up = true;
   }
 
-  const api = async (node: Node, method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${node.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as any };
-  };
+  const api = (node: Node, method: string, path: string, body?: unknown) => adminApi(String(node.url), TOKEN, method, path, body);
 
   // One after the other: they migrate under an advisory lock anyway, and 2 cores start one faster.
   for (const n of nodes) await start(n);

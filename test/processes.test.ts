@@ -11,7 +11,7 @@ import { cpSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { once } from 'node:events';
 import http from 'node:http';
-import { ROOT, runCli, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
+import { adminApi, ROOT, runCli, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { servingExecArgv, V8_POOL_OPTION } from '../src/process/fork.ts';
 import { tuneServingHeap } from '../src/process/serving-heap.ts';
@@ -63,12 +63,7 @@ function setup(t: Parameters<typeof tmpDir>[0], extra: string[] = [], server: st
 const serve = (t: Parameters<typeof spawnCli>[0], configFile: string, args: string[] = [], env?: Record<string, string>) =>
   spawnCli(t, ['serve', '--config', configFile, ...args], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 30_000, env });
 
-const api = (base: string, method: string, path: string, body?: unknown) =>
-  fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  }).then(async (res) => ({ status: res.status, body: (await res.json()) as any }));
+const api = (base: string, method: string, path: string, body?: unknown) => adminApi(base, TOKEN, method, path, body);
 
 /** One GET on a connection of its own (the supervisor spreads connections over the processes). */
 function getOnce(url: string): Promise<{ status: number; text: string } | Error> {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { ROOT, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
+import { adminApi, ROOT, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
 import { modules as defaultModules } from '../src/server/modules.ts';
 import { openStore } from '../src/store/index.ts';
 import { statement } from '../src/store/contract.ts';
@@ -23,8 +23,8 @@ const TOKEN = 'test-admin-token';
 const N = 12;
 const HANGING = 3; // events whose first attempt is in flight at the crash
 
-test('kill -9 during retries, then restart: overdue retries go out within a second and every delivery arrives', async (t) => {
-  const dir = tmpDir(t);
+/** A config.yaml for `serve` in `dir` (its data beside it), with these lines added under `webhooks:`; returns its data dir and path. */
+function writeConfig(dir: string, webhooks: string[]): { dataDir: string; configFile: string } {
   const dataDir = join(dir, 'data');
   const configFile = join(dir, 'config.yaml');
   writeFileSync(
@@ -39,10 +39,16 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
       '  format: json',
       'webhooks:',
       '  allow_private_networks: true',
-      '  base_delay: 1s',
-      '  timeout: 30s',
+      ...webhooks.map((l) => `  ${l}`),
     ].join('\n'),
   );
+  return { dataDir, configFile };
+}
+
+const api = (base: string, method: string, path: string, body?: unknown) => adminApi(base, TOKEN, method, path, body);
+
+test('kill -9 during retries, then restart: overdue retries go out within a second and every delivery arrives', async (t) => {
+  const { dataDir, configFile } = writeConfig(tmpDir(t), ['base_delay: 1s', 'timeout: 30s']);
 
   // First attempts: the first HANGING events hang (in flight at the crash), the others get a 500.
   // After the restart everything is answered 200.
@@ -68,12 +74,6 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
 
   const events = Array.from({ length: N }, () => samplePayload('site_view'));
   const serve = () => spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 20_000 });
-  const api = (base: string, method: string, path: string, body?: unknown) =>
-    fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    }).then(async (res) => ({ status: res.status, body: (await res.json()) as any }));
 
   let first: Awaited<ReturnType<typeof serve>>;
   if (defaultModules.some((m) => m.name === 'installations')) {
@@ -144,24 +144,8 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
 });
 
 test('kill -9 while deliveries wait in a line, leased at their ingest: after the restart each is sent, once', async (t) => {
-  const dir = tmpDir(t);
-  const dataDir = join(dir, 'data');
-  const configFile = join(dir, 'config.yaml');
-  writeFileSync(
-    configFile,
-    [
-      'server:',
-      '  port: 0',
-      `data_dir: ${JSON.stringify(dataDir)}`,
-      `integrations_dir: ${JSON.stringify(join(ROOT, 'integrations'))}`,
-      `admin_token: ${TOKEN}`,
-      'log:',
-      '  format: json',
-      'webhooks:',
-      '  allow_private_networks: true',
-      '  per_endpoint_concurrency: 2', // one slot in each of the two serving processes
-    ].join('\n'),
-  );
+  // One slot in each of the two serving processes.
+  const { dataDir, configFile } = writeConfig(tmpDir(t), ['per_endpoint_concurrency: 2']);
   // 100 ms an exchange, one slot a process: a batch of 20 waits in the line of the process that took it.
   const seen = new Map<string, number>();
   const r = await scriptedReceiver(t, async (_n, q) => {
@@ -171,12 +155,6 @@ test('kill -9 while deliveries wait in a line, leased at their ingest: after the
     return 200;
   });
   const serve = () => spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard ready/, { timeoutMs: 30_000 });
-  const api = (base: string, method: string, path: string, body?: unknown) =>
-    fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    }).then(async (res) => ({ status: res.status, body: (await res.json()) as any }));
   const baseOf = (s: Awaited<ReturnType<typeof serve>>) => /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/.exec(s.output())![1];
 
   const first = await serve();

@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type http from 'node:http';
 import { samplePayload } from '../src/events/index.ts';
-import { ROOT, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
+import { adminApi, ROOT, spawnCli, tmpDir, waitFor } from './helpers/index.ts';
 import { scriptedReceiver } from './webhooks-support.ts';
 import { aheadWaiting } from '../src/webhooks/sender-ahead.ts';
 import { createSlots } from '../src/webhooks/sender-slots.ts';
@@ -38,14 +38,7 @@ async function serveDefaults(t: TestContext, webhooks: string[] = []) {
   );
   const served = await spawnCli(t, ['serve', '--config', configFile], /"msg":"switchyard serving","url":"(http:\/\/[^"]+)"/, { timeoutMs: 20_000 });
   const base = served.match[1];
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as any };
-  };
+  const api = (method: string, path: string, body?: unknown) => adminApi(base, TOKEN, method, path, body);
   const subscribe = async (url: string, type: string) => {
     const r = await api('POST', '/api/v1/installations', { integration: 'webhook', configuration: { webhook_url: url, event_types: type } });
     assert.equal(r.status, 201, JSON.stringify(r.body));

@@ -220,6 +220,16 @@ export function spawnCli(
   });
 }
 
+/** One call to the management API of a node served at `base` (its URL) with the admin `token`: the status and the JSON answer. */
+export async function adminApi(base: string, token: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
 /** Poll `fn` until it returns a truthy value (or throw after `timeoutMs`). */
 export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, everyMs = 10): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
