@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { batchPerTurn, oncePerTurn } from '../src/lib/batch.ts';
+import { atMostEvery, batchPerTurn, oncePerTurn } from '../src/lib/batch.ts';
 import { createObservers } from '../src/lib/observers.ts';
 import type { Logger } from '../src/log/index.ts';
 
@@ -156,6 +156,25 @@ test('batchPerTurn: the turn can be a microtask', async () => {
   b.push(2);
   await Promise.resolve();
   assert.deepEqual(writes, [[1, 2]]);
+});
+
+test('atMostEvery: the first call runs at once, the calls within the window once at its end, a call after it at once; cancel drops the one waiting', async () => {
+  let runs = 0;
+  const a = atMostEvery(50, () => void runs++);
+  a.call();
+  assert.equal(runs, 1, 'at once');
+  a.call();
+  a.call();
+  assert.equal(runs, 1, 'within the window: waits');
+  await new Promise((r) => setTimeout(r, 80));
+  assert.equal(runs, 2, 'once at the window end, for both calls');
+  await new Promise((r) => setTimeout(r, 60));
+  a.call();
+  assert.equal(runs, 3, 'past the window: at once');
+  a.call();
+  a.cancel();
+  await new Promise((r) => setTimeout(r, 80));
+  assert.equal(runs, 3, 'cancelled: the waiting run never comes');
 });
 
 test('observers: every listener hears; one that throws is logged with the fields, the others still hear; removal', () => {

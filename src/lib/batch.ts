@@ -132,3 +132,30 @@ export function batchPerTurn<T>(write: (batch: T[], scheduled: boolean) => void,
     },
   };
 }
+
+/**
+ * `run` at most once every `ms`: a call runs it at once when the last run was `ms` or more ago,
+ * and otherwise once at the end of that window, however many calls come meanwhile (timer unref'd).
+ */
+export function atMostEvery(ms: number, run: () => void): { call(): void; cancel(): void } {
+  let last = Number.NEGATIVE_INFINITY;
+  let timer: NodeJS.Timeout | undefined;
+  const fire = () => {
+    timer = undefined;
+    last = performance.now();
+    run();
+  };
+  return {
+    call() {
+      if (timer) return;
+      const wait = last + ms - performance.now();
+      if (wait <= 0) return fire();
+      timer = setTimeout(fire, wait);
+      timer.unref();
+    },
+    cancel() {
+      clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}

@@ -6,7 +6,7 @@
  * due (retries they scheduled, a dead process's leases) is not in this process's per-origin hints,
  * so it reads them again when told (at most every 100 ms), and every second.
  */
-import { oncePerTurn } from '../lib/batch.ts';
+import { atMostEvery, oncePerTurn } from '../lib/batch.ts';
 import type { Database, Tx } from '../store/contract.ts';
 import type { Queue } from './queue.ts';
 
@@ -67,23 +67,12 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
   const everywhereSoon = oncePerTurn(everywhere);
   /** Once stopped, nothing is told or looked at (a telling or a look could otherwise be armed after stop). */
   let stopped = false;
-  /** When the others were last told of deliveries stored due at ingest, and the telling that waits for its turn. */
-  let announcedAt = Number.NEGATIVE_INFINITY;
-  let announcing: NodeJS.Timeout | undefined;
+  const announcing = atMostEvery(INGEST_ANNOUNCE_MS, () => link?.announceDue(true));
   const announceStoredDue = () => {
-    if (announcing || stopped) return;
-    const wait = announcedAt + INGEST_ANNOUNCE_MS - performance.now();
-    const tell = () => {
-      announcing = undefined;
-      announcedAt = performance.now();
-      link?.announceDue(true);
-    };
-    if (wait <= 0) return tell();
-    announcing = setTimeout(tell, wait);
-    announcing.unref();
+    if (!stopped) announcing.call();
   };
   let refresh: NodeJS.Timeout | undefined;
-  let looking: NodeJS.Timeout | undefined;
+  let looking: { cancel(): void } | undefined;
   return {
     everywhere,
     everywhereAfter: (tx) => tx.afterCommit(everywhereSoon),
@@ -94,26 +83,14 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
     listen() {
       if (!link && !nodes) return;
       let refreshing = false;
-      let lookedAt = Number.NEGATIVE_INFINITY;
       /** Told during a look: its read may have begun before the teller's commit, so one more follows. */
       let toldMeanwhile = false;
-      const dueSafely = () => {
-        if (looking || stopped) return;
+      const look = atMostEvery(INGEST_ANNOUNCE_MS, () => {
+        if (stopped) return;
         if (refreshing) {
           toldMeanwhile = true; // one look at a time: a slow store does not pile them up
           return;
         }
-        const wait = lookedAt + INGEST_ANNOUNCE_MS - performance.now();
-        if (wait > 0) {
-          // Told again within the window: one look at its end, however many tell.
-          looking = setTimeout(() => {
-            looking = undefined;
-            dueSafely();
-          }, wait);
-          looking.unref();
-          return;
-        }
-        lookedAt = performance.now();
         refreshing = true;
         queue
           .refreshDue(database)
@@ -125,9 +102,13 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
             refreshing = false;
             if (toldMeanwhile && !stopped) {
               toldMeanwhile = false;
-              dueSafely();
+              look.call();
             }
           });
+      });
+      looking = look;
+      const dueSafely = () => {
+        if (!stopped) look.call();
       };
       link?.onDue(dueSafely);
       nodes?.listen(DUE_CHANNEL, dueSafely);
@@ -137,8 +118,8 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
     stop() {
       stopped = true;
       clearInterval(refresh);
-      clearTimeout(announcing);
-      clearTimeout(looking);
+      announcing.cancel();
+      looking?.cancel();
     },
   };
 }
