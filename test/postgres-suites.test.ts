@@ -13,7 +13,7 @@ import { allMigrations } from '../src/server/migrations.ts';
 
 const TEMPLATE = 'migrated_template';
 
-/** Slowest first (measured on PostgreSQL), so that the two at a time end together. */
+/** Run in the order of their names (Node's command line sorts the files it is given). */
 export const SUITES_ON_POSTGRES = [
   'test/webhooks-delivery.test.ts',
   'test/inspection-deliveries.test.ts',

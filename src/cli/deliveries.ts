@@ -5,7 +5,10 @@
  */
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
-import { sentEventId, signatureHeaderName, type Attempt, type AttemptFeedItem, type DeliveryDetail, type ReplayAnswer } from '../webhooks/index.ts';
+// From the modules themselves, not the webhooks barrel: a CLI process loads only what it runs.
+import { sentEventId } from '../webhooks/body.ts';
+import { signatureHeaderName } from '../webhooks/schemes.ts';
+import type { Attempt, AttemptFeedItem, DeliveryDetail, ReplayAnswer } from '../webhooks/index.ts';
 import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { follow, interruptSignal } from './feed.ts';

@@ -2,7 +2,9 @@
 import { readFileSync } from 'node:fs';
 import { defineCommand } from 'citty';
 import { SwitchyardError } from '../errors.ts';
-import { EVENT_TYPES, MAX_BATCH_EVENTS, samplePayload, setPath, type BatchItemResult, type BatchResult, type IngestResult } from '../events/index.ts';
+// From the modules themselves, not the events barrel: a CLI process loads only what it runs.
+import { EVENT_TYPES, MAX_BATCH_EVENTS, samplePayload, setPath } from '../events/types.ts';
+import type { BatchItemResult, BatchResult, IngestResult } from '../events/index.ts';
 import { apiClient } from './client.ts';
 import { configArg, configFrom, jsonArg } from './common.ts';
 import { repeated } from './sets.ts';

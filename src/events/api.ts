@@ -6,7 +6,8 @@
 import { dateTime, any, array, boolean, named, nullable, number, object, oneOf, optional, string, union, type Infer, type Schema } from '../schema/index.ts';
 import { enumParam, pageQuery, text, timeField, timeQuery, requestBody } from '../http/params.ts';
 import { deliverySchema, DELIVERY_STATUSES } from '../webhooks/index.ts';
-import { MAX_BATCH_EVENTS, type BatchResult, type IngestResult, type StoredEvent } from './service.ts';
+import { MAX_BATCH_EVENTS } from './types.ts';
+import type { BatchResult, IngestResult, StoredEvent } from './service.ts';
 import type { HandlerRun } from './handler-views.ts';
 import { EVENT_TYPES } from './types.ts';
 

@@ -9,8 +9,8 @@ import { createHandlerQueue, type HandlerQueue } from './handlers.ts';
 import { eventRoutes } from './routes.ts';
 import { leftoverLeases } from '../store/lease-owner.ts';
 
-export { validateEventPayload, samplePayload, setPath, newEventId, EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './types.ts';
-export { createEvents, MAX_BATCH_EVENTS, type Events, type StoredEvent, type IngestResult, type BatchResult, type BatchItemResult } from './service.ts';
+export { validateEventPayload, samplePayload, setPath, newEventId, EVENT_TYPES, WEBHOOK_EVENT_TYPES, MAX_BATCH_EVENTS } from './types.ts';
+export { createEvents, type Events, type StoredEvent, type IngestResult, type BatchResult, type BatchItemResult } from './service.ts';
 export { createHandlerQueue, type EventHandlers, type HandlerQueue } from './handlers.ts';
 export { createHandlerRuns, type HandlerRuns, type HandlerRunFilter } from './handler-runs.ts';
 export type { HandlerRun } from './handler-views.ts';

@@ -17,7 +17,7 @@ import { jsonRows } from '../store/leased-queue.ts';
 import { batchStatement } from '../store/rows-insert.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
 import type { HandlerQueue } from './handlers.ts';
-import { newEventId, validateEventPayload } from './types.ts';
+import { MAX_BATCH_EVENTS, newEventId, validateEventPayload } from './types.ts';
 
 export interface StoredEvent {
   eventId: string;
@@ -48,9 +48,6 @@ export interface BatchResult {
   rejected: number;
   results: BatchItemResult[];
 }
-
-/** Most events in one batch request. */
-export const MAX_BATCH_EVENTS = 1000;
 
 export interface EventsDeps {
   database: Database;

@@ -8,6 +8,9 @@ import type { Problem } from '../errors.ts';
 import { timeOrderedId } from '../ids.ts';
 import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './event-types.ts';
 
+/** Most events in one batch request. */
+export const MAX_BATCH_EVENTS = 1000;
+
 export { EVENT_TYPES, WEBHOOK_EVENT_TYPES };
 
 /** `evt_` + a time-ordered id (see src/ids.ts). */
