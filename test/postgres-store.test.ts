@@ -9,7 +9,10 @@ import { bind, translate } from '../src/store/postgres/dialect.ts';
 import { connectStore, openStore } from '../src/store/index.ts';
 import { statement } from '../src/store/contract.ts';
 import { allMigrations } from '../src/server/migrations.ts';
-import { adminSql, postgresFor, type PgServer } from './helpers/postgres.ts';
+import { chmodSync, chownSync, existsSync, mkdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { adminSql, initializedCluster, postgresBinaries, postgresFor, runAs, type PgServer } from './helpers/postgres.ts';
 import { samplePayload } from '../src/events/index.ts';
 import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 import { configSchema } from '../src/config/schema.ts';
@@ -432,4 +435,40 @@ test('PostgreSQL stopped under a running server: reads and writes are answered 5
   }
   await waitFor(async () => (await s.api('GET', '/api/v1/installations')).status === 200, 15_000, 100);
   assert.equal((await s.api('POST', '/api/v1/events', samplePayload('site_view'))).status, 202);
+});
+
+test('the initdb template in the shared temp folder is used only when it is a folder of the account PostgreSQL runs as, closed to others: a planted one gets a cluster of its own instead', async (t) => {
+  const b = postgresBinaries();
+  const who = runAs();
+  if ('absent' in b || 'absent' in who) return t.skip('absent' in b ? b.absent : (who as { absent: string }).absent);
+  // A temp folder of this test's own, standing for the shared one.
+  const root = tmpDir(t);
+  chmodSync(root, 0o755);
+  const run = (cmd: string, args: string[]) => {
+    const r = spawnSync(join(b.bin, cmd), args, { encoding: 'utf8', ...(who.uid !== undefined ? { uid: who.uid, gid: who.gid } : {}) });
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout;
+  };
+  const dataDir = (name: string) => {
+    const dir = join(root, name);
+    mkdirSync(dir);
+    if (who.uid !== undefined) chownSync(dir, who.uid, who.gid!);
+    return join(dir, 'data');
+  };
+  const template = initializedCluster(b.bin, who, run, dataDir('a'), root);
+  assert.match(template, /switchyard-pg-template-[0-9a-f]{16}$/, 'made once, in the temp folder');
+  assert.equal(initializedCluster(b.bin, who, run, dataDir('b'), root), template, 'and found again');
+
+  // Open to others: anyone could have written its postgresql.conf.
+  chmodSync(template, 0o777);
+  const own = dataDir('c');
+  assert.equal(initializedCluster(b.bin, who, run, own, root), own, 'not used: a cluster of its own instead');
+  assert.ok(existsSync(join(own, 'PG_VERSION')), 'made by initdb');
+  assert.equal(statSync(template).mode & 0o777, 0o777, 'and the planted one left as it was');
+
+  // A link in its place, to a folder that would pass: not followed.
+  rmSync(template, { recursive: true });
+  symlinkSync(dirname(own), template);
+  const other = dataDir('d');
+  assert.equal(initializedCluster(b.bin, who, run, other, root), other);
 });

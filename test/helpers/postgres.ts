@@ -16,7 +16,20 @@
  */
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  lstatSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -64,7 +77,7 @@ export function postgresBinaries(): { bin: string } | { absent: string } {
 }
 
 /** Who runs the server: this process, or (as root) an unprivileged account. */
-function runAs(): { uid?: number; gid?: number; name: string } | { absent: string } {
+export function runAs(): { uid?: number; gid?: number; name: string } | { absent: string } {
   if (process.getuid?.() !== 0) return { name: 'self' };
   const name = process.env.SWITCHYARD_PG_USER || 'postgres';
   const line = readFileSync('/etc/passwd', 'utf8')
@@ -116,8 +129,8 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
   };
   const cleanup = () => rmSync(dir, { recursive: true, force: true });
   try {
-    const template = initializedCluster(b.bin, who, run);
-    run('/bin/cp', ['-a', template, data]);
+    const template = initializedCluster(b.bin, who, run, data);
+    if (template !== data) run('/bin/cp', ['-a', template, data]);
   } catch (e) {
     cleanup();
     throw e;
@@ -197,28 +210,49 @@ export async function startPostgres(opts: { settings?: Record<string, string | n
  * copy 0.06 (measured), and the suite starts dozens of servers on two busy cores. One template per
  * account and initdb binary (its path, size and time), in the temp folder; made in a private folder
  * and renamed into place, so servers started together never see half of one.
+ *
+ * The temp folder is shared and the template's name can be worked out by anyone: one that is not a
+ * folder of the account the servers run as, closed to everyone else, may have been planted (its
+ * postgresql.conf runs commands as that account). It is not used, nor replaced: the server gets a
+ * cluster of its own, from initdb, as before there was a template.
  */
-function initializedCluster(bin: string, who: { uid?: number; gid?: number; name: string }, run: (cmd: string, args: string[]) => string): string {
+export function initializedCluster(
+  bin: string,
+  who: { uid?: number; gid?: number; name: string },
+  run: (cmd: string, args: string[]) => string,
+  data: string,
+  root = tmpdir(),
+): string {
+  const owner = who.uid ?? process.getuid?.();
   const initdb = statSync(join(bin, 'initdb'));
-  const key = createHash('sha256')
-    .update(`${bin} ${initdb.size} ${initdb.mtimeMs} ${who.uid ?? process.getuid?.()}`)
-    .digest('hex')
-    .slice(0, 16);
-  const template = join(tmpdir(), `switchyard-pg-template-${key}`);
-  if (existsSync(join(template, 'PG_VERSION'))) return template;
-  const work = mkdtempSync(join(tmpdir(), 'switchyard-pg-initdb-'));
-  if (who.uid !== undefined) chownSync(work, who.uid, who.gid!);
-  const made = join(work, 'data');
-  try {
-    run('initdb', ['-D', made, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
+  const key = createHash('sha256').update(`${bin} ${initdb.size} ${initdb.mtimeMs} ${owner}`).digest('hex').slice(0, 16);
+  const template = join(root, `switchyard-pg-template-${key}`);
+  const trusted = () => {
+    const st = lstatSync(template, { throwIfNoEntry: false });
+    if (!st) return undefined;
+    return st.isDirectory() && (owner === undefined || st.uid === owner) && (st.mode & 0o077) === 0 && existsSync(join(template, 'PG_VERSION'));
+  };
+  const initialize = (into: string) => run('initdb', ['-D', into, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
+  let found = trusted();
+  if (found === undefined) {
+    const work = mkdtempSync(join(root, 'switchyard-pg-initdb-'));
+    if (who.uid !== undefined) chownSync(work, who.uid, who.gid!);
+    const made = join(work, 'data');
     try {
-      renameSync(made, template);
-    } catch (e) {
-      // Another server's start made it first (ENOTEMPTY, EEXIST): that one is as good.
-      if (!existsSync(join(template, 'PG_VERSION'))) throw e;
+      initialize(made);
+      try {
+        renameSync(made, template);
+      } catch {
+        // Another server's start made it first (ENOTEMPTY, EEXIST), or something else is there.
+      }
+    } finally {
+      rmSync(work, { recursive: true, force: true });
     }
-  } finally {
-    rmSync(work, { recursive: true, force: true });
+    found = trusted();
+  }
+  if (!found) {
+    initialize(data);
+    return data;
   }
   return template;
 }
