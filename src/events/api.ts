@@ -6,10 +6,9 @@
 import { dateTime, any, array, boolean, named, nullable, number, object, oneOf, optional, string, union, type Infer, type Schema } from '../schema/index.ts';
 import { enumParam, pageQuery, text, timeField, timeQuery, requestBody } from '../http/params.ts';
 import { deliverySchema, DELIVERY_STATUSES } from '../webhooks/index.ts';
-import { MAX_BATCH_EVENTS } from './types.ts';
 import type { BatchResult, IngestResult, StoredEvent } from './service.ts';
 import type { HandlerRun } from './handler-views.ts';
-import { EVENT_TYPES } from './types.ts';
+import { EVENT_TYPES, MAX_BATCH_EVENTS } from './types.ts';
 
 /** A platform event as sent: its type says which other fields it has (validated by type at ingest). */
 export const eventSchema = named(

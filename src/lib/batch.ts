@@ -101,6 +101,11 @@ export function batchPerTurn<T>(write: (batch: T[], scheduled: boolean) => void,
     turn(onTurn);
   }
 
+  /** Ahead of what arrived since. */
+  function hold(items: T[]): void {
+    waiting = waiting.length ? [...items, ...waiting] : items;
+  }
+
   return {
     push(item) {
       waiting.push(item);
@@ -116,11 +121,9 @@ export function batchPerTurn<T>(write: (batch: T[], scheduled: boolean) => void,
       timer.unref();
     },
     flush: () => run(false),
-    hold(items) {
-      waiting = waiting.length ? [...items, ...waiting] : items;
-    },
+    hold,
     putBack(items, ms) {
-      waiting = waiting.length ? [...items, ...waiting] : items;
+      hold(items);
       if (ms === undefined) return soon();
       if (timer) clearTimeout(timer);
       holding = true;

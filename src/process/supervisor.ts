@@ -148,7 +148,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         parking.resume(msg.name);
         return;
       case 'due':
-        for (const s of slots) if (s.serving !== w) send(s.serving, { t: 'due', ...(msg.deliveriesOnly ? { deliveriesOnly: true } : {}) });
+        for (const s of slots) if (s.serving !== w) send(s.serving, msg); // as it came: deliveriesOnly with it
         return;
       case 'tls':
         if (tls) send(w, { t: 'tls', pair: tls.current });

@@ -49,6 +49,8 @@ export interface DueSignalsDeps {
   /** This process's sender looks for due work. */
   wake(): void;
   health?: { failed(error: unknown): void };
+  /** The window of the two throttles, INGEST_ANNOUNCE_MS unless given (a test widens it, to count on a loaded machine). */
+  announceEveryMs?: number;
 }
 
 export function createDueSignals(deps: DueSignalsDeps): DueSignals {
@@ -67,7 +69,8 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
   const everywhereSoon = oncePerTurn(everywhere);
   /** Once stopped, nothing is told or looked at (a telling or a look could otherwise be armed after stop). */
   let stopped = false;
-  const announcing = atMostEvery(INGEST_ANNOUNCE_MS, () => link?.announceDue(true));
+  const windowMs = deps.announceEveryMs ?? INGEST_ANNOUNCE_MS;
+  const announcing = atMostEvery(windowMs, () => link?.announceDue(true));
   const announceStoredDue = () => {
     if (!stopped) announcing.call();
   };
@@ -85,7 +88,7 @@ export function createDueSignals(deps: DueSignalsDeps): DueSignals {
       let refreshing = false;
       /** Told during a look: its read may have begun before the teller's commit, so one more follows. */
       let toldMeanwhile = false;
-      const look = atMostEvery(INGEST_ANNOUNCE_MS, () => {
+      const look = atMostEvery(windowMs, () => {
         if (stopped) return;
         if (refreshing) {
           toldMeanwhile = true; // one look at a time: a slow store does not pile them up
