@@ -36,7 +36,9 @@ test('retry schedule on a real clock: 500,500,500,200 is delivered on the 4th at
   );
   assert.equal(db.attemptCount, 4);
   assert.equal(db.maxAttempts, 4);
-  const slack = 150; // attempt round trip + timer latency on a shared machine
+  // Attempt round trip and timer latency on a shared machine: 257 ms once on PostgreSQL under a
+  // whole run's load. Still well under what polling for due work (every second) would add.
+  const slack = 400;
   for (const r of [flaky, limited]) {
     assert.equal(r.requests.length, 4, 'exactly 4 attempts');
     const gaps = r.requests.slice(1).map((q, i) => q.at - r.requests[i].at);

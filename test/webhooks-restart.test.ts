@@ -144,9 +144,10 @@ test('kill -9 during retries, then restart: overdue retries go out within a seco
 });
 
 test('kill -9 while deliveries wait in a line, leased at their ingest: after the restart each is sent, once', async (t) => {
-  // One slot in each of the two serving processes.
+  // Two slots for the endpoint: one in each of the two serving processes, both used by the one that
+  // took the batch once it borrows the other's (src/webhooks/slot-loans.ts).
   const { dataDir, configFile } = writeConfig(tmpDir(t), ['per_endpoint_concurrency: 2']);
-  // 100 ms an exchange, one slot a process: a batch of 20 waits in the line of the process that took it.
+  // 100 ms an exchange: a batch of 20 waits in the line of the process that took it.
   const seen = new Map<string, number>();
   const r = await scriptedReceiver(t, async (_n, q) => {
     const id = JSON.parse(q.body).sourceEventId as string;
@@ -179,7 +180,7 @@ test('kill -9 while deliveries wait in a line, leased at their ingest: after the
     throw new Error(`not delivered after the restart: ${events.filter((e) => !seen.has(e.eventId as string)).length} of ${events.length}`);
   });
   await new Promise((done) => setTimeout(done, 300));
-  // At least once: only an attempt in flight at the kill may arrive twice.
+  // At least once: only the attempts in flight at the kill (at most the endpoint's 2 slots) may arrive twice.
   const twice = [...seen.values()].filter((n) => n > 1).length;
-  assert.ok(twice <= 1, `${twice} deliveries arrived twice; only the one in flight at the kill may`);
+  assert.ok(twice <= 2, `${twice} deliveries arrived twice; only the 2 in flight at the kill may`);
 });

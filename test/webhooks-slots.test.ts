@@ -51,7 +51,7 @@ async function serveDefaults(t: TestContext, webhooks: string[] = []) {
       assert.equal(r.status, 202, JSON.stringify(r.body));
     }
   };
-  return { api, subscribe, send };
+  return { api, subscribe, send, base, output: served.output };
 }
 
 /** A receiver that counts requests open at once and answers after `delayMs`; counts each event id. */
@@ -99,6 +99,29 @@ test('default settings, two serving processes: at most per_endpoint_concurrency 
     );
   const listed = await s.api('GET', '/api/v1/deliveries?status=delivered&limit=1');
   assert.equal(listed.status, 200);
+});
+
+test("one producer's batch lands in one serving process: it borrows the other's endpoint slots, so the endpoint gets all of them, never more", {
+  timeout: 60_000,
+}, async (t) => {
+  const s = await serveDefaults(t);
+  await waitFor(() => s.output().includes('switchyard ready'), 20_000); // the other process answers asks
+  const slow = await countingReceiver(t, 300);
+  await s.subscribe(slow.url, 'site_view');
+  // One POST of 8: every delivery is leased at its ingest in the process that took it (its line
+  // holds a second of its 2 slots' pace), and 8 at 300 ms on 2 slots end in 1.2 s, before any
+  // would wait the 2 s after which a line goes back to the store for the other process.
+  await s.send('site_view', 8);
+  await waitFor(() => slow.seen.size === 8, 20_000);
+  assert.equal(slow.maxOpen(), 4, 'all 4 of the endpoint slots were in use at once (2 of them borrowed), never more');
+  const metrics = await fetch(`${s.base}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.text());
+  const borrowed = /^switchyard_webhook_slots_borrowed (\d+)$/m.exec(metrics);
+  assert.ok(borrowed && Number(borrowed[1]) >= 2, `slots borrowed, per /metrics: ${borrowed?.[0]}`);
+  assert.deepEqual(
+    [...slow.seen.values()].filter((n) => n !== 1),
+    [],
+    'each delivery arrived once',
+  );
 });
 
 test('a delivery claimed ahead by a process whose slot hangs is given back and sent by the other process', { timeout: 60_000 }, async (t) => {

@@ -90,6 +90,16 @@ export function createServerMetrics(services: Services): { registry: Registry; s
     { perProcess: true },
   );
 
+  r.gauge(
+    'switchyard_webhook_slots_borrowed',
+    "Delivery slots held beyond a serving process's share of webhooks.concurrency and per_endpoint_concurrency, lent by the processes beside it (each lends what it does not use)",
+    () => {
+      const d = deliveries();
+      return d ? [[{}, d.slotsBorrowed()]] : [];
+    },
+    { perProcess: true },
+  );
+
   const attempts = r.counter(
     'switchyard_webhook_attempts',
     `Webhook attempts by outcome (${ATTEMPT_OUTCOMES.filter((o) => o !== 'interrupted').join(', ')}: failed = no retry follows, the last attempt of a failed delivery included) and trigger (automatic, manual)`,

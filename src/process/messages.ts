@@ -19,7 +19,13 @@ export type ToServing =
   /** Whether every serving process has loaded its integrations (sent whenever that changes). */
   | { t: 'readiness'; ready: boolean }
   /** The certificate to serve (server.tls): the answer to `tls`, and again whenever the supervisor accepts a new one. */
-  | { t: 'tls'; pair: TlsPair };
+  | { t: 'tls'; pair: TlsPair }
+  /** What this process's slot holds of each pool beyond or short of its share (the answer to `slots-held`; process/slot-loans.ts). */
+  | { t: 'slots-held'; held: Record<string, number> }
+  /** Another process wants more of `pool`: lend what is not in use (answered with `slots-lent`). */
+  | { t: 'slots-ask'; pool: string }
+  /** `n` more slots of `pool` are this process's. */
+  | { t: 'slots-grant'; pool: string; n: number };
 
 export type ToSupervisor =
   | { t: 'pong' }
@@ -32,7 +38,13 @@ export type ToSupervisor =
   /** This process has loaded its integrations (the start-up pass is over). */
   | { t: 'loaded' }
   /** Which certificate to serve (server.tls): the supervisor read the files, and watches them. */
-  | { t: 'tls' };
+  | { t: 'tls' }
+  /** What this process's slot holds of each pool beyond or short of its share (asked once, before it delivers). */
+  | { t: 'slots-held' }
+  /** Deliveries wait here for more of `pool` than this process holds. */
+  | { t: 'slots-want'; pool: string }
+  /** `n` slots of `pool` are lent, already off this process's share. */
+  | { t: 'slots-lent'; pool: string; n: number };
 
 export const SERVING_ENV = 'SWITCHYARD_SERVING';
 /** The port the first serving process listens on, for the others (when server.port is 0). */

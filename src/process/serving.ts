@@ -8,6 +8,7 @@ import type { TlsPair, TlsSource } from '../http/tls.ts';
 import { CrashRecord } from './crash-record.ts';
 import { ANNOUNCE_ENV, SERVING_ENV, type Parking, type ToServing, type ToSupervisor } from './messages.ts';
 import { crashRecordFile } from './paths.ts';
+import type { LoansLink } from '../webhooks/slot-loans.ts';
 
 export interface ProcessLink {
   /** Serving processes sharing the store and the port. */
@@ -38,6 +39,8 @@ export interface ProcessLink {
    * process started while the files on disk are broken still gets the pair that serves.
    */
   tls(): Promise<TlsSource>;
+  /** Delivery slots lent between the serving processes (webhooks/slot-loans.ts). */
+  loans: LoansLink;
   close(): void;
 }
 
@@ -62,6 +65,9 @@ export function createServingLink(dataDir: string, place: { index: number; count
   let pair: TlsPair | undefined;
   const pairListeners: Array<(pair: TlsPair) => void> = [];
   const pairWaiters: Array<() => void> = [];
+  const heldWaiters: Array<(held: Record<string, number>) => void> = [];
+  const askListeners: Array<(pool: string) => void> = [];
+  const grantListeners: Array<(pool: string, n: number) => void> = [];
 
   const onMessage = (msg: ToServing) => {
     switch (msg.t) {
@@ -94,6 +100,15 @@ export function createServingLink(dataDir: string, place: { index: number; count
         pair = msg.pair;
         for (const fn of pairWaiters.splice(0)) fn();
         for (const fn of pairListeners) fn(msg.pair);
+        return;
+      case 'slots-held':
+        for (const fn of heldWaiters.splice(0)) fn(msg.held);
+        return;
+      case 'slots-ask':
+        for (const fn of askListeners) fn(msg.pool);
+        return;
+      case 'slots-grant':
+        for (const fn of grantListeners) fn(msg.pool, msg.n);
         return;
     }
   };
@@ -154,6 +169,16 @@ export function createServingLink(dataDir: string, place: { index: number; count
         onPair: (fn) => void pairListeners.push(fn),
         close: () => void pairListeners.splice(0),
       };
+    },
+    loans: {
+      held(fn) {
+        heldWaiters.push(fn);
+        send({ t: 'slots-held' });
+      },
+      want: (pool) => send({ t: 'slots-want', pool }),
+      lent: (pool, n) => send({ t: 'slots-lent', pool, n }),
+      onAsk: (fn) => void askListeners.push(fn),
+      onGrant: (fn) => void grantListeners.push(fn),
     },
     close() {
       process.off('message', onMessage);

@@ -41,6 +41,7 @@ import { blameFor, createParkingLot } from './parking.ts';
 import { createLeaseRecovery } from './lease-recovery.ts';
 import { createReadiness } from './readiness.ts';
 import { createDrain } from './drain.ts';
+import { createSupervisorLoans } from './slot-loans.ts';
 import { forkServing, freePort, prepareForks } from './fork.ts';
 
 /** How many times a port is picked for server.port 0 when each is taken before the first process listens. */
@@ -97,6 +98,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const slots = createSlots(count);
   const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
   const metrics = createMetricsRelay();
+  const loans = createSupervisorLoans(slots);
   let port: number | undefined;
   /** Picks of a free port that were taken before the first process listened on them (server.port 0): at most PORT_PICKS. */
   let portsTaken = 0;
@@ -162,6 +164,16 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
       case 'snapshot':
         metrics.snapshot(msg.id, msg.snapshot);
         return;
+    }
+    // Slots on loan are the slot's: what a process that is gone says no longer counts (its replacement asked already).
+    if (slot.serving !== w) return;
+    switch (msg.t) {
+      case 'slots-held':
+        return send(w, { t: 'slots-held', held: loans.heldBy(slot.index) });
+      case 'slots-want':
+        return loans.want(slot, msg.pool);
+      case 'slots-lent':
+        return loans.lent(slot, msg.pool, msg.n);
     }
   }
 

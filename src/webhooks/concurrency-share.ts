@@ -38,13 +38,21 @@ export function slotsFor(origin: string, limit: number, share: ProcessShare): nu
   return partOf(limit, share.count, (share.index - first + share.count) % share.count);
 }
 
-/** The config read at each use (it may be reloaded), with this process's share of the concurrency (worked out once per config). */
-export function sharedConfig(config: () => WebhooksConfig, share: ProcessShare | undefined): () => WebhooksConfig {
-  let shared: [WebhooksConfig, WebhooksConfig] | undefined;
+/**
+ * The config read at each use (it may be reloaded), with this process's share of the concurrency
+ * and what it holds beyond it (`held`: slots lent to it, below 0 lent by it; slot-loans.ts), worked
+ * out once per config and holding.
+ */
+export function sharedConfig(config: () => WebhooksConfig, share: ProcessShare | undefined, held?: (limit: number) => number): () => WebhooksConfig {
+  let shared: [WebhooksConfig, number, WebhooksConfig] | undefined;
   return () => {
     const c = config();
     if (!share) return c;
-    if (shared?.[0] !== c) shared = [c, shareOf(c, share.count, share.index)];
-    return shared[1];
+    const extra = held?.(c.concurrency) ?? 0;
+    if (shared?.[0] !== c || shared[1] !== extra) {
+      const own = shareOf(c, share.count, share.index);
+      shared = [c, extra, extra ? { ...own, concurrency: Math.max(0, own.concurrency + extra) } : own];
+    }
+    return shared[2];
   };
 }

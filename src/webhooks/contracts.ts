@@ -95,6 +95,8 @@ export interface Deliveries {
   stats(f: StatsFilter): Promise<DeliveryStats>;
   counts(): Promise<Record<string, number>>;
   inFlight(): number;
+  /** Delivery slots this process holds beyond its share, lent by the serving processes beside it (slot-loans.ts); 0 alone. */
+  slotsBorrowed(): number;
   /** Observe every recorded attempt (live tail, metrics); returns the unsubscribe function. */
   onAttempt(listener: (e: RecordedAttempt) => void): () => void;
   /** Attempts after a cursor, oldest first (the live tail's read; see AttemptFeedItem). */

@@ -36,6 +36,8 @@ export interface AheadQueue {
   count(): number;
   /** Deliveries waiting here for `origin`, or about to (reserved at an ingest not committed yet). */
   waitingFor(origin: string): number;
+  /** Deliveries waiting here, or about to, in all. */
+  waitingAll(): number;
   /**
    * Room for a delivery of `origin` (its body `chars` characters long) to be leased at its ingest and wait
    * here: taken when there is (true). Each reservation ends in endReservation().
@@ -84,6 +86,11 @@ export interface AheadDeps {
   sendable?: (c: Claimed) => boolean;
   /** A give-back ended (committed or not): this sender looks for due work again. */
   wake?: () => void;
+  /**
+   * Deliveries wait here for slots of `origin` this sender does not hold (`all`: its slots in all
+   * are taken): the processes beside it may lend theirs (slot-loans.ts).
+   */
+  short?: (origin: string, all: boolean) => void;
 }
 
 /** At most this many slots' worth wait here for a fast origin's slots. */
@@ -355,16 +362,21 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       deps.start(a.c);
     }
     if (!list.length && ahead.get(origin) === list) ahead.delete(origin);
+    else if (list.length && !deps.stopped()) deps.short?.(origin, slots.inFlight() >= cfg.concurrency);
     void giveBack(unsendable, now);
   }
 
   return {
     count: () => aheadCount - ingestCount,
     waitingFor,
+    waitingAll: () => aheadCount + reservedCount,
     reserveAtIngest(origin, chars, now) {
       if (deps.stopped() || ingestCount + reservedCount >= MAX_INGEST_AHEAD || ingestChars + reservedChars + chars > MAX_INGEST_AHEAD_CHARS) return false;
       if (stalled(origin)) return false;
-      if (waitingFor(origin) >= ingestAhead(slots.limitOf(origin, deps.config()), slots.holdMs(origin))) return false;
+      if (waitingFor(origin) >= ingestAhead(slots.limitOf(origin, deps.config()), slots.holdMs(origin))) {
+        deps.short?.(origin, false); // its line is as long as its slots here send in a second
+        return false;
+      }
       reserved.set(origin, (reserved.get(origin) ?? 0) + 1);
       reservedCount++;
       reservedChars += chars;

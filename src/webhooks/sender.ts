@@ -71,6 +71,8 @@ export interface SenderDeps {
   slotsFor?: (origin: string, limit: number) => number;
   /** Whether a delivery leased at its ingest and waiting for a slot may still go (its installation active, pointing to its URL); all may by default. */
   sendable?: (c: Claimed) => boolean;
+  /** Deliveries wait here for slots of `origin` (`all`: slots in all) this sender does not hold: see sender-ahead.ts. */
+  short?: (origin: string, all: boolean) => void;
 }
 
 /**
@@ -104,6 +106,8 @@ export interface Sender {
   attemptNow(id: string): Promise<AttemptRecord | 'busy'>;
   /** Attempts in flight. */
   inFlight(): number;
+  /** This sender's slots of `origin` (undefined: in all) neither in use nor waited for by deliveries here: what it may lend. */
+  spare(origin: string | undefined): number;
   /** Stop taking work; wait up to `graceMs` for attempts in flight, then abandon them (their leases are recovered at next start). */
   stop(graceMs: number): Promise<void>;
 }
@@ -129,6 +133,7 @@ export function createSender(deps: SenderDeps): Sender {
     health: deps.health,
     gaveBack: deps.gaveBack,
     sendable: deps.sendable,
+    short: deps.short,
     wake: () => schedule.pump(),
   });
   const schedule = createSchedule({ queue, database, config, clock, slots, ahead, stopped: isStopped, log, health: deps.health });
@@ -183,6 +188,12 @@ export function createSender(deps: SenderDeps): Sender {
     },
     attemptNow: manualAttempts({ queue, database, config, clock, owner, currentUrl: deps.currentUrl, slots, ahead, attempts }),
     inFlight: slots.inFlight,
+    spare(origin) {
+      if (stopped) return 0;
+      const cfg = deps.config();
+      if (origin === undefined) return cfg.concurrency - slots.inFlight() - ahead.waitingAll();
+      return slots.limitOf(origin, cfg) - slots.taken(origin) - ahead.waitingFor(origin);
+    },
     stop(graceMs) {
       stopped = true;
       return stopSender({ queue, database, clock, owner, schedule, ahead, attempts, record, log }, graceMs);

@@ -29,6 +29,7 @@ import { deliveryStats } from './stats.ts';
 import { createSender, type RecordedAttempt, type WebhooksConfig, type Sender } from './sender.ts';
 import { leftoverLeases } from '../store/lease-owner.ts';
 import { sharedConfig, slotsFor } from './concurrency-share.ts';
+import { createSlotLoans, originOfPool, poolOf, type LoansLink, type SlotLoans } from './slot-loans.ts';
 import { endpointsOf, type Subscriptions } from './endpoints.ts';
 import { createDueSignals } from './due-signals.ts';
 import { secretsService } from './secrets-service.ts';
@@ -46,7 +47,7 @@ export interface WebhooksDeps {
   config: () => WebhooksConfig;
   subscriptions: () => Subscriptions;
   /** Set in a serving process beside others (process/serving.ts): concurrency is shared, due work announced. */
-  processes?: { index: number; count: number; onDue(fn: () => void): void; announceDue(deliveriesOnly?: boolean): void };
+  processes?: { index: number; count: number; onDue(fn: () => void): void; announceDue(deliveriesOnly?: boolean): void; loans?: LoansLink };
   /** Told when a write fails and when one commits again (store/health.ts). */
   health?: { failed(error: unknown): void; ok(): void };
 }
@@ -55,8 +56,12 @@ export interface WebhooksDeps {
 export async function createWebhooks(deps: WebhooksDeps) {
   const { database, log } = deps;
   const link = deps.processes;
-  // Concurrency is the service's: each of N serving processes takes its share.
-  const cfg = sharedConfig(deps.config, link);
+  // Concurrency is the service's: each of N serving processes takes its share, and lends what it
+  // does not use to the others (slot-loans.ts; set up below, before the sender).
+  let loans: SlotLoans | undefined;
+  /** The sender once built: an ask or a grant can come between the loans' answer and its build. */
+  let built: Sender | undefined;
+  const cfg = sharedConfig(deps.config, link, (limit) => loans?.held(poolOf(undefined, limit)) ?? 0);
   const secrets = createSecrets({ database }, { overlapMs: () => cfg().secret_rotation_overlap });
   const queue = createQueue(database, { maxAttempts: () => cfg().max_retries + 1 });
   const endpoints = endpointsOf(deps.subscriptions);
@@ -71,6 +76,20 @@ export async function createWebhooks(deps: WebhooksDeps) {
   await queue.refreshDue(database);
   if (interrupted) log.warn('attempts interrupted by the last stop are sent again', { deliveries: interrupted });
 
+  // What this process's slot holds of each pool is known before it sends anything (a replacement's
+  // predecessor may have lent or borrowed); from then on the sender below answers the asks.
+  if (link?.loans)
+    loans = await createSlotLoans(link.loans, {
+      spare(pool) {
+        const origin = originOfPool(pool);
+        const limit = Number(pool.slice(0, pool.indexOf(' ')));
+        const c = deps.config();
+        // A pool of another limit than the current one (the config was reloaded) is not in use here.
+        if (origin === null || limit !== (origin === undefined ? c.concurrency : c.per_endpoint_concurrency)) return 0;
+        return built?.spare(origin) ?? 0;
+      },
+      granted: () => built?.wake(),
+    });
   const attempts = createObservers<[RecordedAttempt]>(log, 'attempt listener failed');
   // The sender is built next; due work is signalled to it once it is.
   const due = createDueSignals({ database, queue, link, wake: () => sender.wake(), health: deps.health });
@@ -85,9 +104,19 @@ export async function createWebhooks(deps: WebhooksDeps) {
     onAttempt: attempts.notify,
     health: deps.health,
     gaveBack: due.gaveBack,
-    slotsFor: link ? (origin, limit) => slotsFor(origin, limit, link) : undefined,
+    slotsFor: link ? (origin, limit) => Math.max(0, slotsFor(origin, limit, link) + (loans?.held(poolOf(origin, limit)) ?? 0)) : undefined,
     sendable: endpoints.sendable,
+    short: loans ? (origin, all) => wantSlots(origin, all) : undefined,
   });
+  /** Ask the processes beside for slots of `origin` (or in all), unless this one holds the whole limit already. */
+  function wantSlots(origin: string, all: boolean): void {
+    const c = deps.config();
+    const limit = all ? c.concurrency : c.per_endpoint_concurrency;
+    const pool = poolOf(all ? undefined : origin, limit);
+    const mine = all ? cfg().concurrency : slotsFor(origin, limit, link!) + loans!.held(pool);
+    if (mine < limit) loans!.want(pool);
+  }
+  built = sender;
   /** After an enqueue's commit: the scheduler looks for what was not started at commit (one hook per transaction). */
   const wakeSender = () => sender.wake();
 
@@ -108,6 +137,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     stats: (f) => deliveryStats(database, f),
     counts: () => queue.counts(),
     inFlight: () => sender.inFlight(),
+    slotsBorrowed: () => loans?.borrowed() ?? 0,
     onAttempt: (listener) => attempts.add(listener),
     attemptsAfter: (after, limit, f) => queue.attemptsAfter(after, limit, f),
     lastAttemptId: () => queue.lastAttemptId(),

@@ -1,0 +1,74 @@
+/**
+ * The supervisor's side of slots lent between serving processes (the serving side:
+ * webhooks/slot-loans.ts). Each process holds a share of the delivery concurrency and of each
+ * endpoint's per_endpoint_concurrency (webhooks/concurrency-share.ts); a process with deliveries
+ * waiting for slots it does not have asks for more, the others lend what they are not using, and
+ * the supervisor hands it on. A lender takes the slots off its own share before it says so, and a
+ * borrower adds them only once told: the processes' slots never add up to more than the limit.
+ *
+ * The table is per slot (not per process), so a replacement takes on what the process it replaces
+ * held, and asks for it before it sends anything.
+ */
+import type { ToServing } from './messages.ts';
+import { send, type Slot } from './slots.ts';
+
+/** At most this many pools (an endpoint origin at a limit, or the concurrency in all) have slots on loan; no loan opens a new one past it. */
+export const MAX_POOLS_ON_LOAN = 1_000;
+/** The longest pool name taken (an origin is at most a scheme, a host of 253 characters and a port). */
+const MAX_POOL_CHARS = 400;
+/** The most slots one message may move (per_endpoint_concurrency and concurrency are at most 256 and 1,024). */
+const MAX_SLOTS_MOVED = 1_024;
+
+export interface SupervisorLoans {
+  /** What slot `index`'s process holds beyond (above 0) or short of (below) its share, per pool on loan. */
+  heldBy(index: number): Record<string, number>;
+  /** Slot `from`'s process has work waiting for more of `pool`: the others are asked to lend. */
+  want(from: Slot, pool: unknown): void;
+  /** Slot `from`'s process lent `n` of `pool` (already off its share): they go to the process that asked last. */
+  lent(from: Slot, pool: unknown, n: unknown): void;
+  /** Slots lent since the start, in all (for /metrics and the tests). */
+  moved(): number;
+}
+
+export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
+  /** Per pool, per slot index, what its process holds beyond its share; each pool's entries add up to zero. */
+  const table = new Map<string, number[]>();
+  /** Per pool, the slot whose process asked last: lent slots go to it. */
+  const wanting = new Map<string, number>();
+  let moved = 0;
+  const valid = (pool: unknown): pool is string => typeof pool === 'string' && pool.length > 0 && pool.length <= MAX_POOL_CHARS;
+  const entry = (pool: string) => {
+    let e = table.get(pool);
+    if (!e) table.set(pool, (e = slots.map(() => 0)));
+    return e;
+  };
+  const grant = (to: Slot, pool: string, n: number): void => send(to.serving, { t: 'slots-grant', pool, n } satisfies ToServing);
+
+  return {
+    heldBy(index) {
+      const held: Record<string, number> = {};
+      for (const [pool, e] of table) if (e[index]) held[pool] = e[index];
+      return held;
+    },
+    want(from, pool) {
+      if (!valid(pool) || (!table.has(pool) && table.size >= MAX_POOLS_ON_LOAN)) return;
+      wanting.set(pool, from.index);
+      for (const s of slots) if (s !== from && s.ready) send(s.serving, { t: 'slots-ask', pool });
+    },
+    lent(from, pool, n) {
+      if (!valid(pool) || !Number.isInteger(n) || (n as number) < 1 || (n as number) > MAX_SLOTS_MOVED) return;
+      const count = n as number;
+      const to = slots[wanting.get(pool) ?? from.index];
+      if (to === from) return grant(from, pool, count); // it asked too, meanwhile: its own back
+      if (!table.has(pool) && table.size >= MAX_POOLS_ON_LOAN) return grant(from, pool, count);
+      const e = entry(pool);
+      e[from.index] -= count;
+      e[to.index] += count;
+      moved += count;
+      // Sent to the process in that slot now; one that is going has its replacement take it (heldBy).
+      grant(to, pool, count);
+      if (e.every((x) => x === 0)) table.delete(pool);
+    },
+    moved: () => moved,
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * Slots lent between serving processes, a serving process's side (the supervisor's:
+ * process/slot-loans.ts). Each process holds a share of the delivery concurrency and of each
+ * endpoint's per_endpoint_concurrency (concurrency-share.ts). A share held statically cost a node
+ * with two processes its speed whenever its work landed in one of them: a producer's keep-alive
+ * connection is accepted by one process, whose deliveries then had half the endpoint's slots
+ * while the other half idled (docs/benchmarks.md). Now a process with deliveries waiting for
+ * slots it does not hold asks for more ("wants" a pool), and each process beside it lends what it
+ * neither uses nor has deliveries waiting for.
+ *
+ * Never more than the limit: a lender takes the slots off its own share before it says so, a
+ * borrower adds them only when the supervisor hands them on, and a process asks what its slot
+ * holds before it delivers anything (a replacement takes on what the process it replaces held).
+ * Grants that arrive before that answer are in it already, and are left out.
+ */
+
+/** What the link to the supervisor carries for loans (process/serving.ts). */
+export interface LoansLink {
+  /**
+   * Ask what this process's slot holds beyond (above 0) or short of (below) its share, per pool;
+   * `fn` is called with the answer as it arrives (in the same turn as the messages after it).
+   */
+  held(fn: (held: Record<string, number>) => void): void;
+  want(pool: string): void;
+  lent(pool: string, n: number): void;
+  onAsk(fn: (pool: string) => void): void;
+  onGrant(fn: (pool: string, n: number) => void): void;
+}
+
+export interface SlotLoans {
+  /** The slots of `pool` this process holds beyond its share (below 0: lent). */
+  held(pool: string): number;
+  /** Deliveries wait here for more of `pool` than this process holds: ask the others (at most once per WANT_EVERY_MS a pool). */
+  want(pool: string): void;
+  /** The slots this process holds beyond its share now, over every pool (borrowed and not lent back). */
+  borrowed(): number;
+}
+
+/** A pool asked for at most this often: the processes beside answer within a turn of theirs. */
+export const WANT_EVERY_MS = 50;
+/** The pools whose last ask is remembered (for WANT_EVERY_MS) at most; past it they are forgotten at once. */
+const MAX_REMEMBERED_WANTS = 1_000;
+
+/** The pool of an endpoint origin's `limit` slots (per_endpoint_concurrency), or of the concurrency in all (origin undefined). */
+export function poolOf(origin: string | undefined, limit: number): string {
+  return `${limit} ${origin ?? '*'}`;
+}
+
+/** The origin of a pool (undefined: the concurrency in all), or null for a name that is not a pool's. */
+export function originOfPool(pool: string): string | undefined | null {
+  const space = pool.indexOf(' ');
+  if (space < 1 || !/^\d+$/.test(pool.slice(0, space))) return null;
+  const origin = pool.slice(space + 1);
+  return origin === '*' ? undefined : origin;
+}
+
+/**
+ * Asks what this process's slot holds, then follows the supervisor's asks and grants. `spare`:
+ * how many of a pool's slots this process neither uses nor has deliveries waiting for (lent when
+ * asked); `granted`: slots of a pool came (deliveries waiting for them can start).
+ */
+export function createSlotLoans(link: LoansLink, deps: { spare(pool: string): number; granted(pool: string): void; clock?: () => number }): Promise<SlotLoans> {
+  const clock = deps.clock ?? Date.now;
+  const holding = new Map<string, number>();
+  const asked = new Map<string, number>();
+  let ready = false;
+  const add = (pool: string, n: number) => {
+    const v = (holding.get(pool) ?? 0) + n;
+    if (v === 0) holding.delete(pool);
+    else holding.set(pool, v);
+  };
+  link.onGrant((pool, n) => {
+    if (!ready) return; // in the answer to held() already
+    add(pool, n);
+    deps.granted(pool);
+  });
+  link.onAsk((pool) => {
+    if (!ready) return;
+    const n = Math.floor(deps.spare(pool));
+    if (n < 1) return;
+    add(pool, -n); // off this process's share before anyone else may use them
+    link.lent(pool, n);
+  });
+  const loans: SlotLoans = {
+    held: (pool) => holding.get(pool) ?? 0,
+    want(pool) {
+      const now = clock();
+      const last = asked.get(pool);
+      if (last !== undefined && now >= last && now - last < WANT_EVERY_MS) return;
+      if (asked.size >= MAX_REMEMBERED_WANTS) asked.clear();
+      asked.set(pool, now);
+      link.want(pool);
+    },
+    borrowed() {
+      let n = 0;
+      for (const v of holding.values()) if (v > 0) n += v;
+      return n;
+    },
+  };
+  return new Promise((resolve) =>
+    link.held((held) => {
+      // Applied as it arrives: a grant right behind it in the same read is counted, not dropped.
+      for (const [pool, n] of Object.entries(held)) if (Number.isInteger(n) && n !== 0) holding.set(pool, n);
+      ready = true;
+      resolve(loans);
+    }),
+  );
+}

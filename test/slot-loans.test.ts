@@ -1,0 +1,184 @@
+/**
+ * Slots lent between serving processes (src/webhooks/slot-loans.ts, src/process/slot-loans.ts):
+ * the supervisor's table and each process's side, wired by message queues that deliver in order
+ * per channel but interleave the channels at random, with processes that die and are replaced.
+ * What must hold at every step: the slots the live processes may use add up to no more than the
+ * limit; and once the messages settle, to the limit exactly (none lost), whoever holds them.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createSupervisorLoans, MAX_POOLS_ON_LOAN } from '../src/process/slot-loans.ts';
+import { createSlots, type ServingProcess } from '../src/process/slots.ts';
+import type { ToServing, ToSupervisor } from '../src/process/messages.ts';
+import { createSlotLoans, originOfPool, poolOf, type LoansLink, type SlotLoans } from '../src/webhooks/slot-loans.ts';
+
+/** A seeded generator, so a failure names the seed that shows it. */
+function random(seed: number) {
+  let s = seed >>> 0 || 1;
+  return () => {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return (s >>> 0) / 2 ** 32;
+  };
+}
+
+const POOL = poolOf('http://127.0.0.1:9', 8);
+
+interface Proc {
+  alive: boolean;
+  /** Messages on their way to it, and from it, in order. */
+  inbox: ToServing[];
+  outbox: ToSupervisor[];
+  deliver?: (msg: ToServing) => void;
+  loans?: SlotLoans;
+  share: number;
+  /** Slots it uses now (never more than it holds). */
+  used: number;
+}
+
+async function simulate(seed: number, steps: number) {
+  const rnd = random(seed);
+  const limit = 8;
+  const shares = [4, 4];
+  const slots = createSlots(2);
+  const procs: Proc[] = [];
+  const sup = createSupervisorLoans(slots);
+
+  async function start(index: number) {
+    const p: Proc = { alive: true, inbox: [], outbox: [], share: shares[index], used: 0 };
+    procs[index] = p;
+    slots[index].serving = { isConnected: () => p.alive, send: (m: ToServing) => void p.inbox.push(m) } as unknown as ServingProcess;
+    slots[index].ready = true;
+    const listeners: { ask?: (pool: string) => void; grant?: (pool: string, n: number) => void; held?: (h: Record<string, number>) => void } = {};
+    p.deliver = (m) => {
+      if (m.t === 'slots-ask') listeners.ask?.(m.pool);
+      if (m.t === 'slots-grant') listeners.grant?.(m.pool, m.n);
+      if (m.t === 'slots-held') listeners.held?.(m.held);
+    };
+    const link: LoansLink = {
+      held: (fn) => {
+        listeners.held = fn;
+        p.outbox.push({ t: 'slots-held' });
+      },
+      want: (pool) => p.outbox.push({ t: 'slots-want', pool }),
+      lent: (pool, n) => p.outbox.push({ t: 'slots-lent', pool, n }),
+      onAsk: (fn) => (listeners.ask = fn),
+      onGrant: (fn) => (listeners.grant = fn),
+    };
+    let now = 0;
+    const made = createSlotLoans(link, { spare: () => holds(p) - p.used, granted: () => {}, clock: () => (now += 100) });
+    // Its question goes out now; the answer comes in a later step, like any message.
+    void made.then((l) => (p.loans = l));
+  }
+  /** What a process may use: nothing until it knows what its slot holds. */
+  const holds = (p: Proc) => (p.alive && p.loans ? Math.max(0, p.share + p.loans.held(POOL)) : 0);
+
+  const step = async () => {
+    const live = procs.filter((p) => p.alive);
+    const r = rnd();
+    const p = procs[Math.floor(rnd() * procs.length)];
+    if (r < 0.3 && p.inbox.length) p.deliver!(p.inbox.shift()!);
+    else if (r < 0.6 && p.outbox.length) {
+      const msg = p.outbox.shift()!;
+      const index = procs.indexOf(p);
+      // The supervisor's guard: a process no longer in its slot is not heard.
+      if (slots[index].serving && p.alive) {
+        if (msg.t === 'slots-held') slots[index].serving!.send({ t: 'slots-held', held: sup.heldBy(index) });
+        if (msg.t === 'slots-want') sup.want(slots[index], msg.pool);
+        if (msg.t === 'slots-lent') sup.lent(slots[index], msg.pool, msg.n);
+      }
+    } else if (r < 0.8 && p.loans) {
+      // Work comes and goes: use some of what it holds, and want more when all of it is in use.
+      p.used = Math.floor(rnd() * (holds(p) + 1));
+      if (p.used === holds(p)) p.loans.want(POOL);
+    } else if (r < 0.83 && live.length === procs.length) {
+      // It dies with whatever was on its way to or from it, and a replacement starts in its slot.
+      p.alive = false;
+      await start(procs.indexOf(p));
+    }
+    await new Promise((r) => setImmediate(r)); // the answer to held() resolves
+    const inUse = procs.filter((q) => q.alive).reduce((n, q) => n + holds(q), 0);
+    assert.ok(inUse <= limit, `seed ${seed}: ${inUse} slots usable at once, limit ${limit}`);
+    return inUse;
+  };
+
+  /** Every message delivered, every process answered. */
+  const settle = async () => {
+    for (let round = 0; round < 50; round++) {
+      for (const [index, p] of procs.entries()) {
+        while (p.outbox.length) {
+          const msg = p.outbox.shift()!;
+          if (msg.t === 'slots-held') slots[index].serving!.send({ t: 'slots-held', held: sup.heldBy(index) });
+          if (msg.t === 'slots-want') sup.want(slots[index], msg.pool);
+          if (msg.t === 'slots-lent') sup.lent(slots[index], msg.pool, msg.n);
+        }
+        while (p.inbox.length) p.deliver!(p.inbox.shift()!);
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+  };
+  await start(0);
+  await start(1);
+  for (let i = 0; i < steps; i++) await step();
+  await settle();
+  const total = procs.reduce((n, q) => n + holds(q), 0);
+  return { total, moved: sup.moved(), procs, settle };
+}
+
+test('slots lent between serving processes: never more usable at once than the limit, through random interleavings and deaths; none lost once the messages settle', async () => {
+  let moved = 0;
+  for (let seed = 1; seed <= 60; seed++) {
+    const r = await simulate(seed, 400);
+    assert.equal(r.total, 8, `seed ${seed}: the processes hold ${r.total} of 8 once settled`);
+    moved += r.moved;
+  }
+  assert.ok(moved > 100, `slots were lent in the runs (${moved} moved): the loans were exercised, not idle`);
+});
+
+test('a process that wants slots gets what the one beside it does not use, and none of what it does', async () => {
+  const r = await simulate(7, 0);
+  const [a, b] = r.procs;
+  b.used = 1; // one of its four in use
+  a.used = 4;
+  a.loans!.want(POOL);
+  await r.settle(); // want -> supervisor -> ask -> b lends its 3 spare -> supervisor -> grant -> a
+  assert.equal(a.loans!.held(POOL), 3);
+  assert.equal(b.loans!.held(POOL), -3);
+  assert.equal(a.loans!.borrowed(), 3);
+  assert.equal(b.loans!.borrowed(), 0);
+});
+
+test('the supervisor takes no malformed loan, and no new pool past its bound', () => {
+  const slots = createSlots(2);
+  const sent: ToServing[][] = [[], []];
+  for (const s of slots) {
+    s.serving = { isConnected: () => true, send: (m: ToServing) => void sent[s.index].push(m) } as unknown as ServingProcess;
+    s.ready = true;
+  }
+  const sup = createSupervisorLoans(slots);
+  for (const n of [0, -1, 1.5, '2', 1e9]) sup.lent(slots[1], POOL, n);
+  sup.lent(slots[1], 42, 1);
+  sup.lent(slots[1], 'x'.repeat(5000), 1);
+  assert.equal(sup.moved(), 0);
+  assert.deepEqual(sup.heldBy(0), {});
+  // Pools up to the bound can be lent; past it a loan is handed straight back to its lender.
+  for (let i = 0; i < MAX_POOLS_ON_LOAN; i++) {
+    sup.want(slots[0], poolOf(`http://h${i}`, 4));
+    sup.lent(slots[1], poolOf(`http://h${i}`, 4), 1);
+  }
+  assert.equal(Object.keys(sup.heldBy(0)).length, MAX_POOLS_ON_LOAN);
+  sent[1].length = 0;
+  sup.want(slots[0], poolOf('http://one-more', 4));
+  assert.equal(sent[1].length, 0, 'no ask for a pool past the bound');
+  sup.lent(slots[1], poolOf('http://one-more', 4), 2);
+  assert.deepEqual(sent[1].at(-1), { t: 'slots-grant', pool: poolOf('http://one-more', 4), n: 2 }, 'its own slots back');
+  assert.equal(sup.heldBy(1)[poolOf('http://one-more', 4)], undefined);
+});
+
+test('pool names: an origin at a limit, or the concurrency in all', () => {
+  assert.equal(originOfPool(poolOf('https://a.example:8443', 4)), 'https://a.example:8443');
+  assert.equal(originOfPool(poolOf(undefined, 32)), undefined);
+  assert.equal(originOfPool('not a pool'), null);
+  assert.equal(originOfPool('*'), null);
+});
