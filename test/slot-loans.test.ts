@@ -63,6 +63,7 @@ async function simulate(seed: number, steps: number) {
       },
       want: (pool) => p.outbox.push({ t: 'slots-want', pool }),
       lent: (pool, n) => p.outbox.push({ t: 'slots-lent', pool, n }),
+      returned: (pool, n) => p.outbox.push({ t: 'slots-return', pool, n }),
       onAsk: (fn) => (listeners.ask = fn),
       onGrant: (fn) => (listeners.grant = fn),
     };
@@ -71,6 +72,13 @@ async function simulate(seed: number, steps: number) {
     // Its question goes out now; the answer comes in a later step, like any message.
     void made.then((l) => (p.loans = l));
   }
+  /** The supervisor hears a message from the process in slot `index`. */
+  const hear = (index: number, msg: ToSupervisor) => {
+    if (msg.t === 'slots-held') slots[index].serving!.send({ t: 'slots-held', held: sup.heldBy(index) });
+    if (msg.t === 'slots-want') sup.want(slots[index], msg.pool);
+    if (msg.t === 'slots-lent') sup.lent(slots[index], msg.pool, msg.n);
+    if (msg.t === 'slots-return') sup.returned(slots[index], msg.pool, msg.n);
+  };
   /** What a process may use: nothing until it knows what its slot holds. */
   const holds = (p: Proc) => (p.alive && p.loans ? Math.max(0, p.share + p.loans.held(POOL)) : 0);
 
@@ -84,11 +92,10 @@ async function simulate(seed: number, steps: number) {
       const index = procs.indexOf(p);
       // The supervisor's guard: a process no longer in its slot is not heard.
       if (slots[index].serving && p.alive) {
-        if (msg.t === 'slots-held') slots[index].serving!.send({ t: 'slots-held', held: sup.heldBy(index) });
-        if (msg.t === 'slots-want') sup.want(slots[index], msg.pool);
-        if (msg.t === 'slots-lent') sup.lent(slots[index], msg.pool, msg.n);
+        hear(index, msg);
       }
-    } else if (r < 0.8 && p.loans) {
+    } else if (r < 0.65 && p.loans) p.loans.giveBackUnused();
+    else if (r < 0.8 && p.loans) {
       // Work comes and goes: use some of what it holds, and want more when all of it is in use.
       p.used = Math.floor(rnd() * (holds(p) + 1));
       if (p.used === holds(p)) p.loans.want(POOL);
@@ -109,9 +116,7 @@ async function simulate(seed: number, steps: number) {
       for (const [index, p] of procs.entries()) {
         while (p.outbox.length) {
           const msg = p.outbox.shift()!;
-          if (msg.t === 'slots-held') slots[index].serving!.send({ t: 'slots-held', held: sup.heldBy(index) });
-          if (msg.t === 'slots-want') sup.want(slots[index], msg.pool);
-          if (msg.t === 'slots-lent') sup.lent(slots[index], msg.pool, msg.n);
+          hear(index, msg);
         }
         while (p.inbox.length) p.deliver!(p.inbox.shift()!);
       }

@@ -44,7 +44,9 @@ export type ToSupervisor =
   /** Deliveries wait here for more of `pool` than this process holds. */
   | { t: 'slots-want'; pool: string }
   /** `n` slots of `pool` are lent, already off this process's share. */
-  | { t: 'slots-lent'; pool: string; n: number };
+  | { t: 'slots-lent'; pool: string; n: number }
+  /** `n` slots of `pool` borrowed earlier go back (already off this process's holding) to those that lent them. */
+  | { t: 'slots-return'; pool: string; n: number };
 
 export const SERVING_ENV = 'SWITCHYARD_SERVING';
 /** The port the first serving process listens on, for the others (when server.port is 0). */

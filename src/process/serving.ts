@@ -177,6 +177,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
       },
       want: (pool) => send({ t: 'slots-want', pool }),
       lent: (pool, n) => send({ t: 'slots-lent', pool, n }),
+      returned: (pool, n) => send({ t: 'slots-return', pool, n }),
       onAsk: (fn) => void askListeners.push(fn),
       onGrant: (fn) => void grantListeners.push(fn),
     },

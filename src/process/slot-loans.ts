@@ -26,7 +26,9 @@ export interface SupervisorLoans {
   want(from: Slot, pool: unknown): void;
   /** Slot `from`'s process lent `n` of `pool` (already off its share): they go to the process that asked last. */
   lent(from: Slot, pool: unknown, n: unknown): void;
-  /** Slots lent since the start, in all (for /metrics and the tests). */
+  /** Slot `from`'s process gives back `n` of `pool` it borrowed (already off its holding): to the slots that lent them, the most owed first. */
+  returned(from: Slot, pool: unknown, n: unknown): void;
+  /** Slots lent since the start, in all (for the tests). */
   moved(): number;
 }
 
@@ -36,6 +38,7 @@ export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
   /** Per pool, the slot whose process asked last: lent slots go to it. */
   const wanting = new Map<string, number>();
   let moved = 0;
+  const count = (n: unknown): n is number => Number.isInteger(n) && (n as number) >= 1 && (n as number) <= MAX_SLOTS_MOVED;
   const valid = (pool: unknown): pool is string => typeof pool === 'string' && pool.length > 0 && pool.length <= MAX_POOL_CHARS;
   const entry = (pool: string) => {
     let e = table.get(pool);
@@ -56,17 +59,34 @@ export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
       for (const s of slots) if (s !== from && s.ready) send(s.serving, { t: 'slots-ask', pool });
     },
     lent(from, pool, n) {
-      if (!valid(pool) || !Number.isInteger(n) || (n as number) < 1 || (n as number) > MAX_SLOTS_MOVED) return;
-      const count = n as number;
+      if (!valid(pool) || !count(n)) return;
       const to = slots[wanting.get(pool) ?? from.index];
-      if (to === from) return grant(from, pool, count); // it asked too, meanwhile: its own back
-      if (!table.has(pool) && table.size >= MAX_POOLS_ON_LOAN) return grant(from, pool, count);
+      if (to === from) return grant(from, pool, n); // it asked too, meanwhile: its own back
+      if (!table.has(pool) && table.size >= MAX_POOLS_ON_LOAN) return grant(from, pool, n);
       const e = entry(pool);
-      e[from.index] -= count;
-      e[to.index] += count;
-      moved += count;
+      e[from.index] -= n;
+      e[to.index] += n;
+      moved += n;
       // Sent to the process in that slot now; one that is going has its replacement take it (heldBy).
-      grant(to, pool, count);
+      grant(to, pool, n);
+      if (e.every((x) => x === 0)) table.delete(pool);
+    },
+    returned(from, pool, n) {
+      if (!valid(pool) || !count(n)) return;
+      const e = table.get(pool);
+      // More than the table says it borrowed (it cannot be, from this program): its own back.
+      const back = Math.min(n, Math.max(0, e?.[from.index] ?? 0));
+      if (back < n) grant(from, pool, n - back);
+      if (!e || !back) return;
+      let left = back;
+      e[from.index] -= back;
+      for (const s of [...slots].sort((a, b) => e[a.index] - e[b.index])) {
+        if (!left || e[s.index] >= 0) break;
+        const k = Math.min(left, -e[s.index]);
+        e[s.index] += k;
+        left -= k;
+        grant(s, pool, k);
+      }
       if (e.every((x) => x === 0)) table.delete(pool);
     },
     moved: () => moved,

@@ -174,6 +174,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
         return loans.want(slot, msg.pool);
       case 'slots-lent':
         return loans.lent(slot, msg.pool, msg.n);
+      case 'slots-return':
+        return loans.returned(slot, msg.pool, msg.n);
     }
   }
 

@@ -25,13 +25,22 @@ export interface Slots {
   activity(origin: string): number;
   /** Forgets the origins whose slots last freed `windowMs` or more before `now`. */
   forgetFreedBefore(now: number, windowMs: number): void;
+  /**
+   * The most exchanges with `origin` (undefined: in all) in flight at once lately: over this
+   * PEAK_WINDOW_MS and the one before. What a process lends or gives back is what it has not
+   * used for that long, so a share in steady use stays where it is.
+   */
+  peak(origin: string | undefined): number;
 }
+
+/** The window of `peak`: slots unused for one to two of these may be lent. */
+export const PEAK_WINDOW_MS = 1_000;
 
 /** The weight of the latest exchange in the moving average of how long one holds its slot. */
 const HOLD_WEIGHT = 0.2;
 
 /** `slotsFor` is this sender's share of an origin's per-endpoint limit (the serving processes share it); all of it without. */
-export function createSlots(slotsFor?: (origin: string, limit: number) => number): Slots {
+export function createSlots(slotsFor?: (origin: string, limit: number) => number, clock: () => number = Date.now): Slots {
   const perOrigin = new Map<string, number>();
   let inflight = 0;
   /** When a slot of each origin last freed (an origin absent: not within the window). */
@@ -44,6 +53,23 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
    */
   const activity = new Map<string, number>();
   let changes = 0;
+  /** Per origin (and ALL), the most in flight at once in the current peak window and the one before. */
+  const peaks = new Map<string, { window: number; cur: number; prev: number }>();
+  const roll = (e: { window: number; cur: number; prev: number }, window: number) => {
+    if (e.window === window) return;
+    e.prev = e.window === window - 1 ? e.cur : 0;
+    e.cur = 0;
+    e.window = window;
+  };
+  const note = (key: string, value: number) => {
+    const window = Math.floor(clock() / PEAK_WINDOW_MS);
+    const e = peaks.get(key);
+    if (!e) peaks.set(key, { window, cur: value, prev: 0 });
+    else {
+      roll(e, window);
+      if (value > e.cur) e.cur = value;
+    }
+  };
   const within = (at: number | undefined, now: number, windowMs: number) => at !== undefined && now >= at && now - at < windowMs;
   return {
     inFlight: () => inflight,
@@ -52,7 +78,10 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
     acquire(origin) {
       activity.set(origin, ++changes);
       inflight++;
-      perOrigin.set(origin, (perOrigin.get(origin) ?? 0) + 1);
+      const n = (perOrigin.get(origin) ?? 0) + 1;
+      perOrigin.set(origin, n);
+      note(origin, n);
+      note(ALL, inflight);
     },
     release(origin) {
       inflight--;
@@ -80,6 +109,19 @@ export function createSlots(slotsFor?: (origin: string, limit: number) => number
           lastFreed.delete(origin);
           hold.delete(origin);
         }
+      const window = Math.floor(now / PEAK_WINDOW_MS);
+      for (const [key, e] of peaks) if (e.window < window - 1 && !perOrigin.has(key)) peaks.delete(key);
+    },
+    peak(origin) {
+      const key = origin ?? ALL;
+      const e = peaks.get(key);
+      const now = origin === undefined ? inflight : (perOrigin.get(origin) ?? 0);
+      if (!e) return now;
+      roll(e, Math.floor(clock() / PEAK_WINDOW_MS));
+      return Math.max(e.cur, e.prev, now);
     },
   };
 }
+
+/** The key of exchanges in all among the origins' (no origin is empty). */
+const ALL = '';

@@ -106,7 +106,7 @@ export interface Sender {
   attemptNow(id: string): Promise<AttemptRecord | 'busy'>;
   /** Attempts in flight. */
   inFlight(): number;
-  /** This sender's slots of `origin` (undefined: in all) neither in use nor waited for by deliveries here: what it may lend. */
+  /** This sender's slots of `origin` (undefined: in all) neither in use lately (Slots.peak) nor waited for by deliveries here: what it may lend. */
   spare(origin: string | undefined): number;
   /** Stop taking work; wait up to `graceMs` for attempts in flight, then abandon them (their leases are recovered at next start). */
   stop(graceMs: number): Promise<void>;
@@ -118,7 +118,7 @@ export function createSender(deps: SenderDeps): Sender {
   const owner = leaseOwner();
   let stopped = false;
   const isStopped = () => stopped;
-  const slots = createSlots(deps.slotsFor);
+  const slots = createSlots(deps.slotsFor, clock);
   // The parts call each other in a circle (an attempt that ends starts the next one waiting, whose
   // claim a record turn or the pump made): `attempts` is read at the first claim, once it is built.
   const ahead = createAheadQueue({
@@ -191,8 +191,8 @@ export function createSender(deps: SenderDeps): Sender {
     spare(origin) {
       if (stopped) return 0;
       const cfg = deps.config();
-      if (origin === undefined) return cfg.concurrency - slots.inFlight() - ahead.waitingAll();
-      return slots.limitOf(origin, cfg) - slots.taken(origin) - ahead.waitingFor(origin);
+      if (origin === undefined) return cfg.concurrency - slots.peak(undefined) - ahead.waitingAll();
+      return slots.limitOf(origin, cfg) - slots.peak(origin) - ahead.waitingFor(origin);
     },
     stop(graceMs) {
       stopped = true;

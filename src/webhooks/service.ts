@@ -159,6 +159,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     /** Stop taking work; attempts in flight get up to `graceMs` (at most the attempt time-out). */
     stop(graceMs: number): Promise<void> {
       due.stop();
+      loans?.stop();
       return sender.stop(Math.min(graceMs, cfg().timeout));
     },
   };

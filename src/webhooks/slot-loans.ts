@@ -23,6 +23,8 @@ export interface LoansLink {
   held(fn: (held: Record<string, number>) => void): void;
   want(pool: string): void;
   lent(pool: string, n: number): void;
+  /** `n` slots of `pool` borrowed earlier go back to the processes that lent them. */
+  returned(pool: string, n: number): void;
   onAsk(fn: (pool: string) => void): void;
   onGrant(fn: (pool: string, n: number) => void): void;
 }
@@ -32,12 +34,23 @@ export interface SlotLoans {
   held(pool: string): number;
   /** Deliveries wait here for more of `pool` than this process holds: ask the others (at most once per WANT_EVERY_MS a pool). */
   want(pool: string): void;
-  /** The slots this process holds beyond its share now, over every pool (borrowed and not lent back). */
+  /** The slots this process holds beyond its share now, over every pool (borrowed and not given back). */
   borrowed(): number;
+  /** Give back the borrowed slots not used lately (every RETURN_EVERY_MS by itself). */
+  giveBackUnused(): void;
+  /** No more asks answered nor slots given back (the service stops). */
+  stop(): void;
 }
 
 /** A pool asked for at most this often: the processes beside answer within a turn of theirs. */
 export const WANT_EVERY_MS = 50;
+/**
+ * How often a process looks for borrowed slots it has not used lately (sender-slots.ts's peak: for
+ * one to two seconds) and gives them back: a burst's loans end with it, and the lender's own events
+ * find its share again (a share lent for good sent a lender's next events through the store and
+ * the claim: on PostgreSQL that turned the node's bursts into two UPDATEs a delivery).
+ */
+export const RETURN_EVERY_MS = 1_000;
 /** The pools whose last ask is remembered (for WANT_EVERY_MS) at most; past it they are forgotten at once. */
 const MAX_REMEMBERED_WANTS = 1_000;
 
@@ -74,13 +87,26 @@ export function createSlotLoans(link: LoansLink, deps: { spare(pool: string): nu
     add(pool, n);
     deps.granted(pool);
   });
+  let stopped = false;
   link.onAsk((pool) => {
-    if (!ready) return;
+    if (!ready || stopped) return;
     const n = Math.floor(deps.spare(pool));
     if (n < 1) return;
     add(pool, -n); // off this process's share before anyone else may use them
     link.lent(pool, n);
   });
+  const giveBackUnused = () => {
+    if (!ready || stopped) return;
+    for (const [pool, n] of holding) {
+      if (n <= 0) continue;
+      const back = Math.min(n, Math.floor(deps.spare(pool)));
+      if (back < 1) continue;
+      add(pool, -back); // off this process's holding before anyone else may use them
+      link.returned(pool, back);
+    }
+  };
+  const giveBack = setInterval(giveBackUnused, RETURN_EVERY_MS);
+  giveBack.unref();
   const loans: SlotLoans = {
     held: (pool) => holding.get(pool) ?? 0,
     want(pool) {
@@ -96,9 +122,15 @@ export function createSlotLoans(link: LoansLink, deps: { spare(pool: string): nu
       for (const v of holding.values()) if (v > 0) n += v;
       return n;
     },
+    giveBackUnused,
+    stop() {
+      stopped = true;
+      clearInterval(giveBack);
+    },
   };
   return new Promise((resolve) =>
     link.held((held) => {
+      if (stopped) return;
       // Applied as it arrives: a grant right behind it in the same read is counted, not dropped.
       for (const [pool, n] of Object.entries(held)) if (Number.isInteger(n) && n !== 0) holding.set(pool, n);
       ready = true;
