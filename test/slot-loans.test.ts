@@ -68,7 +68,7 @@ async function simulate(seed: number, steps: number) {
       onGrant: (fn) => (listeners.grant = fn),
     };
     let now = 0;
-    const made = createSlotLoans(link, { spare: () => holds(p) - p.used, granted: () => {}, clock: () => (now += 100) });
+    const made = createSlotLoans(link, { spare: () => holds(p) - p.used, granted: () => {}, clock: () => (now += 100), busy: () => false });
     // Its question goes out now; the answer comes in a later step, like any message.
     void made.then((l) => (p.loans = l));
   }
