@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { createSupervisorLoans, MAX_POOLS_ON_LOAN } from '../src/process/slot-loans.ts';
 import { createSlots, type ServingProcess } from '../src/process/slots.ts';
 import type { ToServing, ToSupervisor } from '../src/process/messages.ts';
+import { BUSY_WINDOW_MS, loopBusy } from '../src/lib/loop-busy.ts';
 import { createSlotLoans, originOfPool, poolOf, type LoansLink, type SlotLoans } from '../src/webhooks/slot-loans.ts';
 
 /** A seeded generator, so a failure names the seed that shows it. */
@@ -186,4 +187,13 @@ test('pool names: an origin at a limit, or the concurrency in all', () => {
   assert.equal(originOfPool(poolOf(undefined, 32)), undefined);
   assert.equal(originOfPool('not a pool'), null);
   assert.equal(originOfPool('*'), null);
+});
+
+test('a process whose event loop ran 80 % of the last half second or more is busy, and idle again once it waits', async () => {
+  const busy = loopBusy();
+  const spinUntil = performance.now() + BUSY_WINDOW_MS + 100;
+  while (performance.now() < spinUntil); // the loop held
+  assert.equal(busy(), true);
+  await new Promise((r) => setTimeout(r, BUSY_WINDOW_MS + 100)); // the loop idle
+  assert.equal(busy(), false);
 });

@@ -14,6 +14,8 @@
  * Grants that arrive before that answer are in it already, and are left out.
  */
 
+import { processLoopBusy } from '../lib/loop-busy.ts';
+
 /** What the link to the supervisor carries for loans (process/serving.ts). */
 export interface LoansLink {
   /**
@@ -32,7 +34,13 @@ export interface LoansLink {
 export interface SlotLoans {
   /** The slots of `pool` this process holds beyond its share (below 0: lent). */
   held(pool: string): number;
-  /** Deliveries wait here for more of `pool` than this process holds: ask the others (at most once per WANT_EVERY_MS a pool; never while its event loop is busy: BUSY_UTILIZATION). */
+  /**
+   * Deliveries wait here for more of `pool` than this process holds: ask the others (at most once
+   * per WANT_EVERY_MS a pool). Never while its event loop is busy (lib/loop-busy.ts): more slots
+   * would not send more, and what it cannot take goes to the others through the store. Measured:
+   * borrowing for a process already at its CPU's limit left the other idle and the node slower
+   * (pg-nodes, docs/benchmarks.md).
+   */
   want(pool: string): void;
   /** The slots this process holds beyond its share now, over every pool (borrowed and not given back). */
   borrowed(): number;
@@ -40,33 +48,6 @@ export interface SlotLoans {
   giveBackUnused(): void;
   /** No more asks answered nor slots given back (the service stops). */
   stop(): void;
-}
-
-/**
- * A process whose event loop was busy this much of the last BUSY_WINDOW_MS or so asks for no
- * slots: they would not send more (its CPU is the bound), and what it cannot take goes to the
- * processes beside it through the store. Measured: borrowing for a process already at its CPU's
- * limit (a fast endpoint, one producer's batches in it) left the other process idle and the node
- * slower (pg-nodes, docs/benchmarks.md).
- */
-export const BUSY_UTILIZATION = 0.8;
-const BUSY_WINDOW_MS = 500;
-
-/** Whether this process's event loop has been busy at least BUSY_UTILIZATION lately (performance.eventLoopUtilization). */
-export function loopBusy(clock: () => number = performance.now.bind(performance)): () => boolean {
-  let mark = performance.eventLoopUtilization();
-  let at = clock();
-  let busy = false;
-  return () => {
-    const now = clock();
-    if (now - at >= BUSY_WINDOW_MS) {
-      const next = performance.eventLoopUtilization();
-      busy = performance.eventLoopUtilization(next, mark).utilization >= BUSY_UTILIZATION;
-      mark = next;
-      at = now;
-    }
-    return busy;
-  };
 }
 
 /** A pool asked for at most this often: the processes beside answer within a turn of theirs. */
@@ -104,7 +85,7 @@ export function createSlotLoans(
   deps: { spare(pool: string): number; granted(pool: string): void; clock?: () => number; busy?: () => boolean },
 ): Promise<SlotLoans> {
   const clock = deps.clock ?? Date.now;
-  const busy = deps.busy ?? loopBusy();
+  const busy = deps.busy ?? processLoopBusy;
   const holding = new Map<string, number>();
   const asked = new Map<string, number>();
   let ready = false;
