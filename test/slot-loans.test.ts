@@ -11,7 +11,7 @@ import { createSupervisorLoans, MAX_POOLS_ON_LOAN } from '../src/process/slot-lo
 import { createSlots, type ServingProcess } from '../src/process/slots.ts';
 import type { ToServing, ToSupervisor } from '../src/process/messages.ts';
 import { BUSY_WINDOW_MS, loopBusy } from '../src/lib/loop-busy.ts';
-import { createSlotLoans, originOfPool, poolOf, type LoansLink, type SlotLoans } from '../src/webhooks/slot-loans.ts';
+import { createSlotLoans, type LoansLink, type SlotLoans } from '../src/webhooks/slot-loans.ts';
 
 /** A seeded generator, so a failure names the seed that shows it. */
 function random(seed: number) {
@@ -24,7 +24,7 @@ function random(seed: number) {
   };
 }
 
-const POOL = poolOf('http://127.0.0.1:9', 8);
+const POOL = 'http://127.0.0.1:9';
 
 interface Proc {
   alive: boolean;
@@ -84,7 +84,6 @@ async function simulate(seed: number, steps: number) {
   const holds = (p: Proc) => (p.alive && p.loans ? Math.max(0, p.share + p.loans.held(POOL)) : 0);
 
   const step = async () => {
-    const live = procs.filter((p) => p.alive);
     const r = rnd();
     const p = procs[Math.floor(rnd() * procs.length)];
     if (r < 0.3 && p.inbox.length) p.deliver!(p.inbox.shift()!);
@@ -100,11 +99,15 @@ async function simulate(seed: number, steps: number) {
       // Work comes and goes: use some of what it holds, and want more when all of it is in use.
       p.used = Math.floor(rnd() * (holds(p) + 1));
       if (p.used === holds(p)) p.loans.want(POOL);
-    } else if (r < 0.83 && live.length === procs.length) {
-      // It dies with whatever was on its way to or from it, and a replacement starts in its slot.
+    } else if (r < 0.83 && p.alive) {
+      // It dies with whatever was on its way to or from it; the supervisor hears of its exit.
+      const index = procs.indexOf(p);
       p.alive = false;
-      await start(procs.indexOf(p));
-    }
+      slots[index].serving = null;
+      slots[index].ready = false;
+      sup.exited(slots[index]);
+    } else if (r < 0.88 && !p.alive) await start(procs.indexOf(p)); // its replacement, some steps later
+
     await new Promise((r) => setImmediate(r)); // the answer to held() resolves
     const inUse = procs.filter((q) => q.alive).reduce((n, q) => n + holds(q), 0);
     assert.ok(inUse <= limit, `seed ${seed}: ${inUse} slots usable at once, limit ${limit}`);
@@ -113,6 +116,7 @@ async function simulate(seed: number, steps: number) {
 
   /** Every message delivered, every process answered. */
   const settle = async () => {
+    for (const [index, p] of procs.entries()) if (!p.alive) await start(index);
     for (let round = 0; round < 50; round++) {
       for (const [index, p] of procs.entries()) {
         while (p.outbox.length) {
@@ -170,23 +174,40 @@ test('the supervisor takes no malformed loan, and no new pool past its bound', (
   assert.deepEqual(sup.heldBy(0), {});
   // Pools up to the bound can be lent; past it a loan is handed straight back to its lender.
   for (let i = 0; i < MAX_POOLS_ON_LOAN; i++) {
-    sup.want(slots[0], poolOf(`http://h${i}`, 4));
-    sup.lent(slots[1], poolOf(`http://h${i}`, 4), 1);
+    sup.want(slots[0], `http://h${i}`);
+    sup.lent(slots[1], `http://h${i}`, 1);
   }
   assert.equal(Object.keys(sup.heldBy(0)).length, MAX_POOLS_ON_LOAN);
   sent[1].length = 0;
-  sup.want(slots[0], poolOf('http://one-more', 4));
+  sup.want(slots[0], 'http://one-more');
   assert.equal(sent[1].length, 0, 'no ask for a pool past the bound');
-  sup.lent(slots[1], poolOf('http://one-more', 4), 2);
-  assert.deepEqual(sent[1].at(-1), { t: 'slots-grant', pool: poolOf('http://one-more', 4), n: 2 }, 'its own slots back');
-  assert.equal(sup.heldBy(1)[poolOf('http://one-more', 4)], undefined);
+  sup.lent(slots[1], 'http://one-more', 2);
+  assert.deepEqual(sent[1].at(-1), { t: 'slots-grant', pool: 'http://one-more', n: 2 }, 'its own slots back');
+  assert.equal(sup.heldBy(1)['http://one-more'], undefined);
 });
 
-test('pool names: an origin at a limit, or the concurrency in all', () => {
-  assert.equal(originOfPool(poolOf('https://a.example:8443', 4)), 'https://a.example:8443');
-  assert.equal(originOfPool(poolOf(undefined, 32)), undefined);
-  assert.equal(originOfPool('not a pool'), null);
-  assert.equal(originOfPool('*'), null);
+test('a serving process that exits gives back at once what it borrowed, to the slots owed the most; what it lent stays lent', () => {
+  const slots = createSlots(3);
+  const sent: ToServing[][] = [[], [], []];
+  for (const s of slots) {
+    s.serving = { isConnected: () => true, send: (m: ToServing) => void sent[s.index].push(m) } as unknown as ServingProcess;
+    s.ready = true;
+  }
+  const sup = createSupervisorLoans(slots);
+  // Slot 0 borrows 3 of POOL (2 from slot 1, 1 from slot 2), and lends 1 of another pool to slot 2.
+  sup.want(slots[0], POOL);
+  sup.lent(slots[1], POOL, 2);
+  sup.lent(slots[2], POOL, 1);
+  sup.want(slots[2], 'http://other');
+  sup.lent(slots[0], 'http://other', 1);
+  assert.deepEqual(sup.heldBy(0), { [POOL]: 3, 'http://other': -1 });
+  for (const s of sent) s.length = 0;
+  slots[0].serving = null; // it died
+  sup.exited(slots[0]);
+  assert.deepEqual(sent[1], [{ t: 'slots-grant', pool: POOL, n: 2 }]);
+  assert.deepEqual(sent[2], [{ t: 'slots-grant', pool: POOL, n: 1 }]);
+  assert.deepEqual(sup.heldBy(0), { 'http://other': -1 }, 'its replacement starts short of what slot 2 still uses');
+  assert.deepEqual(sup.heldBy(2), { 'http://other': 1 });
 });
 
 test('a process whose event loop ran 80 % of the last half second or more is busy, and idle again once it waits', async () => {

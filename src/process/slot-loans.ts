@@ -14,6 +14,8 @@ import { send, type Slot } from './slots.ts';
 
 /** At most this many pools (an endpoint origin at a limit, or the concurrency in all) have slots on loan; no loan opens a new one past it. */
 export const MAX_POOLS_ON_LOAN = 1_000;
+/** The pools whose last asker is remembered at most (past it they are forgotten at once: a lend then goes back to its lender). */
+const MAX_WANTING = 10_000;
 /** The longest pool name taken (an origin is at most a scheme, a host of 253 characters and a port). */
 const MAX_POOL_CHARS = 400;
 /** The most slots one message may move (per_endpoint_concurrency and concurrency are at most 256 and 1,024). */
@@ -28,6 +30,12 @@ export interface SupervisorLoans {
   lent(from: Slot, pool: unknown, n: unknown): void;
   /** Slot `from`'s process gives back `n` of `pool` it borrowed (already off its holding): to the slots that lent them, the most owed first. */
   returned(from: Slot, pool: unknown, n: unknown): void;
+  /**
+   * Slot `slot`'s process is gone: what it borrowed goes back to the slots owed the most at once (a
+   * dead process has no exchanges), so a lender is not left short while a replacement starts, or
+   * for good when none can. What it lent stays lent: its borrowers may be using it.
+   */
+  exited(slot: Slot): void;
   /** Slots lent since the start, in all (for the tests). */
   moved(): number;
 }
@@ -47,6 +55,20 @@ export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
   };
   const grant = (to: Slot, pool: string, n: number): void => send(to.serving, { t: 'slots-grant', pool, n } satisfies ToServing);
 
+  /** `n` slots of `pool` that slot `from` held beyond its share go to the slots owed the most. */
+  const toMostOwed = (pool: string, e: number[], from: Slot, n: number): void => {
+    let left = n;
+    e[from.index] -= n;
+    for (const s of [...slots].sort((a, b) => e[a.index] - e[b.index])) {
+      if (!left || e[s.index] >= 0) break;
+      const k = Math.min(left, -e[s.index]);
+      e[s.index] += k;
+      left -= k;
+      grant(s, pool, k);
+    }
+    if (e.every((x) => x === 0)) table.delete(pool);
+  };
+
   return {
     heldBy(index) {
       const held: Record<string, number> = {};
@@ -55,6 +77,7 @@ export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
     },
     want(from, pool) {
       if (!valid(pool) || (!table.has(pool) && table.size >= MAX_POOLS_ON_LOAN)) return;
+      if (wanting.size >= MAX_WANTING && !wanting.has(pool)) wanting.clear();
       wanting.set(pool, from.index);
       for (const s of slots) if (s !== from && s.ready) send(s.serving, { t: 'slots-ask', pool });
     },
@@ -77,17 +100,10 @@ export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
       // More than the table says it borrowed (it cannot be, from this program): its own back.
       const back = Math.min(n, Math.max(0, e?.[from.index] ?? 0));
       if (back < n) grant(from, pool, n - back);
-      if (!e || !back) return;
-      let left = back;
-      e[from.index] -= back;
-      for (const s of [...slots].sort((a, b) => e[a.index] - e[b.index])) {
-        if (!left || e[s.index] >= 0) break;
-        const k = Math.min(left, -e[s.index]);
-        e[s.index] += k;
-        left -= k;
-        grant(s, pool, k);
-      }
-      if (e.every((x) => x === 0)) table.delete(pool);
+      if (e && back) toMostOwed(pool, e, from, back);
+    },
+    exited(slot) {
+      for (const [pool, e] of table) if (e[slot.index] > 0) toMostOwed(pool, e, slot, e[slot.index]);
     },
     moved: () => moved,
   };

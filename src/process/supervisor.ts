@@ -182,6 +182,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   async function onExit(slot: Slot, w: ServingProcess, code: number | null, signal: string | null): Promise<void> {
     if (slot.serving !== w) return;
     slot.serving = null;
+    loans.exited(slot);
     const wasReady = slot.ready;
     slot.ready = false;
     slot.loaded = false;

@@ -43,12 +43,12 @@ export function slotsFor(origin: string, limit: number, share: ProcessShare): nu
  * and what it holds beyond it (`held`: slots lent to it, below 0 lent by it; slot-loans.ts), worked
  * out once per config and holding.
  */
-export function sharedConfig(config: () => WebhooksConfig, share: ProcessShare | undefined, held?: (limit: number) => number): () => WebhooksConfig {
+export function sharedConfig(config: () => WebhooksConfig, share: ProcessShare | undefined, held?: () => number): () => WebhooksConfig {
   let shared: [WebhooksConfig, number, WebhooksConfig] | undefined;
   return () => {
     const c = config();
     if (!share) return c;
-    const extra = held?.(c.concurrency) ?? 0;
+    const extra = held?.() ?? 0;
     if (shared?.[0] !== c || shared[1] !== extra) {
       const own = shareOf(c, share.count, share.index);
       shared = [c, extra, extra ? { ...own, concurrency: Math.max(0, own.concurrency + extra) } : own];

@@ -29,7 +29,7 @@ import { deliveryStats } from './stats.ts';
 import { createSender, type RecordedAttempt, type WebhooksConfig, type Sender } from './sender.ts';
 import { leftoverLeases } from '../store/lease-owner.ts';
 import { sharedConfig, slotsFor } from './concurrency-share.ts';
-import { createSlotLoans, originOfPool, poolOf, type LoansLink, type SlotLoans } from './slot-loans.ts';
+import { ALL, createSlotLoans, type LoansLink, type SlotLoans } from './slot-loans.ts';
 import { endpointsOf, type Subscriptions } from './endpoints.ts';
 import { createDueSignals } from './due-signals.ts';
 import { secretsService } from './secrets-service.ts';
@@ -61,7 +61,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
   let loans: SlotLoans | undefined;
   /** The sender once built: an ask or a grant can come between the loans' answer and its build. */
   let built: Sender | undefined;
-  const cfg = sharedConfig(deps.config, link, (limit) => loans?.held(poolOf(undefined, limit)) ?? 0);
+  const cfg = sharedConfig(deps.config, link, () => loans?.held(ALL) ?? 0);
   const secrets = createSecrets({ database }, { overlapMs: () => cfg().secret_rotation_overlap });
   const queue = createQueue(database, { maxAttempts: () => cfg().max_retries + 1 });
   const endpoints = endpointsOf(deps.subscriptions);
@@ -80,14 +80,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
   // predecessor may have lent or borrowed); from then on the sender below answers the asks.
   if (link?.loans)
     loans = await createSlotLoans(link.loans, {
-      spare(pool) {
-        const origin = originOfPool(pool);
-        const limit = Number(pool.slice(0, pool.indexOf(' ')));
-        const c = deps.config();
-        // A pool of another limit than the current one (the config was reloaded) is not in use here.
-        if (origin === null || limit !== (origin === undefined ? c.concurrency : c.per_endpoint_concurrency)) return 0;
-        return built?.spare(origin) ?? 0;
-      },
+      spare: (pool) => built?.spare(pool === ALL ? undefined : pool) ?? 0,
       granted: () => built?.wake(),
     });
   const attempts = createObservers<[RecordedAttempt]>(log, 'attempt listener failed');
@@ -104,7 +97,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     onAttempt: attempts.notify,
     health: deps.health,
     gaveBack: due.gaveBack,
-    slotsFor: link ? (origin, limit) => Math.max(0, slotsFor(origin, limit, link) + (loans?.held(poolOf(origin, limit)) ?? 0)) : undefined,
+    slotsFor: link ? (origin, limit) => Math.max(0, slotsFor(origin, limit, link) + (loans?.held(origin) ?? 0)) : undefined,
     sendable: endpoints.sendable,
     short: loans ? (origin, all) => wantSlots(origin, all) : undefined,
   });
@@ -112,7 +105,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
   function wantSlots(origin: string, all: boolean): void {
     const c = deps.config();
     const limit = all ? c.concurrency : c.per_endpoint_concurrency;
-    const pool = poolOf(all ? undefined : origin, limit);
+    const pool = all ? ALL : origin;
     const mine = all ? cfg().concurrency : slotsFor(origin, limit, link!) + loans!.held(pool);
     if (mine < limit) loans!.want(pool);
   }

@@ -62,18 +62,8 @@ export const RETURN_EVERY_MS = 1_000;
 /** The pools whose last ask is remembered (for WANT_EVERY_MS) at most; past it they are forgotten at once. */
 const MAX_REMEMBERED_WANTS = 1_000;
 
-/** The pool of an endpoint origin's `limit` slots (per_endpoint_concurrency), or of the concurrency in all (origin undefined). */
-export function poolOf(origin: string | undefined, limit: number): string {
-  return `${limit} ${origin ?? '*'}`;
-}
-
-/** The origin of a pool (undefined: the concurrency in all), or null for a name that is not a pool's. */
-export function originOfPool(pool: string): string | undefined | null {
-  const space = pool.indexOf(' ');
-  if (space < 1 || !/^\d+$/.test(pool.slice(0, space))) return null;
-  const origin = pool.slice(space + 1);
-  return origin === '*' ? undefined : origin;
-}
+/** The pool of `webhooks.concurrency`, the slots in all; every other pool is an endpoint origin's `per_endpoint_concurrency`. */
+export const ALL = '*';
 
 /**
  * Asks what this process's slot holds, then follows the supervisor's asks and grants. `spare`:
@@ -103,7 +93,7 @@ export function createSlotLoans(
   link.onAsk((pool) => {
     if (!ready || stopped) return;
     const n = Math.floor(deps.spare(pool));
-    if (n < 1) return;
+    if (!(n >= 1)) return;
     add(pool, -n); // off this process's share before anyone else may use them
     link.lent(pool, n);
   });
@@ -112,7 +102,7 @@ export function createSlotLoans(
     for (const [pool, n] of holding) {
       if (n <= 0) continue;
       const back = Math.min(n, Math.floor(deps.spare(pool)));
-      if (back < 1) continue;
+      if (!(back >= 1)) continue;
       add(pool, -back); // off this process's holding before anyone else may use them
       link.returned(pool, back);
     }
