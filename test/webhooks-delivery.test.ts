@@ -72,6 +72,7 @@ test('each attempt is a signed JSON POST of the exact stored body with the insta
   assert.equal(q.headers['x-platform-event-id'], d.id, "the delivery's own eventId");
   assert.equal(q.headers['x-platform-delivery-id'], d.id);
   assert.equal(q.body, d.body, 'the bytes sent are the bytes stored');
+  assert.equal(Number(q.headers['content-length']), Buffer.byteLength(q.body), 'its length in UTF-8 bytes, not characters');
   const payload = JSON.parse(q.body);
   assert.equal(payload.installationId, sub.installationId);
   assert.equal(payload.eventId, d.id);
