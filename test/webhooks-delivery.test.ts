@@ -537,7 +537,9 @@ test("a NUL in a receiver's answer is stored and shown as U+FFFD on either engin
 });
 
 test('an edited webhook URL takes effect for queued retries', async (t) => {
-  const s = await deliveryServer(t, { webhooks: { base_delay: 100, jitter: 0 } });
+  // The retry comes a second after the first attempt: the edit lands well before it, on a loaded
+  // machine too (at 100 ms, a whole run's load on PostgreSQL once let the retry go to the old URL).
+  const s = await deliveryServer(t, { webhooks: { base_delay: 1000, jitter: 0 } });
   const old = await scriptedReceiver(t, () => 503);
   const fresh = await scriptedReceiver(t, () => 200);
   const sub = await s.subscribe(old.url, ['site_view']);
