@@ -125,6 +125,9 @@ export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptConte
   if (ctx.stopped() && error?.code === 'ABORT_ERR') return undefined;
 
   const endedAt = clock();
+  // Taken with endedAt, not after the decision below: the retry is scheduled from endedAt, and the
+  // record's start plus duration must say the same end (a collection here made them 12 ms apart).
+  const durationMs = performance.now() - t0;
   const verdict = classifyOutcome(result ?? error ?? { code: 'EUNKNOWN' });
   let next: NextState;
   let retryAt: number | null = null;
@@ -150,7 +153,7 @@ export async function makeAttempt(c: Claimed, manual: boolean, ctx: AttemptConte
   const record: AttemptRecord = {
     manual,
     startedAt,
-    durationMs: performance.now() - t0,
+    durationMs,
     url: c.url,
     signatureHeader: header,
     status: result?.status ?? null,
