@@ -1,7 +1,7 @@
 /**
  * Whether this process's event loop has been busy lately (performance.eventLoopUtilization): a
- * serving process at its CPU's limit lets the processes beside it take work (webhooks/slot-loans.ts
- * asks for no slots; http/rebalance.ts lets a keep-alive connection go).
+ * serving process at its CPU's limit asks the processes beside it for no delivery slots
+ * (webhooks/slot-loans.ts): what it cannot take goes to them through the store.
  */
 
 /** Busy: the event loop ran this much of the last window or more. */

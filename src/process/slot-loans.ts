@@ -6,13 +6,14 @@
  * the supervisor hands it on. A lender takes the slots off its own share before it says so, and a
  * borrower adds them only once told: the processes' slots never add up to more than the limit.
  *
- * The table is per slot (not per process), so a replacement takes on what the process it replaces
- * held, and asks for it before it sends anything.
+ * The table is per slot (not per process) and per endpoint origin (`*`: the concurrency in all). A
+ * process that exits gives back at once what it borrowed (it has no exchanges left); what it lent
+ * stays lent, and its replacement asks what its slot holds before it sends anything.
  */
 import type { ToServing } from './messages.ts';
 import { send, type Slot } from './slots.ts';
 
-/** At most this many pools (an endpoint origin at a limit, or the concurrency in all) have slots on loan; no loan opens a new one past it. */
+/** At most this many pools (an endpoint origin, or the concurrency in all) have slots on loan; no loan opens a new one past it. */
 export const MAX_POOLS_ON_LOAN = 1_000;
 /** The pools whose last asker is remembered at most (past it they are forgotten at once: a lend then goes back to its lender). */
 const MAX_WANTING = 10_000;

@@ -10,7 +10,8 @@
  *
  * Never more than the limit: a lender takes the slots off its own share before it says so, a
  * borrower adds them only when the supervisor hands them on, and a process asks what its slot
- * holds before it delivers anything (a replacement takes on what the process it replaces held).
+ * holds before it delivers anything (a replacement starts short of what the process it replaces
+ * lent; what that one borrowed went back when it exited).
  * Grants that arrive before that answer are in it already, and are left out.
  */
 
