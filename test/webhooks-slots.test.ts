@@ -8,6 +8,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import type http from 'node:http';
 import { samplePayload } from '../src/events/index.ts';
@@ -51,7 +52,7 @@ async function serveDefaults(t: TestContext, webhooks: string[] = []) {
       assert.equal(r.status, 202, JSON.stringify(r.body));
     }
   };
-  return { api, subscribe, send, base, output: served.output };
+  return { api, subscribe, send, base, output: served.output, pid: served.child.pid! };
 }
 
 /** A receiver that counts requests open at once and answers after `delayMs`; counts each event id. */
@@ -122,6 +123,31 @@ test("one producer's batch lands in one serving process: it borrows the other's 
     [],
     'each delivery arrived once',
   );
+});
+
+test("kill -9 of either serving process while slots are on loan: never more than the limit at the endpoint (a dead process's requests may still be running there), every delivery arrives", {
+  timeout: 90_000,
+}, async (t) => {
+  for (const victim of [0, 1]) {
+    const s = await serveDefaults(t);
+    await waitFor(() => s.output().includes('switchyard ready'), 20_000);
+    const slow = await countingReceiver(t, 300);
+    await s.subscribe(slow.url, 'site_view');
+    await s.send('site_view', 40); // one connection: one process takes the batch and borrows
+    await waitFor(() => slow.maxOpen() === 4, 10_000);
+    const pids = execFileSync('pgrep', ['-P', String(s.pid)])
+      .toString()
+      .trim()
+      .split('\n')
+      .map(Number)
+      .sort((a, b) => a - b);
+    process.kill(pids[victim], 'SIGKILL');
+    await waitFor(() => slow.seen.size === 40, 60_000).catch(() => {
+      throw new Error(`victim ${victim}: ${slow.seen.size} of 40 delivered`);
+    });
+    // Given back at once, the dead borrower's slots put 6 in flight here (its requests still open).
+    assert.ok(slow.maxOpen() <= 4, `victim ${victim}: ${slow.maxOpen()} in flight at once, limit 4`);
+  }
 });
 
 test('a delivery claimed ahead by a process whose slot hangs is given back and sent by the other process', { timeout: 60_000 }, async (t) => {

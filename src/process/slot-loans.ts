@@ -7,7 +7,7 @@
  * borrower adds them only once told: the processes' slots never add up to more than the limit.
  *
  * The table is per slot (not per process) and per endpoint origin (`*`: the concurrency in all). A
- * process that exits gives back at once what it borrowed (it has no exchanges left); what it lent
+ * process that exits gives back what it borrowed once its exchanges can no longer be running; what it lent
  * stays lent, and its replacement asks what its slot holds before it sends anything.
  */
 import type { ToServing } from './messages.ts';
@@ -32,16 +32,22 @@ export interface SupervisorLoans {
   /** Slot `from`'s process gives back `n` of `pool` it borrowed (already off its holding): to the slots that lent them, the most owed first. */
   returned(from: Slot, pool: unknown, n: unknown): void;
   /**
-   * Slot `slot`'s process is gone: what it borrowed goes back to the slots owed the most at once (a
-   * dead process has no exchanges), so a lender is not left short while a replacement starts, or
-   * for good when none can. What it lent stays lent: its borrowers may be using it.
+   * Slot `slot`'s process is gone: what it borrowed goes back to the slots owed the most after
+   * `holdMs` (its exchanges in flight at its death may still be running at the endpoint: given back
+   * at once, a kill -9 put 6 requests in flight at an endpoint limited to 4), and meanwhile nobody
+   * uses it; so a lender is short for that long, never for good. What it lent stays lent: its
+   * borrowers may be using it.
    */
   exited(slot: Slot): void;
   /** Slots lent since the start, in all (for the tests). */
   moved(): number;
 }
 
-export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
+/**
+ * `holdMs`: how long a dead process's borrowed slots stay out of use (the attempt time-out: its
+ * exchanges may still be running at the endpoint, whose server has not noticed the client is gone).
+ */
+export function createSupervisorLoans(slots: readonly Slot[], holdMs: () => number = () => 0): SupervisorLoans {
   /** Per pool, per slot index, what its process holds beyond its share; each pool's entries add up to zero. */
   const table = new Map<string, number[]>();
   /** Per pool, the slot whose process asked last: lent slots go to it. */
@@ -56,10 +62,9 @@ export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
   };
   const grant = (to: Slot, pool: string, n: number): void => send(to.serving, { t: 'slots-grant', pool, n } satisfies ToServing);
 
-  /** `n` slots of `pool` that slot `from` held beyond its share go to the slots owed the most. */
-  const toMostOwed = (pool: string, e: number[], from: Slot, n: number): void => {
+  /** `n` slots of `pool`, off the entry that held them already, go to the slots owed the most. */
+  const toMostOwed = (pool: string, e: number[], n: number): void => {
     let left = n;
-    e[from.index] -= n;
     for (const s of [...slots].sort((a, b) => e[a.index] - e[b.index])) {
       if (!left || e[s.index] >= 0) break;
       const k = Math.min(left, -e[s.index]);
@@ -101,10 +106,19 @@ export function createSupervisorLoans(slots: readonly Slot[]): SupervisorLoans {
       // More than the table says it borrowed (it cannot be, from this program): its own back.
       const back = Math.min(n, Math.max(0, e?.[from.index] ?? 0));
       if (back < n) grant(from, pool, n - back);
-      if (e && back) toMostOwed(pool, e, from, back);
+      if (!e || !back) return;
+      e[from.index] -= back;
+      toMostOwed(pool, e, back);
     },
     exited(slot) {
-      for (const [pool, e] of table) if (e[slot.index] > 0) toMostOwed(pool, e, slot, e[slot.index]);
+      for (const [pool, e] of table) {
+        const n = e[slot.index];
+        if (n <= 0) continue;
+        // Off the slot now (its replacement starts with its own share), back to the lenders once the
+        // dead process's exchanges can no longer be running at the endpoint.
+        e[slot.index] = 0;
+        setTimeout(() => toMostOwed(pool, entry(pool), n), holdMs()).unref();
+      }
     },
     moved: () => moved,
   };

@@ -98,7 +98,7 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const slots = createSlots(count);
   const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
   const metrics = createMetricsRelay();
-  const loans = createSupervisorLoans(slots);
+  const loans = createSupervisorLoans(slots, () => config.webhooks.timeout);
   let port: number | undefined;
   /** Picks of a free port that were taken before the first process listened on them (server.port 0): at most PORT_PICKS. */
   let portsTaken = 0;
