@@ -4,7 +4,8 @@
  * PostgreSQL, in the same run.
  * Run: node_modules/.bin/node --no-node-snapshot scripts/bench/pg-nodes.ts
  *
- * Everything on this machine, nothing pinned (the nodes need both cores, and so does PostgreSQL):
+ * Everything on this machine, nothing pinned by default (the nodes need both cores, and so does
+ * PostgreSQL); BENCH_PIN pins every engine to the same CPUs (below):
  * - a throwaway PostgreSQL (test/helpers/postgres.ts) at its defaults, so every commit waits for
  *   its WAL fsync; a fresh database per round and engine;
  * - the nodes: the real command (src/main.ts serve) as a user starts it, each with its own data
@@ -77,11 +78,29 @@ const GW_CONCURRENCY = setting('BENCH_GW_CONCURRENCY', PER_ENDPOINT);
 const GW_LOCAL_QUEUE = setting('BENCH_GW_LOCAL_QUEUE', 100);
 const GW_BATCH_DELAY = setting('BENCH_GW_BATCH_DELAY', 250);
 const CAPACITY_CORES = setting('BENCH_CAPACITY_CORES', cpus().length);
+/**
+ * BENCH_PIN (a taskset CPU list, e.g. `0`): every engine's processes (a node's supervisor and serving
+ * processes, graphile-worker's worker, the rows relay) run on these CPUs alone, started under
+ * `taskset -c` (inherited by their children), so each engine has the same cores; PostgreSQL and this
+ * process are not pinned. A node sizes its serving processes by the CPUs it may run on: `0` gives it
+ * one, still supervised. Unset: nothing pinned.
+ */
+const PIN = process.env.BENCH_PIN ?? '';
 const GOAL_P99 = 25;
 const GW_VERSION = (JSON.parse(readFileSync(new URL('../../node_modules/graphile-worker/package.json', import.meta.url), 'utf8')) as { version: string })
   .version;
 const TOKEN = 'bench-token-0123456789';
 const ROOT = new URL('../../', import.meta.url).pathname;
+
+if (PIN && !/^[0-9]+([-,][0-9]+)*$/.test(PIN)) {
+  process.stderr.write(`BENCH_PIN=${PIN}: a taskset CPU list (0, 0-1, 0,2), or unset\n`);
+  process.exit(2);
+}
+/** `[file, args]` to start `node args` as an engine: under `taskset -c BENCH_PIN` when set (taskset execs node: the same pid). */
+const engineCommand = (args: string[]): [string, string[]] => (PIN ? ['taskset', ['-c', PIN, process.execPath, ...args]] : [process.execPath, args]);
+/** fork()'s options for an engine's process: the same, through execPath (fork keeps its IPC channel across taskset's exec). */
+const engineFork = (): { execPath?: string; execArgv: string[] } =>
+  PIN ? { execPath: 'taskset', execArgv: ['-c', PIN, process.execPath, '--no-node-snapshot'] } : { execArgv: ['--no-node-snapshot'] };
 
 for (const e of ENGINES)
   if (!/^(sqlite|pg[1-9]|gw|gwbatch|rows)$/.test(e)) {
@@ -205,7 +224,7 @@ async function startNode(store: string | undefined, loopDir: string): Promise<No
       `  concurrency: ${Math.max(32, PER_ENDPOINT)}`,
     ].join('\n'),
   );
-  const child = spawn(process.execPath, ['--no-node-snapshot', join(ROOT, 'src/main.ts'), 'serve', '--config', join(dir, 'config.yaml')], {
+  const child = spawn(...engineCommand(['--no-node-snapshot', join(ROOT, 'src/main.ts'), 'serve', '--config', join(dir, 'config.yaml')]), {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: probed(loopDir),
@@ -465,7 +484,7 @@ async function startGraphile(engine: string, connectionString: string, loopDir: 
       batchDelay: GW_BATCH_DELAY,
     };
     peer = fork(join(ROOT, 'scripts/bench/graphile-peer.ts'), [JSON.stringify(options)], {
-      execArgv: ['--no-node-snapshot'],
+      ...engineFork(),
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       env: probed(loopDir),
     });
@@ -507,7 +526,7 @@ async function startRowsRelay(connectionString: string, loopDir: string): Promis
   const relay = fork(
     join(ROOT, 'scripts/bench/pg-rows-relay.ts'),
     [JSON.stringify({ connectionString, target: hook, concurrency: PER_ENDPOINT, token: TOKEN })],
-    { execArgv: ['--no-node-snapshot'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: probed(loopDir) },
+    { ...engineFork(), stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: probed(loopDir) },
   );
   alive.add(relay);
   relay.once('exit', () => alive.delete(relay));
@@ -727,7 +746,7 @@ await admin.connect();
 // Statements per delivery, where the server has pg_stat_statements loaded (read from this database: see Watch).
 await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').catch(() => {});
 process.stdout.write(
-  `${server.version}, at its defaults (synchronous_commit=on) with pg_stat_statements; node ${process.version}; ${cpus().length} cores; ${ROUNDS} rounds; ` +
+  `${server.version}, at its defaults (synchronous_commit=on) with pg_stat_statements; node ${process.version}; ${cpus().length} cores; ${PIN ? `every engine pinned to CPU ${PIN} (taskset)` : 'nothing pinned'}; ${ROUNDS} rounds; ` +
     `server.processes ${PROCESSES || 'default'} per node; per_endpoint_concurrency ${PER_ENDPOINT}; full speed: ${N} events in batches of ${BATCH}, ` +
     `${IN_FLIGHT} in flight per node; steady: ${RATE} single events/s for ${STEADY_SECONDS} s; graphile-worker ${GW_VERSION}: batched = concurrency ${GW_CONCURRENCY}, ` +
     `localQueue.size ${GW_LOCAL_QUEUE}, completeJobBatchDelay = failJobBatchDelay = ${GW_BATCH_DELAY} ms, defaults = none of these (concurrency 1)\n`,
