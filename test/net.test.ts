@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { guardedLookup, httpRequest, isPrivateAddress, parseIPv4, refusedAheadResolved } from '../src/net/index.ts';
+import { guardedLookup, httpRequest, isPrivateAddress, parseIPv4, pooledRequest, refusedAheadResolved } from '../src/net/index.ts';
 
 test('private, loopback, link-local, metadata and reserved addresses are private', () => {
   for (const ip of [
@@ -108,99 +108,195 @@ async function listen(handler: http.RequestListener): Promise<{ url: string; clo
   return { url: `http://127.0.0.1:${port}`, close: () => server.close() };
 }
 
-test('httpRequest sends the body and returns status, headers and the capped body; never follows redirects', async (t) => {
-  const seen: string[] = [];
-  const srv = await listen((req, res) => {
-    let body = '';
-    req.on('data', (d) => (body += d));
-    req.on('end', () => {
-      seen.push(`${req.method} ${req.url} ${req.headers['content-type']} ${body}`);
-      if (req.url === '/redirect') {
-        res.writeHead(302, { location: '/elsewhere' }).end();
-        return;
-      }
-      res.writeHead(201, { 'x-a': 'b' }).end('x'.repeat(5000));
+// One contract, two transports: httpRequest (node:http, the guest fetch's) and pooledRequest (undici, deliveries').
+for (const [name, send] of [
+  ['httpRequest', httpRequest],
+  ['pooledRequest', pooledRequest],
+] as const) {
+  test(`${name} sends the body and returns status, headers and the capped body; never follows redirects`, async (t) => {
+    const seen: string[] = [];
+    const srv = await listen((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        seen.push(`${req.method} ${req.url} ${req.headers['content-type']} ${body}`);
+        if (req.url === '/redirect') {
+          res.writeHead(302, { location: '/elsewhere' }).end();
+          return;
+        }
+        res.writeHead(201, { 'x-a': 'b' }).end('x'.repeat(5000));
+      });
     });
-  });
-  t.after(srv.close);
-  const r = await httpRequest(`${srv.url}/p?q=1`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: '{"a":1}',
-    timeoutMs: 2000,
-    maxBodyBytes: 100,
-    allowPrivate: true,
-  });
-  assert.equal(r.status, 201);
-  assert.equal(r.headers['x-a'], 'b');
-  assert.equal(r.body.length, 100);
-  assert.equal(r.truncated, true);
-  assert.ok(r.durationMs >= 0);
-  assert.equal(seen[0], 'POST /p?q=1 application/json {"a":1}');
-  const redirect = await httpRequest(`${srv.url}/redirect`, { method: 'POST', body: 'x', timeoutMs: 2000, maxBodyBytes: 100, allowPrivate: true });
-  assert.equal(redirect.status, 302);
-  assert.ok(!seen.some((s) => s.includes('/elsewhere')));
-});
-
-test('httpRequest refuses private addresses after resolution and for literals, unless allowed', async (t) => {
-  const srv = await listen((_req, res) => res.end('ok'));
-  t.after(srv.close);
-  const port = new URL(srv.url).port;
-  for (const url of [
-    `http://127.0.0.1:${port}/`,
-    `http://localhost:${port}/`,
-    `http://2130706433:${port}/`,
-    `http://0x7f.1:${port}/`,
-    `http://[::ffff:127.0.0.1]:${port}/`,
-  ]) {
-    await assert.rejects(
-      httpRequest(url, { method: 'GET', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: false }),
-      (e: any) => e.code === 'EPRIVATEADDR' && /127\.0\.0\.1|::1|::ffff:7f00:1|::ffff:127/.test(e.message),
-      url,
-    );
-  }
-  const ok = await httpRequest(`http://localhost:${port}/`, { method: 'GET', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true });
-  assert.equal(ok.body.toString(), 'ok');
-});
-
-test('httpRequest reports refused, reset and timed-out connections with a code', async (t) => {
-  const closed = await listen(() => {});
-  const port = new URL(closed.url).port;
-  closed.close();
-  // Said once: Node's own message (`connect ECONNREFUSED 127.0.0.1:<port>`) repeats the code and the address.
-  await assert.rejects(httpRequest(`http://127.0.0.1:${port}/`, { method: 'POST', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true }), {
-    code: 'ECONNREFUSED',
-    message: `http://127.0.0.1:${port}: ECONNREFUSED (connection refused)`,
-  });
-
-  const resetter = net.createServer((s) => s.on('data', () => s.resetAndDestroy()));
-  await new Promise<void>((r) => resetter.listen(0, '127.0.0.1', r));
-  t.after(() => resetter.close());
-  await assert.rejects(
-    httpRequest(`http://127.0.0.1:${(resetter.address() as AddressInfo).port}/`, {
+    t.after(srv.close);
+    const r = await send(`${srv.url}/p?q=1`, {
       method: 'POST',
-      body: 'x',
+      headers: { 'content-type': 'application/json' },
+      body: '{"a":1}',
+      timeoutMs: 2000,
+      maxBodyBytes: 100,
+      allowPrivate: true,
+    });
+    assert.equal(r.status, 201);
+    assert.equal(r.headers['x-a'], 'b');
+    assert.equal(r.body.length, 100);
+    assert.equal(r.truncated, true);
+    assert.ok(r.durationMs >= 0);
+    assert.equal(seen[0], 'POST /p?q=1 application/json {"a":1}');
+    const redirect = await send(`${srv.url}/redirect`, { method: 'POST', body: 'x', timeoutMs: 2000, maxBodyBytes: 100, allowPrivate: true });
+    assert.equal(redirect.status, 302);
+    assert.ok(!seen.some((s) => s.includes('/elsewhere')));
+  });
+
+  test(`${name} refuses private addresses after resolution and for literals, unless allowed`, async (t) => {
+    const srv = await listen((_req, res) => res.end('ok'));
+    t.after(srv.close);
+    const port = new URL(srv.url).port;
+    for (const url of [
+      `http://127.0.0.1:${port}/`,
+      `http://localhost:${port}/`,
+      `http://2130706433:${port}/`,
+      `http://0x7f.1:${port}/`,
+      `http://[::ffff:127.0.0.1]:${port}/`,
+    ]) {
+      await assert.rejects(
+        send(url, { method: 'GET', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: false }),
+        (e: any) => e.code === 'EPRIVATEADDR' && /127\.0\.0\.1|::1|::ffff:7f00:1|::ffff:127/.test(e.message),
+        url,
+      );
+    }
+    const ok = await send(`http://localhost:${port}/`, { method: 'GET', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true });
+    assert.equal(ok.body.toString(), 'ok');
+  });
+
+  test(`${name} reports refused, reset and timed-out connections with a code`, async (t) => {
+    const closed = await listen(() => {});
+    const port = new URL(closed.url).port;
+    closed.close();
+    // Said once: Node's own message (`connect ECONNREFUSED 127.0.0.1:<port>`) repeats the code and the address.
+    await assert.rejects(send(`http://127.0.0.1:${port}/`, { method: 'POST', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true }), {
+      code: 'ECONNREFUSED',
+      message: `http://127.0.0.1:${port}: ECONNREFUSED (connection refused)`,
+    });
+
+    const resetter = net.createServer((s) => s.on('data', () => s.resetAndDestroy()));
+    await new Promise<void>((r) => resetter.listen(0, '127.0.0.1', r));
+    t.after(() => resetter.close());
+    await assert.rejects(
+      send(`http://127.0.0.1:${(resetter.address() as AddressInfo).port}/`, {
+        method: 'POST',
+        body: 'x',
+        timeoutMs: 2000,
+        maxBodyBytes: 10,
+        allowPrivate: true,
+      }),
+      { code: 'ECONNRESET' },
+    );
+
+    const slow = await listen(() => {});
+    t.after(slow.close);
+    await assert.rejects(
+      send(`${slow.url}/`, { method: 'POST', timeoutMs: 150, maxBodyBytes: 10, allowPrivate: true }),
+      (e: any) => e.code === 'ETIMEDOUT' && /150 ms/.test(e.message),
+    );
+
+    const ac = new AbortController();
+    const p = send(`${slow.url}/`, { method: 'GET', timeoutMs: 5000, maxBodyBytes: 10, allowPrivate: true, signal: ac.signal });
+    ac.abort();
+    await assert.rejects(p, { code: 'ABORT_ERR' });
+  });
+
+  test(`${name} rejects non-http URLs`, async () => {
+    await assert.rejects(send('file:///etc/passwd', { method: 'GET', timeoutMs: 100, maxBodyBytes: 10, allowPrivate: true }), { code: 'EINVALIDURL' });
+    await assert.rejects(send('not a url', { method: 'GET', timeoutMs: 100, maxBodyBytes: 10, allowPrivate: true }), { code: 'EINVALIDURL' });
+  });
+
+  test(`${name}: a kept-alive connection the receiver closed while idle is not reused`, async (t) => {
+    let requests = 0;
+    let connections = 0;
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((s) => {
+      sockets.add(s);
+      connections++;
+      s.on('data', (d) => {
+        if (!String(d).includes('\r\n\r\n')) return;
+        requests++;
+        s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok');
+        setTimeout(() => s.end(), 20); // closed while idle, with no Keep-Alive hint beforehand
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    t.after(() => (server.close(), sockets.forEach((s) => s.destroy())));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const o = { method: 'POST', body: 'x', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true };
+    assert.equal((await send(url, o)).body.toString(), 'ok');
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await send(url, o)).body.toString(), 'ok');
+    assert.deepEqual([requests, connections], [2, 2]);
+  });
+
+  test(`${name}: credentials in the URL go as Basic auth; repeated answer headers are joined`, async (t) => {
+    let auth: string | undefined;
+    const srv = await listen((req, res) => {
+      auth = req.headers.authorization;
+      res
+        .writeHead(
+          200,
+          [
+            ['x-r', 'a'],
+            ['x-r', 'b'],
+          ].flat(),
+        )
+        .end();
+    });
+    t.after(srv.close);
+    const r = await send(srv.url.replace('http://', 'http://us%40er:p%3Aw@') + '/', {
+      method: 'POST',
+      body: '{}',
       timeoutMs: 2000,
       maxBodyBytes: 10,
       allowPrivate: true,
-    }),
-    { code: 'ECONNRESET' },
-  );
+    });
+    assert.equal(auth, `Basic ${Buffer.from('us@er:p:w').toString('base64')}`);
+    assert.equal(r.headers['x-r'], 'a, b');
+  });
+}
 
-  const slow = await listen(() => {});
-  t.after(slow.close);
-  await assert.rejects(
-    httpRequest(`${slow.url}/`, { method: 'POST', timeoutMs: 150, maxBodyBytes: 10, allowPrivate: true }),
-    (e: any) => e.code === 'ETIMEDOUT' && /150 ms/.test(e.message),
-  );
+test('a kept-alive connection reset as a request crosses it: httpRequest tries once afresh (node:http says the socket was reused); pooledRequest reports it, and a new connection that is reset is reported by both', async (t) => {
+  // The server answers the first request of each connection and resets the connection at its second.
+  let requests = 0;
+  const sockets = new Set<net.Socket>(); // the kept connections, ended with the test (a client keeps them open)
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    let n = 0;
+    s.on('data', (d) => {
+      if (!String(d).includes('\r\n\r\n')) return;
+      requests++;
+      if (n++ === 0) s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok');
+      else s.resetAndDestroy();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => (server.close(), sockets.forEach((s) => s.destroy())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  const o = { method: 'POST', body: 'x', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate: true };
+  const settle = () => new Promise((r) => setTimeout(r, 50)); // the first connection back in its pool
+  assert.equal((await httpRequest(url, o)).body.toString(), 'ok');
+  await settle();
+  assert.equal((await httpRequest(url, o)).body.toString(), 'ok'); // reset on the kept connection, answered on a new one
+  assert.equal(requests, 3);
 
-  const ac = new AbortController();
-  const p = httpRequest(`${slow.url}/`, { method: 'GET', timeoutMs: 5000, maxBodyBytes: 10, allowPrivate: true, signal: ac.signal });
-  ac.abort();
-  await assert.rejects(p, { code: 'ABORT_ERR' });
-});
+  requests = 0;
+  assert.equal((await pooledRequest(url, o)).body.toString(), 'ok');
+  await settle();
+  await assert.rejects(pooledRequest(url, o), { code: 'ECONNRESET' });
+  assert.equal(requests, 2);
 
-test('httpRequest rejects non-http URLs', async () => {
-  await assert.rejects(httpRequest('file:///etc/passwd', { method: 'GET', timeoutMs: 100, maxBodyBytes: 10, allowPrivate: true }), { code: 'EINVALIDURL' });
-  await assert.rejects(httpRequest('not a url', { method: 'GET', timeoutMs: 100, maxBodyBytes: 10, allowPrivate: true }), { code: 'EINVALIDURL' });
+  for (const send of [httpRequest, pooledRequest]) {
+    let fresh = 0;
+    const resetter = net.createServer((s) => s.on('data', () => (fresh++, s.resetAndDestroy())));
+    await new Promise<void>((r) => resetter.listen(0, '127.0.0.1', r));
+    t.after(() => resetter.close());
+    await assert.rejects(send(`http://127.0.0.1:${(resetter.address() as AddressInfo).port}/`, o), { code: 'ECONNRESET' }, send.name);
+    assert.equal(fresh, 1, send.name);
+  }
 });

@@ -6,3 +6,4 @@
 export { canonicalIP, isLoopbackAddress, isPrivateAddress, parseIPv4 } from './address.ts';
 export { guardedLookup, refuseLiteral, refusedAhead, refusedAheadResolved, privateAddressError, NetError, PRIVATE_NETWORKS_HINT } from './lookup.ts';
 export { httpRequest, type HttpResult, type HttpRequestOptions } from './request.ts';
+export { pooledRequest } from './pooled.ts';

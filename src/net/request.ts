@@ -63,7 +63,7 @@ const meanings: Record<string, string> = {
   ETIMEDOUT: 'connection timed out',
 };
 
-function toNetError(err: unknown, origin: string): NetError {
+export function toNetError(err: unknown, origin: string): NetError {
   if (err instanceof NetError) return err;
   const e = err as NodeJS.ErrnoException;
   const code = typeof e?.code === 'string' ? e.code : 'EREQUEST';
@@ -75,25 +75,37 @@ function toNetError(err: unknown, origin: string): NetError {
   return new NetError(code, `${origin}: ${what}`, { cause: err });
 }
 
-function flattenHeaders(h: http.IncomingHttpHeaders): Record<string, string> {
+export function flattenHeaders(h: http.IncomingHttpHeaders): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(h)) if (v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : v;
   return out;
 }
 
-/** Send one request. Resolves for any HTTP status (3xx included: redirects are never followed). */
-export function httpRequest(url: string, opts: HttpRequestOptions): Promise<HttpResult> {
+/**
+ * The URL a request may go to: http: or https:, and not a private IP literal unless allowed (names
+ * are checked after resolution, by the agents' lookup). A NetError says why not.
+ */
+export function requestTarget(url: string, allowPrivate: boolean): URL | NetError {
   let target: URL;
   try {
     target = new URL(url);
   } catch {
-    return Promise.reject(new NetError('EINVALIDURL', `not a valid URL: ${url}`));
+    return new NetError('EINVALIDURL', `not a valid URL: ${url}`);
   }
-  if (target.protocol !== 'http:' && target.protocol !== 'https:') {
-    return Promise.reject(new NetError('EINVALIDURL', `only http: and https: URLs are allowed, got ${target.protocol} in ${url}`));
-  }
-  const refused = refuseLiteral(target.hostname, opts.allowPrivate);
-  if (refused) return Promise.reject(refused);
+  if (target.protocol !== 'http:' && target.protocol !== 'https:')
+    return new NetError('EINVALIDURL', `only http: and https: URLs are allowed, got ${target.protocol} in ${url}`);
+  return refuseLiteral(target.hostname, allowPrivate) ?? target;
+}
+
+/** Credentials in the URL (https://user:pw@host/) go as Basic auth, as curl and browsers send them. */
+export function urlCredentials(target: URL): string | undefined {
+  return target.username || target.password ? `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}` : undefined;
+}
+
+/** Send one request. Resolves for any HTTP status (3xx included: redirects are never followed). */
+export function httpRequest(url: string, opts: HttpRequestOptions): Promise<HttpResult> {
+  const target = requestTarget(url, opts.allowPrivate);
+  if (target instanceof NetError) return Promise.reject(target);
   return attempt(target, opts, true);
 }
 
@@ -132,8 +144,7 @@ function attempt(target: URL, opts: HttpRequestOptions, mayRetryStale: boolean):
       path: `${target.pathname}${target.search}`,
       method: opts.method,
       headers,
-      // Credentials in the URL (https://user:pw@host/) go as Basic auth, as curl and browsers send them.
-      auth: target.username || target.password ? `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}` : undefined,
+      auth: urlCredentials(target),
       agent: agents[protocol][opts.allowPrivate ? 1 : 0],
     });
     const timer = setTimeout(() => {

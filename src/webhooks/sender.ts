@@ -30,7 +30,7 @@
  * its commit) and the sender's surface.
  */
 import type { Logger } from '../log/index.ts';
-import { httpRequest } from '../net/index.ts';
+import { pooledRequest, type httpRequest } from '../net/index.ts';
 import type { AttemptContext } from './attempt.ts';
 import type { Database } from '../store/contract.ts';
 import type { AttemptRecord, Claimed, Queue } from './queue.ts';
@@ -144,7 +144,7 @@ export function createSender(deps: SenderDeps): Sender {
       secrets: deps.secrets,
       schemeOf: deps.schemeOf,
       clock,
-      send: deps.send ?? httpRequest,
+      send: deps.send ?? pooledRequest,
       random: deps.random,
       stopped: isStopped,
     },
