@@ -1,12 +1,13 @@
 /**
  * httpRequest's contract (request.ts: the private-address guard after resolution, a wall-clock
  * deadline over connect, headers and body, a cap on the body kept, redirects never followed) sent
- * with undici's connection pools rather than node:http. Webhook deliveries go this way: it is their hot path, and undici spends
- * about 40 % less CPU a request (a throwaway client against a loopback sink, 20,000 POSTs of ~1 KB,
- * 32 at a time, medians of 5: 36-39 us against 62 for httpRequest and 60 for bare http.request).
+ * with undici's connection pools rather than node:http. Webhook deliveries go this way: it is
+ * their hot path, and undici spends about 40 % less CPU a request (a throwaway client against a
+ * loopback sink, 20,000 POSTs of ~1 KB, 32 at a time, medians of 5: 36-39 us against 62 for
+ * httpRequest and 60 for bare http.request).
  * The sandbox's guest fetch stays on httpRequest: a guest chooses its own headers, and undici
- * refuses some node:http sends (`connection`, `transfer-encoding`...), which would change what
- * integrations see.
+ * refuses some that node:http sends (`transfer-encoding`, `keep-alive`, `upgrade`, `expect`:
+ * tried), which would change what integrations see.
  *
  * One difference, on purpose: a kept-alive connection is never retried here. undici looks at an
  * idle connection before it reuses one, so a receiver that closed it while idle is seen and a new
