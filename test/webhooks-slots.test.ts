@@ -129,7 +129,9 @@ test("kill -9 of either serving process while slots are on loan: never more than
   timeout: 90_000,
 }, async (t) => {
   for (const victim of [0, 1]) {
-    const s = await serveDefaults(t);
+    // A dead process's borrowed slots are held for `timeout` (10 s by default); 2 s, well over the
+    // endpoint's 300 ms, keeps the test short.
+    const s = await serveDefaults(t, ['timeout: 2s']);
     await waitFor(() => s.output().includes('switchyard ready'), 20_000);
     const slow = await countingReceiver(t, 300);
     await s.subscribe(slow.url, 'site_view');

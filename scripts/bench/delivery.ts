@@ -545,8 +545,16 @@ async function main(): Promise<void> {
     `            p99 per round: switchyard [${lat.switchyard.map((x) => x.p99.toFixed(1)).join(', ')}]  durable relay [${lat.durable.map((x) => x.p99.toFixed(1)).join(', ')}]  ` +
       `relay [${lat.relay.map((x) => x.p99.toFixed(1)).join(', ')}]`,
   );
-  const lost = [...lat.switchyard, ...lat.relay, ...lat.durable, ...idle, ...idleDurable].reduce((a, x) => a + x.lost, 0);
-  if (lost) console.log(`            WARNING: ${lost} events not received within 5 s of the last send`);
+  const lostBy = Object.entries({
+    switchyard: lat.switchyard,
+    relay: lat.relay,
+    'durable relay': lat.durable,
+    'switchyard idle': idle,
+    'durable relay idle': idleDurable,
+  })
+    .map(([who, runs]) => [who, runs.reduce((a, x) => a + x.lost, 0)] as const)
+    .filter(([, n]) => n > 0);
+  if (lostBy.length) console.log(`            WARNING: events not received within 5 s of the last send: ${lostBy.map(([who, n]) => `${who} ${n}`).join(', ')}`);
 
   serve.stop();
   receiver.proc.kill();
