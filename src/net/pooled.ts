@@ -16,14 +16,31 @@
  * socket's own error), and a reset of a request the receiver may have read must not be sent again
  * at once. That attempt fails, and its delivery is retried on schedule.
  */
-import { Agent, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import { guardedLookup, NetError } from './lookup.ts';
 import { requestTarget, toNetError, urlCredentials, type HttpRequestOptions, type HttpResult } from './request.ts';
 
-// One dispatcher per allowPrivate, as httpRequest's agents: a connection opened for a request that
-// allowed private networks must never be reused by one that does not. Their own timers are off:
-// the deadline below covers connect, headers and body.
-const agents = [false, true].map((allowPrivate) => new Agent({ connect: { lookup: guardedLookup(allowPrivate) }, headersTimeout: 0, bodyTimeout: 0 }));
+type RequestFn = (this: Dispatcher, opts: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
+let undici: Promise<{ agents: Agent[]; request: RequestFn }> | undefined;
+
+/**
+ * undici, loaded at the first delivery, not at start: a process that never delivers (and every
+ * start-up) pays nothing. Only the two modules used, not undici's index (which loads fetch,
+ * WebSocket, caches and mocks as well): ~40 ms of CPU against ~100 (measured, three loads each).
+ * One dispatcher per allowPrivate, as httpRequest's agents: a connection opened for a request that
+ * allowed private networks must never be reused by one that does not. Their own timers are off:
+ * the deadline below covers connect, headers and body.
+ */
+function loadUndici() {
+  undici ??= Promise.all([import('undici/lib/dispatcher/agent.js'), import('undici/lib/api/api-request.js')]).then(([agent, api]) => {
+    const AgentClass = agent.default;
+    return {
+      agents: [false, true].map((allowPrivate) => new AgentClass({ connect: { lookup: guardedLookup(allowPrivate) }, headersTimeout: 0, bodyTimeout: 0 })),
+      request: api.default,
+    };
+  });
+  return undici;
+}
 
 /** undici's own codes, in the words httpRequest reports. */
 function netCode(err: unknown): unknown {
@@ -52,7 +69,8 @@ async function send(target: URL, opts: HttpRequestOptions): Promise<HttpResult> 
   const headers = credentials ? { authorization: `Basic ${Buffer.from(credentials).toString('base64')}`, ...opts.headers } : opts.headers;
   let res: Dispatcher.ResponseData | undefined;
   try {
-    res = await agents[opts.allowPrivate ? 1 : 0].request({
+    const { agents, request } = await loadUndici();
+    res = await request.call(agents[opts.allowPrivate ? 1 : 0], {
       origin,
       path: `${target.pathname}${target.search}`,
       method: opts.method as Dispatcher.HttpMethod,
