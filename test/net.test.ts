@@ -1,6 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { guardedLookup, httpRequest, isPrivateAddress, parseIPv4, pooledRequest, refusedAheadResolved } from '../src/net/index.ts';
@@ -232,6 +237,33 @@ for (const [name, send] of [
     await new Promise((r) => setTimeout(r, 100));
     assert.equal((await send(url, o)).body.toString(), 'ok');
     assert.deepEqual([requests, connections], [2, 2]);
+  });
+
+  test(`${name}: https goes through the same guard, and a receiver whose certificate is not trusted is refused with its TLS code before its handler runs`, async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'net-tls-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    execFileSync(
+      'openssl',
+      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem')].concat(
+        ['-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'],
+      ),
+      { stdio: 'pipe' },
+    );
+    let handled = 0;
+    const server = https.createServer(
+      { key: readFileSync(join(dir, 'k.pem')), cert: readFileSync(join(dir, 'c.pem')) },
+      (_req, res) => (handled++, res.end('ok')),
+    );
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    t.after(() => server.close());
+    const port = (server.address() as AddressInfo).port;
+    const o = { method: 'POST', body: 'x', timeoutMs: 2000, maxBodyBytes: 10 };
+    await assert.rejects(send(`https://localhost:${port}/`, { ...o, allowPrivate: false }), { code: 'EPRIVATEADDR' });
+    await assert.rejects(
+      send(`https://localhost:${port}/`, { ...o, allowPrivate: true }),
+      (e: any) => e.code === 'DEPTH_ZERO_SELF_SIGNED_CERT' && e.message.startsWith(`https://localhost:${port}: `),
+    );
+    assert.equal(handled, 0);
   });
 
   test(`${name}: credentials in the URL go as Basic auth; repeated answer headers are joined`, async (t) => {

@@ -18,7 +18,7 @@
  */
 import type { Agent, Dispatcher } from 'undici';
 import { guardedLookup, NetError } from './lookup.ts';
-import { requestTarget, toNetError, urlCredentials, type HttpRequestOptions, type HttpResult } from './request.ts';
+import { flattenHeaders, requestTarget, toNetError, urlCredentials, type HttpRequestOptions, type HttpResult } from './request.ts';
 
 type RequestFn = (this: Dispatcher, opts: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
 let undici: Promise<{ agents: Agent[]; request: RequestFn }> | undefined;
@@ -92,9 +92,13 @@ async function send(target: URL, opts: HttpRequestOptions): Promise<HttpResult> 
       chunks.push(chunk);
       size += chunk.length;
     }
-    const headersOut: Record<string, string> = {};
-    for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headersOut[k] = Array.isArray(v) ? v.join(', ') : v;
-    return { status: res.statusCode, headers: headersOut, body: Buffer.concat(chunks, size), truncated, durationMs: performance.now() - started };
+    return {
+      status: res.statusCode,
+      headers: flattenHeaders(res.headers),
+      body: Buffer.concat(chunks, size),
+      truncated,
+      durationMs: performance.now() - started,
+    };
   } catch (err) {
     // The deadline or the caller's stop: their reason, whatever undici made of it.
     const reason = controller.signal.aborted ? controller.signal.reason : undefined;

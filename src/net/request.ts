@@ -75,7 +75,8 @@ export function toNetError(err: unknown, origin: string): NetError {
   return new NetError(code, `${origin}: ${what}`, { cause: err });
 }
 
-export function flattenHeaders(h: http.IncomingHttpHeaders): Record<string, string> {
+/** Answer headers as one string each: lower-case names (as both clients give them), repeated ones joined with ', '. */
+export function flattenHeaders(h: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(h)) if (v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : v;
   return out;
