@@ -2,7 +2,8 @@
  * Deliveries leased at their ingest beyond their endpoint's free slots (sender-ahead.ts): stored
  * once, leased to the ingesting process, and sent as slots free without a claim of their own; in
  * event order; as many as the endpoint's slots send in a second at their pace, the rest stored due
- * and claimed as before, after which new ones are stored due until those are taken; none while the
+ * and claimed (in bulk, a line at a time, while the endpoint keeps pace), after which new ones are
+ * stored due until those are taken; none while the
  * endpoint's attempts hang; a pause, a removal or a new URL reaches those waiting; a manual
  * attempt takes one that waits. Runs on PostgreSQL too (SWITCHYARD_TEST_PG_URL).
  */
@@ -109,6 +110,42 @@ test('beyond what its slots send in half the attempt time-out (a second here) th
     [...first, 300, 301, 302].map((i) => `evt_${i}`),
   );
   assert.ok(s.n.sql.filter(isClaim).length > 0, `the ones stored due were claimed: ${[...new Set(s.n.sql)].join('\n')}`);
+});
+
+test('a backlog stored due at an endpoint that keeps pace is claimed in bulk, a line at a time, and once it is all taken new deliveries are leased at their ingest again', async (t) => {
+  const s = await countedSender(
+    t,
+    async () => {
+      await sleep(5);
+      return 200;
+    },
+    { per_endpoint_concurrency: 1 },
+  );
+  for (const i of [1, 2, 3]) {
+    await s.send(i);
+    await waitFor(() => s.recorded.length === i);
+  }
+  s.reset();
+  // At about 6 ms an exchange one slot sends ~160 in a second: 600 are well beyond its line.
+  const burst = Array.from({ length: 600 }, (_, i) => 1000 + i);
+  await s.sendMany(burst);
+  const atIngest = (await s.store.database.get(leased))!.n;
+  assert.ok(atIngest < 400, `most of the burst is stored due (${atIngest} leased at ingest)`);
+  await waitFor(() => s.recorded.length === 3 + burst.length, 30_000);
+  const claims = s.n.sql.filter(isClaim).length;
+  t.diagnostic(`${burst.length - atIngest} of ${burst.length} stored due, taken in ${claims} claims`);
+  // Claims of a few slots' worth (aheadWaiting: two rows here) took one statement per one or two
+  // deliveries; a claim in bulk takes at least half a line.
+  assert.ok(claims >= 1 && claims <= Math.ceil((burst.length - atIngest) / 40), `${burst.length - atIngest} stored due, taken in ${claims} claims`);
+  s.reset();
+  await s.sendMany([2000, 2001, 2002, 2003, 2004]);
+  await waitFor(() => s.recorded.length === 3 + burst.length + 5, 10_000);
+  assert.equal(s.n.sql.filter(isClaim).length, 0, 'the backlog all taken, new deliveries are leased at their ingest, not stored due and claimed');
+  assert.deepEqual(
+    arrivals(s.rx.requests).slice(3),
+    [...burst, 2000, 2001, 2002, 2003, 2004].map((i) => `evt_${i}`),
+    'in event order',
+  );
 });
 
 test('an endpoint whose attempt hangs: what waits for its slot goes back to the store, and nothing more is leased beyond its slots until it moves', async (t) => {

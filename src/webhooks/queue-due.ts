@@ -66,7 +66,16 @@ export function createDueHints() {
      * turn: one statement per origin with due work, in the caller's transaction. Cost grows with
      * the origins that have due work, never with the size of a backlog (held ones are not due).
      */
-    async claimDue(tx: Queries, now: number, limit: number, roomOf: (origin: string) => number, owner: string, until: number): Promise<Claimed[]> {
+    async claimDue(
+      tx: Queries,
+      now: number,
+      limit: number,
+      roomOf: (origin: string) => number,
+      owner: string,
+      until: number | ((origin: string) => number),
+      /** Whether a claim of `origin` that finds fewer than asked looks up its next due time at once (a backlog claimed in bulk may be all taken: ingest then leases its deliveries again). */
+      settleShort?: (origin: string) => boolean,
+    ): Promise<Claimed[]> {
       const origins = [...originDue.keys()];
       const out: Claimed[] = [];
       // Round-robin over origins (a different first one each time): every endpoint gets its turn.
@@ -75,11 +84,10 @@ export function createDueHints() {
         const origin = origins[(rotation + i) % origins.length];
         const room = roomOf(origin);
         if (room <= 0 || originDue.get(origin)! > now) continue;
-        const rows = await deliveryLeases.claimDue(tx, { group: origin, now, limit: Math.min(room, limit - out.length), owner, until });
-        if (rows.length) {
-          for (const r of rows) out.push(claimedOf(r)!);
-          continue;
-        }
+        const asked = Math.min(room, limit - out.length);
+        const rows = await deliveryLeases.claimDue(tx, { group: origin, now, limit: asked, owner, until: typeof until === 'number' ? until : until(origin) });
+        for (const r of rows) out.push(claimedOf(r)!);
+        if (rows.length && (rows.length === asked || !settleShort?.(origin))) continue;
         const at = (await tx.get(dueStatements.nextForOrigin, { origin, now }))?.at ?? null;
         if (at === null) originDue.delete(origin);
         else originDue.set(origin, at > now ? at : now + 1); // leased or just claimed: look again next time
