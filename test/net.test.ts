@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { guardedLookup, httpRequest, isPrivateAddress, parseIPv4, pooledRequest, refusedAheadResolved } from '../src/net/index.ts';
+import { waitFor } from './helpers/index.ts';
 
 test('private, loopback, link-local, metadata and reserved addresses are private', () => {
   for (const ip of [
@@ -208,6 +209,40 @@ for (const [name, send] of [
     const p = send(`${slow.url}/`, { method: 'GET', timeoutMs: 5000, maxBodyBytes: 10, allowPrivate: true, signal: ac.signal });
     ac.abort();
     await assert.rejects(p, { code: 'ABORT_ERR' });
+  });
+
+  test(`${name}: one signal cuts every exchange on it, and one already aborted sends nothing`, async (t) => {
+    let arrived = 0;
+    const slow = await listen(() => void arrived++);
+    t.after(slow.close);
+    const ac = new AbortController();
+    const opts = { method: 'POST', body: '{}', timeoutMs: 5000, maxBodyBytes: 10, allowPrivate: true, signal: ac.signal };
+    // One that ended before the abort is not touched by it.
+    const quick = await listen((_req, res) => res.end('ok'));
+    t.after(quick.close);
+    assert.equal((await send(`${quick.url}/`, opts)).status, 200);
+    const pending = [1, 2, 3].map((i) => send(`${slow.url}/${i}`, opts));
+    console.error('A');
+    await waitFor(() => arrived === 3);
+    console.error('B');
+    ac.abort();
+    for (const p of pending) await assert.rejects(p, { code: 'ABORT_ERR' });
+    console.error('C');
+    await assert.rejects(send(`${slow.url}/late`, opts), { code: 'ABORT_ERR' });
+    console.error('D');
+    await new Promise((r) => setTimeout(r, 100));
+    console.error('E');
+    assert.equal(arrived, 3, 'nothing sent on a signal already aborted');
+  });
+
+  test(`${name}: the same URL is judged anew for each allowPrivate setting`, async (t) => {
+    const server = await listen((_req, res) => res.end('ok'));
+    t.after(server.close);
+    const opts = (allowPrivate: boolean) => ({ method: 'GET', timeoutMs: 2000, maxBodyBytes: 10, allowPrivate });
+    for (const allowPrivate of [true, false, true, false]) {
+      if (allowPrivate) assert.equal((await send(`${server.url}/`, opts(true))).status, 200);
+      else await assert.rejects(send(`${server.url}/`, opts(false)), { code: 'EPRIVATEADDR' });
+    }
   });
 
   test(`${name} rejects non-http URLs`, async () => {

@@ -111,6 +111,9 @@ export function httpRequest(url: string, opts: HttpRequestOptions): Promise<Http
 }
 
 function attempt(target: URL, opts: HttpRequestOptions, mayRetryStale: boolean): Promise<HttpResult> {
+  // Nothing is sent on a signal already aborted. (A request destroyed before it had a socket never
+  // said so: its promise stayed pending past its own deadline, found by net.test.ts.)
+  if (opts.signal?.aborted) return Promise.reject(new NetError('ABORT_ERR', `${target.origin}: request aborted`));
   const started = performance.now();
   const protocol = target.protocol as 'http:' | 'https:';
   const body = typeof opts.body === 'string' ? Buffer.from(opts.body) : opts.body;
@@ -152,8 +155,7 @@ function attempt(target: URL, opts: HttpRequestOptions, mayRetryStale: boolean):
       req.destroy(new NetError('ETIMEDOUT', `${target.origin}: no complete response within ${opts.timeoutMs} ms`));
     }, opts.timeoutMs);
     const onAbort = () => req.destroy(new NetError('ABORT_ERR', `${target.origin}: request aborted`));
-    if (opts.signal?.aborted) onAbort();
-    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
 
     req.on('error', (err) => done(err));
     req.on('response', (res) => {
