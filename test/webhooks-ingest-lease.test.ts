@@ -7,7 +7,7 @@
  * endpoint's attempts hang; a pause, a removal or a new URL reaches those waiting; a manual
  * attempt takes one that waits. Runs on PostgreSQL too (SWITCHYARD_TEST_PG_URL).
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { statement } from '../src/store/contract.ts';
 import { samplePayload } from '../src/events/index.ts';
@@ -17,7 +17,7 @@ import { countedSender, scriptedReceiver } from './webhooks-support.ts';
 import { dueStatements } from '../src/webhooks/queue-due.ts';
 import { createDueSignals } from '../src/webhooks/due-signals.ts';
 import { createAheadQueue } from '../src/webhooks/sender-ahead.ts';
-import { createQueue } from '../src/webhooks/queue.ts';
+import { createQueue, originOf } from '../src/webhooks/queue.ts';
 import { createSlots } from '../src/webhooks/sender-slots.ts';
 import { shownSql } from './helpers/counting.ts';
 import { inspectionServer } from './inspection-support.ts';
@@ -43,6 +43,24 @@ async function warm(s: Server, rx: { requests: unknown[] }, settleMs: number): P
   for (let i = 0; i < 3; i++) assert.equal((await s.api('POST', '/api/v1/events', siteViews(1))).status, 202);
   await waitFor(() => rx.requests.length === 3);
   await sleep(settleMs);
+}
+
+/** A one-slot endpoint answering 200 after `ms`, its pace learnt from three deliveries one by one; the counters then reset. */
+async function oneSlotPaced(t: TestContext, ms: number) {
+  const s = await countedSender(
+    t,
+    async () => {
+      await sleep(ms);
+      return 200;
+    },
+    { per_endpoint_concurrency: 1 },
+  );
+  for (const i of [1, 2, 3]) {
+    await s.send(i);
+    await waitFor(() => s.recorded.length === i);
+  }
+  s.reset();
+  return s;
 }
 
 test("leased at ingest: as many as the endpoint's slots send in a second at their pace, at most MAX_INGEST_AHEAD; before its pace is known, as if an exchange took ASSUMED_HOLD_MS", () => {
@@ -83,19 +101,7 @@ test('a backlog at a fast endpoint is stored leased at its ingest and sent in ev
 });
 
 test('beyond what its slots send in half the attempt time-out (a second here) they are stored due and claimed; later ones wait behind them, in event order', async (t) => {
-  const s = await countedSender(
-    t,
-    async () => {
-      await sleep(20);
-      return 200;
-    },
-    { per_endpoint_concurrency: 1 },
-  );
-  for (const i of [1, 2, 3]) {
-    await s.send(i);
-    await waitFor(() => s.recorded.length === i);
-  }
-  s.reset();
+  const s = await oneSlotPaced(t, 20);
   // About 50 a second at 20 ms an exchange: 120 are more than that.
   const first = Array.from({ length: 120 }, (_, i) => 100 + i);
   await s.sendMany(first);
@@ -113,19 +119,7 @@ test('beyond what its slots send in half the attempt time-out (a second here) th
 });
 
 test('a backlog stored due at an endpoint that keeps pace is claimed in bulk, a line at a time, and once it is all taken new deliveries are leased at their ingest again', async (t) => {
-  const s = await countedSender(
-    t,
-    async () => {
-      await sleep(5);
-      return 200;
-    },
-    { per_endpoint_concurrency: 1 },
-  );
-  for (const i of [1, 2, 3]) {
-    await s.send(i);
-    await waitFor(() => s.recorded.length === i);
-  }
-  s.reset();
+  const s = await oneSlotPaced(t, 5);
   // At about 6 ms an exchange one slot sends ~160 in a second: 600 are well beyond its line.
   const burst = Array.from({ length: 600 }, (_, i) => 1000 + i);
   await s.sendMany(burst);
@@ -380,6 +374,55 @@ test("one claim of due deliveries at a time in a process: one asked while anothe
   const again = await s.store.database.transaction((tx) => ahead.claimDue(tx, now + 1));
   assert.deepEqual(again, [], 'nothing left to claim');
   assert.equal(woken, 1, 'a claim with nobody waiting wakes nobody');
+});
+
+test('a bulk claim that takes the whole backlog: its endpoint counts as due until the deliveries are in its line, and one whose installation was removed meanwhile is not sent', async (t) => {
+  const s = await countedSender(t, () => 200, { per_endpoint_concurrency: 1 });
+  await s.service.stop(0); // its sender claims nothing from here on: this test's queue does
+  const now = Date.now();
+  await s.database.transaction((tx) =>
+    s.service.deliveries.enqueueEvents(
+      tx,
+      [1, 2, 3, 4, 5].map((i) => ({ event: { eventId: `evt_${i}`, type: 'site_view' }, subscriptions: [{ installationId: 'inst_1', url: s.url }] })),
+      now,
+      { startAtCommit: false }, // stored due
+    ),
+  );
+  const origin = originOf(s.url);
+  const queue = createQueue(s.store.database, { maxAttempts: () => 5 });
+  await queue.refreshDue(s.store.database);
+  const slots = createSlots();
+  slots.freed(origin, now, 5); // it keeps pace: a slot freed just now, 5 ms an exchange (a line of 200)
+  const started: string[] = [];
+  let sendable = true;
+  const ahead = createAheadQueue({
+    queue,
+    database: s.store.database,
+    config: () => ({ ...testConfig(t).webhooks, per_endpoint_concurrency: 1 }),
+    clock: () => now + 1,
+    owner: 'test-owner',
+    slots,
+    start: (c) => void started.push(c.id),
+    stopped: () => false,
+    sendable: () => sendable,
+  });
+  const claimed = await s.store.database.transaction(async (tx) => {
+    const out = await ahead.claimDue(tx, now + 1);
+    assert.ok(queue.dueBy(origin, now + 1), 'still due while the claim is open: a new delivery is stored due behind these');
+    return out;
+  });
+  assert.equal(claimed.length, 5);
+  assert.ok(
+    claimed.every((a) => a.bulk),
+    'claimed in bulk',
+  );
+  assert.ok(queue.dueBy(origin, now + 1), 'still due once committed, until they are in the line');
+  ahead.add(claimed);
+  assert.equal(queue.dueBy(origin, now + 1), false, 'in the line, the backlog all taken: new deliveries may be leased at their ingest');
+  sendable = false; // its installation removed
+  ahead.drainOrigin(origin);
+  assert.deepEqual(started, [], 'none sent');
+  await waitFor(async () => (await s.store.database.get(leased))!.n === 0);
 });
 
 test('once due signals are stopped, a telling that arrives looks at nothing and tells nobody', async (t) => {

@@ -101,7 +101,12 @@ function onAbortOf(signal: AbortSignal, cut: () => void): () => void {
 
 /** Send one request. Resolves for any HTTP status (3xx included: redirects are never followed). */
 export function pooledRequest(url: string, opts: HttpRequestOptions): Promise<HttpResult> {
-  const target = targetOf(url, opts.allowPrivate);
+  let target: Target | NetError;
+  try {
+    target = targetOf(url, opts.allowPrivate);
+  } catch (e) {
+    return Promise.reject(e as Error); // credentials in the URL that are not valid percent-encoding (URIError), as httpRequest rejects them
+  }
   if (target instanceof NetError) return Promise.reject(target);
   if (loaded) return send(loaded[opts.allowPrivate ? 1 : 0], target, opts);
   return loadAgents().then((a) => send(a[opts.allowPrivate ? 1 : 0], target, opts));

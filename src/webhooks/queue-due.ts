@@ -73,8 +73,18 @@ export function createDueHints() {
       roomOf: (origin: string) => number,
       owner: string,
       until: number | ((origin: string) => number),
-      /** Whether a claim of `origin` that finds fewer than asked looks up its next due time at once (a backlog claimed in bulk may be all taken: ingest then leases its deliveries again). */
-      settleShort?: (origin: string) => boolean,
+      plan: {
+        /** `n` rows of `origin` were claimed (called for each origin asked, 0 included). */
+        took?: (origin: string, n: number) => void;
+        /**
+         * Whether a claim of `origin` that finds fewer than asked (a backlog claimed in bulk, all
+         * taken) looks up its next due time at once. The hint is not set here: `settle` gets the
+         * time found (null: nothing due) for the caller to apply once the claimed rows are in its
+         * line (settleHint); until then ingest still stores the origin's deliveries due behind them.
+         */
+        settleShort?: (origin: string) => boolean;
+        settle?: (origin: string, at: number | null) => void;
+      } = {},
     ): Promise<Claimed[]> {
       const origins = [...originDue.keys()];
       const out: Claimed[] = [];
@@ -82,18 +92,38 @@ export function createDueHints() {
       rotation = origins.length ? (rotation + 1) % origins.length : 0;
       for (let i = 0; i < origins.length && out.length < limit; i++) {
         const origin = origins[(rotation + i) % origins.length];
+        if (originDue.get(origin)! > now) continue;
         const room = roomOf(origin);
-        if (room <= 0 || originDue.get(origin)! > now) continue;
+        if (room <= 0) continue;
         const asked = Math.min(room, limit - out.length);
         const rows = await deliveryLeases.claimDue(tx, { group: origin, now, limit: asked, owner, until: typeof until === 'number' ? until : until(origin) });
         for (const r of rows) out.push(claimedOf(r)!);
-        if (rows.length && (rows.length === asked || !settleShort?.(origin))) continue;
+        plan.took?.(origin, rows.length);
+        if (rows.length === asked) continue;
+        const settling = rows.length > 0;
+        if (settling && !plan.settleShort?.(origin)) continue;
         const at = (await tx.get(dueStatements.nextForOrigin, { origin, now }))?.at ?? null;
-        if (at === null) originDue.delete(origin);
-        else originDue.set(origin, at > now ? at : now + 1); // leased or just claimed: look again next time
+        const next = at === null ? null : at > now ? at : now + 1; // leased or just claimed: look again next time
+        if (settling) plan.settle?.(origin, next);
+        else if (next === null) originDue.delete(origin);
+        else originDue.set(origin, next);
       }
       return out;
     },
+
+    /**
+     * A bulk claim's look-up of `origin`'s next due time (claimDue's plan.settle), applied once the
+     * claimed rows are in the line, unless the hint was lowered meanwhile (`seen`: the hint when
+     * the look-up was made; a retry or a give-back since then stands).
+     */
+    settleHint(origin: string, at: number | null, seen: number | undefined): void {
+      if (originDue.get(origin) !== seen) return;
+      if (at === null) originDue.delete(origin);
+      else originDue.set(origin, at);
+    },
+
+    /** The hint of `origin` as it stands (for settleHint's `seen`). */
+    hintOf: (origin: string): number | undefined => originDue.get(origin),
 
     /**
      * Learn the origins other processes sharing the store have made due (their retries, the leases

@@ -166,6 +166,14 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
   let reservedCount = 0;
   let reservedChars = 0;
   let staleTimer: NodeJS.Timeout | undefined;
+  /** The usual length of a body waiting here (a moving average), to size a bulk claim before its bodies are read. */
+  let bodyChars = 1024;
+  /**
+   * A bulk claim's look-ups of its origins' next due times (queue.settleHint), applied when its
+   * deliveries join their lines (add): before then a new delivery of the origin must still be
+   * stored due behind them, not leased and sent ahead of them. A claim rolled back never gets here.
+   */
+  const settlesOf = new WeakMap<Ahead[], Array<{ origin: string; at: number | null; seen: number | undefined }>>();
 
   const waitingFor = (origin: string): number => (ahead.get(origin)?.length ?? 0) + (reserved.get(origin) ?? 0);
 
@@ -262,8 +270,10 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       if (a.atIngest || a.bulk) {
         ingestCount++;
         ingestChars += a.c.body.length;
+        bodyChars += (Math.max(a.c.body.length, 1) - bodyChars) / 16;
       }
     }
+    for (const { origin, at, seen } of settlesOf.get(claimed) ?? []) queue.settleHint(origin, at, seen);
     armStale();
   }
 
@@ -366,10 +376,11 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     while (list.length && !deps.stopped() && slots.inFlight() < cfg.concurrency && slots.taken(origin) < limit) {
       const a = list.shift()!;
       left(a);
-      // Leased at its ingest, and its installation was paused, removed or pointed elsewhere since
-      // (here or in another process). Not asked of a claimed one: the store had it due moments ago,
-      // and a process whose view of the installations lags would give it back and claim it again.
-      if (a.atIngest && deps.sendable && !deps.sendable(a.c)) {
+      // Leased at its ingest (or claimed in bulk: it may wait as long), and its installation was
+      // paused, removed or pointed elsewhere since (here or in another process). Not asked of one
+      // claimed a few slots' worth ahead: the store had it due moments ago, and a process whose
+      // view of the installations lags would give it back and claim it again.
+      if ((a.atIngest || a.bulk) && deps.sendable && !deps.sendable(a.c)) {
         unsendable.push(a);
         continue;
       }
@@ -425,7 +436,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
         return [];
       }
       const { room, perOriginRoom, bulkRoom } = roomAt(now);
-      const bulkLeft = MAX_INGEST_AHEAD - ingestCount - reservedCount;
+      let bulkLeft = MAX_INGEST_AHEAD - ingestCount - reservedCount;
       if (room <= 0 && bulkLeft <= 0) return [];
       claimOpen = true;
       const ended = () => {
@@ -438,23 +449,42 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       tx.afterCommit(ended);
       tx.onRollback(ended);
       // Per origin a bulk claim's room (its line filled), or a claim of a few slots' worth within
-      // the sender's room for those (`room`, taken as given to the origins in turn).
+      // the sender's room for those (`room`). What each origin took is taken off what is left:
+      // the sender's room, or the bulk allowance (MAX_INGEST_AHEAD, and the characters left below
+      // half of MAX_INGEST_AHEAD_CHARS at the bodies' usual length: their lengths are not known
+      // before the claim).
       const bulk = new Set<string>();
       let normalLeft = Math.max(room, 0);
+      let charsLeft = MAX_INGEST_AHEAD_CHARS / 2 - ingestChars - reservedChars;
       const roomOf = (origin: string) => {
-        const b = bulkRoom(origin);
+        const b = Math.min(bulkRoom(origin), bulkLeft, Math.floor(charsLeft / bodyChars));
         const n = Math.min(perOriginRoom(origin), normalLeft);
         if (b > n) {
           bulk.add(origin);
           return b;
         }
-        normalLeft -= Math.max(n, 0);
+        bulk.delete(origin);
         return n;
       };
+      const settles: Array<{ origin: string; at: number | null; seen: number | undefined }> = [];
       const cfg = deps.config();
       const untilOf = (origin: string) => now + (bulk.has(origin) ? ingestLeaseMs(cfg) : aheadLeaseMs(cfg));
-      const claimed = await queue.claimDue(tx, now, Math.max(room, 0) + Math.max(bulkLeft, 0), roomOf, owner, untilOf, (o) => bulk.has(o));
-      return claimed.map((c) => (bulk.has(c.origin) ? { c, until: untilOf(c.origin), since: now, bulk: true } : { c, until: untilOf(c.origin), since: now }));
+      const claimed = await queue.claimDue(tx, now, Math.max(room, 0) + Math.max(bulkLeft, 0), roomOf, owner, untilOf, {
+        took(origin, n) {
+          if (!bulk.has(origin)) normalLeft -= n;
+          else {
+            bulkLeft -= n;
+            charsLeft -= n * bodyChars;
+          }
+        },
+        settleShort: (origin) => bulk.has(origin),
+        settle: (origin, at) => settles.push({ origin, at, seen: queue.hintOf(origin) }),
+      });
+      const out = claimed.map((c) =>
+        bulk.has(c.origin) ? { c, until: untilOf(c.origin), since: now, bulk: true } : { c, until: untilOf(c.origin), since: now },
+      );
+      if (settles.length) settlesOf.set(out, settles);
+      return out;
     },
     add,
     drainOrigin,
