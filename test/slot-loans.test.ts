@@ -11,7 +11,7 @@ import { createSupervisorLoans, MAX_POOLS_ON_LOAN } from '../src/process/slot-lo
 import { createSlots, type ServingProcess } from '../src/process/slots.ts';
 import type { ToServing, ToSupervisor } from '../src/process/messages.ts';
 import { BUSY_WINDOW_MS, loopBusy } from '../src/lib/loop-busy.ts';
-import { createSlotLoans, type LoansLink, type SlotLoans } from '../src/webhooks/slot-loans.ts';
+import { ALL, createSlotLoans, type LoansLink, type SlotLoans } from '../src/webhooks/slot-loans.ts';
 
 /** A seeded generator, so a failure names the seed that shows it. */
 function random(seed: number) {
@@ -222,4 +222,32 @@ test('a process whose event loop ran 80 % of the last half second or more is bus
   assert.equal(busy(), true);
   await new Promise((r) => setTimeout(r, BUSY_WINDOW_MS + 100)); // the loop idle
   assert.equal(busy(), false);
+});
+
+test('a replacement of a process that died with exchanges in flight holds its share back for the wait the supervisor names: it lends nothing meanwhile, then wakes its sender', async () => {
+  let ask: ((pool: string) => void) | undefined;
+  const lent: Array<[string, number]> = [];
+  const link: LoansLink = {
+    held: (fn) => setImmediate(() => fn({}, 200)),
+    want: () => {},
+    lent: (pool, n) => void lent.push([pool, n]),
+    returned: () => {},
+    onAsk: (fn) => (ask = fn),
+    onGrant: () => {},
+  };
+  const granted: string[] = [];
+  const loans = await createSlotLoans(link, { spare: () => 2, granted: (pool) => void granted.push(pool), busy: () => false });
+  assert.equal(loans.holdingBack(), true, 'holding back at once');
+  ask!(POOL);
+  assert.deepEqual(lent, [], 'nothing lent while its predecessor may still have requests running');
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(loans.holdingBack(), false);
+  assert.deepEqual(granted, [ALL], 'its sender is woken once its share is its own again');
+  ask!(POOL);
+  assert.deepEqual(lent, [[POOL, 2]], 'then it lends as any process does');
+  loans.stop();
+  // A slot whose predecessor exited cleanly (no wait named) holds nothing back.
+  const plain = await createSlotLoans({ ...link, held: (fn) => setImmediate(() => fn({})) }, { spare: () => 0, granted: () => {}, busy: () => false });
+  assert.equal(plain.holdingBack(), false);
+  plain.stop();
 });

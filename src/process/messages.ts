@@ -21,7 +21,7 @@ export type ToServing =
   /** The certificate to serve (server.tls): the answer to `tls`, and again whenever the supervisor accepts a new one. */
   | { t: 'tls'; pair: TlsPair }
   /** What this process's slot holds of each pool beyond or short of its share (the answer to `slots-held`; process/slot-loans.ts). */
-  | { t: 'slots-held'; held: Record<string, number> }
+  | { t: 'slots-held'; held: Record<string, number>; waitMs?: number }
   /** Another process wants more of `pool`: lend what is not in use (answered with `slots-lent`). */
   | { t: 'slots-ask'; pool: string }
   /** `n` more slots of `pool` are this process's. */

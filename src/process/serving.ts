@@ -65,7 +65,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
   let pair: TlsPair | undefined;
   const pairListeners: Array<(pair: TlsPair) => void> = [];
   const pairWaiters: Array<() => void> = [];
-  const heldWaiters: Array<(held: Record<string, number>) => void> = [];
+  const heldWaiters: Array<(held: Record<string, number>, waitMs?: number) => void> = [];
   const askListeners: Array<(pool: string) => void> = [];
   const grantListeners: Array<(pool: string, n: number) => void> = [];
 
@@ -102,7 +102,7 @@ export function createServingLink(dataDir: string, place: { index: number; count
         for (const fn of pairListeners) fn(msg.pair);
         return;
       case 'slots-held':
-        for (const fn of heldWaiters.splice(0)) fn(msg.held);
+        for (const fn of heldWaiters.splice(0)) fn(msg.held, msg.waitMs);
         return;
       case 'slots-ask':
         for (const fn of askListeners) fn(msg.pool);

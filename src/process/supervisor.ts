@@ -99,6 +99,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
   const parking = createParkingLot(log, (parked) => broadcast({ t: 'parked', parked }));
   const metrics = createMetricsRelay();
   const loans = createSupervisorLoans(slots, () => config.webhooks.timeout);
+  /** Per slot, when its last process died (not a clean exit): its exchanges may still be running for `timeout`. */
+  const diedAt = new Map<number, number>();
   let port: number | undefined;
   /** Picks of a free port that were taken before the first process listened on them (server.port 0): at most PORT_PICKS. */
   let portsTaken = 0;
@@ -168,8 +170,13 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     // Slots on loan are the slot's: what a process that is gone says no longer counts (its replacement asked already).
     if (slot.serving !== w) return;
     switch (msg.t) {
-      case 'slots-held':
-        return send(w, { t: 'slots-held', held: loans.heldBy(slot.index) });
+      case 'slots-held': {
+        // A predecessor that died with exchanges in flight: they may still be running at their
+        // endpoints for up to `timeout`, so its replacement sends nothing and lends nothing until then.
+        const died = diedAt.get(slot.index);
+        const waitMs = died === undefined ? 0 : Math.max(0, died + config.webhooks.timeout - Date.now());
+        return send(w, { t: 'slots-held', held: loans.heldBy(slot.index), ...(waitMs ? { waitMs } : {}) });
+      }
       case 'slots-want':
         return loans.want(slot, msg.pool);
       case 'slots-lent':
@@ -183,6 +190,8 @@ export async function supervise(config: LoadedConfig, log: Logger): Promise<numb
     if (slot.serving !== w) return;
     slot.serving = null;
     loans.exited(slot);
+    if (code !== 0 || signal) diedAt.set(slot.index, Date.now());
+    else diedAt.delete(slot.index);
     const wasReady = slot.ready;
     slot.ready = false;
     slot.loaded = false;

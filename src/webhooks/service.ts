@@ -97,7 +97,7 @@ export async function createWebhooks(deps: WebhooksDeps) {
     onAttempt: attempts.notify,
     health: deps.health,
     gaveBack: due.gaveBack,
-    slotsFor: link ? (origin, limit) => Math.max(0, slotsFor(origin, limit, link) + (loans?.held(origin) ?? 0)) : undefined,
+    slotsFor: link ? (origin, limit) => (loans?.holdingBack() ? 0 : Math.max(0, slotsFor(origin, limit, link) + (loans?.held(origin) ?? 0))) : undefined,
     sendable: endpoints.sendable,
     short: loans ? (origin, all) => wantSlots(origin, all) : undefined,
   });

@@ -23,7 +23,7 @@ export interface LoansLink {
    * Ask what this process's slot holds beyond (above 0) or short of (below) its share, per pool;
    * `fn` is called with the answer as it arrives (in the same turn as the messages after it).
    */
-  held(fn: (held: Record<string, number>) => void): void;
+  held(fn: (held: Record<string, number>, waitMs?: number) => void): void;
   want(pool: string): void;
   lent(pool: string, n: number): void;
   /** `n` slots of `pool` borrowed earlier go back to the processes that lent them. */
@@ -47,6 +47,13 @@ export interface SlotLoans {
   borrowed(): number;
   /** Give back the borrowed slots not used lately (every RETURN_EVERY_MS by itself). */
   giveBackUnused(): void;
+  /**
+   * Whether this process holds its share back: it replaces one that died with exchanges in
+   * flight, which may still be running at their endpoints until the attempt time-out has passed
+   * since (the supervisor's `waitMs`). Meanwhile it sends nothing and lends nothing: a replacement
+   * that sent at once put 6 requests in flight at an endpoint limited to 4 (test/webhooks-slots.test.ts).
+   */
+  holdingBack(): boolean;
   /** No more asks answered nor slots given back (the service stops). */
   stop(): void;
 }
@@ -91,8 +98,10 @@ export function createSlotLoans(
     deps.granted(pool);
   });
   let stopped = false;
+  let holdUntil = 0;
+  const holdingBack = () => holdUntil > 0 && clock() < holdUntil;
   link.onAsk((pool) => {
-    if (!ready || stopped) return;
+    if (!ready || stopped || holdingBack()) return;
     const n = Math.floor(deps.spare(pool));
     if (!(n >= 1)) return;
     add(pool, -n); // off this process's share before anyone else may use them
@@ -127,17 +136,24 @@ export function createSlotLoans(
       return n;
     },
     giveBackUnused,
+    holdingBack,
     stop() {
       stopped = true;
       clearInterval(giveBack);
     },
   };
   return new Promise((resolve) =>
-    link.held((held) => {
+    link.held((held, waitMs) => {
       if (stopped) return;
       // Applied as it arrives: a grant right behind it in the same read is counted, not dropped.
       for (const [pool, n] of Object.entries(held)) if (Number.isInteger(n) && n !== 0) holding.set(pool, n);
       ready = true;
+      if (typeof waitMs === 'number' && waitMs > 0) {
+        holdUntil = clock() + waitMs;
+        setTimeout(() => {
+          if (!stopped) deps.granted(ALL); // its share is its own again: what waits may start
+        }, waitMs).unref();
+      }
       resolve(loans);
     }),
   );
