@@ -334,18 +334,24 @@ test('a serving process told of due work many times at once looks in the store a
   assert.ok(looks() >= 2 && looks() <= 3, `${looks()} looks for 40 tellings: ${s.n.sql.join(' | ')}`);
 });
 
-test("one claim of due deliveries at a time in a process: one asked while another's transaction is open claims nothing, and the scheduler is woken when it ends", async (t) => {
-  const s = await countedSender(t, () => 200, { per_endpoint_concurrency: 4 });
-  await s.service.stop(0); // its sender claims nothing from here on: this test's queue does
+/** Events `ids` stored due at an endpoint of `perEndpoint` slots whose own sender is stopped: the test's queue claims them. */
+async function storedDueWithSenderStopped(t: TestContext, perEndpoint: number, ids: number[]) {
+  const s = await countedSender(t, () => 200, { per_endpoint_concurrency: perEndpoint });
+  await s.service.stop(0);
   const now = Date.now();
   await s.database.transaction((tx) =>
     s.service.deliveries.enqueueEvents(
       tx,
-      [1, 2, 3].map((i) => ({ event: { eventId: `evt_${i}`, type: 'site_view' }, subscriptions: [{ installationId: 'inst_1', url: s.url }] })),
+      ids.map((i) => ({ event: { eventId: `evt_${i}`, type: 'site_view' }, subscriptions: [{ installationId: 'inst_1', url: s.url }] })),
       now,
       { startAtCommit: false }, // stored due
     ),
   );
+  return { s, now };
+}
+
+test("one claim of due deliveries at a time in a process: one asked while another's transaction is open claims nothing, and the scheduler is woken when it ends", async (t) => {
+  const { s, now } = await storedDueWithSenderStopped(t, 4, [1, 2, 3]);
   let woken = 0;
   const queue = createQueue(s.store.database, { maxAttempts: () => 5 });
   await queue.refreshDue(s.store.database); // its hints of due work, as at a start
@@ -377,17 +383,7 @@ test("one claim of due deliveries at a time in a process: one asked while anothe
 });
 
 test('a bulk claim that takes the whole backlog: its endpoint counts as due until the deliveries are in its line, and one whose installation was removed meanwhile is not sent', async (t) => {
-  const s = await countedSender(t, () => 200, { per_endpoint_concurrency: 1 });
-  await s.service.stop(0); // its sender claims nothing from here on: this test's queue does
-  const now = Date.now();
-  await s.database.transaction((tx) =>
-    s.service.deliveries.enqueueEvents(
-      tx,
-      [1, 2, 3, 4, 5].map((i) => ({ event: { eventId: `evt_${i}`, type: 'site_view' }, subscriptions: [{ installationId: 'inst_1', url: s.url }] })),
-      now,
-      { startAtCommit: false }, // stored due
-    ),
-  );
+  const { s, now } = await storedDueWithSenderStopped(t, 1, [1, 2, 3, 4, 5]);
   const origin = originOf(s.url);
   const queue = createQueue(s.store.database, { maxAttempts: () => 5 });
   await queue.refreshDue(s.store.database);
