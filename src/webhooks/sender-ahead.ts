@@ -173,7 +173,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
    * deliveries join their lines (add): before then a new delivery of the origin must still be
    * stored due behind them, not leased and sent ahead of them. A claim rolled back never gets here.
    */
-  const settlesOf = new WeakMap<Ahead[], Array<{ origin: string; at: number | null; seen: number | undefined }>>();
+  const settlesOf = new WeakMap<Ahead[], Array<{ origin: string; at: number | null; seen: number }>>();
 
   const waitingFor = (origin: string): number => (ahead.get(origin)?.length ?? 0) + (reserved.get(origin) ?? 0);
 
@@ -466,7 +466,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
         bulk.delete(origin);
         return n;
       };
-      const settles: Array<{ origin: string; at: number | null; seen: number | undefined }> = [];
+      const settles: Array<{ origin: string; at: number | null; seen: number }> = [];
       const cfg = deps.config();
       const untilOf = (origin: string) => now + (bulk.has(origin) ? ingestLeaseMs(cfg) : aheadLeaseMs(cfg));
       const claimed = await queue.claimDue(tx, now, Math.max(room, 0) + Math.max(bulkLeft, 0), roomOf, owner, untilOf, {
@@ -478,7 +478,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
           }
         },
         settleShort: (origin) => bulk.has(origin),
-        settle: (origin, at) => settles.push({ origin, at, seen: queue.hintOf(origin) }),
+        settle: (origin, at, seen) => settles.push({ origin, at, seen }),
       });
       const out = claimed.map((c) =>
         bulk.has(c.origin) ? { c, until: untilOf(c.origin), since: now, bulk: true } : { c, until: untilOf(c.origin), since: now },
