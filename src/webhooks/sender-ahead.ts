@@ -153,6 +153,9 @@ export function aheadWaiting(limit: number, holdMs: number | undefined): number 
   return Math.min(MAX_AHEAD_PER_SLOT * limit, Math.max(limit, drained));
 }
 
+/** Leased at its ingest or claimed in bulk: it waits up to MAX_INGEST_WAIT_MS, counts in the ingest line's bounds, and is checked before it is sent. */
+const waitsLong = (a: Ahead): boolean => Boolean(a.atIngest || a.bulk);
+
 export function createAheadQueue(deps: AheadDeps): AheadQueue {
   const { queue, database, clock, owner, slots } = deps;
   /** Per origin, oldest first. */
@@ -216,7 +219,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
   /** One leaves the queue (`a`, no longer in its origin's list). */
   function left(a: Ahead): void {
     aheadCount--;
-    if (a.atIngest || a.bulk) {
+    if (waitsLong(a)) {
       ingestCount--;
       ingestChars -= a.c.body.length;
     }
@@ -267,7 +270,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       }
     for (const a of claimed) {
       aheadCount++;
-      if (a.atIngest || a.bulk) {
+      if (waitsLong(a)) {
         ingestCount++;
         ingestChars += a.c.body.length;
         bodyChars += (Math.max(a.c.body.length, 1) - bodyChars) / 16;
@@ -354,7 +357,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
     const stuck = new Set<string>();
     for (const [origin, [first]] of ahead) {
       const waited = now - first.since;
-      if (!first.atIngest && !first.bulk) {
+      if (!waitsLong(first)) {
         if (waited >= AHEAD_WAIT_MS) stuck.add(origin);
       } else if (waited >= MAX_INGEST_WAIT_MS || stalled(origin)) stuck.add(origin);
     }
@@ -380,7 +383,7 @@ export function createAheadQueue(deps: AheadDeps): AheadQueue {
       // paused, removed or pointed elsewhere since (here or in another process). Not asked of one
       // claimed a few slots' worth ahead: the store had it due moments ago, and a process whose
       // view of the installations lags would give it back and claim it again.
-      if ((a.atIngest || a.bulk) && deps.sendable && !deps.sendable(a.c)) {
+      if (waitsLong(a) && deps.sendable && !deps.sendable(a.c)) {
         unsendable.push(a);
         continue;
       }
