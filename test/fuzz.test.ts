@@ -31,6 +31,8 @@ import { deliveryServer } from './webhooks-support.ts';
 
 const seed = Number(process.env.FUZZ_SEED ?? 20261125);
 const runs = (n: number) => Number(process.env.FUZZ_RUNS ?? n);
+/** The parsers touch no store: their fuzz runs once, not again on PostgreSQL (postgres-suites.test.ts). */
+const storeless = { skip: process.env.SWITCHYARD_TEST_PG_URL ? 'no store involved: run on SQLite only' : false };
 
 /** YAML-ish text: the characters YAML gives meaning to, keys of the real schema, and anchors. */
 const yamlText = fc
@@ -97,7 +99,7 @@ const yamlText = fc
   )
   .map((parts) => parts.join(''));
 
-test('fuzz: config.yaml text either loads or fails with problems that say where, never anything else', () => {
+test('fuzz: config.yaml text either loads or fails with problems that say where, never anything else', storeless, () => {
   fc.assert(
     fc.property(yamlText, (text) => {
       try {
@@ -112,7 +114,7 @@ test('fuzz: config.yaml text either loads or fails with problems that say where,
   );
 });
 
-test('fuzz: manifest text never throws; problems say file:line:col', () => {
+test('fuzz: manifest text never throws; problems say file:line:col', storeless, () => {
   const base = 'name: fz\ntitle: Fuzz\ndescription: d\norganization: o\nvisibility: public\nscopes: []\n';
   fc.assert(
     fc.property(yamlText, fc.boolean(), (text, prefixed) => {

@@ -1,6 +1,6 @@
 /**
  * Three `switchyard serve` nodes on one PostgreSQL queue, as users run them (real processes, real
- * HTTP, one database): 5,000 events in batches spread over the nodes, a receiver that answers 500
+ * HTTP, one database): 3,000 events in batches spread over the nodes, a receiver that answers 500
  * to the first attempt of every 5th event (and to the first two of every 25th), one node kill -9'd
  * twice mid-stream: restarted the first time only after its leases ran out (the other nodes take
  * them), at once the second time (it takes back its own). Shown, from the receiver's log and the
@@ -34,7 +34,7 @@ import { retryDelay } from '../src/webhooks/policy.ts';
 
 const TOKEN = 'test-admin-token-postgres-nodes';
 const NODES = 3;
-const EVENTS = 5000;
+const EVENTS = 3000;
 const BATCH = 50;
 const BATCHES = EVENTS / BATCH;
 /** One batch every this many ms (round robin over the nodes that are up): the stream lasts ~BATCHES·PACE. */
@@ -101,7 +101,7 @@ interface Kill {
   restartedAt?: number;
 }
 
-test('3 nodes on one PostgreSQL queue, 5,000 events, one node kill -9 twice: every acknowledged event delivered, retries in their windows, duplicates only after a kill', async (t) => {
+test('3 nodes on one PostgreSQL queue, 3,000 events, one node kill -9 twice: every acknowledged event delivered, retries in their windows, duplicates only after a kill', async (t) => {
   const server = await postgresFor(t);
   if (!server) return;
   adminSql(server.url, 'CREATE DATABASE nodes');

@@ -1,6 +1,6 @@
 import { defineCommand } from 'citty';
 import cluster from 'node:cluster';
-import { startServer, type RunningServer } from '../server/server.ts';
+import type { RunningServer } from '../server/server.ts';
 import { publicUrlOf, type LoadedConfig } from '../config/index.ts';
 import { configArg, configFrom } from './common.ts';
 import { PORT_ENV, PORT_TAKEN_EXIT } from '../process/messages.ts';
@@ -45,6 +45,8 @@ export default defineCommand({
       return process.exitCode;
     }
     // One process, no supervisor: isolates run here, so a guest that takes V8 down takes the server.
+    // (Imported here, not above: the supervisor never serves, and the server's modules are most of a start's CPU.)
+    const { startServer } = await import('../server/server.ts');
     const server = await onFullDisk(config.data_dir, () => startServer(config, { sandbox: 'in-process' }));
     // Stopped by a signal (0), or by itself: another node took its id (1; it said why).
     const code = await Promise.race([untilSignal(server, true).then(() => 0), server.halted.then(() => 1)]);
@@ -85,7 +87,7 @@ async function serving(
   const tls = config.server.tls.cert ? await link.tls() : undefined;
   let server: RunningServer;
   try {
-    server = await startServer(config, { sandbox: 'in-process', link, tls });
+    server = await (await import('../server/server.ts')).startServer(config, { sandbox: 'in-process', link, tls });
   } catch (e) {
     // The supervisor picked this port for the first process and something took it since: it picks
     // another (quietly). A replacement keeps the port the others serve on, and says why it cannot.
