@@ -17,6 +17,7 @@ import { statement, type Engine } from '../src/store/contract.ts';
 import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 import { shownSql } from './helpers/counting.ts';
 import { countedSender } from './webhooks-support.ts';
+import { samplePayload } from '../src/events/index.ts';
 
 /**
  * Not an event's: the once-a-second look at what other processes made due (a turn slowed by load
@@ -67,6 +68,51 @@ test('a delivered event costs one commit and a fixed few statements after its in
     assert.ok(n.statements - periodic <= budget, `event ${i}: at most ${budget} statements, got ${n.statements - periodic}: ${n.sql.join(' | ')}`);
   }
   assert.equal(rx.requests.length, EVENTS + 2);
+});
+
+test('an ingested event is stored with its delivery in one statement on PostgreSQL (two on SQLite); a repeated eventId stores neither again and gives back the slot it reserved', async (t) => {
+  const { store, rx, recorded, events, n, reset } = await countedSender(t, () => 200, { per_endpoint_concurrency: 1 });
+  const engine = store.database.engine;
+  const site = (eventId: string) => samplePayload('site_view', { eventId });
+  // The first ones read the installation's signing secret into the caches (on PostgreSQL dropped
+  // once more when the store's listening connection opens, as above).
+  await events.ingest(site('evt_warm'));
+  await waitFor(() => recorded.length === 1);
+  await events.ingest(site('evt_0'));
+  await waitFor(() => recorded.length === 2);
+  for (let i = 1; i <= 5; i++) {
+    reset();
+    const r = await events.ingest(site(`evt_${i}`));
+    assert.equal(r.duplicate, false);
+    assert.equal(r.deliveries.length, 1);
+    const own = n.sql.filter((s) => !periodicIn([s], engine));
+    assert.equal(n.commits, 1, `event ${i}: one transaction (${n.sql.join(' | ')})`);
+    assert.equal(own.length, engine === 'postgres' ? 1 : 2, `event ${i}: ${own.join(' | ')}`);
+    assert.match(own[0], engine === 'postgres' ? /^WITH ev AS \(INSERT INTO events/ : /^INSERT INTO events/);
+    await waitFor(() => recorded.length === i + 2);
+  }
+  // Repeats, alone and in a batch with a new event and itself twice: nothing stored again, and the
+  // one slot of the endpoint is free for the new one (a repeat's reservation given back).
+  assert.equal((await events.ingest(site('evt_3'))).duplicate, true);
+  const batch = await events.ingestBatch([site('evt_2'), site('evt_new'), site('evt_new'), site('evt_5')]);
+  assert.deepEqual(
+    batch.results.map((r) => ('duplicate' in r ? [r.duplicate, r.deliveries.length] : r.status)),
+    [
+      [true, 0],
+      [false, 1],
+      [true, 0],
+      [true, 0],
+    ],
+  );
+  await waitFor(() => recorded.length === 8);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.deepEqual(
+    rx.requests.map((q) => JSON.parse(q.body).sourceEventId),
+    ['evt_warm', 'evt_0', 'evt_1', 'evt_2', 'evt_3', 'evt_4', 'evt_5', 'evt_new'],
+    'each event delivered once',
+  );
+  const count = statement<{ n: number }>('SELECT COUNT(*) AS n FROM webhook_deliveries');
+  assert.equal(Number((await store.database.get(count))!.n), 8);
 });
 
 test('a retry due by the time its failure is recorded is sent at once (no timer is armed for a time already past)', async (t) => {

@@ -20,6 +20,7 @@ import type { WebhooksConfig } from '../src/webhooks/sender.ts';
 import { modules as defaultModules } from '../src/server/modules.ts';
 import { webhooksModule, type Deliveries, type DeliveryDetail, type WebhooksService } from '../src/webhooks/index.ts';
 import { eventsModule } from '../src/events/index.ts';
+import { createEvents } from '../src/events/service.ts';
 import type { Module } from '../src/module/contract.ts';
 import { capabilityOf } from '../src/module/capabilities.ts';
 
@@ -214,5 +215,12 @@ export async function countedSender(
       ),
     );
   const send = async (i: number) => void (await sendMany([i]));
-  return { store, rx, url, recorded, send, sendMany, service, ...counted };
+  // Ingest as the API does it (events/service.ts): the events stored with their deliveries.
+  const events = createEvents({
+    database: counted.database,
+    log: memoryLogger(),
+    subscriptions: { forEventType: () => [{ installationId: 'inst_1', url }] },
+    deliveries: service.deliveries,
+  });
+  return { store, rx, url, recorded, send, sendMany, events, service, ...counted };
 }

@@ -16,6 +16,7 @@ import { LOCK_BUSY, statement, type Database, type Statement, type Tx } from '..
 import { jsonRows } from '../store/leased-queue.ts';
 import { batchStatement } from '../store/rows-insert.ts';
 import type { Deliveries, Subscription } from '../webhooks/index.ts';
+import type { EventsInsert } from '../webhooks/queue.ts';
 import type { HandlerQueue } from './handlers.ts';
 import { MAX_BATCH_EVENTS, newEventId, validateEventPayload } from './types.ts';
 
@@ -110,20 +111,24 @@ interface EventRow {
   at: number;
 }
 const EVENT_COLUMNS = ['id', 'type', 'installation_id', 'payload', 'received_at', 'delivery_count'];
+/** PostgreSQL: the events' INSERT over the JSON array `@<param>`, returning the ids it stored. */
+const insertEventsSql = (param: string) => `INSERT INTO events (${EVENT_COLUMNS.join(', ')})
+      SELECT v ->> 'id', v ->> 'type', v ->> 'installationId', v ->> 'payload', (v ->> 'at')::bigint, (v ->> 'count')::int
+      FROM jsonb_array_elements(CAST(@${param} AS jsonb)) WITH ORDINALITY AS j(v, k) ORDER BY k
+      ON CONFLICT (id) DO NOTHING
+      RETURNING id`;
 const ingest = {
   insert: batchStatement<EventRow, { id: string }>({
     columns: EVENT_COLUMNS,
     sqlite: (values) => `INSERT INTO events (${EVENT_COLUMNS.join(', ')}) ${values} ON CONFLICT (id) DO NOTHING RETURNING id`,
     values: (e) => [e.id, e.type, e.installationId, e.payload, e.at, e.count],
-    postgres: statement(`INSERT INTO events (${EVENT_COLUMNS.join(', ')})
-      SELECT v ->> 'id', v ->> 'type', v ->> 'installationId', v ->> 'payload', (v ->> 'at')::bigint, (v ->> 'count')::int
-      FROM jsonb_array_elements(CAST(@items AS jsonb)) WITH ORDINALITY AS j(v, k) ORDER BY k
-      ON CONFLICT (id) DO NOTHING
-      RETURNING id`),
+    postgres: statement(insertEventsSql('items')),
     postgresParams: (rows) => ({ items: jsonRows(rows) }),
   }),
   setCount: statement('UPDATE events SET delivery_count = ? WHERE id = ?'),
 };
+/** The same INSERT, for the queue to store a batch's deliveries with their events (on PostgreSQL in one statement). */
+const eventsInsert: EventsInsert<EventRow> = { insert: ingest.insert, postgresStep: insertEventsSql('events'), postgresParam: jsonRows };
 const reads = {
   byId: statement<Row>('SELECT * FROM events WHERE id = ?'),
   purgeOrphans: statement(
@@ -148,8 +153,9 @@ export function createEvents(deps: EventsDeps) {
   const now = deps.now ?? Date.now;
 
   /**
-   * Store units' events in the caller's transaction: the events in one INSERT, their deliveries in
-   * one more (deliveries.enqueueEvents), and each new event's handler runs. A unit's answer per
+   * Store units' events in the caller's transaction: the events and their deliveries in one INSERT
+   * each, or one for both on PostgreSQL (deliveries.enqueueWithEvents), and each new event's
+   * handler runs. A unit's answer per
    * event: null for an event seen before (nothing enqueued twice).
    */
   async function storeUnits(tx: Tx, units: Unit[], at: number, startAtCommit: boolean): Promise<Stored[][]> {
@@ -170,21 +176,20 @@ export function createEvents(deps: EventsDeps) {
       count: subsOf[i].length,
       at,
     }));
-    const inserted = new Set((await ingest.insert.all(tx, items)).map((r) => r.id));
-    // The first of an id in the batch is the one stored; the others are duplicates.
-    const isNew = events.map(({ event }) => inserted.delete(event.eventId));
-    const fresh = events.map((e, i) => ({ ...e, subs: subsOf[i], i })).filter((e) => isNew[e.i]);
-    const withSubs = fresh.filter((e) => e.subs.length);
-    const enqueued = withSubs.length
-      ? await queue!.enqueueEvents(
+    // The events and their deliveries (none for an event stored before: a duplicate), in one
+    // statement on PostgreSQL.
+    const { stored: inserted, deliveries } = queue
+      ? await queue.enqueueWithEvents(
           tx,
-          withSubs.map((e) => ({ event: e.event, subscriptions: e.subs })),
+          eventsInsert,
+          items,
+          events.map(({ event }, i) => ({ event, subscriptions: subsOf[i] })),
           at,
           { startAtCommit },
         )
-      : [];
-    const deliveriesOf = new Map<number, Array<{ id: string; installationId: string }>>();
-    withSubs.forEach((e, k) => deliveriesOf.set(e.i, enqueued[k]));
+      : { stored: new Set((await ingest.insert.all(tx, items)).map((r) => r.id)), deliveries: events.map(() => []) };
+    // The first of an id in the batch is the one stored; the others are duplicates.
+    const isNew = events.map(({ event }) => inserted.delete(event.eventId));
     const stored: Stored[] = [];
     for (let i = 0; i < events.length; i++) {
       if (!isNew[i]) {
@@ -192,10 +197,9 @@ export function createEvents(deps: EventsDeps) {
         continue;
       }
       const { event } = events[i];
-      const deliveries = deliveriesOf.get(i) ?? [];
-      if (deliveries.length !== subsOf[i].length) await tx.run(ingest.setCount, [deliveries.length, event.eventId]);
+      if (deliveries[i].length !== subsOf[i].length) await tx.run(ingest.setCount, [deliveries[i].length, event.eventId]);
       const handlers = (await deps.handlerRuns?.enqueue(tx, event, at, { startAtCommit })) ?? [];
-      stored.push({ deliveries, handlers });
+      stored.push({ deliveries: deliveries[i], handlers });
     }
     // Back into units.
     const out: Stored[][] = [];

@@ -100,3 +100,45 @@ export function rowsInsert(table: string, columns: readonly string[], postgres: 
   });
   return { run: (q, rows) => batch.run(q, rows) };
 }
+
+export interface ParentsAndChildren<P, C, CR> {
+  /**
+   * Store `parents`, and of `children` those whose parent (`parentOf`) this call stored, in the
+   * caller's transaction: the ids of the parents it stored, and the rows the children's statement
+   * returned for those it stored (in the children's order).
+   */
+  all(q: Queries, parents: readonly P[], children: readonly C[]): Promise<{ stored: Set<string>; children: CR[] }>;
+}
+
+/**
+ * Parent rows and their children, where a child is stored only under a parent stored now (a
+ * parent already there keeps what it has). SQLite: the two batch statements, the children filtered
+ * by the ids the parents' returned. PostgreSQL: `postgres`, one statement (the parents' INSERT in
+ * a WITH the children's reads its RETURNING from), one round trip and one statement fewer: each
+ * row it returns is either a stored parent's id (`parent_id` set) or a stored child's row.
+ */
+export function parentsAndChildren<P, C, CR>(spec: {
+  parents: BatchStatement<P, { id: string }>;
+  children: BatchStatement<C, CR>;
+  parentOf: (child: C) => string;
+  postgres: Statement<CR & { parent_id: string | null }>;
+  postgresParams: (parents: readonly P[], children: readonly C[]) => Params;
+}): ParentsAndChildren<P, C, CR> {
+  return {
+    async all(q, parents, children) {
+      if (!parents.length) return { stored: new Set(), children: [] };
+      if (q.engine === 'postgres' && children.length) {
+        const stored = new Set<string>();
+        const rows: CR[] = [];
+        for (const r of await q.all(spec.postgres, spec.postgresParams(parents, children))) {
+          if (r.parent_id !== null) stored.add(r.parent_id);
+          else rows.push(r);
+        }
+        return { stored, children: rows };
+      }
+      const stored = new Set((await spec.parents.all(q, parents)).map((r) => r.id));
+      const under = children.filter((c) => stored.has(spec.parentOf(c)));
+      return { stored, children: under.length ? await spec.children.all(q, under) : [] };
+    },
+  };
+}

@@ -2,7 +2,7 @@
  * What the webhooks module offers the other modules (`services.webhooks`, `services.deliveries`):
  * the contracts alone, so its routes and its callers can name them without importing the module.
  */
-import type { Delivery, DeliveryDetail, DeliveryFilter, Attempt, Queue, ReplayFilter } from './queue.ts';
+import type { Delivery, DeliveryDetail, DeliveryFilter, Attempt, EventsInsert, Queue, ReplayFilter } from './queue.ts';
 import type { DeliveryStats, StatsFilter } from './stats.ts';
 import type { SignatureScheme } from './schemes.ts';
 import type { SecretsView } from './secrets.ts';
@@ -76,6 +76,20 @@ export interface Deliveries {
     now?: number,
     opts?: { startAtCommit?: boolean },
   ): Promise<Array<Array<{ id: string; installationId: string }>>>;
+  /**
+   * As enqueueEvents, for events stored by the same call with their own module's INSERT
+   * (`eventsInsert` over `eventRows`): an event's deliveries are stored only if the event was stored
+   * now, not seen before (on PostgreSQL in one statement with it: one round trip fewer an ingest).
+   * The ids of the events stored, and each event's deliveries (none for one not stored).
+   */
+  enqueueWithEvents<E>(
+    tx: Tx,
+    eventsInsert: EventsInsert<E>,
+    eventRows: readonly E[],
+    events: Array<{ event: { eventId: string; type: string; [k: string]: unknown }; subscriptions: Subscription[] }>,
+    now?: number,
+    opts?: { startAtCommit?: boolean },
+  ): Promise<{ stored: Set<string>; deliveries: Array<Array<{ id: string; installationId: string }>> }>;
   /** The scheduler looks for due work now. */
   wake(): void;
   list(filter: DeliveryFilter): Promise<{ deliveries: Delivery[]; nextCursor: string | null }>;

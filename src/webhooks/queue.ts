@@ -10,7 +10,7 @@
 import { timeOrderedId } from '../ids.ts';
 import { statement, type Database, type Queries } from '../store/contract.ts';
 import { jsonRows } from '../store/leased-queue.ts';
-import { batchStatement, rowsTable } from '../store/rows-insert.ts';
+import { batchStatement, parentsAndChildren, rowsTable, type BatchStatement, type ParentsAndChildren } from '../store/rows-insert.ts';
 import { createDueHints } from './queue-due.ts';
 import { createHeldDeliveries } from './queue-held.ts';
 import { leases } from './queue-leases.ts';
@@ -62,6 +62,29 @@ interface DeliveryRow {
   now: number;
 }
 const INPUT = ['k', 'id', 'event_id', 'event_type', 'installation_id', 'url', 'origin', 'body', 'lease_until', 'lease_owner', 'now'];
+/**
+ * PostgreSQL: the deliveries' INSERT as the steps of a WITH (the last, `d`, returns seq, id and
+ * status), reading the rows from the JSON array `@<param>`; with `under`, only the rows whose event
+ * the WITH's step of that name returned (an INSERT of events: see enqueueUnder).
+ */
+function insertSteps(param: string, under?: string): string {
+  return `i AS (
+        SELECT k, v ->> 'id' AS id, v ->> 'eventId' AS event_id, v ->> 'eventType' AS event_type, v ->> 'installationId' AS installation_id,
+          v ->> 'url' AS url, v ->> 'origin' AS origin, v ->> 'body' AS body,
+          (v ->> 'leaseUntil')::bigint AS lease_until, v ->> 'leaseOwner' AS lease_owner, (v ->> 'now')::bigint AS now
+        FROM jsonb_array_elements(CAST(@${param} AS jsonb)) WITH ORDINALITY AS x(v, k)${
+          under
+            ? `
+        WHERE v ->> 'eventId' IN (SELECT id FROM ${under})`
+            : ''
+        }),
+      p AS (SELECT installation_id, paused FROM webhook_endpoints WHERE installation_id IN (SELECT installation_id FROM i) FOR SHARE),
+      j AS (SELECT i.*, COALESCE(p.paused = 1, false) AS paused FROM i LEFT JOIN p ON p.installation_id = i.installation_id),
+      d AS (INSERT INTO webhook_deliveries (${COLUMNS})
+        SELECT ${STORED} FROM j ORDER BY j.k
+        ON CONFLICT (event_id, installation_id) DO NOTHING
+        RETURNING seq, id, status)`;
+}
 const q = {
   // SQLite: multi-row VALUES (store/rows-insert.ts); PostgreSQL: one JSON array.
   insert: batchStatement<DeliveryRow, { seq: number; id: string; status: string }>({
@@ -74,27 +97,86 @@ const q = {
       ON CONFLICT (event_id, installation_id) DO NOTHING
       RETURNING seq, id, status`,
     values: (r) => [r.k, r.id, r.eventId, r.eventType, r.installationId, r.url, r.origin, r.body, r.leaseUntil, r.leaseOwner, r.now],
-    postgres: statement(`WITH i AS (
-        SELECT k, v ->> 'id' AS id, v ->> 'eventId' AS event_id, v ->> 'eventType' AS event_type, v ->> 'installationId' AS installation_id,
-          v ->> 'url' AS url, v ->> 'origin' AS origin, v ->> 'body' AS body,
-          (v ->> 'leaseUntil')::bigint AS lease_until, v ->> 'leaseOwner' AS lease_owner, (v ->> 'now')::bigint AS now
-        FROM jsonb_array_elements(CAST(@items AS jsonb)) WITH ORDINALITY AS x(v, k)),
-      p AS (SELECT installation_id, paused FROM webhook_endpoints WHERE installation_id IN (SELECT installation_id FROM i) FOR SHARE),
-      j AS (SELECT i.*, COALESCE(p.paused = 1, false) AS paused FROM i LEFT JOIN p ON p.installation_id = i.installation_id)
-      INSERT INTO webhook_deliveries (${COLUMNS})
-      SELECT ${STORED} FROM j ORDER BY j.k
-      ON CONFLICT (event_id, installation_id) DO NOTHING
-      RETURNING seq, id, status`),
+    postgres: statement(`WITH ${insertSteps('items')} SELECT seq, id, status FROM d`),
     postgresParams: (rows) => ({ items: jsonRows(rows) }),
   }),
   setUrl: statement('UPDATE webhook_deliveries SET url = ?, origin = ? WHERE seq = ?'),
 };
+
+/** The events a batch's deliveries belong to, stored by the same call (enqueueUnder): their own module's INSERT. */
+export interface EventsInsert<E> {
+  /** The INSERT alone, returning the ids it stored (SQLite; or no delivery to store). */
+  insert: BatchStatement<E, { id: string }>;
+  /** PostgreSQL: the same INSERT as a step of a WITH (`INSERT ... RETURNING id`), reading its rows from `@events`. */
+  postgresStep: string;
+  /** The `@events` parameter of those rows. */
+  postgresParam: (rows: readonly E[]) => string;
+}
+
+/** The statement storing events and their deliveries together, made once per events' INSERT. */
+const unders = new WeakMap<EventsInsert<any>, ParentsAndChildren<any, DeliveryRow, { seq: number; id: string; status: string }>>();
+function underEvents<E>(events: EventsInsert<E>): ParentsAndChildren<E, DeliveryRow, { seq: number; id: string; status: string }> {
+  let u = unders.get(events);
+  if (!u) {
+    u = parentsAndChildren({
+      parents: events.insert,
+      children: q.insert,
+      parentOf: (d: DeliveryRow) => d.eventId,
+      postgres: statement(`WITH ev AS (${events.postgresStep}), ${insertSteps('deliveries', 'ev')}
+        SELECT id AS parent_id, NULL::bigint AS seq, NULL::text AS id, NULL::text AS status FROM ev
+        UNION ALL SELECT NULL, seq, id, status FROM d`),
+      postgresParams: (eventRows: readonly E[], rows: readonly DeliveryRow[]) => ({ events: events.postgresParam(eventRows), deliveries: jsonRows(rows) }),
+    });
+    unders.set(events, u);
+  }
+  return u;
+}
 
 export type Queue = ReturnType<typeof createQueue>;
 
 export function createQueue(database: Database, opts: { maxAttempts: () => number }) {
   const due = createDueHints();
   const { noteDue } = due;
+
+  /** The rows the INSERT takes (k: the place in the batch). The caller may have made the ids already: the bodies name them (see body.ts). */
+  const rowsOf = (inputs: readonly EnqueueInput[]): DeliveryRow[] =>
+    inputs.map((input, k) => ({
+      k,
+      id: input.id ?? newDeliveryId(input.now),
+      eventId: input.eventId,
+      eventType: input.eventType,
+      installationId: input.installationId,
+      url: input.url,
+      origin: originOf(input.url),
+      body: input.body,
+      leaseUntil: input.lease?.until ?? null,
+      leaseOwner: input.lease?.owner ?? null,
+      now: input.now,
+    }));
+  /** Each input's delivery as stored (null: not stored), from the rows the INSERT returned; one stored due is noted for the scheduler. */
+  const claimedOf = (inputs: readonly EnqueueInput[], rows: readonly DeliveryRow[], returned: ReadonlyArray<{ seq: number; id: string; status: string }>) => {
+    const stored = new Map(returned.map((r) => [r.id, r]));
+    return rows.map((r, i): Claimed | null => {
+      const row = stored.get(r.id);
+      if (row === undefined) return null;
+      const held = row.status === 'held';
+      if (!inputs[i].lease && !held) noteDue(r.origin, r.now);
+      return {
+        seq: Number(row.seq),
+        id: r.id,
+        url: r.url,
+        origin: r.origin,
+        body: r.body,
+        eventId: r.eventId,
+        installationId: r.installationId,
+        eventType: r.eventType,
+        status: held ? 'held' : 'pending',
+        attempts: 0,
+        nextAttemptAt: held ? null : r.now,
+        createdAt: r.now,
+      };
+    });
+  };
 
   const queue = {
     /**
@@ -106,43 +188,25 @@ export function createQueue(database: Database, opts: { maxAttempts: () => numbe
      */
     async enqueueMany(tx: Queries, inputs: EnqueueInput[]): Promise<Array<Claimed | null>> {
       if (!inputs.length) return [];
-      const rows = inputs.map((input, k): DeliveryRow => {
-        // The caller may have made the id already: the body names it (see body.ts).
-        return {
-          k,
-          id: input.id ?? newDeliveryId(input.now),
-          eventId: input.eventId,
-          eventType: input.eventType,
-          installationId: input.installationId,
-          url: input.url,
-          origin: originOf(input.url),
-          body: input.body,
-          leaseUntil: input.lease?.until ?? null,
-          leaseOwner: input.lease?.owner ?? null,
-          now: input.now,
-        };
-      });
-      const stored = new Map((await q.insert.all(tx, rows)).map((r) => [r.id, r]));
-      return rows.map((r, i): Claimed | null => {
-        const row = stored.get(r.id);
-        if (row === undefined) return null;
-        const held = row.status === 'held';
-        if (!inputs[i].lease && !held) noteDue(r.origin, r.now);
-        return {
-          seq: Number(row.seq),
-          id: r.id,
-          url: r.url,
-          origin: r.origin,
-          body: r.body,
-          eventId: r.eventId,
-          installationId: r.installationId,
-          eventType: r.eventType,
-          status: held ? 'held' : 'pending',
-          attempts: 0,
-          nextAttemptAt: held ? null : r.now,
-          createdAt: r.now,
-        };
-      });
+      const rows = rowsOf(inputs);
+      return claimedOf(inputs, rows, await q.insert.all(tx, rows));
+    },
+
+    /**
+     * enqueueMany for deliveries whose events are stored by the same call, with `events.insert`
+     * (their module's): a delivery is stored only if its event was stored now (not a duplicate), in
+     * one statement on PostgreSQL. The ids of the events stored, and each delivery as enqueueMany
+     * answers (null as well when its event was not stored).
+     */
+    async enqueueUnder<E>(
+      tx: Queries,
+      events: EventsInsert<E>,
+      eventRows: readonly E[],
+      inputs: EnqueueInput[],
+    ): Promise<{ stored: Set<string>; claimed: Array<Claimed | null> }> {
+      const rows = rowsOf(inputs);
+      const both = await underEvents(events).all(tx, eventRows, rows);
+      return { stored: both.stored, claimed: claimedOf(inputs, rows, both.children) };
     },
 
     /** Enqueue one delivery (see enqueueMany). */

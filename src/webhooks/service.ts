@@ -115,10 +115,11 @@ export async function createWebhooks(deps: WebhooksDeps) {
 
   const lifecycle = createLifecycle({ queue, secrets, log, dueAfter: due.everywhereAfter });
   const webhooks: WebhooksService = { ...secretsService(secrets, endpoints.schemeOf), ...lifecycle.steps };
-  const enqueueEvents = createEnqueue({ queue, secrets, sender, wakeSender, storedDueAfter: due.storedDueAfter });
+  const { enqueueEvents, enqueueWithEvents } = createEnqueue({ queue, secrets, sender, wakeSender, storedDueAfter: due.storedDueAfter });
 
   const deliveries: Deliveries = {
     enqueueEvents,
+    enqueueWithEvents,
     async enqueueEvent(tx, event, subscriptions, now, opts) {
       return (await enqueueEvents(tx, [{ event, subscriptions }], now, opts))[0];
     },
