@@ -18,6 +18,8 @@ import { freshPostgresDatabase, tmpDir, waitFor } from './helpers/index.ts';
 import { shownSql } from './helpers/counting.ts';
 import { countedSender } from './webhooks-support.ts';
 import { samplePayload } from '../src/events/index.ts';
+import { createEvents } from '../src/events/service.ts';
+import { memoryLogger } from '../src/log/index.ts';
 
 /**
  * Not an event's: the once-a-second look at what other processes made due (a turn slowed by load
@@ -113,6 +115,44 @@ test('an ingested event is stored with its delivery in one statement on PostgreS
   );
   const count = statement<{ n: number }>('SELECT COUNT(*) AS n FROM webhook_deliveries');
   assert.equal(Number((await store.database.get(count))!.n), 8);
+});
+
+test('a repeat of an eventId inside a batch is a duplicate whatever it names: one naming no installation gets no delivery to the installations the first left out', async (t) => {
+  const { store, rx, recorded, service, url } = await countedSender(t, () => 200);
+  await store.database.transaction((tx) => service.webhooks.createSecret(tx, 'inst_2'));
+  // Two subscribers; the first copy names inst_1 (its alone), the second names none.
+  const events = createEvents({
+    database: store.database,
+    log: memoryLogger(),
+    subscriptions: {
+      forEventType: () => [
+        { installationId: 'inst_1', url },
+        { installationId: 'inst_2', url },
+      ],
+    },
+    deliveries: service.deliveries,
+  });
+  const batch = await events.ingestBatch([
+    samplePayload('site_view', { eventId: 'evt_dup', installationId: 'inst_1' }),
+    samplePayload('site_view', { eventId: 'evt_dup' }),
+  ]);
+  assert.deepEqual(
+    batch.results.map((r) => ('duplicate' in r ? [r.duplicate, r.deliveries.length] : r.status)),
+    [
+      [false, 1],
+      [true, 0],
+    ],
+  );
+  await waitFor(() => recorded.length === 1);
+  await new Promise((r) => setTimeout(r, 100));
+  const rows = await store.database.all<{ installation_id: string }>(statement("SELECT installation_id FROM webhook_deliveries WHERE event_id = 'evt_dup'"));
+  assert.deepEqual(
+    rows.map((r) => r.installation_id),
+    ['inst_1'],
+    'no delivery stored for the repeat',
+  );
+  assert.equal(rx.requests.length, 1, 'and none sent');
+  assert.equal(Number((await store.database.get(statement<{ n: number }>("SELECT delivery_count AS n FROM events WHERE id = 'evt_dup'")))!.n), 1);
 });
 
 test('a retry due by the time its failure is recorded is sent at once (no timer is armed for a time already past)', async (t) => {

@@ -177,13 +177,17 @@ export function createEvents(deps: EventsDeps) {
       at,
     }));
     // The events and their deliveries (none for an event stored before: a duplicate), in one
-    // statement on PostgreSQL.
+    // statement on PostgreSQL. A repeat of an id earlier in the batch is a duplicate whatever it
+    // says (another type, another installation): it gets no deliveries to store, and takes no
+    // slot at ingest from the new ones. (One stored by an earlier request is known only once the
+    // statement has run: its reserved slots are given back then.)
+    const first = new Set<string>();
     const { stored: inserted, deliveries } = queue
       ? await queue.enqueueWithEvents(
           tx,
           eventsInsert,
           items,
-          events.map(({ event }, i) => ({ event, subscriptions: subsOf[i] })),
+          events.map(({ event }, i) => ({ event, subscriptions: first.has(event.eventId) ? [] : (first.add(event.eventId), subsOf[i]) })),
           at,
           { startAtCommit },
         )
