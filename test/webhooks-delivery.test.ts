@@ -382,8 +382,10 @@ test('uninstall cancels queued deliveries; pause holds them and resume sends the
   assert.equal(held.nextAttemptAt, null);
   // A delivery enqueued for it during the pause is held too: it does not start at commit.
   const store = s.services.store;
-  const [{ id: dc }] = await store.database.transaction((tx) =>
-    s.deliveries.enqueueEvent(tx, samplePayload('page_feedback') as { eventId: string; type: string }, [{ installationId: b.installationId, url: r.url }]),
+  const [[{ id: dc }]] = await store.database.transaction((tx) =>
+    s.deliveries.enqueueEvents(tx, [
+      { event: samplePayload('page_feedback') as { eventId: string; type: string }, subscriptions: [{ installationId: b.installationId, url: r.url }] },
+    ]),
   );
   s.deliveries.wake();
   await new Promise((res) => setTimeout(res, 200));
@@ -413,8 +415,10 @@ test('a delivery enqueued right after a pause that rolled back is not held, and 
     /rolled back/,
   );
   // ... and a delivery enqueued at once asks the store (which has the last word), so it is not held ...
-  const [{ id }] = await store.database.transaction((tx) =>
-    s.deliveries.enqueueEvent(tx, samplePayload('site_view') as { eventId: string; type: string }, [{ installationId: sub.installationId, url: r.url }]),
+  const [[{ id }]] = await store.database.transaction((tx) =>
+    s.deliveries.enqueueEvents(tx, [
+      { event: samplePayload('site_view') as { eventId: string; type: string }, subscriptions: [{ installationId: sub.installationId, url: r.url }] },
+    ]),
   );
   assert.equal((await s.deliveries.get(id))!.status, 'pending');
   s.deliveries.wake();

@@ -155,8 +155,7 @@ export function createEvents(deps: EventsDeps) {
   /**
    * Store units' events in the caller's transaction: the events and their deliveries in one INSERT
    * each, or one for both on PostgreSQL (deliveries.enqueueWithEvents), and each new event's
-   * handler runs. A unit's answer per
-   * event: null for an event seen before (nothing enqueued twice).
+   * handler runs. A unit's answer per event: null for an event seen before (nothing enqueued twice).
    */
   async function storeUnits(tx: Tx, units: Unit[], at: number, startAtCommit: boolean): Promise<Stored[][]> {
     const queue = deps.deliveries;
@@ -181,19 +180,20 @@ export function createEvents(deps: EventsDeps) {
     // says (another type, another installation): it gets no deliveries to store, and takes no
     // slot at ingest from the new ones. (One stored by an earlier request is known only once the
     // statement has run: its reserved slots are given back then.)
-    const first = new Set<string>();
+    const seen = new Set<string>();
+    const isFirst = events.map(({ event }) => !seen.has(event.eventId) && !!seen.add(event.eventId));
     const { stored: inserted, deliveries } = queue
       ? await queue.enqueueWithEvents(
           tx,
           eventsInsert,
           items,
-          events.map(({ event }, i) => ({ event, subscriptions: first.has(event.eventId) ? [] : (first.add(event.eventId), subsOf[i]) })),
+          events.map(({ event }, i) => ({ event, subscriptions: isFirst[i] ? subsOf[i] : [] })),
           at,
           { startAtCommit },
         )
       : { stored: new Set((await ingest.insert.all(tx, items)).map((r) => r.id)), deliveries: events.map(() => []) };
-    // The first of an id in the batch is the one stored; the others are duplicates.
-    const isNew = events.map(({ event }) => inserted.delete(event.eventId));
+    // The first of an id in the batch is the one stored (ORDER BY its place); the others are duplicates.
+    const isNew = events.map(({ event }, i) => isFirst[i] && inserted.has(event.eventId));
     const stored: Stored[] = [];
     for (let i = 0; i < events.length; i++) {
       if (!isNew[i]) {
@@ -239,7 +239,7 @@ export function createEvents(deps: EventsDeps) {
   }
 
   // The queues hear about the commit (first attempts start) or the rollback (reserved slots given
-  // back) from the store's transaction hooks, registered by their enqueueEvent: nothing here calls
+  // back) from the store's transaction hooks, registered by their enqueue: nothing here calls
   // back into them.
   async function flush(batch: Pending[]): Promise<void> {
     const at = now();

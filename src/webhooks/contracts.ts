@@ -53,23 +53,16 @@ export interface Subscription {
 /** `services.deliveries`: the queue. */
 export interface Deliveries {
   /**
-   * One delivery per subscription, inside the caller's transaction: the payload is the event with
-   * that installation's `installationId`, under the delivery's own eventId (body.ts); its exact
-   * bytes are stored now and signed at each attempt.
+   * One delivery per subscription of each event, inside the caller's transaction, in one INSERT: the
+   * payload is the event with that installation's `installationId`, under the delivery's own
+   * eventId (body.ts); its exact bytes are stored now and signed at each attempt. For events the
+   * caller stores itself, or not at all (the sender's tests); ingest uses enqueueWithEvents.
    * With `startAtCommit` (the default), a delivery whose endpoint has a free slot (and is not
    * paused) is stored already leased, and its first attempt starts as soon as the transaction
    * commits, without going through the scheduler. The queue hears about the commit or the rollback
    * from the store (afterCommit/onRollback, store/transactions.ts): the caller tells nothing
    * afterwards.
    */
-  enqueueEvent(
-    tx: Tx,
-    event: { eventId: string; type: string; [k: string]: unknown },
-    subscriptions: Subscription[],
-    now?: number,
-    opts?: { startAtCommit?: boolean },
-  ): Promise<Array<{ id: string; installationId: string }>>;
-  /** As enqueueEvent for several events at once (a batch's): one INSERT for all their deliveries. */
   enqueueEvents(
     tx: Tx,
     events: Array<{ event: { eventId: string; type: string; [k: string]: unknown }; subscriptions: Subscription[] }>,

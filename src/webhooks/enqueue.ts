@@ -1,7 +1,8 @@
 /**
- * An event's deliveries, enqueued in the caller's transaction (Deliveries.enqueueEvents, see
- * contracts.ts; enqueueWithEvents stores the events in the same statement): a delivery whose endpoint has a free slot here, or room in this process's line
- * for it (sender-ahead.ts), is stored already leased: its first attempt starts once the transaction
+ * Events' deliveries, enqueued in the caller's transaction (Deliveries.enqueueWithEvents, which
+ * stores the events in the same statement on PostgreSQL, and enqueueEvents; see contracts.ts): a
+ * delivery whose endpoint has a free slot here, or room in this process's line for it
+ * (sender-ahead.ts), is stored already leased: its first attempt starts once the transaction
  * commits, or it waits in the line; the others are stored due, for the sender's scheduler, woken
  * after the commit.
  */

@@ -120,9 +120,6 @@ export async function createWebhooks(deps: WebhooksDeps) {
   const deliveries: Deliveries = {
     enqueueEvents,
     enqueueWithEvents,
-    async enqueueEvent(tx, event, subscriptions, now, opts) {
-      return (await enqueueEvents(tx, [{ event, subscriptions }], now, opts))[0];
-    },
     wake: wakeSender,
     list: (f) => queue.list(f),
     get: (id) => queue.get(id),
